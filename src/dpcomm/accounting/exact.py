@@ -1,0 +1,165 @@
+"""Exact numerical evaluation of Lemma 2's bound for R_σ (no sampling, no concentration).
+
+Algorithm 2 of the paper estimates E[Σ_{i≤N} L_i]_+ by Monte Carlo; here it is computed
+exactly. For R_σ, Σ_{i≤N} L_i = N c0 + c1 H − c2 (Z − H), where Z ~ Bin(N, 2/T) counts the
+blanket draws that hit t or t', H | Z ~ Bin(Z, 1/2) those that hit t, c0 = σ(1 − e^ε),
+c1 = (1 − σ)T and c2 = (1 − σ)T e^ε. Then
+
+    E[(ΣL)_+ | Z] = (N c0 − c2 Z) P(H ≥ k) + (c1 + c2) (Z/2) P(H' ≥ k − 1),
+    k = ⌊(c2 Z − N c0)/(c1 + c2)⌋ + 1,  H' ~ Bin(Z − 1, 1/2).
+
+Truncations only ever *add* to the result, so the value stays an upper bound:
+
+* Z above a quantile: (ΣL)_+ ≤ c1 H, so the dropped part is at most (c1/2) E[Z; Z > z].
+* m outside [m_lo, m_hi]: g(N) = E[(ΣL)_+]/N is non-increasing in N (S_N/N is the average
+  of the N leave-one-out means; (·)_+ is convex), so the dropped weights are charged at
+  g(d + 1) below and at g(N_hi) above.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import gammaln
+from scipy.stats import binom
+
+from dpcomm.accounting.mechanisms import ScramblerMechanism
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+_TAIL_PROBABILITY = 1e-30
+_SAFETY = 1.0 + 1e-9
+
+
+@lru_cache(maxsize=8)
+def _half_binomial_tails(size: int) -> FloatArray:
+    """Table T[z, k] = P(Bin(z, 1/2) ≥ k) for 0 ≤ z < size, 0 ≤ k ≤ size (read-only)."""
+    z = np.arange(size, dtype=float)[:, None]
+    k = np.arange(size + 1, dtype=float)[None, :]
+    with np.errstate(invalid="ignore"):
+        log_pmf = gammaln(z + 1) - gammaln(k + 1) - gammaln(z - k + 1) - z * math.log(2.0)
+    pmf = np.where(k <= z, np.exp(np.where(k <= z, log_pmf, 0.0)), 0.0)
+    tails = np.cumsum(pmf[:, ::-1], axis=1)[:, ::-1]
+    tails = np.minimum(tails, 1.0)
+    tails.setflags(write=False)
+    return tails
+
+
+def _upper_quantile(probability: float, trials: IntArray, success: float) -> IntArray:
+    """Smallest z with P(Bin(N, p) > z) ≤ probability, per N (bisection on the exact sf).
+
+    scipy's ``isf`` loses accuracy for probabilities far below machine epsilon; ``sf`` does not.
+    """
+    low = np.floor(trials * success).astype(np.int64) - 1
+    high = trials.astype(np.int64)
+    while np.any(high - low > 1):
+        middle = (low + high) // 2
+        small = binom.sf(middle, trials, success) <= probability
+        high = np.where(small, middle, high)
+        low = np.where(small, low, middle)
+    return high
+
+
+def _lower_quantile(probability: float, trials: int, success: float) -> int:
+    """Largest z with P(Bin(N, p) < z) ≤ probability (bisection on the exact cdf)."""
+    low, high = 0, int(math.ceil(trials * success)) + 1
+    while high - low > 1:
+        middle = (low + high) // 2
+        if binom.cdf(middle - 1, trials, success) <= probability:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _tail_table(size: int) -> FloatArray:
+    rounded = 1 << max(6, int(math.ceil(math.log2(size + 1))))
+    return _half_binomial_tails(rounded)
+
+
+class ExactLemma2:
+    """Evaluates Lemma 2's bound exactly for one uncapped scrambler; reusable across ε.
+
+    The ε-independent tables (binomial weights over m and Z) are built once here, so that
+    searching ε for a target δ costs a few array gathers per step.
+    """
+
+    def __init__(self, mechanism: ScramblerMechanism) -> None:
+        self.mechanism = mechanism
+        sigma, n, d, size = (
+            mechanism.sampling_rate,
+            mechanism.batch_size,
+            mechanism.num_dummies,
+            mechanism.num_targets,
+        )
+        self.hit = min(1.0, 2.0 / size)
+        # Range of m (blanket draws among the n − 1 other sources) kept exactly.
+        if n == 1 or sigma == 0.0:
+            m_lo = m_hi = 0
+        elif sigma == 1.0:
+            m_lo = m_hi = n - 1
+        else:
+            m_lo = _lower_quantile(_TAIL_PROBABILITY, n - 1, sigma)
+            m_hi = int(_upper_quantile(_TAIL_PROBABILITY, np.array([n - 1]), sigma)[0])
+            m_lo, m_hi = max(0, m_lo), min(n - 1, max(m_hi, m_lo))
+        counts = np.arange(m_lo, m_hi + 1)
+        self.sizes = (counts + d + 1).astype(np.int64)
+        if n == 1:
+            self.weights = np.ones(1)
+        else:
+            self.weights = np.asarray(binom.pmf(counts, n - 1, sigma), dtype=float)
+        below = float(binom.cdf(m_lo - 1, n - 1, sigma)) if m_lo > 0 else 0.0
+        above = float(binom.sf(m_hi, n - 1, sigma)) if m_hi < n - 1 else 0.0
+        # Rows: the kept sizes, then N = d + 1 (charged for m < m_lo).
+        self.row_sizes: IntArray = np.concatenate([self.sizes, [d + 1]]).astype(np.int64)
+        self.row_weights: FloatArray = np.concatenate([self.weights, [below]])
+        self.row_weights[len(self.sizes) - 1] += above  # charged at g(N_hi)
+        z_hi = np.minimum(
+            self.row_sizes, _upper_quantile(_TAIL_PROBABILITY, self.row_sizes, self.hit)
+        )
+        self.z_max = int(z_hi.max())
+        z = np.arange(self.z_max + 1)
+        self.z_grid: IntArray = np.broadcast_to(z, (len(self.row_sizes), self.z_max + 1)).copy()
+        pmf = binom.pmf(z[None, :], self.row_sizes[:, None], self.hit)
+        self.z_weights: FloatArray = np.where(z[None, :] <= z_hi[:, None], pmf, 0.0)
+        # (c1/2) E[Z; Z > z_hi] / N = (c1 · hit / 2) P(Bin(N − 1, hit) ≥ z_hi + 1), per row.
+        self.z_tail = np.asarray(
+            binom.sf(z_hi, np.maximum(self.row_sizes - 1, 0), self.hit), dtype=float
+        )
+        self.tails = _tail_table(self.z_max + 2)
+
+    def delta(self, epsilon: float) -> float:
+        """The bound on δ(ε) (Lemma 2 with E[Σ L_i]_+ computed exactly)."""
+        mechanism = self.mechanism
+        sigma, size = mechanism.sampling_rate, mechanism.num_targets
+        if math.isinf(epsilon):
+            return 0.0
+        exp_eps = math.exp(epsilon)
+        c0 = sigma * (1.0 - exp_eps)
+        c1 = (1.0 - sigma) * size
+        c2 = c1 * exp_eps
+        if c1 + c0 <= 0.0:  # L ≤ 0 surely (σ = 1, or ε beyond ε0)
+            return 0.0
+        sizes = self.row_sizes[:, None].astype(float)
+        z = self.z_grid.astype(float)
+        threshold = np.floor((c2 * z - sizes * c0) / (c1 + c2)).astype(np.int64) + 1
+        threshold = np.clip(threshold, 0, self.tails.shape[1] - 1)
+        z_index = self.z_grid
+        tail = self.tails[z_index, threshold]
+        tail_shift = self.tails[np.maximum(z_index - 1, 0), np.clip(threshold - 1, 0, None)]
+        tail_shift = np.where(z_index >= 1, tail_shift, 0.0)
+        positive = (sizes * c0 - c2 * z) * tail + (c1 + c2) * (z / 2.0) * tail_shift
+        positive = np.maximum(positive, 0.0)
+        per_size = (self.z_weights * positive).sum(axis=1) / self.row_sizes
+        per_size += (c1 * self.hit / 2.0) * self.z_tail
+        total = float(np.dot(self.row_weights, per_size))
+        return min(1.0, total * _SAFETY)
+
+
+def exact_delta(mechanism: ScramblerMechanism, epsilon: float) -> float:
+    """δ(ε) of the uncapped scrambler: Lemma 2's bound evaluated exactly (see module doc)."""
+    return ExactLemma2(mechanism).delta(epsilon)

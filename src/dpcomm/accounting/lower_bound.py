@@ -1,0 +1,199 @@
+"""Certified lower bounds: exact divergences of explicit neighbouring pairs.
+
+The privacy of a mechanism is a maximum over neighbouring pairs, so the exact δ(ε) (or the
+exact log-ratio of one output) of any explicit pair is a lower bound on what any valid
+accountant can report. Dropping part of the observation (post-processing) or omitting
+non-negative terms of a hockey-stick sum only lowers the value, so it stays a lower bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import binom
+
+from dpcomm.accounting.mechanisms import ScramblerMechanism
+
+FloatArray = npt.NDArray[np.float64]
+
+_TAIL_PROBABILITY = 1e-30
+# Absolute slack that covers floating-point error in the sums below (each cell's error is
+# ~1e-16 of its mass; masses sum to at most 1 + e^ε).
+_ROUNDING_SLACK = 1e-12
+
+
+def _support_end(trials: int, success: float) -> int:
+    """An index past which Bin(trials, success) has mass below 1e-30 (or ``trials``)."""
+    if trials == 0 or success == 0.0:
+        return 0
+    high = trials
+    low = int(trials * success)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if binom.sf(middle, trials, success) <= _TAIL_PROBABILITY:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _binomial_pmf(trials: int, success: float, length: int) -> FloatArray:
+    values = np.arange(length)
+    return np.asarray(binom.pmf(values, trials, success), dtype=float)
+
+
+class ScramblerLowerBound:
+    """Exact δ(ε) of an explicit neighbouring pair of the uncapped scrambler A_σ^{n,d}.
+
+    T ≥ 3: the other n − 1 sources all hold a third target t''; the distinguished source holds
+    t or t'. The observation is reduced to the counts (α, γ) received by t and t' (a
+    post-processing of the full output). By symmetry the blanket draws and dummies that land
+    in {t, t'} split evenly: (α₀, γ₀) = (H, Z − H), Z ~ Bin(n − 1, 2σ/T) + Bin(d, 2/T),
+    H | Z ~ Bin(Z, 1/2); the distinguished message adds e_t w.p. 1 − σ + σ/T, e_t' w.p. σ/T.
+
+    T = 2: the others hold t; the observation is the count at t.
+    """
+
+    def __init__(self, mechanism: ScramblerMechanism) -> None:
+        if mechanism.capped:
+            raise ValueError("ScramblerLowerBound covers the uncapped scrambler")
+        self.mechanism = mechanism
+        size, sigma = mechanism.num_targets, mechanism.sampling_rate
+        n, d = mechanism.batch_size, mechanism.num_dummies
+        truth = 1.0 - sigma + sigma / size
+        other = sigma / size
+        if size >= 3:
+            blanket_hit = 2.0 * sigma / size
+            dummy_hit = 2.0 / size
+            end = _support_end(n - 1, blanket_hit) + _support_end(d, dummy_hit) + 1
+            z_pmf = np.convolve(
+                _binomial_pmf(n - 1, blanket_hit, end + 1), _binomial_pmf(d, dummy_hit, end + 1)
+            )[: end + 1]
+            alpha = np.arange(end + 2)[:, None]
+            gamma = np.arange(end + 2)[None, :]
+            total = alpha + gamma
+            inside = total <= end
+            base = np.where(
+                inside,
+                z_pmf[np.minimum(total, end)] * binom.pmf(alpha, total, 0.5),
+                0.0,
+            )
+            shifted_alpha = np.zeros_like(base)
+            shifted_alpha[1:, :] = base[:-1, :]
+            shifted_gamma = np.zeros_like(base)
+            shifted_gamma[:, 1:] = base[:, :-1]
+            rest = 1.0 - truth - other
+            keep = total <= end  # every P_0 value used by these cells is exact
+            self.first: FloatArray = np.where(
+                keep, truth * shifted_alpha + other * shifted_gamma + rest * base, 0.0
+            ).ravel()
+            self.second: FloatArray = np.where(
+                keep, other * shifted_alpha + truth * shifted_gamma + rest * base, 0.0
+            ).ravel()
+        else:
+            stay = 1.0 - sigma / 2.0
+            end = n + d
+            others = np.convolve(_binomial_pmf(n - 1, stay, n), _binomial_pmf(d, 0.5, d + 1))
+            self.first = np.convolve(others, [1.0 - stay, stay])[: end + 1]
+            self.second = np.convolve(others, [1.0 - other, other])[: end + 1]
+
+    def delta(self, epsilon: float) -> float:
+        """A lower bound on the mechanism's δ(ε)."""
+        if math.isinf(epsilon):
+            return 0.0
+        exp_eps = math.exp(epsilon)
+        forward = np.clip(self.first - exp_eps * self.second, 0.0, None).sum()
+        backward = np.clip(self.second - exp_eps * self.first, 0.0, None).sum()
+        return max(0.0, float(max(forward, backward)) - _ROUNDING_SLACK * (1.0 + exp_eps))
+
+
+def capped_two_target_distribution(
+    message_probabilities: list[tuple[float, float]],
+    *,
+    num_targets: int,
+    batch_size: int,
+    num_dummies: int,
+) -> tuple[FloatArray, float]:
+    """P(output puts a messages on u, b on v and none elsewhere), capped scrambler S̄_d.
+
+    ``message_probabilities`` gives, for each real message, its probability of landing on u
+    and on v. Dummies are then added one by one, uniform over the targets holding fewer than
+    n = ``batch_size`` messages. Returns ``(scaled, log_scale)``: the (n + 1) x (n + 1) array
+    indexed by (a, b) equals ``scaled * exp(log_scale)`` (rescaled at each step so that large
+    n does not underflow); only entries with a + b = n + d are outputs.
+    """
+    n = batch_size
+    state = np.zeros((n + 1, n + 1))
+    state[0, 0] = 1.0
+    log_scale = 0.0
+
+    def rescale(values: FloatArray) -> tuple[FloatArray, float]:
+        peak = float(values.max())
+        if peak <= 0.0:
+            return values, 0.0
+        return values / peak, math.log(peak)
+
+    for to_u, to_v in message_probabilities:
+        moved = np.zeros_like(state)
+        moved[1:, :] += to_u * state[:-1, :]
+        moved[:, 1:] += to_v * state[:, :-1]
+        state, shift = rescale(moved)
+        log_scale += shift
+    a = np.arange(n + 1)[:, None]
+    b = np.arange(n + 1)[None, :]
+    u_open = a < n
+    v_open = b < n
+    allowed = num_targets - (~u_open).astype(float) - (~v_open).astype(float)
+    safe = np.maximum(allowed, 1.0)
+    step_u = np.where(u_open, 1.0 / safe, 0.0)
+    step_v = np.where(v_open, 1.0 / safe, 0.0)
+    for _ in range(num_dummies):
+        moved = np.zeros_like(state)
+        moved[1:, :] += (step_u * state)[:-1, :]
+        moved[:, 1:] += (step_v * state)[:, :-1]
+        state, shift = rescale(moved)
+        log_scale += shift
+    return state, log_scale
+
+
+def capped_pure_epsilon_lower_bound(mechanism: ScramblerMechanism) -> float:
+    """A lower bound on the pure ε of the capped scrambler Ā_σ^{n,d}.
+
+    Exact log-ratios, under the mechanism's own output distribution, of outputs supported on
+    two targets, for three explicit neighbouring pairs (the others at t'' or at t); the
+    largest is returned. Outputs whose probability underflows (below 1e-250 of the largest
+    one in the family) are skipped, which can only lower the value.
+    """
+    size, sigma = mechanism.num_targets, mechanism.sampling_rate
+    n, d = mechanism.batch_size, mechanism.num_dummies
+    truth, other = 1.0 - sigma + sigma / size, sigma / size
+    families: list[tuple[tuple[float, float], tuple[float, float], tuple[float, float]]] = [
+        # (others' (to u, to v)), distinguished under D, under D'
+        ((truth, other), (truth, other), (other, truth)),  # u = t, v = t', others at t
+    ]
+    if size >= 3:
+        families.append(((other, truth), (truth, other), (other, other)))  # u=t, v=t''
+        families.append(((other, other), (truth, other), (other, truth)))  # u=t, v=t'
+    a = np.arange(n + 1)[:, None]
+    b = np.arange(n + 1)[None, :]
+    outputs = (a + b) == n + d
+    best = 0.0
+    for others, first, second in families:
+        shared = [others] * (n - 1)
+        p, log_p = capped_two_target_distribution(
+            [*shared, first], num_targets=size, batch_size=n, num_dummies=d
+        )
+        q, log_q = capped_two_target_distribution(
+            [*shared, second], num_targets=size, batch_size=n, num_dummies=d
+        )
+        p_out, q_out = p[outputs], q[outputs]
+        visible_p, visible_q = p_out > 1e-250, q_out > 1e-250
+        if sigma == 0.0 and np.any((visible_p & (q_out == 0)) | (visible_q & (p_out == 0))):
+            return math.inf  # with σ = 0 zeros are structural, not underflow
+        both = visible_p & visible_q
+        if np.any(both):
+            ratios = np.abs(np.log(p_out[both]) + log_p - np.log(q_out[both]) - log_q)
+            best = max(best, float(ratios.max()))
+    return max(0.0, best - 1e-9)
