@@ -28,7 +28,9 @@ def check_probability(name: str, value: object) -> float:
 
 def check_int(name: str, value: object, *, minimum: int, maximum: int | None = None) -> int:
     """Return ``value`` as an int in [minimum, maximum]."""
-    allowed = f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum}]"
+    allowed = (
+        f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum}]"
+    )
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, float) and value.is_integer():
             value = int(value)

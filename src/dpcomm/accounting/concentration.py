@@ -87,7 +87,9 @@ def generic_variables(mechanism: GenericScrambler, epsilon: float) -> list[Ampli
     return variables
 
 
-def mixture_weights(batch_size: int, gamma: float, num_dummies: int) -> tuple[FloatArray, FloatArray]:
+def mixture_weights(
+    batch_size: int, gamma: float, num_dummies: int
+) -> tuple[FloatArray, FloatArray]:
     """Sizes N = m + d + 1 and weights Bin(m; n − 1, γ) of Lemma 2's first form."""
     counts = np.arange(batch_size, dtype=float)
     weights = binom.pmf(counts, batch_size - 1, gamma) if batch_size > 1 else np.ones(1)
@@ -125,7 +127,8 @@ def bennett_expectation(sizes: FloatArray, variable: AmplificationVariable) -> F
 
 
 def _mixture_delta(sizes: FloatArray, weights: FloatArray, expectations: FloatArray) -> float:
-    terms = np.where(weights > 0, weights * expectations / sizes, 0.0)
+    positive = weights > 0
+    terms = weights[positive] * expectations[positive] / sizes[positive]
     return float(min(1.0, float(np.sum(terms))))
 
 
@@ -141,13 +144,13 @@ def hoeffding_delta(mechanism: ScramblerMechanism | GenericScrambler, epsilon: f
         exp_eps = math.exp(epsilon)
         value_range = (1.0 - sigma) * size * (1.0 + exp_eps) + 2.0 * sigma * (exp_eps - 1.0)
         sizes, weights = mixture_weights(mechanism.batch_size, sigma, mechanism.num_dummies)
-        return _mixture_delta(sizes, weights, hoeffding_expectation(sizes, exp_eps - 1, value_range))
+        return _mixture_delta(
+            sizes, weights, hoeffding_expectation(sizes, exp_eps - 1, value_range)
+        )
     gamma = mechanism.randomizer.total_variation_similarity
     sizes, weights = mixture_weights(mechanism.batch_size, gamma, mechanism.num_dummies)
     return max(
-        _mixture_delta(
-            sizes, weights, hoeffding_expectation(sizes, v.mean_gap, v.upper - v.lower)
-        )
+        _mixture_delta(sizes, weights, hoeffding_expectation(sizes, v.mean_gap, v.upper - v.lower))
         for v in generic_variables(mechanism, epsilon)
     )
 
@@ -156,7 +159,9 @@ def bennett_delta(mechanism: ScramblerMechanism | GenericScrambler, epsilon: flo
     """δ(ε) of the uncapped scrambler from Lemma 2 with the corrected Bennett bound."""
     if isinstance(mechanism, ScramblerMechanism):
         variable = randomized_response_variable(
-            num_targets=mechanism.num_targets, sampling_rate=mechanism.sampling_rate, epsilon=epsilon
+            num_targets=mechanism.num_targets,
+            sampling_rate=mechanism.sampling_rate,
+            epsilon=epsilon,
         )
         sizes, weights = mixture_weights(
             mechanism.batch_size, mechanism.sampling_rate, mechanism.num_dummies

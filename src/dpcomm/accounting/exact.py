@@ -43,8 +43,7 @@ def _half_binomial_tails(size: int) -> FloatArray:
     with np.errstate(invalid="ignore"):
         log_pmf = gammaln(z + 1) - gammaln(k + 1) - gammaln(z - k + 1) - z * math.log(2.0)
     pmf = np.where(k <= z, np.exp(np.where(k <= z, log_pmf, 0.0)), 0.0)
-    tails = np.cumsum(pmf[:, ::-1], axis=1)[:, ::-1]
-    tails = np.minimum(tails, 1.0)
+    tails: FloatArray = np.minimum(np.cumsum(pmf[:, ::-1], axis=1)[:, ::-1], 1.0)
     tails.setflags(write=False)
     return tails
 
@@ -66,7 +65,7 @@ def _upper_quantile(probability: float, trials: IntArray, success: float) -> Int
 
 def _lower_quantile(probability: float, trials: int, success: float) -> int:
     """Largest z with P(Bin(N, p) < z) ≤ probability (bisection on the exact cdf)."""
-    low, high = 0, int(math.ceil(trials * success)) + 1
+    low, high = 0, math.ceil(trials * success) + 1
     while high - low > 1:
         middle = (low + high) // 2
         if binom.cdf(middle - 1, trials, success) <= probability:
@@ -77,7 +76,7 @@ def _lower_quantile(probability: float, trials: int, success: float) -> int:
 
 
 def _tail_table(size: int) -> FloatArray:
-    rounded = 1 << max(6, int(math.ceil(math.log2(size + 1))))
+    rounded = 1 << max(6, math.ceil(math.log2(size + 1)))
     return _half_binomial_tails(rounded)
 
 

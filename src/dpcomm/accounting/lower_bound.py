@@ -158,42 +158,81 @@ def capped_two_target_distribution(
     return state, log_scale
 
 
-def capped_pure_epsilon_lower_bound(mechanism: ScramblerMechanism) -> float:
-    """A lower bound on the pure ε of the capped scrambler Ā_σ^{n,d}.
+#: Largest (n + d) * n² for which the capped lower bound is computed (about a second).
+CAPPED_COST_LIMIT = 4e8
 
-    Exact log-ratios, under the mechanism's own output distribution, of outputs supported on
-    two targets, for three explicit neighbouring pairs (the others at t'' or at t); the
-    largest is returned. Outputs whose probability underflows (below 1e-250 of the largest
-    one in the family) are skipped, which can only lower the value.
+
+class CappedLowerBound:
+    """Lower bounds for the capped scrambler Ā_σ^{n,d} from explicit neighbouring pairs.
+
+    Exact probabilities, under the mechanism's own output distribution, of the outputs that
+    put every message on two targets, for three explicit pairs (the others at t'' or at t).
+    Restricting a hockey-stick sum, or a maximum of log-ratios, to some outputs can only lower
+    it. Outputs whose probability underflows (below 1e-250 of the family's largest) are
+    skipped, which also only lowers the value. When (n + d) n² exceeds
+    :data:`CAPPED_COST_LIMIT` no pair is evaluated and both bounds are 0.
     """
-    size, sigma = mechanism.num_targets, mechanism.sampling_rate
-    n, d = mechanism.batch_size, mechanism.num_dummies
-    truth, other = 1.0 - sigma + sigma / size, sigma / size
-    families: list[tuple[tuple[float, float], tuple[float, float], tuple[float, float]]] = [
+
+    def __init__(self, mechanism: ScramblerMechanism) -> None:
+        self.mechanism = mechanism
+        size, sigma = mechanism.num_targets, mechanism.sampling_rate
+        n, d = mechanism.batch_size, mechanism.num_dummies
+        truth, other = 1.0 - sigma + sigma / size, sigma / size
         # (others' (to u, to v)), distinguished under D, under D'
-        ((truth, other), (truth, other), (other, truth)),  # u = t, v = t', others at t
-    ]
-    if size >= 3:
-        families.append(((other, truth), (truth, other), (other, other)))  # u=t, v=t''
-        families.append(((other, other), (truth, other), (other, truth)))  # u=t, v=t'
-    a = np.arange(n + 1)[:, None]
-    b = np.arange(n + 1)[None, :]
-    outputs = (a + b) == n + d
-    best = 0.0
-    for others, first, second in families:
-        shared = [others] * (n - 1)
-        p, log_p = capped_two_target_distribution(
-            [*shared, first], num_targets=size, batch_size=n, num_dummies=d
-        )
-        q, log_q = capped_two_target_distribution(
-            [*shared, second], num_targets=size, batch_size=n, num_dummies=d
-        )
-        p_out, q_out = p[outputs], q[outputs]
-        visible_p, visible_q = p_out > 1e-250, q_out > 1e-250
-        if sigma == 0.0 and np.any((visible_p & (q_out == 0)) | (visible_q & (p_out == 0))):
-            return math.inf  # with σ = 0 zeros are structural, not underflow
-        both = visible_p & visible_q
-        if np.any(both):
-            ratios = np.abs(np.log(p_out[both]) + log_p - np.log(q_out[both]) - log_q)
-            best = max(best, float(ratios.max()))
-    return max(0.0, best - 1e-9)
+        families = [((truth, other), (truth, other), (other, truth))]  # u=t, v=t', others at t
+        if size >= 3:
+            families.append(((other, truth), (truth, other), (other, other)))  # u=t, v=t''
+            families.append(((other, other), (truth, other), (other, truth)))  # u=t, v=t'
+        self.evaluated = (n + d) * n * n <= CAPPED_COST_LIMIT
+        self.pairs: list[tuple[FloatArray, FloatArray]] = []  # log-probabilities per output
+        self.structural_gap = False
+        if not self.evaluated:
+            return
+        a = np.arange(n + 1)[:, None]
+        b = np.arange(n + 1)[None, :]
+        outputs = (a + b) == n + d
+        for others, first, second in families:
+            shared = [others] * (n - 1)
+            p, log_p = capped_two_target_distribution(
+                [*shared, first], num_targets=size, batch_size=n, num_dummies=d
+            )
+            q, log_q = capped_two_target_distribution(
+                [*shared, second], num_targets=size, batch_size=n, num_dummies=d
+            )
+            p_out, q_out = p[outputs], q[outputs]
+            visible_p, visible_q = p_out > 1e-250, q_out > 1e-250
+            if sigma == 0.0 and np.any((visible_p & (q_out == 0)) | (visible_q & (p_out == 0))):
+                self.structural_gap = True  # with σ = 0 zeros are structural, not underflow
+            with np.errstate(divide="ignore"):
+                log_first = np.where(visible_p, np.log(p_out) + log_p, -np.inf)
+                log_second = np.where(visible_q, np.log(q_out) + log_q, -np.inf)
+            self.pairs.append((log_first, log_second))
+
+    def pure_epsilon(self) -> float:
+        """A lower bound on the pure ε."""
+        if self.structural_gap:
+            return math.inf
+        best = 0.0
+        for log_first, log_second in self.pairs:
+            both = np.isfinite(log_first) & np.isfinite(log_second)
+            if np.any(both):
+                best = max(best, float(np.abs(log_first[both] - log_second[both]).max()))
+        return max(0.0, best - 1e-9)
+
+    def delta(self, epsilon: float) -> float:
+        """A lower bound on δ(ε)."""
+        if math.isinf(epsilon):
+            return 0.0
+        best = 0.0
+        exp_eps = math.exp(epsilon)
+        for log_first, log_second in self.pairs:
+            first, second = np.exp(log_first), np.exp(log_second)
+            forward = float(np.clip(first - exp_eps * second, 0.0, None).sum())
+            backward = float(np.clip(second - exp_eps * first, 0.0, None).sum())
+            best = max(best, forward, backward)
+        return max(0.0, best - _ROUNDING_SLACK * (1.0 + exp_eps))
+
+
+def capped_pure_epsilon_lower_bound(mechanism: ScramblerMechanism) -> float:
+    """A lower bound on the pure ε of the capped scrambler (see :class:`CappedLowerBound`)."""
+    return CappedLowerBound(mechanism).pure_epsilon()

@@ -41,7 +41,9 @@ class LocalRandomizer:
     num_dummies: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "num_targets", check_int("num_targets", self.num_targets, minimum=2))
+        object.__setattr__(
+            self, "num_targets", check_int("num_targets", self.num_targets, minimum=2)
+        )
         object.__setattr__(
             self, "sampling_rate", check_probability("sampling_rate", self.sampling_rate)
         )
@@ -97,14 +99,18 @@ class ScramblerMechanism:
     capped: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "num_targets", check_int("num_targets", self.num_targets, minimum=2))
+        object.__setattr__(
+            self, "num_targets", check_int("num_targets", self.num_targets, minimum=2)
+        )
         object.__setattr__(
             self, "sampling_rate", check_probability("sampling_rate", self.sampling_rate)
         )
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
         maximum = (self.num_targets - 1) * self.batch_size if self.capped else None
         object.__setattr__(
-            self, "num_dummies", check_int("num_dummies", self.num_dummies, minimum=0, maximum=maximum)
+            self,
+            "num_dummies",
+            check_int("num_dummies", self.num_dummies, minimum=0, maximum=maximum),
         )
         if not isinstance(self.capped, bool):
             raise InvalidParameterError("capped", "True or False", self.capped)
@@ -220,7 +226,9 @@ class GenericScrambler:
                 "randomizer", "a GenericLocalRandomizer", type(self.randomizer).__name__
             )
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
-        object.__setattr__(self, "num_dummies", check_int("num_dummies", self.num_dummies, minimum=0))
+        object.__setattr__(
+            self, "num_dummies", check_int("num_dummies", self.num_dummies, minimum=0)
+        )
 
     @property
     def num_targets(self) -> int:

@@ -124,8 +124,12 @@ def capped_theorem_epsilon(
     lie = lie_rate / (num_targets - 1)
     k = np.arange(d + 1, dtype=float)
     log_binomials = (
-        gammaln(d + 1) - gammaln(k + 1) - gammaln(d - k + 1)
-        + gammaln(n) - gammaln(k + 1) - gammaln(n - k)
+        gammaln(d + 1)
+        - gammaln(k + 1)
+        - gammaln(d - k + 1)
+        + gammaln(n)
+        - gammaln(k + 1)
+        - gammaln(n - k)
     )
     valid = k <= n - 1
     log_common = log_binomials + k * math.log(truth) + (n - k - 1) * math.log(lie)

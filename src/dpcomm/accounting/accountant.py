@@ -1,0 +1,342 @@
+"""One accountant for every mechanism and method: dispatch, and choice of the best valid bound.
+
+A query fixes either δ (then every method answers with an ε; δ = 0 asks for pure ε) or ε
+(then every method answers with a δ). Each method's answer keeps its status:
+
+* ``valid``: a proven upper bound for the mechanism as implemented (tests check it against
+  exhaustive enumeration and the certified lower bound);
+* ``estimate``: Monte Carlo, valid only with the stated confidence; never chosen as the answer;
+* ``printed``: a formula as printed in the paper that fails the checks; never chosen.
+
+The reported guarantee is the smallest ``valid`` value, with the method that gave it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from dpcomm.accounting import concentration, pure
+from dpcomm.accounting._validation import check_delta, check_epsilon
+from dpcomm.accounting.exact import ExactLemma2
+from dpcomm.accounting.guarantee import PrivacyGuarantee
+from dpcomm.accounting.lower_bound import CappedLowerBound, ScramblerLowerBound
+from dpcomm.accounting.mechanisms import (
+    GenericLocalRandomizer,
+    LocalRandomizer,
+    Mechanism,
+    ScramblerMechanism,
+)
+from dpcomm.accounting.montecarlo import MonteCarloLemma2
+from dpcomm.accounting.search import epsilon_for_delta, lower_epsilon_for_delta
+from dpcomm.errors import DpcommError, InvalidParameterError
+
+Status = Literal["valid", "estimate", "printed"]
+
+#: The accountant enumerates only instances that take well under a second.
+_ACCOUNTANT_ENUMERATION_LIMIT = 2_000_000
+Query = Literal["epsilon", "delta"]
+
+#: Every method name, in the order reports list them.
+METHOD_NAMES: tuple[str, ...] = (
+    "theorem-1",
+    "exact",
+    "post-processing",
+    "hoeffding",
+    "bennett",
+    "monte-carlo",
+    "monte-carlo-upper",
+    "enumeration",
+    "theorem-exact",
+    "bennett-printed",
+)
+
+METHOD_DESCRIPTIONS: dict[str, str] = {
+    "theorem-1": "pure ε of R_σ^d, Theorem 1 (local randomizer)",
+    "exact": "exact δ(ε) (local randomizer) / Lemma 2 evaluated exactly (scrambler)",
+    "post-processing": "the scrambler is a post-processing of one source's R_σ",
+    "hoeffding": "Lemma 2 + Hoeffding, Theorem 'main_amplification'",
+    "bennett": "Lemma 2 + Bennett (corrected statement)",
+    "monte-carlo": "Algorithm 2 as in the paper (R samples per m); an estimate",
+    "monte-carlo-upper": "Algorithm 2 with a 99% empirical-Bernstein upper confidence value",
+    "enumeration": "exhaustive enumeration of the output distribution (tiny instances)",
+    "theorem-exact": "capped scrambler pure ε as printed (invalid for T >= 3)",
+    "bennett-printed": "Lemma 3's Bennett bound as printed (invalid)",
+}
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    """One method's answer: an ε (for a δ query) or a δ (for an ε query)."""
+
+    name: str
+    value: float
+    status: Status
+
+
+@dataclass(frozen=True)
+class AccountingReport:
+    """Every method's answer for one mechanism and one query, and the best valid one.
+
+    Attributes:
+        mechanism: what was accounted.
+        query: ``"epsilon"`` (ε asked for, δ fixed) or ``"delta"`` (δ asked for, ε fixed).
+        fixed: the fixed δ (epsilon query) or ε (delta query).
+        guarantee: the smallest valid bound, as (ε, δ, method).
+        lower_bound: a certified lower bound on the same quantity, or None if unavailable.
+        methods: every applicable method's answer.
+    """
+
+    mechanism: Mechanism
+    query: Query
+    fixed: float
+    guarantee: PrivacyGuarantee
+    lower_bound: float | None
+    methods: tuple[MethodResult, ...] = field(default_factory=tuple)
+
+    @property
+    def value(self) -> float:
+        """The reported ε (epsilon query) or δ (delta query)."""
+        return self.guarantee.epsilon if self.query == "epsilon" else self.guarantee.delta
+
+    def method_values(self) -> dict[str, float | None]:
+        """Every known method name mapped to its value, None where it does not apply."""
+        values: dict[str, float | None] = dict.fromkeys(METHOD_NAMES)
+        for result in self.methods:
+            values[result.name] = result.value
+        return values
+
+
+DeltaCurve = Callable[[float], float]
+
+
+@dataclass(frozen=True)
+class _Method:
+    name: str
+    status: Status
+    delta_of_epsilon: DeltaCurve
+    epsilon_of_delta: Callable[[float], float] | None = None
+
+
+def _enumeration_method(mechanism: Mechanism) -> _Method | None:
+    """The exhaustive enumeration, when the instance is tiny enough."""
+    from dpcomm.accounting import brute_force as enumeration
+
+    try:
+        enumeration.check_enumerable(mechanism, limit=_ACCOUNTANT_ENUMERATION_LIMIT)
+    except InvalidParameterError:
+        return None
+    return _Method(
+        "enumeration",
+        "valid",
+        lambda eps: enumeration.exact_delta(mechanism, eps),
+        lambda delta: enumeration.exact_epsilon_for_delta(mechanism, delta),
+    )
+
+
+def _scrambler_methods(
+    mechanism: ScramblerMechanism, *, monte_carlo_samples: int, seed: int | None
+) -> list[_Method]:
+    local = mechanism.local_randomizer
+    methods = [
+        _Method(
+            "post-processing",
+            "valid",
+            lambda eps: pure.local_delta(local, eps),
+            lambda delta: pure.local_epsilon_for_delta(local, delta),
+        )
+    ]
+    if mechanism.capped:
+        n, d = mechanism.batch_size, mechanism.num_dummies
+        if 1 <= d <= n - 1:
+            theorem = pure.capped_theorem_epsilon(
+                num_targets=mechanism.num_targets,
+                lie_rate=local.lie_rate,
+                batch_size=n,
+                num_dummies=d,
+            )
+            methods.append(
+                _Method(
+                    "theorem-exact",
+                    "printed",
+                    lambda eps: pure.pure_to_delta(theorem, eps),
+                    lambda delta: pure.pure_to_epsilon(theorem, delta),
+                )
+            )
+    else:
+        exact = ExactLemma2(mechanism)
+        methods += [
+            _Method("exact", "valid", exact.delta),
+            _Method("bennett", "valid", lambda eps: concentration.bennett_delta(mechanism, eps)),
+            _Method(
+                "hoeffding", "valid", lambda eps: concentration.hoeffding_delta(mechanism, eps)
+            ),
+            _Method(
+                "bennett-printed",
+                "printed",
+                lambda eps: concentration.bennett_printed_delta(mechanism, eps),
+            ),
+        ]
+        if monte_carlo_samples > 0:
+            monte_carlo = MonteCarloLemma2(mechanism, num_samples=monte_carlo_samples, rng=seed)
+            methods.append(_Method("monte-carlo", "estimate", monte_carlo.estimate))
+            methods.append(_Method("monte-carlo-upper", "estimate", monte_carlo.upper_confidence))
+    enumerated = _enumeration_method(mechanism)
+    if enumerated is not None:
+        methods.append(enumerated)
+    return methods
+
+
+def _methods_for(
+    mechanism: Mechanism, *, monte_carlo_samples: int, seed: int | None
+) -> list[_Method]:
+    if isinstance(mechanism, LocalRandomizer):
+        epsilon_pure = pure.local_pure_epsilon(mechanism)
+        return [
+            _Method(
+                "exact",
+                "valid",
+                lambda eps: pure.local_delta(mechanism, eps),
+                lambda delta: pure.local_epsilon_for_delta(mechanism, delta),
+            ),
+            _Method(
+                "theorem-1",
+                "valid",
+                lambda eps: pure.pure_to_delta(epsilon_pure, eps),
+                lambda delta: pure.pure_to_epsilon(epsilon_pure, delta),
+            ),
+        ]
+    if isinstance(mechanism, GenericLocalRandomizer):
+        return [_Method("exact", "valid", lambda eps: pure.generic_delta(mechanism, eps))]
+    if isinstance(mechanism, ScramblerMechanism):
+        return _scrambler_methods(mechanism, monte_carlo_samples=monte_carlo_samples, seed=seed)
+    randomizer = mechanism.randomizer
+    methods = [_Method("post-processing", "valid", lambda eps: pure.generic_delta(randomizer, eps))]
+    if math.isfinite(randomizer.epsilon0):
+        methods += [
+            _Method("bennett", "valid", lambda eps: concentration.bennett_delta(mechanism, eps)),
+            _Method(
+                "hoeffding", "valid", lambda eps: concentration.hoeffding_delta(mechanism, eps)
+            ),
+        ]
+    enumerated = _enumeration_method(mechanism)
+    if enumerated is not None:
+        methods.append(enumerated)
+    return methods
+
+
+def _search_limit(mechanism: Mechanism) -> float:
+    """An ε at which every valid method's δ is 0 if any finite one exists (ε0 of one source)."""
+    if isinstance(mechanism, LocalRandomizer):
+        return pure.local_pure_epsilon(mechanism)
+    if isinstance(mechanism, ScramblerMechanism):
+        return pure.local_pure_epsilon(mechanism.local_randomizer)
+    if isinstance(mechanism, GenericLocalRandomizer):
+        return mechanism.epsilon0
+    return mechanism.randomizer.epsilon0
+
+
+def _lower_bound_curve(mechanism: Mechanism) -> DeltaCurve | None:
+    if isinstance(mechanism, LocalRandomizer):
+        return lambda eps: pure.local_delta(mechanism, eps)
+    if isinstance(mechanism, GenericLocalRandomizer):
+        return lambda eps: pure.generic_delta(mechanism, eps)
+    if isinstance(mechanism, ScramblerMechanism):
+        if mechanism.capped:
+            return CappedLowerBound(mechanism).delta
+        return ScramblerLowerBound(mechanism).delta
+    return None
+
+
+def _pure_lower_bound(mechanism: Mechanism) -> float | None:
+    """A lower bound on pure ε (exact for the uncapped scrambler and the local randomizers)."""
+    if isinstance(mechanism, LocalRandomizer):
+        return pure.local_pure_epsilon(mechanism)
+    if isinstance(mechanism, GenericLocalRandomizer):
+        return mechanism.epsilon0
+    if isinstance(mechanism, ScramblerMechanism):
+        if mechanism.capped:
+            return CappedLowerBound(mechanism).pure_epsilon()
+        # Others at t and every message on t: the ratio is μ_t(t)/μ_t'(t) = e^ε0 exactly.
+        return pure.local_pure_epsilon(mechanism.local_randomizer)
+    return None
+
+
+def account(
+    mechanism: Mechanism,
+    *,
+    delta: float | None = None,
+    epsilon: float | None = None,
+    monte_carlo_samples: int = 5000,
+    seed: int | None = 0,
+) -> AccountingReport:
+    """Account ``mechanism``: ε for a fixed δ (default δ = 0, pure ε), or δ for a fixed ε.
+
+    Args:
+        mechanism: any mechanism description of :mod:`dpcomm.accounting.mechanisms`.
+        delta: the target δ in [0, 1); with ``epsilon`` unset, every method reports its ε.
+        epsilon: the target ε >= 0; every method reports its δ. Exclusive with ``delta``.
+        monte_carlo_samples: R of Algorithm 2 (0 skips the Monte Carlo estimate).
+        seed: seed of the Monte Carlo estimate.
+    """
+    if delta is not None and epsilon is not None:
+        raise InvalidParameterError("epsilon", "unset when delta is given", epsilon)
+    methods = _methods_for(mechanism, monte_carlo_samples=monte_carlo_samples, seed=seed)
+    results: list[MethodResult] = []
+    if epsilon is not None:
+        fixed = check_epsilon("epsilon", epsilon)
+        for method in methods:
+            results.append(
+                MethodResult(method.name, min(1.0, method.delta_of_epsilon(fixed)), method.status)
+            )
+        curve = _lower_bound_curve(mechanism)
+        lower = None if curve is None else curve(fixed)
+        query: Query = "delta"
+    else:
+        fixed = check_delta("delta", 0.0 if delta is None else delta)
+        limit = _search_limit(mechanism)
+        for method in methods:
+            if method.epsilon_of_delta is not None:
+                value = method.epsilon_of_delta(fixed)
+            else:
+                value = epsilon_for_delta(method.delta_of_epsilon, fixed, upper=limit)
+            results.append(MethodResult(method.name, value, method.status))
+        if fixed == 0.0:
+            lower = _pure_lower_bound(mechanism)
+        else:
+            curve = _lower_bound_curve(mechanism)
+            lower = None if curve is None else lower_epsilon_for_delta(curve, fixed, upper=limit)
+        query = "epsilon"
+    valid = [r for r in results if r.status == "valid"]
+    if not valid:
+        raise DpcommError("no valid accounting method applies to this mechanism")
+    best = min(valid, key=lambda r: (r.value, METHOD_NAMES.index(r.name)))
+    if query == "epsilon":
+        guarantee = PrivacyGuarantee(best.value, fixed, best.name)
+    else:
+        guarantee = PrivacyGuarantee(fixed, best.value, best.name)
+    order = {name: index for index, name in enumerate(METHOD_NAMES)}
+    ordered = tuple(sorted(results, key=lambda r: order[r.name]))
+    return AccountingReport(mechanism, query, fixed, guarantee, lower, ordered)
+
+
+def report_with_method(report: AccountingReport, method: str) -> AccountingReport:
+    """The same report with the answer taken from ``method`` (any status) instead of the best."""
+    for result in report.methods:
+        if result.name == method:
+            if report.query == "epsilon":
+                guarantee = PrivacyGuarantee(result.value, report.fixed, result.name)
+            else:
+                guarantee = PrivacyGuarantee(report.fixed, result.value, result.name)
+            return AccountingReport(
+                report.mechanism,
+                report.query,
+                report.fixed,
+                guarantee,
+                report.lower_bound,
+                report.methods,
+            )
+    available = ", ".join(r.name for r in report.methods)
+    raise InvalidParameterError("method", f"one of {available}", method)

@@ -1,0 +1,265 @@
+"""The ``dpcomm`` command: parses arguments, calls the library, prints the answer."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from dpcomm import __version__
+from dpcomm.accounting import (
+    METHOD_DESCRIPTIONS,
+    METHOD_NAMES,
+    AccountingReport,
+    LocalRandomizer,
+    ScramblerMechanism,
+    account,
+    report_with_method,
+)
+from dpcomm.errors import DpcommError, InvalidParameterError
+
+T = TypeVar("T")
+
+
+def _parse_list(name: str, text: str, convert: Callable[[str], T]) -> list[T]:
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            values.append(convert(item))
+        except ValueError as error:
+            raise InvalidParameterError(name, "a comma-separated list of numbers", text) from error
+    return values
+
+
+def _as_int(text: str) -> int:
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(text)
+    return int(value)
+
+
+def _format(value: float | None, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e5):
+        return f"{value:.{digits - 1}e}"
+    return f"{value:.{digits}f}"
+
+
+def _row(report: AccountingReport) -> dict[str, Any]:
+    mechanism = report.mechanism
+    row: dict[str, Any] = {
+        "num_targets": getattr(mechanism, "num_targets", None),
+        "sampling_rate": getattr(mechanism, "sampling_rate", None),
+        "num_dummies": getattr(mechanism, "num_dummies", None),
+        "batch_size": getattr(mechanism, "batch_size", None),
+        "capped": getattr(mechanism, "capped", None),
+    }
+    if report.query == "epsilon":
+        row["delta"] = report.fixed
+        row["epsilon"] = report.guarantee.epsilon
+    else:
+        row["epsilon"] = report.fixed
+        row["delta"] = report.guarantee.delta
+    row["method"] = report.guarantee.method
+    row["lower_bound"] = report.lower_bound
+    row["methods"] = report.method_values()
+    row["method_status"] = {r.name: r.status for r in report.methods}
+    return row
+
+
+def _json_number(value: Any) -> Any:
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if isinstance(value, dict):
+        return {k: _json_number(v) for k, v in value.items()}
+    return value
+
+
+def _print_single(report: AccountingReport) -> None:
+    mechanism = report.mechanism
+    if isinstance(mechanism, ScramblerMechanism):
+        kind = "capped scrambler" if mechanism.capped else "scrambler"
+        title = (
+            f"{kind}: T={mechanism.num_targets} targets, n={mechanism.batch_size} sources per "
+            f"scrambler, d={mechanism.num_dummies} dummies, sampling σ={mechanism.sampling_rate}"
+        )
+    else:
+        assert isinstance(mechanism, LocalRandomizer)
+        title = (
+            f"local randomizer: T={mechanism.num_targets} targets, "
+            f"d={mechanism.num_dummies} dummies, sampling σ={mechanism.sampling_rate}"
+        )
+    asked = "ε" if report.query == "epsilon" else "δ"
+    fixed = f"δ = {report.fixed:g}" if report.query == "epsilon" else f"ε = {report.fixed:g}"
+    print(f"Privacy of the {title}")
+    print(f"{asked} at {fixed}: {_format(report.value)}   (method: {report.guarantee.method})")
+    print(f"certified lower bound on {asked}: {_format(report.lower_bound)}")
+    print()
+    print(f"{'method':<16} {asked:>12}  {'status':<9} description")
+    for result in report.methods:
+        print(
+            f"{result.name:<16} {_format(result.value):>12}  {result.status:<9} "
+            f"{METHOD_DESCRIPTIONS[result.name]}"
+        )
+    print()
+    print("valid = proven upper bound; estimate = Monte Carlo, holds with stated confidence;")
+    print("printed = formula as printed in the paper, refuted (see docs/accounting.md).")
+
+
+def _print_table(reports: Sequence[AccountingReport]) -> None:
+    names = [n for n in METHOD_NAMES if any(r.name == n for rep in reports for r in rep.methods)]
+    asked = "epsilon" if reports[0].query == "epsilon" else "delta"
+    fixed = "delta" if asked == "epsilon" else "epsilon"
+    header = ["T", "sigma", "n", "d", "capped", fixed, asked, "method", "lower", *names]
+    rows = []
+    for report in reports:
+        row = _row(report)
+        rows.append(
+            [
+                str(row["num_targets"]),
+                f"{row['sampling_rate']:g}",
+                "-" if row["batch_size"] is None else str(row["batch_size"]),
+                str(row["num_dummies"]),
+                "-" if row["capped"] is None else ("yes" if row["capped"] else "no"),
+                f"{report.fixed:g}",
+                _format(report.value),
+                report.guarantee.method,
+                _format(report.lower_bound),
+                *[_format(row["methods"][n]) for n in names],
+            ]
+        )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    for r in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def _command_account(args: argparse.Namespace) -> int:
+    targets = _parse_list("targets", args.targets, _as_int)
+    samplings = _parse_list("sampling", args.sampling, float)
+    dummies = _parse_list("dummies", args.dummies, _as_int)
+    if args.kind == "local":
+        if args.batch is not None:
+            raise InvalidParameterError("batch", "unset for 'account local'", args.batch)
+        if args.capped:
+            raise InvalidParameterError("capped", "unset for 'account local'", True)
+        batches: list[int | None] = [None]
+    else:
+        if args.batch is None:
+            raise InvalidParameterError("batch", "a batch size n >= 1 for a scrambler", None)
+        batches = list(_parse_list("batch", args.batch, _as_int))
+    if args.delta is not None and args.epsilon is not None:
+        raise InvalidParameterError("epsilon", "unset when --delta is given", args.epsilon)
+    deltas: list[float | None] = [None]
+    epsilons: list[float | None] = [None]
+    if args.epsilon is not None:
+        epsilons = list(_parse_list("epsilon", args.epsilon, float))
+    else:
+        deltas = list(_parse_list("delta", args.delta, float)) if args.delta else [0.0]
+    if args.method is not None and args.method not in METHOD_NAMES:
+        raise InvalidParameterError("method", f"one of {', '.join(METHOD_NAMES)}", args.method)
+    reports = []
+    for size, sigma, dummy, batch, delta, epsilon in itertools.product(
+        targets, samplings, dummies, batches, deltas, epsilons
+    ):
+        mechanism: LocalRandomizer | ScramblerMechanism
+        if batch is None:
+            mechanism = LocalRandomizer(num_targets=size, sampling_rate=sigma, num_dummies=dummy)
+        else:
+            mechanism = ScramblerMechanism(
+                num_targets=size,
+                sampling_rate=sigma,
+                batch_size=batch,
+                num_dummies=dummy,
+                capped=args.capped,
+            )
+        report = account(
+            mechanism,
+            delta=delta,
+            epsilon=epsilon,
+            monte_carlo_samples=args.mc_samples,
+            seed=args.seed,
+        )
+        if args.method is not None:
+            report = report_with_method(report, args.method)
+        reports.append(report)
+    if args.json:
+        print(json.dumps([_json_number(_row(r)) for r in reports], indent=2))
+    elif len(reports) == 1:
+        _print_single(reports[0])
+    else:
+        _print_table(reports)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``dpcomm`` command."""
+    parser = argparse.ArgumentParser(
+        prog="dpcomm",
+        description="Differential privacy for data-dependent communication patterns.",
+    )
+    parser.add_argument("--version", action="version", version=f"dpcomm {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    accounting = commands.add_parser(
+        "account",
+        help="(ε, δ) of a communication pattern under sampling, flooding and scramblers",
+        description=(
+            "Account the privacy of a cluster's communication pattern. Every numeric option "
+            "takes a comma-separated list; one row is printed per combination. With neither "
+            "--delta nor --epsilon (or with --delta 0) the answer is pure ε."
+        ),
+    )
+    accounting.add_argument("kind", choices=["local", "scrambler"], help="mechanism family")
+    accounting.add_argument("--targets", required=True, help="T, number of targets (>= 2)")
+    accounting.add_argument("--sampling", required=True, help="σ, sampling rate in [0, 1]")
+    accounting.add_argument(
+        "--dummies", default="0", help="d, dummies per source (local) or per scrambler"
+    )
+    accounting.add_argument("--batch", help="n, sources per scrambler (scrambler only)")
+    accounting.add_argument(
+        "--capped", action="store_true", help="cap messages per target at n (scrambler S̄_d)"
+    )
+    query = accounting.add_mutually_exclusive_group()
+    query.add_argument("--delta", help="target δ in [0, 1): report ε")
+    query.add_argument("--epsilon", help="target ε >= 0: report δ")
+    accounting.add_argument(
+        "--method",
+        help="report this method's value instead of the best valid one: " + ", ".join(METHOD_NAMES),
+    )
+    accounting.add_argument(
+        "--mc-samples",
+        type=int,
+        default=5000,
+        help="R, Monte Carlo samples per m for Algorithm 2 (0 to skip; default 5000)",
+    )
+    accounting.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimate")
+    accounting.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    accounting.set_defaults(handler=_command_account)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dpcomm`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except DpcommError as error:
+        print(f"dpcomm: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dpcomm: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
