@@ -17,11 +17,16 @@ def _finite_number(name: str, value: object, allowed: str) -> float:
     return as_float
 
 
+#: Smallest positive sampling rate accepted: below it scipy's binomial functions overflow,
+#: and such a rate is indistinguishable from 0 in any deployment.
+MIN_POSITIVE_RATE = 1e-12
+
+
 def check_probability(name: str, value: object) -> float:
-    """Return ``value`` as a float in [0, 1]."""
-    allowed = "a number in [0, 1]"
+    """Return ``value`` as a float in [0, 1] (0, or at least 1e-12)."""
+    allowed = "a number in [0, 1] (0, or at least 1e-12)"
     as_float = _finite_number(name, value, allowed)
-    if not 0.0 <= as_float <= 1.0:
+    if not 0.0 <= as_float <= 1.0 or 0.0 < as_float < MIN_POSITIVE_RATE:
         raise InvalidParameterError(name, allowed, value)
     return as_float
 

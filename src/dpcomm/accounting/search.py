@@ -26,7 +26,7 @@ def epsilon_for_delta(
         upper = 1.0
         while delta_of_epsilon(upper) > target_delta:
             upper *= 2.0
-            if upper > 1e4:
+            if upper > 256.0:  # e^(2ε) would overflow; no finite ε
                 return math.inf
     elif delta_of_epsilon(upper) > target_delta:
         return math.inf
@@ -58,7 +58,7 @@ def lower_epsilon_for_delta(
         upper = 1.0
         while lower_delta_of_epsilon(upper) > target_delta:
             upper *= 2.0
-            if upper > 1e4:
+            if upper > 256.0:  # e^(2ε) would overflow; no finite ε
                 return math.inf
     elif lower_delta_of_epsilon(upper) > target_delta:
         return upper
