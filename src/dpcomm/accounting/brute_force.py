@@ -27,6 +27,7 @@ from dpcomm.accounting.mechanisms import (
     Mechanism,
     ScramblerMechanism,
 )
+from dpcomm.accounting.search import epsilon_for_delta
 from dpcomm.errors import InvalidParameterError
 
 Distribution = dict[Hashable, float]
@@ -182,18 +183,4 @@ def exact_epsilon_for_delta(mechanism: Mechanism, delta: float) -> float:
     def curve(eps: float) -> float:
         return max(_pair_delta(p, q, eps) for p, q in pairs)
 
-    if curve(0.0) <= delta:
-        return 0.0
-    high = 1.0
-    while curve(high) > delta:
-        high *= 2.0
-        if high > 1e3:
-            return math.inf
-    low = 0.0
-    while high - low > 1e-9:
-        middle = 0.5 * (low + high)
-        if curve(middle) <= delta:
-            high = middle
-        else:
-            low = middle
-    return high
+    return epsilon_for_delta(curve, delta, upper=math.inf, tolerance=1e-9)
