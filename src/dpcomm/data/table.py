@@ -1,0 +1,280 @@
+"""A table held as numpy columns, read and written through DuckDB.
+
+Source nodes each hold one row. The simulator needs the rows as arrays (no Python object per
+row), and the reference results need the same rows back in DuckDB with their SQL types; a
+:class:`Table` keeps both views consistent: every column has its DuckDB type name, its values
+and a NULL mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+
+from dpcomm.errors import DpcommError, InvalidParameterError
+
+#: DuckDB type names whose values are numbers (aggregable by SUM, AVG, MIN, MAX).
+_NUMERIC_PREFIXES = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "FLOAT",
+    "DOUBLE",
+    "DECIMAL",
+    "REAL",
+)
+_SUPPORTED_SUFFIXES = ("CSV", "PARQUET")
+
+
+@dataclass(frozen=True, eq=False)
+class Column:
+    """One column: its name, DuckDB type, values and NULL mask.
+
+    Attributes:
+        name: the column name as DuckDB reports it.
+        sql_type: DuckDB's type name (``BIGINT``, ``DOUBLE``, ``VARCHAR``, ...).
+        values: one value per row; a NULL slot holds a filler (0, NaN or '') that is never read.
+        is_null: True where the value is SQL NULL.
+    """
+
+    name: str
+    sql_type: str
+    values: npt.NDArray[Any]
+    is_null: npt.NDArray[np.bool_]
+
+    def __post_init__(self) -> None:
+        if self.values.ndim != 1 or self.is_null.shape != self.values.shape:
+            raise InvalidParameterError(
+                f"column {self.name!r}",
+                "1-d values and a NULL mask of the same length",
+                f"shapes {self.values.shape} and {self.is_null.shape}",
+            )
+
+    @property
+    def is_numeric(self) -> bool:
+        """True for integer, floating-point and decimal columns."""
+        return self.sql_type.upper().startswith(_NUMERIC_PREFIXES)
+
+    @property
+    def is_integer(self) -> bool:
+        """True for integer columns (values held as int64)."""
+        return self.is_numeric and np.issubdtype(self.values.dtype, np.integer)
+
+    def take(self, rows: npt.NDArray[Any]) -> Column:
+        """The column restricted to ``rows`` (a boolean mask or integer indices)."""
+        return Column(self.name, self.sql_type, self.values[rows], self.is_null[rows])
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A named table of equally long columns; one row per source node.
+
+    Attributes:
+        name: the table name (what a query's FROM is bound to).
+        columns: the columns, in order.
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+
+    def __post_init__(self) -> None:
+        lengths = {len(c.values) for c in self.columns}
+        if len(lengths) > 1:
+            raise InvalidParameterError("columns", "columns of equal length", sorted(lengths))
+        names = [c.name.lower() for c in self.columns]
+        if len(set(names)) != len(names):
+            raise InvalidParameterError("columns", "distinct column names", names)
+
+    @property
+    def num_rows(self) -> int:
+        """Number of rows (source nodes)."""
+        return len(self.columns[0].values) if self.columns else 0
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The column names, in order."""
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        """The column called ``name`` (case-insensitive, like DuckDB's unquoted identifiers)."""
+        wanted = name.lower()
+        for column in self.columns:
+            if column.name.lower() == wanted:
+                return column
+        raise InvalidParameterError(
+            "column", f"one of {', '.join(self.column_names)} (table {self.name})", name
+        )
+
+    def take(self, rows: npt.NDArray[Any]) -> Table:
+        """The table restricted to ``rows`` (a boolean mask or integer indices)."""
+        return Table(self.name, tuple(c.take(rows) for c in self.columns))
+
+    def renamed(self, name: str) -> Table:
+        """The same columns under another table name."""
+        return Table(name, self.columns)
+
+    def register(self, connection: duckdb.DuckDBPyConnection, name: str | None = None) -> None:
+        """Create (or replace) this table in ``connection``, SQL types and NULLs preserved."""
+        target = name or self.name
+        quoted = _quote(target)
+        definitions = ", ".join(f"{_quote(c.name)} {c.sql_type}" for c in self.columns)
+        connection.execute(f"CREATE OR REPLACE TABLE {quoted} ({definitions})")
+        if self.num_rows == 0:
+            return
+        connection.register("__dpcomm_frame", _frame(self))
+        selected = ", ".join(f"CAST(c{i} AS {c.sql_type})" for i, c in enumerate(self.columns))
+        connection.execute(f"INSERT INTO {quoted} SELECT {selected} FROM __dpcomm_frame")
+        connection.unregister("__dpcomm_frame")
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _nullable(column: Column) -> Any:
+    """The column as a pandas array whose missing values DuckDB reads as NULL."""
+    import pandas as pd
+
+    values, mask = column.values, column.is_null
+    if values.dtype.kind == "b":
+        array = pd.array(values, dtype="boolean")
+    elif values.dtype.kind in "iu":
+        array = pd.array(values.astype(np.int64), dtype="Int64")
+    elif values.dtype.kind == "f":
+        array = pd.array(values.astype(np.float64), dtype="Float64")
+    else:
+        array = pd.array(values.astype(object), dtype=object)
+    if mask.any():
+        array[mask] = pd.NA if values.dtype.kind in "biuf" else None
+    return array
+
+
+def _frame(table: Table) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame({f"c{i}": _nullable(c) for i, c in enumerate(table.columns)})
+
+
+def table_from_relation(relation: duckdb.DuckDBPyRelation, name: str) -> Table:
+    """Materialize a DuckDB relation as a :class:`Table` (types from DuckDB, NULLs kept)."""
+    types = [str(t) for t in relation.types]
+    names = list(relation.columns)
+    fetched = relation.fetchnumpy()
+    columns = []
+    for column_name, sql_type in zip(names, types, strict=True):
+        raw = fetched[column_name]
+        columns.append(_column_from_numpy(column_name, sql_type, raw))
+    return Table(name, tuple(columns))
+
+
+def _column_from_numpy(name: str, sql_type: str, raw: Any) -> Column:
+    mask = np.asarray(np.ma.getmaskarray(raw), dtype=bool)
+    data = np.ma.getdata(raw)
+    upper = sql_type.upper()
+    if upper.startswith(("DECIMAL", "HUGEINT", "UHUGEINT")):
+        values: npt.NDArray[Any] = np.asarray(data, dtype=np.float64)
+    elif data.dtype.kind in "iu":
+        values = np.asarray(data, dtype=np.int64)
+    elif data.dtype.kind == "f":
+        values = np.asarray(data, dtype=np.float64)
+    elif data.dtype.kind == "b":
+        values = np.asarray(data, dtype=bool)
+    elif data.dtype.kind == "O":
+        values = np.array(
+            ["" if m else str(v) for v, m in zip(data, mask, strict=True)], dtype=object
+        )
+    else:
+        values = np.asarray(data)
+    if values.dtype.kind == "f":
+        values = np.where(mask, 0.0, values)
+    elif values.dtype.kind in "iu":
+        values = np.where(mask, 0, values)
+    return Column(name, sql_type, values, mask)
+
+
+def read_table(path: str | Path, *, name: str = "data") -> Table:
+    """Read a CSV or Parquet file with DuckDB.
+
+    Raises:
+        InvalidParameterError: the file is missing, its suffix unsupported, or it has no rows.
+    """
+    file = Path(path)
+    suffix = file.suffix.lstrip(".").upper()
+    if suffix not in _SUPPORTED_SUFFIXES:
+        raise InvalidParameterError("data", "a .csv or .parquet file", str(path))
+    if not file.is_file():
+        raise InvalidParameterError("data", "an existing file", str(path))
+    reader = "read_csv" if suffix == "CSV" else "read_parquet"
+    connection = duckdb.connect()
+    try:
+        relation = connection.sql(f"SELECT * FROM {reader}(?)", params=[str(file)])
+        table = table_from_relation(relation, name)
+    except duckdb.Error as error:
+        raise DpcommError(f"cannot read {path}: {str(error).splitlines()[0]}") from error
+    finally:
+        connection.close()
+    if table.num_rows == 0:
+        raise InvalidParameterError("data", "a table with at least one row", f"{path} (empty)")
+    return table
+
+
+def write_table(table: Table, path: str | Path) -> None:
+    """Write ``table`` as CSV or Parquet (chosen by the suffix) with DuckDB."""
+    file = Path(path)
+    suffix = file.suffix.lstrip(".").upper()
+    if suffix not in _SUPPORTED_SUFFIXES:
+        raise InvalidParameterError("out", "a .csv or .parquet file", str(path))
+    connection = duckdb.connect()
+    try:
+        table.register(connection, "__dpcomm_out")
+        options = "(FORMAT CSV, HEADER)" if suffix == "CSV" else "(FORMAT PARQUET)"
+        connection.execute(f"COPY __dpcomm_out TO '{_escape(str(file))}' {options}")
+    finally:
+        connection.close()
+
+
+def _escape(text: str) -> str:
+    return text.replace("'", "''")
+
+
+def table_from_arrays(
+    name: str, arrays: dict[str, npt.NDArray[Any]], types: Sequence[str] | None = None
+) -> Table:
+    """Build a table from plain numpy arrays (no NULLs); types inferred when not given."""
+    columns = []
+    for index, (column_name, values) in enumerate(arrays.items()):
+        array = np.asarray(values)
+        if types is not None:
+            sql_type = types[index]
+        elif array.dtype.kind in "iu":
+            sql_type = "BIGINT"
+        elif array.dtype.kind == "f":
+            sql_type = "DOUBLE"
+        elif array.dtype.kind == "b":
+            sql_type = "BOOLEAN"
+        else:
+            sql_type = "VARCHAR"
+        if array.dtype.kind in "iu":
+            array = array.astype(np.int64)
+        elif array.dtype.kind == "f":
+            array = array.astype(np.float64)
+            if np.any(~np.isfinite(array)):
+                raise InvalidParameterError(
+                    f"column {column_name}", "finite numbers", "NaN or infinity"
+                )
+        elif array.dtype.kind not in "b":
+            array = array.astype(object)
+        columns.append(Column(column_name, sql_type, array, np.zeros(len(array), dtype=bool)))
+    return Table(name, tuple(columns))
