@@ -18,3 +18,7 @@ class InvalidParameterError(DpcommError, ValueError):
         self.allowed = allowed
         self.given = given
         super().__init__(f"invalid {name}: expected {allowed}, got {given!r}")
+
+
+class DpcommWarning(UserWarning):
+    """A documented outcome the user should know about (e.g. σ = 1 uses ~1/T of the tuples)."""

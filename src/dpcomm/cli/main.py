@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -20,7 +21,8 @@ from dpcomm.accounting import (
     account,
     report_with_method,
 )
-from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.cli.run import add_run_commands
+from dpcomm.errors import DpcommError, DpcommWarning, InvalidParameterError
 
 T = TypeVar("T")
 
@@ -243,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     accounting.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimate")
     accounting.add_argument("--json", action="store_true", help="print a JSON list of rows")
     accounting.set_defaults(handler=_command_account)
+    add_run_commands(commands)
     return parser
 
 
@@ -252,7 +255,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DpcommWarning)
+            status = handler(args)
+        for warning in caught:
+            if issubclass(warning.category, DpcommWarning):
+                print(f"dpcomm: warning: {warning.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(
+                    warning.message, warning.category, warning.filename, warning.lineno
+                )
+        return status
     except DpcommError as error:
         print(f"dpcomm: error: {error}", file=sys.stderr)
         return 2

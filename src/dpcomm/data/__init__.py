@@ -1,5 +1,15 @@
 """Datasets: tables read and written through DuckDB, synthetic data, MNIST-format images."""
 
+from dpcomm.data.diabetes import diabetes_table, generate_diabetes
+from dpcomm.data.images import (
+    ImageDataset,
+    load_fashion_mnist,
+    load_idx_directory,
+    load_image_dataset,
+    load_mnist5k,
+    read_idx,
+)
+from dpcomm.data.synthetic import synthetic_table, zipf_probabilities
 from dpcomm.data.table import (
     Column,
     Table,
@@ -11,9 +21,19 @@ from dpcomm.data.table import (
 
 __all__ = [
     "Column",
+    "ImageDataset",
     "Table",
+    "diabetes_table",
+    "generate_diabetes",
+    "load_fashion_mnist",
+    "load_idx_directory",
+    "load_image_dataset",
+    "load_mnist5k",
+    "read_idx",
     "read_table",
+    "synthetic_table",
     "table_from_arrays",
     "table_from_relation",
     "write_table",
+    "zipf_probabilities",
 ]

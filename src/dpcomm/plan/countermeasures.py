@@ -1,0 +1,133 @@
+"""Countermeasures that can be attached to a cluster (Sections 3 and 4).
+
+* :class:`NoCountermeasure`: messages go straight to their data-chosen target.
+* :class:`LocalFlooding`: each source applies R_σ^d (sampling σ, d flooding dummies), Section 3.
+* :class:`Scramblers`: each source applies R_σ, then scramblers of n sources add d dummies and
+  shuffle (A_σ^{n,d}, capped S̄_d or not S_d), Section 4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dpcomm.accounting._validation import check_int, check_probability
+from dpcomm.errors import InvalidParameterError
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoCountermeasure:
+    """Messages are sent to their true target; the cluster's pattern reveals the data."""
+
+    name: str = "none"
+
+    @property
+    def sampling_rate(self) -> float:
+        """σ = 0: no sampling."""
+        return 0.0
+
+    def describe(self) -> str:
+        """One line for reports."""
+        return "none"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalFlooding:
+    """R_σ^d at every source (Section 3).
+
+    Attributes:
+        sampling_rate: σ in [0, 1]; with probability σ the target is redrawn uniformly from all T.
+        num_dummies: d, flooding dummies per source to d distinct other targets (<= T − 1,
+            checked against the cluster's T when the plan is accounted).
+    """
+
+    sampling_rate: float
+    num_dummies: int = 0
+    name: str = "local"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "sampling_rate", check_probability("sampling_rate", self.sampling_rate)
+        )
+        object.__setattr__(
+            self, "num_dummies", check_int("num_dummies", self.num_dummies, minimum=0)
+        )
+
+    def describe(self) -> str:
+        """One line for reports."""
+        return f"local sampling σ={self.sampling_rate:g}, flooding d={self.num_dummies}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scramblers:
+    """R_σ at every source, then scramblers of n sources adding d dummies (Section 4).
+
+    Attributes:
+        sampling_rate: σ in [0, 1].
+        batch_size: n, sources per scrambler (>= 1); when n does not divide the number of
+            sources the last scrambler is short and is accounted with its own batch size.
+        num_dummies: d, dummies added by each scrambler (>= 0).
+        capped: True for S̄_d (no target receives more than n messages from one scrambler).
+    """
+
+    sampling_rate: float
+    batch_size: int
+    num_dummies: int = 0
+    capped: bool = False
+    name: str = "scrambler"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "sampling_rate", check_probability("sampling_rate", self.sampling_rate)
+        )
+        object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
+        object.__setattr__(
+            self, "num_dummies", check_int("num_dummies", self.num_dummies, minimum=0)
+        )
+        if not isinstance(self.capped, bool):
+            raise InvalidParameterError("capped", "True or False", self.capped)
+
+    def describe(self) -> str:
+        """One line for reports."""
+        kind = "capped scramblers" if self.capped else "scramblers"
+        return (
+            f"{kind} n={self.batch_size}, d={self.num_dummies} dummies each, "
+            f"sampling σ={self.sampling_rate:g}"
+        )
+
+
+Countermeasure = NoCountermeasure | LocalFlooding | Scramblers
+
+
+def make_countermeasure(
+    mechanism: str,
+    *,
+    sampling_rate: float = 0.0,
+    batch_size: int | None = None,
+    num_dummies: int = 0,
+    capped: bool = False,
+) -> Countermeasure:
+    """A countermeasure from the CLI's names: ``none``, ``local`` or ``scrambler``."""
+    if mechanism == "none":
+        if sampling_rate != 0.0 or num_dummies != 0 or batch_size is not None or capped:
+            raise InvalidParameterError(
+                "mechanism",
+                "'local' or 'scrambler' when sampling, dummies, batch or capped are set",
+                mechanism,
+            )
+        return NoCountermeasure()
+    if mechanism == "local":
+        if batch_size is not None or capped:
+            raise InvalidParameterError(
+                "batch", "unset for the local mechanism (no scramblers)", batch_size
+            )
+        return LocalFlooding(sampling_rate=sampling_rate, num_dummies=num_dummies)
+    if mechanism == "scrambler":
+        if batch_size is None:
+            raise InvalidParameterError("batch", "a batch size n >= 1 for scramblers", None)
+        return Scramblers(
+            sampling_rate=sampling_rate,
+            batch_size=batch_size,
+            num_dummies=num_dummies,
+            capped=capped,
+        )
+    raise InvalidParameterError("mechanism", "one of none, local, scrambler", mechanism)

@@ -1,0 +1,272 @@
+"""What a scrambler node does: Algorithm 1 of Section 4.1 (S_d, and S̄_d when capped).
+
+Sources are assigned to scramblers independently of the data; each scrambler collects the
+R_σ outputs of its n sources, adds d dummies and shuffles. Dummies are uniform over the T
+targets with replacement (S_d), or, when capped (S̄_d, Algorithm 1 with B = True), drawn one
+at a time uniformly among the targets that currently hold fewer than n messages. The
+conventions are those of :class:`dpcomm.accounting.mechanisms.ScramblerMechanism`.
+
+Everything is vectorized across scramblers; only the d dummy steps of S̄_d are a loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dpcomm.accounting._validation import check_int
+from dpcomm.accounting.montecarlo import make_rng
+from dpcomm.errors import InvalidParameterError
+from dpcomm.protocol._arrays import IntArray, as_index_array, read_only
+from dpcomm.protocol.observation import EdgeCounts
+
+
+@dataclass(frozen=True, eq=False)
+class ScramblerAssignment:
+    """A data-independent assignment of S sources to scramblers (Section 4.1).
+
+    Attributes:
+        batch_size: n, the nominal number of sources per scrambler.
+        scrambler_of_source: int64 scrambler index of each source.
+        batch_sizes: int64 number of sources of each scrambler (n, except possibly the last).
+        source_order: int64 sources grouped by scrambler: scrambler k holds
+            ``source_order[offsets[k]:offsets[k + 1]]``.
+    """
+
+    batch_size: int
+    scrambler_of_source: IntArray
+    batch_sizes: IntArray
+    source_order: IntArray
+
+    @property
+    def num_sources(self) -> int:
+        """S, the number of sources."""
+        return int(self.scrambler_of_source.shape[0])
+
+    @property
+    def num_scramblers(self) -> int:
+        """The number of scramblers, ⌈S/n⌉ for :func:`assign_scramblers`."""
+        return int(self.batch_sizes.shape[0])
+
+    @property
+    def offsets(self) -> IntArray:
+        """int64 array of length num_scramblers + 1: where each batch starts in source_order."""
+        return np.concatenate([[0], np.cumsum(self.batch_sizes)]).astype(np.int64)
+
+    def members(self, scrambler_index: int) -> IntArray:
+        """The sources assigned to scrambler ``scrambler_index``."""
+        index = check_int(
+            "scrambler_index", scrambler_index, minimum=0, maximum=self.num_scramblers - 1
+        )
+        offsets = self.offsets
+        return self.source_order[offsets[index] : offsets[index + 1]]
+
+    @classmethod
+    def from_scrambler_of_source(cls, scrambler_of_source: npt.ArrayLike) -> ScramblerAssignment:
+        """Rebuild an assignment from the scrambler index of each source.
+
+        For an assignment received over the network, or fixed by a test. Every scrambler in
+        [0, max] must have at least one source; ``batch_size`` is the largest batch.
+        """
+        labels = np.asarray(scrambler_of_source)
+        upper = int(labels.max()) + 1 if labels.size and labels.dtype.kind in "iu" else 1
+        mapping = as_index_array("scrambler_of_source", labels, upper=max(upper, 1))
+        if mapping.shape[0] == 0:
+            raise InvalidParameterError("scrambler_of_source", "at least one source", 0)
+        sizes = np.bincount(mapping, minlength=upper).astype(np.int64)
+        if np.any(sizes == 0):
+            raise InvalidParameterError(
+                "scrambler_of_source",
+                "every scrambler index in [0, max] used at least once",
+                f"unused scrambler {int(np.argmin(sizes))}",
+            )
+        order = np.argsort(mapping, kind="stable").astype(np.int64)
+        mapping = mapping.copy()
+        for array in (mapping, sizes, order):
+            read_only(array)
+        return cls(
+            batch_size=int(sizes.max()),
+            scrambler_of_source=mapping,
+            batch_sizes=sizes,
+            source_order=order,
+        )
+
+
+def assign_scramblers(
+    num_sources: int,
+    *,
+    batch_size: int,
+    rng: np.random.Generator | int | None = None,
+) -> ScramblerAssignment:
+    """Assign S sources to ⌈S/n⌉ scramblers, independently of the data (Section 4.1).
+
+    A uniformly random permutation of the sources is cut into consecutive batches of n. The
+    paper assumes n divides S; otherwise the last scrambler is short and its size is recorded
+    in ``batch_sizes`` (the cap of S̄_d then uses that size). If n > S there is a single
+    scrambler holding all S sources; n is never changed in any other way.
+
+    Args:
+        num_sources: S (>= 1).
+        batch_size: n (>= 1), the number of sources per scrambler.
+        rng: a numpy Generator, a seed, or None.
+    """
+    count = check_int("num_sources", num_sources, minimum=1)
+    size = check_int("batch_size", batch_size, minimum=1)
+    generator = make_rng(rng)
+    order = generator.permutation(count).astype(np.int64)
+    mapping = np.empty(count, dtype=np.int64)
+    mapping[order] = np.arange(count, dtype=np.int64) // size
+    full, rest = divmod(count, size)
+    sizes = np.full(full + (1 if rest else 0), size, dtype=np.int64)
+    if rest:
+        sizes[-1] = rest
+    for array in (order, mapping, sizes):
+        read_only(array)
+    return ScramblerAssignment(
+        batch_size=size, scrambler_of_source=mapping, batch_sizes=sizes, source_order=order
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class ScrambleResult:
+    """The output of every scrambler (Algorithm 1), as the observer sees it and beyond.
+
+    Attributes:
+        counts: int64 (num_scramblers, T): messages each scrambler sends to each target (real
+            or sampled messages plus dummies), which is what the observer sees.
+        dummy_counts: int64 (num_scramblers, T): the scrambler's own dummies among them.
+        sent_targets: int64 target t' of each source's message (the scramblers' inputs).
+        assignment: the assignment of sources to scramblers.
+    """
+
+    counts: IntArray
+    dummy_counts: IntArray
+    sent_targets: IntArray
+    assignment: ScramblerAssignment
+
+    @property
+    def num_targets(self) -> int:
+        """T."""
+        return int(self.counts.shape[1])
+
+    @property
+    def input_counts(self) -> IntArray:
+        """int64 (num_scramblers, T): the sources' messages received by each scrambler."""
+        result: IntArray = self.counts - self.dummy_counts
+        return result
+
+    def edges(self) -> EdgeCounts:
+        """The observed scrambler → target traffic as (scrambler, target, count) triples."""
+        return EdgeCounts.from_dense(self.counts)
+
+    def shuffled_messages(
+        self, scrambler_index: int, rng: np.random.Generator | int | None = None
+    ) -> tuple[IntArray, IntArray]:
+        """The shuffled output list of one scrambler (last line of Algorithm 1).
+
+        Returns:
+            ``(targets, sources)`` in a uniformly random order: the target of each message
+            and the source it came from, or −1 for a scrambler dummy.
+        """
+        members = self.assignment.members(scrambler_index)
+        dummies = self.dummy_counts[scrambler_index]
+        targets = np.concatenate(
+            [self.sent_targets[members], np.repeat(np.arange(self.num_targets), dummies)]
+        ).astype(np.int64)
+        sources = np.concatenate([members, np.full(int(dummies.sum()), -1, dtype=np.int64)]).astype(
+            np.int64
+        )
+        permutation = make_rng(rng).permutation(targets.shape[0])
+        return targets[permutation], sources[permutation]
+
+
+def scramble(
+    sent_targets: npt.ArrayLike,
+    assignment: ScramblerAssignment,
+    *,
+    num_targets: int,
+    num_dummies: int,
+    capped: bool = False,
+    rng: np.random.Generator | int | None = None,
+) -> ScrambleResult:
+    """Run Algorithm 1 (S_d, or S̄_d when ``capped``) at every scrambler at once (Section 4.1).
+
+    Args:
+        sent_targets: target t' of each source's message after R_σ (1-D, one per source of
+            ``assignment``, integers in [0, T)).
+        assignment: the data-independent assignment of sources to scramblers.
+        num_targets: T (>= 1).
+        num_dummies: d (>= 0) dummies added by each scrambler; when capped, at most (T − 1)·n
+            for the smallest scrambler's n so that the cap can always be met.
+        capped: False for S_d (dummies uniform with replacement), True for S̄_d (each dummy
+            uniform among the targets holding fewer than n messages, n the scrambler's size).
+        rng: a numpy Generator, a seed, or None.
+    """
+    size = check_int("num_targets", num_targets, minimum=1)
+    dummies = check_int("num_dummies", num_dummies, minimum=0)
+    if not isinstance(capped, bool):
+        raise InvalidParameterError("capped", "True or False", capped)
+    if not isinstance(assignment, ScramblerAssignment):
+        raise InvalidParameterError(
+            "assignment", "a ScramblerAssignment", type(assignment).__name__
+        )
+    sent = as_index_array("sent_targets", sent_targets, upper=size)
+    if sent.shape[0] != assignment.num_sources:
+        raise InvalidParameterError(
+            "sent_targets",
+            f"one target per assigned source ({assignment.num_sources})",
+            f"{sent.shape[0]} targets",
+        )
+    sent = sent.copy()
+    generator = make_rng(rng)
+    scramblers = assignment.num_scramblers
+    batch_sizes = assignment.batch_sizes
+    if capped:
+        smallest = int(batch_sizes.min())
+        limit = (size - 1) * smallest
+        if dummies > limit:
+            raise InvalidParameterError(
+                "num_dummies",
+                f"an integer in [0, {limit}] ((T − 1)·n with n = {smallest}, the smallest "
+                "scrambler) for the capped scrambler",
+                dummies,
+            )
+    keys = assignment.scrambler_of_source * size + sent
+    received = np.bincount(keys, minlength=scramblers * size).reshape(scramblers, size)
+    if capped:
+        dummy_counts = _capped_dummies(received, batch_sizes, dummies, generator)
+    else:
+        uniform = np.full(size, 1.0 / size)
+        dummy_counts = generator.multinomial(dummies, uniform, size=scramblers)
+    dummy_counts = np.asarray(dummy_counts, dtype=np.int64)
+    counts = (received + dummy_counts).astype(np.int64)
+    for array in (counts, dummy_counts, sent):
+        read_only(array)
+    return ScrambleResult(
+        counts=counts, dummy_counts=dummy_counts, sent_targets=sent, assignment=assignment
+    )
+
+
+def _capped_dummies(
+    received: npt.NDArray[np.integer],
+    batch_sizes: IntArray,
+    num_dummies: int,
+    generator: np.random.Generator,
+) -> IntArray:
+    """The dummies of S̄_d: one step at a time, each uniform among targets below the cap n."""
+    scramblers, size = received.shape
+    current = received.astype(np.int64)
+    dummy_counts = np.zeros((scramblers, size), dtype=np.int64)
+    caps = batch_sizes[:, None]
+    rows = np.arange(scramblers)
+    for _ in range(num_dummies):
+        open_targets = current < caps
+        ranks = np.cumsum(open_targets, axis=1)
+        # A uniform rank among the open targets; the open target holding that rank is drawn.
+        draw = generator.integers(0, ranks[:, -1], dtype=np.int64)
+        chosen = np.argmax(ranks > draw[:, None], axis=1)
+        current[rows, chosen] += 1
+        dummy_counts[rows, chosen] += 1
+    return dummy_counts

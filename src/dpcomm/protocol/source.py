@@ -1,0 +1,222 @@
+"""What a source node does: the local randomizer R_σ^d of Section 3 (sampling, then flooding).
+
+Every function works on all sources at once (one entry per source) and never loops per source.
+The conventions are those of :mod:`dpcomm.accounting.mechanisms`, whose privacy numbers are
+only valid for exactly this mechanism:
+
+* sampling (R_σ): with probability σ the source redraws its target uniformly from *all* T
+  targets, so the true target keeps probability 1 − σ + σ/T. The message is real iff the
+  drawn target equals the true one (paper, footnote of Section 3.1: "if t' = t, we send the
+  true message"), otherwise it is a dummy;
+* flooding (R_σ^d): d further dummies go to d distinct targets drawn uniformly without
+  replacement among the T − 1 targets other than the first message's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dpcomm.accounting._validation import check_int, check_probability
+from dpcomm.accounting.montecarlo import make_rng
+from dpcomm.errors import InvalidParameterError
+from dpcomm.protocol._arrays import BoolArray, IntArray, as_index_array, read_only
+from dpcomm.protocol.observation import EdgeCounts, edge_counts
+
+#: Number of random keys drawn at once by :func:`flood_targets` (8 bytes each, so about 8 MB
+#: of keys plus a few such temporaries): memory stays O(chunk + S·d), not O(S·T).
+FLOOD_CHUNK_ELEMENTS = 1 << 20
+
+
+@dataclass(frozen=True, eq=False)
+class RandomizedTargets:
+    """The first message of each source after R_σ (Section 3.1).
+
+    Attributes:
+        sent: int64 target t' each source sends its first message to.
+        is_real: True where the message carries the real tuple (t' = t), False for a dummy.
+    """
+
+    sent: IntArray
+    is_real: BoolArray
+
+    def __len__(self) -> int:
+        return int(self.sent.shape[0])
+
+
+def randomize_targets(
+    true_targets: npt.ArrayLike,
+    *,
+    num_targets: int,
+    sampling_rate: float,
+    rng: np.random.Generator | int | None = None,
+) -> RandomizedTargets:
+    """Apply the sampling step R_σ of Section 3.1 to every source at once.
+
+    Args:
+        true_targets: the true target t in [0, T) of each source (1-D integers).
+        num_targets: T (>= 1; with T = 1 every message goes to target 0 and is real).
+        sampling_rate: σ in [0, 1], the probability of redrawing the target uniformly from all
+            T targets (the true one included).
+        rng: a numpy Generator, a seed, or None.
+
+    Returns:
+        The sent targets and which of them carry the real tuple.
+    """
+    size = check_int("num_targets", num_targets, minimum=1)
+    sigma = check_probability("sampling_rate", sampling_rate)
+    truth = as_index_array("true_targets", true_targets, upper=size)
+    generator = make_rng(rng)
+    count = truth.shape[0]
+    redraw = generator.random(count) < sigma
+    drawn = generator.integers(0, size, size=count, dtype=np.int64)
+    sent = np.where(redraw, drawn, truth).astype(np.int64, copy=False)
+    is_real = sent == truth
+    read_only(sent)
+    read_only(is_real)
+    return RandomizedTargets(sent=sent, is_real=is_real)
+
+
+def flood_targets(
+    first_targets: npt.ArrayLike,
+    *,
+    num_targets: int,
+    num_dummies: int,
+    rng: np.random.Generator | int | None = None,
+) -> IntArray:
+    """Targets of the d flooding dummies of R_σ^d (Section 3.1), for every source at once.
+
+    Each source gets d distinct targets drawn uniformly without replacement among the T − 1
+    targets other than its first message's target, in uniformly random order. Sources are
+    processed in chunks of :data:`FLOOD_CHUNK_ELEMENTS` random keys, so that memory stays
+    bounded for millions of sources.
+
+    Args:
+        first_targets: target t' of each source's first message (1-D integers in [0, T)).
+        num_targets: T (>= 1).
+        num_dummies: d in [0, T − 1]; d = T − 1 floods every other target (a broadcast).
+        rng: a numpy Generator, a seed, or None.
+
+    Returns:
+        An int64 array of shape (S, d).
+    """
+    size = check_int("num_targets", num_targets, minimum=1)
+    dummies = check_int("num_dummies", num_dummies, minimum=0, maximum=size - 1)
+    first = as_index_array("first_targets", first_targets, upper=size)
+    generator = make_rng(rng)
+    count = first.shape[0]
+    result = np.empty((count, dummies), dtype=np.int64)
+    if dummies == 0 or count == 0:
+        return result
+    others = size - 1
+    chunk = max(1, FLOOD_CHUNK_ELEMENTS // others)
+    for start in range(0, count, chunk):
+        stop = min(count, start + chunk)
+        keys = generator.random((stop - start, others))
+        if dummies < others:
+            # The d smallest of T − 1 i.i.d. keys index a uniform d-subset of the others.
+            chosen = np.argpartition(keys, dummies - 1, axis=1)[:, :dummies]
+        else:
+            chosen = np.broadcast_to(np.arange(others), keys.shape)
+        # Sorting the chosen keys makes the order of the d dummies uniformly random too.
+        order = np.argsort(np.take_along_axis(keys, chosen, axis=1), axis=1)
+        positions = np.take_along_axis(chosen, order, axis=1)
+        # Position p in [0, T − 2] among the others is target p, shifted past the first target.
+        block = first[start:stop, None]
+        result[start:stop] = positions + (positions >= block)
+    return result
+
+
+@dataclass(frozen=True, eq=False)
+class LocalOutput:
+    """What every source sends under R_σ^d (Section 3.1): a first message and d dummies.
+
+    The observer sees the *set* of d + 1 targets of each source; a networked engine must send
+    the d + 1 messages in random order (or concurrently) so that the first is not singled out.
+
+    Attributes:
+        first: the first message of each source (after sampling R_σ).
+        dummies: int64 array (S, d) of the flooding dummies' targets.
+    """
+
+    first: RandomizedTargets
+    dummies: IntArray
+
+    @property
+    def num_dummies(self) -> int:
+        """d, the number of flooding dummies per source."""
+        return int(self.dummies.shape[1])
+
+    @property
+    def targets(self) -> IntArray:
+        """int64 array (S, d + 1): column 0 is the first message, then the dummies."""
+        return np.concatenate([self.first.sent[:, None], self.dummies], axis=1)
+
+    @property
+    def is_real(self) -> BoolArray:
+        """Boolean array (S, d + 1), True only for a first message that carries the real tuple."""
+        mask = np.zeros((self.dummies.shape[0], self.num_dummies + 1), dtype=bool)
+        mask[:, 0] = self.first.is_real
+        return mask
+
+    def edges(self, *, num_targets: int) -> EdgeCounts:
+        """The observed source → target traffic as (source, target, count) triples."""
+        targets = self.targets
+        senders = np.repeat(np.arange(targets.shape[0], dtype=np.int64), targets.shape[1])
+        return edge_counts(
+            senders,
+            targets.reshape(-1),
+            num_senders=targets.shape[0],
+            num_receivers=num_targets,
+        )
+
+
+def apply_local_randomizer(
+    true_targets: npt.ArrayLike,
+    *,
+    num_targets: int,
+    sampling_rate: float,
+    num_dummies: int,
+    rng: np.random.Generator | int | None = None,
+) -> LocalOutput:
+    """The full local randomizer R_σ^d of Section 3.1: sampling σ then flooding d.
+
+    Args:
+        true_targets: the true target t in [0, T) of each source.
+        num_targets: T (>= 1).
+        sampling_rate: σ in [0, 1].
+        num_dummies: d in [0, T − 1].
+        rng: a numpy Generator, a seed, or None.
+    """
+    generator = make_rng(rng)
+    size = check_int("num_targets", num_targets, minimum=1)
+    check_int("num_dummies", num_dummies, minimum=0, maximum=size - 1)
+    first = randomize_targets(
+        true_targets, num_targets=size, sampling_rate=sampling_rate, rng=generator
+    )
+    dummies = flood_targets(first.sent, num_targets=size, num_dummies=num_dummies, rng=generator)
+    read_only(dummies)
+    return LocalOutput(first=first, dummies=dummies)
+
+
+def delivered_real(true_targets: npt.ArrayLike, randomized: RandomizedTargets) -> BoolArray:
+    """Which tuples reach their true compute node as real messages (Section 3.1).
+
+    Targets decrypt every message and discard dummies, so a tuple counts in the result iff its
+    first message was kept real (t' = t). Flooding and scrambler dummies never carry a tuple.
+
+    Args:
+        true_targets: the true target t of each source (1-D integers >= 0).
+        randomized: the output of :func:`randomize_targets` for the same sources.
+    """
+    truth = np.asarray(true_targets)
+    if truth.ndim != 1 or truth.shape[0] != len(randomized):
+        raise InvalidParameterError(
+            "true_targets",
+            f"a 1-D array of length {len(randomized)} (one per randomized source)",
+            f"an array of shape {truth.shape}",
+        )
+    result: BoolArray = randomized.is_real & (randomized.sent == truth)
+    return result

@@ -1,0 +1,1 @@
+"""Compilers from queries to execution plans, and the computations of their nodes."""

@@ -1,0 +1,622 @@
+"""Parse and bind the SQL of an Aggregate query (Section 2.1 of the paper).
+
+An Aggregate query ``Q = {q}`` is a set of sub-queries ``q = (G_q, V_q, F_q)``: statistical
+functions ``F_q`` over aggregate attributes ``V_q`` grouped by attributes ``G_q``. In SQL this is
+``SELECT <grouping columns>, <aggregates> FROM <table> GROUP BY GROUPING SETS (...)``; each
+grouping set is one sub-query. :func:`parse_aggregate` reads such SQL with sqlglot (DuckDB
+dialect), expands ROLLUP, CUBE and their cross products into grouping sets in DuckDB's order, and
+rejects every construct outside this class with an error naming it. :func:`bind` checks the query
+against a :class:`~dpcomm.data.table.Table` and asks DuckDB for the output column names.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import duckdb
+import numpy as np
+import sqlglot
+from sqlglot import exp
+
+from dpcomm.data.table import Table
+from dpcomm.errors import DpcommError, InvalidParameterError
+
+OutputKind = Literal["group", "aggregate"]
+AggregateFunction = Literal["count", "count_star", "sum", "avg", "min", "max"]
+
+_SUPPORTED = (
+    "supported: SELECT <grouping columns>, COUNT(*)|COUNT|SUM|AVG|MIN|MAX(<column>) [AS alias] "
+    "FROM <table> GROUP BY <columns | GROUPING SETS | ROLLUP | CUBE>"
+)
+_FUNCTIONS: dict[type[exp.Expression], AggregateFunction] = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+}
+_NUMERIC_FUNCTIONS = frozenset({"sum", "avg", "min", "max"})
+#: Limit on the number of grouping sets after expansion (DuckDB's own limit is 65535).
+MAX_GROUPING_SETS = 4096
+#: Clauses of a SELECT and the construct they are named by in error messages.
+_CLAUSES = {
+    "with_": "WITH (common table expression)",
+    "joins": "JOIN",
+    "where": "WHERE",
+    "having": "HAVING",
+    "order": "ORDER BY",
+    "limit": "LIMIT",
+    "offset": "OFFSET",
+    "distinct": "SELECT DISTINCT",
+    "qualify": "QUALIFY",
+    "windows": "WINDOW",
+    "laterals": "LATERAL",
+    "sample": "TABLESAMPLE",
+    "into": "SELECT INTO",
+    "kind": "SELECT AS STRUCT/VALUE",
+    "settings": "SETTINGS",
+    "format": "FORMAT",
+    "options": "OPTIONS",
+    "locks": "FOR UPDATE",
+    "connect": "CONNECT BY",
+    "prewhere": "PREWHERE",
+    "cluster": "CLUSTER BY",
+    "distribute": "DISTRIBUTE BY",
+    "sort": "SORT BY",
+    "match": "MATCH_RECOGNIZE",
+    "operation_modifiers": "query modifiers",
+}
+_IGNORED_CLAUSES = frozenset({"expressions", "from_", "group", "hint"})
+
+
+class UnsupportedQueryError(InvalidParameterError):
+    """The SQL uses a construct outside the Aggregate query class; ``construct`` names it."""
+
+    def __init__(self, construct: str, detail: str = "") -> None:
+        super().__init__("sql", _SUPPORTED, detail or construct)
+        self.construct = construct
+        where = f" ({detail})" if detail else ""
+        self.args = (f"unsupported in an Aggregate query: {construct}{where}; {_SUPPORTED}",)
+
+
+class SqlSyntaxError(InvalidParameterError):
+    """The SQL does not parse (sqlglot's first error, on one line)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("sql", "syntactically valid SQL", message)
+        self.args = (f"SQL syntax error: {message}",)
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    """One column of the query result.
+
+    Attributes:
+        name: the result column's name. After :func:`bind` it is exactly DuckDB's name (the alias,
+            or e.g. ``avg(I)``, ``count_star()``); after :func:`parse_aggregate` alone it is the
+            alias or a guess of it.
+        kind: ``"group"`` for a grouping column, ``"aggregate"`` for a statistical function.
+        column: the column read (``None`` for ``COUNT(*)``).
+        function: the statistical function (``None`` for a grouping column).
+    """
+
+    name: str
+    kind: OutputKind
+    column: str | None
+    function: AggregateFunction | None
+
+    def __post_init__(self) -> None:
+        if self.kind == "group":
+            if self.column is None or self.function is not None:
+                raise InvalidParameterError(
+                    "OutputColumn", "a group output with a column and no function", self
+                )
+        elif self.kind == "aggregate":
+            if self.function is None:
+                raise InvalidParameterError("OutputColumn", "an aggregate with a function", self)
+            if (self.function == "count_star") != (self.column is None):
+                raise InvalidParameterError(
+                    "OutputColumn", "a column for every function except count_star", self
+                )
+        else:
+            raise InvalidParameterError("OutputColumn.kind", "'group' or 'aggregate'", self.kind)
+
+
+@dataclass(frozen=True)
+class AggregateQuery:
+    """A parsed Aggregate query: one sub-query per grouping set.
+
+    Attributes:
+        sql: the original SQL text.
+        table_name: the table named in FROM.
+        grouping_sets: the expanded grouping sets, in DuckDB's order, duplicates kept; each is a
+            tuple of column names as written (a column repeated inside one set kept once).
+        outputs: the select list, in order.
+        grouping_columns: every column of some grouping set, in order of first appearance.
+    """
+
+    sql: str
+    table_name: str
+    grouping_sets: tuple[tuple[str, ...], ...]
+    outputs: tuple[OutputColumn, ...]
+    grouping_columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.grouping_sets:
+            raise InvalidParameterError("grouping_sets", "at least one grouping set", ())
+        if not self.outputs:
+            raise InvalidParameterError("outputs", "at least one output column", ())
+        columns: list[str] = []
+        for grouping_set in self.grouping_sets:
+            if len({c.lower() for c in grouping_set}) != len(grouping_set):
+                raise InvalidParameterError(
+                    "grouping_sets", "sets without repeated columns", grouping_set
+                )
+            for column in grouping_set:
+                if column.lower() not in {c.lower() for c in columns}:
+                    columns.append(column)
+        object.__setattr__(self, "grouping_columns", tuple(columns))
+        known = {c.lower() for c in columns}
+        for output in self.outputs:
+            if output.kind == "group" and (output.column or "").lower() not in known:
+                raise UnsupportedQueryError(
+                    "a selected column outside every grouping set",
+                    f"column {output.column} must appear in the GROUP BY clause "
+                    "or be used in an aggregate function",
+                )
+
+    @property
+    def num_grouping_sets(self) -> int:
+        """Number G of grouping sets (sub-queries)."""
+        return len(self.grouping_sets)
+
+
+@dataclass(frozen=True)
+class BoundAggregate:
+    """An :class:`AggregateQuery` checked against a table's schema.
+
+    Column names are those of the table (DuckDB matches identifiers case-insensitively); output
+    names and types are the ones DuckDB reports for the query.
+
+    Attributes:
+        query: the parsed query (names as written).
+        grouping_sets: the grouping sets, with the table's column names.
+        grouping_columns: the union of the grouping sets, with the table's column names.
+        outputs: the output columns, names from DuckDB, columns with the table's names.
+        output_types: DuckDB's type of each output column.
+        schema: ``(name, DuckDB type)`` of every table column, to check tables given later.
+    """
+
+    query: AggregateQuery
+    grouping_sets: tuple[tuple[str, ...], ...]
+    grouping_columns: tuple[str, ...]
+    outputs: tuple[OutputColumn, ...]
+    output_types: tuple[str, ...]
+    schema: tuple[tuple[str, str], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.grouping_sets) != len(self.query.grouping_sets):
+            raise InvalidParameterError(
+                "grouping_sets", f"{len(self.query.grouping_sets)} sets", len(self.grouping_sets)
+            )
+        if len(self.outputs) != len(self.query.outputs) or len(self.output_types) != len(
+            self.outputs
+        ):
+            raise InvalidParameterError(
+                "outputs", f"{len(self.query.outputs)} outputs with types", len(self.outputs)
+            )
+
+    @property
+    def table_name(self) -> str:
+        """The table named in FROM."""
+        return self.query.table_name
+
+    @property
+    def sql(self) -> str:
+        """The original SQL text."""
+        return self.query.sql
+
+    @property
+    def num_grouping_sets(self) -> int:
+        """Number G of grouping sets (sub-queries)."""
+        return len(self.grouping_sets)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """DuckDB's names of the result columns, in order."""
+        return tuple(o.name for o in self.outputs)
+
+    def check_table(self, table: Table) -> None:
+        """Raise :class:`InvalidParameterError` unless ``table`` has the bound schema."""
+        have = {c.name.lower(): c.sql_type for c in table.columns}
+        for name, sql_type in self.schema:
+            if have.get(name.lower()) != sql_type:
+                raise InvalidParameterError(
+                    "table",
+                    f"a table with column {name} {sql_type} (the schema the query was bound to)",
+                    f"{table.name}({', '.join(f'{c.name} {c.sql_type}' for c in table.columns)})",
+                )
+
+
+def parse_aggregate(sql: str) -> AggregateQuery:
+    """Parse the SQL of an Aggregate query (sqlglot, DuckDB dialect).
+
+    Raises:
+        SqlSyntaxError: the text does not parse.
+        UnsupportedQueryError: a construct outside the Aggregate query class (named in the
+            message): joins, subqueries, WITH, window functions, WHERE, HAVING, ORDER BY, LIMIT,
+            DISTINCT, set operations, expressions, COUNT(DISTINCT ...), GROUPING(), FILTER, several
+            tables, ``SELECT *``, a missing GROUP BY, unknown functions.
+    """
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidParameterError("sql", "a non-empty SQL string", sql)
+    statements = _parse(sql)
+    if len(statements) != 1:
+        raise UnsupportedQueryError("several statements", f"{len(statements)} statements")
+    select = statements[0]
+    table_name, qualifiers = _from_table(select)
+    outputs = tuple(_output(item, qualifiers) for item in select.expressions)
+    if select.find(exp.Subquery) is not None or any(
+        node is not select for node in select.find_all(exp.Select)
+    ):
+        raise UnsupportedQueryError("subquery")
+    group = select.args.get("group")
+    if group is None:
+        raise UnsupportedQueryError("a query without GROUP BY", "add GROUP BY () for a total")
+    grouping_sets = _grouping_sets(group, qualifiers)
+    return AggregateQuery(sql, table_name, grouping_sets, outputs)
+
+
+def _parse(sql: str) -> list[exp.Select]:
+    try:
+        parsed = sqlglot.parse(sql, read="duckdb")
+    except sqlglot.errors.ParseError as error:
+        first = error.errors[0] if error.errors else {}
+        description = str(first.get("description") or str(error).splitlines()[0])
+        line, col = first.get("line"), first.get("col")
+        position = f" (line {line}, column {col})" if line is not None else ""
+        raise SqlSyntaxError(f"{description}{position}") from error
+    except sqlglot.errors.SqlglotError as error:
+        raise SqlSyntaxError(str(error).splitlines()[0]) from error
+    statements: list[exp.Select] = []
+    for statement in parsed:
+        if statement is None:
+            continue
+        if isinstance(statement, exp.Union):
+            raise UnsupportedQueryError("UNION", statement.sql(dialect="duckdb")[:80])
+        if isinstance(statement, exp.Intersect):
+            raise UnsupportedQueryError("INTERSECT")
+        if isinstance(statement, exp.Except):
+            raise UnsupportedQueryError("EXCEPT")
+        if isinstance(statement, exp.Subquery):
+            raise UnsupportedQueryError("subquery")
+        if not isinstance(statement, exp.Select):
+            raise UnsupportedQueryError(
+                f"{type(statement).__name__.upper()} statement", "only SELECT is supported"
+            )
+        statements.append(statement)
+    if not statements:
+        raise InvalidParameterError("sql", "a SELECT statement", sql)
+    return statements
+
+
+def _from_table(select: exp.Select) -> tuple[str, frozenset[str]]:
+    """The FROM table's name and the lower-case names a column may be qualified with."""
+    for key, value in select.args.items():
+        if key in _IGNORED_CLAUSES or value is None or value is False or value == []:
+            continue
+        construct = _CLAUSES.get(key, key.upper().replace("_", " "))
+        if key == "joins":
+            join = value[0]
+            comma = (
+                not join.args.get("on")
+                and not join.args.get("kind")
+                and not (join.args.get("side") or join.args.get("using") or join.args.get("method"))
+            )
+            construct = "multiple tables in FROM" if comma else "JOIN"
+            raise UnsupportedQueryError(construct, join.sql(dialect="duckdb")[:80])
+        detail = value.sql(dialect="duckdb")[:80] if isinstance(value, exp.Expression) else ""
+        raise UnsupportedQueryError(construct, detail)
+    source = select.args.get("from_")
+    if source is None:
+        raise UnsupportedQueryError("a query without FROM")
+    table = source.this
+    if isinstance(table, exp.Subquery | exp.Select):
+        raise UnsupportedQueryError("subquery", "in FROM")
+    if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+        raise UnsupportedQueryError(
+            "a FROM that is not a plain table name", table.sql(dialect="duckdb")[:80]
+        )
+    for key, value in table.args.items():
+        if key in ("this", "alias") or value is None or value == []:
+            continue
+        if key in ("db", "catalog"):
+            raise UnsupportedQueryError("a qualified table name", table.sql(dialect="duckdb"))
+        if key == "joins":
+            raise UnsupportedQueryError("JOIN")
+        construct = "TABLESAMPLE" if key == "sample" else key.upper()
+        raise UnsupportedQueryError(construct, "in FROM")
+    alias = table.args.get("alias")
+    if alias is not None and alias.args.get("columns"):
+        raise UnsupportedQueryError("column aliases on the table", alias.sql(dialect="duckdb"))
+    name = table.name
+    qualifiers = {name.lower()}
+    if table.alias:
+        qualifiers = {table.alias.lower()}
+    return name, frozenset(qualifiers)
+
+
+def _column_name(node: exp.Expression, qualifiers: frozenset[str], where: str) -> str:
+    """The name of a plain column reference, or an error naming what ``node`` is instead."""
+    if isinstance(node, exp.Paren):
+        return _column_name(node.this, qualifiers, where)
+    if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
+        if node.args.get("db") or node.args.get("catalog"):
+            raise UnsupportedQueryError("a qualified column name", node.sql(dialect="duckdb"))
+        if node.table and node.table.lower() not in qualifiers:
+            raise UnsupportedQueryError(
+                "a column of another table", f"{node.sql(dialect='duckdb')} {where}"
+            )
+        return str(node.name)
+    _reject_expression(node, where)
+    raise UnsupportedQueryError(f"expression {where}", node.sql(dialect="duckdb")[:80])
+
+
+def _reject_expression(node: exp.Expression, where: str) -> None:
+    """Raise the most specific error for a node that is not a plain column."""
+    text = node.sql(dialect="duckdb")[:80]
+    if isinstance(node, exp.Star):
+        raise UnsupportedQueryError("SELECT *" if where == "in the select list" else "*", where)
+    if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
+        raise UnsupportedQueryError("subquery", f"{where}: {text}")
+    if isinstance(node, exp.Window):
+        raise UnsupportedQueryError("window function", text)
+    if isinstance(node, exp.Filter):
+        raise UnsupportedQueryError("FILTER", text)
+    if isinstance(node, exp.Grouping | exp.GroupingId):
+        raise UnsupportedQueryError("GROUPING()", text)
+    if isinstance(node, exp.Distinct):
+        raise UnsupportedQueryError("DISTINCT", f"{where}: {text}")
+    if isinstance(node, exp.Literal | exp.Null | exp.Boolean):
+        raise UnsupportedQueryError(f"constant {where}", text)
+    if isinstance(node, exp.Anonymous):
+        raise UnsupportedQueryError(f"unknown function {node.name}()", text)
+    if isinstance(node, exp.AggFunc) and type(node) not in _FUNCTIONS:
+        name = node.sql_name() if hasattr(node, "sql_name") else type(node).__name__
+        raise UnsupportedQueryError(f"unsupported aggregate function {name.lower()}()", text)
+    if isinstance(node, exp.Func) and type(node) not in _FUNCTIONS:
+        raise UnsupportedQueryError(f"unsupported function {node.sql_name().lower()}()", text)
+
+
+def _output(item: exp.Expression, qualifiers: frozenset[str]) -> OutputColumn:
+    alias: str | None = None
+    node = item
+    if isinstance(node, exp.Alias):
+        alias = node.alias
+        node = node.this
+    where = "in the select list"
+    if isinstance(node, exp.Column | exp.Paren) and not isinstance(node, exp.Star):
+        if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
+            raise UnsupportedQueryError("SELECT *", node.sql(dialect="duckdb"))
+        column = _column_name(node, qualifiers, where)
+        return OutputColumn(alias or column, "group", column, None)
+    _reject_expression(node, where)
+    function = _FUNCTIONS.get(type(node))
+    if function is None:
+        raise UnsupportedQueryError(f"expression {where}", node.sql(dialect="duckdb")[:80])
+    argument = node.this
+    extra = [k for k, v in node.args.items() if k not in ("this", "big_int") and v]
+    if extra:
+        raise UnsupportedQueryError(
+            f"extra arguments of {function.upper()}", node.sql(dialect="duckdb")[:80]
+        )
+    if isinstance(argument, exp.Distinct):
+        raise UnsupportedQueryError(f"{function.upper()}(DISTINCT ...)", node.sql("duckdb"))
+    if function == "count" and (argument is None or isinstance(argument, exp.Star)):
+        return OutputColumn(alias or "count_star()", "aggregate", None, "count_star")
+    if argument is None:
+        raise UnsupportedQueryError(f"{function.upper()}() without argument")
+    for inner in argument.walk():
+        if isinstance(inner, exp.AggFunc):
+            raise UnsupportedQueryError("nested aggregate", node.sql(dialect="duckdb")[:80])
+    column = _column_name(argument, qualifiers, f"inside {function.upper()}()")
+    return OutputColumn(alias or f"{function}({column})", "aggregate", column, function)
+
+
+def _grouping_sets(group: exp.Group, qualifiers: frozenset[str]) -> tuple[tuple[str, ...], ...]:
+    """Expand GROUP BY into grouping sets as DuckDB does (cross product of its elements)."""
+    if group.args.get("all"):
+        raise UnsupportedQueryError("GROUP BY ALL", "list the grouping columns")
+    for key, value in group.args.items():
+        if key not in ("expressions", "all") and value:
+            raise UnsupportedQueryError(f"GROUP BY {key.upper()}", group.sql(dialect="duckdb"))
+    elements = list(group.expressions)
+    if not elements:
+        raise UnsupportedQueryError("an empty GROUP BY")
+    result = _element_sets(elements[0], qualifiers, top=True)
+    for element in elements[1:]:
+        result = _product(result, _element_sets(element, qualifiers, top=True))
+        if len(result) > MAX_GROUPING_SETS:
+            raise UnsupportedQueryError(
+                "too many grouping sets", f"more than {MAX_GROUPING_SETS} after expansion"
+            )
+    return tuple(result)
+
+
+def _merge(left: Iterable[str], right: Iterable[str]) -> tuple[str, ...]:
+    """Union of two grouping sets, order of first appearance, case-insensitive."""
+    merged: list[str] = []
+    seen: set[str] = set()
+    for column in itertools.chain(left, right):
+        if column.lower() not in seen:
+            seen.add(column.lower())
+            merged.append(column)
+    return tuple(merged)
+
+
+def _product(
+    left: Sequence[tuple[str, ...]], right: Sequence[tuple[str, ...]]
+) -> list[tuple[str, ...]]:
+    return [_merge(a, b) for a in left for b in right]
+
+
+def _columns_of(node: exp.Expression, qualifiers: frozenset[str]) -> tuple[str, ...]:
+    """The columns of a composite element ``(a, b)``, a single column, or ``()``."""
+    if isinstance(node, exp.Tuple):
+        return _merge((_column_name(e, qualifiers, "in GROUP BY") for e in node.expressions), ())
+    if isinstance(node, exp.Paren) and isinstance(node.this, exp.Tuple):
+        return _columns_of(node.this, qualifiers)
+    return (_grouping_column(node, qualifiers),)
+
+
+def _grouping_column(node: exp.Expression, qualifiers: frozenset[str]) -> str:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        raise UnsupportedQueryError("positional GROUP BY", f"GROUP BY {node.sql()}")
+    if isinstance(node, exp.AggFunc):
+        raise UnsupportedQueryError("aggregate in GROUP BY", node.sql(dialect="duckdb"))
+    return _column_name(node, qualifiers, "in GROUP BY")
+
+
+def _element_sets(
+    node: exp.Expression, qualifiers: frozenset[str], *, top: bool
+) -> list[tuple[str, ...]]:
+    """Grouping sets of one GROUP BY element (DuckDB's transform_group_by order)."""
+    if isinstance(node, exp.GroupingSets):
+        if not top:
+            raise UnsupportedQueryError("nested GROUPING SETS", node.sql(dialect="duckdb"))
+        sets: list[tuple[str, ...]] = []
+        for inner in node.expressions:
+            if isinstance(inner, exp.Rollup | exp.Cube):
+                sets.extend(_element_sets(inner, qualifiers, top=False))
+            elif isinstance(inner, exp.GroupingSets):
+                raise UnsupportedQueryError("nested GROUPING SETS", inner.sql(dialect="duckdb"))
+            else:
+                sets.append(_flat_columns(inner, qualifiers))
+        return sets
+    if isinstance(node, exp.Rollup):
+        parts = [_columns_of(e, qualifiers) for e in node.expressions]
+        rollup: list[tuple[str, ...]] = [()]
+        for part in parts:
+            rollup.append(_merge(rollup[-1], part))
+        return rollup
+    if isinstance(node, exp.Cube):
+        parts = [_columns_of(e, qualifiers) for e in node.expressions]
+        cube: list[tuple[str, ...]] = []
+        _cube_sets((), parts, 0, cube)
+        return cube
+    return [_flat_columns(node, qualifiers)]
+
+
+def _cube_sets(
+    current: tuple[str, ...],
+    parts: Sequence[tuple[str, ...]],
+    start: int,
+    out: list[tuple[str, ...]],
+) -> None:
+    """DuckDB's AddCubeSets: depth-first subsets, so CUBE(a, b) is (), (a), (a, b), (b)."""
+    out.append(current)
+    if len(out) > MAX_GROUPING_SETS:
+        raise UnsupportedQueryError("too many grouping sets", f"CUBE of {len(parts)} elements")
+    for k in range(start, len(parts)):
+        _cube_sets(_merge(current, parts[k]), parts, k + 1, out)
+
+
+def _flat_columns(node: exp.Expression, qualifiers: frozenset[str]) -> tuple[str, ...]:
+    """Columns of a grouping set written with any nesting of parentheses."""
+    if isinstance(node, exp.Tuple):
+        columns: tuple[str, ...] = ()
+        for inner in node.expressions:
+            columns = _merge(columns, _flat_columns(inner, qualifiers))
+        return columns
+    if isinstance(node, exp.Paren):
+        return _flat_columns(node.this, qualifiers)
+    if isinstance(node, exp.Rollup | exp.Cube | exp.GroupingSets):
+        raise UnsupportedQueryError(
+            "ROLLUP/CUBE/GROUPING SETS inside a grouping set", node.sql(dialect="duckdb")
+        )
+    return (_grouping_column(node, qualifiers),)
+
+
+def bind(query: AggregateQuery, table: Table) -> BoundAggregate:
+    """Check ``query`` against ``table`` and take the output names and types from DuckDB.
+
+    A zero-row copy of ``table`` is registered under the FROM name in an in-memory DuckDB and the
+    SQL is run on it, so names (``avg(I)``, ``count_star()``, aliases) are DuckDB's own.
+
+    Raises:
+        InvalidParameterError: a column is missing (the message lists the table's columns), an
+            argument of SUM/AVG/MIN/MAX is not numeric, output names repeat, or DuckDB rejects
+            the SQL.
+    """
+    resolved: dict[str, str] = {}
+
+    def resolve(name: str, where: str) -> str:
+        key = name.lower()
+        if key not in resolved:
+            try:
+                resolved[key] = table.column(name).name
+            except InvalidParameterError:
+                raise InvalidParameterError(
+                    f"column {name} ({where})",
+                    f"a column of table {query.table_name}: {', '.join(table.column_names)}",
+                    name,
+                ) from None
+        return resolved[key]
+
+    grouping_sets = tuple(
+        tuple(resolve(c, "GROUP BY") for c in grouping_set) for grouping_set in query.grouping_sets
+    )
+    grouping_columns = tuple(resolve(c, "GROUP BY") for c in query.grouping_columns)
+    outputs: list[OutputColumn] = []
+    for output in query.outputs:
+        column = None if output.column is None else resolve(output.column, "select list")
+        if output.function in _NUMERIC_FUNCTIONS and column is not None:
+            data = table.column(column)
+            if not data.is_numeric:
+                raise InvalidParameterError(
+                    f"argument of {output.function.upper()}",
+                    "a numeric column",
+                    f"{data.name} of type {data.sql_type}",
+                )
+        outputs.append(replace(output, column=column))
+    names, types = _duckdb_outputs(query, table)
+    if len(names) != len(outputs):
+        raise DpcommError(
+            f"DuckDB returned {len(names)} columns for {len(outputs)} select items: {names}"
+        )
+    lowered = [n.lower() for n in names]
+    duplicates = sorted({n for n in names if lowered.count(n.lower()) > 1})
+    if duplicates:
+        raise InvalidParameterError(
+            "select list", "distinct output column names (use AS aliases)", duplicates
+        )
+    outputs = [replace(o, name=n) for o, n in zip(outputs, names, strict=True)]
+    schema = tuple((c.name, c.sql_type) for c in table.columns)
+    return BoundAggregate(
+        query, grouping_sets, grouping_columns, tuple(outputs), tuple(types), schema
+    )
+
+
+def _duckdb_outputs(query: AggregateQuery, table: Table) -> tuple[list[str], list[str]]:
+    """Run the SQL on a zero-row copy of ``table``; DuckDB's output names and types."""
+    connection = duckdb.connect()
+    try:
+        empty = table.take(np.zeros(table.num_rows, dtype=bool))
+        empty.register(connection, query.table_name)
+        relation = connection.sql(query.sql)
+        if relation is None:
+            raise InvalidParameterError("sql", "a query returning rows", query.sql)
+        return list(relation.columns), [str(t) for t in relation.types]
+    except duckdb.Error as error:
+        message = str(error).splitlines()[0]
+        raise InvalidParameterError("sql", "SQL that DuckDB accepts", message) from error
+    finally:
+        connection.close()
+
+
+def bind_sql(sql: str, table: Table) -> BoundAggregate:
+    """Parse ``sql`` and bind it to ``table`` (:func:`parse_aggregate` then :func:`bind`)."""
+    return bind(parse_aggregate(sql), table)
