@@ -93,6 +93,21 @@ class Efficiency:
     num_nodes: int
 
 
+def sorted_unique(values: IntArray) -> IntArray:
+    """Distinct values, sorted.
+
+    A sort and a diff: numpy's hash-based unique is about 20 times slower on millions of
+    int64 codes.
+    """
+    ordered = np.sort(values, kind="stable")
+    if ordered.size == 0:
+        return ordered
+    keep = np.empty(ordered.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 def channel_degrees(flows: list[FlowTraffic], num_nodes: int) -> IntArray:
     """Number of distinct peers of every node (a secure channel serves both directions)."""
     if not flows:
@@ -100,7 +115,7 @@ def channel_degrees(flows: list[FlowTraffic], num_nodes: int) -> IntArray:
     low = np.concatenate([np.minimum(f.senders, f.receivers) for f in flows])
     high = np.concatenate([np.maximum(f.senders, f.receivers) for f in flows])
     distinct = low != high
-    codes = np.unique(low[distinct] * np.int64(num_nodes) + high[distinct])
+    codes = sorted_unique(low[distinct] * np.int64(num_nodes) + high[distinct])
     first, second = np.divmod(codes, np.int64(num_nodes))
     return np.bincount(first, minlength=num_nodes) + np.bincount(second, minlength=num_nodes)
 
@@ -154,8 +169,12 @@ def observed_edges(flows: list[FlowTraffic]) -> tuple[IntArray, IntArray, IntArr
         if flow.senders.size == 0:
             continue
         base = np.int64(max(int(flow.receivers.max()), 0) + 1)
-        codes, inverse = np.unique(flow.senders * base + flow.receivers, return_inverse=True)
-        merged = np.bincount(inverse, weights=flow.counts).astype(np.int64)
+        keys = flow.senders * base + flow.receivers
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        codes = ordered[starts]
+        merged = np.add.reduceat(flow.counts[order], starts).astype(np.int64)
         sender, receiver = np.divmod(codes, base)
         labels.append(np.full(len(codes), index, dtype=np.int64))
         senders.append(sender)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import duckdb
 import numpy as np
 import numpy.typing as npt
 import sqlglot
@@ -30,7 +29,7 @@ from sqlglot import exp
 
 from dpcomm.data.table import Column, Table
 from dpcomm.errors import InvalidParameterError
-from dpcomm.queries.sql import BoundAggregate
+from dpcomm.queries.sql import BoundAggregate, scratch_connection
 
 Row = dict[str, object]
 IntArray = npt.NDArray[np.int64]
@@ -62,9 +61,10 @@ def _factorize(column: Column) -> _Codes:
     if present.dtype.kind in "iu" and len(present):
         low, high = int(present.min()), int(present.max())
         if high - low < 4 * len(present) + 1024:
-            seen = np.bincount((present - low).astype(np.int64), minlength=high - low + 1) > 0
+            offsets = (present - low).astype(np.int64)
+            seen = np.bincount(offsets, minlength=high - low + 1) > 0
             rank = np.cumsum(seen, dtype=np.int64) - 1
-            codes[~is_null] = rank[(present - low).astype(np.int64)]
+            codes[~is_null] = rank[offsets]
             count = int(rank[-1]) + 1
         else:
             _, inverse = np.unique(present, return_inverse=True)
@@ -452,18 +452,15 @@ def reference_result(
     """
     _check_masks(bound, masks)
     bound.check_table(table)
-    connection = duckdb.connect()
-    try:
-        result: list[Row] = []
-        names = bound.output_names
+    result: list[Row] = []
+    names = bound.output_names
+    with scratch_connection() as connection:
         for set_index, mask in enumerate(masks):
             selected = _selected(mask, table.num_rows, f"mask of grouping set {set_index}")
             table.take(selected).register(connection, bound.table_name)
             fetched = connection.execute(grouping_set_sql(bound, set_index)).fetchall()
             result.extend(dict(zip(names, row, strict=True)) for row in fetched)
-        return result
-    finally:
-        connection.close()
+    return result
 
 
 def compare_results(

@@ -1,0 +1,182 @@
+"""`dpcomm run aggregate|kmeans` and `dpcomm data synthetic` end to end, through main()."""
+
+import json
+
+import duckdb
+import pytest
+
+from dpcomm.cli.main import main
+
+RUNNING_EXAMPLE = "SELECT A, B, AVG(I) FROM diabetes GROUP BY GROUPING SETS ((A), (B))"
+
+
+def run_cli(capsys, *argv):
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_running_example_prints_result_privacy_utility_efficiency(capsys):
+    status, out, err = run_cli(capsys, "run", "aggregate", "--sql", RUNNING_EXAMPLE)
+    assert status == 0, err
+    for heading in ("Result (", "Privacy", "Utility", "Efficiency", "cluster (A)", "avg(I)"):
+        assert heading in out
+
+
+def test_aggregate_json_has_duckdb_names_and_nulls(capsys):
+    status, out, err = run_cli(
+        capsys, "run", "aggregate", "--sql", RUNNING_EXAMPLE, "--mechanism", "none", "--json"
+    )
+    assert status == 0, err
+    document = json.loads(out)
+    rows = document["result"]
+    assert set(rows[0]) == {"A", "B", "avg(I)"}
+    assert all((row["A"] is None) != (row["B"] is None) for row in rows)
+    report = document["report"]
+    assert report["privacy"]["epsilon"] == "inf"
+    assert report["utility"]["tuples_used"] == 2 * report["utility"]["sources"]
+    assert report["efficiency"]["message_overhead"] == 1.0
+
+
+def test_aggregate_on_a_csv_file_matches_duckdb(capsys, tmp_path):
+    path = tmp_path / "people.csv"
+    path.write_text("city,age,score\nParis,30,1.5\nLyon,40,\nParis,,2.5\n,25,4.0\n")
+    sql = "SELECT city, COUNT(*) AS n, SUM(score) AS total FROM people GROUP BY city"
+    status, out, err = run_cli(
+        capsys,
+        "run",
+        "aggregate",
+        "--sql",
+        sql,
+        "--data",
+        str(path),
+        "--mechanism",
+        "none",
+        "--json",
+    )
+    assert status == 0, err
+    rows = json.loads(out)["result"]
+    connection = duckdb.connect()
+    expected = connection.sql(sql.replace("people", f"read_csv('{path}')")).fetchall()
+    assert sorted(map(str, ((r["city"], r["n"], r["total"]) for r in rows))) == sorted(
+        map(str, expected)
+    )
+
+
+def test_synthetic_data_command_and_run(capsys, tmp_path):
+    out_file = tmp_path / "synthetic.parquet"
+    status, _, err = run_cli(
+        capsys,
+        "data",
+        "synthetic",
+        "--rows",
+        "5000",
+        "--out",
+        str(out_file),
+        "--distribution",
+        "zipf",
+        "--seed",
+        "3",
+    )
+    assert status == 0, err
+    assert duckdb.connect().execute(f"SELECT COUNT(*) FROM '{out_file}'").fetchone() == (5000,)
+    status, out, err = run_cli(
+        capsys,
+        "run",
+        "aggregate",
+        "--data",
+        str(out_file),
+        "--sql",
+        "SELECT g1, g2, AVG(m1) FROM s GROUP BY CUBE (g1, g2)",
+        "--batch",
+        "50",
+        "--json",
+    )
+    assert status == 0, err
+    report = json.loads(out)["report"]
+    # DuckDB's expansion order of CUBE (g1, g2).
+    assert [s["grouping_set"] for s in report["utility"]["grouping_sets"]] == [
+        "()",
+        "(g1)",
+        "(g1, g2)",
+        "(g2)",
+    ]
+
+
+def test_kmeans_json(capsys):
+    status, out, err = run_cli(
+        capsys, "run", "kmeans", "--dataset", "mnist5k", "--k", "4", "--iterations", "2", "--json"
+    )
+    assert status == 0, err
+    document = json.loads(out)
+    assert 0.0 <= document["rand_index"] <= 1.0
+    assert 0.0 <= document["rand_index_nonprivate"] <= 1.0
+    assert document["report"]["efficiency"]["num_scramblers"] == 2 * 40
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--data", "/nonexistent.csv"], "invalid data"),
+        (["--sql", "SELECT A, AVG(Z) FROM d GROUP BY A"], "column"),
+        (["--sql", "SELECT A, AVG(I) FROM d JOIN e ON d.A = e.A GROUP BY A"], "join"),
+        (["--sql", "SELECT A, AVG(I) FROM d WHERE I > 3 GROUP BY A"], "WHERE"),
+        (["--sql", "SELECT A, AVG(I) FROM"], "syntax"),
+        (["--sampling", "1.5"], "sampling_rate"),
+        (["--batch", "0"], "batch_size"),
+        (["--mechanism", "none", "--sampling", "0.3"], "mechanism"),
+        (["--mechanism", "local", "--dummies", "25"], "num_dummies"),
+        (["--compute-nodes", "0"], "compute_nodes"),
+        (["--delta", "2"], "delta"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    args = ["run", "aggregate"]
+    if "--sql" not in argv:
+        args += ["--sql", RUNNING_EXAMPLE]
+    status, _, err = run_cli(capsys, *args, *argv)
+    assert status == 2
+    assert err.count("\n") == 1 and err.startswith("dpcomm: error:")
+    assert message.lower() in err.lower()
+
+
+def test_non_numeric_aggregate_and_empty_table(capsys, tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("k,name\n1,a\n2,b\n")
+    status, _, err = run_cli(
+        capsys,
+        "run",
+        "aggregate",
+        "--data",
+        str(path),
+        "--sql",
+        "SELECT k, AVG(name) FROM t GROUP BY k",
+    )
+    assert status == 2 and "numeric" in err
+    empty = tmp_path / "empty.csv"
+    empty.write_text("k,v\n")
+    status, _, err = run_cli(
+        capsys,
+        "run",
+        "aggregate",
+        "--data",
+        str(empty),
+        "--sql",
+        "SELECT k, SUM(v) FROM t GROUP BY k",
+    )
+    assert status == 2 and "empty" in err
+
+
+def test_warnings_are_printed_not_raised(capsys):
+    status, _, err = run_cli(
+        capsys, "run", "aggregate", "--sql", RUNNING_EXAMPLE, "--sampling", "1", "--json"
+    )
+    assert status == 0
+    assert "dpcomm: warning: sampling_rate σ = 1" in err
+
+
+def test_kmeans_bad_input(capsys):
+    status, _, err = run_cli(capsys, "run", "kmeans", "--dataset", "nope")
+    assert status == 2 and "dataset" in err
+    status, _, err = run_cli(capsys, "run", "kmeans", "--k", "100000")
+    assert status == 2 and "num_centroids K" in err
