@@ -12,8 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The paper's running example: average insulin by age range and by body-mass index, over the
+# embedded (synthetic) diabetes table, with scramblers of n = 100 sources adding d = 50 dummies.
 demo: $(STAMP)
-	$(BIN)/dpcomm account scrambler --targets 20 --batch 100 --dummies 50 --sampling 0.2 --delta 1e-4
+	$(BIN)/dpcomm run aggregate --sql "SELECT A, B, AVG(I) FROM diabetes GROUP BY GROUPING SETS ((A), (B))" \
+		--mechanism scrambler --batch 100 --dummies 50 --sampling 0.2 --delta 1e-4
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -30,6 +33,7 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_exact_vs_mc.py
+	$(BIN)/python benchmarks/bench_simulator.py
 
 # Fashion-MNIST (60k train / 10k test IDX files) from Debian's dataset-fashion-mnist package.
 data:
