@@ -195,3 +195,20 @@ def test_invalid_plans_and_countermeasures_are_rejected():
         make_countermeasure("scrambler", sampling_rate=0.2)
     with pytest.raises(InvalidParameterError, match="mechanism"):
         make_countermeasure("none", sampling_rate=0.2)
+
+
+def test_scramblers_are_added_as_nodes():
+    from dpcomm.plan import with_countermeasure_nodes
+
+    plan = running_example(num_sources=1050)
+    countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50)
+    transformed = with_countermeasure_nodes(plan, {"S1": countermeasure})
+    assert transformed.group("scramblers[S1]").count == 11
+    assert transformed.group("scramblers[S1]").role == "scrambler"
+    names = [f.name for f in transformed.flows]
+    assert "S1 (to scramblers)" in names and "S1 (scrambled)" in names and "S2" in names
+    assert not transformed.flow("S1 (to scramblers)").data_dependent
+    assert transformed.flow("S1 (scrambled)").messages_per_sender == 150
+    assert transformed.num_nodes == plan.num_nodes + 11
+    # The sources no longer send S1's data-dependent message themselves: they are simple.
+    assert transformed.is_simple("sources")

@@ -26,6 +26,7 @@ from dpcomm.errors import DpcommWarning, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.plan.model import ExecutionPlan, Flow
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
+from dpcomm.plan.transform import scrambler_group_name, with_countermeasure_nodes
 from dpcomm.protocol import (
     ScramblerAssignment,
     assign_scramblers,
@@ -40,15 +41,18 @@ ROLE_NAMES: tuple[str, ...] = ("source", "scrambler", "compute", "result")
 
 @dataclass(frozen=True)
 class NodeLayout:
-    """Node ids of the transformed plan: the plan's physical groups, then the scramblers.
+    """Node ids of the plan with its countermeasure nodes (:func:`with_countermeasure_nodes`).
 
     Attributes:
-        offsets: first id of every group of the plan (logical groups share their physical ids).
+        plan: the transformed plan (the program's plan plus a scrambler group per scrambled
+            flow).
+        offsets: first id of every group (logical groups share their physical ids).
         scrambler_offsets: first id of the scramblers of every scrambled flow.
         assignments: the data-independent assignment of senders to scramblers, per flow.
         roles: role index (into :data:`ROLE_NAMES`) of every node id.
     """
 
+    plan: ExecutionPlan
     offsets: dict[str, int]
     scrambler_offsets: dict[str, int]
     assignments: dict[str, ScramblerAssignment]
@@ -109,29 +113,31 @@ def _flow_countermeasures(
 def _layout(
     plan: ExecutionPlan, by_flow: Mapping[str, Countermeasure], rng: np.random.Generator
 ) -> NodeLayout:
-    roles: list[npt.NDArray[np.int64]] = []
-    for group in plan.groups:
-        if group.physical is None:
-            roles.append(np.full(group.count, ROLE_NAMES.index(group.role), dtype=np.int64))
-    next_id = plan.num_nodes
+    transformed = with_countermeasure_nodes(plan, by_flow)
+    roles = [
+        np.full(group.count, ROLE_NAMES.index(group.role), dtype=np.int64)
+        for group in transformed.groups
+        if group.physical is None
+    ]
     scrambler_offsets: dict[str, int] = {}
     assignments: dict[str, ScramblerAssignment] = {}
     for flow in plan.flows:
-        chosen = by_flow.get(flow.name)
-        if isinstance(chosen, Scramblers):
-            senders = plan.group(flow.sender).count
-            assignment = assign_scramblers(senders, batch_size=chosen.batch_size, rng=rng)
-            assignments[flow.name] = assignment
-            scrambler_offsets[flow.name] = next_id
-            next_id += assignment.num_scramblers
-            roles.append(
-                np.full(assignment.num_scramblers, ROLE_NAMES.index("scrambler"), dtype=np.int64)
-            )
+        group = scrambler_group_name(flow.name)
+        if group not in transformed.node_id_offsets:
+            continue
+        chosen = by_flow[flow.name]
+        assert isinstance(chosen, Scramblers)
+        senders = plan.group(flow.sender).count
+        assignment = assign_scramblers(senders, batch_size=chosen.batch_size, rng=rng)
+        assert assignment.num_scramblers == transformed.group(group).count
+        assignments[flow.name] = assignment
+        scrambler_offsets[flow.name] = transformed.node_id_offsets[group]
     return NodeLayout(
-        dict(plan.node_id_offsets),
+        transformed,
+        dict(transformed.node_id_offsets),
         scrambler_offsets,
         assignments,
-        np.concatenate(roles) if roles else np.zeros(0, dtype=np.int64),
+        np.concatenate(roles),
     )
 
 

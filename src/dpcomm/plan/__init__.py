@@ -16,6 +16,7 @@ from dpcomm.plan.privacy import (
     account_plan,
     scrambler_batch_sizes,
 )
+from dpcomm.plan.transform import with_countermeasure_nodes
 
 __all__ = [
     "Cluster",
@@ -34,4 +35,5 @@ __all__ = [
     "account_plan",
     "make_countermeasure",
     "scrambler_batch_sizes",
+    "with_countermeasure_nodes",
 ]

@@ -83,6 +83,8 @@ class Flow:
             leakage of the traffic *given* that received state (see docs/execution.md).
         message_bytes: payload size of one message of this flow (messages of a plan are
             padded to one frame size; dummies have the same size).
+        messages_per_sender: messages each sender sends on this flow (1 but for scramblers,
+            which forward n messages and add d dummies).
     """
 
     name: str
@@ -92,8 +94,13 @@ class Flow:
     order: int = 1
     depends_on_state: bool = False
     message_bytes: int = 8
+    messages_per_sender: int = 1
 
     def __post_init__(self) -> None:
+        if self.messages_per_sender < 1:
+            raise InvalidParameterError(
+                "messages_per_sender", "an integer >= 1", self.messages_per_sender
+            )
         if self.routing not in _ROUTINGS:
             raise InvalidParameterError("routing", f"one of {', '.join(_ROUTINGS)}", self.routing)
         if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < 1:
