@@ -180,3 +180,21 @@ def test_kmeans_bad_input(capsys):
     assert status == 2 and "dataset" in err
     status, _, err = run_cli(capsys, "run", "kmeans", "--k", "100000")
     assert status == 2 and "num_centroids K" in err
+
+
+@pytest.mark.slow
+def test_kmeans_on_fashion_mnist(capsys):
+    from pathlib import Path
+
+    from dpcomm.data.images import FASHION_MNIST_DIRECTORY
+
+    if not Path(FASHION_MNIST_DIRECTORY).is_dir():
+        pytest.skip("dataset-fashion-mnist not installed (make data)")
+    status, out, err = run_cli(
+        capsys, "run", "kmeans", "--dataset", "fashion-mnist", "--iterations", "3", "--json"
+    )
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["report"]["utility"]["sources"] == 60_000
+    assert document["report"]["utility"]["test_points"] == 10_000
+    assert document["rand_index_nonprivate"] > 0.8

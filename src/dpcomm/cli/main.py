@@ -21,6 +21,7 @@ from dpcomm.accounting import (
     account,
     report_with_method,
 )
+from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.run import add_run_commands
 from dpcomm.errors import DpcommError, DpcommWarning, InvalidParameterError
 
@@ -246,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     accounting.add_argument("--json", action="store_true", help="print a JSON list of rows")
     accounting.set_defaults(handler=_command_account)
     add_run_commands(commands)
+    add_figures_command(commands)
     return parser
 
 

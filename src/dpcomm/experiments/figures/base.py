@@ -1,0 +1,116 @@
+"""What every figure of the paper is, once regenerated: a PNG, the CSV behind it, a caption.
+
+A figure is a function ``make(settings) -> FigureOutput`` registered under its name (``3a``,
+``6b``, ...). It writes ``<name>.png`` and ``<name>.csv`` into ``settings.out_dir``; the CSV holds
+exactly the plotted numbers, one row per plotted point, with a column naming the curve.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dpcomm.errors import InvalidParameterError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FigureSettings:
+    """How to make figures.
+
+    Attributes:
+        out_dir: where the PNG and CSV files go (created if missing).
+        quick: smaller grids and fewer runs (the whole set in about two minutes).
+        progress: show progress bars on long sweeps.
+        seed: seed of every random part (simulations, Monte Carlo).
+    """
+
+    out_dir: Path
+    quick: bool = False
+    progress: bool = False
+    seed: int = 0
+
+    def steps(self, items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
+        """Iterate over ``items``, with a progress bar when ``progress`` is on."""
+        if not self.progress:
+            yield from items
+            return
+        from tqdm import tqdm
+
+        yield from tqdm(items, desc=description, total=total, leave=False, unit="pt")
+
+
+@dataclass(frozen=True)
+class FigureOutput:
+    """A regenerated figure.
+
+    Attributes:
+        name: its name (``3a``).
+        title: one line (the paper's subcaption).
+        caption: the paper's caption, and our parameters.
+        png: path of the image.
+        csv: path of the plotted numbers.
+        notes: what a reader should know (estimates, skipped parts, comparison with the paper).
+    """
+
+    name: str
+    title: str
+    caption: str
+    png: Path
+    csv: Path
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+FigureMaker = Callable[[FigureSettings], FigureOutput]
+
+#: Every figure, by name, in the order of the paper (filled by the figure modules).
+REGISTRY: dict[str, FigureMaker] = {}
+
+
+def register(name: str) -> Callable[[FigureMaker], FigureMaker]:
+    """Decorator: register a figure maker under ``name``."""
+
+    def decorate(maker: FigureMaker) -> FigureMaker:
+        if name in REGISTRY:
+            raise InvalidParameterError("figure name", "a name not yet registered", name)
+        REGISTRY[name] = maker
+        return maker
+
+    return decorate
+
+
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``rows`` (dicts with the same keys) as CSV."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not rows:
+        path.write_text("")
+        return
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def new_axes(*, width: float = 6.0, height: float = 4.0) -> tuple[Any, Any]:
+    """A matplotlib figure and axes on the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(width, height), dpi=110)
+    return figure, axes
+
+
+def save_png(figure: Any, path: Path) -> None:
+    """Save and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
