@@ -16,6 +16,7 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -102,60 +103,142 @@ def _local_distribution(randomizer: LocalRandomizer, target: int) -> Distributio
     return dict(result)
 
 
-def _scrambler_distribution(
-    mechanism: ScramblerMechanism | GenericScrambler, inputs: list[int]
+def _add_message(state: Distribution, row: FloatArray) -> Distribution:
+    """The distribution of the count vector after one more message drawn from ``row``."""
+    moved: defaultdict[Hashable, float] = defaultdict(float)
+    size = len(row)
+    for counts, p in state.items():
+        assert isinstance(counts, tuple)
+        for j in range(size):
+            if row[j] > 0:
+                moved[(*counts[:j], counts[j] + 1, *counts[j + 1 :])] += p * float(row[j])
+    return dict(moved)
+
+
+def _real_distribution(
+    mechanism: ScramblerMechanism | GenericScrambler, inputs: Sequence[int]
 ) -> Distribution:
-    size, n = mechanism.num_targets, mechanism.batch_size
-    state: dict[tuple[int, ...], float] = {(0,) * size: 1.0}
+    """Counts per target after the real (randomized) messages of ``inputs``."""
+    state: Distribution = {(0,) * mechanism.num_targets: 1.0}
     for target in inputs:
-        row = _row(mechanism, target)
-        moved: defaultdict[tuple[int, ...], float] = defaultdict(float)
-        for counts, p in state.items():
-            for j in range(size):
-                if row[j] > 0:
-                    key = (*counts[:j], counts[j] + 1, *counts[j + 1 :])
-                    moved[key] += p * float(row[j])
-        state = dict(moved)
+        state = _add_message(state, _row(mechanism, target))
+    return state
+
+
+@lru_cache(maxsize=64)
+def _final_outputs(
+    mechanism: ScramblerMechanism | GenericScrambler,
+) -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], int]]:
+    """Every count vector of n + d messages over T targets, and its index."""
+    size, total = mechanism.num_targets, mechanism.batch_size + mechanism.num_dummies
+    outputs = []
+    for bars in itertools.combinations(range(total + size - 1), size - 1):
+        edges = (-1, *bars, total + size - 1)
+        outputs.append(tuple(edges[k + 1] - edges[k] - 1 for k in range(size)))
+    return tuple(outputs), {output: k for k, output in enumerate(outputs)}
+
+
+@lru_cache(maxsize=100_000)
+def _dummy_expansion(
+    mechanism: ScramblerMechanism | GenericScrambler, counts: tuple[int, ...]
+) -> tuple[npt.NDArray[np.intp], FloatArray]:
+    """Final outputs (as indices) and their probabilities after the d dummies.
+
+    ``counts`` are the counts of the real messages. The dummies depend on the inputs only
+    through these counts (not at all when uncapped), so the expansion is computed once per
+    count vector and shared by every input.
+    """
+    size, n = mechanism.num_targets, mechanism.batch_size
     dummy = _dummy_distribution(mechanism)
     capped = isinstance(mechanism, ScramblerMechanism) and mechanism.capped
+    state: dict[tuple[int, ...], float] = {counts: 1.0}
     for _ in range(mechanism.num_dummies):
-        moved = defaultdict(float)
-        for counts, p in state.items():
+        moved: defaultdict[tuple[int, ...], float] = defaultdict(float)
+        for current, p in state.items():
             if capped:
-                open_targets = [j for j in range(size) if counts[j] < n]
+                open_targets = [j for j in range(size) if current[j] < n]
                 weights = {j: 1.0 / len(open_targets) for j in open_targets}
             else:
                 weights = {j: float(dummy[j]) for j in range(size) if dummy[j] > 0}
             for j, w in weights.items():
-                key = (*counts[:j], counts[j] + 1, *counts[j + 1 :])
-                moved[key] += p * w
+                moved[(*current[:j], current[j] + 1, *current[j + 1 :])] += p * w
         state = dict(moved)
-    return dict(state.items())
+    index = _final_outputs(mechanism)[1]
+    positions = np.array([index[final] for final in state], dtype=np.intp)
+    return positions, np.array(list(state.values()), dtype=np.float64)
 
 
-def _neighbouring_pairs(mechanism: Mechanism) -> list[tuple[Distribution, Distribution]]:
+def _with_dummies(
+    mechanism: ScramblerMechanism | GenericScrambler, real: Distribution
+) -> FloatArray:
+    """Probability of every final output (dense over :func:`_final_outputs`)."""
+    result = np.zeros(len(_final_outputs(mechanism)[0]))
+    for counts, p in real.items():
+        assert isinstance(counts, tuple)
+        positions, probabilities = _dummy_expansion(mechanism, counts)
+        result[positions] += p * probabilities
+    return result
+
+
+def _scrambler_distribution(
+    mechanism: ScramblerMechanism | GenericScrambler, inputs: list[int]
+) -> Distribution:
+    dense = _with_dummies(mechanism, _real_distribution(mechanism, inputs))
+    outputs = _final_outputs(mechanism)[0]
+    return {outputs[k]: float(dense[k]) for k in np.flatnonzero(dense)}
+
+
+def _input_groups(mechanism: Mechanism) -> list[FloatArray]:
+    """Output distributions as matrices, one per group of inputs that differ in one source.
+
+    Row t of a group is the distribution when the differing source's input is t; every
+    ordered pair of rows of a group is a pair of neighbouring inputs. Columns are the outputs
+    any row of the group can produce.
+    """
     check_enumerable(mechanism)
     size = mechanism.num_targets
-    pairs = []
-    if isinstance(mechanism, LocalRandomizer | GenericLocalRandomizer):
-        cache = {t: output_distribution(mechanism, t) for t in range(size)}
-        return [(cache[t], cache[u]) for t in range(size) for u in range(size) if t != u]
-    n = mechanism.batch_size
-    for others in itertools.combinations_with_replacement(range(size), n - 1):
-        cache = {t: output_distribution(mechanism, (*others, t)) for t in range(size)}
-        pairs += [(cache[t], cache[u]) for t in range(size) for u in range(size) if t != u]
-    return pairs
+    if not isinstance(mechanism, LocalRandomizer | GenericLocalRandomizer):
+        scramblers = []
+        for others in itertools.combinations_with_replacement(
+            range(size), mechanism.batch_size - 1
+        ):
+            base = _real_distribution(mechanism, others)
+            dense = np.array(
+                [
+                    _with_dummies(mechanism, _add_message(base, _row(mechanism, t)))
+                    for t in range(size)
+                ]
+            )
+            scramblers.append(dense[:, dense.any(axis=0)])
+        return scramblers
+    groups = [[output_distribution(mechanism, t) for t in range(size)]]
+    matrices = []
+    for rows in groups:
+        keys = sorted({key for row in rows for key in row}, key=repr)
+        index = {key: position for position, key in enumerate(keys)}
+        matrix = np.zeros((len(rows), len(keys)))
+        for position, row in enumerate(rows):
+            for key, p in row.items():
+                matrix[position, index[key]] = p
+        matrices.append(matrix)
+    return matrices
 
 
-def _pair_delta(first: Distribution, second: Distribution, epsilon: float) -> float:
+def _group_delta(matrix: FloatArray, epsilon: float) -> float:
+    """The largest hockey-stick divergence between two distinct rows of ``matrix``."""
     factor = math.exp(epsilon)
-    return math.fsum(max(0.0, p - factor * second.get(o, 0.0)) for o, p in first.items())
+    worst = 0.0
+    for t in range(matrix.shape[0]):
+        gaps = np.maximum(0.0, matrix[t][None, :] - factor * matrix)
+        gaps[t] = 0.0
+        worst = max(worst, float(gaps.sum(axis=1).max()))
+    return worst
 
 
 def exact_delta_curve(mechanism: Mechanism, epsilons: Sequence[float]) -> FloatArray:
     """Exact δ(ε) for each ε: the largest hockey-stick divergence over neighbouring pairs."""
-    pairs = _neighbouring_pairs(mechanism)
-    return np.array([max(_pair_delta(p, q, eps) for p, q in pairs) for eps in epsilons])
+    groups = _input_groups(mechanism)
+    return np.array([max(_group_delta(m, eps) for m in groups) for eps in epsilons])
 
 
 def exact_delta(mechanism: Mechanism, epsilon: float) -> float:
@@ -166,21 +249,20 @@ def exact_delta(mechanism: Mechanism, epsilon: float) -> float:
 def exact_pure_epsilon(mechanism: Mechanism) -> float:
     """Exact pure ε: the largest |ln P(O)/P'(O)| over neighbouring pairs and outputs."""
     worst = 0.0
-    for first, second in _neighbouring_pairs(mechanism):
-        for output in set(first) | set(second):
-            p, q = first.get(output, 0.0), second.get(output, 0.0)
-            if (p > 0) != (q > 0):
-                return math.inf
-            if p > 0:
-                worst = max(worst, abs(math.log(p / q)))
+    for matrix in _input_groups(mechanism):
+        positive = matrix > 0
+        if np.any(positive.any(axis=0) & ~positive.all(axis=0)):
+            return math.inf
+        logs = np.log(matrix)
+        worst = max(worst, float((logs.max(axis=0) - logs.min(axis=0)).max()))
     return worst
 
 
 def exact_epsilon_for_delta(mechanism: Mechanism, delta: float) -> float:
     """Smallest ε (to 1e-9, rounded up) with exact δ(ε) ≤ δ; inf if none."""
-    pairs = _neighbouring_pairs(mechanism)
+    groups = _input_groups(mechanism)
 
     def curve(eps: float) -> float:
-        return max(_pair_delta(p, q, eps) for p, q in pairs)
+        return max(_group_delta(m, eps) for m in groups)
 
     return epsilon_for_delta(curve, delta, upper=math.inf, tolerance=1e-9)
