@@ -21,6 +21,7 @@ from dpcomm.accounting import (
     account,
     report_with_method,
 )
+from dpcomm.cli.audit import add_audit_command
 from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.run import add_run_commands
 from dpcomm.errors import DpcommError, DpcommWarning, InvalidParameterError
@@ -248,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     accounting.set_defaults(handler=_command_account)
     add_run_commands(commands)
     add_figures_command(commands)
+    add_audit_command(commands)
     return parser
 
 

@@ -15,6 +15,7 @@ _MODULES = (
     "dpcomm.experiments.figures.accounting_figures",
     "dpcomm.experiments.figures.appendix_d",
     "dpcomm.experiments.figures.tradeoffs",
+    "dpcomm.experiments.figures.attack",
 )
 
 
