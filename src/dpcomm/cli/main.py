@@ -23,6 +23,7 @@ from dpcomm.accounting import (
 )
 from dpcomm.cli.audit import add_audit_command
 from dpcomm.cli.figures import add_figures_command
+from dpcomm.cli.plan import add_plan_commands
 from dpcomm.cli.run import add_run_commands
 from dpcomm.errors import DpcommError, DpcommWarning, InvalidParameterError
 
@@ -250,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_commands(commands)
     add_figures_command(commands)
     add_audit_command(commands)
+    add_plan_commands(commands)
     return parser
 
 

@@ -1,0 +1,253 @@
+"""``dpcomm plan`` (the planner) and ``dpcomm headline`` (the table): parse, call, print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
+from dpcomm.experiments.planner import (
+    Configuration,
+    PlanCandidate,
+    PlannerResult,
+    plan_countermeasures,
+    plot_pareto,
+)
+
+PLAN_DESCRIPTION = """\
+Find the countermeasure of least network load that gives the whole plan (ε, δ)-DP.
+
+S (--sources) is the number of real tuples the computation must use; the plan has G grouping
+sets (--grouping-sets, Aggregate) or I iterations (--iterations, K-means with K = T centroids):
+G identical data-dependent clusters of T targets. A configuration is local sampling + flooding
+(σ, d <= T - 1) or uncapped scramblers (σ, n, d; ceil(S_t/n) scramblers). S_t = ceil(S/(1 - σ +
+σ/T)) sources are recruited to keep the utility (extra consents S_t - S); with
+--max-extra-consents c at most S + c, and the expected utility min(1, S_t (1 - σ + σ/T)/S) must
+be at least --min-utility. By Theorem 2 each cluster must reach ε/G at δ/G, checked with the
+exact valid accounting (every scrambler batch size, the short last one included). Network load
+counts every message as the simulator does; channels are the most secure channels of any node.
+The Pareto front over (load, channels, consents) of every feasible configuration is printed too.
+"""
+
+
+def _configuration_json(configuration: Configuration) -> dict[str, Any]:
+    return {
+        "mechanism": configuration.mechanism,
+        "sampling_rate": configuration.sampling_rate,
+        "batch_size": configuration.batch_size,
+        "num_dummies": configuration.num_dummies,
+        "num_scramblers": configuration.num_scramblers,
+    }
+
+
+def _candidate_json(candidate: PlanCandidate) -> dict[str, Any]:
+    return {
+        "configuration": _configuration_json(candidate.configuration),
+        "epsilon": candidate.epsilon,
+        "delta": candidate.delta,
+        "network_load_messages": candidate.network_load_messages,
+        "max_channels_per_node": candidate.max_channels_per_node,
+        "extra_consents": candidate.extra_consents,
+    }
+
+
+def plan_json(result: PlannerResult) -> dict[str, Any]:
+    """The planner's answer as the JSON document ``dpcomm plan --json`` prints."""
+    return {
+        "configuration": _configuration_json(result.configuration),
+        "epsilon": result.epsilon,
+        "delta": result.delta,
+        "network_load_messages": result.network_load_messages,
+        "max_channels_per_node": result.max_channels_per_node,
+        "extra_consents": result.extra_consents,
+        "pareto": [_candidate_json(c) for c in result.pareto],
+    }
+
+
+def _spread(items: tuple[PlanCandidate, ...], limit: int) -> list[PlanCandidate]:
+    """At most ``limit`` items evenly spread over the sequence (first and last kept)."""
+    if len(items) <= limit or limit < 2:
+        return list(items[:limit]) if limit < 2 else list(items)
+    step = (len(items) - 1) / (limit - 1)
+    return [items[round(i * step)] for i in range(limit)]
+
+
+def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
+    kind = (
+        f"Aggregate, G = {args.grouping_sets} grouping sets"
+        if args.grouping_sets is not None
+        else f"K-means, I = {args.iterations} iterations"
+    )
+    print(
+        f"Plan for {args.sources:,} tuples used, T = {args.targets} targets per cluster, {kind}; "
+        f"target ε ≤ {args.epsilon:g}, δ ≤ {args.delta:g}"
+    )
+    print(f"Chosen (least network load): {result.configuration.describe()}")
+    print(
+        f"  privacy: ε = {result.epsilon:.4f}, δ = {result.delta:.3g} (Theorem 2 over the "
+        f"clusters, each at ε = {result.epsilon / (args.grouping_sets or args.iterations):.4f})"
+    )
+    overhead = result.network_load_messages / result.nonprivate_load_messages
+    print(
+        f"  network load: {result.network_load_messages:,} messages "
+        f"(non-private {result.nonprivate_load_messages:,}: ×{overhead:.2f})"
+    )
+    print(f"  max secure channels per node: {result.max_channels_per_node:,}")
+    print(
+        f"  sources recruited: {result.num_sources:,} ({result.extra_consents:,} extra "
+        f"consents), expected utility {result.utility:.1%}"
+    )
+    print()
+    shown = _spread(result.pareto, args.pareto_rows)
+    print(
+        f"Pareto front over (network load, channels, extra consents): {len(result.pareto)} of "
+        f"{result.num_candidates} feasible configurations"
+        + (
+            f", {len(shown)} shown (--pareto-rows N, --json for all)"
+            if len(shown) < len(result.pareto)
+            else ""
+        )
+    )
+    header = ["mechanism", "σ", "n", "d", "scramblers", "messages", "channels", "consents"]
+    rows = []
+    for candidate in shown:
+        c = candidate.configuration
+        mark = (
+            "*"
+            if candidate.costs
+            == (
+                result.network_load_messages,
+                result.max_channels_per_node,
+                result.extra_consents,
+            )
+            else " "
+        )
+        rows.append(
+            [
+                mark + c.mechanism,
+                f"{c.sampling_rate:g}",
+                "-" if c.batch_size is None else f"{c.batch_size:,}",
+                f"{c.num_dummies:,}",
+                "-" if c.num_scramblers is None else f"{c.num_scramblers:,}",
+                f"{candidate.network_load_messages:,}",
+                f"{candidate.max_channels_per_node:,}",
+                f"{candidate.extra_consents:,}",
+            ]
+        )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print("  " + "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    for row in rows:
+        print("  " + "  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
+    print("  (* = chosen)")
+
+
+def command_plan(args: argparse.Namespace) -> int:
+    """``dpcomm plan``."""
+    result = plan_countermeasures(
+        num_sources=args.sources,
+        num_targets=args.targets,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        grouping_sets=args.grouping_sets,
+        iterations=args.iterations,
+        max_channels=args.max_channels,
+        max_extra_consents=args.max_extra_consents,
+        min_utility=args.min_utility,
+        progress=args.progress,
+    )
+    if args.plot is not None:
+        plot_pareto(result, args.plot)
+    if args.json:
+        print(json.dumps(plan_json(result), indent=2))
+        return 0
+    _print_plan(args, result)
+    if args.plot is not None:
+        print(f"Pareto front drawn to {args.plot}")
+    return 0
+
+
+def headline_json(rows: tuple[HeadlineRow, ...]) -> list[dict[str, Any]]:
+    """The headline rows as JSON objects."""
+    return [
+        {
+            "method": row.method,
+            "label": row.label,
+            "status": row.status,
+            "num_dummies": row.num_dummies,
+            "num_scramblers": row.num_scramblers,
+            "num_sources": row.num_sources,
+            "messages": row.messages,
+            "nonprivate_messages": row.nonprivate_messages,
+            "overhead": row.overhead,
+            "note": row.note,
+        }
+        for row in rows
+    ]
+
+
+def command_headline(args: argparse.Namespace) -> int:
+    """``dpcomm headline``."""
+    rows = headline_rows(monte_carlo_samples=args.mc_samples, seed=args.seed)
+    if args.json:
+        print(json.dumps(headline_json(rows), indent=2))
+    else:
+        print(headline_markdown(rows))
+    return 0
+
+
+def add_plan_commands(commands: Any) -> None:
+    """Register ``plan`` and ``headline`` on the top-level subparsers."""
+    plan = commands.add_parser(
+        "plan",
+        help="the cheapest countermeasure meeting (ε, δ) under channel and consent limits",
+        description=PLAN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plan.add_argument(
+        "--sources", type=int, required=True, help="S, real tuples the computation must use"
+    )
+    plan.add_argument(
+        "--targets", type=int, required=True, help="T, targets (compute nodes) per cluster"
+    )
+    plan.add_argument(
+        "--grouping-sets",
+        type=int,
+        help="G, grouping sets (Aggregate; exclusive with --iterations)",
+    )
+    plan.add_argument("--iterations", type=int, help="I, iterations (K-means with K = T)")
+    plan.add_argument("--epsilon", type=float, required=True, help="ε of the whole plan (> 0)")
+    plan.add_argument("--delta", type=float, required=True, help="δ of the whole plan, in (0, 1)")
+    plan.add_argument("--max-channels", type=int, help="k, most secure channels per node")
+    plan.add_argument(
+        "--max-extra-consents", type=int, help="c, most extra sources recruited (S_t - S)"
+    )
+    plan.add_argument(
+        "--min-utility",
+        type=float,
+        default=1.0,
+        help="u, least expected tuples used / S when --max-extra-consents limits S_t (default 1.0)",
+    )
+    plan.add_argument("--json", action="store_true", help="print one JSON document")
+    plan.add_argument("--plot", metavar="FILE.png", help="draw the Pareto front to a PNG")
+    plan.add_argument(
+        "--pareto-rows", type=int, default=20, help="Pareto rows to print (default 20)"
+    )
+    plan.add_argument("--progress", action="store_true", help="show a progress bar")
+    plan.set_defaults(handler=command_plan)
+
+    headline = commands.add_parser(
+        "headline",
+        help="dummies needed for ε ≤ 1 in the paper's scenario, per accounting method",
+        description=(
+            "The headline table: S = 10,000 tuples used, T = 20, δ = 1e-4, scramblers n = 100, "
+            "σ = 0.2; for each accounting method the least d per scrambler for ε ≤ 1, the "
+            "scramblers, the messages of the cluster and the overhead against no countermeasure."
+        ),
+    )
+    headline.add_argument("--json", action="store_true", help="print the rows as JSON")
+    headline.add_argument(
+        "--mc-samples", type=int, default=5000, help="R of Algorithm 2 (default 5000)"
+    )
+    headline.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimate")
+    headline.set_defaults(handler=command_headline)

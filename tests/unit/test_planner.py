@@ -1,0 +1,471 @@
+"""The planner (issue #4): exact search, closed-form costs against the simulator, limits.
+
+Reference values: the exhaustive searches below scan every d from 0 upward for every (σ, n)
+of a small grid, accounting each mechanism independently with ``dpcomm.accounting.account``
+(δ at the cluster's ε), and cost each candidate with the closed forms that
+``test_closed_forms_match_the_simulator`` checks against ``dpcomm.engine.simulate``.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
+from dpcomm.accounting.exact import ExactLemma2, Lemma2AtEpsilon, SizeTable
+from dpcomm.data import table_from_arrays
+from dpcomm.engine import extra_consents, simulate
+from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.experiments.headline import headline_markdown, headline_rows
+from dpcomm.experiments.planner import (
+    Configuration,
+    _minimal_true,
+    channels_by_role,
+    default_batch_sizes,
+    max_channels_per_node,
+    network_load,
+    nonprivate_load,
+    pareto_front,
+    plan_countermeasures,
+    recruited_sources,
+)
+from dpcomm.plan import NoCountermeasure, account_plan, scrambler_batch_sizes
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.kmeans import KMeansProgram
+
+# --- the fast evaluation is ExactLemma2 -----------------------------------------------------------
+
+
+def test_fast_lemma2_equals_exact_lemma2():
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        targets = int(rng.integers(2, 30))
+        sigma = float(rng.choice([0.0, 1.0, rng.uniform(0.0, 1.0), rng.uniform(0.0, 1.0)]))
+        epsilon = float(rng.uniform(0.05, 3.0))
+        evaluator = Lemma2AtEpsilon(
+            num_targets=targets, sampling_rate=sigma, epsilon=epsilon, sizes=SizeTable(targets)
+        )
+        for _ in range(3):
+            n, d = int(rng.integers(1, 400)), int(rng.integers(0, 600))
+            fast = evaluator.delta(batch_size=n, num_dummies=d)
+            mechanism = ScramblerMechanism(
+                num_targets=targets, sampling_rate=sigma, batch_size=n, num_dummies=d
+            )
+            exact = ExactLemma2(mechanism).delta(epsilon)
+            assert fast == pytest.approx(exact, rel=1e-9, abs=1e-280)
+
+
+def test_minimal_true_finds_the_threshold_from_any_guess():
+    for threshold in (0, 1, 2, 7, 100, 999):
+        for guess in (1, 3, 50, 5000):
+            found = _minimal_true(lambda d, t=threshold: d >= t, guess=guess, maximum=1000)
+            assert found == threshold
+    assert _minimal_true(lambda d: d >= 2000, guess=10, maximum=1000) is None
+
+
+def test_default_batch_sizes_are_balanced():
+    for sources in (12_346, 2_000, 137, 10):
+        sizes = default_batch_sizes(sources)
+        assert sizes and max(sizes) <= max(sources, 1)
+        for n in sizes:
+            batches = scrambler_batch_sizes(sources, n)
+            # The short scrambler, if any, is nearly full: at most one source per scrambler less.
+            assert min(batches) >= n - math.ceil(sources / n)
+
+
+# --- closed-form costs against the simulator --------------------------------------------------
+
+
+def aggregate_program(rows, grouping_sets, compute, seed=0):
+    rng = np.random.default_rng(seed)
+    columns = {f"g{i}": rng.integers(0, 3 * compute, rows) for i in range(grouping_sets)}
+    columns["x"] = rng.normal(size=rows)
+    sets = ", ".join(f"(g{i})" for i in range(grouping_sets))
+    sql = f"SELECT COUNT(*), AVG(x) FROM t GROUP BY GROUPING SETS ({sets})"
+    return AggregateProgram.from_sql(
+        sql, table_from_arrays("t", columns), num_compute_nodes=compute
+    )
+
+
+def kmeans_program(rows, centroids, iterations, seed=0):
+    rng = np.random.default_rng(seed)
+    points = rng.normal(size=(rows, 2)) + rng.integers(0, 4, (rows, 1)) * 3.0
+    return KMeansProgram(points, centroids, iterations, seed=seed)
+
+
+SIMULATED = [
+    # (workload, clusters, T, S_t, configuration, channel bound reached)
+    ("aggregate", 1, 5, 600, Configuration(mechanism="scrambler", sampling_rate=0.3,
+                                           num_dummies=20, batch_size=50, num_scramblers=12), True),
+    ("aggregate", 2, 4, 530, Configuration(mechanism="scrambler", sampling_rate=0.2,
+                                           num_dummies=9, batch_size=100, num_scramblers=6), True),
+    ("aggregate", 3, 6, 300, Configuration(mechanism="scrambler", sampling_rate=0.0,
+                                           num_dummies=40, batch_size=300, num_scramblers=1), True),
+    ("aggregate", 2, 5, 400, Configuration(mechanism="local", sampling_rate=0.4,
+                                           num_dummies=4), True),
+    ("aggregate", 2, 6, 400, Configuration(mechanism="local", sampling_rate=0.4,
+                                           num_dummies=1), False),
+    ("kmeans", 1, 4, 500, Configuration(mechanism="scrambler", sampling_rate=0.5,
+                                        num_dummies=10, batch_size=60, num_scramblers=9), True),
+    ("kmeans", 3, 4, 450, Configuration(mechanism="scrambler", sampling_rate=0.9,
+                                        num_dummies=3, batch_size=100, num_scramblers=5), True),
+    ("kmeans", 3, 5, 300, Configuration(mechanism="local", sampling_rate=0.5,
+                                        num_dummies=2), True),
+    ("kmeans", 1, 5, 300, Configuration(mechanism="local", sampling_rate=0.5,
+                                        num_dummies=4), True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("workload", "clusters", "targets", "sources", "configuration", "tight"),
+                         SIMULATED)  # fmt: skip
+def test_closed_forms_match_the_simulator(
+    workload, clusters, targets, sources, configuration, tight
+):
+    if workload == "aggregate":
+        program = aggregate_program(sources, clusters, targets)
+    else:
+        program = kmeans_program(sources, targets, clusters)
+    run = simulate(program, configuration.countermeasure(), delta=1e-4, rng=3)
+    common = {
+        "num_sources": sources,
+        "num_targets": targets,
+        "workload": workload,
+        "num_clusters": clusters,
+    }
+    assert run.efficiency.messages == network_load(configuration, **common)
+    bound = channels_by_role(configuration, **common)
+    simulated = run.efficiency.max_channels_by_role
+    for role, value in simulated.items():
+        assert value <= bound[role], role
+    assert run.efficiency.max_channels <= max_channels_per_node(configuration, **common)
+    if tight:
+        assert simulated == bound
+        assert run.efficiency.max_channels == max_channels_per_node(configuration, **common)
+    baseline = simulate(program, NoCountermeasure(), delta=1e-4, rng=3)
+    expected = nonprivate_load(
+        num_sources=sources, num_targets=targets, workload=workload, num_clusters=clusters
+    )
+    assert baseline.efficiency.messages == expected
+
+
+def test_recruited_sources_match_the_engine_consents():
+    program = aggregate_program(1000, 1, 20)
+    run = simulate(
+        program, Configuration(mechanism="local", sampling_rate=0.2, num_dummies=0)
+        .countermeasure(), delta=1e-4, rng=0
+    )  # fmt: skip
+    needed = recruited_sources(num_sources=1000, num_targets=20, sampling_rate=0.2)
+    assert needed - 1000 == extra_consents(run)
+    assert recruited_sources(num_sources=10_000, num_targets=20, sampling_rate=0.2) == 12_346
+    assert (
+        recruited_sources(
+            num_sources=10_000, num_targets=20, sampling_rate=0.2, max_extra_consents=100
+        )
+        == 10_100
+    )
+
+
+# --- the search against an exhaustive one ---------------------------------------------------
+
+
+def reference_candidates(
+    *, sources, targets, clusters, workload, epsilon, delta, rates, batches, extra=None,
+    utility=1.0, max_dummies=400,
+):  # fmt: skip
+    """Every (mechanism, σ, n) with its least d, by scanning d upwards with ``account``."""
+    eps_c, delta_c = epsilon / clusters, delta / clusters
+    found = []
+    for sigma in rates:
+        keep = 1 - sigma + sigma / targets
+        recruited = math.ceil(sources / keep - 1e-9)
+        if extra is not None:
+            recruited = min(recruited, sources + extra)
+        if min(1.0, recruited * keep / sources) < utility - 1e-12:
+            continue
+        for d in range(targets):
+            local = LocalRandomizer(num_targets=targets, sampling_rate=sigma, num_dummies=d)
+            if account(local, epsilon=eps_c).guarantee.delta <= delta_c:
+                found.append(
+                    (
+                        Configuration(mechanism="local", sampling_rate=sigma, num_dummies=d),
+                        recruited,
+                    )
+                )
+                break
+        for n in batches:
+            if n > recruited:
+                continue
+            sizes = scrambler_batch_sizes(recruited, n)
+            for d in range(max_dummies + 1):
+                ok = all(
+                    account(
+                        ScramblerMechanism(
+                            num_targets=targets, sampling_rate=sigma, batch_size=b, num_dummies=d
+                        ),
+                        epsilon=eps_c,
+                        monte_carlo_samples=0,
+                    ).guarantee.delta
+                    <= delta_c
+                    for b in sizes
+                )
+                if ok:
+                    configuration = Configuration(
+                        mechanism="scrambler",
+                        sampling_rate=sigma,
+                        num_dummies=d,
+                        batch_size=n,
+                        num_scramblers=math.ceil(recruited / n),
+                    )
+                    found.append((configuration, recruited))
+                    break
+    costs = []
+    for configuration, recruited in found:
+        common = {
+            "num_sources": recruited,
+            "num_targets": targets,
+            "workload": workload,
+            "num_clusters": clusters,
+        }
+        costs.append(
+            (
+                network_load(configuration, **common),
+                max_channels_per_node(configuration, **common),
+                recruited - sources,
+                configuration,
+            )
+        )
+    return costs
+
+
+def plan_for(*, sources, targets, clusters, workload):
+    if workload == "aggregate":
+        program = aggregate_program(sources, clusters, targets)
+    else:
+        program = kmeans_program(sources, targets, clusters)
+    return program.plan
+
+
+CASES = [
+    # sources, T, clusters, workload, ε, δ, σ grid, n grid, max channels, max consents, utility
+    (200, 5, 1, "aggregate", 2.0, 1e-3, (0.0, 0.4, 0.7), (20, 50, 90), None, None, 1.0),
+    (600, 8, 2, "aggregate", 3.0, 1e-3, (0.3, 0.6), (40, 150), 100, None, 1.0),
+    (1000, 10, 3, "aggregate", 3.0, 1e-3, (0.5, 0.8), (100, 300), None, 900, 1.0),
+    (500, 6, 2, "kmeans", 3.0, 1e-3, (0.6, 0.9), (50, 200), 60, None, 1.0),
+    (2000, 20, 1, "aggregate", 3.0, 1e-4, (0.1, 0.2, 0.5), (250, 1000), None, 300, 0.85),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_planner_matches_an_exhaustive_search(case):
+    sources, targets, clusters, workload, eps, delta, rates, batches, channels, extra, util = case
+    kind = {"grouping_sets": clusters} if workload == "aggregate" else {"iterations": clusters}
+    result = plan_countermeasures(
+        num_sources=sources,
+        num_targets=targets,
+        epsilon=eps,
+        delta=delta,
+        max_channels=channels,
+        max_extra_consents=extra,
+        min_utility=util,
+        sampling_rates=rates,
+        batch_sizes=batches,
+        **kind,
+    )
+    reference = reference_candidates(
+        sources=sources, targets=targets, clusters=clusters, workload=workload, epsilon=eps,
+        delta=delta, rates=rates, batches=batches, extra=extra, utility=util,
+    )  # fmt: skip
+    allowed = [c for c in reference if channels is None or c[1] <= channels]
+    best = min(allowed, key=lambda c: c[:3])
+    assert result.network_load_messages == best[0]
+    assert (result.max_channels_per_node, result.extra_consents) == best[1:3]
+    # The Pareto front has the cost vectors of the reference's front within the limits.
+    reference_costs = [c[:3] for c in allowed]
+    front = {
+        c for c in reference_costs if not any(
+            o != c and all(a <= b for a, b in zip(o, c, strict=True)) for o in reference_costs
+        )
+    }  # fmt: skip
+    assert {c.costs for c in result.pareto} == front
+    # The chosen configuration meets (ε, δ) by the plan's accountant on the real plan.
+    plan = plan_for(sources=result.num_sources, targets=targets, clusters=clusters,
+                    workload=workload)  # fmt: skip
+    guarantee = account_plan(
+        plan, result.configuration.countermeasure(), delta=delta / clusters
+    ).guarantee
+    assert guarantee.epsilon <= eps + 1e-12
+    assert guarantee.delta == pytest.approx(delta)
+    assert result.epsilon == pytest.approx(guarantee.epsilon, abs=clusters * 2e-6)
+
+
+def test_pareto_members_are_mutually_non_dominated_and_verified():
+    result = plan_countermeasures(
+        num_sources=3000, num_targets=10, grouping_sets=2, epsilon=2.0, delta=1e-4
+    )
+    front = result.pareto
+    assert len(front) >= 3
+    for one in front:
+        for other in front:
+            if one is not other:
+                assert not all(a <= b for a, b in zip(other.costs, one.costs, strict=True))
+    assert pareto_front(front) == front
+    assert [c.network_load_messages for c in front] == sorted(
+        c.network_load_messages for c in front
+    )
+    chosen = (result.network_load_messages, result.max_channels_per_node, result.extra_consents)
+    assert chosen == min(c.costs for c in front) == front[0].costs
+    assert front[0].epsilon == result.epsilon
+    # Spot-check members with the accountant itself: d meets ε/G, d − 1 does not.
+    for member in front[:: max(1, len(front) // 4)]:
+        configuration = member.configuration
+        if configuration.mechanism != "scrambler":
+            continue
+        sizes = scrambler_batch_sizes(member.num_sources, configuration.batch_size)
+
+        def ok(d, sizes=sizes, configuration=configuration):
+            return all(
+                account(
+                    ScramblerMechanism(
+                        num_targets=10,
+                        sampling_rate=configuration.sampling_rate,
+                        batch_size=b,
+                        num_dummies=d,
+                    ),
+                    epsilon=1.0,
+                    monte_carlo_samples=0,
+                ).guarantee.delta
+                <= 5e-5
+                for b in sizes
+            )
+
+        assert ok(configuration.num_dummies)
+        assert configuration.num_dummies == 0 or not ok(configuration.num_dummies - 1)
+
+
+def test_paper_scenario_meets_the_target_by_account_plan():
+    result = plan_countermeasures(
+        num_sources=10_000, num_targets=20, grouping_sets=1, epsilon=1.0, delta=1e-4
+    )
+    assert result.epsilon <= 1.0
+    plan = plan_for(sources=result.num_sources, targets=20, clusters=1, workload="aggregate")
+    guarantee = account_plan(plan, result.configuration.countermeasure(), delta=1e-4).guarantee
+    assert guarantee.epsilon <= 1.0
+    assert result.utility >= 1.0 - 1e-12
+
+
+# --- limits and errors ----------------------------------------------------------------------------
+
+
+def test_a_channel_limit_that_cannot_be_met_names_the_limit_and_the_amount():
+    with pytest.raises(DpcommError) as caught:
+        plan_countermeasures(
+            num_sources=2000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+            max_channels=15,
+        )  # fmt: skip
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "--max-channels" in message
+    needed = int(message.split("needs ")[1].split(":")[0].replace(",", ""))
+    relaxed = plan_countermeasures(
+        num_sources=2000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+        max_channels=needed,
+    )  # fmt: skip
+    assert relaxed.max_channels_per_node <= needed
+    assert f"by {needed - 15:,}" in message
+
+
+def test_a_consent_limit_that_cannot_be_met_names_the_limit():
+    with pytest.raises(DpcommError) as caught:
+        plan_countermeasures(
+            num_sources=1000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+            max_extra_consents=0, mechanisms=("scrambler",), max_dummies=5,
+        )  # fmt: skip
+    message = str(caught.value)
+    assert "--max-extra-consents" in message and "\n" not in message
+    needed = int(message.split("are ")[1].split(":")[0].replace(",", ""))
+    relaxed = plan_countermeasures(
+        num_sources=1000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+        max_extra_consents=needed, mechanisms=("scrambler",), max_dummies=5,
+    )  # fmt: skip
+    assert relaxed.extra_consents <= needed
+
+
+def test_an_unreachable_target_says_to_relax_the_privacy_target():
+    with pytest.raises(DpcommError, match=r"relax --epsilon or --delta"):
+        plan_countermeasures(
+            num_sources=100, num_targets=5, grouping_sets=1, epsilon=0.5, delta=1e-6,
+            mechanisms=("scrambler",), sampling_rates=(0.0,), max_dummies=3,
+        )  # fmt: skip
+
+
+def test_utility_below_one_allows_fewer_consents():
+    result = plan_countermeasures(
+        num_sources=1000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+        max_extra_consents=100, min_utility=0.5,
+    )  # fmt: skip
+    assert result.extra_consents <= 100
+    assert result.utility >= 0.5
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"delta": 0.0}, "delta"),
+        ({"delta": 1.0}, "delta"),
+        ({"num_sources": 0}, "num_sources"),
+        ({"num_targets": 1}, "num_targets"),
+        ({"grouping_sets": 2, "iterations": 2}, "grouping_sets/iterations"),
+        ({"grouping_sets": None}, "grouping_sets/iterations"),
+        ({"grouping_sets": 0}, "grouping_sets"),
+        ({"max_channels": 0}, "max_channels"),
+        ({"max_extra_consents": -1}, "max_extra_consents"),
+        ({"min_utility": 0.0}, "min_utility"),
+        ({"min_utility": 1.5}, "min_utility"),
+        ({"sampling_rates": (1.0,)}, "sampling_rates"),
+    ],
+)
+def test_invalid_parameters_are_named(options, name):
+    arguments = {
+        "num_sources": 100,
+        "num_targets": 5,
+        "epsilon": 1.0,
+        "delta": 1e-4,
+        "grouping_sets": 1,
+    }
+    arguments.update(options)
+    with pytest.raises(InvalidParameterError) as caught:
+        plan_countermeasures(**arguments)
+    assert caught.value.name.startswith(name)
+
+
+def test_results_are_immutable():
+    result = plan_countermeasures(
+        num_sources=300, num_targets=5, grouping_sets=1, epsilon=2.0, delta=1e-3,
+        sampling_rates=(0.5,), batch_sizes=(100,),
+    )  # fmt: skip
+    with pytest.raises(AttributeError):
+        result.epsilon = 0.0  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        result.configuration.num_dummies = 0  # type: ignore[misc]
+
+
+# --- the headline table -----------------------------------------------------------------------
+
+
+def test_headline_known_values():
+    rows = {row.method: row for row in headline_rows(monte_carlo_samples=1000)}
+    assert rows["exact"].num_dummies == 275
+    assert rows["bennett"].num_dummies == 545
+    assert rows["hoeffding"].num_dummies == 4333
+    assert rows["post-processing"].num_dummies is None
+    assert rows["monte-carlo"].status == "estimate"
+    exact = rows["exact"]
+    assert exact.num_scramblers == 124
+    assert exact.num_sources == 12_400
+    assert exact.messages == 12_400 + 124 * (100 + 275) + 20
+    assert exact.nonprivate_messages == 10_020
+    table = headline_markdown(tuple(rows.values()))
+    assert table.count("\n|") == 7  # header, separator and 5 rows
+    assert "estimate" in table and "unreachable" in table
