@@ -183,9 +183,27 @@ def _with_dummies(
 def _scrambler_distribution(
     mechanism: ScramblerMechanism | GenericScrambler, inputs: list[int]
 ) -> Distribution:
-    dense = _with_dummies(mechanism, _real_distribution(mechanism, inputs))
-    outputs = _final_outputs(mechanism)[0]
-    return {outputs[k]: float(dense[k]) for k in np.flatnonzero(dense)}
+    """One input's output distribution: the d dummies applied to the whole mixture.
+
+    (For many inputs, :func:`_input_groups` instead shares a per-count-vector expansion.)
+    """
+    size, n = mechanism.num_targets, mechanism.batch_size
+    state = _real_distribution(mechanism, inputs)
+    dummy = _dummy_distribution(mechanism)
+    capped = isinstance(mechanism, ScramblerMechanism) and mechanism.capped
+    for _ in range(mechanism.num_dummies):
+        moved: defaultdict[Hashable, float] = defaultdict(float)
+        for counts, p in state.items():
+            assert isinstance(counts, tuple)
+            if capped:
+                open_targets = [j for j in range(size) if counts[j] < n]
+                weights = {j: 1.0 / len(open_targets) for j in open_targets}
+            else:
+                weights = {j: float(dummy[j]) for j in range(size) if dummy[j] > 0}
+            for j, w in weights.items():
+                moved[(*counts[:j], counts[j] + 1, *counts[j + 1 :])] += p * w
+        state = dict(moved)
+    return state
 
 
 def _input_groups(mechanism: Mechanism) -> list[FloatArray]:

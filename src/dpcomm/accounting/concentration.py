@@ -20,6 +20,7 @@ import numpy.typing as npt
 from scipy.stats import binom
 
 from dpcomm.accounting.mechanisms import GenericScrambler, ScramblerMechanism
+from dpcomm.accounting.pure import local_pure_epsilon
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -132,6 +133,21 @@ def _mixture_delta(sizes: FloatArray, weights: FloatArray, expectations: FloatAr
     return float(min(1.0, float(np.sum(terms))))
 
 
+def beyond_epsilon0(mechanism: ScramblerMechanism | GenericScrambler, epsilon: float) -> bool:
+    """True when ε ≥ ε0 of one source's randomizer, where every valid δ(ε) is exactly 0.
+
+    The scrambler's output is a post-processing of the differing source's randomized message
+    (the other messages and the dummies do not depend on it), so it is ε0-DP: δ(ε) = 0 for
+    ε ≥ ε0. The concentration bounds are evaluated in floating point, and at ε = ε0 their
+    b₊ is a rounding residue instead of 0; returning 0 there keeps ε searches from reporting ∞.
+    """
+    if isinstance(mechanism, ScramblerMechanism):
+        epsilon0 = local_pure_epsilon(mechanism.local_randomizer)
+    else:
+        epsilon0 = mechanism.randomizer.epsilon0
+    return epsilon >= epsilon0
+
+
 def hoeffding_delta(mechanism: ScramblerMechanism | GenericScrambler, epsilon: float) -> float:
     """δ(ε) of the uncapped scrambler by Theorem "main_amplification" (Hoeffding).
 
@@ -139,6 +155,8 @@ def hoeffding_delta(mechanism: ScramblerMechanism | GenericScrambler, epsilon: f
     (the theorem prints a = 1 − e^ε, whose sign makes its δ negative; |a| is meant). The first
     form of Lemma 2 used here equals the printed sum for σ > 0 and its σ = 0 case.
     """
+    if beyond_epsilon0(mechanism, epsilon):
+        return 0.0
     if isinstance(mechanism, ScramblerMechanism):
         sigma, size = mechanism.sampling_rate, mechanism.num_targets
         exp_eps = math.exp(epsilon)
@@ -157,6 +175,8 @@ def hoeffding_delta(mechanism: ScramblerMechanism | GenericScrambler, epsilon: f
 
 def bennett_delta(mechanism: ScramblerMechanism | GenericScrambler, epsilon: float) -> float:
     """δ(ε) of the uncapped scrambler from Lemma 2 with the corrected Bennett bound."""
+    if beyond_epsilon0(mechanism, epsilon):
+        return 0.0
     if isinstance(mechanism, ScramblerMechanism):
         variable = randomized_response_variable(
             num_targets=mechanism.num_targets,

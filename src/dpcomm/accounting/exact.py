@@ -48,6 +48,59 @@ def _half_binomial_tails(size: int) -> FloatArray:
     return tails
 
 
+@lru_cache(maxsize=8)
+def _half_binomial_tail_sums(size: int) -> FloatArray:
+    """Table S[z, k] = Σ_{j ≥ k} P(Bin(z, 1/2) ≥ j) = E[(H − k + 1)_+] (read-only)."""
+    tails = _half_binomial_tails(size)
+    sums: FloatArray = np.cumsum(tails[:, ::-1], axis=1)[:, ::-1].copy()
+    sums.setflags(write=False)
+    return sums
+
+
+#: Relative rounding allowance of one margin a·k − b (a few units in the last place).
+_ROUNDING = 8.0 * np.finfo(float).eps
+
+
+def expected_positive_part(
+    z_grid: IntArray,
+    sizes: FloatArray,
+    *,
+    c0: float,
+    c1: float,
+    c2: float,
+    tails: FloatArray,
+    tail_sums: FloatArray,
+) -> FloatArray:
+    """An upper bound on E[(N c0 + c1 H − c2 (Z − H))_+ | Z], H ~ Bin(Z, 1/2), per (row, z).
+
+    With a = c1 + c2 and b = c2 Z − N c0 the sum is aH − b. For every integer k not above the
+    threshold k* (the smallest h with a h > b), (aH − b)_+ ≤ (a k − b)_+ + a (H − k)_+, with
+    equality at k = k*; hence E ≤ (a k − b)_+ P(H ≥ k) + a Σ_{j > k} P(H ≥ j), a sum of two
+    non-negative terms. Written as (N c0 − c2 Z) P(H ≥ k) + a (Z/2) P(H' ≥ k − 1), the same
+    value subtracts two terms of size e^ε that nearly cancel, which loses every digit when e^ε
+    is large (σ = 0 needs ε up to ~37) and can even return 0. k* is located among three
+    candidates around ⌊b/a⌋ + 1 with an allowance for rounding, so the k used is never above
+    k*, and the margin a k − b is rounded up: the result is an upper bound.
+    """
+    a = c1 + c2
+    zf = z_grid.astype(float)
+    first = np.floor((c2 * zf - sizes * c0) / a).astype(np.int64) + 1
+    chosen = z_grid + 1  # beyond Z: P(H ≥ Z + 1) = 0, the value 0
+    chosen_margin = np.zeros(z_grid.shape)
+    for offset in (1, 0, -1):  # the smallest possibly-positive candidate wins
+        candidate = np.clip(first + offset, 0, z_grid + 1)
+        hf = candidate.astype(float)
+        margin = c1 * hf - c2 * (zf - hf) + sizes * c0
+        allowance = _ROUNDING * (c1 * hf + c2 * np.abs(zf - hf) + sizes * abs(c0))
+        possible = margin + allowance > 0.0
+        chosen = np.where(possible, candidate, chosen)
+        chosen_margin = np.where(possible, margin + allowance, chosen_margin)
+    at_threshold = tails[z_grid, chosen]
+    beyond = tail_sums[z_grid, chosen + 1]
+    result: FloatArray = chosen_margin * at_threshold + a * beyond
+    return result
+
+
 def _upper_quantile(probability: float, trials: IntArray, success: float) -> IntArray:
     """Smallest z with P(Bin(N, p) > z) ≤ probability, per N (bisection on the exact sf).
 
@@ -78,6 +131,11 @@ def _lower_quantile(probability: float, trials: int, success: float) -> int:
 def _tail_table(size: int) -> FloatArray:
     rounded = 1 << max(6, math.ceil(math.log2(size + 1)))
     return _half_binomial_tails(rounded)
+
+
+def _tail_sum_table(size: int) -> FloatArray:
+    rounded = 1 << max(6, math.ceil(math.log2(size + 1)))
+    return _half_binomial_tail_sums(rounded)
 
 
 class ExactLemma2:
@@ -129,7 +187,8 @@ class ExactLemma2:
         self.z_tail = np.asarray(
             binom.sf(z_hi, np.maximum(self.row_sizes - 1, 0), self.hit), dtype=float
         )
-        self.tails = _tail_table(self.z_max + 2)
+        self.tails = _tail_table(self.z_max + 3)
+        self.tail_sums = _tail_sum_table(self.z_max + 3)
 
     def delta(self, epsilon: float) -> float:
         """The bound on δ(ε) (Lemma 2 with E[Σ L_i]_+ computed exactly)."""
@@ -144,15 +203,15 @@ class ExactLemma2:
         if c1 + c0 <= 0.0:  # L ≤ 0 surely (σ = 1, or ε beyond ε0)
             return 0.0
         sizes = self.row_sizes[:, None].astype(float)
-        z = self.z_grid.astype(float)
-        threshold = np.floor((c2 * z - sizes * c0) / (c1 + c2)).astype(np.int64) + 1
-        threshold = np.clip(threshold, 0, self.tails.shape[1] - 1)
-        z_index = self.z_grid
-        tail = self.tails[z_index, threshold]
-        tail_shift = self.tails[np.maximum(z_index - 1, 0), np.clip(threshold - 1, 0, None)]
-        tail_shift = np.where(z_index >= 1, tail_shift, 0.0)
-        positive = (sizes * c0 - c2 * z) * tail + (c1 + c2) * (z / 2.0) * tail_shift
-        positive = np.maximum(positive, 0.0)
+        positive = expected_positive_part(
+            self.z_grid,
+            sizes,
+            c0=c0,
+            c1=c1,
+            c2=c2,
+            tails=self.tails,
+            tail_sums=self.tail_sums,
+        )
         per_size = (self.z_weights * positive).sum(axis=1) / self.row_sizes
         per_size += (c1 * self.hit / 2.0) * self.z_tail
         total = float(np.dot(self.row_weights, per_size))
@@ -327,16 +386,16 @@ class Lemma2AtEpsilon:
             z_grid = np.broadcast_to(z, (len(index), len(z)))
             pmf = _binomial_pmf(z[None, :], sizes_int[:, None], hit)
             z_weights = np.where(z[None, :] <= high[:, None], pmf, 0.0)
-            tails = _tail_table(z_max + 2)
             sizes = sizes_int[:, None].astype(float)
-            zf = z_grid.astype(float)
-            threshold = np.floor((c2 * zf - sizes * c0) / (c1 + c2)).astype(np.int64) + 1
-            threshold = np.clip(threshold, 0, tails.shape[1] - 1)
-            tail = tails[z_grid, threshold]
-            tail_shift = tails[np.maximum(z_grid - 1, 0), np.clip(threshold - 1, 0, None)]
-            tail_shift = np.where(z_grid >= 1, tail_shift, 0.0)
-            positive = (sizes * c0 - c2 * zf) * tail + (c1 + c2) * (zf / 2.0) * tail_shift
-            positive = np.maximum(positive, 0.0)
+            positive = expected_positive_part(
+                np.ascontiguousarray(z_grid),
+                sizes,
+                c0=c0,
+                c1=c1,
+                c2=c2,
+                tails=_tail_table(z_max + 3),
+                tail_sums=_tail_sum_table(z_max + 3),
+            )
             values = (z_weights * positive).sum(axis=1) / sizes_int
             values += (c1 * hit / 2.0) * z_tail[index]
             out[index] = values
