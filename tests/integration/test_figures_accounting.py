@@ -1,0 +1,221 @@
+"""Figures 3a-b, 4a-c, 5 and 6a-c in quick mode: files, CSV contents and numeric spot checks."""
+
+import csv
+import itertools
+import math
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from dpcomm.accounting import ScramblerMechanism
+from dpcomm.accounting.brute_force import output_distribution
+from dpcomm.experiments.figures import accounting_figures, appendix_d
+from dpcomm.experiments.figures.base import REGISTRY, FigureOutput, FigureSettings
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CURVE_COLUMNS = [
+    "curve",
+    "status",
+    "num_targets",
+    "sampling_rate",
+    "batch_size",
+    "num_dummies",
+    "delta",
+    "epsilon",
+    "plotted",
+]
+COLUMNS = dict.fromkeys(("3a", "3b", "4a", "4b", "4c", "6a", "6b", "6c"), CURVE_COLUMNS)
+COLUMNS["5"] = ["curve", "rank", "output", "value", "plotted"]
+SLOW = {"5"}  # about 10 s in quick mode
+NAMES = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in COLUMNS]
+X_KEY = {"4a": "sampling_rate", "4b": "num_dummies", "4c": "batch_size"}
+X_KEY |= {"6a": "batch_size", "6b": "num_dummies", "6c": "sampling_rate"}
+
+_MADE: dict[str, FigureOutput] = {}
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("figures")
+
+
+@pytest.fixture
+def make(out_dir):
+    def made(name: str) -> FigureOutput:
+        if name not in _MADE:
+            _MADE[name] = REGISTRY[name](FigureSettings(out_dir=out_dir, quick=True, seed=0))
+        return _MADE[name]
+
+    return made
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def by_point(rows, key):
+    """{x: {curve: ε}} from figure 4 or 6 rows."""
+    points: dict[float, dict[str, float]] = {}
+    for row in rows:
+        points.setdefault(float(row[key]), {})[row["curve"]] = float(row["epsilon"])
+    return points
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_png_and_csv_are_written(make, name):
+    output = make(name)
+    assert output.name == name
+    assert output.png.name == f"{name}.png" and output.csv.name == f"{name}.csv"
+    assert output.png.read_bytes()[:8] == PNG_SIGNATURE
+    image = matplotlib.image.imread(output.png)
+    assert image.shape[0] > 100 and image.shape[1] > 100
+    with output.csv.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == COLUMNS[name]
+        rows = list(reader)
+    assert len(rows) > 0
+    assert any(row["plotted"] == "True" for row in rows)
+    assert output.title and output.caption
+    assert 1 <= len(output.notes) <= 3
+
+
+def test_3a_is_theorem_1_and_ln3_threshold(make):
+    rows = read_rows(make("3a").csv)
+    assert {int(r["num_targets"]) for r in rows} == {2, 5, 10, 20, 50, 100}
+    for row in rows:
+        t, sigma, eps = int(row["num_targets"]), float(row["sampling_rate"]), float(row["epsilon"])
+        assert eps == pytest.approx(math.log1p((1 - sigma) * t / sigma), abs=1e-12)
+        # The note's threshold: ε <= ln 3 exactly when σ >= T/(T + 2).
+        assert (eps <= math.log(3) + 1e-12) == (sigma >= t / (t + 2) - 1e-12)
+
+
+def test_3b_values_and_monotone_in_d(make):
+    rows = read_rows(make("3b").csv)
+    value = {(float(r["sampling_rate"]), int(r["num_dummies"])): float(r["epsilon"]) for r in rows}
+    assert value[(0.5, 0)] == pytest.approx(math.log((1 - 0.5) * 20 / 0.5 + 1), rel=1e-12)
+    assert value[(0.5, 19)] == 0.0  # d = T − 1 is a broadcast
+    for sigma in accounting_figures.FIGURE3B_SAMPLING:
+        curve = [value[(sigma, d)] for d in sorted(d for s, d in value if s == sigma)]
+        assert all(a > b for a, b in itertools.pairwise(curve))
+
+
+@pytest.mark.parametrize("name", ["4a", "4b", "4c"])
+def test_4_valid_above_lower_bound_and_printed_refuted(make, name):
+    rows = read_rows(make(name).csv)
+    points = by_point(rows, X_KEY[name])
+    lower_label = accounting_figures.LOWER_LABEL
+    valid_label = accounting_figures.VALID_CAPPED_LABEL
+    printed_label = accounting_figures.THEOREM3_LABEL
+    below = 0
+    for values in points.values():
+        assert values[valid_label] >= values[lower_label] - 1e-9
+        if printed_label in values and values[lower_label] > values[printed_label] + 1e-6:
+            below += 1
+    assert below >= len(points) // 2  # the printed theorem falls below the certified bound
+    for row in rows:
+        n, d = int(row["batch_size"]), int(row["num_dummies"])
+        if row["curve"] == printed_label:
+            assert row["status"] == "printed" and 1 <= d <= n - 1
+        if row["curve"] == lower_label and row["plotted"] == "True":
+            assert d <= n
+        if row["curve"] == accounting_figures.LOCAL_SAME_D_LABEL:
+            sigma = float(row["sampling_rate"])
+            d_local = min(d, 19)
+            expected = (
+                0.0 if d_local == 19 else math.log1p((1 - sigma) * 20 / (sigma * (d_local + 1)))
+            )
+            assert float(row["epsilon"]) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["6a", "6b", "6c"])
+def test_6_valid_curves_above_lower_bound(make, name):
+    rows = read_rows(make(name).csv)
+    valid = {r["curve"] for r in rows if r["status"] == "valid"}
+    assert valid == {
+        accounting_figures.EXACT_LABEL,
+        accounting_figures.BENNETT_LABEL,
+        accounting_figures.HOEFFDING_LABEL,
+        accounting_figures.POST_PROCESSING_LABEL,
+    }
+    statuses = {r["curve"]: r["status"] for r in rows}
+    assert statuses[accounting_figures.BENNETT_PRINTED_LABEL] == "printed"
+    assert statuses["Monte Carlo R=500 (estimate)"] == "estimate"
+    for x, values in by_point(rows, X_KEY[name]).items():
+        for label in valid:
+            assert values[label] >= values[accounting_figures.LOWER_LABEL] - 1e-9, (x, label)
+    for row in rows:
+        if row["epsilon"] == "inf":
+            assert row["plotted"] == "False"
+        assert float(row["delta"]) == (0.0 if "Theorem 3" in row["curve"] else 1e-4)
+
+
+def test_6b_exact_reaches_one_at_275_dummies(make):
+    rows = read_rows(make("6b").csv)
+    value = by_point(rows, "num_dummies")[275.0]
+    assert value[accounting_figures.EXACT_LABEL] <= 1.0
+    assert value[accounting_figures.EXACT_LABEL] == pytest.approx(0.998, abs=2e-3)
+    assert value[accounting_figures.BENNETT_PRINTED_LABEL] < value[accounting_figures.LOWER_LABEL]
+
+
+def test_6a_hoeffding_infinite_points_are_kept_in_csv(make):
+    rows = read_rows(make("6a").csv)
+    hoeffding = [r for r in rows if r["curve"] == accounting_figures.HOEFFDING_LABEL]
+    assert len(hoeffding) == len({r["batch_size"] for r in rows})
+    assert any(r["epsilon"] == "inf" for r in hoeffding)
+
+
+def test_5_encoding_and_small_simulation(tmp_path):
+    first, second = appendix_d.neighbouring_inputs()
+    assert first.shape == second.shape == (appendix_d.BATCH_SIZE,)
+    assert int(np.sum(first != second)) == 1
+    counts = np.array([[40, 0, 0, 0], [10, 10, 10, 10], [0, 1, 2, 37]])
+    assert np.array_equal(appendix_d.decode(appendix_d.encode(counts)), counts)
+    settings = FigureSettings(out_dir=tmp_path, quick=True)
+    halves = appendix_d.simulate_outputs(first, 1001, np.random.default_rng(1), settings, "t")
+    assert int(halves[0].sum()) == 500 and int(halves[1].sum()) == 501
+    share, _ = appendix_d.capture_recapture_share(*halves)
+    assert 0.0 <= share <= 1.0
+
+
+def test_5_exact_distribution_matches_enumeration():
+    mechanism = ScramblerMechanism(num_targets=3, sampling_rate=0.3, batch_size=4, num_dummies=3)
+    inputs = np.array([0, 0, 1, 2])
+    dense = appendix_d.exact_count_distribution(
+        inputs, num_targets=3, sampling_rate=0.3, num_dummies=3
+    )
+    enumerated = output_distribution(mechanism, [0, 0, 1, 2])
+    assert dense.sum() == pytest.approx(1.0, abs=1e-12)
+    assert int(np.count_nonzero(dense)) == len(enumerated) == math.comb(9, 2)
+    for counts, p in enumerated.items():
+        assert dense[counts] == pytest.approx(p, rel=1e-10)
+
+
+@pytest.mark.slow
+def test_5_counts_match_runs_and_exact_distribution(make):
+    rows = read_rows(make("5").csv)
+    summary = {
+        r["curve"].removeprefix("summary: "): float(r["value"]) for r in rows if r["rank"] == ""
+    }
+    runs = int(summary["runs per input"])
+    assert runs == appendix_d.QUICK_RUNS
+    assert summary["possible outputs"] == math.comb(43, 3)
+    for curve in ("count input 1", "count input 2"):
+        assert sum(int(r["value"]) for r in rows if r["curve"] == curve) == runs
+    assert 0.0 < summary["exact probability of never-observed outputs, input 1"] < 1e-2
+    assert summary["exact pure epsilon of this pair"] == pytest.approx(math.log(17), rel=1e-9)
+    # The protocol-layer simulation follows the exact distribution (6-sigma band per output).
+    exact = appendix_d.exact_probabilities(appendix_d.neighbouring_inputs()[0])
+    for row in rows:
+        if row["curve"] != "count input 1":
+            continue
+        code = appendix_d.encode(np.array([[int(v) for v in row["output"].split("-")]]))[0]
+        expected = runs * exact[code]
+        if expected >= 100:
+            assert abs(int(row["value"]) - expected) <= 6 * math.sqrt(expected)
+    ratios = [float(r["value"]) for r in rows if r["curve"] == "r(O) observed"]
+    finite = [r for r in ratios if math.isfinite(r)]
+    assert finite == sorted(finite, reverse=True)
+    assert all(math.isinf(r) for r in ratios[: len(ratios) - len(finite)])

@@ -1,0 +1,205 @@
+"""Figures 7a-f and 8 (trade-offs) in quick mode: files, and checks of the plotted numbers."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcomm.accounting import ScramblerMechanism, account
+from dpcomm.data import synthetic_table
+from dpcomm.engine import simulate
+from dpcomm.experiments.figures import tradeoffs
+from dpcomm.experiments.figures.base import REGISTRY, FigureOutput, FigureSettings
+from dpcomm.plan import Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
+
+C = 20  # compute nodes per grouping set (T = C)
+AGGREGATE_COLUMNS = {
+    "curve",
+    "grouping_sets",
+    "sampling_rate",
+    "batch_size",
+    "num_dummies",
+    "sources",
+    "num_scramblers",
+    "messages",
+    "messages_nonprivate",
+    "messages_added",
+    "max_scrambler_channels",
+    "tuples_used",
+    "epsilon",
+    "delta",
+}
+KMEANS_COLUMNS = {
+    "curve",
+    "dataset",
+    "sampling_rate",
+    "batch_size",
+    "num_dummies",
+    "sources",
+    "messages",
+    "messages_added",
+    "max_scrambler_channels",
+    "rand_index",
+    "epsilon",
+    "delta",
+}
+EXPECTED = {
+    "7a": AGGREGATE_COLUMNS,
+    "7b": AGGREGATE_COLUMNS,
+    "7c": AGGREGATE_COLUMNS | {"budget"},
+    "7d": AGGREGATE_COLUMNS,
+    "7e": KMEANS_COLUMNS,
+    "7f": KMEANS_COLUMNS,
+    "8": AGGREGATE_COLUMNS,
+}
+SLOW = {"7e", "7f"}  # mnist5k is parsed once (seconds), then 10 K-means iterations per point
+
+
+@pytest.fixture(scope="module")
+def make(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], FigureOutput]:
+    """Each figure made once in quick mode, on demand."""
+    settings = FigureSettings(out_dir=tmp_path_factory.mktemp("tradeoffs"), quick=True)
+    made: dict[str, FigureOutput] = {}
+
+    def get(name: str) -> FigureOutput:
+        if name not in made:
+            made[name] = REGISTRY[name](settings)
+        return made[name]
+
+    return get
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def closed_form_messages(row: dict[str, str]) -> int:
+    """G·(S_t + SC·(n + d) + C): sources → scramblers → compute → result (Section 4.4)."""
+    sources, n, d = int(row["sources"]), int(row["batch_size"]), int(row["num_dummies"])
+    assert sources % n == 0  # S_t is a multiple of n: every scrambler is full
+    scramblers = sources // n
+    return int(row["grouping_sets"]) * (sources + scramblers * (n + d) + C)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in EXPECTED]
+)
+def test_figure_files(make: Callable[[str], FigureOutput], name: str) -> None:
+    import matplotlib.image
+
+    output = make(name)
+    assert output.name == name
+    assert output.title and output.caption and output.notes
+    assert output.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(output.png)
+    assert image.ndim == 3 and image.size > 0
+    rows = read_rows(output.csv)
+    assert rows
+    assert EXPECTED[name] <= set(rows[0])
+    for row in rows:
+        assert math.isfinite(float(row["epsilon"])) and float(row["epsilon"]) > 0
+
+
+def test_7a_epsilon_decreases_with_dummies(make: Callable[[str], FigureOutput]) -> None:
+    rows = read_rows(make("7a").csv)
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        curves.setdefault(row["curve"], []).append((int(row["num_dummies"]), float(row["epsilon"])))
+    assert len(curves) >= 2
+    for points in curves.values():
+        points.sort()
+        assert len(points) >= 3
+        epsilons = [eps for _, eps in points]
+        assert all(a > b for a, b in itertools.pairwise(epsilons))
+
+
+def test_7a_network_load_is_the_closed_formula(make: Callable[[str], FigureOutput]) -> None:
+    rows = read_rows(make("7a").csv)
+    for row in rows:
+        assert int(row["messages"]) == closed_form_messages(row)
+        assert int(row["num_scramblers"]) == int(row["sources"]) // int(row["batch_size"])
+        assert int(row["messages_nonprivate"]) == 10_000 + C
+        assert int(row["messages_added"]) == int(row["messages"]) - 10_000 - C
+    # one point simulated again, straight from the engine
+    row = rows[len(rows) // 2]
+    table = synthetic_table(num_rows=tradeoffs.TABLE_ROWS, seed=0, name="t")
+    program = AggregateProgram.from_sql(
+        tradeoffs.aggregate_sql(1), table.take(np.arange(int(row["sources"]))), num_compute_nodes=C
+    )
+    run = simulate(
+        program,
+        Scramblers(
+            sampling_rate=float(row["sampling_rate"]),
+            batch_size=int(row["batch_size"]),
+            num_dummies=int(row["num_dummies"]),
+        ),
+        delta=1e-4,
+        rng=0,
+    )
+    assert run.efficiency.messages == int(row["messages"])
+
+
+def test_7b_channels_are_n_plus_targets(make: Callable[[str], FigureOutput]) -> None:
+    for row in read_rows(make("7b").csv):
+        n, channels = int(row["batch_size"]), int(row["max_scrambler_channels"])
+        assert n + 1 <= channels <= n + C
+        if int(row["num_dummies"]) >= 100:
+            assert channels == n + C
+
+
+def test_7c_load_within_budget_and_utility_kept(make: Callable[[str], FigureOutput]) -> None:
+    rows = read_rows(make("7c").csv)
+    for row in rows:
+        added = int(row["messages_added"])
+        budget = int(row["budget"])
+        assert added <= budget
+        # d is the largest that fits: one more dummy per scrambler would exceed the budget
+        assert added + int(row["num_scramblers"]) > budget
+        assert int(row["messages"]) == closed_form_messages(row)
+    sources = {int(row["sources"]) for row in rows}
+    assert min(sources) < 11_000 and max(sources) > 18_000
+
+
+def test_7d_tuples_used_match_sampling(make: Callable[[str], FigureOutput]) -> None:
+    for row in read_rows(make("7d").csv):
+        sigma = float(row["sampling_rate"])
+        keep = 1 - sigma + sigma / C
+        expected = 10_000 * keep
+        spread = math.sqrt(10_000 * keep * (1 - keep))
+        assert int(row["sources"]) == 10_000
+        assert abs(float(row["tuples_used"]) - expected) < 5 * spread
+
+
+@pytest.mark.slow
+def test_7e_epsilon_is_iterations_times_scrambler(make: Callable[[str], FigureOutput]) -> None:
+    rows = read_rows(make("7e").csv)
+    row = rows[-1]
+    mechanism = ScramblerMechanism(
+        num_targets=10,
+        sampling_rate=float(row["sampling_rate"]),
+        batch_size=int(row["batch_size"]),
+        num_dummies=int(row["num_dummies"]),
+    )
+    single = account(mechanism, delta=1e-4, monte_carlo_samples=0).guarantee.epsilon
+    assert float(row["epsilon"]) == pytest.approx(10 * single, rel=1e-9)
+    assert float(row["delta"]) == pytest.approx(10 * 1e-4)
+    assert {r["dataset"] for r in rows} == {"mnist5k"}
+
+
+def test_8_epsilon_scales_with_grouping_sets(make: Callable[[str], FigureOutput]) -> None:
+    rows = read_rows(make("8").csv)
+    by_key = {(int(r["grouping_sets"]), int(r["num_dummies"])): r for r in rows}
+    assert {g for g, _ in by_key} == {1, 2, 3, 4}
+    for (g, d), row in by_key.items():
+        single = float(by_key[(1, d)]["epsilon"])
+        assert float(row["epsilon"]) == pytest.approx(g * single, rel=1e-9)
+        assert int(row["messages"]) == closed_form_messages(row)
+    assert np.isclose(float(by_key[(2, 0)]["epsilon"]), 2 * float(by_key[(1, 0)]["epsilon"]))
