@@ -28,7 +28,7 @@ def figure_names() -> tuple[str, ...]:
 
 def _paper_order(name: str) -> tuple[int, str]:
     digits = "".join(ch for ch in name if ch.isdigit())
-    return (int(digits) if digits else 0, name)
+    return (int(digits) if digits else 1_000, name)  # figures beyond the paper come last
 
 
 def select_figures(only: Sequence[str] | None) -> tuple[str, ...]:
