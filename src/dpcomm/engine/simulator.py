@@ -11,7 +11,6 @@ countermeasure would cost utility or traffic for no privacy (their pattern is da
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -23,7 +22,13 @@ import numpy.typing as npt
 from dpcomm.accounting.montecarlo import make_rng
 from dpcomm.engine.traffic import Efficiency, FlowTraffic, TrafficLog, efficiency
 from dpcomm.errors import DpcommWarning, InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, NoCountermeasure, Scramblers
+from dpcomm.plan.countermeasures import (
+    Countermeasure,
+    LocalFlooding,
+    NoCountermeasure,
+    Scramblers,
+    sources_needed,
+)
 from dpcomm.plan.model import ExecutionPlan, Flow
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.plan.transform import scrambler_group_name, with_countermeasure_nodes
@@ -354,14 +359,6 @@ def simulate(
     )
 
 
-def keep_probability(countermeasure: Countermeasure, num_targets: int) -> float:
-    """Probability 1 − σ + σ/T that a sender's real tuple reaches its true target (R_σ)."""
-    if isinstance(countermeasure, NoCountermeasure) or num_targets <= 1:
-        return 1.0
-    sigma = countermeasure.sampling_rate
-    return 1.0 - sigma + sigma / num_targets
-
-
 def extra_consents(run: SimulationRun) -> int:
     """Additional sources S_t − S needed to keep the non-private utility (Sections 3.3, 4.4).
 
@@ -375,7 +372,9 @@ def extra_consents(run: SimulationRun) -> int:
         if not cluster.data_dependent:
             continue
         chosen = run.countermeasures[cluster.name]
-        keep = keep_probability(chosen, cluster.num_targets)
         senders = cluster.num_senders
-        worst = max(worst, math.ceil(senders / keep - 1e-9) - senders)
+        needed = sources_needed(
+            tuples=senders, sampling_rate=chosen.sampling_rate, num_targets=cluster.num_targets
+        )
+        worst = max(worst, needed - senders)
     return worst

@@ -52,7 +52,13 @@ from dpcomm.accounting._validation import check_int
 from dpcomm.accounting.exact import ExactLemma2, Lemma2AtEpsilon, SizeTable
 from dpcomm.accounting.search import epsilon_for_delta
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, Scramblers
+from dpcomm.plan.countermeasures import (
+    Countermeasure,
+    LocalFlooding,
+    Scramblers,
+    delivery_probability,
+    sources_needed,
+)
 from dpcomm.plan.privacy import scrambler_batch_sizes
 
 FloatArray = npt.NDArray[np.float64]
@@ -264,11 +270,6 @@ def _positive(name: str, value: object) -> float:
 # --- Utility and costs (closed forms, checked against the simulator by the tests) ---------------
 
 
-def keep_probability(*, num_targets: int, sampling_rate: float) -> float:
-    """The probability p = 1 − σ + σ/T that a real tuple reaches its true target under R_σ."""
-    return 1.0 - sampling_rate + sampling_rate / num_targets
-
-
 def recruited_sources(
     *,
     num_sources: int,
@@ -281,8 +282,9 @@ def recruited_sources(
     The paper writes S/(1 − σ); a redrawn target that is the true one also delivers the tuple,
     so ⌈S/(1 − σ + σ/T)⌉ suffices (as :func:`dpcomm.engine.extra_consents` reports).
     """
-    keep = keep_probability(num_targets=num_targets, sampling_rate=sampling_rate)
-    needed = math.ceil(num_sources / keep - 1e-9)
+    needed = sources_needed(
+        tuples=num_sources, sampling_rate=sampling_rate, num_targets=num_targets
+    )
     if max_extra_consents is not None:
         needed = min(needed, num_sources + max_extra_consents)
     return needed
@@ -292,7 +294,7 @@ def expected_utility(
     *, num_sources: int, num_targets: int, sampling_rate: float, recruited: int
 ) -> float:
     """Expected tuples used / S: min(1, S_t (1 − σ + σ/T) / S) (Section 2.5)."""
-    keep = keep_probability(num_targets=num_targets, sampling_rate=sampling_rate)
+    keep = delivery_probability(sampling_rate=sampling_rate, num_targets=num_targets)
     return min(1.0, recruited * keep / num_sources)
 
 

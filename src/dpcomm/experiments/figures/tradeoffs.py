@@ -40,6 +40,7 @@ from dpcomm.experiments.figures.base import (
     write_csv,
 )
 from dpcomm.plan import NoCountermeasure, Scramblers
+from dpcomm.plan.countermeasures import sources_needed
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram, rand_index
 
@@ -60,18 +61,15 @@ KMEANS_ITERATIONS = 10
 PAPER_CAPTION = "Trade-offs between privacy, utility and efficiency in Aggregate and K-means."
 
 
-def keep_probability(sampling_rate: float, num_targets: int = NUM_COMPUTE_NODES) -> float:
-    """1 − σ + σ/T: the probability that a tuple reaches its true compute node under R_σ."""
-    return 1.0 - sampling_rate + sampling_rate / num_targets
-
-
 def sources_for(sampling_rate: float, batch_size: int, *, used: int = TARGET_TUPLES) -> int:
     """S_t: sources for ``used`` tuples in expectation, rounded up to a multiple of n.
 
     ⌈used / (1 − σ + σ/T)⌉ (Sections 3.3 and 4.4, with the σ/T of tuples whose redrawn target
     is their own), then up to a multiple of ``batch_size`` so that no scrambler is short.
     """
-    minimum = math.ceil(used / keep_probability(sampling_rate) - 1e-9)
+    minimum = sources_needed(
+        tuples=used, sampling_rate=sampling_rate, num_targets=NUM_COMPUTE_NODES
+    )
     return batch_size * math.ceil(minimum / batch_size)
 
 
