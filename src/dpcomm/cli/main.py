@@ -23,6 +23,7 @@ from dpcomm.accounting import (
 )
 from dpcomm.cli.audit import add_audit_command
 from dpcomm.cli.figures import add_figures_command
+from dpcomm.cli.pki import add_pki_command
 from dpcomm.cli.plan import add_plan_commands
 from dpcomm.cli.run import add_run_commands
 from dpcomm.errors import DpcommError, DpcommWarning, InvalidParameterError
@@ -252,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_figures_command(commands)
     add_audit_command(commands)
     add_plan_commands(commands)
+    add_pki_command(commands)
     return parser
 
 

@@ -1,0 +1,388 @@
+"""A local certificate authority and per-node certificates (ECDSA P-256, ``cryptography``).
+
+Section 2.3 of the paper assumes node identifiers cannot be forged, "typically achieved through
+the use of a public key infrastructure". This module is that PKI for a deployment: one local CA
+(``ca.pem``, ``ca.key``) signs one certificate per node. A node's name (``source-17``,
+``scrambler-(A)-3``, ``result``, ...) is the certificate subject's common name, which
+:func:`peer_identity` reads back from an authenticated TLS connection; a DNS subject
+alternative name derived from it (:func:`certificate_safe`) is added for tools that expect one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+import ssl
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from dpcomm.errors import DpcommError, InvalidParameterError
+
+CA_CERT_FILE = "ca.pem"
+CA_KEY_FILE = "ca.key"
+MAX_NODE_NAME_LENGTH = 64
+"""X.509's upper bound on a common name (ub-common-name)."""
+
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._()#@+-]*")
+_RESERVED_NAMES = frozenset({"ca"})
+_CLOCK_SKEW = dt.timedelta(minutes=5)
+_ORGANIZATION = "dpcomm"
+
+
+class PkiError(DpcommError):
+    """A certificate or key is missing, unreadable or would be overwritten."""
+
+
+class PeerIdentityError(DpcommError):
+    """A TLS peer has no authenticated certificate carrying a node name."""
+
+
+def validate_node_name(name: str) -> str:
+    """Return ``name`` if it can name a node (certificate CN and file stem), else raise.
+
+    Allowed: 1 to 64 characters among letters, digits and ``. _ ( ) # @ + -``, starting with a
+    letter or digit; ``ca`` is reserved for the authority's own files.
+    """
+    if (
+        not isinstance(name, str)
+        or len(name) > MAX_NODE_NAME_LENGTH
+        or _NODE_NAME.fullmatch(name) is None
+        or name.lower() in _RESERVED_NAMES
+    ):
+        raise InvalidParameterError(
+            "node_name",
+            "1-64 characters among letters, digits and ._()#@+- starting with a letter or digit, "
+            "not 'ca'",
+            name,
+        )
+    return name
+
+
+def certificate_safe(name: str) -> str:
+    """A DNS label derived from a node name: lower case, runs of other characters become ``-``.
+
+    ``scrambler-(A)-3`` becomes ``scrambler-a-3``. It is not injective; the node's identity is
+    the certificate's common name, which keeps the exact name.
+    """
+    label = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return label[:63].rstrip("-") or "node"
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` readable by the owner only (0600), even if it existed."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(descriptor, 0o600)
+        os.write(descriptor, data)
+    finally:
+        os.close(descriptor)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _validity(
+    *,
+    valid_days: int,
+    not_before: dt.datetime | None,
+    not_after: dt.datetime | None,
+) -> tuple[dt.datetime, dt.datetime]:
+    if isinstance(valid_days, bool) or not isinstance(valid_days, int) or valid_days < 1:
+        raise InvalidParameterError("valid_days", "an integer >= 1", valid_days)
+    for label, moment in (("not_before", not_before), ("not_after", not_after)):
+        if moment is not None and (not isinstance(moment, dt.datetime) or moment.tzinfo is None):
+            raise InvalidParameterError(label, "a timezone-aware datetime or None", moment)
+    start = not_before if not_before is not None else _now() - _CLOCK_SKEW
+    end = not_after if not_after is not None else start + dt.timedelta(days=valid_days)
+    if end <= start:
+        raise InvalidParameterError("not_after", f"a time after not_before ({start})", end)
+    return start, end
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeCredentials:
+    """Where a node's certificate, private key and the trusted CA certificate are stored."""
+
+    name: str
+    cert_path: Path
+    key_path: Path
+    ca_path: Path
+
+    def __post_init__(self) -> None:
+        validate_node_name(self.name)
+        for label in ("cert_path", "key_path", "ca_path"):
+            object.__setattr__(self, label, Path(getattr(self, label)))
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str], name: str) -> NodeCredentials:
+        """Node ``name``'s credentials in ``directory``: ``<name>.pem``, ``.key``, ``ca.pem``."""
+        validate_node_name(name)
+        folder = Path(directory)
+        credentials = cls(
+            name=name,
+            cert_path=folder / f"{name}.pem",
+            key_path=folder / f"{name}.key",
+            ca_path=folder / CA_CERT_FILE,
+        )
+        missing = [
+            str(path)
+            for path in (credentials.cert_path, credentials.key_path, credentials.ca_path)
+            if not path.is_file()
+        ]
+        if missing:
+            raise PkiError(f"credentials of node {name!r} not found: {', '.join(missing)}")
+        return credentials
+
+    def certificate(self) -> x509.Certificate:
+        """The node's certificate, parsed."""
+        return _read_certificate(self.cert_path)
+
+
+def _read_certificate(path: Path) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(path.read_bytes())
+    except (OSError, ValueError) as error:
+        raise PkiError(f"cannot read certificate {path}: {error}") from error
+
+
+@dataclass(frozen=True, kw_only=True)
+class CertificateAuthority:
+    """A local certificate authority: its directory, certificate and (unprinted) private key."""
+
+    directory: Path
+    certificate: x509.Certificate
+    private_key: ec.EllipticCurvePrivateKey = field(repr=False)
+
+    @property
+    def cert_path(self) -> Path:
+        """Path of the CA certificate (``ca.pem``)."""
+        return self.directory / CA_CERT_FILE
+
+    @property
+    def key_path(self) -> Path:
+        """Path of the CA private key (``ca.key``, mode 0600)."""
+        return self.directory / CA_KEY_FILE
+
+    @classmethod
+    def create(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        name: str = "dpcomm local CA",
+        valid_days: int = 3650,
+        overwrite: bool = False,
+    ) -> CertificateAuthority:
+        """Create a CA in ``directory`` (``ca.pem``, ``ca.key`` 0600); never overwrite silently."""
+        if not isinstance(name, str) or not name or len(name) > MAX_NODE_NAME_LENGTH:
+            raise InvalidParameterError("name", "a non-empty string of at most 64 characters", name)
+        start, end = _validity(valid_days=valid_days, not_before=None, not_after=None)
+        folder = Path(directory)
+        if not overwrite and ((folder / CA_KEY_FILE).exists() or (folder / CA_CERT_FILE).exists()):
+            raise PkiError(f"a certificate authority already exists in {folder}")
+        folder.mkdir(parents=True, exist_ok=True)
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name(
+            [
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANIZATION),
+                x509.NameAttribute(NameOID.COMMON_NAME, name),
+            ]
+        )
+        public = key.public_key()
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(end)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False
+            )
+            .sign(key, hashes.SHA256())
+        )
+        _write_private(folder / CA_KEY_FILE, _key_pem(key))
+        (folder / CA_CERT_FILE).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+        return cls(directory=folder, certificate=certificate, private_key=key)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> CertificateAuthority:
+        """Load the CA stored in ``directory`` by :meth:`create`."""
+        folder = Path(directory)
+        certificate = _read_certificate(folder / CA_CERT_FILE)
+        try:
+            key = serialization.load_pem_private_key((folder / CA_KEY_FILE).read_bytes(), None)
+        except (OSError, ValueError, TypeError) as error:
+            raise PkiError(f"cannot read CA key {folder / CA_KEY_FILE}: {error}") from error
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise PkiError(f"CA key {folder / CA_KEY_FILE} is not an elliptic-curve key")
+        if key.public_key().public_numbers() != certificate.public_key().public_numbers():  # type: ignore[union-attr]
+            raise PkiError(f"CA key and certificate in {folder} do not match")
+        return cls(directory=folder, certificate=certificate, private_key=key)
+
+    def issue(
+        self,
+        node_name: str,
+        out_dir: str | os.PathLike[str],
+        *,
+        valid_days: int = 365,
+        not_before: dt.datetime | None = None,
+        not_after: dt.datetime | None = None,
+    ) -> NodeCredentials:
+        """Issue a certificate for ``node_name`` into ``out_dir``.
+
+        Writes ``<name>.pem``, ``<name>.key`` (0600) and a copy of the CA certificate
+        (``ca.pem``).
+        The certificate is valid from ``not_before`` (default: now - 5 min) to ``not_after``
+        (default: ``valid_days`` later) for both TLS server and client authentication.
+        """
+        validate_node_name(node_name)
+        start, end = _validity(valid_days=valid_days, not_before=not_before, not_after=not_after)
+        folder = Path(out_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._copy_ca(folder)
+        return self._issue_one(node_name, folder, start, end)
+
+    def _copy_ca(self, folder: Path) -> None:
+        target = folder / CA_CERT_FILE
+        if target.resolve() != self.cert_path.resolve():
+            shutil.copyfile(self.cert_path, target)
+
+    def _issue_one(
+        self, node_name: str, folder: Path, start: dt.datetime, end: dt.datetime
+    ) -> NodeCredentials:
+        key = ec.generate_private_key(ec.SECP256R1())
+        public = key.public_key()
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(
+                x509.Name(
+                    [
+                        x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANIZATION),
+                        x509.NameAttribute(NameOID.COMMON_NAME, node_name),
+                    ]
+                )
+            )
+            .issuer_name(self.certificate.subject)
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(end)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=False,
+                    crl_sign=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
+                critical=False,
+            )
+            .add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(certificate_safe(node_name))]),
+                critical=False,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.private_key.public_key()),
+                critical=False,
+            )
+            .sign(self.private_key, hashes.SHA256())
+        )
+        cert_path = folder / f"{node_name}.pem"
+        key_path = folder / f"{node_name}.key"
+        _write_private(key_path, _key_pem(key))
+        cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+        return NodeCredentials(
+            name=node_name, cert_path=cert_path, key_path=key_path, ca_path=folder / CA_CERT_FILE
+        )
+
+
+def issue_many(
+    ca: CertificateAuthority,
+    names: Iterable[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    valid_days: int = 365,
+) -> dict[str, NodeCredentials]:
+    """Issue one certificate per node name into ``out_dir`` (ECDSA P-256: ~1 ms per node)."""
+    names = list(names)
+    for name in names:
+        validate_node_name(name)
+    if len(set(names)) != len(names):
+        raise InvalidParameterError("names", "distinct node names", names)
+    start, end = _validity(valid_days=valid_days, not_before=None, not_after=None)
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    ca._copy_ca(folder)
+    return {name: ca._issue_one(name, folder, start, end) for name in names}
+
+
+def peer_identity(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str:
+    """The node name (certificate common name) of the authenticated peer of a TLS connection.
+
+    Only meaningful on a context with ``verify_mode = CERT_REQUIRED`` (see
+    :mod:`dpcomm.engine.network.tls`): the handshake has then verified the certificate against
+    the project CA. Raises :class:`PeerIdentityError` when there is no verified certificate or
+    its common name is not a valid node name.
+    """
+    if ssl_object is None:
+        raise PeerIdentityError("the connection is not a TLS connection")
+    certificate = ssl_object.getpeercert()
+    if not certificate:
+        raise PeerIdentityError("the peer presented no verified certificate")
+    names: list[object] = []
+    for relative_name in certificate.get("subject", ()):
+        for attribute in relative_name:
+            if len(attribute) == 2 and attribute[0] == "commonName":
+                names.append(attribute[1])
+    if len(names) != 1 or not isinstance(names[0], str):
+        raise PeerIdentityError(f"the peer certificate has {len(names)} common names, not 1")
+    try:
+        return validate_node_name(names[0])
+    except InvalidParameterError as error:
+        raise PeerIdentityError(f"the peer certificate names no node: {names[0]!r}") from error
