@@ -22,6 +22,7 @@ from dpcomm.accounting import (
     report_with_method,
 )
 from dpcomm.cli.audit import add_audit_command
+from dpcomm.cli.deploy import add_deploy_commands
 from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.pki import add_pki_command
 from dpcomm.cli.plan import add_plan_commands
@@ -254,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_audit_command(commands)
     add_plan_commands(commands)
     add_pki_command(commands)
+    add_deploy_commands(commands)
     return parser
 
 

@@ -123,9 +123,18 @@ def scrambler_batch_sizes(num_sources: int, batch_size: int) -> dict[int, int]:
 
 
 def account_cluster(
-    cluster: Cluster, countermeasure: Countermeasure, *, delta: float
+    cluster: Cluster,
+    countermeasure: Countermeasure,
+    *,
+    delta: float,
+    batch_sizes: Mapping[int, int] | None = None,
 ) -> ClusterGuarantee:
-    """The (ε, δ) of one cluster under ``countermeasure`` at the per-cluster δ."""
+    """The (ε, δ) of one cluster under ``countermeasure`` at the per-cluster δ.
+
+    ``batch_sizes`` (batch size → number of scramblers) replaces the planned cut of the
+    cluster's senders into batches of n, for scramblers that actually batched fewer sources
+    (a deployment where some sources missed the deadline): each size is accounted as run.
+    """
     delta = check_delta("delta", delta)
     if not cluster.data_dependent:
         guarantee = PrivacyGuarantee(0.0, 0.0, "data-independent")
@@ -154,7 +163,13 @@ def account_cluster(
         parts.append(MechanismPart(local, cluster.num_senders, guarantee, lower))
     else:
         assert isinstance(countermeasure, Scramblers)
-        sizes = scrambler_batch_sizes(cluster.num_senders, countermeasure.batch_size)
+        if batch_sizes is None:
+            sizes = scrambler_batch_sizes(cluster.num_senders, countermeasure.batch_size)
+        else:
+            sizes = {size: count for size, count in batch_sizes.items() if size > 0 and count > 0}
+            if not sizes:
+                guarantee = PrivacyGuarantee(0.0, 0.0, "no-sender")
+                return ClusterGuarantee(cluster, countermeasure, (), guarantee)
         for batch, count in sorted(sizes.items(), reverse=True):
             if countermeasure.capped and countermeasure.num_dummies > (targets - 1) * batch:
                 raise InvalidParameterError(
@@ -181,6 +196,7 @@ def account_plan(
     countermeasures: Countermeasure | Mapping[str, Countermeasure],
     *,
     delta: float,
+    batch_sizes: Mapping[str, Mapping[int, int]] | None = None,
 ) -> PlanGuarantee:
     """The plan's guarantee (Theorem 2) with every data-dependent cluster at δ = ``delta``.
 
@@ -190,6 +206,8 @@ def account_plan(
             from cluster (or flow) name to countermeasure; clusters not named get none.
         delta: δ of each data-dependent cluster (0 asks for pure ε); the plan's δ is the sum
             along the worst data path.
+        batch_sizes: per cluster (or flow) name, the batch sizes the scramblers actually had
+            (see :func:`account_cluster`); clusters not named use the planned batches.
     """
     delta = check_delta("delta", delta)
     cluster_names = {c.name for c in plan.clusters} | {f.name for f in plan.flows}
@@ -216,7 +234,19 @@ def account_plan(
                 )
         else:
             chosen = countermeasures if cluster.data_dependent else NoCountermeasure()
-        results[cluster.name] = account_cluster(cluster, chosen, delta=delta)
+        actual = None
+        if batch_sizes is not None:
+            actual = batch_sizes.get(cluster.name)
+            if actual is None:
+                actual = next(
+                    (
+                        batch_sizes[m.flow.name]
+                        for m in cluster.members
+                        if m.flow.name in batch_sizes
+                    ),
+                    None,
+                )
+        results[cluster.name] = account_cluster(cluster, chosen, delta=delta, batch_sizes=actual)
     worst: PrivacyGuarantee | None = None
     worst_path: tuple[str, ...] = ()
     for path in plan.data_paths().values():
