@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench data clean
+.PHONY: demo test lint typecheck unit bench data capture-tools clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,15 @@ demo: $(STAMP)
 	$(BIN)/dpcomm run aggregate --sql "SELECT A, B, AVG(I) FROM diabetes GROUP BY GROUPING SETS ((A), (B))" \
 		--mechanism scrambler --batch 100 --dummies 50 --sampling 0.2 --delta 1e-4
 
-test: $(STAMP)
+# tcpdump (and iproute2 for network namespaces) for the packet-capture and multi-host tests;
+# they skip, saying why, where these cannot be installed or used.
+capture-tools:
+	@command -v tcpdump >/dev/null 2>&1 && command -v ip >/dev/null 2>&1 || \
+	{ if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq tcpdump iproute2 >/dev/null || echo "warning: tcpdump not installed"; \
+	  else echo "warning: not root: tcpdump not installed, capture tests will be skipped"; fi; }
+
+test: $(STAMP) capture-tools
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy

@@ -1,10 +1,19 @@
-"""Packet capture on loopback (scapy, no libpcap) and TLS record extraction, for the tests."""
+"""Packet capture on loopback and TLS record extraction, for the tests.
+
+:class:`TcpdumpCapture` runs tcpdump (libpcap's kernel ring buffer keeps every packet of a busy
+round) and parses the pcap with scapy; :class:`LoopbackSniffer` sniffs with scapy alone, which
+is enough for a few connections but drops packets under load.
+"""
 
 from __future__ import annotations
 
+import shutil
+import signal
+import subprocess
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -70,3 +79,76 @@ class LoopbackSniffer:
             for sequence in sorted(parts):
                 result.streams[key] += parts[sequence]
         return result
+
+
+def _reassemble(packets: object) -> Capture:
+    from scapy.all import TCP
+
+    segments: dict[tuple[int, int], dict[int, bytes]] = defaultdict(dict)
+    for packet in packets:  # type: ignore[attr-defined]
+        if TCP not in packet:
+            continue
+        segment = packet[TCP]
+        payload = bytes(segment.payload)
+        if payload:
+            segments[(segment.sport, segment.dport)][segment.seq] = payload
+    result = Capture()
+    for key, parts in segments.items():
+        for sequence in sorted(parts):
+            result.streams[key] += parts[sequence]
+    return result
+
+
+class TcpdumpCapture:
+    """Capture every TCP packet on ``lo`` into a pcap file with tcpdump."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def available() -> str | None:
+        """None when tcpdump can capture here, else the reason it cannot."""
+        if shutil.which("tcpdump") is None:
+            return "tcpdump is not installed (make test installs it)"
+        probe = subprocess.Popen(
+            ["tcpdump", "-i", "lo", "-w", "/dev/null"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(0.5)
+        if probe.poll() is not None:  # it exited at once: it cannot capture here
+            _, error = probe.communicate()
+            message = error.decode().strip().splitlines()
+            return f"tcpdump cannot capture on lo: {message[-1] if message else probe.returncode}"
+        probe.send_signal(signal.SIGINT)
+        probe.communicate(timeout=10)
+        return None
+
+    def __enter__(self) -> TcpdumpCapture:
+        self._process = subprocess.Popen(
+            ["tcpdump", "-i", "lo", "-s", "0", "-B", "16384", "-U", "-w", str(self.path), "tcp"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 10
+        while not self.path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        time.sleep(0.5)
+        assert self._process is not None
+        self._process.send_signal(signal.SIGINT)
+        try:
+            self._process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.communicate()
+
+    def capture(self) -> Capture:
+        """The pcap's TCP payloads, reassembled per direction."""
+        from scapy.all import rdpcap
+
+        return _reassemble(rdpcap(str(self.path)))

@@ -1,0 +1,58 @@
+"""A packet capture of a whole deployed round: what the observer of the wire sees.
+
+Every TLS 1.3 application-data record that carries a frame has the same length (frame size
++ 17), whatever the frame (sealed real tuple, dummy, ack, control), and the number of such
+records on each connection direction matches the frames the nodes report per link, dummies
+included: the measured links are the wire, and the wire shows no more than link counts.
+"""
+
+from collections import Counter
+
+import pytest
+from _capture import TcpdumpCapture
+from test_capture_tls import TLS_OVERHEAD
+
+from dpcomm.data import synthetic_table
+from dpcomm.engine.network.deploy import deploy_local
+from dpcomm.plan import Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.groupby import compare_results, reference_result
+
+pytestmark = pytest.mark.slow
+
+SQL = "SELECT g1, COUNT(*), AVG(m1) FROM t GROUP BY g1"
+CLOSE_ALERT = 19  # an encrypted TLS 1.3 alert record: 2 bytes + inner type + 16-byte tag
+
+
+def test_capture_of_a_round_shows_equal_records_matching_the_links(tmp_path):
+    pytest.importorskip("scapy")
+    reason = TcpdumpCapture.available()
+    if reason is not None:
+        pytest.skip(reason)
+    table = synthetic_table(num_rows=200, seed=5)
+    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=4)
+    countermeasure = Scramblers(sampling_rate=0.2, batch_size=50, num_dummies=6)
+    with TcpdumpCapture(tmp_path / "round.pcap") as sniffer:
+        report = deploy_local(program, countermeasure, delta=1e-4, seed=2, timeout=60)
+    records = sniffer.capture().records()
+    frame_record = report.frame_size + TLS_OVERHEAD
+    captured = []
+    for direction, items in records.items():
+        lengths = [length for kind, length in items if kind == 23]
+        if frame_record not in lengths:
+            continue  # a connection refused or closed before any frame (none expected here)
+        first = lengths.index(frame_record)
+        tail = lengths[first:]
+        others = [n for n in tail if n != frame_record]
+        assert all(n == CLOSE_ALERT for n in others), (direction, Counter(tail))
+        captured.append(sum(1 for n in tail if n == frame_record))
+    reported = [link.frames for link in report.links if link.frames > 0]
+    assert sum(captured) == sum(reported)
+    assert Counter(captured) == Counter(reported)
+    # The dummies are on the wire like everything else: data frames are n + d per scrambler.
+    data = sum(link.data_frames for link in report.links if link.sender.startswith("scrambler"))
+    assert data == 200 + 4 * 6
+    masks = report.masks(table.num_rows)
+    assert (
+        compare_results(report.result, reference_result(program.query, program.table, masks)) == []
+    )
