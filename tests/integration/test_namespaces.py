@@ -1,0 +1,151 @@
+"""Nodes on separate hosts: network namespaces joined by a veth pair, `dpcomm node run` each.
+
+Host A (10.231.<k>.1) runs the coordinator, the result node, the compute nodes and the
+scramblers; host B (10.231.<k>.2) runs the sources. Every node is its own `dpcomm node run`
+process started in its namespace with `ip netns exec`; all traffic between the hosts crosses
+the veth link. Skipped, with the reason, where namespaces cannot be made (not root, no
+iproute2, no CAP_NET_ADMIN in a container).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dpcomm.data import synthetic_table
+from dpcomm.engine.network.deploy import write_deployment
+from dpcomm.engine.network.runtime_spec import NodeConfig
+from dpcomm.plan import Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.groupby import compare_results
+
+pytestmark = pytest.mark.slow
+
+SQL = "SELECT g1, COUNT(*) AS n, SUM(m1) AS total FROM t GROUP BY g1"
+DPCOMM = str(Path(sys.executable).with_name("dpcomm"))
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+
+
+def _namespaces_unavailable() -> str | None:
+    if shutil.which("ip") is None:
+        return "iproute2 is not installed (make test installs it)"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    probe = f"dpcprobe{os.getpid() % 100000}"
+    made = _ip("netns", "add", probe)
+    if made.returncode != 0:
+        return f"cannot create a network namespace here: {made.stderr.strip()}"
+    _ip("netns", "del", probe)
+    return None
+
+
+@pytest.fixture
+def two_hosts():
+    reason = _namespaces_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    tag = os.getpid() % 100000
+    host_a, host_b = f"dpca{tag}", f"dpcb{tag}"
+    subnet = f"10.231.{tag % 250}"
+    address_a, address_b = f"{subnet}.1", f"{subnet}.2"
+    try:
+        for command in (
+            ["netns", "add", host_a],
+            ["netns", "add", host_b],
+            ["link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"],
+            ["link", "set", f"va{tag}", "netns", host_a],
+            ["link", "set", f"vb{tag}", "netns", host_b],
+            ["-n", host_a, "addr", "add", f"{address_a}/24", "dev", f"va{tag}"],
+            ["-n", host_b, "addr", "add", f"{address_b}/24", "dev", f"vb{tag}"],
+            ["-n", host_a, "link", "set", f"va{tag}", "up"],
+            ["-n", host_b, "link", "set", f"vb{tag}", "up"],
+            ["-n", host_a, "link", "set", "lo", "up"],
+            ["-n", host_b, "link", "set", "lo", "up"],
+        ):
+            done = _ip(*command)
+            if done.returncode != 0:
+                pytest.skip(f"cannot set up the veth link: ip {' '.join(command)}: {done.stderr}")
+        yield (host_a, address_a), (host_b, address_b)
+    finally:
+        _ip("netns", "del", host_a)
+        _ip("netns", "del", host_b)
+
+
+def test_a_round_across_two_hosts(tmp_path, two_hosts):
+    (host_a, address_a), (host_b, address_b) = two_hosts
+    table = synthetic_table(num_rows=24, seed=4)
+    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=2)
+    # σ = 0: every tuple is delivered, so the result is DuckDB's over the whole table.
+    countermeasure = Scramblers(sampling_rate=0.0, batch_size=12, num_dummies=2)
+    paths = write_deployment(
+        program,
+        countermeasure,
+        tmp_path / "deployment",
+        seed=1,
+        coordinator_host=address_a,
+        coordinator_port=7400,
+        collect_seconds=20,
+        timeout=90,
+    )
+    pki = tmp_path / "deployment" / "pki"
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    try:
+        for name, path in paths.items():
+            config = NodeConfig.load(path)
+            host, address = (host_b, address_b) if config.role == "source" else (host_a, address_a)
+            if config.role != "coordinator":
+                path.write_text(
+                    NodeConfig.from_json(config.to_json())
+                    .__class__(
+                        **{**config.__dict__, "listen_host": address, "advertise_host": address}
+                    )
+                    .to_json()
+                )
+            processes[name] = subprocess.Popen(
+                [
+                    "ip", "netns", "exec", host, DPCOMM, "node", "run",
+                    "--role", config.role, "--config", str(path),
+                    "--ssl-certfile", str(pki / f"{name}.pem"),
+                    "--ssl-keyfile", str(pki / f"{name}.key"),
+                    "--ssl-ca-certfile", str(pki / "ca.pem"),
+                    "--output", str(outputs / f"{name}.json"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )  # fmt: skip
+        deadline = time.monotonic() + 150
+        for name, process in processes.items():
+            remaining = max(1.0, deadline - time.monotonic())
+            try:
+                _, error = process.communicate(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"node {name} did not finish in time")
+            assert process.returncode == 0, (name, error.decode()[-2000:])
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    result = json.loads((outputs / "result.json").read_text())
+    rows = next(iter(result["nodes"].values()))["result"]
+    connection = duckdb.connect()
+    table.renamed("t").register(connection, "t")
+    relation = connection.sql(SQL)
+    expected = [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
+    key = lambda row: row["g1"]  # noqa: E731
+    assert compare_results(sorted(rows, key=key), sorted(expected, key=key)) == []
+    # Host B has only its loopback and the veth end: every source reached the coordinator and
+    # its scrambler on host A across the link, or the round could not have completed.
+    coordinator = json.loads((outputs / "coordinator.json").read_text())
+    assert coordinator["errors"] == {}
