@@ -429,52 +429,19 @@ def _channels(links: tuple[LinkTraffic, ...], *, control: bool) -> dict[str, int
     return {node: len(others) for node, others in sorted(peers.items())}
 
 
-def deploy_local(
-    program: AggregateProgram,
-    countermeasure: Countermeasure,
+def launch(
+    spec: RoundSpec,
+    configs: dict[str, NodeConfig],
     *,
-    delta: float,
-    seed: int | None = 0,
-    workdir: str | Path | None = None,
-    timeout: float = 120.0,
-    collect_seconds: float = 10.0,
-    kill_scrambler: int | None = None,
-    faults: Faults | None = None,
-) -> DeploymentReport:
-    """Run one round of ``program`` as a real deployment on this machine (loopback TLS).
+    workdir: str | Path | None,
+    timeout: float,
+) -> tuple[dict[str, dict[str, Any]], dict[str, str], str | None, dict[str, float]]:
+    """Certify every node and run the nodes of ``configs`` in separate processes on loopback.
 
-    Args:
-        program: the Aggregate program (its table's rows are the sources).
-        countermeasure: applied to every data-dependent flow, as in ``dpcomm run``.
-        delta: δ of each data-dependent cluster for the privacy report.
-        seed: seed of every random draw (None: fresh entropy).
-        workdir: where certificates and configs go (default: a temporary directory, removed).
-        timeout: hard deadline of the round in seconds (processes are killed after it).
-        collect_seconds: how long a scrambler waits for its n frames.
-        kill_scrambler: global index of a scrambler that dies mid-forward (fault injection).
-        faults: further injected faults.
+    Returns each process group's outcome, the errors of the groups, the scrambler chosen to
+    crash (if any) and the timings (``started`` is the perf-counter time it began).
     """
-    if not (isinstance(timeout, int | float) and timeout > 0):
-        raise InvalidParameterError("timeout", "a number of seconds > 0", timeout)
-    if not (isinstance(collect_seconds, int | float) and 0 < collect_seconds < timeout):
-        raise InvalidParameterError(
-            "collect_seconds", f"a number of seconds in (0, {timeout})", collect_seconds
-        )
-    faults = faults or Faults()
-    if kill_scrambler is not None:
-        faults = replace(faults, kill_scrambler=kill_scrambler)
-    privacy = account_plan(program.plan, countermeasure, delta=delta)
-    simulation = simulate(program, countermeasure, delta=delta, rng=seed)
     started = time.perf_counter()
-    spec = round_spec(
-        program,
-        countermeasure,
-        seed=seed,
-        round_id=secrets.randbelow(1 << 62) + 1,
-        collect_seconds=float(collect_seconds),
-        round_seconds=float(timeout),
-    )
-    configs = node_configs(program, spec, faults=faults)
     temporary = workdir is None
     directory = (
         Path(tempfile.mkdtemp(prefix="dpcomm-deploy-")) if workdir is None else Path(workdir)
@@ -547,6 +514,72 @@ def deploy_local(
             shutil.rmtree(directory, ignore_errors=True)
     if victim is not None:
         errors.pop("victim", None)
+    timings = {
+        "started": started,
+        "certificates_seconds": certified - started,
+        "launch_seconds": launched - certified,
+        "wall_seconds": finished - started,
+    }
+    return outcomes, errors, victim, timings
+
+
+def since(timings: dict[str, float], started: float) -> dict[str, float]:
+    """:func:`launch`'s timings with the time since ``started`` before it added."""
+    offset = timings["started"] - started
+    result = {k: v for k, v in timings.items() if k != "started"}
+    result["certificates_seconds"] += offset
+    result["wall_seconds"] += offset
+    return result
+
+
+def deploy_local(
+    program: AggregateProgram,
+    countermeasure: Countermeasure,
+    *,
+    delta: float,
+    seed: int | None = 0,
+    workdir: str | Path | None = None,
+    timeout: float = 120.0,
+    collect_seconds: float = 10.0,
+    kill_scrambler: int | None = None,
+    faults: Faults | None = None,
+) -> DeploymentReport:
+    """Run one round of ``program`` as a real deployment on this machine (loopback TLS).
+
+    Args:
+        program: the Aggregate program (its table's rows are the sources).
+        countermeasure: applied to every data-dependent flow, as in ``dpcomm run``.
+        delta: δ of each data-dependent cluster for the privacy report.
+        seed: seed of every random draw (None: fresh entropy).
+        workdir: where certificates and configs go (default: a temporary directory, removed).
+        timeout: hard deadline of the round in seconds (processes are killed after it).
+        collect_seconds: how long a scrambler waits for its n frames.
+        kill_scrambler: global index of a scrambler that dies mid-forward (fault injection).
+        faults: further injected faults.
+    """
+    if not (isinstance(timeout, int | float) and timeout > 0):
+        raise InvalidParameterError("timeout", "a number of seconds > 0", timeout)
+    if not (isinstance(collect_seconds, int | float) and 0 < collect_seconds < timeout):
+        raise InvalidParameterError(
+            "collect_seconds", f"a number of seconds in (0, {timeout})", collect_seconds
+        )
+    faults = faults or Faults()
+    if kill_scrambler is not None:
+        faults = replace(faults, kill_scrambler=kill_scrambler)
+    privacy = account_plan(program.plan, countermeasure, delta=delta)
+    simulation = simulate(program, countermeasure, delta=delta, rng=seed)
+    started = time.perf_counter()
+    spec = round_spec(
+        program,
+        countermeasure,
+        seed=seed,
+        round_id=secrets.randbelow(1 << 62) + 1,
+        collect_seconds=float(collect_seconds),
+        round_seconds=float(timeout),
+    )
+    configs = node_configs(program, spec, faults=faults)
+    outcomes, errors, _, timings = launch(spec, configs, workdir=workdir, timeout=timeout)
+    timings = since(timings, started)
     report = _report(
         program,
         spec,
@@ -554,11 +587,7 @@ def deploy_local(
         errors,
         privacy=privacy_report(privacy),
         simulation=simulation,
-        timings={
-            "certificates_seconds": certified - started,
-            "launch_seconds": launched - certified,
-            "wall_seconds": finished - started,
-        },
+        timings=timings,
     )
     actual = actual_batch_sizes(spec, report.scramblers)
     if actual:
@@ -607,7 +636,7 @@ def _next(channel: Any, processes: Mapping[str, Any], deadline: float) -> tuple[
 
 
 def _report(
-    program: AggregateProgram,
+    program: object,
     spec: RoundSpec,
     outcomes: Mapping[str, dict[str, Any]],
     errors: dict[str, str],
@@ -696,7 +725,9 @@ __all__ = [
     "DeploymentReport",
     "Faults",
     "LinkTraffic",
+    "actual_batch_sizes",
     "deploy_local",
+    "launch",
     "node_configs",
     "round_spec",
     "scrambler_name",

@@ -362,13 +362,15 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
         decision = _json({"committed": sorted(committed)})
         for name, channel in list(channels.items()):
             if expected.get(name) == "compute":
-                with contextlib.suppress(ChannelClosedError, TimeoutError):
+                # A compute node that hung up is told nothing; its batch simply is not counted.
+                with contextlib.suppress(ChannelClosedError, TimeoutError, OSError, AttributeError):
                     await channel.send_blob(Op.FINALIZE, decision, timeout=context.remaining())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(result_done.wait(), context.remaining())
         finished = context.loop.time()
         for channel in list(channels.values()):
-            with contextlib.suppress(ChannelClosedError, TimeoutError):
+            # A peer may have hung up already (its transport is gone): nothing to tell it.
+            with contextlib.suppress(ChannelClosedError, TimeoutError, OSError, AttributeError):
                 await channel.send_blob(Op.CLOSE, timeout=1.0)
     finally:
         server.close()
@@ -393,12 +395,14 @@ async def forward_batch(
     targets: list[list[Any]],
     *,
     crash: bool = False,
+    labels: list[int] | None = None,
 ) -> bool:
     """Send a batch as one unit: DATA frames in the given order, then PREPARE to each target.
 
     Returns True when every target acknowledged the whole batch (PREPARED). A target whose
     connection fails is retried with the same frames (same message ids) until the deadline.
-    With ``crash`` the process dies half-way (fault injection).
+    With ``crash`` the process dies half-way (fault injection). A DATA frame's header names
+    the target's index within its flow, or ``labels[position]`` when labels are given.
     """
     ids = [os.urandom(16) for _ in messages]
     by_target: dict[int, list[int]] = {}
@@ -411,9 +415,12 @@ async def forward_batch(
         name, host, port = targets[target][:3]
         return await context.connect(host, int(port), name)
 
+    def label(target: int, position: int) -> int:
+        return header[target] if labels is None else labels[position]
+
     def write(channel: Channel, target: int, positions: list[int]) -> None:
         for position in positions:
-            channel.write_data(header[target], messages[position][1], ids[position])
+            channel.write_data(label(target, position), messages[position][1], ids[position])
         digest = _digest([ids[p] for p in positions])
         channel.write_blob(Op.PREPARE, _COUNT.pack(len(positions)) + digest)
 
@@ -429,7 +436,9 @@ async def forward_batch(
         half = order[: max(1, len(order) // 2)]
         for position, (target, _) in enumerate(messages):
             if target in channels and (target in half or position % 2 == 0):
-                channels[target].write_data(header[target], messages[position][1], ids[position])
+                channels[target].write_data(
+                    label(target, position), messages[position][1], ids[position]
+                )
         for target in half:
             if target in channels:
                 positions = by_target[target]
@@ -443,7 +452,9 @@ async def forward_batch(
     # Frames leave in the shuffled order, across the target connections.
     for position, (target, _) in enumerate(messages):
         if target in channels:
-            channels[target].write_data(header[target], messages[position][1], ids[position])
+            channels[target].write_data(
+                label(target, position), messages[position][1], ids[position]
+            )
     for target in order:
         if target in channels:
             positions = by_target[target]
@@ -624,6 +635,97 @@ async def run_source(context: NodeContext) -> dict[str, Any]:
 # --------------------------------------------------------------------------- scrambler
 
 
+async def receive_source_frames(
+    context: NodeContext,
+    channel: Channel,
+    source: int,
+    *,
+    num_targets: int,
+    received: dict[int, tuple[int, bytes, bytes]],
+    intake: dict[str, bool],
+    full: asyncio.Event,
+    num_members: int,
+) -> None:
+    """A scrambler's intake of one source's DATA frame: ack it once, reject late or repeated.
+
+    ``received`` maps each source to (target, sealed payload, message id); ``full`` is set when
+    all ``num_members`` sources are in. A retried frame (same message id) is acked again.
+    """
+    drops = context.stats.drops[context.name]
+    blob_size = sealed_size(context.spec.payload_size)
+    while True:
+        try:
+            got = await channel.receive(timeout=context.remaining())
+        except (ChannelClosedError, TimeoutError):
+            return
+        if got.op is not None:
+            drops.add("unexpected")
+            continue
+        body = got.frame.body
+        (target,) = DATA_HEADER.unpack_from(body)
+        sealed = body[DATA_HEADER.size :]
+        if target >= num_targets or len(sealed) != blob_size:
+            drops.add("malformed_data")
+            continue
+        known = received.get(source)
+        if got.replayed:
+            if known is not None and known[2] == got.frame.message_id:
+                await channel.send_blob(Op.ACK, timeout=context.remaining())
+            continue
+        if not intake["open"]:
+            drops.add("late")
+            await channel.send_blob(Op.REJECT, timeout=context.remaining())
+            continue
+        if known is not None:
+            drops.add("duplicate_source")
+            await channel.send_blob(Op.REJECT, timeout=context.remaining())
+            continue
+        received[source] = (target, sealed, got.frame.message_id)
+        await channel.send_blob(Op.ACK, timeout=context.remaining())
+        if len(received) == num_members:
+            full.set()
+
+
+def build_batch(
+    context: NodeContext,
+    received: dict[int, tuple[int, bytes, bytes]],
+    keys: list[bytes],
+    *,
+    num_dummies: int,
+    capped: bool,
+    rng: np.random.Generator,
+) -> tuple[list[int], list[tuple[int, bytes]]]:
+    """A scrambler's batch: its sources' frames plus d dummies, shuffled (A_σ^{k,d}).
+
+    Returns the sorted sources received and the (target, sealed payload) messages in order.
+    """
+    spec = context.spec
+    sources = sorted(received)
+    if sources:
+        sent = np.array([received[s][0] for s in sources], dtype=np.int64)
+        assignment = ScramblerAssignment.from_scrambler_of_source(np.zeros(len(sources), int))
+        result = scramble(
+            sent,
+            assignment,
+            num_targets=len(keys),
+            num_dummies=num_dummies,
+            capped=capped,
+            rng=rng,
+        )
+        out_targets, out_sources = result.shuffled_messages(0, rng=rng)
+    else:
+        counts = rng.multinomial(num_dummies, np.full(len(keys), 1.0 / len(keys)))
+        out_targets = rng.permutation(np.repeat(np.arange(len(keys)), counts))
+        out_sources = np.full(len(out_targets), -1, dtype=np.int64)
+    batch = []
+    for target, source in zip(out_targets.tolist(), out_sources.tolist(), strict=True):
+        if source >= 0:
+            batch.append((target, received[sources[source]][1]))
+        else:
+            batch.append((target, make_dummy(keys[target], payload_size=spec.payload_size)))
+    return sources, batch
+
+
 async def run_scrambler(context: NodeContext) -> dict[str, Any]:
     """One scrambler: collect n frames, add d dummies, shuffle, forward as one batch, commit."""
     spec = context.spec
@@ -635,7 +737,6 @@ async def run_scrambler(context: NodeContext) -> dict[str, Any]:
     received: dict[int, tuple[int, bytes, bytes]] = {}
     intake = {"open": True}
     drops = context.stats.drops[context.name]
-    blob_size = sealed_size(spec.payload_size)
 
     async def handler(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
@@ -647,37 +748,16 @@ async def run_scrambler(context: NodeContext) -> dict[str, Any]:
             drops.add("unauthorized")
             return
         channel = context.channel(reader, writer, peer)
-        while True:
-            try:
-                got = await channel.receive(timeout=context.remaining())
-            except (ChannelClosedError, TimeoutError):
-                return
-            if got.op is not None:
-                drops.add("unexpected")
-                continue
-            body = got.frame.body
-            (target,) = DATA_HEADER.unpack_from(body)
-            sealed = body[DATA_HEADER.size :]
-            if target >= settings.num_targets or len(sealed) != blob_size:
-                drops.add("malformed_data")
-                continue
-            known = received.get(source)
-            if got.replayed:
-                if known is not None and known[2] == got.frame.message_id:
-                    await channel.send_blob(Op.ACK, timeout=context.remaining())
-                continue
-            if not intake["open"]:
-                drops.add("late")
-                await channel.send_blob(Op.REJECT, timeout=context.remaining())
-                continue
-            if known is not None:
-                drops.add("duplicate_source")
-                await channel.send_blob(Op.REJECT, timeout=context.remaining())
-                continue
-            received[source] = (target, sealed, got.frame.message_id)
-            await channel.send_blob(Op.ACK, timeout=context.remaining())
-            if len(received) == len(members):
-                full.set()
+        await receive_source_frames(
+            context,
+            channel,
+            source,
+            num_targets=settings.num_targets,
+            received=received,
+            intake=intake,
+            full=full,
+            num_members=len(members),
+        )
 
     server = await context.serve(handler, lambda name: name.startswith("source-"))
     outcome: dict[str, Any] = {"role": "scrambler", "flow": flow, "index": index}
@@ -694,30 +774,14 @@ async def run_scrambler(context: NodeContext) -> dict[str, Any]:
             await asyncio.wait_for(full.wait(), min(spec.collect_seconds, context.remaining()))
         intake["open"] = False
         collected = context.loop.time()
-        sources = sorted(received)
-        rng = _rng(spec, "scrambler", flow, index)
-        if sources:
-            sent = np.array([received[s][0] for s in sources], dtype=np.int64)
-            assignment = ScramblerAssignment.from_scrambler_of_source(np.zeros(len(sources), int))
-            result = scramble(
-                sent,
-                assignment,
-                num_targets=settings.num_targets,
-                num_dummies=settings.num_dummies,
-                capped=settings.capped,
-                rng=rng,
-            )
-            out_targets, out_sources = result.shuffled_messages(0, rng=rng)
-        else:
-            counts = rng.multinomial(settings.num_dummies, np.full(len(keys), 1.0 / len(keys)))
-            out_targets = rng.permutation(np.repeat(np.arange(len(keys)), counts))
-            out_sources = np.full(len(out_targets), -1, dtype=np.int64)
-        batch = []
-        for target, source in zip(out_targets.tolist(), out_sources.tolist(), strict=True):
-            if source >= 0:
-                batch.append((target, received[sources[source]][1]))
-            else:
-                batch.append((target, make_dummy(keys[target], payload_size=spec.payload_size)))
+        sources, batch = build_batch(
+            context,
+            received,
+            keys,
+            num_dummies=settings.num_dummies,
+            capped=settings.capped,
+            rng=_rng(spec, "scrambler", flow, index),
+        )
         prepared = await forward_batch(
             context, batch, targets, crash=context.config.faults.crash_mid_forward
         )
@@ -751,14 +815,20 @@ def bound_query(spec: RoundSpec) -> BoundAggregate:
     return _BOUND[key]
 
 
-async def run_compute(context: NodeContext) -> dict[str, Any]:
-    """One compute node: hold batches, aggregate the committed real tuples, report the rows."""
+def batch_receiver(
+    context: NodeContext,
+    index: int,
+    keys: TargetKeys,
+    pending: dict[str, dict[bytes, bytes | None]],
+    prepared: set[str],
+) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], Any]:
+    """A compute node's connection handler: open and hold each sender's frames until PREPARE.
+
+    ``pending[sender]`` maps message ids to opened payloads (None for a dummy); a sender is
+    added to ``prepared`` once its PREPARE matches the count and digest of what arrived.
+    """
     spec = context.spec
-    _, (flow, index) = parse_name(context.name)
-    keys = TargetKeys.generate()
     private = keys.nacl_private_key()
-    pending: dict[str, dict[bytes, bytes | None]] = {}
-    prepared: set[str] = set()
     drops = context.stats.drops[context.name]
     blob_size = sealed_size(spec.payload_size)
 
@@ -801,6 +871,37 @@ async def run_compute(context: NodeContext) -> dict[str, Any]:
             else:
                 drops.add("batch_mismatch")
                 await channel.send_blob(Op.REJECT, timeout=context.remaining())
+
+    return handler
+
+
+async def send_partial(context: NodeContext, address: list[Any], partial: Any) -> bool:
+    """Send a compute node's partial result (a RESULT blob) until acknowledged or the deadline."""
+    name, host, port = address
+    while context.remaining() > 0.05:
+        channel: Channel | None = None
+        try:
+            channel = await context.connect(host, int(port), name)
+            await channel.send_blob(Op.RESULT, _json(partial), timeout=context.remaining())
+            await channel.expect(Op.ACK, timeout=context.remaining())
+            return True
+        except (ChannelClosedError, HandshakeError, TimeoutError):
+            await asyncio.sleep(0.05)
+        finally:
+            if channel is not None:
+                await channel.close()
+    return False
+
+
+async def run_compute(context: NodeContext) -> dict[str, Any]:
+    """One compute node: hold batches, aggregate the committed real tuples, report the rows."""
+    spec = context.spec
+    _, (flow, index) = parse_name(context.name)
+    keys = TargetKeys.generate()
+    pending: dict[str, dict[bytes, bytes | None]] = {}
+    prepared: set[str] = set()
+    drops = context.stats.drops[context.name]
+    handler = batch_receiver(context, index, keys, pending, prepared)
 
     def allowed(name: str) -> bool:
         return name.startswith((f"scrambler-{flow}-", "source-"))
@@ -856,20 +957,7 @@ async def run_compute(context: NodeContext) -> dict[str, Any]:
         else:
             keys_out = [[] for _ in result]
         partial = {"flow": flow, "index": index, "rows": result, "keys": keys_out}
-        name, host, port = plan["result"]
-        sent = False
-        while not sent and context.remaining() > 0.05:
-            channel: Channel | None = None
-            try:
-                channel = await context.connect(host, int(port), name)
-                await channel.send_blob(Op.RESULT, _json(partial), timeout=context.remaining())
-                await channel.expect(Op.ACK, timeout=context.remaining())
-                sent = True
-            except (ChannelClosedError, HandshakeError, TimeoutError):
-                await asyncio.sleep(0.05)
-            finally:
-                if channel is not None:
-                    await channel.close()
+        sent = await send_partial(context, plan["result"], partial)
         await context.wait_close(coordinator)
     finally:
         server.close()
@@ -986,8 +1074,13 @@ async def run_nodes(
         NodeContext(config, credentials[config.name], stats, slots, listening, coordinator_port)
         for config in configs
     ]
+    runners: dict[str, Callable[[NodeContext], Any]] = dict(_RUNNERS)
+    if any(config.round.kind == "kmeans" for config in configs):
+        from dpcomm.engine.network.runtime_kmeans import KMEANS_RUNNERS
+
+        runners = dict(KMEANS_RUNNERS)
     results = await asyncio.gather(
-        *(_RUNNERS[c.config.role](c) for c in contexts), return_exceptions=True
+        *(runners[c.config.role](c) for c in contexts), return_exceptions=True
     )
     await _settle(loop)
     outcomes: dict[str, Any] = {}
@@ -1032,9 +1125,12 @@ def run_node_group(
 
 __all__ = [
     "NodeContext",
+    "batch_receiver",
     "bound_query",
+    "build_batch",
     "commit",
     "forward_batch",
+    "receive_source_frames",
     "run_compute",
     "run_coordinator",
     "run_node_group",
@@ -1042,6 +1138,7 @@ __all__ = [
     "run_result",
     "run_scrambler",
     "run_source",
+    "send_partial",
     "source_name",
     "true_target",
 ]

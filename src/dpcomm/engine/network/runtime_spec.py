@@ -128,6 +128,9 @@ class RoundSpec:
         seed: seed of every random draw (None: fresh operating-system entropy).
         collect_seconds: how long scramblers (and targets) wait for their inputs.
         round_seconds: hard deadline of the whole round.
+        kind: ``aggregate`` (one round of an Aggregate query) or ``kmeans`` (one flow per
+            K-means iteration: sources carry points, compute nodes return sums and counts).
+        dimension: coordinates of a point (K-means only; they travel as float32).
     """
 
     round_id: int
@@ -141,6 +144,8 @@ class RoundSpec:
     seed: int | None
     collect_seconds: float
     round_seconds: float
+    kind: str = "aggregate"
+    dimension: int = 0
 
     def column(self, name: str) -> ColumnSpec:
         """The column called ``name`` (case-insensitive)."""
