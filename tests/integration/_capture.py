@@ -7,6 +7,8 @@ is enough for a few connections but drops packets under load.
 
 from __future__ import annotations
 
+import re
+import select
 import shutil
 import signal
 import subprocess
@@ -18,11 +20,18 @@ from pathlib import Path
 
 @dataclass
 class Capture:
-    """TCP payload bytes per direction (src port, dst port), in arrival order."""
+    """TCP payload bytes per direction (src port, dst port), in arrival order.
+
+    ``gaps`` counts places where a direction's captured segments do not join up (the capture
+    lost a packet) and ``dropped`` the packets the kernel dropped: a capture with either proves
+    nothing, and a test should capture again.
+    """
 
     streams: dict[tuple[int, int], bytearray] = field(
         default_factory=lambda: defaultdict(bytearray)
     )
+    gaps: int = 0
+    dropped: int = 0
 
     def records(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
         """TLS records per direction: (content type, length); incomplete tails dropped."""
@@ -94,8 +103,12 @@ def _reassemble(packets: object) -> Capture:
             segments[(segment.sport, segment.dport)][segment.seq] = payload
     result = Capture()
     for key, parts in segments.items():
+        expected = None
         for sequence in sorted(parts):
+            if expected is not None and sequence != expected:
+                result.gaps += 1
             result.streams[key] += parts[sequence]
+            expected = (sequence + len(parts[sequence])) % (1 << 32)
     return result
 
 
@@ -104,6 +117,7 @@ class TcpdumpCapture:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.dropped = 0
         self._process: subprocess.Popen[bytes] | None = None
 
     @staticmethod
@@ -127,14 +141,16 @@ class TcpdumpCapture:
 
     def __enter__(self) -> TcpdumpCapture:
         self._process = subprocess.Popen(
-            ["tcpdump", "-i", "lo", "-s", "0", "-B", "16384", "-U", "-w", str(self.path), "tcp"],
+            ["tcpdump", "-i", "lo", "-s", "0", "-B", "65536", "-U", "-w", str(self.path), "tcp"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 10
-        while not self.path.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
+        # tcpdump says "listening on lo" once the capture runs; wait for it (10 s at most).
+        assert self._process.stderr is not None
+        ready, _, _ = select.select([self._process.stderr], [], [], 10)
+        if ready:
+            self._process.stderr.readline()
+        time.sleep(0.3)
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -142,13 +158,17 @@ class TcpdumpCapture:
         assert self._process is not None
         self._process.send_signal(signal.SIGINT)
         try:
-            self._process.communicate(timeout=10)
+            _, error = self._process.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             self._process.kill()
-            self._process.communicate()
+            _, error = self._process.communicate()
+        found = re.search(rb"(\d+) packets? dropped by kernel", error or b"")
+        self.dropped = int(found.group(1)) if found else 0
 
     def capture(self) -> Capture:
         """The pcap's TCP payloads, reassembled per direction."""
         from scapy.all import rdpcap
 
-        return _reassemble(rdpcap(str(self.path)))
+        result = _reassemble(rdpcap(str(self.path)))
+        result.dropped = self.dropped
+        return result

@@ -32,9 +32,17 @@ def test_capture_of_a_round_shows_equal_records_matching_the_links(tmp_path):
     table = synthetic_table(num_rows=200, seed=5)
     program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=4)
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=50, num_dummies=6)
-    with TcpdumpCapture(tmp_path / "round.pcap") as sniffer:
-        report = deploy_local(program, countermeasure, delta=1e-4, seed=2, timeout=60)
-    records = sniffer.capture().records()
+    # A loaded machine can make the capture lose packets (the kernel says so, or a TCP stream
+    # has a hole); such a capture proves nothing either way, so the round is captured again.
+    for attempt in range(3):
+        with TcpdumpCapture(tmp_path / f"round-{attempt}.pcap") as sniffer:
+            report = deploy_local(program, countermeasure, delta=1e-4, seed=2, timeout=60)
+        capture = sniffer.capture()
+        if capture.dropped == 0 and capture.gaps == 0:
+            break
+    else:
+        pytest.skip(f"the capture lost packets 3 times (kernel drops {capture.dropped})")
+    records = capture.records()
     frame_record = report.frame_size + TLS_OVERHEAD
     captured = []
     for direction, items in records.items():
