@@ -154,15 +154,23 @@ class TcpdumpCapture:
         return self
 
     def __exit__(self, *_: object) -> None:
-        time.sleep(0.5)
         assert self._process is not None
+        # tcpdump may lag behind the kernel's ring buffer on a loaded machine: wait until the
+        # file has stopped growing before stopping it (what it had not read would be lost).
+        last, steady, deadline = -1, 0, time.monotonic() + 15
+        while steady < 5 and time.monotonic() < deadline:
+            size = self.path.stat().st_size if self.path.exists() else 0
+            steady = steady + 1 if size == last else 0
+            last = size
+            time.sleep(0.2)
         self._process.send_signal(signal.SIGINT)
         try:
             _, error = self._process.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             self._process.kill()
             _, error = self._process.communicate()
-        found = re.search(rb"(\d+) packets? dropped by kernel", error or b"")
+        text = error or b""
+        found = re.search(rb"(\d+) packets? dropped by kernel", text)
         self.dropped = int(found.group(1)) if found else 0
 
     def capture(self) -> Capture:

@@ -171,7 +171,15 @@ class Channel:
         return self.frame_size - HEADER_SIZE - BLOB_HEADER.size
 
     def write_raw(self, data: bytes, *, data_frame: bool = False) -> None:
-        """Write bytes that should be one frame (counted as one, whatever they hold)."""
+        """Write bytes that should be one frame (counted as one, whatever they hold).
+
+        Nothing is written, nor counted, once the connection is closing (the peer hung up):
+        asyncio would discard the bytes, and the counts are those of the wire.
+        """
+        transport = self.writer.transport
+        if transport is None or transport.is_closing():
+            self.stats.drops[self.local].add("unsent")
+            return
         self.writer.write(data)
         counts = self.stats.sent[(self.local, self.peer)]
         counts.frames += 1
