@@ -178,7 +178,6 @@ class Channel:
         """
         transport = self.writer.transport
         if transport is None or transport.is_closing():
-            self.stats.drops[self.local].add("unsent")
             return
         self.writer.write(data)
         counts = self.stats.sent[(self.local, self.peer)]
