@@ -122,6 +122,11 @@ def scrambler_batch_sizes(num_sources: int, batch_size: int) -> dict[int, int]:
     return sizes
 
 
+def num_scramblers(num_sources: int, batch_size: int) -> int:
+    """⌈S/n⌉ scramblers: full batches of n and possibly one short one (one if n > S)."""
+    return sum(scrambler_batch_sizes(num_sources, batch_size).values())
+
+
 def account_cluster(
     cluster: Cluster,
     countermeasure: Countermeasure,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure, Scramblers
 from dpcomm.plan.model import ExecutionPlan, Flow, NodeGroup
-from dpcomm.plan.privacy import scrambler_batch_sizes
+from dpcomm.plan.privacy import num_scramblers
 
 
 def scrambler_group_name(flow: str) -> str:
@@ -53,7 +53,7 @@ def with_countermeasure_nodes(
             flows.append(flow)
             continue
         senders = plan.group(flow.sender).count
-        count = sum(scrambler_batch_sizes(senders, chosen.batch_size).values())
+        count = num_scramblers(senders, chosen.batch_size)
         group = scrambler_group_name(flow.name)
         groups.append(NodeGroup(group, "scrambler", count))
         flows.append(

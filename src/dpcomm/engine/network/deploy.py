@@ -44,7 +44,7 @@ from dpcomm.engine.runs import privacy_report
 from dpcomm.engine.simulator import simulate
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, NoCountermeasure, Scramblers
-from dpcomm.plan.privacy import account_plan
+from dpcomm.plan.privacy import account_plan, num_scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
 #: Sources per OS process (above this, the sources are split over two processes).
@@ -245,7 +245,7 @@ def round_spec(
                     batch_size=countermeasure.batch_size,
                     num_dummies=countermeasure.num_dummies,
                     capped=countermeasure.capped,
-                    num_scramblers=math.ceil(sources / min(countermeasure.batch_size, sources)),
+                    num_scramblers=num_scramblers(sources, countermeasure.batch_size),
                 )
             )
     schema = tuple(column_spec(c) for c in table.columns)

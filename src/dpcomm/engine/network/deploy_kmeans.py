@@ -9,7 +9,6 @@ iteration, what was measured on the wire and the privacy report for the batches 
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
 from dataclasses import dataclass, replace
@@ -37,7 +36,7 @@ from dpcomm.engine.network.runtime_spec import (
 from dpcomm.engine.runs import privacy_report, run_kmeans
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, Scramblers
-from dpcomm.plan.privacy import account_plan
+from dpcomm.plan.privacy import account_plan, num_scramblers
 from dpcomm.queries.kmeans import KMeansProgram, nearest_centroid, rand_index
 
 FloatArray = npt.NDArray[np.float64]
@@ -131,7 +130,7 @@ def kmeans_round_spec(
 ) -> RoundSpec:
     """The public parameters of a deployed K-means run: one scrambled flow per iteration."""
     sources = len(program.points)
-    scramblers = math.ceil(sources / min(countermeasure.batch_size, sources))
+    scramblers = num_scramblers(sources, countermeasure.batch_size)
     flows = tuple(
         FlowSpec(
             name=program.flow_name(i + 1),
