@@ -240,6 +240,49 @@ class NodeContext:
 # --------------------------------------------------------------------------- coordinator
 
 
+async def serve_registered_peer(
+    context: NodeContext,
+    channel: Channel,
+    peer: str,
+    *,
+    registry: dict[str, dict[str, Any]],
+    channels: dict[str, Channel],
+    expected: int,
+    registered: asyncio.Event,
+    result_done: asyncio.Event,
+    plan_for: Callable[[str], dict[str, Any]],
+    accept_commit: Callable[[str], bool],
+    after_commit: Callable[[str], None],
+) -> None:
+    """A coordinator's conversation with one node (Aggregate and K-means alike).
+
+    HELLO registers the node (a second connection under a registered name is dropped and
+    counted); once all ``expected`` nodes have registered it gets its PLAN; then each COMMIT
+    is answered COMMITTED or ABORTED as ``accept_commit`` decides, and the result node's DONE
+    sets ``result_done``.
+    """
+    hello = await channel.expect(Op.HELLO, timeout=context.remaining())
+    if peer in registry:
+        context.stats.drops[context.name].add("duplicate_node")
+        return
+    registry[peer] = _loads(hello.blob)
+    channels[peer] = channel
+    if len(registry) == expected:
+        registered.set()
+    await asyncio.wait_for(registered.wait(), context.remaining())
+    await channel.send_blob(Op.PLAN, _json(plan_for(peer)), timeout=context.remaining())
+    while True:
+        got = await channel.expect(Op.COMMIT, Op.DONE, timeout=context.remaining())
+        if got.op == Op.DONE:
+            if peer == RESULT:
+                result_done.set()
+            continue
+        accepted = accept_commit(peer)
+        reply = Op.COMMITTED if accepted else Op.ABORTED
+        await channel.send_blob(reply, timeout=context.remaining())
+        after_commit(peer)
+
+
 async def run_coordinator(context: NodeContext) -> dict[str, Any]:
     """Register the nodes, send the plans, decide the commits, finalize, close the round."""
     spec = context.spec
@@ -311,30 +354,28 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
     ) -> None:
         nonlocal finalized
         channel = context.channel(reader, writer, peer)
+
+        def accept(name: str) -> bool:
+            if name in batch_senders and not finalized and name not in lost:
+                committed.add(name)
+                return True
+            aborted.add(name)
+            return False
+
         try:
-            hello = await channel.expect(Op.HELLO, timeout=context.remaining())
-            if peer in registry:
-                context.stats.drops[context.name].add("duplicate_node")
-                return
-            registry[peer] = _loads(hello.blob)
-            channels[peer] = channel
-            if len(registry) == len(expected):
-                registered.set()
-            await asyncio.wait_for(registered.wait(), context.remaining())
-            await channel.send_blob(Op.PLAN, _json(plan_for(peer)), timeout=context.remaining())
-            while True:
-                got = await channel.expect(Op.COMMIT, Op.DONE, timeout=context.remaining())
-                if got.op == Op.DONE:
-                    if peer == RESULT:
-                        result_done.set()
-                    continue
-                if peer in batch_senders and not finalized and peer not in lost:
-                    committed.add(peer)
-                    await channel.send_blob(Op.COMMITTED, timeout=context.remaining())
-                else:
-                    aborted.add(peer)
-                    await channel.send_blob(Op.ABORTED, timeout=context.remaining())
-                check_decided()
+            await serve_registered_peer(
+                context,
+                channel,
+                peer,
+                registry=registry,
+                channels=channels,
+                expected=len(expected),
+                registered=registered,
+                result_done=result_done,
+                plan_for=plan_for,
+                accept_commit=accept,
+                after_commit=lambda _: check_decided(),
+            )
         except (ChannelClosedError, TimeoutError, DeploymentError):
             pass
         finally:

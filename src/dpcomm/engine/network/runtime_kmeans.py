@@ -50,6 +50,7 @@ from dpcomm.engine.network.runtime import (
     forward_batch,
     receive_source_frames,
     send_partial,
+    serve_registered_peer,
 )
 from dpcomm.engine.network.runtime_spec import (
     COORDINATOR,
@@ -192,31 +193,32 @@ async def run_kmeans_coordinator(context: NodeContext) -> dict[str, Any]:
         channel = context.channel(reader, writer, peer)
         role, numbers = parse_name(peer)
         flow = numbers[0] if role == "scrambler" else -1
+
+        def accept(name: str) -> bool:
+            if flow >= 0 and flow not in finalized and name not in lost:
+                committed.add(name)
+                return True
+            aborted.add(name)
+            return False
+
+        def after(_: str) -> None:
+            if flow >= 0:
+                check_decided(flow)
+
         try:
-            hello = await channel.expect(Op.HELLO, timeout=context.remaining())
-            if peer in registry:
-                context.stats.drops[context.name].add("duplicate_node")
-                return
-            registry[peer] = _loads(hello.blob)
-            channels[peer] = channel
-            if len(registry) == len(expected):
-                registered.set()
-            await asyncio.wait_for(registered.wait(), context.remaining())
-            await channel.send_blob(Op.PLAN, _json(plan_for(peer)), timeout=context.remaining())
-            while True:
-                got = await channel.expect(Op.COMMIT, Op.DONE, timeout=context.remaining())
-                if got.op == Op.DONE:
-                    if peer == RESULT:
-                        result_done.set()
-                    continue
-                if flow >= 0 and flow not in finalized and peer not in lost:
-                    committed.add(peer)
-                    await channel.send_blob(Op.COMMITTED, timeout=context.remaining())
-                else:
-                    aborted.add(peer)
-                    await channel.send_blob(Op.ABORTED, timeout=context.remaining())
-                if flow >= 0:
-                    check_decided(flow)
+            await serve_registered_peer(
+                context,
+                channel,
+                peer,
+                registry=registry,
+                channels=channels,
+                expected=len(expected),
+                registered=registered,
+                result_done=result_done,
+                plan_for=plan_for,
+                accept_commit=accept,
+                after_commit=after,
+            )
         except (ChannelClosedError, TimeoutError, DeploymentError):
             pass
         finally:
