@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from dpcomm.errors import InvalidParameterError
 
 
@@ -63,3 +65,10 @@ def check_epsilon(name: str, value: object) -> float:
     if as_float < 0.0:
         raise InvalidParameterError(name, allowed, value)
     return as_float
+
+
+def make_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
+    """A numpy Generator from a Generator, a seed, or None (fresh entropy)."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return np.random.default_rng(rng)

@@ -15,18 +15,12 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import binom
 
+from dpcomm.accounting._validation import make_rng
 from dpcomm.accounting.mechanisms import ScramblerMechanism
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 _NEGLIGIBLE_WEIGHT = 1e-30
-
-
-def make_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
-    """A numpy Generator from a Generator, a seed, or None (fresh entropy)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    return np.random.default_rng(rng)
 
 
 class MonteCarloLemma2:

@@ -121,6 +121,10 @@ class Table:
         """The table restricted to ``rows`` (a boolean mask or integer indices)."""
         return Table(self.name, tuple(c.take(rows) for c in self.columns))
 
+    def select(self, names: Sequence[str]) -> Table:
+        """The columns called ``names`` (case-insensitive), in that order."""
+        return Table(self.name, tuple(self.column(n) for n in names))
+
     def renamed(self, name: str) -> Table:
         """The same columns under another table name."""
         return Table(name, self.columns)

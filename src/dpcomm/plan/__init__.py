@@ -1,22 +1,89 @@
-"""Layer 2: the execution model of Section 2 and plan-level privacy (Theorem 2)."""
+"""Layer 2: the execution model of Section 2, countermeasures, costs and plan-level privacy (Theorem 2).
 
-from dpcomm.plan.countermeasures import (
-    Countermeasure,
-    LocalFlooding,
-    NoCountermeasure,
-    Scramblers,
-    make_countermeasure,
+Names are imported on first use (plan-level privacy needs the accountant, the rest does not).
+"""
+
+from typing import TYPE_CHECKING
+
+from dpcomm._lazy import attach
+
+if TYPE_CHECKING:
+    from dpcomm.plan.countermeasures import (
+        Countermeasure,
+        LocalFlooding,
+        NoCountermeasure,
+        Scramblers,
+        make_countermeasure,
+    )
+    from dpcomm.plan.model import (
+        Cluster,
+        ExecutionPlan,
+        Flow,
+        LogicalGroup,
+        NodeGroup,
+    )
+    from dpcomm.plan.costs import (
+        balanced_batch_sizes,
+        batch_size_counts,
+        delivery_probability,
+        num_scramblers,
+        sources_needed,
+    )
+    from dpcomm.plan.transform import (
+        RoutedFlow,
+        TransformedPlan,
+        resolve_countermeasures,
+        transform,
+        with_countermeasure_nodes,
+    )
+    from dpcomm.plan.privacy import (
+        ClusterGuarantee,
+        MechanismPart,
+        PlanGuarantee,
+        account_cluster,
+        account_plan,
+    )
+
+__getattr__, __dir__ = attach(
+    __name__,
+    {
+        "dpcomm.plan.countermeasures": (
+            "Countermeasure",
+            "LocalFlooding",
+            "NoCountermeasure",
+            "Scramblers",
+            "make_countermeasure",
+        ),
+        "dpcomm.plan.model": (
+            "Cluster",
+            "ExecutionPlan",
+            "Flow",
+            "LogicalGroup",
+            "NodeGroup",
+        ),
+        "dpcomm.plan.costs": (
+            "balanced_batch_sizes",
+            "batch_size_counts",
+            "delivery_probability",
+            "num_scramblers",
+            "sources_needed",
+        ),
+        "dpcomm.plan.transform": (
+            "RoutedFlow",
+            "TransformedPlan",
+            "resolve_countermeasures",
+            "transform",
+            "with_countermeasure_nodes",
+        ),
+        "dpcomm.plan.privacy": (
+            "ClusterGuarantee",
+            "MechanismPart",
+            "PlanGuarantee",
+            "account_cluster",
+            "account_plan",
+        ),
+    },
 )
-from dpcomm.plan.model import Cluster, ExecutionPlan, Flow, LogicalGroup, NodeGroup
-from dpcomm.plan.privacy import (
-    ClusterGuarantee,
-    MechanismPart,
-    PlanGuarantee,
-    account_cluster,
-    account_plan,
-    scrambler_batch_sizes,
-)
-from dpcomm.plan.transform import with_countermeasure_nodes
 
 __all__ = [
     "Cluster",
@@ -30,10 +97,18 @@ __all__ = [
     "NoCountermeasure",
     "NodeGroup",
     "PlanGuarantee",
+    "RoutedFlow",
     "Scramblers",
+    "TransformedPlan",
     "account_cluster",
     "account_plan",
+    "balanced_batch_sizes",
+    "batch_size_counts",
+    "delivery_probability",
     "make_countermeasure",
-    "scrambler_batch_sizes",
+    "num_scramblers",
+    "resolve_countermeasures",
+    "sources_needed",
+    "transform",
     "with_countermeasure_nodes",
 ]

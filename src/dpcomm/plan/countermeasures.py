@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from dpcomm.accounting._validation import check_int, check_probability
@@ -132,24 +131,3 @@ def make_countermeasure(
             capped=capped,
         )
     raise InvalidParameterError("mechanism", "one of none, local, scrambler", mechanism)
-
-
-def delivery_probability(*, sampling_rate: float, num_targets: int) -> float:
-    """P = 1 − σ + σ/T: the probability that a real tuple reaches its true target under R_σ.
-
-    With probability σ the target is redrawn uniformly from all T targets, its own included
-    (Section 3.1 and its footnote); a single target always gets it.
-    """
-    if num_targets <= 1:
-        return 1.0
-    return 1.0 - sampling_rate + sampling_rate / num_targets
-
-
-def sources_needed(*, tuples: int, sampling_rate: float, num_targets: int) -> int:
-    """S_t = ⌈S/p⌉ sources deliver S tuples in expectation (Sections 3.3 and 4.4).
-
-    The paper writes S_t = S/(1 − σ); a tuple whose redrawn target is its own also gets
-    through, so ⌈S/(1 − σ + σ/T)⌉ suffices (the −1e-9 absorbs rounding of exact quotients).
-    """
-    keep = delivery_probability(sampling_rate=sampling_rate, num_targets=num_targets)
-    return math.ceil(tuples / keep - 1e-9)

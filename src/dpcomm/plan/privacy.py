@@ -5,8 +5,8 @@
 * Local sampling + flooding: the accountant's guarantee for R_σ^d (Theorem 1 or exact).
 * Scramblers: each scrambler with its n sources is accounted as A_σ^{n,d}; scramblers of one
   cluster see disjoint sources, so the cluster's guarantee is the worst one (parallel
-  composition). When n does not divide the number of sources the short scrambler is accounted
-  with its own batch size.
+  composition). Sources are cut into balanced batches (:func:`dpcomm.plan.costs.balanced_batch_sizes`)
+  and every batch size is accounted on its own.
 * Plan: for each data item, the sum over the clusters on its data path; the worst item
   (Theorem 2).
 """
@@ -28,6 +28,7 @@ from dpcomm.accounting import (
 )
 from dpcomm.accounting._validation import check_delta
 from dpcomm.errors import InvalidParameterError
+from dpcomm.plan.costs import batch_size_counts
 from dpcomm.plan.countermeasures import (
     Countermeasure,
     LocalFlooding,
@@ -35,6 +36,7 @@ from dpcomm.plan.countermeasures import (
     Scramblers,
 )
 from dpcomm.plan.model import Cluster, ExecutionPlan
+from dpcomm.plan.transform import resolve_countermeasures
 
 STATE_CAVEAT = (
     "clusters {names}: routing also depends on state computed from other sources' data "
@@ -107,26 +109,6 @@ def _account_cached(
     return report.guarantee, report.lower_bound
 
 
-def scrambler_batch_sizes(num_sources: int, batch_size: int) -> dict[int, int]:
-    """Batch size -> number of scramblers, for ``num_sources`` cut into batches of n.
-
-    The last scrambler is short when n does not divide the number of sources; a single
-    scrambler takes every source when n exceeds it.
-    """
-    full, rest = divmod(num_sources, batch_size)
-    sizes: dict[int, int] = {}
-    if full:
-        sizes[batch_size] = full
-    if rest:
-        sizes[rest] = sizes.get(rest, 0) + 1
-    return sizes
-
-
-def num_scramblers(num_sources: int, batch_size: int) -> int:
-    """⌈S/n⌉ scramblers: full batches of n and possibly one short one (one if n > S)."""
-    return sum(scrambler_batch_sizes(num_sources, batch_size).values())
-
-
 def account_cluster(
     cluster: Cluster,
     countermeasure: Countermeasure,
@@ -169,7 +151,13 @@ def account_cluster(
     else:
         assert isinstance(countermeasure, Scramblers)
         if batch_sizes is None:
-            sizes = scrambler_batch_sizes(cluster.num_senders, countermeasure.batch_size)
+            # Every member flow has its own scramblers, cut into balanced batches.
+            sizes = {}
+            for member in cluster.members:
+                for size, count in batch_size_counts(
+                    member.group.count, countermeasure.batch_size
+                ).items():
+                    sizes[size] = sizes.get(size, 0) + count
         else:
             sizes = {size: count for size, count in batch_sizes.items() if size > 0 and count > 0}
             if not sizes:
@@ -215,30 +203,10 @@ def account_plan(
             (see :func:`account_cluster`); clusters not named use the planned batches.
     """
     delta = check_delta("delta", delta)
-    cluster_names = {c.name for c in plan.clusters} | {f.name for f in plan.flows}
-    if isinstance(countermeasures, Mapping):
-        unknown = sorted(set(countermeasures) - cluster_names)
-        if unknown:
-            raise InvalidParameterError(
-                "countermeasures",
-                f"cluster names among {', '.join(sorted(cluster_names))}",
-                unknown,
-            )
+    requested = resolve_countermeasures(plan, countermeasures)
     results: dict[str, ClusterGuarantee] = {}
     for cluster in plan.clusters:
-        if isinstance(countermeasures, Mapping):
-            chosen = countermeasures.get(cluster.name)
-            if chosen is None:
-                chosen = next(
-                    (
-                        countermeasures[m.flow.name]
-                        for m in cluster.members
-                        if m.flow.name in countermeasures
-                    ),
-                    NoCountermeasure(),
-                )
-        else:
-            chosen = countermeasures if cluster.data_dependent else NoCountermeasure()
+        chosen = requested[cluster.name]
         actual = None
         if batch_sizes is not None:
             actual = batch_sizes.get(cluster.name)

@@ -17,10 +17,12 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.accounting._validation import check_int
-from dpcomm.accounting.montecarlo import make_rng
+from dpcomm.accounting._validation import make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.protocol._arrays import IntArray, as_index_array, read_only
+from dpcomm.plan.costs import balanced_batch_sizes
 from dpcomm.protocol.observation import EdgeCounts
+from dpcomm.protocol.randomness import permutation_from, uniform_integers
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,9 +30,10 @@ class ScramblerAssignment:
     """A data-independent assignment of S sources to scramblers (Section 4.1).
 
     Attributes:
-        batch_size: n, the nominal number of sources per scrambler.
+        batch_size: n, the largest number of sources per scrambler allowed.
         scrambler_of_source: int64 scrambler index of each source.
-        batch_sizes: int64 number of sources of each scrambler (n, except possibly the last).
+        batch_sizes: int64 number of sources of each scrambler (balanced: they differ by at
+            most one).
         source_order: int64 sources grouped by scrambler: scrambler k holds
             ``source_order[offsets[k]:offsets[k + 1]]``.
     """
@@ -94,38 +97,53 @@ class ScramblerAssignment:
         )
 
 
+def assignment_from_uniforms(
+    num_sources: int, *, batch_size: int, uniforms: npt.ArrayLike
+) -> ScramblerAssignment:
+    """Assign S sources to ⌈S/n⌉ scramblers with balanced batches, independently of the data.
+
+    The sources sorted by their uniforms form a uniformly random permutation, cut into the
+    consecutive batches of :func:`dpcomm.plan.costs.balanced_batch_sizes` (sizes differ by at
+    most one, the largest is at most n). Section 4.1 only asks that the assignment does not
+    depend on the data.
+
+    Args:
+        num_sources: S (>= 1).
+        batch_size: n (>= 1), the largest number of sources per scrambler.
+        uniforms: S independent uniforms in [0, 1).
+    """
+    count = check_int("num_sources", num_sources, minimum=1)
+    size = check_int("batch_size", batch_size, minimum=1)
+    keys = np.asarray(uniforms, dtype=np.float64).reshape(-1)
+    if keys.shape[0] != count:
+        raise InvalidParameterError("uniforms", f"{count} uniforms (one per source)", keys.shape)
+    order = permutation_from(keys)
+    sizes = np.array(balanced_batch_sizes(count, size), dtype=np.int64)
+    mapping = np.empty(count, dtype=np.int64)
+    mapping[order] = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    for array in (order, mapping, sizes):
+        read_only(array)
+    return ScramblerAssignment(
+        batch_size=size, scrambler_of_source=mapping, batch_sizes=sizes, source_order=order
+    )
+
+
 def assign_scramblers(
     num_sources: int,
     *,
     batch_size: int,
     rng: np.random.Generator | int | None = None,
 ) -> ScramblerAssignment:
-    """Assign S sources to ⌈S/n⌉ scramblers, independently of the data (Section 4.1).
-
-    A uniformly random permutation of the sources is cut into consecutive batches of n. The
-    paper assumes n divides S; otherwise the last scrambler is short and its size is recorded
-    in ``batch_sizes`` (the cap of S̄_d then uses that size). If n > S there is a single
-    scrambler holding all S sources; n is never changed in any other way.
+    """:func:`assignment_from_uniforms` with S uniforms drawn from ``rng``.
 
     Args:
         num_sources: S (>= 1).
-        batch_size: n (>= 1), the number of sources per scrambler.
+        batch_size: n (>= 1), the largest number of sources per scrambler.
         rng: a numpy Generator, a seed, or None.
     """
     count = check_int("num_sources", num_sources, minimum=1)
-    size = check_int("batch_size", batch_size, minimum=1)
-    generator = make_rng(rng)
-    order = generator.permutation(count).astype(np.int64)
-    mapping = np.empty(count, dtype=np.int64)
-    mapping[order] = np.arange(count, dtype=np.int64) // size
-    full, rest = divmod(count, size)
-    sizes = np.full(full + (1 if rest else 0), size, dtype=np.int64)
-    if rest:
-        sizes[-1] = rest
-    for array in (order, mapping, sizes):
-        read_only(array)
-    return ScramblerAssignment(
-        batch_size=size, scrambler_of_source=mapping, batch_sizes=sizes, source_order=order
+    return assignment_from_uniforms(
+        count, batch_size=batch_size, uniforms=make_rng(rng).random(count)
     )
 
 
@@ -178,20 +196,24 @@ class ScrambleResult:
         sources = np.concatenate([members, np.full(int(dummies.sum()), -1, dtype=np.int64)]).astype(
             np.int64
         )
-        permutation = make_rng(rng).permutation(targets.shape[0])
+        permutation = permutation_from(make_rng(rng).random(targets.shape[0]))
         return targets[permutation], sources[permutation]
 
 
-def scramble(
+def scramble_with(
     sent_targets: npt.ArrayLike,
     assignment: ScramblerAssignment,
     *,
     num_targets: int,
     num_dummies: int,
     capped: bool = False,
-    rng: np.random.Generator | int | None = None,
+    uniforms: npt.ArrayLike,
 ) -> ScrambleResult:
-    """Run Algorithm 1 (S_d, or S̄_d when ``capped``) at every scrambler at once (Section 4.1).
+    """Algorithm 1 (S_d, or S̄_d when ``capped``) at every scrambler at once, from uniforms.
+
+    Dummy j of scrambler k is drawn from ``uniforms[k, j]``: uniformly among the T targets
+    (S_d), or uniformly among the targets that hold fewer than n_k messages so far (S̄_d, n_k
+    the scrambler's batch size), one dummy after the other.
 
     Args:
         sent_targets: target t' of each source's message after R_σ (1-D, one per source of
@@ -200,9 +222,8 @@ def scramble(
         num_targets: T (>= 1).
         num_dummies: d (>= 0) dummies added by each scrambler; when capped, at most (T − 1)·n
             for the smallest scrambler's n so that the cap can always be met.
-        capped: False for S_d (dummies uniform with replacement), True for S̄_d (each dummy
-            uniform among the targets holding fewer than n messages, n the scrambler's size).
-        rng: a numpy Generator, a seed, or None.
+        capped: False for S_d, True for S̄_d.
+        uniforms: (num_scramblers, d) independent uniforms in [0, 1).
     """
     size = check_int("num_targets", num_targets, minimum=1)
     dummies = check_int("num_dummies", num_dummies, minimum=0)
@@ -220,27 +241,18 @@ def scramble(
             f"{sent.shape[0]} targets",
         )
     sent = sent.copy()
-    generator = make_rng(rng)
     scramblers = assignment.num_scramblers
+    draws = np.asarray(uniforms, dtype=np.float64)
+    if draws.shape != (scramblers, dummies):
+        raise InvalidParameterError(
+            "uniforms", f"an array of shape ({scramblers}, {dummies})", draws.shape
+        )
     batch_sizes = assignment.batch_sizes
-    if capped:
-        smallest = int(batch_sizes.min())
-        limit = (size - 1) * smallest
-        if dummies > limit:
-            raise InvalidParameterError(
-                "num_dummies",
-                f"an integer in [0, {limit}] ((T − 1)·n with n = {smallest}, the smallest "
-                "scrambler) for the capped scrambler",
-                dummies,
-            )
     keys = assignment.scrambler_of_source * size + sent
     received = np.bincount(keys, minlength=scramblers * size).reshape(scramblers, size)
-    if capped:
-        dummy_counts = _capped_dummies(received, batch_sizes, dummies, generator)
-    else:
-        uniform = np.full(size, 1.0 / size)
-        dummy_counts = generator.multinomial(dummies, uniform, size=scramblers)
-    dummy_counts = np.asarray(dummy_counts, dtype=np.int64)
+    dummy_counts = scrambler_dummy_counts(
+        received, batch_sizes, num_dummies=dummies, capped=capped, uniforms=draws
+    )
     counts = (received + dummy_counts).astype(np.int64)
     for array in (counts, dummy_counts, sent):
         read_only(array)
@@ -249,23 +261,110 @@ def scramble(
     )
 
 
+def scramble(
+    sent_targets: npt.ArrayLike,
+    assignment: ScramblerAssignment,
+    *,
+    num_targets: int,
+    num_dummies: int,
+    capped: bool = False,
+    rng: np.random.Generator | int | None = None,
+) -> ScrambleResult:
+    """Run Algorithm 1 (S_d, or S̄_d when ``capped``) at every scrambler at once (Section 4.1).
+
+    :func:`scramble_with` with d uniforms per scrambler drawn from ``rng``.
+
+    Args:
+        sent_targets: target t' of each source's message after R_σ (1-D, one per source of
+            ``assignment``, integers in [0, T)).
+        assignment: the data-independent assignment of sources to scramblers.
+        num_targets: T (>= 1).
+        num_dummies: d (>= 0) dummies added by each scrambler; when capped, at most (T − 1)·n
+            for the smallest scrambler's n so that the cap can always be met.
+        capped: False for S_d (dummies uniform with replacement), True for S̄_d (each dummy
+            uniform among the targets holding fewer than n messages, n the scrambler's size).
+        rng: a numpy Generator, a seed, or None.
+    """
+    dummies = check_int("num_dummies", num_dummies, minimum=0)
+    if not isinstance(assignment, ScramblerAssignment):
+        raise InvalidParameterError(
+            "assignment", "a ScramblerAssignment", type(assignment).__name__
+        )
+    uniforms = make_rng(rng).random((assignment.num_scramblers, dummies))
+    return scramble_with(
+        sent_targets,
+        assignment,
+        num_targets=num_targets,
+        num_dummies=dummies,
+        capped=capped,
+        uniforms=uniforms,
+    )
+
+
+def scrambler_dummy_counts(
+    received: npt.ArrayLike,
+    batch_sizes: npt.ArrayLike,
+    *,
+    num_dummies: int,
+    capped: bool,
+    uniforms: npt.ArrayLike,
+) -> IntArray:
+    """The dummies each scrambler adds to each target (Algorithm 1), from uniforms.
+
+    Args:
+        received: (K, T) messages each scrambler received for each target.
+        batch_sizes: (K,) the batch size n_k of each scrambler (the cap of S̄_d).
+        num_dummies: d.
+        capped: S̄_d (True) or S_d (False).
+        uniforms: (K, d) uniforms; dummy j of scrambler k is drawn from ``uniforms[k, j]``.
+
+    Returns:
+        int64 (K, T) dummy counts.
+    """
+    current = np.asarray(received, dtype=np.int64)
+    scramblers, size = current.shape
+    draws = np.asarray(uniforms, dtype=np.float64)
+    dummy_counts = np.zeros((scramblers, size), dtype=np.int64)
+    if num_dummies == 0 or scramblers == 0:
+        return dummy_counts
+    if capped:
+        caps = np.asarray(batch_sizes, dtype=np.int64).reshape(-1)
+        if caps.shape[0] != scramblers:
+            raise InvalidParameterError("batch_sizes", f"{scramblers} batch sizes", caps.shape)
+        limit = (size - 1) * int(caps.min())
+        if num_dummies > limit:
+            raise InvalidParameterError(
+                "num_dummies",
+                f"an integer in [0, {limit}] ((T − 1)·n with n = {int(caps.min())}, the "
+                "smallest scrambler) for the capped scrambler",
+                num_dummies,
+            )
+        return _capped_dummies(current, caps, num_dummies, draws)
+    rows = np.repeat(np.arange(scramblers, dtype=np.int64), num_dummies)
+    targets = uniform_integers(draws.reshape(-1), size)
+    dummy_counts += np.bincount(rows * size + targets, minlength=scramblers * size).reshape(
+        scramblers, size
+    )
+    return dummy_counts
+
+
 def _capped_dummies(
-    received: npt.NDArray[np.integer],
+    received: IntArray,
     batch_sizes: IntArray,
     num_dummies: int,
-    generator: np.random.Generator,
+    uniforms: npt.NDArray[np.float64],
 ) -> IntArray:
     """The dummies of S̄_d: one step at a time, each uniform among targets below the cap n."""
     scramblers, size = received.shape
-    current = received.astype(np.int64)
+    current = received.copy()
     dummy_counts = np.zeros((scramblers, size), dtype=np.int64)
     caps = batch_sizes[:, None]
     rows = np.arange(scramblers)
-    for _ in range(num_dummies):
+    for step in range(num_dummies):
         open_targets = current < caps
         ranks = np.cumsum(open_targets, axis=1)
         # A uniform rank among the open targets; the open target holding that rank is drawn.
-        draw = generator.integers(0, ranks[:, -1], dtype=np.int64)
+        draw = uniform_integers(uniforms[:, step], ranks[:, -1])
         chosen = np.argmax(ranks > draw[:, None], axis=1)
         current[rows, chosen] += 1
         dummy_counts[rows, chosen] += 1

@@ -20,12 +20,13 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.accounting._validation import check_int, check_probability
-from dpcomm.accounting.montecarlo import make_rng
+from dpcomm.accounting._validation import make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.protocol._arrays import BoolArray, IntArray, as_index_array, read_only
 from dpcomm.protocol.observation import EdgeCounts, edge_counts
+from dpcomm.protocol.randomness import uniform_integers
 
-#: Number of random keys drawn at once by :func:`flood_targets` (8 bytes each, so about 8 MB
+#: Number of uniforms drawn at once by :func:`flood_targets` (8 bytes each, so about 8 MB
 #: of keys plus a few such temporaries): memory stays O(chunk + S·d), not O(S·T).
 FLOOD_CHUNK_ELEMENTS = 1 << 20
 
@@ -46,6 +47,44 @@ class RandomizedTargets:
         return int(self.sent.shape[0])
 
 
+def sample_targets(
+    true_targets: npt.ArrayLike,
+    *,
+    num_targets: int,
+    sampling_rate: float,
+    uniforms: npt.ArrayLike,
+) -> RandomizedTargets:
+    """The sampling step R_σ of Section 3.1 for every source at once, from given uniforms.
+
+    Source i redraws its target iff ``uniforms[i, 0] < σ``, and then takes target
+    ⌊uniforms[i, 1] · T⌋: with probability σ the target is uniform over all T targets.
+
+    Args:
+        true_targets: the true target t in [0, T) of each source (1-D integers).
+        num_targets: T (>= 1; with T = 1 every message goes to target 0 and is real).
+        sampling_rate: σ in [0, 1].
+        uniforms: (S, 2) independent uniforms in [0, 1), one row per source.
+
+    Returns:
+        The sent targets and which of them carry the real tuple.
+    """
+    size = check_int("num_targets", num_targets, minimum=1)
+    sigma = check_probability("sampling_rate", sampling_rate)
+    truth = as_index_array("true_targets", true_targets, upper=size)
+    draws = np.asarray(uniforms, dtype=np.float64)
+    if draws.shape != (truth.shape[0], 2):
+        raise InvalidParameterError(
+            "uniforms", f"an array of shape ({truth.shape[0]}, 2)", draws.shape
+        )
+    redraw = draws[:, 0] < sigma
+    drawn = uniform_integers(draws[:, 1], size)
+    sent = np.where(redraw, drawn, truth).astype(np.int64, copy=False)
+    is_real = sent == truth
+    read_only(sent)
+    read_only(is_real)
+    return RandomizedTargets(sent=sent, is_real=is_real)
+
+
 def randomize_targets(
     true_targets: npt.ArrayLike,
     *,
@@ -55,28 +94,65 @@ def randomize_targets(
 ) -> RandomizedTargets:
     """Apply the sampling step R_σ of Section 3.1 to every source at once.
 
+    :func:`sample_targets` with two uniforms per source drawn from ``rng``.
+
     Args:
         true_targets: the true target t in [0, T) of each source (1-D integers).
         num_targets: T (>= 1; with T = 1 every message goes to target 0 and is real).
         sampling_rate: σ in [0, 1], the probability of redrawing the target uniformly from all
             T targets (the true one included).
         rng: a numpy Generator, a seed, or None.
+    """
+    count = np.asarray(true_targets).reshape(-1).shape[0]
+    uniforms = make_rng(rng).random((count, 2))
+    return sample_targets(
+        true_targets, num_targets=num_targets, sampling_rate=sampling_rate, uniforms=uniforms
+    )
+
+
+def flood_from_uniforms(
+    first_targets: npt.ArrayLike,
+    *,
+    num_targets: int,
+    num_dummies: int,
+    uniforms: npt.ArrayLike,
+) -> IntArray:
+    """Targets of the d flooding dummies of R_σ^d (Section 3.1), from given uniforms.
+
+    Each source ranks the T − 1 targets other than its first message's by the T − 1 uniforms of
+    its row: the d smallest keys give d distinct targets drawn uniformly without replacement,
+    in uniformly random order (the order of their keys).
+
+    Args:
+        first_targets: target t' of each source's first message (1-D integers in [0, T)).
+        num_targets: T (>= 1).
+        num_dummies: d in [0, T − 1]; d = T − 1 floods every other target (a broadcast).
+        uniforms: (S, T − 1) independent uniforms in [0, 1).
 
     Returns:
-        The sent targets and which of them carry the real tuple.
+        An int64 array of shape (S, d).
     """
     size = check_int("num_targets", num_targets, minimum=1)
-    sigma = check_probability("sampling_rate", sampling_rate)
-    truth = as_index_array("true_targets", true_targets, upper=size)
-    generator = make_rng(rng)
-    count = truth.shape[0]
-    redraw = generator.random(count) < sigma
-    drawn = generator.integers(0, size, size=count, dtype=np.int64)
-    sent = np.where(redraw, drawn, truth).astype(np.int64, copy=False)
-    is_real = sent == truth
-    read_only(sent)
-    read_only(is_real)
-    return RandomizedTargets(sent=sent, is_real=is_real)
+    dummies = check_int("num_dummies", num_dummies, minimum=0, maximum=size - 1)
+    first = as_index_array("first_targets", first_targets, upper=size)
+    count = first.shape[0]
+    others = size - 1
+    keys = np.asarray(uniforms, dtype=np.float64)
+    if keys.shape != (count, others):
+        raise InvalidParameterError("uniforms", f"an array of shape ({count}, {others})", keys.shape)
+    if dummies == 0 or count == 0:
+        return np.empty((count, dummies), dtype=np.int64)
+    if dummies < others:
+        # The d smallest of T − 1 i.i.d. keys index a uniform d-subset of the others.
+        chosen = np.argpartition(keys, dummies - 1, axis=1)[:, :dummies]
+    else:
+        chosen = np.broadcast_to(np.arange(others), keys.shape)
+    # Sorting the chosen keys makes the order of the d dummies uniformly random too.
+    order = np.argsort(np.take_along_axis(keys, chosen, axis=1), axis=1, kind="stable")
+    positions = np.take_along_axis(chosen, order, axis=1)
+    # Position p in [0, T − 2] among the others is target p, shifted past the first target.
+    result: IntArray = (positions + (positions >= first[:, None])).astype(np.int64)
+    return result
 
 
 def flood_targets(
@@ -88,10 +164,8 @@ def flood_targets(
 ) -> IntArray:
     """Targets of the d flooding dummies of R_σ^d (Section 3.1), for every source at once.
 
-    Each source gets d distinct targets drawn uniformly without replacement among the T − 1
-    targets other than its first message's target, in uniformly random order. Sources are
-    processed in chunks of :data:`FLOOD_CHUNK_ELEMENTS` random keys, so that memory stays
-    bounded for millions of sources.
+    :func:`flood_from_uniforms` with T − 1 uniforms per source drawn from ``rng``, in chunks
+    of :data:`FLOOD_CHUNK_ELEMENTS` uniforms so that memory stays O(chunk + S·d), not O(S·T).
 
     Args:
         first_targets: target t' of each source's first message (1-D integers in [0, T)).
@@ -110,22 +184,15 @@ def flood_targets(
     result = np.empty((count, dummies), dtype=np.int64)
     if dummies == 0 or count == 0:
         return result
-    others = size - 1
-    chunk = max(1, FLOOD_CHUNK_ELEMENTS // others)
+    chunk = max(1, FLOOD_CHUNK_ELEMENTS // (size - 1))
     for start in range(0, count, chunk):
         stop = min(count, start + chunk)
-        keys = generator.random((stop - start, others))
-        if dummies < others:
-            # The d smallest of T − 1 i.i.d. keys index a uniform d-subset of the others.
-            chosen = np.argpartition(keys, dummies - 1, axis=1)[:, :dummies]
-        else:
-            chosen = np.broadcast_to(np.arange(others), keys.shape)
-        # Sorting the chosen keys makes the order of the d dummies uniformly random too.
-        order = np.argsort(np.take_along_axis(keys, chosen, axis=1), axis=1)
-        positions = np.take_along_axis(chosen, order, axis=1)
-        # Position p in [0, T − 2] among the others is target p, shifted past the first target.
-        block = first[start:stop, None]
-        result[start:stop] = positions + (positions >= block)
+        result[start:stop] = flood_from_uniforms(
+            first[start:stop],
+            num_targets=size,
+            num_dummies=dummies,
+            uniforms=generator.random((stop - start, size - 1)),
+        )
     return result
 
 

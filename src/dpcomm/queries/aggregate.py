@@ -8,12 +8,15 @@ per grouping set, so a source is split into G logical simple nodes. The compute 
 aggregate the real tuples they receive and send their part of the result to the result node.
 An empty grouping set (the grand total of ROLLUP/CUBE) has a single compute node: its
 communication does not depend on the data.
+
+:class:`AggregateProgram` supplies the hooks of :class:`dpcomm.protocol.roles.ProgramHooks`:
+every engine runs it through the same role steps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -22,12 +25,20 @@ import numpy as np
 from dpcomm.accounting._validation import check_int
 from dpcomm.data.table import Table
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.model import ExecutionPlan, Flow, NodeGroup
-from dpcomm.queries.groupby import evaluate, group_ids, partition_keys
-from dpcomm.queries.program import BoolArray, IntArray
-from dpcomm.queries.sql import BoundAggregate, bind_sql
+from dpcomm.plan.builders import aggregate_plan
+from dpcomm.plan.model import ExecutionPlan
+from dpcomm.queries.codec import ColumnSpec, CodecError, TableCodec, dumps, loads
+from dpcomm.queries.groupby import (
+    evaluate,
+    group_ids,
+    grouping_set_groups,
+    key_order,
+    partition_keys,
+)
+from dpcomm.queries.program import IntArray, Row
+from dpcomm.queries.sql import BoundAggregate
 
-#: Bytes of one value in a message (every value travels as 8 bytes).
+#: Bytes of one value in a message, for the plan's message sizes (every value travels as 8).
 VALUE_BYTES = 8
 #: Default number C of compute nodes per grouping set (Table 1 of the paper).
 DEFAULT_COMPUTE_NODES = 20
@@ -39,39 +50,105 @@ def grouping_set_label(columns: tuple[str, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class AggregateState:
-    """Which tuples reached their compute node, per grouping set flow (None before the run)."""
+class AggregateOutput:
+    """What one compute node sends to the result node: its groups' keys and result rows.
 
-    delivered: tuple[tuple[str, BoolArray], ...] = ()
+    Attributes:
+        keys: each row's grouping key (the values of the grouping set's columns).
+        rows: the result rows of the compute node's groups, in key order.
+    """
+
+    keys: tuple[tuple[object, ...], ...]
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class AggregateState:
+    """The compute nodes' outputs merged so far, by (flow, compute node)."""
+
+    outputs: tuple[tuple[tuple[str, int], AggregateOutput], ...] = ()
+
+    def as_dict(self) -> dict[tuple[str, int], AggregateOutput]:
+        """The outputs by (flow, compute node)."""
+        return dict(self.outputs)
 
 
 @dataclass(frozen=True, eq=False)
 class AggregateProgram:
-    """An Aggregate query bound to a table, compiled to a plan.
+    """An Aggregate query compiled to a plan, with the sources' rows (or none on a node).
 
     Attributes:
         query: the bound query.
-        table: the sources' rows (one per source node).
+        table: the sources' rows, one per source node; None where a node holds no data.
         num_compute_nodes: C, compute nodes per non-empty grouping set.
+        columns: how each column of the query travels (from the table's schema).
+        num_sources: S (the table's rows when the table is given).
     """
 
     query: BoundAggregate
-    table: Table
+    table: Table | None
     num_compute_nodes: int = DEFAULT_COMPUTE_NODES
+    columns: tuple[ColumnSpec, ...] = ()
+    num_sources: int = 0
+    _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         check_int("compute_nodes", self.num_compute_nodes, minimum=1)
-        if self.table.num_rows == 0:
-            raise InvalidParameterError("data", "a table with at least one row", "an empty table")
-        self.query.check_table(self.table)
+        if self.table is not None:
+            if self.table.num_rows == 0:
+                raise InvalidParameterError(
+                    "data", "a table with at least one row", "an empty table"
+                )
+            self.query.check_table(self.table)
+            object.__setattr__(self, "num_sources", self.table.num_rows)
+            if not self.columns:
+                needed = {c.lower() for c in self.query.grouping_columns} | {
+                    o.column.lower() for o in self.query.outputs if o.column
+                }
+                specs = tuple(
+                    ColumnSpec.of(c) for c in self.table.columns if c.name.lower() in needed
+                )
+                object.__setattr__(self, "columns", specs)
+        check_int("num_sources", self.num_sources, minimum=1)
 
     @classmethod
     def from_sql(
         cls, sql: str, table: Table, *, num_compute_nodes: int = DEFAULT_COMPUTE_NODES
     ) -> AggregateProgram:
         """Parse ``sql``, bind it to ``table`` (renamed to the FROM table) and compile it."""
+        from dpcomm.queries.sql import bind_sql
+
         bound = bind_sql(sql, table)
         return cls(bound, table.renamed(bound.table_name), num_compute_nodes)
+
+    # ------------------------------------------------------------------ public description
+
+    def public(self) -> AggregateProgram:
+        """The same program without the rows (what every node may know)."""
+        return AggregateProgram(
+            self.query, None, self.num_compute_nodes, self.columns, self.num_sources
+        )
+
+    def to_spec(self) -> dict[str, Any]:
+        """The public description, JSON-ready (a node rebuilds the program from it)."""
+        return {
+            "kind": "aggregate",
+            "query": self.query.to_dict(),
+            "num_compute_nodes": self.num_compute_nodes,
+            "columns": [c.to_dict() for c in self.columns],
+            "num_sources": self.num_sources,
+        }
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> AggregateProgram:
+        """Inverse of :meth:`to_spec` (without rows)."""
+        return cls(
+            BoundAggregate.from_dict(spec["query"]),
+            None,
+            int(spec["num_compute_nodes"]),
+            tuple(ColumnSpec.from_dict(c) for c in spec["columns"]),
+            int(spec["num_sources"]),
+        )
 
     @property
     def name(self) -> str:
@@ -88,6 +165,13 @@ class AggregateProgram:
             names.append(label if labels.count(label) == 1 else f"{label}#{index + 1}")
         return tuple(names)
 
+    def set_index(self, flow: str) -> int:
+        """The grouping set sent on ``flow``."""
+        try:
+            return self.flow_names.index(flow)
+        except ValueError:
+            raise InvalidParameterError("flow", f"one of {', '.join(self.flow_names)}", flow) from None
+
     def compute_nodes_of(self, index: int) -> int:
         """Number of compute nodes of grouping set ``index`` (1 for the empty set)."""
         return self.num_compute_nodes if self.query.grouping_sets[index] else 1
@@ -95,40 +179,20 @@ class AggregateProgram:
     @cached_property
     def message_bytes(self) -> int:
         """Payload of a source message: the grouping values and the aggregated columns."""
-        measured = {o.column.lower() for o in self.query.outputs if o.column and o.function}
-        widest = max(len(s) for s in self.query.grouping_sets)
-        return VALUE_BYTES * max(1, widest + len(measured))
+        widest = max(
+            len(self.query.carried_columns(i)) for i in range(self.query.num_grouping_sets)
+        )
+        return VALUE_BYTES * max(1, widest)
 
     @cached_property
     def plan(self) -> ExecutionPlan:
         """Sources, one group of compute nodes per grouping set, and the result node."""
-        groups = [NodeGroup("sources", "source", self.table.num_rows, holds_data=True)]
-        flows = []
-        for index, name in enumerate(self.flow_names):
-            compute = f"compute{name}"
-            groups.append(NodeGroup(compute, "compute", self.compute_nodes_of(index)))
-            flows.append(
-                Flow(name, "sources", compute, "data", index + 1, message_bytes=self.message_bytes)
-            )
-            flows.append(
-                Flow(f"{name} result", compute, "result", "fixed", message_bytes=self.message_bytes)
-            )
-        groups.append(NodeGroup("result", "result", 1))
-        return ExecutionPlan(tuple(groups), tuple(flows))
-
-    @cached_property
-    def _targets(self) -> dict[str, IntArray]:
-        everything = np.ones(self.table.num_rows, dtype=bool)
-        targets = {}
-        for index, name in enumerate(self.flow_names):
-            columns = self.query.grouping_sets[index]
-            if not columns:
-                targets[name] = np.zeros(self.table.num_rows, dtype=np.int64)
-                continue
-            ids, keys = group_ids(self.table, columns, everything)
-            nodes = partition_keys(keys, self.compute_nodes_of(index))
-            targets[name] = np.asarray(nodes, dtype=np.int64)[ids]
-        return targets
+        return aggregate_plan(
+            num_sources=self.num_sources,
+            flows=self.flow_names,
+            compute_nodes=[self.compute_nodes_of(i) for i in range(len(self.flow_names))],
+            message_bytes=self.message_bytes,
+        )
 
     @property
     def num_stages(self) -> int:
@@ -140,29 +204,148 @@ class AggregateProgram:
         return self.flow_names
 
     def initial_state(self) -> AggregateState:
-        """Nothing delivered yet."""
+        """Nothing merged yet."""
         return AggregateState()
 
-    def true_targets(self, state: AggregateState, flow: str) -> IntArray:
-        """Compute node of each source's key for the grouping set of ``flow``."""
-        return self._targets[flow]
+    # ------------------------------------------------------------------ hooks
 
-    def compute(
-        self, state: AggregateState, stage: int, delivered: Mapping[str, BoolArray]
+    def route(self, state: AggregateState, flow: str, rows: Table) -> IntArray:
+        """The compute node of each row's key for the grouping set of ``flow``.
+
+        The partition of keys is public and computed by each source from its own row
+        (:func:`dpcomm.queries.groupby.partition_keys`).
+        """
+        if rows is self.table and flow in self._routes:
+            return self._routes[flow]
+        index = self.set_index(flow)
+        columns = self.query.grouping_sets[index]
+        if not columns:
+            targets = np.zeros(rows.num_rows, dtype=np.int64)
+        else:
+            ids, keys = group_ids(rows, columns, np.ones(rows.num_rows, dtype=bool))
+            nodes = partition_keys(keys, self.compute_nodes_of(index))
+            targets = np.asarray(nodes, dtype=np.int64)[ids]
+        if rows is self.table:
+            self._routes[flow] = targets
+        return targets
+
+    def carried(self, flow: str, rows: Table) -> Table:
+        """The grouping set's columns and the aggregated columns of ``rows``."""
+        return rows.select(self.query.carried_columns(self.set_index(flow)))
+
+    def target_outputs(
+        self,
+        state: AggregateState,
+        stage: int,
+        flow: str,
+        tuples: Table,
+        tuple_targets: IntArray,
+        targets: Sequence[int],
+    ) -> dict[int, AggregateOutput]:
+        """Each compute node's groups and result rows over the real tuples it received.
+
+        Every group lies on one compute node (its key's), so one group-by over the tuples of
+        all the ``targets`` split by node equals each node's own group-by.
+        """
+        index = self.set_index(flow)
+        selected = np.ones(tuples.num_rows, dtype=bool)
+        rows, keys, representatives = grouping_set_groups(self.query, tuples, index, selected)
+        owners = np.asarray(tuple_targets, dtype=np.int64)
+        split: dict[int, tuple[list[tuple[object, ...]], list[Row]]] = {
+            int(t): ([], []) for t in targets
+        }
+        for row, key, representative in zip(rows, keys, representatives.tolist(), strict=True):
+            owner = int(owners[representative]) if representative >= 0 else 0
+            if owner in split:
+                split[owner][0].append(key)
+                split[owner][1].append(row)
+        return {t: AggregateOutput(tuple(k), tuple(r)) for t, (k, r) in split.items()}
+
+    def merge(
+        self,
+        state: AggregateState,
+        stage: int,
+        outputs: Mapping[tuple[str, int], AggregateOutput],
     ) -> AggregateState:
-        """Record what each grouping set's compute nodes received."""
-        return AggregateState(tuple((name, delivered[name]) for name in self.flow_names))
+        """The state with these compute nodes' outputs (replacing any earlier ones)."""
+        merged = state.as_dict()
+        merged.update(outputs)
+        return AggregateState(tuple(sorted(merged.items(), key=lambda item: item[0])))
 
-    def masks(self, state: AggregateState) -> list[BoolArray]:
-        """The delivered mask of every grouping set, in order."""
-        recorded = dict(state.delivered)
-        return [recorded[name] for name in self.flow_names]
+    def result(self, state: AggregateState) -> list[Row]:
+        """The union of the compute nodes' results: grouping-set order, then key order.
 
-    def result(self, state: AggregateState) -> list[dict[str, Any]]:
-        """The union of the compute nodes' results (one row per group per grouping set)."""
-        return evaluate(self.query, self.table, self.masks(state))
+        The order is :func:`dpcomm.queries.groupby.evaluate`'s (NULLs last), whichever node
+        computed which group.
+        """
+        merged = state.as_dict()
+        rows: list[Row] = []
+        for flow in self.flow_names:
+            pairs = [
+                pair
+                for (name, _), output in merged.items()
+                if name == flow
+                for pair in zip(output.keys, output.rows, strict=True)
+            ]
+            pairs.sort(key=lambda pair: key_order(pair[0]))
+            rows.extend(dict(row) for _, row in pairs)
+        return rows
 
-    def nonprivate_result(self) -> list[dict[str, Any]]:
+    # ------------------------------------------------------------------ wire
+
+    def tuple_codec(self, flow: str) -> TableCodec:
+        """How a source's tuple of ``flow`` travels (fixed size, exact values)."""
+        by_name = {c.name.lower(): c for c in self.columns}
+        names = self.query.carried_columns(self.set_index(flow))
+        return TableCodec(tuple(by_name[n.lower()] for n in names))
+
+    def tuple_size(self) -> int:
+        """The largest encoded tuple over the flows (every payload is padded to one size)."""
+        return max(self.tuple_codec(flow).size for flow in self.flow_names)
+
+    def encode_output(self, output: AggregateOutput) -> bytes:
+        """A compute node's output as bytes."""
+        names = list(self.query.output_names)
+        return dumps(
+            {"keys": [list(k) for k in output.keys], "rows": [[r[n] for n in names] for r in output.rows]}
+        )
+
+    def decode_output(self, data: bytes) -> AggregateOutput:
+        """Inverse of :meth:`encode_output`; CodecError if malformed."""
+        value = loads(data)
+        names = list(self.query.output_names)
+        try:
+            keys = tuple(tuple(k) for k in value["keys"])
+            rows = tuple(dict(zip(names, r, strict=True)) for r in value["rows"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise CodecError(f"malformed Aggregate output: {error}") from error
+        if len(keys) != len(rows):
+            raise CodecError("an Aggregate output with as many keys as rows")
+        return AggregateOutput(keys, rows)
+
+    def encode_rows(self, indices: Sequence[int]) -> list[str]:
+        """Rows ``indices`` of the sources (every column the query reads), hexadecimal."""
+        rows = self.source_rows().take(np.asarray(indices, dtype=np.int64))
+        return [payload.hex() for payload in TableCodec(self.columns).encode(rows)]
+
+    def decode_rows(self, encoded: Sequence[str]) -> Table:
+        """Inverse of :meth:`encode_rows`: a source node's own rows."""
+        try:
+            payloads = [bytes.fromhex(text) for text in encoded]
+        except ValueError as error:
+            raise CodecError(f"malformed row: {error}") from error
+        return TableCodec(self.columns).decode(payloads, name=self.query.table_name)
+
+    # ------------------------------------------------------------------ driver side
+
+    def source_rows(self) -> Table:
+        """The sources' rows (only where the program holds them)."""
+        if self.table is None:
+            raise InvalidParameterError("table", "a program with the sources' rows", None)
+        return self.table
+
+    def nonprivate_result(self) -> list[Row]:
         """The result over every tuple (what DuckDB returns for the SQL on the whole table)."""
-        everything = np.ones(self.table.num_rows, dtype=bool)
-        return evaluate(self.query, self.table, [everything] * self.query.num_grouping_sets)
+        table = self.source_rows()
+        everything = np.ones(table.num_rows, dtype=bool)
+        return evaluate(self.query, table, [everything] * self.query.num_grouping_sets)

@@ -253,8 +253,9 @@ def _python_values(column: Column) -> list[object]:
 class _Evaluator:
     """Evaluates grouping sets of a bound query over one table, factorizing each column once."""
 
-    def __init__(self, bound: BoundAggregate, table: Table) -> None:
-        bound.check_table(table)
+    def __init__(self, bound: BoundAggregate, table: Table, *, check: bool = True) -> None:
+        if check:
+            bound.check_table(table)
         self.bound = bound
         self.table = table
         self._codes: dict[str, _Codes] = {}
@@ -266,6 +267,12 @@ class _Evaluator:
         return self._codes[key]
 
     def grouping_set(self, set_index: int, rows: npt.ArrayLike) -> list[Row]:
+        return self.grouping_set_groups(set_index, rows)[0]
+
+    def grouping_set_groups(
+        self, set_index: int, rows: npt.ArrayLike
+    ) -> tuple[list[Row], list[tuple[object, ...]], IntArray]:
+        """The rows of a grouping set, each group's key values and a table row of each group."""
         bound = self.bound
         if not 0 <= set_index < bound.num_grouping_sets:
             raise InvalidParameterError("set_index", f"0..{bound.num_grouping_sets - 1}", set_index)
@@ -290,7 +297,12 @@ class _Evaluator:
                     )
             output_values.append(cache[key])
         names = bound.output_names
-        return [dict(zip(names, row, strict=True)) for row in zip(*output_values, strict=True)]
+        result = [dict(zip(names, row, strict=True)) for row in zip(*output_values, strict=True)]
+        key_columns = [_key_values(self.table.column(c), groups) for c in columns]
+        keys = (
+            list(zip(*key_columns, strict=True)) if columns else [() for _ in range(len(result))]
+        )
+        return result, keys, groups.representatives
 
     def _aggregate(
         self,
@@ -336,12 +348,22 @@ _Gathered = tuple[IntArray, IntArray, npt.NDArray[Any]]
 
 
 def _gather(data: Column, groups: _Groups) -> _Gathered:
-    """Non-NULL count per group, segment starts and the non-NULL values sorted by group."""
+    """Non-NULL count per group, segment starts and the non-NULL values sorted by group.
+
+    Floating-point values are also sorted within each group (by their bits), so that a group's
+    sum is the same whatever the order the rows came in: a compute node of the networked runtime
+    and the simulator, given the same tuples in another order, compute the same bits.
+    """
     nonnull = ~data.is_null[groups.rows]
-    counts = np.bincount(groups.group_of_sorted[nonnull], minlength=groups.num_groups)
+    group_of = groups.group_of_sorted[nonnull]
+    counts = np.bincount(group_of, minlength=groups.num_groups)
     starts = np.zeros(groups.num_groups, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
-    return counts.astype(np.int64), starts, data.values[groups.rows[nonnull]]
+    values = data.values[groups.rows[nonnull]]
+    if values.dtype.kind == "f" and len(values) > 1:
+        bits = values.astype(np.float64).view(np.int64)
+        values = values[np.lexsort((bits, group_of))]
+    return counts.astype(np.int64), starts, values
 
 
 def _sums(values: npt.NDArray[Any], starts: IntArray, *, integer: bool) -> list[Any]:
@@ -369,6 +391,32 @@ def evaluate_grouping_set(
     aggregates are Python ``int``/``float``/``None``. Rows are in key order, NULLs last.
     """
     return _Evaluator(bound, table).grouping_set(set_index, rows)
+
+
+def grouping_set_groups(
+    bound: BoundAggregate, table: Table, set_index: int, rows: npt.ArrayLike
+) -> tuple[list[Row], list[tuple[object, ...]], IntArray]:
+    """:func:`evaluate_grouping_set`, with each row's key values and a table row of its group.
+
+    ``table`` needs only the columns grouping set ``set_index`` reads (its grouping columns and
+    the aggregated ones): what a compute node receives. The representative of the empty group
+    of the empty grouping set over no rows is −1.
+    """
+    needed = {c.lower() for c in bound.carried_columns(set_index)}
+    bound.check_table(table, columns=needed)
+    return _Evaluator(bound, table, check=False).grouping_set_groups(set_index, rows)
+
+
+def key_order(key: Sequence[object]) -> tuple[tuple[bool, bool, object], ...]:
+    """A sort key giving grouping keys the order of :func:`evaluate` (NULLs last, NaN before)."""
+    return tuple(
+        (
+            value is None,
+            isinstance(value, float) and math.isnan(value),
+            0 if value is None or (isinstance(value, float) and math.isnan(value)) else value,
+        )
+        for value in key
+    )
 
 
 def evaluate(bound: BoundAggregate, table: Table, masks: Sequence[npt.ArrayLike]) -> list[Row]:

@@ -3,61 +3,115 @@
 Each source holds one point. In iteration i each source sends its point to the compute node of
 its nearest current centroid (a data-dependent flow, one cluster per iteration); compute node k
 replaces centroid k by the mean of the real points it received (keeping the old one when it
-received none) and sends it back to the sources (data-independent). After I iterations the
-centroids go to the result node. Utility is the Rand index of the final centroids' assignment of
-a held-out test set against its labels.
+received none) and the new centroids are broadcast back to the sources (data-independent).
+After I iterations the centroids go to the result node. Utility is the Rand index of the final
+centroids' assignment of a held-out test set against its labels.
+
+Points and centroids travel as float32, so the program holds them as float32 values: what a
+source sends is exactly what the simulator computes with. Nearest centroids are exact (ties to
+the lowest index) and a compute node's mean does not depend on the order its points arrived in,
+so every engine computes the same centroids bit for bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse
 
-from dpcomm.accounting._validation import check_int
-from dpcomm.accounting.montecarlo import make_rng
+from dpcomm.accounting._validation import check_int, make_rng
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.model import ExecutionPlan, Flow, NodeGroup
-from dpcomm.queries.program import BoolArray, IntArray
+from dpcomm.plan.builders import kmeans_flow, kmeans_plan
+from dpcomm.plan.model import ExecutionPlan
+from dpcomm.queries.codec import CodecError, VectorCodec
+from dpcomm.queries.program import IntArray
 
 FloatArray = npt.NDArray[np.float64]
 
 #: Bytes of one coordinate in a message (points and centroids travel as float32).
 COORDINATE_BYTES = 4
 _CHUNK_ROWS = 16_384
+_UNIT_ROUNDOFF = 2.0**-53
 
 
-def nearest_centroid(points: FloatArray, centroids: FloatArray) -> IntArray:
-    """Index of the nearest centroid (squared Euclidean distance) of every point, in chunks."""
-    squared = np.einsum("ij,ij->i", centroids, centroids)
-    result = np.empty(len(points), dtype=np.int64)
-    for start in range(0, len(points), _CHUNK_ROWS):
-        block = points[start : start + _CHUNK_ROWS]
-        distances = squared[None, :] - 2.0 * (block @ centroids.T)
-        result[start : start + len(block)] = np.argmin(distances, axis=1)
+def as_float32_values(points: npt.ArrayLike) -> FloatArray:
+    """``points`` rounded to float32 (what travels), held as float64."""
+    return np.asarray(np.asarray(points, dtype=np.float32), dtype=np.float64)
+
+
+def _exact_less(point: FloatArray, first: FloatArray, second: FloatArray) -> int:
+    """Sign of ‖x − a‖² − ‖x − b‖², computed exactly (−1, 0 or 1).
+
+    ‖x − a‖² − ‖x − b‖² = Σ a_i² − b_i² − 2 x_i (a_i − b_i); for float32 values every product
+    is exact in float64 and :func:`math.fsum` rounds the exact sum once, so the sign is exact.
+    """
+    terms = np.concatenate([first * first, -(second * second), -2.0 * point * first, 2.0 * point * second])
+    total = math.fsum(terms.tolist())
+    return (total > 0) - (total < 0)
+
+
+def nearest_centroid(points: npt.ArrayLike, centroids: npt.ArrayLike) -> IntArray:
+    """Index of the nearest centroid (squared Euclidean distance) of every point; ties: lowest.
+
+    The scores ‖c‖² − 2 x·c are computed with BLAS in chunks; a point whose two best scores
+    are closer than their rounding-error bound (γ_D (‖c‖² + 2‖x‖‖c‖), Higham's bound for a dot
+    product of length D, times 4 for margin) is decided by an exact comparison. The answer is
+    therefore the exact nearest centroid whatever the chunk size, the BLAS or the machine: the
+    simulator (all points at once) and a source node (its own point) agree.
+    """
+    data = np.asarray(points, dtype=np.float64)
+    centers = np.asarray(centroids, dtype=np.float64)
+    dimension = centers.shape[1] if centers.ndim == 2 else 0
+    squared = np.einsum("ij,ij->i", centers, centers)
+    norms = np.sqrt(squared)
+    slack = 4.0 * (dimension + 2) * _UNIT_ROUNDOFF
+    result = np.empty(len(data), dtype=np.int64)
+    for start in range(0, len(data), _CHUNK_ROWS):
+        block = data[start : start + _CHUNK_ROWS]
+        scores = squared[None, :] - 2.0 * (block @ centers.T)
+        best = np.argmin(scores, axis=1)
+        result[start : start + len(block)] = best
+        if centers.shape[0] < 2:
+            continue
+        tolerance = slack * (squared[None, :] + 2.0 * np.sqrt(np.einsum("ij,ij->i", block, block))[:, None] * norms[None, :])
+        rows = np.arange(len(block))
+        reach = scores[rows, best] + tolerance[rows, best]
+        near = (scores - tolerance <= reach[:, None]).sum(axis=1) > 1
+        for row in np.flatnonzero(near).tolist():
+            candidates = np.flatnonzero(scores[row] - tolerance[row] <= reach[row]).tolist()
+            winner = candidates[0]
+            for candidate in candidates[1:]:
+                if _exact_less(block[row], centers[candidate], centers[winner]) < 0:
+                    winner = candidate
+            result[start + row] = winner
+    return result
+
+
+def canonical_mean(points: npt.ArrayLike) -> FloatArray:
+    """The mean of ``points`` (rows), independent of their order: rows sorted by their bytes."""
+    data = np.ascontiguousarray(np.asarray(points, dtype=np.float64))
+    if len(data) > 1:
+        keys = data.view(np.dtype((np.void, data.shape[1] * data.itemsize))).reshape(-1)
+        data = data[np.argsort(keys, kind="stable")]
+    result: FloatArray = data.sum(axis=0) / len(data)
     return result
 
 
 def update_centroids(
-    points: FloatArray, assignment: IntArray, used: BoolArray, centroids: FloatArray
+    points: FloatArray, assignment: IntArray, used: npt.NDArray[np.bool_], centroids: FloatArray
 ) -> FloatArray:
-    """Mean of the used points of each centroid; a centroid that received none is kept."""
-    num_centroids = len(centroids)
-    rows = assignment[used]
-    selection = scipy.sparse.csr_matrix(
-        (np.ones(len(rows)), (rows, np.flatnonzero(used))),
-        shape=(num_centroids, len(points)),
-    )
-    sums = np.asarray(selection @ points, dtype=np.float64)
-    counts = np.bincount(rows, minlength=num_centroids).astype(np.float64)
-    updated = centroids.copy()
-    nonempty = counts > 0
-    updated[nonempty] = sums[nonempty] / counts[nonempty, None]
-    return updated
+    """Mean of the used points of each centroid, rounded to float32; none: the old one kept."""
+    updated = np.array(centroids, dtype=np.float64, copy=True)
+    members = assignment[used]
+    selected = np.asarray(points)[used]
+    for centroid in np.unique(members).tolist():
+        updated[centroid] = canonical_mean(selected[members == centroid])
+    return as_float32_values(updated)
 
 
 def rand_index(labels: npt.NDArray[np.int64], clusters: npt.NDArray[np.int64]) -> float:
@@ -69,11 +123,10 @@ def rand_index(labels: npt.NDArray[np.int64], clusters: npt.NDArray[np.int64]) -
 
 @dataclass(frozen=True)
 class KMeansState:
-    """Centroids after a number of completed iterations, and the tuples used in each."""
+    """The centroids after a number of completed iterations (float32 values)."""
 
     centroids: FloatArray
     iterations_done: int
-    used_per_iteration: tuple[int, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,90 +134,112 @@ class KMeansProgram:
     """K-means on ``points`` with K centroids and I iterations, one cluster per iteration.
 
     Attributes:
-        points: the sources' points, one row per source (S x dimension).
+        points: the sources' points, one row per source (S x dimension), held as float32
+            values; None where a node holds no data.
         num_centroids: K, also the number of compute nodes per iteration.
         num_iterations: I.
         seed: chooses the initial centroids (K distinct points of the sources, as in the
             paper's "K (random) points"); the same seed gives the same start with or without
             countermeasures.
+        initial: the initial centroids (public; chosen from the points by the seed when the
+            points are given).
+        num_sources: S.
     """
 
-    points: FloatArray
+    points: FloatArray | None
     num_centroids: int
     num_iterations: int
     seed: int = 0
+    initial: FloatArray | None = None
+    num_sources: int = 0
 
     def __post_init__(self) -> None:
-        points = np.asarray(self.points, dtype=np.float64)
-        if points.ndim != 2 or len(points) == 0:
-            raise InvalidParameterError("points", "a non-empty 2-d array", points.shape)
-        object.__setattr__(self, "points", points)
-        check_int("num_centroids K", self.num_centroids, minimum=1, maximum=len(points))
         check_int("num_iterations I", self.num_iterations, minimum=1)
+        if self.points is not None:
+            points = as_float32_values(self.points)
+            if points.ndim != 2 or len(points) == 0:
+                raise InvalidParameterError("points", "a non-empty 2-d array", points.shape)
+            object.__setattr__(self, "points", points)
+            object.__setattr__(self, "num_sources", len(points))
+            check_int("num_centroids K", self.num_centroids, minimum=1, maximum=len(points))
+            if self.initial is None:
+                rng = make_rng(self.seed)
+                chosen = rng.choice(len(points), size=self.num_centroids, replace=False)
+                object.__setattr__(self, "initial", points[np.sort(chosen)].copy())
+        check_int("num_centroids K", self.num_centroids, minimum=1)
+        if self.initial is None:
+            raise InvalidParameterError("initial", "initial centroids (or the points)", None)
+        initial = as_float32_values(self.initial)
+        if initial.ndim != 2 or initial.shape[0] != self.num_centroids:
+            raise InvalidParameterError(
+                "initial", f"{self.num_centroids} centroids", initial.shape
+            )
+        object.__setattr__(self, "initial", initial)
+        check_int("num_sources", self.num_sources, minimum=1)
+
+    @property
+    def dimension(self) -> int:
+        """Coordinates of a point."""
+        assert self.initial is not None
+        return int(self.initial.shape[1])
+
+    @property
+    def initial_centroids(self) -> FloatArray:
+        """The K initial centroids."""
+        assert self.initial is not None
+        return self.initial
+
+    def public(self) -> KMeansProgram:
+        """The same program without the points (what every node may know)."""
+        return KMeansProgram(
+            None, self.num_centroids, self.num_iterations, self.seed, self.initial, self.num_sources
+        )
+
+    def to_spec(self) -> dict[str, Any]:
+        """The public description, JSON-ready."""
+        return {
+            "kind": "kmeans",
+            "num_centroids": self.num_centroids,
+            "num_iterations": self.num_iterations,
+            "seed": self.seed,
+            "initial": self.initial_centroids.astype(">f4").tobytes().hex(),
+            "dimension": self.dimension,
+            "num_sources": self.num_sources,
+        }
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> KMeansProgram:
+        """Inverse of :meth:`to_spec` (without points)."""
+        initial = np.frombuffer(bytes.fromhex(spec["initial"]), dtype=">f4").reshape(
+            int(spec["num_centroids"]), int(spec["dimension"])
+        )
+        return cls(
+            None,
+            int(spec["num_centroids"]),
+            int(spec["num_iterations"]),
+            int(spec["seed"]),
+            initial.astype(np.float64),
+            int(spec["num_sources"]),
+        )
 
     @property
     def name(self) -> str:
         """Short description for reports."""
         return f"K-means, K={self.num_centroids}, I={self.num_iterations}"
 
-    @cached_property
-    def initial_centroids(self) -> FloatArray:
-        """K distinct source points chosen by the seed."""
-        rng = make_rng(self.seed)
-        chosen = rng.choice(len(self.points), size=self.num_centroids, replace=False)
-        return self.points[np.sort(chosen)].copy()
-
     def flow_name(self, iteration: int) -> str:
         """Name of the data-dependent flow of ``iteration`` (1-based)."""
-        return f"iteration {iteration}"
+        return kmeans_flow(iteration)
 
     @cached_property
     def plan(self) -> ExecutionPlan:
         """Sources, I logical copies of them, I groups of K compute nodes and the result."""
-        count = len(self.points)
-        size = self.points.shape[1] * COORDINATE_BYTES
-        groups = [
-            NodeGroup("sources", "source", count, holds_data=True),
-            NodeGroup("compute", "compute", self.num_centroids),
-            NodeGroup("result", "result", 1),
-        ]
-        flows = []
-        for iteration in range(1, self.num_iterations + 1):
-            groups.append(NodeGroup(f"sources@{iteration}", "source", count, physical="sources"))
-            groups.append(
-                NodeGroup(f"compute@{iteration}", "compute", self.num_centroids, physical="compute")
-            )
-            flows.append(
-                Flow(
-                    self.flow_name(iteration),
-                    f"sources@{iteration}",
-                    f"compute@{iteration}",
-                    "data",
-                    depends_on_state=True,
-                    message_bytes=size,
-                )
-            )
-            if iteration < self.num_iterations:
-                flows.append(
-                    Flow(
-                        f"centroids {iteration}",
-                        f"compute@{iteration}",
-                        f"sources@{iteration + 1}",
-                        "broadcast",
-                        message_bytes=size,
-                    )
-                )
-            else:
-                flows.append(
-                    Flow(
-                        "result",
-                        f"compute@{iteration}",
-                        "result",
-                        "fixed",
-                        message_bytes=size,
-                    )
-                )
-        return ExecutionPlan(tuple(groups), tuple(flows))
+        return kmeans_plan(
+            num_sources=self.num_sources,
+            num_centroids=self.num_centroids,
+            num_iterations=self.num_iterations,
+            message_bytes=self.dimension * COORDINATE_BYTES,
+        )
 
     @property
     def num_stages(self) -> int:
@@ -177,23 +252,94 @@ class KMeansProgram:
 
     def initial_state(self) -> KMeansState:
         """The seeded initial centroids."""
-        return KMeansState(self.initial_centroids, 0, ())
+        return KMeansState(self.initial_centroids.copy(), 0)
 
-    def true_targets(self, state: KMeansState, flow: str) -> IntArray:
-        """Each source's nearest current centroid."""
-        return nearest_centroid(self.points, state.centroids)
+    # ------------------------------------------------------------------ hooks
 
-    def compute(
-        self, state: KMeansState, stage: int, delivered: Mapping[str, BoolArray]
+    def route(self, state: KMeansState, flow: str, rows: FloatArray) -> IntArray:
+        """Each point's nearest current centroid."""
+        return nearest_centroid(rows, state.centroids)
+
+    def carried(self, flow: str, rows: FloatArray) -> FloatArray:
+        """A source sends its point."""
+        return rows
+
+    def target_outputs(
+        self,
+        state: KMeansState,
+        stage: int,
+        flow: str,
+        tuples: FloatArray,
+        tuple_targets: IntArray,
+        targets: Sequence[int],
+    ) -> dict[int, FloatArray]:
+        """Compute node k's new centroid: the mean of the real points it received, as float32.
+
+        A node that received none keeps its centroid (the one it computed itself before).
+        """
+        owners = np.asarray(tuple_targets, dtype=np.int64)
+        data = np.asarray(tuples, dtype=np.float64)
+        outputs: dict[int, FloatArray] = {}
+        for target in targets:
+            members = data[owners == target]
+            if len(members):
+                outputs[int(target)] = as_float32_values(canonical_mean(members))
+            else:
+                outputs[int(target)] = state.centroids[int(target)].copy()
+        return outputs
+
+    def merge(
+        self, state: KMeansState, stage: int, outputs: Mapping[tuple[str, int], FloatArray]
     ) -> KMeansState:
-        """Compute node k averages the real points it received."""
-        used = delivered[self.flow_name(stage + 1)]
-        assignment = nearest_centroid(self.points, state.centroids)
-        centroids = update_centroids(self.points, assignment, used, state.centroids)
-        return KMeansState(
-            centroids, state.iterations_done + 1, (*state.used_per_iteration, int(used.sum()))
-        )
+        """The centroids with those the compute nodes sent replaced."""
+        centroids = state.centroids.copy()
+        for (_, target), centroid in outputs.items():
+            centroids[target] = centroid
+        return KMeansState(centroids, stage + 1)
+
+    def result(self, state: KMeansState) -> FloatArray:
+        """The final centroids."""
+        return state.centroids
 
     def assign(self, state: KMeansState, points: FloatArray) -> IntArray:
         """Cluster of each of ``points`` under the state's centroids."""
-        return nearest_centroid(np.asarray(points, dtype=np.float64), state.centroids)
+        return nearest_centroid(as_float32_values(points), state.centroids)
+
+    # ------------------------------------------------------------------ wire
+
+    def tuple_codec(self, flow: str) -> VectorCodec:
+        """Points travel as float32 coordinates."""
+        return VectorCodec(self.dimension)
+
+    def tuple_size(self) -> int:
+        """Bytes of an encoded point."""
+        return VectorCodec(self.dimension).size
+
+    def encode_output(self, output: FloatArray) -> bytes:
+        """A centroid as float32 coordinates."""
+        return VectorCodec(self.dimension).encode(np.asarray(output).reshape(1, -1))[0]
+
+    def decode_output(self, data: bytes) -> FloatArray:
+        """Inverse of :meth:`encode_output`; CodecError if malformed."""
+        if len(data) != self.dimension * COORDINATE_BYTES:
+            raise CodecError(f"a centroid of {len(data)} bytes")
+        return VectorCodec(self.dimension).decode([data])[0].astype(np.float64)
+
+    def encode_rows(self, indices: Sequence[int]) -> list[str]:
+        """Points ``indices`` of the sources, hexadecimal float32."""
+        points = self.source_rows()[np.asarray(indices, dtype=np.int64)]
+        return [payload.hex() for payload in VectorCodec(self.dimension).encode(points)]
+
+    def decode_rows(self, encoded: Sequence[str]) -> FloatArray:
+        """Inverse of :meth:`encode_rows`: a source node's own points."""
+        try:
+            payloads = [bytes.fromhex(text) for text in encoded]
+        except ValueError as error:
+            raise CodecError(f"malformed point: {error}") from error
+        return VectorCodec(self.dimension).decode(payloads).astype(np.float64)
+
+    def source_rows(self) -> FloatArray:
+        """The sources' points (only where the program holds them)."""
+        if self.points is None:
+            raise InvalidParameterError("points", "a program with the sources' points", None)
+        return self.points

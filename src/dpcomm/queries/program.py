@@ -1,60 +1,107 @@
-"""What a compiled query gives an engine: a plan, the data-chosen targets, the node computations.
+"""What a compiled query gives an engine: the hooks of :class:`dpcomm.protocol.roles.ProgramHooks`.
 
-An engine (the simulator, or the networked runtime) runs a program stage by stage. In each
-stage every data-dependent flow of the stage sends one message per source to the target its
-data chooses (:meth:`QueryProgram.true_targets`); the countermeasures of the protocol layer
-decide what is actually sent; the compute nodes then receive the real messages that reached
-them (:meth:`QueryProgram.compute`). Programs are immutable: the evolving state (K-means
-centroids, the delivered tuples of an Aggregate) is passed in and returned.
+An engine runs a program stage by stage through the role steps of :mod:`dpcomm.protocol.roles`:
+in each stage every data-dependent flow of the stage sends one message per source to the target
+its data chooses (:meth:`~dpcomm.protocol.roles.ProgramHooks.route`); the countermeasures decide
+what is actually sent; the targets compute their outputs from the real tuples that reached them
+(:meth:`~dpcomm.protocol.roles.ProgramHooks.target_outputs`); the outputs are merged into the
+next state (:meth:`~dpcomm.protocol.roles.ProgramHooks.merge`). Programs are immutable: the
+evolving state is passed in and returned. The Aggregate and K-means programs also say how their
+tuples and outputs travel in a networked run (:mod:`dpcomm.queries.codec`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.plan.model import ExecutionPlan
+from dpcomm.protocol.roles import ProgramHooks
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+Row = dict[str, Any]
 
 
-class QueryProgram(Protocol):
-    """A compiled query, ready to be executed by an engine."""
 
-    @property
-    def plan(self) -> ExecutionPlan:
-        """The execution plan (without countermeasure nodes)."""
-        ...
+class TupleCodec(Protocol):
+    """How the tuples of one flow travel: one fixed-size payload per tuple."""
 
     @property
-    def name(self) -> str:
-        """Short description for reports."""
+    def size(self) -> int:
+        """Bytes of one encoded tuple."""
         ...
+
+    def encode(self, tuples: Any) -> list[bytes]:
+        """One payload per tuple."""
+        ...
+
+    def decode(self, payloads: list[bytes]) -> Any:
+        """The tuples of the payloads (CodecError if malformed)."""
+        ...
+
+
+class QueryProgram(ProgramHooks, Protocol):
+    """A compiled query: the role hooks, its public description and its wire encodings."""
 
     @property
-    def num_stages(self) -> int:
-        """Number of stages (1 for Aggregate, I for K-means)."""
+    def num_sources(self) -> int:
+        """S, the number of source nodes."""
         ...
 
-    def stage_flows(self, stage: int) -> tuple[str, ...]:
-        """Names of the data-dependent flows sent in ``stage`` (0-based)."""
+    def source_rows(self) -> Any:
+        """The sources' rows (only on the side that holds the data: the driver)."""
         ...
 
-    def initial_state(self) -> Any:
-        """The state before the first stage."""
+    def public(self) -> QueryProgram:
+        """The same program without the rows (what every node may know)."""
         ...
 
-    def true_targets(self, state: Any, flow: str) -> IntArray:
-        """For each sender of ``flow``, the index of the receiver its data chooses."""
+    def to_spec(self) -> dict[str, Any]:
+        """The public description, JSON-ready (``program_from_spec`` rebuilds it)."""
         ...
 
-    def compute(self, state: Any, stage: int, delivered: Mapping[str, BoolArray]) -> Any:
-        """The compute nodes' work for ``stage``; returns the next state.
-
-        ``delivered[flow]`` marks the senders whose real message reached its true target.
-        """
+    def tuple_codec(self, flow: str) -> TupleCodec:
+        """How the tuples of ``flow`` travel."""
         ...
+
+    def tuple_size(self) -> int:
+        """The largest encoded tuple over the flows."""
+        ...
+
+    def encode_rows(self, indices: Sequence[int]) -> list[str]:
+        """Source rows ``indices`` as text (a source node's config carries its own)."""
+        ...
+
+    def decode_rows(self, encoded: Sequence[str]) -> Any:
+        """Inverse of :meth:`encode_rows`."""
+        ...
+
+    def encode_output(self, output: Any) -> bytes:
+        """A target's output as bytes."""
+        ...
+
+    def decode_output(self, data: bytes) -> Any:
+        """Inverse of :meth:`encode_output` (CodecError if malformed)."""
+        ...
+
+
+def program_from_spec(spec: dict[str, Any]) -> QueryProgram:
+    """The public program described by ``spec`` (from :meth:`QueryProgram.to_spec`)."""
+    kind = spec.get("kind")
+    if kind == "aggregate":
+        from dpcomm.queries.aggregate import AggregateProgram
+
+        return AggregateProgram.from_spec(spec)
+    if kind == "kmeans":
+        from dpcomm.queries.kmeans import KMeansProgram
+
+        return KMeansProgram.from_spec(spec)
+    from dpcomm.errors import InvalidParameterError
+
+    raise InvalidParameterError("program kind", "aggregate or kmeans", kind)
+
+
+__all__ = ["BoolArray", "IntArray", "QueryProgram", "Row", "TupleCodec", "program_from_spec"]

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 import duckdb
 import numpy as np
@@ -233,10 +233,62 @@ class BoundAggregate:
         """DuckDB's names of the result columns, in order."""
         return tuple(o.name for o in self.outputs)
 
-    def check_table(self, table: Table) -> None:
-        """Raise :class:`InvalidParameterError` unless ``table`` has the bound schema."""
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form (a node rebuilds the bound query without parsing or DuckDB)."""
+        return {
+            "sql": self.query.sql,
+            "table_name": self.query.table_name,
+            "query_grouping_sets": [list(s) for s in self.query.grouping_sets],
+            "query_outputs": [[o.name, o.kind, o.column, o.function] for o in self.query.outputs],
+            "grouping_sets": [list(s) for s in self.grouping_sets],
+            "grouping_columns": list(self.grouping_columns),
+            "outputs": [[o.name, o.kind, o.column, o.function] for o in self.outputs],
+            "output_types": list(self.output_types),
+            "schema": [list(item) for item in self.schema],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BoundAggregate:
+        """Inverse of :meth:`to_dict`; InvalidParameterError if malformed."""
+        try:
+            query = AggregateQuery(
+                str(data["sql"]),
+                str(data["table_name"]),
+                tuple(tuple(str(c) for c in s) for s in data["query_grouping_sets"]),
+                tuple(OutputColumn(*o) for o in data["query_outputs"]),
+            )
+            return cls(
+                query,
+                tuple(tuple(str(c) for c in s) for s in data["grouping_sets"]),
+                tuple(str(c) for c in data["grouping_columns"]),
+                tuple(OutputColumn(*o) for o in data["outputs"]),
+                tuple(str(t) for t in data["output_types"]),
+                tuple((str(n), str(t)) for n, t in data["schema"]),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise InvalidParameterError("bound query", "a BoundAggregate.to_dict()", error) from error
+
+    def carried_columns(self, set_index: int) -> tuple[str, ...]:
+        """The columns a source sends for grouping set ``set_index``: its grouping columns,
+        then the aggregated columns (each once, with the table's names)."""
+        names = list(self.grouping_sets[set_index])
+        for output in self.outputs:
+            if output.function and output.column and output.column.lower() not in {
+                n.lower() for n in names
+            }:
+                names.append(output.column)
+        return tuple(names)
+
+    def check_table(self, table: Table, *, columns: Iterable[str] | None = None) -> None:
+        """Raise :class:`InvalidParameterError` unless ``table`` has the bound schema.
+
+        With ``columns`` (lower-case names), only those columns are required.
+        """
         have = {c.name.lower(): c.sql_type for c in table.columns}
+        wanted = None if columns is None else set(columns)
         for name, sql_type in self.schema:
+            if wanted is not None and name.lower() not in wanted:
+                continue
             if have.get(name.lower()) != sql_type:
                 raise InvalidParameterError(
                     "table",

@@ -1,58 +1,155 @@
-"""The networked runtime's security and wire format: PKI, mutual TLS 1.3, sealing, frames."""
+"""The network engine: nodes over authenticated links (TLS 1.3, or in memory), its wire format,
+its PKI and sealing, and the launcher of a round.
 
-from dpcomm.engine.network.frames import (
-    FRAME_ERROR_REASONS,
-    FRAME_VERSION,
-    HEADER_SIZE,
-    MAGIC,
-    MAX_FRAME_SIZE,
-    MESSAGE_ID_SIZE,
-    DropCounters,
-    Frame,
-    FrameError,
-    FrameKind,
-    ReplayCache,
-    ReplayVerdict,
-    StreamClosedError,
-    decode_frame,
-    encode_frame,
-    frame_size_for,
-    new_message_id,
-    read_frame,
-)
-from dpcomm.engine.network.pki import (
-    CA_CERT_FILE,
-    CA_KEY_FILE,
-    CertificateAuthority,
-    NodeCredentials,
-    PeerIdentityError,
-    PkiError,
-    certificate_safe,
-    issue_many,
-    peer_identity,
-    validate_node_name,
-)
-from dpcomm.engine.network.sealing import (
-    PAYLOAD_HEADER_SIZE,
-    SEAL_OVERHEAD,
-    PayloadKind,
-    SealError,
-    TargetKeys,
-    make_dummy,
-    max_content_size,
-    open_payload,
-    payload_size_for,
-    seal_payload,
-    sealed_size,
-)
-from dpcomm.engine.network.tls import (
-    ConnectionHandler,
-    HandshakeError,
-    client_context,
-    open_tls_connection,
-    server_context,
-    start_tls_server,
-    writer_peer_identity,
+Names are imported on first use (a worker process imports only what it runs).
+"""
+
+from typing import TYPE_CHECKING
+
+from dpcomm._lazy import attach
+
+if TYPE_CHECKING:
+    from dpcomm.engine.network.frames import (
+        FRAME_ERROR_REASONS,
+        FRAME_VERSION,
+        HEADER_SIZE,
+        MAGIC,
+        MAX_FRAME_SIZE,
+        MESSAGE_ID_SIZE,
+        DropCounters,
+        Frame,
+        FrameError,
+        FrameKind,
+        ReplayCache,
+        ReplayVerdict,
+        StreamClosedError,
+        decode_frame,
+        encode_frame,
+        frame_size_for,
+        new_message_id,
+        read_frame,
+    )
+    from dpcomm.engine.network.pki import (
+        CA_CERT_FILE,
+        CA_KEY_FILE,
+        CertificateAuthority,
+        NodeCredentials,
+        PeerIdentityError,
+        PkiError,
+        certificate_safe,
+        issue_many,
+        peer_identity,
+        validate_node_name,
+    )
+    from dpcomm.engine.network.sealing import (
+        PAYLOAD_HEADER_SIZE,
+        SEAL_OVERHEAD,
+        PayloadKind,
+        SealError,
+        TargetKeys,
+        make_dummy,
+        max_content_size,
+        open_payload,
+        payload_size_for,
+        seal_payload,
+        sealed_size,
+    )
+    from dpcomm.engine.network.tls import (
+        ConnectionHandler,
+        TlsTransport,
+        client_context,
+        open_tls_connection,
+        server_context,
+        start_tls_server,
+        writer_peer_identity,
+    )
+    from dpcomm.engine.network.transport import (
+        HandshakeError,
+        Link,
+        MemoryTransport,
+        Transport,
+    )
+    from dpcomm.engine.network.names import (
+        NodeName,
+    )
+    from dpcomm.engine.network.deploy import (
+        Faults,
+        NetworkEngine,
+        write_deployment,
+    )
+
+__getattr__, __dir__ = attach(
+    __name__,
+    {
+        "dpcomm.engine.network.frames": (
+            "FRAME_ERROR_REASONS",
+            "FRAME_VERSION",
+            "HEADER_SIZE",
+            "MAGIC",
+            "MAX_FRAME_SIZE",
+            "MESSAGE_ID_SIZE",
+            "DropCounters",
+            "Frame",
+            "FrameError",
+            "FrameKind",
+            "ReplayCache",
+            "ReplayVerdict",
+            "StreamClosedError",
+            "decode_frame",
+            "encode_frame",
+            "frame_size_for",
+            "new_message_id",
+            "read_frame",
+        ),
+        "dpcomm.engine.network.pki": (
+            "CA_CERT_FILE",
+            "CA_KEY_FILE",
+            "CertificateAuthority",
+            "NodeCredentials",
+            "PeerIdentityError",
+            "PkiError",
+            "certificate_safe",
+            "issue_many",
+            "peer_identity",
+            "validate_node_name",
+        ),
+        "dpcomm.engine.network.sealing": (
+            "PAYLOAD_HEADER_SIZE",
+            "SEAL_OVERHEAD",
+            "PayloadKind",
+            "SealError",
+            "TargetKeys",
+            "make_dummy",
+            "max_content_size",
+            "open_payload",
+            "payload_size_for",
+            "seal_payload",
+            "sealed_size",
+        ),
+        "dpcomm.engine.network.tls": (
+            "ConnectionHandler",
+            "TlsTransport",
+            "client_context",
+            "open_tls_connection",
+            "server_context",
+            "start_tls_server",
+            "writer_peer_identity",
+        ),
+        "dpcomm.engine.network.transport": (
+            "HandshakeError",
+            "Link",
+            "MemoryTransport",
+            "Transport",
+        ),
+        "dpcomm.engine.network.names": (
+            "NodeName",
+        ),
+        "dpcomm.engine.network.deploy": (
+            "Faults",
+            "NetworkEngine",
+            "write_deployment",
+        ),
+    },
 )
 
 __all__ = [
@@ -69,11 +166,16 @@ __all__ = [
     "CertificateAuthority",
     "ConnectionHandler",
     "DropCounters",
+    "Faults",
     "Frame",
     "FrameError",
     "FrameKind",
     "HandshakeError",
+    "Link",
+    "MemoryTransport",
+    "NetworkEngine",
     "NodeCredentials",
+    "NodeName",
     "PayloadKind",
     "PeerIdentityError",
     "PkiError",
@@ -82,6 +184,8 @@ __all__ = [
     "SealError",
     "StreamClosedError",
     "TargetKeys",
+    "TlsTransport",
+    "Transport",
     "certificate_safe",
     "client_context",
     "decode_frame",
@@ -101,5 +205,6 @@ __all__ = [
     "server_context",
     "start_tls_server",
     "validate_node_name",
+    "write_deployment",
     "writer_peer_identity",
 ]

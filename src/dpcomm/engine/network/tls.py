@@ -19,11 +19,19 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 
-from dpcomm.engine.network.frames import DropCounters
+from dpcomm.engine.network.frames import DropCounters, FrameError, StreamClosedError
 from dpcomm.engine.network.pki import NodeCredentials, PeerIdentityError, PkiError, peer_identity
-from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.engine.network.transport import (
+    Address,
+    Handler,
+    HandshakeError,
+    Link,
+    LinkClosedError,
+    Listener,
+)
+from dpcomm.errors import InvalidParameterError
 
 LOGGER = logging.getLogger("dpcomm.network")
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
@@ -33,8 +41,6 @@ ConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], 
 """A server's per-connection coroutine: reader, writer and the peer's authenticated node name."""
 
 
-class HandshakeError(DpcommError):
-    """A TLS connection could not be established or the peer is not the expected node."""
 
 
 def _configure(context: ssl.SSLContext, credentials: NodeCredentials) -> ssl.SSLContext:
@@ -86,6 +92,7 @@ async def start_tls_server(
     counters: DropCounters | None = None,
     allowed_peers: Collection[str] | Callable[[str], bool] | None = None,
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
+    backlog: int = 100,
 ) -> asyncio.Server:
     """Serve mutually authenticated TLS 1.3 on ``host:port`` (port 0: any free port).
 
@@ -138,7 +145,7 @@ async def start_tls_server(
         finally:
             await _close(writer)
 
-    return await asyncio.start_server(on_connection, host=host, port=port)
+    return await asyncio.start_server(on_connection, host=host, port=port, backlog=backlog)
 
 
 async def open_tls_connection(
@@ -179,3 +186,133 @@ async def open_tls_connection(
             f"{credentials.name}: {host}:{port} is node {name!r}, expected {expected_peer!r}"
         )
     return reader, writer, name
+
+
+class TlsLink:
+    """A :class:`~dpcomm.engine.network.transport.Link` over one TLS connection."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, local: str, peer: str
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.local = local
+        self.peer = peer
+
+    def write(self, data: bytes) -> bool:
+        transport = self.writer.transport
+        if transport is None or transport.is_closing():
+            return False
+        self.writer.write(data)
+        return True
+
+    async def drain(self, *, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self.writer.drain(), timeout)
+        except (OSError, ssl.SSLError, RuntimeError) as error:
+            raise LinkClosedError(f"{self.local} -> {self.peer}: {error}") from error
+
+    async def read(self, size: int) -> bytes:
+        try:
+            return await self.reader.readexactly(size)
+        except asyncio.IncompleteReadError as error:
+            if not error.partial:
+                raise StreamClosedError("the peer closed the stream") from None
+            raise FrameError(
+                "truncated", f"stream ended after {len(error.partial)} of {size} bytes"
+            ) from None
+        except ssl.SSLError as error:
+            raise OSError(str(error)) from error
+
+    def closing(self) -> bool:
+        transport = self.writer.transport
+        return transport is None or transport.is_closing()
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.writer.wait_closed(), 2.0)
+
+
+class _TlsListener:
+    def __init__(self, server: asyncio.Server, host: str) -> None:
+        self._server = server
+        self._host = host
+
+    @property
+    def address(self) -> Address:
+        return [self._host, int(self._server.sockets[0].getsockname()[1])]
+
+    def close(self) -> None:
+        self._server.close()
+
+
+class TlsTransport:
+    """Mutually authenticated TLS 1.3 over TCP for the nodes whose credentials it holds.
+
+    ``advertise`` is the host other nodes reach a listener at (default: the host it binds).
+    """
+
+    def __init__(
+        self,
+        credentials: Mapping[str, NodeCredentials],
+        *,
+        advertise: Mapping[str, str] | None = None,
+        backlog: int = 1024,
+    ) -> None:
+        self.credentials = dict(credentials)
+        self.advertise = dict(advertise or {})
+        self.backlog = backlog
+        self._clients: dict[str, ssl.SSLContext] = {}
+
+    async def listen(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        allowed: Callable[[str], bool],
+        drops: DropCounters,
+        host: str,
+        port: int,
+    ) -> Listener:
+        credentials = self.credentials[name]
+
+        async def on_link(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+        ) -> None:
+            await handler(TlsLink(reader, writer, local=name, peer=peer))
+
+        server = await start_tls_server(
+            on_link,
+            host=host,
+            port=port,
+            credentials=credentials,
+            counters=drops,
+            allowed_peers=allowed,
+            backlog=self.backlog,
+        )
+        return _TlsListener(server, self.advertise.get(name, host))
+
+    async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
+        context = self._clients.get(name)
+        if context is None:
+            context = self._clients[name] = client_context(self.credentials[name])
+        host, port = str(address[0]), int(address[1])
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    host, port, ssl=context, server_hostname=host, ssl_handshake_timeout=timeout
+                ),
+                timeout,
+            )
+        except (OSError, TimeoutError, ssl.SSLError) as error:
+            raise HandshakeError(f"{name}: connection to {peer} failed: {error}") from error
+        try:
+            identity = writer_peer_identity(writer)
+        except PeerIdentityError as error:
+            writer.close()
+            raise HandshakeError(f"{name}: {error}") from error
+        if identity != peer:
+            writer.close()
+            raise HandshakeError(f"{name}: {host}:{port} is {identity!r}, expected {peer!r}")
+        return TlsLink(reader, writer, local=name, peer=peer)

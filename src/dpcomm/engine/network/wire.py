@@ -1,9 +1,11 @@
-"""Channels of the networked runtime: fixed-length frames over TLS, counted per link.
+"""The wire format of a round: fixed-length frames over a link, control blobs, counting.
 
-A :class:`Channel` is one mutually authenticated TLS connection between two named nodes. It
-writes and reads frames of the round's single ``frame_size``, counts every frame and byte it
-writes (the TLS application bytes, per link), checks the round id and the replay cache of the
-receiving node on every frame, and drops (and counts) malformed, stale and replayed frames.
+A :class:`Channel` is one link (:mod:`dpcomm.engine.network.transport`) between two named
+nodes. It writes and reads frames of the round's single ``frame_size``, counts every frame and
+byte it writes (per link), checks the round id and the replay cache of the receiving node on
+every frame, and drops (and counts) malformed, stale and replayed frames. A DATA frame's body
+starts with :data:`DATA_HEADER`: the routed flow the message belongs to and the index of the
+target (compute node) its sealed payload is for.
 
 Control messages (plan, acknowledgements, commits, partial results) are *blobs*: a 1-byte
 operation and a payload cut into as many fixed-length frames as needed, so that control and
@@ -13,8 +15,6 @@ data frames have the same length on the wire.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ssl
 import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -30,16 +30,15 @@ from dpcomm.engine.network.frames import (
     decode_frame,
     encode_frame,
     new_message_id,
-    read_frame,
 )
-from dpcomm.engine.network.pki import NodeCredentials, PeerIdentityError, peer_identity
-from dpcomm.engine.network.tls import DEFAULT_HANDSHAKE_TIMEOUT, HandshakeError, client_context
+from dpcomm.engine.network.transport import Link, LinkClosedError
 from dpcomm.errors import DpcommError
 
 #: Blob chunk header: operation, blob id, total length, offset of the chunk.
 BLOB_HEADER = struct.Struct(">BIII")
-#: Data frame header: index of the target compute node the sealed payload is for.
-DATA_HEADER = struct.Struct(">H")
+#: Data frame header: the routed flow (index in the round's routed flows) and the index of the
+#: target compute node the sealed payload is for.
+DATA_HEADER = struct.Struct(">HH")
 #: Smallest frame body, so that control blobs need few frames.
 MIN_BODY_SIZE = 64
 
@@ -57,7 +56,7 @@ class Op(IntEnum):
     COMMITTED = 8
     ABORTED = 9
     FINALIZE = 10
-    RESULT = 11
+    OUTPUT = 11
     DONE = 12
     CLOSE = 13
 
@@ -75,7 +74,7 @@ _KIND_OF_OP = {
     Op.COMMIT: FrameKind.CLOSE,
     Op.DONE: FrameKind.CLOSE,
     Op.CLOSE: FrameKind.CLOSE,
-    Op.RESULT: FrameKind.RESULT,
+    Op.OUTPUT: FrameKind.RESULT,
 }
 
 
@@ -109,6 +108,21 @@ class WireStats:
     )
     frame_lengths: set[int] = field(default_factory=set)
     drops: dict[str, DropCounters] = field(default_factory=lambda: defaultdict(DropCounters))
+    messages: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
+    dummies: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def message(self, flow: str, sender: str, receiver: str) -> None:
+        """Count one message of routed flow ``flow`` (a DATA frame or an output blob).
+
+        A message resent after a broken link is counted once: these are the plan's messages,
+        the frames on the wire are counted per link.
+        """
+        self.messages[(flow, sender, receiver)] += 1
+
+    def dummy(self, flow: str, count: int = 1) -> None:
+        """Count dummies of routed flow ``flow`` (by whoever can tell: the opener, or the sender
+        of a dummy that only its target can open)."""
+        self.dummies[flow] += count
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready copy (links as lists)."""
@@ -119,6 +133,8 @@ class WireStats:
             ],
             "frame_lengths": sorted(self.frame_lengths),
             "drops": {name: d.as_dict() for name, d in self.drops.items() if d.total},
+            "messages": [[f, s, r, n] for (f, s, r), n in self.messages.items()],
+            "dummies": dict(self.dummies),
         }
 
 
@@ -133,24 +149,20 @@ class Received:
 
 
 class Channel:
-    """One TLS connection from node ``local`` to node ``peer`` carrying fixed-length frames."""
+    """One link from node ``local`` to node ``peer`` carrying fixed-length frames."""
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        link: Link,
         *,
-        local: str,
-        peer: str,
         frame_size: int,
         round_id: int,
         stats: WireStats,
         replay: ReplayCache,
     ) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.local = local
-        self.peer = peer
+        self.link = link
+        self.local = link.local
+        self.peer = link.peer
         self.frame_size = frame_size
         self.round_id = round_id
         self.stats = stats
@@ -176,10 +188,8 @@ class Channel:
         Nothing is written, nor counted, once the connection is closing (the peer hung up):
         asyncio would discard the bytes, and the counts are those of the wire.
         """
-        transport = self.writer.transport
-        if transport is None or transport.is_closing():
+        if not self.link.write(data):
             return
-        self.writer.write(data)
         counts = self.stats.sent[(self.local, self.peer)]
         counts.frames += 1
         counts.bytes += len(data)
@@ -193,13 +203,15 @@ class Channel:
         self.write_raw(data, data_frame=frame.kind == FrameKind.DATA)
         return data
 
-    def write_data(self, target: int, sealed: bytes, message_id: bytes | None = None) -> bytes:
-        """Write one DATA frame carrying ``sealed`` for target ``target``; return its bytes."""
+    def write_data(
+        self, flow: int, target: int, sealed: bytes, message_id: bytes | None = None
+    ) -> bytes:
+        """Write one DATA frame of routed flow ``flow`` carrying ``sealed`` for ``target``."""
         frame = Frame(
             kind=FrameKind.DATA,
             round_id=self.round_id,
             message_id=message_id if message_id is not None else new_message_id(),
-            body=DATA_HEADER.pack(target) + sealed,
+            body=DATA_HEADER.pack(flow, target) + sealed,
         )
         return self.write_frame(frame)
 
@@ -228,11 +240,11 @@ class Channel:
         await self.drain(timeout=timeout)
 
     async def drain(self, *, timeout: float) -> None:
-        """Wait for the write buffer to drain; ChannelClosedError if the connection broke."""
+        """Wait for the write buffer to drain; ChannelClosedError if the link broke."""
         try:
-            await asyncio.wait_for(self.writer.drain(), timeout)
-        except (OSError, ssl.SSLError, RuntimeError) as error:
-            raise ChannelClosedError(f"{self.local} -> {self.peer}: {error}") from error
+            await asyncio.wait_for(self.link.drain(timeout=timeout), timeout)
+        except LinkClosedError as error:
+            raise ChannelClosedError(str(error)) from error
 
     async def receive(self, *, timeout: float) -> Received:
         """The next fresh, well-formed frame or complete blob from the peer.
@@ -244,13 +256,13 @@ class Channel:
         async with asyncio.timeout(timeout):
             while True:
                 try:
-                    data = await read_frame(self.reader, frame_size=self.frame_size)
+                    data = await self.link.read(self.frame_size)
                 except StreamClosedError as error:
                     raise ChannelClosedError(f"{self.peer} closed the channel") from error
                 except FrameError as error:
                     self.drops.count_error(error)
                     raise ChannelClosedError(f"{self.peer}: {error}") from error
-                except (OSError, ssl.SSLError) as error:
+                except OSError as error:
                     raise ChannelClosedError(f"{self.peer}: {error}") from error
                 counts = self.stats.received[(self.peer, self.local)]
                 counts.frames += 1
@@ -325,67 +337,5 @@ class Channel:
                 self.drops.add("unexpected")
 
     async def close(self) -> None:
-        """Close the connection (never raises)."""
-        self.writer.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.writer.wait_closed(), 2.0)
-
-
-class Connector:
-    """Opens client channels for one node identity, with one cached TLS client context."""
-
-    def __init__(self, credentials: NodeCredentials, stats: WireStats, replay: ReplayCache) -> None:
-        self.credentials = credentials
-        self.stats = stats
-        self.replay = replay
-        self._context: ssl.SSLContext | None = None
-
-    @property
-    def name(self) -> str:
-        """The node's name."""
-        return self.credentials.name
-
-    async def connect(
-        self,
-        host: str,
-        port: int,
-        *,
-        peer: str,
-        frame_size: int,
-        round_id: int,
-        timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
-    ) -> Channel:
-        """A channel to node ``peer`` at ``host:port`` (HandshakeError if it is not that node)."""
-        if self._context is None:
-            self._context = client_context(self.credentials)
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(
-                    host,
-                    port,
-                    ssl=self._context,
-                    server_hostname=host,
-                    ssl_handshake_timeout=timeout,
-                ),
-                timeout,
-            )
-        except (OSError, TimeoutError, ssl.SSLError) as error:
-            raise HandshakeError(f"{self.name}: connection to {peer} failed: {error}") from error
-        try:
-            name = peer_identity(writer.get_extra_info("ssl_object"))
-        except PeerIdentityError as error:
-            writer.close()
-            raise HandshakeError(f"{self.name}: {error}") from error
-        if name != peer:
-            writer.close()
-            raise HandshakeError(f"{self.name}: {host}:{port} is {name!r}, expected {peer!r}")
-        return Channel(
-            reader,
-            writer,
-            local=self.name,
-            peer=peer,
-            frame_size=frame_size,
-            round_id=round_id,
-            stats=self.stats,
-            replay=self.replay,
-        )
+        """Close the link (never raises)."""
+        await self.link.close()

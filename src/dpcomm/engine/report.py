@@ -1,0 +1,383 @@
+"""Runs of the paper's two use cases with their reports: privacy, utility and efficiency.
+
+Every engine's run gets the same report, one JSON shape: ``{"privacy", "utility", "efficiency"
+(with the traffic of every flow), ...}``, a deployment adding its ``"wire"`` section. The
+efficiency is measured against the same plan without countermeasures (the non-private baseline
+of Section 2.5), always computed in memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from dpcomm.engine.memory import simulate
+from dpcomm.engine.run import Run
+from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure
+from dpcomm.plan.privacy import PlanGuarantee
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.groupby import evaluate_grouping_set
+from dpcomm.queries.kmeans import KMeansProgram, KMeansState, rand_index
+from dpcomm.queries.program import QueryProgram
+
+Row = dict[str, Any]
+
+SEEDED_NOTE = (
+    "seeded run: every draw follows from the seed, so the guarantee does not hold against "
+    "anyone who knows the seed (use no seed for a real deployment)"
+)
+
+
+class Engine(Protocol):
+    """Something that runs a program with countermeasures (the memory or the network engine)."""
+
+    name: str
+
+    def execute(
+        self,
+        program: QueryProgram,
+        countermeasures: Countermeasure | Mapping[str, Countermeasure],
+        *,
+        delta: float,
+        seed: int | None = None,
+        progress: bool = False,
+        target_epsilon: float | None = None,
+    ) -> Run:
+        """Run ``program`` and return the :class:`~dpcomm.engine.run.Run`."""
+        ...
+
+
+class MemoryEngine:
+    """The in-memory engine (the vectorized simulator)."""
+
+    name = "memory"
+
+    def execute(
+        self,
+        program: QueryProgram,
+        countermeasures: Countermeasure | Mapping[str, Countermeasure],
+        *,
+        delta: float,
+        seed: int | None = None,
+        progress: bool = False,
+        target_epsilon: float | None = None,
+    ) -> Run:
+        """:func:`dpcomm.engine.memory.simulate`."""
+        return simulate(
+            program,
+            countermeasures,
+            delta=delta,
+            seed=seed,
+            progress=progress,
+            target_epsilon=target_epsilon,
+        )
+
+
+def number(value: float) -> float | str:
+    """JSON has no infinity: ε = ∞ is written as the string "inf"."""
+    return "inf" if math.isinf(value) else value
+
+
+def privacy_report(privacy: PlanGuarantee) -> dict[str, Any]:
+    """The plan's and every cluster's guarantee, JSON-ready."""
+    clusters = []
+    for item in privacy.clusters:
+        cluster = item.cluster
+        clusters.append(
+            {
+                "cluster": cluster.name,
+                "data_dependent": cluster.data_dependent,
+                "num_targets": cluster.num_targets,
+                "num_senders": cluster.num_senders,
+                "countermeasure": item.countermeasure.describe(),
+                "epsilon": number(item.guarantee.epsilon),
+                "delta": item.guarantee.delta,
+                "method": item.guarantee.method,
+                "parts": [
+                    {
+                        "batch_size": getattr(part.mechanism, "batch_size", None),
+                        "instances": part.num_instances,
+                        "epsilon": number(part.guarantee.epsilon),
+                        "delta": part.guarantee.delta,
+                        "method": part.guarantee.method,
+                        "lower_bound": None
+                        if part.lower_bound is None
+                        else number(part.lower_bound),
+                    }
+                    for part in item.parts
+                ],
+            }
+        )
+    return {
+        "epsilon": number(privacy.guarantee.epsilon),
+        "delta": privacy.guarantee.delta,
+        "method": privacy.guarantee.method,
+        "delta_per_cluster": privacy.delta_per_cluster,
+        "worst_path": list(privacy.worst_path),
+        "caveats": list(privacy.caveats),
+        "clusters": clusters,
+    }
+
+
+def traffic_report(run: Run) -> list[dict[str, Any]]:
+    """Messages, dummies and edges of every routed flow."""
+    return [
+        {
+            "flow": flow.flow,
+            "messages": flow.messages,
+            "dummies": flow.dummies,
+            "edges": int(flow.senders.size),
+        }
+        for flow in run.traffic
+    ]
+
+
+def efficiency_report(run: Run, baseline: Run) -> dict[str, Any]:
+    """Messages, bytes, channels and consents, beside the non-private baseline."""
+    mine, base = run.efficiency, baseline.efficiency
+    seconds = run.seconds
+    return {
+        "messages": mine.messages,
+        "messages_nonprivate": base.messages,
+        "message_overhead": mine.messages / base.messages if base.messages else math.nan,
+        "dummy_messages": mine.dummy_messages,
+        "bytes": mine.bytes,
+        "bytes_nonprivate": base.bytes,
+        "frame_bytes": mine.frame_bytes,
+        "max_channels_per_node": mine.max_channels,
+        "mean_channels_per_node": mine.mean_channels,
+        "max_channels_per_node_nonprivate": base.max_channels,
+        "mean_channels_per_node_nonprivate": base.mean_channels,
+        "max_channels_by_role": mine.max_channels_by_role,
+        "num_scramblers": run.transformed.num_scramblers(),
+        "batch_sizes": {
+            flow: sorted(set(sizes), reverse=True) for flow, sizes in run.transformed.batches.items()
+        },
+        "extra_consents": run.extra_consents(),
+        "engine": run.engine,
+        "seconds": seconds,
+        "messages_per_second": mine.messages / seconds if seconds > 0 else math.nan,
+        "traffic": traffic_report(run),
+    }
+
+
+def _keyed(rows: list[Row], key_columns: list[str]) -> dict[tuple[Any, ...], Row]:
+    """Rows by their grouping key (numbered when a key repeats, e.g. unselected columns)."""
+    seen: Counter[tuple[Any, ...]] = Counter()
+    keyed = {}
+    for row in rows:
+        key = tuple(row[c] for c in key_columns)
+        keyed[(*key, seen[key])] = row
+        seen[key] += 1
+    return keyed
+
+
+def aggregate_utility(
+    program: AggregateProgram, masks: list[npt.NDArray[np.bool_]]
+) -> dict[str, Any]:
+    """Tuples used per grouping set and the error of every aggregate against the full result.
+
+    The relative error of a value is |private − exact| / |exact| (absolute when exact = 0);
+    a group present in the exact result but absent from the private one is *missing*.
+    """
+    query = program.query
+    table = program.source_rows()
+    everything = np.ones(table.num_rows, dtype=bool)
+    group_names = [o.name for o in query.outputs if o.kind == "group"]
+    value_names = [o.name for o in query.outputs if o.kind == "aggregate"]
+    errors: dict[str, list[float]] = {name: [] for name in value_names}
+    total_groups = missing = 0
+    per_set = []
+    for index, name in enumerate(program.flow_names):
+        exact = _keyed(evaluate_grouping_set(query, table, index, everything), group_names)
+        private = _keyed(evaluate_grouping_set(query, table, index, masks[index]), group_names)
+        set_missing = 0
+        for key, row in exact.items():
+            other = private.get(key)
+            if other is None:
+                set_missing += 1
+                continue
+            for column in value_names:
+                truth, value = row[column], other[column]
+                if truth is None or value is None:
+                    if (truth is None) != (value is None):
+                        errors[column].append(1.0)
+                    continue
+                scale = abs(float(truth)) or 1.0
+                errors[column].append(abs(float(value) - float(truth)) / scale)
+        total_groups += len(exact)
+        missing += set_missing
+        used = int(masks[index].sum())
+        per_set.append(
+            {
+                "grouping_set": name,
+                "tuples_used": used,
+                "tuples_used_fraction": used / table.num_rows,
+                "groups": len(exact),
+                "groups_missing": set_missing,
+            }
+        )
+    return {
+        "sources": table.num_rows,
+        "tuples_used": sum(p["tuples_used"] for p in per_set),
+        "tuples_nonprivate": table.num_rows * len(per_set),
+        "grouping_sets": per_set,
+        "groups": total_groups,
+        "groups_missing": missing,
+        "mean_relative_error": {c: (float(np.mean(v)) if v else 0.0) for c, v in errors.items()},
+        "max_relative_error": {c: (float(np.max(v)) if v else 0.0) for c, v in errors.items()},
+    }
+
+
+def base_report(run: Run, baseline: Run) -> dict[str, Any]:
+    """The parts of a report every program shares (privacy, efficiency, the randomness)."""
+    countermeasures = {
+        c.name: run.transformed.requested[c.name].describe()
+        for c in run.transformed.plan.clusters
+        if c.data_dependent
+    }
+    described = sorted(set(countermeasures.values()))
+    report: dict[str, Any] = {
+        "query": run.program.name,
+        "engine": run.engine,
+        "countermeasure": described[0] if len(described) == 1 else countermeasures,
+        "seed": run.seed,
+        "randomness": SEEDED_NOTE if run.seed is not None else "fresh operating-system entropy",
+        "privacy": privacy_report(run.privacy),
+    }
+    report["efficiency"] = efficiency_report(run, baseline)
+    return report
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateRun:
+    """An Aggregate run: the decentralized result, the run, its baseline and the report."""
+
+    program: AggregateProgram
+    result: list[Row]
+    run: Run
+    baseline: Run
+    report: dict[str, Any]
+
+
+def _engine(engine: Engine | None) -> Engine:
+    return MemoryEngine() if engine is None else engine
+
+
+def aggregate_report(program: AggregateProgram, run: Run, baseline: Run) -> dict[str, Any]:
+    """The report of an Aggregate run."""
+    report = base_report(run, baseline)
+    report["sql"] = program.query.sql
+    masks = [run.delivered[name] for name in program.flow_names]
+    report["utility"] = aggregate_utility(program, masks)
+    if run.details:
+        report.update(run.details)
+    return report
+
+
+def run_aggregate(
+    program: AggregateProgram,
+    countermeasure: Countermeasure | Mapping[str, Countermeasure],
+    *,
+    delta: float,
+    seed: int | None = None,
+    progress: bool = False,
+    engine: Engine | None = None,
+    target_epsilon: float | None = None,
+) -> AggregateRun:
+    """Run an Aggregate query with ``countermeasure`` on every grouping set, and report."""
+    chosen = _engine(engine)
+    run = chosen.execute(
+        program,
+        countermeasure,
+        delta=delta,
+        seed=seed,
+        progress=progress,
+        target_epsilon=target_epsilon,
+    )
+    baseline = simulate(program, NoCountermeasure(), delta=delta, seed=seed)
+    return AggregateRun(program, run.result, run, baseline, aggregate_report(program, run, baseline))
+
+
+@dataclass(frozen=True, eq=False)
+class KMeansRun:
+    """A K-means run: final centroids, Rand indices, the run, its baseline and the report."""
+
+    program: KMeansProgram
+    centroids: npt.NDArray[np.float64]
+    rand_index: float
+    rand_index_nonprivate: float
+    run: Run
+    baseline: Run
+    report: dict[str, Any]
+
+    @property
+    def result(self) -> npt.NDArray[np.float64]:
+        """The final centroids."""
+        return self.centroids
+
+
+def kmeans_report(
+    program: KMeansProgram,
+    run: Run,
+    baseline: Run,
+    *,
+    test_points: npt.NDArray[np.float64],
+    test_labels: npt.NDArray[np.int64],
+) -> tuple[dict[str, Any], float, float]:
+    """The report of a K-means run, its Rand index and the baseline's."""
+    state: KMeansState = run.state
+    base_state: KMeansState = baseline.state
+    private_index = rand_index(test_labels, program.assign(state, test_points))
+    nonprivate_index = rand_index(test_labels, program.assign(base_state, test_points))
+    sources = program.num_sources
+    used = [run.tuples_used()[program.flow_name(i + 1)] for i in range(program.num_iterations)]
+    report = base_report(run, baseline)
+    report["utility"] = {
+        "sources": sources,
+        "test_points": len(test_points),
+        "rand_index": private_index,
+        "rand_index_nonprivate": nonprivate_index,
+        "tuples_used_per_iteration": used,
+        "tuples_used_fraction": float(np.mean(used)) / sources,
+    }
+    if run.details:
+        report.update(run.details)
+    return report, private_index, nonprivate_index
+
+
+def run_kmeans(
+    program: KMeansProgram,
+    countermeasure: Countermeasure | Mapping[str, Countermeasure],
+    *,
+    test_points: npt.NDArray[np.float64],
+    test_labels: npt.NDArray[np.int64],
+    delta: float,
+    seed: int | None = None,
+    progress: bool = False,
+    engine: Engine | None = None,
+    target_epsilon: float | None = None,
+) -> KMeansRun:
+    """Run K-means with ``countermeasure`` in every iteration; Rand index on the test set."""
+    chosen = _engine(engine)
+    run = chosen.execute(
+        program,
+        countermeasure,
+        delta=delta,
+        seed=seed,
+        progress=progress,
+        target_epsilon=target_epsilon,
+    )
+    baseline = simulate(program, NoCountermeasure(), delta=delta, seed=seed)
+    report, private_index, nonprivate_index = kmeans_report(
+        program, run, baseline, test_points=test_points, test_labels=test_labels
+    )
+    return KMeansRun(
+        program, run.state.centroids, private_index, nonprivate_index, run, baseline, report
+    )

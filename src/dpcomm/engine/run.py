@@ -1,0 +1,173 @@
+"""What every engine returns: a :class:`Run`, and what every engine does before and after.
+
+An engine (the in-memory simulator, the networked runtime, a distributed one) executes a query
+program's roles on its plan with countermeasures; the rest is shared here so that the engines
+cannot drift apart:
+
+* :func:`prepare`: the transformed plan (:func:`dpcomm.plan.transform`), the plan's guarantee
+  (:func:`dpcomm.plan.account_plan`), and the warnings about outcomes a user may not expect;
+* :class:`Run`: the result, the final state, which tuples were delivered, the traffic of every
+  routed flow as the observer sees it, the efficiency metrics and the guarantee.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpcomm.engine.traffic import Efficiency, FlowTraffic, efficiency
+from dpcomm.errors import DpcommWarning
+from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure, Scramblers
+from dpcomm.plan.privacy import PlanGuarantee, account_plan
+from dpcomm.plan.transform import TransformedPlan, transform
+from dpcomm.protocol.roles import ProgramHooks
+
+BoolArray = npt.NDArray[np.bool_]
+ROLE_NAMES: tuple[str, ...] = ("source", "scrambler", "compute", "result")
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One execution of a program with countermeasures, by any engine.
+
+    Attributes:
+        engine: the engine's name (``memory``, ``network``, ...).
+        program: the program that ran.
+        transformed: the plan with its countermeasures (node ids are those of
+            ``transformed.routed``).
+        privacy: the plan's guarantee (Theorem 2) for the batches as they ran.
+        state: the program's final state.
+        result: the program's result.
+        delivered: per data-dependent flow, which sources' real tuples were counted.
+        traffic: every routed flow's messages as the observer sees them, in plan order.
+        efficiency: messages, bytes and channels.
+        seed: the seed the run was drawn from (None: fresh entropy, unpredictable).
+        seconds: wall time of the execution.
+        details: what only this engine measured (a deployment's wire, its timings, ...).
+    """
+
+    engine: str
+    program: ProgramHooks
+    transformed: TransformedPlan
+    privacy: PlanGuarantee
+    state: Any
+    result: Any
+    delivered: dict[str, BoolArray]
+    traffic: tuple[FlowTraffic, ...]
+    efficiency: Efficiency
+    seed: int | None
+    seconds: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def countermeasures(self) -> dict[str, Countermeasure]:
+        """The countermeasure asked for every cluster, by cluster name."""
+        return self.transformed.requested
+
+    def tuples_used(self) -> dict[str, int]:
+        """Real tuples counted, per data-dependent flow."""
+        return {name: int(mask.sum()) for name, mask in self.delivered.items()}
+
+    def flow_traffic(self, name: str) -> FlowTraffic:
+        """The traffic of the routed flow called ``name``."""
+        for flow in self.traffic:
+            if flow.flow == name:
+                return flow
+        raise KeyError(name)
+
+    def extra_consents(self) -> int:
+        """Additional sources S_t − S to keep the non-private utility (Sections 3.3, 4.4)."""
+        plan = self.transformed.plan
+        senders = max((plan.group(g.name).count for g in plan.data_holders), default=0)
+        return max(0, self.transformed.sources_needed() - senders)
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """What every engine computes before running: the transformed plan and its guarantee."""
+
+    transformed: TransformedPlan
+    privacy: PlanGuarantee
+
+
+def prepare(
+    program: ProgramHooks,
+    countermeasures: Countermeasure | Mapping[str, Countermeasure],
+    *,
+    delta: float,
+    target_epsilon: float | None = None,
+) -> Prepared:
+    """Transform and account ``program``'s plan, and warn about outcomes easy to miss.
+
+    Warnings (:class:`~dpcomm.errors.DpcommWarning`): σ = 1 (only the tuples whose random
+    target is their own are used); scramblers whose balanced batches are smaller than the n
+    asked for (the table's size changes the guarantee: each batch is accounted at its own size);
+    a plan ε above ``target_epsilon``.
+    """
+    plan = program.plan
+    transformed = transform(plan, countermeasures)
+    privacy = account_plan(plan, countermeasures, delta=delta)
+    for cluster_guarantee in privacy.clusters:
+        cluster = cluster_guarantee.cluster
+        chosen = transformed.requested[cluster.name]
+        if not cluster.data_dependent or cluster.num_targets == 1:
+            continue
+        if isinstance(chosen, NoCountermeasure):
+            continue
+        if chosen.sampling_rate == 1.0:
+            warnings.warn(
+                f"sampling_rate σ = 1 in cluster {cluster.name}: every destination is drawn "
+                f"independently of the data, so only tuples whose random target is their own "
+                f"(1/T = 1/{cluster.num_targets} on average) are used",
+                DpcommWarning,
+                stacklevel=3,
+            )
+        if isinstance(chosen, Scramblers):
+            sizes = sorted(
+                {s for m in cluster.members for s in transformed.batches.get(m.flow.name, ())}
+            )
+            if sizes and max(sizes) < chosen.batch_size:
+                shown = " or ".join(str(s) for s in sizes)
+                warnings.warn(
+                    f"batch_size n = {chosen.batch_size} with {cluster.num_senders} senders in "
+                    f"cluster {cluster.name}: {transformed.num_scramblers(cluster.members[0].flow.name)} "
+                    f"balanced batches of {shown} sources, each accounted at its own size "
+                    f"(ε = {cluster_guarantee.guarantee.epsilon:.4g})",
+                    DpcommWarning,
+                    stacklevel=3,
+                )
+    if target_epsilon is not None and privacy.guarantee.epsilon > target_epsilon:
+        warnings.warn(
+            f"the plan's ε = {privacy.guarantee.epsilon:.4g} exceeds the target ε = "
+            f"{target_epsilon:g} asked for (the table's size or the configuration changed)",
+            DpcommWarning,
+            stacklevel=3,
+        )
+    return Prepared(transformed, privacy)
+
+
+def run_efficiency(transformed: TransformedPlan, traffic: list[FlowTraffic]) -> Efficiency:
+    """The efficiency metrics of ``traffic`` over the nodes of ``transformed``."""
+    routed = transformed.routed
+    roles = np.concatenate(
+        [
+            np.full(group.count, ROLE_NAMES.index(group.role), dtype=np.int64)
+            for group in routed.groups
+            if group.physical is None
+        ]
+    )
+    frame = max((flow.message_bytes for flow in transformed.plan.flows), default=1)
+    return efficiency(
+        traffic, num_nodes=routed.num_nodes, frame_bytes=frame, roles=roles, role_names=ROLE_NAMES
+    )
+
+
+def in_plan_order(transformed: TransformedPlan, traffic: list[FlowTraffic]) -> tuple[FlowTraffic, ...]:
+    """``traffic`` sorted in the order of the routed flows of ``transformed``."""
+    order = {flow.name: index for index, flow in enumerate(transformed.flows)}
+    return tuple(sorted(traffic, key=lambda f: order.get(f.flow, len(order))))

@@ -1,0 +1,161 @@
+"""One derivation of every random draw of a run, per (seed, round, role, flow, purpose, node).
+
+Every engine draws a node's randomness from the same place, so that with the same seed the
+simulator (all nodes of a role at once), the networked runtime (each node on its own) and any
+later engine make the very same draws, and "same seed, same run" can be tested.
+
+A *stream* names a purpose of one role in one flow (e.g. the sampling step R_σ of the sources of
+grouping set (A)) and how many uniforms each node draws from it. Node i of a stream reads the
+AES-256 keystream of the stream's key in counter mode, from block i·⌈per_node/2⌉ on (each
+16-byte block gives two 64-bit words, each word one uniform in [0, 1) with 53 random bits), so
+any node's draws are computed alone in microseconds and all nodes' at once in one call.
+
+* With a seed (for reproducible tests and experiments only), the stream key is SHA-256 of the
+  seed, the round, the role, the flow and the purpose: anyone who knows the seed can recompute
+  every draw, so the privacy guarantee does not hold against them.
+* Without a seed, every stream key is 32 bytes of fresh operating-system entropy, drawn anew
+  for each :class:`Randomness` (one per node and round in a deployment): AES-CTR under a
+  secret random key is a cryptographically secure generator.
+
+The cipher is the ``cryptography`` package's (OpenSSL): nothing here is home-made crypto.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from dpcomm.accounting._validation import check_int
+from dpcomm.errors import InvalidParameterError
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+Role = Literal["coordinator", "source", "scrambler", "compute", "result"]
+ROLES: tuple[Role, ...] = ("coordinator", "source", "scrambler", "compute", "result")
+_DOMAIN = b"dpcomm/randomness/v1"
+_BLOCK = 16
+#: Largest seed accepted (seeds are encoded on 16 bytes).
+MAX_SEED = (1 << 127) - 1
+
+
+@dataclass(frozen=True)
+class Stream:
+    """The draws of one role for one purpose in one flow.
+
+    Attributes:
+        role: the role that draws (its nodes are numbered within the flow's group).
+        flow: the flow (plan flow name) the draws serve.
+        purpose: what the draws decide (``"sample"``, ``"flood"``, ``"dummies"``, ...).
+        per_node: uniforms each node draws (a node may use fewer; never more).
+    """
+
+    role: Role
+    flow: str
+    purpose: str
+    per_node: int
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidParameterError("role", f"one of {', '.join(ROLES)}", self.role)
+        check_int("per_node", self.per_node, minimum=0)
+
+    @property
+    def blocks_per_node(self) -> int:
+        """AES blocks per node: ⌈per_node/2⌉ (two 64-bit words per block)."""
+        return -(-self.per_node // 2)
+
+
+class Randomness:
+    """Where every draw of one run (or of one node in one round) comes from.
+
+    Args:
+        seed: an integer in [0, 2^127 − 1] for a reproducible run, or None for fresh
+            operating-system entropy (the default of every deployment).
+        round: the round number (0 for a single run); seeded draws differ between rounds.
+    """
+
+    def __init__(self, seed: int | None = None, *, round: int = 0) -> None:
+        if seed is not None:
+            seed = check_int("seed", seed, minimum=0, maximum=MAX_SEED)
+        self.seed = seed
+        self.round = check_int("round", round, minimum=0)
+        self._keys: dict[tuple[str, str, str], bytes] = {}
+
+    @property
+    def seeded(self) -> bool:
+        """True when every draw follows from a seed (and is predictable by whoever knows it)."""
+        return self.seed is not None
+
+    def _key(self, stream: Stream) -> bytes:
+        name = (stream.role, stream.flow, stream.purpose)
+        key = self._keys.get(name)
+        if key is None:
+            if self.seed is None:
+                key = os.urandom(32)
+            else:
+                digest = hashlib.sha256(_DOMAIN)
+                digest.update(self.seed.to_bytes(16, "big"))
+                digest.update(struct.pack(">Q", self.round))
+                for part in name:
+                    encoded = part.encode("utf-8")
+                    digest.update(struct.pack(">I", len(encoded)) + encoded)
+                key = digest.digest()
+            self._keys[name] = key
+        return key
+
+    def _keystream(self, key: bytes, first_block: int, blocks: int) -> npt.NDArray[np.uint64]:
+        encryptor = Cipher(
+            algorithms.AES(key), modes.CTR(first_block.to_bytes(_BLOCK, "big"))
+        ).encryptor()
+        data = encryptor.update(bytes(blocks * _BLOCK)) + encryptor.finalize()
+        return np.frombuffer(data, dtype="<u8")
+
+    def words(self, stream: Stream, nodes: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+        """The 64-bit words of ``nodes`` (1-D node indices >= 0): shape (len(nodes), per_node)."""
+        indices = np.asarray(nodes, dtype=np.int64).reshape(-1)
+        width = stream.per_node
+        if indices.size == 0 or width == 0:
+            return np.zeros((indices.size, width), dtype=np.uint64)
+        if int(indices.min()) < 0:
+            raise InvalidParameterError("nodes", "node indices >= 0", int(indices.min()))
+        key = self._key(stream)
+        blocks = stream.blocks_per_node
+        low, high = int(indices.min()), int(indices.max())
+        if high - low + 1 <= 2 * indices.size:
+            # One keystream over the covering range, then the rows of the nodes asked for.
+            data = self._keystream(key, low * blocks, (high - low + 1) * blocks)
+            table = data.reshape(high - low + 1, 2 * blocks)[:, :width]
+            return np.ascontiguousarray(table[indices - low])
+        rows = [
+            self._keystream(key, int(node) * blocks, blocks)[:width] for node in indices.tolist()
+        ]
+        return np.stack(rows)
+
+    def uniforms(self, stream: Stream, nodes: npt.ArrayLike) -> FloatArray:
+        """Uniforms in [0, 1) with 53 random bits: shape (len(nodes), per_node)."""
+        words = self.words(stream, nodes)
+        result: FloatArray = (words >> np.uint64(11)).astype(np.float64) * (2.0**-53)
+        return result
+
+
+def uniform_integers(uniforms: npt.ArrayLike, upper: int | npt.ArrayLike) -> IntArray:
+    """⌊u · upper⌋ for uniforms u in [0, 1): uniform integers in [0, upper) (bias < 2^-50)."""
+    values = np.floor(np.asarray(uniforms, dtype=np.float64) * np.asarray(upper)).astype(np.int64)
+    result: IntArray = np.minimum(values, np.asarray(upper, dtype=np.int64) - 1)
+    return result
+
+
+def permutation_from(uniforms: npt.ArrayLike) -> IntArray:
+    """A uniformly random permutation: the order that sorts i.i.d. uniforms (ties: index)."""
+    result: IntArray = np.argsort(np.asarray(uniforms, dtype=np.float64), kind="stable").astype(
+        np.int64
+    )
+    return result
