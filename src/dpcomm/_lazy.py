@@ -21,7 +21,7 @@ def attach(
     """``__getattr__`` and ``__dir__`` for ``package`` exporting ``exports`` (module -> names)."""
     where = {name: module for module, names in exports.items() for name in names}
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> Any:  # noqa: N807
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -29,7 +29,7 @@ def attach(
         setattr(sys.modules[package], name, value)
         return value
 
-    def __dir__() -> list[str]:
+    def __dir__() -> list[str]:  # noqa: N807
         return sorted(where)
 
     return __getattr__, __dir__

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from dpcomm.data import Column, Table, diabetes_table
 from dpcomm.engine import run_aggregate, simulate
 from dpcomm.errors import DpcommWarning, InvalidParameterError
-from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers, scrambler_batch_sizes
+from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers, batch_size_counts
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
 
@@ -118,16 +118,16 @@ def test_decentralized_result_equals_duckdb_over_the_delivered_tuples(
 ):
     program = AggregateProgram.from_sql(sql, table, num_compute_nodes=3)
     if isinstance(countermeasure, Scramblers) and countermeasure.capped:
-        smallest = min(scrambler_batch_sizes(table.num_rows, countermeasure.batch_size))
+        smallest = min(batch_size_counts(table.num_rows, countermeasure.batch_size))
         if countermeasure.num_dummies > 2 * smallest and any(program.query.grouping_sets):
             with pytest.raises(InvalidParameterError, match="num_dummies"):
-                simulate(program, countermeasure, delta=1e-4, rng=seed)
+                simulate(program, countermeasure, delta=1e-4, seed=seed)
             return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DpcommWarning)
-        run = simulate(program, countermeasure, delta=1e-4, rng=seed)
-    masks = program.masks(run.state)
-    result = program.result(run.state)
+        run = simulate(program, countermeasure, delta=1e-4, seed=seed)
+    masks = [run.delivered[flow] for flow in program.flow_names]
+    result = run.result
     assert compare_results(result, reference_result(program.query, program.table, masks)) == []
     if isinstance(countermeasure, NoCountermeasure) or countermeasure.sampling_rate == 0.0:
         assert all(mask.all() for mask in masks)

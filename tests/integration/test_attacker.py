@@ -42,7 +42,7 @@ def test_bound_for_a_skewed_prior():
 
 
 def test_no_countermeasure_reveals_everything(aggregate):
-    run = simulate(aggregate, NoCountermeasure(), delta=1e-4, rng=0)
+    run = simulate(aggregate, NoCountermeasure(), delta=1e-4, seed=0)
     result = attack_run(run)
     assert result.accuracy == 1.0
     assert math.isinf(result.epsilon)
@@ -57,7 +57,7 @@ def test_no_countermeasure_reveals_everything(aggregate):
     ],
 )
 def test_attacker_beats_the_prior_but_not_the_dp_bound(aggregate, countermeasure):
-    run = simulate(aggregate, countermeasure, delta=1e-4, rng=0)
+    run = simulate(aggregate, countermeasure, delta=1e-4, seed=0)
     result = attack_run(run)
     assert result.accuracy > result.baseline
     # 3000 guesses: allow a binomial standard error's worth of slack (3 sigma).
@@ -67,15 +67,26 @@ def test_attacker_beats_the_prior_but_not_the_dp_bound(aggregate, countermeasure
 
 def test_scramblers_without_sampling_nor_dummies_reveal_everything(aggregate):
     run = simulate(
-        aggregate, Scramblers(sampling_rate=0.0, batch_size=100, num_dummies=0), delta=1e-4, rng=0
+        aggregate, Scramblers(sampling_rate=0.0, batch_size=100, num_dummies=0), delta=1e-4, seed=0
     )
     assert attack_run(run).accuracy == 1.0
+
+
+def test_kmeans_true_targets_replay_the_run_without_countermeasure():
+    # Without countermeasure the observer reads every target: the attacker is right on every
+    # iteration only if its replay of the state (from the run's delivered tuples) is the run's.
+    dataset = load_mnist5k()
+    program = KMeansProgram(dataset.train_images[:1500], 10, 3, seed=0)
+    run = simulate(program, NoCountermeasure(), delta=1e-4, seed=0)
+    result = attack_run(run)
+    assert len(result.flows) == 3
+    assert [flow.accuracy for flow in result.flows] == [1.0, 1.0, 1.0]
 
 
 def test_kmeans_attack_on_every_iteration():
     dataset = load_mnist5k()
     program = KMeansProgram(dataset.train_images, 10, 2, seed=0)
-    run = simulate(program, LocalFlooding(sampling_rate=0.5, num_dummies=1), delta=1e-4, rng=0)
+    run = simulate(program, LocalFlooding(sampling_rate=0.5, num_dummies=1), delta=1e-4, seed=0)
     result = attack_run(run)
     assert len(result.flows) == 2
     assert result.baseline < result.accuracy <= result.bound + 0.03

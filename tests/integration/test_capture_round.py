@@ -14,7 +14,7 @@ from _capture import TcpdumpCapture
 from test_capture_tls import TLS_OVERHEAD
 
 from dpcomm.data import synthetic_table
-from dpcomm.engine.network.deploy import deploy_local
+from dpcomm.engine.network.deploy import NetworkEngine
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
@@ -37,14 +37,16 @@ def test_capture_of_a_round_shows_equal_records_matching_the_links(tmp_path):
     # has a hole); such a capture proves nothing either way, so the round is captured again.
     for attempt in range(3):
         with TcpdumpCapture(tmp_path / f"round-{attempt}.pcap") as sniffer:
-            report = deploy_local(program, countermeasure, delta=1e-4, seed=2, timeout=60)
+            engine = NetworkEngine(transport="tls", timeout=60, collect_seconds=10)
+            run = engine.execute(program, countermeasure, delta=1e-4, seed=2)
         capture = sniffer.capture()
         if capture.dropped == 0 and capture.gaps == 0:
             break
     else:
         pytest.skip(f"the capture lost packets 3 times (kernel drops {capture.dropped})")
     records = capture.records()
-    frame_record = report.frame_size + TLS_OVERHEAD
+    wire = run.details["wire"]
+    frame_record = wire["frame_size"] + TLS_OVERHEAD
     captured = []
     for direction, items in records.items():
         lengths = [length for kind, length in items if kind == 23]
@@ -57,13 +59,13 @@ def test_capture_of_a_round_shows_equal_records_matching_the_links(tmp_path):
         captured.append(sum(1 for n in tail if n == frame_record))
     # Every frame a receiver read crossed the wire, and nothing crossed it that a sender did
     # not report (a frame written while its peer was hanging up may be lost in between).
-    sent = sum(link.frames for link in report.links)
-    received = sum(link.frames_received for link in report.links)
+    sent = sum(link["frames"] for link in wire["links"])
+    received = sum(link["frames_received"] for link in wire["links"])
     assert received <= sum(captured) <= sent
     # The dummies are on the wire like everything else: data frames are n + d per scrambler.
-    data = sum(link.data_frames for link in report.links if link.sender.startswith("scrambler"))
-    assert data == 200 + 4 * 6
-    masks = report.masks(table.num_rows)
-    assert (
-        compare_results(report.result, reference_result(program.query, program.table, masks)) == []
+    data = sum(
+        link["data_frames"] for link in wire["links"] if link["sender"].startswith("scrambler")
     )
+    assert data == 200 + 4 * 6
+    masks = [run.delivered[flow] for flow in program.flow_names]
+    assert compare_results(run.result, reference_result(program.query, program.table, masks)) == []

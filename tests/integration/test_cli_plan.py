@@ -1,10 +1,12 @@
 """`dpcomm plan` and `dpcomm headline` end to end, through main()."""
 
 import json
+import shlex
 
 import pytest
 
-from dpcomm.cli.main import main
+from dpcomm.cli.main import build_parser, main
+from dpcomm.plan import balanced_batch_sizes
 
 
 def run_cli(capsys, *argv):
@@ -22,6 +24,22 @@ def test_plan_prints_the_choice_and_the_pareto_front(capsys):
     for text in ("Chosen (least network load)", "privacy: ε =", "network load", "Pareto front"):
         assert text in out
     assert "*" in out
+    status, text, _ = run_cli(capsys, "plan", *SMALL, "--grouping-sets", "2", "--json")
+    document = json.loads(text)
+    recruited = document["sources_recruited"]
+    assert f"sources recruited: S_t = {recruited:,}" in out
+    assert f"Run it:\n  {document['run_command']}\n" in out
+    sizes = document["batch_sizes"]
+    if sizes is not None:
+        assert f"batches per grouping set: {len(sizes):,} scramblers" in out
+
+
+def test_plan_prints_balanced_batches(capsys):
+    status, out, _ = run_cli(capsys, "plan", *SMALL, "--grouping-sets", "1", "--max-channels", "60")
+    assert status == 0
+    # S_t = 2,581 sources in 57 balanced batches of at most 46.
+    assert "batches per grouping set: 57 scramblers: 16 of 46 sources, 41 of 45" in out
+    assert "sources recruited: S_t = 2,581" in out
 
 
 def test_plan_json_has_exactly_the_documented_keys(capsys):
@@ -35,6 +53,9 @@ def test_plan_json_has_exactly_the_documented_keys(capsys):
         "network_load_messages",
         "max_channels_per_node",
         "extra_consents",
+        "sources_recruited",
+        "batch_sizes",
+        "run_command",
         "pareto",
     }
     configuration = document["configuration"]
@@ -46,13 +67,82 @@ def test_plan_json_has_exactly_the_documented_keys(capsys):
         "num_scramblers",
     }
     assert configuration["mechanism"] in ("scrambler", "local")
+    sizes = document["batch_sizes"]
     if configuration["mechanism"] == "local":
         assert configuration["batch_size"] is None and configuration["num_scramblers"] is None
+        assert sizes is None
+    else:
+        # One balanced batch per scrambler of a cluster, covering the S_t recruited sources.
+        assert sizes == list(
+            balanced_batch_sizes(document["sources_recruited"], configuration["batch_size"])
+        )
+        assert len(sizes) == configuration["num_scramblers"]
+        assert max(sizes) <= configuration["batch_size"] and max(sizes) - min(sizes) <= 1
+    assert document["sources_recruited"] == 2000 + document["extra_consents"]
+    assert document["run_command"].startswith("dpcomm run kmeans --k 10 --iterations 3 ")
     assert document["epsilon"] <= 1.0
     assert document["delta"] == pytest.approx(1e-4)
     assert document["pareto"]
     for member in document["pareto"]:
-        assert set(member) == set(document) - {"pareto"}
+        assert set(member) == set(document) - {"pareto", "batch_sizes", "run_command"}
+
+
+RUNNABLE = [
+    # (plan options, mechanism expected): scramblers with two batch sizes; local sampling.
+    ((*SMALL, "--grouping-sets", "1", "--max-channels", "60"), "scrambler"),
+    ((*SMALL, "--grouping-sets", "2", "--max-channels", "200"), "scrambler"),
+    (("--sources", "500", "--targets", "5", "--epsilon", "3", "--delta", "1e-3",
+      "--grouping-sets", "1"), "local"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("options", "mechanism"), RUNNABLE)
+def test_the_printed_run_command_runs_the_planned_configuration(capsys, options, mechanism):
+    status, out, _ = run_cli(capsys, "plan", *options, "--json")
+    assert status == 0
+    plan = json.loads(out)
+    configuration = plan["configuration"]
+    assert configuration["mechanism"] == mechanism
+    argv = shlex.split(plan["run_command"])
+    assert argv[:3] == ["dpcomm", "run", "aggregate"]
+    assert argv[argv.index("--synthetic") + 1] == str(plan["sources_recruited"])
+    status, out, err = run_cli(capsys, *argv[1:], "--json", "--seed", "0")
+    assert status == 0
+    assert "warning" not in err  # --target-epsilon: the run's ε does not exceed the target
+    report = json.loads(out)["report"]
+    privacy, efficiency = report["privacy"], report["efficiency"]
+    # The run is the planned configuration: its ε is at most (here: exactly) the planned ε,
+    # its δ the planned δ, its messages and batches those of the plan.
+    assert privacy["epsilon"] <= plan["epsilon"]
+    assert privacy["epsilon"] == plan["epsilon"]
+    assert privacy["delta"] == pytest.approx(plan["delta"])
+    assert efficiency["messages"] == plan["network_load_messages"]
+    assert efficiency["max_channels_per_node"] <= plan["max_channels_per_node"]
+    grouping_sets = int(options[options.index("--grouping-sets") + 1])
+    sizes = plan["batch_sizes"]
+    if sizes is None:
+        assert efficiency["num_scramblers"] == 0 and efficiency["batch_sizes"] == {}
+    else:
+        assert efficiency["num_scramblers"] == grouping_sets * len(sizes)
+        assert list(efficiency["batch_sizes"].values()) == grouping_sets * [
+            sorted(set(sizes), reverse=True)
+        ]
+
+
+def test_the_kmeans_run_command_parses_to_the_planned_countermeasure(capsys):
+    status, out, _ = run_cli(capsys, "plan", *SMALL, "--iterations", "3", "--json")
+    assert status == 0
+    plan = json.loads(out)
+    configuration = plan["configuration"]
+    args = build_parser().parse_args(shlex.split(plan["run_command"])[1:])
+    assert (args.k, args.iterations) == (10, 3)
+    assert args.mechanism == configuration["mechanism"]
+    assert args.sampling == configuration["sampling_rate"]
+    assert args.dummies == configuration["num_dummies"]
+    assert args.delta == pytest.approx(1e-4 / 3, rel=1e-15)
+    assert args.target_epsilon == 1.0
+    if plan["batch_sizes"] is not None:
+        assert args.batch == max(plan["batch_sizes"])
 
 
 def test_plan_limits_are_honoured(capsys):
@@ -95,7 +185,8 @@ def test_headline_prints_the_markdown_table(capsys):
     assert status == 0
     lines = [line for line in out.splitlines() if line.startswith("|")]
     assert len(lines) == 7
-    assert "| 275 |" in out and "| 545 |" in out and "| 4,333 |" in out
+    assert "| 275 |" in out and "| 546 |" in out and "| 4,334 |" in out
+    assert "12,346 sources in 124 scramblers: 70 of 100 sources, 54 of 99" in out
     assert "estimate" in out and "unreachable" in out
 
 

@@ -1,17 +1,26 @@
-"""A real deployment on loopback: separate processes, mutual TLS 1.3, sealed fixed-size frames."""
+"""A real deployment on loopback: separate processes, mutual TLS 1.3, sealed fixed-size frames.
+
+The same program with the same seed gives the in-memory engine's run (the engine contract, over
+real TLS between processes); faults (replayed, malformed and unauthenticated frames, a scrambler
+killed mid-forward, a late source) are dropped, counted and accounted as run.
+"""
 
 import json
 
 import numpy as np
 import pytest
+from engine_contract import MECHANISMS, same_run
 
-from dpcomm.data import synthetic_table
-from dpcomm.engine.network.deploy import Faults, deploy_local, node_configs, round_spec
-from dpcomm.engine.network.runtime_spec import NodeConfig, decode_tuple, encode_tuple
-from dpcomm.engine.runs import privacy_report
+from dpcomm.data import load_mnist5k, synthetic_table
+from dpcomm.engine.memory import simulate
+from dpcomm.engine.network.deploy import Faults, NetworkEngine, node_configs
+from dpcomm.engine.network.names import NodeName
+from dpcomm.engine.network.spec import NodeConfig, RoundSpec
+from dpcomm.engine.report import privacy_report, run_aggregate
 from dpcomm.plan import Scramblers, account_plan
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
+from dpcomm.queries.kmeans import KMeansProgram
 
 SQL = (
     "SELECT g1, g2, COUNT(*), AVG(m1), SUM(m2), MIN(m1) FROM synthetic "
@@ -20,137 +29,150 @@ SQL = (
 COUNTERMEASURE = Scramblers(sampling_rate=0.2, batch_size=50, num_dummies=5)
 SEED = 11
 
+pytestmark = pytest.mark.slow
+
 
 def program_of(rows):
     table = synthetic_table(num_rows=rows, seed=3)
     return AggregateProgram.from_sql(SQL, table, num_compute_nodes=5)
 
 
+def tls(**options):
+    settings = {"transport": "tls", "timeout": 90, "collect_seconds": 20, **options}
+    return NetworkEngine(**settings)
+
+
 @pytest.fixture(scope="module")
 def clean():
     program = program_of(300)
-    report = deploy_local(
-        program, COUNTERMEASURE, delta=1e-4, seed=SEED, timeout=90, collect_seconds=20
-    )
-    return program, report
+    outcome = run_aggregate(program, COUNTERMEASURE, delta=1e-4, seed=SEED, engine=tls())
+    return program, outcome
 
 
-def test_tuple_encoding_round_trips():
+def test_configs_round_trip_and_carry_only_public_parameters():
     program = program_of(20)
-    spec = round_spec(program, COUNTERMEASURE, seed=0)
+    spec = RoundSpec.create(
+        program.public(),
+        COUNTERMEASURE,
+        round_id=7,
+        seed=None,
+        collect_seconds=5,
+        round_seconds=30,
+    )
     configs = node_configs(program, spec)
-    row = configs["source-7"].row
-    payload = encode_tuple(spec, 1, 7, row)
-    index, flow, values = decode_tuple(spec, payload)
-    assert (index, flow) == (7, 1)
-    assert values == {name: row[name] for name in spec.flows[1].carried}
-    assert NodeConfig.from_json(configs["source-7"].to_json()) == configs["source-7"]
-    assert json.loads(configs["scrambler-1-0"].to_json())["role"] == "scrambler"
+    source = configs["source-7"]
+    assert NodeConfig.from_json(source.to_json()) == source
+    assert json.loads(configs["scrambler-1-0"].to_json())["name"] == "scrambler-1-0"
+    assert json.loads(source.to_json())["round"]["seed"] is None
+    # A source's config holds its own row only: decoded, it is that row of the table.
+    rows = spec.public_program.decode_rows([source.row])
+    expected = program.table.take(np.array([7]))
+    for column in rows.columns:
+        assert column.values.tolist() == expected.column(column.name).values.tolist()
+    assert {str(n) for n in spec.node_names()} == set(configs)
+    assert (
+        spec.node_id(NodeName.parse("compute-1-2"))
+        == spec.transformed.routed.node_id_offsets["compute(g2)"] + 2
+    )
 
 
-@pytest.mark.slow
-def test_round_equals_duckdb_over_delivered_tuples(clean):
-    program, report = clean
-    assert report.errors == {}
-    assert report.lost_scramblers == ()
-    masks = report.masks(program.table.num_rows)
-    expected = reference_result(program.query, program.table, masks)
-    assert compare_results(report.result, expected) == []
+def test_a_round_over_tls_is_the_memory_run(clean):
+    program, outcome = clean
+    run = outcome.run
+    assert run.details["errors"] == {}
+    assert run.details["lost_scramblers"] == []
+    same_run(simulate(program, COUNTERMEASURE, delta=1e-4, seed=SEED), run)
+    masks = [run.delivered[flow] for flow in program.flow_names]
+    assert compare_results(run.result, reference_result(program.query, program.table, masks)) == []
     # R_σ with σ = 0.2 and T = 5 keeps about 84% of the tuples.
     for mask in masks:
         assert 0.7 * 300 < mask.sum() < 0.97 * 300
+    planned = privacy_report(account_plan(program.plan, COUNTERMEASURE, delta=1e-4))
+    assert outcome.report["privacy"] == planned
 
 
-@pytest.mark.slow
-def test_privacy_report_is_the_accountants(clean):
-    program, report = clean
-    assert report.privacy == privacy_report(account_plan(program.plan, COUNTERMEASURE, delta=1e-4))
-
-
-@pytest.mark.slow
-def test_every_frame_has_the_same_length_and_counts_match_the_simulator(clean):
-    _, report = clean
-    assert report.frame_lengths == (report.frame_size,)
-    assert all(link.bytes == link.frames * report.frame_size for link in report.links)
-    assert all(link.frames == link.frames_received for link in report.links)
+def test_every_frame_has_the_same_length_and_the_wire_carries_the_plan(clean):
+    _, outcome = clean
+    wire = outcome.report["wire"]
+    assert wire["frame_lengths_observed"] == [wire["frame_size"]]
+    for link in wire["links"]:
+        assert link["bytes"] == link["frames"] * wire["frame_size"]
+        assert link["frames_received"] <= link["frames"]
     # Sources -> scramblers and scramblers -> targets: S + (S + k·d) per grouping set.
-    assert report.data_frames == report.simulated["data_messages"] == 2 * (300 + 300 + 6 * 5)
-    assert report.wire_summary()["max_data_channels_by_role"]["source"] == 2
-    assert report.dropped_total() == 0
-    assert all(s["received"] == s["members"] for s in report.scramblers.values())
+    assert wire["data_frames"] == 2 * (300 + 300 + 6 * 5)
+    assert wire["max_data_channels_by_role"]["source"] == 2
+    assert wire["dropped_total"] == 0
 
 
-@pytest.mark.slow
 def test_replayed_malformed_and_unauthenticated_frames_are_dropped(clean):
     program, first = clean
     faults = Faults(replay_sources=(3, 4), malformed_sources=(5,), unauthenticated_sources=(6,))
-    report = deploy_local(
-        program,
-        COUNTERMEASURE,
-        delta=1e-4,
-        seed=SEED,
-        timeout=90,
-        collect_seconds=20,
-        faults=faults,
+    outcome = run_aggregate(
+        program, COUNTERMEASURE, delta=1e-4, seed=SEED, engine=tls(faults=faults)
     )
-    assert report.errors == {}
+    run = outcome.run
+    assert run.details["errors"] == {}
+    dropped = run.details["wire"]["dropped"]
+
+    def total(reason):
+        return sum(counts.get(reason, 0) for counts in dropped.values())
+
     # Each replay is dropped twice: once per grouping set's scrambler.
-    assert report.dropped_total("replay") == 4
-    assert report.dropped_total("magic") + report.dropped_total("padding") >= 2
-    assert report.dropped_total("handshake") >= 2
+    assert total("replay") == 4
+    assert total("magic") + total("padding") >= 2
+    assert total("handshake") >= 2
     # Same seed, same draws: the replays changed nothing.
-    assert report.delivered == first.delivered
-    assert compare_results(report.result, first.result) == []
+    same_run(first.run, run)
 
 
-@pytest.mark.slow
 def test_killed_scrambler_loses_its_batch_whole_and_late_source_is_left_out():
     program = program_of(200)
-    victim = 5  # scrambler-1-1: second scrambler of grouping set (g2)
+    victim = 5  # scrambler-1-1: the second scrambler of grouping set (g2)
     late = 17
-    report = deploy_local(
+    faults = Faults(kill_scrambler=victim, late_sources=(late,))
+    outcome = run_aggregate(
         program,
         COUNTERMEASURE,
         delta=1e-4,
         seed=SEED,
-        timeout=60,
-        collect_seconds=3,
-        kill_scrambler=victim,
-        faults=Faults(late_sources=(late,)),
+        engine=tls(timeout=60, collect_seconds=6, faults=faults),
     )
-    assert report.lost_scramblers == ("scrambler-1-1",)
-    assert "scrambler-1-1" not in report.committed
-    assert "scrambler-1-1" not in report.scramblers  # it died before reporting
-    assert all(late in rows for rows in report.left_out_sources.values())
-    masks = report.masks(program.table.num_rows)
-    assert not masks[0][late] and not masks[1][late]
+    run = outcome.run
+    assert run.details["lost_scramblers"] == ["scrambler-1-1"]
+    assert all(late in rows for rows in run.details["left_out_sources"].values())
+    assert not run.delivered["(g1)"][late] and not run.delivered["(g2)"][late]
     # None of the dead scrambler's sources reached (g2); none was counted twice.
-    spec_members = _members_of(report, program, flow=1, scrambler="scrambler-1-1")
-    assert spec_members.size > 0 and not masks[1][spec_members].any()
-    assert masks[0][spec_members].sum() > 0.6 * len(spec_members)
-    # Compute nodes of (g2) held part of its batch (it died mid-forward) and discarded it.
-    held = [node for node, senders in report.discarded.items() if "scrambler-1-1" in senders]
-    assert held and all(node.startswith("compute-1-") for node in held)
-    expected = reference_result(program.query, program.table, masks)
-    assert compare_results(report.result, expected) == []
-    for rows in report.delivered.values():
-        assert len(rows) == len(set(rows))
+    reference = simulate(program, COUNTERMEASURE, delta=1e-4, seed=SEED)
+    links = run.details["wire"]["links"]
+    members = sorted(
+        NodeName.parse(link["sender"]).index
+        for link in links
+        if link["receiver"] == "scrambler-1-1" and link["sender"].startswith("source-")
+    )
+    assert members and not run.delivered["(g2)"][members].any()
+    assert run.delivered["(g1)"][members].sum() > 0.6 * len(members)
+    # Everything else is the memory run's: the faults only took tuples out.
+    for flow in ("(g1)", "(g2)"):
+        assert not (run.delivered[flow] & ~reference.delivered[flow]).any()
+    masks = [run.delivered[flow] for flow in program.flow_names]
+    assert compare_results(run.result, reference_result(program.query, program.table, masks)) == []
     # The guarantee is that of the batches as run: the late source's scramblers batched
     # n − 1 sources and the dead one counts as a batch of one, so it is weaker than planned.
     planned = privacy_report(account_plan(program.plan, COUNTERMEASURE, delta=1e-4))
-    assert report.privacy["epsilon"] != "inf"
-    assert report.privacy["epsilon"] > planned["epsilon"]
-    sizes = {
-        part["batch_size"] for cluster in report.privacy["clusters"] for part in cluster["parts"]
-    }
-    assert 1 in sizes and COUNTERMEASURE.batch_size - 1 in sizes
+    privacy = outcome.report["privacy"]
+    assert privacy["epsilon"] != "inf" and privacy["epsilon"] > planned["epsilon"]
+    sizes = {part["batch_size"] for cluster in privacy["clusters"] for part in cluster["parts"]}
+    assert 1 in sizes and max(sizes) <= COUNTERMEASURE.batch_size
+    assert min(sizes - {1}) < COUNTERMEASURE.batch_size  # the late source's scramblers
 
 
-def _members_of(report, program, *, flow, scrambler):
-    """Sources of a scrambler: those whose (flow) frame went to it (from the measured links)."""
-    members = [
-        int(link.sender.split("-")[1])
-        for link in report.links
-        if link.receiver == scrambler and link.sender.startswith("source-")
-    ]
-    return np.array(sorted(members), dtype=np.int64)
+def test_kmeans_over_tls_is_the_memory_run():
+    digits = load_mnist5k()
+    program = KMeansProgram(digits.train_images[:180], 4, 2, seed=1)
+    countermeasure = MECHANISMS["scramblers"]
+    run = tls(timeout=90, collect_seconds=15).execute(program, countermeasure, delta=1e-4, seed=3)
+    assert run.details["errors"] == {}
+    same_run(simulate(program, countermeasure, delta=1e-4, seed=3), run)
+    wire = run.details["wire"]
+    assert wire["frame_lengths_observed"] == [wire["frame_size"]]
+    assert wire["frame_size"] > 784 * 4

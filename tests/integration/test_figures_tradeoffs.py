@@ -16,7 +16,7 @@ from dpcomm.data import synthetic_table
 from dpcomm.engine import simulate
 from dpcomm.experiments.figures import tradeoffs
 from dpcomm.experiments.figures.base import REGISTRY, FigureOutput, FigureSettings
-from dpcomm.plan import Scramblers
+from dpcomm.plan import Scramblers, balanced_batch_sizes, sources_needed
 from dpcomm.queries.aggregate import AggregateProgram
 
 C = 20  # compute nodes per grouping set (T = C)
@@ -28,6 +28,7 @@ AGGREGATE_COLUMNS = {
     "num_dummies",
     "sources",
     "num_scramblers",
+    "largest_batch",
     "messages",
     "messages_nonprivate",
     "messages_added",
@@ -43,6 +44,7 @@ KMEANS_COLUMNS = {
     "batch_size",
     "num_dummies",
     "sources",
+    "largest_batch",
     "messages",
     "messages_added",
     "max_scrambler_channels",
@@ -82,11 +84,19 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def closed_form_messages(row: dict[str, str]) -> int:
-    """G·(S_t + SC·(n + d) + C): sources → scramblers → compute → result (Section 4.4)."""
+    """G·(2·S_t + SC·d + C): sources → scramblers → compute → result (Section 4.4)."""
     sources, n, d = int(row["sources"]), int(row["batch_size"]), int(row["num_dummies"])
-    assert sources % n == 0  # S_t is a multiple of n: every scrambler is full
-    scramblers = sources // n
-    return int(row["grouping_sets"]) * (sources + scramblers * (n + d) + C)
+    batches = balanced_batch_sizes(sources, n)
+    assert sum(batches) == sources and max(batches) <= n  # balanced: no short scrambler
+    assert int(row["largest_batch"]) == max(batches)
+    scramblers = int(row["num_scramblers"])
+    assert scramblers == int(row["grouping_sets"]) * len(batches)
+    return int(row["grouping_sets"]) * (2 * sources + len(batches) * d + C)
+
+
+def recruited(row: dict[str, str]) -> int:
+    """S_t = ⌈10,000 / (1 − σ + σ/T)⌉: 10k tuples used in expectation."""
+    return sources_needed(tuples=10_000, sampling_rate=float(row["sampling_rate"]), num_targets=C)
 
 
 @pytest.mark.parametrize(
@@ -124,8 +134,8 @@ def test_7a_epsilon_decreases_with_dummies(make: Callable[[str], FigureOutput]) 
 def test_7a_network_load_is_the_closed_formula(make: Callable[[str], FigureOutput]) -> None:
     rows = read_rows(make("7a").csv)
     for row in rows:
+        assert int(row["sources"]) == recruited(row)
         assert int(row["messages"]) == closed_form_messages(row)
-        assert int(row["num_scramblers"]) == int(row["sources"]) // int(row["batch_size"])
         assert int(row["messages_nonprivate"]) == 10_000 + C
         assert int(row["messages_added"]) == int(row["messages"]) - 10_000 - C
     # one point simulated again, straight from the engine
@@ -142,17 +152,25 @@ def test_7a_network_load_is_the_closed_formula(make: Callable[[str], FigureOutpu
             num_dummies=int(row["num_dummies"]),
         ),
         delta=1e-4,
-        rng=0,
+        seed=0,
     )
     assert run.efficiency.messages == int(row["messages"])
+    assert run.transformed.batches == {
+        program.flow_names[0]: balanced_batch_sizes(int(row["sources"]), int(row["batch_size"]))
+    }
 
 
 def test_7b_channels_are_n_plus_targets(make: Callable[[str], FigureOutput]) -> None:
     for row in read_rows(make("7b").csv):
-        n, channels = int(row["batch_size"]), int(row["max_scrambler_channels"])
-        assert n + 1 <= channels <= n + C
+        assert int(row["sources"]) == recruited(row)
+        # A scrambler's channels: its sources (the largest balanced batch, at most n) and the
+        # targets it reaches.
+        largest = max(balanced_batch_sizes(int(row["sources"]), int(row["batch_size"])))
+        assert int(row["largest_batch"]) == largest
+        channels = int(row["max_scrambler_channels"])
+        assert largest + 1 <= channels <= largest + C
         if int(row["num_dummies"]) >= 100:
-            assert channels == n + C
+            assert channels == largest + C
 
 
 def test_7c_load_within_budget_and_utility_kept(make: Callable[[str], FigureOutput]) -> None:
@@ -164,6 +182,7 @@ def test_7c_load_within_budget_and_utility_kept(make: Callable[[str], FigureOutp
         # d is the largest that fits: one more dummy per scrambler would exceed the budget
         assert added + int(row["num_scramblers"]) > budget
         assert int(row["messages"]) == closed_form_messages(row)
+        assert int(row["sources"]) == recruited(row)
     sources = {int(row["sources"]) for row in rows}
     assert min(sources) < 11_000 and max(sources) > 18_000
 

@@ -20,7 +20,7 @@ import pytest
 
 from dpcomm.data import synthetic_table
 from dpcomm.engine.network.deploy import write_deployment
-from dpcomm.engine.network.runtime_spec import NodeConfig
+from dpcomm.engine.network.spec import NodeConfig
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results
@@ -90,7 +90,6 @@ def test_a_round_across_two_hosts(tmp_path, two_hosts):
         program,
         countermeasure,
         tmp_path / "deployment",
-        seed=1,
         coordinator_host=address_a,
         coordinator_port=7400,
         collect_seconds=20,
@@ -138,7 +137,12 @@ def test_a_round_across_two_hosts(tmp_path, two_hosts):
                 process.kill()
                 process.communicate()
     result = json.loads((outputs / "result.json").read_text())
-    rows = next(iter(result["nodes"].values()))["result"]
+    outputs_of = next(iter(result["nodes"].values()))["outputs"]
+    decoded = {
+        (flow, target): program.decode_output(bytes.fromhex(data))
+        for flow, target, data in outputs_of
+    }
+    rows = program.result(program.merge(program.initial_state(), 0, decoded))
     connection = duckdb.connect()
     table.renamed("t").register(connection, "t")
     relation = connection.sql(SQL)

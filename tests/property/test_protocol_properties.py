@@ -74,8 +74,9 @@ def test_assignment_is_a_partition(num_sources, batch_size, seed):
     assignment = assign_scramblers(num_sources, batch_size=batch_size, rng=seed)
     assert assignment.num_scramblers == -(-num_sources // batch_size)
     assert assignment.batch_sizes.sum() == num_sources
-    assert np.all(assignment.batch_sizes[:-1] == batch_size)
-    assert 1 <= assignment.batch_sizes[-1] <= batch_size
+    # Balanced: sizes differ by at most one and none exceeds n.
+    assert assignment.batch_sizes.max() - assignment.batch_sizes.min() <= 1
+    assert assignment.batch_sizes.min() >= 1 and assignment.batch_sizes.max() <= batch_size
     np.testing.assert_array_equal(
         np.bincount(assignment.scrambler_of_source, minlength=assignment.num_scramblers),
         assignment.batch_sizes,

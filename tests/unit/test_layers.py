@@ -1,6 +1,8 @@
-"""A lower layer never imports a higher one (docs/architecture.md)."""
+"""A lower layer never imports a higher one; a network worker imports only what it runs."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ SOURCE = Path(__file__).resolve().parents[2] / "src" / "dpcomm"
 #: (``data`` is a leaf beside ``accounting``: neither imports the other).
 LAYERS = {
     "errors": 0,
+    "_lazy": 0,
     "accounting": 1,
     "data": 1,
     "plan": 2,
@@ -49,3 +52,35 @@ def test_module_imports_only_its_layer_and_below(path):
         assert LAYERS[imported] < LAYERS[package], (
             f"{package}/{path.name} (layer {LAYERS[package]}) imports {imported}"
         )
+
+
+#: What a node of a deployment never needs: the accountant (scipy), the SQL parser and DuckDB
+#: (the bound query travels as data), plotting, data frames, learning.
+HEAVY = ("scipy", "duckdb", "sqlglot", "sklearn", "matplotlib", "pandas", "mlxtend", "tqdm")
+
+
+def test_a_network_worker_imports_only_what_its_nodes_run():
+    code = (
+        "import sys\n"
+        "import dpcomm.engine.network.worker\n"
+        "from dpcomm.queries.program import program_from_spec\n"
+        "import dpcomm.queries.aggregate, dpcomm.queries.kmeans\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == ""
+
+
+def test_the_network_nodes_do_not_import_the_memory_engine():
+    network = SOURCE / "engine" / "network"
+    for path in sorted(network.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if path.name in ("deploy.py", "__init__.py"):
+                    continue  # the driver side assembles the run (dpcomm.engine.run)
+                assert not node.module.startswith(
+                    ("dpcomm.engine.memory", "dpcomm.engine.report", "dpcomm.engine.run")
+                ), f"{path.name} imports {node.module}"

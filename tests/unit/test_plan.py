@@ -14,8 +14,8 @@ from dpcomm.plan import (
     NodeGroup,
     Scramblers,
     account_plan,
+    batch_size_counts,
     make_countermeasure,
-    scrambler_batch_sizes,
 )
 from dpcomm.queries.kmeans import KMeansProgram
 
@@ -128,15 +128,17 @@ def test_disjoint_senders_to_the_same_targets_form_one_cluster():
     assert plan.clusters[0].num_senders == 150
 
 
-def test_short_scrambler_is_accounted_with_its_own_batch():
-    assert scrambler_batch_sizes(1050, 100) == {100: 10, 50: 1}
-    assert scrambler_batch_sizes(30, 100) == {30: 1}
+def test_balanced_batches_are_each_accounted_at_their_own_size():
+    # ⌈1050/100⌉ = 11 scramblers: 5 of 96 and 6 of 95 sources, never a short one of 50.
+    assert batch_size_counts(1050, 100) == {96: 5, 95: 6}
+    assert batch_size_counts(30, 100) == {30: 1}
+    assert batch_size_counts(5000, 156) == {152: 17, 151: 16}
     plan = running_example(num_sources=1050)
     guarantee = account_plan(
         plan, Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50), delta=1e-4
     )
     parts = guarantee.cluster("S1").parts
-    assert [(p.mechanism.batch_size, p.num_instances) for p in parts] == [(100, 10), (50, 1)]
+    assert [(p.mechanism.batch_size, p.num_instances) for p in parts] == [(96, 5), (95, 6)]
     assert guarantee.cluster("S1").guarantee.epsilon == max(p.guarantee.epsilon for p in parts)
     assert parts[1].guarantee.epsilon > parts[0].guarantee.epsilon
 
@@ -184,7 +186,8 @@ def test_invalid_plans_and_countermeasures_are_rejected():
     with pytest.raises(InvalidParameterError, match="num_dummies"):
         account_plan(
             running_example(num_sources=1001),
-            Scramblers(sampling_rate=0.5, batch_size=100, num_dummies=100, capped=True),
+            # Balanced batches of 91 or 92: at most (T − 1)·91 = 1,729 capped dummies.
+            Scramblers(sampling_rate=0.5, batch_size=100, num_dummies=1730, capped=True),
             delta=1e-4,
         )
     with pytest.raises(InvalidParameterError, match="sampling_rate"):
@@ -208,7 +211,7 @@ def test_scramblers_are_added_as_nodes():
     names = [f.name for f in transformed.flows]
     assert "S1 (to scramblers)" in names and "S1 (scrambled)" in names and "S2" in names
     assert not transformed.flow("S1 (to scramblers)").data_dependent
-    assert transformed.flow("S1 (scrambled)").messages_per_sender == 150
+    assert transformed.flow("S1 (scrambled)").messages_per_sender == 96 + 50
     assert transformed.num_nodes == plan.num_nodes + 11
     # The sources no longer send S1's data-dependent message themselves: they are simple.
     assert transformed.is_simple("sources")

@@ -1,12 +1,15 @@
-"""The planner (issue #4): exact search, closed-form costs against the simulator, limits.
+"""The planner (issue #4): exact search, costs from the one cost model, limits.
 
 Reference values: the exhaustive searches below scan every d from 0 upward for every (σ, n)
 of a small grid, accounting each mechanism independently with ``dpcomm.accounting.account``
-(δ at the cluster's ε), and cost each candidate with the closed forms that
-``test_closed_forms_match_the_simulator`` checks against ``dpcomm.engine.simulate``.
+(δ at the cluster's ε, every balanced batch size), and cost each candidate with the cost model
+itself (:func:`dpcomm.plan.transform` of the plan built by :mod:`dpcomm.plan.builders`), which
+``test_planner_costs_are_the_cost_model_and_the_simulator`` checks against
+``dpcomm.engine.simulate``.
 """
 
 import math
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -14,22 +17,33 @@ import pytest
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
 from dpcomm.accounting.exact import ExactLemma2, Lemma2AtEpsilon, SizeTable
 from dpcomm.data import table_from_arrays
-from dpcomm.engine import extra_consents, simulate
-from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.engine import simulate
+from dpcomm.errors import DpcommError, DpcommWarning, InvalidParameterError
 from dpcomm.experiments.headline import headline_markdown, headline_rows
 from dpcomm.experiments.planner import (
     Configuration,
     _minimal_true,
-    channels_by_role,
     default_batch_sizes,
-    max_channels_per_node,
-    network_load,
+    describe_batches,
     nonprivate_load,
     pareto_front,
+    plan_costs,
     plan_countermeasures,
     recruited_sources,
 )
-from dpcomm.plan import NoCountermeasure, account_plan, scrambler_batch_sizes
+from dpcomm.plan import (
+    LocalFlooding,
+    NoCountermeasure,
+    Scramblers,
+    account_plan,
+    balanced_batch_sizes,
+    batch_size_counts,
+)
+from dpcomm.plan.builders import aggregate_plan, kmeans_plan
+
+# Not from dpcomm.plan: once the submodule dpcomm.plan.transform is imported, the package's
+# attribute ``transform`` is that module, not the function.
+from dpcomm.plan.transform import transform
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram
 
@@ -63,17 +77,31 @@ def test_minimal_true_finds_the_threshold_from_any_guess():
     assert _minimal_true(lambda d: d >= 2000, guess=10, maximum=1000) is None
 
 
-def test_default_batch_sizes_are_balanced():
+def test_default_batch_sizes_name_the_largest_balanced_batch():
     for sources in (12_346, 2_000, 137, 10):
         sizes = default_batch_sizes(sources)
-        assert sizes and max(sizes) <= max(sources, 1)
+        assert sizes and max(sizes) <= min(1000, sources)
+        counts = [len(balanced_batch_sizes(sources, n)) for n in sizes]
+        # One n per number of scramblers, and n is what the largest scrambler holds.
+        assert len(set(counts)) == len(sizes)
         for n in sizes:
-            batches = scrambler_batch_sizes(sources, n)
-            # The short scrambler, if any, is nearly full: at most one source per scrambler less.
-            assert min(batches) >= n - math.ceil(sources / n)
+            batches = balanced_batch_sizes(sources, n)
+            assert max(batches) == n and min(batches) >= n - 1
+            assert sum(batches) == sources
+    # The grid's n0 = 1000 gives 13 scramblers of 950 or 949 sources: it is named n = 950.
+    assert max(default_batch_sizes(12_346)) == 950
+    assert batch_size_counts(12_346, 1000) == {950: 9, 949: 4}
 
 
-# --- closed-form costs against the simulator --------------------------------------------------
+def test_describe_batches():
+    assert describe_batches(balanced_batch_sizes(12_346, 100)) == (
+        "124 scramblers: 70 of 100 sources, 54 of 99"
+    )
+    assert describe_batches((100,) * 10) == "10 scramblers of 100 sources"
+    assert describe_batches((7,)) == "1 scrambler of 7 sources"
+
+
+# --- costs: the planner's are the cost model's, and the simulator sends them ---------------
 
 
 def aggregate_program(rows, grouping_sets, compute, seed=0):
@@ -94,68 +122,113 @@ def kmeans_program(rows, centroids, iterations, seed=0):
 
 
 SIMULATED = [
-    # (workload, clusters, T, S_t, configuration, channel bound reached)
-    ("aggregate", 1, 5, 600, Configuration(mechanism="scrambler", sampling_rate=0.3,
-                                           num_dummies=20, batch_size=50, num_scramblers=12), True),
-    ("aggregate", 2, 4, 530, Configuration(mechanism="scrambler", sampling_rate=0.2,
-                                           num_dummies=9, batch_size=100, num_scramblers=6), True),
-    ("aggregate", 3, 6, 300, Configuration(mechanism="scrambler", sampling_rate=0.0,
-                                           num_dummies=40, batch_size=300, num_scramblers=1), True),
-    ("aggregate", 2, 5, 400, Configuration(mechanism="local", sampling_rate=0.4,
-                                           num_dummies=4), True),
-    ("aggregate", 2, 6, 400, Configuration(mechanism="local", sampling_rate=0.4,
-                                           num_dummies=1), False),
-    ("kmeans", 1, 4, 500, Configuration(mechanism="scrambler", sampling_rate=0.5,
-                                        num_dummies=10, batch_size=60, num_scramblers=9), True),
-    ("kmeans", 3, 4, 450, Configuration(mechanism="scrambler", sampling_rate=0.9,
-                                        num_dummies=3, batch_size=100, num_scramblers=5), True),
-    ("kmeans", 3, 5, 300, Configuration(mechanism="local", sampling_rate=0.5,
-                                        num_dummies=2), True),
-    ("kmeans", 1, 5, 300, Configuration(mechanism="local", sampling_rate=0.5,
-                                        num_dummies=4), True),
+    # (workload, clusters, T, S_t, countermeasure, channel bound reached)
+    ("aggregate", 1, 5, 600, Scramblers(sampling_rate=0.3, batch_size=50, num_dummies=20), True),
+    ("aggregate", 2, 4, 530, Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=9), True),
+    ("aggregate", 3, 6, 300, Scramblers(sampling_rate=0.0, batch_size=300, num_dummies=40), True),
+    ("aggregate", 1, 5, 137, Scramblers(sampling_rate=0.4, batch_size=10, num_dummies=30), True),
+    ("aggregate", 2, 5, 400, LocalFlooding(sampling_rate=0.4, num_dummies=4), True),
+    ("aggregate", 2, 6, 400, LocalFlooding(sampling_rate=0.4, num_dummies=1), False),
+    ("kmeans", 1, 4, 500, Scramblers(sampling_rate=0.5, batch_size=60, num_dummies=10), True),
+    ("kmeans", 3, 4, 450, Scramblers(sampling_rate=0.9, batch_size=100, num_dummies=3), True),
+    ("kmeans", 3, 5, 300, LocalFlooding(sampling_rate=0.5, num_dummies=2), True),
+    ("kmeans", 1, 5, 300, LocalFlooding(sampling_rate=0.5, num_dummies=4), True),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("workload", "clusters", "targets", "sources", "configuration", "tight"),
+@pytest.mark.parametrize(("workload", "clusters", "targets", "sources", "countermeasure", "tight"),
                          SIMULATED)  # fmt: skip
-def test_closed_forms_match_the_simulator(
-    workload, clusters, targets, sources, configuration, tight
+def test_planner_costs_are_the_cost_model_and_the_simulator(
+    workload, clusters, targets, sources, countermeasure, tight
 ):
     if workload == "aggregate":
         program = aggregate_program(sources, clusters, targets)
     else:
         program = kmeans_program(sources, targets, clusters)
-    run = simulate(program, configuration.countermeasure(), delta=1e-4, rng=3)
     common = {
         "num_sources": sources,
         "num_targets": targets,
         "workload": workload,
         "num_clusters": clusters,
     }
-    assert run.efficiency.messages == network_load(configuration, **common)
-    bound = channels_by_role(configuration, **common)
+    costs = plan_costs(countermeasure, **common)
+    # The planner's costs are those of the cost model on the program's own plan.
+    transformed = transform(program.plan, countermeasure)
+    assert costs.messages == transformed.messages
+    assert dict(costs.channels_by_role) == transformed.channels_by_role()
+    assert costs.max_channels == transformed.max_channels()
+    assert costs.num_scramblers == transformed.num_scramblers()
+    batches = set(transformed.batches.values())
+    if isinstance(countermeasure, Scramblers):
+        assert batches == {costs.batch_sizes}
+        assert costs.batch_sizes == balanced_batch_sizes(sources, countermeasure.batch_size)
+    else:
+        assert batches == set() and costs.batch_sizes is None
+    # The simulator sends exactly the messages of every routed flow (and says when the
+    # balanced batches are smaller than the n asked for).
+    smaller = isinstance(countermeasure, Scramblers) and (
+        max(costs.batch_sizes) < countermeasure.batch_size
+    )
+    with pytest.warns(DpcommWarning, match="balanced batches") if smaller else nullcontext():
+        run = simulate(program, countermeasure, delta=1e-4, seed=3)
+    measured = {flow.flow: flow.messages for flow in run.traffic}
+    assert measured == transformed.messages_per_flow()
+    assert run.efficiency.messages == transformed.messages == costs.messages
+    # Channels: the bound holds for every role, and is reached when the flows are dense.
     simulated = run.efficiency.max_channels_by_role
     for role, value in simulated.items():
-        assert value <= bound[role], role
-    assert run.efficiency.max_channels <= max_channels_per_node(configuration, **common)
+        assert value <= costs.channels_by_role[role], role
+    assert run.efficiency.max_channels <= costs.max_channels
     if tight:
-        assert simulated == bound
-        assert run.efficiency.max_channels == max_channels_per_node(configuration, **common)
-    baseline = simulate(program, NoCountermeasure(), delta=1e-4, rng=3)
-    expected = nonprivate_load(
-        num_sources=sources, num_targets=targets, workload=workload, num_clusters=clusters
+        assert simulated == dict(costs.channels_by_role)
+        assert run.efficiency.max_channels == costs.max_channels
+    else:
+        assert simulated != dict(costs.channels_by_role)
+    baseline = simulate(program, NoCountermeasure(), delta=1e-4, seed=3)
+    assert baseline.efficiency.messages == nonprivate_load(**common)
+
+
+def test_the_planned_configuration_is_costed_by_the_cost_model():
+    result = plan_countermeasures(
+        num_sources=1500, num_targets=8, iterations=2, epsilon=2.0, delta=1e-4,
+        sampling_rates=(0.0, 0.3, 0.6), max_channels=200,
+    )  # fmt: skip
+    for candidate in (result, *result.pareto):
+        configuration = candidate.configuration
+        plan = kmeans_plan(num_sources=candidate.num_sources, num_centroids=8, num_iterations=2)
+        transformed = transform(plan, configuration.countermeasure())
+        assert candidate.network_load_messages == transformed.messages
+        assert candidate.max_channels_per_node == transformed.max_channels()
+        if configuration.mechanism == "scrambler":
+            sizes = transformed.batches["iteration 1"]
+            assert configuration.batch_sizes == sizes == transformed.batches["iteration 2"]
+            assert configuration.num_scramblers == transformed.num_scramblers("iteration 1")
+            assert max(sizes) <= configuration.batch_size
+        else:
+            assert configuration.batch_sizes is None and configuration.num_scramblers is None
+    assert (
+        dict(result.channels_by_role)
+        == transform(
+            kmeans_plan(num_sources=result.num_sources, num_centroids=8, num_iterations=2),
+            result.configuration.countermeasure(),
+        ).channels_by_role()
     )
-    assert baseline.efficiency.messages == expected
+    assert result.max_channels_per_node <= 200
+    assert (
+        result.nonprivate_load_messages
+        == transform(
+            kmeans_plan(num_sources=1500, num_centroids=8, num_iterations=2), NoCountermeasure()
+        ).messages
+    )
 
 
 def test_recruited_sources_match_the_engine_consents():
     program = aggregate_program(1000, 1, 20)
-    run = simulate(
-        program, Configuration(mechanism="local", sampling_rate=0.2, num_dummies=0)
-        .countermeasure(), delta=1e-4, rng=0
-    )  # fmt: skip
+    countermeasure = LocalFlooding(sampling_rate=0.2, num_dummies=0)
+    run = simulate(program, countermeasure, delta=1e-4, seed=0)
     needed = recruited_sources(num_sources=1000, num_targets=20, sampling_rate=0.2)
-    assert needed - 1000 == extra_consents(run)
+    assert needed - 1000 == run.extra_consents()
+    assert needed == transform(program.plan, countermeasure).sources_needed()
     assert recruited_sources(num_sources=10_000, num_targets=20, sampling_rate=0.2) == 12_346
     assert (
         recruited_sources(
@@ -195,7 +268,7 @@ def reference_candidates(
         for n in batches:
             if n > recruited:
                 continue
-            sizes = scrambler_batch_sizes(recruited, n)
+            sizes = batch_size_counts(recruited, n)
             for d in range(max_dummies + 1):
                 ok = all(
                     account(
@@ -214,22 +287,28 @@ def reference_candidates(
                         sampling_rate=sigma,
                         num_dummies=d,
                         batch_size=n,
-                        num_scramblers=math.ceil(recruited / n),
+                        batch_sizes=balanced_batch_sizes(recruited, n),
                     )
                     found.append((configuration, recruited))
                     break
     costs = []
     for configuration, recruited in found:
-        common = {
-            "num_sources": recruited,
-            "num_targets": targets,
-            "workload": workload,
-            "num_clusters": clusters,
-        }
+        # Costed by the cost model itself: the builders' plan of S_t sources, transformed.
+        if workload == "aggregate":
+            plan = aggregate_plan(
+                num_sources=recruited,
+                flows=[f"set {i}" for i in range(clusters)],
+                compute_nodes=[targets] * clusters,
+            )
+        else:
+            plan = kmeans_plan(
+                num_sources=recruited, num_centroids=targets, num_iterations=clusters
+            )
+        transformed = transform(plan, configuration.countermeasure())
         costs.append(
             (
-                network_load(configuration, **common),
-                max_channels_per_node(configuration, **common),
+                transformed.messages,
+                transformed.max_channels(),
                 recruited - sources,
                 configuration,
             )
@@ -295,7 +374,9 @@ def test_planner_matches_an_exhaustive_search(case):
     ).guarantee
     assert guarantee.epsilon <= eps + 1e-12
     assert guarantee.delta == pytest.approx(delta)
-    assert result.epsilon == pytest.approx(guarantee.epsilon, abs=clusters * 2e-6)
+    # The planned ε is the accountant's on the program's own plan of S_t sources.
+    assert result.epsilon == guarantee.epsilon
+    assert result.delta == guarantee.delta
 
 
 def test_pareto_members_are_mutually_non_dominated_and_verified():
@@ -320,7 +401,8 @@ def test_pareto_members_are_mutually_non_dominated_and_verified():
         configuration = member.configuration
         if configuration.mechanism != "scrambler":
             continue
-        sizes = scrambler_batch_sizes(member.num_sources, configuration.batch_size)
+        sizes = batch_size_counts(member.num_sources, configuration.batch_size)
+        assert set(configuration.batch_sizes) == set(sizes)
 
         def ok(d, sizes=sizes, configuration=configuration):
             return all(
@@ -457,15 +539,25 @@ def test_results_are_immutable():
 def test_headline_known_values():
     rows = {row.method: row for row in headline_rows(monte_carlo_samples=1000)}
     assert rows["exact"].num_dummies == 275
-    assert rows["bennett"].num_dummies == 545
-    assert rows["hoeffding"].num_dummies == 4333
+    assert rows["bennett"].num_dummies == 546
+    assert rows["hoeffding"].num_dummies == 4334
     assert rows["post-processing"].num_dummies is None
     assert rows["monte-carlo"].status == "estimate"
     exact = rows["exact"]
     assert exact.num_scramblers == 124
-    assert exact.num_sources == 12_400
-    assert exact.messages == 12_400 + 124 * (100 + 275) + 20
+    assert exact.num_sources == 12_346
+    assert batch_size_counts(12_346, 100) == {100: 70, 99: 54}
+    assert exact.batch_sizes == balanced_batch_sizes(12_346, 100)
+    # Sources → scramblers (S_t), scramblers → compute nodes (S_t + SC·d), compute → result (C).
+    assert exact.messages == 2 * 12_346 + 124 * 275 + 20
     assert exact.nonprivate_messages == 10_020
+    # d = 275 is the least that reaches δ at ε = 1 for every batch size (100 and 99).
+    for batch in (100, 99):
+        for dummies, reached in ((275, True), (274, False)):
+            mechanism = ScramblerMechanism(
+                num_targets=20, sampling_rate=0.2, batch_size=batch, num_dummies=dummies
+            )
+            assert (ExactLemma2(mechanism).delta(1.0) <= 1e-4) == reached
     table = headline_markdown(tuple(rows.values()))
     assert table.count("\n|") == 7  # header, separator and 5 rows
     assert "estimate" in table and "unreachable" in table

@@ -253,10 +253,11 @@ def test_assignment_even_batches():
     assert assignment.batch_sizes.dtype == np.int64
 
 
-def test_assignment_short_last_scrambler():
+def test_assignment_batches_are_balanced():
+    # ⌈10/4⌉ = 3 scramblers of 4, 3 and 3 sources, not 4, 4 and a short one of 2.
     assignment = assign_scramblers(10, batch_size=4, rng=0)
-    np.testing.assert_array_equal(assignment.batch_sizes, [4, 4, 2])
-    np.testing.assert_array_equal(np.bincount(assignment.scrambler_of_source), [4, 4, 2])
+    np.testing.assert_array_equal(assignment.batch_sizes, [4, 3, 3])
+    np.testing.assert_array_equal(np.bincount(assignment.scrambler_of_source), [4, 3, 3])
     for k in range(3):
         members = assignment.members(k)
         assert np.all(assignment.scrambler_of_source[members] == k)
@@ -320,10 +321,10 @@ def test_scramble_rejects_bad_input(kwargs, name):
 
 
 def test_capped_limit_uses_the_smallest_scrambler():
-    sent, assignment = _setup(num_sources=10, batch_size=4)  # batches 4, 4, 2
-    scramble(sent, assignment, num_targets=3, num_dummies=4, capped=True, rng=0)
+    sent, assignment = _setup(num_sources=10, batch_size=4)  # balanced batches 4, 3, 3
+    scramble(sent, assignment, num_targets=3, num_dummies=6, capped=True, rng=0)
     with pytest.raises(InvalidParameterError) as caught:
-        scramble(sent, assignment, num_targets=3, num_dummies=5, capped=True, rng=0)
+        scramble(sent, assignment, num_targets=3, num_dummies=7, capped=True, rng=0)
     assert caught.value.name == "num_dummies"
     # The uncapped scrambler has no limit.
     scramble(sent, assignment, num_targets=3, num_dummies=50, capped=False, rng=0)
@@ -335,7 +336,7 @@ def test_scramble_shapes_and_totals(capped):
     result = scramble(sent, assignment, num_targets=3, num_dummies=3, capped=capped, rng=1)
     assert result.counts.shape == (3, 3) and result.counts.dtype == np.int64
     assert result.dummy_counts.shape == (3, 3) and result.dummy_counts.dtype == np.int64
-    np.testing.assert_array_equal(result.counts.sum(axis=1), [7, 7, 5])
+    np.testing.assert_array_equal(result.counts.sum(axis=1), [7, 6, 6])
     np.testing.assert_array_equal(result.dummy_counts.sum(axis=1), [3, 3, 3])
     expected_inputs = np.zeros((3, 3), np.int64)
     np.add.at(expected_inputs, (assignment.scrambler_of_source, sent), 1)
@@ -377,7 +378,8 @@ def test_capped_cap_is_never_exceeded_even_at_the_limit():
 def test_capped_respects_the_short_scramblers_own_cap():
     size = 3
     sent = np.zeros(7, dtype=np.int64)
-    assignment = assign_scramblers(7, batch_size=5, rng=0)  # batches 5 and 2
+    # A scrambler left with 2 of its sources (the others missed the deadline) caps at 2.
+    assignment = ScramblerAssignment.from_scrambler_of_source([0, 0, 0, 0, 0, 1, 1])
     result = scramble(sent, assignment, num_targets=size, num_dummies=4, capped=True, rng=2)
     assert np.all(result.counts <= assignment.batch_sizes[:, None])
     np.testing.assert_array_equal(result.counts[1], [2, 2, 2])

@@ -11,19 +11,13 @@ from typing import Any
 from dpcomm.cli.run import (
     _countermeasure,
     _json_ready,
-    _print_privacy,
-    _print_rows,
     add_countermeasure_options,
+    aggregate_program,
+    json_document,
+    print_aggregate,
+    print_kmeans,
 )
-from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
-from dpcomm.engine.network.deploy import DeploymentReport, deploy_local, write_deployment
-from dpcomm.engine.network.deploy_kmeans import deploy_local_kmeans
-from dpcomm.engine.network.pki import NodeCredentials
-from dpcomm.engine.network.runtime import run_node_group
-from dpcomm.engine.network.runtime_spec import ROLES, DeploymentError, NodeConfig
 from dpcomm.errors import InvalidParameterError
-from dpcomm.queries.aggregate import AggregateProgram
-from dpcomm.queries.kmeans import KMeansProgram
 
 DEFAULT_SYNTHETIC_ROWS = 1000
 DEFAULT_COMPUTE_NODES = 5
@@ -32,171 +26,140 @@ KMEANS_DEPLOY_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 10}
 DEFAULT_KMEANS_SOURCES = 500
 
 
-def _program(args: argparse.Namespace) -> tuple[AggregateProgram, str]:
-    if args.data is not None:
-        table, source = read_table(args.data), args.data
-    elif args.diabetes:
-        table, source = diabetes_table(), "embedded diabetes table (synthetic patients)"
-    else:
-        rows = args.synthetic or DEFAULT_SYNTHETIC_ROWS
-        table = synthetic_table(num_rows=rows, distribution=args.distribution, seed=args.seed)
-        source = f"synthetic ({rows:,} rows, {args.distribution})"
-    program = AggregateProgram.from_sql(args.sql, table, num_compute_nodes=args.compute_nodes)
-    return program, source
-
-
-def _print_wire(report: DeploymentReport) -> None:
-    wire = report.wire_summary()
-    simulated = report.simulated
+def _print_wire(report: dict[str, Any]) -> None:
+    wire = report["wire"]
+    efficiency = report["efficiency"]
     print("Measured on the wire (TLS application bytes written, every frame the same length):")
     print(
         f"  frames: {wire['frames']:,} ({wire['data_frames']:,} sealed data frames, "
         f"{wire['control_frames']:,} control frames); bytes: {wire['bytes']:,}; "
         f"frame size {wire['frame_size']} B; lengths observed: {wire['frame_lengths_observed']}"
     )
-    print(
-        f"  simulator for the same plan: {simulated['data_messages']:,} data messages "
-        f"({simulated['messages']:,} with compute -> result), "
-        f"{simulated['bytes_at_deployed_frame_size']:,} bytes at {wire['frame_size']} B"
-    )
+    messages = sum(flow["messages"] for flow in efficiency["traffic"])
+    print(f"  messages of the plan's flows: {messages:,} (the simulator's count for this plan)")
     roles = ", ".join(f"{k} {v:,}" for k, v in wire["max_data_channels_by_role"].items())
     print(
         f"  channels per node (data plane): max {wire['max_data_channels_per_node']:,}, mean "
         f"{wire['mean_data_channels_per_node']:.2f}; by role: {roles}; with the coordinator's "
         f"control channels: max {wire['max_channels_per_node']:,}"
     )
-    busiest = sorted(report.links, key=lambda link: -link.data_frames)[:5]
+    busiest = sorted(wire["links"], key=lambda link: -link["data_frames"])[:5]
     for link in busiest:
         print(
-            f"  link {link.sender} -> {link.receiver}: {link.data_frames} data frames, "
-            f"{link.frames} frames, {link.bytes:,} bytes"
+            f"  link {link['sender']} -> {link['receiver']}: {link['data_frames']} data frames, "
+            f"{link['frames']} frames, {link['bytes']:,} bytes"
         )
-    print(f"  lost scramblers: {', '.join(report.lost_scramblers) or 'none'}")
-    left = {flow: len(rows) for flow, rows in report.left_out_sources.items() if rows}
+    print(f"  lost scramblers: {', '.join(report['lost_scramblers']) or 'none'}")
+    left = {flow: len(rows) for flow, rows in report["left_out_sources"].items() if rows}
     print(f"  sources left out (deadline): {left or 'none'}")
-    print(f"  dropped frames/connections: {report.dropped or 'none'}")
+    print(f"  dropped frames/connections: {wire['dropped'] or 'none'}")
     timings = ", ".join(
-        f"{k.removesuffix('_seconds')} {v:.2f} s" for k, v in report.timings.items()
+        f"{k.removesuffix('_seconds')} {v:.2f} s" for k, v in wire["timings"].items()
     )
     print(f"  timings: {timings}")
 
 
+def _engine(args: argparse.Namespace) -> Any:
+    from dpcomm.engine.network.deploy import Faults, NetworkEngine
+
+    faults = Faults(kill_scrambler=args.kill_scrambler)
+    return NetworkEngine(
+        transport="tls",
+        timeout=args.timeout,
+        collect_seconds=args.collect_seconds,
+        workdir=args.workdir,
+        faults=faults,
+    )
+
+
+def _finish(report: dict[str, Any]) -> int:
+    errors = report.get("errors", {})
+    for node, message in errors.items():
+        print(f"dpcomm: node {node} failed: {message}", file=sys.stderr)
+    return 0 if not errors else 1
+
+
 def command_deploy_local_kmeans(args: argparse.Namespace) -> int:
     """``dpcomm deploy local kmeans``."""
+    from dpcomm.data import load_image_dataset
+    from dpcomm.engine.report import run_kmeans
+    from dpcomm.queries.kmeans import KMeansProgram
+
     countermeasure = _countermeasure(args, KMEANS_DEPLOY_DEFAULTS)
     dataset = load_image_dataset(args.dataset)
     if args.sources < 1:
         raise InvalidParameterError("--sources", "an integer >= 1", args.sources)
     points = dataset.train_images[: args.sources]
-    program = KMeansProgram(points, args.k, args.iterations, seed=args.seed)
-    report = deploy_local_kmeans(
+    program = KMeansProgram(points, args.k, args.iterations, seed=args.data_seed)
+    outcome = run_kmeans(
         program,
         countermeasure,
         test_points=dataset.test_images,
         test_labels=dataset.test_labels,
         delta=args.delta,
         seed=args.seed,
-        workdir=args.workdir,
-        timeout=args.timeout,
-        collect_seconds=args.collect_seconds,
+        engine=_engine(args),
+        target_epsilon=args.target_epsilon,
     )
     if args.json:
-        document = {
-            **report.summary(),
-            "centroids": report.centroids.tolist(),
-            "links": [vars(link) for link in report.links],
-            "channels": report.channels,
-        }
-        print(json.dumps(_json_ready(document), indent=2))
-        return 0 if not report.errors else 1
-    print(
-        f"{program.name} on {dataset.name}: {len(points):,} sources (the first training "
-        f"points), {len(dataset.test_images):,} test points; deployed on this machine "
-        "(loopback, mutual TLS 1.3)"
-    )
-    print(f"Countermeasure: {countermeasure.describe()}; seed {args.seed}")
+        print(json_document({"centroids": outcome.centroids}, outcome.report))
+        return _finish(outcome.report)
+    print_kmeans(outcome, f"{dataset.name} (the first {len(points):,} training points)")
     print()
-    print(
-        f"Rand index on the test set: {report.rand_index:.4f} deployed; simulator: "
-        f"{report.rand_index_simulated:.4f} with the countermeasure, "
-        f"{report.rand_index_nonprivate:.4f} non-private from the same start"
-    )
-    for iteration, used in enumerate(report.tuples_used_per_iteration, start=1):
-        counts = ", ".join(str(c) for c in report.counts[iteration - 1])
-        simulated = report.tuples_used_simulated[iteration - 1]
-        print(
-            f"  iteration {iteration}: {used:,} of {len(points):,} points used "
-            f"(per compute node: {counts}; simulator: {simulated:,})"
-        )
-    print()
-    _print_privacy(report.privacy)
-    print()
-    _print_wire(report.deployment)
-    for node, message in report.errors.items():
-        print(f"dpcomm: node {node} failed: {message}", file=sys.stderr)
-    return 0 if not report.errors else 1
+    _print_wire(outcome.report)
+    return _finish(outcome.report)
 
 
 def command_deploy_local(args: argparse.Namespace) -> int:
     """``dpcomm deploy local [aggregate|kmeans]``."""
     if args.workload == "kmeans":
         return command_deploy_local_kmeans(args)
+    from dpcomm.engine.report import run_aggregate
+
     if args.sql is None:
         raise InvalidParameterError("--sql", "a query (required for an Aggregate deployment)", None)
     countermeasure = _countermeasure(args, DEPLOY_DEFAULTS)
-    program, source = _program(args)
-    report = deploy_local(
+    if args.data is None and args.synthetic is None and not args.diabetes:
+        args.synthetic = DEFAULT_SYNTHETIC_ROWS
+    program, source = aggregate_program(args)
+    outcome = run_aggregate(
         program,
         countermeasure,
         delta=args.delta,
         seed=args.seed,
-        workdir=args.workdir,
-        timeout=args.timeout,
-        collect_seconds=args.collect_seconds,
-        kill_scrambler=args.kill_scrambler,
+        engine=_engine(args),
+        target_epsilon=args.target_epsilon,
     )
     if args.json:
-        document = {
-            "result": report.result,
-            "privacy": report.privacy,
-            "wire": report.wire_summary(),
-            "simulated": report.simulated,
-            "delivered": {flow: len(rows) for flow, rows in report.delivered.items()},
-            "lost_scramblers": list(report.lost_scramblers),
-            "left_out_sources": report.left_out_sources,
-            "dropped": report.dropped,
-            "timings": report.timings,
-            "links": [vars(link) for link in report.links],
-            "channels": report.channels,
-            "errors": report.errors,
-        }
-        print(json.dumps(_json_ready(document), indent=2))
-        return 0 if not report.errors else 1
-    print(f"{program.name}; data: {source}; deployed on this machine (loopback, mutual TLS 1.3)")
-    print(f"Countermeasure: {countermeasure.describe()}; seed {args.seed}")
+        print(json_document(outcome.result, outcome.report))
+        return _finish(outcome.report)
+    print_aggregate(
+        outcome, f"{source}; deployed on this machine (loopback, mutual TLS 1.3)", args.rows
+    )
     print()
-    print(f"Result ({len(report.result)} rows, from the tuples that reached their compute node):")
-    _print_rows(report.result, args.rows)
-    for flow, rows in report.delivered.items():
-        print(f"  {flow}: {len(rows):,} of {program.table.num_rows:,} tuples used")
-    print()
-    _print_privacy(report.privacy)
-    print()
-    _print_wire(report)
-    for node, message in report.errors.items():
-        print(f"dpcomm: node {node} failed: {message}", file=sys.stderr)
-    return 0 if not report.errors else 1
+    _print_wire(outcome.report)
+    return _finish(outcome.report)
 
 
 def command_deploy_configs(args: argparse.Namespace) -> int:
     """``dpcomm deploy configs``."""
+    from dpcomm.engine.network.deploy import write_deployment
+
+    if args.seed is not None:
+        raise InvalidParameterError(
+            "--seed",
+            "no seed for `deploy configs` (every node of a real deployment draws fresh "
+            "operating-system entropy; use `deploy local --seed` for a reproducible test round)",
+            args.seed,
+        )
     countermeasure = _countermeasure(args, DEPLOY_DEFAULTS)
-    program, _ = _program(args)
+    if args.data is None and args.synthetic is None and not args.diabetes:
+        args.synthetic = DEFAULT_SYNTHETIC_ROWS
+    program, _ = aggregate_program(args)
     paths = write_deployment(
         program,
         countermeasure,
         args.out,
-        seed=args.seed,
         coordinator_host=args.coordinator_host,
         coordinator_port=args.coordinator_port,
         collect_seconds=args.collect_seconds,
@@ -212,6 +175,10 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
 
 def command_node_run(args: argparse.Namespace) -> int:
     """``dpcomm node run``."""
+    from dpcomm.engine.network.launcher import run_tls_group
+    from dpcomm.engine.network.pki import NodeCredentials
+    from dpcomm.engine.network.spec import DeploymentError, NodeConfig
+
     config = NodeConfig.load(args.config)
     if config.role != args.role:
         raise DeploymentError(f"config {args.config} is for a {config.role}, not a {args.role}")
@@ -221,7 +188,7 @@ def command_node_run(args: argparse.Namespace) -> int:
         key_path=Path(args.ssl_keyfile),
         ca_path=Path(args.ssl_ca_certfile),
     )
-    outcome: dict[str, Any] = run_node_group([config], {config.name: credentials})
+    outcome: dict[str, Any] = run_tls_group([config], {config.name: credentials})
     text = json.dumps(_json_ready(outcome), indent=2)
     if args.output:
         Path(args.output).write_text(text)
@@ -245,6 +212,9 @@ def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = 
     source.add_argument("--diabetes", action="store_true", help="the embedded diabetes table")
     parser.add_argument("--distribution", choices=["uniform", "zipf"], default="uniform")
     parser.add_argument(
+        "--data-seed", type=int, default=0, help="seed of the --synthetic table (default 0)"
+    )
+    parser.add_argument(
         "--compute-nodes",
         type=int,
         default=DEFAULT_COMPUTE_NODES,
@@ -259,7 +229,6 @@ def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = 
     parser.add_argument(
         "--timeout", type=float, default=120.0, help="hard deadline of the round (default 120 s)"
     )
-    add_countermeasure_options(parser, DEPLOY_DEFAULTS)
 
 
 def add_deploy_commands(commands: Any) -> None:
@@ -273,11 +242,11 @@ def add_deploy_commands(commands: Any) -> None:
         help="a whole Aggregate (or K-means) deployment on this machine (processes, loopback)",
         description=(
             "Start the coordinator, result, compute nodes, scramblers and sources as separate "
-            "processes on 127.0.0.1, each node with its own certificate, run one Aggregate "
-            "round and print the result, the privacy report of the plan and what was measured "
-            "on the wire. `deploy local kmeans` runs K-means instead (I iterations, scramblers; "
-            "countermeasure defaults σ 0.9, n 100, d 10) and prints the Rand index beside the "
-            "simulator's."
+            "processes on 127.0.0.1, each node with its own certificate, run the program's "
+            "round and print the report `dpcomm run` prints (with the same --seed, the same "
+            "result, delivered tuples and messages per flow) and what was measured on the "
+            "wire. `deploy local kmeans` runs K-means instead (countermeasure defaults σ 0.9, "
+            "n 100, d 10)."
         ),
     )
     local.add_argument(
@@ -306,12 +275,14 @@ def add_deploy_commands(commands: Any) -> None:
         metavar="K",
         help="fault injection: scrambler K (global index) dies mid-forward",
     )
+    add_countermeasure_options(local, DEPLOY_DEFAULTS)
     local.set_defaults(handler=command_deploy_local)
     configs = kinds.add_parser(
         "configs",
         help="write certificates and one config per node, for `dpcomm node run` on many hosts",
     )
     _aggregate_options(configs)
+    add_countermeasure_options(configs, DEPLOY_DEFAULTS)
     configs.add_argument("--out", required=True, help="output directory")
     configs.add_argument("--coordinator-host", default="127.0.0.1")
     configs.add_argument("--coordinator-port", type=int, default=7400)
@@ -320,7 +291,9 @@ def add_deploy_commands(commands: Any) -> None:
     node = commands.add_parser("node", help="run one node of a deployment")
     node_kinds = node.add_subparsers(dest="kind", required=True)
     run = node_kinds.add_parser("run", help="start one node from its config")
-    run.add_argument("--role", required=True, choices=ROLES)
+    run.add_argument(
+        "--role", required=True, choices=["coordinator", "result", "source", "scrambler", "compute"]
+    )
     run.add_argument("--config", required=True, help="the node's JSON config")
     run.add_argument("--ssl-certfile", required=True, help="the node's certificate (PEM)")
     run.add_argument("--ssl-keyfile", required=True, help="the node's private key (PEM)")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import shlex
 from typing import Any
 
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
@@ -11,6 +13,7 @@ from dpcomm.experiments.planner import (
     Configuration,
     PlanCandidate,
     PlannerResult,
+    describe_batches,
     plan_countermeasures,
     plot_pareto,
 )
@@ -21,14 +24,105 @@ Find the countermeasure of least network load that gives the whole plan (ε, δ)
 S (--sources) is the number of real tuples the computation must use; the plan has G grouping
 sets (--grouping-sets, Aggregate) or I iterations (--iterations, K-means with K = T centroids):
 G identical data-dependent clusters of T targets. A configuration is local sampling + flooding
-(σ, d <= T - 1) or uncapped scramblers (σ, n, d; ceil(S_t/n) scramblers). S_t = ceil(S/(1 - σ +
-σ/T)) sources are recruited to keep the utility (extra consents S_t - S); with
---max-extra-consents c at most S + c, and the expected utility min(1, S_t (1 - σ + σ/T)/S) must
-be at least --min-utility. By Theorem 2 each cluster must reach ε/G at δ/G, checked with the
-exact valid accounting (every scrambler batch size, the short last one included). Network load
-counts every message as the simulator does; channels are the most secure channels of any node.
-The Pareto front over (load, channels, consents) of every feasible configuration is printed too.
+(σ, d <= T - 1) or uncapped scramblers (σ, n, d): ceil(S_t/n) scramblers whose batches differ
+by at most one source (balanced), the largest n. S_t = ceil(S/(1 - σ + σ/T)) sources are
+recruited to keep the utility (extra consents S_t - S); with --max-extra-consents c at most
+S + c, and the expected utility min(1, S_t (1 - σ + σ/T)/S) must be at least --min-utility. By
+Theorem 2 each cluster must reach ε/G at δ/G, checked with the exact valid accounting (every
+batch size). Network load counts every message of the plan with its countermeasure, as the
+engines send them; channels are the most secure channels of any node. The Pareto front over
+(load, channels, consents) of every feasible configuration is printed too, and the `dpcomm run`
+command that runs the chosen configuration on a synthetic table of S_t rows.
 """
+
+#: Grouping columns of the synthetic table of ``dpcomm run aggregate --synthetic``.
+SYNTHETIC_GROUPING_COLUMNS = ("g1", "g2", "g3", "g4")
+
+
+def _synthetic_grouping_sets(count: int) -> list[tuple[str, ...]] | None:
+    """``count`` distinct non-empty grouping sets of the synthetic columns (None: too many)."""
+    sets = [
+        combination
+        for size in range(1, len(SYNTHETIC_GROUPING_COLUMNS) + 1)
+        for combination in itertools.combinations(SYNTHETIC_GROUPING_COLUMNS, size)
+    ]
+    return sets[:count] if count <= len(sets) else None
+
+
+def synthetic_sql(grouping_sets: int) -> str | None:
+    """An Aggregate query with G grouping sets over the synthetic table (None if G > 15)."""
+    sets = _synthetic_grouping_sets(grouping_sets)
+    if sets is None:
+        return None
+    columns = ", ".join(c for c in SYNTHETIC_GROUPING_COLUMNS if any(c in s for s in sets))
+    if len(sets) == 1:
+        return f"SELECT {columns}, COUNT(*) AS n_rows FROM t GROUP BY {columns}"
+    listed = ", ".join("(" + ", ".join(s) + ")" for s in sets)
+    return f"SELECT {columns}, COUNT(*) AS n_rows FROM t GROUP BY GROUPING SETS ({listed})"
+
+
+def run_arguments(result: PlannerResult) -> list[str] | None:
+    """The ``dpcomm run`` arguments that run the chosen configuration (None if none can).
+
+    Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
+    grouping sets of C = T compute nodes; K-means: K = T centroids and I iterations on the
+    default dataset (its own number of sources). The countermeasure options are those of
+    :func:`dpcomm.cli.run.add_countermeasure_options`: ``--delta`` is δ per cluster (δ/G),
+    ``--batch`` the largest balanced batch (the same batches as the planned n), and
+    ``--target-epsilon`` the ε asked for, so that a run whose ε exceeds it warns.
+    """
+    request = result.request
+    if request is None:
+        return None
+    configuration = result.configuration
+    if request.workload == "aggregate":
+        sql = synthetic_sql(request.num_clusters)
+        if sql is None:
+            return None
+        arguments = [
+            "dpcomm",
+            "run",
+            "aggregate",
+            "--synthetic",
+            str(result.num_sources),
+            "--sql",
+            sql,
+            "--compute-nodes",
+            str(request.num_targets),
+        ]
+    else:
+        arguments = [
+            "dpcomm",
+            "run",
+            "kmeans",
+            "--k",
+            str(request.num_targets),
+            "--iterations",
+            str(request.num_clusters),
+        ]
+    arguments += [
+        "--mechanism",
+        configuration.mechanism,
+        "--sampling",
+        repr(configuration.sampling_rate),
+    ]
+    if configuration.batch_sizes is not None:
+        arguments += ["--batch", str(max(configuration.batch_sizes))]
+    arguments += [
+        "--dummies",
+        str(configuration.num_dummies),
+        "--delta",
+        repr(request.cluster_delta),
+        "--target-epsilon",
+        repr(request.epsilon),
+    ]
+    return arguments
+
+
+def run_command(result: PlannerResult) -> str | None:
+    """:func:`run_arguments` as one shell command line."""
+    arguments = run_arguments(result)
+    return None if arguments is None else shlex.join(arguments)
 
 
 def _configuration_json(configuration: Configuration) -> dict[str, Any]:
@@ -49,11 +143,18 @@ def _candidate_json(candidate: PlanCandidate) -> dict[str, Any]:
         "network_load_messages": candidate.network_load_messages,
         "max_channels_per_node": candidate.max_channels_per_node,
         "extra_consents": candidate.extra_consents,
+        "sources_recruited": candidate.num_sources,
     }
 
 
 def plan_json(result: PlannerResult) -> dict[str, Any]:
-    """The planner's answer as the JSON document ``dpcomm plan --json`` prints."""
+    """The planner's answer as the JSON document ``dpcomm plan --json`` prints.
+
+    ``batch_sizes`` lists the sources of every scrambler of one cluster (null for local),
+    ``sources_recruited`` is S_t and ``run_command`` the ``dpcomm run`` command line that runs
+    the chosen configuration (null when no synthetic query has G grouping sets).
+    """
+    sizes = result.configuration.batch_sizes
     return {
         "configuration": _configuration_json(result.configuration),
         "epsilon": result.epsilon,
@@ -61,6 +162,9 @@ def plan_json(result: PlannerResult) -> dict[str, Any]:
         "network_load_messages": result.network_load_messages,
         "max_channels_per_node": result.max_channels_per_node,
         "extra_consents": result.extra_consents,
+        "sources_recruited": result.num_sources,
+        "batch_sizes": None if sizes is None else list(sizes),
+        "run_command": run_command(result),
         "pareto": [_candidate_json(c) for c in result.pareto],
     }
 
@@ -93,11 +197,35 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
         f"  network load: {result.network_load_messages:,} messages "
         f"(non-private {result.nonprivate_load_messages:,}: ×{overhead:.2f})"
     )
-    print(f"  max secure channels per node: {result.max_channels_per_node:,}")
+    roles = ", ".join(f"{role} {count:,}" for role, count in result.channels_by_role.items())
+    print(f"  max secure channels per node: {result.max_channels_per_node:,} ({roles})")
+    cluster = "grouping set" if args.grouping_sets is not None else "iteration"
+    if result.configuration.batch_sizes is not None:
+        print(f"  batches per {cluster}: {describe_batches(result.configuration.batch_sizes)}")
     print(
-        f"  sources recruited: {result.num_sources:,} ({result.extra_consents:,} extra "
+        f"  sources recruited: S_t = {result.num_sources:,} ({result.extra_consents:,} extra "
         f"consents), expected utility {result.utility:.1%}"
     )
+    command = run_command(result)
+    print()
+    if command is None:
+        print(
+            f"No synthetic query has {args.grouping_sets} grouping sets: run your own query "
+            "over a table of S_t rows with the countermeasure above (dpcomm run aggregate)."
+        )
+    else:
+        print("Run it:")
+        print(f"  {command}")
+        if args.grouping_sets is not None:
+            print(
+                "  (any table of S_t rows and query with these grouping sets gives the same "
+                "batches and ε: replace --synthetic and --sql by --data and your query)"
+            )
+        else:
+            print(
+                "  (add --dataset with S_t points for the planned batches; another number of "
+                "sources changes the batches, and --target-epsilon warns if ε exceeds the target)"
+            )
     print()
     shown = _spread(result.pareto, args.pareto_rows)
     print(

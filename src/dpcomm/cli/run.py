@@ -8,6 +8,8 @@ import math
 import sys
 from typing import Any
 
+import numpy as np
+
 from dpcomm.data import (
     diabetes_table,
     load_image_dataset,
@@ -15,7 +17,7 @@ from dpcomm.data import (
     synthetic_table,
     write_table,
 )
-from dpcomm.engine import run_aggregate, run_kmeans
+from dpcomm.engine.report import AggregateRun, KMeansRun, run_aggregate, run_kmeans
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_COMPUTE_NODES, AggregateProgram
@@ -89,12 +91,27 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
         default=1e-4,
         help="δ of each data-dependent cluster (default 1e-4); the plan's δ is their sum",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
+    group.add_argument(
+        "--target-epsilon",
+        type=float,
+        metavar="E",
+        help="warn when the plan's ε exceeds E (e.g. the table's size changed the batches)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="seed of every draw, for a reproducible run (default: fresh operating-system "
+        "entropy; a seeded run is not private against whoever knows the seed)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
 
 
 def _json_ready(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return _json_ready(value.tolist())
+    if isinstance(value, np.generic):
+        return _json_ready(value.item())
     if isinstance(value, float):
         if math.isnan(value):
             return None
@@ -189,44 +206,38 @@ def _print_efficiency(efficiency: dict[str, Any]) -> None:
     )
     roles = ", ".join(f"{k} {v:,}" for k, v in efficiency["max_channels_by_role"].items())
     print(f"  max channels by role: {roles}")
-    print(
-        f"  scramblers: {efficiency['num_scramblers']:,}; extra consents to keep the "
-        f"non-private utility: {efficiency['extra_consents']:,}"
+    batches = "; ".join(
+        f"{flow}: {'/'.join(str(s) for s in sizes)}"
+        for flow, sizes in efficiency["batch_sizes"].items()
     )
     print(
-        f"  simulated in {efficiency['simulated_seconds']:.2f} s "
-        f"({efficiency['simulated_messages_per_second']:,.0f} messages/s)"
+        f"  scramblers: {efficiency['num_scramblers']:,}"
+        + (f" (sources per scrambler: {batches})" if batches else "")
+        + f"; extra consents to keep the non-private utility: {efficiency['extra_consents']:,}"
+    )
+    print(
+        f"  {efficiency['engine']} engine: {efficiency['seconds']:.2f} s "
+        f"({efficiency['messages_per_second']:,.0f} messages/s)"
     )
 
 
-def command_run_aggregate(args: argparse.Namespace) -> int:
-    """``dpcomm run aggregate``."""
-    countermeasure = _countermeasure(args, AGGREGATE_DEFAULTS)
-    if args.data is not None:
-        table = read_table(args.data)
-        source = args.data
-    elif args.synthetic is not None:
-        table = synthetic_table(
-            num_rows=args.synthetic, distribution=args.distribution, seed=args.seed
-        )
-        source = f"synthetic ({args.synthetic:,} rows, {args.distribution})"
+def _print_seed(report: dict[str, Any]) -> None:
+    seed = report["seed"]
+    if seed is None:
+        print("Randomness: fresh operating-system entropy (no seed)")
     else:
-        table = diabetes_table()
-        source = "embedded diabetes table (synthetic patients)"
-    program = AggregateProgram.from_sql(args.sql, table, num_compute_nodes=args.compute_nodes)
-    outcome = run_aggregate(
-        program, countermeasure, delta=args.delta, seed=args.seed, progress=args.progress
-    )
-    if args.json:
-        document = {"result": outcome.result, "report": outcome.report}
-        print(json.dumps(_json_ready(document), indent=2))
-        return 0
+        print(f"Randomness: seed {seed} (reproducible; not private against whoever knows it)")
+
+
+def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
+    """The text report of an Aggregate run (any engine)."""
     report = outcome.report
-    print(f"{program.name}; data: {source}")
-    print(f"Countermeasure: {report['countermeasure']}; seed {args.seed}")
+    print(f"{outcome.program.name}; data: {source}; engine: {report['engine']}")
+    print(f"Countermeasure: {report['countermeasure']}")
+    _print_seed(report)
     print()
     print(f"Result ({len(outcome.result)} rows, from the tuples that reached their compute node):")
-    _print_rows(outcome.result, args.rows)
+    _print_rows(outcome.result, rows)
     print()
     _print_privacy(report["privacy"])
     print()
@@ -245,6 +256,69 @@ def command_run_aggregate(args: argparse.Namespace) -> int:
         )
     print()
     _print_efficiency(report["efficiency"])
+
+
+def print_kmeans(outcome: KMeansRun, dataset: str) -> None:
+    """The text report of a K-means run (any engine)."""
+    report = outcome.report
+    utility = report["utility"]
+    print(
+        f"{outcome.program.name} on {dataset}: {utility['sources']:,} sources, "
+        f"{utility['test_points']:,} test points; engine: {report['engine']}"
+    )
+    print(f"Countermeasure: {report['countermeasure']}")
+    _print_seed(report)
+    print()
+    print(
+        f"Rand index on the test set: {outcome.rand_index:.4f} "
+        f"(non-private K-means from the same start: {outcome.rand_index_nonprivate:.4f})"
+    )
+    used = ", ".join(f"{u:,}" for u in utility["tuples_used_per_iteration"])
+    print(f"Tuples used per iteration: {used} ({utility['tuples_used_fraction']:.1%} on average)")
+    print()
+    _print_privacy(report["privacy"])
+    print()
+    _print_efficiency(report["efficiency"])
+
+
+def json_document(result: Any, report: dict[str, Any]) -> str:
+    """The one JSON shape of every run: ``{"result": ..., "report": ...}``."""
+    return json.dumps(_json_ready({"result": result, "report": report}), indent=2)
+
+
+def aggregate_program(args: argparse.Namespace) -> tuple[AggregateProgram, str]:
+    """The Aggregate program of ``--sql`` over ``--data``, ``--synthetic`` or the diabetes table."""
+    if args.data is not None:
+        table = read_table(args.data)
+        source = args.data
+    elif args.synthetic is not None:
+        table = synthetic_table(
+            num_rows=args.synthetic, distribution=args.distribution, seed=args.data_seed
+        )
+        source = f"synthetic ({args.synthetic:,} rows, {args.distribution})"
+    else:
+        table = diabetes_table()
+        source = "embedded diabetes table (synthetic patients)"
+    program = AggregateProgram.from_sql(args.sql, table, num_compute_nodes=args.compute_nodes)
+    return program, source
+
+
+def command_run_aggregate(args: argparse.Namespace) -> int:
+    """``dpcomm run aggregate``."""
+    countermeasure = _countermeasure(args, AGGREGATE_DEFAULTS)
+    program, source = aggregate_program(args)
+    outcome = run_aggregate(
+        program,
+        countermeasure,
+        delta=args.delta,
+        seed=args.seed,
+        progress=args.progress,
+        target_epsilon=args.target_epsilon,
+    )
+    if args.json:
+        print(json_document(outcome.result, outcome.report))
+        return 0
+    print_aggregate(outcome, source, args.rows)
     return 0
 
 
@@ -252,7 +326,7 @@ def command_run_kmeans(args: argparse.Namespace) -> int:
     """``dpcomm run kmeans``."""
     countermeasure = _countermeasure(args, KMEANS_DEFAULTS)
     dataset = load_image_dataset(args.dataset)
-    program = KMeansProgram(dataset.train_images, args.k, args.iterations, seed=args.seed)
+    program = KMeansProgram(dataset.train_images, args.k, args.iterations, seed=args.data_seed)
     outcome = run_kmeans(
         program,
         countermeasure,
@@ -261,32 +335,12 @@ def command_run_kmeans(args: argparse.Namespace) -> int:
         delta=args.delta,
         seed=args.seed,
         progress=args.progress,
+        target_epsilon=args.target_epsilon,
     )
     if args.json:
-        document = {
-            "rand_index": outcome.rand_index,
-            "rand_index_nonprivate": outcome.rand_index_nonprivate,
-            "report": outcome.report,
-        }
-        print(json.dumps(_json_ready(document), indent=2))
+        print(json_document({"centroids": outcome.centroids}, outcome.report))
         return 0
-    report = outcome.report
-    print(
-        f"{program.name} on {dataset.name}: {len(dataset.train_images):,} sources, "
-        f"{len(dataset.test_images):,} test points"
-    )
-    print(f"Countermeasure: {report['countermeasure']}; seed {args.seed}")
-    print()
-    print(
-        f"Rand index on the test set: {outcome.rand_index:.4f} "
-        f"(non-private K-means from the same start: {outcome.rand_index_nonprivate:.4f})"
-    )
-    used = report["utility"]["tuples_used_fraction"]
-    print(f"Tuples used per iteration: {used:.1%} on average")
-    print()
-    _print_privacy(report["privacy"])
-    print()
-    _print_efficiency(report["efficiency"])
+    print_kmeans(outcome, dataset.name)
     return 0
 
 
@@ -332,6 +386,9 @@ def add_run_commands(commands: Any) -> None:
         help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
     )
     aggregate.add_argument("--rows", type=int, default=20, help="result rows to print")
+    aggregate.add_argument(
+        "--data-seed", type=int, default=0, help="seed of the --synthetic table (default 0)"
+    )
     add_countermeasure_options(aggregate, AGGREGATE_DEFAULTS)
     aggregate.set_defaults(handler=command_run_aggregate)
 
@@ -352,6 +409,12 @@ def add_run_commands(commands: Any) -> None:
     kmeans.add_argument("--k", type=int, default=10, help="K, number of centroids (default 10)")
     kmeans.add_argument(
         "--iterations", type=int, default=10, help="I, number of iterations (default 10)"
+    )
+    kmeans.add_argument(
+        "--data-seed",
+        type=int,
+        default=0,
+        help="seed of the choice of the initial centroids among the points (default 0)",
     )
     add_countermeasure_options(kmeans, KMEANS_DEFAULTS)
     kmeans.set_defaults(handler=command_run_kmeans)

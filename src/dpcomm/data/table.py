@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 import numpy.typing as npt
 
 from dpcomm.errors import DpcommError, InvalidParameterError
+
+if TYPE_CHECKING:
+    import duckdb
 
 #: DuckDB type names whose values are numbers (aggregable by SUM, AVG, MIN, MAX).
 _NUMERIC_PREFIXES = (
@@ -184,6 +186,14 @@ def table_from_relation(relation: duckdb.DuckDBPyRelation, name: str) -> Table:
 
 
 def _column_from_numpy(name: str, sql_type: str, raw: Any) -> Column:
+    """One fetched column as a :class:`Column` (filler 0 or NaN in NULL slots).
+
+    DATE values are kept as ``datetime64[D]``: DuckDB's ``fetchnumpy`` gives them as
+    ``datetime64[us]``, whose Python values are ``datetime.datetime`` at midnight, while
+    DuckDB's own rows (``fetchall``) give ``datetime.date``, and ``datetime(y, m, d) !=
+    date(y, m, d)`` in Python: a result grouped by a DATE column would then differ from
+    DuckDB's on every key. Day resolution is exactly DATE's, so nothing is lost.
+    """
     mask = np.asarray(np.ma.getmaskarray(raw), dtype=bool)
     data = np.ma.getdata(raw)
     upper = sql_type.upper()
@@ -199,6 +209,8 @@ def _column_from_numpy(name: str, sql_type: str, raw: Any) -> Column:
         values = np.array(
             ["" if m else str(v) for v, m in zip(data, mask, strict=True)], dtype=object
         )
+    elif data.dtype.kind == "M" and upper == "DATE":
+        values = np.asarray(data).astype("datetime64[D]")
     else:
         values = np.asarray(data)
     if values.dtype.kind == "f":
@@ -220,6 +232,8 @@ def read_table(path: str | Path, *, name: str = "data") -> Table:
         raise InvalidParameterError("data", "a .csv or .parquet file", str(path))
     if not file.is_file():
         raise InvalidParameterError("data", "an existing file", str(path))
+    import duckdb
+
     reader = "read_csv" if suffix == "CSV" else "read_parquet"
     connection = duckdb.connect()
     try:
@@ -240,6 +254,8 @@ def write_table(table: Table, path: str | Path) -> None:
     suffix = file.suffix.lstrip(".").upper()
     if suffix not in _SUPPORTED_SUFFIXES:
         raise InvalidParameterError("out", "a .csv or .parquet file", str(path))
+    import duckdb
+
     connection = duckdb.connect()
     try:
         table.register(connection, "__dpcomm_out")

@@ -9,10 +9,6 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
-    from dpcomm.engine.run import (
-        Run,
-        prepare,
-    )
     from dpcomm.engine.memory import (
         simulate,
     )
@@ -25,6 +21,10 @@ if TYPE_CHECKING:
         run_aggregate,
         run_kmeans,
     )
+    from dpcomm.engine.run import (
+        Run,
+        prepare,
+    )
 
 __getattr__, __dir__ = attach(
     __name__,
@@ -33,9 +33,7 @@ __getattr__, __dir__ = attach(
             "Run",
             "prepare",
         ),
-        "dpcomm.engine.memory": (
-            "simulate",
-        ),
+        "dpcomm.engine.memory": ("simulate",),
         "dpcomm.engine.report": (
             "AggregateRun",
             "Engine",

@@ -149,7 +149,9 @@ class _Simulation:
             senders = self.ids(flow.sender)
             receivers = self.ids(flow.receiver)
             if flow.kind == "fixed":
-                self.log.add(flow.name, senders, receivers[np.arange(len(senders)) % len(receivers)])
+                self.log.add(
+                    flow.name, senders, receivers[np.arange(len(senders)) % len(receivers)]
+                )
             elif flow.kind in ("broadcast", "broadcast_to_scramblers"):
                 self.log.add(
                     flow.name,

@@ -157,7 +157,8 @@ def efficiency_report(run: Run, baseline: Run) -> dict[str, Any]:
         "max_channels_by_role": mine.max_channels_by_role,
         "num_scramblers": run.transformed.num_scramblers(),
         "batch_sizes": {
-            flow: sorted(set(sizes), reverse=True) for flow, sizes in run.transformed.batches.items()
+            flow: sorted(set(sizes), reverse=True)
+            for flow, sizes in run.transformed.batches.items()
         },
         "extra_consents": run.extra_consents(),
         "engine": run.engine,
@@ -302,7 +303,9 @@ def run_aggregate(
         target_epsilon=target_epsilon,
     )
     baseline = simulate(program, NoCountermeasure(), delta=delta, seed=seed)
-    return AggregateRun(program, run.result, run, baseline, aggregate_report(program, run, baseline))
+    return AggregateRun(
+        program, run.result, run, baseline, aggregate_report(program, run, baseline)
+    )
 
 
 @dataclass(frozen=True, eq=False)

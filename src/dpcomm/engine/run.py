@@ -133,9 +133,10 @@ def prepare(
             )
             if sizes and max(sizes) < chosen.batch_size:
                 shown = " or ".join(str(s) for s in sizes)
+                count = transformed.num_scramblers(cluster.members[0].flow.name)
                 warnings.warn(
                     f"batch_size n = {chosen.batch_size} with {cluster.num_senders} senders in "
-                    f"cluster {cluster.name}: {transformed.num_scramblers(cluster.members[0].flow.name)} "
+                    f"cluster {cluster.name}: {count} "
                     f"balanced batches of {shown} sources, each accounted at its own size "
                     f"(ε = {cluster_guarantee.guarantee.epsilon:.4g})",
                     DpcommWarning,
@@ -167,7 +168,9 @@ def run_efficiency(transformed: TransformedPlan, traffic: list[FlowTraffic]) -> 
     )
 
 
-def in_plan_order(transformed: TransformedPlan, traffic: list[FlowTraffic]) -> tuple[FlowTraffic, ...]:
+def in_plan_order(
+    transformed: TransformedPlan, traffic: list[FlowTraffic]
+) -> tuple[FlowTraffic, ...]:
     """``traffic`` sorted in the order of the routed flows of ``transformed``."""
     order = {flow.name: index for index, flow in enumerate(transformed.flows)}
     return tuple(sorted(traffic, key=lambda f: order.get(f.flow, len(order))))

@@ -32,10 +32,17 @@ import numpy.typing as npt
 from scipy import optimize, stats
 
 from dpcomm.accounting._validation import check_delta
-from dpcomm.engine import SimulationRun
+from dpcomm.engine.memory import take
+from dpcomm.engine.run import Run
 from dpcomm.engine.traffic import FlowTraffic
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import LocalFlooding, NoCountermeasure, Scramblers
+from dpcomm.plan.transform import (
+    flooding_flow_name,
+    scrambled_flow_name,
+    scrambler_group_name,
+    to_scramblers_flow_name,
+)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -153,21 +160,43 @@ class AttackResult:
         return self.accuracy - self.baseline
 
 
-def _true_targets(run: SimulationRun) -> dict[str, IntArray]:
-    """Replay the program with the run's delivered masks: every flow's true targets."""
+def _true_targets(run: Run) -> dict[str, IntArray]:
+    """Every flow's true targets: the sources' route replayed with the state of the run.
+
+    The state before a stage follows from the tuples the run delivered, as the engines compute
+    it (:func:`dpcomm.engine.memory.simulate`): each target's output over the real tuples it
+    received (``target_outputs``), merged (``merge``). The attacker knows every other source's
+    data, hence this state (the paper treats it as public output).
+    """
     program = run.program
+    source_rows = getattr(program, "source_rows", None)
+    if source_rows is None:
+        raise InvalidParameterError("run", "a run of a program holding its sources' rows", run)
+    rows = source_rows()
+    plan = program.plan
     state = program.initial_state()
     targets: dict[str, IntArray] = {}
     for stage in range(program.num_stages):
-        names = program.stage_flows(stage)
-        for name in names:
-            targets[name] = np.asarray(program.true_targets(state, name), dtype=np.int64)
-        state = program.compute(state, stage, {name: run.delivered[name] for name in names})
+        outputs: dict[tuple[str, int], Any] = {}
+        for name in program.stage_flows(stage):
+            truth = np.asarray(program.route(state, name, rows), dtype=np.int64)
+            targets[name] = truth
+            counted = np.flatnonzero(run.delivered[name])
+            tuples = take(program.carried(name, rows), counted)
+            receivers = range(plan.group(plan.flow(name).receiver).count)
+            produced = program.target_outputs(state, stage, name, tuples, truth[counted], receivers)
+            outputs.update({(name, target): output for target, output in produced.items()})
+        state = program.merge(state, stage, outputs)
     return targets
 
 
-def _traffic(run: SimulationRun) -> dict[str, FlowTraffic]:
+def _traffic(run: Run) -> dict[str, FlowTraffic]:
     return {flow.flow: flow for flow in run.traffic}
+
+
+def _offset(run: Run, group: str) -> int:
+    """The first node id of ``group`` in the run's routed plan."""
+    return int(run.transformed.routed.node_id_offsets[group])
 
 
 def _binomial_table(trials: int, probability: float, length: int) -> FloatArray:
@@ -206,7 +235,7 @@ def _ratio(table: FloatArray, holders: IntArray, counts: IntArray) -> FloatArray
 
 
 def _guess_scramblers(
-    run: SimulationRun,
+    run: Run,
     name: str,
     truth: IntArray,
     prior: FloatArray,
@@ -214,12 +243,11 @@ def _guess_scramblers(
     num_targets: int,
 ) -> IntArray:
     traffic = _traffic(run)
-    layout = run.layout
-    to_scramblers = traffic[f"{name} (to scramblers)"]
-    scrambled = traffic[f"{name} (scrambled)"]
-    sender_offset = layout.offsets[run.program.plan.flow(name).sender]
-    receiver_offset = layout.offsets[run.program.plan.flow(name).receiver]
-    scrambler_offset = layout.scrambler_offsets[name]
+    to_scramblers = traffic[to_scramblers_flow_name(name)]
+    scrambled = traffic[scrambled_flow_name(name)]
+    sender_offset = _offset(run, run.program.plan.flow(name).sender)
+    receiver_offset = _offset(run, run.program.plan.flow(name).receiver)
+    scrambler_offset = _offset(run, scrambler_group_name(name))
     sources = truth.shape[0]
     # What the observer sees: each source's scrambler, and each scrambler's counts per target.
     scrambler_of = np.empty(sources, dtype=np.int64)
@@ -253,7 +281,7 @@ def _guess_scramblers(
 
 
 def _guess_local(
-    run: SimulationRun,
+    run: Run,
     name: str,
     prior: FloatArray,
     countermeasure: LocalFlooding,
@@ -262,10 +290,10 @@ def _guess_local(
 ) -> IntArray:
     traffic = _traffic(run)
     plan = run.program.plan
-    sender_offset = run.layout.offsets[plan.flow(name).sender]
-    receiver_offset = run.layout.offsets[plan.flow(name).receiver]
+    sender_offset = _offset(run, plan.flow(name).sender)
+    receiver_offset = _offset(run, plan.flow(name).receiver)
     observed = np.zeros((sources, num_targets), dtype=bool)
-    for part in (name, f"{name} (flooding)"):
+    for part in (name, flooding_flow_name(name)):
         if part in traffic:
             flow = traffic[part]
             observed[flow.senders - sender_offset, flow.receivers - receiver_offset] = True
@@ -276,17 +304,17 @@ def _guess_local(
     return np.asarray(np.argmax(score, axis=1), dtype=np.int64)
 
 
-def _guess_none(run: SimulationRun, name: str, sources: int) -> IntArray:
+def _guess_none(run: Run, name: str, sources: int) -> IntArray:
     flow = _traffic(run)[name]
     plan = run.program.plan
     guesses = np.empty(sources, dtype=np.int64)
-    guesses[flow.senders - run.layout.offsets[plan.flow(name).sender]] = (
-        flow.receivers - run.layout.offsets[plan.flow(name).receiver]
+    guesses[flow.senders - _offset(run, plan.flow(name).sender)] = flow.receivers - _offset(
+        run, plan.flow(name).receiver
     )
     return guesses
 
 
-def attack_run(run: SimulationRun) -> AttackResult:
+def attack_run(run: Run) -> AttackResult:
     """Guess every source's compute node in every data-dependent flow of ``run``.
 
     Flows whose cluster has a single potential target are skipped (nothing to guess).

@@ -29,8 +29,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
-from dpcomm.accounting._validation import check_delta, check_int, check_probability
-from dpcomm.accounting._validation import make_rng
+from dpcomm.accounting._validation import check_delta, check_int, check_probability, make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.protocol import ScramblerAssignment, flood_targets, randomize_targets, scramble
 

@@ -1,20 +1,20 @@
 """The headline table: dummies needed for ε ≤ 1 in the paper's scenario, per accounting method.
 
 Scenario (Section 5.2, Table 1): S = 10,000 tuples used, T = 20 targets (compute nodes),
-δ = 1e-4, uncapped scramblers of n = 100 sources with sampling σ = 0.2, one cluster
-(G = 1). Keeping 10,000 tuples in expectation takes ⌈S/(1 − σ + σ/T)⌉ = 12,346 sources;
-54 more fill the 124th scrambler (a short scrambler of 46 sources would need more dummies
-than the 54 extra messages cost), so every scrambler has n = 100 and the cluster sends
-S_t + SC·(n + d) + C messages against S + C without countermeasures.
+δ = 1e-4, uncapped scramblers of at most n = 100 sources with sampling σ = 0.2, one cluster
+(G = 1). Keeping 10,000 tuples in expectation takes S_t = ⌈S/(1 − σ + σ/T)⌉ = 12,346 sources,
+cut into ⌈S_t/n⌉ = 124 balanced batches (70 of 100 sources, 54 of 99:
+:func:`dpcomm.plan.costs.balanced_batch_sizes`); the cluster sends the messages of the
+transformed plan, 2·S_t + SC·d + C (:func:`dpcomm.experiments.planner.plan_costs`), against
+S + C without countermeasures.
 
-For each accounting method the table gives the least d with δ(ε = 1) ≤ 1e-4 (Lemma 2's bound
-is non-increasing in d; bisection). Monte Carlo (Algorithm 2) is an estimate, not a guarantee;
-post-processing needs no amplification and never reaches ε ≤ 1 here.
+For each accounting method the table gives the least d with δ(ε = 1) ≤ 1e-4 for every batch
+size (Lemma 2's bound is non-increasing in d; bisection). Monte Carlo (Algorithm 2) is an
+estimate, not a guarantee; post-processing needs no amplification and never reaches ε ≤ 1 here.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,7 +22,14 @@ from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pure
 from dpcomm.accounting.concentration import bennett_delta, hoeffding_delta
 from dpcomm.accounting.exact import ExactLemma2
 from dpcomm.accounting.montecarlo import MonteCarloLemma2
-from dpcomm.experiments.planner import recruited_sources
+from dpcomm.experiments.planner import (
+    describe_batches,
+    nonprivate_load,
+    plan_costs,
+    recruited_sources,
+)
+from dpcomm.plan.costs import balanced_batch_sizes
+from dpcomm.plan.countermeasures import Scramblers
 
 #: The paper's scenario (Section 5.2, Table 1).
 NUM_SOURCES = 10_000
@@ -44,12 +51,13 @@ class HeadlineRow:
         label: what it is, for the table.
         status: ``valid`` (a proven bound) or ``estimate`` (Monte Carlo).
         num_dummies: least d per scrambler for ε ≤ 1 (None: unreachable for any d).
-        num_scramblers: SC.
-        num_sources: S_t recruited (a multiple of n).
-        messages: S_t + SC·(n + d) + C for one cluster (None if unreachable).
+        num_scramblers: SC = ⌈S_t/n⌉.
+        num_sources: S_t recruited.
+        messages: 2·S_t + SC·d + C for one cluster (None if unreachable).
         nonprivate_messages: S + C.
         note: what a reader should know.
         scenario: (S, T, n, σ, ε, δ) the row was computed for.
+        batch_sizes: the balanced batch sizes of the SC scramblers, largest first.
     """
 
     method: str
@@ -69,6 +77,7 @@ class HeadlineRow:
         EPSILON,
         DELTA,
     )
+    batch_sizes: tuple[int, ...] = ()
 
     @property
     def overhead(self) -> float | None:
@@ -111,56 +120,75 @@ def headline_rows(
     """The table's rows: least d per scrambler for (ε, δ), per accounting method.
 
     Defaults are the paper's scenario (module docstring). Every method bounds (or, for
-    Monte Carlo, estimates) Lemma 2 of App. E for one scrambler of n sources
-    (docs/accounting.md).
+    Monte Carlo, estimates) Lemma 2 of App. E for one scrambler of each balanced batch size
+    (docs/accounting.md); d must reach δ for every size.
     """
-    needed = recruited_sources(
+    recruited = recruited_sources(
         num_sources=num_sources, num_targets=num_targets, sampling_rate=sampling_rate
     )
-    scramblers = math.ceil(needed / batch_size)
-    recruited = scramblers * batch_size
-    nonprivate = num_sources + num_targets
+    batches = balanced_batch_sizes(recruited, batch_size)
+    sizes = sorted(set(batches), reverse=True)
+    scramblers = len(batches)
+    nonprivate = nonprivate_load(
+        num_sources=num_sources, num_targets=num_targets, workload="aggregate", num_clusters=1
+    )
     scenario = (num_sources, num_targets, batch_size, sampling_rate, epsilon, delta)
 
-    def mechanism(dummies: int) -> ScramblerMechanism:
+    def mechanism(batch: int, dummies: int) -> ScramblerMechanism:
         return ScramblerMechanism(
             num_targets=num_targets,
             sampling_rate=sampling_rate,
-            batch_size=batch_size,
+            batch_size=batch,
             num_dummies=dummies,
         )
 
-    def monte_carlo(dummies: int) -> float:
-        estimator = MonteCarloLemma2(mechanism(dummies), num_samples=monte_carlo_samples, rng=seed)
+    def worst(delta_of: Callable[[ScramblerMechanism], float]) -> Callable[[int], float]:
+        """δ of the cluster at d: the largest over its batch sizes."""
+        return lambda d: max(delta_of(mechanism(batch, d)) for batch in sizes)
+
+    def monte_carlo(one: ScramblerMechanism) -> float:
+        estimator = MonteCarloLemma2(one, num_samples=monte_carlo_samples, rng=seed)
         return estimator.estimate(epsilon)
+
+    def messages(dummies: int) -> int:
+        countermeasure = Scramblers(
+            sampling_rate=sampling_rate, batch_size=batch_size, num_dummies=dummies
+        )
+        return plan_costs(
+            countermeasure,
+            num_sources=recruited,
+            num_targets=num_targets,
+            workload="aggregate",
+            num_clusters=1,
+        ).messages
 
     methods: list[tuple[str, str, str, Callable[[int], float], str]] = [
         (
             "exact",
             "exact (Lemma 2 evaluated exactly)",
             "valid",
-            lambda d: ExactLemma2(mechanism(d)).delta(epsilon),
+            worst(lambda one: ExactLemma2(one).delta(epsilon)),
             "the quantity Algorithm 2 estimates, computed exactly",
         ),
         (
             "bennett",
             "Bennett, corrected statement",
             "valid",
-            lambda d: bennett_delta(mechanism(d), epsilon),
+            worst(lambda one: bennett_delta(one, epsilon)),
             "",
         ),
         (
             "hoeffding",
             "Hoeffding (Theorem main_amplification)",
             "valid",
-            lambda d: hoeffding_delta(mechanism(d), epsilon),
+            worst(lambda one: hoeffding_delta(one, epsilon)),
             "",
         ),
         (
             "monte-carlo",
             f"Monte Carlo, Algorithm 2 (R = {monte_carlo_samples})",
             "estimate",
-            monte_carlo,
+            worst(monte_carlo),
             "an estimate, not a guarantee (seeded; not monotone in d in general)",
         ),
     ]
@@ -175,12 +203,11 @@ def headline_rows(
                 num_dummies=dummies,
                 num_scramblers=scramblers,
                 num_sources=recruited,
-                messages=None
-                if dummies is None
-                else recruited + scramblers * (batch_size + dummies) + num_targets,
+                messages=None if dummies is None else messages(dummies),
                 nonprivate_messages=nonprivate,
                 note=note,
                 scenario=scenario,
+                batch_sizes=batches,
             )
         )
     local = LocalRandomizer(num_targets=num_targets, sampling_rate=sampling_rate)
@@ -194,10 +221,11 @@ def headline_rows(
             num_dummies=0 if reachable else None,
             num_scramblers=scramblers,
             num_sources=recruited,
-            messages=recruited + scramblers * batch_size + num_targets if reachable else None,
+            messages=messages(0) if reachable else None,
             nonprivate_messages=nonprivate,
             note="" if reachable else f"unreachable: ε = {floor:.2f} at δ = {delta:g} for any d",
             scenario=scenario,
+            batch_sizes=batches,
         )
     )
     return tuple(rows)
@@ -210,7 +238,7 @@ def headline_markdown(rows: tuple[HeadlineRow, ...]) -> str:
     lines = [
         f"Scenario: {tuples:,} tuples used, T = {targets}, δ = {delta:g}, ε ≤ {epsilon:g}, "
         f"scramblers n = {batch}, σ = {sigma:g}; {first.num_sources:,} sources in "
-        f"{first.num_scramblers} full scramblers; non-private: {first.nonprivate_messages:,} "
+        f"{describe_batches(first.batch_sizes)}; non-private: {first.nonprivate_messages:,} "
         "messages (S + C).",
         "",
         "| accounting method | status | dummies d per scrambler | scramblers | messages "

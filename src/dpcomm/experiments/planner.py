@@ -8,7 +8,8 @@ Semantics (paper, Sections 2.5, 3.3, 4.4 and 5):
   data-dependent clusters, each with T targets (the C = T compute nodes of a grouping set, or
   the K = T centroids of an iteration).
 * A configuration is local sampling + flooding (σ, d ≤ T − 1, Section 3) or uncapped
-  scramblers (σ, n, d; ⌈S_t/n⌉ scramblers, Section 4).
+  scramblers (σ, n, d, Section 4): ⌈S_t/n⌉ scramblers with balanced batches, whose sizes
+  differ by at most one and are at most n (:func:`dpcomm.plan.costs.balanced_batch_sizes`).
 * Utility (Section 2.5): a real tuple is used when its message reaches its true target, with
   probability p = 1 − σ + σ/T, so S_t = ⌈S/p⌉ sources are recruited (extra consents S_t − S;
   the paper writes S/(1 − σ), which ignores the redrawn targets that are the true one). With
@@ -17,14 +18,18 @@ Semantics (paper, Sections 2.5, 3.3, 4.4 and 5):
 * Privacy (Theorem 2): along a data path the G clusters compose, ε = G·ε_c and δ = G·δ_c, so
   every cluster must reach ε_c = ε/G at δ_c = δ/G. Clusters are checked with the exact valid
   accounting the accountant reports: Lemma 2 evaluated exactly (``ExactLemma2``) or
-  post-processing of R_σ for scramblers, every batch size (the short last scrambler when n
-  does not divide S_t, as :func:`dpcomm.plan.account_plan` does); the exact δ(ε) of R_σ^d
-  (``pure.local_delta``) for the local randomizer. The check is made at ε_c − 10⁻⁶ so that the
-  accountant's bisection (tolerance 10⁻⁶) reports at most ε_c.
-* Network load: every message of the plan as the simulator counts them (dummies included);
-  max channels per node: the largest number of distinct peers of a node over the roles
-  (an upper bound, reached when every scrambler sends to every target); see
-  :func:`network_load` and :func:`max_channels_per_node`.
+  post-processing of R_σ for scramblers, every balanced batch size (as
+  :func:`dpcomm.plan.account_plan` does); the exact δ(ε) of R_σ^d (``pure.local_delta``) for
+  the local randomizer. The check is made at ε_c − 10⁻⁶ so that the accountant's bisection
+  (tolerance 10⁻⁶) reports at most ε_c. The reported ε of the chosen configuration is
+  :func:`dpcomm.plan.account_plan`'s on the plan of S_t sources: what ``dpcomm run`` reports
+  for that configuration on a table of S_t rows.
+* Costs come from the one cost model (:mod:`dpcomm.plan.costs`): the plan of the request is
+  built by :mod:`dpcomm.plan.builders` for S_t sources and transformed with the candidate
+  countermeasure (:func:`dpcomm.plan.transform`); the network load is every message of the
+  transformed plan (dummies included, exactly what the engines send), the max channels per node
+  the largest of its per-role bounds on distinct peers (reached when every scrambler sends to
+  every target); see :func:`plan_costs`.
 
 Search: for each mechanism, σ on a grid and, for scramblers, n on a grid, the minimal d that
 reaches the cluster target (δ is non-increasing in d: g(N) = E[Σ_{i≤N} L_i]_+/N is
@@ -39,9 +44,11 @@ This goes beyond the paper, which explores the trade-offs by plotting them (Sect
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
@@ -50,16 +57,23 @@ import numpy.typing as npt
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pure
 from dpcomm.accounting._validation import check_int
 from dpcomm.accounting.exact import ExactLemma2, Lemma2AtEpsilon, SizeTable
-from dpcomm.accounting.search import epsilon_for_delta
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.plan.countermeasures import (
-    Countermeasure,
-    LocalFlooding,
-    Scramblers,
+from dpcomm.plan.builders import aggregate_plan, kmeans_flow, kmeans_plan
+from dpcomm.plan.costs import (
+    balanced_batch_sizes,
+    batch_size_counts,
     delivery_probability,
     sources_needed,
 )
-from dpcomm.plan.privacy import scrambler_batch_sizes
+from dpcomm.plan.countermeasures import (
+    Countermeasure,
+    LocalFlooding,
+    NoCountermeasure,
+    Scramblers,
+)
+from dpcomm.plan.model import ExecutionPlan
+from dpcomm.plan.privacy import account_plan
+from dpcomm.plan.transform import transform
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -89,21 +103,28 @@ class Configuration:
             flooding, Section 3).
         sampling_rate: σ.
         num_dummies: d, per scrambler or per source (local).
-        batch_size: n, sources per scrambler (None for local).
-        num_scramblers: ⌈S_t/n⌉ scramblers per cluster (None for local).
+        batch_size: n, the most sources per scrambler (None for local).
+        batch_sizes: the balanced batch sizes of the scramblers of one cluster, largest first
+            (:func:`dpcomm.plan.costs.balanced_batch_sizes` of S_t and n; None for local).
     """
 
     mechanism: Mechanism
     sampling_rate: float
     num_dummies: int
     batch_size: int | None = None
-    num_scramblers: int | None = None
+    batch_sizes: tuple[int, ...] | None = None
+
+    @property
+    def num_scramblers(self) -> int | None:
+        """⌈S_t/n⌉ scramblers per cluster (None for local)."""
+        return None if self.batch_sizes is None else len(self.batch_sizes)
 
     def countermeasure(self) -> Countermeasure:
         """The :mod:`dpcomm.plan` countermeasure of this configuration."""
         if self.mechanism == "local":
             return LocalFlooding(sampling_rate=self.sampling_rate, num_dummies=self.num_dummies)
-        assert self.batch_size is not None
+        if self.batch_size is None:
+            raise InvalidParameterError("batch_size", "a batch size n >= 1 for scramblers", None)
         return Scramblers(
             sampling_rate=self.sampling_rate,
             batch_size=self.batch_size,
@@ -120,6 +141,22 @@ class Configuration:
         )
 
 
+def describe_batches(batch_sizes: Sequence[int]) -> str:
+    """``"124 scramblers: 70 of 100 sources, 54 of 99"`` (``"10 scramblers of 100 sources"``)."""
+    counts: dict[int, int] = {}
+    for size in batch_sizes:
+        counts[size] = counts.get(size, 0) + 1
+    total = len(batch_sizes)
+    noun = "scrambler" if total == 1 else "scramblers"
+    if len(counts) == 1:
+        return f"{total:,} {noun} of {batch_sizes[0]:,} sources"
+    parts = [
+        f"{count:,} of {size:,}" + (" sources" if index == 0 else "")
+        for index, (size, count) in enumerate(sorted(counts.items(), reverse=True))
+    ]
+    return f"{total:,} {noun}: " + ", ".join(parts)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PlanCandidate:
     """One feasible configuration with its guarantee and costs.
@@ -130,7 +167,7 @@ class PlanCandidate:
         epsilon: the plan's ε (Theorem 2: G × the cluster's ε at δ_c): the accountant's value
             for the chosen configuration, the target ε it was checked against otherwise.
         delta: the plan's δ (G × δ_c).
-        network_load_messages: every message of the plan (:func:`network_load`).
+        network_load_messages: every message of the transformed plan (:func:`plan_costs`).
         max_channels_per_node: the largest number of secure channels of a node (upper bound).
         extra_consents: S_t − S.
         utility: expected tuples used / S, min(1, S_t (1 − σ + σ/T) / S).
@@ -156,8 +193,9 @@ class PlannerResult:
     """The planner's answer: the cheapest feasible configuration and the Pareto front.
 
     Attributes:
-        configuration: the chosen countermeasure.
-        epsilon: the plan's ε (Theorem 2).
+        configuration: the chosen countermeasure (its balanced batch sizes included).
+        epsilon: the plan's ε (Theorem 2), as :func:`dpcomm.plan.account_plan` reports it for
+            the plan of S_t sources.
         delta: the plan's δ.
         network_load_messages: messages of the plan.
         max_channels_per_node: largest number of channels of a node.
@@ -168,6 +206,9 @@ class PlannerResult:
         num_sources: S_t, sources recruited.
         nonprivate_load_messages: messages of the plan without countermeasures (S sources).
         num_candidates: candidates meeting the privacy target (before the channel limit).
+        channels_by_role: the bound on the channels of one node, per role, of the chosen
+            configuration (:meth:`dpcomm.plan.TransformedPlan.channels_by_role`).
+        request: what was asked for.
     """
 
     configuration: Configuration
@@ -181,6 +222,8 @@ class PlannerResult:
     num_sources: int = 0
     nonprivate_load_messages: int = 0
     num_candidates: int = 0
+    channels_by_role: Mapping[str, int] = field(default_factory=dict)
+    request: PlanRequest | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,7 +310,7 @@ def _positive(name: str, value: object) -> float:
     return as_float
 
 
-# --- Utility and costs (closed forms, checked against the simulator by the tests) ---------------
+# --- Utility and costs, from the one cost model (dpcomm.plan.costs, dpcomm.plan.transform) ------
 
 
 def recruited_sources(
@@ -279,8 +322,10 @@ def recruited_sources(
 ) -> int:
     """S_t = ⌈S/p⌉ sources keep the utility in expectation (Sections 3.3, 4.4), at most S + c.
 
-    The paper writes S/(1 − σ); a redrawn target that is the true one also delivers the tuple,
-    so ⌈S/(1 − σ + σ/T)⌉ suffices (as :func:`dpcomm.engine.extra_consents` reports).
+    :func:`dpcomm.plan.costs.sources_needed` (what
+    :meth:`dpcomm.plan.TransformedPlan.sources_needed` and the engines' extra consents report):
+    the paper writes S/(1 − σ); a redrawn target that is the true one also delivers the tuple,
+    so ⌈S/(1 − σ + σ/T)⌉ suffices.
     """
     needed = sources_needed(
         tuples=num_sources, sampling_rate=sampling_rate, num_targets=num_targets
@@ -298,134 +343,124 @@ def expected_utility(
     return min(1.0, recruited * keep / num_sources)
 
 
-def nonprivate_load(
-    *, num_sources: int, num_targets: int, workload: Workload, num_clusters: int
-) -> int:
-    """Messages of the plan without countermeasures, as the simulator counts them.
+def request_plan(
+    *, workload: Workload, num_sources: int, num_targets: int, num_clusters: int
+) -> ExecutionPlan:
+    """The plan the planner costs, by :mod:`dpcomm.plan.builders` (what the queries run).
 
-    Aggregate: G (S + C) (one message per source and grouping set, one per compute node to the
-    result). K-means: I S + (I − 1) K S (centroids back to every source) + K (to the result).
+    Aggregate: G grouping sets of C = T compute nodes each; K-means: I iterations with K = T
+    centroids. ``num_sources`` is the number of source nodes (S_t once recruited).
     """
-    s, t, g = num_sources, num_targets, num_clusters
     if workload == "aggregate":
-        return g * (s + t)
-    return g * s + (g - 1) * t * s + t
-
-
-def network_load(
-    configuration: Configuration,
-    *,
-    num_sources: int,
-    num_targets: int,
-    workload: Workload,
-    num_clusters: int,
-) -> int:
-    """Every message of the plan (dummies included), as :func:`dpcomm.engine.simulate` counts.
-
-    ``num_sources`` is S_t (recruited). Per data-dependent cluster (Sections 3.3, 4.4):
-    scramblers S_t (sources → scramblers) + S_t + SC·d (scramblers → targets); local
-    S_t (d + 1). Aggregate adds C = T messages (compute → result) per grouping set. K-means
-    adds, after every iteration but the last, the K = T centroids sent back to the sources:
-    K·SC + K·S_t through the next iteration's scramblers (Section 5.1), K·S_t directly for
-    local; and K messages to the result node at the end.
-    """
-    s, t, g = num_sources, num_targets, num_clusters
-    d = configuration.num_dummies
-    if configuration.mechanism == "local":
-        per_cluster = s * (d + 1)
-        back = t * s
-    else:
-        scramblers = _num_scramblers(configuration, s)
-        per_cluster = 2 * s + scramblers * d
-        back = t * scramblers + t * s
-    if workload == "aggregate":
-        return g * (per_cluster + t)
-    return g * per_cluster + (g - 1) * back + t
-
-
-def channels_by_role(
-    configuration: Configuration,
-    *,
-    num_sources: int,
-    num_targets: int,
-    workload: Workload,
-    num_clusters: int,
-) -> dict[str, int]:
-    """Upper bound on the distinct peers (secure channels) of a node, per role.
-
-    ``num_sources`` is S_t. Scramblers (SC per cluster, n_eff = min(n, S_t)):
-
-    * source: one scrambler per grouping set or iteration: G (or I);
-    * scrambler: its n sources and the targets it sends to, at most min(T, n + d); in K-means
-      with I >= 2 the scramblers of iterations 2..I also receive every centroid: n + T;
-    * compute: the scramblers that send to it (at most SC) + the result node; in K-means the
-      compute nodes serve every iteration: I·SC + 1;
-    * result: the G·C compute nodes (K in K-means).
-
-    Local: a source talks to d + 1 targets per grouping set (G(d + 1)); in K-means with I >= 2
-    it hears from all K centroids (T); a compute node may hear from every source: S_t + 1.
-    The bounds are reached when every scrambler (source) reaches every target, which holds
-    with high probability once n + d is a few times T.
-    """
-    s, t, g = num_sources, num_targets, num_clusters
-    d = configuration.num_dummies
-    kmeans = workload == "kmeans"
-    roles: dict[str, int] = {"result": t if kmeans else g * t}
-    if configuration.mechanism == "local":
-        roles["source"] = t if kmeans and g >= 2 else (d + 1 if kmeans else g * (d + 1))
-        roles["compute"] = s + 1
-        return roles
-    assert configuration.batch_size is not None
-    batch = min(configuration.batch_size, s)
-    scramblers = _num_scramblers(configuration, s)
-    roles["source"] = g
-    reached = t if kmeans and g >= 2 else min(t, batch + d)
-    roles["scrambler"] = batch + reached
-    roles["compute"] = (g * scramblers if kmeans else scramblers) + 1
-    return roles
-
-
-def max_channels_per_node(
-    configuration: Configuration,
-    *,
-    num_sources: int,
-    num_targets: int,
-    workload: Workload,
-    num_clusters: int,
-) -> int:
-    """The largest of :func:`channels_by_role` (an upper bound on the simulator's maximum)."""
-    return max(
-        channels_by_role(
-            configuration,
+        return aggregate_plan(
             num_sources=num_sources,
-            num_targets=num_targets,
-            workload=workload,
-            num_clusters=num_clusters,
-        ).values()
+            flows=tuple(f"grouping set {index + 1}" for index in range(num_clusters)),
+            compute_nodes=(num_targets,) * num_clusters,
+        )
+    return kmeans_plan(
+        num_sources=num_sources, num_centroids=num_targets, num_iterations=num_clusters
     )
 
 
-def _num_scramblers(configuration: Configuration, num_sources: int) -> int:
-    assert configuration.batch_size is not None
-    return math.ceil(num_sources / configuration.batch_size)
+def _first_flow(workload: Workload) -> str:
+    """The data-dependent flow of the first cluster of :func:`request_plan`."""
+    return "grouping set 1" if workload == "aggregate" else kmeans_flow(1)
+
+
+@dataclass(frozen=True)
+class PlanCosts:
+    """What a configuration costs, read from the transformed plan of the request.
+
+    Attributes:
+        messages: every message of the plan, dummies included
+            (:attr:`dpcomm.plan.TransformedPlan.messages`).
+        channels_by_role: upper bound on the secure channels of one node, per role
+            (:meth:`dpcomm.plan.TransformedPlan.channels_by_role`).
+        batch_sizes: the balanced batch sizes of the scramblers of one cluster, largest first
+            (None without scramblers).
+        num_scramblers: scramblers of the whole plan (every cluster).
+    """
+
+    messages: int
+    channels_by_role: Mapping[str, int]
+    batch_sizes: tuple[int, ...] | None
+    num_scramblers: int
+
+    @property
+    def max_channels(self) -> int:
+        """The largest of :attr:`channels_by_role`."""
+        return max(self.channels_by_role.values(), default=0)
+
+
+@lru_cache(maxsize=4096)
+def _costs(
+    workload: Workload,
+    num_clusters: int,
+    num_targets: int,
+    num_sources: int,
+    countermeasure: Countermeasure,
+) -> PlanCosts:
+    plan = request_plan(
+        workload=workload,
+        num_sources=num_sources,
+        num_targets=num_targets,
+        num_clusters=num_clusters,
+    )
+    transformed = transform(plan, countermeasure)
+    return PlanCosts(
+        messages=transformed.messages,
+        channels_by_role=MappingProxyType(transformed.channels_by_role()),
+        batch_sizes=transformed.batches.get(_first_flow(workload)),
+        num_scramblers=transformed.num_scramblers(),
+    )
+
+
+def plan_costs(
+    countermeasure: Configuration | Countermeasure,
+    *,
+    num_sources: int,
+    num_targets: int,
+    workload: Workload,
+    num_clusters: int,
+) -> PlanCosts:
+    """The costs of ``countermeasure`` on the plan of the request, from the cost model.
+
+    The plan (:func:`request_plan`, ``num_sources`` = S_t) is transformed with the
+    countermeasure (:func:`dpcomm.plan.transform`): the messages per routed flow are exact
+    (Sections 3.3, 4.4 and 5.1: S_t (d + 1) per local cluster, 2 S_t + K·d through K balanced
+    scramblers, the centroids of K-means broadcast back through the scramblers), the channels
+    an upper bound derived from the routed flows. Cached: the search costs many candidates.
+    """
+    if isinstance(countermeasure, Configuration):
+        countermeasure = countermeasure.countermeasure()
+    return _costs(workload, num_clusters, num_targets, num_sources, countermeasure)
+
+
+def nonprivate_load(
+    *, num_sources: int, num_targets: int, workload: Workload, num_clusters: int
+) -> int:
+    """Messages of the plan of S sources without countermeasures (:func:`plan_costs`)."""
+    return plan_costs(
+        NoCountermeasure(),
+        num_sources=num_sources,
+        num_targets=num_targets,
+        workload=workload,
+        num_clusters=num_clusters,
+    ).messages
 
 
 def default_batch_sizes(num_sources: int) -> tuple[int, ...]:
-    """The batch sizes n tried for S_t sources: log-spaced from 10 to min(1000, S_t), balanced.
+    """The batch sizes n tried for S_t sources: log-spaced from 10 to min(1000, S_t).
 
-    A target n0 gives ⌈S_t/n0⌉ scramblers; the planner uses n = ⌈S_t/⌈S_t/n0⌉⌉ for them, so
-    that the short last scrambler is (nearly) full: a short scrambler needs more dummies, and
-    the balanced n has the same number of scramblers and no more channels.
+    A target n0 gives ⌈S_t/n0⌉ scramblers with balanced batches; the planner names the
+    configuration by its largest batch, n = max(balanced_batch_sizes(S_t, n0)) <= n0, which
+    cuts S_t into the same batches (so that n is what a scrambler actually holds).
     """
     low, high = DEFAULT_BATCH_RANGE
     high = min(high, num_sources)
     low = min(low, high)
     targets = np.unique(np.round(np.geomspace(low, high, DEFAULT_BATCH_STEPS)).astype(int))
-    sizes = set()
-    for target in targets:
-        count = math.ceil(num_sources / int(target))
-        sizes.add(math.ceil(num_sources / count))
-    return tuple(sorted(sizes))
+    return tuple(sorted({max(balanced_batch_sizes(num_sources, int(n))) for n in targets}))
 
 
 # --- The search -----------------------------------------------------------------------------------
@@ -590,7 +625,7 @@ def _search(
         for index, batch in enumerate(sorted(set(sizes), reverse=True)):
             if batch > recruited and batch_sizes is not None:
                 continue
-            batches = sorted(scrambler_batch_sizes(recruited, batch))
+            batches = sorted(batch_size_counts(recruited, batch))
             dummies = searcher.scrambler_dummies(sigma, batches, _guess(index, previous, current))
             if dummies is None:
                 continue
@@ -616,32 +651,32 @@ def _guess(index: int, previous: dict[int, int], current: dict[int, int]) -> int
 
 def _configuration(raw: _Raw, dummies: int | None = None) -> Configuration:
     d = raw.num_dummies if dummies is None else dummies
-    if raw.mechanism == "local":
+    if raw.mechanism == "local" or raw.batch_size is None:
         return Configuration(mechanism="local", sampling_rate=raw.sampling_rate, num_dummies=d)
-    assert raw.batch_size is not None
     return Configuration(
         mechanism="scrambler",
         sampling_rate=raw.sampling_rate,
         num_dummies=d,
         batch_size=raw.batch_size,
-        num_scramblers=math.ceil(raw.recruited / raw.batch_size),
+        batch_sizes=balanced_batch_sizes(raw.recruited, raw.batch_size),
     )
 
 
 def _candidate(request: PlanRequest, raw: _Raw, configuration: Configuration) -> PlanCandidate:
-    common = {
-        "num_sources": raw.recruited,
-        "num_targets": request.num_targets,
-        "workload": request.workload,
-        "num_clusters": request.num_clusters,
-    }
+    costs = plan_costs(
+        configuration,
+        num_sources=raw.recruited,
+        num_targets=request.num_targets,
+        workload=request.workload,
+        num_clusters=request.num_clusters,
+    )
     return PlanCandidate(
         configuration=configuration,
         num_sources=raw.recruited,
         epsilon=request.epsilon,
         delta=request.delta,
-        network_load_messages=network_load(configuration, **common),  # type: ignore[arg-type]
-        max_channels_per_node=max_channels_per_node(configuration, **common),  # type: ignore[arg-type]
+        network_load_messages=costs.messages,
+        max_channels_per_node=costs.max_channels,
         extra_consents=raw.recruited - request.num_sources,
         utility=expected_utility(
             num_sources=request.num_sources,
@@ -702,8 +737,9 @@ def _exact_cluster_ok(
         target
     ):
         return True
-    assert configuration.batch_size is not None
-    for batch in scrambler_batch_sizes(recruited, configuration.batch_size):
+    if configuration.batch_size is None:
+        raise InvalidParameterError("batch_size", "a batch size n >= 1 for scramblers", None)
+    for batch in batch_size_counts(recruited, configuration.batch_size):
         mechanism = ScramblerMechanism(
             num_targets=targets,
             sampling_rate=sigma,
@@ -731,49 +767,31 @@ def _verified(request: PlanRequest, raw: _Raw, epsilon_check: float) -> _Raw:
     return _Raw(raw.mechanism, raw.sampling_rate, raw.batch_size, dummies, raw.recruited)
 
 
-def cluster_epsilon(
-    configuration: Configuration, *, num_sources: int, num_targets: int, delta: float
-) -> float:
-    """The ε of one cluster at δ, as the accountant computes it.
+def planned_guarantee(request: PlanRequest, candidate: PlanCandidate) -> tuple[float, float]:
+    """The plan's (ε, δ) of ``candidate``: :func:`dpcomm.plan.account_plan` at δ_c = δ/G.
 
-    Scramblers: the better of exact Lemma 2 and post-processing, for the worst batch size;
-    local: the exact ε of R_σ^d.
+    Accounted on the plan of S_t sources (:func:`request_plan`), every balanced batch size on
+    its own: the very number ``dpcomm run`` reports for this configuration on S_t rows.
     """
-    sigma = configuration.sampling_rate
-    if configuration.mechanism == "local":
-        local = LocalRandomizer(
-            num_targets=num_targets, sampling_rate=sigma, num_dummies=configuration.num_dummies
-        )
-        return pure.local_epsilon_for_delta(local, delta)
-    base = LocalRandomizer(num_targets=num_targets, sampling_rate=sigma)
-    post = pure.local_epsilon_for_delta(base, delta)
-    upper = pure.local_pure_epsilon(base)
-    assert configuration.batch_size is not None
-    worst = 0.0
-    for batch in scrambler_batch_sizes(num_sources, configuration.batch_size):
-        mechanism = ScramblerMechanism(
-            num_targets=num_targets,
-            sampling_rate=sigma,
-            batch_size=batch,
-            num_dummies=configuration.num_dummies,
-        )
-        exact = epsilon_for_delta(ExactLemma2(mechanism).delta, delta, upper=upper)
-        worst = max(worst, min(exact, post))
-    return worst
+    plan = request_plan(
+        workload=request.workload,
+        num_sources=candidate.num_sources,
+        num_targets=request.num_targets,
+        num_clusters=request.num_clusters,
+    )
+    guarantee = account_plan(
+        plan, candidate.configuration.countermeasure(), delta=request.cluster_delta
+    ).guarantee
+    return guarantee.epsilon, guarantee.delta
 
 
 def _with_guarantee(request: PlanRequest, candidate: PlanCandidate) -> PlanCandidate:
-    value = cluster_epsilon(
-        candidate.configuration,
-        num_sources=candidate.num_sources,
-        num_targets=request.num_targets,
-        delta=request.cluster_delta,
-    )
+    epsilon, delta = planned_guarantee(request, candidate)
     return PlanCandidate(
         configuration=candidate.configuration,
         num_sources=candidate.num_sources,
-        epsilon=request.num_clusters * value,
-        delta=request.num_clusters * request.cluster_delta,
+        epsilon=epsilon,
+        delta=delta,
         network_load_messages=candidate.network_load_messages,
         max_channels_per_node=candidate.max_channels_per_node,
         extra_consents=candidate.extra_consents,
@@ -961,6 +979,13 @@ def plan_countermeasures(
         limited = [c for c in candidates if _within_channels(request, c)]
     best = _with_guarantee(request, best)
     front = tuple(best if c.costs == best.costs else c for c in pareto_front(limited))
+    chosen_costs = plan_costs(
+        best.configuration,
+        num_sources=best.num_sources,
+        num_targets=request.num_targets,
+        workload=request.workload,
+        num_clusters=request.num_clusters,
+    )
     return PlannerResult(
         configuration=best.configuration,
         epsilon=best.epsilon,
@@ -978,6 +1003,8 @@ def plan_countermeasures(
             num_clusters=request.num_clusters,
         ),
         num_candidates=len(candidates),
+        channels_by_role=chosen_costs.channels_by_role,
+        request=request,
     )
 
 

@@ -1,4 +1,4 @@
-"""Layer 2: the execution model of Section 2, countermeasures, costs and plan-level privacy (Theorem 2).
+"""Layer 2: the execution model of Section 2, countermeasures, costs, privacy (Theorem 2).
 
 Names are imported on first use (plan-level privacy needs the accountant, the rest does not).
 """
@@ -8,6 +8,13 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
+    from dpcomm.plan.costs import (
+        balanced_batch_sizes,
+        batch_size_counts,
+        delivery_probability,
+        num_scramblers,
+        sources_needed,
+    )
     from dpcomm.plan.countermeasures import (
         Countermeasure,
         LocalFlooding,
@@ -22,12 +29,12 @@ if TYPE_CHECKING:
         LogicalGroup,
         NodeGroup,
     )
-    from dpcomm.plan.costs import (
-        balanced_batch_sizes,
-        batch_size_counts,
-        delivery_probability,
-        num_scramblers,
-        sources_needed,
+    from dpcomm.plan.privacy import (
+        ClusterGuarantee,
+        MechanismPart,
+        PlanGuarantee,
+        account_cluster,
+        account_plan,
     )
     from dpcomm.plan.transform import (
         RoutedFlow,
@@ -35,13 +42,6 @@ if TYPE_CHECKING:
         resolve_countermeasures,
         transform,
         with_countermeasure_nodes,
-    )
-    from dpcomm.plan.privacy import (
-        ClusterGuarantee,
-        MechanismPart,
-        PlanGuarantee,
-        account_cluster,
-        account_plan,
     )
 
 __getattr__, __dir__ = attach(

@@ -95,9 +95,7 @@ def kmeans_plan(
     flows = []
     for iteration in range(1, iterations + 1):
         groups.append(NodeGroup(f"sources@{iteration}", "source", sources, physical="sources"))
-        groups.append(
-            NodeGroup(f"compute@{iteration}", "compute", centroids, physical="compute")
-        )
+        groups.append(NodeGroup(f"compute@{iteration}", "compute", centroids, physical="compute"))
         flows.append(
             Flow(
                 kmeans_flow(iteration),
@@ -120,6 +118,8 @@ def kmeans_plan(
             )
         else:
             flows.append(
-                Flow("result", f"compute@{iteration}", "result", "fixed", message_bytes=message_bytes)
+                Flow(
+                    "result", f"compute@{iteration}", "result", "fixed", message_bytes=message_bytes
+                )
             )
     return ExecutionPlan(tuple(groups), tuple(flows))

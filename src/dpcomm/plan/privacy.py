@@ -5,8 +5,8 @@
 * Local sampling + flooding: the accountant's guarantee for R_σ^d (Theorem 1 or exact).
 * Scramblers: each scrambler with its n sources is accounted as A_σ^{n,d}; scramblers of one
   cluster see disjoint sources, so the cluster's guarantee is the worst one (parallel
-  composition). Sources are cut into balanced batches (:func:`dpcomm.plan.costs.balanced_batch_sizes`)
-  and every batch size is accounted on its own.
+  composition). Sources are cut into balanced batches
+  (:func:`dpcomm.plan.costs.balanced_batch_sizes`); every batch size is accounted on its own.
 * Plan: for each data item, the sum over the clusters on its data path; the worst item
   (Theorem 2).
 """
@@ -152,7 +152,7 @@ def account_cluster(
         assert isinstance(countermeasure, Scramblers)
         if batch_sizes is None:
             # Every member flow has its own scramblers, cut into balanced batches.
-            sizes = {}
+            sizes: dict[int, int] = {}
             for member in cluster.members:
                 for size, count in batch_size_counts(
                     member.group.count, countermeasure.batch_size

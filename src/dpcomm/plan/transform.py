@@ -278,7 +278,9 @@ def _scrambled_origin(group_or_flow: str, transformed: TransformedPlan) -> str:
     raise InvalidParameterError("scrambler group", "a scrambled flow", group_or_flow)
 
 
-def _effective(plan: ExecutionPlan, requested: Mapping[str, Countermeasure]) -> dict[str, Countermeasure]:
+def _effective(
+    plan: ExecutionPlan, requested: Mapping[str, Countermeasure]
+) -> dict[str, Countermeasure]:
     chosen: dict[str, Countermeasure] = {}
     for cluster in plan.clusters:
         item = requested[cluster.name]
@@ -384,7 +386,9 @@ def transform(
                 )
                 continue
             kind: RoutedKind = "direct" if isinstance(item, NoCountermeasure) else "sample"
-            flows.append(RoutedFlow(flow.name, flow.name, kind, flow.sender, flow.receiver, senders))
+            flows.append(
+                RoutedFlow(flow.name, flow.name, kind, flow.sender, flow.receiver, senders)
+            )
             if isinstance(item, LocalFlooding) and item.num_dummies:
                 flows.append(
                     RoutedFlow(
@@ -400,13 +404,20 @@ def transform(
             continue
         routed_flows.append(flow)
         if flow.routing == "fixed":
-            flows.append(RoutedFlow(flow.name, flow.name, "fixed", flow.sender, flow.receiver, senders))
+            flows.append(
+                RoutedFlow(flow.name, flow.name, "fixed", flow.sender, flow.receiver, senders)
+            )
             continue
         via = scrambled_by_sender.get(flow.receiver)
         if via is None:
             flows.append(
                 RoutedFlow(
-                    flow.name, flow.name, "broadcast", flow.sender, flow.receiver, senders * receivers
+                    flow.name,
+                    flow.name,
+                    "broadcast",
+                    flow.sender,
+                    flow.receiver,
+                    senders * receivers,
                 )
             )
             continue

@@ -215,7 +215,9 @@ def source_messages(
     return SourceMessages(sent=sampled.sent, is_real=sampled.is_real, flooding=flooding)
 
 
-def source_send_order(num_messages: int, *, randomness: Randomness, flow: str, source: int) -> IntArray:
+def source_send_order(
+    num_messages: int, *, randomness: Randomness, flow: str, source: int
+) -> IntArray:
     """The order in which one source sends its messages of one flow (its d + 1 under R_σ^d).
 
     The observer sees the set of targets; sending in a random order keeps the first message

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting._validation import check_int, check_probability
-from dpcomm.accounting._validation import make_rng
+from dpcomm.accounting._validation import check_int, check_probability, make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.protocol._arrays import BoolArray, IntArray, as_index_array, read_only
 from dpcomm.protocol.observation import EdgeCounts, edge_counts
@@ -139,7 +138,9 @@ def flood_from_uniforms(
     others = size - 1
     keys = np.asarray(uniforms, dtype=np.float64)
     if keys.shape != (count, others):
-        raise InvalidParameterError("uniforms", f"an array of shape ({count}, {others})", keys.shape)
+        raise InvalidParameterError(
+            "uniforms", f"an array of shape ({count}, {others})", keys.shape
+        )
     if dummies == 0 or count == 0:
         return np.empty((count, dummies), dtype=np.int64)
     if dummies < others:

@@ -27,7 +27,7 @@ from dpcomm.data.table import Table
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.queries.codec import ColumnSpec, CodecError, TableCodec, dumps, loads
+from dpcomm.queries.codec import CodecError, ColumnSpec, TableCodec, dumps, loads
 from dpcomm.queries.groupby import (
     evaluate,
     group_ids,
@@ -36,7 +36,7 @@ from dpcomm.queries.groupby import (
     partition_keys,
 )
 from dpcomm.queries.program import IntArray, Row
-from dpcomm.queries.sql import BoundAggregate
+from dpcomm.queries.query import BoundAggregate
 
 #: Bytes of one value in a message, for the plan's message sizes (every value travels as 8).
 VALUE_BYTES = 8
@@ -170,7 +170,9 @@ class AggregateProgram:
         try:
             return self.flow_names.index(flow)
         except ValueError:
-            raise InvalidParameterError("flow", f"one of {', '.join(self.flow_names)}", flow) from None
+            raise InvalidParameterError(
+                "flow", f"one of {', '.join(self.flow_names)}", flow
+            ) from None
 
     def compute_nodes_of(self, index: int) -> int:
         """Number of compute nodes of grouping set ``index`` (1 for the empty set)."""
@@ -307,7 +309,10 @@ class AggregateProgram:
         """A compute node's output as bytes."""
         names = list(self.query.output_names)
         return dumps(
-            {"keys": [list(k) for k in output.keys], "rows": [[r[n] for n in names] for r in output.rows]}
+            {
+                "keys": [list(k) for k in output.keys],
+                "rows": [[r[n] for n in names] for r in output.rows],
+            }
         )
 
     def decode_output(self, data: bytes) -> AggregateOutput:

@@ -14,7 +14,7 @@ A decoded tuple is exactly the value the simulator reads from the table (a prope
 Outputs of compute nodes (partial results, centroids) are variable-size control messages:
 :func:`dumps` / :func:`loads` write them as JSON with tagged values (floats by their exact
 hexadecimal form, dates in ISO form, integers of any size), never pickle: a peer's bytes are
-parsed, not executed.
+parsed, not executed. Integers outside int64 travel in hexadecimal (exact at any size).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from dpcomm.errors import DpcommError, InvalidParameterError
 _INT = struct.Struct(">q")
 _FLOAT = struct.Struct(">d")
 _LENGTH = struct.Struct(">H")
+#: Integers in [-2^63, 2^63) travel as JSON numbers, the others tagged (see :func:`to_wire`).
+_JSON_INT_LIMIT = 1 << 63
 #: Longest string value a tuple may carry (bytes of UTF-8).
 MAX_STRING_BYTES = 65_535
 
@@ -91,7 +93,12 @@ class ColumnSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"name": self.name, "sql_type": self.sql_type, "dtype": self.dtype, "width": self.width}
+        return {
+            "name": self.name,
+            "sql_type": self.sql_type,
+            "dtype": self.dtype,
+            "width": self.width,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ColumnSpec:
@@ -124,9 +131,11 @@ class TableCodec:
                     f"column {spec.name}", f"values of dtype {spec.dtype}", column.values.dtype.str
                 )
             parts.append(_encode_column(spec, column))
-        return [b"".join(row) for row in zip(*parts, strict=True)] if parts else [
-            b"" for _ in range(table.num_rows)
-        ]
+        return (
+            [b"".join(row) for row in zip(*parts, strict=True)]
+            if parts
+            else [b"" for _ in range(table.num_rows)]
+        )
 
     def decode(self, payloads: Sequence[bytes], *, name: str = "tuples") -> Table:
         """The table of the decoded rows; CodecError if a payload is malformed."""
@@ -137,7 +146,9 @@ class TableCodec:
         columns = []
         offset = 0
         for spec in self.columns:
-            columns.append(_decode_column(spec, [p[offset : offset + spec.width] for p in payloads]))
+            columns.append(
+                _decode_column(spec, [p[offset : offset + spec.width] for p in payloads])
+            )
             offset += spec.width
         return Table(name, tuple(columns))
 
@@ -148,11 +159,20 @@ def _encode_column(spec: ColumnSpec, column: Column) -> list[bytes]:
     nulls = column.is_null.tolist()
     if kind in "iuMm":
         numbers = values.view(np.int64).tolist() if kind in "Mm" else values.tolist()
-        return [b"\x00" * spec.width if n else b"\x01" + _INT.pack(int(v)) for v, n in zip(numbers, nulls, strict=True)]
+        return [
+            b"\x00" * spec.width if n else b"\x01" + _INT.pack(int(v))
+            for v, n in zip(numbers, nulls, strict=True)
+        ]
     if kind == "f":
-        return [b"\x00" * spec.width if n else b"\x01" + _FLOAT.pack(float(v)) for v, n in zip(values.tolist(), nulls, strict=True)]
+        return [
+            b"\x00" * spec.width if n else b"\x01" + _FLOAT.pack(float(v))
+            for v, n in zip(values.tolist(), nulls, strict=True)
+        ]
     if kind == "b":
-        return [b"\x00\x00" if n else b"\x01" + (b"\x01" if v else b"\x00") for v, n in zip(values.tolist(), nulls, strict=True)]
+        return [
+            b"\x00\x00" if n else b"\x01" + (b"\x01" if v else b"\x00")
+            for v, n in zip(values.tolist(), nulls, strict=True)
+        ]
     encoded = []
     room = spec.width - 1 - _LENGTH.size
     for value, null in zip(values.tolist(), nulls, strict=True):
@@ -177,10 +197,19 @@ def _decode_column(spec: ColumnSpec, fields: list[bytes]) -> Column:
         raise CodecError(f"column {spec.name}: a NULL flag that is neither 0 nor 1")
     values: npt.NDArray[Any]
     if kind in "iuMm":
-        raw = np.array([0 if n else _INT.unpack_from(f, 1)[0] for f, n in zip(fields, is_null, strict=True)], dtype=np.int64)
+        raw = np.array(
+            [0 if n else _INT.unpack_from(f, 1)[0] for f, n in zip(fields, is_null, strict=True)],
+            dtype=np.int64,
+        )
         values = raw.view(dtype) if kind in "Mm" else raw.astype(dtype)
     elif kind == "f":
-        values = np.array([0.0 if n else _FLOAT.unpack_from(f, 1)[0] for f, n in zip(fields, is_null, strict=True)], dtype=dtype)
+        values = np.array(
+            [
+                0.0 if n else _FLOAT.unpack_from(f, 1)[0]
+                for f, n in zip(fields, is_null, strict=True)
+            ],
+            dtype=dtype,
+        )
     elif kind == "b":
         values = np.array([bool(f[1]) for f in fields], dtype=bool)
     else:
@@ -238,7 +267,12 @@ def to_wire(value: Any) -> Any:
     if isinstance(value, np.generic):
         return to_wire(value.item())
     if isinstance(value, int):
-        return value  # Python's JSON integers are exact at any size
+        if -_JSON_INT_LIMIT <= value < _JSON_INT_LIMIT:
+            return value  # exact as a JSON number
+        # Beyond int64, in hexadecimal: CPython refuses to write (and read) decimal integers
+        # of more than 4,300 digits (sys.get_int_max_str_digits), and other JSON readers
+        # lose integers beyond 2^53 anyway; base 16 has no such limit and stays exact.
+        return {"i": hex(value)}
     if isinstance(value, float):
         return {"f": float.hex(value)}
     if isinstance(value, datetime.datetime):
@@ -255,7 +289,9 @@ def to_wire(value: Any) -> Any:
         return {"m": [[to_wire(k), to_wire(v)] for k, v in value.items()]}
     if isinstance(value, np.ndarray):
         return {"a": [value.dtype.str, list(value.shape), value.tobytes().hex()]}
-    raise InvalidParameterError("value", "a value that can travel (number, text, date, array)", type(value).__name__)
+    raise InvalidParameterError(
+        "value", "a value that can travel (number, text, date, array)", type(value).__name__
+    )
 
 
 def from_wire(data: Any) -> Any:
@@ -268,6 +304,10 @@ def from_wire(data: Any) -> Any:
     try:
         if tag == "f":
             return float.fromhex(body)
+        if tag == "i":
+            if not isinstance(body, str):
+                raise TypeError(f"an integer in hexadecimal, got {type(body).__name__}")
+            return int(body, 16)
         if tag == "dt":
             return datetime.datetime.fromisoformat(body)
         if tag == "d":

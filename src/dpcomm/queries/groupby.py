@@ -24,12 +24,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import sqlglot
-from sqlglot import exp
 
 from dpcomm.data.table import Column, Table
 from dpcomm.errors import InvalidParameterError
-from dpcomm.queries.sql import BoundAggregate, scratch_connection
+from dpcomm.queries.query import BoundAggregate
 
 Row = dict[str, object]
 IntArray = npt.NDArray[np.int64]
@@ -299,7 +297,7 @@ class _Evaluator:
         names = bound.output_names
         result = [dict(zip(names, row, strict=True)) for row in zip(*output_values, strict=True)]
         key_columns = [_key_values(self.table.column(c), groups) for c in columns]
-        keys = (
+        keys: list[tuple[object, ...]] = (
             list(zip(*key_columns, strict=True)) if columns else [() for _ in range(len(result))]
         )
         return result, keys, groups.representatives
@@ -440,10 +438,6 @@ def _check_masks(bound: BoundAggregate, masks: Sequence[npt.ArrayLike]) -> None:
         )
 
 
-def _quote(identifier: str) -> str:
-    return exp.to_identifier(identifier, quoted=True).sql(dialect="duckdb")
-
-
 def grouping_set_sql(bound: BoundAggregate, set_index: int) -> str:
     """The user's SQL restricted to grouping set ``set_index``, rows in canonical order.
 
@@ -451,6 +445,9 @@ def grouping_set_sql(bound: BoundAggregate, set_index: int) -> str:
     GROUPING() keeping the first set, so DuckDB itself NULL-fills the selected grouping columns
     outside the set; ORDER BY the set's columns, NULLS LAST; every output aliased with its name.
     """
+    import sqlglot
+    from sqlglot import exp
+
     select = sqlglot.parse_one(bound.sql, read="duckdb")
     if not isinstance(select, exp.Select):
         raise InvalidParameterError("sql", "a SELECT", bound.sql)
@@ -498,6 +495,8 @@ def reference_result(
     For each grouping set g, the rows where ``masks[g]`` is True are registered under the FROM
     name and :func:`grouping_set_sql` is run on them; rows are concatenated in grouping-set order.
     """
+    from dpcomm.queries.sql import scratch_connection
+
     _check_masks(bound, masks)
     bound.check_table(table)
     result: list[Row] = []

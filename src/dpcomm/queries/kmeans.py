@@ -50,7 +50,9 @@ def _exact_less(point: FloatArray, first: FloatArray, second: FloatArray) -> int
     ‖x − a‖² − ‖x − b‖² = Σ a_i² − b_i² − 2 x_i (a_i − b_i); for float32 values every product
     is exact in float64 and :func:`math.fsum` rounds the exact sum once, so the sign is exact.
     """
-    terms = np.concatenate([first * first, -(second * second), -2.0 * point * first, 2.0 * point * second])
+    terms = np.concatenate(
+        [first * first, -(second * second), -2.0 * point * first, 2.0 * point * second]
+    )
     total = math.fsum(terms.tolist())
     return (total > 0) - (total < 0)
 
@@ -78,7 +80,10 @@ def nearest_centroid(points: npt.ArrayLike, centroids: npt.ArrayLike) -> IntArra
         result[start : start + len(block)] = best
         if centers.shape[0] < 2:
             continue
-        tolerance = slack * (squared[None, :] + 2.0 * np.sqrt(np.einsum("ij,ij->i", block, block))[:, None] * norms[None, :])
+        tolerance = slack * (
+            squared[None, :]
+            + 2.0 * np.sqrt(np.einsum("ij,ij->i", block, block))[:, None] * norms[None, :]
+        )
         rows = np.arange(len(block))
         reach = scores[rows, best] + tolerance[rows, best]
         near = (scores - tolerance <= reach[:, None]).sum(axis=1) > 1
@@ -171,9 +176,7 @@ class KMeansProgram:
             raise InvalidParameterError("initial", "initial centroids (or the points)", None)
         initial = as_float32_values(self.initial)
         if initial.ndim != 2 or initial.shape[0] != self.num_centroids:
-            raise InvalidParameterError(
-                "initial", f"{self.num_centroids} centroids", initial.shape
-            )
+            raise InvalidParameterError("initial", f"{self.num_centroids} centroids", initial.shape)
         object.__setattr__(self, "initial", initial)
         check_int("num_sources", self.num_sources, minimum=1)
 
@@ -323,7 +326,8 @@ class KMeansProgram:
         """Inverse of :meth:`encode_output`; CodecError if malformed."""
         if len(data) != self.dimension * COORDINATE_BYTES:
             raise CodecError(f"a centroid of {len(data)} bytes")
-        return VectorCodec(self.dimension).decode([data])[0].astype(np.float64)
+        centroid: FloatArray = VectorCodec(self.dimension).decode([data])[0].astype(np.float64)
+        return centroid
 
     def encode_rows(self, indices: Sequence[int]) -> list[str]:
         """Points ``indices`` of the sources, hexadecimal float32."""

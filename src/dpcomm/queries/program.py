@@ -25,7 +25,6 @@ BoolArray = npt.NDArray[np.bool_]
 Row = dict[str, Any]
 
 
-
 class TupleCodec(Protocol):
     """How the tuples of one flow travel: one fixed-size payload per tuple."""
 

@@ -1,5 +1,6 @@
-"""The network engine: nodes over authenticated links (TLS 1.3, or in memory), its wire format,
-its PKI and sealing, and the launcher of a round.
+"""The network engine: nodes over authenticated links, wire format, PKI, sealing, launcher.
+
+Links are mutually authenticated TLS 1.3, or in-memory queues for tests.
 
 Names are imported on first use (a worker process imports only what it runs).
 """
@@ -9,6 +10,11 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
+    from dpcomm.engine.network.deploy import (
+        Faults,
+        NetworkEngine,
+        write_deployment,
+    )
     from dpcomm.engine.network.frames import (
         FRAME_ERROR_REASONS,
         FRAME_VERSION,
@@ -28,6 +34,9 @@ if TYPE_CHECKING:
         frame_size_for,
         new_message_id,
         read_frame,
+    )
+    from dpcomm.engine.network.names import (
+        NodeName,
     )
     from dpcomm.engine.network.pki import (
         CA_CERT_FILE,
@@ -68,14 +77,6 @@ if TYPE_CHECKING:
         Link,
         MemoryTransport,
         Transport,
-    )
-    from dpcomm.engine.network.names import (
-        NodeName,
-    )
-    from dpcomm.engine.network.deploy import (
-        Faults,
-        NetworkEngine,
-        write_deployment,
     )
 
 __getattr__, __dir__ = attach(
@@ -141,9 +142,7 @@ __getattr__, __dir__ = attach(
             "MemoryTransport",
             "Transport",
         ),
-        "dpcomm.engine.network.names": (
-            "NodeName",
-        ),
+        "dpcomm.engine.network.names": ("NodeName",),
         "dpcomm.engine.network.deploy": (
             "Faults",
             "NetworkEngine",

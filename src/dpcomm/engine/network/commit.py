@@ -111,7 +111,7 @@ class BatchIntake(Generic[Item]):
     def release(self, committed: Iterable[str]) -> list[tuple[str, Item]]:
         """The frames of the senders that prepared and committed, by sender (sorted)."""
         chosen = sorted(set(committed) & self.prepared)
-        return [(sender, item) for sender in chosen for item in self.held[sender].values()]
+        return [(sender, item) for sender in chosen for item in self.held.get(sender, {}).values()]
 
     def discarded(self, committed: Iterable[str]) -> list[str]:
         """Senders whose frames are held but not counted (not prepared, or not committed)."""

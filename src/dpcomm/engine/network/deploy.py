@@ -81,7 +81,7 @@ def node_configs(
         victim = scramblers[faults.kill_scrambler]
     sources = [n for n in names if n.role == "source"]
     rows = program.encode_rows([n.index for n in sources])
-    row_of = {n: row for n, row in zip(sources, rows, strict=True)}
+    row_of = dict(zip(sources, rows, strict=True))
     configs: dict[str, NodeConfig] = {}
     for name in names:
         node_faults = NodeFaults()
@@ -299,9 +299,7 @@ def assemble_run(
         wire["timings"]["registration_seconds"] = coordinator["registration_seconds"]
         wire["timings"]["round_seconds"] = coordinator["round_seconds"]
     lost = sorted(
-        name
-        for flow in transformed.batches
-        for name in coordinator.get("lost", {}).get(flow, [])
+        name for flow in transformed.batches for name in coordinator.get("lost", {}).get(flow, [])
     )
     details = {
         "wire": wire,

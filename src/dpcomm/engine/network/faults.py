@@ -32,7 +32,7 @@ from dpcomm.errors import DpcommError
 _KIND_OFFSET = 3
 
 
-class NodeCrashed(DpcommError):
+class NodeCrashedError(DpcommError):
     """A node stopped by an injected crash (in-memory rounds)."""
 
 
@@ -51,6 +51,7 @@ class FaultyLink:
         self.owner = owner
 
     def write(self, data: bytes) -> bool:
+        """Queue ``data``; False if the link is closing."""
         written = self.inner.write(data)
         if not written or not _is_data_frame(data):
             return written
@@ -71,15 +72,19 @@ class FaultyLink:
             counts.bytes += len(data)
 
     async def drain(self, *, timeout: float) -> None:
+        """Wait until what was written is handed over."""
         await self.inner.drain(timeout=timeout)
 
     async def read(self, size: int) -> bytes:
+        """Exactly ``size`` bytes (see :class:`Link`)."""
         return await self.inner.read(size)
 
     def closing(self) -> bool:
+        """True once the link is closing or closed."""
         return self.inner.closing()
 
     async def close(self) -> None:
+        """Close the link (never raises)."""
         await self.inner.close()
 
 
@@ -112,7 +117,7 @@ class FaultyTransport:
         for link in self._links:
             with contextlib.suppress(Exception):
                 asyncio.get_running_loop().create_task(link.close())
-        raise NodeCrashed("injected crash")
+        raise NodeCrashedError("injected crash")
 
     async def listen(
         self,
@@ -124,6 +129,8 @@ class FaultyTransport:
         host: str,
         port: int,
     ) -> Listener:
+        """Start accepting links to node ``name`` (see :class:`Transport`)."""
+
         async def wrapped(link: Link) -> None:
             await handler(self._wrap(link))
 
@@ -132,6 +139,7 @@ class FaultyTransport:
         )
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
+        """A link from node ``name`` to node ``peer`` (see :class:`Transport`)."""
         if peer != str(COORDINATOR):
             if self.faults.late and not self._delayed:
                 self._delayed = True
@@ -143,7 +151,11 @@ class FaultyTransport:
 
     def _wrap(self, link: Link) -> Link:
         self._links.append(link)
-        if self.faults.replay or self.faults.malformed or self.faults.crash_after_frames is not None:
+        if (
+            self.faults.replay
+            or self.faults.malformed
+            or self.faults.crash_after_frames is not None
+        ):
             return FaultyLink(link, self.faults, self)
         return link
 

@@ -6,22 +6,25 @@
   (``dpcomm node run`` runs one node this way on its host);
 * :func:`launch`: a whole round on this machine: one certificate per node, the coordinator and
   result node in one process, the compute nodes in another, the scramblers in a third (a
-  crashing one in its own), the sources in one or two more.
-
-This module and what it imports are all a worker process loads (no accountant, no DuckDB).
+  crashing one in its own), the sources in one or two more; each process a fresh interpreter
+  running :mod:`dpcomm.engine.network.worker`, which imports only what its nodes run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import json
 import math
-import multiprocessing
 import queue as queue_module
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,33 +99,6 @@ def run_tls_group(
     return asyncio.run(_tls_group(configs, credentials, on_listening))
 
 
-def _process_main(
-    group: str,
-    configs: list[NodeConfig],
-    credentials: dict[str, NodeCredentials],
-    channel: Any,
-    ports: Any,
-) -> None:
-    """Entry point of one deployment process: run its nodes, report to the launcher.
-
-    Processes start while the coordinator is still binding its port; every process but the
-    coordinator's takes the port from ``ports`` before it starts its nodes.
-    """
-
-    def on_listening(name: str, address: Address) -> None:
-        if name == str(COORDINATOR):
-            channel.put(("port", group, int(address[1])))
-
-    try:
-        if not any(config.node == COORDINATOR for config in configs):
-            port = int(ports.get(timeout=_START_TIMEOUT))
-            configs = [replace(config, coordinator_port=port) for config in configs]
-        outcome = run_tls_group(configs, credentials, on_listening=on_listening)
-        channel.put(("done", group, outcome))
-    except BaseException as error:  # reported to the launcher, never lost
-        channel.put(("error", group, f"{type(error).__name__}: {error}"))
-
-
 def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[str, list[str]]:
     """Which nodes share a process: control, compute, scramblers, crashing nodes, sources."""
     names = spec.node_names()
@@ -141,6 +117,45 @@ def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[s
     return {g: members for g, members in groups.items() if members}
 
 
+def _group_file(
+    path: Path,
+    spec: RoundSpec,
+    configs: list[NodeConfig],
+    credentials: Mapping[str, NodeCredentials],
+) -> None:
+    configs_data = []
+    for config in configs:
+        data = dataclasses.asdict(config)
+        del data["round"]
+        configs_data.append(data)
+    group = {
+        "round": spec.to_dict(),
+        "configs": configs_data,
+        "credentials": {
+            c.name: [
+                str(credentials[c.name].cert_path),
+                str(credentials[c.name].key_path),
+                str(credentials[c.name].ca_path),
+            ]
+            for c in configs
+        },
+    }
+    path.write_text(json.dumps(group))
+
+
+def _reader(
+    process: subprocess.Popen[str], lines: queue_module.Queue[tuple[str, Any]], group: str
+) -> None:
+    """Forward the JSON lines a worker writes (its port, its outcome) to ``lines``."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        try:
+            lines.put((group, json.loads(line)))
+        except ValueError:
+            lines.put((group, {"log": line.rstrip()}))
+    lines.put((group, {"exit": process.wait()}))
+
+
 def launch(
     spec: RoundSpec,
     configs: Mapping[str, NodeConfig],
@@ -148,75 +163,77 @@ def launch(
     workdir: str | Path | None,
     timeout: float,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, float]]:
-    """Certify every node and run the nodes of ``configs`` in separate processes on loopback.
+    """Certify every node and run the nodes of ``configs`` in worker processes on loopback.
 
-    Returns each process group's outcome, the errors of the groups (a crashing node's process
-    is expected to die and is not an error) and the timings.
+    Each process group is a fresh interpreter running :mod:`dpcomm.engine.network.worker`.
+    Returns each group's outcome, the errors of the groups (a crashing node's process is
+    expected to die and is not an error) and the timings.
     """
     started = time.perf_counter()
     temporary = workdir is None
     directory = (
         Path(tempfile.mkdtemp(prefix="dpcomm-deploy-")) if workdir is None else Path(workdir)
     )
-    processes: dict[str, Any] = {}
+    processes: dict[str, subprocess.Popen[str]] = {}
     try:
         pki = directory / "pki"
         authority = CertificateAuthority.create(pki, overwrite=True)
         credentials = issue_many(authority, list(configs), pki)
         certified = time.perf_counter()
         groups = process_groups(spec, configs)
-        context = multiprocessing.get_context("spawn")
-        channel = context.Queue()
-        ports = context.Queue()
+        lines: queue_module.Queue[tuple[str, Any]] = queue_module.Queue()
         for group, members in groups.items():
-            process = context.Process(
-                target=_process_main,
-                args=(
-                    group,
-                    [configs[n] for n in members],
-                    {n: credentials[n] for n in members},
-                    channel,
-                    ports,
-                ),
-                daemon=True,
+            path = directory / f"group-{group}.json"
+            _group_file(path, spec, [configs[n] for n in members], credentials)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dpcomm.engine.network.worker", str(path)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
             )
-            process.start()
             processes[group] = process
+            threading.Thread(target=_reader, args=(process, lines, group), daemon=True).start()
         deadline = time.monotonic() + timeout + _START_TIMEOUT
-        port = None
         outcomes: dict[str, dict[str, Any]] = {}
         errors: dict[str, str] = {}
-        while port is None:
-            message = _next(channel, processes, deadline)
-            if message[0] == "port":
-                port = int(message[2])
-            elif message[0] == "error":
-                raise DeploymentError(f"process {message[1]} failed: {message[2]}")
-        for _ in range(len(groups) - 1):
-            ports.put(port)
-        launched = time.perf_counter()
-        while len(outcomes) + len(errors) < len(groups):
+        exited: set[str] = set()
+        launched = None
+        while len(exited) < len(groups):
             try:
-                message = channel.get(timeout=0.2)
+                group, message = lines.get(timeout=0.5)
             except queue_module.Empty:
-                for group, process in processes.items():
-                    done = group in outcomes or group in errors
-                    if not done and not process.is_alive() and process.exitcode not in (0, None):
-                        errors[group] = f"process exited with status {process.exitcode}"
                 if time.monotonic() > deadline:
                     raise DeploymentError(f"the round did not finish within {timeout} s") from None
                 continue
-            if message[0] == "done":
-                outcomes[message[1]] = message[2]
-            elif message[0] == "error":
-                errors[message[1]] = message[2]
+            if "port" in message and launched is None:
+                launched = time.perf_counter()
+                for other, process in processes.items():
+                    if other != group and process.stdin is not None:
+                        process.stdin.write(f"{int(message['port'])}\n")
+                        process.stdin.flush()
+            elif "outcome" in message:
+                outcomes[group] = message["outcome"]
+            elif "error" in message:
+                errors[group] = str(message["error"])
+            elif "exit" in message:
+                exited.add(group)
+                if message["exit"] != 0 and group not in outcomes and group not in errors:
+                    errors[group] = f"process exited with status {message['exit']}"
+            if launched is None and errors:
+                raise DeploymentError(
+                    f"process {next(iter(errors))} failed: {next(iter(errors.values()))}"
+                )
         finished = time.perf_counter()
     finally:
         for process in processes.values():
-            process.join(timeout=5.0)
-            if process.is_alive():
+            if process.poll() is None:
                 process.kill()
-                process.join(timeout=5.0)
+            with contextlib.suppress(Exception):
+                process.wait(timeout=5.0)
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    with contextlib.suppress(Exception):
+                        stream.close()
         if temporary:
             shutil.rmtree(directory, ignore_errors=True)
     for group in list(errors):
@@ -224,25 +241,10 @@ def launch(
             del errors[group]
     timings = {
         "certificates_seconds": certified - started,
-        "launch_seconds": launched - certified,
+        "launch_seconds": (launched or finished) - certified,
         "wall_seconds": finished - started,
     }
     return outcomes, errors, timings
-
-
-def _next(channel: Any, processes: Mapping[str, Any], deadline: float) -> tuple[Any, ...]:
-    while True:
-        try:
-            message: tuple[Any, ...] = channel.get(timeout=0.2)
-            return message
-        except queue_module.Empty:
-            if time.monotonic() > deadline:
-                raise DeploymentError("the coordinator did not start in time") from None
-            for group, process in processes.items():
-                if not process.is_alive():
-                    raise DeploymentError(
-                        f"process {group} exited with status {process.exitcode}"
-                    ) from None
 
 
 __all__ = [

@@ -321,7 +321,9 @@ async def request_commit(
     """Ask the coordinator to commit this node's batch of ``flow``; True if committed."""
     async with lock:
         try:
-            await coordinator.send_blob(Op.COMMIT, _json({"flow": flow}), timeout=context.remaining())
+            await coordinator.send_blob(
+                Op.COMMIT, _json({"flow": flow}), timeout=context.remaining()
+            )
             got = await coordinator.expect(Op.COMMITTED, Op.ABORTED, timeout=context.remaining())
         except (ChannelClosedError, TimeoutError):
             return False
@@ -485,15 +487,15 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
         planned = context.loop.time()
         for stage in range(program.num_stages):
             stage_start = context.loop.time()
-            limit = min(
-                context.deadline - 2.0, stage_start + 2 * spec.collect_seconds + 10.0
-            )
+            limit = min(context.deadline - 2.0, stage_start + 2 * spec.collect_seconds + 10.0)
             for flow in program.stage_flows(stage):
                 commit = commits[flow]
                 while not commit.decided and context.loop.time() < limit:
                     changed.clear()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(changed.wait(), max(0.01, limit - context.loop.time()))
+                        await asyncio.wait_for(
+                            changed.wait(), max(0.01, limit - context.loop.time())
+                        )
                 committed = sorted(commit.finalize())
                 finalized[flow] = committed
                 decision = _json({"flow": flow, "committed": committed})
@@ -535,7 +537,9 @@ async def run_source(context: NodeContext) -> dict[str, Any]:
     inbox: dict[tuple[str, int], Any] = {}
     arrived = asyncio.Event()
     direct_broadcast = any(
-        routed.kind == "broadcast" for flow in spec.data_flows for _, routed in incoming_outputs(spec, flow)
+        routed.kind == "broadcast"
+        for flow in spec.data_flows
+        for _, routed in incoming_outputs(spec, flow)
     )
 
     def accept(data: bytes) -> None:
@@ -575,7 +579,16 @@ async def run_source(context: NodeContext) -> dict[str, Any]:
                 state = program.merge(state, stage - 1, {key: inbox[key] for key in needed})
             results = await asyncio.gather(
                 *(
-                    _send_flow(context, flow, plan["flows"][flow], rows, state, scramblers.get(flow), coordinator, lock)
+                    _send_flow(
+                        context,
+                        flow,
+                        plan["flows"][flow],
+                        rows,
+                        state,
+                        scramblers.get(flow),
+                        coordinator,
+                        lock,
+                    )
                     for flow in flows
                 )
             )
@@ -665,7 +678,9 @@ async def _send_flow(
         name = routed[0].name  # "<flow> (to scramblers)"
         if not real:
             context.stats.dummy(name)
-        result["status"] = await _send_to_scrambler(context, scrambler, item["scrambler"], name, sent, first)
+        result["status"] = await _send_to_scrambler(
+            context, scrambler, item["scrambler"], name, sent, first
+        )
         return result
     # The first message is routed flow <flow>, the flooding dummies <flow> (flooding).
     batch = [(sent, first, routed[0].name)]
@@ -753,12 +768,14 @@ async def run_scrambler(context: NodeContext) -> dict[str, Any]:
         if key not in expected_relays or key in relays:
             drops.add("unexpected")
             return
+        # Stored and pushed to the members connected so far with no await in between: a
+        # member that connects later gets every stored relay once, on connecting.
         relays[key] = got.blob
-        await channel.send_blob(Op.ACK, timeout=context.remaining())
         for source, member in list(member_channels.items()):
             push(source, member, key)
         if expected_relays <= set(relays):
             relays_done.set()
+        await channel.send_blob(Op.ACK, timeout=context.remaining())
 
     async def from_source(channel: Channel, source: int) -> None:
         member_channels[source] = channel
@@ -809,9 +826,7 @@ async def run_scrambler(context: NodeContext) -> dict[str, Any]:
             else:
                 drops.add("unauthorized")
 
-    listener = await context.serve(
-        handler, lambda name: name.startswith(("source-", "compute-"))
-    )
+    listener = await context.serve(handler, lambda name: name.startswith(("source-", "compute-")))
     outcome: dict[str, Any] = {"role": "scrambler", "flow": flow, "index": index}
     try:
         coordinator, plan = await context.register({"address": context.address})
@@ -907,7 +922,9 @@ async def run_compute(context: NodeContext) -> dict[str, Any]:
                 if routed.origin not in intakes:
                     drops.add("malformed_data")
                     continue
-                verdict = intakes[routed.origin].hold(peer, got.frame.message_id, (routed.name, sealed))
+                verdict = intakes[routed.origin].hold(
+                    peer, got.frame.message_id, (routed.name, sealed)
+                )
                 if verdict != "held":
                     drops.add(verdict)
                 continue
@@ -916,7 +933,11 @@ async def run_compute(context: NodeContext) -> dict[str, Any]:
                 continue
             try:
                 request = _loads(got.blob)
-                flow, count, digest = str(request["flow"]), int(request["count"]), bytes.fromhex(request["digest"])
+                flow, count, digest = (
+                    str(request["flow"]),
+                    int(request["count"]),
+                    bytes.fromhex(request["digest"]),
+                )
             except (DeploymentError, KeyError, TypeError, ValueError):
                 drops.add("unexpected")
                 continue
@@ -979,7 +1000,12 @@ async def run_compute(context: NodeContext) -> dict[str, Any]:
                     drops.add("malformed_tuple")
                     tuples = program.tuple_codec(flow).decode([])
                 produced = program.target_outputs(
-                    state, stage, flow, tuples, np.full(len(payloads), index, dtype=np.int64), [index]
+                    state,
+                    stage,
+                    flow,
+                    tuples,
+                    np.full(len(payloads), index, dtype=np.int64),
+                    [index],
                 )
                 output = produced[index]
                 state = program.merge(state, stage, {(flow, index): output})

@@ -41,8 +41,6 @@ ConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], 
 """A server's per-connection coroutine: reader, writer and the peer's authenticated node name."""
 
 
-
-
 def _configure(context: ssl.SSLContext, credentials: NodeCredentials) -> ssl.SSLContext:
     context.minimum_version = ssl.TLSVersion.TLSv1_3
     context.maximum_version = ssl.TLSVersion.TLSv1_3
@@ -200,6 +198,7 @@ class TlsLink:
         self.peer = peer
 
     def write(self, data: bytes) -> bool:
+        """Queue ``data``; False if the link is closing."""
         transport = self.writer.transport
         if transport is None or transport.is_closing():
             return False
@@ -207,12 +206,14 @@ class TlsLink:
         return True
 
     async def drain(self, *, timeout: float) -> None:
+        """Wait until what was written is handed over."""
         try:
             await asyncio.wait_for(self.writer.drain(), timeout)
         except (OSError, ssl.SSLError, RuntimeError) as error:
             raise LinkClosedError(f"{self.local} -> {self.peer}: {error}") from error
 
     async def read(self, size: int) -> bytes:
+        """Exactly ``size`` bytes (see :class:`Link`)."""
         try:
             return await self.reader.readexactly(size)
         except asyncio.IncompleteReadError as error:
@@ -225,10 +226,12 @@ class TlsLink:
             raise OSError(str(error)) from error
 
     def closing(self) -> bool:
+        """True once the link is closing or closed."""
         transport = self.writer.transport
         return transport is None or transport.is_closing()
 
     async def close(self) -> None:
+        """Close the link (never raises)."""
         self.writer.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.writer.wait_closed(), 2.0)
@@ -241,9 +244,11 @@ class _TlsListener:
 
     @property
     def address(self) -> Address:
+        """Where other nodes connect to it."""
         return [self._host, int(self._server.sockets[0].getsockname()[1])]
 
     def close(self) -> None:
+        """Stop accepting links."""
         self._server.close()
 
 
@@ -275,6 +280,7 @@ class TlsTransport:
         host: str,
         port: int,
     ) -> Listener:
+        """Start accepting links to node ``name`` (see :class:`Transport`)."""
         credentials = self.credentials[name]
 
         async def on_link(
@@ -294,6 +300,7 @@ class TlsTransport:
         return _TlsListener(server, self.advertise.get(name, host))
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
+        """A link from node ``name`` to node ``peer`` (see :class:`Transport`)."""
         context = self._clients.get(name)
         if context is None:
             context = self._clients[name] = client_context(self.credentials[name])

@@ -50,8 +50,11 @@ class Link(Protocol):
         ...
 
     async def read(self, size: int) -> bytes:
-        """Exactly ``size`` bytes; StreamClosedError at a clean end, FrameError('truncated')
-        if the stream ends within them."""
+        """Exactly ``size`` bytes.
+
+        Raises StreamClosedError at a clean end, FrameError('truncated') if the stream ends
+        within them.
+        """
         ...
 
     def closing(self) -> bool:
@@ -102,13 +105,17 @@ class Transport(Protocol):
 
 # --------------------------------------------------------------------------- in memory
 
-_EOF = b""
-
 
 class MemoryLink:
     """One end of an in-memory link: queues of written chunks in each direction."""
 
-    def __init__(self, local: str, peer: str, incoming: asyncio.Queue[bytes], outgoing: asyncio.Queue[bytes]) -> None:
+    def __init__(
+        self,
+        local: str,
+        peer: str,
+        incoming: asyncio.Queue[bytes | None],
+        outgoing: asyncio.Queue[bytes | None],
+    ) -> None:
         self.local = local
         self.peer = peer
         self._incoming = incoming
@@ -118,20 +125,24 @@ class MemoryLink:
         self._closed = False
 
     def write(self, data: bytes) -> bool:
+        """Queue ``data``; False if the link is closing."""
         if self._closed:
             return False
-        self._outgoing.put_nowait(bytes(data))
+        if data:
+            self._outgoing.put_nowait(bytes(data))
         return True
 
     async def drain(self, *, timeout: float) -> None:
+        """Wait until what was written is handed over."""
         if self._closed:
             raise LinkClosedError(f"{self.local} -> {self.peer}: link closed")
         await asyncio.sleep(0)
 
     async def read(self, size: int) -> bytes:
+        """Exactly ``size`` bytes (see :class:`Link`)."""
         while len(self._buffer) < size and not self._ended:
             chunk = await self._incoming.get()
-            if chunk == _EOF:
+            if chunk is None:  # the end of the stream
                 self._ended = True
                 break
             self._buffer += chunk
@@ -146,13 +157,15 @@ class MemoryLink:
         return data
 
     def closing(self) -> bool:
+        """True once the link is closing or closed."""
         return self._closed
 
     async def close(self) -> None:
+        """Close the link (never raises)."""
         if not self._closed:
             self._closed = True
-            self._outgoing.put_nowait(_EOF)
-            self._incoming.put_nowait(_EOF)
+            self._outgoing.put_nowait(None)
+            self._incoming.put_nowait(None)
 
 
 class _MemoryListener:
@@ -162,9 +175,11 @@ class _MemoryListener:
 
     @property
     def address(self) -> Address:
+        """Where other nodes connect to it."""
         return [self._name]
 
     def close(self) -> None:
+        """Stop accepting links."""
         self._transport._listeners.pop(self._name, None)
 
 
@@ -189,10 +204,12 @@ class MemoryTransport:
         host: str = "",
         port: int = 0,
     ) -> Listener:
+        """Start accepting links to node ``name`` (see :class:`Transport`)."""
         self._listeners[name] = (handler, allowed, drops)
         return _MemoryListener(self, name)
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
+        """A link from node ``name`` to node ``peer`` (see :class:`Transport`)."""
         target = str(address[0]) if address else peer
         entry = self._listeners.get(target)
         if entry is None or target != peer:
@@ -201,8 +218,8 @@ class MemoryTransport:
         if not allowed(name):
             drops.add("unauthorized")
             raise HandshakeError(f"{name}: refused by {peer}")
-        forward: asyncio.Queue[bytes] = asyncio.Queue()
-        backward: asyncio.Queue[bytes] = asyncio.Queue()
+        forward: asyncio.Queue[bytes | None] = asyncio.Queue()
+        backward: asyncio.Queue[bytes | None] = asyncio.Queue()
         client = MemoryLink(name, peer, backward, forward)
         server = MemoryLink(peer, name, forward, backward)
 

@@ -120,8 +120,11 @@ class WireStats:
         self.messages[(flow, sender, receiver)] += 1
 
     def dummy(self, flow: str, count: int = 1) -> None:
-        """Count dummies of routed flow ``flow`` (by whoever can tell: the opener, or the sender
-        of a dummy that only its target can open)."""
+        """Count dummies of routed flow ``flow``.
+
+        Counted by whoever can tell: the target that opens it, or the sender of a dummy that
+        only its target can open.
+        """
         self.dummies[flow] += count
 
     def as_dict(self) -> dict[str, object]:

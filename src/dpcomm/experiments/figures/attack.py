@@ -101,7 +101,7 @@ def figure_attack(settings: FigureSettings) -> FigureOutput:
     grid = _grid(quick)
     jobs = [(query, curve, cm) for query, items in grid.items() for curve, cm in items]
     for query, curve, countermeasure in settings.steps(jobs, "attack", total=len(jobs)):
-        run = simulate(programs[query], countermeasure, delta=DELTA, rng=settings.seed)
+        run = simulate(programs[query], countermeasure, delta=DELTA, seed=settings.seed)
         result = attack_run(run)
         first = result.flows[0]
         rows.append(

@@ -10,16 +10,20 @@ Choices shared by the Aggregate figures (C = T = 20 compute nodes per grouping s
 * the non-private reference is the same query over S = 10,000 sources without countermeasure;
   *messages added* (the paper's network load overhead) is a run's messages minus its messages;
 * to use 10k tuples in expectation a run has S_t = ⌈10,000 / (1 − σ + σ/T)⌉ sources (dpcomm's
-  S_t, see docs/execution.md), rounded up to a multiple of n so that every scrambler holds n
-  sources: a short last scrambler is accounted with its own smaller batch and would dominate ε;
-* scramblers are the uncapped S_d of Section 4.
+  S_t, see docs/execution.md), cut into ⌈S_t/n⌉ balanced batches of at most n sources (sizes
+  differ by at most one, every size accounted: no short scrambler dominates ε);
+* scramblers are the uncapped S_d of Section 4;
+* message counts and scrambler counts come from the one cost model (the transformed plan,
+  :func:`dpcomm.experiments.planner.plan_costs`), the plotted ones from the simulated runs.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -29,8 +33,8 @@ import numpy as np
 
 from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, synthetic_table
 from dpcomm.engine import run_aggregate, simulate
-from dpcomm.engine.runs import efficiency_report, privacy_report
-from dpcomm.errors import DpcommError
+from dpcomm.engine.report import efficiency_report, privacy_report
+from dpcomm.errors import DpcommError, DpcommWarning
 from dpcomm.experiments.figures.base import (
     FigureOutput,
     FigureSettings,
@@ -39,8 +43,9 @@ from dpcomm.experiments.figures.base import (
     save_png,
     write_csv,
 )
+from dpcomm.experiments.planner import nonprivate_load, plan_costs
 from dpcomm.plan import NoCountermeasure, Scramblers
-from dpcomm.plan.countermeasures import sources_needed
+from dpcomm.plan.costs import num_scramblers, sources_needed
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram, rand_index
 
@@ -61,30 +66,48 @@ KMEANS_ITERATIONS = 10
 PAPER_CAPTION = "Trade-offs between privacy, utility and efficiency in Aggregate and K-means."
 
 
-def sources_for(sampling_rate: float, batch_size: int, *, used: int = TARGET_TUPLES) -> int:
-    """S_t: sources for ``used`` tuples in expectation, rounded up to a multiple of n.
+def sources_for(sampling_rate: float, *, used: int = TARGET_TUPLES) -> int:
+    """S_t: sources for ``used`` tuples in expectation (Sections 3.3 and 4.4).
 
-    ⌈used / (1 − σ + σ/T)⌉ (Sections 3.3 and 4.4, with the σ/T of tuples whose redrawn target
-    is their own), then up to a multiple of ``batch_size`` so that no scrambler is short.
+    ⌈used / (1 − σ + σ/T)⌉ (:func:`dpcomm.plan.costs.sources_needed`, with the σ/T of tuples
+    whose redrawn target is their own); the scramblers cut them into balanced batches.
     """
-    minimum = sources_needed(
-        tuples=used, sampling_rate=sampling_rate, num_targets=NUM_COMPUTE_NODES
-    )
-    return batch_size * math.ceil(minimum / batch_size)
+    return sources_needed(tuples=used, sampling_rate=sampling_rate, num_targets=NUM_COMPUTE_NODES)
 
 
 def scrambled_messages(
     *, num_sources: int, batch_size: int, num_dummies: int, grouping_sets: int = 1
 ) -> int:
-    """Messages of a scrambled Aggregate run: G·(S_t + SC·(n + d) + C) (Section 4.4).
+    """Messages of a scrambled Aggregate run, from the cost model: G·(2·S_t + SC·d + C).
 
-    Sources → scramblers (S_t), scramblers → compute nodes (SC·(n + d), SC = S_t / n full
-    scramblers) and compute → result (C), per grouping set.
+    Per grouping set (Section 4.4): sources → scramblers (S_t), scramblers → compute nodes
+    (their S_t messages plus d dummies each, SC = ⌈S_t/n⌉) and compute → result (C); read from
+    the transformed plan (:func:`dpcomm.experiments.planner.plan_costs`).
     """
-    scramblers = math.ceil(num_sources / batch_size)
-    # every scrambler forwards its sources' messages (n each when full) plus d dummies
-    per_set = num_sources + num_sources + scramblers * num_dummies + NUM_COMPUTE_NODES
-    return grouping_sets * per_set
+    # σ changes which messages are dummies, never how many.
+    countermeasure = Scramblers(sampling_rate=0.0, batch_size=batch_size, num_dummies=num_dummies)
+    return plan_costs(
+        countermeasure,
+        num_sources=num_sources,
+        num_targets=NUM_COMPUTE_NODES,
+        workload="aggregate",
+        num_clusters=grouping_sets,
+    ).messages
+
+
+@contextmanager
+def _balanced_batches_expected() -> Iterator[None]:
+    """Silence the engines' notice that the balanced batches are smaller than n.
+
+    The figures sweep the n of the paper (the most sources per scrambler); S_t sources are cut
+    into ⌈S_t/n⌉ balanced batches of at most n, every size accounted, and the CSV says how
+    large the largest is (``largest_batch``). Every other warning goes through.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"batch_size n = .* balanced batches", category=DpcommWarning
+        )
+        yield
 
 
 def aggregate_sql(grouping_sets: int) -> str:
@@ -118,7 +141,7 @@ def _program(seed: int, grouping_sets: int, num_sources: int) -> AggregateProgra
 def _nonprivate_messages(seed: int, grouping_sets: int) -> int:
     """Messages of the non-private run over S = 10k sources (simulated)."""
     program = _program(seed, grouping_sets, TARGET_TUPLES)
-    run = simulate(program, NoCountermeasure(), delta=DELTA, rng=seed)
+    run = simulate(program, NoCountermeasure(), delta=DELTA, seed=seed)
     return run.efficiency.messages
 
 
@@ -136,12 +159,13 @@ def aggregate_point(
 
     ``num_sources`` defaults to :func:`sources_for` (10k tuples used in expectation).
     """
-    sources = sources_for(sampling_rate, batch_size) if num_sources is None else num_sources
+    sources = sources_for(sampling_rate) if num_sources is None else num_sources
     program = _program(settings.seed, grouping_sets, sources)
     countermeasure = Scramblers(
         sampling_rate=sampling_rate, batch_size=batch_size, num_dummies=num_dummies
     )
-    report = run_aggregate(program, countermeasure, delta=DELTA, seed=settings.seed).report
+    with _balanced_batches_expected():
+        report = run_aggregate(program, countermeasure, delta=DELTA, seed=settings.seed).report
     privacy, utility, efficiency = report["privacy"], report["utility"], report["efficiency"]
     baseline = _nonprivate_messages(settings.seed, grouping_sets)
     messages = int(efficiency["messages"])
@@ -154,6 +178,7 @@ def aggregate_point(
         "sources": sources,
         "extra_consents": sources - TARGET_TUPLES,
         "num_scramblers": int(efficiency["num_scramblers"]),
+        "largest_batch": _largest_batch(efficiency),
         "messages": messages,
         "messages_nonprivate": baseline,
         "messages_added": messages - baseline,
@@ -165,6 +190,11 @@ def aggregate_point(
         "delta": float(privacy["delta"]),
         "accounting": str(privacy["method"]),
     }
+
+
+def _largest_batch(efficiency: dict[str, Any]) -> int:
+    """The most sources a scrambler of the run held (balanced batches: at most n)."""
+    return int(max(max(sizes) for sizes in efficiency["batch_sizes"].values()))
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,7 +219,7 @@ def _kmeans_bench(quick: bool, seed: int) -> _KMeansBench:
     if dataset is None:
         dataset = load_mnist5k()
     program = KMeansProgram(dataset.train_images, KMEANS_CENTROIDS, KMEANS_ITERATIONS, seed=seed)
-    baseline = simulate(program, NoCountermeasure(), delta=DELTA, rng=seed)
+    baseline = simulate(program, NoCountermeasure(), delta=DELTA, seed=seed)
     index = rand_index(dataset.test_labels, program.assign(baseline.state, dataset.test_images))
     return _KMeansBench(dataset, program, baseline.efficiency.messages, index)
 
@@ -212,9 +242,10 @@ def kmeans_point(
     countermeasure = Scramblers(
         sampling_rate=sampling_rate, batch_size=batch_size, num_dummies=num_dummies
     )
-    run = simulate(bench.program, countermeasure, delta=DELTA, rng=settings.seed)
+    with _balanced_batches_expected():
+        run = simulate(bench.program, countermeasure, delta=DELTA, seed=settings.seed)
     privacy = privacy_report(run.privacy)
-    efficiency = efficiency_report(run, run, 0.0)
+    efficiency = efficiency_report(run, run)
     dataset = bench.dataset
     index = rand_index(dataset.test_labels, bench.program.assign(run.state, dataset.test_images))
     messages = int(efficiency["messages"])
@@ -228,6 +259,7 @@ def kmeans_point(
         "num_dummies": num_dummies,
         "sources": len(dataset.train_images),
         "num_scramblers": int(efficiency["num_scramblers"]),
+        "largest_batch": _largest_batch(efficiency),
         "messages": messages,
         "messages_nonprivate": bench.messages_nonprivate,
         "messages_added": messages - bench.messages_nonprivate,
@@ -417,9 +449,10 @@ AGGREGATE_SETUP = (
 )
 AGGREGATE_PARAMETERS = (
     f"C = T = {NUM_COMPUTE_NODES} compute nodes per grouping set, δ = {DELTA:g} per cluster, "
-    "uncapped scramblers, uniform synthetic table; S_t = ⌈10,000/(1 − σ + σ/T)⌉ sources rounded "
-    "up to a multiple of n (10k tuples used in expectation, no short scrambler); messages added "
-    "= messages minus those of the non-private run over S = 10k sources; every point simulated."
+    "uncapped scramblers, uniform synthetic table; S_t = ⌈10,000/(1 − σ + σ/T)⌉ sources in "
+    "⌈S_t/n⌉ balanced batches of at most n (10k tuples used in expectation, every batch size "
+    "accounted); messages added = messages minus those of the non-private run over S = 10k "
+    "sources; every point simulated."
 )
 
 
@@ -508,12 +541,18 @@ def figure_7b(settings: FigureSettings) -> FigureOutput:
 def dummies_for_budget(*, sources: int, batch_size: int, budget: int) -> int:
     """The largest d keeping the messages added at most ``budget`` (G = 1), or -1 if none.
 
-    Messages added = 2·S_t + SC·d + C − (S + C) with SC = S_t / n (:func:`scrambled_messages`).
+    Messages added = 2·S_t + SC·d + C − (S + C) with SC = ⌈S_t/n⌉ (:func:`scrambled_messages`
+    and the non-private plan of S = 10k sources, both from the cost model): affine in d, one
+    more dummy per scrambler adds SC messages.
     """
-    scramblers = math.ceil(sources / batch_size)
-    fixed = scrambled_messages(num_sources=sources, batch_size=batch_size, num_dummies=0) - (
-        TARGET_TUPLES + NUM_COMPUTE_NODES
+    scramblers = num_scramblers(sources, batch_size)
+    baseline = nonprivate_load(
+        num_sources=TARGET_TUPLES,
+        num_targets=NUM_COMPUTE_NODES,
+        workload="aggregate",
+        num_clusters=1,
     )
+    fixed = scrambled_messages(num_sources=sources, batch_size=batch_size, num_dummies=0) - baseline
     if fixed > budget:
         return -1
     return (budget - fixed) // scramblers
@@ -542,7 +581,7 @@ def figure_7c(settings: FigureSettings) -> FigureOutput:
             curve = _budget_curve(budget, n)
             budget_of[curve] = budget
             for sigma in rates:
-                sources = sources_for(sigma, n)
+                sources = sources_for(sigma)
                 d = dummies_for_budget(sources=sources, batch_size=n, budget=budget)
                 if d >= 0:
                     grid.append(

@@ -1,0 +1,64 @@
+"""A worker process of a local deployment: ``python -m dpcomm.engine.network.worker GROUP.json``.
+
+The launcher (:func:`dpcomm.engine.network.launcher.launch`) writes each process's node configs
+and credential paths to a file and starts this module with a fresh interpreter, so that a worker
+imports only what its nodes run (not the command line, the accountant or DuckDB's planner). The
+protocol with the launcher is one JSON object per line:
+
+* the process that hosts the coordinator writes ``{"port": P}`` once it listens;
+* every other process reads ``P`` (one line) from its standard input before it starts;
+* at the end each process writes ``{"outcome": ...}`` (or ``{"error": "..."}``) and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dpcomm.engine.network.launcher import run_tls_group
+from dpcomm.engine.network.names import COORDINATOR
+from dpcomm.engine.network.pki import NodeCredentials
+from dpcomm.engine.network.spec import NodeConfig, NodeFaults, RoundSpec
+
+
+def _emit(value: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(value) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str]) -> int:
+    """Run the nodes of the group file ``argv[0]``; report on standard output."""
+    try:
+        group = json.loads(Path(argv[0]).read_text())
+        spec = RoundSpec.from_dict(group["round"])
+        configs = [
+            NodeConfig(**{**c, "round": spec, "faults": NodeFaults(**c["faults"])})
+            for c in group["configs"]
+        ]
+        credentials = {
+            name: NodeCredentials(
+                name=name, cert_path=Path(cert), key_path=Path(key), ca_path=Path(ca)
+            )
+            for name, (cert, key, ca) in group["credentials"].items()
+        }
+        if not any(c.node == COORDINATOR for c in configs):
+            port = int(sys.stdin.readline())
+            configs = [replace(c, coordinator_port=port) for c in configs]
+
+        def on_listening(name: str, address: list[Any]) -> None:
+            if name == str(COORDINATOR):
+                _emit({"port": int(address[1])})
+
+        outcome = run_tls_group(configs, credentials, on_listening=on_listening)
+        _emit({"outcome": outcome})
+        return 0
+    except BaseException as error:  # reported to the launcher, never lost
+        _emit({"error": f"{type(error).__name__}: {error}"})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,189 @@
+"""The contract every engine satisfies: one run, any engine.
+
+:class:`EngineContract` is the abstract test class (as dp_accounting's accountant tests are):
+each engine's test module subclasses it and says how to build the engine. With the same seed an
+engine gives the run of the in-memory engine (the reference), message for message: the same
+result rows, the same delivered tuples, the same messages, dummies and edges per routed flow, the
+same guarantee; and its result is DuckDB's over the delivered tuples. This holds for Aggregate and
+K-means, at σ > 0, for every mechanism, and on a real public table.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import numpy as np
+import pytest
+
+from dpcomm.data import load_mnist5k, table_from_relation
+from dpcomm.engine.memory import simulate
+from dpcomm.engine.report import run_aggregate, run_kmeans
+from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.groupby import compare_results, reference_result
+from dpcomm.queries.kmeans import KMeansProgram
+
+MECHANISMS = {
+    "none": NoCountermeasure(),
+    "local": LocalFlooding(sampling_rate=0.3, num_dummies=2),
+    "scramblers": Scramblers(sampling_rate=0.25, batch_size=30, num_dummies=6),
+    "capped": Scramblers(sampling_rate=0.25, batch_size=30, num_dummies=6, capped=True),
+}
+SEED = 1234
+#: Table sizes are multiples of the batch size n = 30: batches of n exactly (no warning).
+AUTOMPG_SQL = (
+    'SELECT cylinders, "model year", "car name", COUNT(*), AVG(mpg) AS "mpg moyen", '
+    'MAX(horsepower) FROM cars GROUP BY GROUPING SETS ((cylinders), ("model year"), '
+    '("car name"), ())'
+)
+
+
+def autompg(rows: int = 150) -> AggregateProgram:
+    """mlxtend's Auto MPG data (real, public; a text column of car names), first ``rows``."""
+    import duckdb
+
+    path = resources.files("mlxtend").joinpath("data/data/autompg.csv.gz")
+    names = [
+        "cylinders",
+        "displacement",
+        "horsepower",
+        "weight",
+        "acceleration",
+        "model year",
+        "origin",
+        "car name",
+        "mpg",
+    ]
+    relation = duckdb.connect().sql(
+        f"SELECT * FROM read_csv(?, header = false, names = {names!r}) LIMIT {int(rows)}",
+        params=[str(path)],
+    )
+    table = table_from_relation(relation, "cars")
+    return AggregateProgram.from_sql(AUTOMPG_SQL, table, num_compute_nodes=4)
+
+
+def synthetic_program(rows: int = 180) -> AggregateProgram:
+    """A table with NULLs, a text key and float measures."""
+    from dpcomm.data import Column, Table
+
+    rng = np.random.default_rng(5)
+    nulls = rng.random(rows) < 0.1
+    columns = (
+        Column("k", "BIGINT", np.where(nulls, 0, rng.integers(0, 9, rows)), nulls),
+        Column("s", "VARCHAR", np.array(rng.choice(["é", "b c", "🙂", ""], rows), dtype=object),
+               np.zeros(rows, dtype=bool)),
+        Column("x", "DOUBLE", rng.normal(size=rows) * 1e3, np.zeros(rows, dtype=bool)),
+    )  # fmt: skip
+    table = Table("t", columns)
+    sql = "SELECT k, s, COUNT(*), SUM(x), AVG(x) FROM t GROUP BY GROUPING SETS ((k), (s))"
+    return AggregateProgram.from_sql(sql, table, num_compute_nodes=5)
+
+
+def edges(flow) -> list[tuple[int, int, int]]:
+    """A routed flow's (sender, receiver, messages) edges, sorted."""
+    columns = (flow.senders.tolist(), flow.receivers.tolist(), flow.counts.tolist())
+    return sorted(zip(*columns, strict=True))
+
+
+def same_run(first, second) -> None:
+    """Two runs of the same program with the same seed are the same run."""
+    assert (
+        second.result == first.result
+        if not isinstance(first.result, np.ndarray)
+        else (np.array_equal(first.result, second.result))
+    )
+    assert set(first.delivered) == set(second.delivered)
+    for flow, mask in first.delivered.items():
+        assert np.array_equal(mask, second.delivered[flow]), flow
+    assert [f.flow for f in first.traffic] == [f.flow for f in second.traffic]
+    for mine, theirs in zip(first.traffic, second.traffic, strict=True):
+        assert (mine.messages, mine.dummies) == (theirs.messages, theirs.dummies), mine.flow
+        edges = sorted(
+            zip(mine.senders.tolist(), mine.receivers.tolist(), mine.counts.tolist(), strict=False)
+        )
+        other = sorted(
+            zip(
+                theirs.senders.tolist(),
+                theirs.receivers.tolist(),
+                theirs.counts.tolist(),
+                strict=False,
+            )
+        )
+        assert edges == other, mine.flow
+    assert first.privacy.guarantee == second.privacy.guarantee
+
+
+class EngineContract:
+    """Subclass and define :meth:`engine` (an object with ``execute``) to test an engine."""
+
+    def engine(self):  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
+    def test_aggregate_is_the_memory_run_and_duckdbs_result(self, mechanism):
+        program = synthetic_program()
+        countermeasure = MECHANISMS[mechanism]
+        run = self.engine().execute(program, countermeasure, delta=1e-4, seed=SEED)
+        reference = simulate(program, countermeasure, delta=1e-4, seed=SEED)
+        same_run(reference, run)
+        masks = [run.delivered[flow] for flow in program.flow_names]
+        expected = reference_result(program.query, program.table, masks)
+        assert compare_results(run.result, expected) == []
+        if mechanism != "none":
+            assert not all(mask.all() for mask in masks)  # σ > 0 dropped some tuples
+
+    @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
+    def test_kmeans_is_the_memory_run(self, mechanism):
+        digits = load_mnist5k()
+        program = KMeansProgram(digits.train_images[:150], 3, 3, seed=2)
+        countermeasure = MECHANISMS[mechanism]
+        if isinstance(countermeasure, LocalFlooding):
+            countermeasure = LocalFlooding(sampling_rate=0.5, num_dummies=1)
+        run = self.engine().execute(program, countermeasure, delta=1e-4, seed=SEED)
+        reference = simulate(program, countermeasure, delta=1e-4, seed=SEED)
+        same_run(reference, run)
+        assert run.state.iterations_done == 3
+
+    def test_a_real_public_table(self):
+        program = autompg()
+        countermeasure = MECHANISMS["scramblers"]
+        run = self.engine().execute(program, countermeasure, delta=1e-4, seed=SEED)
+        same_run(simulate(program, countermeasure, delta=1e-4, seed=SEED), run)
+        masks = [run.delivered[flow] for flow in program.flow_names]
+        assert (
+            compare_results(run.result, reference_result(program.query, program.table, masks)) == []
+        )
+
+    def test_one_report_shape(self):
+        program = synthetic_program(120)
+        outcome = run_aggregate(
+            program, MECHANISMS["scramblers"], delta=1e-4, seed=SEED, engine=self.engine()
+        )
+        report = outcome.report
+        assert {"privacy", "utility", "efficiency", "seed", "randomness", "engine"} <= set(report)
+        traffic = report["efficiency"]["traffic"]
+        assert [t["flow"] for t in traffic] == [f.name for f in outcome.run.transformed.flows]
+        assert sum(t["messages"] for t in traffic) == outcome.run.transformed.messages
+        assert report["seed"] == SEED and "seed" in report["randomness"]
+        digits = load_mnist5k()
+        kmeans = run_kmeans(
+            KMeansProgram(digits.train_images[:90], 2, 2, seed=0),
+            MECHANISMS["scramblers"],
+            test_points=digits.test_images[:200],
+            test_labels=digits.test_labels[:200],
+            delta=1e-4,
+            seed=SEED,
+            engine=self.engine(),
+        )
+        assert set(kmeans.report) >= {"privacy", "utility", "efficiency"}
+        assert 0.0 <= kmeans.report["utility"]["rand_index"] <= 1.0
+
+    def test_without_a_seed_the_draws_are_fresh(self):
+        program = synthetic_program(120)
+        countermeasure = LocalFlooding(sampling_rate=0.5, num_dummies=1)
+        first = self.engine().execute(program, countermeasure, delta=1e-4, seed=None)
+        second = self.engine().execute(program, countermeasure, delta=1e-4, seed=None)
+        assert first.seed is None
+        masks = [(first.delivered[f], second.delivered[f]) for f in program.flow_names]
+        # 120 sources × 2 flows, each real with probability 0.5 + 0.5/5: equal by chance 2^-150.
+        assert any(not np.array_equal(a, b) for a, b in masks)
