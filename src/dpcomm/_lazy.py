@@ -2,27 +2,46 @@
 
 A package ``__init__`` re-exports what a user needs, but importing a submodule (say
 ``dpcomm.accounting._validation`` in a network worker) must not import every sibling (the
-accountant pulls in scipy). Each ``__init__`` lists its exports by module and installs the
-``__getattr__`` and ``__dir__`` returned by :func:`attach`; type checkers read the same names
-from imports under ``TYPE_CHECKING``.
+accountant pulls in scipy). Each ``__init__`` lists its exports once, as ``from module import
+name as name`` lines under ``if TYPE_CHECKING:`` (what type checkers read), and installs the
+``__getattr__`` and ``__dir__`` of :func:`attach`, which reads those same lines from the
+package's source on first use.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
-def attach(
-    package: str, exports: Mapping[str, Sequence[str]]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for ``package`` exporting ``exports`` (module -> names)."""
-    where = {name: module for module, names in exports.items() for name in names}
+def exports_of(source: str) -> dict[str, str]:
+    """Name -> module of the ``from module import name`` lines under ``if TYPE_CHECKING:``."""
+    where: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"):
+            continue
+        for statement in node.body:
+            if isinstance(statement, ast.ImportFrom) and statement.module:
+                for alias in statement.names:
+                    where[alias.asname or alias.name] = statement.module
+    return where
+
+
+def attach(package: str, init_file: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for ``package``, whose ``__init__`` is ``init_file``."""
+    where: dict[str, str] = {}
+
+    def exports() -> dict[str, str]:
+        if not where:
+            where.update(exports_of(Path(init_file).read_text(encoding="utf-8")))
+        return where
 
     def __getattr__(name: str) -> Any:  # noqa: N807
-        module = where.get(name)
+        module = exports().get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(module), name)
@@ -30,6 +49,6 @@ def attach(
         return value
 
     def __dir__() -> list[str]:  # noqa: N807
-        return sorted(where)
+        return sorted(exports())
 
     return __getattr__, __dir__

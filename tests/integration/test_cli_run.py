@@ -109,9 +109,44 @@ def test_kmeans_json(capsys):
     )
     assert status == 0, err
     document = json.loads(out)
-    assert 0.0 <= document["rand_index"] <= 1.0
-    assert 0.0 <= document["rand_index_nonprivate"] <= 1.0
+    utility = document["report"]["utility"]
+    assert 0.0 <= utility["rand_index"] <= 1.0
+    assert 0.0 <= utility["rand_index_nonprivate"] <= 1.0
     assert document["report"]["efficiency"]["num_scramblers"] == 2 * 40
+    centroids = document["result"]["centroids"]
+    assert len(centroids) == 4 and all(len(c) == 784 for c in centroids)
+    assert document["report"]["seed"] is None  # fresh entropy unless a seed is given
+
+
+def test_same_seed_same_run_and_json_shape(capsys):
+    argv = ["run", "aggregate", "--sql", RUNNING_EXAMPLE, "--json", "--seed", "5"]
+    first = json.loads(run_cli(capsys, *argv)[1])
+    second = json.loads(run_cli(capsys, *argv)[1])
+    assert set(first) == {"result", "report"}
+    assert first["result"] == second["result"]
+    traffic = first["report"]["efficiency"]["traffic"]
+    assert traffic == second["report"]["efficiency"]["traffic"]
+    assert {t["flow"] for t in traffic} >= {"(A) (to scramblers)", "(A) (scrambled)"}
+    assert "seed" in first["report"]["randomness"]
+
+
+def test_run_warns_when_the_table_breaks_the_asked_guarantee(capsys):
+    status, _, err = run_cli(
+        capsys,
+        "run",
+        "aggregate",
+        "--sql",
+        RUNNING_EXAMPLE,
+        "--batch",
+        "156",
+        "--target-epsilon",
+        "1",
+        "--json",
+    )
+    assert status == 0
+    # 10,000 sources in 65 balanced batches of 153 or 154 (not 156), and ε above 1.
+    assert "balanced batches of 153 or 154 sources" in err
+    assert "exceeds the target ε = 1" in err
 
 
 @pytest.mark.parametrize(
@@ -197,4 +232,4 @@ def test_kmeans_on_fashion_mnist(capsys):
     document = json.loads(out)
     assert document["report"]["utility"]["sources"] == 60_000
     assert document["report"]["utility"]["test_points"] == 10_000
-    assert document["rand_index_nonprivate"] > 0.8
+    assert document["report"]["utility"]["rand_index_nonprivate"] > 0.8

@@ -11,65 +11,46 @@ from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
     from dpcomm.accounting.accountant import (
-        METHOD_DESCRIPTIONS,
-        METHOD_NAMES,
-        AccountingReport,
-        MethodResult,
-        account,
-        report_with_method,
+        METHOD_DESCRIPTIONS as METHOD_DESCRIPTIONS,
+    )
+    from dpcomm.accounting.accountant import (
+        METHOD_NAMES as METHOD_NAMES,
+    )
+    from dpcomm.accounting.accountant import (
+        AccountingReport as AccountingReport,
+    )
+    from dpcomm.accounting.accountant import (
+        MethodResult as MethodResult,
+    )
+    from dpcomm.accounting.accountant import (
+        account as account,
+    )
+    from dpcomm.accounting.accountant import (
+        report_with_method as report_with_method,
     )
     from dpcomm.accounting.guarantee import (
-        PrivacyGuarantee,
-        compose_parallel,
-        compose_sequential,
+        PrivacyGuarantee as PrivacyGuarantee,
+    )
+    from dpcomm.accounting.guarantee import (
+        compose_parallel as compose_parallel,
+    )
+    from dpcomm.accounting.guarantee import (
+        compose_sequential as compose_sequential,
     )
     from dpcomm.accounting.mechanisms import (
-        GenericLocalRandomizer,
-        GenericScrambler,
-        LocalRandomizer,
-        Mechanism,
-        ScramblerMechanism,
+        GenericLocalRandomizer as GenericLocalRandomizer,
+    )
+    from dpcomm.accounting.mechanisms import (
+        GenericScrambler as GenericScrambler,
+    )
+    from dpcomm.accounting.mechanisms import (
+        LocalRandomizer as LocalRandomizer,
+    )
+    from dpcomm.accounting.mechanisms import (
+        Mechanism as Mechanism,
+    )
+    from dpcomm.accounting.mechanisms import (
+        ScramblerMechanism as ScramblerMechanism,
     )
 
-__getattr__, __dir__ = attach(
-    __name__,
-    {
-        "dpcomm.accounting.accountant": (
-            "METHOD_DESCRIPTIONS",
-            "METHOD_NAMES",
-            "AccountingReport",
-            "MethodResult",
-            "account",
-            "report_with_method",
-        ),
-        "dpcomm.accounting.guarantee": (
-            "PrivacyGuarantee",
-            "compose_parallel",
-            "compose_sequential",
-        ),
-        "dpcomm.accounting.mechanisms": (
-            "GenericLocalRandomizer",
-            "GenericScrambler",
-            "LocalRandomizer",
-            "Mechanism",
-            "ScramblerMechanism",
-        ),
-    },
-)
-
-__all__ = [
-    "METHOD_DESCRIPTIONS",
-    "METHOD_NAMES",
-    "AccountingReport",
-    "GenericLocalRandomizer",
-    "GenericScrambler",
-    "LocalRandomizer",
-    "Mechanism",
-    "MethodResult",
-    "PrivacyGuarantee",
-    "ScramblerMechanism",
-    "account",
-    "compose_parallel",
-    "compose_sequential",
-    "report_with_method",
-]
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -18,6 +18,7 @@ from dpcomm.data import (
     write_table,
 )
 from dpcomm.engine.report import AggregateRun, KMeansRun, run_aggregate, run_kmeans
+from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_COMPUTE_NODES, AggregateProgram
@@ -326,7 +327,12 @@ def command_run_kmeans(args: argparse.Namespace) -> int:
     """``dpcomm run kmeans``."""
     countermeasure = _countermeasure(args, KMEANS_DEFAULTS)
     dataset = load_image_dataset(args.dataset)
-    program = KMeansProgram(dataset.train_images, args.k, args.iterations, seed=args.data_seed)
+    points = dataset.train_images
+    if args.sources is not None:
+        if args.sources < 1:
+            raise InvalidParameterError("--sources", "an integer >= 1", args.sources)
+        points = points[: args.sources]
+    program = KMeansProgram(points, args.k, args.iterations, seed=args.data_seed)
     outcome = run_kmeans(
         program,
         countermeasure,
@@ -409,6 +415,11 @@ def add_run_commands(commands: Any) -> None:
     kmeans.add_argument("--k", type=int, default=10, help="K, number of centroids (default 10)")
     kmeans.add_argument(
         "--iterations", type=int, default=10, help="I, number of iterations (default 10)"
+    )
+    kmeans.add_argument(
+        "--sources",
+        type=int,
+        help="sources: the first N training points (default: all of them)",
     )
     kmeans.add_argument(
         "--data-seed",

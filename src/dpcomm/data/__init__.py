@@ -9,75 +9,52 @@ from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
     from dpcomm.data.diabetes import (
-        diabetes_table,
-        generate_diabetes,
+        diabetes_table as diabetes_table,
+    )
+    from dpcomm.data.diabetes import (
+        generate_diabetes as generate_diabetes,
     )
     from dpcomm.data.images import (
-        ImageDataset,
-        load_fashion_mnist,
-        load_idx_directory,
-        load_image_dataset,
-        load_mnist5k,
-        read_idx,
+        ImageDataset as ImageDataset,
+    )
+    from dpcomm.data.images import (
+        load_fashion_mnist as load_fashion_mnist,
+    )
+    from dpcomm.data.images import (
+        load_idx_directory as load_idx_directory,
+    )
+    from dpcomm.data.images import (
+        load_image_dataset as load_image_dataset,
+    )
+    from dpcomm.data.images import (
+        load_mnist5k as load_mnist5k,
+    )
+    from dpcomm.data.images import (
+        read_idx as read_idx,
     )
     from dpcomm.data.synthetic import (
-        synthetic_table,
-        zipf_probabilities,
+        synthetic_table as synthetic_table,
+    )
+    from dpcomm.data.synthetic import (
+        zipf_probabilities as zipf_probabilities,
     )
     from dpcomm.data.table import (
-        Column,
-        Table,
-        read_table,
-        table_from_arrays,
-        table_from_relation,
-        write_table,
+        Column as Column,
+    )
+    from dpcomm.data.table import (
+        Table as Table,
+    )
+    from dpcomm.data.table import (
+        read_table as read_table,
+    )
+    from dpcomm.data.table import (
+        table_from_arrays as table_from_arrays,
+    )
+    from dpcomm.data.table import (
+        table_from_relation as table_from_relation,
+    )
+    from dpcomm.data.table import (
+        write_table as write_table,
     )
 
-__getattr__, __dir__ = attach(
-    __name__,
-    {
-        "dpcomm.data.diabetes": (
-            "diabetes_table",
-            "generate_diabetes",
-        ),
-        "dpcomm.data.images": (
-            "ImageDataset",
-            "load_fashion_mnist",
-            "load_idx_directory",
-            "load_image_dataset",
-            "load_mnist5k",
-            "read_idx",
-        ),
-        "dpcomm.data.synthetic": (
-            "synthetic_table",
-            "zipf_probabilities",
-        ),
-        "dpcomm.data.table": (
-            "Column",
-            "Table",
-            "read_table",
-            "table_from_arrays",
-            "table_from_relation",
-            "write_table",
-        ),
-    },
-)
-
-__all__ = [
-    "Column",
-    "ImageDataset",
-    "Table",
-    "diabetes_table",
-    "generate_diabetes",
-    "load_fashion_mnist",
-    "load_idx_directory",
-    "load_image_dataset",
-    "load_mnist5k",
-    "read_idx",
-    "read_table",
-    "synthetic_table",
-    "table_from_arrays",
-    "table_from_relation",
-    "write_table",
-    "zipf_probabilities",
-]
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -10,51 +10,34 @@ from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
     from dpcomm.engine.memory import (
-        simulate,
+        simulate as simulate,
     )
     from dpcomm.engine.report import (
-        AggregateRun,
-        Engine,
-        KMeansRun,
-        MemoryEngine,
-        privacy_report,
-        run_aggregate,
-        run_kmeans,
+        AggregateRun as AggregateRun,
+    )
+    from dpcomm.engine.report import (
+        Engine as Engine,
+    )
+    from dpcomm.engine.report import (
+        KMeansRun as KMeansRun,
+    )
+    from dpcomm.engine.report import (
+        MemoryEngine as MemoryEngine,
+    )
+    from dpcomm.engine.report import (
+        privacy_report as privacy_report,
+    )
+    from dpcomm.engine.report import (
+        run_aggregate as run_aggregate,
+    )
+    from dpcomm.engine.report import (
+        run_kmeans as run_kmeans,
     )
     from dpcomm.engine.run import (
-        Run,
-        prepare,
+        Run as Run,
+    )
+    from dpcomm.engine.run import (
+        prepare as prepare,
     )
 
-__getattr__, __dir__ = attach(
-    __name__,
-    {
-        "dpcomm.engine.run": (
-            "Run",
-            "prepare",
-        ),
-        "dpcomm.engine.memory": ("simulate",),
-        "dpcomm.engine.report": (
-            "AggregateRun",
-            "Engine",
-            "KMeansRun",
-            "MemoryEngine",
-            "privacy_report",
-            "run_aggregate",
-            "run_kmeans",
-        ),
-    },
-)
-
-__all__ = [
-    "AggregateRun",
-    "Engine",
-    "KMeansRun",
-    "MemoryEngine",
-    "Run",
-    "prepare",
-    "privacy_report",
-    "run_aggregate",
-    "run_kmeans",
-    "simulate",
-]
+__getattr__, __dir__ = attach(__name__, __file__)

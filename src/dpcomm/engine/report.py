@@ -54,29 +54,10 @@ class Engine(Protocol):
 
 
 class MemoryEngine:
-    """The in-memory engine (the vectorized simulator)."""
+    """The in-memory engine (the vectorized simulator): :func:`dpcomm.engine.memory.simulate`."""
 
     name = "memory"
-
-    def execute(
-        self,
-        program: QueryProgram,
-        countermeasures: Countermeasure | Mapping[str, Countermeasure],
-        *,
-        delta: float,
-        seed: int | None = None,
-        progress: bool = False,
-        target_epsilon: float | None = None,
-    ) -> Run:
-        """:func:`dpcomm.engine.memory.simulate`."""
-        return simulate(
-            program,
-            countermeasures,
-            delta=delta,
-            seed=seed,
-            progress=progress,
-            target_epsilon=target_epsilon,
-        )
+    execute = staticmethod(simulate)
 
 
 def number(value: float) -> float | str:
@@ -267,8 +248,28 @@ class AggregateRun:
     report: dict[str, Any]
 
 
-def _engine(engine: Engine | None) -> Engine:
-    return MemoryEngine() if engine is None else engine
+def _execute(
+    program: QueryProgram,
+    countermeasure: Countermeasure | Mapping[str, Countermeasure],
+    *,
+    delta: float,
+    seed: int | None,
+    progress: bool,
+    engine: Engine | None,
+    target_epsilon: float | None,
+) -> tuple[Run, Run]:
+    """The run in ``engine`` (default: in memory) and its non-private baseline (in memory)."""
+    chosen: Engine = MemoryEngine() if engine is None else engine
+    run = chosen.execute(
+        program,
+        countermeasure,
+        delta=delta,
+        seed=seed,
+        progress=progress,
+        target_epsilon=target_epsilon,
+    )
+    baseline = simulate(program, NoCountermeasure(), delta=delta, seed=seed)
+    return run, baseline
 
 
 def aggregate_report(program: AggregateProgram, run: Run, baseline: Run) -> dict[str, Any]:
@@ -293,16 +294,15 @@ def run_aggregate(
     target_epsilon: float | None = None,
 ) -> AggregateRun:
     """Run an Aggregate query with ``countermeasure`` on every grouping set, and report."""
-    chosen = _engine(engine)
-    run = chosen.execute(
+    run, baseline = _execute(
         program,
         countermeasure,
         delta=delta,
         seed=seed,
         progress=progress,
+        engine=engine,
         target_epsilon=target_epsilon,
     )
-    baseline = simulate(program, NoCountermeasure(), delta=delta, seed=seed)
     return AggregateRun(
         program, run.result, run, baseline, aggregate_report(program, run, baseline)
     )
@@ -368,16 +368,15 @@ def run_kmeans(
     target_epsilon: float | None = None,
 ) -> KMeansRun:
     """Run K-means with ``countermeasure`` in every iteration; Rand index on the test set."""
-    chosen = _engine(engine)
-    run = chosen.execute(
+    run, baseline = _execute(
         program,
         countermeasure,
         delta=delta,
         seed=seed,
         progress=progress,
+        engine=engine,
         target_epsilon=target_epsilon,
     )
-    baseline = simulate(program, NoCountermeasure(), delta=delta, seed=seed)
     report, private_index, nonprivate_index = kmeans_report(
         program, run, baseline, test_points=test_points, test_labels=test_labels
     )

@@ -9,106 +9,79 @@ from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
     from dpcomm.plan.costs import (
-        balanced_batch_sizes,
-        batch_size_counts,
-        delivery_probability,
-        num_scramblers,
-        sources_needed,
+        balanced_batch_sizes as balanced_batch_sizes,
+    )
+    from dpcomm.plan.costs import (
+        batch_size_counts as batch_size_counts,
+    )
+    from dpcomm.plan.costs import (
+        delivery_probability as delivery_probability,
+    )
+    from dpcomm.plan.costs import (
+        num_scramblers as num_scramblers,
+    )
+    from dpcomm.plan.costs import (
+        sources_needed as sources_needed,
     )
     from dpcomm.plan.countermeasures import (
-        Countermeasure,
-        LocalFlooding,
-        NoCountermeasure,
-        Scramblers,
-        make_countermeasure,
+        Countermeasure as Countermeasure,
+    )
+    from dpcomm.plan.countermeasures import (
+        LocalFlooding as LocalFlooding,
+    )
+    from dpcomm.plan.countermeasures import (
+        NoCountermeasure as NoCountermeasure,
+    )
+    from dpcomm.plan.countermeasures import (
+        Scramblers as Scramblers,
+    )
+    from dpcomm.plan.countermeasures import (
+        make_countermeasure as make_countermeasure,
     )
     from dpcomm.plan.model import (
-        Cluster,
-        ExecutionPlan,
-        Flow,
-        LogicalGroup,
-        NodeGroup,
+        Cluster as Cluster,
+    )
+    from dpcomm.plan.model import (
+        ExecutionPlan as ExecutionPlan,
+    )
+    from dpcomm.plan.model import (
+        Flow as Flow,
+    )
+    from dpcomm.plan.model import (
+        LogicalGroup as LogicalGroup,
+    )
+    from dpcomm.plan.model import (
+        NodeGroup as NodeGroup,
     )
     from dpcomm.plan.privacy import (
-        ClusterGuarantee,
-        MechanismPart,
-        PlanGuarantee,
-        account_cluster,
-        account_plan,
+        ClusterGuarantee as ClusterGuarantee,
+    )
+    from dpcomm.plan.privacy import (
+        MechanismPart as MechanismPart,
+    )
+    from dpcomm.plan.privacy import (
+        PlanGuarantee as PlanGuarantee,
+    )
+    from dpcomm.plan.privacy import (
+        account_cluster as account_cluster,
+    )
+    from dpcomm.plan.privacy import (
+        account_plan as account_plan,
     )
     from dpcomm.plan.transform import (
-        RoutedFlow,
-        TransformedPlan,
-        resolve_countermeasures,
-        transform,
-        with_countermeasure_nodes,
+        RoutedFlow as RoutedFlow,
+    )
+    from dpcomm.plan.transform import (
+        TransformedPlan as TransformedPlan,
+    )
+    from dpcomm.plan.transform import (
+        resolve_countermeasures as resolve_countermeasures,
+    )
+    from dpcomm.plan.transform import (
+        transform as transform,
+    )
+    from dpcomm.plan.transform import (
+        with_countermeasure_nodes as with_countermeasure_nodes,
     )
 
-__getattr__, __dir__ = attach(
-    __name__,
-    {
-        "dpcomm.plan.countermeasures": (
-            "Countermeasure",
-            "LocalFlooding",
-            "NoCountermeasure",
-            "Scramblers",
-            "make_countermeasure",
-        ),
-        "dpcomm.plan.model": (
-            "Cluster",
-            "ExecutionPlan",
-            "Flow",
-            "LogicalGroup",
-            "NodeGroup",
-        ),
-        "dpcomm.plan.costs": (
-            "balanced_batch_sizes",
-            "batch_size_counts",
-            "delivery_probability",
-            "num_scramblers",
-            "sources_needed",
-        ),
-        "dpcomm.plan.transform": (
-            "RoutedFlow",
-            "TransformedPlan",
-            "resolve_countermeasures",
-            "transform",
-            "with_countermeasure_nodes",
-        ),
-        "dpcomm.plan.privacy": (
-            "ClusterGuarantee",
-            "MechanismPart",
-            "PlanGuarantee",
-            "account_cluster",
-            "account_plan",
-        ),
-    },
-)
-
-__all__ = [
-    "Cluster",
-    "ClusterGuarantee",
-    "Countermeasure",
-    "ExecutionPlan",
-    "Flow",
-    "LocalFlooding",
-    "LogicalGroup",
-    "MechanismPart",
-    "NoCountermeasure",
-    "NodeGroup",
-    "PlanGuarantee",
-    "RoutedFlow",
-    "Scramblers",
-    "TransformedPlan",
-    "account_cluster",
-    "account_plan",
-    "balanced_batch_sizes",
-    "batch_size_counts",
-    "delivery_probability",
-    "make_countermeasure",
-    "num_scramblers",
-    "resolve_countermeasures",
-    "sources_needed",
-    "transform",
-    "with_countermeasure_nodes",
-]
+__getattr__, __dir__ = attach(__name__, __file__)

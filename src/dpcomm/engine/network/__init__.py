@@ -11,199 +11,166 @@ from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
     from dpcomm.engine.network.deploy import (
-        Faults,
-        NetworkEngine,
-        write_deployment,
+        Faults as Faults,
+    )
+    from dpcomm.engine.network.deploy import (
+        NetworkEngine as NetworkEngine,
+    )
+    from dpcomm.engine.network.deploy import (
+        write_deployment as write_deployment,
     )
     from dpcomm.engine.network.frames import (
-        FRAME_ERROR_REASONS,
-        FRAME_VERSION,
-        HEADER_SIZE,
-        MAGIC,
-        MAX_FRAME_SIZE,
-        MESSAGE_ID_SIZE,
-        DropCounters,
-        Frame,
-        FrameError,
-        FrameKind,
-        ReplayCache,
-        ReplayVerdict,
-        StreamClosedError,
-        decode_frame,
-        encode_frame,
-        frame_size_for,
-        new_message_id,
-        read_frame,
+        FRAME_ERROR_REASONS as FRAME_ERROR_REASONS,
+    )
+    from dpcomm.engine.network.frames import (
+        FRAME_VERSION as FRAME_VERSION,
+    )
+    from dpcomm.engine.network.frames import (
+        HEADER_SIZE as HEADER_SIZE,
+    )
+    from dpcomm.engine.network.frames import (
+        MAGIC as MAGIC,
+    )
+    from dpcomm.engine.network.frames import (
+        MAX_FRAME_SIZE as MAX_FRAME_SIZE,
+    )
+    from dpcomm.engine.network.frames import (
+        MESSAGE_ID_SIZE as MESSAGE_ID_SIZE,
+    )
+    from dpcomm.engine.network.frames import (
+        DropCounters as DropCounters,
+    )
+    from dpcomm.engine.network.frames import (
+        Frame as Frame,
+    )
+    from dpcomm.engine.network.frames import (
+        FrameError as FrameError,
+    )
+    from dpcomm.engine.network.frames import (
+        FrameKind as FrameKind,
+    )
+    from dpcomm.engine.network.frames import (
+        ReplayCache as ReplayCache,
+    )
+    from dpcomm.engine.network.frames import (
+        ReplayVerdict as ReplayVerdict,
+    )
+    from dpcomm.engine.network.frames import (
+        StreamClosedError as StreamClosedError,
+    )
+    from dpcomm.engine.network.frames import (
+        decode_frame as decode_frame,
+    )
+    from dpcomm.engine.network.frames import (
+        encode_frame as encode_frame,
+    )
+    from dpcomm.engine.network.frames import (
+        frame_size_for as frame_size_for,
+    )
+    from dpcomm.engine.network.frames import (
+        new_message_id as new_message_id,
+    )
+    from dpcomm.engine.network.frames import (
+        read_frame as read_frame,
     )
     from dpcomm.engine.network.names import (
-        NodeName,
+        NodeName as NodeName,
     )
     from dpcomm.engine.network.pki import (
-        CA_CERT_FILE,
-        CA_KEY_FILE,
-        CertificateAuthority,
-        NodeCredentials,
-        PeerIdentityError,
-        PkiError,
-        certificate_safe,
-        issue_many,
-        peer_identity,
-        validate_node_name,
+        CA_CERT_FILE as CA_CERT_FILE,
+    )
+    from dpcomm.engine.network.pki import (
+        CA_KEY_FILE as CA_KEY_FILE,
+    )
+    from dpcomm.engine.network.pki import (
+        CertificateAuthority as CertificateAuthority,
+    )
+    from dpcomm.engine.network.pki import (
+        NodeCredentials as NodeCredentials,
+    )
+    from dpcomm.engine.network.pki import (
+        PeerIdentityError as PeerIdentityError,
+    )
+    from dpcomm.engine.network.pki import (
+        PkiError as PkiError,
+    )
+    from dpcomm.engine.network.pki import (
+        certificate_safe as certificate_safe,
+    )
+    from dpcomm.engine.network.pki import (
+        issue_many as issue_many,
+    )
+    from dpcomm.engine.network.pki import (
+        peer_identity as peer_identity,
+    )
+    from dpcomm.engine.network.pki import (
+        validate_node_name as validate_node_name,
     )
     from dpcomm.engine.network.sealing import (
-        PAYLOAD_HEADER_SIZE,
-        SEAL_OVERHEAD,
-        PayloadKind,
-        SealError,
-        TargetKeys,
-        make_dummy,
-        max_content_size,
-        open_payload,
-        payload_size_for,
-        seal_payload,
-        sealed_size,
+        PAYLOAD_HEADER_SIZE as PAYLOAD_HEADER_SIZE,
+    )
+    from dpcomm.engine.network.sealing import (
+        SEAL_OVERHEAD as SEAL_OVERHEAD,
+    )
+    from dpcomm.engine.network.sealing import (
+        PayloadKind as PayloadKind,
+    )
+    from dpcomm.engine.network.sealing import (
+        SealError as SealError,
+    )
+    from dpcomm.engine.network.sealing import (
+        TargetKeys as TargetKeys,
+    )
+    from dpcomm.engine.network.sealing import (
+        make_dummy as make_dummy,
+    )
+    from dpcomm.engine.network.sealing import (
+        max_content_size as max_content_size,
+    )
+    from dpcomm.engine.network.sealing import (
+        open_payload as open_payload,
+    )
+    from dpcomm.engine.network.sealing import (
+        payload_size_for as payload_size_for,
+    )
+    from dpcomm.engine.network.sealing import (
+        seal_payload as seal_payload,
+    )
+    from dpcomm.engine.network.sealing import (
+        sealed_size as sealed_size,
     )
     from dpcomm.engine.network.tls import (
-        ConnectionHandler,
-        TlsTransport,
-        client_context,
-        open_tls_connection,
-        server_context,
-        start_tls_server,
-        writer_peer_identity,
+        ConnectionHandler as ConnectionHandler,
+    )
+    from dpcomm.engine.network.tls import (
+        TlsTransport as TlsTransport,
+    )
+    from dpcomm.engine.network.tls import (
+        client_context as client_context,
+    )
+    from dpcomm.engine.network.tls import (
+        open_tls_connection as open_tls_connection,
+    )
+    from dpcomm.engine.network.tls import (
+        server_context as server_context,
+    )
+    from dpcomm.engine.network.tls import (
+        start_tls_server as start_tls_server,
+    )
+    from dpcomm.engine.network.tls import (
+        writer_peer_identity as writer_peer_identity,
     )
     from dpcomm.engine.network.transport import (
-        HandshakeError,
-        Link,
-        MemoryTransport,
-        Transport,
+        HandshakeError as HandshakeError,
+    )
+    from dpcomm.engine.network.transport import (
+        Link as Link,
+    )
+    from dpcomm.engine.network.transport import (
+        MemoryTransport as MemoryTransport,
+    )
+    from dpcomm.engine.network.transport import (
+        Transport as Transport,
     )
 
-__getattr__, __dir__ = attach(
-    __name__,
-    {
-        "dpcomm.engine.network.frames": (
-            "FRAME_ERROR_REASONS",
-            "FRAME_VERSION",
-            "HEADER_SIZE",
-            "MAGIC",
-            "MAX_FRAME_SIZE",
-            "MESSAGE_ID_SIZE",
-            "DropCounters",
-            "Frame",
-            "FrameError",
-            "FrameKind",
-            "ReplayCache",
-            "ReplayVerdict",
-            "StreamClosedError",
-            "decode_frame",
-            "encode_frame",
-            "frame_size_for",
-            "new_message_id",
-            "read_frame",
-        ),
-        "dpcomm.engine.network.pki": (
-            "CA_CERT_FILE",
-            "CA_KEY_FILE",
-            "CertificateAuthority",
-            "NodeCredentials",
-            "PeerIdentityError",
-            "PkiError",
-            "certificate_safe",
-            "issue_many",
-            "peer_identity",
-            "validate_node_name",
-        ),
-        "dpcomm.engine.network.sealing": (
-            "PAYLOAD_HEADER_SIZE",
-            "SEAL_OVERHEAD",
-            "PayloadKind",
-            "SealError",
-            "TargetKeys",
-            "make_dummy",
-            "max_content_size",
-            "open_payload",
-            "payload_size_for",
-            "seal_payload",
-            "sealed_size",
-        ),
-        "dpcomm.engine.network.tls": (
-            "ConnectionHandler",
-            "TlsTransport",
-            "client_context",
-            "open_tls_connection",
-            "server_context",
-            "start_tls_server",
-            "writer_peer_identity",
-        ),
-        "dpcomm.engine.network.transport": (
-            "HandshakeError",
-            "Link",
-            "MemoryTransport",
-            "Transport",
-        ),
-        "dpcomm.engine.network.names": ("NodeName",),
-        "dpcomm.engine.network.deploy": (
-            "Faults",
-            "NetworkEngine",
-            "write_deployment",
-        ),
-    },
-)
-
-__all__ = [
-    "CA_CERT_FILE",
-    "CA_KEY_FILE",
-    "FRAME_ERROR_REASONS",
-    "FRAME_VERSION",
-    "HEADER_SIZE",
-    "MAGIC",
-    "MAX_FRAME_SIZE",
-    "MESSAGE_ID_SIZE",
-    "PAYLOAD_HEADER_SIZE",
-    "SEAL_OVERHEAD",
-    "CertificateAuthority",
-    "ConnectionHandler",
-    "DropCounters",
-    "Faults",
-    "Frame",
-    "FrameError",
-    "FrameKind",
-    "HandshakeError",
-    "Link",
-    "MemoryTransport",
-    "NetworkEngine",
-    "NodeCredentials",
-    "NodeName",
-    "PayloadKind",
-    "PeerIdentityError",
-    "PkiError",
-    "ReplayCache",
-    "ReplayVerdict",
-    "SealError",
-    "StreamClosedError",
-    "TargetKeys",
-    "TlsTransport",
-    "Transport",
-    "certificate_safe",
-    "client_context",
-    "decode_frame",
-    "encode_frame",
-    "frame_size_for",
-    "issue_many",
-    "make_dummy",
-    "max_content_size",
-    "new_message_id",
-    "open_payload",
-    "open_tls_connection",
-    "payload_size_for",
-    "peer_identity",
-    "read_frame",
-    "seal_payload",
-    "sealed_size",
-    "server_context",
-    "start_tls_server",
-    "validate_node_name",
-    "write_deployment",
-    "writer_peer_identity",
-]
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -401,10 +401,17 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
         if node.role == "source":
             flows = {}
             for flow in spec.data_flows:
-                item: dict[str, Any] = {"targets": [keyed(str(n)) for n in spec.receivers(flow)]}
+                receivers = [str(n) for n in spec.receivers(flow)]
+                item: dict[str, Any]
                 if flow in assignments:
+                    # Through a scrambler: the targets' keys only, to seal for them.
                     k = int(assignments[flow].scrambler_of_source[node.index])
-                    item["scrambler"] = address(str(spec.scramblers(flow)[k]))
+                    item = {
+                        "targets": [[n, None, registry[n]["key"]] for n in receivers],
+                        "scrambler": address(str(spec.scramblers(flow)[k])),
+                    }
+                else:
+                    item = {"targets": [keyed(n) for n in receivers]}
                 flows[flow] = item
             return {"flows": flows}
         if node.role == "scrambler":

@@ -1,10 +1,11 @@
-"""A worker process of a local deployment: ``python -m dpcomm.engine.network.worker GROUP.json``.
+"""A worker process of a local deployment: ``python -m dpcomm.engine.network.worker [GROUP.json]``.
 
 The launcher (:func:`dpcomm.engine.network.launcher.launch`) writes each process's node configs
 and credential paths to a file and starts this module with a fresh interpreter, so that a worker
 imports only what its nodes run (not the command line, the accountant or DuckDB's planner). The
 protocol with the launcher is one JSON object per line:
 
+* without an argument, the process reads the path of its group file from its first input line;
 * the process that hosts the coordinator writes ``{"port": P}`` once it listens;
 * every other process reads ``P`` (one line) from its standard input before it starts;
 * at the end each process writes ``{"outcome": ...}`` (or ``{"error": "..."}``) and exits.
@@ -30,9 +31,14 @@ def _emit(value: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Run the nodes of the group file ``argv[0]``; report on standard output."""
+    """Run the nodes of a group file; report on standard output.
+
+    The file is ``argv[0]``, or (started before the launcher has certified the nodes, so that
+    this interpreter's imports overlap the certificates) the first line of standard input.
+    """
     try:
-        group = json.loads(Path(argv[0]).read_text())
+        path = argv[0] if argv else sys.stdin.readline().strip()
+        group = json.loads(Path(path).read_text())
         spec = RoundSpec.from_dict(group["round"])
         configs = [
             NodeConfig(**{**c, "round": spec, "faults": NodeFaults(**c["faults"])})

@@ -1,0 +1,65 @@
+"""`dpcomm run` and `dpcomm deploy local`: one JSON shape, and with the same seed the same run."""
+
+import json
+
+import pytest
+
+from dpcomm.cli.main import main
+
+pytestmark = pytest.mark.slow
+
+SQL = "SELECT g1, g2, COUNT(*), AVG(m1) FROM t GROUP BY GROUPING SETS ((g1), (g2))"
+
+
+def run_cli(capsys, *argv):
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def same_document(simulated, deployed):
+    assert set(simulated) == set(deployed) == {"result", "report"}
+    assert deployed["result"] == simulated["result"]
+    for key in ("privacy", "utility"):
+        assert deployed["report"][key] == simulated["report"][key], key
+    assert (
+        deployed["report"]["efficiency"]["traffic"] == simulated["report"]["efficiency"]["traffic"]
+    )
+    assert deployed["report"]["engine"] == "network" and simulated["report"]["engine"] == "memory"
+    wire = deployed["report"]["wire"]
+    assert wire["frame_lengths_observed"] == [wire["frame_size"]]
+    assert deployed["report"]["errors"] == {}
+
+
+def test_run_and_deploy_local_give_the_same_aggregate_run(capsys):
+    common = [
+        "--synthetic", "300", "--sql", SQL, "--compute-nodes", "4", "--batch", "50",
+        "--dummies", "4", "--sampling", "0.3", "--seed", "9", "--json",
+    ]  # fmt: skip
+    status, out, err = run_cli(capsys, "run", "aggregate", *common)
+    assert status == 0, err
+    simulated = json.loads(out)
+    status, out, err = run_cli(capsys, "deploy", "local", *common, "--collect-seconds", "10")
+    assert status == 0, err
+    same_document(simulated, json.loads(out))
+
+
+def test_run_and_deploy_local_give_the_same_kmeans_run(capsys):
+    common = [
+        "--dataset", "mnist5k", "--sources", "120", "--k", "3", "--iterations", "2",
+        "--mechanism", "local", "--sampling", "0.5", "--dummies", "1", "--seed", "4", "--json",
+    ]  # fmt: skip
+    status, out, err = run_cli(capsys, "run", "kmeans", *common)
+    assert status == 0, err
+    simulated = json.loads(out)
+    status, out, err = run_cli(capsys, "deploy", "local", "kmeans", *common)
+    assert status == 0, err
+    same_document(simulated, json.loads(out))
+
+
+def test_deploy_configs_refuses_a_seed(capsys, tmp_path):
+    status, _, err = run_cli(
+        capsys, "deploy", "configs", "--sql", SQL, "--synthetic", "20", "--seed", "1",
+        "--out", str(tmp_path / "d"),
+    )  # fmt: skip
+    assert status == 2 and err.count("\n") == 1 and "--seed" in err
