@@ -63,3 +63,58 @@ def test_deploy_configs_refuses_a_seed(capsys, tmp_path):
         "--out", str(tmp_path / "d"),
     )  # fmt: skip
     assert status == 2 and err.count("\n") == 1 and "--seed" in err
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_deploy_local_takes_what_run_takes(capsys, tmp_path, suffix):
+    import duckdb
+
+    from dpcomm.queries.groupby import compare_results
+
+    path = tmp_path / f"visits.{suffix}"
+    connection = duckdb.connect()
+    connection.execute(
+        "CREATE TABLE v AS SELECT * FROM (VALUES "
+        "('Zoë Ä', DATE '2024-01-02', 3.5, 1), ('Zoë Ä', DATE '2024-01-02', NULL, 2), "
+        "('b c', NULL, 1.25, NULL), (NULL, DATE '2023-12-31', -2.0, 4), "
+        "('b c', DATE '2024-01-02', 7.0, 5), ('🙂', DATE '2023-12-31', 0.5, 6)"
+        ') AS t("ville d\'origine", "jour", "montant €", n)'
+    )
+    options = "(FORMAT CSV, HEADER)" if suffix == "csv" else "(FORMAT PARQUET)"
+    connection.execute(f"COPY v TO '{path}' {options}")
+    sql = (
+        'SELECT "ville d\'origine", jour, COUNT(*), SUM("montant €"), MAX(n) FROM visits '
+        'GROUP BY GROUPING SETS (("ville d\'origine"), (jour))'
+    )
+    common = ["--data", str(path), "--sql", sql, "--compute-nodes", "3", "--sampling", "0",
+              "--batch", "3", "--dummies", "2", "--seed", "1", "--json"]  # fmt: skip
+    status, out, err = run_cli(capsys, "run", "aggregate", *common)
+    assert status == 0, err
+    simulated = json.loads(out)
+    status, out, err = run_cli(capsys, "deploy", "local", *common, "--collect-seconds", "10")
+    assert status == 0, err
+    deployed = json.loads(out)
+    same_document(simulated, deployed)
+    # σ = 0: every tuple is counted, so the result is DuckDB's on the whole table.
+    relation = connection.sql(sql.replace("FROM visits", f"FROM '{path}'"))
+    expected = [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
+    key = lambda row: [(v is None, str(v)) for v in row.values()]  # noqa: E731
+    rows = sorted(deployed["result"], key=key)
+    assert len(rows) == len(expected)
+    # JSON writes dates as text: compare through DuckDB's values as text.
+    assert (
+        compare_results(
+            [
+                {k: (str(v) if k == "jour" and v is not None else v) for k, v in r.items()}
+                for r in rows
+            ],
+            sorted(
+                [
+                    {k: (str(v) if k == "jour" and v is not None else v) for k, v in r.items()}
+                    for r in expected
+                ],
+                key=key,
+            ),
+        )
+        == []
+    )

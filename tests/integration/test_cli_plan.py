@@ -6,7 +6,10 @@ import shlex
 import pytest
 
 from dpcomm.cli.main import build_parser, main
+from dpcomm.cli.plan import synthetic_sql
+from dpcomm.data import synthetic_table
 from dpcomm.plan import balanced_batch_sizes
+from dpcomm.queries.aggregate import AggregateProgram
 
 
 def run_cli(capsys, *argv):
@@ -79,7 +82,9 @@ def test_plan_json_has_exactly_the_documented_keys(capsys):
         assert len(sizes) == configuration["num_scramblers"]
         assert max(sizes) <= configuration["batch_size"] and max(sizes) - min(sizes) <= 1
     assert document["sources_recruited"] == 2000 + document["extra_consents"]
-    assert document["run_command"].startswith("dpcomm run kmeans --k 10 --iterations 3 ")
+    assert document["run_command"].startswith(
+        f"dpcomm run kmeans --sources {document['sources_recruited']} --k 10 --iterations 3 "
+    )
     assert document["epsilon"] <= 1.0
     assert document["delta"] == pytest.approx(1e-4)
     assert document["pareto"]
@@ -129,6 +134,17 @@ def test_the_printed_run_command_runs_the_planned_configuration(capsys, options,
         ]
 
 
+@pytest.mark.parametrize("grouping_sets", [1, 2, 5, 15])
+def test_the_synthetic_query_has_the_planned_clusters(grouping_sets):
+    # The run command's query gives G data-dependent clusters of C = T compute nodes each.
+    table = synthetic_table(num_rows=60, seed=0, name="t")
+    program = AggregateProgram.from_sql(synthetic_sql(grouping_sets), table, num_compute_nodes=7)
+    dependent = [c for c in program.plan.clusters if c.data_dependent]
+    assert len(dependent) == grouping_sets
+    assert {c.num_targets for c in dependent} == {7}
+    assert synthetic_sql(16) is None  # four synthetic columns: at most 15 non-empty sets
+
+
 def test_the_kmeans_run_command_parses_to_the_planned_countermeasure(capsys):
     status, out, _ = run_cli(capsys, "plan", *SMALL, "--iterations", "3", "--json")
     assert status == 0
@@ -143,6 +159,13 @@ def test_the_kmeans_run_command_parses_to_the_planned_countermeasure(capsys):
     assert args.target_epsilon == 1.0
     if plan["batch_sizes"] is not None:
         assert args.batch == max(plan["batch_sizes"])
+    assert args.sources == plan["sources_recruited"]
+    # Run it (mnist5k has 4,000 training points): the run's ε is the planned one.
+    status, out, err = run_cli(capsys, *shlex.split(plan["run_command"])[1:], "--json")
+    assert status == 0 and "warning" not in err, err
+    report = json.loads(out)["report"]
+    assert report["privacy"]["epsilon"] == pytest.approx(plan["epsilon"], rel=1e-12)
+    assert report["utility"]["sources"] == plan["sources_recruited"]
 
 
 def test_plan_limits_are_honoured(capsys):
@@ -195,4 +218,6 @@ def test_headline_json(capsys):
     assert status == 0
     rows = {row["method"]: row for row in json.loads(out)}
     assert rows["exact"]["num_dummies"] == 275
+    assert rows["exact"]["batch_sizes"] == [100] * 70 + [99] * 54
+    assert rows["exact"]["num_sources"] == 12_346
     assert rows["post-processing"]["num_dummies"] is None

@@ -99,6 +99,7 @@ def test_describe_batches():
     )
     assert describe_batches((100,) * 10) == "10 scramblers of 100 sources"
     assert describe_batches((7,)) == "1 scrambler of 7 sources"
+    assert describe_batches(()) == "no scrambler"
 
 
 # --- costs: the planner's are the cost model's, and the simulator sends them ---------------

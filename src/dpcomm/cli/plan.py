@@ -95,6 +95,8 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
             "dpcomm",
             "run",
             "kmeans",
+            "--sources",
+            str(result.num_sources),
             "--k",
             str(request.num_targets),
             "--iterations",
@@ -223,8 +225,9 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
             )
         else:
             print(
-                "  (add --dataset with S_t points for the planned batches; another number of "
-                "sources changes the batches, and --target-epsilon warns if ε exceeds the target)"
+                "  (add --dataset with at least S_t points: the first S_t are the sources; "
+                "another number of sources changes the batches, and --target-epsilon warns if "
+                "ε exceeds the target)"
             )
     print()
     shown = _spread(result.pareto, args.pareto_rows)
@@ -305,6 +308,7 @@ def headline_json(rows: tuple[HeadlineRow, ...]) -> list[dict[str, Any]]:
             "num_dummies": row.num_dummies,
             "num_scramblers": row.num_scramblers,
             "num_sources": row.num_sources,
+            "batch_sizes": list(row.batch_sizes),
             "messages": row.messages,
             "nonprivate_messages": row.nonprivate_messages,
             "overhead": row.overhead,

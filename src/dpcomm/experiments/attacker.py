@@ -181,6 +181,8 @@ def _true_targets(run: Run) -> dict[str, IntArray]:
         for name in program.stage_flows(stage):
             truth = np.asarray(program.route(state, name, rows), dtype=np.int64)
             targets[name] = truth
+            if stage == program.num_stages - 1:
+                continue  # no later stage needs the state
             counted = np.flatnonzero(run.delivered[name])
             tuples = take(program.carried(name, rows), counted)
             receivers = range(plan.group(plan.flow(name).receiver).count)

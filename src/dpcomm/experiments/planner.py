@@ -148,6 +148,8 @@ def describe_batches(batch_sizes: Sequence[int]) -> str:
         counts[size] = counts.get(size, 0) + 1
     total = len(batch_sizes)
     noun = "scrambler" if total == 1 else "scramblers"
+    if not counts:
+        return "no scrambler"
     if len(counts) == 1:
         return f"{total:,} {noun} of {batch_sizes[0]:,} sources"
     parts = [

@@ -84,4 +84,8 @@ if TYPE_CHECKING:
         with_countermeasure_nodes as with_countermeasure_nodes,
     )
 
+# The function ``transform`` is bound eagerly: its module has the same name, and importing the
+# module (which any user of the plan does) would otherwise leave the module in its place.
+from dpcomm.plan.transform import transform  # noqa: E402
+
 __getattr__, __dir__ = attach(__name__, __file__)
