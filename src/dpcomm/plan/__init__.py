@@ -86,6 +86,6 @@ if TYPE_CHECKING:
 
 # The function ``transform`` is bound eagerly: its module has the same name, and importing the
 # module (which any user of the plan does) would otherwise leave the module in its place.
-from dpcomm.plan.transform import transform  # noqa: E402
+from dpcomm.plan.transform import transform as transform
 
 __getattr__, __dir__ = attach(__name__, __file__)
