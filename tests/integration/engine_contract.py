@@ -154,6 +154,19 @@ class EngineContract:
             compare_results(run.result, reference_result(program.query, program.table, masks)) == []
         )
 
+    def test_count_star_over_the_empty_grouping_set(self):
+        # The empty set's sources carry no value (COUNT(*) only): every row still counts.
+        from dpcomm.data import table_from_arrays
+
+        table = table_from_arrays("t", {"a": np.arange(60) % 7, "x": np.arange(60) * 0.5})
+        program = AggregateProgram.from_sql(
+            "SELECT a, COUNT(*) FROM t GROUP BY ROLLUP (a)", table, num_compute_nodes=3
+        )
+        run = self.engine().execute(program, MECHANISMS["scramblers"], delta=1e-4, seed=SEED)
+        same_run(simulate(program, MECHANISMS["scramblers"], delta=1e-4, seed=SEED), run)
+        total = next(row for row in run.result if row["a"] is None)
+        assert total["count_star()"] == 60  # a single target: never sampled, never lost
+
     def test_one_report_shape(self):
         program = synthetic_program(120)
         outcome = run_aggregate(

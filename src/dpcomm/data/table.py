@@ -86,15 +86,21 @@ class Table:
     Attributes:
         name: the table name (what a query's FROM is bound to).
         columns: the columns, in order.
+        rows: the number of rows of a table without columns (a COUNT(*) over the empty
+            grouping set carries no value, but every row still counts); None when the columns
+            say it.
     """
 
     name: str
     columns: tuple[Column, ...]
+    rows: int | None = None
 
     def __post_init__(self) -> None:
         lengths = {len(c.values) for c in self.columns}
         if len(lengths) > 1:
             raise InvalidParameterError("columns", "columns of equal length", sorted(lengths))
+        if self.columns and self.rows is not None and lengths != {self.rows}:
+            raise InvalidParameterError("rows", f"the columns' length {lengths}", self.rows)
         names = [c.name.lower() for c in self.columns]
         if len(set(names)) != len(names):
             raise InvalidParameterError("columns", "distinct column names", names)
@@ -102,7 +108,9 @@ class Table:
     @property
     def num_rows(self) -> int:
         """Number of rows (source nodes)."""
-        return len(self.columns[0].values) if self.columns else 0
+        if self.columns:
+            return len(self.columns[0].values)
+        return self.rows or 0
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -121,15 +129,22 @@ class Table:
 
     def take(self, rows: npt.NDArray[Any]) -> Table:
         """The table restricted to ``rows`` (a boolean mask or integer indices)."""
+        if not self.columns:
+            selected = np.arange(self.num_rows)[np.asarray(rows)]
+            return Table(self.name, (), rows=len(selected))
         return Table(self.name, tuple(c.take(rows) for c in self.columns))
 
     def select(self, names: Sequence[str]) -> Table:
         """The columns called ``names`` (case-insensitive), in that order."""
-        return Table(self.name, tuple(self.column(n) for n in names))
+        return Table(
+            self.name,
+            tuple(self.column(n) for n in names),
+            rows=None if names else self.num_rows,
+        )
 
     def renamed(self, name: str) -> Table:
         """The same columns under another table name."""
-        return Table(name, self.columns)
+        return Table(name, self.columns, self.rows)
 
     def register(self, connection: duckdb.DuckDBPyConnection, name: str | None = None) -> None:
         """Create (or replace) this table in ``connection``, SQL types and NULLs preserved."""

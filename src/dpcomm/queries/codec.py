@@ -150,7 +150,8 @@ class TableCodec:
                 _decode_column(spec, [p[offset : offset + spec.width] for p in payloads])
             )
             offset += spec.width
-        return Table(name, tuple(columns))
+        # Without columns (COUNT(*) over the empty grouping set) every payload is still a row.
+        return Table(name, tuple(columns), rows=None if columns else len(payloads))
 
 
 def _encode_column(spec: ColumnSpec, column: Column) -> list[bytes]:
