@@ -35,8 +35,13 @@ from dpcomm.protocol.scrambler import ScramblerAssignment
 from dpcomm.queries.program import BoolArray, IntArray, QueryProgram
 
 
-def take(tuples: Any, rows: IntArray) -> Any:
-    """Rows ``rows`` of a program's tuples (a table, or an array of points)."""
+def take(tuples: Any, rows: IntArray, total: int) -> Any:
+    """Rows ``rows`` of a program's ``total`` tuples (a table, or an array of points).
+
+    When every row is taken (no sampling), the tuples themselves: no copy.
+    """
+    if len(rows) == total:
+        return tuples
     if isinstance(tuples, np.ndarray):
         return tuples[rows]
     return tuples.take(rows)
@@ -197,15 +202,17 @@ def simulate(
     rows = program.source_rows()
     state = program.initial_state()
     delivered: dict[str, BoolArray] = {}
+    routes: dict[str, IntArray] = {}
     for stage in _stages(program, progress):
         outputs: dict[tuple[str, int], Any] = {}
         for name in program.stage_flows(stage):
             truth = np.asarray(program.route(state, name, rows), dtype=np.int64)
+            routes[name] = truth
             real = simulation.send_data_flow(name, truth)
             delivered[name] = real
             counted = np.flatnonzero(real)
             targets = program.plan.group(program.plan.flow(name).receiver).count
-            tuples = take(program.carried(name, rows), counted)
+            tuples = take(program.carried(name, rows), counted, len(real))
             produced = program.target_outputs(
                 state, stage, name, tuples, truth[counted], range(targets)
             )
@@ -225,4 +232,5 @@ def simulate(
         efficiency=run_efficiency(transformed, list(traffic)),
         seed=seed,
         seconds=time.perf_counter() - started,
+        true_targets=routes,
     )

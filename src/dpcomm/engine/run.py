@@ -48,7 +48,10 @@ class Run:
         efficiency: messages, bytes and channels.
         seed: the seed the run was drawn from (None: fresh entropy, unpredictable).
         seconds: wall time of the execution.
-        details: what only this engine measured (a deployment's wire, its timings, ...).
+        details: what only this engine measured (a deployment's wire, its timings, ...),
+            added to the run's report.
+        true_targets: per data-dependent flow, the target each source's data chose (known to
+            an engine that holds every source's data: the in-memory one; None otherwise).
     """
 
     engine: str
@@ -63,6 +66,7 @@ class Run:
     seed: int | None
     seconds: float
     details: dict[str, Any] = field(default_factory=dict)
+    true_targets: dict[str, npt.NDArray[np.int64]] | None = None
 
     @property
     def countermeasures(self) -> dict[str, Countermeasure]:

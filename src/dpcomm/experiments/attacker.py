@@ -32,7 +32,6 @@ import numpy.typing as npt
 from scipy import optimize, stats
 
 from dpcomm.accounting._validation import check_delta
-from dpcomm.engine.memory import take
 from dpcomm.engine.run import Run
 from dpcomm.engine.traffic import FlowTraffic
 from dpcomm.errors import InvalidParameterError
@@ -161,35 +160,17 @@ class AttackResult:
 
 
 def _true_targets(run: Run) -> dict[str, IntArray]:
-    """Every flow's true targets: the sources' route replayed with the state of the run.
+    """Every flow's true targets, as the in-memory engine routed them (``true_targets``).
 
-    The state before a stage follows from the tuples the run delivered, as the engines compute
-    it (:func:`dpcomm.engine.memory.simulate`): each target's output over the real tuples it
-    received (``target_outputs``), merged (``merge``). The attacker knows every other source's
-    data, hence this state (the paper treats it as public output).
+    The attacker knows every other source's data, hence the state each stage was routed under
+    (the paper treats it as public output); the in-memory engine records the routes it took.
     """
-    program = run.program
-    source_rows = getattr(program, "source_rows", None)
-    if source_rows is None:
-        raise InvalidParameterError("run", "a run of a program holding its sources' rows", run)
-    rows = source_rows()
-    plan = program.plan
-    state = program.initial_state()
-    targets: dict[str, IntArray] = {}
-    for stage in range(program.num_stages):
-        outputs: dict[tuple[str, int], Any] = {}
-        for name in program.stage_flows(stage):
-            truth = np.asarray(program.route(state, name, rows), dtype=np.int64)
-            targets[name] = truth
-            if stage == program.num_stages - 1:
-                continue  # no later stage needs the state
-            counted = np.flatnonzero(run.delivered[name])
-            tuples = take(program.carried(name, rows), counted)
-            receivers = range(plan.group(plan.flow(name).receiver).count)
-            produced = program.target_outputs(state, stage, name, tuples, truth[counted], receivers)
-            outputs.update({(name, target): output for target, output in produced.items()})
-        state = program.merge(state, stage, outputs)
-    return targets
+    routes = run.true_targets
+    if routes is None:
+        raise InvalidParameterError(
+            "run", "a run of the in-memory engine (it records the true targets)", run.engine
+        )
+    return dict(routes)
 
 
 def _traffic(run: Run) -> dict[str, FlowTraffic]:

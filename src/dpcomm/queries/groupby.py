@@ -359,9 +359,31 @@ def _gather(data: Column, groups: _Groups) -> _Gathered:
     np.cumsum(counts[:-1], out=starts[1:])
     values = data.values[groups.rows[nonnull]]
     if values.dtype.kind == "f" and len(values) > 1:
-        bits = values.astype(np.float64).view(np.int64)
-        values = values[np.lexsort((bits, group_of))]
+        values = _sorted_within(values, counts, starts)
     return counts.astype(np.int64), starts, values
+
+
+#: Above this many groups, floats are ordered by two stable sorts rather than group by group.
+_SEGMENT_SORT_LIMIT = 4096
+
+
+def _sorted_within(values: npt.NDArray[Any], counts: IntArray, starts: IntArray) -> Any:
+    """``values`` (grouped, in segments) sorted by value within each group.
+
+    Sums of floats then do not depend on the order the rows came in (NaNs last; ±0 compare
+    equal but their order never changes a sum).
+    """
+    several = np.flatnonzero(counts > 1)
+    if len(several) <= _SEGMENT_SORT_LIMIT:
+        result = values.copy()
+        for group in several.tolist():
+            start, stop = int(starts[group]), int(starts[group] + counts[group])
+            result[start:stop] = np.sort(result[start:stop])
+        return result
+    group_of = np.repeat(np.arange(len(counts)), counts)
+    order = np.argsort(values, kind="stable")
+    order = order[np.argsort(group_of[order], kind="stable")]
+    return values[order]
 
 
 def _sums(values: npt.NDArray[Any], starts: IntArray, *, integer: bool) -> list[Any]:

@@ -97,14 +97,45 @@ def nearest_centroid(points: npt.ArrayLike, centroids: npt.ArrayLike) -> IntArra
     return result
 
 
+def _row_keys(data: FloatArray) -> npt.NDArray[np.void]:
+    """Each row's bytes as one value (a canonical total order of rows, whatever they hold)."""
+    contiguous = np.ascontiguousarray(data)
+    return contiguous.view(np.dtype((np.void, contiguous.shape[1] * contiguous.itemsize))).reshape(
+        -1
+    )
+
+
+def grouped_means(
+    points: npt.ArrayLike, groups: npt.ArrayLike, wanted: Sequence[int]
+) -> dict[int, FloatArray]:
+    """The mean of the points of each group in ``wanted`` that has some, order-independent.
+
+    The points are sorted by group, then by their bytes, and summed in that order: the same
+    multiset of points gives the same bits whatever order it came in (a compute node's arrival
+    order, or the simulator's row order).
+    """
+    data = np.asarray(points, dtype=np.float64)
+    owners = np.asarray(groups, dtype=np.int64)
+    if len(data) == 0:
+        return {}
+    order = np.argsort(_row_keys(data), kind="stable")
+    order = order[np.argsort(owners[order], kind="stable")]
+    sorted_owners = owners[order]
+    starts = np.flatnonzero(np.r_[True, sorted_owners[1:] != sorted_owners[:-1]])
+    sums = np.add.reduceat(data[order], starts, axis=0)
+    counts = np.diff(np.r_[starts, len(order)])
+    chosen = {int(t) for t in wanted}
+    return {
+        int(owner): sums[position] / counts[position]
+        for position, owner in enumerate(sorted_owners[starts].tolist())
+        if owner in chosen
+    }
+
+
 def canonical_mean(points: npt.ArrayLike) -> FloatArray:
-    """The mean of ``points`` (rows), independent of their order: rows sorted by their bytes."""
-    data = np.ascontiguousarray(np.asarray(points, dtype=np.float64))
-    if len(data) > 1:
-        keys = data.view(np.dtype((np.void, data.shape[1] * data.itemsize))).reshape(-1)
-        data = data[np.argsort(keys, kind="stable")]
-    result: FloatArray = data.sum(axis=0) / len(data)
-    return result
+    """The mean of ``points`` (rows), independent of their order (:func:`grouped_means`)."""
+    data = np.asarray(points, dtype=np.float64)
+    return grouped_means(data, np.zeros(len(data), dtype=np.int64), [0])[0]
 
 
 def update_centroids(
@@ -112,10 +143,9 @@ def update_centroids(
 ) -> FloatArray:
     """Mean of the used points of each centroid, rounded to float32; none: the old one kept."""
     updated = np.array(centroids, dtype=np.float64, copy=True)
-    members = assignment[used]
-    selected = np.asarray(points)[used]
-    for centroid in np.unique(members).tolist():
-        updated[centroid] = canonical_mean(selected[members == centroid])
+    means = grouped_means(np.asarray(points)[used], assignment[used], range(len(updated)))
+    for centroid, mean in means.items():
+        updated[centroid] = mean
     return as_float32_values(updated)
 
 
@@ -280,13 +310,12 @@ class KMeansProgram:
 
         A node that received none keeps its centroid (the one it computed itself before).
         """
-        owners = np.asarray(tuple_targets, dtype=np.int64)
-        data = np.asarray(tuples, dtype=np.float64)
+        means = grouped_means(tuples, tuple_targets, targets)
         outputs: dict[int, FloatArray] = {}
         for target in targets:
-            members = data[owners == target]
-            if len(members):
-                outputs[int(target)] = as_float32_values(canonical_mean(members))
+            mean = means.get(int(target))
+            if mean is not None:
+                outputs[int(target)] = as_float32_values(mean)
             else:
                 outputs[int(target)] = state.centroids[int(target)].copy()
         return outputs
