@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -32,6 +32,8 @@ from dpcomm.queries.codec import CodecError, VectorCodec
 from dpcomm.queries.program import IntArray
 
 FloatArray = npt.NDArray[np.float64]
+#: The sources' points: float32, what travels (half the memory of float64).
+PointArray = npt.NDArray[np.float32]
 
 #: Bytes of one coordinate in a message (points and centroids travel as float32).
 COORDINATE_BYTES = 4
@@ -42,6 +44,14 @@ _UNIT_ROUNDOFF = 2.0**-53
 def as_float32_values(points: npt.ArrayLike) -> FloatArray:
     """``points`` rounded to float32 (what travels), held as float64."""
     return np.asarray(np.asarray(points, dtype=np.float32), dtype=np.float64)
+
+
+def _as_floats(points: npt.ArrayLike) -> npt.NDArray[np.floating[Any]]:
+    """``points`` as float32 or float64 (kept as they are when already one of them)."""
+    data = np.asarray(points)
+    if data.dtype not in (np.float32, np.float64):
+        data = data.astype(np.float64)
+    return data
 
 
 def _exact_less(point: FloatArray, first: FloatArray, second: FloatArray) -> int:
@@ -66,7 +76,7 @@ def nearest_centroid(points: npt.ArrayLike, centroids: npt.ArrayLike) -> IntArra
     therefore the exact nearest centroid whatever the chunk size, the BLAS or the machine: the
     simulator (all points at once) and a source node (its own point) agree.
     """
-    data = np.asarray(points, dtype=np.float64)
+    data = _as_floats(points)
     centers = np.asarray(centroids, dtype=np.float64)
     dimension = centers.shape[1] if centers.ndim == 2 else 0
     squared = np.einsum("ij,ij->i", centers, centers)
@@ -74,7 +84,7 @@ def nearest_centroid(points: npt.ArrayLike, centroids: npt.ArrayLike) -> IntArra
     slack = 4.0 * (dimension + 2) * _UNIT_ROUNDOFF
     result = np.empty(len(data), dtype=np.int64)
     for start in range(0, len(data), _CHUNK_ROWS):
-        block = data[start : start + _CHUNK_ROWS]
+        block = np.asarray(data[start : start + _CHUNK_ROWS], dtype=np.float64)
         scores = squared[None, :] - 2.0 * (block @ centers.T)
         best = np.argmin(scores, axis=1)
         result[start : start + len(block)] = best
@@ -97,7 +107,7 @@ def nearest_centroid(points: npt.ArrayLike, centroids: npt.ArrayLike) -> IntArra
     return result
 
 
-def _row_keys(data: FloatArray) -> npt.NDArray[np.void]:
+def _row_keys(data: npt.NDArray[Any]) -> npt.NDArray[np.void]:
     """Each row's bytes as one value (a canonical total order of rows, whatever they hold)."""
     contiguous = np.ascontiguousarray(data)
     return contiguous.view(np.dtype((np.void, contiguous.shape[1] * contiguous.itemsize))).reshape(
@@ -114,7 +124,7 @@ def grouped_means(
     multiset of points gives the same bits whatever order it came in (a compute node's arrival
     order, or the simulator's row order).
     """
-    data = np.asarray(points, dtype=np.float64)
+    data = _as_floats(points)
     owners = np.asarray(groups, dtype=np.int64)
     if len(data) == 0:
         return {}
@@ -122,19 +132,21 @@ def grouped_means(
     order = order[np.argsort(owners[order], kind="stable")]
     sorted_owners = owners[order]
     starts = np.flatnonzero(np.r_[True, sorted_owners[1:] != sorted_owners[:-1]])
-    sums = np.add.reduceat(data[order], starts, axis=0)
-    counts = np.diff(np.r_[starts, len(order)])
+    stops = np.r_[starts[1:], len(order)]
     chosen = {int(t) for t in wanted}
-    return {
-        int(owner): sums[position] / counts[position]
-        for position, owner in enumerate(sorted_owners[starts].tolist())
-        if owner in chosen
-    }
+    means: dict[int, FloatArray] = {}
+    for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+        owner = int(sorted_owners[start])
+        if owner in chosen:
+            # Row after row, in the canonical order, accumulated in float64.
+            total = np.add.reduce(data[order[start:stop]], axis=0, dtype=np.float64)
+            means[owner] = total / (stop - start)
+    return means
 
 
 def canonical_mean(points: npt.ArrayLike) -> FloatArray:
     """The mean of ``points`` (rows), independent of their order (:func:`grouped_means`)."""
-    data = np.asarray(points, dtype=np.float64)
+    data = _as_floats(points)
     return grouped_means(data, np.zeros(len(data), dtype=np.int64), [0])[0]
 
 
@@ -181,17 +193,18 @@ class KMeansProgram:
         num_sources: S.
     """
 
-    points: FloatArray | None
+    points: npt.NDArray[Any] | None
     num_centroids: int
     num_iterations: int
     seed: int = 0
     initial: FloatArray | None = None
     num_sources: int = 0
+    _exact: dict[str, FloatArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         check_int("num_iterations I", self.num_iterations, minimum=1)
         if self.points is not None:
-            points = as_float32_values(self.points)
+            points = np.asarray(self.points, dtype=np.float32)
             if points.ndim != 2 or len(points) == 0:
                 raise InvalidParameterError("points", "a non-empty 2-d array", points.shape)
             object.__setattr__(self, "points", points)
@@ -289,11 +302,16 @@ class KMeansProgram:
 
     # ------------------------------------------------------------------ hooks
 
-    def route(self, state: KMeansState, flow: str, rows: FloatArray) -> IntArray:
+    def route(self, state: KMeansState, flow: str, rows: PointArray) -> IntArray:
         """Each point's nearest current centroid."""
+        if rows is self.points:
+            # The sources' points in float64 (exact), converted once for every iteration.
+            if "points" not in self._exact:
+                self._exact["points"] = np.asarray(rows, dtype=np.float64)
+            return nearest_centroid(self._exact["points"], state.centroids)
         return nearest_centroid(rows, state.centroids)
 
-    def carried(self, flow: str, rows: FloatArray) -> FloatArray:
+    def carried(self, flow: str, rows: PointArray) -> PointArray:
         """A source sends its point."""
         return rows
 
@@ -335,7 +353,7 @@ class KMeansProgram:
 
     def assign(self, state: KMeansState, points: FloatArray) -> IntArray:
         """Cluster of each of ``points`` under the state's centroids."""
-        return nearest_centroid(as_float32_values(points), state.centroids)
+        return nearest_centroid(np.asarray(points, dtype=np.float32), state.centroids)
 
     # ------------------------------------------------------------------ wire
 
@@ -363,15 +381,15 @@ class KMeansProgram:
         points = self.source_rows()[np.asarray(indices, dtype=np.int64)]
         return [payload.hex() for payload in VectorCodec(self.dimension).encode(points)]
 
-    def decode_rows(self, encoded: Sequence[str]) -> FloatArray:
+    def decode_rows(self, encoded: Sequence[str]) -> PointArray:
         """Inverse of :meth:`encode_rows`: a source node's own points."""
         try:
             payloads = [bytes.fromhex(text) for text in encoded]
         except ValueError as error:
             raise CodecError(f"malformed point: {error}") from error
-        return VectorCodec(self.dimension).decode(payloads).astype(np.float64)
+        return VectorCodec(self.dimension).decode(payloads)
 
-    def source_rows(self) -> FloatArray:
+    def source_rows(self) -> PointArray:
         """The sources' points (only where the program holds them)."""
         if self.points is None:
             raise InvalidParameterError("points", "a program with the sources' points", None)
