@@ -9,7 +9,7 @@ import struct
 import nacl.public
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -98,7 +98,7 @@ def test_node_certificate_carries_the_name(authority, tmp_path, name, dns):
     assert san.get_values_for_type(x509.DNSName) == [dns]
     usage = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert set(usage) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
-    assert isinstance(certificate.public_key(), ec.EllipticCurvePublicKey)
+    assert isinstance(certificate.public_key(), ed25519.Ed25519PublicKey)
     assert certificate.issuer == authority.certificate.subject
     assert NodeCredentials.load(tmp_path, name) == credentials
 

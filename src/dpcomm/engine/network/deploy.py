@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dpcomm.engine.network.launcher import launch, run_in_memory
+from dpcomm.engine.network.launcher import Workers, launch, run_in_memory
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
 from dpcomm.engine.network.pki import CertificateAuthority, issue_many
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeFaults, RoundSpec
@@ -372,6 +372,29 @@ class NetworkEngine:
     ) -> Run:
         """Run one round of ``program`` (its rows are the sources') and return the run."""
         started = time.perf_counter()
+        workers = None
+        if self.transport == "tls":
+            # The worker interpreters start now and import while the round is prepared.
+            crashing = 0 if self.faults.kill_scrambler is None else 1
+            workers = Workers(Workers.count_for(program.num_sources, crashing))
+        try:
+            return self._execute(
+                program, countermeasures, delta, seed, target_epsilon, started, workers
+            )
+        finally:
+            if workers is not None:
+                workers.close()
+
+    def _execute(
+        self,
+        program: QueryProgram,
+        countermeasures: Countermeasure | Mapping[str, Countermeasure],
+        delta: float,
+        seed: int | None,
+        target_epsilon: float | None,
+        started: float,
+        workers: Workers | None,
+    ) -> Run:
         prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
         spec = RoundSpec.create(
             program.public(),
@@ -388,7 +411,7 @@ class NetworkEngine:
             timings = {"wall_seconds": time.perf_counter() - started}
         else:
             outcomes, errors, timings = launch(
-                spec, configs, workdir=self.workdir, timeout=self.timeout
+                spec, configs, workdir=self.workdir, timeout=self.timeout, workers=workers
             )
         if not outcomes:
             raise DeploymentError(f"no node reported: {errors}")

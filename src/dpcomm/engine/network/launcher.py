@@ -25,12 +25,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from dpcomm.engine.network.faults import exit_process
-from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
+from dpcomm.engine.network.names import COORDINATOR, NodeName
 from dpcomm.engine.network.nodes import run_nodes
 from dpcomm.engine.network.pki import CertificateAuthority, NodeCredentials, issue_many
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, RoundSpec
@@ -63,12 +63,20 @@ async def _tls_group(
     configs: list[NodeConfig],
     credentials: Mapping[str, NodeCredentials],
     on_listening: Any,
+    coordinator_port: Callable[[], int] | None,
 ) -> dict[str, Any]:
     advertise = {c.name: c.advertise_host or c.listen_host for c in configs}
     transport = TlsTransport(credentials, advertise=advertise)
-    local: asyncio.Future[Address] = asyncio.get_running_loop().create_future()
+    # Every node's TLS context is loaded before the round starts (while the coordinator may
+    # still be starting): loading a key costs about a millisecond with OpenSSL 3.
+    transport.prepare()
+    loop = asyncio.get_running_loop()
+    local: asyncio.Future[Address] = loop.create_future()
     hosted = any(c.node == COORDINATOR for c in configs)
     first = configs[0]
+    port: asyncio.Future[int] | None = None
+    if not hosted and coordinator_port is not None:
+        port = loop.run_in_executor(None, coordinator_port)
 
     def listening(name: str, address: Address) -> None:
         if name == str(COORDINATOR) and not local.done():
@@ -79,6 +87,8 @@ async def _tls_group(
     async def coordinator() -> Address:
         if hosted:
             return await asyncio.shield(local)
+        if port is not None:
+            return [first.coordinator_host, await asyncio.shield(port)]
         return [first.coordinator_host, first.coordinator_port]
 
     return await run_nodes(
@@ -95,19 +105,28 @@ def run_tls_group(
     credentials: Mapping[str, NodeCredentials],
     *,
     on_listening: Any = None,
+    coordinator_port: Callable[[], int] | None = None,
 ) -> dict[str, Any]:
-    """Run the nodes ``configs`` in this process over TLS (a fresh event loop)."""
-    return asyncio.run(_tls_group(configs, credentials, on_listening))
+    """Run the nodes ``configs`` in this process over TLS (a fresh event loop).
+
+    ``coordinator_port`` (blocking, called once in a thread) gives the coordinator's port when
+    it is not known in advance (a local deployment's workers learn it from the launcher).
+    """
+    return asyncio.run(_tls_group(configs, credentials, on_listening, coordinator_port))
 
 
 def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[str, list[str]]:
-    """Which nodes share a process: control, compute, scramblers, crashing nodes, sources."""
+    """Which nodes share a process: the infrastructure, crashing nodes, the sources.
+
+    The coordinator, the result, compute nodes and scramblers share one process; the sources
+    (the most numerous, each with its own TLS connections) take the others, at most
+    :data:`SOURCES_PER_PROCESS` each; a node set to crash gets a process of its own. Fewer
+    processes start faster on a small machine (every interpreter imports the network nodes).
+    """
     names = spec.node_names()
     crashing = [str(n) for n in names if configs[str(n)].faults.crash_after_frames is not None]
     groups: dict[str, list[str]] = {
-        "control": [str(COORDINATOR), str(RESULT)],
-        "compute": [str(n) for n in names if n.role == "compute"],
-        "scramblers": [str(n) for n in names if n.role == "scrambler" and str(n) not in crashing],
+        "nodes": [str(n) for n in names if n.role != "source" and str(n) not in crashing],
     }
     for position, name in enumerate(crashing):
         groups[f"crashing-{position}"] = [name]
@@ -168,47 +187,84 @@ def _reader(
     lines.put((group, {"exit": process.wait()}))
 
 
+class Workers:
+    """Worker interpreters started ahead of a round: they import while the round is prepared.
+
+    Each runs :mod:`dpcomm.engine.network.worker` and waits for the path of its group file.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.processes: list[subprocess.Popen[str]] = [
+            subprocess.Popen(
+                [sys.executable, "-m", "dpcomm.engine.network.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(count)
+        ]
+
+    @staticmethod
+    def count_for(num_sources: int, crashing: int = 0) -> int:
+        """The workers a round of ``num_sources`` sources needs (see :func:`process_groups`)."""
+        return 1 + crashing + max(1, math.ceil(num_sources / SOURCES_PER_PROCESS))
+
+    def close(self) -> None:
+        """Stop every worker still running and close their pipes."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            with contextlib.suppress(Exception):
+                process.wait(timeout=5.0)
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    with contextlib.suppress(Exception):
+                        stream.close()
+
+
 def launch(
     spec: RoundSpec,
     configs: Mapping[str, NodeConfig],
     *,
     workdir: str | Path | None,
     timeout: float,
+    workers: Workers | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, float]]:
     """Certify every node and run the nodes of ``configs`` in worker processes on loopback.
 
-    Each process group is a fresh interpreter running :mod:`dpcomm.engine.network.worker`.
+    Each process group is a fresh interpreter running :mod:`dpcomm.engine.network.worker`
+    (``workers``, if given, were started earlier; more are started if they are too few).
     Returns each group's outcome, the errors of the groups (a crashing node's process is
     expected to die and is not an error) and the timings.
     """
     started = time.perf_counter()
     temporary = workdir is None
     directory = Path(workdir) if workdir is not None else _temporary_directory()
-    processes: dict[str, subprocess.Popen[str]] = {}
+    groups = process_groups(spec, configs)
+    pool = workers if workers is not None else Workers(len(groups))
+    if len(pool.processes) < len(groups):
+        pool.processes += Workers(len(groups) - len(pool.processes)).processes
+    processes = dict(zip(groups, pool.processes, strict=False))
+    for surplus in pool.processes[len(groups) :]:
+        surplus.kill()
     try:
-        groups = process_groups(spec, configs)
         lines: queue_module.Queue[tuple[str, Any]] = queue_module.Queue()
-        # The workers start first: their interpreters import while the nodes are certified.
-        for group in groups:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "dpcomm.engine.network.worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            processes[group] = process
+        for group, process in processes.items():
             threading.Thread(target=_reader, args=(process, lines, group), daemon=True).start()
         pki = directory / "pki"
         authority = CertificateAuthority.create(pki, overwrite=True)
-        credentials = issue_many(authority, list(configs), pki)
-        certified = time.perf_counter()
-        for group, members in groups.items():
+        # Group by group, the sources' first: a worker loads its nodes' keys while the next
+        # group is certified, and the coordinator listens once its sources are ready to call.
+        for group in sorted(groups, key=lambda g: not g.startswith("sources")):
+            members = groups[group]
+            credentials = issue_many(authority, members, pki)
             path = directory / f"group-{group}.json"
             _group_file(path, spec, [configs[n] for n in members], credentials)
             stdin = processes[group].stdin
             assert stdin is not None
             stdin.write(f"{path}\n")
             stdin.flush()
+        certified = time.perf_counter()
         deadline = time.monotonic() + timeout + _START_TIMEOUT
         outcomes: dict[str, dict[str, Any]] = {}
         errors: dict[str, str] = {}
@@ -241,15 +297,7 @@ def launch(
                 )
         finished = time.perf_counter()
     finally:
-        for process in processes.values():
-            if process.poll() is None:
-                process.kill()
-            with contextlib.suppress(Exception):
-                process.wait(timeout=5.0)
-            for stream in (process.stdin, process.stdout):
-                if stream is not None:
-                    with contextlib.suppress(Exception):
-                        stream.close()
+        pool.close()
         if temporary:
             shutil.rmtree(directory, ignore_errors=True)
     for group in list(errors):
@@ -265,6 +313,7 @@ def launch(
 
 __all__ = [
     "NodeName",
+    "Workers",
     "launch",
     "process_groups",
     "run_in_memory",

@@ -1,4 +1,4 @@
-"""A local certificate authority and per-node certificates (ECDSA P-256, ``cryptography``).
+"""A local certificate authority and per-node certificates (Ed25519, ``cryptography``).
 
 Section 2.3 of the paper assumes node identifiers cannot be forged, "typically achieved through
 the use of a public key infrastructure". This module is that PKI for a deployment: one local CA
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from dpcomm.errors import DpcommError, InvalidParameterError
@@ -90,7 +90,7 @@ def _write_private(path: Path, data: bytes) -> None:
         os.close(descriptor)
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def _key_pem(key: ed25519.Ed25519PrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -168,7 +168,7 @@ class CertificateAuthority:
 
     directory: Path
     certificate: x509.Certificate
-    private_key: ec.EllipticCurvePrivateKey = field(repr=False)
+    private_key: ed25519.Ed25519PrivateKey = field(repr=False)
 
     @property
     def cert_path(self) -> Path:
@@ -197,7 +197,7 @@ class CertificateAuthority:
         if not overwrite and ((folder / CA_KEY_FILE).exists() or (folder / CA_CERT_FILE).exists()):
             raise PkiError(f"a certificate authority already exists in {folder}")
         folder.mkdir(parents=True, exist_ok=True)
-        key = ec.generate_private_key(ec.SECP256R1())
+        key = ed25519.Ed25519PrivateKey.generate()
         subject = x509.Name(
             [
                 x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANIZATION),
@@ -232,7 +232,7 @@ class CertificateAuthority:
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False
             )
-            .sign(key, hashes.SHA256())
+            .sign(key, None)
         )
         _write_private(folder / CA_KEY_FILE, _key_pem(key))
         (folder / CA_CERT_FILE).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
@@ -247,9 +247,12 @@ class CertificateAuthority:
             key = serialization.load_pem_private_key((folder / CA_KEY_FILE).read_bytes(), None)
         except (OSError, ValueError, TypeError) as error:
             raise PkiError(f"cannot read CA key {folder / CA_KEY_FILE}: {error}") from error
-        if not isinstance(key, ec.EllipticCurvePrivateKey):
-            raise PkiError(f"CA key {folder / CA_KEY_FILE} is not an elliptic-curve key")
-        if key.public_key().public_numbers() != certificate.public_key().public_numbers():  # type: ignore[union-attr]
+        if not isinstance(key, ed25519.Ed25519PrivateKey):
+            raise PkiError(f"CA key {folder / CA_KEY_FILE} is not an Ed25519 key")
+        public = certificate.public_key()
+        if not isinstance(public, ed25519.Ed25519PublicKey) or (
+            key.public_key().public_bytes_raw() != public.public_bytes_raw()
+        ):
             raise PkiError(f"CA key and certificate in {folder} do not match")
         return cls(directory=folder, certificate=certificate, private_key=key)
 
@@ -284,7 +287,7 @@ class CertificateAuthority:
     def _issue_one(
         self, node_name: str, folder: Path, start: dt.datetime, end: dt.datetime
     ) -> NodeCredentials:
-        key = ec.generate_private_key(ec.SECP256R1())
+        key = ed25519.Ed25519PrivateKey.generate()
         public = key.public_key()
         certificate = (
             x509.CertificateBuilder()
@@ -331,7 +334,7 @@ class CertificateAuthority:
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self.private_key.public_key()),
                 critical=False,
             )
-            .sign(self.private_key, hashes.SHA256())
+            .sign(self.private_key, None)
         )
         cert_path = folder / f"{node_name}.pem"
         key_path = folder / f"{node_name}.key"
@@ -349,7 +352,7 @@ def issue_many(
     *,
     valid_days: int = 365,
 ) -> dict[str, NodeCredentials]:
-    """Issue one certificate per node name into ``out_dir`` (ECDSA P-256: ~1 ms per node)."""
+    """Issue one certificate per node name into ``out_dir`` (Ed25519: well under 1 ms per node)."""
     names = list(names)
     for name in names:
         validate_node_name(name)

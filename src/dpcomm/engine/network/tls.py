@@ -270,6 +270,17 @@ class TlsTransport:
         self.backlog = backlog
         self._clients: dict[str, ssl.SSLContext] = {}
 
+    def prepare(self) -> None:
+        """Load every node's client context now rather than at its first link."""
+        for name in self.credentials:
+            self._client(name)
+
+    def _client(self, name: str) -> ssl.SSLContext:
+        context = self._clients.get(name)
+        if context is None:
+            context = self._clients[name] = client_context(self.credentials[name])
+        return context
+
     async def listen(
         self,
         name: str,
@@ -301,9 +312,7 @@ class TlsTransport:
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
         """A link from node ``name`` to node ``peer`` (see :class:`Transport`)."""
-        context = self._clients.get(name)
-        if context is None:
-            context = self._clients[name] = client_context(self.credentials[name])
+        context = self._client(name)
         host, port = str(address[0]), int(address[1])
         try:
             reader, writer = await asyncio.wait_for(

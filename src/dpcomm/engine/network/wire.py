@@ -40,7 +40,7 @@ BLOB_HEADER = struct.Struct(">BIII")
 #: target compute node the sealed payload is for.
 DATA_HEADER = struct.Struct(">HH")
 #: Smallest frame body, so that control blobs need few frames.
-MIN_BODY_SIZE = 64
+MIN_BODY_SIZE = 256
 
 
 class Op(IntEnum):

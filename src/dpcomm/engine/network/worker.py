@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +49,20 @@ def main(argv: list[str]) -> int:
             )
             for name, (cert, key, ca) in group["credentials"].items()
         }
-        if not any(c.node == COORDINATOR for c in configs):
-            port = int(sys.stdin.readline())
-            configs = [replace(c, coordinator_port=port) for c in configs]
 
         def on_listening(name: str, address: list[Any]) -> None:
             if name == str(COORDINATOR):
                 _emit({"port": int(address[1])})
 
-        outcome = run_tls_group(configs, credentials, on_listening=on_listening)
+        def coordinator_port() -> int:
+            return int(sys.stdin.readline())
+
+        outcome = run_tls_group(
+            configs,
+            credentials,
+            on_listening=on_listening,
+            coordinator_port=coordinator_port,
+        )
         _emit({"outcome": outcome})
         return 0
     except BaseException as error:  # reported to the launcher, never lost
