@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -32,7 +31,7 @@ from typing import Any
 from dpcomm.engine.network.faults import exit_process
 from dpcomm.engine.network.names import COORDINATOR, NodeName
 from dpcomm.engine.network.nodes import run_nodes
-from dpcomm.engine.network.pki import CertificateAuthority, NodeCredentials, issue_many
+from dpcomm.engine.network.pki import CertificateAuthority, NodeCredentials, PkiError, issue_many
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, RoundSpec
 from dpcomm.engine.network.tls import TlsTransport
 from dpcomm.engine.network.transport import Address, MemoryTransport
@@ -67,10 +66,10 @@ async def _tls_group(
 ) -> dict[str, Any]:
     advertise = {c.name: c.advertise_host or c.listen_host for c in configs}
     transport = TlsTransport(credentials, advertise=advertise)
-    # Every node's TLS context is loaded before the round starts (while the coordinator may
-    # still be starting): loading a key costs about a millisecond with OpenSSL 3.
-    transport.prepare()
     loop = asyncio.get_running_loop()
+    # The nodes' TLS contexts load in a thread while the first nodes already connect: loading
+    # a key costs about a millisecond with OpenSSL 3, and the coordinator should not wait.
+    preparing = loop.run_in_executor(None, transport.prepare)
     local: asyncio.Future[Address] = loop.create_future()
     hosted = any(c.node == COORDINATOR for c in configs)
     first = configs[0]
@@ -91,13 +90,17 @@ async def _tls_group(
             return [first.coordinator_host, await asyncio.shield(port)]
         return [first.coordinator_host, first.coordinator_port]
 
-    return await run_nodes(
+    outcome = await run_nodes(
         configs,
         transport,
         coordinator_address=coordinator,
         on_listening=listening,
         crash=exit_process,
     )
+    # A node whose credentials do not load fails on its own (and is reported as such).
+    with contextlib.suppress(PkiError):
+        await preparing
+    return outcome
 
 
 def run_tls_group(
@@ -154,14 +157,9 @@ def _group_file(
     configs: list[NodeConfig],
     credentials: Mapping[str, NodeCredentials],
 ) -> None:
-    configs_data = []
-    for config in configs:
-        data = dataclasses.asdict(config)
-        del data["round"]
-        configs_data.append(data)
     group = {
         "round": spec.to_dict(),
-        "configs": configs_data,
+        "configs": [config.node_fields() for config in configs],
         "credentials": {
             c.name: [
                 str(credentials[c.name].cert_path),
@@ -238,6 +236,7 @@ def launch(
     expected to die and is not an error) and the timings.
     """
     started = time.perf_counter()
+    started_at = time.time()
     temporary = workdir is None
     directory = Path(workdir) if workdir is not None else _temporary_directory()
     groups = process_groups(spec, configs)
@@ -253,9 +252,10 @@ def launch(
             threading.Thread(target=_reader, args=(process, lines, group), daemon=True).start()
         pki = directory / "pki"
         authority = CertificateAuthority.create(pki, overwrite=True)
-        # Group by group, the sources' first: a worker loads its nodes' keys while the next
-        # group is certified, and the coordinator listens once its sources are ready to call.
-        for group in sorted(groups, key=lambda g: not g.startswith("sources")):
+        # Group by group, the infrastructure first: the coordinator listens (its registrations
+        # are the start-up's bottleneck) while the sources are still being certified, and each
+        # worker starts as soon as its own group is ready.
+        for group in sorted(groups, key=lambda g: g.startswith("sources")):
             members = groups[group]
             credentials = issue_many(authority, members, pki)
             path = directory / f"group-{group}.json"
@@ -305,10 +305,22 @@ def launch(
             del errors[group]
     timings = {
         "certificates_seconds": certified - started,
-        "launch_seconds": (launched or finished) - certified,
+        "launch_seconds": max(0.0, (launched or finished) - certified),
         "wall_seconds": finished - started,
     }
+    planned_at = _coordinator_outcome(outcomes).get("planned_at")
+    if planned_at is not None:
+        # From the call to the plan sent: certificates, processes and registration, overlapped.
+        timings["startup_seconds"] = float(planned_at) - started_at
     return outcomes, errors, timings
+
+
+def _coordinator_outcome(outcomes: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+    for outcome in outcomes.values():
+        coordinator = outcome.get("nodes", {}).get(str(COORDINATOR))
+        if coordinator is not None:
+            return dict(coordinator)
+    return {}
 
 
 __all__ = [

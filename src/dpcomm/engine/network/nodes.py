@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -492,6 +493,7 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
                 f"{len(missing)} nodes never registered: {', '.join(missing[:5])}"
             ) from None
         planned = context.loop.time()
+        planned_at = time.time()  # wall clock: comparable with the launcher's on one machine
         for stage in range(program.num_stages):
             stage_start = context.loop.time()
             limit = min(context.deadline - 2.0, stage_start + 2 * spec.collect_seconds + 10.0)
@@ -527,6 +529,7 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
         "refused": {flow: sorted(c.refused) for flow, c in commits.items() if c.refused},
         "result_received": result_done.is_set(),
         "registration_seconds": planned - started,
+        "planned_at": planned_at,
         "round_seconds": finished - planned,
     }
 

@@ -175,17 +175,32 @@ class RoundSpec:
         physical = plan.group(plan.flow(flow).receiver).physical_name
         return self.compute_groups.index(physical)
 
+    @cached_property
+    def _receivers(self) -> dict[str, tuple[NodeName, ...]]:
+        plan = self.public_program.plan
+        receivers = {}
+        for flow in self.data_flows:
+            count = plan.group(plan.flow(flow).receiver).count
+            group = self.compute_group_of(flow)
+            receivers[flow] = tuple(NodeName.compute(group, k) for k in range(count))
+        return receivers
+
+    @cached_property
+    def _scramblers(self) -> dict[str, tuple[NodeName, ...]]:
+        return {
+            flow: tuple(
+                NodeName.scrambler(index, k) for k in range(self.transformed.num_scramblers(flow))
+            )
+            for index, flow in enumerate(self.data_flows)
+        }
+
     def receivers(self, flow: str) -> list[NodeName]:
         """The compute nodes that data flow ``flow`` targets (target index = position)."""
-        plan = self.public_program.plan
-        count = plan.group(plan.flow(flow).receiver).count
-        group = self.compute_group_of(flow)
-        return [NodeName.compute(group, k) for k in range(count)]
+        return list(self._receivers[flow])
 
     def scramblers(self, flow: str) -> list[NodeName]:
         """The scramblers of data flow ``flow`` (none without scramblers)."""
-        index = self.data_flows.index(flow)
-        return [NodeName.scrambler(index, k) for k in range(self.transformed.num_scramblers(flow))]
+        return list(self._scramblers[flow])
 
     def node_names(self) -> list[NodeName]:
         """Every node of the round."""
@@ -288,20 +303,34 @@ class NodeConfig:
         """The node's role."""
         return self.node.role
 
+    def node_fields(self) -> dict[str, Any]:
+        """The node's own fields as JSON values, without the round (shared by many nodes)."""
+        data: dict[str, Any] = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("round", "faults")
+        }
+        data["faults"] = dataclasses.asdict(self.faults)
+        return data
+
+    @classmethod
+    def from_fields(cls, data: Mapping[str, Any], round: RoundSpec) -> NodeConfig:
+        """Inverse of :meth:`node_fields`, for a node of ``round``."""
+        fields = dict(data)
+        fields["faults"] = NodeFaults(**fields.get("faults", {}))
+        return cls(**fields, round=round)
+
     def to_json(self) -> str:
         """The config as a JSON document."""
-        data = dataclasses.asdict(self)
-        data["round"] = self.round.to_dict()
-        return json.dumps(data, indent=1)
+        return json.dumps({**self.node_fields(), "round": self.round.to_dict()}, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> NodeConfig:
         """Inverse of :meth:`to_json`; DeploymentError if malformed."""
         try:
             data = json.loads(text)
-            data["round"] = RoundSpec.from_dict(data["round"])
-            data["faults"] = NodeFaults(**data.get("faults", {}))
-            return cls(**data)
+            spec = RoundSpec.from_dict(data.pop("round"))
+            return cls.from_fields(data, spec)
         except (ValueError, KeyError, TypeError) as error:
             raise DeploymentError(f"invalid node config: {error}") from error
 

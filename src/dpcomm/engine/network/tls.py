@@ -271,8 +271,15 @@ class TlsTransport:
         self._clients: dict[str, ssl.SSLContext] = {}
 
     def prepare(self) -> None:
-        """Load every node's client context now rather than at its first link."""
-        for name in self.credentials:
+        """Load the nodes' client contexts ahead of their first links (safe in a thread).
+
+        Loading goes from the last node to the first and stops at a context already loaded:
+        run in a worker thread (OpenSSL releases the GIL while it reads keys), it meets the
+        event loop's nodes, which load their own contexts from the first one on, halfway.
+        """
+        for name in reversed(list(self.credentials)):
+            if name in self._clients:
+                return
             self._client(name)
 
     def _client(self, name: str) -> ssl.SSLContext:

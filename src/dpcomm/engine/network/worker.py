@@ -21,7 +21,7 @@ from typing import Any
 from dpcomm.engine.network.launcher import run_tls_group
 from dpcomm.engine.network.names import COORDINATOR
 from dpcomm.engine.network.pki import NodeCredentials
-from dpcomm.engine.network.spec import NodeConfig, NodeFaults, RoundSpec
+from dpcomm.engine.network.spec import NodeConfig, RoundSpec
 
 
 def _emit(value: dict[str, Any]) -> None:
@@ -39,10 +39,7 @@ def main(argv: list[str]) -> int:
         path = argv[0] if argv else sys.stdin.readline().strip()
         group = json.loads(Path(path).read_text())
         spec = RoundSpec.from_dict(group["round"])
-        configs = [
-            NodeConfig(**{**c, "round": spec, "faults": NodeFaults(**c["faults"])})
-            for c in group["configs"]
-        ]
+        configs = [NodeConfig.from_fields(c, spec) for c in group["configs"]]
         credentials = {
             name: NodeCredentials(
                 name=name, cert_path=Path(cert), key_path=Path(key), ca_path=Path(ca)
