@@ -8,6 +8,36 @@ from collections.abc import Callable
 _ABSOLUTE_TOLERANCE = 1e-6
 
 
+def _crossing(
+    delta_of_epsilon: Callable[[float], float],
+    target_delta: float,
+    *,
+    upper: float,
+    tolerance: float,
+) -> tuple[float, float] | None:
+    """Bisection: ``(low, high)`` within ``tolerance``, δ(low) > target ≥ δ(high).
+
+    Assumes δ(0) > target. None when no end point in (0, upper] has δ ≤ target (for an
+    infinite ``upper``, doubling from 1 up to 256, beyond which e^(2ε) would overflow).
+    """
+    if math.isinf(upper):
+        upper = 1.0
+        while delta_of_epsilon(upper) > target_delta:
+            upper *= 2.0
+            if upper > 256.0:
+                return None
+    elif delta_of_epsilon(upper) > target_delta:
+        return None
+    low, high = 0.0, upper
+    while high - low > tolerance:
+        middle = 0.5 * (low + high)
+        if delta_of_epsilon(middle) <= target_delta:
+            high = middle
+        else:
+            low = middle
+    return low, high
+
+
 def epsilon_for_delta(
     delta_of_epsilon: Callable[[float], float],
     target_delta: float,
@@ -22,22 +52,8 @@ def epsilon_for_delta(
     """
     if delta_of_epsilon(0.0) <= target_delta:
         return 0.0
-    if math.isinf(upper):
-        upper = 1.0
-        while delta_of_epsilon(upper) > target_delta:
-            upper *= 2.0
-            if upper > 256.0:  # e^(2ε) would overflow; no finite ε
-                return math.inf
-    elif delta_of_epsilon(upper) > target_delta:
-        return math.inf
-    low, high = 0.0, upper
-    while high - low > tolerance:
-        middle = 0.5 * (low + high)
-        if delta_of_epsilon(middle) <= target_delta:
-            high = middle
-        else:
-            low = middle
-    return high
+    crossing = _crossing(delta_of_epsilon, target_delta, upper=upper, tolerance=tolerance)
+    return math.inf if crossing is None else crossing[1]
 
 
 def lower_epsilon_for_delta(
@@ -54,19 +70,7 @@ def lower_epsilon_for_delta(
     """
     if lower_delta_of_epsilon(0.0) <= target_delta:
         return 0.0
-    if math.isinf(upper):
-        upper = 1.0
-        while lower_delta_of_epsilon(upper) > target_delta:
-            upper *= 2.0
-            if upper > 256.0:  # e^(2ε) would overflow; no finite ε
-                return math.inf
-    elif lower_delta_of_epsilon(upper) > target_delta:
-        return upper
-    low, high = 0.0, upper
-    while high - low > tolerance:
-        middle = 0.5 * (low + high)
-        if lower_delta_of_epsilon(middle) > target_delta:
-            low = middle
-        else:
-            high = middle
-    return low
+    crossing = _crossing(lower_delta_of_epsilon, target_delta, upper=upper, tolerance=tolerance)
+    if crossing is None:
+        return math.inf if math.isinf(upper) else upper
+    return crossing[0]

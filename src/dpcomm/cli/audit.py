@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import sys
 from dataclasses import asdict
 from typing import Any
 
-from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
-from dpcomm.errors import InvalidParameterError
+from dpcomm.accounting import ScramblerMechanism
+from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
+from dpcomm.cli.output import show_progress
+from dpcomm.engine.report import number
 from dpcomm.experiments.audit import FAULT_KINDS, AuditedMechanism, AuditReport, audit, seeded_fault
-
-
-def _number(value: float) -> float | str:
-    return "inf" if isinstance(value, float) and math.isinf(value) else value
 
 
 def report_dict(report: AuditReport) -> dict[str, Any]:
@@ -30,7 +26,7 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
         "confidence": report.confidence,
         "delta": report.delta,
         "engine": report.engine,
-        "upper_bound": _number(report.upper_bound),
+        "upper_bound": number(report.upper_bound),
         "upper_method": report.upper_method,
         "lower_bound": report.lower_bound,
         "verdict": "PASS" if report.passed else "FAIL",
@@ -44,17 +40,11 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
 
 def _print(report: AuditReport) -> None:
     declared = report.mechanism.declared
-    if isinstance(declared, ScramblerMechanism):
-        kind = "capped scrambler" if declared.capped else "scrambler"
-        title = (
-            f"{kind}: T={declared.num_targets}, n={declared.batch_size}, "
-            f"d={declared.num_dummies}, σ={declared.sampling_rate}"
-        )
-    else:
-        title = (
-            f"local randomizer: T={declared.num_targets}, d={declared.num_dummies}, "
-            f"σ={declared.sampling_rate}"
-        )
+    batch = f", n={declared.batch_size}" if isinstance(declared, ScramblerMechanism) else ""
+    title = (
+        f"{mechanism_kind(declared)}: T={declared.num_targets}{batch}, "
+        f"d={declared.num_dummies}, σ={declared.sampling_rate}"
+    )
     verdict = "PASS" if report.passed else "FAIL"
     print(f"Audit of the {title}")
     if report.mechanism.fault != "none":
@@ -102,25 +92,14 @@ def _print(report: AuditReport) -> None:
 
 def command_audit(args: argparse.Namespace) -> int:
     """``dpcomm audit``."""
-    declared: LocalRandomizer | ScramblerMechanism
-    if args.kind == "local":
-        if args.batch is not None:
-            raise InvalidParameterError("batch", "unset for 'audit local'", args.batch)
-        if args.capped:
-            raise InvalidParameterError("capped", "unset for 'audit local'", True)
-        declared = LocalRandomizer(
-            num_targets=args.targets, sampling_rate=args.sampling, num_dummies=args.dummies
-        )
-    else:
-        if args.batch is None:
-            raise InvalidParameterError("batch", "a batch size n >= 1 for a scrambler", None)
-        declared = ScramblerMechanism(
-            num_targets=args.targets,
-            sampling_rate=args.sampling,
-            batch_size=args.batch,
-            num_dummies=args.dummies,
-            capped=args.capped,
-        )
+    check_family_options(args, "audit")
+    declared = declared_mechanism(
+        num_targets=args.targets,
+        sampling_rate=args.sampling,
+        num_dummies=args.dummies,
+        batch_size=args.batch,
+        capped=args.capped,
+    )
     mechanism = (
         AuditedMechanism(declared=declared)
         if args.fault is None
@@ -133,7 +112,7 @@ def command_audit(args: argparse.Namespace) -> int:
         delta=args.delta,
         engine=args.engine,
         rng=args.seed,
-        progress=not args.json and not args.quiet and sys.stderr.isatty(),
+        progress=not args.json and show_progress(args),
     )
     if args.json:
         print(json.dumps(report_dict(report), indent=2))

@@ -8,15 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpcomm.cli.run import (
-    _countermeasure,
-    _json_ready,
+from dpcomm.cli.execute import (
     add_countermeasure_options,
     aggregate_program,
-    json_document,
-    print_aggregate,
-    print_kmeans,
+    countermeasure_from_options,
+    execute_aggregate,
+    execute_kmeans,
+    json_ready,
+    print_run,
 )
+from dpcomm.engine.report import Engine
 from dpcomm.errors import InvalidParameterError
 
 DEFAULT_SYNTHETIC_ROWS = 1000
@@ -59,7 +60,8 @@ def _print_wire(report: dict[str, Any]) -> None:
     print(f"  timings: {timings}")
 
 
-def _engine(args: argparse.Namespace) -> Any:
+def _network_engine(args: argparse.Namespace) -> Engine:
+    """The TLS deployment on this machine that the options describe."""
     from dpcomm.engine.network.deploy import Faults, NetworkEngine
 
     faults = Faults(kill_scrambler=args.kill_scrambler)
@@ -72,73 +74,36 @@ def _engine(args: argparse.Namespace) -> Any:
     )
 
 
-def _finish(report: dict[str, Any]) -> int:
+def _finish(args: argparse.Namespace, report: dict[str, Any]) -> int:
+    """What was measured on the wire (text only), the nodes that failed, the exit status."""
+    if not args.json:
+        print()
+        _print_wire(report)
     errors = report.get("errors", {})
     for node, message in errors.items():
         print(f"dpcomm: node {node} failed: {message}", file=sys.stderr)
     return 0 if not errors else 1
 
 
-def command_deploy_local_kmeans(args: argparse.Namespace) -> int:
-    """``dpcomm deploy local kmeans``."""
-    from dpcomm.data import load_image_dataset
-    from dpcomm.engine.report import run_kmeans
-    from dpcomm.queries.kmeans import KMeansProgram
-
-    countermeasure = _countermeasure(args, KMEANS_DEPLOY_DEFAULTS)
-    dataset = load_image_dataset(args.dataset)
-    if args.sources < 1:
-        raise InvalidParameterError("--sources", "an integer >= 1", args.sources)
-    points = dataset.train_images[: args.sources]
-    program = KMeansProgram(points, args.k, args.iterations, seed=args.data_seed)
-    outcome = run_kmeans(
-        program,
-        countermeasure,
-        test_points=dataset.test_images,
-        test_labels=dataset.test_labels,
-        delta=args.delta,
-        seed=args.seed,
-        engine=_engine(args),
-        target_epsilon=args.target_epsilon,
-    )
-    if args.json:
-        print(json_document({"centroids": outcome.centroids}, outcome.report))
-        return _finish(outcome.report)
-    print_kmeans(outcome, f"{dataset.name} (the first {len(points):,} training points)")
-    print()
-    _print_wire(outcome.report)
-    return _finish(outcome.report)
+def _default_to_synthetic(args: argparse.Namespace) -> None:
+    """Without ``--data``, ``--synthetic`` or ``--diabetes``: a synthetic table (default size)."""
+    if args.data is None and args.synthetic is None and not args.diabetes:
+        args.synthetic = DEFAULT_SYNTHETIC_ROWS
 
 
 def command_deploy_local(args: argparse.Namespace) -> int:
     """``dpcomm deploy local [aggregate|kmeans]``."""
     if args.workload == "kmeans":
-        return command_deploy_local_kmeans(args)
-    from dpcomm.engine.report import run_aggregate
-
+        kmeans, dataset = execute_kmeans(args, KMEANS_DEPLOY_DEFAULTS, _network_engine)
+        sources = kmeans.program.num_sources
+        print_run(args, kmeans, f"{dataset} (the first {sources:,} training points)")
+        return _finish(args, kmeans.report)
     if args.sql is None:
         raise InvalidParameterError("--sql", "a query (required for an Aggregate deployment)", None)
-    countermeasure = _countermeasure(args, DEPLOY_DEFAULTS)
-    if args.data is None and args.synthetic is None and not args.diabetes:
-        args.synthetic = DEFAULT_SYNTHETIC_ROWS
-    program, source = aggregate_program(args)
-    outcome = run_aggregate(
-        program,
-        countermeasure,
-        delta=args.delta,
-        seed=args.seed,
-        engine=_engine(args),
-        target_epsilon=args.target_epsilon,
-    )
-    if args.json:
-        print(json_document(outcome.result, outcome.report))
-        return _finish(outcome.report)
-    print_aggregate(
-        outcome, f"{source}; deployed on this machine (loopback, mutual TLS 1.3)", args.rows
-    )
-    print()
-    _print_wire(outcome.report)
-    return _finish(outcome.report)
+    _default_to_synthetic(args)
+    aggregate, source = execute_aggregate(args, DEPLOY_DEFAULTS, _network_engine)
+    print_run(args, aggregate, f"{source}; deployed on this machine (loopback, mutual TLS 1.3)")
+    return _finish(args, aggregate.report)
 
 
 def command_deploy_configs(args: argparse.Namespace) -> int:
@@ -152,9 +117,8 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
             "operating-system entropy; use `deploy local --seed` for a reproducible test round)",
             args.seed,
         )
-    countermeasure = _countermeasure(args, DEPLOY_DEFAULTS)
-    if args.data is None and args.synthetic is None and not args.diabetes:
-        args.synthetic = DEFAULT_SYNTHETIC_ROWS
+    countermeasure = countermeasure_from_options(args, DEPLOY_DEFAULTS)
+    _default_to_synthetic(args)
     program, _ = aggregate_program(args)
     paths = write_deployment(
         program,
@@ -189,7 +153,7 @@ def command_node_run(args: argparse.Namespace) -> int:
         ca_path=Path(args.ssl_ca_certfile),
     )
     outcome: dict[str, Any] = run_tls_group([config], {config.name: credentials})
-    text = json.dumps(_json_ready(outcome), indent=2)
+    text = json.dumps(json_ready(outcome), indent=2)
     if args.output:
         Path(args.output).write_text(text)
     else:

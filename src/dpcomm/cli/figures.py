@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
+from dpcomm.cli.output import show_progress
 from dpcomm.experiments.figures import (
     FigureSettings,
     make_figures,
     select_figures,
     write_index,
 )
-
-
-def show_progress(args: argparse.Namespace) -> bool:
-    """Progress bars: on when standard error is a terminal, unless ``--quiet``."""
-    return not getattr(args, "quiet", False) and sys.stderr.isatty()
 
 
 def command_figures(args: argparse.Namespace) -> int:

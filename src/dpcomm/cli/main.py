@@ -24,6 +24,8 @@ from dpcomm.accounting import (
 from dpcomm.cli.audit import add_audit_command
 from dpcomm.cli.deploy import add_deploy_commands
 from dpcomm.cli.figures import add_figures_command
+from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
+from dpcomm.cli.output import print_table
 from dpcomm.cli.pki import add_pki_command
 from dpcomm.cli.plan import add_plan_commands
 from dpcomm.cli.run import add_run_commands
@@ -92,18 +94,16 @@ def _json_number(value: Any) -> Any:
 
 def _print_single(report: AccountingReport) -> None:
     mechanism = report.mechanism
-    if isinstance(mechanism, ScramblerMechanism):
-        kind = "capped scrambler" if mechanism.capped else "scrambler"
-        title = (
-            f"{kind}: T={mechanism.num_targets} targets, n={mechanism.batch_size} sources per "
-            f"scrambler, d={mechanism.num_dummies} dummies, sampling σ={mechanism.sampling_rate}"
-        )
-    else:
-        assert isinstance(mechanism, LocalRandomizer)
-        title = (
-            f"local randomizer: T={mechanism.num_targets} targets, "
-            f"d={mechanism.num_dummies} dummies, sampling σ={mechanism.sampling_rate}"
-        )
+    assert isinstance(mechanism, LocalRandomizer | ScramblerMechanism)
+    batch = (
+        f", n={mechanism.batch_size} sources per scrambler"
+        if isinstance(mechanism, ScramblerMechanism)
+        else ""
+    )
+    title = (
+        f"{mechanism_kind(mechanism)}: T={mechanism.num_targets} targets{batch}, "
+        f"d={mechanism.num_dummies} dummies, sampling σ={mechanism.sampling_rate}"
+    )
     asked = "ε" if report.query == "epsilon" else "δ"
     fixed = f"δ = {report.fixed:g}" if report.query == "epsilon" else f"ε = {report.fixed:g}"
     print(f"Privacy of the {title}")
@@ -143,25 +143,16 @@ def _print_table(reports: Sequence[AccountingReport]) -> None:
                 *[_format(row["methods"][n]) for n in names],
             ]
         )
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
-    for r in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+    print_table(header, rows)
 
 
 def _command_account(args: argparse.Namespace) -> int:
     targets = _parse_list("targets", args.targets, _as_int)
     samplings = _parse_list("sampling", args.sampling, float)
     dummies = _parse_list("dummies", args.dummies, _as_int)
-    if args.kind == "local":
-        if args.batch is not None:
-            raise InvalidParameterError("batch", "unset for 'account local'", args.batch)
-        if args.capped:
-            raise InvalidParameterError("capped", "unset for 'account local'", True)
-        batches: list[int | None] = [None]
-    else:
-        if args.batch is None:
-            raise InvalidParameterError("batch", "a batch size n >= 1 for a scrambler", None)
+    check_family_options(args, "account")
+    batches: list[int | None] = [None]
+    if args.kind == "scrambler":
         batches = list(_parse_list("batch", args.batch, _as_int))
     if args.delta is not None and args.epsilon is not None:
         raise InvalidParameterError("epsilon", "unset when --delta is given", args.epsilon)
@@ -177,17 +168,13 @@ def _command_account(args: argparse.Namespace) -> int:
     for size, sigma, dummy, batch, delta, epsilon in itertools.product(
         targets, samplings, dummies, batches, deltas, epsilons
     ):
-        mechanism: LocalRandomizer | ScramblerMechanism
-        if batch is None:
-            mechanism = LocalRandomizer(num_targets=size, sampling_rate=sigma, num_dummies=dummy)
-        else:
-            mechanism = ScramblerMechanism(
-                num_targets=size,
-                sampling_rate=sigma,
-                batch_size=batch,
-                num_dummies=dummy,
-                capped=args.capped,
-            )
+        mechanism = declared_mechanism(
+            num_targets=size,
+            sampling_rate=sigma,
+            num_dummies=dummy,
+            batch_size=batch,
+            capped=args.capped,
+        )
         report = account(
             mechanism,
             delta=delta,

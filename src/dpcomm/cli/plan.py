@@ -8,6 +8,7 @@ import json
 import shlex
 from typing import Any
 
+from dpcomm.cli.output import print_table
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
 from dpcomm.experiments.planner import (
     Configuration,
@@ -67,7 +68,7 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
     Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
     grouping sets of C = T compute nodes; K-means: K = T centroids and I iterations on the
     default dataset (its own number of sources). The countermeasure options are those of
-    :func:`dpcomm.cli.run.add_countermeasure_options`: ``--delta`` is δ per cluster (δ/G),
+    :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is δ per cluster (δ/G),
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
     ``--target-epsilon`` the ε asked for, so that a run whose ε exceeds it warns.
     """
@@ -266,10 +267,7 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
                 f"{candidate.extra_consents:,}",
             ]
         )
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print("  " + "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
-    for row in rows:
-        print("  " + "  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
+    print_table(header, rows, indent="  ")
     print("  (* = chosen)")
 
 

@@ -35,6 +35,7 @@ from dpcomm.accounting._validation import check_delta
 from dpcomm.engine.run import Run
 from dpcomm.engine.traffic import FlowTraffic
 from dpcomm.errors import InvalidParameterError
+from dpcomm.experiments._common import FloatArray, IntArray
 from dpcomm.plan.countermeasures import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.plan.transform import (
     flooding_flow_name,
@@ -42,9 +43,6 @@ from dpcomm.plan.transform import (
     scrambler_group_name,
     to_scramblers_flow_name,
 )
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 
 def dp_accuracy_bound(prior: npt.ArrayLike, *, epsilon: float, delta: float) -> float:
@@ -101,8 +99,20 @@ def dp_accuracy_bound(prior: npt.ArrayLike, *, epsilon: float, delta: float) -> 
     return float(min(simple, -solution.fun + 1e-12))
 
 
+class _Guessing:
+    """An attacker's accuracy beside the best guess from the prior (its baseline)."""
+
+    accuracy: float
+    baseline: float
+
+    @property
+    def advantage(self) -> float:
+        """Accuracy minus the prior's best guess (for a run, their means over the flows)."""
+        return self.accuracy - self.baseline
+
+
 @dataclass(frozen=True)
-class FlowAttack:
+class FlowAttack(_Guessing):
     """The attack on one data-dependent flow.
 
     Attributes:
@@ -127,14 +137,9 @@ class FlowAttack:
     delta: float
     bound: float
 
-    @property
-    def advantage(self) -> float:
-        """Accuracy minus the prior's best guess."""
-        return self.accuracy - self.baseline
-
 
 @dataclass(frozen=True)
-class AttackResult:
+class AttackResult(_Guessing):
     """The attack on every data-dependent flow of a run, and its averages over the flows.
 
     Attributes:
@@ -152,11 +157,6 @@ class AttackResult:
     bound: float
     epsilon: float
     plan_epsilon: float
-
-    @property
-    def advantage(self) -> float:
-        """Mean accuracy minus mean baseline."""
-        return self.accuracy - self.baseline
 
 
 def _true_targets(run: Run) -> dict[str, IntArray]:

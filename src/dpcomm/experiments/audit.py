@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -31,10 +30,9 @@ from scipy import stats
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
 from dpcomm.accounting._validation import check_delta, check_int, check_probability, make_rng
 from dpcomm.errors import InvalidParameterError
+from dpcomm.experiments._common import FloatArray, IntArray, with_progress
 from dpcomm.protocol import ScramblerAssignment, flood_targets, randomize_targets, scramble
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 Engine = Literal["fast", "protocol"]
 Declared = LocalRandomizer | ScramblerMechanism
 
@@ -187,7 +185,7 @@ class AuditedMechanism:
             ).sent
             first = sent[::batch]
             if self.dummy_weights is None:
-                assignment = _batch_assignment(runs, batch)
+                assignment = one_scrambler_per_run(runs, batch)
                 counts = np.array(
                     scramble(
                         sent,
@@ -226,7 +224,7 @@ class AuditedMechanism:
         return Observations(counts=counts.astype(np.int64), head=np.asarray(head, np.int64))
 
 
-def _batch_assignment(runs: int, batch: int) -> ScramblerAssignment:
+def one_scrambler_per_run(runs: int, batch: int) -> ScramblerAssignment:
     """One scrambler per run, holding sources run·n … run·n + n − 1."""
     mapping = np.repeat(np.arange(runs, dtype=np.int64), batch)
     return ScramblerAssignment(
@@ -637,12 +635,7 @@ def audit(
     codes: list[list[IntArray]] = [[], []]
     hashes: list[list[npt.NDArray[np.uint64]]] = [[], []]
     chunks = [(s, min(count, s + CHUNK_RUNS)) for s in range(0, count, CHUNK_RUNS)]
-    iterator: Iterable[tuple[int, int]] = chunks
-    if progress:
-        from tqdm import tqdm
-
-        iterator = tqdm(chunks, desc="audit", unit="chunk", leave=False)
-    for low, high in iterator:
+    for low, high in with_progress(chunks, enabled=progress, description="audit", unit="chunk"):
         for side, target in enumerate((inputs.target, inputs.alternative)):
             seen = audited.sample(target, inputs.others, high - low, rng=generator, engine=engine)
             code, categories = _categories(seen, inputs, clip=clip)

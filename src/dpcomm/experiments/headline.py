@@ -192,40 +192,37 @@ def headline_rows(
             "an estimate, not a guarantee (seeded; not monotone in d in general)",
         ),
     ]
-    rows: list[HeadlineRow] = []
-    for name, label, status, curve, note in methods:
-        dummies = _least(curve, delta, MAX_DUMMIES)
-        rows.append(
-            HeadlineRow(
-                method=name,
-                label=label,
-                status=status,
-                num_dummies=dummies,
-                num_scramblers=scramblers,
-                num_sources=recruited,
-                messages=None if dummies is None else messages(dummies),
-                nonprivate_messages=nonprivate,
-                note=note,
-                scenario=scenario,
-                batch_sizes=batches,
-            )
+
+    def row(method: str, label: str, status: str, dummies: int | None, note: str) -> HeadlineRow:
+        """The row of a method that needs ``dummies`` per scrambler (None: unreachable)."""
+        return HeadlineRow(
+            method=method,
+            label=label,
+            status=status,
+            num_dummies=dummies,
+            num_scramblers=scramblers,
+            num_sources=recruited,
+            messages=None if dummies is None else messages(dummies),
+            nonprivate_messages=nonprivate,
+            note=note,
+            scenario=scenario,
+            batch_sizes=batches,
         )
+
+    rows = [
+        row(name, label, status, _least(curve, delta, MAX_DUMMIES), note)
+        for name, label, status, curve, note in methods
+    ]
     local = LocalRandomizer(num_targets=num_targets, sampling_rate=sampling_rate)
     reachable = pure.local_delta(local, epsilon) <= delta
     floor = pure.local_epsilon_for_delta(local, delta)
     rows.append(
-        HeadlineRow(
-            method="post-processing",
-            label="post-processing of R_σ (no amplification)",
-            status="valid",
-            num_dummies=0 if reachable else None,
-            num_scramblers=scramblers,
-            num_sources=recruited,
-            messages=messages(0) if reachable else None,
-            nonprivate_messages=nonprivate,
-            note="" if reachable else f"unreachable: ε = {floor:.2f} at δ = {delta:g} for any d",
-            scenario=scenario,
-            batch_sizes=batches,
+        row(
+            "post-processing",
+            "post-processing of R_σ (no amplification)",
+            "valid",
+            0 if reachable else None,
+            "" if reachable else f"unreachable: ε = {floor:.2f} at δ = {delta:g} for any d",
         )
     )
     return tuple(rows)

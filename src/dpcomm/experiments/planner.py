@@ -44,20 +44,20 @@ This goes beyond the paper, which explores the trade-offs by plotting them (Sect
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pure
 from dpcomm.accounting._validation import check_int
 from dpcomm.accounting.exact import ExactLemma2, Lemma2AtEpsilon, SizeTable
 from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.experiments._common import with_progress
 from dpcomm.plan.builders import aggregate_plan, kmeans_flow, kmeans_plan
 from dpcomm.plan.costs import (
     balanced_batch_sizes,
@@ -74,9 +74,6 @@ from dpcomm.plan.countermeasures import (
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import account_plan
 from dpcomm.plan.transform import transform
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 Mechanism = Literal["scrambler", "local"]
 Workload = Literal["aggregate", "kmeans"]
@@ -345,6 +342,26 @@ def expected_utility(
     return min(1.0, recruited * keep / num_sources)
 
 
+def _recruited(request: PlanRequest, sampling_rate: float) -> int:
+    """S_t for the request at σ, within its consent limit (:func:`recruited_sources`)."""
+    return recruited_sources(
+        num_sources=request.num_sources,
+        num_targets=request.num_targets,
+        sampling_rate=sampling_rate,
+        max_extra_consents=request.max_extra_consents,
+    )
+
+
+def _utility(request: PlanRequest, sampling_rate: float, recruited: int) -> float:
+    """The request's expected utility at σ with S_t = ``recruited`` (:func:`expected_utility`)."""
+    return expected_utility(
+        num_sources=request.num_sources,
+        num_targets=request.num_targets,
+        sampling_rate=sampling_rate,
+        recruited=recruited,
+    )
+
+
 def request_plan(
     *, workload: Workload, num_sources: int, num_targets: int, num_clusters: int
 ) -> ExecutionPlan:
@@ -436,6 +453,19 @@ def plan_costs(
     if isinstance(countermeasure, Configuration):
         countermeasure = countermeasure.countermeasure()
     return _costs(workload, num_clusters, num_targets, num_sources, countermeasure)
+
+
+def _request_costs(
+    request: PlanRequest, countermeasure: Configuration | Countermeasure, num_sources: int
+) -> PlanCosts:
+    """:func:`plan_costs` of ``countermeasure`` on the request's plan of ``num_sources``."""
+    return plan_costs(
+        countermeasure,
+        num_sources=num_sources,
+        num_targets=request.num_targets,
+        workload=request.workload,
+        num_clusters=request.num_clusters,
+    )
 
 
 def nonprivate_load(
@@ -548,17 +578,12 @@ class _Searcher:
 
     def post_processing_ok(self, sampling_rate: float) -> bool:
         """The scrambler's output is a post-processing of one source's R_σ (valid for any n, d)."""
-        local = LocalRandomizer(num_targets=self.request.num_targets, sampling_rate=sampling_rate)
-        return pure.local_delta(local, self.epsilon_check) <= self.request.cluster_delta
+        return _local_ok(self.request, sampling_rate, 0, self.epsilon_check)
 
     def local_dummies(self, sampling_rate: float) -> int | None:
         """Smallest flooding d ≤ T − 1 for R_σ^d (exact δ(ε), a closed form)."""
-        targets = self.request.num_targets
-        for dummies in range(targets):
-            local = LocalRandomizer(
-                num_targets=targets, sampling_rate=sampling_rate, num_dummies=dummies
-            )
-            if pure.local_delta(local, self.epsilon_check) <= self.request.cluster_delta:
+        for dummies in range(self.request.num_targets):
+            if _local_ok(self.request, sampling_rate, dummies, self.epsilon_check):
                 return dummies
         return None
 
@@ -579,15 +604,6 @@ class _Searcher:
         return _minimal_true(feasible, guess=guess, maximum=self.max_dummies)
 
 
-def _sampling_steps(rates: Sequence[float], progress: bool) -> Iterator[float]:
-    if not progress:
-        yield from rates
-        return
-    from tqdm import tqdm
-
-    yield from tqdm(rates, desc="planner σ grid", unit="σ", leave=False)
-
-
 def _search(
     request: PlanRequest,
     *,
@@ -601,20 +617,11 @@ def _search(
     searcher = _Searcher(request, max_dummies=max_dummies)
     found: list[_Raw] = []
     previous: dict[int, int] = {}
-    for sigma in _sampling_steps(sampling_rates, progress):
-        recruited = recruited_sources(
-            num_sources=request.num_sources,
-            num_targets=request.num_targets,
-            sampling_rate=sigma,
-            max_extra_consents=request.max_extra_consents,
-        )
-        utility = expected_utility(
-            num_sources=request.num_sources,
-            num_targets=request.num_targets,
-            sampling_rate=sigma,
-            recruited=recruited,
-        )
-        if utility < request.min_utility - _UTILITY_TOLERANCE:
+    for sigma in with_progress(
+        sampling_rates, enabled=progress, description="planner σ grid", unit="σ"
+    ):
+        recruited = _recruited(request, sigma)
+        if _utility(request, sigma, recruited) < request.min_utility - _UTILITY_TOLERANCE:
             continue
         if "local" in mechanisms:
             dummies = searcher.local_dummies(sigma)
@@ -665,13 +672,7 @@ def _configuration(raw: _Raw, dummies: int | None = None) -> Configuration:
 
 
 def _candidate(request: PlanRequest, raw: _Raw, configuration: Configuration) -> PlanCandidate:
-    costs = plan_costs(
-        configuration,
-        num_sources=raw.recruited,
-        num_targets=request.num_targets,
-        workload=request.workload,
-        num_clusters=request.num_clusters,
-    )
+    costs = _request_costs(request, configuration, raw.recruited)
     return PlanCandidate(
         configuration=configuration,
         num_sources=raw.recruited,
@@ -680,12 +681,7 @@ def _candidate(request: PlanRequest, raw: _Raw, configuration: Configuration) ->
         network_load_messages=costs.messages,
         max_channels_per_node=costs.max_channels,
         extra_consents=raw.recruited - request.num_sources,
-        utility=expected_utility(
-            num_sources=request.num_sources,
-            num_targets=request.num_targets,
-            sampling_rate=raw.sampling_rate,
-            recruited=raw.recruited,
-        ),
+        utility=_utility(request, raw.sampling_rate, raw.recruited),
     )
 
 
@@ -723,32 +719,33 @@ def pareto_front(candidates: Sequence[PlanCandidate]) -> tuple[PlanCandidate, ..
 # --- Verification with the accountant's own classes, and the reported ε ---------------------
 
 
+def _local_ok(request: PlanRequest, sampling_rate: float, num_dummies: int, epsilon: float) -> bool:
+    """R_σ^d (R_σ for d = 0) meets δ_c at ``epsilon``: its exact δ(ε), a closed form."""
+    local = LocalRandomizer(
+        num_targets=request.num_targets, sampling_rate=sampling_rate, num_dummies=num_dummies
+    )
+    return pure.local_delta(local, epsilon) <= request.cluster_delta
+
+
 def _exact_cluster_ok(
     request: PlanRequest, configuration: Configuration, recruited: int, epsilon: float
 ) -> bool:
     """The cluster meets δ_c at ``epsilon`` by ExactLemma2 / post-processing / local exact δ."""
-    target = request.cluster_delta
-    targets = request.num_targets
     sigma = configuration.sampling_rate
     if configuration.mechanism == "local":
-        local = LocalRandomizer(
-            num_targets=targets, sampling_rate=sigma, num_dummies=configuration.num_dummies
-        )
-        return pure.local_delta(local, epsilon) <= target
-    if pure.local_delta(LocalRandomizer(num_targets=targets, sampling_rate=sigma), epsilon) <= (
-        target
-    ):
+        return _local_ok(request, sigma, configuration.num_dummies, epsilon)
+    if _local_ok(request, sigma, 0, epsilon):
         return True
     if configuration.batch_size is None:
         raise InvalidParameterError("batch_size", "a batch size n >= 1 for scramblers", None)
     for batch in batch_size_counts(recruited, configuration.batch_size):
         mechanism = ScramblerMechanism(
-            num_targets=targets,
+            num_targets=request.num_targets,
             sampling_rate=sigma,
             batch_size=batch,
             num_dummies=configuration.num_dummies,
         )
-        if ExactLemma2(mechanism).delta(epsilon) > target:
+        if ExactLemma2(mechanism).delta(epsilon) > request.cluster_delta:
             return False
     return True
 
@@ -766,7 +763,7 @@ def _verified(request: PlanRequest, raw: _Raw, epsilon_check: float) -> _Raw:
         raise DpcommError(
             f"internal error: δ is not monotone in d at {_configuration(raw).describe()}"
         )
-    return _Raw(raw.mechanism, raw.sampling_rate, raw.batch_size, dummies, raw.recruited)
+    return replace(raw, num_dummies=dummies)
 
 
 def planned_guarantee(request: PlanRequest, candidate: PlanCandidate) -> tuple[float, float]:
@@ -789,16 +786,7 @@ def planned_guarantee(request: PlanRequest, candidate: PlanCandidate) -> tuple[f
 
 def _with_guarantee(request: PlanRequest, candidate: PlanCandidate) -> PlanCandidate:
     epsilon, delta = planned_guarantee(request, candidate)
-    return PlanCandidate(
-        configuration=candidate.configuration,
-        num_sources=candidate.num_sources,
-        epsilon=epsilon,
-        delta=delta,
-        network_load_messages=candidate.network_load_messages,
-        max_channels_per_node=candidate.max_channels_per_node,
-        extra_consents=candidate.extra_consents,
-        utility=candidate.utility,
-    )
+    return replace(candidate, epsilon=epsilon, delta=delta)
 
 
 # --- Entry point ----------------------------------------------------------------------------------
@@ -955,15 +943,7 @@ def plan_countermeasures(
     if not limited:
         unlimited = candidates
         if request.max_extra_consents is not None:
-            free = PlanRequest(
-                num_sources=request.num_sources,
-                num_targets=request.num_targets,
-                workload=request.workload,
-                num_clusters=request.num_clusters,
-                epsilon=request.epsilon,
-                delta=request.delta,
-                max_channels=request.max_channels,
-            )
+            free = replace(request, max_extra_consents=None, min_utility=1.0)
             more, _ = _search(free, **options)  # type: ignore[arg-type]
             unlimited = [_candidate(free, raw, _configuration(raw)) for raw in more]
         raise DpcommError(_infeasible_message(request, candidates, unlimited, max_dummies))
@@ -981,13 +961,7 @@ def plan_countermeasures(
         limited = [c for c in candidates if _within_channels(request, c)]
     best = _with_guarantee(request, best)
     front = tuple(best if c.costs == best.costs else c for c in pareto_front(limited))
-    chosen_costs = plan_costs(
-        best.configuration,
-        num_sources=best.num_sources,
-        num_targets=request.num_targets,
-        workload=request.workload,
-        num_clusters=request.num_clusters,
-    )
+    chosen_costs = _request_costs(request, best.configuration, best.num_sources)
     return PlannerResult(
         configuration=best.configuration,
         epsilon=best.epsilon,
@@ -998,12 +972,9 @@ def plan_countermeasures(
         utility=best.utility,
         pareto=front,
         num_sources=best.num_sources,
-        nonprivate_load_messages=nonprivate_load(
-            num_sources=request.num_sources,
-            num_targets=request.num_targets,
-            workload=request.workload,
-            num_clusters=request.num_clusters,
-        ),
+        nonprivate_load_messages=_request_costs(
+            request, NoCountermeasure(), request.num_sources
+        ).messages,
         num_candidates=len(candidates),
         channels_by_role=chosen_costs.channels_by_role,
         request=request,

@@ -27,7 +27,7 @@ from dpcomm.data.table import Table
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.queries.codec import CodecError, ColumnSpec, TableCodec, dumps, loads
+from dpcomm.queries.codec import CodecError, ColumnSpec, TableCodec, dumps, from_hex, loads
 from dpcomm.queries.groupby import (
     evaluate,
     group_ids,
@@ -335,10 +335,7 @@ class AggregateProgram:
 
     def decode_rows(self, encoded: Sequence[str]) -> Table:
         """Inverse of :meth:`encode_rows`: a source node's own rows."""
-        try:
-            payloads = [bytes.fromhex(text) for text in encoded]
-        except ValueError as error:
-            raise CodecError(f"malformed row: {error}") from error
+        payloads = from_hex(encoded, "row")
         return TableCodec(self.columns).decode(payloads, name=self.query.table_name)
 
     # ------------------------------------------------------------------ driver side

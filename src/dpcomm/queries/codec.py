@@ -46,6 +46,14 @@ class CodecError(DpcommError):
     """Bytes that do not decode (a malformed payload or control message)."""
 
 
+def from_hex(encoded: Sequence[str], what: str) -> list[bytes]:
+    """The payloads written as hexadecimal text; CodecError naming ``what`` if one is not."""
+    try:
+        return [bytes.fromhex(text) for text in encoded]
+    except (TypeError, ValueError) as error:
+        raise CodecError(f"malformed {what}: {error}") from error
+
+
 @dataclass(frozen=True)
 class ColumnSpec:
     """A column as it travels: name, SQL type, numpy dtype and encoded width.

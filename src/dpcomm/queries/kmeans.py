@@ -28,7 +28,7 @@ from dpcomm.accounting._validation import check_int, make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import kmeans_flow, kmeans_plan
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.queries.codec import CodecError, VectorCodec
+from dpcomm.queries.codec import CodecError, VectorCodec, from_hex
 from dpcomm.queries.program import IntArray
 
 FloatArray = npt.NDArray[np.float64]
@@ -383,10 +383,7 @@ class KMeansProgram:
 
     def decode_rows(self, encoded: Sequence[str]) -> PointArray:
         """Inverse of :meth:`encode_rows`: a source node's own points."""
-        try:
-            payloads = [bytes.fromhex(text) for text in encoded]
-        except ValueError as error:
-            raise CodecError(f"malformed point: {error}") from error
+        payloads = from_hex(encoded, "point")
         return VectorCodec(self.dimension).decode(payloads)
 
     def source_rows(self) -> PointArray:

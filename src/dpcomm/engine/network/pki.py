@@ -162,6 +162,57 @@ def _read_certificate(path: Path) -> x509.Certificate:
         raise PkiError(f"cannot read certificate {path}: {error}") from error
 
 
+def _subject(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANIZATION),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public: ed25519.Ed25519PublicKey,
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    certificate_authority: bool,
+) -> x509.CertificateBuilder:
+    """A certificate of ``subject`` with the constraints and key usage of a CA or of a node."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(
+            x509.BasicConstraints(
+                ca=certificate_authority, path_length=0 if certificate_authority else None
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=certificate_authority,
+                crl_sign=certificate_authority,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class CertificateAuthority:
     """A local certificate authority: its directory, certificate and (unprinted) private key."""
@@ -198,37 +249,10 @@ class CertificateAuthority:
             raise PkiError(f"a certificate authority already exists in {folder}")
         folder.mkdir(parents=True, exist_ok=True)
         key = ed25519.Ed25519PrivateKey.generate()
-        subject = x509.Name(
-            [
-                x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANIZATION),
-                x509.NameAttribute(NameOID.COMMON_NAME, name),
-            ]
-        )
+        subject = _subject(name)
         public = key.public_key()
         certificate = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(subject)
-            .public_key(public)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start)
-            .not_valid_after(end)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+            _builder(subject, subject, public, start, end, certificate_authority=True)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False
             )
@@ -290,34 +314,13 @@ class CertificateAuthority:
         key = ed25519.Ed25519PrivateKey.generate()
         public = key.public_key()
         certificate = (
-            x509.CertificateBuilder()
-            .subject_name(
-                x509.Name(
-                    [
-                        x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANIZATION),
-                        x509.NameAttribute(NameOID.COMMON_NAME, node_name),
-                    ]
-                )
-            )
-            .issuer_name(self.certificate.subject)
-            .public_key(public)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start)
-            .not_valid_after(end)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
+            _builder(
+                _subject(node_name),
+                self.certificate.subject,
+                public,
+                start,
+                end,
+                certificate_authority=False,
             )
             .add_extension(
                 x509.ExtendedKeyUsage(
@@ -329,7 +332,6 @@ class CertificateAuthority:
                 x509.SubjectAlternativeName([x509.DNSName(certificate_safe(node_name))]),
                 critical=False,
             )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self.private_key.public_key()),
                 critical=False,

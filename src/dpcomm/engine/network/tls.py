@@ -21,7 +21,7 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable, Collection, Mapping
 
-from dpcomm.engine.network.frames import DropCounters, FrameError, StreamClosedError
+from dpcomm.engine.network.frames import DropCounters, read_frame
 from dpcomm.engine.network.pki import NodeCredentials, PeerIdentityError, PkiError, peer_identity
 from dpcomm.engine.network.transport import (
     Address,
@@ -215,13 +215,7 @@ class TlsLink:
     async def read(self, size: int) -> bytes:
         """Exactly ``size`` bytes (see :class:`Link`)."""
         try:
-            return await self.reader.readexactly(size)
-        except asyncio.IncompleteReadError as error:
-            if not error.partial:
-                raise StreamClosedError("the peer closed the stream") from None
-            raise FrameError(
-                "truncated", f"stream ended after {len(error.partial)} of {size} bytes"
-            ) from None
+            return await read_frame(self.reader, frame_size=size)
         except ssl.SSLError as error:
             raise OSError(str(error)) from error
 

@@ -10,28 +10,28 @@ mechanism's parameters, ``delta``, ``epsilon`` (``inf`` where a bound is unusabl
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account, pure
 from dpcomm.experiments.figures.base import (
+    DELTA,
     FigureOutput,
     FigureSettings,
+    Row,
+    group_curves,
     new_axes,
     register,
-    save_png,
-    write_csv,
+    save_figure,
 )
-
-Row = dict[str, Any]
 
 #: T of every figure but 3a.
 NUM_TARGETS = 20
-#: δ of the (ε, δ) figures (Table 1).
-DELTA = 1e-4
 #: R of Algorithm 2 in full mode (the paper's value) and in quick mode.
 FULL_MONTE_CARLO_SAMPLES = 5000
 QUICK_MONTE_CARLO_SAMPLES = 500
@@ -115,12 +115,19 @@ def _local_epsilon(*, num_targets: int, sampling_rate: float, num_dummies: int) 
     return value
 
 
-def _curves(rows: Iterable[Row]) -> dict[str, list[Row]]:
-    """Rows grouped by curve, in order of first appearance."""
-    grouped: dict[str, list[Row]] = {}
-    for row in rows:
-        grouped.setdefault(str(row["curve"]), []).append(row)
-    return grouped
+def _local_row(curve: str, *, num_targets: int, sampling_rate: float, num_dummies: int) -> Row:
+    """The point of R_σ^d on ``curve``: its pure ε by :func:`_local_epsilon` (valid, exact)."""
+    epsilon = _local_epsilon(
+        num_targets=num_targets, sampling_rate=sampling_rate, num_dummies=num_dummies
+    )
+    return _row(
+        curve,
+        VALID,
+        epsilon,
+        num_targets=num_targets,
+        sampling_rate=sampling_rate,
+        num_dummies=num_dummies,
+    )
 
 
 def _plot(
@@ -131,7 +138,7 @@ def _plot(
     color_of: Callable[[str], str | None] = _COLORS.get,
 ) -> None:
     """Draw one line per curve from the plotted rows; a curve with none is named in the legend."""
-    for curve, points in _curves(rows).items():
+    for curve, points in group_curves(rows).items():
         label = _LEGEND.get(curve, curve)
         status = str(points[0]["status"])
         style = dict(_STYLE[status])
@@ -165,16 +172,48 @@ def _finish(
         axes.legend(fontsize=legend_size, loc="best")
 
 
-def _save(settings: FigureSettings, name: str, rows: Sequence[Row], figure: Any) -> tuple[Any, Any]:
-    png = settings.out_dir / f"{name}.png"
-    csv = settings.out_dir / f"{name}.csv"
-    write_csv(csv, rows)
-    save_png(figure, png)
-    return png, csv
-
-
 def _values(rows: Sequence[Row], curve: str) -> list[float]:
     return [float(r["epsilon"]) for r in rows if r["curve"] == curve]
+
+
+#: x-axis label of each parameter a sweep of figures 4 and 6 varies.
+_AXIS_LABELS = {
+    "sampling_rate": "sampling rate σ",
+    "batch_size": "messages per scrambler n",
+    "num_dummies": "scrambler dummies d",
+}
+
+
+def _sweep(
+    settings: FigureSettings,
+    name: str,
+    key: str,
+    grid: Sequence[float],
+    point: Callable[[float], tuple[float, int, int]],
+    rows_at: Callable[..., list[Row]],
+    *,
+    ylabel: str,
+    width: float = 6.0,
+    height: float = 5.0,
+    y_cap: float | None = None,
+) -> tuple[list[Row], Path, Path]:
+    """A panel of figure 4 or 6: ``rows_at`` the (σ, n, d) of each ``point`` of ``grid``.
+
+    ε is drawn against ``key``, the legend under the axes; with ``y_cap`` the y axis stops at
+    the largest plotted ε (+5%), at most ``y_cap``. Writes the PNG and the CSV.
+    """
+    rows: list[Row] = []
+    for x in settings.steps(grid, f"figure {name}"):
+        sigma, n, d = point(x)
+        rows += rows_at(sigma=sigma, batch_size=n, num_dummies=d)
+    figure, axes = new_axes(width=width, height=height)
+    _plot(axes, rows, key)
+    if y_cap is not None:
+        finite = [float(r["epsilon"]) for r in rows if r["plotted"]]
+        axes.set_ylim(0.0, min(max(finite) * 1.05, y_cap))
+    _finish(axes, xlabel=_AXIS_LABELS[key], ylabel=ylabel, below=True)
+    png, csv = save_figure(settings, name, figure, rows)
+    return rows, png, csv
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,26 +233,19 @@ def _sampling_grid(settings: FigureSettings) -> list[float]:
 @register("3a")
 def figure_3a(settings: FigureSettings) -> FigureOutput:
     """Figure 3a: pure ε of A_σ (the local theorem with d = 0) against σ, for several T."""
-    rows: list[Row] = []
     grid = _sampling_grid(settings)
-    for num_targets in settings.steps(FIGURE3A_TARGETS, "figure 3a"):
-        for sigma in grid:
-            epsilon = _local_epsilon(num_targets=num_targets, sampling_rate=sigma, num_dummies=0)
-            rows.append(
-                _row(
-                    f"T = {num_targets}",
-                    VALID,
-                    epsilon,
-                    num_targets=num_targets,
-                    sampling_rate=sigma,
-                    num_dummies=0,
-                )
-            )
+    rows = [
+        _local_row(
+            f"T = {num_targets}", num_targets=num_targets, sampling_rate=sigma, num_dummies=0
+        )
+        for num_targets in settings.steps(FIGURE3A_TARGETS, "figure 3a")
+        for sigma in grid
+    ]
     figure, axes = new_axes()
     _plot(axes, rows, "sampling_rate", color_of=lambda _: None)
     axes.axhline(math.log(3), color="black", linewidth=0.8, linestyle=":", label="ε = ln 3")
     _finish(axes, xlabel="sampling rate σ", ylabel="ε (pure, exact)", legend_size=8)
-    png, csv = _save(settings, "3a", rows, figure)
+    png, csv = save_figure(settings, "3a", figure, rows)
     # ε <= ln 3 iff (1 − σ)T/σ <= 2 iff σ >= T/(T + 2) (the tests check it on the curves).
     thresholds = {t: t / (t + 2) for t in FIGURE3A_TARGETS}
     listed = ", ".join(f"{thresholds[t]:.2f} for T = {t}" for t in (2, 20, 100))
@@ -239,24 +271,15 @@ def figure_3a(settings: FigureSettings) -> FigureOutput:
 def figure_3b(settings: FigureSettings) -> FigureOutput:
     """Figure 3b: pure ε of A_σ^d (the local theorem) against d, T = 20, for several σ."""
     dummies = [0, 1, 2, 3, 5, 8, 12, 16, 18, 19] if settings.quick else list(range(NUM_TARGETS))
-    rows: list[Row] = []
-    for sigma in settings.steps(FIGURE3B_SAMPLING, "figure 3b"):
-        for d in dummies:
-            epsilon = _local_epsilon(num_targets=NUM_TARGETS, sampling_rate=sigma, num_dummies=d)
-            rows.append(
-                _row(
-                    f"σ = {sigma}",
-                    VALID,
-                    epsilon,
-                    num_targets=NUM_TARGETS,
-                    sampling_rate=sigma,
-                    num_dummies=d,
-                )
-            )
+    rows = [
+        _local_row(f"σ = {sigma}", num_targets=NUM_TARGETS, sampling_rate=sigma, num_dummies=d)
+        for sigma in settings.steps(FIGURE3B_SAMPLING, "figure 3b")
+        for d in dummies
+    ]
     figure, axes = new_axes()
     _plot(axes, rows, "num_dummies", color_of=lambda _: None)
     _finish(axes, xlabel="dummies per source d", ylabel="ε (pure, exact)", legend_size=8)
-    png, csv = _save(settings, "3b", rows, figure)
+    png, csv = save_figure(settings, "3b", figure, rows)
 
     def eps(sigma: float, d: int) -> float:
         return _local_epsilon(num_targets=NUM_TARGETS, sampling_rate=sigma, num_dummies=d)
@@ -398,13 +421,9 @@ def figure_4a(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [round(float(s), 3) for s in np.linspace(0.05, 1.0, 20)]
     )
-    rows: list[Row] = []
-    for sigma in settings.steps(grid, "figure 4a"):
-        rows += _capped_rows(sigma=sigma, batch_size=n, num_dummies=d)
-    figure, axes = new_axes(height=5.0)
-    _plot(axes, rows, "sampling_rate")
-    _finish(axes, xlabel="sampling rate σ", ylabel="ε (pure)", below=True)
-    png, csv = _save(settings, "4a", rows, figure)
+    rows, png, csv = _sweep(
+        settings, "4a", "sampling_rate", grid, lambda x: (x, n, d), _capped_rows, ylabel="ε (pure)"
+    )
     return FigureOutput(
         name="4a",
         title="Varying sampling rate σ (n=100)",
@@ -424,13 +443,15 @@ def figure_4b(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [0, 1, 2, 5, 10, 15, 19, 25, 30, 40, 50, 60, 70, 80, 90, 99]
     )
-    rows: list[Row] = []
-    for d in settings.steps(grid, "figure 4b"):
-        rows += _capped_rows(sigma=sigma, batch_size=n, num_dummies=d)
-    figure, axes = new_axes(height=5.0)
-    _plot(axes, rows, "num_dummies")
-    _finish(axes, xlabel="scrambler dummies d", ylabel="ε (pure)", below=True)
-    png, csv = _save(settings, "4b", rows, figure)
+    rows, png, csv = _sweep(
+        settings,
+        "4b",
+        "num_dummies",
+        grid,
+        lambda x: (sigma, n, int(x)),
+        _capped_rows,
+        ylabel="ε (pure)",
+    )
     lower = _values(rows, LOWER_LABEL)
     printed = _values(rows, THEOREM3_LABEL)
     notes = _figure4_notes(rows, "num_dummies", "d")
@@ -461,13 +482,15 @@ def figure_4c(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [51, 60, 75, 100, 125, 150, 200, 250, 300, 400, 500, 600]
     )
-    rows: list[Row] = []
-    for n in settings.steps(grid, "figure 4c"):
-        rows += _capped_rows(sigma=sigma, batch_size=n, num_dummies=d)
-    figure, axes = new_axes(height=5.0)
-    _plot(axes, rows, "batch_size")
-    _finish(axes, xlabel="messages per scrambler n", ylabel="ε (pure)", below=True)
-    png, csv = _save(settings, "4c", rows, figure)
+    rows, png, csv = _sweep(
+        settings,
+        "4c",
+        "batch_size",
+        grid,
+        lambda x: (sigma, int(x), d),
+        _capped_rows,
+        ylabel="ε (pure)",
+    )
     lower = _values(rows, LOWER_LABEL)
     notes = _figure4_notes(rows, "batch_size", "n")
     claim = (
@@ -611,27 +634,20 @@ def _figure6(
     key: str,
     grid: Sequence[float],
     point: Callable[[float], tuple[float, int, int]],
-) -> tuple[list[Row], Any, Any, int]:
+) -> tuple[list[Row], Path, Path, int]:
     samples = QUICK_MONTE_CARLO_SAMPLES if settings.quick else FULL_MONTE_CARLO_SAMPLES
-    rows: list[Row] = []
-    for x in settings.steps(grid, f"figure {name}"):
-        sigma, n, d = point(x)
-        rows += _scrambler_rows(
-            sigma=sigma, batch_size=n, num_dummies=d, samples=samples, seed=settings.seed
-        )
-    figure, axes = new_axes(width=6.5, height=5.4)
-    _plot(axes, rows, key)
-    finite = [float(r["epsilon"]) for r in rows if r["plotted"]]
-    axes.set_ylim(0.0, min(max(finite) * 1.05, 8.0))
-    labels = {"batch_size": "messages per scrambler n", "num_dummies": "scrambler dummies d"}
-    _finish(
-        axes,
-        xlabel=labels.get(key, "sampling rate σ"),
+    rows, png, csv = _sweep(
+        settings,
+        name,
+        key,
+        grid,
+        point,
+        functools.partial(_scrambler_rows, samples=samples, seed=settings.seed),
         ylabel=f"ε (δ = {DELTA:g}; Theorem 3: pure)",
-        legend_size=7.0,
-        below=True,
+        width=6.5,
+        height=5.4,
+        y_cap=8.0,
     )
-    png, csv = _save(settings, name, rows, figure)
     return rows, png, csv, samples
 
 

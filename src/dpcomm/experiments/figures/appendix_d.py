@@ -29,18 +29,17 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.accounting import LocalRandomizer
+from dpcomm.experiments._common import FloatArray, IntArray
+from dpcomm.experiments.audit import one_scrambler_per_run
 from dpcomm.experiments.figures.base import (
     FigureOutput,
     FigureSettings,
+    Row,
     new_axes,
     register,
-    save_png,
-    write_csv,
+    save_figure,
 )
-from dpcomm.protocol import ScramblerAssignment, randomize_targets, scramble
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
+from dpcomm.protocol import randomize_targets, scramble
 
 #: T, σ, d and n of the paper's Figure 5.
 NUM_TARGETS = 4
@@ -107,12 +106,7 @@ def simulate_outputs(
             sampling_rate=SAMPLING_RATE,
             rng=rng,
         ).sent
-        assignment = ScramblerAssignment(
-            batch_size=BATCH_SIZE,
-            scrambler_of_source=np.repeat(np.arange(chunk, dtype=np.int64), BATCH_SIZE),
-            batch_sizes=np.full(chunk, BATCH_SIZE, dtype=np.int64),
-            source_order=np.arange(chunk * BATCH_SIZE, dtype=np.int64),
-        )
+        assignment = one_scrambler_per_run(chunk, BATCH_SIZE)
         result = scramble(
             sent, assignment, num_targets=NUM_TARGETS, num_dummies=NUM_DUMMIES, rng=rng
         )
@@ -218,7 +212,7 @@ def figure_5(settings: FigureSettings) -> FigureOutput:
     unseen_share = [1.0 - int((c > 0).sum()) / possible for c in counts]
     finite = np.isfinite(ratio)
 
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     outputs = ["-".join(map(str, v)) for v in decode(observed)]
     for curve, values, shown in (
         ("count input 1", c1, c1 > 0),
@@ -283,9 +277,7 @@ def figure_5(settings: FigureSettings) -> FigureOutput:
     handles, labels = axes.get_legend_handles_labels()
     more_handles, more_labels = ratio_axes.get_legend_handles_labels()
     axes.legend(handles + more_handles, labels + more_labels, fontsize=7, loc="upper right")
-    png, csv = settings.out_dir / "5.png", settings.out_dir / "5.csv"
-    write_csv(csv, rows)
-    save_png(figure, png)
+    png, csv = save_figure(settings, "5", figure, rows)
 
     ties = int(np.sum(all_ratios >= pair_epsilon - 1e-9))
     attained = "only by" if ties == 1 else f"by {ties} outputs, e.g."

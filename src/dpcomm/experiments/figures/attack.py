@@ -19,20 +19,20 @@ from dpcomm.data import load_mnist5k, synthetic_table
 from dpcomm.engine import simulate
 from dpcomm.experiments.attacker import attack_run, dp_accuracy_bound
 from dpcomm.experiments.figures.base import (
+    DELTA,
+    NUM_COMPUTE_NODES,
     FigureOutput,
     FigureSettings,
+    Row,
+    group_curves,
+    new_axes,
     register,
-    save_png,
-    write_csv,
+    save_figure,
 )
 from dpcomm.plan import NoCountermeasure, Scramblers
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram
-
-Row = dict[str, Any]
-DELTA = 1e-4
-NUM_COMPUTE_NODES = 20
 
 
 def _grid(quick: bool) -> dict[str, list[tuple[str, Countermeasure]]]:
@@ -120,10 +120,7 @@ def figure_attack(settings: FigureSettings) -> FigureOutput:
                 "flows_attacked": len(result.flows),
             }
         )
-    png = settings.out_dir / "attack.png"
-    csv = settings.out_dir / "attack.csv"
-    _plot(rows, png)
-    write_csv(csv, rows)
+    png, csv = save_figure(settings, "attack", _plot(rows), rows)
     notes = _notes(rows)
     return FigureOutput(
         name="attack",
@@ -170,20 +167,14 @@ def _notes(rows: list[Row]) -> list[str]:
     return notes
 
 
-def _plot(rows: list[Row], png: Any) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, panels = plt.subplots(1, 2, figsize=(11.0, 4.4), dpi=110)
+def _plot(rows: list[Row]) -> Any:
+    """The figure: one panel per query."""
+    figure, panels = new_axes(width=11.0, height=4.4, panels=2)
     markers = "osD^v"
     for axes, query in zip(panels, ("Aggregate", "K-means"), strict=True):
         points = [r for r in rows if r["query"] == query]
         finite = [r for r in points if math.isfinite(r["cluster_epsilon"])]
-        curves: dict[str, list[Row]] = {}
-        for row in finite:
-            curves.setdefault(row["curve"], []).append(row)
+        curves = group_curves(finite)
         top = max((r["cluster_epsilon"] for r in finite), default=1.0)
         top = min(max(top, 1.0), 12.0)
         for index, (curve, members) in enumerate(curves.items()):
@@ -232,4 +223,4 @@ def _plot(rows: list[Row], png: Any) -> None:
         axes.set_title(query, fontsize=10)
         axes.grid(True, alpha=0.3)
         axes.legend(fontsize=6.5, loc="upper left")
-    save_png(figure, png)
+    return figure

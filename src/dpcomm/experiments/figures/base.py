@@ -14,8 +14,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dpcomm.errors import InvalidParameterError
+from dpcomm.experiments._common import with_progress
 
 T = TypeVar("T")
+
+#: One CSV row (one plotted point): column → value.
+Row = dict[str, Any]
+
+#: δ of every data-dependent cluster of the (ε, δ) figures (Table 1 of the paper).
+DELTA = 1e-4
+#: C = T, compute nodes per grouping set of the Aggregate figures (Table 1).
+NUM_COMPUTE_NODES = 20
 
 
 @dataclass(frozen=True)
@@ -36,12 +45,9 @@ class FigureSettings:
 
     def steps(self, items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
         """Iterate over ``items``, with a progress bar when ``progress`` is on."""
-        if not self.progress:
-            yield from items
-            return
-        from tqdm import tqdm
-
-        yield from tqdm(items, desc=description, total=total, leave=False, unit="pt")
+        return with_progress(
+            items, enabled=self.progress, description=description, unit="pt", total=total
+        )
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,14 @@ def register(name: str) -> Callable[[FigureMaker], FigureMaker]:
     return decorate
 
 
+def group_curves(rows: Iterable[Row]) -> dict[str, list[Row]]:
+    """Rows grouped by their ``curve`` column, in order of first appearance."""
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        grouped.setdefault(str(row["curve"]), []).append(row)
+    return grouped
+
+
 def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """Write ``rows`` (dicts with the same keys) as CSV."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,14 +109,17 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def new_axes(*, width: float = 6.0, height: float = 4.0) -> tuple[Any, Any]:
-    """A matplotlib figure and axes on the non-interactive Agg backend."""
+def new_axes(*, width: float = 6.0, height: float = 4.0, panels: int = 1) -> tuple[Any, Any]:
+    """A matplotlib figure and its axes (an array of ``panels`` side by side if more than one).
+
+    On the non-interactive Agg backend.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(width, height), dpi=110)
+    figure, axes = plt.subplots(1, panels, figsize=(width, height), dpi=110)
     return figure, axes
 
 
@@ -114,3 +131,14 @@ def save_png(figure: Any, path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
+
+
+def save_figure(
+    settings: FigureSettings, name: str, figure: Any, rows: Sequence[Mapping[str, Any]]
+) -> tuple[Path, Path]:
+    """Write ``<name>.png`` and ``<name>.csv`` (the plotted ``rows``); return their paths."""
+    png = settings.out_dir / f"{name}.png"
+    csv = settings.out_dir / f"{name}.csv"
+    write_csv(csv, rows)
+    save_png(figure, png)
+    return png, csv

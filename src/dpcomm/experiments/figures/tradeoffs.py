@@ -36,12 +36,15 @@ from dpcomm.engine import run_aggregate, simulate
 from dpcomm.engine.report import efficiency_report, privacy_report
 from dpcomm.errors import DpcommError, DpcommWarning
 from dpcomm.experiments.figures.base import (
+    DELTA,
+    NUM_COMPUTE_NODES,
     FigureOutput,
     FigureSettings,
+    Row,
+    group_curves,
     new_axes,
     register,
-    save_png,
-    write_csv,
+    save_figure,
 )
 from dpcomm.experiments.planner import nonprivate_load, plan_costs
 from dpcomm.plan import NoCountermeasure, Scramblers
@@ -49,12 +52,6 @@ from dpcomm.plan.costs import num_scramblers, sources_needed
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram, rand_index
 
-Row = dict[str, Any]
-
-#: δ of every data-dependent cluster (Table 1 of the paper).
-DELTA = 1e-4
-#: C = T, compute nodes per grouping set (Table 1).
-NUM_COMPUTE_NODES = 20
 #: S, the tuples a run uses in expectation (the non-private run's sources).
 TARGET_TUPLES = 10_000
 #: Rows of the one synthetic table the Aggregate figures take their sources from.
@@ -273,17 +270,16 @@ def kmeans_point(
     }
 
 
-def _sweep(
-    settings: FigureSettings,
-    grid: Sequence[dict[str, Any]],
-    point: Callable[..., Row],
-    description: str,
-) -> list[Row]:
-    """Simulate every configuration of ``grid``; keep the points with a finite ε."""
-    rows = [
-        point(settings, **config) for config in settings.steps(grid, description, total=len(grid))
-    ]
-    return [row for row in rows if math.isfinite(row["epsilon"])]
+def _grid(curve: str, **axes: Iterable[Any]) -> list[dict[str, Any]]:
+    """Every combination of the ``axes``' values (the first axis varies slowest).
+
+    Each configuration maps the axes' names to its values, and ``curve`` (a format string
+    over those names) names its curve.
+    """
+    names = tuple(axes)
+    combinations = itertools.product(*axes.values())
+    configurations = [dict(zip(names, values, strict=True)) for values in combinations]
+    return [{"curve": curve.format(**config), **config} for config in configurations]
 
 
 def _values(values: Iterable[Any]) -> str:
@@ -307,29 +303,56 @@ def _count(value: float, _position: Any = None) -> str:
     return f"{value:g}"
 
 
-def _curves(rows: Iterable[Row]) -> dict[str, list[Row]]:
-    """Rows by curve, in order of appearance."""
-    curves: dict[str, list[Row]] = {}
-    for row in rows:
-        curves.setdefault(row["curve"], []).append(row)
-    return curves
+@dataclass(frozen=True)
+class _TradeOff:
+    """What a figure plots ε against: a CSV column with its axis label, and the axes' scales."""
+
+    column: str
+    label: str
+    log_x: bool = False
+    log_y: bool = False
 
 
-def _plot(
+#: What the figures trade ε against (K-means: loads against the non-private K-means, K nodes).
+_NETWORK_LOAD = _TradeOff(
+    "messages_added", "network load: messages added vs non-private run (S = 10k)", log_x=True
+)
+_INDIVIDUAL_LOAD = _TradeOff(
+    "max_scrambler_channels",
+    "individual load: max secure channels of a scrambler (≈ n + C)",
+    log_x=True,
+)
+_CONSENTS = _TradeOff("sources", "users' consents S_t (10k tuples used)")
+_UTILITY = _TradeOff("tuples_used", "utility: tuples used (of S = 10k sources)", log_y=True)
+_KMEANS_NETWORK_LOAD = _TradeOff(
+    "messages_added", "network load: messages added vs non-private K-means", log_x=True
+)
+_KMEANS_INDIVIDUAL_LOAD = _TradeOff(
+    "max_scrambler_channels",
+    "individual load: max secure channels of a scrambler (≈ n + K)",
+    log_x=True,
+)
+
+
+def _sweep(
     settings: FigureSettings,
     name: str,
-    rows: Sequence[Row],
-    *,
-    x: str,
-    xlabel: str,
     title: str,
-    log_x: bool = False,
-    log_y: bool = False,
-) -> tuple[Path, Path]:
-    """One line per curve of ε against column ``x``; write the PNG and the CSV."""
+    grid: Sequence[dict[str, Any]],
+    point: Callable[..., Row],
+    against: _TradeOff,
+) -> tuple[list[Row], Path, Path]:
+    """Simulate every configuration of ``grid`` and plot the points with a finite ε.
+
+    One line per curve of ε against ``against``; writes the PNG and the CSV.
+    """
+    configurations = settings.steps(grid, f"figure {name}", total=len(grid))
+    simulated = [point(settings, **config) for config in configurations]
+    rows = [row for row in simulated if math.isfinite(row["epsilon"])]
+    x = against.column
     figure, axes = new_axes(width=6.4, height=4.4)
     markers = "osD^vP*X"
-    for index, (curve, points) in enumerate(_curves(rows).items()):
+    for index, (curve, points) in enumerate(group_curves(rows).items()):
         ordered = sorted(points, key=lambda row: row[x])
         axes.plot(
             [row[x] for row in ordered],
@@ -341,23 +364,20 @@ def _plot(
         )
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    if log_x:
+    if against.log_x:
         axes.set_xscale("log")
         axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         axes.xaxis.set_minor_formatter(NullFormatter())
     axes.xaxis.set_major_formatter(FuncFormatter(_count))
-    if log_y:
+    if against.log_y:
         axes.set_yscale("log")
-    axes.set_xlabel(xlabel)
+    axes.set_xlabel(against.label)
     axes.set_ylabel("plan ε (δ = 1e-4 per cluster)")
     axes.set_title(f"{name}: {title}", fontsize=10)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)
-    png = settings.out_dir / f"{name}.png"
-    csv = settings.out_dir / f"{name}.csv"
-    save_png(figure, png)
-    write_csv(csv, rows)
-    return png, csv
+    png, csv = save_figure(settings, name, figure, rows)
+    return rows, png, csv
 
 
 def _first(rows: Sequence[Row], key: str) -> list[Row]:
@@ -374,7 +394,7 @@ def _drop_share(points: Sequence[Row], *, until: int) -> float:
 
 def _dummy_notes(rows: Sequence[Row], *, early: int, kind: str) -> list[str]:
     """Check "privacy gains are significant, especially for the first dummies" (§5.2)."""
-    curves = _curves(rows)
+    curves = group_curves(rows)
     shares = [_drop_share(points, until=early) for points in curves.values()]
     largest = max(row["num_dummies"] for row in rows)
     monotone = all(
@@ -413,7 +433,7 @@ def _channel_notes(rows: Sequence[Row]) -> str:
     """Check "the effect diminishes; a few tens to a few hundreds channels are enough" (§5.2)."""
     parts = []
     diminishing = True
-    for curve, points in _curves(rows).items():
+    for curve, points in group_curves(rows).items():
         ordered = _first(points, "max_scrambler_channels")
         low, high = ordered[0], ordered[-1]
         near = [row for row in ordered if row["max_scrambler_channels"] <= 150]
@@ -467,28 +487,14 @@ def figure_7a(settings: FigureSettings) -> FigureOutput:
     else:
         rates, sizes = (0.1, 0.2), (50, 100, 300)
         dummies = (0, 10, 25, 50, 100, 200, 400, 700, 1000)
-    grid = [
-        {
-            "curve": f"σ={sigma:g}, n={n}",
-            "sampling_rate": sigma,
-            "batch_size": n,
-            "num_dummies": d,
-        }
-        for sigma in rates
-        for n in sizes
-        for d in dummies
-    ]
-    rows = _sweep(settings, grid, aggregate_point, "figure 7a")
-    title = "Aggregate: privacy vs network load (G=1)"
-    png, csv = _plot(
-        settings,
-        "7a",
-        rows,
-        x="messages_added",
-        xlabel="network load: messages added vs non-private run (S = 10k)",
-        title=title,
-        log_x=True,
+    grid = _grid(
+        "σ={sampling_rate:g}, n={batch_size}",
+        sampling_rate=rates,
+        batch_size=sizes,
+        num_dummies=dummies,
     )
+    title = "Aggregate: privacy vs network load (G=1)"
+    rows, png, csv = _sweep(settings, "7a", title, grid, aggregate_point, _NETWORK_LOAD)
     return FigureOutput(
         "7a",
         title,
@@ -510,22 +516,9 @@ def figure_7b(settings: FigureSettings) -> FigureOutput:
         sizes, dummies = (10, 50, 200, 600), (0, 500)
     else:
         sizes, dummies = (10, 20, 50, 100, 200, 300, 400, 600), (0, 100, 500)
-    grid = [
-        {"curve": f"d={d}", "sampling_rate": sigma, "batch_size": n, "num_dummies": d}
-        for d in dummies
-        for n in sizes
-    ]
-    rows = _sweep(settings, grid, aggregate_point, "figure 7b")
+    grid = _grid("d={num_dummies}", sampling_rate=(sigma,), num_dummies=dummies, batch_size=sizes)
     title = "Aggregate: privacy vs individual load"
-    png, csv = _plot(
-        settings,
-        "7b",
-        rows,
-        x="max_scrambler_channels",
-        xlabel="individual load: max secure channels of a scrambler (≈ n + C)",
-        title=title,
-        log_x=True,
-    )
+    rows, png, csv = _sweep(settings, "7b", title, grid, aggregate_point, _INDIVIDUAL_LOAD)
     return FigureOutput(
         "7b",
         title,
@@ -558,6 +551,11 @@ def dummies_for_budget(*, sources: int, batch_size: int, budget: int) -> int:
     return (budget - fixed) // scramblers
 
 
+def _budget_point(settings: FigureSettings, *, budget: int, **configuration: Any) -> Row:
+    """:func:`aggregate_point`, with the overhead ``budget`` its d was chosen for (7c)."""
+    return {**aggregate_point(settings, **configuration), "budget": budget}
+
+
 def _budget_curve(budget: int, batch_size: int) -> str:
     """Name of the 7c curve of one overhead budget and n."""
     return f"budget +{budget // 1000}k msgs, n={batch_size}"
@@ -575,31 +573,27 @@ def figure_7c(settings: FigureSettings) -> FigureOutput:
         sizes, budgets = (10, 50, 200), (40_000, 80_000)
         rates = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
     grid = []
-    budget_of: dict[str, int] = {}
     for budget in budgets:
         for n in sizes:
             curve = _budget_curve(budget, n)
-            budget_of[curve] = budget
             for sigma in rates:
                 sources = sources_for(sigma)
                 d = dummies_for_budget(sources=sources, batch_size=n, budget=budget)
                 if d >= 0:
                     grid.append(
-                        {"curve": curve, "sampling_rate": sigma, "batch_size": n, "num_dummies": d}
+                        {
+                            "curve": curve,
+                            "sampling_rate": sigma,
+                            "batch_size": n,
+                            "num_dummies": d,
+                            "budget": budget,
+                        }
                     )
-    rows = _sweep(settings, grid, aggregate_point, "figure 7c")
-    for row in rows:
-        row["budget"] = budget_of[row["curve"]]
     title = "Aggregate: privacy vs consents"
-    png, csv = _plot(
-        settings,
-        "7c",
-        rows,
-        x="sources",
-        xlabel="users' consents S_t (10k tuples used)",
-        title=title,
-    )
-    curves = {curve: _first(points, "sampling_rate") for curve, points in _curves(rows).items()}
+    rows, png, csv = _sweep(settings, "7c", title, grid, _budget_point, _CONSENTS)
+    curves = {
+        curve: _first(points, "sampling_rate") for curve, points in group_curves(rows).items()
+    }
     decreasing = all(
         all(a["epsilon"] > b["epsilon"] for a, b in itertools.pairwise(ordered))
         for ordered in curves.values()
@@ -660,30 +654,17 @@ def figure_7d(settings: FigureSettings) -> FigureOutput:
         dummies, rates = (0, 200), (0.1, 0.3, 0.6, 0.9)
     else:
         dummies, rates = (0, 50, 200, 1000), (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
-    grid = [
-        {
-            "curve": f"d={d}",
-            "sampling_rate": sigma,
-            "batch_size": n,
-            "num_dummies": d,
-            "num_sources": TARGET_TUPLES,
-        }
-        for d in dummies
-        for sigma in rates
-    ]
-    rows = _sweep(settings, grid, aggregate_point, "figure 7d")
-    title = "Aggregate: privacy vs utility"
-    png, csv = _plot(
-        settings,
-        "7d",
-        rows,
-        x="tuples_used",
-        xlabel="utility: tuples used (of S = 10k sources)",
-        title=title,
-        log_y=True,
+    grid = _grid(
+        "d={num_dummies}",
+        num_dummies=dummies,
+        sampling_rate=rates,
+        batch_size=(n,),
+        num_sources=(TARGET_TUPLES,),
     )
+    title = "Aggregate: privacy vs utility"
+    rows, png, csv = _sweep(settings, "7d", title, grid, aggregate_point, _UTILITY)
     spans = []
-    for curve, points in _curves(rows).items():
+    for curve, points in group_curves(rows).items():
         ordered = _first(points, "sampling_rate")
         low, high = ordered[0], ordered[-1]
         spans.append(
@@ -756,17 +737,8 @@ def figure_7e(settings: FigureSettings) -> FigureOutput:
         for sigma, n in configs
         for d in dummies
     ]
-    rows = _sweep(settings, grid, kmeans_point, "figure 7e")
     title = "K-means: privacy vs global load"
-    png, csv = _plot(
-        settings,
-        "7e",
-        rows,
-        x="messages_added",
-        xlabel="network load: messages added vs non-private K-means",
-        title=title,
-        log_x=True,
-    )
+    rows, png, csv = _sweep(settings, "7e", title, grid, kmeans_point, _KMEANS_NETWORK_LOAD)
     notes = _dummy_notes(rows, early=100, kind="K-means")
     notes.append(_kmeans_dataset_note(rows, settings.quick))
     return FigureOutput(
@@ -790,22 +762,14 @@ def figure_7f(settings: FigureSettings) -> FigureOutput:
         sizes, dummies = (10, 50, 200, 500), (0, 100)
     else:
         sizes, dummies = (10, 20, 50, 100, 200, 300, 400, 600), (0, 100, 500)
-    grid = [
-        {"curve": f"σ={sigma:g}, d={d}", "sampling_rate": sigma, "batch_size": n, "num_dummies": d}
-        for d in dummies
-        for n in sizes
-    ]
-    rows = _sweep(settings, grid, kmeans_point, "figure 7f")
-    title = "K-means: privacy vs individual load"
-    png, csv = _plot(
-        settings,
-        "7f",
-        rows,
-        x="max_scrambler_channels",
-        xlabel="individual load: max secure channels of a scrambler (≈ n + K)",
-        title=title,
-        log_x=True,
+    grid = _grid(
+        "σ={sampling_rate:g}, d={num_dummies}",
+        sampling_rate=(sigma,),
+        num_dummies=dummies,
+        batch_size=sizes,
     )
+    title = "K-means: privacy vs individual load"
+    rows, png, csv = _sweep(settings, "7f", title, grid, kmeans_point, _KMEANS_INDIVIDUAL_LOAD)
     return FigureOutput(
         "7f",
         title,
@@ -825,28 +789,15 @@ def figure_8(settings: FigureSettings) -> FigureOutput:
     """Aggregate: privacy vs network load for G = 1..4 grouping sets."""
     sigma, n = 0.2, 100
     dummies = (0, 100, 1000) if settings.quick else (0, 25, 100, 200, 500, 1000)
-    grid = [
-        {
-            "curve": f"G={g}",
-            "sampling_rate": sigma,
-            "batch_size": n,
-            "num_dummies": d,
-            "grouping_sets": g,
-        }
-        for g in range(1, 5)
-        for d in dummies
-    ]
-    rows = _sweep(settings, grid, aggregate_point, "figure 8")
-    title = "Aggr.: privacy vs net. load."
-    png, csv = _plot(
-        settings,
-        "8",
-        rows,
-        x="messages_added",
-        xlabel="network load: messages added vs non-private run (S = 10k)",
-        title=title,
-        log_x=True,
+    grid = _grid(
+        "G={grouping_sets}",
+        grouping_sets=range(1, 5),
+        num_dummies=dummies,
+        sampling_rate=(sigma,),
+        batch_size=(n,),
     )
+    title = "Aggr.: privacy vs net. load."
+    rows, png, csv = _sweep(settings, "8", title, grid, aggregate_point, _NETWORK_LOAD)
     by_key = {(row["grouping_sets"], row["num_dummies"]): row for row in rows}
     ratios = [
         by_key[(g, d)]["epsilon"] / by_key[(1, d)]["epsilon"]

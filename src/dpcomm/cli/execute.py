@@ -1,0 +1,358 @@
+"""Shared by ``run`` and ``deploy``: execute the program of the options, print its report.
+
+The countermeasure options of :func:`add_countermeasure_options`, the Aggregate or K-means
+program of the data options, one run on an engine (in memory unless given) and its report as
+text or as the one JSON document of every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dpcomm.cli.output import print_table
+from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
+from dpcomm.engine.report import AggregateRun, Engine, KMeansRun, run_aggregate, run_kmeans
+from dpcomm.errors import InvalidParameterError
+from dpcomm.plan import make_countermeasure
+from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.kmeans import KMeansProgram
+
+
+def countermeasure_from_options(
+    args: argparse.Namespace, defaults: dict[str, float]
+) -> Countermeasure:
+    """The countermeasure of the options; unset options take the use case's defaults."""
+    if args.mechanism == "none":
+        return make_countermeasure(
+            "none",
+            sampling_rate=0.0 if args.sampling is None else args.sampling,
+            batch_size=args.batch,
+            num_dummies=0 if args.dummies is None else args.dummies,
+            capped=args.capped,
+        )
+    sampling = defaults["sampling"] if args.sampling is None else args.sampling
+    if args.mechanism == "local":
+        return make_countermeasure(
+            "local",
+            sampling_rate=sampling,
+            batch_size=args.batch,
+            num_dummies=0 if args.dummies is None else args.dummies,
+            capped=args.capped,
+        )
+    return make_countermeasure(
+        args.mechanism,
+        sampling_rate=sampling,
+        batch_size=int(defaults["batch"]) if args.batch is None else args.batch,
+        num_dummies=int(defaults["dummies"]) if args.dummies is None else args.dummies,
+        capped=args.capped,
+    )
+
+
+def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[str, float]) -> None:
+    """The countermeasure options, named as in ``dpcomm account``."""
+    group = parser.add_argument_group("countermeasure (every data-dependent cluster)")
+    group.add_argument(
+        "--mechanism",
+        choices=["none", "local", "scrambler"],
+        default="scrambler",
+        help="none; local sampling + flooding (Section 3); scramblers (Section 4). "
+        "Default: scrambler",
+    )
+    group.add_argument(
+        "--sampling",
+        type=float,
+        help=f"σ, sampling rate in [0, 1] (default {defaults['sampling']}; 0 for none)",
+    )
+    group.add_argument(
+        "--batch",
+        type=int,
+        help=f"n, sources per scrambler (scrambler only; default {int(defaults['batch'])})",
+    )
+    group.add_argument(
+        "--dummies",
+        type=int,
+        help="d, dummies per scrambler (default "
+        f"{int(defaults['dummies'])}) or flooding dummies per source (local; default 0)",
+    )
+    group.add_argument(
+        "--capped", action="store_true", help="capped scramblers S̄_d (at most n per target)"
+    )
+    group.add_argument(
+        "--delta",
+        type=float,
+        default=1e-4,
+        help="δ of each data-dependent cluster (default 1e-4); the plan's δ is their sum",
+    )
+    group.add_argument(
+        "--target-epsilon",
+        type=float,
+        metavar="E",
+        help="warn when the plan's ε exceeds E (e.g. the table's size changed the batches)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="seed of every draw, for a reproducible run (default: fresh operating-system "
+        "entropy; a seeded run is not private against whoever knows the seed)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--progress", action="store_true", help="show progress bars")
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` as JSON can hold it: lists for arrays, "inf" for ∞, null for NaN."""
+    if isinstance(value, np.ndarray):
+        return json_ready(value.tolist())
+    if isinstance(value, np.generic):
+        return json_ready(value.item())
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    return str(value)
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "inf"
+        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e7):
+            return f"{value:.{digits - 1}e}"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _print_rows(rows: list[dict[str, Any]], limit: int) -> None:
+    if not rows:
+        print("  (no rows)")
+        return
+    columns = list(rows[0])
+    print_table(columns, [[_fmt(row[c]) for c in columns] for row in rows[:limit]], indent="  ")
+    if len(rows) > limit:
+        print(f"  ... {len(rows) - limit} more rows (--rows N to show more, --json for all)")
+
+
+def _epsilon(value: Any) -> str:
+    return "inf" if value == "inf" else _fmt(value)
+
+
+def _print_privacy(privacy: dict[str, Any]) -> None:
+    print("Privacy (what an observer of all traffic learns):")
+    print(
+        f"  plan: ε = {_epsilon(privacy['epsilon'])}, δ = {privacy['delta']:.3g}  "
+        f"(Theorem 2 along the worst data path; each cluster at δ = "
+        f"{privacy['delta_per_cluster']:.3g})"
+    )
+    dependent = [c for c in privacy["clusters"] if c["data_dependent"]]
+    independent = [c for c in privacy["clusters"] if not c["data_dependent"]]
+    for cluster in dependent:
+        parts = ", ".join(
+            f"{p['instances']}×n={p['batch_size']}: ε={_epsilon(p['epsilon'])}"
+            for p in cluster["parts"]
+            if p["batch_size"] is not None
+        )
+        detail = f" [{parts}]" if parts and len(cluster["parts"]) > 1 else ""
+        print(
+            f"  cluster {cluster['cluster']}: T={cluster['num_targets']}, "
+            f"{cluster['num_senders']:,} senders, {cluster['countermeasure']}: "
+            f"ε = {_epsilon(cluster['epsilon'])} ({cluster['method']}){detail}"
+        )
+    if independent:
+        print(f"  {len(independent)} data-independent clusters (compute -> result, ...): ε = 0")
+    for caveat in privacy["caveats"]:
+        print(f"  note: {caveat}")
+
+
+def _print_efficiency(efficiency: dict[str, Any]) -> None:
+    print("Efficiency (against the same plan without countermeasures):")
+    print(
+        f"  messages: {efficiency['messages']:,} vs {efficiency['messages_nonprivate']:,} "
+        f"(×{efficiency['message_overhead']:.2f}; {efficiency['dummy_messages']:,} dummies); "
+        f"bytes: {efficiency['bytes']:,} ({efficiency['frame_bytes']} B frames)"
+    )
+    print(
+        f"  secure channels per node: max {efficiency['max_channels_per_node']:,}, "
+        f"mean {efficiency['mean_channels_per_node']:.2f} "
+        f"(non-private: max {efficiency['max_channels_per_node_nonprivate']:,}, "
+        f"mean {efficiency['mean_channels_per_node_nonprivate']:.2f})"
+    )
+    roles = ", ".join(f"{k} {v:,}" for k, v in efficiency["max_channels_by_role"].items())
+    print(f"  max channels by role: {roles}")
+    batches = "; ".join(
+        f"{flow}: {'/'.join(str(s) for s in sizes)}"
+        for flow, sizes in efficiency["batch_sizes"].items()
+    )
+    print(
+        f"  scramblers: {efficiency['num_scramblers']:,}"
+        + (f" (sources per scrambler: {batches})" if batches else "")
+        + f"; extra consents to keep the non-private utility: {efficiency['extra_consents']:,}"
+    )
+    print(
+        f"  {efficiency['engine']} engine: {efficiency['seconds']:.2f} s "
+        f"({efficiency['messages_per_second']:,.0f} messages/s)"
+    )
+
+
+def _print_seed(report: dict[str, Any]) -> None:
+    seed = report["seed"]
+    if seed is None:
+        print("Randomness: fresh operating-system entropy (no seed)")
+    else:
+        print(f"Randomness: seed {seed} (reproducible; not private against whoever knows it)")
+
+
+def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
+    """The text report of an Aggregate run (any engine)."""
+    report = outcome.report
+    print(f"{outcome.program.name}; data: {source}; engine: {report['engine']}")
+    print(f"Countermeasure: {report['countermeasure']}")
+    _print_seed(report)
+    print()
+    print(f"Result ({len(outcome.result)} rows, from the tuples that reached their compute node):")
+    _print_rows(outcome.result, rows)
+    print()
+    _print_privacy(report["privacy"])
+    print()
+    utility = report["utility"]
+    print("Utility:")
+    for item in utility["grouping_sets"]:
+        print(
+            f"  {item['grouping_set']}: {item['tuples_used']:,} of {utility['sources']:,} tuples "
+            f"used ({item['tuples_used_fraction']:.1%}); {item['groups_missing']} of "
+            f"{item['groups']} groups missing"
+        )
+    for column, error in utility["mean_relative_error"].items():
+        print(
+            f"  {column}: mean relative error {error:.4f} "
+            f"(max {utility['max_relative_error'][column]:.4f}) against the non-private result"
+        )
+    print()
+    _print_efficiency(report["efficiency"])
+
+
+def print_kmeans(outcome: KMeansRun, dataset: str) -> None:
+    """The text report of a K-means run (any engine)."""
+    report = outcome.report
+    utility = report["utility"]
+    print(
+        f"{outcome.program.name} on {dataset}: {utility['sources']:,} sources, "
+        f"{utility['test_points']:,} test points; engine: {report['engine']}"
+    )
+    print(f"Countermeasure: {report['countermeasure']}")
+    _print_seed(report)
+    print()
+    print(
+        f"Rand index on the test set: {outcome.rand_index:.4f} "
+        f"(non-private K-means from the same start: {outcome.rand_index_nonprivate:.4f})"
+    )
+    used = ", ".join(f"{u:,}" for u in utility["tuples_used_per_iteration"])
+    print(f"Tuples used per iteration: {used} ({utility['tuples_used_fraction']:.1%} on average)")
+    print()
+    _print_privacy(report["privacy"])
+    print()
+    _print_efficiency(report["efficiency"])
+
+
+def json_document(outcome: AggregateRun | KMeansRun) -> str:
+    """The one JSON shape of every run: ``{"result": ..., "report": ...}``."""
+    result = {"centroids": outcome.centroids} if isinstance(outcome, KMeansRun) else outcome.result
+    return json.dumps(json_ready({"result": result, "report": outcome.report}), indent=2)
+
+
+def aggregate_program(args: argparse.Namespace) -> tuple[AggregateProgram, str]:
+    """The Aggregate program of ``--sql`` over ``--data``, ``--synthetic`` or the diabetes table."""
+    if args.data is not None:
+        table = read_table(args.data)
+        source = args.data
+    elif args.synthetic is not None:
+        table = synthetic_table(
+            num_rows=args.synthetic, distribution=args.distribution, seed=args.data_seed
+        )
+        source = f"synthetic ({args.synthetic:,} rows, {args.distribution})"
+    else:
+        table = diabetes_table()
+        source = "embedded diabetes table (synthetic patients)"
+    program = AggregateProgram.from_sql(args.sql, table, num_compute_nodes=args.compute_nodes)
+    return program, source
+
+
+#: Builds the engine of a run from the options (the memory engine when there is none).
+EngineOfOptions = Callable[[argparse.Namespace], Engine]
+
+
+def _run_options(args: argparse.Namespace, engine: EngineOfOptions | None) -> dict[str, Any]:
+    """The arguments of :func:`run_aggregate` and :func:`run_kmeans` that the options set."""
+    return {
+        "delta": args.delta,
+        "seed": args.seed,
+        "progress": args.progress,
+        "engine": None if engine is None else engine(args),
+        "target_epsilon": args.target_epsilon,
+    }
+
+
+def execute_aggregate(
+    args: argparse.Namespace, defaults: dict[str, float], engine: EngineOfOptions | None = None
+) -> tuple[AggregateRun, str]:
+    """Run the Aggregate program of the options on their engine; also describe its data."""
+    countermeasure = countermeasure_from_options(args, defaults)
+    program, source = aggregate_program(args)
+    return run_aggregate(program, countermeasure, **_run_options(args, engine)), source
+
+
+def execute_kmeans(
+    args: argparse.Namespace, defaults: dict[str, float], engine: EngineOfOptions | None = None
+) -> tuple[KMeansRun, str]:
+    """Run K-means on the first ``--sources`` training points on the options' engine.
+
+    Returns the run and the dataset's name.
+    """
+    countermeasure = countermeasure_from_options(args, defaults)
+    dataset = load_image_dataset(args.dataset)
+    points = dataset.train_images
+    if args.sources is not None:
+        if args.sources < 1:
+            raise InvalidParameterError("--sources", "an integer >= 1", args.sources)
+        points = points[: args.sources]
+    program = KMeansProgram(points, args.k, args.iterations, seed=args.data_seed)
+    outcome = run_kmeans(
+        program,
+        countermeasure,
+        test_points=dataset.test_images,
+        test_labels=dataset.test_labels,
+        **_run_options(args, engine),
+    )
+    return outcome, dataset.name
+
+
+def print_run(args: argparse.Namespace, outcome: AggregateRun | KMeansRun, data: str) -> None:
+    """The run's JSON document with ``--json``, else its text report (``data`` names the data)."""
+    if args.json:
+        print(json_document(outcome))
+    elif isinstance(outcome, AggregateRun):
+        print_aggregate(outcome, data, args.rows)
+    else:
+        print_kmeans(outcome, data)
