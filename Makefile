@@ -42,6 +42,10 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_exact_vs_mc.py
 	$(BIN)/python benchmarks/bench_simulator.py
+	$(BIN)/python benchmarks/bench_planner.py
+	$(BIN)/python benchmarks/bench_audit.py
+	$(BIN)/python benchmarks/bench_deployment.py
+	$(BIN)/python benchmarks/bench_scrambler_throughput.py
 
 # Fashion-MNIST (60k train / 10k test IDX files) from Debian's dataset-fashion-mnist package.
 data:
