@@ -1,9 +1,9 @@
 """Benchmark: one deployed Aggregate round on loopback (worker processes, mutual TLS 1.3).
 
 1,000 sources, 10 scramblers (n = 100, d = 50, σ = 0.2) and 20 compute nodes (one grouping
-set). Reports the start-up (from the launch to the plan sent: certificates, worker processes and
-every node's TLS registration with the coordinator, which overlap) and its parts, and the round
-itself (plan sent -> result assembled). Checks that the round is the in-memory engine's run.
+set). Reports the start-up (from the call to the plan sent: planning the round, certificates,
+worker processes and every node's TLS registration with the coordinator, which overlap) and its
+parts, and the round itself (plan sent -> result assembled). Checks that the round is the in-memory engine's run.
 
 Usage: python benchmarks/bench_deployment.py [--sources N] [--json]
 """

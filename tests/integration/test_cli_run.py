@@ -215,6 +215,9 @@ def test_kmeans_bad_input(capsys):
     assert status == 2 and "dataset" in err
     status, _, err = run_cli(capsys, "run", "kmeans", "--k", "100000")
     assert status == 2 and "num_centroids K" in err
+    # More sources than the dataset has is refused, not silently cut to the dataset's size.
+    status, _, err = run_cli(capsys, "run", "kmeans", "--dataset", "mnist5k", "--sources", "9999")
+    assert status == 2 and "--sources" in err and "[1, " in err and "9999" in err
 
 
 @pytest.mark.slow

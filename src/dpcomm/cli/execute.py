@@ -334,8 +334,12 @@ def execute_kmeans(
     dataset = load_image_dataset(args.dataset)
     points = dataset.train_images
     if args.sources is not None:
-        if args.sources < 1:
-            raise InvalidParameterError("--sources", "an integer >= 1", args.sources)
+        if not 1 <= args.sources <= len(points):
+            raise InvalidParameterError(
+                "--sources",
+                f"an integer in [1, {len(points)}] (the training points of {args.dataset})",
+                args.sources,
+            )
         points = points[: args.sources]
     program = KMeansProgram(points, args.k, args.iterations, seed=args.data_seed)
     outcome = run_kmeans(

@@ -67,7 +67,7 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
 
     Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
     grouping sets of C = T compute nodes; K-means: K = T centroids and I iterations on the
-    default dataset (its own number of sources). The countermeasure options are those of
+    first S_t points of the default dataset (``--sources``). The countermeasure options are those of
     :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is δ per cluster (δ/G),
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
     ``--target-epsilon`` the ε asked for, so that a run whose ε exceeds it warns.

@@ -9,6 +9,7 @@ of Section 2.5), always computed in memory.
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,10 +20,11 @@ import numpy.typing as npt
 
 from dpcomm.engine.memory import simulate
 from dpcomm.engine.run import Run
+from dpcomm.errors import DpcommWarning
 from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure
 from dpcomm.plan.privacy import PlanGuarantee
 from dpcomm.queries.aggregate import AggregateProgram
-from dpcomm.queries.groupby import evaluate_grouping_set
+from dpcomm.queries.groupby import compare_results, evaluate, evaluate_grouping_set
 from dpcomm.queries.kmeans import KMeansProgram, KMeansState, rand_index
 from dpcomm.queries.program import QueryProgram
 
@@ -272,12 +274,34 @@ def _execute(
     return run, baseline
 
 
-def aggregate_report(program: AggregateProgram, run: Run, baseline: Run) -> dict[str, Any]:
-    """The report of an Aggregate run."""
+def aggregate_report(
+    program: AggregateProgram, run: Run, baseline: Run, *, check_result: bool = False
+) -> dict[str, Any]:
+    """The report of an Aggregate run.
+
+    The utility is measured on the tuples the run delivered. ``check_result`` (an engine that
+    computes the result elsewhere, e.g. on the network) also checks that the result the run
+    returned is the result of those tuples, and warns when it is not (an output was lost).
+    """
     report = base_report(run, baseline)
     report["sql"] = program.query.sql
     masks = [run.delivered[name] for name in program.flow_names]
     report["utility"] = aggregate_utility(program, masks)
+    # In memory the result is computed from those very tuples; elsewhere it is checked.
+    report["utility"]["result_is_of_delivered_tuples"] = True
+    if check_result:
+        differences = compare_results(
+            run.result, evaluate(program.query, program.source_rows(), masks)
+        )
+        report["utility"]["result_is_of_delivered_tuples"] = not differences
+        if differences:
+            warnings.warn(
+                f"the run's result differs from the result of the tuples it delivered "
+                f"({len(differences)} differences, e.g. {differences[0]}): the utility "
+                f"reported is that of the delivered tuples",
+                DpcommWarning,
+                stacklevel=3,
+            )
     if run.details:
         report.update(run.details)
     return report
@@ -303,9 +327,9 @@ def run_aggregate(
         engine=engine,
         target_epsilon=target_epsilon,
     )
-    return AggregateRun(
-        program, run.result, run, baseline, aggregate_report(program, run, baseline)
-    )
+    elsewhere = engine is not None and not isinstance(engine, MemoryEngine)
+    report = aggregate_report(program, run, baseline, check_result=elsewhere)
+    return AggregateRun(program, run.result, run, baseline, report)
 
 
 @dataclass(frozen=True, eq=False)

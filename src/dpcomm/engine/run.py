@@ -146,14 +146,23 @@ def prepare(
                     DpcommWarning,
                     stacklevel=3,
                 )
+    warn_above_target(
+        privacy, target_epsilon, "the table's size or the configuration changed", stacklevel=4
+    )
+    return Prepared(transformed, privacy)
+
+
+def warn_above_target(
+    privacy: PlanGuarantee, target_epsilon: float | None, why: str, *, stacklevel: int = 3
+) -> None:
+    """Warn (:class:`~dpcomm.errors.DpcommWarning`) when the plan's ε exceeds the target."""
     if target_epsilon is not None and privacy.guarantee.epsilon > target_epsilon:
         warnings.warn(
             f"the plan's ε = {privacy.guarantee.epsilon:.4g} exceeds the target ε = "
-            f"{target_epsilon:g} asked for (the table's size or the configuration changed)",
+            f"{target_epsilon:g} asked for ({why})",
             DpcommWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
-    return Prepared(transformed, privacy)
 
 
 def run_efficiency(transformed: TransformedPlan, traffic: list[FlowTraffic]) -> Efficiency:

@@ -46,6 +46,13 @@ _BLOCK = 16
 MAX_SEED = (1 << 127) - 1
 
 
+def check_seed(seed: int | None) -> int | None:
+    """``seed`` if it is None or an integer in [0, 2^127 − 1]; InvalidParameterError if not."""
+    if seed is None:
+        return None
+    return check_int("seed", seed, minimum=0, maximum=MAX_SEED)
+
+
 @dataclass(frozen=True)
 class Stream:
     """The draws of one role for one purpose in one flow.
@@ -83,9 +90,7 @@ class Randomness:
     """
 
     def __init__(self, seed: int | None = None, *, round: int = 0) -> None:
-        if seed is not None:
-            seed = check_int("seed", seed, minimum=0, maximum=MAX_SEED)
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.round = check_int("round", round, minimum=0)
         self._keys: dict[tuple[str, str, str], bytes] = {}
 

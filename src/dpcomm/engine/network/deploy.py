@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -30,11 +30,13 @@ from dpcomm.engine.network.launcher import Workers, launch, run_in_memory
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
 from dpcomm.engine.network.pki import CertificateAuthority, issue_many
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeFaults, RoundSpec
-from dpcomm.engine.run import Prepared, Run, prepare, run_efficiency
+from dpcomm.engine.run import Prepared, Run, prepare, run_efficiency, warn_above_target
 from dpcomm.engine.traffic import FlowTraffic
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, Scramblers
+from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import account_plan
+from dpcomm.protocol.randomness import check_seed
 from dpcomm.queries.program import QueryProgram
 
 
@@ -199,25 +201,76 @@ def wire_report(
 
 
 def actual_batch_sizes(
-    spec: RoundSpec, scramblers: Mapping[str, Mapping[str, Any]]
+    spec: RoundSpec,
+    scramblers: Mapping[str, Mapping[str, Any]],
+    sources: Mapping[str, Mapping[str, Any]],
+    worst_size: Callable[[str, range], int | None],
 ) -> dict[str, dict[int, int]]:
     """Per scrambled flow, how many scramblers batched how many sources in this round.
 
     The guarantee holds for the batches as run: a scrambler whose sources missed the deadline
-    ran A_σ^{k,d} with k < n, which is less private. A scrambler that reported nothing (it
-    died) is counted as a batch of one source, the worst case, since its k is unknown.
+    ran its mechanism with m < n sources. A scrambler that reported nothing (it died) batched
+    between the members that got its acknowledgement and those plus the ones whose frame's
+    fate is unknown (no acknowledgement, or no report at all); what the observer saw of it is
+    a prefix of its shuffled output, so its m is accounted at ``worst_size`` of that range
+    (None: no m in the range sends anything).
     """
+    unknown = spec.public_program.num_sources - len(sources)
     result: dict[str, dict[int, int]] = {}
     for flow, planned in spec.transformed.batches.items():
-        reported = [len(o["batched"]) for o in scramblers.values() if o.get("flow") == flow]
+        reported = {name for name, o in scramblers.items() if o.get("flow") == flow}
         sizes: dict[int, int] = {}
-        for size in reported:
+        for name in reported:
+            size = len(scramblers[name]["batched"])
             sizes[size] = sizes.get(size, 0) + 1
-        missing = len(planned) - len(reported)
-        if missing > 0:
-            sizes[1] = sizes.get(1, 0) + missing
+        for scrambler in spec.scramblers(flow):
+            if str(scrambler) in reported:
+                continue
+            statuses = [
+                o["flows"][flow]["status"]
+                for o in sources.values()
+                if o["flows"].get(flow, {}).get("scrambler") == str(scrambler)
+            ]
+            low = statuses.count("accepted")
+            high = min(max(planned), low + statuses.count("failed") + unknown)
+            worst = worst_size(flow, range(max(low, 1), high + 1))
+            if worst is not None:
+                sizes[worst] = sizes.get(worst, 0) + 1
         result[flow] = sizes
     return result
+
+
+def _worst_batch_size(
+    plan: ExecutionPlan,
+    countermeasures: Countermeasure | Mapping[str, Countermeasure],
+    delta: float,
+) -> Callable[[str, range], int | None]:
+    """The size in a range whose batch has the weakest guarantee for its cluster.
+
+    A capped scrambler of m sources with d > (T − 1)·m cannot run: it stops before sending, so
+    such an m is not a candidate.
+    """
+
+    def worst(flow: str, sizes: range) -> int | None:
+        chosen: tuple[tuple[float, float], int] | None = None
+        for size in sizes:
+            try:
+                guarantee = account_plan(
+                    plan, countermeasures, delta=delta, batch_sizes={flow: {size: 1}}
+                )
+            except InvalidParameterError:
+                continue  # a capped batch too small to run: it sent nothing
+            cluster = next(
+                c.guarantee
+                for c in guarantee.clusters
+                if any(m.flow.name == flow for m in c.cluster.members)
+            )
+            key = (cluster.epsilon, cluster.delta)
+            if chosen is None or key > chosen[0]:
+                chosen = (key, size)
+        return None if chosen is None else chosen[1]
+
+    return worst
 
 
 def assemble_run(
@@ -232,6 +285,7 @@ def assemble_run(
     seed: int | None,
     seconds: float,
     timings: Mapping[str, float],
+    target_epsilon: float | None = None,
 ) -> Run:
     """The :class:`Run` of a round from what its nodes reported."""
     nodes: dict[str, Any] = {}
@@ -286,7 +340,10 @@ def assemble_run(
     for flow, target, data in nodes.get(str(RESULT), {}).get("outputs", []):
         outputs[(str(flow), int(target))] = program.decode_output(bytes.fromhex(data))
     state = program.merge(program.initial_state(), program.num_stages - 1, outputs)
-    actual = actual_batch_sizes(spec, scramblers)
+    sources_reports = {n: o for n, o in nodes.items() if o.get("role") == "source"}
+    actual = actual_batch_sizes(
+        spec, scramblers, sources_reports, _worst_batch_size(program.plan, countermeasures, delta)
+    )
     planned = {
         flow: {s: list(sizes).count(s) for s in set(sizes)}
         for flow, sizes in transformed.batches.items()
@@ -294,6 +351,9 @@ def assemble_run(
     privacy = prepared.privacy
     if actual != planned:
         privacy = account_plan(program.plan, countermeasures, delta=delta, batch_sizes=actual)
+        warn_above_target(
+            privacy, target_epsilon, "batches smaller than planned ran: late or lost nodes"
+        )
     wire = wire_report(spec, merged, timings)
     if "round_seconds" in coordinator:
         wire["timings"]["registration_seconds"] = coordinator["registration_seconds"]
@@ -372,6 +432,7 @@ class NetworkEngine:
     ) -> Run:
         """Run one round of ``program`` (its rows are the sources') and return the run."""
         started = time.perf_counter()
+        check_seed(seed)  # before any worker process starts
         workers = None
         if self.transport == "tls":
             # The worker interpreters start now and import while the round is prepared.
@@ -426,6 +487,7 @@ class NetworkEngine:
             seed=seed,
             seconds=time.perf_counter() - started,
             timings=timings,
+            target_epsilon=target_epsilon,
         )
 
 

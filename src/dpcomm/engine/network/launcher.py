@@ -4,9 +4,9 @@
   :class:`~dpcomm.engine.network.transport.MemoryTransport` (seconds, no sockets);
 * :func:`run_tls_group`: the nodes given, in this process, over mutually authenticated TLS 1.3
   (``dpcomm node run`` runs one node this way on its host);
-* :func:`launch`: a whole round on this machine: one certificate per node, the coordinator and
-  result node in one process, the compute nodes in another, the scramblers in a third (a
-  crashing one in its own), the sources in one or two more; each process a fresh interpreter
+* :func:`launch`: a whole round on this machine: one certificate per node, the coordinator,
+  result node, compute nodes and scramblers in one process (a crashing node in its own), the
+  sources in more, at most :data:`SOURCES_PER_PROCESS` each; each process a fresh interpreter
   running :mod:`dpcomm.engine.network.worker`, which imports only what its nodes run.
 """
 
@@ -192,6 +192,8 @@ class Workers:
     """
 
     def __init__(self, count: int) -> None:
+        self.started_at = time.time()
+        """When the workers were started: a round's start-up counts from here."""
         self.processes: list[subprocess.Popen[str]] = [
             subprocess.Popen(
                 [sys.executable, "-m", "dpcomm.engine.network.worker"],
@@ -236,7 +238,7 @@ def launch(
     expected to die and is not an error) and the timings.
     """
     started = time.perf_counter()
-    started_at = time.time()
+    started_at = workers.started_at if workers is not None else time.time()
     temporary = workdir is None
     directory = Path(workdir) if workdir is not None else _temporary_directory()
     groups = process_groups(spec, configs)
@@ -310,7 +312,8 @@ def launch(
     }
     planned_at = _coordinator_outcome(outcomes).get("planned_at")
     if planned_at is not None:
-        # From the call to the plan sent: certificates, processes and registration, overlapped.
+        # From the workers' start (the engine starts them before it prepares the round) to
+        # the plan sent: planning, certificates, processes and registration, overlapped.
         timings["startup_seconds"] = float(planned_at) - started_at
     return outcomes, errors, timings
 

@@ -477,9 +477,11 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
         except (ChannelClosedError, TimeoutError, DeploymentError):
             pass
         finally:
+            # Only the registered node's own channel ending loses it: a second connection
+            # under its name (refused above) must not abort the real node's batch.
             if channels.get(peer) is channel:
                 channels.pop(peer, None)
-            lose(peer)
+                lose(peer)
 
     listener = await context.serve(handler, lambda name: name in expected)
     started = context.loop.time()
@@ -566,11 +568,12 @@ async def run_source(context: NodeContext) -> dict[str, Any]:
     listener = None
     if direct_broadcast:
         listener = await context.serve(handler, lambda name: name.startswith("compute-"))
-    coordinator, plan = await context.register({"address": context.address})
+    coordinator: Channel | None = None
     lock = asyncio.Lock()
     outcome: dict[str, Any] = {"role": "source", "index": index, "flows": {}}
     state = program.initial_state()
     try:
+        coordinator, plan = await context.register({"address": context.address})
         for stage in range(program.num_stages):
             flows = program.stage_flows(stage)
             scramblers: dict[str, Channel] = {}
@@ -609,7 +612,8 @@ async def run_source(context: NodeContext) -> dict[str, Any]:
     finally:
         if listener is not None:
             listener.close()
-        await coordinator.close()
+        if coordinator is not None:
+            await coordinator.close()
     return outcome
 
 
@@ -686,6 +690,7 @@ async def _send_flow(
     routed = spec.transformed.routed_from(flow)
     if scrambler is not None:
         name = routed[0].name  # "<flow> (to scramblers)"
+        result["scrambler"] = str(item["scrambler"][0])
         if not real:
             context.stats.dummy(name)
         result["status"] = await _send_to_scrambler(
@@ -838,6 +843,7 @@ async def run_scrambler(context: NodeContext) -> dict[str, Any]:
 
     listener = await context.serve(handler, lambda name: name.startswith(("source-", "compute-")))
     outcome: dict[str, Any] = {"role": "scrambler", "flow": flow, "index": index}
+    coordinator: Channel | None = None
     try:
         coordinator, plan = await context.register({"address": context.address})
         members.update(int(m) for m in plan["members"])
@@ -894,6 +900,8 @@ async def run_scrambler(context: NodeContext) -> dict[str, Any]:
         await context.wait_close(coordinator)
     finally:
         listener.close()
+        if coordinator is not None:
+            await coordinator.close()  # on an error too: the coordinator then counts it lost
     return outcome
 
 
@@ -959,6 +967,8 @@ async def run_compute(context: NodeContext) -> dict[str, Any]:
 
     listener = await context.serve(handler, lambda name: name.startswith(("scrambler-", "source-")))
     outcome: dict[str, Any] = {"role": "compute", "group": group, "index": index, "flows": {}}
+    coordinator: Channel | None = None
+    reader: asyncio.Future[None] | None = None
     try:
         coordinator, plan = await context.register(
             {"address": context.address, "key": base64.b64encode(keys.public_key).decode()}
@@ -1039,6 +1049,10 @@ async def run_compute(context: NodeContext) -> dict[str, Any]:
         await context.wait_close(coordinator)
     finally:
         listener.close()
+        if reader is not None:
+            reader.cancel()
+        if coordinator is not None:
+            await coordinator.close()
     return outcome
 
 
@@ -1068,6 +1082,7 @@ async def run_result(context: NodeContext) -> dict[str, Any]:
                 complete.set()
 
     listener = await context.serve(handler, lambda name: name.startswith("compute-"))
+    coordinator: Channel | None = None
     try:
         coordinator, _ = await context.register({"address": context.address})
         with contextlib.suppress(TimeoutError):
@@ -1077,6 +1092,8 @@ async def run_result(context: NodeContext) -> dict[str, Any]:
         await context.wait_close(coordinator)
     finally:
         listener.close()
+        if coordinator is not None:
+            await coordinator.close()
     return {
         "role": "result",
         "outputs": [[flow, target, data] for (flow, target), data in sorted(outputs.items())],
