@@ -10,6 +10,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]"
+	@# Byte-compiled once here: every worker of a local deployment imports the package anew
+	@# (about 0.1 s each when PYTHONDONTWRITEBYTECODE keeps Python from caching it).
+	$(BIN)/python -m compileall -q src >/dev/null
 	touch $(STAMP)
 
 # The paper's running example: average insulin by age range and by body-mass index, over the

@@ -38,6 +38,11 @@ from dpcomm.engine.network.transport import Address, MemoryTransport
 
 #: Sources per OS process (above this, the sources are split over more processes).
 SOURCES_PER_PROCESS = 600
+SOURCES_NICENESS = 10
+"""How much lower the sources' processes are scheduled than the infrastructure's: with fewer
+cores than processes, the coordinator's registrations (a TLS handshake per node) are the
+serial bottleneck of a round's start-up, and each source has little to do (docs/benchmarks.md:
+for 1,000 sources on 2 cores, a median start-up of 4.7 s against 5.0 s)."""
 _START_TIMEOUT = 60.0
 
 
@@ -157,8 +162,10 @@ def _group_file(
     configs: list[NodeConfig],
     credentials: Mapping[str, NodeCredentials],
 ) -> None:
+    sources_only = all(config.node.role == "source" for config in configs)
     group = {
         "round": spec.to_dict(),
+        "niceness": SOURCES_NICENESS if sources_only else 0,
         "configs": [config.node_fields() for config in configs],
         "credentials": {
             c.name: [

@@ -14,6 +14,7 @@ protocol with the launcher is one JSON object per line:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ def main(argv: list[str]) -> int:
         group = json.loads(Path(path).read_text())
         spec = RoundSpec.from_dict(group["round"])
         configs = [NodeConfig.from_fields(c, spec) for c in group["configs"]]
+        if group.get("niceness"):
+            os.nice(int(group["niceness"]))
         credentials = {
             name: NodeCredentials(
                 name=name, cert_path=Path(cert), key_path=Path(key), ca_path=Path(ca)
