@@ -42,10 +42,7 @@ from dpcomm.protocol.scrambler import (
     assignment_from_uniforms,
     scrambler_dummy_counts,
 )
-from dpcomm.protocol.source import flood_from_uniforms, sample_targets
-
-#: Sources drawn at once for flooding (their T − 1 uniforms each stay below ~8 MB a chunk).
-_FLOOD_CHUNK_UNIFORMS = 1 << 20
+from dpcomm.protocol.source import flood_in_chunks, sample_targets
 
 
 class ProgramHooks(Protocol):
@@ -202,15 +199,12 @@ def source_messages(
     flooding = np.empty((truth.shape[0], dummies), dtype=np.int64)
     if dummies:
         stream = flood_stream(flow, size)
-        chunk = max(1, _FLOOD_CHUNK_UNIFORMS // max(1, size - 1))
-        for start in range(0, truth.shape[0], chunk):
-            stop = min(truth.shape[0], start + chunk)
-            flooding[start:stop] = flood_from_uniforms(
-                sampled.sent[start:stop],
-                num_targets=size,
-                num_dummies=dummies,
-                uniforms=randomness.uniforms(stream, nodes[start:stop]),
-            )
+        flood_in_chunks(
+            sampled.sent,
+            flooding,
+            num_targets=size,
+            uniforms=lambda start, stop: randomness.uniforms(stream, nodes[start:stop]),
+        )
     read_only(flooding)
     return SourceMessages(sent=sampled.sent, is_real=sampled.is_real, flooding=flooding)
 

@@ -14,6 +14,7 @@ only valid for exactly this mechanism:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,16 +186,39 @@ def flood_targets(
     result = np.empty((count, dummies), dtype=np.int64)
     if dummies == 0 or count == 0:
         return result
-    chunk = max(1, FLOOD_CHUNK_ELEMENTS // (size - 1))
+    flood_in_chunks(
+        first,
+        result,
+        num_targets=size,
+        uniforms=lambda start, stop: generator.random((stop - start, size - 1)),
+    )
+    return result
+
+
+def flood_in_chunks(
+    first_targets: IntArray,
+    out: IntArray,
+    *,
+    num_targets: int,
+    uniforms: Callable[[int, int], npt.NDArray[np.float64]],
+) -> None:
+    """Fill ``out`` (S, d) with :func:`flood_from_uniforms` over chunks of sources.
+
+    ``uniforms(start, stop)`` gives the (stop − start, T − 1) uniforms of sources start..stop;
+    chunks of :data:`FLOOD_CHUNK_ELEMENTS` uniforms keep memory at O(chunk + S·d).
+    """
+    count, dummies = out.shape
+    if dummies == 0:
+        return
+    chunk = max(1, FLOOD_CHUNK_ELEMENTS // max(1, num_targets - 1))
     for start in range(0, count, chunk):
         stop = min(count, start + chunk)
-        result[start:stop] = flood_from_uniforms(
-            first[start:stop],
-            num_targets=size,
+        out[start:stop] = flood_from_uniforms(
+            first_targets[start:stop],
+            num_targets=num_targets,
             num_dummies=dummies,
-            uniforms=generator.random((stop - start, size - 1)),
+            uniforms=uniforms(start, stop),
         )
-    return result
 
 
 @dataclass(frozen=True, eq=False)

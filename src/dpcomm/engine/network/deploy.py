@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -344,10 +345,7 @@ def assemble_run(
     actual = actual_batch_sizes(
         spec, scramblers, sources_reports, _worst_batch_size(program.plan, countermeasures, delta)
     )
-    planned = {
-        flow: {s: list(sizes).count(s) for s in set(sizes)}
-        for flow, sizes in transformed.batches.items()
-    }
+    planned = {flow: dict(Counter(sizes)) for flow, sizes in transformed.batches.items()}
     privacy = prepared.privacy
     if actual != planned:
         privacy = account_plan(program.plan, countermeasures, delta=delta, batch_sizes=actual)
