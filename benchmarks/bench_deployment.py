@@ -3,7 +3,8 @@
 1,000 sources, 10 scramblers (n = 100, d = 50, σ = 0.2) and 20 compute nodes (one grouping
 set). Reports the start-up (from the call to the plan sent: planning the round, certificates,
 worker processes and every node's TLS registration with the coordinator, which overlap) and its
-parts, and the round itself (plan sent -> result assembled). Checks that the round is the in-memory engine's run.
+parts, and the round itself (plan sent -> result assembled). Checks that the round is the
+in-memory engine's run.
 
 Usage: python benchmarks/bench_deployment.py [--sources N] [--json]
 """
