@@ -10,6 +10,7 @@ from typing import Any
 
 from dpcomm.cli.execute import (
     add_countermeasure_options,
+    add_max_groups_option,
     aggregate_program,
     countermeasure_from_options,
     execute_aggregate,
@@ -184,6 +185,7 @@ def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = 
         default=DEFAULT_COMPUTE_NODES,
         help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
     )
+    add_max_groups_option(parser)
     parser.add_argument(
         "--collect-seconds",
         type=float,

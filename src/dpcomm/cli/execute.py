@@ -296,7 +296,20 @@ def aggregate_program(args: argparse.Namespace) -> tuple[AggregateProgram, str]:
         table = diabetes_table()
         source = "embedded diabetes table (synthetic patients)"
     program = AggregateProgram.from_sql(args.sql, table, num_compute_nodes=args.compute_nodes)
-    return program, source
+    return program.with_max_groups(args.max_groups), source
+
+
+def add_max_groups_option(parser: argparse.ArgumentParser) -> None:
+    """``--max-groups``: the public bound on the groups of one compute node's output."""
+    parser.add_argument(
+        "--max-groups",
+        type=int,
+        metavar="G",
+        help="public bound on the groups one compute node outputs; every output is padded to "
+        "it so that its size does not depend on the data (default: the number of sources, "
+        "which nothing exceeds; a smaller bound makes outputs smaller and fails the run, "
+        "in every engine, if a compute node has more groups)",
+    )
 
 
 #: Builds the engine of a run from the options (the memory engine when there is none).

@@ -15,6 +15,7 @@ every engine runs it through the same role steps.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,7 +25,7 @@ import numpy as np
 
 from dpcomm.accounting._validation import check_int
 from dpcomm.data.table import Table
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.queries.codec import CodecError, ColumnSpec, TableCodec, dumps, from_hex, loads
@@ -42,6 +43,27 @@ from dpcomm.queries.query import BoundAggregate
 VALUE_BYTES = 8
 #: Default number C of compute nodes per grouping set (Table 1 of the paper).
 DEFAULT_COMPUTE_NODES = 20
+#: Largest accepted bound on the groups of one output (``max_groups``).
+MAX_OUTPUT_GROUPS = 10_000_000
+#: Bytes of tagged JSON any non-text value of an output row takes at most.
+_SCALAR_JSON_BYTES = 64
+#: An output blob starts with: its groups, an overflow flag, its longest row (bytes).
+_OUTPUT_HEADER = struct.Struct(">IBI")
+_ROW_LENGTH = struct.Struct(">I")
+
+
+class OutputOverflowError(DpcommError):
+    """A compute node held more groups (or a longer row) than the public output bound."""
+
+    def __init__(self, flow: str, count: int, longest: int, *, groups: int, row: int) -> None:
+        if count > groups:
+            what = f"{count:,} groups, more than the public bound of {groups:,} (--max-groups)"
+        else:
+            what = f"a result row of {longest:,} bytes, more than the bound of {row:,}"
+        super().__init__(
+            f"grouping set {flow}: a compute node had {what}; its output was withheld "
+            "(outputs have one public size, so that their length does not depend on the data)"
+        )
 
 
 def grouping_set_label(columns: tuple[str, ...]) -> str:
@@ -83,6 +105,8 @@ class AggregateProgram:
         num_compute_nodes: C, compute nodes per non-empty grouping set.
         columns: how each column of the query travels (from the table's schema).
         num_sources: S (the table's rows when the table is given).
+        max_groups: the public bound on the groups of one compute node's output (None: S,
+            which no table can exceed); every output is padded to this many groups.
     """
 
     query: BoundAggregate
@@ -90,6 +114,7 @@ class AggregateProgram:
     num_compute_nodes: int = DEFAULT_COMPUTE_NODES
     columns: tuple[ColumnSpec, ...] = ()
     num_sources: int = 0
+    max_groups: int | None = None
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -110,6 +135,8 @@ class AggregateProgram:
                 )
                 object.__setattr__(self, "columns", specs)
         check_int("num_sources", self.num_sources, minimum=1)
+        if self.max_groups is not None:
+            check_int("max_groups", self.max_groups, minimum=1, maximum=MAX_OUTPUT_GROUPS)
 
     @classmethod
     def from_sql(
@@ -121,12 +148,28 @@ class AggregateProgram:
         bound = bind_sql(sql, table)
         return cls(bound, table.renamed(bound.table_name), num_compute_nodes)
 
+    def with_max_groups(self, max_groups: int | None) -> AggregateProgram:
+        """The same program with another public bound on the groups per output."""
+        return AggregateProgram(
+            self.query,
+            self.table,
+            self.num_compute_nodes,
+            self.columns,
+            self.num_sources,
+            max_groups,
+        )
+
     # ------------------------------------------------------------------ public description
 
     def public(self) -> AggregateProgram:
         """The same program without the rows (what every node may know)."""
         return AggregateProgram(
-            self.query, None, self.num_compute_nodes, self.columns, self.num_sources
+            self.query,
+            None,
+            self.num_compute_nodes,
+            self.columns,
+            self.num_sources,
+            self.max_groups,
         )
 
     def to_spec(self) -> dict[str, Any]:
@@ -137,6 +180,7 @@ class AggregateProgram:
             "num_compute_nodes": self.num_compute_nodes,
             "columns": [c.to_dict() for c in self.columns],
             "num_sources": self.num_sources,
+            "max_groups": self.max_groups,
         }
 
     @classmethod
@@ -148,6 +192,7 @@ class AggregateProgram:
             int(spec["num_compute_nodes"]),
             tuple(ColumnSpec.from_dict(c) for c in spec["columns"]),
             int(spec["num_sources"]),
+            None if spec.get("max_groups") is None else int(spec["max_groups"]),
         )
 
     @property
@@ -305,28 +350,121 @@ class AggregateProgram:
         """The largest encoded tuple over the flows (every payload is padded to one size)."""
         return max(self.tuple_codec(flow).size for flow in self.flow_names)
 
-    def encode_output(self, output: AggregateOutput) -> bytes:
-        """A compute node's output as bytes."""
-        names = list(self.query.output_names)
-        return dumps(
-            {
-                "keys": [list(k) for k in output.keys],
-                "rows": [[r[n] for n in names] for r in output.rows],
-            }
-        )
+    def groups_bound(self, flow: str) -> int:
+        """Groups every output of ``flow`` is padded to.
 
-    def decode_output(self, data: bytes) -> AggregateOutput:
-        """Inverse of :meth:`encode_output`; CodecError if malformed."""
-        value = loads(data)
+        1 for the empty grouping set, else ``max_groups`` (default S: one compute node can
+        hold at most every source's group).
+        """
+        if not self.query.grouping_sets[self.set_index(flow)]:
+            return 1
+        return self.max_groups if self.max_groups is not None else self.num_sources
+
+    @cached_property
+    def row_bound(self) -> int:
+        """Bytes of JSON one output row may take, from the public schema.
+
+        A row is its key and its result values as tagged JSON (:func:`dumps`). A text value
+        of a column of encoded width w takes at most 6·(w − 3) + 2 bytes (JSON writes a byte
+        as at most a 6-byte escape); any other value (an integer of any size below 2^160, a
+        float in hexadecimal, a decimal of 38 digits, a date) at most 64.
+        """
+        by_name = {c.name.lower(): c for c in self.columns}
+
+        def value_bound(column: str | None) -> int:
+            spec = by_name.get(column.lower()) if column else None
+            if spec is not None and np.dtype(spec.dtype).kind == "O":
+                return 6 * spec.width + 8
+            return _SCALAR_JSON_BYTES
+
+        keys = sum(value_bound(c) for c in self.query.grouping_columns)
+        values = sum(
+            value_bound(o.column if o.kind == "group" or o.function in ("min", "max") else None)
+            for o in self.query.outputs
+        )
+        return keys + values + 16
+
+    def output_size(self, flow: str) -> int:
+        """Bytes of every output blob of ``flow`` (a public function of the plan)."""
+        return _OUTPUT_HEADER.size + self.groups_bound(flow) * (_ROW_LENGTH.size + self.row_bound)
+
+    def encode_output(self, flow: str, output: AggregateOutput) -> bytes:
+        """A compute node's output, padded to :meth:`output_size` whatever its groups.
+
+        Its length is public, so the compute → result traffic does not depend on the data (the
+        plan calls that flow data-independent). A node with more groups than the bound, or a
+        row longer than :attr:`row_bound`, sends a blob of the same length that says so
+        (:meth:`decode_output` raises :class:`OutputOverflowError`): never a longer one.
+        """
+        rows = self._encoded_rows(output)
+        size = self.output_size(flow)
+        longest = max((len(r) for r in rows), default=0)
+        if self._overflow(flow, rows) is not None:
+            header = _OUTPUT_HEADER.pack(len(rows), 1, longest)
+            return header + bytes(size - len(header))
+        width = self.row_bound
+        parts = [_OUTPUT_HEADER.pack(len(rows), 0, longest)]
+        for row in rows:
+            parts.append(_ROW_LENGTH.pack(len(row)) + row + bytes(width - len(row)))
+        blob = b"".join(parts)
+        return blob + bytes(size - len(blob))
+
+    def check_output(self, flow: str, output: AggregateOutput) -> None:
+        """OutputOverflowError if ``output`` does not fit the public bound of ``flow``.
+
+        That is what :meth:`encode_output` would withhold: every engine fails the same way.
+        """
+        error = self._overflow(flow, self._encoded_rows(output))
+        if error is not None:
+            raise error
+
+    def _encoded_rows(self, output: AggregateOutput) -> list[bytes]:
         names = list(self.query.output_names)
-        try:
-            keys = tuple(tuple(k) for k in value["keys"])
-            rows = tuple(dict(zip(names, r, strict=True)) for r in value["rows"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise CodecError(f"malformed Aggregate output: {error}") from error
-        if len(keys) != len(rows):
-            raise CodecError("an Aggregate output with as many keys as rows")
-        return AggregateOutput(keys, rows)
+        return [
+            dumps([list(key), [row[n] for n in names]])
+            for key, row in zip(output.keys, output.rows, strict=True)
+        ]
+
+    def _overflow(self, flow: str, rows: list[bytes]) -> OutputOverflowError | None:
+        longest = max((len(r) for r in rows), default=0)
+        groups, width = self.groups_bound(flow), self.row_bound
+        if len(rows) > groups or longest > width:
+            return OutputOverflowError(flow, len(rows), longest, groups=groups, row=width)
+        return None
+
+    def decode_output(self, flow: str, data: bytes) -> AggregateOutput:
+        """Inverse of :meth:`encode_output`.
+
+        Raises:
+            CodecError: malformed bytes.
+            OutputOverflowError: the node's groups did not fit the public bound.
+        """
+        if len(data) != self.output_size(flow):
+            raise CodecError(f"an output of {len(data)} bytes, expected {self.output_size(flow)}")
+        count, overflow, longest = _OUTPUT_HEADER.unpack_from(data)
+        if overflow:
+            raise OutputOverflowError(
+                flow, count, longest, groups=self.groups_bound(flow), row=self.row_bound
+            )
+        if count > self.groups_bound(flow):
+            raise CodecError(f"an output of {count} groups, at most {self.groups_bound(flow)}")
+        names = list(self.query.output_names)
+        keys, rows = [], []
+        offset = _OUTPUT_HEADER.size
+        step = _ROW_LENGTH.size + self.row_bound
+        for _ in range(count):
+            (length,) = _ROW_LENGTH.unpack_from(data, offset)
+            if length > self.row_bound:
+                raise CodecError(f"an output row of {length} bytes")
+            value = loads(data[offset + _ROW_LENGTH.size : offset + _ROW_LENGTH.size + length])
+            try:
+                key, values = value
+                keys.append(tuple(key))
+                rows.append(dict(zip(names, values, strict=True)))
+            except (TypeError, ValueError) as error:
+                raise CodecError(f"malformed Aggregate output row: {error}") from error
+            offset += step
+        return AggregateOutput(tuple(keys), tuple(rows))
 
     def encode_rows(self, indices: Sequence[int]) -> list[str]:
         """Rows ``indices`` of the sources (every column the query reads), hexadecimal."""

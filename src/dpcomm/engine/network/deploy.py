@@ -339,7 +339,7 @@ def assemble_run(
         delivered[flow] = counted & real[flow]
     outputs = {}
     for flow, target, data in nodes.get(str(RESULT), {}).get("outputs", []):
-        outputs[(str(flow), int(target))] = program.decode_output(bytes.fromhex(data))
+        outputs[(str(flow), int(target))] = program.decode_output(str(flow), bytes.fromhex(data))
     state = program.merge(program.initial_state(), program.num_stages - 1, outputs)
     sources_reports = {n: o for n, o in nodes.items() if o.get("role") == "source"}
     actual = actual_batch_sizes(

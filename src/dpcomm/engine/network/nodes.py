@@ -556,7 +556,7 @@ async def run_source(context: NodeContext) -> dict[str, Any]:
 
     def accept(data: bytes) -> None:
         flow, target, encoded = _parse_output(spec, data)
-        inbox[(flow, target)] = program.decode_output(encoded)
+        inbox[(flow, target)] = program.decode_output(flow, encoded)
         arrived.set()
 
     async def handler(channel: Channel) -> None:
@@ -1029,7 +1029,7 @@ async def run_compute(context: NodeContext) -> dict[str, Any]:
                 )
                 output = produced[index]
                 state = program.merge(state, stage, {(flow, index): output})
-                data = program.encode_output(output)
+                data = program.encode_output(flow, output)
                 header = _output_header(spec, flow, index)
                 routes = plan["routes"].get(flow, {})
                 sends = [
