@@ -72,6 +72,7 @@ def _network_engine(args: argparse.Namespace) -> Engine:
         collect_seconds=args.collect_seconds,
         workdir=args.workdir,
         faults=faults,
+        max_left_out=args.max_left_out,
     )
 
 
@@ -80,10 +81,10 @@ def _finish(args: argparse.Namespace, report: dict[str, Any]) -> int:
     if not args.json:
         print()
         _print_wire(report)
-    errors = report.get("errors", {})
-    for node, message in errors.items():
-        print(f"dpcomm: node {node} failed: {message}", file=sys.stderr)
-    return 0 if not errors else 1
+    failures = report.get("failures", [])
+    if failures:
+        print(f"dpcomm: error: the round failed: {'; '.join(failures)}", file=sys.stderr)
+    return 0 if not failures else 1
 
 
 def _default_to_synthetic(args: argparse.Namespace) -> None:
@@ -189,11 +190,22 @@ def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = 
     parser.add_argument(
         "--collect-seconds",
         type=float,
-        default=20.0,
-        help="how long a scrambler waits for its n sources (default 20)",
+        help="how long a scrambler waits for its n sources, per stage (default: 20 s + 5 ms "
+        "per source, so that none misses it; a scrambler stops waiting once all arrived)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=120.0, help="hard deadline of the round (default 120 s)"
+        "--max-left-out",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="fraction of the sources that may be left out (late, unreachable, or behind a "
+        "dead scrambler) before the round counts as failed, exit status 1 (default 0)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        help="hard deadline of the round in seconds (default: grows with the sources and "
+        "stages, see docs/deployment.md)",
     )
 
 

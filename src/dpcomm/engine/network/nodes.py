@@ -189,7 +189,12 @@ class NodeContext:
         """Start this node's listener; remember and report its address."""
 
         async def on_link(link: Link) -> None:
-            await handler(self.channel(link))
+            # A peer that hangs up or stalls ends its own link, nothing more: counted, not
+            # logged (thousands of late sources must not print thousands of tracebacks).
+            try:
+                await handler(self.channel(link))
+            except (ChannelClosedError, TimeoutError, DeploymentError, CodecError):
+                self.stats.drops[self.name].add("link_ended")
 
         listener = await self.transport.listen(
             self.name,
