@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from dpcomm.data import synthetic_table
 from dpcomm.data.table import Column, Table
 from dpcomm.engine.network.deploy import NetworkEngine
 from dpcomm.engine.report import MemoryEngine
+from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -120,3 +122,31 @@ def test_an_unseeded_round_is_not_predictable_from_public_parameters():
     for index, run in enumerate(unseeded):
         for other in unseeded[index + 1 :] + guesses:
             assert run != other
+
+
+def _text_table(name: str) -> Table:
+    groups = np.array(["north", "south", "east", name] * 10, dtype=object)
+    amounts = np.arange(40, dtype=np.int64)
+    nulls = np.zeros(40, dtype=bool)
+    return Table(
+        "t",
+        (Column("region", "VARCHAR", groups, nulls), Column("amount", "BIGINT", amounts, nulls)),
+    )
+
+
+def test_the_frame_size_does_not_depend_on_the_longest_text_value():
+    sql = "SELECT region, COUNT(*), MAX(amount) FROM t GROUP BY region"
+    engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
+    frame_sizes = set()
+    for name in ("west", "a much longer region name, still within the bound"):
+        program = AggregateProgram.from_sql(sql, _text_table(name), num_compute_nodes=2)
+        run = engine.execute(program, NoCountermeasure(), delta=1e-4, seed=1)
+        frame_sizes.add(run.details["wire"]["frame_size"])
+        assert {r["region"] for r in run.result} >= {"north", name}
+    assert len(frame_sizes) == 1
+
+
+def test_a_text_value_beyond_the_public_bound_is_refused_in_every_engine():
+    sql = "SELECT region, COUNT(*) FROM t GROUP BY region"
+    with pytest.raises(InvalidParameterError, match=r"column region.*--max-text-bytes.*60 bytes"):
+        AggregateProgram.from_sql(sql, _text_table("x" * 60), max_text_bytes=50)

@@ -10,7 +10,7 @@ from typing import Any
 
 from dpcomm.cli.execute import (
     add_countermeasure_options,
-    add_max_groups_option,
+    add_public_bounds_options,
     aggregate_program,
     countermeasure_from_options,
     execute_aggregate,
@@ -186,7 +186,7 @@ def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = 
         default=DEFAULT_COMPUTE_NODES,
         help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
     )
-    add_max_groups_option(parser)
+    add_public_bounds_options(parser)
     parser.add_argument(
         "--collect-seconds",
         type=float,

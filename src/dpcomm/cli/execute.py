@@ -21,7 +21,7 @@ from dpcomm.engine.report import AggregateRun, Engine, KMeansRun, run_aggregate,
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
-from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.aggregate import DEFAULT_TEXT_BYTES, AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram
 
 
@@ -295,12 +295,18 @@ def aggregate_program(args: argparse.Namespace) -> tuple[AggregateProgram, str]:
     else:
         table = diabetes_table()
         source = "embedded diabetes table (synthetic patients)"
-    program = AggregateProgram.from_sql(args.sql, table, num_compute_nodes=args.compute_nodes)
-    return program.with_max_groups(args.max_groups), source
+    program = AggregateProgram.from_sql(
+        args.sql,
+        table,
+        num_compute_nodes=args.compute_nodes,
+        max_groups=args.max_groups,
+        max_text_bytes=args.max_text_bytes,
+    )
+    return program, source
 
 
-def add_max_groups_option(parser: argparse.ArgumentParser) -> None:
-    """``--max-groups``: the public bound on the groups of one compute node's output."""
+def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
+    """``--max-groups`` and ``--max-text-bytes``: public sizes that the data must fit."""
     parser.add_argument(
         "--max-groups",
         type=int,
@@ -309,6 +315,15 @@ def add_max_groups_option(parser: argparse.ArgumentParser) -> None:
         "it so that its size does not depend on the data (default: the number of sources, "
         "which nothing exceeds; a smaller bound makes outputs smaller and fails the run, "
         "in every engine, if a compute node has more groups)",
+    )
+    parser.add_argument(
+        "--max-text-bytes",
+        type=int,
+        default=DEFAULT_TEXT_BYTES,
+        metavar="B",
+        help="public bound on the UTF-8 bytes of a text value the query reads; every payload "
+        "is as wide as if each text value had B bytes, so that the frame size does not depend "
+        f"on the data (default {DEFAULT_TEXT_BYTES}; a longer value is refused)",
     )
 
 

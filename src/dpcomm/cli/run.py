@@ -8,7 +8,7 @@ from typing import Any
 
 from dpcomm.cli.execute import (
     add_countermeasure_options,
-    add_max_groups_option,
+    add_public_bounds_options,
     execute_aggregate,
     execute_kmeans,
     print_run,
@@ -77,7 +77,7 @@ def add_run_commands(commands: Any) -> None:
         help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
     )
     aggregate.add_argument("--rows", type=int, default=20, help="result rows to print")
-    add_max_groups_option(aggregate)
+    add_public_bounds_options(aggregate)
     aggregate.add_argument(
         "--data-seed", type=int, default=0, help="seed of the --synthetic table (default 0)"
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -28,7 +28,15 @@ from dpcomm.data.table import Table
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.queries.codec import CodecError, ColumnSpec, TableCodec, dumps, from_hex, loads
+from dpcomm.queries.codec import (
+    MAX_STRING_BYTES,
+    CodecError,
+    ColumnSpec,
+    TableCodec,
+    dumps,
+    from_hex,
+    loads,
+)
 from dpcomm.queries.groupby import (
     evaluate,
     group_ids,
@@ -43,13 +51,74 @@ from dpcomm.queries.query import BoundAggregate
 VALUE_BYTES = 8
 #: Default number C of compute nodes per grouping set (Table 1 of the paper).
 DEFAULT_COMPUTE_NODES = 20
+#: Default public bound on the UTF-8 bytes of one text value (``max_text_bytes``).
+DEFAULT_TEXT_BYTES = 255
 #: Largest accepted bound on the groups of one output (``max_groups``).
 MAX_OUTPUT_GROUPS = 10_000_000
+#: Bytes of a text field besides its value: the NULL flag and the 2-byte length.
+TEXT_FIELD_OVERHEAD = 3
+#: Length of one value of an output row (after its 1-byte tag).
+_VALUE_HEADER = struct.Struct(">H")
 #: Bytes of tagged JSON any non-text value of an output row takes at most.
 _SCALAR_JSON_BYTES = 64
 #: An output blob starts with: its groups, an overflow flag, its longest row (bytes).
 _OUTPUT_HEADER = struct.Struct(">IBI")
 _ROW_LENGTH = struct.Struct(">I")
+
+
+def _encode_value(value: object) -> bytes:
+    """One value of an output row: ``N`` (NULL), ``S`` + UTF-8 text, ``J`` + tagged JSON."""
+    if value is None:
+        return b"N"
+    if isinstance(value, str):
+        data, tag = value.encode("utf-8"), b"S"
+    else:
+        data, tag = dumps(value), b"J"
+    # A value longer than 65,535 bytes is longer than any bound: its row overflows (and the
+    # output says so) before anything would read the clipped length.
+    return tag + _VALUE_HEADER.pack(min(len(data), 0xFFFF)) + data
+
+
+def _decode_values(data: bytes) -> list[object]:
+    """Inverse of a row of :func:`_encode_value`; CodecError if malformed."""
+    values: list[object] = []
+    offset = 0
+    while offset < len(data):
+        tag = data[offset : offset + 1]
+        if tag == b"N":
+            values.append(None)
+            offset += 1
+            continue
+        if tag not in (b"S", b"J") or offset + 1 + _VALUE_HEADER.size > len(data):
+            raise CodecError(f"an output value with tag {tag!r}")
+        (length,) = _VALUE_HEADER.unpack_from(data, offset + 1)
+        start = offset + 1 + _VALUE_HEADER.size
+        body = data[start : start + length]
+        if len(body) != length:
+            raise CodecError("an output value longer than its row")
+        if tag == b"S":
+            try:
+                values.append(body.decode("utf-8"))
+            except UnicodeDecodeError as error:
+                raise CodecError(f"an output text value: {error}") from error
+        else:
+            values.append(loads(body))
+        offset = start + length
+    return values
+
+
+def _public_width(spec: ColumnSpec, text_bytes: int) -> ColumnSpec:
+    """``spec`` with a text field ``text_bytes`` wide (public), if every value fits."""
+    if np.dtype(spec.dtype).kind != "O":
+        return spec
+    longest = spec.width - TEXT_FIELD_OVERHEAD
+    if longest > text_bytes:
+        raise InvalidParameterError(
+            f"column {spec.name}",
+            f"text values of at most {text_bytes:,} bytes of UTF-8 (raise --max-text-bytes)",
+            f"a value of {longest:,} bytes",
+        )
+    return replace(spec, width=TEXT_FIELD_OVERHEAD + text_bytes)
 
 
 class OutputOverflowError(DpcommError):
@@ -107,6 +176,9 @@ class AggregateProgram:
         num_sources: S (the table's rows when the table is given).
         max_groups: the public bound on the groups of one compute node's output (None: S,
             which no table can exceed); every output is padded to this many groups.
+        max_text_bytes: the public bound on the UTF-8 bytes of a text value; every text
+            field of a payload is this wide, whatever the table's longest value (a width
+            taken from the data would tell neighbouring tables apart by the frame size).
     """
 
     query: BoundAggregate
@@ -115,10 +187,12 @@ class AggregateProgram:
     columns: tuple[ColumnSpec, ...] = ()
     num_sources: int = 0
     max_groups: int | None = None
+    max_text_bytes: int = DEFAULT_TEXT_BYTES
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         check_int("compute_nodes", self.num_compute_nodes, minimum=1)
+        check_int("max_text_bytes", self.max_text_bytes, minimum=1, maximum=MAX_STRING_BYTES)
         if self.table is not None:
             if self.table.num_rows == 0:
                 raise InvalidParameterError(
@@ -130,8 +204,13 @@ class AggregateProgram:
                 needed = {c.lower() for c in self.query.grouping_columns} | {
                     o.column.lower() for o in self.query.outputs if o.column
                 }
+                check_int(
+                    "max_text_bytes", self.max_text_bytes, minimum=1, maximum=MAX_STRING_BYTES
+                )
                 specs = tuple(
-                    ColumnSpec.of(c) for c in self.table.columns if c.name.lower() in needed
+                    _public_width(ColumnSpec.of(c), self.max_text_bytes)
+                    for c in self.table.columns
+                    if c.name.lower() in needed
                 )
                 object.__setattr__(self, "columns", specs)
         check_int("num_sources", self.num_sources, minimum=1)
@@ -140,23 +219,24 @@ class AggregateProgram:
 
     @classmethod
     def from_sql(
-        cls, sql: str, table: Table, *, num_compute_nodes: int = DEFAULT_COMPUTE_NODES
+        cls,
+        sql: str,
+        table: Table,
+        *,
+        num_compute_nodes: int = DEFAULT_COMPUTE_NODES,
+        max_groups: int | None = None,
+        max_text_bytes: int = DEFAULT_TEXT_BYTES,
     ) -> AggregateProgram:
         """Parse ``sql``, bind it to ``table`` (renamed to the FROM table) and compile it."""
         from dpcomm.queries.sql import bind_sql
 
         bound = bind_sql(sql, table)
-        return cls(bound, table.renamed(bound.table_name), num_compute_nodes)
-
-    def with_max_groups(self, max_groups: int | None) -> AggregateProgram:
-        """The same program with another public bound on the groups per output."""
-        return AggregateProgram(
-            self.query,
-            self.table,
-            self.num_compute_nodes,
-            self.columns,
-            self.num_sources,
-            max_groups,
+        return cls(
+            bound,
+            table.renamed(bound.table_name),
+            num_compute_nodes,
+            max_groups=max_groups,
+            max_text_bytes=max_text_bytes,
         )
 
     # ------------------------------------------------------------------ public description
@@ -170,6 +250,7 @@ class AggregateProgram:
             self.columns,
             self.num_sources,
             self.max_groups,
+            self.max_text_bytes,
         )
 
     def to_spec(self) -> dict[str, Any]:
@@ -181,6 +262,7 @@ class AggregateProgram:
             "columns": [c.to_dict() for c in self.columns],
             "num_sources": self.num_sources,
             "max_groups": self.max_groups,
+            "max_text_bytes": self.max_text_bytes,
         }
 
     @classmethod
@@ -193,6 +275,7 @@ class AggregateProgram:
             tuple(ColumnSpec.from_dict(c) for c in spec["columns"]),
             int(spec["num_sources"]),
             None if spec.get("max_groups") is None else int(spec["max_groups"]),
+            int(spec.get("max_text_bytes", DEFAULT_TEXT_BYTES)),
         )
 
     @property
@@ -362,27 +445,28 @@ class AggregateProgram:
 
     @cached_property
     def row_bound(self) -> int:
-        """Bytes of JSON one output row may take, from the public schema.
+        """Bytes one output row may take, from the public schema.
 
-        A row is its key and its result values as tagged JSON (:func:`dumps`). A text value
-        of a column of encoded width w takes at most 6·(w − 3) + 2 bytes (JSON writes a byte
-        as at most a 6-byte escape); any other value (an integer of any size below 2^160, a
-        float in hexadecimal, a decimal of 38 digits, a date) at most 64.
+        A row is its key and its result values, each written as a 1-byte tag, a 2-byte length
+        and its bytes (:func:`_encode_value`): a text value of a column of encoded width w
+        (``max_text_bytes`` + 3) takes at most w bytes; any other value (tagged JSON of an
+        integer below 2^160, a float in hexadecimal, a decimal of 38 digits, a date) at most
+        3 + 64; NULL 1.
         """
         by_name = {c.name.lower(): c for c in self.columns}
 
         def value_bound(column: str | None) -> int:
             spec = by_name.get(column.lower()) if column else None
             if spec is not None and np.dtype(spec.dtype).kind == "O":
-                return 6 * spec.width + 8
-            return _SCALAR_JSON_BYTES
+                return spec.width
+            return _VALUE_HEADER.size + _SCALAR_JSON_BYTES
 
         keys = sum(value_bound(c) for c in self.query.grouping_columns)
         values = sum(
             value_bound(o.column if o.kind == "group" or o.function in ("min", "max") else None)
             for o in self.query.outputs
         )
-        return keys + values + 16
+        return keys + values
 
     def output_size(self, flow: str) -> int:
         """Bytes of every output blob of ``flow`` (a public function of the plan)."""
@@ -421,7 +505,7 @@ class AggregateProgram:
     def _encoded_rows(self, output: AggregateOutput) -> list[bytes]:
         names = list(self.query.output_names)
         return [
-            dumps([list(key), [row[n] for n in names]])
+            b"".join(_encode_value(v) for v in (*key, *(row[n] for n in names)))
             for key, row in zip(output.keys, output.rows, strict=True)
         ]
 
@@ -449,6 +533,7 @@ class AggregateProgram:
         if count > self.groups_bound(flow):
             raise CodecError(f"an output of {count} groups, at most {self.groups_bound(flow)}")
         names = list(self.query.output_names)
+        width = len(self.query.grouping_sets[self.set_index(flow)])
         keys, rows = [], []
         offset = _OUTPUT_HEADER.size
         step = _ROW_LENGTH.size + self.row_bound
@@ -456,13 +541,12 @@ class AggregateProgram:
             (length,) = _ROW_LENGTH.unpack_from(data, offset)
             if length > self.row_bound:
                 raise CodecError(f"an output row of {length} bytes")
-            value = loads(data[offset + _ROW_LENGTH.size : offset + _ROW_LENGTH.size + length])
-            try:
-                key, values = value
-                keys.append(tuple(key))
-                rows.append(dict(zip(names, values, strict=True)))
-            except (TypeError, ValueError) as error:
-                raise CodecError(f"malformed Aggregate output row: {error}") from error
+            start = offset + _ROW_LENGTH.size
+            values = _decode_values(data[start : start + length])
+            if len(values) != width + len(names):
+                raise CodecError(f"an output row of {len(values)} values")
+            keys.append(tuple(values[:width]))
+            rows.append(dict(zip(names, values[width:], strict=True)))
             offset += step
         return AggregateOutput(tuple(keys), tuple(rows))
 
