@@ -45,7 +45,15 @@ SOURCES_NICENESS = 10
 cores than processes, the coordinator's registrations (a TLS handshake per node) are the
 serial bottleneck of a round's start-up, and each source has little to do (docs/benchmarks.md:
 for 1,000 sources on 2 cores, a median start-up of 4.7 s against 5.0 s)."""
+MAX_SOURCE_PROCESSES = 4
+"""At most this many processes of sources (each interpreter holds some 60 MB before its first
+node: past a few processes on a small machine, more only cost memory)."""
 _START_TIMEOUT = 60.0
+
+
+def source_processes(num_sources: int) -> int:
+    """Processes the sources take: one per :data:`SOURCES_PER_PROCESS` (at most 4)."""
+    return max(1, min(MAX_SOURCE_PROCESSES, math.ceil(num_sources / SOURCES_PER_PROCESS)))
 
 
 class RoundInterruptedError(DeploymentError):
@@ -190,7 +198,7 @@ def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[s
     for position, name in enumerate(crashing):
         groups[f"crashing-{position}"] = [name]
     sources = [str(n) for n in names if n.role == "source" and str(n) not in crashing]
-    parts = max(1, math.ceil(len(sources) / SOURCES_PER_PROCESS))
+    parts = source_processes(len(sources))
     for part in range(parts):
         groups[f"sources-{part}"] = sources[part::parts]
     return {g: members for g, members in groups.items() if members}
@@ -265,7 +273,7 @@ class Workers:
     @staticmethod
     def count_for(num_sources: int, crashing: int = 0) -> int:
         """The workers a round of ``num_sources`` sources needs (see :func:`process_groups`)."""
-        return 1 + crashing + max(1, math.ceil(num_sources / SOURCES_PER_PROCESS))
+        return 1 + crashing + source_processes(num_sources)
 
     def close(self) -> None:
         """Stop every worker still running and close their pipes."""
