@@ -8,9 +8,11 @@ text or as the one JSON document of every run.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -133,6 +135,8 @@ def json_ready(value: Any) -> Any:
         return [json_ready(v) for v in value]
     if value is None or isinstance(value, bool | int | str):
         return value
+    if isinstance(value, Decimal):
+        return format(value, "f")
     return str(value)
 
 
@@ -151,6 +155,10 @@ def _fmt(value: Any, digits: int = 4) -> str:
         if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e7):
             return f"{value:.{digits - 1}e}"
         return f"{value:.{digits}f}"
+    if isinstance(value, Decimal):
+        return format(value, "f")  # as DuckDB prints it: 0.0000000001, not 1E-10
+    if isinstance(value, datetime.time | datetime.datetime) and "." in str(value):
+        return str(value).rstrip("0")  # 01:02:03.25, as DuckDB prints it
     return str(value)
 
 

@@ -285,7 +285,7 @@ class _Evaluator:
         output_values: list[list[object]] = []
         cache: dict[tuple[str | None, str | None], list[object]] = {}
         gathered: dict[str, _Gathered] = {}
-        for output in bound.outputs:
+        for output, output_type in zip(bound.outputs, bound.output_types, strict=True):
             key = (output.column, output.function)
             if key not in cache:
                 if output.kind == "group":
@@ -295,7 +295,11 @@ class _Evaluator:
                         cache[key] = [None] * groups.num_groups
                 else:
                     cache[key] = self._aggregate(
-                        output.function or "", output.column, groups, gathered
+                        output.function or "",
+                        output.column,
+                        groups,
+                        gathered,
+                        double=output_type == "DOUBLE",
                     )
             output_values.append(cache[key])
         names = bound.output_names
@@ -312,7 +316,13 @@ class _Evaluator:
         column: str | None,
         groups: _Groups,
         gathered: dict[str, _Gathered],
+        *,
+        double: bool = False,
     ) -> list[object]:
+        """One aggregate per group; ``double`` when DuckDB's result is a DOUBLE.
+
+        DuckDB sums UHUGEINT values as DOUBLEs: so does a SUM whose DuckDB type is DOUBLE.
+        """
         if function == "count_star":
             return list(groups.sizes.tolist())
         if groups.num_groups == 0:
@@ -327,6 +337,8 @@ class _Evaluator:
         result: list[object] = [None] * groups.num_groups
         if len(values) == 0:
             return result
+        if function == "sum" and double and values.dtype.kind != "f":
+            values = _sorted_within(values.astype(np.float64), counts, starts)
         has = counts > 0
         starts = starts[has]
         integer = values.dtype.kind in "iu"
