@@ -50,6 +50,8 @@ _KINDS = {
     **dict.fromkeys(("TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS"), "timestamp"),
 }
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+#: numpy kinds of the values of the exact types (a DECIMAL as float64 would not be exact).
+_HELD = {"decimal": "O", "wideint": "iuO", "int": "iu", "time": "O"}
 #: What the error on a column of another type lists.
 CARRIED_TYPES = "integer, decimal, floating-point, boolean, text, date, time, timestamp"
 
@@ -125,6 +127,13 @@ class Column:
                 f"column {self.name!r}",
                 "1-d values and a NULL mask of the same length",
                 f"shapes {self.values.shape} and {self.is_null.shape}",
+            )
+        held = _HELD.get(value_kind(self.sql_type) or "")
+        if held is not None and self.values.dtype.kind not in held:
+            raise InvalidParameterError(
+                f"values of column {self.name!r} ({self.sql_type})",
+                "exact values (see dpcomm.data.table.value_kind)",
+                f"numpy {self.values.dtype}",
             )
 
     @property
