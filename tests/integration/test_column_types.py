@@ -310,3 +310,38 @@ def test_json_tells_nan_and_infinities_from_null(tmp_path):
     document = json.loads(dpcomm("run", "aggregate", *args, "--json").stdout)
     values = {row["k"]: row["min(x)"] for row in document["result"]}
     assert values == {"a": "-inf", "b": "NaN", "c": None, "d": "inf", "e": 0.01}
+
+
+def test_json_writes_exact_values(all_types_file):
+    import json
+
+    sql = "SELECT flag, SUM(cents), MAX(d38), MAX(u), tm FROM t GROUP BY flag, tm"
+    completed = dpcomm(
+        "run", "aggregate", "--data", str(all_types_file), "--sql", sql,
+        "--mechanism", "none", "--seed", "1", "--json",
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    rows = json.loads(completed.stdout)["result"]
+    assert rows == [
+        {
+            "flag": False,
+            "sum(cents)": "0.02",
+            "max(d38)": "-0.0000000001",
+            "max(u)": UBIGINT_MAX - 1,
+            "tm": "23:59:59.999999",
+        },
+        {
+            "flag": True,
+            "sum(cents)": "0.02",
+            "max(d38)": "1234567890123456789012345678.0123456789",
+            "max(u)": UBIGINT_MAX,
+            "tm": "01:02:03.250000",
+        },
+        {
+            "flag": None,
+            "sum(cents)": "1234567890123456.78",
+            "max(d38)": None,
+            "max(u)": 1,
+            "tm": None,
+        },
+    ]

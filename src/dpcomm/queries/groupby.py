@@ -222,6 +222,10 @@ def _encode_key(key: Sequence[object]) -> bytes:
             tag, payload = b"f", float.hex(value).encode()
         elif isinstance(value, str):
             tag, payload = b"s", value.encode("utf-8")
+        elif isinstance(value, Decimal) and value.is_finite():
+            # By value (12.3 and 12.30 are one group), exactly (no context rounding).
+            numerator, denominator = value.as_integer_ratio()
+            tag, payload = b"d", f"{numerator}/{denominator}".encode()
         else:
             tag, payload = b"o", repr(value).encode("utf-8")
         parts.append(tag + len(payload).to_bytes(4, "big") + payload)
