@@ -400,7 +400,10 @@ def _escape(text: str) -> str:
 def table_from_arrays(
     name: str, arrays: dict[str, npt.NDArray[Any]], types: Sequence[str] | None = None
 ) -> Table:
-    """Build a table from plain numpy arrays (no NULLs); types inferred when not given."""
+    """Build a table from plain numpy arrays (no NULLs); types inferred when not given.
+
+    datetime64 arrays become DATE (day unit) or TIMESTAMP (microseconds) columns.
+    """
     columns = []
     for index, (column_name, values) in enumerate(arrays.items()):
         array = np.asarray(values)
@@ -412,8 +415,21 @@ def table_from_arrays(
             sql_type = "DOUBLE"
         elif array.dtype.kind == "b":
             sql_type = "BOOLEAN"
+        elif array.dtype.kind == "M":
+            sql_type = "DATE" if np.datetime_data(array.dtype)[0] == "D" else "TIMESTAMP"
         else:
             sql_type = "VARCHAR"
+        if array.dtype.kind == "M":
+            unit = "D" if value_kind(sql_type) == "date" else "us"
+            columns.append(
+                Column(
+                    column_name,
+                    sql_type,
+                    array.astype(f"datetime64[{unit}]"),
+                    np.zeros(len(array), dtype=bool),
+                )
+            )
+            continue
         if array.dtype.kind in "iu":
             array = array.astype(np.int64)
         elif array.dtype.kind == "f":
