@@ -8,6 +8,7 @@ same Python types (DECIMAL with the same scale), floats only for AVG (a DOUBLE) 
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import subprocess
 import sys
@@ -305,16 +306,12 @@ def test_json_tells_nan_and_infinities_from_null(tmp_path):
     assert text.returncode == 0, text.stderr
     rows = {line.split()[0]: line.split()[1] for line in text.stdout.splitlines()[6:11]}
     assert rows == {"a": "-inf", "b": "nan", "c": "NULL", "d": "inf", "e": "0.0100"}
-    import json
-
     document = json.loads(dpcomm("run", "aggregate", *args, "--json").stdout)
     values = {row["k"]: row["min(x)"] for row in document["result"]}
     assert values == {"a": "-inf", "b": "NaN", "c": None, "d": "inf", "e": 0.01}
 
 
 def test_json_writes_exact_values(all_types_file):
-    import json
-
     sql = "SELECT flag, SUM(cents), MAX(d38), MAX(u), tm FROM t GROUP BY flag, tm"
     completed = dpcomm(
         "run", "aggregate", "--data", str(all_types_file), "--sql", sql,
@@ -344,4 +341,22 @@ def test_json_writes_exact_values(all_types_file):
             "max(u)": 1,
             "tm": None,
         },
+    ]
+
+
+def test_run_reads_hugeint_ids_from_a_gzipped_csv(tmp_path):
+    path = tmp_path / "ids.csv.gz"
+    duckdb.execute(
+        f"COPY (SELECT * FROM (VALUES ({ID_A}::HUGEINT, 1), ({ID_B}::HUGEINT, 2), "
+        f"({ID_A}::HUGEINT, 4)) v(id, amount)) TO '{path}' (FORMAT CSV, HEADER)"
+    )
+    sql = "SELECT id, COUNT(*), SUM(amount) FROM t GROUP BY id"
+    completed = dpcomm(
+        "run", "aggregate", "--data", str(path), "--sql", sql, "--mechanism", "none", "--json"
+    )
+    assert completed.returncode == 0, completed.stderr
+    rows = json.loads(completed.stdout)["result"]
+    assert rows == [
+        {"id": ID_A, "count_star()": 2, "sum(amount)": 5},
+        {"id": ID_B, "count_star()": 1, "sum(amount)": 2},
     ]
