@@ -8,9 +8,11 @@ text or as the one JSON document of every run.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -102,19 +104,28 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
         help="seed of every draw, for a reproducible run (default: fresh operating-system "
         "entropy; a seeded run is not private against whoever knows the seed)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON document (null is SQL NULL; NaN and ±∞ are "NaN", "inf", '
+        '"-inf"; DECIMAL values are exact strings)',
+    )
     parser.add_argument("--progress", action="store_true", help="show progress bars")
 
 
 def json_ready(value: Any) -> Any:
-    """``value`` as JSON can hold it: lists for arrays, "inf" for ∞, null for NaN."""
+    """``value`` as JSON can hold it.
+
+    Arrays become lists; NaN and ±∞ the strings "NaN", "inf" and "-inf" (null is SQL NULL
+    only); DECIMAL values, dates and times their exact text.
+    """
     if isinstance(value, np.ndarray):
         return json_ready(value.tolist())
     if isinstance(value, np.generic):
         return json_ready(value.item())
     if isinstance(value, float):
         if math.isnan(value):
-            return None
+            return "NaN"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return value
@@ -124,6 +135,8 @@ def json_ready(value: Any) -> Any:
         return [json_ready(v) for v in value]
     if value is None or isinstance(value, bool | int | str):
         return value
+    if isinstance(value, Decimal):
+        return format(value, "f")
     return str(value)
 
 
@@ -138,10 +151,14 @@ def _fmt(value: Any, digits: int = 4) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         if math.isinf(value):
-            return "inf"
+            return "inf" if value > 0 else "-inf"
         if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e7):
             return f"{value:.{digits - 1}e}"
         return f"{value:.{digits}f}"
+    if isinstance(value, Decimal):
+        return format(value, "f")  # as DuckDB prints it: 0.0000000001, not 1E-10
+    if isinstance(value, datetime.time | datetime.datetime) and "." in str(value):
+        return str(value).rstrip("0")  # 01:02:03.25, as DuckDB prints it
     return str(value)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from dpcomm.data.table import Table
+from dpcomm.data.table import Table, check_carried
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.queries.query import (
     AggregateFunction,
@@ -383,7 +383,8 @@ def bind(query: AggregateQuery, table: Table) -> BoundAggregate:
     SQL is run on it, so names (``avg(I)``, ``count_star()``, aliases) are DuckDB's own.
 
     Raises:
-        InvalidParameterError: a column is missing (the message lists the table's columns), an
+        InvalidParameterError: a column is missing (the message lists the table's columns), a
+            column the query reads has a type no query can carry (BLOB, LIST, ...), an
             argument of SUM/AVG/MIN/MAX is not numeric, output names repeat, or DuckDB rejects
             the SQL.
     """
@@ -400,6 +401,7 @@ def bind(query: AggregateQuery, table: Table) -> BoundAggregate:
                     f"a column of table {query.table_name}: {', '.join(table.column_names)}",
                     name,
                 ) from None
+            check_carried(table.column(name))
         return resolved[key]
 
     grouping_sets = tuple(
