@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dpcomm.accounting._validation import check_int
-from dpcomm.data.table import Table
+from dpcomm.data.table import Table, value_kind
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.model import ExecutionPlan
@@ -109,7 +109,7 @@ def _decode_values(data: bytes) -> list[object]:
 
 def _public_width(spec: ColumnSpec, text_bytes: int) -> ColumnSpec:
     """``spec`` with a text field ``text_bytes`` wide (public), if every value fits."""
-    if np.dtype(spec.dtype).kind != "O":
+    if value_kind(spec.sql_type) != "text":
         return spec
     longest = spec.width - TEXT_FIELD_OVERHEAD
     if longest > text_bytes:
@@ -457,7 +457,7 @@ class AggregateProgram:
 
         def value_bound(column: str | None) -> int:
             spec = by_name.get(column.lower()) if column else None
-            if spec is not None and np.dtype(spec.dtype).kind == "O":
+            if spec is not None and value_kind(spec.sql_type) == "text":
                 return spec.width
             return _VALUE_HEADER.size + _SCALAR_JSON_BYTES
 
