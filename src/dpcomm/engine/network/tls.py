@@ -36,10 +36,11 @@ from dpcomm.errors import InvalidParameterError
 
 LOGGER = logging.getLogger("dpcomm.network")
 
-SSL_READ_BUFFER = 32 * 1024
-"""Bytes of ciphertext asyncio reads per TLS connection at once (its default, 256 KiB, is
+SSL_READ_BUFFER = 8 * 1024
+"""Bytes of ciphertext asyncio reads per TLS connection at once. Its default, 256 KiB, is
 allocated up front for every connection: 2.5 GB for a coordinator holding 10,000 registered
-nodes). Two maximal TLS records fit; a round's frames are a few hundred bytes."""
+nodes, as much again on their side. A round's frames are a few hundred bytes (one TLS record
+each); a longer record is simply read in more calls."""
 asyncio.sslproto.SSLProtocol.max_size = SSL_READ_BUFFER
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 """Seconds a peer has to complete the TLS handshake."""
