@@ -17,6 +17,7 @@ from dpcomm.cli.execute import (
     json_ready,
     print_run,
 )
+from dpcomm.cli.output import check_writable_file, check_writable_folder, non_negative_int
 from dpcomm.engine.report import Engine
 from dpcomm.errors import InvalidParameterError
 
@@ -91,8 +92,35 @@ def _default_to_synthetic(args: argparse.Namespace) -> None:
         args.synthetic = DEFAULT_SYNTHETIC_ROWS
 
 
+def _check_workdir(args: argparse.Namespace) -> None:
+    """``--workdir`` must be writable; one holding a CA or keys is refused unless ``--force``.
+
+    With ``--force`` the old certificates and keys of ``DIR/pki`` are removed (never through
+    a symbolic link: the links themselves are removed) before the round certifies its nodes.
+    """
+    if args.workdir is None:
+        return
+    check_writable_folder("--workdir", args.workdir)
+    pki = Path(args.workdir) / "pki"
+    if pki.is_symlink() or (pki.exists() and not pki.is_dir()):
+        raise InvalidParameterError(
+            "--workdir", "a folder whose pki is a plain folder", args.workdir
+        )
+    old = sorted(p for p in pki.glob("*") if p.suffix in (".pem", ".key")) if pki.is_dir() else []
+    if old and not args.force:
+        raise InvalidParameterError(
+            "--workdir",
+            f"a folder without certificates or keys ({pki} holds {len(old)}; "
+            "--force replaces them)",
+            args.workdir,
+        )
+    for path in old:
+        path.unlink()
+
+
 def command_deploy_local(args: argparse.Namespace) -> int:
     """``dpcomm deploy local [aggregate|kmeans]``."""
+    _check_workdir(args)
     if args.workload == "kmeans":
         kmeans, dataset = execute_kmeans(args, KMEANS_DEPLOY_DEFAULTS, _network_engine)
         sources = kmeans.program.num_sources
@@ -117,6 +145,7 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
             "operating-system entropy; use `deploy local --seed` for a reproducible test round)",
             args.seed,
         )
+    check_writable_folder("--out", args.out)
     countermeasure = countermeasure_from_options(args, DEPLOY_DEFAULTS)
     _default_to_synthetic(args)
     program, _ = aggregate_program(args)
@@ -143,6 +172,8 @@ def command_node_run(args: argparse.Namespace) -> int:
     from dpcomm.engine.network.pki import NodeCredentials
     from dpcomm.engine.network.spec import DeploymentError, NodeConfig
 
+    if args.output:
+        check_writable_file("--output", args.output)  # before the round: its result is kept
     config = NodeConfig.load(args.config)
     if config.role != args.role:
         raise DeploymentError(f"config {args.config} is for a {config.role}, not a {args.role}")
@@ -234,8 +265,15 @@ def add_deploy_commands(commands: Any) -> None:
         default=DEFAULT_KMEANS_SOURCES,
         help=f"sources: the first N training points (default {DEFAULT_KMEANS_SOURCES})",
     )
-    local.add_argument("--rows", type=int, default=20, help="result rows to print")
+    local.add_argument(
+        "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
+    )
     local.add_argument("--workdir", help="keep certificates here (default: temporary)")
+    local.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the certificates and keys an existing --workdir holds",
+    )
     local.add_argument(
         "--kill-scrambler",
         type=int,
@@ -251,7 +289,12 @@ def add_deploy_commands(commands: Any) -> None:
     _aggregate_options(configs)
     add_countermeasure_options(configs, DEPLOY_DEFAULTS)
     configs.add_argument("--out", required=True, help="output directory")
-    configs.add_argument("--coordinator-host", default="127.0.0.1")
+    configs.add_argument(
+        "--coordinator-host",
+        default="127.0.0.1",
+        help="address the coordinator binds and nodes reach (default 127.0.0.1, loopback "
+        "only: give the host's address for a deployment on several hosts)",
+    )
     configs.add_argument("--coordinator-port", type=int, default=7400)
     configs.set_defaults(handler=command_deploy_configs)
 

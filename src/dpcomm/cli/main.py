@@ -6,10 +6,11 @@ import argparse
 import itertools
 import json
 import math
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from dpcomm import __version__
 from dpcomm.accounting import (
@@ -194,9 +195,20 @@ def _command_account(args: argparse.Namespace) -> int:
     return 0
 
 
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on standard error (exit status 2).
+
+    Subparsers inherit the class, so every subcommand's errors are one line too.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: error: message (see prog --help)`` and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``dpcomm`` command."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="dpcomm",
         description="Differential privacy for data-dependent communication patterns.",
     )
@@ -246,6 +258,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null (its reader is gone; nothing more can be written)."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (e.g. captured by a test)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpcomm`` console script."""
     parser = build_parser()
@@ -262,10 +285,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 warnings.showwarning(
                     warning.message, warning.category, warning.filename, warning.lineno
                 )
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
         return status
     except DpcommError as error:
         print(f"dpcomm: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader of standard output went away (e.g. ``dpcomm ... | head``): stop quietly.
+        # Standard output is pointed at /dev/null so that the interpreter's final flush at exit
+        # does not raise again.
+        _silence_stdout()
+        return 141
+    except OSError as error:
+        # A file could not be read or written (a full disk, a folder removed meanwhile, ...).
+        where = f": {error.filename}" if error.filename is not None else ""
+        print(f"dpcomm: error: {error.strerror or error}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("dpcomm: interrupted", file=sys.stderr)
         return 130

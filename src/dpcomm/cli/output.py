@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+from dpcomm.errors import InvalidParameterError
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> None:
     """``header`` and ``rows``, every column right-aligned to its widest cell, after ``indent``."""
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(header)]
     for line in [header, *rows]:
         print(indent + "  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)))
 
@@ -17,3 +21,49 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: st
 def show_progress(args: argparse.Namespace) -> bool:
     """Progress bars: on when standard error is a terminal, unless ``--quiet``."""
     return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def check_writable_file(option: str, path: str) -> Path:
+    """``path`` if a file can be written there: its folder exists and is writable.
+
+    Checked before any long computation, so that no result is lost to a mistyped path.
+    """
+    target = Path(path)
+    if path == "" or target.is_dir():
+        raise InvalidParameterError(option, "a file path (not a folder)", path)
+    folder = target.parent
+    if not folder.is_dir():
+        raise InvalidParameterError(option, "a file in an existing folder", path)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InvalidParameterError(option, "a file in a writable folder", path)
+    return target
+
+
+def check_writable_folder(option: str, path: str) -> Path:
+    """``path`` if it is, or can be created as, a writable folder (checked up front)."""
+    target = Path(path)
+    if path == "":
+        raise InvalidParameterError(option, "a folder path", path)
+    existing = target
+    while not existing.exists() and not existing.is_symlink():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InvalidParameterError(
+            option, "a folder (or a new one inside an existing folder)", path
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InvalidParameterError(option, "a writable folder", path)
+    return target

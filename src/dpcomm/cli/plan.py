@@ -8,7 +8,7 @@ import json
 import shlex
 from typing import Any
 
-from dpcomm.cli.output import print_table
+from dpcomm.cli.output import check_writable_file, non_negative_int, print_table
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
 from dpcomm.experiments.planner import (
     Configuration,
@@ -273,6 +273,8 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
 
 def command_plan(args: argparse.Namespace) -> int:
     """``dpcomm plan``."""
+    if args.plot is not None:
+        check_writable_file("--plot", args.plot)
     result = plan_countermeasures(
         num_sources=args.sources,
         num_targets=args.targets,
@@ -361,7 +363,10 @@ def add_plan_commands(commands: Any) -> None:
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.add_argument("--plot", metavar="FILE.png", help="draw the Pareto front to a PNG")
     plan.add_argument(
-        "--pareto-rows", type=int, default=20, help="Pareto rows to print (default 20)"
+        "--pareto-rows",
+        type=non_negative_int,
+        default=20,
+        help="Pareto rows to print (default 20)",
     )
     plan.add_argument("--progress", action="store_true", help="show a progress bar")
     plan.set_defaults(handler=command_plan)

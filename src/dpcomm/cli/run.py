@@ -12,6 +12,7 @@ from dpcomm.cli.execute import (
     execute_kmeans,
     print_run,
 )
+from dpcomm.cli.output import check_writable_file, non_negative_int
 from dpcomm.data import synthetic_table, write_table
 from dpcomm.queries.aggregate import DEFAULT_COMPUTE_NODES
 
@@ -36,8 +37,9 @@ def command_run_kmeans(args: argparse.Namespace) -> int:
 
 def command_data_synthetic(args: argparse.Namespace) -> int:
     """``dpcomm data synthetic``."""
+    out = check_writable_file("--out", args.out)
     table = synthetic_table(num_rows=args.rows, distribution=args.distribution, seed=args.seed)
-    write_table(table, args.out)
+    write_table(table, out)
     columns = ", ".join(f"{c.name} {c.sql_type}" for c in table.columns)
     print(f"wrote {table.num_rows:,} rows ({columns}) to {args.out}", file=sys.stderr)
     return 0
@@ -75,7 +77,9 @@ def add_run_commands(commands: Any) -> None:
         default=DEFAULT_COMPUTE_NODES,
         help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
     )
-    aggregate.add_argument("--rows", type=int, default=20, help="result rows to print")
+    aggregate.add_argument(
+        "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
+    )
     aggregate.add_argument(
         "--data-seed", type=int, default=0, help="seed of the --synthetic table (default 0)"
     )
