@@ -110,7 +110,7 @@ def _check_workdir(args: argparse.Namespace) -> None:
     if old and not args.force:
         raise InvalidParameterError(
             "--workdir",
-            f"a folder without certificates or keys ({pki} holds {len(old)}; "
+            f"a folder without certificates or keys ({pki} holds {len(old)} such files; "
             "--force replaces them)",
             args.workdir,
         )

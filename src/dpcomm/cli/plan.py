@@ -9,6 +9,7 @@ import shlex
 from typing import Any
 
 from dpcomm.cli.output import check_writable_file, non_negative_int, print_table
+from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
 from dpcomm.experiments.planner import (
     Configuration,
@@ -35,6 +36,9 @@ engines send them; channels are the most secure channels of any node. The Pareto
 (load, channels, consents) of every feasible configuration is printed too, and the `dpcomm run`
 command that runs the chosen configuration on a synthetic table of S_t rows.
 """
+
+#: File formats ``--plot`` draws (by the file's extension).
+PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 #: Grouping columns of the synthetic table of ``dpcomm run aggregate --synthetic``.
 SYNTHETIC_GROUPING_COLUMNS = ("g1", "g2", "g3", "g4")
@@ -274,7 +278,9 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
 def command_plan(args: argparse.Namespace) -> int:
     """``dpcomm plan``."""
     if args.plot is not None:
-        check_writable_file("--plot", args.plot)
+        plot = check_writable_file("--plot", args.plot)
+        if plot.suffix.lower() not in PLOT_FORMATS:
+            raise InvalidParameterError("--plot", f"a {', '.join(PLOT_FORMATS)} file", args.plot)
     result = plan_countermeasures(
         num_sources=args.sources,
         num_targets=args.targets,

@@ -14,6 +14,7 @@ from dpcomm.cli.execute import (
 )
 from dpcomm.cli.output import check_writable_file, non_negative_int
 from dpcomm.data import synthetic_table, write_table
+from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import DEFAULT_COMPUTE_NODES
 
 #: Defaults of the countermeasure options, per use case (the paper's settings, Section 5).
@@ -38,6 +39,8 @@ def command_run_kmeans(args: argparse.Namespace) -> int:
 def command_data_synthetic(args: argparse.Namespace) -> int:
     """``dpcomm data synthetic``."""
     out = check_writable_file("--out", args.out)
+    if out.suffix.lower() not in (".csv", ".parquet"):
+        raise InvalidParameterError("--out", "a .csv or .parquet file", args.out)
     table = synthetic_table(num_rows=args.rows, distribution=args.distribution, seed=args.seed)
     write_table(table, out)
     columns = ", ".join(f"{c.name} {c.sql_type}" for c in table.columns)
