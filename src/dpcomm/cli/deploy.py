@@ -17,7 +17,14 @@ from dpcomm.cli.execute import (
     json_ready,
     print_run,
 )
-from dpcomm.cli.output import check_writable_file, check_writable_folder, non_negative_int
+from dpcomm.cli.output import (
+    MAX_COUNT,
+    bounded_int,
+    check_writable_file,
+    check_writable_folder,
+    non_negative_int,
+    positive_float,
+)
 from dpcomm.engine.report import Engine
 from dpcomm.errors import InvalidParameterError
 
@@ -207,22 +214,28 @@ def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = 
     source.add_argument("--diabetes", action="store_true", help="the embedded diabetes table")
     parser.add_argument("--distribution", choices=["uniform", "zipf"], default="uniform")
     parser.add_argument(
-        "--data-seed", type=int, default=0, help="seed of the --synthetic table (default 0)"
+        "--data-seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the --synthetic table (default 0)",
     )
     parser.add_argument(
         "--compute-nodes",
-        type=int,
+        type=bounded_int(None, MAX_COUNT),
         default=DEFAULT_COMPUTE_NODES,
         help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
     )
     parser.add_argument(
         "--collect-seconds",
-        type=float,
+        type=positive_float,
         default=20.0,
         help="how long a scrambler waits for its n sources (default 20)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=120.0, help="hard deadline of the round (default 120 s)"
+        "--timeout",
+        type=positive_float,
+        default=120.0,
+        help="hard deadline of the round (default 120 s)",
     )
 
 
@@ -257,8 +270,15 @@ def add_deploy_commands(commands: Any) -> None:
     _aggregate_options(local, sql_required=False)
     kmeans = local.add_argument_group("K-means (deploy local kmeans)")
     kmeans.add_argument("--dataset", default="mnist5k", help="image dataset (default mnist5k)")
-    kmeans.add_argument("--k", type=int, default=4, help="K, centroids (default 4)")
-    kmeans.add_argument("--iterations", type=int, default=2, help="I, iterations (default 2)")
+    kmeans.add_argument(
+        "--k", type=bounded_int(None, MAX_COUNT), default=4, help="K, centroids (default 4)"
+    )
+    kmeans.add_argument(
+        "--iterations",
+        type=bounded_int(None, MAX_COUNT),
+        default=2,
+        help="I, iterations (default 2)",
+    )
     kmeans.add_argument(
         "--sources",
         type=int,
@@ -295,7 +315,9 @@ def add_deploy_commands(commands: Any) -> None:
         help="address the coordinator binds and nodes reach (default 127.0.0.1, loopback "
         "only: give the host's address for a deployment on several hosts)",
     )
-    configs.add_argument("--coordinator-port", type=int, default=7400)
+    configs.add_argument(
+        "--coordinator-port", type=bounded_int(1, 65535), default=7400, help="(default 7400)"
+    )
     configs.set_defaults(handler=command_deploy_configs)
 
     node = commands.add_parser("node", help="run one node of a deployment")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dpcomm.cli.output import check_writable_folder, show_progress
+from dpcomm.cli.output import check_writable_folder, non_negative_int, show_progress
 from dpcomm.experiments.figures import (
     FigureSettings,
     make_figures,
@@ -49,6 +49,8 @@ def add_figures_command(commands: Any) -> None:
     figures.add_argument(
         "--quick", action="store_true", help="smaller grids and fewer runs (about two minutes)"
     )
-    figures.add_argument("--seed", type=int, default=0, help="seed of every random part")
+    figures.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of every random part"
+    )
     figures.add_argument("--quiet", action="store_true", help="no progress bars")
     figures.set_defaults(handler=command_figures)

@@ -26,7 +26,7 @@ from dpcomm.cli.audit import add_audit_command
 from dpcomm.cli.deploy import add_deploy_commands
 from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
-from dpcomm.cli.output import print_table
+from dpcomm.cli.output import non_negative_int, print_table
 from dpcomm.cli.pki import add_pki_command
 from dpcomm.cli.plan import add_plan_commands
 from dpcomm.cli.run import add_run_commands
@@ -246,7 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=5000,
         help="R, Monte Carlo samples per m for Algorithm 2 (0 to skip; default 5000)",
     )
-    accounting.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimate")
+    accounting.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"
+    )
     accounting.add_argument("--json", action="store_true", help="print a JSON list of rows")
     accounting.set_defaults(handler=_command_account)
     add_run_commands(commands)
@@ -289,6 +291,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except DpcommError as error:
         print(f"dpcomm: error: {error}", file=sys.stderr)
+        return 2
+    except (OverflowError, MemoryError) as error:
+        # A value too large for the computation that no parameter check caught.
+        print(
+            f"dpcomm: error: a value is too large for this computation ({error})", file=sys.stderr
+        )
         return 2
     except BrokenPipeError:
         # The reader of standard output went away (e.g. ``dpcomm ... | head``): stop quietly.

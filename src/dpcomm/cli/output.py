@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dpcomm.errors import InvalidParameterError
@@ -21,6 +22,11 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: st
 def show_progress(args: argparse.Namespace) -> bool:
     """Progress bars: on when standard error is a terminal, unless ``--quiet``."""
     return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+#: Largest count accepted by the count options (nodes, targets, iterations, ...): far beyond any
+#: deployment, and small enough that no array of that many entries is attempted.
+MAX_COUNT = 1_000_000
 
 
 def non_negative_int(text: str) -> int:
@@ -67,3 +73,44 @@ def check_writable_folder(option: str, path: str) -> Path:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InvalidParameterError(option, "a writable folder", path)
     return target
+
+
+def bounded_int(minimum: int | None, maximum: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [minimum, maximum] (no minimum: the library checks it)."""
+    allowed = f"<= {maximum}" if minimum is None else f"in [{minimum}, {maximum}]"
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer {allowed}, got {text!r}"
+            ) from None
+        if value > maximum or (minimum is not None and value < minimum):
+            raise argparse.ArgumentTypeError(f"expected an integer {allowed}, got {text!r}")
+        return value
+
+    convert.__name__ = "int"
+    return convert
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0 (seconds, ...)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number >= 0 (an ε, ...)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value

@@ -8,7 +8,13 @@ import json
 import shlex
 from typing import Any
 
-from dpcomm.cli.output import check_writable_file, non_negative_int, print_table
+from dpcomm.cli.output import (
+    MAX_COUNT,
+    bounded_int,
+    check_writable_file,
+    non_negative_int,
+    print_table,
+)
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
 from dpcomm.experiments.planner import (
@@ -36,6 +42,9 @@ engines send them; channels are the most secure channels of any node. The Pareto
 (load, channels, consents) of every feasible configuration is printed too, and the `dpcomm run`
 command that runs the chosen configuration on a synthetic table of S_t rows.
 """
+
+#: Most tuples a plan is asked for (10^12: far beyond any deployment).
+MAX_SOURCES = 1_000_000_000_000
 
 #: File formats ``--plot`` draws (by the file's extension).
 PLOT_FORMATS = (".png", ".pdf", ".svg")
@@ -343,17 +352,25 @@ def add_plan_commands(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     plan.add_argument(
-        "--sources", type=int, required=True, help="S, real tuples the computation must use"
+        "--sources",
+        type=bounded_int(None, MAX_SOURCES),
+        required=True,
+        help="S, real tuples the computation must use",
     )
     plan.add_argument(
-        "--targets", type=int, required=True, help="T, targets (compute nodes) per cluster"
+        "--targets",
+        type=bounded_int(None, MAX_COUNT),
+        required=True,
+        help="T, targets (compute nodes) per cluster",
     )
     plan.add_argument(
         "--grouping-sets",
-        type=int,
+        type=bounded_int(None, MAX_COUNT),
         help="G, grouping sets (Aggregate; exclusive with --iterations)",
     )
-    plan.add_argument("--iterations", type=int, help="I, iterations (K-means with K = T)")
+    plan.add_argument(
+        "--iterations", type=bounded_int(None, MAX_COUNT), help="I, iterations (K-means with K = T)"
+    )
     plan.add_argument("--epsilon", type=float, required=True, help="ε of the whole plan (> 0)")
     plan.add_argument("--delta", type=float, required=True, help="δ of the whole plan, in (0, 1)")
     plan.add_argument("--max-channels", type=int, help="k, most secure channels per node")
@@ -390,5 +407,7 @@ def add_plan_commands(commands: Any) -> None:
     headline.add_argument(
         "--mc-samples", type=int, default=5000, help="R of Algorithm 2 (default 5000)"
     )
-    headline.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimate")
+    headline.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"
+    )
     headline.set_defaults(handler=command_headline)

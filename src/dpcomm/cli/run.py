@@ -12,7 +12,7 @@ from dpcomm.cli.execute import (
     execute_kmeans,
     print_run,
 )
-from dpcomm.cli.output import check_writable_file, non_negative_int
+from dpcomm.cli.output import MAX_COUNT, bounded_int, check_writable_file, non_negative_int
 from dpcomm.data import synthetic_table, write_table
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import DEFAULT_COMPUTE_NODES
@@ -76,7 +76,7 @@ def add_run_commands(commands: Any) -> None:
     )
     aggregate.add_argument(
         "--compute-nodes",
-        type=int,
+        type=bounded_int(None, MAX_COUNT),
         default=DEFAULT_COMPUTE_NODES,
         help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
     )
@@ -84,7 +84,10 @@ def add_run_commands(commands: Any) -> None:
         "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
     )
     aggregate.add_argument(
-        "--data-seed", type=int, default=0, help="seed of the --synthetic table (default 0)"
+        "--data-seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the --synthetic table (default 0)",
     )
     add_countermeasure_options(aggregate, AGGREGATE_DEFAULTS)
     aggregate.set_defaults(handler=command_run_aggregate)
@@ -103,9 +106,17 @@ def add_run_commands(commands: Any) -> None:
         help="mnist5k (embedded, 5,000 digits), fashion-mnist (make data), or a directory "
         "of MNIST-format IDX files",
     )
-    kmeans.add_argument("--k", type=int, default=10, help="K, number of centroids (default 10)")
     kmeans.add_argument(
-        "--iterations", type=int, default=10, help="I, number of iterations (default 10)"
+        "--k",
+        type=bounded_int(None, MAX_COUNT),
+        default=10,
+        help="K, number of centroids (default 10)",
+    )
+    kmeans.add_argument(
+        "--iterations",
+        type=bounded_int(None, MAX_COUNT),
+        default=10,
+        help="I, number of iterations (default 10)",
     )
     kmeans.add_argument(
         "--sources",
@@ -114,7 +125,7 @@ def add_run_commands(commands: Any) -> None:
     )
     kmeans.add_argument(
         "--data-seed",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="seed of the choice of the initial centroids among the points (default 0)",
     )
@@ -130,5 +141,5 @@ def add_run_commands(commands: Any) -> None:
     synthetic.add_argument("--rows", type=int, required=True, help="number of rows")
     synthetic.add_argument("--out", required=True, help="FILE.csv or FILE.parquet")
     synthetic.add_argument("--distribution", choices=["uniform", "zipf"], default="uniform")
-    synthetic.add_argument("--seed", type=int, default=0)
+    synthetic.add_argument("--seed", type=non_negative_int, default=0)
     synthetic.set_defaults(handler=command_data_synthetic)
