@@ -306,3 +306,17 @@ def test_every_bind_default_is_loopback():
     parser = build_parser()
     args = parser.parse_args(["deploy", "configs", "--sql", QUERY, "--out", "x"])
     assert args.coordinator_host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["--sql", SYNTHETIC_QUERY, "--k", "3"], "--k"),
+        (["--sql", SYNTHETIC_QUERY, "--sources", "100"], "--sources"),
+        (["kmeans", "--sql", SYNTHETIC_QUERY], "--sql"),
+        (["kmeans", "--compute-nodes", "3"], "--compute-nodes"),
+    ],
+)
+def test_deploy_local_refuses_the_other_workloads_options(capsys, argv, name):
+    status, _, err = run_cli(capsys, "deploy", "local", *argv)
+    assert_one_line_error(status, err, name, "unset")

@@ -26,7 +26,7 @@ from dpcomm.cli.output import (
     positive_float,
 )
 from dpcomm.engine.report import Engine
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError
 
 DEFAULT_SYNTHETIC_ROWS = 1000
 DEFAULT_COMPUTE_NODES = 5
@@ -125,8 +125,38 @@ def _check_workdir(args: argparse.Namespace) -> None:
         path.unlink()
 
 
+#: Options of one workload only, with their defaults: given to the other one, they are refused.
+KMEANS_ONLY_OPTIONS = {
+    "dataset": "mnist5k",
+    "k": 4,
+    "iterations": 2,
+    "sources": DEFAULT_KMEANS_SOURCES,
+}
+AGGREGATE_ONLY_OPTIONS = {
+    "sql": None,
+    "data": None,
+    "synthetic": None,
+    "diabetes": False,
+    "distribution": "uniform",
+    "compute_nodes": DEFAULT_COMPUTE_NODES,
+    "rows": 20,
+}
+
+
+def _check_workload_options(args: argparse.Namespace) -> None:
+    """Refuse the options of the other workload instead of ignoring them."""
+    others = KMEANS_ONLY_OPTIONS if args.workload == "aggregate" else AGGREGATE_ONLY_OPTIONS
+    for name, default in others.items():
+        if getattr(args, name) != default:
+            option = "--" + name.replace("_", "-")
+            raise InvalidParameterError(
+                option, f"unset for `deploy local {args.workload}`", getattr(args, name)
+            )
+
+
 def command_deploy_local(args: argparse.Namespace) -> int:
     """``dpcomm deploy local [aggregate|kmeans]``."""
+    _check_workload_options(args)
     _check_workdir(args)
     if args.workload == "kmeans":
         kmeans, dataset = execute_kmeans(args, KMEANS_DEPLOY_DEFAULTS, _network_engine)
@@ -193,7 +223,13 @@ def command_node_run(args: argparse.Namespace) -> int:
     outcome: dict[str, Any] = run_tls_group([config], {config.name: credentials})
     text = json.dumps(json_ready(outcome), indent=2)
     if args.output:
-        Path(args.output).write_text(text)
+        try:
+            Path(args.output).write_text(text)
+        except OSError as error:  # e.g. a full disk: the round's outcome goes to stdout instead
+            print(text)
+            raise DpcommError(
+                f"cannot write {args.output} ({error.strerror}); the outcome was printed instead"
+            ) from error
     else:
         print(text)
     return 0 if not outcome["errors"] else 1
