@@ -8,9 +8,11 @@ that cannot exist. Never a traceback.
 """
 
 import argparse
+import atexit
 import contextlib
 import io
 import itertools
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from dpcomm.cli.main import build_parser, main
 from dpcomm.engine.network.pki import CertificateAuthority
 
 WORKDIR = Path(tempfile.mkdtemp(prefix="dpcomm-fuzz-"))
+atexit.register(shutil.rmtree, WORKDIR, ignore_errors=True)
 BLOCKER = WORKDIR / "a-file"
 BLOCKER.write_text("")
 #: A path no one can create (its parent is a regular file), whatever the user's rights.
@@ -115,7 +118,12 @@ def test_every_command_is_fuzzed():
 def run(argv: list[str]) -> tuple[object, str]:
     """Exit status and standard error of ``dpcomm argv`` in this process."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    # In the work folder: a relative value ("0", "nan", ...) of a path option is created there.
+    with (
+        contextlib.chdir(WORKDIR),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         try:
             status: object = main(argv)
         except SystemExit as exit_:
