@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcomm.cli.output import print_table
+from dpcomm.cli.output import non_negative_float, print_table
 from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
 from dpcomm.engine.report import AggregateRun, Engine, KMeansRun, run_aggregate, run_kmeans
 from dpcomm.errors import InvalidParameterError
@@ -94,7 +94,7 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
     )
     group.add_argument(
         "--target-epsilon",
-        type=float,
+        type=non_negative_float,
         metavar="E",
         help="warn when the plan's ε exceeds E (e.g. the table's size changed the batches)",
     )

@@ -89,6 +89,37 @@ def parse_aggregate(sql: str) -> AggregateQuery:
     """
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidParameterError("sql", "a non-empty SQL string", sql)
+    _check_nesting(sql)
+    try:
+        return _parse_aggregate(sql)
+    except RecursionError:
+        raise SqlSyntaxError(f"expressions nested too deeply (at most {MAX_SQL_NESTING})") from None
+
+
+#: Deepest nesting of parentheses accepted (sqlglot's recursive parser would overflow the stack).
+MAX_SQL_NESTING = 100
+
+
+def _check_nesting(sql: str) -> None:
+    """Refuse parentheses nested deeper than :data:`MAX_SQL_NESTING` (outside quoted text)."""
+    depth = deepest = 0
+    quote: str | None = None
+    for character in sql:
+        if quote is not None:
+            if character == quote:
+                quote = None
+        elif character in "'\"":
+            quote = character
+        elif character == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif character == ")":
+            depth -= 1
+    if deepest > MAX_SQL_NESTING:
+        raise SqlSyntaxError(f"parentheses nested {deepest} deep (at most {MAX_SQL_NESTING})")
+
+
+def _parse_aggregate(sql: str) -> AggregateQuery:
     statements = _parse(sql)
     if len(statements) != 1:
         raise UnsupportedQueryError("several statements", f"{len(statements)} statements")

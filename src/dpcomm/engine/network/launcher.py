@@ -329,7 +329,7 @@ def launch(
         # worker starts as soon as its own group is ready.
         for group in sorted(groups, key=lambda g: g.startswith("sources")):
             members = groups[group]
-            credentials = issue_many(authority, members, pki)
+            credentials = issue_many(authority, members, pki, overwrite=force)
             path = directory / f"group-{group}.json"
             _group_file(path, spec, [configs[n] for n in members], credentials)
             stdin = processes[group].stdin
