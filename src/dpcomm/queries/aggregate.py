@@ -59,6 +59,8 @@ MAX_OUTPUT_GROUPS = 10_000_000
 TEXT_FIELD_OVERHEAD = 3
 #: Length of one value of an output row (after its 1-byte tag).
 _VALUE_HEADER = struct.Struct(">H")
+_INT64 = struct.Struct(">q")
+_FLOAT64 = struct.Struct(">d")
 #: Bytes of tagged JSON any non-text value of an output row takes at most.
 _SCALAR_JSON_BYTES = 64
 #: An output blob starts with: its groups, an overflow flag, its longest row (bytes).
@@ -66,11 +68,34 @@ _OUTPUT_HEADER = struct.Struct(">IBI")
 _ROW_LENGTH = struct.Struct(">I")
 
 
+def _value_bound(sql_type: str, width: int) -> int:
+    """Bytes :func:`_encode_value` takes at most for a value of ``sql_type``.
+
+    ``width`` is a text column's encoded width.
+    """
+    kind = value_kind(sql_type)
+    if kind in ("int", "float"):
+        return 1 + _INT64.size
+    if kind == "text":
+        return max(width, _VALUE_HEADER.size + 1)
+    return 1 + _VALUE_HEADER.size + _SCALAR_JSON_BYTES
+
+
 def _encode_value(value: object) -> bytes:
-    """One value of an output row: ``N`` (NULL), ``S`` + UTF-8 text, ``J`` + tagged JSON."""
+    """One value of an output row.
+
+    ``N`` (NULL); ``I`` + int64 or ``F`` + float64 (8 bytes, exact); ``S`` + a 2-byte length +
+    UTF-8 text; ``J`` + a 2-byte length + tagged JSON (:func:`dumps`) for anything else.
+    """
     if value is None:
         return b"N"
-    if isinstance(value, str):
+    if isinstance(value, bool | np.bool_):
+        data, tag = dumps(bool(value)), b"J"
+    elif isinstance(value, int | np.integer) and -(2**63) <= int(value) < 2**63:
+        return b"I" + _INT64.pack(int(value))
+    elif isinstance(value, float | np.floating):
+        return b"F" + _FLOAT64.pack(float(value))
+    elif isinstance(value, str):
         data, tag = value.encode("utf-8"), b"S"
     else:
         data, tag = dumps(value), b"J"
@@ -88,6 +113,13 @@ def _decode_values(data: bytes) -> list[object]:
         if tag == b"N":
             values.append(None)
             offset += 1
+            continue
+        if tag in (b"I", b"F"):
+            if offset + 1 + _INT64.size > len(data):
+                raise CodecError("an output number cut short")
+            codec = _INT64 if tag == b"I" else _FLOAT64
+            values.append(codec.unpack_from(data, offset + 1)[0])
+            offset += 1 + _INT64.size
             continue
         if tag not in (b"S", b"J") or offset + 1 + _VALUE_HEADER.size > len(data):
             raise CodecError(f"an output value with tag {tag!r}")
@@ -447,25 +479,23 @@ class AggregateProgram:
     def row_bound(self) -> int:
         """Bytes one output row may take, from the public schema.
 
-        A row is its key and its result values, each written as a 1-byte tag, a 2-byte length
-        and its bytes (:func:`_encode_value`): a text value of a column of encoded width w
-        (``max_text_bytes`` + 3) takes at most w bytes; any other value (tagged JSON of an
-        integer below 2^160, a float in hexadecimal, a decimal of 38 digits, a date) at most
-        3 + 64; NULL 1.
+        A row is its key and its result values, each written by :func:`_encode_value`: an
+        integer of an int64 type or a float in 9 bytes, a text value of a column of encoded
+        width w (``max_text_bytes`` + 3) in at most w, any other value (tagged JSON of an
+        integer below 2^160, a decimal of 38 digits, a date, a time) in at most 3 + 64. The
+        types are DuckDB's: the columns' for the keys, the query's output types for the rows.
         """
         by_name = {c.name.lower(): c for c in self.columns}
 
-        def value_bound(column: str | None) -> int:
-            spec = by_name.get(column.lower()) if column else None
-            if spec is not None and value_kind(spec.sql_type) == "text":
-                return spec.width
-            return _VALUE_HEADER.size + _SCALAR_JSON_BYTES
+        def key_bound(column: str) -> int:
+            spec = by_name.get(column.lower())
+            return _value_bound(spec.sql_type if spec else "", spec.width if spec else 0)
 
-        keys = sum(value_bound(c) for c in self.query.grouping_columns)
-        values = sum(
-            value_bound(o.column if o.kind == "group" or o.function in ("min", "max") else None)
-            for o in self.query.outputs
-        )
+        keys = sum(key_bound(c) for c in self.query.grouping_columns)
+        values = 0
+        for output, sql_type in zip(self.query.outputs, self.query.output_types, strict=True):
+            spec = by_name.get(output.column.lower()) if output.column else None
+            values += _value_bound(sql_type, spec.width if spec else 0)
         return keys + values
 
     def output_size(self, flow: str) -> int:
