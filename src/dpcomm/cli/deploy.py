@@ -273,8 +273,9 @@ def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = 
     parser.add_argument(
         "--collect-seconds",
         type=positive_float,
-        help="how long a scrambler waits for its n sources, per stage (default: 20 s + 5 ms "
-        "per source, so that none misses it; a scrambler stops waiting once all arrived)",
+        help="how long a scrambler waits for its n sources, per stage (default: 20 s + 6.7 ms "
+        "per source and grouping set, so that none misses it; a scrambler stops waiting once "
+        "all have arrived)",
     )
     parser.add_argument(
         "--max-left-out",

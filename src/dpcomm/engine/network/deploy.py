@@ -440,17 +440,19 @@ def round_failures(
 MAX_ROUND_SECONDS = 86_400.0
 
 
-def round_deadlines(num_sources: int, *, stages: int = 1) -> tuple[float, float]:
+def round_deadlines(num_sources: int, *, stages: int = 1, flows: int = 1) -> tuple[float, float]:
     """Default (collect_seconds, timeout) of a round of ``num_sources`` sources.
 
-    A scrambler's window opens when it has its plan; the last sources get theirs once every
-    node has registered (a TLS handshake each with the coordinator, then one with their
-    scrambler: about 2 ms per source on this 2-core machine, docs/benchmarks.md). The window
-    grows with S so that no source misses it by default; a scrambler closes it as soon as its
-    n sources have arrived, so a long window costs nothing when they do. The hard deadline
-    covers registration, every stage's window and commit, and the result.
+    A scrambler's window opens when it has its plan, once every node has registered; the
+    sources connect to their scramblers meanwhile, one TLS handshake per source and flow of
+    the stage (``flows``: G for an Aggregate over G grouping sets), all on the scramblers'
+    process. On this 2-core machine a 10,000-source round spends about 17 ms of CPU per
+    source (docs/benchmarks.md), so the window grows by 1/150 s per source and flow: no
+    source misses it by default, and a scrambler closes it as soon as its n sources have
+    arrived, so a long window costs nothing when they do. The hard deadline covers
+    registration, every stage's window and commit, and the result.
     """
-    collect = 20.0 + num_sources / 200.0
+    collect = 20.0 + flows * num_sources / 150.0
     timeout = 60.0 + num_sources / 100.0 + stages * (2 * collect + 10.0)
     return collect, timeout
 
@@ -514,7 +516,11 @@ class NetworkEngine:
 
     def deadlines(self, program: QueryProgram) -> tuple[float, float]:
         """The round's (collect_seconds, timeout): those given, or :func:`round_deadlines`."""
-        collect, timeout = round_deadlines(program.num_sources, stages=program.num_stages)
+        collect, timeout = round_deadlines(
+            program.num_sources,
+            stages=program.num_stages,
+            flows=max(len(program.stage_flows(s)) for s in range(program.num_stages)),
+        )
         if self.collect_seconds is not None:
             collect = self.collect_seconds
         if self.timeout is not None:
@@ -629,7 +635,9 @@ def write_deployment(
     """
     folder = Path(directory)
     default_collect, default_timeout = round_deadlines(
-        program.num_sources, stages=program.num_stages
+        program.num_sources,
+        stages=program.num_stages,
+        flows=max(len(program.stage_flows(s)) for s in range(program.num_stages)),
     )
     collect = 2 * default_collect if collect_seconds is None else float(collect_seconds)
     round_seconds = (
