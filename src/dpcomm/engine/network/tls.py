@@ -100,8 +100,8 @@ class ConnectionLimits:
 class _Pending:
     """One connection whose handshake is under way."""
 
-    def __init__(self, transport: asyncio.WriteTransport, since: float) -> None:
-        self.transport = transport
+    def __init__(self, task: asyncio.Task[object] | None, since: float) -> None:
+        self.task = task
         self.since = since
         self.evicted = False
 
@@ -162,8 +162,11 @@ class ConnectionGate:
             self.limits.log_interval,
         )
 
-    def admit(self, transport: asyncio.WriteTransport) -> _Pending | None:
-        """Admit a new connection's handshake (None, counted, if refused)."""
+    def admit(self) -> _Pending | None:
+        """Admit the current task's handshake (None, counted, if refused).
+
+        An evicted handshake's task is cancelled (its transport closed by asyncio).
+        """
         now = self._clock()
         self._tokens = min(
             float(self.limits.burst),
@@ -180,10 +183,11 @@ class ConnectionGate:
                 return None
             oldest.evicted = True
             self._pending.pop(id(oldest))
-            oldest.transport.abort()
+            if oldest.task is not None:
+                oldest.task.cancel()
             self.refuse("stalled", f"handshake under way for {now - oldest.since:.1f} s")
         self._tokens -= 1.0
-        entry = _Pending(transport, now)
+        entry = _Pending(asyncio.current_task(), now)
         self._pending[id(entry)] = entry
         self.peak = max(self.peak, len(self._pending))
         return entry
@@ -300,7 +304,7 @@ async def start_tls_server(
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         raw = writer.transport
-        entry = gate.admit(raw)
+        entry = gate.admit()
         if entry is None:
             raw.abort()
             return
@@ -310,6 +314,15 @@ async def start_tls_server(
                 # asyncio's own timer is a backstop: ours tells a timeout from a failure.
                 await writer.start_tls(context, ssl_handshake_timeout=2 * timeout)
             name = writer_peer_identity(writer)
+        except asyncio.CancelledError:
+            if not entry.evicted:
+                raise
+            # Evicted to make room (counted as stalled); asyncio closed the transport.
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            raw.abort()
+            return
         except (OSError, TimeoutError, PeerIdentityError, asyncio.IncompleteReadError) as error:
             if not entry.evicted:  # an evicted handshake was counted as stalled
                 reason = "handshake_timeout" if isinstance(error, TimeoutError) else "handshake"
