@@ -158,6 +158,26 @@ class ChannelLimits:
         return min(self.max_blob, self.max_blob_by_op.get(op, self.max_blob))
 
 
+BASE_BLOB = 1 << 20
+"""The part of :func:`channel_limits_for`'s blob cap that does not grow with the round."""
+BLOB_BYTES_PER_NODE = 512
+"""Per node of the round, bytes a blob may hold on top of twice the payload size."""
+
+
+def channel_limits_for(spec: RoundSpec) -> ChannelLimits:
+    """The channel limits of a node of the round ``spec``.
+
+    The largest blob the protocol sends grows with the round: a plan lists the addresses of
+    the nodes it routes to (once per broadcast flow), an output holds at most a row per tuple,
+    each row at most an encoded tuple and its aggregates. Capped at :data:`BASE_BLOB` plus, per
+    node of the round, twice the payload size and :data:`BLOB_BYTES_PER_NODE` bytes (and never
+    above :data:`DEFAULT_MAX_BLOB`); the other operations keep :data:`PROTOCOL_BLOB_LIMITS`.
+    """
+    nodes = sum(group.count for group in spec.transformed.routed.groups)
+    per_node = 2 * spec.payload_size + BLOB_BYTES_PER_NODE
+    return ChannelLimits(max_blob=min(DEFAULT_MAX_BLOB, BASE_BLOB + nodes * per_node))
+
+
 CONTROL_FRAMES_PER_BLOB_CAP = 4
 """Blobs of the largest size one peer may send a node in a round, in :func:`peer_frame_quota`."""
 
