@@ -13,6 +13,7 @@ import tracemalloc
 
 import pytest
 
+from dpcomm.data import synthetic_table
 from dpcomm.engine.network import (
     CertificateAuthority,
     DropCounters,
@@ -26,7 +27,10 @@ from dpcomm.engine.network import (
     new_message_id,
     sealed_size,
 )
+from dpcomm.engine.network.deploy import node_configs
 from dpcomm.engine.network.frames import ATTACK_REASONS, OVERLOAD_REASONS
+from dpcomm.engine.network.nodes import run_nodes
+from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.network.tls import ConnectionLimits
 from dpcomm.engine.network.wire import (
     BLOB_HEADER,
@@ -36,6 +40,8 @@ from dpcomm.engine.network.wire import (
     Op,
     WireStats,
 )
+from dpcomm.plan import Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
 
 HOST = "127.0.0.1"
 SERVER = "scrambler-(A)-3"
@@ -303,3 +309,105 @@ def test_authenticated_links_per_peer_are_capped(pki):
             assert node.drops.attacks() == {"peer_links": 3}
 
     asyncio.run(scenario())
+
+
+# ------------------------------------------------------------ a round under attack
+
+
+def test_a_round_completes_while_a_peer_attacks_the_coordinator(tmp_path):
+    """300 idle sockets and 20 oversized blobs under a source's certificate: the round runs."""
+    program = AggregateProgram.from_sql(
+        "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
+        synthetic_table(num_rows=20, seed=3),
+        num_compute_nodes=3,
+    )
+    spec = RoundSpec.create(
+        program.public(),
+        Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2),
+        round_id=11,
+        seed=5,
+        collect_seconds=5,
+        round_seconds=60,
+    )
+    configs = node_configs(program, spec)
+    authority = CertificateAuthority.create(tmp_path / "ca")
+    credentials = issue_many(authority, list(configs), tmp_path / "nodes")
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        coordinator = loop.create_future()
+        attacked = asyncio.Event()
+        idle = []
+        attacks = []
+
+        async def attack(address):
+            for _ in range(300):
+                with contextlib.suppress(OSError):
+                    idle.append(await asyncio.open_connection(address[0], address[1]))
+            # A certified source's identity, on separate links: oversized blobs.
+            client = TlsTransport({"source-0": credentials["source-0"]})
+            sent = 0
+            while sent < 20 and loop.time() < deadline:
+                try:
+                    link = await client.connect("source-0", "coordinator", address, timeout=5.0)
+                except HandshakeError:
+                    await asyncio.sleep(0.1)  # refused at the door while the idle sockets hold it
+                    continue
+                channel = Channel(
+                    link,
+                    frame_size=spec.frame_size,
+                    round_id=spec.round_id,
+                    stats=WireStats(),
+                    replay=ReplayCache(),
+                )
+                channel.write_frame(blob_frame_of(spec, Op.HELLO, 64 << 20))
+                with contextlib.suppress(ChannelClosedError):
+                    await channel.drain(timeout=5.0)
+                    await channel.receive(timeout=5.0)  # the coordinator closes the link
+                await channel.close()
+                sent += 1
+            attacked.set()
+
+        def listening(name, address):
+            if name == "coordinator" and not coordinator.done():
+                coordinator.set_result(address)
+                attacks.append(loop.create_task(attack(address)))
+
+        async def coordinator_address():
+            # The other nodes start once the idle sockets hold the coordinator's listener.
+            await attacked.wait()
+            return await asyncio.shield(coordinator)
+
+        deadline = loop.time() + 50.0
+        transport = TlsTransport(credentials)
+        try:
+            outcome = await run_nodes(
+                list(configs.values()),
+                transport,
+                coordinator_address=coordinator_address,
+                on_listening=listening,
+            )
+        finally:
+            for _, writer in idle:
+                writer.close()
+            for task in attacks:
+                task.cancel()
+        return outcome, transport.gates["coordinator"]
+
+    outcome, gate = asyncio.run(scenario())
+    assert outcome["errors"] == {}
+    assert outcome["nodes"]["result"]["missing"] == []
+    assert gate.peak <= gate.limits.max_pending
+    attacks = outcome["wire"]["attacks"]["coordinator"]
+    assert attacks["oversized_blob"] == 20
+    # The attacker's own links got in by evicting stalled idle sockets; so did honest nodes.
+    assert attacks["stalled"] >= 20
+
+
+def blob_frame_of(spec, op, total):
+    return Frame(
+        kind=FrameKind.PLAN,
+        round_id=spec.round_id,
+        message_id=new_message_id(),
+        body=BLOB_HEADER.pack(op, 1, total, 0) + b"x" * 16,
+    )
