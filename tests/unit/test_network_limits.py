@@ -14,6 +14,7 @@ from dpcomm.engine.network.frames import (
     ReplayCache,
     frame_size_for,
     new_message_id,
+    split_drops,
 )
 from dpcomm.engine.network.tls import ConnectionGate, ConnectionLimits
 from dpcomm.engine.network.transport import MemoryLink
@@ -79,6 +80,9 @@ def test_reasons_are_attacks_or_overload():
     wire = stats.as_dict()
     assert wire["attacks"] == {"n": {"oversized_blob": 1}}
     assert wire["overload"] == {"m": {"connection_rate": 2}}
+    # The same split of a round report's merged counts.
+    dropped = {"n": {"oversized_blob": 1, "replay": 2}, "m": {"connection_rate": 2}, "o": {}}
+    assert split_drops(dropped) == {"attacks": wire["attacks"], "overload": wire["overload"]}
 
 
 # ------------------------------------------------------------------------- blobs

@@ -24,6 +24,7 @@ import os
 import re
 import struct
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Literal
@@ -325,6 +326,22 @@ one peer."""
 OVERLOAD_REASONS = frozenset({"pending_cap", "connection_rate", "overflow"})
 """Drop reasons of a node out of room, whoever caused it: connections refused because too many
 handshakes are under way or arrive too fast, a full replay cache."""
+
+
+def split_drops(drops: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per-node drop counts split into ``{"attacks": ..., "overload": ...}``.
+
+    ``drops`` is ``{node: {reason: count}}`` (a round report's ``dropped``); the split keeps
+    the reasons of :data:`ATTACK_REASONS` and :data:`OVERLOAD_REASONS` (nodes without any left
+    out).
+    """
+    split: dict[str, dict[str, dict[str, int]]] = {"attacks": {}, "overload": {}}
+    for key, reasons in (("attacks", ATTACK_REASONS), ("overload", OVERLOAD_REASONS)):
+        for node, counts in sorted(drops.items()):
+            kept = {r: n for r, n in sorted(counts.items()) if r in reasons and n}
+            if kept:
+                split[key][node] = kept
+    return split
 
 
 class DropCounters:
