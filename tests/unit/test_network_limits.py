@@ -5,6 +5,7 @@ import logging
 
 import pytest
 
+from dpcomm.data import synthetic_table
 from dpcomm.engine.network.frames import (
     ATTACK_REASONS,
     OVERLOAD_REASONS,
@@ -16,10 +17,12 @@ from dpcomm.engine.network.frames import (
     new_message_id,
     split_drops,
 )
+from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.network.tls import ConnectionGate, ConnectionLimits
 from dpcomm.engine.network.transport import MemoryLink
 from dpcomm.engine.network.wire import (
     BLOB_HEADER,
+    HELLO_BLOB,
     PROTOCOL_BLOB_LIMITS,
     SMALL_BLOB,
     Channel,
@@ -27,8 +30,12 @@ from dpcomm.engine.network.wire import (
     ChannelLimits,
     Op,
     WireStats,
+    channel_limits_for,
+    peer_frame_quota,
 )
 from dpcomm.errors import InvalidParameterError
+from dpcomm.plan import Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
 
 FRAME_SIZE = frame_size_for(256)
 ROUND = 3
@@ -308,3 +315,29 @@ def test_gate_logs_one_summary_per_interval(caplog):
 def test_connection_limits_are_checked(options):
     with pytest.raises(InvalidParameterError):
         ConnectionLimits(**options)
+
+
+def test_channel_limits_grow_with_the_round_and_the_coordinator_takes_no_large_blob():
+    def spec_of(rows):
+        program = AggregateProgram.from_sql(
+            "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
+            synthetic_table(num_rows=rows, seed=3),
+            num_compute_nodes=3,
+        )
+        countermeasure = Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2)
+        return RoundSpec.create(
+            program.public(),
+            countermeasure,
+            round_id=1,
+            seed=None,
+            collect_seconds=5,
+            round_seconds=30,
+        )
+
+    small, large = spec_of(20), spec_of(400)
+    assert 1 << 20 < channel_limits_for(small).max_blob < channel_limits_for(large).max_blob
+    coordinator = channel_limits_for(large, "coordinator")
+    assert coordinator.max_blob == HELLO_BLOB
+    assert coordinator.blob_limit(Op.OUTPUT) == HELLO_BLOB
+    assert peer_frame_quota(large, coordinator) < peer_frame_quota(large)
+    assert peer_frame_quota(small) >= 2 * small.transformed.messages

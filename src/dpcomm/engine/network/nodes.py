@@ -146,7 +146,7 @@ class NodeContext:
 
     def __post_init__(self) -> None:
         self.replay.advance(self.spec.round_id)
-        self.channel_limits = self.limits or channel_limits_for(self.spec)
+        self.channel_limits = self.limits or channel_limits_for(self.spec, self.node.role)
         if self.replay.peer_quota is None:
             self.replay.peer_quota = peer_frame_quota(self.spec, self.channel_limits)
         self.loop = asyncio.get_running_loop()

@@ -177,7 +177,7 @@ class ConnectionGate:
             self.refuse("connection_rate")
             return None
         if len(self._pending) >= self.limits.max_pending:
-            oldest = min(self._pending.values(), key=lambda p: p.since)
+            oldest = next(iter(self._pending.values()))  # admitted first, so the oldest
             if now - oldest.since < self.limits.handshake_timeout / 2:
                 self.refuse("pending_cap")
                 return None
@@ -274,11 +274,12 @@ async def start_tls_server(
 
     Each connection is handed to ``handler(reader, writer, peer_name)`` after a successful
     handshake; the writer is closed when the handler returns. Connections are admitted by
-    ``gate`` (default: a :class:`ConnectionGate` of ``limits``, whose handshake timeout
-    ``handshake_timeout`` overrides). Refused handshakes are counted as ``'handshake'``,
-    timed-out ones as ``'handshake_timeout'``, peers not in ``allowed_peers`` as
-    ``'unauthorized'``, all logged (at most once per interval) on the ``dpcomm.network``
-    logger. Exceptions of the handler are logged, never propagated.
+    ``gate`` (default: a :class:`ConnectionGate` of ``limits`` counting in ``counters``, whose
+    handshake timeout ``handshake_timeout`` overrides; a given gate counts in its own).
+    Refused handshakes are counted as ``'handshake'``, timed-out ones as
+    ``'handshake_timeout'``, peers not in ``allowed_peers`` as ``'unauthorized'``, all logged
+    (at most once per interval) on the ``dpcomm.network`` logger. Exceptions of the handler
+    are logged, never propagated.
     """
     if handshake_timeout is not None and not (
         isinstance(handshake_timeout, int | float) and handshake_timeout > 0

@@ -164,15 +164,18 @@ BLOB_BYTES_PER_NODE = 512
 """Per node of the round, bytes a blob may hold on top of twice the payload size."""
 
 
-def channel_limits_for(spec: RoundSpec) -> ChannelLimits:
-    """The channel limits of a node of the round ``spec``.
+def channel_limits_for(spec: RoundSpec, role: str | None = None) -> ChannelLimits:
+    """The channel limits of a node of the round ``spec`` (of role ``role`` if given).
 
     The largest blob the protocol sends grows with the round: a plan lists the addresses of
     the nodes it routes to (once per broadcast flow), an output holds at most a row per tuple,
     each row at most an encoded tuple and its aggregates. Capped at :data:`BASE_BLOB` plus, per
     node of the round, twice the payload size and :data:`BLOB_BYTES_PER_NODE` bytes (and never
     above :data:`DEFAULT_MAX_BLOB`); the other operations keep :data:`PROTOCOL_BLOB_LIMITS`.
+    The coordinator receives no plan, FINALIZE or output: its largest blob is a HELLO.
     """
+    if role == "coordinator":
+        return ChannelLimits(max_blob=HELLO_BLOB)
     nodes = sum(group.count for group in spec.transformed.routed.groups)
     per_node = 2 * spec.payload_size + BLOB_BYTES_PER_NODE
     return ChannelLimits(max_blob=min(DEFAULT_MAX_BLOB, BASE_BLOB + nodes * per_node))
