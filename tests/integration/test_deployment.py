@@ -155,6 +155,9 @@ def test_killed_scrambler_loses_its_batch_whole_and_late_source_is_left_out():
         if link["receiver"] == "scrambler-1-1" and link["sender"].startswith("source-")
     )
     assert members and not run.delivered["(g2)"][members].any()
+    # Its members are left out with the late source, and the round says it failed.
+    assert set(members) <= set(run.details["left_out_sources"]["(g2)"])
+    assert any("sources were left out" in f for f in run.details["failures"])
     assert run.delivered["(g1)"][members].sum() > 0.6 * len(members)
     # Everything else is the memory run's: the faults only took tuples out.
     for flow in ("(g1)", "(g2)"):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcomm.data.table import Column, Table, table_from_arrays
+from dpcomm.data.table import Column, Table, decimal_of, table_from_arrays
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.groupby import (
     assign_compute_nodes,
@@ -27,6 +27,13 @@ from dpcomm.queries.sql import BoundAggregate, bind_sql, scratch_connection
 GROUP_COLUMNS = ("g1", "g2", "g3", "flag")
 NUMERIC_COLUMNS = ("x", "y", "d", "g1")
 STRINGS = np.array(["a", "b", "B", "é", ""], dtype=object)
+
+
+def decimals(units: np.ndarray) -> np.ndarray:
+    """DECIMAL(·,2) values of ``units`` hundredths, as the table holds them."""
+    values = np.empty(len(units), dtype=object)
+    values[:] = [decimal_of(int(u), 2) for u in units]
+    return values
 
 
 def random_table(seed: int, num_rows: int, null_rate: float) -> Table:
@@ -47,7 +54,7 @@ def random_table(seed: int, num_rows: int, null_rate: float) -> Table:
         ("g3", "INTEGER", rng.integers(0, 2, num_rows) * 1000, 0),
         ("flag", "BOOLEAN", rng.random(num_rows) < 0.5, False),
         ("x", "DOUBLE", rng.integers(-200, 201, num_rows) / 4.0, 0.0),
-        ("d", "DECIMAL(9,2)", rng.integers(-4000, 4001, num_rows) / 4.0, 0.0),
+        ("d", "DECIMAL(9,2)", decimals(rng.integers(-4000, 4001, num_rows) * 25), Decimal(0)),
     ]:
         mask = nulls()
         columns.append(Column(name, sql_type, filled(values, mask, filler), mask))

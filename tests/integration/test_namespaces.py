@@ -139,7 +139,7 @@ def test_a_round_across_two_hosts(tmp_path, two_hosts):
     result = json.loads((outputs / "result.json").read_text())
     outputs_of = next(iter(result["nodes"].values()))["outputs"]
     decoded = {
-        (flow, target): program.decode_output(bytes.fromhex(data))
+        (flow, target): program.decode_output(flow, bytes.fromhex(data))
         for flow, target, data in outputs_of
     }
     rows = program.result(program.merge(program.initial_state(), 0, decoded))

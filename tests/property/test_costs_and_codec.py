@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcomm.data.table import Column, Table, table_from_arrays
+from dpcomm.data.table import Column, Table, decimal_of, exact_integers, table_from_arrays
 from dpcomm.engine.memory import simulate
 from dpcomm.errors import DpcommWarning
 from dpcomm.plan.costs import balanced_batch_sizes, num_scramblers
@@ -151,6 +151,12 @@ KINDS = {
     "text": ("VARCHAR", TEXT, object),
     "date": ("DATE", DAYS, "datetime64[D]"),
     "timestamp": ("TIMESTAMP", MICROS, "datetime64[us]"),
+    "hugeint": ("HUGEINT", st.integers(-(2**127), 2**127 - 1), "wide"),
+    "uhugeint": ("UHUGEINT", st.integers(0, 2**128 - 1), "wide"),
+    "ubigint": ("UBIGINT", st.integers(0, 2**64 - 1), "wide"),
+    "decimal18": ("DECIMAL(18,2)", st.integers(-(10**18) + 1, 10**18 - 1), "decimal"),
+    "decimal38": ("DECIMAL(38,10)", st.integers(-(10**38) + 1, 10**38 - 1), "decimal"),
+    "time": ("TIME", st.times(), "time"),
 }
 
 
@@ -163,7 +169,14 @@ def tables(draw: st.DrawFn) -> Table:
         sql_type, values, dtype = KINDS[kind]
         drawn = draw(st.lists(values, min_size=rows, max_size=rows))
         is_null = np.array(draw(st.lists(st.booleans(), min_size=rows, max_size=rows)), dtype=bool)
-        if kind in ("date", "timestamp"):
+        if dtype == "wide":
+            # NULL slots hold 0, as the reader leaves them: int64 whenever the values fit.
+            array = exact_integers([0 if n else v for v, n in zip(drawn, is_null, strict=True)])
+        elif dtype in ("decimal", "time"):
+            array = np.empty(rows, dtype=object)
+            scale = 2 if sql_type == "DECIMAL(18,2)" else 10
+            array[:] = [decimal_of(v, scale) for v in drawn] if dtype == "decimal" else drawn
+        elif kind in ("date", "timestamp"):
             array = np.array(drawn, dtype=np.int64).view(dtype)
         elif kind == "text":
             array = np.empty(rows, dtype=object)
@@ -203,7 +216,10 @@ def test_table_codec_round_trip(table):
                 after.values[keep].view(np.int64), before.values[keep].view(np.int64)
             )
         else:
-            assert after.values[keep].tolist() == before.values[keep].tolist()
+            after_values, before_values = after.values[keep].tolist(), before.values[keep].tolist()
+            assert after_values == before_values
+            # DECIMAL values keep their scale (12.30, not 12.3).
+            assert [str(v) for v in after_values] == [str(v) for v in before_values]
 
 
 def test_table_codec_keeps_the_types_duckdb_gives_a_table():
@@ -235,6 +251,29 @@ def test_table_codec_keeps_the_types_duckdb_gives_a_table():
     assert decoded.column("i").values[2] == -(2**63)
 
 
+def test_table_codec_carries_duckdbs_exact_numbers():
+    import duckdb
+
+    from dpcomm.data.table import table_from_relation
+
+    relation = duckdb.connect().sql(
+        "SELECT * FROM (VALUES "
+        "(18446744073709551615::UBIGINT, (-170141183460469231731687303715884105728)::HUGEINT, "
+        "12.30::DECIMAL(18,2), 99999999999999999999999999999.999999999::DECIMAL(38,9), "
+        "TIME '23:59:59.999999'), (NULL, 1, (-0.01)::DECIMAL(18,2), NULL, TIME '00:00:00')"
+        ") AS t(u, h, c, d, tm)"
+    )
+    table = table_from_relation(relation, "t")
+    codec = TableCodec(tuple(ColumnSpec.of(c) for c in table.columns))
+    assert [c.width for c in codec.columns] == [18, 18, 9, 18, 9]
+    decoded = codec.decode(codec.encode(table))
+    rows = [tuple(c.values.tolist()[i] for c in decoded.columns) for i in range(2)]
+    assert [str(v) for v in rows[0]] == [str(v) for v in relation.fetchall()[0]]
+    assert rows[1][1:4] == (1, decimal.Decimal("-0.01"), decimal.Decimal(0))
+    assert decoded.column("u").is_null.tolist() == [False, True]
+    assert str(rows[0][2]) == "12.30"
+
+
 # --------------------------------------------------------------------------- tagged JSON
 
 SCALARS = st.one_of(
@@ -252,6 +291,7 @@ SCALARS = st.one_of(
         )
     ),
     st.timedeltas(),
+    st.times(),
     st.decimals(allow_nan=True, allow_infinity=True),
     st.decimals(places=30, allow_nan=False, allow_infinity=False),
     TEXT,

@@ -267,6 +267,12 @@ def test_target_keys_save_load(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert TargetKeys.load(path) == keys
     assert keys.private_key.hex() not in repr(keys)
+    with pytest.raises(FileExistsError):  # never overwritten
+        TargetKeys.generate().save(path)
+    (tmp_path / "link.key").symlink_to(tmp_path / "elsewhere.key")
+    with pytest.raises(FileExistsError):  # nor written through a link
+        TargetKeys.generate().save(tmp_path / "link.key")
+    assert not (tmp_path / "elsewhere.key").exists()
     (tmp_path / "short.key").write_bytes(b"abc")
     with pytest.raises(SealError):
         TargetKeys.load(tmp_path / "short.key")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dpcomm.accounting import concentration, pure
-from dpcomm.accounting._validation import check_delta, check_epsilon
+from dpcomm.accounting._validation import check_delta, check_epsilon, check_int
 from dpcomm.accounting.exact import ExactLemma2
 from dpcomm.accounting.guarantee import PrivacyGuarantee
 from dpcomm.accounting.lower_bound import CappedLowerBound, ScramblerLowerBound
@@ -283,6 +283,7 @@ def account(
     """
     if delta is not None and epsilon is not None:
         raise InvalidParameterError("epsilon", "unset when delta is given", epsilon)
+    monte_carlo_samples = check_int("monte_carlo_samples", monte_carlo_samples, minimum=0)
     methods = _methods_for(mechanism, monte_carlo_samples=monte_carlo_samples, seed=seed)
     results: list[MethodResult] = []
     if epsilon is not None:

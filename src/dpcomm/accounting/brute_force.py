@@ -66,13 +66,25 @@ def enumeration_cost(mechanism: Mechanism) -> int:
     return inputs * states * size * (n + d)
 
 
+def _at_least(mechanism: Mechanism) -> int:
+    """A lower bound on :func:`enumeration_cost`, cheap for any size (no binomials)."""
+    size = mechanism.num_targets
+    if isinstance(mechanism, LocalRandomizer):
+        return size * (size if mechanism.num_dummies <= size - 2 else 1)
+    if isinstance(mechanism, GenericLocalRandomizer):
+        return size * size
+    return size * size * (size - 1) * (mechanism.batch_size + mechanism.num_dummies)
+
+
 def check_enumerable(mechanism: Mechanism, limit: int = ENUMERATION_LIMIT) -> None:
     """Raise InvalidParameterError unless ``mechanism`` is small enough to enumerate."""
+    allowed = f"a tiny instance (enumeration cost <= {limit})"
+    if _at_least(mechanism) > limit:  # the binomials of the cost could take very long
+        raise InvalidParameterError("mechanism", allowed, f"a cost above {limit}")
     cost = enumeration_cost(mechanism)
     if cost > limit:
-        raise InvalidParameterError(
-            "mechanism", f"a tiny instance (enumeration cost <= {limit})", cost
-        )
+        shown = cost if cost < 10**30 else f"about 2^{cost.bit_length() - 1}"
+        raise InvalidParameterError("mechanism", allowed, shown)
 
 
 def output_distribution(mechanism: Mechanism, inputs: int | Sequence[int]) -> Distribution:

@@ -19,6 +19,7 @@ Truncations only ever *add* to the result, so the value stays an upper bound:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -27,6 +28,7 @@ from scipy.special import gammaln
 from scipy.stats import binom
 
 from dpcomm.accounting.mechanisms import ScramblerMechanism
+from dpcomm.errors import InvalidParameterError
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -138,6 +140,73 @@ def _tail_sum_table(size: int) -> FloatArray:
     return _half_binomial_tail_sums(rounded)
 
 
+#: Largest batch size n the exact accountant takes (its rows span the likely m of Bin(n − 1, σ)).
+MAX_EXACT_BATCH_SIZE = 10_000_000
+#: Largest side of the binomial tail tables (two float64 tables of this size squared: 512 MiB).
+MAX_EXACT_TABLE = 8192
+#: Largest number of (m, Z) cells evaluated per ε (a few float64 arrays of this many entries).
+MAX_EXACT_CELLS = 1 << 22
+
+
+def _kept_blanket_range(batch_size: int, sampling_rate: float) -> tuple[int, int]:
+    """The range [m_lo, m_hi] of blanket draws among the n − 1 other sources kept exactly."""
+    n, sigma = batch_size, sampling_rate
+    if n == 1 or sigma == 0.0:
+        return 0, 0
+    if sigma == 1.0:
+        return n - 1, n - 1
+    m_lo = _lower_quantile(_TAIL_PROBABILITY, n - 1, sigma)
+    m_hi = int(_upper_quantile(_TAIL_PROBABILITY, np.array([n - 1]), sigma)[0])
+    return max(0, m_lo), min(n - 1, max(m_hi, m_lo))
+
+
+def _exact_fits(num_targets: int, sampling_rate: float, batch_size: int, num_dummies: int) -> bool:
+    """Whether :class:`ExactLemma2`'s tables for (T, σ, n, d) stay within the limits above."""
+    if batch_size > MAX_EXACT_BATCH_SIZE:
+        return False
+    m_lo, m_hi = _kept_blanket_range(batch_size, sampling_rate)
+    largest = m_hi + num_dummies + 1
+    hit = min(1.0, 2.0 / num_targets)
+    z_max = min(largest, int(_upper_quantile(_TAIL_PROBABILITY, np.array([largest]), hit)[0]))
+    rows = m_hi - m_lo + 2
+    return z_max + 3 <= MAX_EXACT_TABLE and rows * (z_max + 1) <= MAX_EXACT_CELLS
+
+
+def _largest(fits: Callable[[int], bool], low: int, high: int) -> int:
+    """The largest x in [low, high] with fits(x), given fits(low) and not fits(high)."""
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def check_exact_size(mechanism: ScramblerMechanism) -> None:
+    """Refuse a scrambler whose exact accounting would not fit in memory.
+
+    The exact evaluation of Lemma 2 builds tables whose side grows like (2/T)(σ n + d) and whose
+    rows grow like √n. The error names the parameter to reduce and its largest allowed value
+    (the others fixed): ``num_dummies`` when a smaller d fits, else ``batch_size``.
+    """
+    size, sigma = mechanism.num_targets, mechanism.sampling_rate
+    n, d = mechanism.batch_size, mechanism.num_dummies
+    if _exact_fits(size, sigma, n, d):
+        return
+    why = "(the exact accountant's tables must fit in memory)"
+    if n <= MAX_EXACT_BATCH_SIZE and _exact_fits(size, sigma, n, 0):
+        largest = _largest(lambda dummies: _exact_fits(size, sigma, n, dummies), 0, d)
+        raise InvalidParameterError(
+            "num_dummies", f"at most {largest} with T = {size}, σ = {sigma}, n = {n} {why}", d
+        )
+    high = min(n, MAX_EXACT_BATCH_SIZE + 1)
+    largest = _largest(lambda batch: _exact_fits(size, sigma, batch, 0), 1, high)
+    raise InvalidParameterError(
+        "batch_size", f"at most {largest} with T = {size}, σ = {sigma}, d = 0 {why}", n
+    )
+
+
 class ExactLemma2:
     """Evaluates Lemma 2's bound exactly for one uncapped scrambler; reusable across ε.
 
@@ -153,16 +222,10 @@ class ExactLemma2:
             mechanism.num_dummies,
             mechanism.num_targets,
         )
+        check_exact_size(mechanism)
         self.hit = min(1.0, 2.0 / size)
         # Range of m (blanket draws among the n − 1 other sources) kept exactly.
-        if n == 1 or sigma == 0.0:
-            m_lo = m_hi = 0
-        elif sigma == 1.0:
-            m_lo = m_hi = n - 1
-        else:
-            m_lo = _lower_quantile(_TAIL_PROBABILITY, n - 1, sigma)
-            m_hi = int(_upper_quantile(_TAIL_PROBABILITY, np.array([n - 1]), sigma)[0])
-            m_lo, m_hi = max(0, m_lo), min(n - 1, max(m_hi, m_lo))
+        m_lo, m_hi = _kept_blanket_range(n, sigma)
         counts = np.arange(m_lo, m_hi + 1)
         self.sizes = (counts + d + 1).astype(np.int64)
         if n == 1:

@@ -24,6 +24,10 @@ from dpcomm.errors import InvalidParameterError
 
 FloatArray = npt.NDArray[np.float64]
 
+#: Largest number of targets T accepted: beyond it σ/T and 2/T lose their meaning in floating
+#: point (and no cluster has a billion compute nodes).
+MAX_TARGETS = 1_000_000_000
+
 
 @dataclass(frozen=True, kw_only=True)
 class LocalRandomizer:
@@ -42,7 +46,9 @@ class LocalRandomizer:
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "num_targets", check_int("num_targets", self.num_targets, minimum=2)
+            self,
+            "num_targets",
+            check_int("num_targets", self.num_targets, minimum=2, maximum=MAX_TARGETS),
         )
         object.__setattr__(
             self, "sampling_rate", check_probability("sampling_rate", self.sampling_rate)
@@ -100,7 +106,9 @@ class ScramblerMechanism:
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "num_targets", check_int("num_targets", self.num_targets, minimum=2)
+            self,
+            "num_targets",
+            check_int("num_targets", self.num_targets, minimum=2, maximum=MAX_TARGETS),
         )
         object.__setattr__(
             self, "sampling_rate", check_probability("sampling_rate", self.sampling_rate)

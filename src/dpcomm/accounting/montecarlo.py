@@ -15,12 +15,16 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import binom
 
-from dpcomm.accounting._validation import make_rng
+from dpcomm.accounting._validation import check_int, make_rng
+from dpcomm.accounting.exact import MAX_EXACT_BATCH_SIZE
 from dpcomm.accounting.mechanisms import ScramblerMechanism
+from dpcomm.errors import InvalidParameterError
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 _NEGLIGIBLE_WEIGHT = 1e-30
+#: Most samples held at once (R per kept m): a few arrays of this many numbers.
+MAX_MONTE_CARLO_DRAWS = 1 << 24
 
 
 class MonteCarloLemma2:
@@ -35,14 +39,27 @@ class MonteCarloLemma2:
         rng: np.random.Generator | int | None = 0,
     ) -> None:
         self.mechanism = mechanism
-        self.num_samples = num_samples
+        self.num_samples = check_int("monte_carlo_samples", num_samples, minimum=1)
         self.confidence = confidence
-        generator = make_rng(rng)
         n, d, sigma = mechanism.batch_size, mechanism.num_dummies, mechanism.sampling_rate
         size = mechanism.num_targets
+        if n > MAX_EXACT_BATCH_SIZE:
+            raise InvalidParameterError(
+                "batch_size", f"at most {MAX_EXACT_BATCH_SIZE} for the Monte Carlo estimate", n
+            )
         counts = np.arange(n)
         weights = binom.pmf(counts, n - 1, sigma) if n > 1 else np.ones(1)
         kept = weights > _NEGLIGIBLE_WEIGHT
+        rows = int(np.count_nonzero(kept))
+        if rows * self.num_samples > MAX_MONTE_CARLO_DRAWS:
+            raise InvalidParameterError(
+                "monte_carlo_samples",
+                f"at most {MAX_MONTE_CARLO_DRAWS // rows} for n = {n}, σ = {sigma} "
+                f"(R samples for each of {rows} likely m must fit in memory; 0 skips the "
+                "estimate)",
+                num_samples,
+            )
+        generator = make_rng(rng)
         self.sizes: IntArray = (counts[kept] + d + 1).astype(np.int64)
         self.weights: FloatArray = np.asarray(weights[kept], dtype=float)
         self.neglected = max(0.0, 1.0 - float(self.weights.sum()))

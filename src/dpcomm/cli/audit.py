@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from dpcomm.accounting import ScramblerMechanism
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
-from dpcomm.cli.output import show_progress
+from dpcomm.cli.output import MAX_COUNT, non_negative_int, show_progress
 from dpcomm.engine.report import number
 from dpcomm.experiments.audit import FAULT_KINDS, AuditedMechanism, AuditReport, audit, seeded_fault
 
@@ -132,6 +133,23 @@ def _int(text: str) -> int:
     return int(value)
 
 
+#: Most runs per input accepted (10^9 runs take hours already).
+MAX_RUNS = 1_000_000_000
+
+
+def _count(maximum: int) -> Callable[[str], int]:
+    """An argparse type: an integer (``1e6`` accepted) at most ``maximum``."""
+
+    def convert(text: str) -> int:
+        value = _int(text)
+        if value > maximum:  # the smallest value is checked by the library
+            raise argparse.ArgumentTypeError(f"expected an integer <= {maximum}, got {text!r}")
+        return value
+
+    convert.__name__ = "int"
+    return convert
+
+
 def add_audit_command(commands: Any) -> None:
     """Register ``audit`` on the top-level subparsers."""
     parser = commands.add_parser(
@@ -145,7 +163,9 @@ def add_audit_command(commands: Any) -> None:
         ),
     )
     parser.add_argument("kind", choices=["local", "scrambler"], help="mechanism family")
-    parser.add_argument("--targets", type=_int, required=True, help="T, number of targets")
+    parser.add_argument(
+        "--targets", type=_count(MAX_COUNT), required=True, help="T, number of targets"
+    )
     parser.add_argument("--sampling", type=float, required=True, help="σ, sampling rate")
     parser.add_argument(
         "--dummies", type=_int, default=0, help="d, dummies per source (local) or per scrambler"
@@ -156,7 +176,7 @@ def add_audit_command(commands: Any) -> None:
         "--delta", type=float, help="δ of the comparison (default 1e-4 scrambler, 0 local)"
     )
     parser.add_argument(
-        "--runs", type=_int, default=1_000_000, help="runs per input (default 10^6)"
+        "--runs", type=_count(MAX_RUNS), default=1_000_000, help="runs per input (default 10^6)"
     )
     parser.add_argument(
         "--confidence", type=float, default=0.95, help="confidence of the lower bound"
@@ -172,7 +192,7 @@ def add_audit_command(commands: Any) -> None:
         choices=list(FAULT_KINDS),
         help="inject a seeded fault (the variant still claims the declared guarantee)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the runs")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the runs")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=command_audit)

@@ -10,6 +10,7 @@ from typing import Any
 
 from dpcomm.cli.execute import (
     add_countermeasure_options,
+    add_public_bounds_options,
     aggregate_program,
     countermeasure_from_options,
     execute_aggregate,
@@ -17,8 +18,16 @@ from dpcomm.cli.execute import (
     json_ready,
     print_run,
 )
+from dpcomm.cli.output import (
+    MAX_COUNT,
+    bounded_int,
+    check_writable_file,
+    check_writable_folder,
+    non_negative_int,
+    positive_float,
+)
 from dpcomm.engine.report import Engine
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError
 
 DEFAULT_SYNTHETIC_ROWS = 1000
 DEFAULT_COMPUTE_NODES = 5
@@ -71,6 +80,7 @@ def _network_engine(args: argparse.Namespace) -> Engine:
         collect_seconds=args.collect_seconds,
         workdir=args.workdir,
         faults=faults,
+        max_left_out=args.max_left_out,
     )
 
 
@@ -79,10 +89,10 @@ def _finish(args: argparse.Namespace, report: dict[str, Any]) -> int:
     if not args.json:
         print()
         _print_wire(report)
-    errors = report.get("errors", {})
-    for node, message in errors.items():
-        print(f"dpcomm: node {node} failed: {message}", file=sys.stderr)
-    return 0 if not errors else 1
+    failures = report.get("failures", [])
+    if failures:
+        print(f"dpcomm: error: the round failed: {'; '.join(failures)}", file=sys.stderr)
+    return 0 if not failures else 1
 
 
 def _default_to_synthetic(args: argparse.Namespace) -> None:
@@ -91,8 +101,65 @@ def _default_to_synthetic(args: argparse.Namespace) -> None:
         args.synthetic = DEFAULT_SYNTHETIC_ROWS
 
 
+def _check_workdir(args: argparse.Namespace) -> None:
+    """``--workdir`` must be writable; one holding a CA or keys is refused unless ``--force``.
+
+    With ``--force`` the old certificates and keys of ``DIR/pki`` are removed (never through
+    a symbolic link: the links themselves are removed) before the round certifies its nodes.
+    """
+    if args.workdir is None:
+        return
+    check_writable_folder("--workdir", args.workdir)
+    pki = Path(args.workdir) / "pki"
+    if pki.is_symlink() or (pki.exists() and not pki.is_dir()):
+        raise InvalidParameterError(
+            "--workdir", "a folder whose pki is a plain folder", args.workdir
+        )
+    old = sorted(p for p in pki.glob("*") if p.suffix in (".pem", ".key")) if pki.is_dir() else []
+    if old and not args.force:
+        raise InvalidParameterError(
+            "--workdir",
+            f"a folder without certificates or keys ({pki} holds {len(old)} such files; "
+            "--force replaces them)",
+            args.workdir,
+        )
+    for path in old:
+        path.unlink()
+
+
+#: Options of one workload only, with their defaults: given to the other one, they are refused.
+KMEANS_ONLY_OPTIONS = {
+    "dataset": "mnist5k",
+    "k": 4,
+    "iterations": 2,
+    "sources": DEFAULT_KMEANS_SOURCES,
+}
+AGGREGATE_ONLY_OPTIONS = {
+    "sql": None,
+    "data": None,
+    "synthetic": None,
+    "diabetes": False,
+    "distribution": "uniform",
+    "compute_nodes": DEFAULT_COMPUTE_NODES,
+    "rows": 20,
+}
+
+
+def _check_workload_options(args: argparse.Namespace) -> None:
+    """Refuse the options of the other workload instead of ignoring them."""
+    others = KMEANS_ONLY_OPTIONS if args.workload == "aggregate" else AGGREGATE_ONLY_OPTIONS
+    for name, default in others.items():
+        if getattr(args, name) != default:
+            option = "--" + name.replace("_", "-")
+            raise InvalidParameterError(
+                option, f"unset for `deploy local {args.workload}`", getattr(args, name)
+            )
+
+
 def command_deploy_local(args: argparse.Namespace) -> int:
     """``dpcomm deploy local [aggregate|kmeans]``."""
+    _check_workload_options(args)
+    _check_workdir(args)
     if args.workload == "kmeans":
         kmeans, dataset = execute_kmeans(args, KMEANS_DEPLOY_DEFAULTS, _network_engine)
         sources = kmeans.program.num_sources
@@ -117,9 +184,15 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
             "operating-system entropy; use `deploy local --seed` for a reproducible test round)",
             args.seed,
         )
+    check_writable_folder("--out", args.out)
     countermeasure = countermeasure_from_options(args, DEPLOY_DEFAULTS)
     _default_to_synthetic(args)
     program, _ = aggregate_program(args)
+    from dpcomm.engine.run import prepare
+
+    # The plan is accounted before any key is written: a bad --delta is refused, and the
+    # operator sees the guarantee the configs are for.
+    privacy = prepare(program, countermeasure, delta=args.delta).privacy.guarantee
     paths = write_deployment(
         program,
         countermeasure,
@@ -131,7 +204,8 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
     )
     print(
         f"wrote {len(paths):,} node configs to {Path(args.out) / 'configs'} and certificates "
-        f"to {Path(args.out) / 'pki'}",
+        f"to {Path(args.out) / 'pki'}; the plan's guarantee: ε = {privacy.epsilon:.4g}, "
+        f"δ = {privacy.delta:.3g}",
         file=sys.stderr,
     )
     return 0
@@ -143,6 +217,8 @@ def command_node_run(args: argparse.Namespace) -> int:
     from dpcomm.engine.network.pki import NodeCredentials
     from dpcomm.engine.network.spec import DeploymentError, NodeConfig
 
+    if args.output:
+        check_writable_file("--output", args.output)  # before the round: its result is kept
     config = NodeConfig.load(args.config)
     if config.role != args.role:
         raise DeploymentError(f"config {args.config} is for a {config.role}, not a {args.role}")
@@ -155,7 +231,13 @@ def command_node_run(args: argparse.Namespace) -> int:
     outcome: dict[str, Any] = run_tls_group([config], {config.name: credentials})
     text = json.dumps(json_ready(outcome), indent=2)
     if args.output:
-        Path(args.output).write_text(text)
+        try:
+            Path(args.output).write_text(text)
+        except OSError as error:  # e.g. a full disk: the round's outcome goes to stdout instead
+            print(text)
+            raise DpcommError(
+                f"cannot write {args.output} ({error.strerror}); the outcome was printed instead"
+            ) from error
     else:
         print(text)
     return 0 if not outcome["errors"] else 1
@@ -176,22 +258,37 @@ def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = 
     source.add_argument("--diabetes", action="store_true", help="the embedded diabetes table")
     parser.add_argument("--distribution", choices=["uniform", "zipf"], default="uniform")
     parser.add_argument(
-        "--data-seed", type=int, default=0, help="seed of the --synthetic table (default 0)"
+        "--data-seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the --synthetic table (default 0)",
     )
     parser.add_argument(
         "--compute-nodes",
-        type=int,
+        type=bounded_int(None, MAX_COUNT),
         default=DEFAULT_COMPUTE_NODES,
         help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
     )
+    add_public_bounds_options(parser)
     parser.add_argument(
         "--collect-seconds",
-        type=float,
-        default=20.0,
-        help="how long a scrambler waits for its n sources (default 20)",
+        type=positive_float,
+        help="how long a scrambler waits for its n sources, per stage (default: 20 s + 5 ms "
+        "per source, so that none misses it; a scrambler stops waiting once all arrived)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=120.0, help="hard deadline of the round (default 120 s)"
+        "--max-left-out",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="fraction of the sources that may be left out (late, unreachable, or behind a "
+        "dead scrambler) before the round counts as failed, exit status 1 (default 0)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        help="hard deadline of the round in seconds (default: grows with the sources and "
+        "stages, see docs/deployment.md)",
     )
 
 
@@ -226,16 +323,30 @@ def add_deploy_commands(commands: Any) -> None:
     _aggregate_options(local, sql_required=False)
     kmeans = local.add_argument_group("K-means (deploy local kmeans)")
     kmeans.add_argument("--dataset", default="mnist5k", help="image dataset (default mnist5k)")
-    kmeans.add_argument("--k", type=int, default=4, help="K, centroids (default 4)")
-    kmeans.add_argument("--iterations", type=int, default=2, help="I, iterations (default 2)")
+    kmeans.add_argument(
+        "--k", type=bounded_int(None, MAX_COUNT), default=4, help="K, centroids (default 4)"
+    )
+    kmeans.add_argument(
+        "--iterations",
+        type=bounded_int(None, MAX_COUNT),
+        default=2,
+        help="I, iterations (default 2)",
+    )
     kmeans.add_argument(
         "--sources",
         type=int,
         default=DEFAULT_KMEANS_SOURCES,
         help=f"sources: the first N training points (default {DEFAULT_KMEANS_SOURCES})",
     )
-    local.add_argument("--rows", type=int, default=20, help="result rows to print")
+    local.add_argument(
+        "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
+    )
     local.add_argument("--workdir", help="keep certificates here (default: temporary)")
+    local.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the certificates and keys an existing --workdir holds",
+    )
     local.add_argument(
         "--kill-scrambler",
         type=int,
@@ -251,8 +362,15 @@ def add_deploy_commands(commands: Any) -> None:
     _aggregate_options(configs)
     add_countermeasure_options(configs, DEPLOY_DEFAULTS)
     configs.add_argument("--out", required=True, help="output directory")
-    configs.add_argument("--coordinator-host", default="127.0.0.1")
-    configs.add_argument("--coordinator-port", type=int, default=7400)
+    configs.add_argument(
+        "--coordinator-host",
+        default="127.0.0.1",
+        help="address the coordinator binds and nodes reach (default 127.0.0.1, loopback "
+        "only: give the host's address for a deployment on several hosts)",
+    )
+    configs.add_argument(
+        "--coordinator-port", type=bounded_int(1, 65535), default=7400, help="(default 7400)"
+    )
     configs.set_defaults(handler=command_deploy_configs)
 
     node = commands.add_parser("node", help="run one node of a deployment")

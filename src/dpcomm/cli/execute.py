@@ -8,20 +8,22 @@ text or as the one JSON document of every run.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
-from dpcomm.cli.output import print_table
+from dpcomm.cli.output import non_negative_float, print_table
 from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
 from dpcomm.engine.report import AggregateRun, Engine, KMeansRun, run_aggregate, run_kmeans
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
-from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.aggregate import DEFAULT_TEXT_BYTES, AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram
 
 
@@ -92,7 +94,7 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
     )
     group.add_argument(
         "--target-epsilon",
-        type=float,
+        type=non_negative_float,
         metavar="E",
         help="warn when the plan's ε exceeds E (e.g. the table's size changed the batches)",
     )
@@ -102,19 +104,28 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
         help="seed of every draw, for a reproducible run (default: fresh operating-system "
         "entropy; a seeded run is not private against whoever knows the seed)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON document (null is SQL NULL; NaN and ±∞ are "NaN", "inf", '
+        '"-inf"; DECIMAL values are exact strings)',
+    )
     parser.add_argument("--progress", action="store_true", help="show progress bars")
 
 
 def json_ready(value: Any) -> Any:
-    """``value`` as JSON can hold it: lists for arrays, "inf" for ∞, null for NaN."""
+    """``value`` as JSON can hold it.
+
+    Arrays become lists; NaN and ±∞ the strings "NaN", "inf" and "-inf" (null is SQL NULL
+    only); DECIMAL values, dates and times their exact text.
+    """
     if isinstance(value, np.ndarray):
         return json_ready(value.tolist())
     if isinstance(value, np.generic):
         return json_ready(value.item())
     if isinstance(value, float):
         if math.isnan(value):
-            return None
+            return "NaN"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return value
@@ -124,6 +135,8 @@ def json_ready(value: Any) -> Any:
         return [json_ready(v) for v in value]
     if value is None or isinstance(value, bool | int | str):
         return value
+    if isinstance(value, Decimal):
+        return format(value, "f")
     return str(value)
 
 
@@ -138,10 +151,14 @@ def _fmt(value: Any, digits: int = 4) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         if math.isinf(value):
-            return "inf"
+            return "inf" if value > 0 else "-inf"
         if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e7):
             return f"{value:.{digits - 1}e}"
         return f"{value:.{digits}f}"
+    if isinstance(value, Decimal):
+        return format(value, "f")  # as DuckDB prints it: 0.0000000001, not 1E-10
+    if isinstance(value, datetime.time | datetime.datetime) and "." in str(value):
+        return str(value).rstrip("0")  # 01:02:03.25, as DuckDB prints it
     return str(value)
 
 
@@ -295,8 +312,36 @@ def aggregate_program(args: argparse.Namespace) -> tuple[AggregateProgram, str]:
     else:
         table = diabetes_table()
         source = "embedded diabetes table (synthetic patients)"
-    program = AggregateProgram.from_sql(args.sql, table, num_compute_nodes=args.compute_nodes)
+    program = AggregateProgram.from_sql(
+        args.sql,
+        table,
+        num_compute_nodes=args.compute_nodes,
+        max_groups=args.max_groups,
+        max_text_bytes=args.max_text_bytes,
+    )
     return program, source
+
+
+def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
+    """``--max-groups`` and ``--max-text-bytes``: public sizes that the data must fit."""
+    parser.add_argument(
+        "--max-groups",
+        type=int,
+        metavar="G",
+        help="public bound on the groups one compute node outputs; every output is padded to "
+        "it so that its size does not depend on the data (default: the number of sources, "
+        "which nothing exceeds; a smaller bound makes outputs smaller and fails the run, "
+        "in every engine, if a compute node has more groups)",
+    )
+    parser.add_argument(
+        "--max-text-bytes",
+        type=int,
+        default=DEFAULT_TEXT_BYTES,
+        metavar="B",
+        help="public bound on the UTF-8 bytes of a text value the query reads; every payload "
+        "is as wide as if each text value had B bytes, so that the frame size does not depend "
+        f"on the data (default {DEFAULT_TEXT_BYTES}; a longer value is refused)",
+    )
 
 
 #: Builds the engine of a run from the options (the memory engine when there is none).

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from dpcomm.cli.output import show_progress
+from dpcomm.cli.output import check_writable_folder, non_negative_int, show_progress
 from dpcomm.experiments.figures import (
     FigureSettings,
     make_figures,
@@ -17,10 +16,13 @@ from dpcomm.experiments.figures import (
 
 def command_figures(args: argparse.Namespace) -> int:
     """``dpcomm figures``."""
-    only = [name.strip() for name in args.only.split(",")] if args.only else None
+    only = [name.strip() for name in args.only.split(",")] if args.only is not None else None
     names = select_figures(only)
     settings = FigureSettings(
-        out_dir=Path(args.out), quick=args.quick, progress=show_progress(args), seed=args.seed
+        out_dir=check_writable_folder("--out", args.out),
+        quick=args.quick,
+        progress=show_progress(args),
+        seed=args.seed,
     )
     outputs = make_figures(names, settings)
     for output, seconds in outputs:
@@ -47,6 +49,8 @@ def add_figures_command(commands: Any) -> None:
     figures.add_argument(
         "--quick", action="store_true", help="smaller grids and fewer runs (about two minutes)"
     )
-    figures.add_argument("--seed", type=int, default=0, help="seed of every random part")
+    figures.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of every random part"
+    )
     figures.add_argument("--quiet", action="store_true", help="no progress bars")
     figures.set_defaults(handler=command_figures)

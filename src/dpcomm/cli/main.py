@@ -6,10 +6,11 @@ import argparse
 import itertools
 import json
 import math
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from dpcomm import __version__
 from dpcomm.accounting import (
@@ -25,7 +26,7 @@ from dpcomm.cli.audit import add_audit_command
 from dpcomm.cli.deploy import add_deploy_commands
 from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
-from dpcomm.cli.output import print_table
+from dpcomm.cli.output import non_negative_int, print_table
 from dpcomm.cli.pki import add_pki_command
 from dpcomm.cli.plan import add_plan_commands
 from dpcomm.cli.run import add_run_commands
@@ -194,9 +195,20 @@ def _command_account(args: argparse.Namespace) -> int:
     return 0
 
 
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on standard error (exit status 2).
+
+    Subparsers inherit the class, so every subcommand's errors are one line too.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: error: message (see prog --help)`` and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``dpcomm`` command."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="dpcomm",
         description="Differential privacy for data-dependent communication patterns.",
     )
@@ -234,7 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=5000,
         help="R, Monte Carlo samples per m for Algorithm 2 (0 to skip; default 5000)",
     )
-    accounting.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimate")
+    accounting.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"
+    )
     accounting.add_argument("--json", action="store_true", help="print a JSON list of rows")
     accounting.set_defaults(handler=_command_account)
     add_run_commands(commands)
@@ -244,6 +258,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_pki_command(commands)
     add_deploy_commands(commands)
     return parser
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null (its reader is gone; nothing more can be written)."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (e.g. captured by a test)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -262,10 +287,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 warnings.showwarning(
                     warning.message, warning.category, warning.filename, warning.lineno
                 )
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
         return status
     except DpcommError as error:
         print(f"dpcomm: error: {error}", file=sys.stderr)
         return 2
+    except (OverflowError, MemoryError) as error:
+        # A value too large for the computation that no parameter check caught.
+        print(
+            f"dpcomm: error: a value is too large for this computation ({error})", file=sys.stderr
+        )
+        return 2
+    except BrokenPipeError:
+        # The reader of standard output went away (e.g. ``dpcomm ... | head``): stop quietly.
+        # Standard output is pointed at /dev/null so that the interpreter's final flush at exit
+        # does not raise again.
+        _silence_stdout()
+        return 141
+    except OSError as error:
+        # A file could not be read or written (a full disk, a folder removed meanwhile, ...).
+        where = f": {error.filename}" if error.filename is not None else ""
+        print(f"dpcomm: error: {error.strerror or error}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("dpcomm: interrupted", file=sys.stderr)
         return 130

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from dpcomm.errors import InvalidParameterError
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> None:
     """``header`` and ``rows``, every column right-aligned to its widest cell, after ``indent``."""
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(header)]
     for line in [header, *rows]:
         print(indent + "  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)))
 
@@ -17,3 +22,95 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: st
 def show_progress(args: argparse.Namespace) -> bool:
     """Progress bars: on when standard error is a terminal, unless ``--quiet``."""
     return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+#: Largest count accepted by the count options (nodes, targets, iterations, ...): far beyond any
+#: deployment, and small enough that no array of that many entries is attempted.
+MAX_COUNT = 1_000_000
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def check_writable_file(option: str, path: str) -> Path:
+    """``path`` if a file can be written there: its folder exists and is writable.
+
+    Checked before any long computation, so that no result is lost to a mistyped path.
+    """
+    target = Path(path)
+    if path == "" or target.is_dir():
+        raise InvalidParameterError(option, "a file path (not a folder)", path)
+    folder = target.parent
+    if not folder.is_dir():
+        raise InvalidParameterError(option, "a file in an existing folder", path)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InvalidParameterError(option, "a file in a writable folder", path)
+    return target
+
+
+def check_writable_folder(option: str, path: str) -> Path:
+    """``path`` if it is, or can be created as, a writable folder (checked up front)."""
+    target = Path(path)
+    if path == "":
+        raise InvalidParameterError(option, "a folder path", path)
+    existing = target
+    while not existing.exists() and not existing.is_symlink():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InvalidParameterError(
+            option, "a folder (or a new one inside an existing folder)", path
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InvalidParameterError(option, "a writable folder", path)
+    return target
+
+
+def bounded_int(minimum: int | None, maximum: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [minimum, maximum] (no minimum: the library checks it)."""
+    allowed = f"<= {maximum}" if minimum is None else f"in [{minimum}, {maximum}]"
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer {allowed}, got {text!r}"
+            ) from None
+        if value > maximum or (minimum is not None and value < minimum):
+            raise argparse.ArgumentTypeError(f"expected an integer {allowed}, got {text!r}")
+        return value
+
+    convert.__name__ = "int"
+    return convert
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0 (seconds, ...)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number >= 0 (an ε, ...)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from dpcomm.cli.output import check_writable_folder
 from dpcomm.engine.network.pki import CertificateAuthority, issue_many
 
 
@@ -19,6 +20,7 @@ def _positive_int(text: str) -> int:
 
 
 def _command_init(args: argparse.Namespace) -> int:
+    check_writable_folder("--dir", args.dir)
     authority = CertificateAuthority.create(
         args.dir, name=args.ca_name, valid_days=args.days, overwrite=args.force
     )
@@ -31,7 +33,8 @@ def _command_issue(args: argparse.Namespace) -> int:
     authority = CertificateAuthority.load(args.dir)
     names = [name for group in args.name for name in group.split(",") if name]
     out_dir = args.out if args.out is not None else args.dir
-    issued = issue_many(authority, names, out_dir, valid_days=args.days)
+    check_writable_folder("--out", out_dir)
+    issued = issue_many(authority, names, out_dir, valid_days=args.days, overwrite=args.force)
     for name, credentials in issued.items():
         print(f"{name}: {credentials.cert_path} {credentials.key_path}")
     print(f"{len(issued)} certificate(s) issued; CA certificate: {out_dir}/ca.pem")
@@ -44,9 +47,11 @@ def add_pki_command(commands: Any) -> None:
         "pki",
         help="local certificate authority and per-node certificates for mutual TLS",
         description=(
-            "Create a local certificate authority (ECDSA P-256; ca.pem, ca.key mode 0600) and "
+            "Create a local certificate authority (Ed25519; ca.pem, ca.key mode 0600) and "
             "issue one certificate per node, whose common name is the node's name: the "
-            "identity every mutually authenticated TLS 1.3 hop checks."
+            "identity every mutually authenticated TLS 1.3 hop checks. Existing keys and "
+            "certificates are never overwritten without --force, nor written through a "
+            "symbolic link."
         ),
     )
     actions = parser.add_subparsers(dest="pki_command", required=True)
@@ -54,7 +59,7 @@ def add_pki_command(commands: Any) -> None:
     init.add_argument("--dir", required=True, help="directory of the CA (created if needed)")
     init.add_argument("--ca-name", default="dpcomm local CA", help="common name of the CA")
     init.add_argument("--days", type=_positive_int, default=3650, help="validity (default 3650)")
-    init.add_argument("--force", action="store_true", help="overwrite an existing CA")
+    init.add_argument("--force", action="store_true", help="replace an existing CA")
     init.set_defaults(handler=_command_init)
     issue = actions.add_parser("issue", help="issue node certificates signed by the CA in --dir")
     issue.add_argument("--dir", required=True, help="directory of the CA")
@@ -68,4 +73,7 @@ def add_pki_command(commands: Any) -> None:
         "--out", help="where to write <name>.pem, <name>.key, ca.pem (default --dir)"
     )
     issue.add_argument("--days", type=_positive_int, default=365, help="validity (default 365)")
+    issue.add_argument(
+        "--force", action="store_true", help="replace existing certificates and keys"
+    )
     issue.set_defaults(handler=_command_issue)

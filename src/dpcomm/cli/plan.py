@@ -8,7 +8,14 @@ import json
 import shlex
 from typing import Any
 
-from dpcomm.cli.output import print_table
+from dpcomm.cli.output import (
+    MAX_COUNT,
+    bounded_int,
+    check_writable_file,
+    non_negative_int,
+    print_table,
+)
+from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
 from dpcomm.experiments.planner import (
     Configuration,
@@ -35,6 +42,12 @@ engines send them; channels are the most secure channels of any node. The Pareto
 (load, channels, consents) of every feasible configuration is printed too, and the `dpcomm run`
 command that runs the chosen configuration on a synthetic table of S_t rows.
 """
+
+#: Most tuples a plan is asked for (10^12: far beyond any deployment).
+MAX_SOURCES = 1_000_000_000_000
+
+#: File formats ``--plot`` draws (by the file's extension).
+PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 #: Grouping columns of the synthetic table of ``dpcomm run aggregate --synthetic``.
 SYNTHETIC_GROUPING_COLUMNS = ("g1", "g2", "g3", "g4")
@@ -273,6 +286,10 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
 
 def command_plan(args: argparse.Namespace) -> int:
     """``dpcomm plan``."""
+    if args.plot is not None:
+        plot = check_writable_file("--plot", args.plot)
+        if plot.suffix.lower() not in PLOT_FORMATS:
+            raise InvalidParameterError("--plot", f"a {', '.join(PLOT_FORMATS)} file", args.plot)
     result = plan_countermeasures(
         num_sources=args.sources,
         num_targets=args.targets,
@@ -335,17 +352,25 @@ def add_plan_commands(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     plan.add_argument(
-        "--sources", type=int, required=True, help="S, real tuples the computation must use"
+        "--sources",
+        type=bounded_int(None, MAX_SOURCES),
+        required=True,
+        help="S, real tuples the computation must use",
     )
     plan.add_argument(
-        "--targets", type=int, required=True, help="T, targets (compute nodes) per cluster"
+        "--targets",
+        type=bounded_int(None, MAX_COUNT),
+        required=True,
+        help="T, targets (compute nodes) per cluster",
     )
     plan.add_argument(
         "--grouping-sets",
-        type=int,
+        type=bounded_int(None, MAX_COUNT),
         help="G, grouping sets (Aggregate; exclusive with --iterations)",
     )
-    plan.add_argument("--iterations", type=int, help="I, iterations (K-means with K = T)")
+    plan.add_argument(
+        "--iterations", type=bounded_int(None, MAX_COUNT), help="I, iterations (K-means with K = T)"
+    )
     plan.add_argument("--epsilon", type=float, required=True, help="ε of the whole plan (> 0)")
     plan.add_argument("--delta", type=float, required=True, help="δ of the whole plan, in (0, 1)")
     plan.add_argument("--max-channels", type=int, help="k, most secure channels per node")
@@ -361,7 +386,10 @@ def add_plan_commands(commands: Any) -> None:
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.add_argument("--plot", metavar="FILE.png", help="draw the Pareto front to a PNG")
     plan.add_argument(
-        "--pareto-rows", type=int, default=20, help="Pareto rows to print (default 20)"
+        "--pareto-rows",
+        type=non_negative_int,
+        default=20,
+        help="Pareto rows to print (default 20)",
     )
     plan.add_argument("--progress", action="store_true", help="show a progress bar")
     plan.set_defaults(handler=command_plan)
@@ -379,5 +407,7 @@ def add_plan_commands(commands: Any) -> None:
     headline.add_argument(
         "--mc-samples", type=int, default=5000, help="R of Algorithm 2 (default 5000)"
     )
-    headline.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimate")
+    headline.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"
+    )
     headline.set_defaults(handler=command_headline)

@@ -8,11 +8,14 @@ from typing import Any
 
 from dpcomm.cli.execute import (
     add_countermeasure_options,
+    add_public_bounds_options,
     execute_aggregate,
     execute_kmeans,
     print_run,
 )
+from dpcomm.cli.output import MAX_COUNT, bounded_int, check_writable_file, non_negative_int
 from dpcomm.data import synthetic_table, write_table
+from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import DEFAULT_COMPUTE_NODES
 
 #: Defaults of the countermeasure options, per use case (the paper's settings, Section 5).
@@ -36,8 +39,11 @@ def command_run_kmeans(args: argparse.Namespace) -> int:
 
 def command_data_synthetic(args: argparse.Namespace) -> int:
     """``dpcomm data synthetic``."""
+    out = check_writable_file("--out", args.out)
+    if out.suffix.lower() not in (".csv", ".parquet"):
+        raise InvalidParameterError("--out", "a .csv or .parquet file", args.out)
     table = synthetic_table(num_rows=args.rows, distribution=args.distribution, seed=args.seed)
-    write_table(table, args.out)
+    write_table(table, out)
     columns = ", ".join(f"{c.name} {c.sql_type}" for c in table.columns)
     print(f"wrote {table.num_rows:,} rows ({columns}) to {args.out}", file=sys.stderr)
     return 0
@@ -71,13 +77,19 @@ def add_run_commands(commands: Any) -> None:
     )
     aggregate.add_argument(
         "--compute-nodes",
-        type=int,
+        type=bounded_int(None, MAX_COUNT),
         default=DEFAULT_COMPUTE_NODES,
         help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
     )
-    aggregate.add_argument("--rows", type=int, default=20, help="result rows to print")
     aggregate.add_argument(
-        "--data-seed", type=int, default=0, help="seed of the --synthetic table (default 0)"
+        "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
+    )
+    add_public_bounds_options(aggregate)
+    aggregate.add_argument(
+        "--data-seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the --synthetic table (default 0)",
     )
     add_countermeasure_options(aggregate, AGGREGATE_DEFAULTS)
     aggregate.set_defaults(handler=command_run_aggregate)
@@ -96,9 +108,17 @@ def add_run_commands(commands: Any) -> None:
         help="mnist5k (embedded, 5,000 digits), fashion-mnist (make data), or a directory "
         "of MNIST-format IDX files",
     )
-    kmeans.add_argument("--k", type=int, default=10, help="K, number of centroids (default 10)")
     kmeans.add_argument(
-        "--iterations", type=int, default=10, help="I, number of iterations (default 10)"
+        "--k",
+        type=bounded_int(None, MAX_COUNT),
+        default=10,
+        help="K, number of centroids (default 10)",
+    )
+    kmeans.add_argument(
+        "--iterations",
+        type=bounded_int(None, MAX_COUNT),
+        default=10,
+        help="I, number of iterations (default 10)",
     )
     kmeans.add_argument(
         "--sources",
@@ -107,7 +127,7 @@ def add_run_commands(commands: Any) -> None:
     )
     kmeans.add_argument(
         "--data-seed",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="seed of the choice of the initial centroids among the points (default 0)",
     )
@@ -123,5 +143,5 @@ def add_run_commands(commands: Any) -> None:
     synthetic.add_argument("--rows", type=int, required=True, help="number of rows")
     synthetic.add_argument("--out", required=True, help="FILE.csv or FILE.parquet")
     synthetic.add_argument("--distribution", choices=["uniform", "zipf"], default="uniform")
-    synthetic.add_argument("--seed", type=int, default=0)
+    synthetic.add_argument("--seed", type=non_negative_int, default=0)
     synthetic.set_defaults(handler=command_data_synthetic)

@@ -163,6 +163,11 @@ def _read_split(directory: Path, split: str) -> tuple[npt.NDArray[Any], npt.NDAr
         raise DpcommError(
             f"cannot read {labels_file}: expected 1 dimension (count), got shape {labels.shape}"
         )
+    if 0 in images.shape:
+        raise DpcommError(
+            f"cannot read {images_file}: no images (shape {images.shape}; at least one image "
+            "of at least one pixel is needed)"
+        )
     if labels.shape[0] != images.shape[0]:
         raise DpcommError(
             f"{labels_file} has {labels.shape[0]} labels but {images_file} has "

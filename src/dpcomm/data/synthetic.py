@@ -24,6 +24,10 @@ from dpcomm.errors import InvalidParameterError
 #: The grouping-value distributions :func:`synthetic_table` can draw from.
 DISTRIBUTIONS: Final = ("uniform", "zipf")
 
+#: Most values (rows × columns, 8 bytes each) of a synthetic table: 2.4 GB, 50 million rows of
+#: the default six columns (the paper uses 10k to 100k rows).
+MAX_SYNTHETIC_VALUES: Final = 300_000_000
+
 
 def _check_int(name: str, value: object, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
@@ -122,6 +126,11 @@ def synthetic_table(
     num_groups = _check_int("num_grouping_columns", num_grouping_columns, minimum=1)
     intervals = _check_int("num_intervals", num_intervals, minimum=1)
     measures = _check_int("num_measures", num_measures, minimum=0)
+    largest = MAX_SYNTHETIC_VALUES // (num_groups + measures)
+    if rows > largest:
+        raise InvalidParameterError(
+            "rows", f"an integer in [1, {largest}] (the table must fit in memory)", num_rows
+        )
     if (
         isinstance(zipf_exponent, bool)
         or not isinstance(zipf_exponent, numbers.Real)

@@ -8,8 +8,11 @@ and a NULL mask.
 
 from __future__ import annotations
 
+import datetime
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,23 +24,85 @@ from dpcomm.errors import DpcommError, InvalidParameterError
 if TYPE_CHECKING:
     import duckdb
 
-#: DuckDB type names whose values are numbers (aggregable by SUM, AVG, MIN, MAX).
-_NUMERIC_PREFIXES = (
-    "TINYINT",
-    "SMALLINT",
-    "INTEGER",
-    "BIGINT",
-    "HUGEINT",
-    "UTINYINT",
-    "USMALLINT",
-    "UINTEGER",
-    "UBIGINT",
-    "FLOAT",
-    "DOUBLE",
-    "DECIMAL",
-    "REAL",
-)
 _SUPPORTED_SUFFIXES = ("CSV", "PARQUET")
+#: File names :func:`read_table` reads, and DuckDB's reader of each.
+_READERS = {
+    ".csv": "read_csv",
+    ".tsv": "read_csv",
+    ".csv.gz": "read_csv",
+    ".tsv.gz": "read_csv",
+    ".csv.zst": "read_csv",
+    ".tsv.zst": "read_csv",
+    ".parquet": "read_parquet",
+}
+
+#: How the values of each DuckDB type a query can read are held (see :func:`value_kind`).
+_KINDS = {
+    **dict.fromkeys(
+        ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"), "int"
+    ),
+    **dict.fromkeys(("UBIGINT", "HUGEINT", "UHUGEINT"), "wideint"),
+    **dict.fromkeys(("FLOAT", "DOUBLE", "REAL"), "float"),
+    "BOOLEAN": "bool",
+    "VARCHAR": "text",
+    "DATE": "date",
+    "TIME": "time",
+    **dict.fromkeys(("TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS"), "timestamp"),
+}
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+#: numpy kinds of the values of the exact types (a DECIMAL as float64 would not be exact).
+_HELD = {"decimal": "O", "wideint": "iuO", "int": "iu", "time": "O"}
+#: What the error on a column of another type lists.
+CARRIED_TYPES = "integer, decimal, floating-point, boolean, text, date, time, timestamp"
+
+
+def value_kind(sql_type: str) -> str | None:
+    """How values of ``sql_type`` are held, or None for a type no query can read.
+
+    ``int``: int64; ``wideint`` (UBIGINT, HUGEINT, UHUGEINT): int64 when every value fits,
+    else Python ints; ``decimal``: :class:`decimal.Decimal` values with the type's scale;
+    ``float``: float64; ``bool``; ``text``: str; ``date``: datetime64[D]; ``time``:
+    :class:`datetime.time`; ``timestamp``: datetime64 (s, ms or us). Every other type (BLOB,
+    LIST, STRUCT, MAP, UUID, INTERVAL, TIMESTAMPTZ, TIMESTAMP_NS, ...) is held as DuckDB's text
+    of its values, enough to write the table back, and refused by :func:`check_carried`.
+    """
+    upper = sql_type.strip().upper()
+    if _DECIMAL.fullmatch(upper):
+        return "decimal"
+    return _KINDS.get(upper)
+
+
+def decimal_scale(sql_type: str) -> tuple[int, int]:
+    """Precision and scale of a ``DECIMAL(p,s)`` type name."""
+    match = _DECIMAL.fullmatch(sql_type.strip().upper())
+    if match is None:
+        raise InvalidParameterError("sql_type", "DECIMAL(p,s)", sql_type)
+    return int(match.group(1)), int(match.group(2))
+
+
+def decimal_of(scaled: int, scale: int) -> Decimal:
+    """The DECIMAL value ``scaled`` × 10^-``scale``, exactly (no context rounding)."""
+    digits = tuple(int(d) for d in str(abs(scaled)))
+    return Decimal((1 if scaled < 0 else 0, digits, -scale))
+
+
+def exact_integers(values: Sequence[int]) -> npt.NDArray[Any]:
+    """``values`` as int64 when every one fits, else as an object array of Python ints."""
+    if all(-(1 << 63) <= v < (1 << 63) for v in values):
+        return np.array(values, dtype=np.int64).reshape(-1)
+    array = np.empty(len(values), dtype=object)
+    array[:] = list(values)
+    return array
+
+
+def check_carried(column: Column) -> None:
+    """Raise :class:`InvalidParameterError` unless a query can read ``column``'s type."""
+    if value_kind(column.sql_type) is None:
+        raise InvalidParameterError(
+            f'column "{column.name}"',
+            f"a type dpcomm can carry ({CARRIED_TYPES})",
+            column.sql_type,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,16 +128,23 @@ class Column:
                 "1-d values and a NULL mask of the same length",
                 f"shapes {self.values.shape} and {self.is_null.shape}",
             )
+        held = _HELD.get(value_kind(self.sql_type) or "")
+        if held is not None and self.values.dtype.kind not in held:
+            raise InvalidParameterError(
+                f"values of column {self.name!r} ({self.sql_type})",
+                "exact values (see dpcomm.data.table.value_kind)",
+                f"numpy {self.values.dtype}",
+            )
 
     @property
     def is_numeric(self) -> bool:
         """True for integer, floating-point and decimal columns."""
-        return self.sql_type.upper().startswith(_NUMERIC_PREFIXES)
+        return value_kind(self.sql_type) in ("int", "wideint", "float", "decimal")
 
     @property
     def is_integer(self) -> bool:
-        """True for integer columns (values held as int64)."""
-        return self.is_numeric and np.issubdtype(self.values.dtype, np.integer)
+        """True for integer columns (values held as int64, or Python ints beyond int64)."""
+        return value_kind(self.sql_type) in ("int", "wideint")
 
     def take(self, rows: npt.NDArray[Any]) -> Column:
         """The column restricted to ``rows`` (a boolean mask or integer indices)."""
@@ -169,6 +241,11 @@ def _nullable(column: Column) -> Any:
     import pandas as pd
 
     values, mask = column.values, column.is_null
+    if values.dtype.kind == "O" and value_kind(column.sql_type) != "time":
+        # Text, and the exact values (DECIMAL, wide integers, other types' DuckDB text): the
+        # INSERT casts the text to the column's type, exactly.
+        texts = [None if m else str(v) for v, m in zip(values.tolist(), mask.tolist(), strict=True)]
+        return pd.array(texts, dtype=object)
     if values.dtype.kind == "b":
         array = pd.array(values, dtype="boolean")
     elif values.dtype.kind in "iu":
@@ -189,10 +266,21 @@ def _frame(table: Table) -> Any:
 
 
 def table_from_relation(relation: duckdb.DuckDBPyRelation, name: str) -> Table:
-    """Materialize a DuckDB relation as a :class:`Table` (types from DuckDB, NULLs kept)."""
+    """Materialize a DuckDB relation as a :class:`Table` (types from DuckDB, NULLs kept).
+
+    DECIMAL and wide integers are fetched as text and parsed exactly (DuckDB's numpy
+    conversion makes them float64); types no query can read are kept as DuckDB's text.
+    """
     types = [str(t) for t in relation.types]
     names = list(relation.columns)
-    fetched = relation.fetchnumpy()
+    projection = []
+    for column_name, sql_type in zip(names, types, strict=True):
+        quoted = _quote(column_name)
+        if value_kind(sql_type) in (None, "wideint", "decimal"):
+            projection.append(f"CAST({quoted} AS VARCHAR) AS {quoted}")
+        else:
+            projection.append(quoted)
+    fetched = relation.project(", ".join(projection)).fetchnumpy() if names else {}
     columns = []
     for column_name, sql_type in zip(names, types, strict=True):
         raw = fetched[column_name]
@@ -201,7 +289,7 @@ def table_from_relation(relation: duckdb.DuckDBPyRelation, name: str) -> Table:
 
 
 def _column_from_numpy(name: str, sql_type: str, raw: Any) -> Column:
-    """One fetched column as a :class:`Column` (filler 0 or NaN in NULL slots).
+    """One fetched column as a :class:`Column` (filler 0, NaN or '' in NULL slots).
 
     DATE values are kept as ``datetime64[D]``: DuckDB's ``fetchnumpy`` gives them as
     ``datetime64[us]``, whose Python values are ``datetime.datetime`` at midnight, while
@@ -211,9 +299,24 @@ def _column_from_numpy(name: str, sql_type: str, raw: Any) -> Column:
     """
     mask = np.asarray(np.ma.getmaskarray(raw), dtype=bool)
     data = np.ma.getdata(raw)
-    upper = sql_type.upper()
-    if upper.startswith(("DECIMAL", "HUGEINT", "UHUGEINT")):
-        values: npt.NDArray[Any] = np.asarray(data, dtype=np.float64)
+    kind = value_kind(sql_type)
+    values: npt.NDArray[Any]
+    if kind == "wideint":
+        values = exact_integers(
+            [0 if m else int(v) for v, m in zip(data.tolist(), mask.tolist(), strict=True)]
+        )
+    elif kind == "decimal":
+        _, scale = decimal_scale(sql_type)
+        values = np.empty(len(data), dtype=object)
+        values[:] = [
+            decimal_of(0, scale) if m else Decimal(str(v))
+            for v, m in zip(data.tolist(), mask.tolist(), strict=True)
+        ]
+    elif kind == "time":
+        values = np.empty(len(data), dtype=object)
+        values[:] = [
+            datetime.time() if m else v for v, m in zip(data.tolist(), mask.tolist(), strict=True)
+        ]
     elif data.dtype.kind in "iu":
         values = np.asarray(data, dtype=np.int64)
     elif data.dtype.kind == "f":
@@ -224,7 +327,7 @@ def _column_from_numpy(name: str, sql_type: str, raw: Any) -> Column:
         values = np.array(
             ["" if m else str(v) for v, m in zip(data, mask, strict=True)], dtype=object
         )
-    elif data.dtype.kind == "M" and upper == "DATE":
+    elif data.dtype.kind == "M" and kind == "date":
         values = np.asarray(data).astype("datetime64[D]")
     else:
         values = np.asarray(data)
@@ -235,21 +338,31 @@ def _column_from_numpy(name: str, sql_type: str, raw: Any) -> Column:
     return Column(name, sql_type, values, mask)
 
 
+def _reader(file: Path) -> str | None:
+    """DuckDB's reader of ``file`` by its name (``.csv``, ``.csv.gz``, ``.parquet``, ...)."""
+    lowered = file.name.lower()
+    for ending, reader in _READERS.items():
+        if lowered.endswith(ending):
+            return reader
+    return None
+
+
 def read_table(path: str | Path, *, name: str = "data") -> Table:
-    """Read a CSV or Parquet file with DuckDB.
+    """Read a CSV (``.csv``, ``.tsv``, compressed ``.gz`` or ``.zst``) or Parquet file with DuckDB.
 
     Raises:
         InvalidParameterError: the file is missing, its suffix unsupported, or it has no rows.
     """
     file = Path(path)
-    suffix = file.suffix.lstrip(".").upper()
-    if suffix not in _SUPPORTED_SUFFIXES:
-        raise InvalidParameterError("data", "a .csv or .parquet file", str(path))
+    reader = _reader(file)
+    if reader is None:
+        raise InvalidParameterError(
+            "data", "a .csv, .tsv (optionally .gz or .zst) or .parquet file", str(path)
+        )
     if not file.is_file():
         raise InvalidParameterError("data", "an existing file", str(path))
     import duckdb
 
-    reader = "read_csv" if suffix == "CSV" else "read_parquet"
     connection = duckdb.connect()
     try:
         relation = connection.sql(f"SELECT * FROM {reader}(?)", params=[str(file)])
@@ -287,7 +400,10 @@ def _escape(text: str) -> str:
 def table_from_arrays(
     name: str, arrays: dict[str, npt.NDArray[Any]], types: Sequence[str] | None = None
 ) -> Table:
-    """Build a table from plain numpy arrays (no NULLs); types inferred when not given."""
+    """Build a table from plain numpy arrays (no NULLs); types inferred when not given.
+
+    datetime64 arrays become DATE (day unit) or TIMESTAMP (microseconds) columns.
+    """
     columns = []
     for index, (column_name, values) in enumerate(arrays.items()):
         array = np.asarray(values)
@@ -299,8 +415,21 @@ def table_from_arrays(
             sql_type = "DOUBLE"
         elif array.dtype.kind == "b":
             sql_type = "BOOLEAN"
+        elif array.dtype.kind == "M":
+            sql_type = "DATE" if np.datetime_data(array.dtype)[0] == "D" else "TIMESTAMP"
         else:
             sql_type = "VARCHAR"
+        if array.dtype.kind == "M":
+            unit = "D" if value_kind(sql_type) == "date" else "us"
+            columns.append(
+                Column(
+                    column_name,
+                    sql_type,
+                    array.astype(f"datetime64[{unit}]"),
+                    np.zeros(len(array), dtype=bool),
+                )
+            )
+            continue
         if array.dtype.kind in "iu":
             array = array.astype(np.int64)
         elif array.dtype.kind == "f":

@@ -216,6 +216,8 @@ def simulate(
             produced = program.target_outputs(
                 state, stage, name, tuples, truth[counted], range(targets)
             )
+            for output in produced.values():
+                program.check_output(name, output)
             outputs.update({(name, target): output for target, output in produced.items()})
         state = program.merge(state, stage, outputs)
     simulation.send_fixed_flows()

@@ -15,19 +15,28 @@ every engine runs it through the same role steps.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from dpcomm.accounting._validation import check_int
-from dpcomm.data.table import Table
-from dpcomm.errors import InvalidParameterError
+from dpcomm.data.table import Table, value_kind
+from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.queries.codec import CodecError, ColumnSpec, TableCodec, dumps, from_hex, loads
+from dpcomm.queries.codec import (
+    MAX_STRING_BYTES,
+    CodecError,
+    ColumnSpec,
+    TableCodec,
+    dumps,
+    from_hex,
+    loads,
+)
 from dpcomm.queries.groupby import (
     evaluate,
     group_ids,
@@ -42,6 +51,120 @@ from dpcomm.queries.query import BoundAggregate
 VALUE_BYTES = 8
 #: Default number C of compute nodes per grouping set (Table 1 of the paper).
 DEFAULT_COMPUTE_NODES = 20
+#: Default public bound on the UTF-8 bytes of one text value (``max_text_bytes``).
+DEFAULT_TEXT_BYTES = 255
+#: Largest accepted bound on the groups of one output (``max_groups``).
+MAX_OUTPUT_GROUPS = 10_000_000
+#: Bytes of a text field besides its value: the NULL flag and the 2-byte length.
+TEXT_FIELD_OVERHEAD = 3
+#: Length of one value of an output row (after its 1-byte tag).
+_VALUE_HEADER = struct.Struct(">H")
+_INT64 = struct.Struct(">q")
+_FLOAT64 = struct.Struct(">d")
+#: Bytes of tagged JSON any non-text value of an output row takes at most.
+_SCALAR_JSON_BYTES = 64
+#: An output blob starts with: its groups, an overflow flag, its longest row (bytes).
+_OUTPUT_HEADER = struct.Struct(">IBI")
+_ROW_LENGTH = struct.Struct(">I")
+
+
+def _value_bound(sql_type: str, width: int) -> int:
+    """Bytes :func:`_encode_value` takes at most for a value of ``sql_type``.
+
+    ``width`` is a text column's encoded width.
+    """
+    kind = value_kind(sql_type)
+    if kind in ("int", "float"):
+        return 1 + _INT64.size
+    if kind == "text":
+        return max(width, _VALUE_HEADER.size + 1)
+    return 1 + _VALUE_HEADER.size + _SCALAR_JSON_BYTES
+
+
+def _encode_value(value: object) -> bytes:
+    """One value of an output row.
+
+    ``N`` (NULL); ``I`` + int64 or ``F`` + float64 (8 bytes, exact); ``S`` + a 2-byte length +
+    UTF-8 text; ``J`` + a 2-byte length + tagged JSON (:func:`dumps`) for anything else.
+    """
+    if value is None:
+        return b"N"
+    if isinstance(value, bool | np.bool_):
+        data, tag = dumps(bool(value)), b"J"
+    elif isinstance(value, int | np.integer) and -(2**63) <= int(value) < 2**63:
+        return b"I" + _INT64.pack(int(value))
+    elif isinstance(value, float | np.floating):
+        return b"F" + _FLOAT64.pack(float(value))
+    elif isinstance(value, str):
+        data, tag = value.encode("utf-8"), b"S"
+    else:
+        data, tag = dumps(value), b"J"
+    # A value longer than 65,535 bytes is longer than any bound: its row overflows (and the
+    # output says so) before anything would read the clipped length.
+    return tag + _VALUE_HEADER.pack(min(len(data), 0xFFFF)) + data
+
+
+def _decode_values(data: bytes) -> list[object]:
+    """Inverse of a row of :func:`_encode_value`; CodecError if malformed."""
+    values: list[object] = []
+    offset = 0
+    while offset < len(data):
+        tag = data[offset : offset + 1]
+        if tag == b"N":
+            values.append(None)
+            offset += 1
+            continue
+        if tag in (b"I", b"F"):
+            if offset + 1 + _INT64.size > len(data):
+                raise CodecError("an output number cut short")
+            codec = _INT64 if tag == b"I" else _FLOAT64
+            values.append(codec.unpack_from(data, offset + 1)[0])
+            offset += 1 + _INT64.size
+            continue
+        if tag not in (b"S", b"J") or offset + 1 + _VALUE_HEADER.size > len(data):
+            raise CodecError(f"an output value with tag {tag!r}")
+        (length,) = _VALUE_HEADER.unpack_from(data, offset + 1)
+        start = offset + 1 + _VALUE_HEADER.size
+        body = data[start : start + length]
+        if len(body) != length:
+            raise CodecError("an output value longer than its row")
+        if tag == b"S":
+            try:
+                values.append(body.decode("utf-8"))
+            except UnicodeDecodeError as error:
+                raise CodecError(f"an output text value: {error}") from error
+        else:
+            values.append(loads(body))
+        offset = start + length
+    return values
+
+
+def _public_width(spec: ColumnSpec, text_bytes: int) -> ColumnSpec:
+    """``spec`` with a text field ``text_bytes`` wide (public), if every value fits."""
+    if value_kind(spec.sql_type) != "text":
+        return spec
+    longest = spec.width - TEXT_FIELD_OVERHEAD
+    if longest > text_bytes:
+        raise InvalidParameterError(
+            f"column {spec.name}",
+            f"text values of at most {text_bytes:,} bytes of UTF-8 (raise --max-text-bytes)",
+            f"a value of {longest:,} bytes",
+        )
+    return replace(spec, width=TEXT_FIELD_OVERHEAD + text_bytes)
+
+
+class OutputOverflowError(DpcommError):
+    """A compute node held more groups (or a longer row) than the public output bound."""
+
+    def __init__(self, flow: str, count: int, longest: int, *, groups: int, row: int) -> None:
+        if count > groups:
+            what = f"{count:,} groups, more than the public bound of {groups:,} (--max-groups)"
+        else:
+            what = f"a result row of {longest:,} bytes, more than the bound of {row:,}"
+        super().__init__(
+            f"grouping set {flow}: a compute node had {what}; its output was withheld "
+            "(outputs have one public size, so that their length does not depend on the data)"
+        )
 
 
 def grouping_set_label(columns: tuple[str, ...]) -> str:
@@ -83,6 +206,11 @@ class AggregateProgram:
         num_compute_nodes: C, compute nodes per non-empty grouping set.
         columns: how each column of the query travels (from the table's schema).
         num_sources: S (the table's rows when the table is given).
+        max_groups: the public bound on the groups of one compute node's output (None: S,
+            which no table can exceed); every output is padded to this many groups.
+        max_text_bytes: the public bound on the UTF-8 bytes of a text value; every text
+            field of a payload is this wide, whatever the table's longest value (a width
+            taken from the data would tell neighbouring tables apart by the frame size).
     """
 
     query: BoundAggregate
@@ -90,10 +218,13 @@ class AggregateProgram:
     num_compute_nodes: int = DEFAULT_COMPUTE_NODES
     columns: tuple[ColumnSpec, ...] = ()
     num_sources: int = 0
+    max_groups: int | None = None
+    max_text_bytes: int = DEFAULT_TEXT_BYTES
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         check_int("compute_nodes", self.num_compute_nodes, minimum=1)
+        check_int("max_text_bytes", self.max_text_bytes, minimum=1, maximum=MAX_STRING_BYTES)
         if self.table is not None:
             if self.table.num_rows == 0:
                 raise InvalidParameterError(
@@ -105,28 +236,53 @@ class AggregateProgram:
                 needed = {c.lower() for c in self.query.grouping_columns} | {
                     o.column.lower() for o in self.query.outputs if o.column
                 }
+                check_int(
+                    "max_text_bytes", self.max_text_bytes, minimum=1, maximum=MAX_STRING_BYTES
+                )
                 specs = tuple(
-                    ColumnSpec.of(c) for c in self.table.columns if c.name.lower() in needed
+                    _public_width(ColumnSpec.of(c), self.max_text_bytes)
+                    for c in self.table.columns
+                    if c.name.lower() in needed
                 )
                 object.__setattr__(self, "columns", specs)
         check_int("num_sources", self.num_sources, minimum=1)
+        if self.max_groups is not None:
+            check_int("max_groups", self.max_groups, minimum=1, maximum=MAX_OUTPUT_GROUPS)
 
     @classmethod
     def from_sql(
-        cls, sql: str, table: Table, *, num_compute_nodes: int = DEFAULT_COMPUTE_NODES
+        cls,
+        sql: str,
+        table: Table,
+        *,
+        num_compute_nodes: int = DEFAULT_COMPUTE_NODES,
+        max_groups: int | None = None,
+        max_text_bytes: int = DEFAULT_TEXT_BYTES,
     ) -> AggregateProgram:
         """Parse ``sql``, bind it to ``table`` (renamed to the FROM table) and compile it."""
         from dpcomm.queries.sql import bind_sql
 
         bound = bind_sql(sql, table)
-        return cls(bound, table.renamed(bound.table_name), num_compute_nodes)
+        return cls(
+            bound,
+            table.renamed(bound.table_name),
+            num_compute_nodes,
+            max_groups=max_groups,
+            max_text_bytes=max_text_bytes,
+        )
 
     # ------------------------------------------------------------------ public description
 
     def public(self) -> AggregateProgram:
         """The same program without the rows (what every node may know)."""
         return AggregateProgram(
-            self.query, None, self.num_compute_nodes, self.columns, self.num_sources
+            self.query,
+            None,
+            self.num_compute_nodes,
+            self.columns,
+            self.num_sources,
+            self.max_groups,
+            self.max_text_bytes,
         )
 
     def to_spec(self) -> dict[str, Any]:
@@ -137,6 +293,8 @@ class AggregateProgram:
             "num_compute_nodes": self.num_compute_nodes,
             "columns": [c.to_dict() for c in self.columns],
             "num_sources": self.num_sources,
+            "max_groups": self.max_groups,
+            "max_text_bytes": self.max_text_bytes,
         }
 
     @classmethod
@@ -148,6 +306,8 @@ class AggregateProgram:
             int(spec["num_compute_nodes"]),
             tuple(ColumnSpec.from_dict(c) for c in spec["columns"]),
             int(spec["num_sources"]),
+            None if spec.get("max_groups") is None else int(spec["max_groups"]),
+            int(spec.get("max_text_bytes", DEFAULT_TEXT_BYTES)),
         )
 
     @property
@@ -305,28 +465,120 @@ class AggregateProgram:
         """The largest encoded tuple over the flows (every payload is padded to one size)."""
         return max(self.tuple_codec(flow).size for flow in self.flow_names)
 
-    def encode_output(self, output: AggregateOutput) -> bytes:
-        """A compute node's output as bytes."""
-        names = list(self.query.output_names)
-        return dumps(
-            {
-                "keys": [list(k) for k in output.keys],
-                "rows": [[r[n] for n in names] for r in output.rows],
-            }
-        )
+    def groups_bound(self, flow: str) -> int:
+        """Groups every output of ``flow`` is padded to.
 
-    def decode_output(self, data: bytes) -> AggregateOutput:
-        """Inverse of :meth:`encode_output`; CodecError if malformed."""
-        value = loads(data)
+        1 for the empty grouping set, else ``max_groups`` (default S: one compute node can
+        hold at most every source's group).
+        """
+        if not self.query.grouping_sets[self.set_index(flow)]:
+            return 1
+        return self.max_groups if self.max_groups is not None else self.num_sources
+
+    @cached_property
+    def row_bound(self) -> int:
+        """Bytes one output row may take, from the public schema.
+
+        A row is its key and its result values, each written by :func:`_encode_value`: an
+        integer of an int64 type or a float in 9 bytes, a text value of a column of encoded
+        width w (``max_text_bytes`` + 3) in at most w, any other value (tagged JSON of an
+        integer below 2^160, a decimal of 38 digits, a date, a time) in at most 3 + 64. The
+        types are DuckDB's: the columns' for the keys, the query's output types for the rows.
+        """
+        by_name = {c.name.lower(): c for c in self.columns}
+
+        def key_bound(column: str) -> int:
+            spec = by_name.get(column.lower())
+            return _value_bound(spec.sql_type if spec else "", spec.width if spec else 0)
+
+        keys = sum(key_bound(c) for c in self.query.grouping_columns)
+        values = 0
+        for output, sql_type in zip(self.query.outputs, self.query.output_types, strict=True):
+            spec = by_name.get(output.column.lower()) if output.column else None
+            values += _value_bound(sql_type, spec.width if spec else 0)
+        return keys + values
+
+    def output_size(self, flow: str) -> int:
+        """Bytes of every output blob of ``flow`` (a public function of the plan)."""
+        return _OUTPUT_HEADER.size + self.groups_bound(flow) * (_ROW_LENGTH.size + self.row_bound)
+
+    def encode_output(self, flow: str, output: AggregateOutput) -> bytes:
+        """A compute node's output, padded to :meth:`output_size` whatever its groups.
+
+        Its length is public, so the compute → result traffic does not depend on the data (the
+        plan calls that flow data-independent). A node with more groups than the bound, or a
+        row longer than :attr:`row_bound`, sends a blob of the same length that says so
+        (:meth:`decode_output` raises :class:`OutputOverflowError`): never a longer one.
+        """
+        rows = self._encoded_rows(output)
+        size = self.output_size(flow)
+        longest = max((len(r) for r in rows), default=0)
+        if self._overflow(flow, rows) is not None:
+            header = _OUTPUT_HEADER.pack(len(rows), 1, longest)
+            return header + bytes(size - len(header))
+        width = self.row_bound
+        parts = [_OUTPUT_HEADER.pack(len(rows), 0, longest)]
+        for row in rows:
+            parts.append(_ROW_LENGTH.pack(len(row)) + row + bytes(width - len(row)))
+        blob = b"".join(parts)
+        return blob + bytes(size - len(blob))
+
+    def check_output(self, flow: str, output: AggregateOutput) -> None:
+        """OutputOverflowError if ``output`` does not fit the public bound of ``flow``.
+
+        That is what :meth:`encode_output` would withhold: every engine fails the same way.
+        """
+        error = self._overflow(flow, self._encoded_rows(output))
+        if error is not None:
+            raise error
+
+    def _encoded_rows(self, output: AggregateOutput) -> list[bytes]:
         names = list(self.query.output_names)
-        try:
-            keys = tuple(tuple(k) for k in value["keys"])
-            rows = tuple(dict(zip(names, r, strict=True)) for r in value["rows"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise CodecError(f"malformed Aggregate output: {error}") from error
-        if len(keys) != len(rows):
-            raise CodecError("an Aggregate output with as many keys as rows")
-        return AggregateOutput(keys, rows)
+        return [
+            b"".join(_encode_value(v) for v in (*key, *(row[n] for n in names)))
+            for key, row in zip(output.keys, output.rows, strict=True)
+        ]
+
+    def _overflow(self, flow: str, rows: list[bytes]) -> OutputOverflowError | None:
+        longest = max((len(r) for r in rows), default=0)
+        groups, width = self.groups_bound(flow), self.row_bound
+        if len(rows) > groups or longest > width:
+            return OutputOverflowError(flow, len(rows), longest, groups=groups, row=width)
+        return None
+
+    def decode_output(self, flow: str, data: bytes) -> AggregateOutput:
+        """Inverse of :meth:`encode_output`.
+
+        Raises:
+            CodecError: malformed bytes.
+            OutputOverflowError: the node's groups did not fit the public bound.
+        """
+        if len(data) != self.output_size(flow):
+            raise CodecError(f"an output of {len(data)} bytes, expected {self.output_size(flow)}")
+        count, overflow, longest = _OUTPUT_HEADER.unpack_from(data)
+        if overflow:
+            raise OutputOverflowError(
+                flow, count, longest, groups=self.groups_bound(flow), row=self.row_bound
+            )
+        if count > self.groups_bound(flow):
+            raise CodecError(f"an output of {count} groups, at most {self.groups_bound(flow)}")
+        names = list(self.query.output_names)
+        width = len(self.query.grouping_sets[self.set_index(flow)])
+        keys, rows = [], []
+        offset = _OUTPUT_HEADER.size
+        step = _ROW_LENGTH.size + self.row_bound
+        for _ in range(count):
+            (length,) = _ROW_LENGTH.unpack_from(data, offset)
+            if length > self.row_bound:
+                raise CodecError(f"an output row of {length} bytes")
+            start = offset + _ROW_LENGTH.size
+            values = _decode_values(data[start : start + length])
+            if len(values) != width + len(names):
+                raise CodecError(f"an output row of {len(values)} values")
+            keys.append(tuple(values[:width]))
+            rows.append(dict(zip(names, values[width:], strict=True)))
+            offset += step
+        return AggregateOutput(tuple(keys), tuple(rows))
 
     def encode_rows(self, indices: Sequence[int]) -> list[str]:
         """Rows ``indices`` of the sources (every column the query reads), hexadecimal."""

@@ -4,8 +4,10 @@ Every message payload of a round has one size (sealed payloads of one length), s
 tuple is encoded at a fixed width per column, from the public schema:
 
 * one byte NULL flag, then the value: int64 and float64 in 8 bytes (big-endian, the float's
-  exact bits), booleans in 1 byte, dates and times as their int64 count of units, strings as a
-  2-byte length and their UTF-8 bytes padded to the column's width;
+  exact bits), booleans in 1 byte, dates, timestamps and times as their int64 count of units,
+  strings as a 2-byte length and their UTF-8 bytes padded to the column's width; UBIGINT,
+  HUGEINT and UHUGEINT in 17 bytes (two's complement), DECIMAL(p,s) as its integer of units of
+  10^-s in 8 bytes (p <= 18) or 17;
 * K-means points as float32 coordinates (:class:`VectorCodec`).
 
 A decoded tuple is exactly the value the simulator reads from the table (a property test checks
@@ -30,12 +32,24 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.data.table import Column, Table
+from dpcomm.data.table import (
+    Column,
+    Table,
+    check_carried,
+    decimal_of,
+    decimal_scale,
+    exact_integers,
+    value_kind,
+)
 from dpcomm.errors import DpcommError, InvalidParameterError
 
 _INT = struct.Struct(">q")
 _FLOAT = struct.Struct(">d")
 _LENGTH = struct.Struct(">H")
+#: Bytes of a wide integer (UHUGEINT's maximum needs 129 bits with the sign).
+_WIDE = 17
+#: Microseconds in a day, for TIME values.
+_MICROS_PER_SECOND = 1_000_000
 #: Integers in [-2^63, 2^63) travel as JSON numbers, the others tagged (see :func:`to_wire`).
 _JSON_INT_LIMIT = 1 << 63
 #: Longest string value a tuple may carry (bytes of UTF-8).
@@ -73,15 +87,24 @@ class ColumnSpec:
 
     @classmethod
     def of(cls, column: Column) -> ColumnSpec:
-        """The spec of ``column``; a string column is as wide as its longest value."""
-        kind = column.values.dtype.kind
-        if kind in "iuMm":
+        """The spec of ``column``; a string column is as wide as its longest value.
+
+        The width of a number depends on its SQL type only, not on the values.
+        """
+        check_carried(column)
+        kind = value_kind(column.sql_type)
+        if kind == "wideint":
+            width = 1 + _WIDE
+        elif kind == "decimal":
+            precision, _ = decimal_scale(column.sql_type)
+            width = 1 + (_INT.size if precision <= 18 else _WIDE)
+        elif kind in ("int", "date", "time", "timestamp"):
             width = 1 + _INT.size
-        elif kind == "f":
+        elif kind == "float":
             width = 1 + _FLOAT.size
-        elif kind == "b":
+        elif kind == "bool":
             width = 2
-        elif kind == "O":
+        else:
             present = column.values[~column.is_null].tolist()
             longest = max((len(str(v).encode("utf-8")) for v in present), default=0)
             if longest > MAX_STRING_BYTES:
@@ -91,12 +114,6 @@ class ColumnSpec:
                     f"a value of {longest} bytes",
                 )
             width = 1 + _LENGTH.size + longest
-        else:
-            raise InvalidParameterError(
-                f"column {column.name}",
-                "integer, floating-point, boolean, string, date or time values",
-                f"type {column.sql_type} (numpy {column.values.dtype})",
-            )
         return cls(column.name, column.sql_type, column.values.dtype.str, width)
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,7 +151,8 @@ class TableCodec:
         parts = []
         for spec in self.columns:
             column = table.column(spec.name)
-            if column.values.dtype.str != spec.dtype and column.values.dtype.kind != "O":
+            fixed = value_kind(spec.sql_type) not in ("wideint", "decimal", "text", "time")
+            if fixed and column.values.dtype.str != spec.dtype:
                 raise InvalidParameterError(
                     f"column {spec.name}", f"values of dtype {spec.dtype}", column.values.dtype.str
                 )
@@ -163,21 +181,35 @@ class TableCodec:
 
 
 def _encode_column(spec: ColumnSpec, column: Column) -> list[bytes]:
-    kind = np.dtype(spec.dtype).kind
+    kind = value_kind(spec.sql_type)
     values = column.values
     nulls = column.is_null.tolist()
-    if kind in "iuMm":
-        numbers = values.view(np.int64).tolist() if kind in "Mm" else values.tolist()
+    if kind in ("wideint", "decimal"):
+        scale = decimal_scale(spec.sql_type)[1] if kind == "decimal" else 0
+        size = spec.width - 1
+        return [
+            b"\x00" * spec.width
+            if n
+            else b"\x01" + _units(v, scale).to_bytes(size, "big", signed=True)
+            for v, n in zip(values.tolist(), nulls, strict=True)
+        ]
+    if kind == "time":
+        return [
+            b"\x00" * spec.width if n else b"\x01" + _INT.pack(_time_micros(v))
+            for v, n in zip(values.tolist(), nulls, strict=True)
+        ]
+    if kind in ("int", "date", "timestamp"):
+        numbers = values.view(np.int64).tolist() if values.dtype.kind in "Mm" else values.tolist()
         return [
             b"\x00" * spec.width if n else b"\x01" + _INT.pack(int(v))
             for v, n in zip(numbers, nulls, strict=True)
         ]
-    if kind == "f":
+    if kind == "float":
         return [
             b"\x00" * spec.width if n else b"\x01" + _FLOAT.pack(float(v))
             for v, n in zip(values.tolist(), nulls, strict=True)
         ]
-    if kind == "b":
+    if kind == "bool":
         return [
             b"\x00\x00" if n else b"\x01" + (b"\x01" if v else b"\x00")
             for v, n in zip(values.tolist(), nulls, strict=True)
@@ -197,21 +229,57 @@ def _encode_column(spec: ColumnSpec, column: Column) -> list[bytes]:
     return encoded
 
 
+def _units(value: Any, scale: int) -> int:
+    """An integer, or a DECIMAL value as its integer count of 10^-``scale``."""
+    if not isinstance(value, decimal.Decimal):
+        return int(value)
+    sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int) or exponent < -scale:
+        raise InvalidParameterError(
+            "DECIMAL value", f"a number with at most {scale} decimals", value
+        )
+    units: int = int("".join(map(str, digits)) or "0") * 10 ** (exponent + scale)
+    return -units if sign else units
+
+
+def _time_micros(value: datetime.time) -> int:
+    return (
+        (value.hour * 60 + value.minute) * 60 + value.second
+    ) * _MICROS_PER_SECOND + value.microsecond
+
+
 def _decode_column(spec: ColumnSpec, fields: list[bytes]) -> Column:
     dtype = np.dtype(spec.dtype)
-    kind = dtype.kind
+    kind = value_kind(spec.sql_type)
     count = len(fields)
     is_null = np.array([f[0] == 0 for f in fields], dtype=bool)
     if any(f[0] not in (0, 1) for f in fields):
         raise CodecError(f"column {spec.name}: a NULL flag that is neither 0 nor 1")
     values: npt.NDArray[Any]
-    if kind in "iuMm":
+    if kind in ("wideint", "decimal"):
+        numbers = [
+            0 if n else int.from_bytes(f[1 : spec.width], "big", signed=True)
+            for f, n in zip(fields, is_null.tolist(), strict=True)
+        ]
+        if kind == "wideint":
+            values = exact_integers(numbers)
+        else:
+            scale = decimal_scale(spec.sql_type)[1]
+            values = np.empty(count, dtype=object)
+            values[:] = [decimal_of(n, scale) for n in numbers]
+    elif kind == "time":
+        values = np.empty(count, dtype=object)
+        values[:] = [
+            datetime.time() if n else _time_of(_INT.unpack_from(f, 1)[0], spec.name)
+            for f, n in zip(fields, is_null.tolist(), strict=True)
+        ]
+    elif kind in ("int", "date", "timestamp"):
         raw = np.array(
             [0 if n else _INT.unpack_from(f, 1)[0] for f, n in zip(fields, is_null, strict=True)],
             dtype=np.int64,
         )
-        values = raw.view(dtype) if kind in "Mm" else raw.astype(dtype)
-    elif kind == "f":
+        values = raw.view(dtype) if dtype.kind in "Mm" else raw.astype(dtype)
+    elif kind == "float":
         values = np.array(
             [
                 0.0 if n else _FLOAT.unpack_from(f, 1)[0]
@@ -219,9 +287,9 @@ def _decode_column(spec: ColumnSpec, fields: list[bytes]) -> Column:
             ],
             dtype=dtype,
         )
-    elif kind == "b":
+    elif kind == "bool":
         values = np.array([bool(f[1]) for f in fields], dtype=bool)
-    else:
+    elif kind == "text":
         decoded: list[str] = []
         for field, null in zip(fields, is_null.tolist(), strict=True):
             if null:
@@ -236,7 +304,18 @@ def _decode_column(spec: ColumnSpec, fields: list[bytes]) -> Column:
                 raise CodecError(f"column {spec.name}: {error}") from error
         values = np.empty(count, dtype=object)
         values[:] = decoded
+    else:
+        raise CodecError(f"column {spec.name}: type {spec.sql_type} does not travel")
     return Column(spec.name, spec.sql_type, values, is_null)
+
+
+def _time_of(micros: int, name: str) -> datetime.time:
+    seconds, micro = divmod(micros, _MICROS_PER_SECOND)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    if not 0 <= hour < 24:
+        raise CodecError(f"column {name}: a TIME value of {micros} microseconds")
+    return datetime.time(hour, minute, second, micro)
 
 
 @dataclass(frozen=True)
@@ -288,6 +367,8 @@ def to_wire(value: Any) -> Any:
         return {"dt": value.isoformat()}
     if isinstance(value, datetime.date):
         return {"d": value.isoformat()}
+    if isinstance(value, datetime.time):
+        return {"t": value.isoformat()}
     if isinstance(value, datetime.timedelta):
         return {"td": [value.days, value.seconds, value.microseconds]}
     if isinstance(value, decimal.Decimal):
@@ -321,6 +402,8 @@ def from_wire(data: Any) -> Any:
             return datetime.datetime.fromisoformat(body)
         if tag == "d":
             return datetime.date.fromisoformat(body)
+        if tag == "t":
+            return datetime.time.fromisoformat(body)
         if tag == "td":
             days, seconds, micros = body
             return datetime.timedelta(days=days, seconds=seconds, microseconds=micros)

@@ -15,11 +15,13 @@ no rows. :func:`reference_result` computes the same thing with DuckDB for testin
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,8 @@ BoolArray = npt.NDArray[np.bool_]
 _DENSE_LIMIT = 1 << 22
 #: Combined codes are kept below this bound (int64 without overflow).
 _CODE_LIMIT = 1 << 62
+#: Digits of the context DECIMAL sums run in (38-digit values, any realistic number of rows).
+_DECIMAL_DIGITS = 200
 
 
 @dataclass(frozen=True, eq=False)
@@ -218,6 +222,10 @@ def _encode_key(key: Sequence[object]) -> bytes:
             tag, payload = b"f", float.hex(value).encode()
         elif isinstance(value, str):
             tag, payload = b"s", value.encode("utf-8")
+        elif isinstance(value, Decimal) and value.is_finite():
+            # By value (12.3 and 12.30 are one group), exactly (no context rounding).
+            numerator, denominator = value.as_integer_ratio()
+            tag, payload = b"d", f"{numerator}/{denominator}".encode()
         else:
             tag, payload = b"o", repr(value).encode("utf-8")
         parts.append(tag + len(payload).to_bytes(4, "big") + payload)
@@ -281,7 +289,7 @@ class _Evaluator:
         output_values: list[list[object]] = []
         cache: dict[tuple[str | None, str | None], list[object]] = {}
         gathered: dict[str, _Gathered] = {}
-        for output in bound.outputs:
+        for output, output_type in zip(bound.outputs, bound.output_types, strict=True):
             key = (output.column, output.function)
             if key not in cache:
                 if output.kind == "group":
@@ -291,7 +299,11 @@ class _Evaluator:
                         cache[key] = [None] * groups.num_groups
                 else:
                     cache[key] = self._aggregate(
-                        output.function or "", output.column, groups, gathered
+                        output.function or "",
+                        output.column,
+                        groups,
+                        gathered,
+                        double=output_type == "DOUBLE",
                     )
             output_values.append(cache[key])
         names = bound.output_names
@@ -308,7 +320,13 @@ class _Evaluator:
         column: str | None,
         groups: _Groups,
         gathered: dict[str, _Gathered],
+        *,
+        double: bool = False,
     ) -> list[object]:
+        """One aggregate per group; ``double`` when DuckDB's result is a DOUBLE.
+
+        DuckDB sums UHUGEINT values as DOUBLEs: so does a SUM whose DuckDB type is DOUBLE.
+        """
         if function == "count_star":
             return list(groups.sizes.tolist())
         if groups.num_groups == 0:
@@ -323,15 +341,18 @@ class _Evaluator:
         result: list[object] = [None] * groups.num_groups
         if len(values) == 0:
             return result
+        if function == "sum" and double and values.dtype.kind != "f":
+            values = _sorted_within(values.astype(np.float64), counts, starts)
         has = counts > 0
         starts = starts[has]
         integer = values.dtype.kind in "iu"
+        exact = integer or values.dtype.kind == "O"  # Python ints beyond int64, or Decimals
         if function in ("sum", "avg"):
             reduced = _sums(values, starts, integer=integer)
             if function == "avg":
-                reduced = [s / c for s, c in zip(reduced, counts[has].tolist(), strict=True)]
+                reduced = [_mean(s, c) for s, c in zip(reduced, counts[has].tolist(), strict=True)]
         elif function == "min":
-            reduce = np.minimum if integer else np.fmin
+            reduce = np.minimum if exact else np.fmin
             reduced = reduce.reduceat(values, starts).tolist()
         elif function == "max":
             reduced = np.maximum.reduceat(values, starts).tolist()
@@ -387,13 +408,31 @@ def _sorted_within(values: npt.NDArray[Any], counts: IntArray, starts: IntArray)
 
 
 def _sums(values: npt.NDArray[Any], starts: IntArray, *, integer: bool) -> list[Any]:
-    """Per-segment sums; exact (Python ints when int64 could overflow) for integers."""
+    """Per-segment sums; exact (Python ints when int64 could overflow) for integers.
+
+    Object arrays (integers beyond int64, DECIMAL values) are summed exactly: Decimal sums
+    in a context wide enough for any sum, which raises rather than round.
+    """
+    if values.dtype.kind == "O":
+        with decimal.localcontext() as context:
+            context.prec = _DECIMAL_DIGITS
+            context.Emax = decimal.MAX_EMAX
+            context.Emin = decimal.MIN_EMIN
+            context.traps[decimal.Inexact] = True
+            return list(np.add.reduceat(values, starts).tolist())
     if not integer:
         return list(np.add.reduceat(values.astype(np.float64), starts).tolist())
     largest = max(abs(int(values.min())), abs(int(values.max())))
     if largest * len(values) < (1 << 63) - 1:
         return list(np.add.reduceat(values.astype(np.int64), starts).tolist())
     return list(np.add.reduceat(np.array(values.tolist(), dtype=object), starts).tolist())
+
+
+def _mean(total: Any, count: int) -> float:
+    """``total / count`` as the float nearest the exact quotient (AVG is DOUBLE in DuckDB)."""
+    if isinstance(total, Decimal):
+        return float(Fraction(total) / count)
+    return float(total / count)
 
 
 def _key_values(column: Column, groups: _Groups) -> list[object]:

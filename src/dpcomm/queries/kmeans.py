@@ -365,12 +365,18 @@ class KMeansProgram:
         """Bytes of an encoded point."""
         return VectorCodec(self.dimension).size
 
-    def encode_output(self, output: FloatArray) -> bytes:
-        """A centroid as float32 coordinates."""
+    def encode_output(self, flow: str, output: FloatArray) -> bytes:
+        """A centroid as float32 coordinates (one public size, whatever the data)."""
+        del flow
         return VectorCodec(self.dimension).encode(np.asarray(output).reshape(1, -1))[0]
 
-    def decode_output(self, data: bytes) -> FloatArray:
+    def check_output(self, flow: str, output: FloatArray) -> None:
+        """Nothing to check: a centroid always has the public size."""
+        del flow, output
+
+    def decode_output(self, flow: str, data: bytes) -> FloatArray:
         """Inverse of :meth:`encode_output`; CodecError if malformed."""
+        del flow
         if len(data) != self.dimension * COORDINATE_BYTES:
             raise CodecError(f"a centroid of {len(data)} bytes")
         centroid: FloatArray = VectorCodec(self.dimension).decode([data])[0].astype(np.float64)

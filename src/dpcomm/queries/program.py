@@ -78,11 +78,15 @@ class QueryProgram(ProgramHooks, Protocol):
         """Inverse of :meth:`encode_rows`."""
         ...
 
-    def encode_output(self, output: Any) -> bytes:
-        """A target's output as bytes."""
+    def encode_output(self, flow: str, output: Any) -> bytes:
+        """A target's output of ``flow`` as bytes of a length that depends on ``flow`` only."""
         ...
 
-    def decode_output(self, data: bytes) -> Any:
+    def check_output(self, flow: str, output: Any) -> None:
+        """Raise (a DpcommError) if ``output`` cannot travel at the public size of ``flow``."""
+        ...
+
+    def decode_output(self, flow: str, data: bytes) -> Any:
         """Inverse of :meth:`encode_output` (CodecError if malformed)."""
         ...
 

@@ -24,7 +24,7 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from dpcomm.data.table import Table
+from dpcomm.data.table import Table, check_carried
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.queries.query import (
     AggregateFunction,
@@ -89,6 +89,37 @@ def parse_aggregate(sql: str) -> AggregateQuery:
     """
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidParameterError("sql", "a non-empty SQL string", sql)
+    _check_nesting(sql)
+    try:
+        return _parse_aggregate(sql)
+    except RecursionError:
+        raise SqlSyntaxError(f"expressions nested too deeply (at most {MAX_SQL_NESTING})") from None
+
+
+#: Deepest nesting of parentheses accepted (sqlglot's recursive parser would overflow the stack).
+MAX_SQL_NESTING = 100
+
+
+def _check_nesting(sql: str) -> None:
+    """Refuse parentheses nested deeper than :data:`MAX_SQL_NESTING` (outside quoted text)."""
+    depth = deepest = 0
+    quote: str | None = None
+    for character in sql:
+        if quote is not None:
+            if character == quote:
+                quote = None
+        elif character in "'\"":
+            quote = character
+        elif character == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif character == ")":
+            depth -= 1
+    if deepest > MAX_SQL_NESTING:
+        raise SqlSyntaxError(f"parentheses nested {deepest} deep (at most {MAX_SQL_NESTING})")
+
+
+def _parse_aggregate(sql: str) -> AggregateQuery:
     statements = _parse(sql)
     if len(statements) != 1:
         raise UnsupportedQueryError("several statements", f"{len(statements)} statements")
@@ -383,7 +414,8 @@ def bind(query: AggregateQuery, table: Table) -> BoundAggregate:
     SQL is run on it, so names (``avg(I)``, ``count_star()``, aliases) are DuckDB's own.
 
     Raises:
-        InvalidParameterError: a column is missing (the message lists the table's columns), an
+        InvalidParameterError: a column is missing (the message lists the table's columns), a
+            column the query reads has a type no query can carry (BLOB, LIST, ...), an
             argument of SUM/AVG/MIN/MAX is not numeric, output names repeat, or DuckDB rejects
             the SQL.
     """
@@ -400,6 +432,7 @@ def bind(query: AggregateQuery, table: Table) -> BoundAggregate:
                     f"a column of table {query.table_name}: {', '.join(table.column_names)}",
                     name,
                 ) from None
+            check_carried(table.column(name))
         return resolved[key]
 
     grouping_sets = tuple(

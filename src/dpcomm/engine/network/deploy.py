@@ -26,8 +26,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
-from dpcomm.engine.network.launcher import Workers, launch, run_in_memory
+from dpcomm.engine.network.launcher import (
+    Workers,
+    check_new_authority,
+    launch,
+    run_in_memory,
+    terminated_as_error,
+)
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
 from dpcomm.engine.network.pki import CertificateAuthority, issue_many
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeFaults, RoundSpec
@@ -287,8 +294,12 @@ def assemble_run(
     seconds: float,
     timings: Mapping[str, float],
     target_epsilon: float | None = None,
+    max_left_out: float = 0.0,
 ) -> Run:
-    """The :class:`Run` of a round from what its nodes reported."""
+    """The :class:`Run` of a round from what its nodes reported.
+
+    ``details["failures"]`` says why the round failed, if it did (:func:`round_failures`).
+    """
     nodes: dict[str, Any] = {}
     for outcome in outcomes.values():
         nodes.update(outcome["nodes"])
@@ -322,7 +333,9 @@ def assemble_run(
             continue
         for flow, item in outcome["flows"].items():
             real[flow][outcome["index"]] = bool(item["real"])
-            if item["status"] not in ("accepted", "committed"):
+            behind = item.get("scrambler")
+            lost_batch = behind is not None and behind not in committed.get(flow, set())
+            if item["status"] not in ("accepted", "committed") or lost_batch:
                 left_out[flow].append(int(outcome["index"]))
         del name
     delivered: dict[str, np.ndarray[Any, np.dtype[np.bool_]]] = {}
@@ -339,7 +352,7 @@ def assemble_run(
         delivered[flow] = counted & real[flow]
     outputs = {}
     for flow, target, data in nodes.get(str(RESULT), {}).get("outputs", []):
-        outputs[(str(flow), int(target))] = program.decode_output(bytes.fromhex(data))
+        outputs[(str(flow), int(target))] = program.decode_output(str(flow), bytes.fromhex(data))
     state = program.merge(program.initial_state(), program.num_stages - 1, outputs)
     sources_reports = {n: o for n, o in nodes.items() if o.get("role") == "source"}
     actual = actual_batch_sizes(
@@ -359,12 +372,21 @@ def assemble_run(
     lost = sorted(
         name for flow in transformed.batches for name in coordinator.get("lost", {}).get(flow, [])
     )
+    reported = {int(o["index"]) for o in sources_reports.values()}
+    silent = [i for i in range(sources) if i not in reported]  # a source that never reported
+    for flow in spec.data_flows:
+        left_out[flow] = sorted(set(left_out[flow]) | set(silent))
+    missing = [[str(f), int(t)] for f, t in nodes.get(str(RESULT), {}).get("missing", [])]
+    if str(RESULT) not in nodes:
+        missing = [["*", -1]]
     details = {
         "wire": wire,
         "lost_scramblers": lost,
         "left_out_sources": {flow: rows for flow, rows in left_out.items() if rows},
+        "missing_outputs": missing,
         "errors": dict(errors),
     }
+    details["failures"] = round_failures(details, sources, delivered, max_left_out=max_left_out)
     return Run(
         engine="network",
         program=program,
@@ -381,16 +403,73 @@ def assemble_run(
     )
 
 
+def round_failures(
+    details: Mapping[str, Any],
+    num_sources: int,
+    delivered: Mapping[str, npt.NDArray[np.bool_]],
+    *,
+    max_left_out: float,
+) -> list[str]:
+    """Why a round failed, one phrase per reason (empty: it did not).
+
+    A round fails when it aggregated no tuple at all, when more than ``max_left_out`` (a
+    fraction of S) of the sources were left out (they missed a deadline, could not connect,
+    or their scrambler died), when the result node lacks an output, or when a node failed.
+    """
+    failures = []
+    left = set().union(*(set(rows) for rows in details["left_out_sources"].values()))
+    if len(left) > max_left_out * num_sources:
+        failures.append(
+            f"{len(left):,} of {num_sources:,} sources were left out, more than "
+            f"--max-left-out {max_left_out:g} allows (raise --timeout or --collect-seconds)"
+        )
+    if delivered and not any(bool(np.any(mask)) for mask in delivered.values()):
+        failures.append("the round aggregated no tuple")
+    missing = details["missing_outputs"]
+    if missing:
+        what = "no result node" if missing[0][1] < 0 else f"{len(missing):,} outputs missing"
+        failures.append(f"the result is incomplete ({what})")
+    errors = details["errors"]
+    if errors:
+        name, message = next(iter(sorted(errors.items())))
+        failures.append(f"{len(errors):,} nodes failed (first: {name}: {message})")
+    return failures
+
+
+#: Longest round accepted (``timeout``), in seconds: one day.
+MAX_ROUND_SECONDS = 86_400.0
+
+
+def round_deadlines(num_sources: int, *, stages: int = 1) -> tuple[float, float]:
+    """Default (collect_seconds, timeout) of a round of ``num_sources`` sources.
+
+    A scrambler's window opens when it has its plan; the last sources get theirs once every
+    node has registered (a TLS handshake each with the coordinator, then one with their
+    scrambler: about 2 ms per source on this 2-core machine, docs/benchmarks.md). The window
+    grows with S so that no source misses it by default; a scrambler closes it as soon as its
+    n sources have arrived, so a long window costs nothing when they do. The hard deadline
+    covers registration, every stage's window and commit, and the result.
+    """
+    collect = 20.0 + num_sources / 200.0
+    timeout = 60.0 + num_sources / 100.0 + stages * (2 * collect + 10.0)
+    return collect, timeout
+
+
 class NetworkEngine:
     """Runs a program's round over a network of nodes (see the module's docstring).
 
     Args:
         transport: ``"tls"`` (separate processes, mutual TLS 1.3 on loopback) or ``"memory"``
             (one event loop, no sockets).
-        timeout: hard deadline of the round in seconds.
-        collect_seconds: how long a scrambler waits for its sources (per stage).
-        workdir: where certificates go (default: a temporary directory, removed).
+        timeout: hard deadline of the round in seconds (None: :func:`round_deadlines`).
+        collect_seconds: how long a scrambler waits for its sources, per stage (None:
+            :func:`round_deadlines`).
+        workdir: where certificates go (default: a temporary directory, removed); a folder
+            that already holds a certificate authority is refused unless ``force``.
         faults: injected faults.
+        force: replace the certificate authority and keys already in ``workdir``.
+        max_left_out: the fraction of sources that may be left out before the round counts
+            as failed (``run.details["failures"]``).
     """
 
     name = "network"
@@ -399,24 +478,54 @@ class NetworkEngine:
         self,
         *,
         transport: Literal["tls", "memory"] = "tls",
-        timeout: float = 120.0,
-        collect_seconds: float = 10.0,
+        timeout: float | None = None,
+        collect_seconds: float | None = None,
         workdir: str | Path | None = None,
         faults: Faults | None = None,
+        force: bool = False,
+        max_left_out: float = 0.0,
     ) -> None:
         if transport not in ("tls", "memory"):
             raise InvalidParameterError("transport", "tls or memory", transport)
-        if not (isinstance(timeout, int | float) and timeout > 0):
-            raise InvalidParameterError("timeout", "a number of seconds > 0", timeout)
-        if not (isinstance(collect_seconds, int | float) and 0 < collect_seconds < timeout):
+        if timeout is not None and not (
+            isinstance(timeout, int | float) and 0 < timeout <= MAX_ROUND_SECONDS
+        ):
             raise InvalidParameterError(
-                "collect_seconds", f"a number of seconds in (0, {timeout})", collect_seconds
+                "timeout", f"a number of seconds in (0, {MAX_ROUND_SECONDS:,}]", timeout
+            )
+        if collect_seconds is not None and not (
+            isinstance(collect_seconds, int | float)
+            and 0 < collect_seconds < (timeout or MAX_ROUND_SECONDS)
+        ):
+            raise InvalidParameterError(
+                "collect_seconds",
+                f"a number of seconds in (0, {timeout or MAX_ROUND_SECONDS})",
+                collect_seconds,
             )
         self.transport = transport
-        self.timeout = float(timeout)
-        self.collect_seconds = float(collect_seconds)
+        self.timeout = None if timeout is None else float(timeout)
+        self.collect_seconds = None if collect_seconds is None else float(collect_seconds)
         self.workdir = workdir
         self.faults = faults or Faults()
+        self.force = force
+        if not (isinstance(max_left_out, int | float) and 0 <= max_left_out <= 1):
+            raise InvalidParameterError("max_left_out", "a fraction in [0, 1]", max_left_out)
+        self.max_left_out = float(max_left_out)
+
+    def deadlines(self, program: QueryProgram) -> tuple[float, float]:
+        """The round's (collect_seconds, timeout): those given, or :func:`round_deadlines`."""
+        collect, timeout = round_deadlines(program.num_sources, stages=program.num_stages)
+        if self.collect_seconds is not None:
+            collect = self.collect_seconds
+        if self.timeout is not None:
+            timeout = self.timeout
+        elif self.collect_seconds is not None:
+            timeout = max(timeout, 2 * self.collect_seconds + 10.0)
+        if not collect < timeout:
+            raise InvalidParameterError(
+                "collect_seconds", f"fewer seconds than the timeout ({timeout:g})", collect
+            )
+        return collect, timeout
 
     def execute(
         self,
@@ -431,15 +540,19 @@ class NetworkEngine:
         """Run one round of ``program`` (its rows are the sources') and return the run."""
         started = time.perf_counter()
         check_seed(seed)  # before any worker process starts
+        self.deadlines(program)
+        if self.transport == "tls" and self.workdir is not None and not self.force:
+            check_new_authority(Path(self.workdir) / "pki")
         workers = None
         if self.transport == "tls":
             # The worker interpreters start now and import while the round is prepared.
             crashing = 0 if self.faults.kill_scrambler is None else 1
             workers = Workers(Workers.count_for(program.num_sources, crashing))
         try:
-            return self._execute(
-                program, countermeasures, delta, seed, target_epsilon, started, workers
-            )
+            with terminated_as_error():
+                return self._execute(
+                    program, countermeasures, delta, seed, target_epsilon, started, workers
+                )
         finally:
             if workers is not None:
                 workers.close()
@@ -455,13 +568,14 @@ class NetworkEngine:
         workers: Workers | None,
     ) -> Run:
         prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
+        collect_seconds, timeout = self.deadlines(program)
         spec = RoundSpec.create(
             program.public(),
             countermeasures,
             round_id=secrets.randbelow(1 << 62) + 1,
             seed=seed,
-            collect_seconds=self.collect_seconds,
-            round_seconds=self.timeout,
+            collect_seconds=collect_seconds,
+            round_seconds=timeout,
         )
         configs = node_configs(program, spec, faults=self.faults)
         if self.transport == "memory":
@@ -470,7 +584,12 @@ class NetworkEngine:
             timings = {"wall_seconds": time.perf_counter() - started}
         else:
             outcomes, errors, timings = launch(
-                spec, configs, workdir=self.workdir, timeout=self.timeout, workers=workers
+                spec,
+                configs,
+                workdir=self.workdir,
+                timeout=timeout,
+                workers=workers,
+                force=self.force,
             )
         if not outcomes:
             raise DeploymentError(f"no node reported: {errors}")
@@ -486,6 +605,7 @@ class NetworkEngine:
             seconds=time.perf_counter() - started,
             timings=timings,
             target_epsilon=target_epsilon,
+            max_left_out=self.max_left_out,
         )
 
 
@@ -496,24 +616,36 @@ def write_deployment(
     *,
     coordinator_host: str = "127.0.0.1",
     coordinator_port: int = 7400,
-    collect_seconds: float = 30.0,
-    timeout: float = 300.0,
+    collect_seconds: float | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Path]:
     """Write a CA, one certificate and one config per node into ``directory`` (several hosts).
 
     Every node is then started on its host with ``dpcomm node run``; edit ``listen_host``,
     ``listen_port`` and ``advertise_host`` in a node's config to place it. Returns the config
     path of every node. No seed is written: every node draws fresh operating-system entropy.
-    The CA key (``pki/ca.key``) must stay with the operator.
+    The CA key (``pki/ca.key``) must stay with the operator. Deadlines not given scale with
+    the round (:func:`round_deadlines`, with twice the window: hosts start by hand).
     """
     folder = Path(directory)
+    default_collect, default_timeout = round_deadlines(
+        program.num_sources, stages=program.num_stages
+    )
+    collect = 2 * default_collect if collect_seconds is None else float(collect_seconds)
+    round_seconds = (
+        float(timeout) if timeout is not None else max(default_timeout * 2, 2 * collect + 10)
+    )
+    if not 0 < collect < round_seconds:
+        raise InvalidParameterError(
+            "collect_seconds", f"a number of seconds in (0, {round_seconds:g})", collect
+        )
     spec = RoundSpec.create(
         program.public(),
         countermeasure,
         round_id=secrets.randbelow(1 << 62) + 1,
         seed=None,
-        collect_seconds=float(collect_seconds),
-        round_seconds=float(timeout),
+        collect_seconds=collect,
+        round_seconds=round_seconds,
     )
     configs = node_configs(
         program, spec, coordinator_host=coordinator_host, coordinator_port=coordinator_port

@@ -19,12 +19,13 @@ import math
 import os
 import queue as queue_module
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from dpcomm.engine.network.pki import CertificateAuthority, NodeCredentials, Pki
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, RoundSpec
 from dpcomm.engine.network.tls import TlsTransport
 from dpcomm.engine.network.transport import Address, MemoryTransport
+from dpcomm.errors import InvalidParameterError
 
 #: Sources per OS process (above this, the sources are split over more processes).
 SOURCES_PER_PROCESS = 600
@@ -43,7 +45,63 @@ SOURCES_NICENESS = 10
 cores than processes, the coordinator's registrations (a TLS handshake per node) are the
 serial bottleneck of a round's start-up, and each source has little to do (docs/benchmarks.md:
 for 1,000 sources on 2 cores, a median start-up of 4.7 s against 5.0 s)."""
+MAX_SOURCE_PROCESSES = 4
+"""At most this many processes of sources (each interpreter holds some 60 MB before its first
+node: past a few processes on a small machine, more only cost memory)."""
 _START_TIMEOUT = 60.0
+
+
+def source_processes(num_sources: int) -> int:
+    """Processes the sources take: one per :data:`SOURCES_PER_PROCESS` (at most 4)."""
+    return max(1, min(MAX_SOURCE_PROCESSES, math.ceil(num_sources / SOURCES_PER_PROCESS)))
+
+
+class RoundInterruptedError(DeploymentError):
+    """The process running a round was asked to stop (SIGTERM)."""
+
+
+@contextlib.contextmanager
+def terminated_as_error() -> Iterator[None]:
+    """While the block runs, SIGTERM raises :class:`RoundInterruptedError` in the main thread.
+
+    Python's default SIGTERM ends the process at once, without ``finally`` blocks: the worker
+    processes would run on until their deadline and the temporary folder, with every node's
+    private key and the CA key, would stay. Raised as an exception, SIGTERM unwinds like
+    Ctrl-C (SIGINT, KeyboardInterrupt): workers stopped, keys removed. Outside the main thread
+    (where handlers cannot be set) nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        del frame
+        raise RoundInterruptedError(f"interrupted by signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def check_new_authority(directory: Path) -> None:
+    """InvalidParameterError if ``directory`` already holds a certificate authority or keys."""
+    if directory.exists() and any(directory.iterdir()):
+        raise InvalidParameterError(
+            "--workdir",
+            "a folder without certificates (or --force to replace them)",
+            f"{directory.parent} (it holds a certificate authority and keys)",
+        )
+
+
+def listen_backlog(num_nodes: int) -> int:
+    """Pending connections a listener queues: every node may connect at once at the start.
+
+    Too short a queue makes the kernel answer with SYN cookies or drop connections under a
+    burst of registrations; the kernel caps it at ``net.core.somaxconn`` anyway.
+    """
+    return max(1024, 2 * num_nodes)
 
 
 async def _in_memory(configs: list[NodeConfig]) -> dict[str, Any]:
@@ -70,7 +128,8 @@ async def _tls_group(
     coordinator_port: Callable[[], int] | None,
 ) -> dict[str, Any]:
     advertise = {c.name: c.advertise_host or c.listen_host for c in configs}
-    transport = TlsTransport(credentials, advertise=advertise)
+    backlog = listen_backlog(len(configs[0].round.node_names())) if configs else 1024
+    transport = TlsTransport(credentials, advertise=advertise, backlog=backlog)
     loop = asyncio.get_running_loop()
     # The nodes' TLS contexts load in a thread while the first nodes already connect: loading
     # a key costs about a millisecond with OpenSSL 3, and the coordinator should not wait.
@@ -139,7 +198,7 @@ def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[s
     for position, name in enumerate(crashing):
         groups[f"crashing-{position}"] = [name]
     sources = [str(n) for n in names if n.role == "source" and str(n) not in crashing]
-    parts = max(1, math.ceil(len(sources) / SOURCES_PER_PROCESS))
+    parts = source_processes(len(sources))
     for part in range(parts):
         groups[f"sources-{part}"] = sources[part::parts]
     return {g: members for g, members in groups.items() if members}
@@ -214,7 +273,7 @@ class Workers:
     @staticmethod
     def count_for(num_sources: int, crashing: int = 0) -> int:
         """The workers a round of ``num_sources`` sources needs (see :func:`process_groups`)."""
-        return 1 + crashing + max(1, math.ceil(num_sources / SOURCES_PER_PROCESS))
+        return 1 + crashing + source_processes(num_sources)
 
     def close(self) -> None:
         """Stop every worker still running and close their pipes."""
@@ -236,17 +295,21 @@ def launch(
     workdir: str | Path | None,
     timeout: float,
     workers: Workers | None = None,
+    force: bool = False,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, float]]:
     """Certify every node and run the nodes of ``configs`` in worker processes on loopback.
 
     Each process group is a fresh interpreter running :mod:`dpcomm.engine.network.worker`
     (``workers``, if given, were started earlier; more are started if they are too few).
     Returns each group's outcome, the errors of the groups (a crashing node's process is
-    expected to die and is not an error) and the timings.
+    expected to die and is not an error) and the timings. A ``workdir`` that already holds
+    certificates is refused unless ``force``.
     """
     started = time.perf_counter()
     started_at = workers.started_at if workers is not None else time.time()
     temporary = workdir is None
+    if workdir is not None and not force:
+        check_new_authority(Path(workdir) / "pki")
     directory = Path(workdir) if workdir is not None else _temporary_directory()
     groups = process_groups(spec, configs)
     pool = workers if workers is not None else Workers(len(groups))
@@ -266,7 +329,7 @@ def launch(
         # worker starts as soon as its own group is ready.
         for group in sorted(groups, key=lambda g: g.startswith("sources")):
             members = groups[group]
-            credentials = issue_many(authority, members, pki)
+            credentials = issue_many(authority, members, pki, overwrite=force)
             path = directory / f"group-{group}.json"
             _group_file(path, spec, [configs[n] for n in members], credentials)
             stdin = processes[group].stdin
@@ -335,9 +398,11 @@ def _coordinator_outcome(outcomes: Mapping[str, Mapping[str, Any]]) -> Mapping[s
 
 __all__ = [
     "NodeName",
+    "RoundInterruptedError",
     "Workers",
     "launch",
     "process_groups",
     "run_in_memory",
     "run_tls_group",
+    "terminated_as_error",
 ]

@@ -203,7 +203,12 @@ class NodeContext:
         """Start this node's listener; remember and report its address."""
 
         async def on_link(link: Link) -> None:
-            await handler(self.channel(link))
+            # A peer that hangs up or stalls ends its own link, nothing more: counted, not
+            # logged (thousands of late sources must not print thousands of tracebacks).
+            try:
+                await handler(self.channel(link))
+            except (ChannelClosedError, TimeoutError, DeploymentError, CodecError):
+                self.stats.drops[self.name].add("link_ended")
 
         listener = await self.transport.listen(
             self.name,
@@ -391,6 +396,8 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
     registry: dict[str, dict[str, Any]] = {}
     channels: dict[str, Channel] = {}
     registered = asyncio.Event()
+    infrastructure = {name for name, node in expected.items() if node.role != "source"}
+    infrastructure_ready = asyncio.Event()
     result_done = asyncio.Event()
     changed = asyncio.Event()
     commits: dict[str, BatchCommit] = {}
@@ -474,7 +481,14 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
             channels[peer] = channel
             if len(registry) == len(expected):
                 registered.set()
-            await asyncio.wait_for(registered.wait(), context.remaining())
+            if not infrastructure_ready.is_set() and infrastructure <= registry.keys():
+                infrastructure_ready.set()
+            # A source's plan names only infrastructure nodes: it goes out as soon as they
+            # have registered, so that sources connect to their scramblers (and wait there)
+            # while the others still register. The rest wait for every node.
+            source = expected[peer].role == "source"
+            ready = infrastructure_ready if source else registered
+            await asyncio.wait_for(ready.wait(), context.remaining())
             plan = plan_for(expected[peer])
             await channel.send_blob(Op.PLAN, _json(plan), timeout=context.remaining())
             while True:
@@ -570,7 +584,7 @@ async def run_source(context: NodeContext) -> dict[str, Any]:
 
     def accept(data: bytes) -> None:
         flow, target, encoded = _parse_output(spec, data)
-        inbox[(flow, target)] = program.decode_output(encoded)
+        inbox[(flow, target)] = program.decode_output(flow, encoded)
         arrived.set()
 
     async def handler(channel: Channel) -> None:
@@ -588,6 +602,11 @@ async def run_source(context: NodeContext) -> dict[str, Any]:
     state = program.initial_state()
     try:
         coordinator, plan = await context.register({"address": context.address})
+        if all("scrambler" in item for item in plan["flows"].values()):
+            # Its scramblers commit for it: the coordinator has nothing more to tell it, and
+            # an idle TLS channel per source would only hold memory on both ends.
+            await coordinator.close()
+            coordinator = None
         for stage in range(program.num_stages):
             flows = program.stage_flows(stage)
             scramblers: dict[str, Channel] = {}
@@ -674,10 +693,13 @@ async def _send_flow(
     rows: Any,
     state: Any,
     scrambler: Channel | None,
-    coordinator: Channel,
+    coordinator: Channel | None,
     lock: asyncio.Lock,
 ) -> dict[str, Any]:
-    """The source step of one flow, and its sending."""
+    """The source step of one flow, and its sending.
+
+    ``coordinator`` is None when all of the source's flows go through scramblers.
+    """
     spec = context.spec
     program = context.program
     targets = item["targets"]
@@ -723,6 +745,8 @@ async def _send_flow(
     )
     addresses = [[t[0], t[1]] for t in targets]
     prepared = await forward_batch(context, flow, [batch[i] for i in order.tolist()], addresses)
+    if coordinator is None:
+        raise DeploymentError(f"{context.name}: flow {flow} has no coordinator channel")
     committed = prepared and await request_commit(context, coordinator, flow, lock)
     result["status"] = "committed" if committed else "failed"
     return result
@@ -1043,7 +1067,7 @@ async def run_compute(context: NodeContext) -> dict[str, Any]:
                 )
                 output = produced[index]
                 state = program.merge(state, stage, {(flow, index): output})
-                data = program.encode_output(output)
+                data = program.encode_output(flow, output)
                 header = _output_header(spec, flow, index)
                 routes = plan["routes"].get(flow, {})
                 sends = [

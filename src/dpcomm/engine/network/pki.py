@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import shutil
+import secrets
 import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,6 +35,8 @@ _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._()#@+-]*")
 _RESERVED_NAMES = frozenset({"ca"})
 _CLOCK_SKEW = dt.timedelta(minutes=5)
 _ORGANIZATION = "dpcomm"
+MAX_VALID_DAYS = 36_500
+"""Longest validity accepted (100 years; X.509 dates end in 9999)."""
 
 
 class PkiError(DpcommError):
@@ -80,14 +82,45 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` readable by the owner only (0600), even if it existed."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _write_file(path: Path, data: bytes, *, mode: int, overwrite: bool) -> None:
+    """Write ``data`` to a new file ``path`` with ``mode``; never through a symbolic link.
+
+    Without ``overwrite`` an existing ``path`` (even a dangling link) is refused. With it the
+    data goes to a new file in the same folder that then replaces ``path`` atomically: a link
+    at ``path`` is replaced, not followed.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    target = path
+    if overwrite:
+        target = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
-        os.fchmod(descriptor, 0o600)
-        os.write(descriptor, data)
-    finally:
+        descriptor = os.open(target, flags, mode)
+    except FileExistsError:
+        raise PkiError(f"{path} already exists (not overwritten; --force replaces it)") from None
+    except OSError as error:
+        raise PkiError(f"cannot write {path}: {error.strerror}") from error
+    try:
+        os.fchmod(descriptor, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view) :]
+    except OSError as error:
         os.close(descriptor)
+        target.unlink(missing_ok=True)
+        raise PkiError(f"cannot write {path}: {error.strerror}") from error
+    os.close(descriptor)
+    if overwrite:
+        os.replace(target, path)
+
+
+def _write_private(path: Path, data: bytes, *, overwrite: bool = False) -> None:
+    """Write a private key readable by the owner only (0600); see :func:`_write_file`."""
+    _write_file(path, data, mode=0o600, overwrite=overwrite)
+
+
+def _write_public(path: Path, data: bytes, *, overwrite: bool = False) -> None:
+    """Write a certificate (0644); see :func:`_write_file`."""
+    _write_file(path, data, mode=0o644, overwrite=overwrite)
 
 
 def _key_pem(key: ed25519.Ed25519PrivateKey) -> bytes:
@@ -104,8 +137,14 @@ def _validity(
     not_before: dt.datetime | None,
     not_after: dt.datetime | None,
 ) -> tuple[dt.datetime, dt.datetime]:
-    if isinstance(valid_days, bool) or not isinstance(valid_days, int) or valid_days < 1:
-        raise InvalidParameterError("valid_days", "an integer >= 1", valid_days)
+    if (
+        isinstance(valid_days, bool)
+        or not isinstance(valid_days, int)
+        or not 1 <= valid_days <= MAX_VALID_DAYS
+    ):
+        raise InvalidParameterError(
+            "valid_days", f"an integer in [1, {MAX_VALID_DAYS}] (days)", valid_days
+        )
     for label, moment in (("not_before", not_before), ("not_after", not_after)):
         if moment is not None and (not isinstance(moment, dt.datetime) or moment.tzinfo is None):
             raise InvalidParameterError(label, "a timezone-aware datetime or None", moment)
@@ -258,8 +297,12 @@ class CertificateAuthority:
             )
             .sign(key, None)
         )
-        _write_private(folder / CA_KEY_FILE, _key_pem(key))
-        (folder / CA_CERT_FILE).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+        _write_private(folder / CA_KEY_FILE, _key_pem(key), overwrite=overwrite)
+        _write_public(
+            folder / CA_CERT_FILE,
+            certificate.public_bytes(serialization.Encoding.PEM),
+            overwrite=overwrite,
+        )
         return cls(directory=folder, certificate=certificate, private_key=key)
 
     @classmethod
@@ -288,11 +331,13 @@ class CertificateAuthority:
         valid_days: int = 365,
         not_before: dt.datetime | None = None,
         not_after: dt.datetime | None = None,
+        overwrite: bool = False,
     ) -> NodeCredentials:
         """Issue a certificate for ``node_name`` into ``out_dir``.
 
         Writes ``<name>.pem``, ``<name>.key`` (0600) and a copy of the CA certificate
-        (``ca.pem``).
+        (``ca.pem``). Existing files are refused (:class:`PkiError`) unless ``overwrite``;
+        files are never written through a symbolic link.
         The certificate is valid from ``not_before`` (default: now - 5 min) to ``not_after``
         (default: ``valid_days`` later) for both TLS server and client authentication.
         """
@@ -300,16 +345,35 @@ class CertificateAuthority:
         start, end = _validity(valid_days=valid_days, not_before=not_before, not_after=not_after)
         folder = Path(out_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        self._copy_ca(folder)
-        return self._issue_one(node_name, folder, start, end)
+        self._check_free([node_name], folder, overwrite=overwrite)
+        self._copy_ca(folder, overwrite=overwrite)
+        return self._issue_one(node_name, folder, start, end, overwrite=overwrite)
 
-    def _copy_ca(self, folder: Path) -> None:
+    def _check_free(self, names: Iterable[str], folder: Path, *, overwrite: bool) -> None:
+        """Refuse, before writing anything, node files that exist (unless ``overwrite``)."""
+        if overwrite:
+            return
+        for name in names:
+            for path in (folder / f"{name}.key", folder / f"{name}.pem"):
+                if path.exists() or path.is_symlink():
+                    raise PkiError(f"{path} already exists (not overwritten; --force replaces it)")
+
+    def _copy_ca(self, folder: Path, *, overwrite: bool) -> None:
+        """The CA certificate as ``folder/ca.pem``: kept if it is already this CA's."""
         target = folder / CA_CERT_FILE
-        if target.resolve() != self.cert_path.resolve():
-            shutil.copyfile(self.cert_path, target)
+        data = self.certificate.public_bytes(serialization.Encoding.PEM)
+        if not target.is_symlink() and target.is_file() and target.read_bytes() == data:
+            return
+        _write_public(target, data, overwrite=overwrite)
 
     def _issue_one(
-        self, node_name: str, folder: Path, start: dt.datetime, end: dt.datetime
+        self,
+        node_name: str,
+        folder: Path,
+        start: dt.datetime,
+        end: dt.datetime,
+        *,
+        overwrite: bool,
     ) -> NodeCredentials:
         key = ed25519.Ed25519PrivateKey.generate()
         public = key.public_key()
@@ -340,8 +404,10 @@ class CertificateAuthority:
         )
         cert_path = folder / f"{node_name}.pem"
         key_path = folder / f"{node_name}.key"
-        _write_private(key_path, _key_pem(key))
-        cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+        _write_private(key_path, _key_pem(key), overwrite=overwrite)
+        _write_public(
+            cert_path, certificate.public_bytes(serialization.Encoding.PEM), overwrite=overwrite
+        )
         return NodeCredentials(
             name=node_name, cert_path=cert_path, key_path=key_path, ca_path=folder / CA_CERT_FILE
         )
@@ -353,8 +419,12 @@ def issue_many(
     out_dir: str | os.PathLike[str],
     *,
     valid_days: int = 365,
+    overwrite: bool = False,
 ) -> dict[str, NodeCredentials]:
-    """Issue one certificate per node name into ``out_dir`` (Ed25519: well under 1 ms per node)."""
+    """Issue one certificate per node name into ``out_dir`` (Ed25519: well under 1 ms per node).
+
+    Existing files are refused before anything is written, unless ``overwrite``.
+    """
     names = list(names)
     for name in names:
         validate_node_name(name)
@@ -363,8 +433,9 @@ def issue_many(
     start, end = _validity(valid_days=valid_days, not_before=None, not_after=None)
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    ca._copy_ca(folder)
-    return {name: ca._issue_one(name, folder, start, end) for name in names}
+    ca._check_free(names, folder, overwrite=overwrite)
+    ca._copy_ca(folder, overwrite=overwrite)
+    return {name: ca._issue_one(name, folder, start, end, overwrite=overwrite) for name in names}
 
 
 def peer_identity(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str:

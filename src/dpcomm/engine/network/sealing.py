@@ -99,9 +99,14 @@ class TargetKeys:
         return nacl.public.PrivateKey(self.private_key)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the private key (raw 32 bytes) to ``path`` with mode 0600."""
+        """Write the private key (raw 32 bytes) to a new file ``path`` with mode 0600.
+
+        An existing file (or a symbolic link) at ``path`` is refused, never overwritten or
+        followed (FileExistsError).
+        """
         target = Path(path)
-        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        descriptor = os.open(target, flags, 0o600)
         try:
             os.fchmod(descriptor, 0o600)
             os.write(descriptor, self.private_key)

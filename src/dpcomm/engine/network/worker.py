@@ -8,7 +8,9 @@ protocol with the launcher is one JSON object per line:
 * without an argument, the process reads the path of its group file from its first input line;
 * the process that hosts the coordinator writes ``{"port": P}`` once it listens;
 * every other process reads ``P`` (one line) from its standard input before it starts;
-* at the end each process writes ``{"outcome": ...}`` (or ``{"error": "..."}``) and exits.
+* at the end each process writes ``{"outcome": ...}`` (or ``{"error": "..."}``) and exits;
+* a process whose standard input ends (the launcher is gone, killed or interrupted) exits at
+  once: no node outlives the round's launcher.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,17 @@ def _emit(value: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _exit_when_input_ends() -> None:
+    """Exit this process as soon as standard input ends (the launcher closed or lost it)."""
+
+    def watch() -> None:
+        while sys.stdin.readline():
+            pass
+        os._exit(3)
+
+    threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
     """Run the nodes of a group file; report on standard output.
 
@@ -38,6 +52,7 @@ def main(argv: list[str]) -> int:
     """
     try:
         path = argv[0] if argv else sys.stdin.readline().strip()
+        watched = bool(argv)
         group = json.loads(Path(path).read_text())
         spec = RoundSpec.from_dict(group["round"])
         configs = [NodeConfig.from_fields(c, spec) for c in group["configs"]]
@@ -50,12 +65,21 @@ def main(argv: list[str]) -> int:
             for name, (cert, key, ca) in group["credentials"].items()
         }
 
+        hosts_coordinator = any(c.node == COORDINATOR for c in configs)
+        if not watched and hosts_coordinator:
+            _exit_when_input_ends()  # it reads nothing more from its input
+
         def on_listening(name: str, address: list[Any]) -> None:
             if name == str(COORDINATOR):
                 _emit({"port": int(address[1])})
 
         def coordinator_port() -> int:
-            return int(sys.stdin.readline())
+            line = sys.stdin.readline()
+            if not line:
+                os._exit(3)  # the launcher is gone before the round started
+            if not watched:
+                _exit_when_input_ends()
+            return int(line)
 
         outcome = run_tls_group(
             configs,

@@ -1,0 +1,342 @@
+"""Every CLI error of issue 11 is one line on standard error with a non-zero exit status.
+
+Each finding of the tracker has a test: the command as reported, its exit status, one line on
+standard error naming the parameter, and no traceback. The keys findings (no overwrite without
+--force, no symbolic link followed, loopback by default) are here too.
+"""
+
+import json
+import os
+import stat
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpcomm.cli.main import build_parser, main
+
+QUERY = "SELECT A, COUNT(*) AS n FROM t GROUP BY A"
+SYNTHETIC_QUERY = "SELECT g1, COUNT(*) AS n FROM t GROUP BY g1"
+PLAN = ["plan", "--sources", "100", "--targets", "5", "--grouping-sets", "1"]
+PLAN += ["--epsilon", "1", "--delta", "1e-4"]
+
+
+def run_cli(capsys, *argv):
+    """Exit status, standard output and standard error of ``dpcomm argv`` (in process)."""
+    try:
+        status = main([str(a) for a in argv])
+    except SystemExit as exit_:  # argparse's own errors
+        status = exit_.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def assert_one_line_error(status, err, *names):
+    assert status not in (0, None), err
+    assert "Traceback" not in err
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "error" in err
+    for name in names:
+        assert name in err, err
+
+
+def missing_folder(tmp_path: Path) -> Path:
+    """A folder that cannot exist: its parent is a regular file (even root cannot create it)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    return blocker / "folder"
+
+
+# ------------------------------------------------------------- tracebacks of the tracker
+
+
+def test_rows_zero_prints_no_rows_and_negative_rows_is_refused(capsys):
+    status, out, err = run_cli(capsys, "run", "aggregate", "--sql", QUERY, "--rows", "0")
+    assert status == 0, err
+    assert "more rows (--rows N" in out and "Traceback" not in err
+    status, _, err = run_cli(capsys, "run", "aggregate", "--sql", QUERY, "--rows", "-1")
+    assert_one_line_error(status, err, "--rows", ">= 0")
+
+
+def test_plan_pareto_rows_zero_and_negative(capsys):
+    status, out, err = run_cli(capsys, *PLAN, "--pareto-rows", "0")
+    assert status == 0, err
+    assert "Pareto front" in out
+    status, _, err = run_cli(capsys, *PLAN, "--pareto-rows", "-1")
+    assert_one_line_error(status, err, "--pareto-rows")
+
+
+def test_plan_plot_to_a_bad_path_or_format_is_refused_before_planning(capsys, tmp_path):
+    bad = missing_folder(tmp_path) / "front.png"
+    status, _, err = run_cli(capsys, *PLAN, "--plot", bad)
+    assert_one_line_error(status, err, "--plot", "existing folder")
+    status, _, err = run_cli(capsys, *PLAN, "--plot", tmp_path / "front.xyz")
+    assert_one_line_error(status, err, "--plot", ".png")
+
+
+def test_data_synthetic_to_a_missing_folder(capsys, tmp_path):
+    out = missing_folder(tmp_path) / "t.csv"
+    status, _, err = run_cli(capsys, "data", "synthetic", "--rows", "10", "--out", out)
+    assert_one_line_error(status, err, "--out")
+    status, _, err = run_cli(
+        capsys, "data", "synthetic", "--rows", "10", "--out", tmp_path / "t.txt"
+    )
+    assert_one_line_error(status, err, "--out", ".csv")
+
+
+def test_data_synthetic_with_ten_billion_rows(capsys, tmp_path):
+    argv = ["data", "synthetic", "--rows", str(10**10), "--out", tmp_path / "t.csv"]
+    status, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(status, err, "rows", "50000000")
+    assert not (tmp_path / "t.csv").exists()
+
+
+def test_account_batch_of_a_billion(capsys):
+    status, _, err = run_cli(
+        capsys, "account", "scrambler", "--targets", "10", "--sampling", "0.5", "--batch", "1e9",
+        "--delta", "1e-4", "--mc-samples", "0",
+    )  # fmt: skip
+    assert_one_line_error(status, err, "batch_size", "at most")
+
+
+@pytest.mark.parametrize("kind", ["local", "scrambler"])
+def test_account_a_million_dummies(capsys, kind):
+    argv = ["account", kind, "--targets", "10", "--sampling", "0.5", "--dummies", "1e6"]
+    argv += ["--batch", "100", "--delta", "1e-4"] if kind == "scrambler" else []
+    status, _, err = run_cli(capsys, *argv, "--mc-samples", "0")
+    assert_one_line_error(status, err, "num_dummies")
+    assert ("at most" if kind == "scrambler" else "[0, 9]") in err
+
+
+def test_account_enormous_targets_do_not_overflow(capsys):
+    argv = ["account", "scrambler", "--targets", "1e300", "--sampling", "0.5", "--batch", "10"]
+    status, _, err = run_cli(capsys, *argv, "--mc-samples", "0")
+    assert_one_line_error(status, err, "num_targets", "1000000000")
+
+
+@pytest.mark.parametrize("value", ["-1", "0"])
+def test_headline_mc_samples(capsys, value):
+    status, _, err = run_cli(capsys, "headline", "--mc-samples", value)
+    assert_one_line_error(status, err, "monte_carlo_samples")
+
+
+def test_pki_days_beyond_the_year_9999(capsys, tmp_path):
+    status, _, err = run_cli(capsys, "pki", "init", "--dir", tmp_path / "ca", "--days", "100000000")
+    assert_one_line_error(status, err, "valid_days", "36500")
+    assert run_cli(capsys, "pki", "init", "--dir", tmp_path / "ca")[0] == 0
+    argv = ["pki", "issue", "--dir", tmp_path / "ca", "--name", "a", "--days"]
+    status, _, err = run_cli(capsys, *argv, "100000000")
+    assert_one_line_error(status, err, "valid_days")
+    status, _, err = run_cli(capsys, *argv, "1e8")
+    assert_one_line_error(status, err, "--days")
+
+
+def test_unwritable_out_of_figures_and_deploy_configs(capsys, tmp_path):
+    bad = missing_folder(tmp_path)
+    status, _, err = run_cli(capsys, "figures", "--only", "3a", "--quick", "--out", bad)
+    assert_one_line_error(status, err, "--out")
+    argv = ["deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "20", "--out", bad]
+    status, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(status, err, "--out")
+
+
+def test_unwritable_workdir_of_deploy_local(capsys, tmp_path):
+    argv = ["deploy", "local", "--sql", SYNTHETIC_QUERY, "--synthetic", "20"]
+    status, _, err = run_cli(capsys, *argv, "--workdir", missing_folder(tmp_path))
+    assert_one_line_error(status, err, "--workdir")
+
+
+def test_node_run_output_is_checked_before_the_round(capsys, tmp_path):
+    # The config does not exist either: the --output check comes first, before any round.
+    status, _, err = run_cli(
+        capsys, "node", "run", "--role", "source", "--config", tmp_path / "missing.json",
+        "--ssl-certfile", "a.pem", "--ssl-keyfile", "a.key", "--ssl-ca-certfile", "ca.pem",
+        "--output", missing_folder(tmp_path) / "outcome.json",
+    )  # fmt: skip
+    assert_one_line_error(status, err, "--output")
+
+
+def _idx(path: Path, shape: tuple[int, ...]) -> None:
+    header = bytes([0, 0, 0x08, len(shape)]) + b"".join(struct.pack(">I", s) for s in shape)
+    count = 1
+    for size in shape:
+        count *= size
+    path.write_bytes(header + bytes(count))
+
+
+def test_idx_files_with_zero_images(capsys, tmp_path):
+    _idx(tmp_path / "train-images-idx3-ubyte", (0, 28, 28))
+    _idx(tmp_path / "train-labels-idx1-ubyte", (0,))
+    _idx(tmp_path / "t10k-images-idx3-ubyte", (2, 28, 28))
+    _idx(tmp_path / "t10k-labels-idx1-ubyte", (2,))
+    status, _, err = run_cli(capsys, "run", "kmeans", "--dataset", tmp_path)
+    assert_one_line_error(status, err, "no images")
+
+
+def test_sql_with_500_nested_parentheses(capsys):
+    nested = "(" * 500 + "1 = 1" + ")" * 500
+    sql = f"SELECT A, COUNT(*) FROM t WHERE {nested} GROUP BY A"
+    status, _, err = run_cli(capsys, "run", "aggregate", "--sql", sql)
+    assert_one_line_error(status, err, "SQL syntax error", "nested")
+
+
+def test_closed_pipe_exits_quietly():
+    argv = ["account", "local", "--targets", ",".join(str(t) for t in range(2, 200))]
+    argv += ["--sampling", "0.1,0.2,0.3,0.4,0.5", "--dummies", "0,1"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dpcomm.cli.main", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.readline()  # `| head -1`
+    process.stdout.close()
+    with process.stderr:
+        err = process.stderr.read().decode()
+    status = process.wait(timeout=120)
+    assert status in (0, 141), err
+    assert err == ""
+
+
+# --------------------------------------------------------- silently reinterpreted values
+
+
+@pytest.mark.parametrize("command", ["run", "deploy"])
+def test_synthetic_zero_rows_is_refused(capsys, command):
+    argv = [command, "aggregate" if command == "run" else "local", "--sql", SYNTHETIC_QUERY]
+    status, _, err = run_cli(capsys, *argv, "--synthetic", "0")
+    assert_one_line_error(status, err, "rows")
+
+
+def test_figures_only_empty_is_refused(capsys, tmp_path):
+    status, _, err = run_cli(capsys, "figures", "--only", "", "--out", tmp_path / "figures")
+    assert_one_line_error(status, err, "only")
+    assert not (tmp_path / "figures").exists()
+
+
+def test_account_negative_mc_samples_is_refused(capsys):
+    status, _, err = run_cli(
+        capsys, "account", "scrambler", "--targets", "10", "--sampling", "0.5", "--batch", "10",
+        "--delta", "1e-4", "--mc-samples", "-5",
+    )  # fmt: skip
+    assert_one_line_error(status, err, "monte_carlo_samples")
+
+
+def test_deploy_local_kmeans_honours_kill_scrambler(capsys):
+    argv = ["deploy", "local", "kmeans", "--sources", "50", "--k", "2", "--iterations", "1"]
+    status, _, err = run_cli(capsys, *argv, "--seed", "1", "--kill-scrambler", "9")
+    assert_one_line_error(status, err, "kill_scrambler", "[0, 0]")
+    status, out, err = run_cli(capsys, *argv, "--seed", "1", "--kill-scrambler", "0", "--json")
+    assert "Traceback" not in err
+    assert json.loads(out)["report"]["lost_scramblers"] == ["scrambler-0-0"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["run", "kmeans", "--data-seed", "-1"], "--data-seed"),
+        (["audit", "local", "--targets", "5", "--sampling", "0.5", "--seed", "-1"], "--seed"),
+        (["headline", "--seed", "-1"], "--seed"),
+        (["run", "aggregate", "--sql", QUERY, "--target-epsilon", "nan"], "--target-epsilon"),
+        (["plan", "--sources", "100", "--targets", str(10**20)], "--targets"),
+        (["run", "kmeans", "--iterations", str(10**20)], "--iterations"),
+        (["audit", "local", "--targets", "5", "--sampling", "0.5", "--runs", "1e20"], "--runs"),
+        (["deploy", "configs", "--sql", QUERY, "--out", "x", "--timeout", "-1"], "--timeout"),
+        (["deploy", "configs", "--sql", QUERY, "--out", "x", "--coordinator-port", "0"], "port"),
+    ],
+)
+def test_out_of_range_options_found_by_the_fuzzer(capsys, argv, name):
+    status, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(status, err, name)
+
+
+# ----------------------------------------------------------------------------------- keys
+
+
+def test_deploy_local_refuses_a_workdir_with_keys_unless_force(capsys, tmp_path):
+    assert run_cli(capsys, "pki", "init", "--dir", tmp_path / "pki")[0] == 0
+    before = (tmp_path / "pki" / "ca.key").read_bytes()
+    argv = ["deploy", "local", "--sql", SYNTHETIC_QUERY, "--synthetic", "30", "--seed", "1"]
+    argv += ["--collect-seconds", "5", "--workdir", tmp_path]
+    status, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(status, err, "--workdir", "--force")
+    assert (tmp_path / "pki" / "ca.key").read_bytes() == before
+    status, _, err = run_cli(capsys, *argv, "--force")
+    assert status == 0, err
+    assert (tmp_path / "pki" / "ca.key").read_bytes() != before
+
+
+def test_pki_never_overwrites_without_force(capsys, tmp_path):
+    ca = tmp_path / "ca"
+    assert run_cli(capsys, "pki", "init", "--dir", ca)[0] == 0
+    status, _, err = run_cli(capsys, "pki", "init", "--dir", ca)
+    assert_one_line_error(status, err, "already exists")
+    assert run_cli(capsys, "pki", "issue", "--dir", ca, "--name", "a")[0] == 0
+    key = (ca / "a.key").read_bytes()
+    status, _, err = run_cli(capsys, "pki", "issue", "--dir", ca, "--name", "b,a")
+    assert_one_line_error(status, err, "a.key", "--force")
+    assert (ca / "a.key").read_bytes() == key and not (ca / "b.key").exists()
+    assert run_cli(capsys, "pki", "issue", "--dir", ca, "--name", "a", "--force")[0] == 0
+    assert (ca / "a.key").read_bytes() != key
+    assert stat.S_IMODE((ca / "a.key").stat().st_mode) == 0o600
+
+
+def test_pki_never_writes_through_a_symbolic_link(capsys, tmp_path):
+    ca = tmp_path / "ca"
+    assert run_cli(capsys, "pki", "init", "--dir", ca)[0] == 0
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (ca / "n.key").symlink_to(victim)
+    (ca / "m.key").symlink_to(tmp_path / "dangling")
+    for name in ("n", "m"):
+        status, _, err = run_cli(capsys, "pki", "issue", "--dir", ca, "--name", name)
+        assert_one_line_error(status, err, f"{name}.key")
+    assert not (tmp_path / "dangling").exists()
+    status, _, err = run_cli(capsys, "pki", "issue", "--dir", ca, "--name", "n", "--force")
+    assert status == 0, err
+    assert victim.read_text() == "precious"
+    assert not (ca / "n.key").is_symlink()
+    assert b"PRIVATE KEY" in (ca / "n.key").read_bytes()
+
+
+def test_every_bind_default_is_loopback():
+    parser = build_parser()
+    args = parser.parse_args(["deploy", "configs", "--sql", QUERY, "--out", "x"])
+    assert args.coordinator_host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["--sql", SYNTHETIC_QUERY, "--k", "3"], "--k"),
+        (["--sql", SYNTHETIC_QUERY, "--sources", "100"], "--sources"),
+        (["kmeans", "--sql", SYNTHETIC_QUERY], "--sql"),
+        (["kmeans", "--compute-nodes", "3"], "--compute-nodes"),
+    ],
+)
+def test_deploy_local_refuses_the_other_workloads_options(capsys, argv, name):
+    status, _, err = run_cli(capsys, "deploy", "local", *argv)
+    assert_one_line_error(status, err, name, "unset")
+
+
+def test_deploy_configs_refuses_a_bad_delta_before_writing_keys(capsys, tmp_path):
+    out = tmp_path / "deployment"
+    argv = ["deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "50", "--out", out]
+    status, _, err = run_cli(capsys, *argv, "--delta", "inf")
+    assert_one_line_error(status, err, "delta")
+    assert not (out / "pki").exists()
+
+
+def test_public_bounds_are_validated(capsys):
+    argv = ["run", "aggregate", "--sql", QUERY]
+    status, _, err = run_cli(capsys, *argv, "--max-text-bytes", "0")
+    assert_one_line_error(status, err, "max_text_bytes")
+    status, _, err = run_cli(capsys, *argv, "--max-groups", "-3")
+    assert_one_line_error(status, err, "max_groups")
+    status, _, err = run_cli(
+        capsys, "deploy", "local", "--sql", SYNTHETIC_QUERY, "--max-left-out", "2"
+    )
+    assert_one_line_error(status, err, "max_left_out")

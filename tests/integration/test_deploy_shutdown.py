@@ -1,0 +1,148 @@
+"""A local deployment stopped by SIGTERM stops its nodes and removes the round's keys.
+
+Also: a ``--workdir`` that already holds a certificate authority is refused without
+``--force``, and a round whose sources cannot all make it exits non-zero with one line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dpcomm.data import synthetic_table
+from dpcomm.engine.network.deploy import NetworkEngine, round_deadlines
+from dpcomm.errors import InvalidParameterError
+from dpcomm.plan import Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
+
+pytestmark = pytest.mark.slow
+
+SQL = "SELECT g1, COUNT(*) FROM t GROUP BY g1"
+SHM = Path("/dev/shm")
+
+
+def _children(pid: int) -> set[int]:
+    """Every live descendant of ``pid`` (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(entry.name)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+def _round_folders() -> set[Path]:
+    base = SHM if SHM.is_dir() else Path("/tmp")
+    return set(base.glob("dpcomm-deploy-*"))
+
+
+def _start_round() -> tuple[subprocess.Popen[str], set[int], set[Path]]:
+    """A deployment of 400 sources, once its workers run and its keys are written."""
+    before = _round_folders()
+    command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--sql", SQL]
+    command += ["--synthetic", "400", "--collect-seconds", "60", "--timeout", "300"]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        created = _round_folders() - before
+        keys = [k for folder in created for k in folder.glob("pki/*.key")]
+        workers = _children(process.pid)
+        if len(keys) > 10 and len(workers) >= 2:
+            return process, workers, before
+        if process.poll() is not None:
+            pytest.fail(f"the round ended early: {process.communicate()}")
+        time.sleep(0.2)
+    process.kill()
+    pytest.fail("the round never started")
+
+
+def _wait_gone(pids: set[int]) -> set[int]:
+    deadline = time.monotonic() + 20
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _alive(pids)
+
+
+def test_sigterm_stops_every_node_and_removes_the_keys():
+    process, workers, before = _start_round()
+    try:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode != 0
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "SIGTERM" in lines[0] and "Traceback" not in stderr
+    # Every worker is gone within seconds, and so is every key of the round.
+    assert not _wait_gone(workers)
+    assert not (_round_folders() - before)
+
+
+def test_workers_do_not_outlive_a_killed_launcher():
+    process, workers, before = _start_round()
+    process.kill()  # SIGKILL: no cleanup runs in the launcher
+    process.communicate(timeout=60)
+    assert not _wait_gone(workers)  # they saw their input end
+    for folder in _round_folders() - before:  # what SIGKILL leaves behind, removed here
+        subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def test_a_workdir_with_a_certificate_authority_is_kept_without_force(tmp_path):
+    (tmp_path / "pki").mkdir()
+    (tmp_path / "pki" / "ca.key").write_text("the operator's key")
+    program = AggregateProgram.from_sql(SQL, synthetic_table(num_rows=20, seed=1))
+    engine = NetworkEngine(workdir=tmp_path, timeout=30, collect_seconds=5)
+    with pytest.raises(InvalidParameterError, match="--workdir"):
+        engine.execute(
+            program, Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2), delta=1e-4
+        )
+    assert (tmp_path / "pki" / "ca.key").read_text() == "the operator's key"
+
+
+def test_default_deadlines_grow_with_the_round():
+    small, large = round_deadlines(1_000), round_deadlines(10_000)
+    assert small[0] < large[0] and small[1] < large[1]
+    assert all(collect < timeout for collect, timeout in (small, large))
+    assert round_deadlines(1_000, stages=10)[1] > small[1]
+
+
+def test_a_round_that_leaves_sources_out_exits_non_zero_with_one_line():
+    # 1 s to register 300 sources and batch them is not enough on any machine: sources are
+    # left out (or the round aggregates nothing), and the command says so in one line.
+    command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--sql", SQL]
+    command += ["--synthetic", "300", "--collect-seconds", "0.2", "--timeout", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, env=os.environ)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dpcomm: error: the round failed: ")
+    assert "Traceback" not in done.stderr
