@@ -24,6 +24,7 @@ import os
 import re
 import struct
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Literal
@@ -188,7 +189,10 @@ async def read_frame(reader: asyncio.StreamReader, *, frame_size: int) -> bytes:
         ) from None
 
 
-ReplayVerdict = Literal["fresh", "replay", "stale", "overflow"]
+ReplayVerdict = Literal["fresh", "replay", "stale", "overflow", "replay_quota"]
+
+DEFAULT_REPLAY_CAPACITY = 1 << 20
+"""Ids a node's replay cache holds at most (its memory bound, about 100 MB when full)."""
 
 
 class ReplayCache:
@@ -197,19 +201,40 @@ class ReplayCache:
     ``window`` rounds are accepted: after :meth:`advance` to round r, frames of rounds older
     than ``r - window + 1`` are rejected as stale and their ids forgotten. At most ``capacity``
     ids are kept; to stay safe when full, the oldest rounds are forgotten *and* become stale
-    (never is a replay accepted), and if the current rounds alone fill it, new ids are refused.
+    (never is a replay accepted), and if the current rounds alone fill it, new ids are refused
+    (``'overflow'``, an overload: the node as a whole is out of room).
+
+    Ids are accounted per authenticated peer (the ``peer`` of :meth:`admit`): a peer may have
+    at most ``peer_quota`` ids in the accepted rounds; beyond it, its new frames are refused
+    (``'replay_quota'``, an attack: no honest peer sends more than the round plans) and only
+    its own. An id is a replay whichever peer sent it first. With ``capacity`` at least the
+    number of peers times ``peer_quota``, no peer's frames can crowd out another's; with fewer,
+    it takes ``capacity / peer_quota`` peers colluding to fill the cache. ``peer_quota=None``:
+    no quota per peer (the cache is shared first come, first served).
     """
 
-    def __init__(self, *, capacity: int = 1 << 20, window: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        capacity: int = DEFAULT_REPLAY_CAPACITY,
+        window: int = 1,
+        peer_quota: int | None = None,
+    ) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise InvalidParameterError("capacity", "an integer >= 1", capacity)
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise InvalidParameterError("window", "an integer >= 1", window)
+        if peer_quota is not None and (
+            isinstance(peer_quota, bool) or not isinstance(peer_quota, int) or peer_quota < 1
+        ):
+            raise InvalidParameterError("peer_quota", "an integer >= 1 or None", peer_quota)
         self.capacity = capacity
         self.window = window
+        self.peer_quota = peer_quota
         self._floor = 0
         self._current: int | None = None
         self._seen: OrderedDict[int, set[bytes]] = OrderedDict()
+        self._per_peer: dict[int, dict[str, int]] = {}
         self._size = 0
 
     @property
@@ -225,6 +250,10 @@ class ReplayCache:
     def __len__(self) -> int:
         return self._size
 
+    def held_by(self, peer: str) -> int:
+        """Ids of ``peer`` held (over the accepted rounds)."""
+        return sum(counts.get(peer, 0) for counts in self._per_peer.values())
+
     def advance(self, round_id: int) -> None:
         """Make ``round_id`` the current round (never moves backwards); forget stale rounds."""
         if isinstance(round_id, bool) or not isinstance(round_id, int) or round_id < 0:
@@ -238,14 +267,21 @@ class ReplayCache:
         self._floor = floor
         for old in [r for r in self._seen if r < floor]:
             self._size -= len(self._seen.pop(old))
+            self._per_peer.pop(old, None)
 
-    def admit(self, round_id: int, message_id: bytes) -> ReplayVerdict:
-        """Record the pair and say ``'fresh'``, or say why it is rejected."""
+    def admit(self, round_id: int, message_id: bytes, peer: str | None = None) -> ReplayVerdict:
+        """Record the pair (sent by ``peer``) and say ``'fresh'``, or say why it is rejected."""
         if round_id < self._floor:
             return "stale"
         ids = self._seen.get(round_id)
         if ids is not None and message_id in ids:
             return "replay"
+        if (
+            peer is not None
+            and self.peer_quota is not None
+            and self.held_by(peer) >= self.peer_quota
+        ):
+            return "replay_quota"
         if self._size >= self.capacity:
             older = sorted(r for r in self._seen if r < round_id)
             if not older:
@@ -253,9 +289,13 @@ class ReplayCache:
             self._raise_floor(older[0] + 1)
             if round_id < self._floor:  # pragma: no cover - older[0] < round_id
                 return "stale"
+            ids = self._seen.get(round_id)
         if ids is None:
             ids = self._seen[round_id] = set()
         ids.add(message_id)
+        if peer is not None:
+            counts = self._per_peer.setdefault(round_id, {})
+            counts[peer] = counts.get(peer, 0) + 1
         self._size += 1
         return "fresh"
 
@@ -265,6 +305,43 @@ class ReplayCache:
 
 
 _REASON = re.compile(r"[a-z][a-z0-9_]*")
+
+ATTACK_REASONS = frozenset(
+    {
+        "handshake",
+        "handshake_timeout",
+        "stalled",
+        "unauthorized",
+        "peer_links",
+        "oversized_blob",
+        "partial_blobs",
+        "replay_quota",
+    }
+)
+"""Drop reasons that only a misbehaving peer causes: a failed, timed-out or stalled TLS
+handshake, a name a node does not expect, too many links under one name, a blob larger than
+the protocol sends, too many blobs in reassembly at once, more frames than the round plans for
+one peer."""
+
+OVERLOAD_REASONS = frozenset({"pending_cap", "connection_rate", "overflow"})
+"""Drop reasons of a node out of room, whoever caused it: connections refused because too many
+handshakes are under way or arrive too fast, a full replay cache."""
+
+
+def split_drops(drops: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per-node drop counts split into ``{"attacks": ..., "overload": ...}``.
+
+    ``drops`` is ``{node: {reason: count}}`` (a round report's ``dropped``); the split keeps
+    the reasons of :data:`ATTACK_REASONS` and :data:`OVERLOAD_REASONS` (nodes without any left
+    out).
+    """
+    split: dict[str, dict[str, dict[str, int]]] = {"attacks": {}, "overload": {}}
+    for key, reasons in (("attacks", ATTACK_REASONS), ("overload", OVERLOAD_REASONS)):
+        for node, counts in sorted(drops.items()):
+            kept = {r: n for r, n in sorted(counts.items()) if r in reasons and n}
+            if kept:
+                split[key][node] = kept
+    return split
 
 
 class DropCounters:
@@ -296,6 +373,14 @@ class DropCounters:
     def as_dict(self) -> dict[str, int]:
         """A copy of the counts, sorted by reason."""
         return dict(sorted(self._counts.items()))
+
+    def attacks(self) -> dict[str, int]:
+        """The counts of :data:`ATTACK_REASONS` (a misbehaving peer), sorted by reason."""
+        return {r: n for r, n in self.as_dict().items() if r in ATTACK_REASONS and n}
+
+    def overload(self) -> dict[str, int]:
+        """The counts of :data:`OVERLOAD_REASONS` (a node out of room), sorted by reason."""
+        return {r: n for r, n in self.as_dict().items() if r in OVERLOAD_REASONS and n}
 
     def __repr__(self) -> str:
         return f"DropCounters({self.as_dict()})"

@@ -55,7 +55,16 @@ from dpcomm.engine.network.sealing import (
 )
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, RoundSpec
 from dpcomm.engine.network.transport import Address, HandshakeError, Link, Transport
-from dpcomm.engine.network.wire import DATA_HEADER, Channel, ChannelClosedError, Op, WireStats
+from dpcomm.engine.network.wire import (
+    DATA_HEADER,
+    Channel,
+    ChannelClosedError,
+    ChannelLimits,
+    Op,
+    WireStats,
+    channel_limits_for,
+    peer_frame_quota,
+)
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
 from dpcomm.plan.transform import RoutedFlow, scrambler_group_name
 from dpcomm.protocol import roles
@@ -133,9 +142,13 @@ class NodeContext:
     coordinator_address: Callable[[], Awaitable[Address]]
     on_listening: Callable[[str, Address], None] | None = None
     replay: ReplayCache = field(default_factory=ReplayCache)
+    limits: ChannelLimits | None = None
 
     def __post_init__(self) -> None:
         self.replay.advance(self.spec.round_id)
+        self.channel_limits = self.limits or channel_limits_for(self.spec, self.node.role)
+        if self.replay.peer_quota is None:
+            self.replay.peer_quota = peer_frame_quota(self.spec, self.channel_limits)
         self.loop = asyncio.get_running_loop()
         self.deadline = self.loop.time() + self.spec.round_seconds
         self.randomness = Randomness(self.spec.seed, round=self.spec.round_number)
@@ -173,6 +186,7 @@ class NodeContext:
             round_id=self.spec.round_id,
             stats=self.stats,
             replay=self.replay,
+            limits=self.channel_limits,
         )
 
     async def connect(self, peer: str, address: Address, *, timeout: float = 10.0) -> Channel:

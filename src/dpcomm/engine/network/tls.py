@@ -11,6 +11,18 @@ by the handshake itself.
 counts every refused handshake (reason ``'handshake'``) or unauthorized peer (reason
 ``'unauthorized'``) in a :class:`~dpcomm.engine.network.frames.DropCounters`, so a failed
 handshake never reaches the handler and never stops the server.
+
+Connections not yet authenticated are bounded per listener (:class:`ConnectionLimits`,
+enforced by a :class:`ConnectionGate`): at most ``max_pending`` handshakes at once, new
+connections admitted by a token bucket (``rate`` per second, ``burst`` at once), each handshake
+given ``handshake_timeout`` seconds. A connection beyond them is aborted before any TLS work and
+counted as an overload (``pending_cap``, ``connection_rate``); when the listener is full, the
+oldest handshake stalled for over half the timeout is aborted to make room (``stalled``), so idle
+sockets cannot keep honest nodes out. Failed, stalled and timed-out handshakes and unexpected
+names count as attacks (``handshake``, ``stalled``, ``handshake_timeout``, ``unauthorized``): an
+honest node's handshake takes about a millisecond of CPU, and the caps keep the queue of
+handshakes far shorter than the timeout. Refusals are logged at most once per ``log_interval``
+(a summary of the counts since the last line), never once per connection.
 """
 
 from __future__ import annotations
@@ -18,8 +30,10 @@ from __future__ import annotations
 import asyncio
 import asyncio.sslproto
 import contextlib
+import dataclasses
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 
 from dpcomm.engine.network.frames import DropCounters, read_frame
@@ -42,8 +56,170 @@ allocated up front for every connection: 2.5 GB for a coordinator holding 10,000
 nodes, as much again on their side. A round's frames are a few hundred bytes (one TLS record
 each); a longer record is simply read in more calls."""
 asyncio.sslproto.SSLProtocol.max_size = SSL_READ_BUFFER
-DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+DEFAULT_HANDSHAKE_TIMEOUT = 5.0
 """Seconds a peer has to complete the TLS handshake."""
+DEFAULT_MAX_PENDING = 256
+"""Handshakes under way at once per listener (each holds a socket and TLS state)."""
+DEFAULT_CONNECTION_RATE = 2000.0
+"""New connections admitted per second per listener (beyond the burst)."""
+DEFAULT_CONNECTION_BURST = 256
+"""New connections admitted at once per listener."""
+DEFAULT_LINKS_PER_PEER = 16
+"""Authenticated links at once per peer name and listener (an honest node opens one or two)."""
+DEFAULT_LOG_INTERVAL = 10.0
+"""Seconds between two log lines about refused connections."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConnectionLimits:
+    """What unauthenticated (and authenticated) connections may hold of one listener.
+
+    Attributes:
+        max_pending: TLS handshakes under way at once (:data:`DEFAULT_MAX_PENDING`).
+        rate: new connections admitted per second (:data:`DEFAULT_CONNECTION_RATE`).
+        burst: new connections admitted at once (:data:`DEFAULT_CONNECTION_BURST`).
+        handshake_timeout: seconds a peer has to complete its handshake
+            (:data:`DEFAULT_HANDSHAKE_TIMEOUT`); past half of it, a handshake may be aborted
+            to make room for a new connection when ``max_pending`` are under way.
+        links_per_peer: authenticated links at once per peer name
+            (:data:`DEFAULT_LINKS_PER_PEER`; beyond: ``peer_links``, an attack).
+        log_interval: seconds between two log lines about refusals
+            (:data:`DEFAULT_LOG_INTERVAL`).
+    """
+
+    max_pending: int = DEFAULT_MAX_PENDING
+    rate: float = DEFAULT_CONNECTION_RATE
+    burst: int = DEFAULT_CONNECTION_BURST
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    links_per_peer: int = DEFAULT_LINKS_PER_PEER
+    log_interval: float = DEFAULT_LOG_INTERVAL
+
+    def __post_init__(self) -> None:
+        for name in ("max_pending", "burst", "links_per_peer"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidParameterError(name, "an integer >= 1", value)
+        for name in ("rate", "handshake_timeout", "log_interval"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise InvalidParameterError(name, "a number > 0", value)
+
+
+class _Pending:
+    """One connection whose handshake is under way."""
+
+    def __init__(self, task: asyncio.Task[object] | None, since: float) -> None:
+        self.task = task
+        self.since = since
+        self.evicted = False
+
+
+class ConnectionGate:
+    """Admission of new connections to one listener (see :class:`ConnectionLimits`).
+
+    Counts refusals in ``drops`` and logs them at most once per ``log_interval``. ``peak`` is
+    the most handshakes ever under way at once (never above ``max_pending``).
+    """
+
+    def __init__(
+        self,
+        limits: ConnectionLimits | None = None,
+        *,
+        drops: DropCounters | None = None,
+        name: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limits = limits if limits is not None else ConnectionLimits()
+        self.drops = drops if drops is not None else DropCounters()
+        self.name = name
+        self._clock = clock
+        self._tokens = float(self.limits.burst)
+        self._refilled = clock()
+        self._pending: dict[int, _Pending] = {}
+        self._links: dict[str, int] = {}
+        self.peak = 0
+        self._unlogged: dict[str, int] = {}
+        self._logged_at: float | None = None
+
+    @property
+    def pending(self) -> int:
+        """Handshakes under way."""
+        return len(self._pending)
+
+    def refuse(self, reason: str, detail: str = "") -> None:
+        """Count a refusal; log a summary if none was logged for ``log_interval``.
+
+        Each refusal's ``detail`` goes to the debug level only.
+        """
+        self.drops.add(reason)
+        self._unlogged[reason] = self._unlogged.get(reason, 0) + 1
+        if detail:
+            LOGGER.debug("%s: refused (%s): %s", self.name, reason, detail)
+        now = self._clock()
+        if self._logged_at is not None and now - self._logged_at < self.limits.log_interval:
+            return
+        self._logged_at = now
+        summary = ", ".join(f"{r} {n}" for r, n in sorted(self._unlogged.items()))
+        self._unlogged.clear()
+        LOGGER.warning(
+            "%s: refused TLS handshakes or connections (%s)%s; next summary in %g s at the "
+            "earliest",
+            self.name,
+            summary,
+            f"; last: {detail}" if detail else "",
+            self.limits.log_interval,
+        )
+
+    def admit(self) -> _Pending | None:
+        """Admit the current task's handshake (None, counted, if refused).
+
+        An evicted handshake's task is cancelled (its transport closed by asyncio).
+        """
+        now = self._clock()
+        self._tokens = min(
+            float(self.limits.burst),
+            self._tokens + (now - self._refilled) * self.limits.rate,
+        )
+        self._refilled = now
+        if self._tokens < 1.0:
+            self.refuse("connection_rate")
+            return None
+        if len(self._pending) >= self.limits.max_pending:
+            oldest = next(iter(self._pending.values()))  # admitted first, so the oldest
+            if now - oldest.since < self.limits.handshake_timeout / 2:
+                self.refuse("pending_cap")
+                return None
+            oldest.evicted = True
+            self._pending.pop(id(oldest))
+            if oldest.task is not None:
+                oldest.task.cancel()
+            self.refuse("stalled", f"handshake under way for {now - oldest.since:.1f} s")
+        self._tokens -= 1.0
+        entry = _Pending(asyncio.current_task(), now)
+        self._pending[id(entry)] = entry
+        self.peak = max(self.peak, len(self._pending))
+        return entry
+
+    def done(self, entry: _Pending) -> None:
+        """The handshake of ``entry`` ended (either way)."""
+        self._pending.pop(id(entry), None)
+
+    def link_opened(self, peer: str) -> bool:
+        """Count an authenticated link of ``peer``; False (counted) if it has too many."""
+        if self._links.get(peer, 0) >= self.limits.links_per_peer:
+            self.refuse("peer_links", f"{peer!r} has {self.limits.links_per_peer} links")
+            return False
+        self._links[peer] = self._links.get(peer, 0) + 1
+        return True
+
+    def link_closed(self, peer: str) -> None:
+        """An authenticated link of ``peer`` ended."""
+        left = self._links.get(peer, 0) - 1
+        if left > 0:
+            self._links[peer] = left
+        else:
+            self._links.pop(peer, None)
+
 
 ConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], Awaitable[None]]
 """A server's per-connection coroutine: reader, writer and the peer's authenticated node name."""
@@ -86,7 +262,7 @@ def writer_peer_identity(writer: asyncio.StreamWriter) -> str:
 async def _close(writer: asyncio.StreamWriter) -> None:
     writer.close()
     with contextlib.suppress(Exception):
-        await writer.wait_closed()
+        await asyncio.wait_for(writer.wait_closed(), 2.0)
 
 
 async def start_tls_server(
@@ -97,22 +273,36 @@ async def start_tls_server(
     credentials: NodeCredentials,
     counters: DropCounters | None = None,
     allowed_peers: Collection[str] | Callable[[str], bool] | None = None,
-    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
+    handshake_timeout: float | None = None,
     backlog: int = 100,
+    limits: ConnectionLimits | None = None,
+    gate: ConnectionGate | None = None,
 ) -> asyncio.Server:
     """Serve mutually authenticated TLS 1.3 on ``host:port`` (port 0: any free port).
 
     Each connection is handed to ``handler(reader, writer, peer_name)`` after a successful
-    handshake; the writer is closed when the handler returns. Refused handshakes are counted
-    as ``'handshake'``, peers not in ``allowed_peers`` as ``'unauthorized'``, both logged on
-    the ``dpcomm.network`` logger. Exceptions of the handler are logged, never propagated.
+    handshake; the writer is closed when the handler returns. Connections are admitted by
+    ``gate`` (default: a :class:`ConnectionGate` of ``limits`` counting in ``counters``, whose
+    handshake timeout ``handshake_timeout`` overrides; a given gate counts in its own).
+    Refused handshakes are counted as ``'handshake'``, timed-out ones as
+    ``'handshake_timeout'``, peers not in ``allowed_peers`` as ``'unauthorized'``, all logged
+    (at most once per interval) on the ``dpcomm.network`` logger. Exceptions of the handler
+    are logged, never propagated.
     """
-    if not (isinstance(handshake_timeout, int | float) and handshake_timeout > 0):
+    if handshake_timeout is not None and not (
+        isinstance(handshake_timeout, int | float) and handshake_timeout > 0
+    ):
         raise InvalidParameterError(
             "handshake_timeout", "a number of seconds > 0", handshake_timeout
         )
     context = server_context(credentials)
     drops = counters if counters is not None else DropCounters()
+    if gate is None:
+        limits = limits if limits is not None else ConnectionLimits()
+        if handshake_timeout is not None:
+            limits = dataclasses.replace(limits, handshake_timeout=float(handshake_timeout))
+        gate = ConnectionGate(limits, drops=drops, name=credentials.name)
+    timeout = gate.limits.handshake_timeout
 
     def allowed(name: str) -> bool:
         if allowed_peers is None:
@@ -122,24 +312,40 @@ async def start_tls_server(
         return name in allowed_peers
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raw = writer.transport
+        entry = gate.admit()
+        if entry is None:
+            raw.abort()
+            return
         address = writer.get_extra_info("peername")
         try:
-            await writer.start_tls(context, ssl_handshake_timeout=handshake_timeout)
+            async with asyncio.timeout(timeout):
+                # asyncio's own timer is a backstop: ours tells a timeout from a failure.
+                await writer.start_tls(context, ssl_handshake_timeout=2 * timeout)
             name = writer_peer_identity(writer)
+        except asyncio.CancelledError:
+            if not entry.evicted:
+                raise
+            # Evicted to make room (counted as stalled); asyncio closed the transport.
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            raw.abort()
+            return
         except (OSError, TimeoutError, PeerIdentityError, asyncio.IncompleteReadError) as error:
-            drops.add("handshake")
-            LOGGER.warning(
-                "%s: refused TLS handshake from %s: %s: %s",
-                credentials.name,
-                address,
-                type(error).__name__,
-                error,
-            )
+            if not entry.evicted:  # an evicted handshake was counted as stalled
+                reason = "handshake_timeout" if isinstance(error, TimeoutError) else "handshake"
+                gate.refuse(reason, f"{address}: {type(error).__name__}: {error}")
+            raw.abort()
             await _close(writer)
             return
+        finally:
+            gate.done(entry)
         if not allowed(name):
-            drops.add("unauthorized")
-            LOGGER.warning("%s: refused peer %r from %s", credentials.name, name, address)
+            gate.refuse("unauthorized", f"peer {name!r} from {address}")
+            await _close(writer)
+            return
+        if not gate.link_opened(name):
             await _close(writer)
             return
         try:
@@ -149,6 +355,7 @@ async def start_tls_server(
         except Exception:
             LOGGER.exception("%s: handler failed for peer %r", credentials.name, name)
         finally:
+            gate.link_closed(name)
             await _close(writer)
 
     return await asyncio.start_server(on_connection, host=host, port=port, backlog=backlog)
@@ -258,6 +465,8 @@ class TlsTransport:
     """Mutually authenticated TLS 1.3 over TCP for the nodes whose credentials it holds.
 
     ``advertise`` is the host other nodes reach a listener at (default: the host it binds).
+    Every listener admits connections by its own :class:`ConnectionGate` of ``limits``
+    (:attr:`gates`, by node name), counting refusals in the node's drop counters.
     """
 
     def __init__(
@@ -266,10 +475,13 @@ class TlsTransport:
         *,
         advertise: Mapping[str, str] | None = None,
         backlog: int = 1024,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.credentials = dict(credentials)
         self.advertise = dict(advertise or {})
         self.backlog = backlog
+        self.limits = limits if limits is not None else ConnectionLimits()
+        self.gates: dict[str, ConnectionGate] = {}
         self._clients: dict[str, ssl.SSLContext] = {}
 
     def prepare(self) -> None:
@@ -308,6 +520,7 @@ class TlsTransport:
         ) -> None:
             await handler(TlsLink(reader, writer, local=name, peer=peer))
 
+        gate = self.gates[name] = ConnectionGate(self.limits, drops=drops, name=name)
         server = await start_tls_server(
             on_link,
             host=host,
@@ -316,6 +529,7 @@ class TlsTransport:
             counters=drops,
             allowed_peers=allowed,
             backlog=self.backlog,
+            gate=gate,
         )
         return _TlsListener(server, self.advertise.get(name, host))
 

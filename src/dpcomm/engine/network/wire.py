@@ -10,6 +10,14 @@ target (compute node) its sealed payload is for.
 Control messages (plan, acknowledgements, commits, partial results) are *blobs*: a 1-byte
 operation and a payload cut into as many fixed-length frames as needed, so that control and
 data frames have the same length on the wire.
+
+Resources a peer can make a channel hold are bounded (:class:`ChannelLimits`): a blob may not
+declare more bytes than the protocol sends for its operation (``oversized_blob``), its buffer
+grows with the chunks that arrive (never to the declared size up front), and at most
+``max_partial_blobs`` blobs are in reassembly at once per channel (``partial_blobs``); either
+closes the channel. A peer past its quota of fresh frames in the node's replay cache
+(:class:`~dpcomm.engine.network.frames.ReplayCache`, ``replay_quota``) has its channel closed
+too; other peers' frames are still accepted.
 """
 
 from __future__ import annotations
@@ -17,10 +25,13 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from dpcomm.engine.network.frames import (
+    HEADER_SIZE,
     DropCounters,
     Frame,
     FrameError,
@@ -32,7 +43,10 @@ from dpcomm.engine.network.frames import (
     new_message_id,
 )
 from dpcomm.engine.network.transport import Link, LinkClosedError
-from dpcomm.errors import DpcommError
+from dpcomm.errors import DpcommError, InvalidParameterError
+
+if TYPE_CHECKING:
+    from dpcomm.engine.network.spec import RoundSpec
 
 #: Blob chunk header: operation, blob id, total length, offset of the chunk.
 BLOB_HEADER = struct.Struct(">BIII")
@@ -80,6 +94,108 @@ _KIND_OF_OP = {
 
 class ChannelClosedError(DpcommError):
     """The peer closed the channel (or it broke) before the expected message arrived."""
+
+
+DEFAULT_MAX_BLOB = 16 * 1024 * 1024
+"""Largest blob a channel reassembles by default (16 MiB): plans, FINALIZE and OUTPUT blobs."""
+SMALL_BLOB = 4096
+"""Largest blob of the operations whose payload is empty or a few fields of JSON."""
+HELLO_BLOB = 64 * 1024
+"""Largest HELLO (a node's address and keys, as JSON)."""
+DEFAULT_MAX_PARTIAL_BLOBS = 2
+"""Blobs in reassembly at once per channel (an honest sender writes one blob at a time)."""
+
+PROTOCOL_BLOB_LIMITS: Mapping[Op, int] = {
+    **dict.fromkeys(
+        (
+            Op.ACK,
+            Op.REJECT,
+            Op.PREPARE,
+            Op.PREPARED,
+            Op.COMMIT,
+            Op.COMMITTED,
+            Op.ABORTED,
+            Op.DONE,
+            Op.CLOSE,
+        ),
+        SMALL_BLOB,
+    ),
+    Op.HELLO: HELLO_BLOB,
+}
+"""Per operation, the largest blob the protocol sends (PLAN, FINALIZE and OUTPUT: ``max_blob``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelLimits:
+    """What one peer can make a channel hold while it reassembles blobs.
+
+    Attributes:
+        max_blob: the largest blob accepted (bytes), whatever its operation; set it from the
+            round's spec for the node's role (e.g. the padded size of the OUTPUT blobs it
+            receives). Default :data:`DEFAULT_MAX_BLOB`.
+        max_blob_by_op: tighter caps per operation (default :data:`PROTOCOL_BLOB_LIMITS`).
+        max_partial_blobs: blobs in reassembly at once (default
+            :data:`DEFAULT_MAX_PARTIAL_BLOBS`).
+
+    A channel holds at most ``max_partial_blobs`` buffers, each at most the bytes the peer
+    actually sent for it and never more than its operation's cap.
+    """
+
+    max_blob: int = DEFAULT_MAX_BLOB
+    max_blob_by_op: Mapping[Op, int] = field(default_factory=lambda: dict(PROTOCOL_BLOB_LIMITS))
+    max_partial_blobs: int = DEFAULT_MAX_PARTIAL_BLOBS
+
+    def __post_init__(self) -> None:
+        for name, value in (
+            ("max_blob", self.max_blob),
+            ("max_partial_blobs", self.max_partial_blobs),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidParameterError(name, "an integer >= 1", value)
+
+    def blob_limit(self, op: Op) -> int:
+        """The largest blob of operation ``op`` accepted."""
+        return min(self.max_blob, self.max_blob_by_op.get(op, self.max_blob))
+
+
+BASE_BLOB = 1 << 20
+"""The part of :func:`channel_limits_for`'s blob cap that does not grow with the round."""
+BLOB_BYTES_PER_NODE = 512
+"""Per node of the round, bytes a blob may hold on top of twice the payload size."""
+
+
+def channel_limits_for(spec: RoundSpec, role: str | None = None) -> ChannelLimits:
+    """The channel limits of a node of the round ``spec`` (of role ``role`` if given).
+
+    The largest blob the protocol sends grows with the round: a plan lists the addresses of
+    the nodes it routes to (once per broadcast flow), an output holds at most a row per tuple,
+    each row at most an encoded tuple and its aggregates. Capped at :data:`BASE_BLOB` plus, per
+    node of the round, twice the payload size and :data:`BLOB_BYTES_PER_NODE` bytes (and never
+    above :data:`DEFAULT_MAX_BLOB`); the other operations keep :data:`PROTOCOL_BLOB_LIMITS`.
+    The coordinator receives no plan, FINALIZE or output: its largest blob is a HELLO.
+    """
+    if role == "coordinator":
+        return ChannelLimits(max_blob=HELLO_BLOB)
+    nodes = sum(group.count for group in spec.transformed.routed.groups)
+    per_node = 2 * spec.payload_size + BLOB_BYTES_PER_NODE
+    return ChannelLimits(max_blob=min(DEFAULT_MAX_BLOB, BASE_BLOB + nodes * per_node))
+
+
+CONTROL_FRAMES_PER_BLOB_CAP = 4
+"""Blobs of the largest size one peer may send a node in a round, in :func:`peer_frame_quota`."""
+
+
+def peer_frame_quota(spec: RoundSpec, limits: ChannelLimits | None = None) -> int:
+    """Fresh frames one peer may send a node in a round (its replay quota).
+
+    A loose but sound bound: twice every message the round plans (dummies included; resent
+    frames keep their ids and are not fresh), plus :data:`CONTROL_FRAMES_PER_BLOB_CAP` blobs of
+    the largest size ``limits`` accept, cut into the round's frames.
+    """
+    limits = limits or ChannelLimits()
+    capacity = spec.frame_size - HEADER_SIZE - BLOB_HEADER.size
+    blob_frames = -(-limits.max_blob // max(1, capacity))
+    return 2 * spec.transformed.messages + CONTROL_FRAMES_PER_BLOB_CAP * blob_frames
 
 
 @dataclass
@@ -136,6 +252,8 @@ class WireStats:
             ],
             "frame_lengths": sorted(self.frame_lengths),
             "drops": {name: d.as_dict() for name, d in self.drops.items() if d.total},
+            "attacks": {name: d.attacks() for name, d in self.drops.items() if d.attacks()},
+            "overload": {name: d.overload() for name, d in self.drops.items() if d.overload()},
             "messages": [[f, s, r, n] for (f, s, r), n in self.messages.items()],
             "dummies": dict(self.dummies),
         }
@@ -162,6 +280,7 @@ class Channel:
         round_id: int,
         stats: WireStats,
         replay: ReplayCache,
+        limits: ChannelLimits | None = None,
     ) -> None:
         self.link = link
         self.local = link.local
@@ -170,7 +289,8 @@ class Channel:
         self.round_id = round_id
         self.stats = stats
         self.replay = replay
-        self._partial: dict[int, tuple[Op, bytearray, int]] = {}
+        self.limits = limits if limits is not None else ChannelLimits()
+        self._partial: dict[int, tuple[Op, int, bytearray]] = {}
         self._blob_ids = 0
 
     @property
@@ -181,8 +301,6 @@ class Channel:
     @property
     def blob_capacity(self) -> int:
         """Payload bytes per blob frame."""
-        from dpcomm.engine.network.frames import HEADER_SIZE
-
         return self.frame_size - HEADER_SIZE - BLOB_HEADER.size
 
     def write_raw(self, data: bytes, *, data_frame: bool = False) -> None:
@@ -254,7 +372,9 @@ class Channel:
 
         Malformed frames, frames of another round, replayed frames and malformed blobs are
         dropped and counted under the local node. Raises ChannelClosedError when the stream
-        ends or breaks, TimeoutError after ``timeout`` seconds.
+        ends or breaks, or after counting an attack by the peer (``oversized_blob``,
+        ``partial_blobs``, ``replay_quota``: see :class:`ChannelLimits`); TimeoutError after
+        ``timeout`` seconds.
         """
         async with asyncio.timeout(timeout):
             while True:
@@ -279,7 +399,10 @@ class Channel:
                 if frame.round_id != self.round_id:
                     self.drops.add("wrong_round")
                     continue
-                verdict = self.replay.admit(frame.round_id, frame.message_id)
+                verdict = self.replay.admit(frame.round_id, frame.message_id, self.peer)
+                if verdict == "replay_quota":
+                    self.drops.add(verdict)
+                    raise ChannelClosedError(f"{self.peer}: past its quota of frames")
                 if verdict != "fresh":
                     self.drops.add(verdict)
                     if verdict == "replay" and frame.kind == FrameKind.DATA:
@@ -307,27 +430,42 @@ class Channel:
         except ValueError:
             self.drops.add("malformed_blob")
             return None
-        if total > 1 << 26 or offset + len(chunk) > total or (total and not chunk):
-            self.drops.add("malformed_blob")
-            self._partial.pop(blob_id, None)
-            return None
-        if op.value not in _KIND_OF_OP or _KIND_OF_OP[op] != frame.kind:
+        if _KIND_OF_OP[op] != frame.kind:
             self.drops.add("malformed_blob")
             return None
-        known = self._partial.get(blob_id)
+        if total > self.limits.blob_limit(op):
+            self.drops.add("oversized_blob")
+            raise ChannelClosedError(
+                f"{self.peer}: a {op.name} blob of {total} bytes (at most "
+                f"{self.limits.blob_limit(op)})"
+            )
+        known = self._partial.pop(blob_id, None)
         if known is None:
-            known = (op, bytearray(total), 0)
-        stored_op, buffer, filled = known
-        if stored_op != op or len(buffer) != total:
+            if offset != 0:
+                self.drops.add("malformed_blob")
+                return None
+            if len(self._partial) >= self.limits.max_partial_blobs:
+                self.drops.add("partial_blobs")
+                raise ChannelClosedError(
+                    f"{self.peer}: more than {self.limits.max_partial_blobs} blobs at once"
+                )
+            # Grows with the chunks that arrive: never allocated to the declared size.
+            known = (op, total, bytearray())
+        stored_op, stored_total, buffer = known
+        if (
+            stored_op != op
+            or stored_total != total
+            or offset != len(buffer)
+            or offset + len(chunk) > total
+            or (total and not chunk)
+        ):
+            # Chunks of a blob arrive in order on one link: anything else is malformed.
             self.drops.add("malformed_blob")
-            self._partial.pop(blob_id, None)
             return None
-        buffer[offset : offset + len(chunk)] = chunk
-        filled += len(chunk)
-        if filled >= total:
-            self._partial.pop(blob_id, None)
+        buffer += chunk
+        if len(buffer) >= total:
             return Received(frame=frame, op=op, blob=bytes(buffer))
-        self._partial[blob_id] = (op, buffer, filled)
+        self._partial[blob_id] = known
         return None
 
     async def expect(self, *ops: Op, timeout: float) -> Received:

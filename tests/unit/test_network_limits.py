@@ -1,0 +1,343 @@
+"""Bounded resources per peer: blob caps, partial blobs, replay quotas, the connection gate."""
+
+import asyncio
+import logging
+
+import pytest
+
+from dpcomm.data import synthetic_table
+from dpcomm.engine.network.frames import (
+    ATTACK_REASONS,
+    OVERLOAD_REASONS,
+    DropCounters,
+    Frame,
+    FrameKind,
+    ReplayCache,
+    frame_size_for,
+    new_message_id,
+    split_drops,
+)
+from dpcomm.engine.network.spec import RoundSpec
+from dpcomm.engine.network.tls import ConnectionGate, ConnectionLimits
+from dpcomm.engine.network.transport import MemoryLink
+from dpcomm.engine.network.wire import (
+    BLOB_HEADER,
+    HELLO_BLOB,
+    PROTOCOL_BLOB_LIMITS,
+    SMALL_BLOB,
+    Channel,
+    ChannelClosedError,
+    ChannelLimits,
+    Op,
+    WireStats,
+    channel_limits_for,
+    peer_frame_quota,
+)
+from dpcomm.errors import InvalidParameterError
+from dpcomm.plan import Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
+
+FRAME_SIZE = frame_size_for(256)
+ROUND = 3
+
+# ------------------------------------------------------------------------- replay quotas
+
+
+def test_replay_quota_is_per_peer():
+    cache = ReplayCache(capacity=100, peer_quota=10)
+    cache.advance(ROUND)
+    ids = [new_message_id() for _ in range(12)]
+    assert [cache.admit(ROUND, i, "a") for i in ids[:10]] == ["fresh"] * 10
+    assert cache.admit(ROUND, ids[10], "a") == "replay_quota"
+    assert cache.held_by("a") == 10
+    # Another peer is not affected; a replay is one whoever sends it.
+    assert cache.admit(ROUND, ids[11], "b") == "fresh"
+    assert cache.admit(ROUND, ids[0], "b") == "replay"
+    assert cache.admit(ROUND, ids[0], "a") == "replay"
+    # A new round forgets the old one's ids and quotas.
+    cache.advance(ROUND + 1)
+    assert cache.held_by("a") == 0
+    assert cache.admit(ROUND + 1, new_message_id(), "a") == "fresh"
+
+
+def test_without_quota_one_peer_fills_the_cache():
+    cache = ReplayCache(capacity=20)
+    cache.advance(ROUND)
+    for _ in range(20):
+        assert cache.admit(ROUND, new_message_id(), "a") == "fresh"
+    assert cache.admit(ROUND, new_message_id(), "b") == "overflow"
+
+
+@pytest.mark.parametrize("quota", [0, -1, True, 1.5])
+def test_replay_quota_is_checked(quota):
+    with pytest.raises(InvalidParameterError):
+        ReplayCache(peer_quota=quota)
+
+
+def test_reasons_are_attacks_or_overload():
+    assert not ATTACK_REASONS & OVERLOAD_REASONS
+    counters = DropCounters()
+    for reason in ("handshake", "replay_quota", "pending_cap", "overflow", "replay"):
+        counters.add(reason)
+    assert counters.attacks() == {"handshake": 1, "replay_quota": 1}
+    assert counters.overload() == {"overflow": 1, "pending_cap": 1}
+    stats = WireStats()
+    stats.drops["n"].add("oversized_blob")
+    stats.drops["m"].add("connection_rate", 2)
+    wire = stats.as_dict()
+    assert wire["attacks"] == {"n": {"oversized_blob": 1}}
+    assert wire["overload"] == {"m": {"connection_rate": 2}}
+    # The same split of a round report's merged counts.
+    dropped = {"n": {"oversized_blob": 1, "replay": 2}, "m": {"connection_rate": 2}, "o": {}}
+    assert split_drops(dropped) == {"attacks": wire["attacks"], "overload": wire["overload"]}
+
+
+# ------------------------------------------------------------------------- blobs
+
+
+def pair(limits=None, replay=None):
+    forward: asyncio.Queue[bytes | None] = asyncio.Queue()
+    backward: asyncio.Queue[bytes | None] = asyncio.Queue()
+    sender = MemoryLink("peer", "node", backward, forward)
+    receiver = MemoryLink("node", "peer", forward, backward)
+    stats = WireStats()
+    cache = replay if replay is not None else ReplayCache()
+    cache.advance(ROUND)
+    out = Channel(
+        sender, frame_size=FRAME_SIZE, round_id=ROUND, stats=WireStats(), replay=ReplayCache()
+    )
+    into = Channel(
+        receiver,
+        frame_size=FRAME_SIZE,
+        round_id=ROUND,
+        stats=stats,
+        replay=cache,
+        limits=limits,
+    )
+    return out, into
+
+
+def chunk_frame(op, blob_id, total, offset, chunk, kind=FrameKind.PLAN):
+    return Frame(
+        kind=kind,
+        round_id=ROUND,
+        message_id=new_message_id(),
+        body=BLOB_HEADER.pack(op, blob_id, total, offset) + chunk,
+    )
+
+
+def test_blobs_within_the_caps_are_reassembled():
+    async def scenario():
+        out, into = pair(ChannelLimits(max_blob=10_000))
+        payload = bytes(range(256)) * 30
+        out.write_blob(Op.PLAN, payload)
+        out.write_blob(Op.ACK)
+        got = await into.receive(timeout=1.0)
+        assert (got.op, got.blob) == (Op.PLAN, payload)
+        got = await into.receive(timeout=1.0)
+        assert (got.op, got.blob) == (Op.ACK, b"")
+        assert into.drops.total == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_declared_size_over_the_cap_closes_the_channel_without_allocating():
+    async def scenario():
+        out, into = pair(ChannelLimits(max_blob=10_000))
+        out.write_frame(chunk_frame(Op.PLAN, 1, 10_001, 0, b"x"))
+        with pytest.raises(ChannelClosedError, match="at most 10000"):
+            await into.receive(timeout=1.0)
+        assert into.drops.as_dict() == {"oversized_blob": 1}
+        # At the cap: accepted, but the buffer holds what arrived, not what was declared.
+        out, into = pair(ChannelLimits(max_blob=10_000))
+        out.write_frame(chunk_frame(Op.PLAN, 1, 10_000, 0, b"x" * 100))
+        with pytest.raises(TimeoutError):
+            await into.receive(timeout=0.05)
+        assert [len(buffer) for _, _, buffer in into._partial.values()] == [100]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("op", sorted(PROTOCOL_BLOB_LIMITS))
+def test_small_operations_are_capped_by_the_protocol(op):
+    async def scenario():
+        out, into = pair()
+        kind = {Op.ACK: FrameKind.ACK, Op.REJECT: FrameKind.ACK}.get(op)
+        kinds = {
+            Op.HELLO: FrameKind.PLAN,
+            Op.PREPARED: FrameKind.ACK,
+            Op.COMMITTED: FrameKind.ACK,
+            Op.ABORTED: FrameKind.ACK,
+        }
+        kind = kind or kinds.get(op, FrameKind.CLOSE)
+        out.write_frame(chunk_frame(op, 1, PROTOCOL_BLOB_LIMITS[op] + 1, 0, b"x", kind))
+        with pytest.raises(ChannelClosedError):
+            await into.receive(timeout=1.0)
+        assert into.drops.as_dict() == {"oversized_blob": 1}
+
+    asyncio.run(scenario())
+    assert ChannelLimits().blob_limit(Op.ACK) == SMALL_BLOB
+    assert ChannelLimits(max_blob=100).blob_limit(Op.HELLO) == 100
+
+
+def test_too_many_partial_blobs_close_the_channel():
+    async def scenario():
+        out, into = pair(ChannelLimits(max_partial_blobs=2))
+        for blob_id in (1, 2, 3):
+            out.write_frame(chunk_frame(Op.PLAN, blob_id, 1000, 0, b"x" * 10))
+        with pytest.raises(ChannelClosedError, match="more than 2 blobs"):
+            await into.receive(timeout=1.0)
+        assert into.drops.as_dict() == {"partial_blobs": 1}
+
+    asyncio.run(scenario())
+
+
+def test_chunks_out_of_order_are_malformed():
+    async def scenario():
+        out, into = pair()
+        out.write_frame(chunk_frame(Op.PLAN, 1, 20, 10, b"x" * 10))  # no first chunk
+        out.write_frame(chunk_frame(Op.PLAN, 2, 20, 0, b"x" * 10))
+        out.write_frame(chunk_frame(Op.PLAN, 2, 20, 15, b"x" * 5))  # a gap: blob 2 dropped
+        out.write_frame(chunk_frame(Op.PLAN, 3, 4, 0, b"abcd"))
+        got = await into.receive(timeout=1.0)
+        assert got.blob == b"abcd"
+        assert into.drops.as_dict() == {"malformed_blob": 2}
+        assert into._partial == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_peer_past_its_replay_quota_is_closed():
+    async def scenario():
+        out, into = pair(replay=ReplayCache(peer_quota=5))
+        for _ in range(8):
+            out.write_data(0, 0, b"x")
+        for _ in range(5):
+            assert (await into.receive(timeout=1.0)).op is None
+        with pytest.raises(ChannelClosedError, match="quota"):
+            await into.receive(timeout=1.0)
+        assert into.drops.as_dict() == {"replay_quota": 1}
+
+    asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------------- connection gate
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_gate_rate_limits_new_connections():
+    async def scenario():
+        clock = Clock()
+        gate = ConnectionGate(
+            ConnectionLimits(burst=3, rate=10.0, max_pending=100), clock=clock, name="n"
+        )
+        admitted = [gate.admit() for _ in range(5)]
+        assert [a is not None for a in admitted] == [True] * 3 + [False] * 2
+        clock.now += 0.15  # one token back (and a half)
+        assert gate.admit() is not None
+        assert gate.admit() is None
+        assert gate.drops.as_dict() == {"connection_rate": 3}
+
+    asyncio.run(scenario())
+
+
+def test_gate_caps_pending_handshakes_and_evicts_stalled_ones():
+    async def scenario():
+        clock = Clock()
+        limits = ConnectionLimits(max_pending=2, burst=100, handshake_timeout=1.0)
+        gate = ConnectionGate(limits, clock=clock)
+        release = asyncio.Event()
+
+        async def handshake():
+            entry = gate.admit()
+            if entry is None:
+                return "refused"
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                return "evicted" if entry.evicted else "cancelled"
+            finally:
+                gate.done(entry)
+            return "done"
+
+        async def start():
+            task = asyncio.ensure_future(handshake())
+            await asyncio.sleep(0)
+            return task
+
+        first, second = await start(), await start()
+        assert await (await start()) == "refused"  # full, nobody stalled yet
+        clock.now += 0.6  # past half the timeout: the oldest is evicted for a newcomer
+        third = await start()
+        assert await first == "evicted"
+        assert gate.pending == 2 and gate.peak == 2
+        release.set()
+        assert [await second, await third] == ["done", "done"]
+        assert gate.pending == 0
+        assert gate.drops.as_dict() == {"pending_cap": 1, "stalled": 1}
+
+    asyncio.run(scenario())
+
+
+def test_gate_caps_links_per_peer():
+    gate = ConnectionGate(ConnectionLimits(links_per_peer=2))
+    assert gate.link_opened("a") and gate.link_opened("a")
+    assert not gate.link_opened("a")
+    assert gate.link_opened("b")
+    gate.link_closed("a")
+    assert gate.link_opened("a")
+    assert gate.drops.as_dict() == {"peer_links": 1}
+
+
+def test_gate_logs_one_summary_per_interval(caplog):
+    clock = Clock()
+    gate = ConnectionGate(ConnectionLimits(log_interval=10.0), clock=clock, name="n")
+    with caplog.at_level(logging.WARNING, logger="dpcomm.network"):
+        for _ in range(100):
+            gate.refuse("handshake", "bad certificate")
+        clock.now += 10.0
+        gate.refuse("pending_cap")
+    assert len(caplog.records) == 2
+    assert "handshake 1" in caplog.records[0].message
+    assert "handshake 99, pending_cap 1" in caplog.records[1].message
+
+
+@pytest.mark.parametrize(
+    "options", [{"max_pending": 0}, {"rate": 0}, {"burst": True}, {"handshake_timeout": -1}]
+)
+def test_connection_limits_are_checked(options):
+    with pytest.raises(InvalidParameterError):
+        ConnectionLimits(**options)
+
+
+def test_channel_limits_grow_with_the_round_and_the_coordinator_takes_no_large_blob():
+    def spec_of(rows):
+        program = AggregateProgram.from_sql(
+            "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
+            synthetic_table(num_rows=rows, seed=3),
+            num_compute_nodes=3,
+        )
+        countermeasure = Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2)
+        return RoundSpec.create(
+            program.public(),
+            countermeasure,
+            round_id=1,
+            seed=None,
+            collect_seconds=5,
+            round_seconds=30,
+        )
+
+    small, large = spec_of(20), spec_of(400)
+    assert 1 << 20 < channel_limits_for(small).max_blob < channel_limits_for(large).max_blob
+    coordinator = channel_limits_for(large, "coordinator")
+    assert coordinator.max_blob == HELLO_BLOB
+    assert coordinator.blob_limit(Op.OUTPUT) == HELLO_BLOB
+    assert peer_frame_quota(large, coordinator) < peer_frame_quota(large)
+    assert peer_frame_quota(small) >= 2 * small.transformed.messages
