@@ -341,3 +341,27 @@ def test_channel_limits_grow_with_the_round_and_the_coordinator_takes_no_large_b
     assert coordinator.blob_limit(Op.OUTPUT) == HELLO_BLOB
     assert peer_frame_quota(large, coordinator) < peer_frame_quota(large)
     assert peer_frame_quota(small) >= 2 * small.transformed.messages
+
+
+def test_output_blobs_fit_their_cap_whatever_the_round():
+    from dpcomm.data import synthetic_table
+    from dpcomm.engine.network import nodes
+    from dpcomm.engine.network.spec import RoundSpec
+    from dpcomm.engine.network.wire import OUTPUT_BLOB_HEADER, channel_limits_for
+    from dpcomm.plan import NoCountermeasure
+    from dpcomm.queries.aggregate import AggregateProgram
+
+    assert nodes._OUTPUT_HEADER.size == OUTPUT_BLOB_HEADER
+    table = synthetic_table(num_rows=50_000, seed=0)
+    sql = "SELECT g1, g2, COUNT(*), SUM(m1), AVG(m2) FROM t GROUP BY g1, g2"
+    program = AggregateProgram.from_sql(sql, table, num_compute_nodes=2)
+    spec = RoundSpec.create(
+        program.public(),
+        NoCountermeasure(),
+        round_id=1,
+        seed=None,
+        collect_seconds=10.0,
+        round_seconds=60.0,
+    )
+    largest = max(program.output_size(flow) for flow in program.flow_names)
+    assert channel_limits_for(spec, "result").max_blob >= largest + OUTPUT_BLOB_HEADER

@@ -63,6 +63,9 @@ def _print_wire(report: dict[str, Any]) -> None:
     left = {flow: len(rows) for flow, rows in report["left_out_sources"].items() if rows}
     print(f"  sources left out (deadline): {left or 'none'}")
     print(f"  dropped frames/connections: {wire['dropped'] or 'none'}")
+    for kind in ("attacks", "overload"):
+        if wire.get(kind):
+            print(f"  of which {kind}: {wire[kind]}")
     timings = ", ".join(
         f"{k.removesuffix('_seconds')} {v:.2f} s" for k, v in wire["timings"].items()
     )

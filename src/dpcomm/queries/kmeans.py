@@ -370,6 +370,11 @@ class KMeansProgram:
         del flow
         return VectorCodec(self.dimension).encode(np.asarray(output).reshape(1, -1))[0]
 
+    def output_size(self, flow: str) -> int:
+        """Bytes of a centroid: the dimension's float32 coordinates."""
+        del flow
+        return self.dimension * COORDINATE_BYTES
+
     def check_output(self, flow: str, output: FloatArray) -> None:
         """Nothing to check: a centroid always has the public size."""
         del flow, output

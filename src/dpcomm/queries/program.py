@@ -82,6 +82,10 @@ class QueryProgram(ProgramHooks, Protocol):
         """A target's output of ``flow`` as bytes of a length that depends on ``flow`` only."""
         ...
 
+    def output_size(self, flow: str) -> int:
+        """Bytes of every output of ``flow``: one public size, whatever the data."""
+        ...
+
     def check_output(self, flow: str, output: Any) -> None:
         """Raise (a DpcommError) if ``output`` cannot travel at the public size of ``flow``."""
         ...

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from dpcomm.engine.network.frames import split_drops
 from dpcomm.engine.network.launcher import (
     Workers,
     check_new_authority,
@@ -203,6 +204,7 @@ def wire_report(
         "mean_data_channels_per_node": float(np.mean(data)) if data else 0.0,
         "max_data_channels_by_role": by_role,
         "dropped": merged["drops"],
+        **split_drops(merged["drops"]),
         "dropped_total": sum(sum(c.values()) for c in merged["drops"].values()),
         "timings": dict(timings),
     }

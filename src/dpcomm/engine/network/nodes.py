@@ -74,7 +74,7 @@ from dpcomm.queries.program import QueryProgram
 
 #: Concurrent link set-ups per process (keeps listen backlogs from overflowing).
 CONNECT_CONCURRENCY = 64
-_OUTPUT_HEADER = struct.Struct(">HH")
+_OUTPUT_HEADER = struct.Struct(">HH")  # wire.OUTPUT_BLOB_HEADER bytes
 
 
 def _json(value: Any) -> bytes:

@@ -172,14 +172,22 @@ def channel_limits_for(spec: RoundSpec, role: str | None = None) -> ChannelLimit
     each row at most an encoded tuple and its aggregates. Capped at :data:`BASE_BLOB` plus, per
     node of the round, twice the payload size and :data:`BLOB_BYTES_PER_NODE` bytes (and never
     above :data:`DEFAULT_MAX_BLOB`); the other operations keep :data:`PROTOCOL_BLOB_LIMITS`.
-    The coordinator receives no plan, FINALIZE or output: its largest blob is a HELLO.
+    The coordinator receives no plan, FINALIZE or output: its largest blob is a HELLO. An
+    output blob's size is the program's public one (``output_size``), accepted at any size.
     """
     if role == "coordinator":
         return ChannelLimits(max_blob=HELLO_BLOB)
     nodes = sum(group.count for group in spec.transformed.routed.groups)
     per_node = 2 * spec.payload_size + BLOB_BYTES_PER_NODE
-    return ChannelLimits(max_blob=min(DEFAULT_MAX_BLOB, BASE_BLOB + nodes * per_node))
+    program = spec.public_program
+    # An output has one public size (the program pads it): it always fits, whatever the cap.
+    output = max(program.output_size(flow) for flow in spec.data_flows) + OUTPUT_BLOB_HEADER
+    plan = min(DEFAULT_MAX_BLOB, BASE_BLOB + nodes * per_node)
+    return ChannelLimits(max_blob=max(plan, output))
 
+
+OUTPUT_BLOB_HEADER = 4
+"""Bytes before a program's output in an OUTPUT blob: the data flow and the target index."""
 
 CONTROL_FRAMES_PER_BLOB_CAP = 4
 """Blobs of the largest size one peer may send a node in a round, in :func:`peer_frame_quota`."""
