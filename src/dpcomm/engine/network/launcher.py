@@ -31,7 +31,7 @@ from typing import Any
 
 from dpcomm.engine.network.faults import exit_process
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
-from dpcomm.engine.network.nodes import run_nodes
+from dpcomm.engine.network.nodes import LARGE_ROUND_SOURCES, run_nodes
 from dpcomm.engine.network.pki import CertificateAuthority, NodeCredentials, PkiError, issue_many
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, RoundSpec
 from dpcomm.engine.network.tls import TlsTransport
@@ -183,11 +183,12 @@ def run_tls_group(
 
 
 def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[str, list[str]]:
-    """Which nodes share a process: the coordinator, the other nodes, crashing nodes, sources.
+    """Which nodes share a process: the infrastructure, crashing nodes, the sources.
 
-    The coordinator and the result node take one process, the compute nodes and scramblers
-    another: every node registers with the coordinator while the sources already connect to
-    their scramblers, two streams of TLS handshakes that two cores run side by side. The
+    Above :data:`LARGE_ROUND_SOURCES` sources, the coordinator and the result node take
+    one process, the compute nodes and scramblers another: every node registers with the
+    coordinator while the sources already connect to their scramblers, two streams of TLS
+    handshakes that two cores run side by side (below, one process starts faster). The
     sources (the most numerous, each with its own TLS connections) take the others, at most
     :data:`SOURCES_PER_PROCESS` each (and :data:`MAX_SOURCE_PROCESSES` processes); a node set
     to crash gets a process of its own.
@@ -195,11 +196,13 @@ def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[s
     names = spec.node_names()
     crashing = [str(n) for n in names if configs[str(n)].faults.crash_after_frames is not None]
     infrastructure = [str(n) for n in names if n.role != "source" and str(n) not in crashing]
-    control = {str(COORDINATOR), str(RESULT)}
-    groups: dict[str, list[str]] = {
-        "coordinator": [n for n in infrastructure if n in control],
-        "nodes": [n for n in infrastructure if n not in control],
-    }
+    groups: dict[str, list[str]] = {"nodes": infrastructure}
+    if spec.public_program.num_sources > LARGE_ROUND_SOURCES:
+        control = {str(COORDINATOR), str(RESULT)}
+        groups = {
+            "coordinator": [n for n in infrastructure if n in control],
+            "nodes": [n for n in infrastructure if n not in control],
+        }
     for position, name in enumerate(crashing):
         groups[f"crashing-{position}"] = [name]
     sources = [str(n) for n in names if n.role == "source" and str(n) not in crashing]
@@ -278,7 +281,8 @@ class Workers:
     @staticmethod
     def count_for(num_sources: int, crashing: int = 0) -> int:
         """The workers a round of ``num_sources`` sources needs (see :func:`process_groups`)."""
-        return 2 + crashing + source_processes(num_sources)
+        infrastructure = 2 if num_sources > LARGE_ROUND_SOURCES else 1
+        return infrastructure + crashing + source_processes(num_sources)
 
     def close(self) -> None:
         """Stop every worker still running and close their pipes."""
