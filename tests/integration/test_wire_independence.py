@@ -150,3 +150,28 @@ def test_a_text_value_beyond_the_public_bound_is_refused_in_every_engine():
     sql = "SELECT region, COUNT(*) FROM t GROUP BY region"
     with pytest.raises(InvalidParameterError, match=r"column region.*--max-text-bytes.*60 bytes"):
         AggregateProgram.from_sql(sql, _text_table("x" * 60), max_text_bytes=50)
+
+
+def test_compute_nodes_open_the_tuple_only_never_the_sender(monkeypatch):
+    """What a compute node decrypts is the encoded tuple: no row index, no sender id."""
+    from dpcomm.engine.network import nodes
+
+    opened: list[bytes] = []
+    original = nodes.open_payload
+
+    def spy(*args: Any, **kwargs: Any) -> bytes | None:
+        content = original(*args, **kwargs)
+        if content is not None:
+            opened.append(content)
+        return content
+
+    monkeypatch.setattr(nodes, "open_payload", spy)
+    table = synthetic_table(num_rows=40, seed=8)
+    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=3)
+    engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
+    engine.execute(program, COUNTERMEASURES["scramblers"], delta=1e-4, seed=3)
+    flow = program.flow_names[0]
+    tuples = program.tuple_codec(flow).encode(program.carried(flow, program.source_rows()))
+    # Every plaintext is exactly some row's encoded tuple: were a row index or a sender id
+    # in it, it would not be.
+    assert opened and set(opened) <= set(tuples)
