@@ -94,23 +94,23 @@ def bounded_int(minimum: int | None, maximum: int) -> Callable[[str], int]:
     return convert
 
 
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0 (seconds, ...)."""
+def _finite_float(text: str, *, strict: bool) -> float:
+    """A finite number > 0 (``strict``) or >= 0, for argparse (ArgumentTypeError if not)."""
+    allowed = "a finite number > 0" if strict else "a finite number >= 0"
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or (strict and value == 0):
+        raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}")
     return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0 (seconds, ...)."""
+    return _finite_float(text, strict=True)
 
 
 def non_negative_float(text: str) -> float:
     """An argparse type: a finite number >= 0 (an ε, ...)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+    return _finite_float(text, strict=False)

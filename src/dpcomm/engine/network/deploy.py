@@ -434,7 +434,8 @@ def round_failures(
     errors = details["errors"]
     if errors:
         name, message = next(iter(sorted(errors.items())))
-        failures.append(f"{len(errors):,} nodes failed (first: {name}: {message})")
+        first = " ".join(str(message).split())[:300]  # one line, whatever the error said
+        failures.append(f"{len(errors):,} nodes failed (first: {name}: {first})")
     return failures
 
 
