@@ -51,6 +51,7 @@ METHOD_NAMES: tuple[str, ...] = (
     "enumeration",
     "theorem-exact",
     "bennett-printed",
+    "pld",
 )
 
 METHOD_DESCRIPTIONS: dict[str, str] = {
@@ -64,7 +65,11 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
     "enumeration": "exhaustive enumeration of the output distribution (tiny instances)",
     "theorem-exact": "capped scrambler pure ε as printed (invalid for T >= 3)",
     "bennett-printed": "Lemma 3's Bennett bound as printed (invalid)",
+    "pld": "privacy loss distribution of a dominating pair, composed (dp_accounting)",
 }
+
+#: Most rounds ``account`` composes (beyond, the PLD's FFT grid grows past memory).
+MAX_ROUNDS = 10_000
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,10 @@ class AccountingReport:
         guarantee: the smallest valid bound, as (ε, δ, method).
         lower_bound: a certified lower bound on the same quantity, or None if unavailable.
         methods: every applicable method's answer.
+        rounds: R, the number of identical rounds composed (1: one round). With R > 1 every
+            single-round method is composed by Theorem 2 (R·ε at δ/R, or R·δ at ε/R) and
+            ``pld`` composes the dominating pair's privacy loss distribution.
+        notes: why a method is missing (e.g. no PLD for this mechanism or size).
     """
 
     mechanism: Mechanism
@@ -95,6 +104,8 @@ class AccountingReport:
     guarantee: PrivacyGuarantee
     lower_bound: float | None
     methods: tuple[MethodResult, ...] = field(default_factory=tuple)
+    rounds: int = 1
+    notes: tuple[str, ...] = ()
 
     @property
     def value(self) -> float:
@@ -264,11 +275,92 @@ def _pure_lower_bound(mechanism: Mechanism) -> float | None:
     return None
 
 
+def _single_round(
+    mechanism: Mechanism,
+    methods: list[_Method],
+    *,
+    query: Query,
+    fixed: float,
+) -> tuple[list[MethodResult], float | None]:
+    """Every method's answer for one round at the fixed δ (ε query) or ε (δ query)."""
+    results: list[MethodResult] = []
+    if query == "delta":
+        for method in methods:
+            results.append(
+                MethodResult(method.name, min(1.0, method.delta_of_epsilon(fixed)), method.status)
+            )
+        curve = _lower_bound_curve(mechanism)
+        return results, None if curve is None else curve(fixed)
+    limit = _search_limit(mechanism)
+    for method in methods:
+        if method.epsilon_of_delta is not None:
+            value = method.epsilon_of_delta(fixed)
+        else:
+            value = epsilon_for_delta(method.delta_of_epsilon, fixed, upper=limit)
+        results.append(MethodResult(method.name, value, method.status))
+    if fixed == 0.0:
+        return results, _pure_lower_bound(mechanism)
+    curve = _lower_bound_curve(mechanism)
+    lower = None if curve is None else lower_epsilon_for_delta(curve, fixed, upper=limit)
+    return results, lower
+
+
+def _composed_rounds(
+    mechanism: Mechanism,
+    methods: list[_Method],
+    *,
+    query: Query,
+    fixed: float,
+    rounds: int,
+) -> tuple[list[MethodResult], float | None, list[str]]:
+    """R rounds: every single-round method by Theorem 2, and the composed PLD.
+
+    Theorem 2 (basic composition): rounds that are each (ε_1, δ/R)-DP are (R·ε_1, δ)-DP
+    together, and rounds that are each (ε/R, δ_1)-DP are (ε, R·δ_1)-DP. The PLD of the
+    dominating pair composed R times is valid for every ε at once (module
+    :mod:`dpcomm.accounting.pld`). The lower bound composes explicit pairs.
+    """
+    from dpcomm.accounting import pld
+
+    notes: list[str] = []
+    share = fixed / rounds
+    single, _ = _single_round(mechanism, methods, query=query, fixed=share)
+    results = [
+        MethodResult(
+            r.name, min(1.0, rounds * r.value) if query == "delta" else rounds * r.value, r.status
+        )
+        for r in single
+    ]
+    lower: float | None
+    if query == "epsilon" and fixed == 0.0:
+        pure_lower = _pure_lower_bound(mechanism)
+        lower = None if pure_lower is None else rounds * pure_lower
+        notes.append("pld: not used for pure ε (δ = 0); pure ε adds up exactly")
+        return results, lower, notes
+    try:
+        pair = pld.dominating_pair(mechanism)
+    except pld.PairUnavailableError as error:
+        notes.append(f"pld: {error}")
+    else:
+        composed = pld.compose([pair.pld()], counts=[rounds])
+        if query == "epsilon":
+            value = pld.epsilon_for_delta(composed, fixed)
+        else:
+            value = min(1.0, float(composed.get_delta_for_epsilon(fixed)))
+        results.append(MethodResult("pld", value, "valid"))
+    if query == "epsilon":
+        lower = pld.composed_lower_epsilon(mechanism, rounds=rounds, delta=fixed)
+    else:
+        lower = pld.composed_lower_delta(mechanism, rounds=rounds, epsilon=fixed)
+    return results, lower, notes
+
+
 def account(
     mechanism: Mechanism,
     *,
     delta: float | None = None,
     epsilon: float | None = None,
+    rounds: int = 1,
     monte_carlo_samples: int = 5000,
     seed: int | None = 0,
 ) -> AccountingReport:
@@ -278,38 +370,30 @@ def account(
         mechanism: any mechanism description of :mod:`dpcomm.accounting.mechanisms`.
         delta: the target δ in [0, 1); with ``epsilon`` unset, every method reports its ε.
         epsilon: the target ε >= 0; every method reports its δ. Exclusive with ``delta``.
+        rounds: R, identical rounds composed (each source takes part in every round with fresh
+            randomness): δ and ε are then the whole composition's.
         monte_carlo_samples: R of Algorithm 2 (0 skips the Monte Carlo estimate).
         seed: seed of the Monte Carlo estimate.
     """
     if delta is not None and epsilon is not None:
         raise InvalidParameterError("epsilon", "unset when delta is given", epsilon)
     monte_carlo_samples = check_int("monte_carlo_samples", monte_carlo_samples, minimum=0)
+    rounds = check_int("rounds", rounds, minimum=1, maximum=MAX_ROUNDS)
     methods = _methods_for(mechanism, monte_carlo_samples=monte_carlo_samples, seed=seed)
-    results: list[MethodResult] = []
+    query: Query
     if epsilon is not None:
         fixed = check_epsilon("epsilon", epsilon)
-        for method in methods:
-            results.append(
-                MethodResult(method.name, min(1.0, method.delta_of_epsilon(fixed)), method.status)
-            )
-        curve = _lower_bound_curve(mechanism)
-        lower = None if curve is None else curve(fixed)
-        query: Query = "delta"
+        query = "delta"
     else:
         fixed = check_delta("delta", 0.0 if delta is None else delta)
-        limit = _search_limit(mechanism)
-        for method in methods:
-            if method.epsilon_of_delta is not None:
-                value = method.epsilon_of_delta(fixed)
-            else:
-                value = epsilon_for_delta(method.delta_of_epsilon, fixed, upper=limit)
-            results.append(MethodResult(method.name, value, method.status))
-        if fixed == 0.0:
-            lower = _pure_lower_bound(mechanism)
-        else:
-            curve = _lower_bound_curve(mechanism)
-            lower = None if curve is None else lower_epsilon_for_delta(curve, fixed, upper=limit)
         query = "epsilon"
+    notes: list[str] = []
+    if rounds == 1:
+        results, lower = _single_round(mechanism, methods, query=query, fixed=fixed)
+    else:
+        results, lower, notes = _composed_rounds(
+            mechanism, methods, query=query, fixed=fixed, rounds=rounds
+        )
     valid = [r for r in results if r.status == "valid"]
     if not valid:
         raise DpcommError("no valid accounting method applies to this mechanism")
@@ -320,7 +404,9 @@ def account(
         guarantee = PrivacyGuarantee(fixed, best.value, best.name)
     order = {name: index for index, name in enumerate(METHOD_NAMES)}
     ordered = tuple(sorted(results, key=lambda r: order[r.name]))
-    return AccountingReport(mechanism, query, fixed, guarantee, lower, ordered)
+    return AccountingReport(
+        mechanism, query, fixed, guarantee, lower, ordered, rounds=rounds, notes=tuple(notes)
+    )
 
 
 def report_with_method(report: AccountingReport, method: str) -> AccountingReport:
@@ -338,6 +424,8 @@ def report_with_method(report: AccountingReport, method: str) -> AccountingRepor
                 guarantee,
                 report.lower_bound,
                 report.methods,
+                rounds=report.rounds,
+                notes=report.notes,
             )
     available = ", ".join(r.name for r in report.methods)
     raise InvalidParameterError("method", f"one of {available}", method)

@@ -1,0 +1,463 @@
+"""Privacy loss distributions (PLDs) of explicit dominating pairs, composed with dp_accounting.
+
+Beyond the paper, which composes by adding ε and δ (Theorem 2). A pair of distributions
+(P, Q) *dominates* a mechanism when, for every pair of neighbouring inputs, the mechanism's
+two output distributions are one randomized post-processing of P and of Q. Then for every
+ε the mechanism's δ(ε) is at most the hockey-stick divergence H_{e^ε}(P ‖ Q), and the
+product of dominating pairs dominates the composition of the mechanisms, adaptive or not
+(Zhu, Dong and Wang, "Optimal accounting of differential privacy via characteristic
+function", AISTATS 2022, Def. 7 and Thm. 10). A pair is handed to dp_accounting as its
+privacy loss distribution: the law of L = ln(P(o)/Q(o)) for o ~ P, with the P-mass where
+Q = 0 at +∞. Its pessimistic discretization rounds every loss *up* to the grid, which only
+adds to every H_{e^ε}, and composition is an FFT convolution whose truncated tails go to +∞.
+
+Pairs built here (each docstring says why it dominates):
+
+* :func:`local_randomizer_pair` — R_σ^d of Section 3 (App. B's output probabilities).
+* :func:`scrambler_pair` — the uncapped scrambler A_σ^{n,d}: the pair behind Lemma 2 (its
+  hockey-stick curve is Lemma 2's δ(ε), evaluated exactly); the capped scrambler falls back on
+  its sources' R_σ (post-processing).
+* :func:`lower_bound_pairs` — exact output distributions of explicit neighbouring inputs, for
+  certified *lower* bounds (optimistic discretization).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+from dp_accounting.pld import pld_pmf
+from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
+from scipy.special import gammaln
+from scipy.stats import binom
+
+from dpcomm.accounting.exact import _kept_blanket_range, _lower_quantile, _upper_quantile
+from dpcomm.accounting.lower_bound import ScramblerLowerBound
+from dpcomm.accounting.mechanisms import LocalRandomizer, Mechanism, ScramblerMechanism
+from dpcomm.errors import InvalidParameterError
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Width of the grid the privacy losses are rounded to (dp_accounting's default).
+DEFAULT_INTERVAL = 1e-4
+#: Tail mass of each binomial window of :func:`scrambler_pair`; what lies beyond is put at +∞.
+_WINDOW_TAIL = 1e-30
+#: Cells of :func:`scrambler_pair` with a smaller P-mass are put at +∞ (they sum to < 1e-25).
+_CELL_FLOOR = 1e-40
+#: Cells of :func:`scrambler_pair` above which its rows (values of m) are grouped (see there).
+GROUPING_CELLS = 4_000_000
+#: Fewest rows kept when rows are grouped.
+MIN_PAIR_ROWS = 64
+#: Most (m, Z, a) cells :func:`scrambler_pair` evaluates (a few float64 arrays of this size).
+MAX_PAIR_CELLS = 30_000_000
+#: dp_accounting's bound on the tail mass dropped (pessimistic: put at +∞) per convolution.
+TAIL_MASS_TRUNCATION = 1e-15
+#: Rounding allowance on a computed loss before it is rounded up to the grid.
+_LOSS_GUARD = 1e-12
+#: P-mass put at +∞ for the floating-point error of the masses of :func:`scrambler_pair`.
+_FLOAT_ALLOWANCE = 1e-13
+#: Slack that a certified lower bound gives away for the floating-point error of an FFT.
+_LOWER_SLACK = 1e-12
+
+
+class PairUnavailableError(InvalidParameterError):
+    """No dominating pair is built for this mechanism (callers fall back on (ε, δ) sums)."""
+
+
+@dataclass(frozen=True, eq=False)
+class LossAtoms:
+    """A pair (P, Q) written as its privacy loss distribution.
+
+    Attributes:
+        losses: the finite values of ln(P(o)/Q(o)), one per atom.
+        masses: P's mass on each atom.
+        infinity_mass: P's mass where Q = 0 (and, for an upper-bound pair, every mass left out
+            of the windows: putting P-mass at +∞ yields a pair that dominates the original, of
+            which the original is a post-processing).
+        description: what the pair is, for reports.
+    """
+
+    losses: FloatArray
+    masses: FloatArray
+    infinity_mass: float
+    description: str
+
+    def delta(self, epsilon: float) -> float:
+        """H_{e^ε}(P ‖ Q) = E_P[(1 − e^{ε − L})_+] + P(L = ∞), without discretization."""
+        if math.isinf(epsilon):
+            return self.infinity_mass
+        above = self.losses > epsilon
+        gain = -np.expm1(epsilon - self.losses[above])
+        return float(np.dot(self.masses[above], gain)) + self.infinity_mass
+
+    def pld(
+        self, *, interval: float = DEFAULT_INTERVAL, pessimistic: bool = True
+    ) -> PrivacyLossDistribution:
+        """The discretized PLD: losses rounded up (pessimistic) or down (optimistic)."""
+        if self.losses.size == 0:
+            probs = np.zeros(1)
+            lowest = 0
+        else:
+            if pessimistic:
+                scaled = (self.losses + _LOSS_GUARD * (1.0 + np.abs(self.losses))) / interval
+                index = np.ceil(scaled).astype(np.int64)
+            else:
+                scaled = (self.losses - _LOSS_GUARD * (1.0 + np.abs(self.losses))) / interval
+                index = np.floor(scaled).astype(np.int64)
+            lowest = int(index.min())
+            probs = np.bincount(index - lowest, weights=self.masses).astype(float)
+        pmf = pld_pmf.DensePLDPmf(interval, lowest, probs, self.infinity_mass, pessimistic)
+        return PrivacyLossDistribution(pmf)
+
+
+def identity_pair(description: str = "no leakage") -> LossAtoms:
+    """P = Q: loss 0 with mass 1."""
+    return LossAtoms(np.zeros(1), np.ones(1), 0.0, description)
+
+
+def local_randomizer_pair(randomizer: LocalRandomizer) -> LossAtoms:
+    """The pair of R_σ^d (Section 3): the output sets of a source at t and at t'.
+
+    Exact (App. B, as :func:`dpcomm.accounting.pure.local_delta`): the sets holding t but not
+    t' have total mass s·m_t under t and s·m_o under t' (s = (T − 1 − d)/(T − 1),
+    m_t = 1 − σ + (d + 1)σ/T, m_o = (d + 1)σ/T), the sets holding t' but not t the reverse, all
+    others equal mass. Every pair of inputs is this one up to renaming targets, and the other
+    sources' outputs are independent of the differing one (a post-processing), so it dominates.
+    """
+    size, sigma, dummies = (
+        randomizer.num_targets,
+        randomizer.sampling_rate,
+        randomizer.num_dummies,
+    )
+    share = (size - 1 - dummies) / (size - 1)
+    mass_true = 1.0 - sigma + (dummies + 1) * sigma / size
+    mass_other = (dummies + 1) * sigma / size
+    name = f"R_σ^d pair (T={size}, σ={sigma:g}, d={dummies})"
+    if share == 0.0 or mass_true == mass_other:
+        return identity_pair(name)
+    rest = max(0.0, 1.0 - share * (mass_true + mass_other))
+    if mass_other == 0.0:  # σ = 0: the true target is revealed
+        return LossAtoms(np.zeros(1), np.array([rest]), share * mass_true, name)
+    loss = math.log(mass_true) - math.log(mass_other)
+    return LossAtoms(
+        np.array([loss, -loss, 0.0]),
+        np.array([share * mass_true, share * mass_other, rest]),
+        0.0,
+        name,
+    )
+
+
+def _log_binomial_pmf(k: FloatArray, trials: FloatArray, success: float) -> FloatArray:
+    """The log of P(Bin(trials, success) = k) for 0 ≤ k ≤ trials (−∞ outside)."""
+    valid = (k >= 0) & (k <= trials)
+    kk = np.where(valid, k, 0.0)
+    rest = np.where(valid, trials - kk, 0.0)
+    log_comb = gammaln(trials + 1.0) - gammaln(kk + 1.0) - gammaln(rest + 1.0)
+    if success >= 1.0:
+        terms = np.where(rest == 0, 0.0, -np.inf)
+    elif success <= 0.0:
+        terms = np.where(kk == 0, 0.0, -np.inf)
+    else:
+        terms = kk * math.log(success) + rest * math.log1p(-success)
+    result: FloatArray = np.where(valid, log_comb + terms, -np.inf)
+    return result
+
+
+def _lower_quantiles(
+    probability: float, trials: npt.NDArray[np.int64], success: float
+) -> npt.NDArray[np.int64]:
+    """Largest z with P(Bin(N, p) < z) ≤ probability, per N (vectorized bisection on the cdf)."""
+    low = np.zeros(len(trials), dtype=np.int64)
+    high = np.ceil(trials * success).astype(np.int64) + 1
+    while np.any(high - low > 1):
+        middle = (low + high) // 2
+        fits = binom.cdf(middle - 1, trials, success) <= probability
+        low = np.where(fits, middle, low)
+        high = np.where(fits, high, middle)
+    return low
+
+
+def _blanket_rows(
+    batch_size: int, sampling_rate: float, *, max_rows: int | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Values of m kept (the smallest of each group) and their probabilities.
+
+    m ~ Bin(n − 1, σ) counts the other sources that took the σ-branch. Its window is the one
+    :class:`~dpcomm.accounting.exact.ExactLemma2` keeps; a wider window than
+    :data:`MAX_PAIR_ROWS` is cut into consecutive groups, each charged at its smallest m. That
+    is valid: the pair for m + 1 is a post-processing of the pair for m (add one uniform draw
+    to the counts and one to the announced m), so moving mass to a smaller m yields a pair
+    that dominates. Rows are grouped only when there are more than ``max_rows``.
+    """
+    n, sigma = batch_size, sampling_rate
+    m_lo, m_hi = _kept_blanket_range(n, sigma)
+    counts = np.arange(m_lo, m_hi + 1)
+    if n == 1 or sigma == 0.0 or sigma == 1.0:
+        weights = np.ones(len(counts))
+    else:
+        weights = np.asarray(binom.pmf(counts, n - 1, sigma), dtype=float)
+    if max_rows is not None and len(counts) > max_rows:
+        groups = np.array_split(np.arange(len(counts)), max_rows)
+        counts = np.array([counts[g[0]] for g in groups])
+        weights = np.array([weights[g].sum() for g in groups])
+    return counts.astype(float), weights
+
+
+def _row_cells(mechanism: ScramblerMechanism) -> tuple[int, int]:
+    """(rows of m before grouping, an upper bound on the (Z, a) cells of one row)."""
+    size, n, d = mechanism.num_targets, mechanism.batch_size, mechanism.num_dummies
+    m_lo, m_hi = _kept_blanket_range(n, mechanism.sampling_rate)
+    largest = m_hi + d + 1
+    hit = min(1.0, 2.0 / size)
+    z_hi = min(largest, int(_upper_quantile(_WINDOW_TAIL, np.array([largest]), hit)[0]))
+    z_lo = _lower_quantile(_WINDOW_TAIL, m_lo + d + 1, hit)
+    return m_hi - m_lo + 1, (z_hi - z_lo + 1) * (z_hi + 1)
+
+
+def scrambler_pair(mechanism: ScramblerMechanism) -> LossAtoms:
+    """A dominating pair of the scrambler A_σ^{n,d} (Section 4).
+
+    Uncapped (App. E, proof of Lemma 2): R_σ is the mixture (1 − σ)·e_x + σ·U(T). Tell the
+    observer which of the n − 1 other sources took the σ-branch (m of them, m ~ Bin(n − 1, σ))
+    and where the others sent their true targets; what is left is N = m + d + 1 messages: m + d
+    uniform draws and the differing source's message, which goes to t w.p. 1 − σ + σ/T under
+    input t. Only the counts (a, b) at t and t' matter, and with W the law of N uniform draws
+
+        P(m, a, b) = P(m) · W_N(a, b) · ((1 − σ) T a/N + σ),  Q: a and b exchanged,
+
+    so that P − e^ε Q = P(m) W_N (Σ_{i≤N} L_i)/N with Lemma 2's Σ L_i: the hockey-stick curve of
+    this pair is Lemma 2's δ(ε) exactly (tested against :class:`ExactLemma2`). Z = a + b ~
+    Bin(N, 2/T) and a | Z ~ Bin(Z, 1/2) under W; windows of each law with tails below 1e-30
+    are kept and every mass outside them goes to +∞.
+
+    Capped (S̄_d): no such pair is derived here; the scrambler's output is a post-processing
+    of one source's R_σ, whose pair is returned.
+
+    Raises:
+        PairUnavailableError: the pair would take more than :data:`MAX_PAIR_CELLS` cells.
+    """
+    size, sigma = mechanism.num_targets, mechanism.sampling_rate
+    n, d = mechanism.batch_size, mechanism.num_dummies
+    if mechanism.capped:
+        local = local_randomizer_pair(mechanism.local_randomizer)
+        return LossAtoms(
+            local.losses,
+            local.masses,
+            local.infinity_mass,
+            f"capped scrambler: post-processing of {local.description}",
+        )
+    return _scrambler_pair_cached(size, sigma, n, d)
+
+
+@lru_cache(maxsize=512)
+def _scrambler_pair_cached(size: int, sigma: float, n: int, d: int) -> LossAtoms:
+    name = f"Lemma 2 pair (T={size}, σ={sigma:g}, n={n}, d={d})"
+    if sigma == 1.0:
+        return identity_pair(name)
+    mechanism = ScramblerMechanism(
+        num_targets=size, sampling_rate=sigma, batch_size=n, num_dummies=d
+    )
+    rows, per_row = _row_cells(mechanism)
+    max_rows = max(MIN_PAIR_ROWS, GROUPING_CELLS // max(per_row, 1))
+    cells = min(rows, max_rows) * per_row
+    if cells > MAX_PAIR_CELLS:
+        raise PairUnavailableError(
+            "mechanism",
+            f"a scrambler whose Lemma 2 pair has at most {MAX_PAIR_CELLS:,} cells",
+            f"{cells:,} cells (T={size}, σ={sigma:g}, n={n}, d={d})",
+        )
+    hit = min(1.0, 2.0 / size)
+    scale = (1.0 - sigma) * size  # c1 of Lemma 2
+    counts, weights = _blanket_rows(n, sigma, max_rows=max_rows)
+    losses: list[FloatArray] = []
+    masses: list[FloatArray] = []
+    infinite = 0.0
+    trials = (counts + d + 1).astype(np.int64)  # N per row
+    z_high = np.minimum(trials, _upper_quantile(_WINDOW_TAIL, trials, hit))
+    z_low = _lower_quantiles(_WINDOW_TAIL, trials, hit)
+    for m, weight, z_lo, z_hi in zip(counts, weights, z_low, z_high, strict=True):
+        if weight <= 0.0:
+            continue
+        total = m + d + 1.0  # N
+        z = np.arange(z_lo, z_hi + 1, dtype=float)[:, None]
+        a = np.arange(0, z_hi + 1, dtype=float)[None, :]
+        inside = a <= z
+        log_w = _log_binomial_pmf(z, np.array(total), hit) + _log_binomial_pmf(
+            a, np.broadcast_to(z, (len(z), a.shape[1])), 0.5
+        )
+        factor = (scale * a + total * sigma) / total
+        with np.errstate(divide="ignore"):
+            log_p = np.where(inside, log_w + np.log(factor), -np.inf) + math.log(weight)
+        p = np.exp(log_p)
+        keep = p >= _CELL_FLOOR
+        numerator = scale * a + total * sigma
+        denominator = np.where(inside, scale * (z - a) + total * sigma, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss = np.log(numerator) - np.log(np.maximum(denominator, 0.0))
+        finite = keep & (denominator > 0.0)
+        infinite += float(p[keep & (denominator <= 0.0)].sum())
+        losses.append(np.broadcast_to(loss, p.shape)[finite])
+        masses.append(p[finite])
+    all_losses = np.concatenate(losses)
+    all_masses = np.concatenate(masses)
+    # Everything the windows and the floor left out, and any rounding deficit, goes to +∞.
+    # The sum below cannot resolve masses of 1e-30, so the windows' tails are also bounded
+    # analytically: the m window leaves out at most 2e-30; per row, Z outside its window has
+    # W-mass at most 2e-30 and P = W·f with f ≤ (1 − σ)T + σ; each dropped cell is < 1e-40.
+    tails = 2.0 * _WINDOW_TAIL * (1.0 + float(weights.sum()) * (scale + sigma))
+    tails += _CELL_FLOOR * float(len(counts)) * float(int(z_high.max()) + 1) ** 2
+    # The masses themselves carry relative errors of ~1e-13 (log-gamma); _FLOAT_ALLOWANCE at
+    # +∞ covers what they could take from the hockey-stick sums.
+    left_out = max(1.0 - math.fsum(all_masses.tolist()) - infinite, tails) + _FLOAT_ALLOWANCE
+    return LossAtoms(all_losses, all_masses, min(1.0, infinite + left_out), name)
+
+
+def dominating_pair(mechanism: Mechanism) -> LossAtoms:
+    """The dominating pair of ``mechanism`` (see the pair functions).
+
+    Raises:
+        PairUnavailableError: no pair is built for this mechanism or size.
+    """
+    if isinstance(mechanism, LocalRandomizer):
+        return local_randomizer_pair(mechanism)
+    if isinstance(mechanism, ScramblerMechanism):
+        return scrambler_pair(mechanism)
+    raise PairUnavailableError(
+        "mechanism",
+        "a LocalRandomizer or ScramblerMechanism (generic randomizers have no explicit pair)",
+        type(mechanism).__name__,
+    )
+
+
+# --- Lower bounds ------------------------------------------------------------------------
+
+
+def _atoms_from_masses(first: FloatArray, second: FloatArray, description: str) -> LossAtoms:
+    """The PLD of two (sub-)probability vectors over the same outputs."""
+    both = (first > 0.0) & (second > 0.0)
+    only_first = (first > 0.0) & (second <= 0.0)
+    losses = np.log(first[both]) - np.log(second[both])
+    return LossAtoms(losses, first[both], float(first[only_first].sum()), description)
+
+
+def _own_target_pair(mechanism: ScramblerMechanism) -> tuple[FloatArray, FloatArray]:
+    """Others all at the victim's target t; the observer keeps only the count at t.
+
+    Count at t = Bin(n − 1, 1 − σ + σ/T) (others) + Bin(d, 1/T) (dummies) + the victim's
+    message (at t w.p. 1 − σ + σ/T under input t, σ/T under input t'): exact, a post-processing
+    of the scrambler's output for these neighbouring inputs.
+    """
+    size, sigma = mechanism.num_targets, mechanism.sampling_rate
+    n, d = mechanism.batch_size, mechanism.num_dummies
+    truth, other = 1.0 - sigma + sigma / size, sigma / size
+    others = np.asarray(binom.pmf(np.arange(n), n - 1, truth), dtype=float)
+    if mechanism.capped:
+        raise PairUnavailableError("mechanism", "an uncapped scrambler", "a capped one")
+    dummies = np.asarray(binom.pmf(np.arange(d + 1), d, 1.0 / size), dtype=float)
+    base = np.convolve(others, dummies)
+    first = np.convolve(base, [1.0 - truth, truth])
+    second = np.convolve(base, [1.0 - other, other])
+    return first, second
+
+
+def lower_bound_pairs(mechanism: Mechanism) -> tuple[LossAtoms, ...]:
+    """Exact PLDs of explicit neighbouring inputs (for certified lower bounds).
+
+    Each is the exact output law (or a post-processing of it) for one pair of neighbouring
+    inputs, so any composition of them is a lower bound on the composed mechanism's δ(ε).
+    Masses dropped by the windows only lower the hockey-stick sums.
+    """
+    if isinstance(mechanism, LocalRandomizer):
+        return (local_randomizer_pair(mechanism),)
+    if not isinstance(mechanism, ScramblerMechanism):
+        return ()
+    if mechanism.capped:
+        return ()
+    third = ScramblerLowerBound(mechanism)
+    pairs = [_atoms_from_masses(third.first, third.second, "others at a third target")]
+    if mechanism.num_targets >= 3:
+        first, second = _own_target_pair(mechanism)
+        pairs.append(_atoms_from_masses(first, second, "others at the victim's target"))
+    return tuple(pairs)
+
+
+# --- Composition -------------------------------------------------------------------------
+
+
+def compose(
+    plds: Sequence[PrivacyLossDistribution], *, counts: Sequence[int] | None = None
+) -> PrivacyLossDistribution:
+    """The PLD of the composition: ``plds[i]`` taken ``counts[i]`` times (default once each)."""
+    if not plds:
+        raise InvalidParameterError("plds", "at least one PLD", 0)
+    times = [1] * len(plds) if counts is None else list(counts)
+    result: PrivacyLossDistribution | None = None
+    # dp_accounting's tail bounds try moment orders whose exponentials overflow (harmlessly:
+    # those orders are simply not the minimizer); numpy would warn about them.
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        for pld, count in zip(plds, times, strict=True):
+            if count <= 0:
+                continue
+            part = pld if count == 1 else pld.self_compose(count, TAIL_MASS_TRUNCATION)
+            result = part if result is None else result.compose(part, TAIL_MASS_TRUNCATION)
+    if result is None:
+        raise InvalidParameterError("counts", "at least one count >= 1", times)
+    return result
+
+
+def epsilon_for_delta(pld: PrivacyLossDistribution, delta: float) -> float:
+    """The smallest ε with the PLD's δ(ε) ≤ δ (inf if none)."""
+    return float(pld.get_epsilon_for_delta(delta))
+
+
+def lower_epsilon_for_delta(pld: PrivacyLossDistribution, delta: float) -> float:
+    """A lower bound on the true ε at δ from an *optimistic* PLD of an explicit pair.
+
+    The optimistic PLD's δ(ε) is at most the pair's; the slack covers the FFT's rounding.
+    """
+    return float(pld.get_epsilon_for_delta(delta + _LOWER_SLACK))
+
+
+def composed_epsilon(
+    mechanism: Mechanism, *, rounds: int, delta: float, interval: float = DEFAULT_INTERVAL
+) -> float:
+    """ε of ``rounds`` compositions of ``mechanism`` at δ, from its dominating pair's PLD."""
+    pld = dominating_pair(mechanism).pld(interval=interval)
+    return epsilon_for_delta(compose([pld], counts=[rounds]), delta)
+
+
+def composed_delta(
+    mechanism: Mechanism, *, rounds: int, epsilon: float, interval: float = DEFAULT_INTERVAL
+) -> float:
+    """δ(ε) of ``rounds`` compositions of ``mechanism``, from its dominating pair's PLD."""
+    pld = dominating_pair(mechanism).pld(interval=interval)
+    return min(1.0, float(compose([pld], counts=[rounds]).get_delta_for_epsilon(epsilon)))
+
+
+def composed_lower_epsilon(
+    mechanism: Mechanism, *, rounds: int, delta: float, interval: float = DEFAULT_INTERVAL
+) -> float | None:
+    """A certified lower bound on ε of ``rounds`` compositions at δ (None without a pair)."""
+    best: float | None = None
+    for pair in lower_bound_pairs(mechanism):
+        pld = pair.pld(interval=interval, pessimistic=False)
+        value = lower_epsilon_for_delta(compose([pld], counts=[rounds]), delta)
+        best = value if best is None else max(best, value)
+    return best
+
+
+def composed_lower_delta(
+    mechanism: Mechanism, *, rounds: int, epsilon: float, interval: float = DEFAULT_INTERVAL
+) -> float | None:
+    """A certified lower bound on δ(ε) of ``rounds`` compositions (None without a pair)."""
+    best: float | None = None
+    for pair in lower_bound_pairs(mechanism):
+        pld = pair.pld(interval=interval, pessimistic=False)
+        value = float(compose([pld], counts=[rounds]).get_delta_for_epsilon(epsilon))
+        value = max(0.0, value - _LOWER_SLACK)
+        best = value if best is None else max(best, value)
+    return best
