@@ -57,18 +57,37 @@ def test_logical_nodes_share_the_physical_identity():
 
 
 def test_theorem_2_sums_the_clusters_on_the_path():
+    """δ is the whole plan's: basic composition puts each of the 2 clusters at δ/2."""
     plan = running_example()
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50)
     guarantee = account_plan(plan, countermeasure, delta=1e-4)
-    single = account(
-        ScramblerMechanism(num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50),
-        delta=1e-4,
-        monte_carlo_samples=0,
-    ).guarantee
-    assert guarantee.guarantee.epsilon == pytest.approx(2 * single.epsilon)
-    assert guarantee.guarantee.delta == pytest.approx(2e-4)
+    mechanism = ScramblerMechanism(
+        num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50
+    )
+    single = account(mechanism, delta=5e-5, monte_carlo_samples=0).guarantee
+    assert guarantee.delta_per_cluster == pytest.approx(5e-5)
+    assert guarantee.basic_epsilon == pytest.approx(2 * single.epsilon)
+    # The PLD composition of the two rounds is valid at the whole δ and tighter here.
+    two_rounds = account(mechanism, delta=1e-4, rounds=2, monte_carlo_samples=0)
+    assert guarantee.pld_epsilon == pytest.approx(two_rounds.method_values()["pld"])
+    assert guarantee.guarantee.epsilon == min(guarantee.basic_epsilon, guarantee.pld_epsilon)
+    assert guarantee.guarantee.epsilon < guarantee.basic_epsilon
+    assert guarantee.guarantee.delta == pytest.approx(1e-4)
+    assert guarantee.guarantee.method.startswith("pld(")
+    assert guarantee.lower_bound is not None
+    assert guarantee.lower_bound <= guarantee.guarantee.epsilon
+    assert guarantee.lower_bound == pytest.approx(two_rounds.lower_bound, abs=1e-9)
     assert guarantee.cluster("C1->R").guarantee.epsilon == 0.0
     assert guarantee.caveats == ()
+
+
+def test_basic_composition_only_when_asked():
+    plan = running_example()
+    countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50)
+    guarantee = account_plan(plan, countermeasure, delta=1e-4, compose_pld=False)
+    assert guarantee.pld_epsilon is None and guarantee.lower_bound is None
+    assert guarantee.guarantee.epsilon == guarantee.basic_epsilon
+    assert guarantee.guarantee.method.startswith("theorem-2(")
 
 
 def test_theorem_1_per_cluster_by_hand():
@@ -158,13 +177,12 @@ def test_kmeans_plan_composes_over_iterations_with_a_caveat():
     program = KMeansProgram(points, 4, 3)
     countermeasure = Scramblers(sampling_rate=0.9, batch_size=100, num_dummies=10)
     guarantee = account_plan(program.plan, countermeasure, delta=1e-4)
-    single = account(
-        ScramblerMechanism(num_targets=4, sampling_rate=0.9, batch_size=100, num_dummies=10),
-        delta=1e-4,
-        monte_carlo_samples=0,
-    ).guarantee
-    assert guarantee.guarantee.epsilon == pytest.approx(3 * single.epsilon)
-    assert guarantee.guarantee.delta == pytest.approx(3e-4)
+    mechanism = ScramblerMechanism(num_targets=4, sampling_rate=0.9, batch_size=100, num_dummies=10)
+    single = account(mechanism, delta=1e-4 / 3, monte_carlo_samples=0).guarantee
+    three = account(mechanism, delta=1e-4, rounds=3, monte_carlo_samples=0)
+    assert guarantee.basic_epsilon == pytest.approx(3 * single.epsilon)
+    assert guarantee.guarantee.epsilon == pytest.approx(three.guarantee.epsilon)
+    assert guarantee.guarantee.delta == pytest.approx(1e-4)
     assert len(guarantee.caveats) == 1 and "centroids" in guarantee.caveats[0]
 
 

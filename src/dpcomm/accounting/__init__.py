@@ -14,6 +14,9 @@ if TYPE_CHECKING:
         METHOD_DESCRIPTIONS as METHOD_DESCRIPTIONS,
     )
     from dpcomm.accounting.accountant import (
+        MAX_ROUNDS as MAX_ROUNDS,
+    )
+    from dpcomm.accounting.accountant import (
         METHOD_NAMES as METHOD_NAMES,
     )
     from dpcomm.accounting.accountant import (

@@ -56,6 +56,8 @@ MIN_PAIR_ROWS = 64
 MAX_PAIR_CELLS = 30_000_000
 #: dp_accounting's bound on the tail mass dropped (pessimistic: put at +∞) per convolution.
 TAIL_MASS_TRUNCATION = 1e-15
+#: Up to this many copies a PLD is composed by repeated convolution, beyond by self_compose.
+_DIRECT_COMPOSITIONS = 3
 #: Rounding allowance on a computed loss before it is rounded up to the grid.
 _LOSS_GUARD = 1e-12
 #: P-mass put at +∞ for the floating-point error of the masses of :func:`scrambler_pair`.
@@ -110,7 +112,24 @@ class LossAtoms:
                 index = np.floor(scaled).astype(np.int64)
             lowest = int(index.min())
             probs = np.bincount(index - lowest, weights=self.masses).astype(float)
-        pmf = pld_pmf.DensePLDPmf(interval, lowest, probs, self.infinity_mass, pessimistic)
+        infinity_mass = self.infinity_mass
+        # Tails of mass at most TAIL_MASS_TRUNCATION each are cut, as dp_accounting cuts them
+        # after every convolution: pessimistic, the top tail goes to +∞ and the bottom tail
+        # up to the lowest bin kept (raising a loss only adds to every δ(ε)); optimistic, both
+        # are dropped. The grid then spans the losses that matter, not ±ε0.
+        above = np.cumsum(probs[::-1])[::-1]  # mass at or above each bin
+        below = np.cumsum(probs)  # mass at or below each bin
+        top = int(np.searchsorted(-above, -TAIL_MASS_TRUNCATION, side="left"))
+        top = max(top - 1, 0)  # the highest bin with more than the tail at or above it
+        bottom = int(np.searchsorted(below, TAIL_MASS_TRUNCATION, side="right"))
+        bottom = min(bottom, top)
+        if pessimistic:
+            infinity_mass += float(probs[top + 1 :].sum())
+            kept = probs[bottom : top + 1].copy()
+            kept[0] += float(probs[:bottom].sum())
+        else:
+            kept = probs[bottom : top + 1].copy()
+        pmf = pld_pmf.DensePLDPmf(interval, lowest + bottom, kept, infinity_mass, pessimistic)
         return PrivacyLossDistribution(pmf)
 
 
@@ -402,7 +421,12 @@ def compose(
         for pld, count in zip(plds, times, strict=True):
             if count <= 0:
                 continue
-            part = pld if count == 1 else pld.self_compose(count, TAIL_MASS_TRUNCATION)
+            if count <= _DIRECT_COMPOSITIONS:  # avoids self_compose's costly tail bounds
+                part = pld
+                for _ in range(count - 1):
+                    part = part.compose(pld, TAIL_MASS_TRUNCATION)
+            else:
+                part = pld.self_compose(count, TAIL_MASS_TRUNCATION)
             result = part if result is None else result.compose(part, TAIL_MASS_TRUNCATION)
     if result is None:
         raise InvalidParameterError("counts", "at least one count >= 1", times)

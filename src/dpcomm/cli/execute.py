@@ -176,13 +176,26 @@ def _epsilon(value: Any) -> str:
     return "inf" if value == "inf" else _fmt(value)
 
 
+def _composition(privacy: dict[str, Any]) -> str:
+    """How the plan's ε was composed, with the other composition's value beside it."""
+    basic = (
+        f"Theorem 2 sum ε = {_epsilon(privacy['epsilon_basic'])} "
+        f"(each cluster at δ = {privacy['delta_per_cluster']:.3g})"
+    )
+    if privacy.get("epsilon_pld") is None:
+        return basic
+    return f"PLD composition ε = {_epsilon(privacy['epsilon_pld'])}; {basic}"
+
+
 def _print_privacy(privacy: dict[str, Any]) -> None:
     print("Privacy (what an observer of all traffic learns):")
     print(
         f"  plan: ε = {_epsilon(privacy['epsilon'])}, δ = {privacy['delta']:.3g}  "
-        f"(Theorem 2 along the worst data path; each cluster at δ = "
-        f"{privacy['delta_per_cluster']:.3g})"
+        f"(the worst data path: {_composition(privacy)})"
     )
+    lower = privacy.get("epsilon_lower_bound")
+    if lower is not None:
+        print(f"  certified lower bound on the plan's ε at this δ: {_epsilon(lower)}")
     dependent = [c for c in privacy["clusters"] if c["data_dependent"]]
     independent = [c for c in privacy["clusters"] if not c["data_dependent"]]
     for cluster in dependent:
@@ -201,6 +214,8 @@ def _print_privacy(privacy: dict[str, Any]) -> None:
         print(f"  {len(independent)} data-independent clusters (compute -> result, ...): ε = 0")
     for caveat in privacy["caveats"]:
         print(f"  note: {caveat}")
+    for note in privacy.get("notes", []):
+        print(f"  note: {note}")
 
 
 def _print_efficiency(efficiency: dict[str, Any]) -> None:

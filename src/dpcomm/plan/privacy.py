@@ -7,8 +7,15 @@
   cluster see disjoint sources, so the cluster's guarantee is the worst one (parallel
   composition). Sources are cut into balanced batches
   (:func:`dpcomm.plan.costs.balanced_batch_sizes`); every batch size is accounted on its own.
-* Plan: for each data item, the sum over the clusters on its data path; the worst item
-  (Theorem 2).
+* Plan: ``delta`` is the whole plan's δ. For each data item, the clusters on its data path
+  compose sequentially, two ways, and the smaller ε is reported (both are valid):
+  basic composition (Theorem 2: each of the k accounted clusters of the longest path at δ/k,
+  the ε add up), and the composition of the clusters' dominating pairs as privacy loss
+  distributions (:mod:`dpcomm.accounting.pld`, beyond the paper), at the whole δ. Within a
+  cluster the scramblers see disjoint sources (parallel composition): the smallest batch's pair
+  dominates every batch of the cluster (the pair for n + 1 sources is a post-processing of the
+  pair for n). The worst item gives the plan's guarantee; a certified lower bound composes
+  explicit neighbouring pairs along that path.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from dpcomm.accounting import (
     compose_parallel,
     compose_sequential,
 )
+from dpcomm.accounting import pld
 from dpcomm.accounting._validation import check_delta
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.costs import batch_size_counts
@@ -77,11 +85,17 @@ class PlanGuarantee:
     """The plan-level guarantee of Theorem 2 and the per-cluster guarantees behind it.
 
     Attributes:
-        clusters: every cluster's guarantee.
-        guarantee: the worst, over data items, of the sum along the item's data path.
+        clusters: every cluster's guarantee (each at ``delta_per_cluster``).
+        guarantee: the worst, over data items, of the composition along the item's data path:
+            the smaller of ``pld_epsilon`` and ``basic_epsilon`` on that path, at the plan's δ.
         worst_path: names of the clusters on that worst path.
-        delta_per_cluster: the δ each data-dependent cluster was accounted at.
+        delta_per_cluster: δ/k, the δ each data-dependent cluster was accounted at for basic
+            composition (k: the most accounted clusters on one data path).
         caveats: conditions under which the numbers hold (empty when unconditional).
+        basic_epsilon: Theorem 2 on the worst path: the sum of its clusters' ε at δ/k.
+        pld_epsilon: the PLD composition on the worst path at δ (None where not available).
+        lower_bound: a certified lower bound on the worst path's ε at δ (None if unavailable).
+        notes: why a composition or bound is missing.
     """
 
     clusters: tuple[ClusterGuarantee, ...]
@@ -89,6 +103,10 @@ class PlanGuarantee:
     worst_path: tuple[str, ...]
     delta_per_cluster: float
     caveats: tuple[str, ...]
+    basic_epsilon: float = math.inf
+    pld_epsilon: float | None = None
+    lower_bound: float | None = None
+    notes: tuple[str, ...] = ()
 
     def cluster(self, name: str) -> ClusterGuarantee:
         """The guarantee of the cluster called ``name`` (or sending flow ``name``)."""
@@ -184,26 +202,103 @@ def account_cluster(
     return ClusterGuarantee(cluster, countermeasure, tuple(parts), combined)
 
 
+def _accounted(cluster: Cluster) -> bool:
+    """Whether a cluster's guarantee can be other than (0, 0)."""
+    return cluster.data_dependent and cluster.num_targets > 1
+
+
+def _path_mechanisms(
+    path: tuple[Cluster, ...], results: Mapping[str, ClusterGuarantee]
+) -> list[LocalRandomizer | ScramblerMechanism] | None:
+    """The mechanism whose pair dominates each accounted cluster of ``path``.
+
+    None when a cluster has ε = ∞ without a mechanism (no countermeasure). For scramblers the
+    smallest batch (its pair dominates the larger batches'); clusters without senders skipped.
+    """
+    mechanisms: list[LocalRandomizer | ScramblerMechanism] = []
+    for cluster in path:
+        result = results[cluster.name]
+        if not _accounted(cluster) or result.guarantee.method == "no-sender":
+            continue
+        parts = [p.mechanism for p in result.parts if p.mechanism is not None]
+        if not parts:
+            return None
+        if isinstance(parts[0], ScramblerMechanism):
+            mechanisms.append(min(parts, key=lambda m: getattr(m, "batch_size", 0)))
+        else:
+            mechanisms.append(parts[0])
+    return mechanisms
+
+
+def _counted(
+    mechanisms: list[LocalRandomizer | ScramblerMechanism],
+) -> tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...]:
+    counts: dict[LocalRandomizer | ScramblerMechanism, int] = {}
+    for mechanism in mechanisms:
+        counts[mechanism] = counts.get(mechanism, 0) + 1
+    return tuple(sorted(counts.items(), key=repr))
+
+
+@lru_cache(maxsize=256)
+def _pld_epsilon(
+    counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...], delta: float
+) -> float:
+    """ε at δ of the composition of the mechanisms' dominating pairs (PairUnavailableError)."""
+    plds = [pld.dominating_pair(m).pld() for m, _ in counted]
+    return pld.epsilon_for_delta(pld.compose(plds, counts=[c for _, c in counted]), delta)
+
+
+@lru_cache(maxsize=256)
+def _lower_epsilon(
+    counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...], delta: float
+) -> float | None:
+    """A certified lower bound: explicit neighbouring pairs composed along the path.
+
+    Each cluster's data can be chosen on its own (the differing source's target in every
+    cluster, the others' targets per cluster), so any choice of one explicit pair per cluster
+    is a pair of neighbouring inputs of the whole plan; clusters without an explicit pair are
+    left out (dropping their traffic is a post-processing). Pair families are tried in turn.
+    """
+    families = [(m, c, pld.lower_bound_pairs(m)) for m, c in counted]
+    families = [(m, c, pairs) for m, c, pairs in families if pairs]
+    if not families:
+        return None
+    best: float | None = None
+    for index in range(max(len(pairs) for _, _, pairs in families)):
+        plds = [
+            pairs[min(index, len(pairs) - 1)].pld(pessimistic=False) for _, _, pairs in families
+        ]
+        composed = pld.compose(plds, counts=[c for _, c, _ in families])
+        value = pld.lower_epsilon_for_delta(composed, delta)
+        best = value if best is None else max(best, value)
+    return best
+
+
 def account_plan(
     plan: ExecutionPlan,
     countermeasures: Countermeasure | Mapping[str, Countermeasure],
     *,
     delta: float,
     batch_sizes: Mapping[str, Mapping[int, int]] | None = None,
+    compose_pld: bool = True,
 ) -> PlanGuarantee:
-    """The plan's guarantee (Theorem 2) with every data-dependent cluster at δ = ``delta``.
+    """The plan's guarantee at the whole plan's δ (module doc: basic and PLD composition).
 
     Args:
         plan: the execution plan.
         countermeasures: one countermeasure for every data-dependent cluster, or a mapping
             from cluster (or flow) name to countermeasure; clusters not named get none.
-        delta: δ of each data-dependent cluster (0 asks for pure ε); the plan's δ is the sum
-            along the worst data path.
+        delta: the whole plan's δ (0 asks for pure ε, which adds up exactly).
         batch_sizes: per cluster (or flow) name, the batch sizes the scramblers actually had
             (see :func:`account_cluster`); clusters not named use the planned batches.
+        compose_pld: also compose the dominating pairs' PLDs and certify a lower bound (False:
+            basic composition only, for callers that only compare clusters).
     """
     delta = check_delta("delta", delta)
     requested = resolve_countermeasures(plan, countermeasures)
+    paths = {tuple(c.name for c in path): path for path in plan.data_paths().values()}
+    longest = max((sum(1 for c in p if _accounted(c)) for p in paths.values()), default=0)
+    delta_per_cluster = delta / max(longest, 1)
     results: dict[str, ClusterGuarantee] = {}
     for cluster in plan.clusters:
         chosen = requested[cluster.name]
@@ -219,24 +314,65 @@ def account_plan(
                     ),
                     None,
                 )
-        results[cluster.name] = account_cluster(cluster, chosen, delta=delta, batch_sizes=actual)
-    worst: PrivacyGuarantee | None = None
+        results[cluster.name] = account_cluster(
+            cluster, chosen, delta=delta_per_cluster, batch_sizes=actual
+        )
+    notes: list[str] = []
+    worst: tuple[float, float] | None = None
     worst_path: tuple[str, ...] = ()
-    for path in plan.data_paths().values():
-        total = compose_sequential(results[c.name].guarantee for c in path)
-        if worst is None or (total.epsilon, total.delta) > (worst.epsilon, worst.delta):
-            worst = total
-            worst_path = tuple(c.name for c in path)
-    if worst is None:
-        worst = PrivacyGuarantee(0.0, 0.0, "no data")
+    worst_basic = PrivacyGuarantee(0.0, 0.0, "no data")
+    worst_pld: float | None = None
+    worst_counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None = None
+    for names, path in paths.items():
+        basic = compose_sequential(results[c.name].guarantee for c in path)
+        composed: float | None = None
+        mechanisms = _path_mechanisms(path, results)
+        counted = None if mechanisms is None else _counted(mechanisms)
+        if compose_pld and delta > 0.0 and counted and len(mechanisms or ()) > 1:
+            try:
+                composed = _pld_epsilon(counted, delta)
+            except pld.PairUnavailableError as error:
+                notes.append(f"PLD composition not used on path {', '.join(names)}: {error}")
+        epsilon = basic.epsilon if composed is None else min(basic.epsilon, composed)
+        key = (epsilon, basic.delta)
+        if worst is None or key > worst:
+            worst, worst_path, worst_basic, worst_pld = key, names, basic, composed
+            worst_counted = counted
+    epsilon = worst_basic.epsilon if worst_pld is None else min(worst_basic.epsilon, worst_pld)
+    lower: float | None = None
+    if math.isinf(worst_basic.epsilon) and worst_counted is None:
+        lower = math.inf  # a data-dependent cluster without countermeasure reveals the data
+    elif compose_pld and worst_counted:
+        if delta == 0.0:
+            parts = [
+                p.lower_bound
+                for name in worst_path
+                for p in results[name].parts[-1:]  # the smallest batch
+            ]
+            lower = math.fsum(p for p in parts if p is not None) if parts else None
+        else:
+            lower = _lower_epsilon(worst_counted, delta)
     stateful = [
         c.name
         for c in plan.clusters
         if c.data_dependent and c.depends_on_state and c.name in worst_path
     ]
     caveats = (STATE_CAVEAT.format(names=", ".join(stateful)),) if stateful else ()
-    methods = sorted({results[name].guarantee.method for name in worst_path})
-    plan_guarantee = PrivacyGuarantee(
-        worst.epsilon, worst.delta, "theorem-2(" + ",".join(methods) + ")"
+    methods = ",".join(sorted({results[name].guarantee.method for name in worst_path}))
+    if worst_pld is not None and worst_pld < worst_basic.epsilon:
+        plan_guarantee = PrivacyGuarantee(epsilon, delta, f"pld({methods})")
+    else:
+        plan_guarantee = PrivacyGuarantee(
+            worst_basic.epsilon, worst_basic.delta, "theorem-2(" + methods + ")"
+        )
+    return PlanGuarantee(
+        tuple(results.values()),
+        plan_guarantee,
+        worst_path,
+        delta_per_cluster,
+        caveats,
+        basic_epsilon=worst_basic.epsilon,
+        pld_epsilon=worst_pld,
+        lower_bound=lower,
+        notes=tuple(notes),
     )
-    return PlanGuarantee(tuple(results.values()), plan_guarantee, worst_path, delta, caveats)

@@ -16,6 +16,7 @@ _MODULES = (
     "dpcomm.experiments.figures.appendix_d",
     "dpcomm.experiments.figures.tradeoffs",
     "dpcomm.experiments.figures.attack",
+    "dpcomm.experiments.figures.composition",
 )
 
 
