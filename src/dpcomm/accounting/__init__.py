@@ -11,10 +11,10 @@ from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
     from dpcomm.accounting.accountant import (
-        METHOD_DESCRIPTIONS as METHOD_DESCRIPTIONS,
+        MAX_ROUNDS as MAX_ROUNDS,
     )
     from dpcomm.accounting.accountant import (
-        MAX_ROUNDS as MAX_ROUNDS,
+        METHOD_DESCRIPTIONS as METHOD_DESCRIPTIONS,
     )
     from dpcomm.accounting.accountant import (
         METHOD_NAMES as METHOD_NAMES,

@@ -14,9 +14,9 @@ from typing import Any, NoReturn, TypeVar
 
 from dpcomm import __version__
 from dpcomm.accounting import (
+    MAX_ROUNDS,
     METHOD_DESCRIPTIONS,
     METHOD_NAMES,
-    MAX_ROUNDS,
     AccountingReport,
     LocalRandomizer,
     ScramblerMechanism,

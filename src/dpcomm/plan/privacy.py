@@ -32,8 +32,8 @@ from dpcomm.accounting import (
     account,
     compose_parallel,
     compose_sequential,
+    pld,
 )
-from dpcomm.accounting import pld
 from dpcomm.accounting._validation import check_delta
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.costs import batch_size_counts

@@ -86,7 +86,7 @@ def figure_rounds(settings: FigureSettings) -> FigureOutput:
                 [p["rounds"] for p in points],
                 [p["epsilon"] for p in points],
                 label=curve,
-                **_STYLES[curve],  # type: ignore[arg-type]
+                **_STYLES[curve],
             )
         panel.set_title(
             f"T = {NUM_TARGETS}, n = {BATCH_SIZE}, σ = {SAMPLING_RATE}, d = {dummies}",
