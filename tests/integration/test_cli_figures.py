@@ -12,7 +12,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 def test_every_figure_of_the_issue_is_registered():
     expected = {"3a", "3b", "4a", "4b", "4c", "5", "6a", "6b", "6c", "7a", "7b", "7c", "7d"}
-    expected |= {"7e", "7f", "8", "attack"}
+    expected |= {"7e", "7f", "8", "attack", "rounds"}
     assert set(figure_names()) == expected
 
 

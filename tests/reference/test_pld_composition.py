@@ -154,3 +154,16 @@ def test_pure_epsilon_of_rounds_adds_up():
     assert three.guarantee.epsilon == pytest.approx(3 * one.guarantee.epsilon)
     assert three.lower_bound == pytest.approx(3 * one.lower_bound)
     assert any("pure" in note for note in three.notes)
+
+
+def test_rounds_figure_orders_its_curves():
+    from dpcomm.experiments.figures.composition import composition_rows
+
+    rows = composition_rows([1, 3], num_dummies=50)
+    by = {(r["curve"], r["rounds"]): r["epsilon"] for r in rows}
+    assert by[("PLD composition", 1)] == by[("Theorem 2 sum", 1)]
+    assert by[("certified lower bound", 3)] <= by[("PLD composition", 3)]
+    assert by[("PLD composition", 3)] < by[("Theorem 2 sum", 3)]
+    assert all(
+        r["reported"] <= r["epsilon"] + 1e-12 for r in rows if r["curve"] != "certified lower bound"
+    )

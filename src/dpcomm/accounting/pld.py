@@ -56,6 +56,8 @@ MIN_PAIR_ROWS = 64
 MAX_PAIR_CELLS = 30_000_000
 #: dp_accounting's bound on the tail mass dropped (pessimistic: put at +∞) per convolution.
 TAIL_MASS_TRUNCATION = 1e-15
+#: An ε beyond every finite loss of a pair (losses are at most ln of a ratio of floats).
+_HUGE_EPSILON = 1e4
 #: Up to this many copies a PLD is composed by repeated convolution, beyond by self_compose.
 _DIRECT_COMPOSITIONS = 3
 #: Rounding allowance on a computed loss before it is rounded up to the grid.
@@ -408,12 +410,27 @@ def lower_bound_pairs(mechanism: Mechanism) -> tuple[LossAtoms, ...]:
 
 
 def compose(
-    plds: Sequence[PrivacyLossDistribution], *, counts: Sequence[int] | None = None
+    plds: Sequence[PrivacyLossDistribution],
+    *,
+    counts: Sequence[int] | None = None,
+    interval: float = DEFAULT_INTERVAL,
 ) -> PrivacyLossDistribution:
-    """The PLD of the composition: ``plds[i]`` taken ``counts[i]`` times (default once each)."""
+    """The PLD of the composition: ``plds[i]`` taken ``counts[i]`` times (default once each).
+
+    ``interval`` is the PLDs' grid (that of the answer when every mass is at +∞).
+    """
     if not plds:
         raise InvalidParameterError("plds", "at least one PLD", 0)
     times = [1] * len(plds) if counts is None else list(counts)
+    # With (almost) all the mass at +∞ (σ = 0 without dummies) so is the composition's, and
+    # dp_accounting cannot convolve an empty grid: δ(ε) = 1 for every ε is then the answer.
+    finite = 1.0
+    for pld, count in zip(plds, times, strict=True):
+        if count > 0:
+            finite *= (1.0 - float(pld.get_delta_for_epsilon(_HUGE_EPSILON))) ** count
+    if finite <= 1e-9:
+        pmf = pld_pmf.DensePLDPmf(interval, 0, np.zeros(1), 1.0, True)
+        return PrivacyLossDistribution(pmf)
     result: PrivacyLossDistribution | None = None
     # dp_accounting's tail bounds try moment orders whose exponentials overflow (harmlessly:
     # those orders are simply not the minimizer); numpy would warn about them.

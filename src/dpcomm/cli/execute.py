@@ -90,7 +90,10 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
         "--delta",
         type=float,
         default=1e-4,
-        help="δ of each data-dependent cluster (default 1e-4); the plan's δ is their sum",
+        help=(
+            "δ of the whole plan (default 1e-4): the clusters on a data path compose by PLD at "
+            "this δ, or by Theorem 2 with δ split among them, whichever gives the smaller ε"
+        ),
     )
     group.add_argument(
         "--target-epsilon",

@@ -266,7 +266,11 @@ def _worst_batch_size(
         for size in sizes:
             try:
                 guarantee = account_plan(
-                    plan, countermeasures, delta=delta, batch_sizes={flow: {size: 1}}
+                    plan,
+                    countermeasures,
+                    delta=delta,
+                    batch_sizes={flow: {size: 1}},
+                    compose_pld=False,  # only the clusters' guarantees are compared
                 )
             except InvalidParameterError:
                 continue  # a capped batch too small to run: it sent nothing
