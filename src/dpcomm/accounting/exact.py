@@ -116,6 +116,36 @@ def _threshold(
     return chosen, chosen_margin
 
 
+def _fast_threshold(
+    z: IntArray, sizes: FloatArray, *, c0: float, c1: float, c2: float
+) -> tuple[IntArray, FloatArray]:
+    """:func:`_threshold`'s k and margin, with its three-candidate search only near integers.
+
+    Away from an integer by more than the rounding of x = (c2 Z − N c0)/a, k = ⌊x⌋ + 1
+    (clipped to [0, Z + 1]) is the only candidate whose margin plus allowance is positive and
+    is the smallest: the same k as :func:`_threshold`, and the same margin formula.
+    """
+    a = c1 + c2
+    zf = z.astype(float)
+    x = (c2 * zf - sizes * c0) / a
+    tolerance = 1e-12 * (np.abs(x) + 2.0 * zf + 4.0)
+    k = np.minimum(np.maximum(np.floor(x - tolerance).astype(np.int64) + 1, 0), z + 1)
+    upper = np.minimum(np.maximum(np.floor(x + tolerance).astype(np.int64) + 1, 0), z + 1)
+    hf = k.astype(float)
+    margin = (
+        c1 * hf
+        - c2 * (zf - hf)
+        + sizes * c0
+        + _ROUNDING * (c1 * hf + c2 * np.abs(zf - hf) + sizes * abs(c0))
+    )
+    margin = np.where(k > z, 0.0, margin)
+    near = np.nonzero(k != upper)
+    if near[0].size:
+        sizes_near = np.broadcast_to(sizes, np.shape(x))[near]
+        k[near], margin[near] = _threshold(z[near], sizes_near, c0=c0, c1=c1, c2=c2)
+    return k, margin
+
+
 def _upper_quantile(probability: float, trials: IntArray, success: float) -> IntArray:
     """Smallest z with P(Bin(N, p) > z) ≤ probability, per N (bisection on the exact sf).
 
@@ -353,6 +383,14 @@ class _RowGroup:
             weighted, row_sizes = self._cells(blocks, column)
             self.q0[blocks, column] = weighted.sum(axis=1)
             self.q1[blocks, column] = (weighted / row_sizes).sum(axis=1)
+        # Only the (block, z) pairs with weight, flattened (block-major, z ascending).
+        pair_block, pair_column = np.nonzero(self.q0 > 0.0)
+        self.pair_block = pair_block.astype(np.int64)
+        self.pair_column = pair_column.astype(np.int64)
+        self.pair_z: IntArray = self.base[pair_block] + pair_column
+        self.pair_q0: FloatArray = self.q0[pair_block, pair_column]
+        self.pair_q1: FloatArray = self.q1[pair_block, pair_column]
+        del self.q0, self.q1
 
     def _cells(self, blocks: IntArray, column: IntArray) -> tuple[FloatArray, FloatArray]:
         """W_N P(Bin(N, p) = z) (0 outside N's window) and N, per (block, z) pair and row."""
@@ -394,45 +432,46 @@ class _RowGroup:
             return tails.ravel()[flat], sums.ravel()[flat + 1]
 
         slope = c0 + _ROUNDING * abs(c0)  # the margin plus allowance, per unit of N
-        columns = self.columns
+        # The margin plus allowance at k (k ≤ Z), without its N term: k·up − c2 (1 − R) Z.
+        up = c1 * (1.0 + _ROUNDING) + c2 * (1.0 - _ROUNDING)
+        down = c2 * (1.0 - _ROUNDING)
         mixed_blocks: list[IntArray] = []
         mixed_columns: list[IntArray] = []
-        step = max(1, _CHUNK_CELLS // columns)
-        for start in range(0, len(self.base), step):
-            blocks = np.arange(start, min(start + step, len(self.base)))
-            z = self.base[blocks, None] + np.arange(columns)[None, :]
-            inside = (np.arange(columns)[None, :] < self.width[blocks, None]) & (
-                self.q0[blocks] > 0.0
-            )
+        # Pairs with c1 z + N c0 ≤ 0 (N the block's first; with a rounding margin) are 0 for
+        # every row of the block: then (Σ L)_+ = 0 surely (H ≤ z), so skipping keeps the bound.
+        for start in range(0, len(self.pair_z), _CHUNK_CELLS):
+            part = slice(start, start + _CHUNK_CELLS)
+            blocks, z = self.pair_block[part], self.pair_z[part]
+            first = self.first_size[blocks].astype(float)
             zf = z.astype(float)
-            first_x = (c2 * zf - self.first_size[blocks, None] * c0) / a
-            last_x = (c2 * zf - self.last_size[blocks, None] * c0) / a
-            tolerance = 1e-12 * (np.abs(last_x) + 2.0 * zf + 4.0)
-            k = np.clip(np.floor(first_x - tolerance).astype(np.int64) + 1, 0, z + 1)
-            k_last = np.clip(np.floor(last_x + tolerance).astype(np.int64) + 1, 0, z + 1)
-            unsure = inside & (k != k_last)
-            if unsure.any():  # near an integer: the exact choice at both ends
-                where = np.nonzero(unsure)
-                sizes_first = self.first_size[blocks][where[0]].astype(float)
-                sizes_last = self.last_size[blocks][where[0]].astype(float)
-                at_first, _ = _threshold(z[where], sizes_first, c0=c0, c1=c1, c2=c2)
-                at_last, _ = _threshold(z[where], sizes_last, c0=c0, c1=c1, c2=c2)
-                k[where] = at_first
-                same = at_first == at_last
-                unsure[where] = ~same
-                mixed_blocks.append(blocks[where[0][~same]])
-                mixed_columns.append(where[1][~same])
-            sure = np.nonzero(inside & ~unsure)
-            zs, ks = z[sure], k[sure]
-            at_k, beyond = lookup(zs, ks)
-            hf, zf_sure = ks.astype(float), zs.astype(float)
-            intercept = (
-                c1 * hf
-                - c2 * (zf_sure - hf)
-                + _ROUNDING * (c1 * hf + c2 * np.abs(zf_sure - hf))
-            )
-            q0, q1 = self.q0[blocks][sure], self.q1[blocks][sure]
-            total += float(np.sum((intercept * at_k + a * beyond) * q1 + slope * at_k * q0))
+            live = np.nonzero(c1 * zf + first * c0 > -1e-12 * (c1 * zf - first * c0))[0]
+            if live.size == 0:
+                continue
+            blocks, z, zf, first = blocks[live], z[live], zf[live], first[live]
+            last = self.last_size[blocks].astype(float)
+            base_x = (c2 / a) * zf
+            first_x = base_x - (c0 / a) * first
+            last_x = base_x - (c0 / a) * last
+            tolerance = 1e-12 * (float(last_x.max()) + 2.0 * float(zf.max()) + 4.0)
+            k = np.minimum(np.floor(first_x - tolerance).astype(np.int64) + 1, z + 1)
+            k_last = np.minimum(np.floor(last_x + tolerance).astype(np.int64) + 1, z + 1)
+            np.maximum(k, 0, out=k)
+            np.maximum(k_last, 0, out=k_last)
+            unsure = np.nonzero(k != k_last)[0]
+            sure = np.ones(len(z), dtype=bool)
+            if unsure.size:  # near an integer: the exact choice at both ends
+                at_first, _ = _threshold(z[unsure], first[unsure], c0=c0, c1=c1, c2=c2)
+                at_last, _ = _threshold(z[unsure], last[unsure], c0=c0, c1=c1, c2=c2)
+                k[unsure] = at_first
+                varies = unsure[at_first != at_last]
+                sure[varies] = False
+                mixed_blocks.append(blocks[varies])
+                mixed_columns.append(self.pair_column[part][live][varies])
+            at_k, beyond = lookup(z, k)
+            intercept = up * k - down * zf
+            q0, q1 = self.pair_q0[part][live], self.pair_q1[part][live]
+            values = (intercept * at_k + a * beyond) * q1 + slope * at_k * q0
+            total += float(np.sum(values[sure]))
         if mixed_blocks:
             blocks_all = np.concatenate(mixed_blocks)
             columns_all = np.concatenate(mixed_columns)
@@ -442,7 +481,9 @@ class _RowGroup:
                 column = columns_all[start : start + step]
                 weighted, row_sizes = self._cells(blocks, column)
                 z = np.broadcast_to((self.base[blocks] + column)[:, None], row_sizes.shape)
-                k, margin = _threshold(z, row_sizes, c0=c0, c1=c1, c2=c2)
+                k, margin = _fast_threshold(
+                    np.ascontiguousarray(z), row_sizes, c0=c0, c1=c1, c2=c2
+                )
                 at_k, beyond = lookup(z, k)
                 total += float(np.sum(weighted / row_sizes * (margin * at_k + a * beyond)))
         return total + c1 * self.upper_charge
