@@ -432,8 +432,9 @@ class _RowGroup:
             return tails.ravel()[flat], sums.ravel()[flat + 1]
 
         slope = c0 + _ROUNDING * abs(c0)  # the margin plus allowance, per unit of N
-        # The margin plus allowance at k (k ≤ Z), without its N term: k·up − c2 (1 − R) Z.
-        up = c1 * (1.0 + _ROUNDING) + c2 * (1.0 - _ROUNDING)
+        # The margin plus allowance at k ≤ Z without its N term, c1 (1 + R) k − c2 (1 − R)(Z − k)
+        # (not k·(c1 + c2) − c2 Z, which cancels catastrophically when e^ε is large).
+        up = c1 * (1.0 + _ROUNDING)
         down = c2 * (1.0 - _ROUNDING)
         mixed_blocks: list[IntArray] = []
         mixed_columns: list[IntArray] = []
@@ -468,7 +469,7 @@ class _RowGroup:
                 mixed_blocks.append(blocks[varies])
                 mixed_columns.append(self.pair_column[part][live][varies])
             at_k, beyond = lookup(z, k)
-            intercept = up * k - down * zf
+            intercept = up * k - down * (zf - k)
             q0, q1 = self.pair_q0[part][live], self.pair_q1[part][live]
             values = (intercept * at_k + a * beyond) * q1 + slope * at_k * q0
             total += float(np.sum(values[sure]))
