@@ -14,8 +14,8 @@ from scipy.stats import binom
 from dpcomm.accounting.exact import (
     _SAFETY,
     _TAIL_PROBABILITY,
-    IntArray,
     FloatArray,
+    IntArray,
     _kept_blanket_range,
     _tail_sum_table,
     _tail_table,

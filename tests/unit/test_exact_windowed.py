@@ -3,12 +3,12 @@
 import itertools
 
 import pytest
+from tests.reference._exact_tables import ExactLemma2Tables
 
 from dpcomm.accounting import ScramblerMechanism
 from dpcomm.accounting import brute_force as bf
 from dpcomm.accounting.exact import ExactLemma2, check_exact_size
 from dpcomm.errors import InvalidParameterError
-from tests.reference._exact_tables import ExactLemma2Tables
 
 EPSILONS = [0.0, 0.01, 0.1, 0.5, 1.0, 2.0, 4.0, 10.0, 40.0]
 CASES = [

@@ -482,9 +482,7 @@ class _RowGroup:
                 column = columns_all[start : start + step]
                 weighted, row_sizes = self._cells(blocks, column)
                 z = np.broadcast_to((self.base[blocks] + column)[:, None], row_sizes.shape)
-                k, margin = _fast_threshold(
-                    np.ascontiguousarray(z), row_sizes, c0=c0, c1=c1, c2=c2
-                )
+                k, margin = _fast_threshold(np.ascontiguousarray(z), row_sizes, c0=c0, c1=c1, c2=c2)
                 at_k, beyond = lookup(z, k)
                 total += float(np.sum(weighted / row_sizes * (margin * at_k + a * beyond)))
         return total + c1 * self.upper_charge
@@ -518,10 +516,7 @@ class ExactLemma2:
         m_lo, m_hi = _kept_blanket_range(n, sigma)
         counts = np.arange(m_lo, m_hi + 1)
         sizes = (counts + d + 1).astype(np.int64)
-        if n == 1:
-            weights = np.ones(1)
-        else:
-            weights = np.asarray(binom.pmf(counts, n - 1, sigma), dtype=float)
+        weights = np.ones(1) if n == 1 else np.asarray(binom.pmf(counts, n - 1, sigma), dtype=float)
         below = float(binom.cdf(m_lo - 1, n - 1, sigma)) if m_lo > 0 else 0.0
         above = float(binom.sf(m_hi, n - 1, sigma)) if m_hi < n - 1 else 0.0
         weights[-1] += above  # charged at g(N_hi)
