@@ -11,6 +11,12 @@ c1 = (1 − σ)T and c2 = (1 − σ)T e^ε. Then
 Truncations only ever *add* to the result, so the value stays an upper bound:
 
 * Z above a quantile: (ΣL)_+ ≤ c1 H, so the dropped part is at most (c1/2) E[Z; Z > z].
+* Z below a (1e-100) quantile z_lo: the same bound, (c1/2) E[Z; Z < z_lo], charged unless
+  c1 (z_lo − 1) + N c0 ≤ 0, when every dropped cell is exactly 0 (H ≤ Z).
+* Pairs (block of N, Z) with c1 Z + N c0 ≤ 0 are skipped: their value is exactly 0.
+
+ExactLemma2 evaluates these cells by blocks of 16 rows (see its docstring); memory is
+O(blocks × Z window), about 5 million entries at n = 10^6.
 * m outside [m_lo, m_hi]: g(N) = E[(ΣL)_+]/N is non-increasing in N (S_N/N is the average
   of the N leave-one-out means; (·)_+ is convex), so the dropped weights are charged at
   g(d + 1) below and at g(N_hi) above.
