@@ -11,6 +11,12 @@ c1 = (1 − σ)T and c2 = (1 − σ)T e^ε. Then
 Truncations only ever *add* to the result, so the value stays an upper bound:
 
 * Z above a quantile: (ΣL)_+ ≤ c1 H, so the dropped part is at most (c1/2) E[Z; Z > z].
+* Z below a (1e-100) quantile z_lo: the same bound, (c1/2) E[Z; Z < z_lo], charged unless
+  c1 (z_lo − 1) + N c0 ≤ 0, when every dropped cell is exactly 0 (H ≤ Z).
+* Pairs (block of N, Z) with c1 Z + N c0 ≤ 0 are skipped: their value is exactly 0.
+
+ExactLemma2 evaluates these cells by blocks of 16 rows (see its docstring); memory is
+O(blocks × Z window), about 5 million entries at n = 10^6.
 * m outside [m_lo, m_hi]: g(N) = E[(ΣL)_+]/N is non-increasing in N (S_N/N is the average
   of the N leave-one-out means; (·)_+ is convex), so the dropped weights are charged at
   g(d + 1) below and at g(N_hi) above.
@@ -84,11 +90,27 @@ def expected_positive_part(
     candidates around ⌊b/a⌋ + 1 with an allowance for rounding, so the k used is never above
     k*, and the margin a k − b is rounded up: the result is an upper bound.
     """
+    chosen, chosen_margin = _threshold(z_grid, sizes, c0=c0, c1=c1, c2=c2)
+    at_threshold = tails[z_grid, chosen]
+    beyond = tail_sums[z_grid, chosen + 1]
+    result: FloatArray = chosen_margin * at_threshold + (c1 + c2) * beyond
+    return result
+
+
+def _threshold(
+    z_grid: IntArray, sizes: FloatArray, *, c0: float, c1: float, c2: float
+) -> tuple[IntArray, FloatArray]:
+    """The k of :func:`expected_positive_part` per cell and its margin a k − b rounded up.
+
+    k is the smallest of three candidates around ⌊b/a⌋ + 1 whose margin plus a rounding
+    allowance is positive (Z + 1, margin 0, when none is). For fixed Z it is non-decreasing in
+    N (the margin plus allowance decreases in N when c0 ≤ 0), which :class:`ExactLemma2` uses.
+    """
     a = c1 + c2
     zf = z_grid.astype(float)
     first = np.floor((c2 * zf - sizes * c0) / a).astype(np.int64) + 1
     chosen = z_grid + 1  # beyond Z: P(H ≥ Z + 1) = 0, the value 0
-    chosen_margin = np.zeros(z_grid.shape)
+    chosen_margin = np.zeros(np.broadcast_shapes(z_grid.shape, np.shape(sizes)))
     for offset in (1, 0, -1):  # the smallest possibly-positive candidate wins
         candidate = np.clip(first + offset, 0, z_grid + 1)
         hf = candidate.astype(float)
@@ -97,10 +119,37 @@ def expected_positive_part(
         possible = margin + allowance > 0.0
         chosen = np.where(possible, candidate, chosen)
         chosen_margin = np.where(possible, margin + allowance, chosen_margin)
-    at_threshold = tails[z_grid, chosen]
-    beyond = tail_sums[z_grid, chosen + 1]
-    result: FloatArray = chosen_margin * at_threshold + a * beyond
-    return result
+    return chosen, chosen_margin
+
+
+def _fast_threshold(
+    z: IntArray, sizes: FloatArray, *, c0: float, c1: float, c2: float
+) -> tuple[IntArray, FloatArray]:
+    """:func:`_threshold`'s k and margin, with its three-candidate search only near integers.
+
+    Away from an integer by more than the rounding of x = (c2 Z − N c0)/a, k = ⌊x⌋ + 1
+    (clipped to [0, Z + 1]) is the only candidate whose margin plus allowance is positive and
+    is the smallest: the same k as :func:`_threshold`, and the same margin formula.
+    """
+    a = c1 + c2
+    zf = z.astype(float)
+    x = (c2 * zf - sizes * c0) / a
+    tolerance = 1e-12 * (np.abs(x) + 2.0 * zf + 4.0)
+    k = np.minimum(np.maximum(np.floor(x - tolerance).astype(np.int64) + 1, 0), z + 1)
+    upper = np.minimum(np.maximum(np.floor(x + tolerance).astype(np.int64) + 1, 0), z + 1)
+    hf = k.astype(float)
+    margin = (
+        c1 * hf
+        - c2 * (zf - hf)
+        + sizes * c0
+        + _ROUNDING * (c1 * hf + c2 * np.abs(zf - hf) + sizes * abs(c0))
+    )
+    margin = np.where(k > z, 0.0, margin)
+    near = np.nonzero(k != upper)
+    if near[0].size:
+        sizes_near = np.broadcast_to(sizes, np.shape(x))[near]
+        k[near], margin[near] = _threshold(z[near], sizes_near, c0=c0, c1=c1, c2=c2)
+    return k, margin
 
 
 def _upper_quantile(probability: float, trials: IntArray, success: float) -> IntArray:
@@ -142,10 +191,15 @@ def _tail_sum_table(size: int) -> FloatArray:
 
 #: Largest batch size n the exact accountant takes (its rows span the likely m of Bin(n − 1, σ)).
 MAX_EXACT_BATCH_SIZE = 10_000_000
-#: Largest side of the binomial tail tables (two float64 tables of this size squared: 512 MiB).
-MAX_EXACT_TABLE = 8192
-#: Largest number of (m, Z) cells evaluated per ε (a few float64 arrays of this many entries).
-MAX_EXACT_CELLS = 1 << 22
+#: Largest number of entries of each ε-independent block table and of the per-ε (Z, k) window
+#: tables (float64; a few such tables: about 200 MiB each at the limit).
+MAX_EXACT_CELLS = 1 << 23
+#: Consecutive sizes N summed together in the ε-independent block tables.
+_BLOCK_ROWS = 16
+#: Z below the lower quantile of this probability is not evaluated (charged, see _RowGroup).
+_LOWER_TAIL_PROBABILITY = 1e-100
+#: Cells per chunk of the evaluation (bounds the temporaries' memory).
+_CHUNK_CELLS = 1 << 18
 
 
 def _kept_blanket_range(batch_size: int, sampling_rate: float) -> tuple[int, int]:
@@ -160,16 +214,52 @@ def _kept_blanket_range(batch_size: int, sampling_rate: float) -> tuple[int, int
     return max(0, m_lo), min(n - 1, max(m_hi, m_lo))
 
 
+def _lower_quantiles(probability: float, trials: IntArray, success: float) -> IntArray:
+    """Largest z with P(Bin(N, p) < z) ≤ probability, per N (bisection on the exact cdf)."""
+    low = np.zeros(len(trials), dtype=np.int64)  # P(Bin < 0) = 0
+    high = np.minimum(np.ceil(trials * success).astype(np.int64) + 1, trials + 1)
+    active = np.flatnonzero(high - low > 1)
+    while active.size:
+        middle = (low[active] + high[active]) // 2
+        small = binom.cdf(middle - 1, trials[active], success) <= probability
+        low[active] = np.where(small, middle, low[active])
+        high[active] = np.where(small, high[active], middle)
+        active = active[high[active] - low[active] > 1]
+    return low
+
+
+def _z_windows(sizes: IntArray, hit: float) -> tuple[IntArray, IntArray]:
+    """The Z kept exactly per N: [z_lo, z_hi] (z_hi as before issue 12, z_lo new)."""
+    z_hi = np.minimum(sizes, _upper_quantile(_TAIL_PROBABILITY, sizes, hit))
+    z_lo = np.minimum(_lower_quantiles(_LOWER_TAIL_PROBABILITY, sizes, hit), z_hi)
+    return z_lo, z_hi
+
+
+def _exact_cells(
+    num_targets: int, sampling_rate: float, batch_size: int, num_dummies: int
+) -> tuple[int, int]:
+    """Estimated entries of ExactLemma2's block tables and of its largest (Z, k) window table."""
+    m_lo, m_hi = _kept_blanket_range(batch_size, sampling_rate)
+    rows = m_hi - m_lo + 1
+    hit = min(1.0, 2.0 / num_targets)
+    n_min, n_max = m_lo + num_dummies + 1, m_hi + num_dummies + 1
+    ends = np.array([n_min, max(n_min, n_max - _BLOCK_ROWS), n_max], dtype=np.int64)
+    z_lo, z_hi = _z_windows(ends, hit)
+    width = int(z_hi[2] - z_lo[1]) + 1
+    single_rows = hit >= 1.0 or int(z_hi[2]) > n_min
+    blocks = rows + 1 if single_rows else rows // _BLOCK_ROWS + 3
+    span = 8
+    if sampling_rate < 1.0:  # k spans (N_max − N_min)|c0|/a + a few; |c0|/a < σ/((1 − σ)T)
+        span += math.ceil(rows * sampling_rate / ((1.0 - sampling_rate) * num_targets))
+    return blocks * width, (int(z_hi[2] - z_lo[0]) + 1) * span
+
+
 def _exact_fits(num_targets: int, sampling_rate: float, batch_size: int, num_dummies: int) -> bool:
     """Whether :class:`ExactLemma2`'s tables for (T, σ, n, d) stay within the limits above."""
     if batch_size > MAX_EXACT_BATCH_SIZE:
         return False
-    m_lo, m_hi = _kept_blanket_range(batch_size, sampling_rate)
-    largest = m_hi + num_dummies + 1
-    hit = min(1.0, 2.0 / num_targets)
-    z_max = min(largest, int(_upper_quantile(_TAIL_PROBABILITY, np.array([largest]), hit)[0]))
-    rows = m_hi - m_lo + 2
-    return z_max + 3 <= MAX_EXACT_TABLE and rows * (z_max + 1) <= MAX_EXACT_CELLS
+    blocks, window = _exact_cells(num_targets, sampling_rate, batch_size, num_dummies)
+    return blocks <= MAX_EXACT_CELLS and window <= MAX_EXACT_CELLS
 
 
 def _largest(fits: Callable[[int], bool], low: int, high: int) -> int:
@@ -186,8 +276,9 @@ def _largest(fits: Callable[[int], bool], low: int, high: int) -> int:
 def check_exact_size(mechanism: ScramblerMechanism) -> None:
     """Refuse a scrambler whose exact accounting would not fit in memory.
 
-    The exact evaluation of Lemma 2 builds tables whose side grows like (2/T)(σ n + d) and whose
-    rows grow like √n. The error names the parameter to reduce and its largest allowed value
+    The windowed evaluation keeps tables of (N/16 blocks) × (Z window) entries, the window
+    growing like √((2/T)(σ n + d)) and the rows like √n (about 5 million entries at n = 10^6,
+    σ = 0.5, T = 20). The error names the parameter to reduce and its largest allowed value
     (the others fixed): ``num_dummies`` when a smaller d fits, else ``batch_size``.
     """
     size, sigma = mechanism.num_targets, mechanism.sampling_rate
@@ -207,11 +298,214 @@ def check_exact_size(mechanism: ScramblerMechanism) -> None:
     )
 
 
+def _half_binomial_window(
+    z: IntArray, k_low: IntArray, width: int
+) -> tuple[FloatArray, FloatArray]:
+    """P(H ≥ k) and Σ_{j ≥ k} P(H ≥ j) = E[(H − k + 1)_+], H ~ Bin(z, 1/2), k = k_low + 0..width−1.
+
+    Per z: the pmf from scipy at k_low and the ratio (z − k + 1)/k upwards; the tail and the
+    tail sum beyond the window exactly (sf, and E[(H − top)_+] = (z/2) P(Bin(z − 1, 1/2) ≥ top)
+    − top P(H > top), both terms at most a few ulps apart relative to the result since k ≥ z/2
+    − 2); then sums of non-negative terms downwards, as the former z × k tables did.
+    """
+    steps = np.arange(width)
+    top = k_low + width - 1
+    zf = z.astype(float)
+    kk = (k_low[:, None] + steps[None, 1:]).astype(float)
+    factors = np.maximum(zf[:, None] - kk + 1.0, 0.0) / kk
+    pmf = np.empty((len(z), width))
+    pmf[:, 0] = binom.pmf(k_low, z, 0.5)
+    pmf[:, 1:] = pmf[:, :1] * np.cumprod(factors, axis=1)
+    del factors, kk
+    beyond = np.asarray(binom.sf(top, z, 0.5), dtype=float)
+    tails = np.cumsum(pmf[:, ::-1], axis=1)[:, ::-1]
+    tails += beyond[:, None]
+    del pmf
+    smaller = np.asarray(binom.sf(top - 1, np.maximum(z - 1, 0), 0.5), dtype=float)
+    after = np.where(z > 0, np.maximum(0.5 * zf * smaller - top * beyond, beyond), 0.0)
+    sums = np.cumsum(tails[:, ::-1], axis=1)[:, ::-1]
+    sums += after[:, None]
+    return tails, sums
+
+
+class _RowGroup:
+    """Consecutive sizes N (weights W) of ExactLemma2, in blocks of up to 16 rows.
+
+    ε-independent, per block b and Z = z: Q0 = Σ_N W_N P(Bin(N, 2/T) = z) and Q1 = Σ_N W_N
+    P(Bin(N, 2/T) = z)/N over the block's rows whose window [z_lo(N), z_hi(N)] holds z, and the
+    pmf of the block's first row (from which the other rows' pmfs follow by the exact ratio
+    N (1 − p)/(N − z); a block only groups rows whose z_hi stays at most its first N).
+    """
+
+    def __init__(self, sizes: IntArray, weights: FloatArray, hit: float) -> None:
+        self.hit = hit
+        self.sizes = sizes
+        z_lo, z_hi = _z_windows(sizes, hit)
+        trials = np.maximum(sizes - 1, 0)
+        # Per unit c1: (p/2) P(Bin(N − 1, p) > z_hi) (Z above z_hi) and (p/2) P(Bin(N − 1, p)
+        # ≤ z_lo − 2) (Z below z_lo), each = (1/2) E[Z; tail]/N, see ExactLemma2.delta.
+        self.upper_charge = float(
+            np.dot(weights, (hit / 2.0) * np.asarray(binom.sf(z_hi, trials, hit), dtype=float))
+        )
+        below = np.asarray(binom.cdf(z_lo - 2, trials, hit), dtype=float)
+        self.lower_charge = weights * (hit / 2.0) * np.where(z_lo >= 2, below, 0.0)
+        self.z_lo = z_lo
+        starts = [0]
+        while starts[-1] < len(sizes):
+            start, count = starts[-1], 1
+            while (
+                count < _BLOCK_ROWS
+                and start + count < len(sizes)
+                and z_hi[start + count] <= sizes[start]
+            ):
+                count += 1
+            starts.append(start + count)
+        first = np.array(starts[:-1], dtype=np.int64)
+        counts = np.diff(np.array(starts, dtype=np.int64))
+        rows = max(1, int(counts.max()))
+        index = np.minimum(first[:, None] + np.arange(rows)[None, :], (first + counts - 1)[:, None])
+        present = np.arange(rows)[None, :] < counts[:, None]
+        self.row_sizes: FloatArray = sizes[index].astype(float)
+        self.row_weights: FloatArray = np.where(present, weights[index], 0.0)
+        self.row_z_lo: IntArray = z_lo[index]
+        self.row_z_hi: IntArray = np.where(present, z_hi[index], -1)
+        self.first_size = sizes[first]
+        self.last_size = sizes[first + counts - 1]
+        self.base: IntArray = z_lo[first]
+        self.width: IntArray = z_hi[first + counts - 1] - self.base + 1
+        columns = int(self.width.max())
+        self.columns = columns
+        z = self.base[:, None] + np.arange(columns)[None, :]
+        inside = np.arange(columns)[None, :] < self.width[:, None]
+        self.anchor: FloatArray = np.where(
+            inside, binom.pmf(np.where(inside, z, 0), self.first_size[:, None], hit), 0.0
+        )
+        self.q0 = np.zeros_like(self.anchor)
+        self.q1 = np.zeros_like(self.anchor)
+        step = max(1, _CHUNK_CELLS // (rows * columns))
+        for start in range(0, len(first), step):
+            blocks = np.repeat(np.arange(start, min(start + step, len(first))), columns)
+            column = np.tile(np.arange(columns), len(blocks) // columns)
+            weighted, row_sizes = self._cells(blocks, column)
+            self.q0[blocks, column] = weighted.sum(axis=1)
+            self.q1[blocks, column] = (weighted / row_sizes).sum(axis=1)
+        # Only the (block, z) pairs with weight, flattened (block-major, z ascending).
+        pair_block, pair_column = np.nonzero(self.q0 > 0.0)
+        self.pair_block = pair_block.astype(np.int64)
+        self.pair_column = pair_column.astype(np.int64)
+        self.pair_z: IntArray = self.base[pair_block] + pair_column
+        self.pair_q0: FloatArray = self.q0[pair_block, pair_column]
+        self.pair_q1: FloatArray = self.q1[pair_block, pair_column]
+        del self.q0, self.q1
+
+    def _cells(self, blocks: IntArray, column: IntArray) -> tuple[FloatArray, FloatArray]:
+        """W_N P(Bin(N, p) = z) (0 outside N's window) and N, per (block, z) pair and row."""
+        z = (self.base[blocks] + column).astype(float)[:, None]
+        row_sizes = self.row_sizes[blocks]
+        pmf = np.empty(row_sizes.shape)
+        pmf[:, 0] = self.anchor[blocks, column]
+        if row_sizes.shape[1] > 1:  # z ≤ z_hi ≤ first N < N: the ratio is finite
+            later = row_sizes[:, 1:]
+            ratio = later * (1.0 - self.hit) / np.maximum(later - z, 1.0)
+            pmf[:, 1:] = pmf[:, :1] * np.cumprod(ratio, axis=1)
+        kept = (z >= self.row_z_lo[blocks]) & (z <= self.row_z_hi[blocks])
+        weighted: FloatArray = np.where(kept, pmf * self.row_weights[blocks], 0.0)
+        return weighted, row_sizes
+
+    def total(self, c0: float, c1: float, c2: float) -> float:
+        """Σ_N W_N g(N) over the kept (N, Z) cells, plus the charge for Z < z_lo, for ε ≥ 0."""
+        a = c1 + c2
+        # Cells with c1 z + N c0 ≤ 0 are exactly 0 (H ≤ z); below z_lo only others are charged.
+        certain_zero = c1 * (self.z_lo - 1.0) * (1.0 + 1e-9) <= self.sizes * -c0
+        total = c1 * float(self.lower_charge[~certain_zero].sum())
+        z_min = int(self.base.min())
+        z_all = np.arange(z_min, int((self.base + self.width).max()))
+        # k of any cell: within [⌊x⌋ − 2, ⌊x⌋ + 3] of x = (c2 z − N c0)/a, clipped to [0, z + 1].
+        low_x = np.floor((c2 * z_all - float(self.sizes.min()) * c0) / a).astype(np.int64)
+        high_x = np.floor((c2 * z_all - float(self.sizes.max()) * c0) / a).astype(np.int64)
+        k_low = np.clip(low_x - 2, 0, z_all + 1)
+        span = int((np.clip(high_x + 3, 0, z_all + 1) - k_low).max()) + 2
+        tails = np.empty((len(z_all), span))
+        sums = np.empty((len(z_all), span))
+        step = max(1, _CHUNK_CELLS // span)
+        for start in range(0, len(z_all), step):
+            part = slice(start, start + step)
+            tails[part], sums[part] = _half_binomial_window(z_all[part], k_low[part], span)
+
+        def lookup(z: IntArray, k: IntArray) -> tuple[FloatArray, FloatArray]:
+            row = z - z_min
+            flat = row * span + (k - k_low[row])
+            return tails.ravel()[flat], sums.ravel()[flat + 1]
+
+        slope = c0 + _ROUNDING * abs(c0)  # the margin plus allowance, per unit of N
+        # The margin plus allowance at k ≤ Z without its N term, c1 (1 + R) k − c2 (1 − R)(Z − k)
+        # (not k·(c1 + c2) − c2 Z, which cancels catastrophically when e^ε is large).
+        up = c1 * (1.0 + _ROUNDING)
+        down = c2 * (1.0 - _ROUNDING)
+        mixed_blocks: list[IntArray] = []
+        mixed_columns: list[IntArray] = []
+        # Pairs with c1 z + N c0 ≤ 0 (N the block's first; with a rounding margin) are 0 for
+        # every row of the block: then (Σ L)_+ = 0 surely (H ≤ z), so skipping keeps the bound.
+        for start in range(0, len(self.pair_z), _CHUNK_CELLS):
+            part = slice(start, start + _CHUNK_CELLS)
+            blocks, z = self.pair_block[part], self.pair_z[part]
+            first = self.first_size[blocks].astype(float)
+            zf = z.astype(float)
+            live = np.nonzero(c1 * zf + first * c0 > -1e-12 * (c1 * zf - first * c0))[0]
+            if live.size == 0:
+                continue
+            blocks, z, zf, first = blocks[live], z[live], zf[live], first[live]
+            last = self.last_size[blocks].astype(float)
+            base_x = (c2 / a) * zf
+            first_x = base_x - (c0 / a) * first
+            last_x = base_x - (c0 / a) * last
+            tolerance = 1e-12 * (float(last_x.max()) + 2.0 * float(zf.max()) + 4.0)
+            k = np.minimum(np.floor(first_x - tolerance).astype(np.int64) + 1, z + 1)
+            k_last = np.minimum(np.floor(last_x + tolerance).astype(np.int64) + 1, z + 1)
+            np.maximum(k, 0, out=k)
+            np.maximum(k_last, 0, out=k_last)
+            unsure = np.nonzero(k != k_last)[0]
+            sure = np.ones(len(z), dtype=bool)
+            if unsure.size:  # near an integer: the exact choice at both ends
+                at_first, _ = _threshold(z[unsure], first[unsure], c0=c0, c1=c1, c2=c2)
+                at_last, _ = _threshold(z[unsure], last[unsure], c0=c0, c1=c1, c2=c2)
+                k[unsure] = at_first
+                varies = unsure[at_first != at_last]
+                sure[varies] = False
+                mixed_blocks.append(blocks[varies])
+                mixed_columns.append(self.pair_column[part][live][varies])
+            at_k, beyond = lookup(z, k)
+            intercept = up * k - down * (zf - k)
+            q0, q1 = self.pair_q0[part][live], self.pair_q1[part][live]
+            values = (intercept * at_k + a * beyond) * q1 + slope * at_k * q0
+            total += float(np.sum(values[sure]))
+        if mixed_blocks:
+            blocks_all = np.concatenate(mixed_blocks)
+            columns_all = np.concatenate(mixed_columns)
+            step = max(1, _CHUNK_CELLS // self.row_sizes.shape[1])
+            for start in range(0, len(blocks_all), step):
+                blocks = blocks_all[start : start + step]
+                column = columns_all[start : start + step]
+                weighted, row_sizes = self._cells(blocks, column)
+                z = np.broadcast_to((self.base[blocks] + column)[:, None], row_sizes.shape)
+                k, margin = _fast_threshold(np.ascontiguousarray(z), row_sizes, c0=c0, c1=c1, c2=c2)
+                at_k, beyond = lookup(z, k)
+                total += float(np.sum(weighted / row_sizes * (margin * at_k + a * beyond)))
+        return total + c1 * self.upper_charge
+
+
 class ExactLemma2:
     """Evaluates Lemma 2's bound exactly for one uncapped scrambler; reusable across ε.
 
-    The ε-independent tables (binomial weights over m and Z) are built once here, so that
-    searching ε for a target δ costs a few array gathers per step.
+    Rows N = m + d + 1 over the kept m of Bin(n − 1, σ) (plus N = d + 1 for the m below, as
+    before), each with its window of Z (see the module doc for the charges). The ε-independent
+    part is built once here: per block of up to 16 consecutive N and per Z, the summed
+    weights Q0 = Σ W_N P(Z | N) and Q1 = Σ W_N P(Z | N)/N. For ε, the threshold k(N, Z) is
+    constant over most blocks (it moves by one every a/|c0| rows), where the block's
+    contribution is (α T_k + a S_{k+1}) Q1 + β T_k Q0 with the margin α + β N of
+    :func:`expected_positive_part`; the few blocks where k changes are evaluated row by row.
+    Both give the cell values of the former full-table evaluation (same k, same rounded-up
+    margin), so the result is the same bound; memory stays O(blocks × Z window).
     """
 
     def __init__(self, mechanism: ScramblerMechanism) -> None:
@@ -227,31 +521,16 @@ class ExactLemma2:
         # Range of m (blanket draws among the n − 1 other sources) kept exactly.
         m_lo, m_hi = _kept_blanket_range(n, sigma)
         counts = np.arange(m_lo, m_hi + 1)
-        self.sizes = (counts + d + 1).astype(np.int64)
-        if n == 1:
-            self.weights = np.ones(1)
-        else:
-            self.weights = np.asarray(binom.pmf(counts, n - 1, sigma), dtype=float)
+        sizes = (counts + d + 1).astype(np.int64)
+        weights = np.ones(1) if n == 1 else np.asarray(binom.pmf(counts, n - 1, sigma), dtype=float)
         below = float(binom.cdf(m_lo - 1, n - 1, sigma)) if m_lo > 0 else 0.0
         above = float(binom.sf(m_hi, n - 1, sigma)) if m_hi < n - 1 else 0.0
-        # Rows: the kept sizes, then N = d + 1 (charged for m < m_lo).
-        self.row_sizes: IntArray = np.concatenate([self.sizes, [d + 1]]).astype(np.int64)
-        self.row_weights: FloatArray = np.concatenate([self.weights, [below]])
-        self.row_weights[len(self.sizes) - 1] += above  # charged at g(N_hi)
-        z_hi = np.minimum(
-            self.row_sizes, _upper_quantile(_TAIL_PROBABILITY, self.row_sizes, self.hit)
-        )
-        self.z_max = int(z_hi.max())
-        z = np.arange(self.z_max + 1)
-        self.z_grid: IntArray = np.broadcast_to(z, (len(self.row_sizes), self.z_max + 1)).copy()
-        pmf = binom.pmf(z[None, :], self.row_sizes[:, None], self.hit)
-        self.z_weights: FloatArray = np.where(z[None, :] <= z_hi[:, None], pmf, 0.0)
-        # (c1/2) E[Z; Z > z_hi] / N = (c1 · hit / 2) P(Bin(N − 1, hit) ≥ z_hi + 1), per row.
-        self.z_tail = np.asarray(
-            binom.sf(z_hi, np.maximum(self.row_sizes - 1, 0), self.hit), dtype=float
-        )
-        self.tails = _tail_table(self.z_max + 3)
-        self.tail_sums = _tail_sum_table(self.z_max + 3)
+        weights[-1] += above  # charged at g(N_hi)
+        self.groups = [_RowGroup(sizes, weights, self.hit)]
+        if below > 0.0:  # charged at g(d + 1)
+            self.groups.append(
+                _RowGroup(np.array([d + 1], dtype=np.int64), np.array([below]), self.hit)
+            )
 
     def delta(self, epsilon: float) -> float:
         """The bound on δ(ε) (Lemma 2 with E[Σ L_i]_+ computed exactly)."""
@@ -265,19 +544,7 @@ class ExactLemma2:
         c2 = c1 * exp_eps
         if c1 + c0 <= 0.0:  # L ≤ 0 surely (σ = 1, or ε beyond ε0)
             return 0.0
-        sizes = self.row_sizes[:, None].astype(float)
-        positive = expected_positive_part(
-            self.z_grid,
-            sizes,
-            c0=c0,
-            c1=c1,
-            c2=c2,
-            tails=self.tails,
-            tail_sums=self.tail_sums,
-        )
-        per_size = (self.z_weights * positive).sum(axis=1) / self.row_sizes
-        per_size += (c1 * self.hit / 2.0) * self.z_tail
-        total = float(np.dot(self.row_weights, per_size))
+        total = sum(group.total(c0, c1, c2) for group in self.groups)
         return min(1.0, total * _SAFETY)
 
 
