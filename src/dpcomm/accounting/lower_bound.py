@@ -39,6 +39,34 @@ def _support_end(trials: int, success: float) -> int:
     return high
 
 
+#: Most counts per side of :class:`ScramblerLowerBound`'s (α, γ) window (2 float64 tables of
+#: this size squared).
+_MAX_WINDOW = 3000
+
+
+def _count_window(
+    blanket: int, blanket_rate: float, dummies: int, dummy_rate: float, end: int
+) -> tuple[int, int]:
+    """A window [low, high] ⊆ [0, end] holding the likely counts of one target.
+
+    The count is Bin(blanket, blanket_rate) + Bin(dummies, dummy_rate); the window spans 12
+    standard deviations around the mean (all of [0, end] when small), at most _MAX_WINDOW wide.
+    """
+    mean = blanket * blanket_rate + dummies * dummy_rate
+    spread = math.sqrt(
+        blanket * blanket_rate * (1.0 - blanket_rate) + dummies * dummy_rate * (1.0 - dummy_rate)
+    )
+    half = max(12.0 * spread + 10.0, 10.0)
+    low = max(0, math.floor(mean - half))
+    high = min(end + 1, math.ceil(mean + half))
+    if high - low + 1 > _MAX_WINDOW:
+        low = max(0, round(mean) - _MAX_WINDOW // 2)
+        high = min(end + 1, low + _MAX_WINDOW - 1)
+    if low < 20:  # small counts: keep everything from 0 (exact, as before)
+        low = 0
+    return low, high
+
+
 def _binomial_pmf(trials: int, success: float, length: int) -> FloatArray:
     values = np.arange(length)
     return np.asarray(binom.pmf(values, trials, success), dtype=float)
@@ -69,10 +97,15 @@ class ScramblerLowerBound:
             dummy_hit = 2.0 / size
             end = _support_end(n - 1, blanket_hit) + _support_end(d, dummy_hit) + 1
             z_pmf = np.convolve(
-                _binomial_pmf(n - 1, blanket_hit, end + 1), _binomial_pmf(d, dummy_hit, end + 1)
+                _binomial_pmf(n - 1, blanket_hit, end + 1),
+                _binomial_pmf(d, dummy_hit, min(end, d) + 1),
             )[: end + 1]
-            alpha = np.arange(end + 2)[:, None]
-            gamma = np.arange(end + 2)[None, :]
+            # Counts (α, γ) are kept in a window around their mean (each the count of one
+            # target, Bin(n − 1, σ/T) + Bin(d, 1/T)); the cells left out only lower the
+            # hockey-stick sums, so the bound stays a lower bound at any n.
+            low, high = _count_window(n - 1, sigma / size, d, 1.0 / size, end)
+            alpha = np.arange(low, high + 1)[:, None]
+            gamma = np.arange(low, high + 1)[None, :]
             total = alpha + gamma
             inside = total <= end
             base = np.where(
@@ -80,12 +113,18 @@ class ScramblerLowerBound:
                 z_pmf[np.minimum(total, end)] * binom.pmf(alpha, total, 0.5),
                 0.0,
             )
+            # Shifted by one count at t (or t'): the value at (α − 1, γ); the first row (and
+            # column) would need α = low − 1, outside the window: those cells are dropped.
             shifted_alpha = np.zeros_like(base)
             shifted_alpha[1:, :] = base[:-1, :]
             shifted_gamma = np.zeros_like(base)
             shifted_gamma[:, 1:] = base[:, :-1]
+            edge = np.zeros_like(base, dtype=bool)
+            if low > 0:
+                edge[0, :] = True
+                edge[:, 0] = True
             rest = 1.0 - truth - other
-            keep = total <= end  # every P_0 value used by these cells is exact
+            keep = inside & ~edge  # every P_0 value used by these cells is exact
             self.first: FloatArray = np.where(
                 keep, truth * shifted_alpha + other * shifted_gamma + rest * base, 0.0
             ).ravel()
