@@ -67,6 +67,29 @@ def _count_window(
     return low, high
 
 
+def _support_start(trials: int, success: float) -> int:
+    """An index below which Bin(trials, success) has mass below 1e-30 (or 0)."""
+    if trials == 0 or success == 0.0:
+        return 0
+    low, high = 0, int(trials * success)
+    if binom.cdf(high, trials, success) <= _TAIL_PROBABILITY:
+        return high
+    while high - low > 1:
+        middle = (low + high) // 2
+        if binom.cdf(middle - 1, trials, success) <= _TAIL_PROBABILITY:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _binomial_window(trials: int, success: float, start: int, end: int) -> FloatArray:
+    """P(Bin(trials, success) = k) for k from ``start`` to min(trials, its support end, end)."""
+    stop = min(trials, _support_end(trials, success), end)
+    values = np.arange(start, max(start, stop) + 1)
+    return np.asarray(binom.pmf(values, trials, success), dtype=float)
+
+
 def _binomial_pmf(trials: int, success: float, length: int) -> FloatArray:
     values = np.arange(length)
     return np.asarray(binom.pmf(values, trials, success), dtype=float)
@@ -96,10 +119,19 @@ class ScramblerLowerBound:
             blanket_hit = 2.0 * sigma / size
             dummy_hit = 2.0 / size
             end = _support_end(n - 1, blanket_hit) + _support_end(d, dummy_hit) + 1
-            z_pmf = np.convolve(
-                _binomial_pmf(n - 1, blanket_hit, end + 1),
-                _binomial_pmf(d, dummy_hit, min(end, d) + 1),
-            )[: end + 1]
+            # Each binomial on its window (tails below 1e-30 left out); the P and Q masses
+            # of a cell may then be short by ~1e-30, which the hockey-stick's rounding slack
+            # (1e-12 · (1 + e^ε)) covers many times over.
+            first_low = _support_start(n - 1, blanket_hit)
+            second_low = _support_start(d, dummy_hit)
+            z_pmf = np.zeros(end + 1)
+            window = np.convolve(
+                _binomial_window(n - 1, blanket_hit, first_low, end),
+                _binomial_window(d, dummy_hit, second_low, end),
+            )
+            z_from = first_low + second_low
+            z_to = min(end + 1, z_from + len(window))
+            z_pmf[z_from:z_to] = window[: z_to - z_from]
             # Counts (α, γ) are kept in a window around their mean (each the count of one
             # target, Bin(n − 1, σ/T) + Bin(d, 1/T)); the cells left out only lower the
             # hockey-stick sums, so the bound stays a lower bound at any n.
