@@ -13,7 +13,11 @@ from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
 from dpcomm.accounting import brute_force as bf
 from dpcomm.accounting.concentration import bennett_delta, hoeffding_delta
 from dpcomm.accounting.exact import ExactLemma2
-from dpcomm.accounting.lower_bound import CappedLowerBound, ScramblerLowerBound
+from dpcomm.accounting.lower_bound import (
+    CappedLowerBound,
+    OwnTargetLowerBound,
+    ScramblerLowerBound,
+)
 from dpcomm.accounting.pure import (
     capped_theorem_epsilon,
     local_delta,
@@ -47,6 +51,7 @@ def _check_scrambler(size, n, d, sigma):
     truth = bf.exact_delta_curve(mechanism, EPSILONS)
     exact = ExactLemma2(mechanism)
     lower = ScramblerLowerBound(mechanism)
+    own = OwnTargetLowerBound(mechanism) if size >= 3 else None
     local = mechanism.local_randomizer
     for eps, true_delta in zip(EPSILONS, truth, strict=True):
         for name, bound in [
@@ -57,6 +62,8 @@ def _check_scrambler(size, n, d, sigma):
         ]:
             assert bound >= true_delta - TOLERANCE, (name, size, n, d, sigma, eps)
         assert lower.delta(eps) <= true_delta + TOLERANCE, (size, n, d, sigma, eps)
+        if own is not None:
+            assert own.delta(eps) <= true_delta + TOLERANCE, ("own", size, n, d, sigma, eps)
     pure_truth = bf.exact_pure_epsilon(mechanism)
     assert pure_truth <= local_pure_epsilon(local) + 1e-9
 

@@ -22,7 +22,11 @@ from dpcomm.accounting import concentration, pure
 from dpcomm.accounting._validation import check_delta, check_epsilon, check_int
 from dpcomm.accounting.exact import ExactLemma2
 from dpcomm.accounting.guarantee import PrivacyGuarantee
-from dpcomm.accounting.lower_bound import CappedLowerBound, ScramblerLowerBound
+from dpcomm.accounting.lower_bound import (
+    CappedLowerBound,
+    OwnTargetLowerBound,
+    ScramblerLowerBound,
+)
 from dpcomm.accounting.mechanisms import (
     GenericLocalRandomizer,
     LocalRandomizer,
@@ -257,7 +261,11 @@ def _lower_bound_curve(mechanism: Mechanism) -> DeltaCurve | None:
     if isinstance(mechanism, ScramblerMechanism):
         if mechanism.capped:
             return CappedLowerBound(mechanism).delta
-        return ScramblerLowerBound(mechanism).delta
+        third = ScramblerLowerBound(mechanism)
+        if mechanism.num_targets < 3:  # T = 2: the third-target pair is the own-target one
+            return third.delta
+        own = OwnTargetLowerBound(mechanism)
+        return lambda eps: max(third.delta(eps), own.delta(eps))
     return None
 
 

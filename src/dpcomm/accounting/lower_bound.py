@@ -180,6 +180,41 @@ class ScramblerLowerBound:
         return max(0.0, float(max(forward, backward)) - _ROUNDING_SLACK * (1.0 + exp_eps))
 
 
+class OwnTargetLowerBound:
+    """Exact δ(ε) of a second explicit pair of the uncapped scrambler: others at the victim's t.
+
+    The other n − 1 sources all hold t; the victim holds t (input D) or t' (D'). The observer
+    keeps only the count at t: Bin(n − 1, 1 − σ + σ/T) (others) + Bin(d, 1/T) (dummies) + the
+    victim's message (at t w.p. 1 − σ + σ/T under D, σ/T under D'), a post-processing of the
+    output for these inputs. With few sources the victim's message stands out at t more than
+    at a third target, so this pair is the stronger lower bound at small n.
+    """
+
+    def __init__(self, mechanism: ScramblerMechanism) -> None:
+        if mechanism.capped:
+            raise ValueError("OwnTargetLowerBound covers the uncapped scrambler")
+        size, sigma = mechanism.num_targets, mechanism.sampling_rate
+        n, d = mechanism.batch_size, mechanism.num_dummies
+        truth, other = 1.0 - sigma + sigma / size, sigma / size
+        others_low = _support_start(n - 1, truth)
+        others = _binomial_window(n - 1, truth, others_low, n - 1)
+        dummies_low = _support_start(d, 1.0 / size)
+        dummies = _binomial_window(d, 1.0 / size, dummies_low, d)
+        # Masses left out by the windows (< 1e-30) are covered by the rounding slack.
+        base = np.convolve(others, dummies)
+        self.first: FloatArray = np.convolve(base, [1.0 - truth, truth])
+        self.second: FloatArray = np.convolve(base, [1.0 - other, other])
+
+    def delta(self, epsilon: float) -> float:
+        """A lower bound on the mechanism's δ(ε)."""
+        if math.isinf(epsilon):
+            return 0.0
+        exp_eps = math.exp(epsilon)
+        forward = np.clip(self.first - exp_eps * self.second, 0.0, None).sum()
+        backward = np.clip(self.second - exp_eps * self.first, 0.0, None).sum()
+        return max(0.0, float(max(forward, backward)) - _ROUNDING_SLACK * (1.0 + exp_eps))
+
+
 def capped_two_target_distribution(
     message_probabilities: list[tuple[float, float]],
     *,
