@@ -81,6 +81,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
+from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
+
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pld, pure
 from dpcomm.accounting._validation import check_int
 from dpcomm.accounting.exact import Lemma2AtEpsilon, SizeTable
@@ -666,16 +668,18 @@ class Feasibility:
             self._evaluators[key] = found
         return found
 
-    def _composed_ok(self, key: tuple[object, ...], pair: Callable[[], pld.LossAtoms]) -> bool:
-        """The G-fold composition of the pair has δ ≤ the plan's δ at ε (cached by ``key``)."""
+    def _composed_ok(
+        self, key: tuple[object, ...], make_pld: Callable[[], PrivacyLossDistribution]
+    ) -> bool:
+        """The G-fold composition of a cluster's PLD has δ ≤ the plan's δ at ε (cached)."""
         found = self._composed.get(key)
         if found is None:
             try:
-                atoms = pair()
+                one = make_pld()
             except pld.PairUnavailableError:
                 found = False  # no pair: basic composition only (still valid)
             else:
-                composed = pld.compose([atoms.pld(interval=self.interval)], counts=[self.clusters])
+                composed = pld.compose([one], counts=[self.clusters])
                 delta = float(composed.get_delta_for_epsilon(self.epsilon_check))
                 found = delta <= self.request.delta
             self._composed[key] = found
@@ -695,7 +699,8 @@ class Feasibility:
         if pure.local_delta(local, self.epsilon_check) > self.request.delta:
             return False  # one cluster already misses it, and composing only adds loss
         return self._composed_ok(
-            ("local", sampling_rate, num_dummies), lambda: pld.local_randomizer_pair(local)
+            ("local", sampling_rate, num_dummies),
+            lambda: pld.local_randomizer_pair(local).pld(interval=self.interval),
         )
 
     def scrambler_basic(self, sampling_rate: float, batches: Sequence[int], dummies: int) -> bool:
@@ -728,9 +733,16 @@ class Feasibility:
         if not self.scrambler_one_cluster(sampling_rate, min(batches), dummies):
             return False
         size = self.request.num_targets
+        mechanism = ScramblerMechanism(
+            num_targets=size,
+            sampling_rate=sampling_rate,
+            batch_size=min(batches),
+            num_dummies=dummies,
+        )
+        # The PLD of cluster_pair (the smallest batch's Lemma 2 pair), from cached rows.
         return self._composed_ok(
             ("scrambler", sampling_rate, min(batches), dummies),
-            lambda: cluster_pair(size, sampling_rate, batches, dummies),
+            lambda: pld.scrambler_pld(mechanism, interval=self.interval),
         )
 
     def post_processing_ok(self, sampling_rate: float) -> bool:
@@ -771,6 +783,7 @@ class _Search:
         self.max_dummies = max_dummies
         self.found: list[_Raw] = []
         self.best = math.inf  # least load of a candidate within the limits
+        self._best_sigma = 0.0
 
     def _messages(self, recruited: int, countermeasure: Countermeasure) -> PlanCosts:
         return _request_costs(self.request, countermeasure, recruited)
@@ -784,8 +797,13 @@ class _Search:
         costs = self._messages(raw.recruited, _configuration(raw).countermeasure())
         if self.by_channels:
             self.fewest_channels = min(self.fewest_channels, costs.max_channels)
-        elif self._within(costs):
-            self.best = min(self.best, costs.messages)
+        elif self._within(costs) and costs.messages < self.best:
+            self.best = costs.messages
+            self._best_sigma = raw.sampling_rate
+
+    def best_sigma(self) -> float:
+        """σ of the least load found so far within the limits (0 if none)."""
+        return self._best_sigma
 
     def local(self, sigma: float, recruited: int) -> None:
         """The least flooding d ≤ T − 1 for R_σ^d (δ non-increasing in d)."""
@@ -845,6 +863,23 @@ class _Search:
             if free:
                 self._record(_Raw("scrambler", sigma, batch, 0, recruited))
                 continue
+            if self.request.num_clusters > 1:
+                # The one-cluster floor on d is non-decreasing in K too: prune with it.
+                floor = _least(
+                    lambda d, b=batches[0]: check.scrambler_one_cluster(sigma, b, d),
+                    low=low,
+                    high=self.max_dummies,
+                )
+                if floor is None:
+                    break
+                at_floor = self._messages(
+                    recruited,
+                    Scramblers(sampling_rate=sigma, batch_size=batch, num_dummies=floor),
+                )
+                if at_floor.messages > self.best:
+                    break
+                if not self._within(at_floor) or at_floor.max_channels > self.fewest_channels:
+                    continue
             high = self._affordable(sigma, recruited, batch, low)
             if high < low:
                 break
@@ -855,12 +890,7 @@ class _Search:
             if self.request.num_clusters == 1:
                 dummies = _least(ok, low=low, high=high)
             else:
-                floor = _least(
-                    lambda d, b=batches[0]: check.scrambler_one_cluster(sigma, b, d),
-                    low=low,
-                    high=high,
-                )
-                if floor is None:
+                if floor > high:
                     break
                 basic = _least(
                     lambda d, b=batches: check.scrambler_basic(sigma, b, d), low=floor, high=high
@@ -868,7 +898,9 @@ class _Search:
                 top = high if basic is None else basic
                 if basic is None and not ok(high):
                     break
-                guess = floor if position is None else floor + round(position * (top - floor))
+                guess = floor
+                if floor > low and position is not None:
+                    guess = floor + round(position * (top - floor))
                 dummies = _least(ok, low=floor, high=top, guess=guess, high_ok=True)
                 if dummies is not None and top > floor:
                     position = (dummies - floor) / (top - floor)
@@ -912,8 +944,18 @@ def _search(
         for sigma, recruited in usable:
             search.local(sigma, recruited)
     if "scrambler" in mechanisms:
+        # Coarse σ first (multiples of 0.1), then the others nearest the best σ so far: a good
+        # bound early prunes the rest (the order does not change the answer).
+        coarse = [item for item in usable if abs(item[0] * 10 - round(item[0] * 10)) < 1e-9]
+        rest = [item for item in usable if item not in coarse]
         for sigma, recruited in with_progress(
-            usable, enabled=progress, description="planner σ grid", unit="σ"
+            coarse, enabled=progress, description="planner σ grid", unit="σ"
+        ):
+            search.scramblers(sigma, recruited)
+        centre = search.best_sigma()
+        rest.sort(key=lambda item: (abs(item[0] - centre), item[0]))
+        for sigma, recruited in with_progress(
+            rest, enabled=progress, description="planner σ grid (fine)", unit="σ"
         ):
             search.scramblers(sigma, recruited)
     return search.found
