@@ -679,9 +679,14 @@ class Feasibility:
             except pld.PairUnavailableError:
                 found = False  # no pair: basic composition only (still valid)
             else:
-                composed = pld.compose([one], counts=[self.clusters])
-                delta = float(composed.get_delta_for_epsilon(self.epsilon_check))
-                found = delta <= self.request.delta
+                try:
+                    composed = pld.compose([one], counts=[self.clusters])
+                except ValueError:
+                    # dp_accounting cannot compose a PLD whose mass is all at +∞: δ = 1.
+                    found = False
+                else:
+                    delta = float(composed.get_delta_for_epsilon(self.epsilon_check))
+                    found = delta <= self.request.delta
             self._composed[key] = found
         return found
 
