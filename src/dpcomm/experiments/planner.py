@@ -193,9 +193,9 @@ class PlanCandidate:
     Attributes:
         configuration: the countermeasure.
         num_sources: S_t, sources recruited.
-        epsilon: the plan's ε (Theorem 2: G × the cluster's ε at δ_c): the accountant's value
-            for the chosen configuration, the target ε it was checked against otherwise.
-        delta: the plan's δ (G × δ_c).
+        epsilon: the plan's ε: the accountant's value for the chosen configuration, the target
+            ε it was checked against otherwise.
+        delta: the plan's δ.
         network_load_messages: every message of the transformed plan (:func:`plan_costs`).
         max_channels_per_node: the largest number of secure channels of a node (upper bound).
         extra_consents: S_t − S.
@@ -223,8 +223,8 @@ class PlannerResult:
 
     Attributes:
         configuration: the chosen countermeasure (its balanced batch sizes included).
-        epsilon: the plan's ε (Theorem 2), as :func:`dpcomm.plan.account_plan` reports it for
-            the plan of S_t sources.
+        epsilon: the plan's ε, as :func:`dpcomm.plan.account_plan` reports it at the plan's δ
+            for the plan of S_t sources.
         delta: the plan's δ.
         network_load_messages: messages of the plan.
         max_channels_per_node: largest number of channels of a node.
@@ -319,7 +319,11 @@ class PlanRequest:
 
     @property
     def cluster_delta(self) -> float:
-        """δ_c = δ/G (Theorem 2)."""
+        """δ/G: each cluster's δ in the basic-composition check (Theorem 2) only.
+
+        ``delta`` is the whole plan's δ: the PLD check composes the G clusters at it, and the
+        reported guarantee is :func:`dpcomm.plan.account_plan`'s at it.
+        """
         return self.delta / self.num_clusters
 
 
@@ -788,6 +792,7 @@ class _Search:
         self.max_dummies = max_dummies
         self.found: list[_Raw] = []
         self.best = math.inf  # least load of a candidate within the limits
+        self.seeding = False  # basic composition only, to bound the best load (G > 1)
         self._best_sigma = 0.0
 
     def _messages(self, recruited: int, countermeasure: Countermeasure) -> PlanCosts:
@@ -803,6 +808,13 @@ class _Search:
         if self.by_channels:
             self.fewest_channels = min(self.fewest_channels, costs.max_channels)
         elif self._within(costs) and costs.messages < self.best:
+            self.best = costs.messages
+            self._best_sigma = raw.sampling_rate
+
+    def _seed(self, raw: _Raw) -> None:
+        """A feasible configuration (basic composition) bounds the best load; not recorded."""
+        costs = self._messages(raw.recruited, _configuration(raw).countermeasure())
+        if self._within(costs) and costs.messages < self.best:
             self.best = costs.messages
             self._best_sigma = raw.sampling_rate
 
@@ -866,7 +878,8 @@ class _Search:
             if not self._within(at_low) or at_low.max_channels > self.fewest_channels:
                 continue  # channels only grow with d
             if free:
-                self._record(_Raw("scrambler", sigma, batch, 0, recruited))
+                raw = _Raw("scrambler", sigma, batch, 0, recruited)
+                (self._seed if self.seeding else self._record)(raw)
                 continue
             if self.request.num_clusters > 1:
                 # The one-cluster floor on d is non-decreasing in K too: prune with it.
@@ -894,6 +907,10 @@ class _Search:
 
             if self.request.num_clusters == 1:
                 dummies = _least(ok, low=low, high=high)
+            elif self.seeding:
+                dummies = _least(
+                    lambda d, b=batches: check.scrambler_basic(sigma, b, d), low=low, high=high
+                )
             else:
                 if floor > high:
                     break
@@ -912,7 +929,11 @@ class _Search:
             if dummies is None:
                 break  # d*(K) > the affordable d, which only shrinks with K
             low = dummies
-            self._record(_Raw("scrambler", sigma, batch, dummies, recruited))
+            raw = _Raw("scrambler", sigma, batch, dummies, recruited)
+            if self.seeding:
+                self._seed(raw)
+            else:
+                self._record(raw)
 
 
 def _search(
@@ -953,6 +974,13 @@ def _search(
         # bound early prunes the rest (the order does not change the answer).
         coarse = [item for item in usable if abs(item[0] * 10 - round(item[0] * 10)) < 1e-9]
         rest = [item for item in usable if item not in coarse]
+        if request.num_clusters > 1 and not by_channels:
+            # Basic composition alone (fast, and an upper bound on the least d) bounds the
+            # best load before any PLD is composed; only the bound is kept.
+            search.seeding = True
+            for sigma, recruited in coarse:
+                search.scramblers(sigma, recruited)
+            search.seeding = False
         for sigma, recruited in with_progress(
             coarse, enabled=progress, description="planner σ grid", unit="σ"
         ):
@@ -1160,16 +1188,16 @@ def plan_countermeasures(
     Args:
         num_sources: S, real tuples the computation must use.
         num_targets: T, targets (compute nodes, centroids) per cluster.
-        epsilon: ε of the whole plan (Theorem 2).
+        epsilon: ε of the whole plan.
         delta: δ of the whole plan.
         grouping_sets: G, for an Aggregate plan (exclusive with ``iterations``).
         iterations: I, for a K-means plan with K = T centroids.
         max_channels: largest number of secure channels a node may have.
         max_extra_consents: c, largest S_t − S.
         min_utility: u, least expected tuples used / S (matters with ``max_extra_consents``).
-        sampling_rates: σ grid (default 0, 0.05, ..., 0.95).
-        batch_sizes: n grid (default :func:`default_batch_sizes` per S_t; given sizes are used
-            as they are, those above S_t skipped).
+        sampling_rates: σ grid (default 0, 0.01, ..., 0.99).
+        batch_sizes: a restriction list of n: only the numbers of scramblers ⌈S_t/n⌉ of these
+            (those above S_t skipped); default every number of scramblers.
         mechanisms: which of ``"scrambler"`` and ``"local"`` to consider.
         max_dummies: largest d per scrambler tried.
         progress: show a progress bar over the σ grid.
