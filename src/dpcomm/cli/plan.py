@@ -40,9 +40,11 @@ The G clusters compose: a configuration is feasible when the whole plan reaches 
 composing the clusters' privacy loss distributions (the Lemma 2 pair of the smallest balanced
 batch) or by Theorem 2 (each cluster at ε/G and δ/G, exact accounting of every batch size).
 The search is exact over σ = 0, 0.01, ..., 0.99, every number of scramblers and d <= 20,000,
-pruned by bounds that cannot remove the cheapest configuration. Network load counts every message of the plan with its countermeasure, as the
-engines send them; channels are the most secure channels of any node. The Pareto front over
-(load, channels, consents) of every feasible configuration is printed too, and the `dpcomm run`
+pruned by bounds that cannot remove the cheapest configuration. Network load counts every
+message of the plan with its countermeasure, as the engines send them; channels are the most
+secure channels of any node. The Pareto front over (load, channels, consents) of the feasible
+configurations the search evaluated is printed too (its least-load members are exact; the
+pruned configurations all cost more than the chosen one), and the `dpcomm run`
 command that runs the chosen configuration on a synthetic table of S_t rows.
 """
 

@@ -881,15 +881,22 @@ class _Search:
                 raw = _Raw("scrambler", sigma, batch, 0, recruited)
                 (self._seed if self.seeding else self._record)(raw)
                 continue
+            def ok(d: int, batches: Sequence[int] = batches) -> bool:
+                return check.scrambler_ok(sigma, batches, d)
+
+            def basic_ok(d: int, batches: Sequence[int] = batches) -> bool:
+                return check.scrambler_basic(sigma, batches, d)
+
+            def one_cluster(d: int, smallest: int = batches[0]) -> bool:
+                return check.scrambler_one_cluster(sigma, smallest, d)
+
+            floor = low
             if self.request.num_clusters > 1:
                 # The one-cluster floor on d is non-decreasing in K too: prune with it.
-                floor = _least(
-                    lambda d, b=batches[0]: check.scrambler_one_cluster(sigma, b, d),
-                    low=low,
-                    high=self.max_dummies,
-                )
-                if floor is None:
+                found = _least(one_cluster, low=low, high=self.max_dummies)
+                if found is None:
                     break
+                floor = found
                 at_floor = self._messages(
                     recruited,
                     Scramblers(sampling_rate=sigma, batch_size=batch, num_dummies=floor),
@@ -902,21 +909,14 @@ class _Search:
             if high < low:
                 break
 
-            def ok(d: int, batches: Sequence[int] = batches) -> bool:
-                return check.scrambler_ok(sigma, batches, d)
-
             if self.request.num_clusters == 1:
                 dummies = _least(ok, low=low, high=high)
             elif self.seeding:
-                dummies = _least(
-                    lambda d, b=batches: check.scrambler_basic(sigma, b, d), low=low, high=high
-                )
+                dummies = _least(basic_ok, low=low, high=high)
             else:
                 if floor > high:
                     break
-                basic = _least(
-                    lambda d, b=batches: check.scrambler_basic(sigma, b, d), low=floor, high=high
-                )
+                basic = _least(basic_ok, low=floor, high=high)
                 top = high if basic is None else basic
                 if basic is None and not ok(high):
                     break
