@@ -881,6 +881,7 @@ class _Search:
                 raw = _Raw("scrambler", sigma, batch, 0, recruited)
                 (self._seed if self.seeding else self._record)(raw)
                 continue
+
             def ok(d: int, batches: Sequence[int] = batches) -> bool:
                 return check.scrambler_ok(sigma, batches, d)
 
