@@ -162,8 +162,9 @@ class Configuration:
         """One line for reports."""
         if self.mechanism == "local":
             return f"local sampling σ={self.sampling_rate:g}, flooding d={self.num_dummies}"
+        noun = "scrambler" if self.num_scramblers == 1 else "scramblers"
         return (
-            f"{self.num_scramblers} scramblers of n={self.batch_size}, d={self.num_dummies} "
+            f"{self.num_scramblers} {noun} of n={self.batch_size}, d={self.num_dummies} "
             f"dummies each, sampling σ={self.sampling_rate:g}"
         )
 
