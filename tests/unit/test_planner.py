@@ -665,6 +665,7 @@ BRUTE = [
 BRUTE_RATES = (0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", BRUTE, ids=str)
 def test_planner_is_optimal_against_brute_force(case):
     sources, targets, clusters, workload, eps, delta, channels, extra = case
