@@ -167,3 +167,33 @@ def test_rounds_figure_orders_its_curves():
     assert all(
         r["reported"] <= r["epsilon"] + 1e-12 for r in rows if r["curve"] != "certified lower bound"
     )
+
+
+@pytest.mark.parametrize(
+    "mechanism",
+    [
+        ScramblerMechanism(num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50),
+        ScramblerMechanism(num_targets=5, sampling_rate=0.0, batch_size=30, num_dummies=12),
+        ScramblerMechanism(num_targets=10, sampling_rate=0.7, batch_size=60, num_dummies=0),
+        ScramblerMechanism(num_targets=3, sampling_rate=0.5, batch_size=1, num_dummies=4),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("interval", [1e-3, 1e-4])
+def test_row_cached_scrambler_pld_is_the_pairs_pld(mechanism, interval):
+    fast = pld.scrambler_pld(mechanism, interval=interval)
+    slow = pld.scrambler_pair(mechanism).pld(interval=interval)
+    for epsilon in EPSILONS:
+        assert fast.get_delta_for_epsilon(epsilon) == pytest.approx(
+            slow.get_delta_for_epsilon(epsilon), rel=1e-9, abs=1e-13
+        )
+    # Composed, and never below Lemma 2's δ(ε) of the mechanism (it dominates it).
+    composed = pld.compose([fast], counts=[3])
+    reference = pld.compose([slow], counts=[3])
+    for epsilon in EPSILONS:
+        assert composed.get_delta_for_epsilon(epsilon) == pytest.approx(
+            reference.get_delta_for_epsilon(epsilon), rel=1e-9, abs=1e-13
+        )
+        assert fast.get_delta_for_epsilon(epsilon) >= ExactLemma2(mechanism).delta(epsilon) * (
+            1 - 1e-6
+        )

@@ -337,6 +337,160 @@ def _scrambler_pair_cached(size: int, sigma: float, n: int, d: int) -> LossAtoms
     return LossAtoms(all_losses, all_masses, min(1.0, infinite + left_out), name)
 
 
+@dataclass(frozen=True, eq=False)
+class _Row:
+    """One row N = m + d + 1 of :func:`scrambler_pair`, discretized, before its weight P(m).
+
+    Attributes:
+        lowest: grid index of ``probs[0]``.
+        probs: the P-mass (without the factor P(m)) on each grid index, losses rounded up.
+        infinity: the P-mass where Q = 0.
+        kept: every P-mass of the row that was kept (finite or at +∞).
+        z_high: the upper end of the row's Z window.
+    """
+
+    lowest: int
+    probs: FloatArray
+    infinity: float
+    kept: float
+    z_high: int
+
+
+@lru_cache(maxsize=8192)
+def _pessimistic_row(
+    size: int, sigma: float, total: int, interval: float, z_lo: int, z_hi: int
+) -> _Row:
+    """The cells of one row of :func:`scrambler_pair`, rounded up to the grid (cached).
+
+    The row depends on (T, σ, N) only, not on n or d: pairs of neighbouring (n, d), which the
+    planner evaluates one after the other, share most of their rows. Same windows and
+    formulas as :func:`scrambler_pair`; a cell is dropped when its mass before the factor
+    P(m) ≤ 1 is below 1e-40, so its mass in the pair is too (the tail bound holds).
+    ``z_lo`` and ``z_hi`` are the row's Z window (functions of N, computed for many rows at
+    once by the caller).
+    """
+    hit = min(1.0, 2.0 / size)
+    scale = (1.0 - sigma) * size
+    z = np.arange(z_lo, z_hi + 1, dtype=float)[:, None]
+    a = np.arange(0, z_hi + 1, dtype=float)[None, :]
+    inside = a <= z
+    # log P(a | Z = z) = log C(z, a) − z log 2, from a table of log k! (the same gammaln values
+    # that _log_binomial_pmf computes cell by cell).
+    log_factorial = gammaln(np.arange(z_hi + 1, dtype=float) + 1.0)
+    zi = np.arange(z_lo, z_hi + 1)[:, None]
+    ai = np.arange(0, z_hi + 1)[None, :]
+    rest = np.where(ai <= zi, zi - ai, 0)
+    log_half = log_factorial[zi] - log_factorial[ai] - log_factorial[rest] - zi * math.log(2.0)
+    log_w = _log_binomial_pmf(z, np.array(float(total)), hit) + np.where(
+        ai <= zi, log_half, -np.inf
+    )
+    numerator = scale * a + total * sigma
+    with np.errstate(divide="ignore"):
+        log_p = np.where(inside, log_w + np.log(numerator / total), -np.inf)
+    p = np.exp(log_p)
+    keep = p >= _CELL_FLOOR
+    denominator = np.where(inside, scale * (z - a) + total * sigma, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        loss = np.log(np.broadcast_to(numerator, p.shape)) - np.log(np.maximum(denominator, 0.0))
+    finite = keep & (denominator > 0.0)
+    infinity = float(p[keep & (denominator <= 0.0)].sum())
+    losses, masses = loss[finite], p[finite]
+    if losses.size == 0:
+        return _Row(0, np.zeros(1), infinity, infinity, z_hi)
+    scaled = (losses + _LOSS_GUARD * (1.0 + np.abs(losses))) / interval
+    index = np.ceil(scaled).astype(np.int64)
+    lowest = int(index.min())
+    probs = np.bincount(index - lowest, weights=masses).astype(float)
+    # Pairwise summation: its error (~1e-16 relative) is far inside _FLOAT_ALLOWANCE.
+    kept = float(np.sum(masses)) + infinity
+    return _Row(lowest, probs, infinity, kept, z_hi)
+
+
+@lru_cache(maxsize=1024)
+def _cached_blanket_rows(
+    batch_size: int, sampling_rate: float, max_rows: int
+) -> tuple[FloatArray, FloatArray]:
+    """:func:`_blanket_rows`, cached (the planner asks for the same (n, σ) at many d)."""
+    return _blanket_rows(batch_size, sampling_rate, max_rows=max_rows)
+
+
+_WINDOWS: dict[tuple[int, int], tuple[int, int]] = {}
+
+
+def _row_windows(
+    size: int, counts: FloatArray, dummies: int
+) -> tuple[list[int], list[int], list[int]]:
+    """Per row m: N = m + d + 1 and its Z window (as :func:`scrambler_pair`), memoized per N."""
+    hit = min(1.0, 2.0 / size)
+    totals = [int(m) + dummies + 1 for m in counts]
+    missing = sorted({t for t in totals if (size, t) not in _WINDOWS})
+    if missing:
+        trials = np.array(missing, dtype=np.int64)
+        highs = np.minimum(trials, _upper_quantile(_WINDOW_TAIL, trials, hit))
+        lows = _lower_quantiles(_WINDOW_TAIL, trials, hit)
+        if len(_WINDOWS) > 1_000_000:
+            _WINDOWS.clear()
+        for total, low, high in zip(missing, lows, highs, strict=True):
+            _WINDOWS[(size, total)] = (int(low), int(high))
+    windows = [_WINDOWS[(size, t)] for t in totals]
+    return totals, [w[0] for w in windows], [w[1] for w in windows]
+
+
+def scrambler_pld(
+    mechanism: ScramblerMechanism, *, interval: float = DEFAULT_INTERVAL
+) -> PrivacyLossDistribution:
+    """The pessimistic PLD of :func:`scrambler_pair` (uncapped), built from cached rows.
+
+    The same pair, discretized the same way (every loss rounded up to the grid), summed row
+    by row: each row N = m + d + 1 is discretized once per (T, σ, N, grid) and weighted by
+    P(m). Every mass left out (windows, dropped cells, rounding) goes to +∞ with the same
+    bounds as :func:`scrambler_pair`, so the result dominates the mechanism. Equal to
+    ``scrambler_pair(mechanism).pld(interval=interval)`` up to floating-point summation order
+    (tested); much faster when many neighbouring (n, d) are evaluated, as the planner does.
+
+    Raises:
+        PairUnavailableError: the pair would take more than :data:`MAX_PAIR_CELLS` cells.
+    """
+    size, sigma = mechanism.num_targets, mechanism.sampling_rate
+    n, d = mechanism.batch_size, mechanism.num_dummies
+    if mechanism.capped or sigma == 1.0:
+        return scrambler_pair(mechanism).pld(interval=interval)
+    rows, per_row = _row_cells(mechanism)
+    max_rows = max(MIN_PAIR_ROWS, GROUPING_CELLS // max(per_row, 1))
+    cells = min(rows, max_rows) * per_row
+    if cells > MAX_PAIR_CELLS:
+        raise PairUnavailableError(
+            "mechanism",
+            f"a scrambler whose Lemma 2 pair has at most {MAX_PAIR_CELLS:,} cells",
+            f"{cells:,} cells (T={size}, σ={sigma:g}, n={n}, d={d})",
+        )
+    scale = (1.0 - sigma) * size
+    counts, weights = _cached_blanket_rows(n, sigma, max_rows)
+    totals, z_lows, z_highs = _row_windows(size, counts, d)
+    parts = [
+        (float(weight), _pessimistic_row(size, sigma, total, interval, z_lo, z_hi))
+        for weight, total, z_lo, z_hi in zip(weights, totals, z_lows, z_highs, strict=True)
+        if weight > 0.0
+    ]
+    lowest = min(row.lowest for _, row in parts)
+    highest = max(row.lowest + len(row.probs) for _, row in parts)
+    probs = np.zeros(highest - lowest)
+    for weight, row in parts:
+        start = row.lowest - lowest
+        probs[start : start + len(row.probs)] += weight * row.probs
+    infinite = math.fsum(weight * row.infinity for weight, row in parts)
+    kept = math.fsum(weight * row.kept for weight, row in parts)
+    z_high = max(z_highs)
+    # As in scrambler_pair: the windows' tails bounded analytically, the dropped cells, and the
+    # floating-point allowance, all at +∞.
+    tails = 2.0 * _WINDOW_TAIL * (1.0 + float(weights.sum()) * (scale + sigma))
+    tails += _CELL_FLOOR * float(len(counts)) * float(z_high + 1) ** 2
+    left_out = max(1.0 - kept, tails) + _FLOAT_ALLOWANCE
+    infinity = min(1.0, infinite + left_out)
+    pmf = pld_pmf.DensePLDPmf(interval, lowest, probs, infinity, True)
+    return PrivacyLossDistribution(pmf)
+
+
 def dominating_pair(mechanism: Mechanism) -> LossAtoms:
     """The dominating pair of ``mechanism`` (see the pair functions).
 

@@ -35,11 +35,16 @@ G identical data-dependent clusters of T targets. A configuration is local sampl
 (σ, d <= T - 1) or uncapped scramblers (σ, n, d): ceil(S_t/n) scramblers whose batches differ
 by at most one source (balanced), the largest n. S_t = ceil(S/(1 - σ + σ/T)) sources are
 recruited to keep the utility (extra consents S_t - S); with --max-extra-consents c at most
-S + c, and the expected utility min(1, S_t (1 - σ + σ/T)/S) must be at least --min-utility. By
-Theorem 2 each cluster must reach ε/G at δ/G, checked with the exact valid accounting (every
-batch size). Network load counts every message of the plan with its countermeasure, as the
-engines send them; channels are the most secure channels of any node. The Pareto front over
-(load, channels, consents) of every feasible configuration is printed too, and the `dpcomm run`
+S + c, and the expected utility min(1, S_t (1 - σ + σ/T)/S) must be at least --min-utility.
+The G clusters compose: a configuration is feasible when the whole plan reaches (ε, δ) by
+composing the clusters' privacy loss distributions (the Lemma 2 pair of the smallest balanced
+batch) or by Theorem 2 (each cluster at ε/G and δ/G, exact accounting of every batch size).
+The search is exact over σ = 0, 0.01, ..., 0.99, every number of scramblers and d <= 20,000,
+pruned by bounds that cannot remove the cheapest configuration. Network load counts every
+message of the plan with its countermeasure, as the engines send them; channels are the most
+secure channels of any node. The Pareto front over (load, channels, consents) of the feasible
+configurations the search evaluated is printed too (its least-load members are exact; the
+pruned configurations all cost more than the chosen one), and the `dpcomm run`
 command that runs the chosen configuration on a synthetic table of S_t rows.
 """
 
@@ -81,7 +86,7 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
     Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
     grouping sets of C = T compute nodes; K-means: K = T centroids and I iterations on the
     first S_t points of the default dataset (``--sources``). The countermeasure options are those of
-    :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is δ per cluster (δ/G),
+    :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
     ``--target-epsilon`` the ε asked for, so that a run whose ε exceeds it warns.
     """
@@ -128,7 +133,7 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
         "--dummies",
         str(configuration.num_dummies),
         "--delta",
-        repr(request.cluster_delta),
+        repr(request.delta),
         "--target-epsilon",
         repr(request.epsilon),
     ]
@@ -205,8 +210,8 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
     )
     print(f"Chosen (least network load): {result.configuration.describe()}")
     print(
-        f"  privacy: ε = {result.epsilon:.4f}, δ = {result.delta:.3g} (Theorem 2 over the "
-        f"clusters, each at ε = {result.epsilon / (args.grouping_sets or args.iterations):.4f})"
+        f"  privacy: ε = {result.epsilon:.4f}, δ = {result.delta:.3g} (the whole plan: its "
+        f"{args.grouping_sets or args.iterations} clusters composed)"
     )
     overhead = result.network_load_messages / result.nonprivate_load_messages
     print(

@@ -15,15 +15,28 @@ Semantics (paper, Sections 2.5, 3.3, 4.4 and 5):
   the paper writes S/(1 − σ), which ignores the redrawn targets that are the true one). With
   ``max_extra_consents`` c, S_t = min(⌈S/p⌉, S + c) and the expected utility
   min(1, S_t·p/S) must be at least ``min_utility`` u (default 1).
-* Privacy (Theorem 2): along a data path the G clusters compose, ε = G·ε_c and δ = G·δ_c, so
-  every cluster must reach ε_c = ε/G at δ_c = δ/G. Clusters are checked with the exact valid
-  accounting the accountant reports: Lemma 2 evaluated exactly (``ExactLemma2``) or
-  post-processing of R_σ for scramblers, every balanced batch size (as
-  :func:`dpcomm.plan.account_plan` does); the exact δ(ε) of R_σ^d (``pure.local_delta``) for
-  the local randomizer. The check is made at ε_c − 10⁻⁶ so that the accountant's bisection
-  (tolerance 10⁻⁶) reports at most ε_c. The reported ε of the chosen configuration is
-  :func:`dpcomm.plan.account_plan`'s on the plan of S_t sources: what ``dpcomm run`` reports
-  for that configuration on a table of S_t rows.
+* Privacy: the G (or I) clusters lie on every data path and compose. A configuration is
+  feasible when the whole plan is (ε, δ)-DP by either of two valid accountings (each an upper
+  bound on the plan's δ(ε), so meeting either suffices, and their OR is monotone in d when
+  both are):
+
+  - basic composition (Theorem 2): every cluster reaches ε/G at δ/G, checked with the exact
+    valid accounting the accountant reports: Lemma 2 evaluated exactly (``Lemma2AtEpsilon``,
+    equal to ``ExactLemma2``) for every balanced batch size, or post-processing of one
+    source's R_σ; the exact δ(ε) of R_σ^d (``pure.local_delta``) for the local randomizer;
+  - composition of privacy loss distributions (G > 1 only, :mod:`dpcomm.accounting.pld`):
+    the G-fold composition of the cluster's dominating pair reaches δ at ε. The cluster's pair
+    is the Lemma 2 pair of its *smallest* balanced batch (see :func:`cluster_pair`), or
+    R_σ's pair (post-processing, valid for every n and d), or R_σ^d's for local flooding.
+    The search discretizes losses on a grid of :data:`SEARCH_INTERVAL` = 10⁻³, which rounds
+    every loss up to a subset of the 10⁻⁴ grid (:data:`dpcomm.accounting.pld.DEFAULT_INTERVAL`),
+    hence dominates the finer PLD: a configuration feasible in the search stays feasible at
+    10⁻⁴, where the chosen one is checked again.
+
+  With G = 1 both coincide with the exact one-cluster check (no composition). Checks are made
+  at ε − 10⁻⁶ so that the accountant's bisections (tolerance 10⁻⁶) report at most ε. The
+  reported ε of the chosen configuration is :func:`dpcomm.plan.account_plan`'s on the plan of
+  S_t sources at the plan's δ: what ``dpcomm run`` reports for that configuration on S_t rows.
 * Costs come from the one cost model (:mod:`dpcomm.plan.costs`): the plan of the request is
   built by :mod:`dpcomm.plan.builders` for S_t sources and transformed with the candidate
   countermeasure (:func:`dpcomm.plan.transform`); the network load is every message of the
@@ -31,14 +44,31 @@ Semantics (paper, Sections 2.5, 3.3, 4.4 and 5):
   the largest of its per-role bounds on distinct peers (reached when every scrambler sends to
   every target); see :func:`plan_costs`.
 
-Search: for each mechanism, σ on a grid and, for scramblers, n on a grid, the minimal d that
-reaches the cluster target (δ is non-increasing in d: g(N) = E[Σ_{i≤N} L_i]_+/N is
-non-increasing, App. E; the search brackets by galloping and bisects, so d passes and d − 1
-fails; the chosen configuration is checked again with ``ExactLemma2`` itself). A candidate is
-feasible when it meets the privacy target and the limits. The answer is the feasible candidate
-of minimal network load (ties: fewer channels, then fewer consents); the Pareto front over
-(network load, max channels, extra consents) of every feasible candidate is returned with it.
-This goes beyond the paper, which explores the trade-offs by plotting them (Section 5.2).
+Search (every bound it prunes with is valid, so the answer is the optimum over the σ grid,
+every number K of scramblers and every d ≤ ``max_dummies``; ``tests/unit/test_planner.py``
+compares it with a brute-force enumeration):
+
+* σ on a 0.01 grid; for scramblers every K in 1..S_t that balanced batches realize
+  (K = ⌈S_t/n⌉ for some n; the configuration is named by its largest batch n = ⌈S_t/K⌉).
+* The least feasible d is non-decreasing in K (batches shrink, and the pair of a smaller batch
+  dominates that of a larger one, :func:`cluster_pair`), so the search over K starts at the
+  previous K's d, and the one-cluster check at ε and δ (necessary: composing only adds loss)
+  gives a floor. δ is non-increasing in d (the pair for d + 1 is a post-processing of the pair
+  for d: one more uniform dummy), so the least d is found by galloping and bisection.
+* Pruning, from the cost model's monotonicity (messages non-decreasing in d, in K at fixed d
+  and in S_t; channels non-decreasing in d): a σ whose cheapest scrambler configuration
+  (K = 1, d = 0) costs more than the best feasible configuration found so far within the
+  limits is skipped; the K loop stops when K with the previous K's d already costs more (every
+  K' ≥ K needs at least that d), or when the largest d affordable at K is infeasible (d*(K') ≥
+  d*(K) and the affordable d only shrinks with K'); a K whose channels at its floor on d exceed
+  the channel limit is skipped.
+
+The answer is the feasible candidate of minimal network load (ties: fewer channels, then fewer
+consents, scramblers before local, smaller σ, larger n). The Pareto front over (network load,
+max channels, extra consents) of the feasible candidates the search evaluated is returned with
+it: the pruned configurations all cost more than the answer, so the front's members of least
+load are exact, the rest a sample. This goes beyond the paper, which explores the trade-offs by
+plotting them (Section 5.2).
 """
 
 from __future__ import annotations
@@ -51,18 +81,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-import numpy as np
+from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
-from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pure
+from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pld, pure
 from dpcomm.accounting._validation import check_int
-from dpcomm.accounting.exact import ExactLemma2, Lemma2AtEpsilon, SizeTable
+from dpcomm.accounting.exact import Lemma2AtEpsilon, SizeTable
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.experiments._common import with_progress
 from dpcomm.plan.builders import aggregate_plan, kmeans_flow, kmeans_plan
 from dpcomm.plan.costs import (
     balanced_batch_sizes,
-    batch_size_counts,
     delivery_probability,
+    num_scramblers,
     sources_needed,
 )
 from dpcomm.plan.countermeasures import (
@@ -78,14 +108,14 @@ from dpcomm.plan.transform import transform
 Mechanism = Literal["scrambler", "local"]
 Workload = Literal["aggregate", "kmeans"]
 
-#: σ grid of the search (the paper's Table 1 lets σ range over [0, 1]; σ = 1 uses 1/T).
-DEFAULT_SAMPLING_RATES: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(20))
-#: Batch sizes n tried: log-spaced from 10 to 1000 (Table 1: n in 10-600), see
-#: :func:`default_batch_sizes`.
-DEFAULT_BATCH_RANGE = (10, 1000)
-DEFAULT_BATCH_STEPS = 16
+#: σ grid of the search: 0, 0.01, ..., 0.99 (the paper's Table 1 lets σ range over [0, 1)).
+DEFAULT_SAMPLING_RATES: tuple[float, ...] = tuple(round(0.01 * i, 2) for i in range(100))
 #: Largest d tried per scrambler (Table 1 goes to 1000).
 DEFAULT_MAX_DUMMIES = 20_000
+#: PLD grid of the search; a multiple of :data:`FINAL_INTERVAL`, so it dominates it.
+SEARCH_INTERVAL = 1e-3
+#: PLD grid the chosen configuration is checked on (dp_accounting's and the accountant's).
+FINAL_INTERVAL = pld.DEFAULT_INTERVAL
 #: The accountant inverts δ(ε) by bisection to this tolerance; the planner checks ε_c minus it.
 EPSILON_MARGIN = 1e-6
 _UTILITY_TOLERANCE = 1e-12
@@ -132,8 +162,9 @@ class Configuration:
         """One line for reports."""
         if self.mechanism == "local":
             return f"local sampling σ={self.sampling_rate:g}, flooding d={self.num_dummies}"
+        noun = "scrambler" if self.num_scramblers == 1 else "scramblers"
         return (
-            f"{self.num_scramblers} scramblers of n={self.batch_size}, d={self.num_dummies} "
+            f"{self.num_scramblers} {noun} of n={self.batch_size}, d={self.num_dummies} "
             f"dummies each, sampling σ={self.sampling_rate:g}"
         )
 
@@ -163,9 +194,9 @@ class PlanCandidate:
     Attributes:
         configuration: the countermeasure.
         num_sources: S_t, sources recruited.
-        epsilon: the plan's ε (Theorem 2: G × the cluster's ε at δ_c): the accountant's value
-            for the chosen configuration, the target ε it was checked against otherwise.
-        delta: the plan's δ (G × δ_c).
+        epsilon: the plan's ε: the accountant's value for the chosen configuration, the target
+            ε it was checked against otherwise.
+        delta: the plan's δ.
         network_load_messages: every message of the transformed plan (:func:`plan_costs`).
         max_channels_per_node: the largest number of secure channels of a node (upper bound).
         extra_consents: S_t − S.
@@ -193,8 +224,8 @@ class PlannerResult:
 
     Attributes:
         configuration: the chosen countermeasure (its balanced batch sizes included).
-        epsilon: the plan's ε (Theorem 2), as :func:`dpcomm.plan.account_plan` reports it for
-            the plan of S_t sources.
+        epsilon: the plan's ε, as :func:`dpcomm.plan.account_plan` reports it at the plan's δ
+            for the plan of S_t sources.
         delta: the plan's δ.
         network_load_messages: messages of the plan.
         max_channels_per_node: largest number of channels of a node.
@@ -289,7 +320,11 @@ class PlanRequest:
 
     @property
     def cluster_delta(self) -> float:
-        """δ_c = δ/G (Theorem 2)."""
+        """δ/G: each cluster's δ in the basic-composition check (Theorem 2) only.
+
+        ``delta`` is the whole plan's δ: the PLD check composes the G clusters at it, and the
+        reported guarantee is :func:`dpcomm.plan.account_plan`'s at it.
+        """
         return self.delta / self.num_clusters
 
 
@@ -481,64 +516,114 @@ def nonprivate_load(
     ).messages
 
 
-def default_batch_sizes(num_sources: int) -> tuple[int, ...]:
-    """The batch sizes n tried for S_t sources: log-spaced from 10 to min(1000, S_t).
+def scrambler_counts(num_sources: int, batch_sizes: Sequence[int] | None = None) -> list[int]:
+    """Every number K of scramblers that balanced batches of S_t sources realize, ascending.
 
-    A target n0 gives ⌈S_t/n0⌉ scramblers with balanced batches; the planner names the
-    configuration by its largest batch, n = max(balanced_batch_sizes(S_t, n0)) <= n0, which
-    cuts S_t into the same batches (so that n is what a scrambler actually holds).
+    K is realized when K = ⌈S_t/n⌉ for some n (then n = ⌈S_t/K⌉ names the same batches): all
+    K ≤ √S_t and the ⌈S_t/n⌉ of n ≤ √S_t, about 2√S_t values. With ``batch_sizes`` (a
+    restriction list) only the K of those n ≤ S_t.
     """
-    low, high = DEFAULT_BATCH_RANGE
-    high = min(high, num_sources)
-    low = min(low, high)
-    targets = np.unique(np.round(np.geomspace(low, high, DEFAULT_BATCH_STEPS)).astype(int))
-    return tuple(sorted({max(balanced_batch_sizes(num_sources, int(n))) for n in targets}))
+    if batch_sizes is not None:
+        return sorted({num_scramblers(num_sources, n) for n in batch_sizes if n <= num_sources})
+    root = math.isqrt(num_sources) + 1
+    counts = {-(-num_sources // n) for n in range(1, root + 1)}
+    counts.update(
+        k
+        for k in range(1, min(root, num_sources) + 1)
+        if num_scramblers(num_sources, -(-num_sources // k)) == k
+    )
+    return sorted(counts)
+
+
+def cluster_pair(
+    num_targets: int, sampling_rate: float, batch_sizes: Sequence[int], num_dummies: int
+) -> pld.LossAtoms:
+    """The dominating pair of one cluster of scramblers: the Lemma 2 pair of its smallest batch.
+
+    Scramblers of one cluster see disjoint sources, so a source's data reaches one of them
+    only, and the other scramblers' outputs are independent of it (a post-processing): the
+    cluster is dominated by the pair of the scrambler holding the source, of batch size
+    ⌈S_t/K⌉ or ⌊S_t/K⌋. The smaller batch dominates the larger: the Lemma 2 pair for n + 1
+    sources is a post-processing of the pair for n (one more source that, w.p. σ, adds a
+    uniform draw to the counts and one to the announced m, and otherwise sends to a fixed
+    target whose count the observer subtracts), so the pair of the smallest batch dominates
+    every scrambler of the cluster. Likewise the pair for d + 1 dummies is a post-processing of
+    the pair for d (add a uniform dummy), which makes δ(ε) non-increasing in d.
+    """
+    return pld.scrambler_pair(
+        ScramblerMechanism(
+            num_targets=num_targets,
+            sampling_rate=sampling_rate,
+            batch_size=min(batch_sizes),
+            num_dummies=num_dummies,
+        )
+    )
 
 
 # --- The search -----------------------------------------------------------------------------------
 
 
-def _minimal_true(predicate: Callable[[int], bool], *, guess: int, maximum: int) -> int | None:
-    """Smallest d in [0, maximum] with ``predicate`` true, for a predicate monotone in d.
+def _least(
+    predicate: Callable[[int], bool],
+    *,
+    low: int,
+    high: int,
+    guess: int | None = None,
+    high_ok: bool = False,
+) -> int | None:
+    """Smallest d in [low, high] with ``predicate``, for a predicate monotone in d.
 
-    Gallops from ``guess`` to bracket, then bisects; checks d − 1 fails. None if
-    ``predicate(maximum)`` is false.
+    The caller knows that ``predicate`` is false below ``low`` (and true at ``high`` when
+    ``high_ok``). Gallops from ``guess`` (default ``low``) to bracket, then bisects, so that
+    the answer passes and the answer − 1 fails or is below ``low``. None if
+    ``predicate(high)`` is false.
     """
-    if predicate(0):
-        return 0
-    low = 0  # predicate false
-    guess = min(max(guess, 1), maximum)
-    step = max(1, guess // 16)
-    if predicate(guess):
-        high = guess
+    if low > high:
+        return None
+    false_at = low - 1
+    true_at: int | None = high if high_ok else None
+    start = low if guess is None else min(max(guess, low), high)
+    step = 1
+    if true_at is not None and start >= true_at:
+        pass
+    elif predicate(start):
+        true_at = start
         while True:
-            probe = high - step
-            if probe <= low:
+            probe = true_at - step
+            if probe <= false_at:
                 break
             if predicate(probe):
-                high = probe
+                true_at = probe
                 step *= 2
             else:
-                low = probe
+                false_at = probe
                 break
     else:
-        low = guess
+        false_at = start
         while True:
-            probe = min(maximum, low + step)
-            if probe == low:
+            probe = min(high, false_at + step)
+            if true_at is not None and probe >= true_at:
+                break
+            if probe == false_at:
                 return None
             if predicate(probe):
-                high = probe
+                true_at = probe
                 break
-            low = probe
+            false_at = probe
             step *= 2
-    while high - low > 1:
-        middle = (low + high) // 2
+    assert true_at is not None
+    while true_at - false_at > 1:
+        middle = (false_at + true_at) // 2
         if predicate(middle):
-            high = middle
+            true_at = middle
         else:
-            low = middle
-    return high
+            false_at = middle
+    return true_at
+
+
+def _minimal_true(predicate: Callable[[int], bool], *, guess: int, maximum: int) -> int | None:
+    """Smallest d in [0, maximum] with ``predicate`` true (monotone), None if none."""
+    return _least(predicate, low=0, high=maximum, guess=guess)
 
 
 @dataclass(frozen=True)
@@ -552,56 +637,305 @@ class _Raw:
     recruited: int
 
 
-class _Searcher:
-    """Minimal d per (mechanism, σ, n) for one request, with caches shared across σ."""
+def _margin(epsilon: float) -> float:
+    return max(0.0, epsilon - min(EPSILON_MARGIN, epsilon / 2))
 
-    def __init__(self, request: PlanRequest, *, max_dummies: int) -> None:
+
+class Feasibility:
+    """The planner's privacy predicate for one request (module doc), with its caches.
+
+    ``interval`` is the PLD grid (:data:`SEARCH_INTERVAL` in the search; the chosen
+    configuration is checked again at :data:`FINAL_INTERVAL`).
+    """
+
+    def __init__(self, request: PlanRequest, *, interval: float = SEARCH_INTERVAL) -> None:
         self.request = request
-        self.max_dummies = max_dummies
-        self.epsilon_check = max(
-            0.0, request.cluster_epsilon - min(EPSILON_MARGIN, request.cluster_epsilon / 2)
-        )
+        self.interval = interval
+        self.clusters = request.num_clusters
+        self.epsilon_check = _margin(request.epsilon)
+        self.cluster_epsilon_check = _margin(request.epsilon / self.clusters)
+        self.cluster_delta = request.delta / self.clusters
         self.sizes = SizeTable(request.num_targets)
-        self._evaluators: dict[float, Lemma2AtEpsilon] = {}
+        self._evaluators: dict[tuple[float, float], Lemma2AtEpsilon] = {}
+        self._composed: dict[tuple[object, ...], bool] = {}
 
-    def evaluator(self, sampling_rate: float) -> Lemma2AtEpsilon:
-        found = self._evaluators.get(sampling_rate)
+    def evaluator(self, sampling_rate: float, epsilon: float) -> Lemma2AtEpsilon:
+        """Lemma 2 evaluated exactly at one (σ, ε), cached (shared across n and d)."""
+        key = (sampling_rate, epsilon)
+        found = self._evaluators.get(key)
         if found is None:
             found = Lemma2AtEpsilon(
                 num_targets=self.request.num_targets,
                 sampling_rate=sampling_rate,
-                epsilon=self.epsilon_check,
+                epsilon=epsilon,
                 sizes=self.sizes,
             )
-            self._evaluators[sampling_rate] = found
+            self._evaluators[key] = found
         return found
 
+    def _composed_ok(
+        self, key: tuple[object, ...], make_pld: Callable[[], PrivacyLossDistribution]
+    ) -> bool:
+        """The G-fold composition of a cluster's PLD has δ ≤ the plan's δ at ε (cached)."""
+        found = self._composed.get(key)
+        if found is None:
+            try:
+                one = make_pld()
+            except pld.PairUnavailableError:
+                found = False  # no pair: basic composition only (still valid)
+            else:
+                try:
+                    composed = pld.compose([one], counts=[self.clusters])
+                except ValueError:
+                    # dp_accounting cannot compose a PLD whose mass is all at +∞: δ = 1.
+                    found = False
+                else:
+                    delta = float(composed.get_delta_for_epsilon(self.epsilon_check))
+                    found = delta <= self.request.delta
+            self._composed[key] = found
+        return found
+
+    def local_ok(self, sampling_rate: float, num_dummies: int) -> bool:
+        """R_σ^d (R_σ for d = 0) meets the plan's (ε, δ) on the G clusters."""
+        local = LocalRandomizer(
+            num_targets=self.request.num_targets,
+            sampling_rate=sampling_rate,
+            num_dummies=num_dummies,
+        )
+        if self.clusters == 1:
+            return pure.local_delta(local, self.epsilon_check) <= self.request.delta
+        if pure.local_delta(local, self.cluster_epsilon_check) <= self.cluster_delta:
+            return True
+        if pure.local_delta(local, self.epsilon_check) > self.request.delta:
+            return False  # one cluster already misses it, and composing only adds loss
+        return self._composed_ok(
+            ("local", sampling_rate, num_dummies),
+            lambda: pld.local_randomizer_pair(local).pld(interval=self.interval),
+        )
+
+    def scrambler_basic(self, sampling_rate: float, batches: Sequence[int], dummies: int) -> bool:
+        """Every batch size meets (ε/G, δ/G) by Lemma 2 evaluated exactly (G = 1: (ε, δ))."""
+        evaluator = self.evaluator(sampling_rate, self.cluster_epsilon_check)
+        return all(
+            evaluator.delta(batch_size=b, num_dummies=dummies) <= self.cluster_delta
+            for b in batches
+        )
+
+    def scrambler_one_cluster(self, sampling_rate: float, batch: int, dummies: int) -> bool:
+        """Necessary for G > 1: one cluster's pair reaches the plan's δ at ε.
+
+        Composing G clusters only adds loss (the first cluster's output is a post-processing
+        of all G), so a configuration whose one cluster misses (ε, δ) is infeasible by the
+        PLD check, and a fortiori by basic composition. ``Lemma2AtEpsilon`` is the pair's
+        hockey-stick curve plus tail charges below 10⁻²⁸ and a factor 1 + 10⁻⁹; the test
+        allows 10⁻⁶ relative for them.
+        """
+        evaluator = self.evaluator(sampling_rate, self.epsilon_check)
+        value = evaluator.delta(batch_size=batch, num_dummies=dummies)
+        return value <= self.request.delta * (1.0 + 1e-6) + 1e-25
+
+    def scrambler_ok(self, sampling_rate: float, batches: Sequence[int], dummies: int) -> bool:
+        """The cluster's scramblers meet the plan's target (basic composition or PLDs)."""
+        if self.scrambler_basic(sampling_rate, batches, dummies):
+            return True
+        if self.clusters == 1:
+            return False
+        if not self.scrambler_one_cluster(sampling_rate, min(batches), dummies):
+            return False
+        size = self.request.num_targets
+        mechanism = ScramblerMechanism(
+            num_targets=size,
+            sampling_rate=sampling_rate,
+            batch_size=min(batches),
+            num_dummies=dummies,
+        )
+        # The PLD of cluster_pair (the smallest batch's Lemma 2 pair), from cached rows.
+        return self._composed_ok(
+            ("scrambler", sampling_rate, min(batches), dummies),
+            lambda: pld.scrambler_pld(mechanism, interval=self.interval),
+        )
+
     def post_processing_ok(self, sampling_rate: float) -> bool:
-        """The scrambler's output is a post-processing of one source's R_σ (valid for any n, d)."""
-        return _local_ok(self.request, sampling_rate, 0, self.epsilon_check)
+        """The scrambler's output is a post-processing of one source's R_σ (any n, d)."""
+        return self.local_ok(sampling_rate, 0)
 
-    def local_dummies(self, sampling_rate: float) -> int | None:
-        """Smallest flooding d ≤ T − 1 for R_σ^d (exact δ(ε), a closed form)."""
-        for dummies in range(self.request.num_targets):
-            if _local_ok(self.request, sampling_rate, dummies, self.epsilon_check):
-                return dummies
-        return None
+    def configuration_ok(self, configuration: Configuration) -> bool:
+        """The predicate for a configuration (as the search evaluates it)."""
+        sigma, dummies = configuration.sampling_rate, configuration.num_dummies
+        if configuration.mechanism == "local":
+            return self.local_ok(sigma, dummies)
+        if configuration.batch_sizes is None:
+            raise InvalidParameterError("batch_sizes", "balanced batches for scramblers", None)
+        if self.post_processing_ok(sigma):
+            return True
+        return self.scrambler_ok(sigma, sorted(set(configuration.batch_sizes)), dummies)
 
-    def scrambler_dummies(
-        self, sampling_rate: float, batches: Sequence[int], guess: int
-    ) -> int | None:
-        """Smallest d with every batch size of the cluster at the target (fast exact Lemma 2)."""
-        if self.post_processing_ok(sampling_rate):
-            return 0
-        evaluator = self.evaluator(sampling_rate)
-        target = self.request.cluster_delta
 
-        def feasible(dummies: int) -> bool:
-            return all(
-                evaluator.delta(batch_size=b, num_dummies=dummies) <= target for b in batches
+class _Search:
+    """The pruned search of one request (module doc): candidates and the best load so far."""
+
+    def __init__(
+        self,
+        request: PlanRequest,
+        *,
+        feasibility: Feasibility,
+        batch_sizes: Sequence[int] | None,
+        mechanisms: Sequence[Mechanism],
+        max_dummies: int,
+        by_channels: bool = False,
+    ) -> None:
+        self.request = request
+        self.by_channels = by_channels
+        self.fewest_channels = math.inf
+        self.feasibility = feasibility
+        self.batch_sizes = batch_sizes
+        self.mechanisms = mechanisms
+        self.max_dummies = max_dummies
+        self.found: list[_Raw] = []
+        self.best = math.inf  # least load of a candidate within the limits
+        self.seeding = False  # basic composition only, to bound the best load (G > 1)
+        self._best_sigma = 0.0
+
+    def _messages(self, recruited: int, countermeasure: Countermeasure) -> PlanCosts:
+        return _request_costs(self.request, countermeasure, recruited)
+
+    def _within(self, costs: PlanCosts) -> bool:
+        limit = self.request.max_channels
+        return limit is None or costs.max_channels <= limit
+
+    def _record(self, raw: _Raw) -> None:
+        self.found.append(raw)
+        costs = self._messages(raw.recruited, _configuration(raw).countermeasure())
+        if self.by_channels:
+            self.fewest_channels = min(self.fewest_channels, costs.max_channels)
+        elif self._within(costs) and costs.messages < self.best:
+            self.best = costs.messages
+            self._best_sigma = raw.sampling_rate
+
+    def _seed(self, raw: _Raw) -> None:
+        """A feasible configuration (basic composition) bounds the best load; not recorded."""
+        costs = self._messages(raw.recruited, _configuration(raw).countermeasure())
+        if self._within(costs) and costs.messages < self.best:
+            self.best = costs.messages
+            self._best_sigma = raw.sampling_rate
+
+    def best_sigma(self) -> float:
+        """σ of the least load found so far within the limits (0 if none)."""
+        return self._best_sigma
+
+    def local(self, sigma: float, recruited: int) -> None:
+        """The least flooding d ≤ T − 1 for R_σ^d (δ non-increasing in d)."""
+        check = self.feasibility
+        dummies = _least(
+            lambda d: check.local_ok(sigma, d), low=0, high=self.request.num_targets - 1
+        )
+        if dummies is not None:
+            self._record(_Raw("local", sigma, None, dummies, recruited))
+
+    def _affordable(self, sigma: float, recruited: int, batch: int, low: int) -> int:
+        """The largest d ≤ max_dummies whose load at this (σ, n) is at most the best so far."""
+        if math.isinf(self.best):
+            return self.max_dummies
+
+        def load(d: int) -> int:
+            return self._messages(
+                recruited, Scramblers(sampling_rate=sigma, batch_size=batch, num_dummies=d)
+            ).messages
+
+        base = load(low)
+        if base > self.best:
+            return low - 1
+        slope = load(low + 1) - base  # messages are affine in d (each dummy is a message)
+        guess = self.max_dummies if slope <= 0 else low + int((self.best - base) // slope)
+        guess = min(guess, self.max_dummies)
+        if load(guess) <= self.best and (guess == self.max_dummies or load(guess + 1) > self.best):
+            return guess
+        found = _least(lambda d: load(d) > self.best, low=low, high=self.max_dummies)
+        return self.max_dummies if found is None else found - 1
+
+    def scramblers(self, sigma: float, recruited: int) -> None:
+        """Every realized K with its least d, pruned by the best load (module doc)."""
+        check = self.feasibility
+        counts = scrambler_counts(recruited, self.batch_sizes)
+        if not counts:
+            return
+        first = self._messages(
+            recruited,
+            Scramblers(sampling_rate=sigma, batch_size=-(-recruited // counts[0]), num_dummies=0),
+        )
+        if first.messages > self.best:
+            return
+        free = check.post_processing_ok(sigma)
+        low = 0
+        position: float | None = None  # where d* fell in its bracket at the previous K
+        for count in counts:
+            batch = -(-recruited // count)
+            batches = sorted(set(balanced_batch_sizes(recruited, batch)))
+            at_low = self._messages(
+                recruited, Scramblers(sampling_rate=sigma, batch_size=batch, num_dummies=low)
             )
+            if at_low.messages > self.best:
+                break  # every K' >= K needs d >= low: it costs more
+            if not self._within(at_low) or at_low.max_channels > self.fewest_channels:
+                continue  # channels only grow with d
+            if free:
+                raw = _Raw("scrambler", sigma, batch, 0, recruited)
+                (self._seed if self.seeding else self._record)(raw)
+                continue
 
-        return _minimal_true(feasible, guess=guess, maximum=self.max_dummies)
+            def ok(d: int, batches: Sequence[int] = batches) -> bool:
+                return check.scrambler_ok(sigma, batches, d)
+
+            def basic_ok(d: int, batches: Sequence[int] = batches) -> bool:
+                return check.scrambler_basic(sigma, batches, d)
+
+            def one_cluster(d: int, smallest: int = batches[0]) -> bool:
+                return check.scrambler_one_cluster(sigma, smallest, d)
+
+            floor = low
+            if self.request.num_clusters > 1:
+                # The one-cluster floor on d is non-decreasing in K too: prune with it.
+                found = _least(one_cluster, low=low, high=self.max_dummies)
+                if found is None:
+                    break
+                floor = found
+                at_floor = self._messages(
+                    recruited,
+                    Scramblers(sampling_rate=sigma, batch_size=batch, num_dummies=floor),
+                )
+                if at_floor.messages > self.best:
+                    break
+                if not self._within(at_floor) or at_floor.max_channels > self.fewest_channels:
+                    continue
+            high = self._affordable(sigma, recruited, batch, low)
+            if high < low:
+                break
+
+            if self.request.num_clusters == 1:
+                dummies = _least(ok, low=low, high=high)
+            elif self.seeding:
+                dummies = _least(basic_ok, low=low, high=high)
+            else:
+                if floor > high:
+                    break
+                basic = _least(basic_ok, low=floor, high=high)
+                top = high if basic is None else basic
+                if basic is None and not ok(high):
+                    break
+                guess = floor
+                if floor > low and position is not None:
+                    guess = floor + round(position * (top - floor))
+                dummies = _least(ok, low=floor, high=top, guess=guess, high_ok=True)
+                if dummies is not None and top > floor:
+                    position = (dummies - floor) / (top - floor)
+            if dummies is None:
+                break  # d*(K) > the affordable d, which only shrinks with K
+            low = dummies
+            raw = _Raw("scrambler", sigma, batch, dummies, recruited)
+            if self.seeding:
+                self._seed(raw)
+            else:
+                self._record(raw)
 
 
 def _search(
@@ -612,50 +946,54 @@ def _search(
     mechanisms: Sequence[Mechanism],
     max_dummies: int,
     progress: bool,
-) -> tuple[list[_Raw], _Searcher]:
-    """Every privacy-feasible (mechanism, σ, n) with its minimal d, under the consent limit."""
-    searcher = _Searcher(request, max_dummies=max_dummies)
-    found: list[_Raw] = []
-    previous: dict[int, int] = {}
-    for sigma in with_progress(
-        sampling_rates, enabled=progress, description="planner σ grid", unit="σ"
-    ):
+    feasibility: Feasibility | None = None,
+    by_channels: bool = False,
+) -> list[_Raw]:
+    """Every privacy-feasible (mechanism, σ, K) the pruned search evaluates, with its least d.
+
+    ``by_channels``: prune by channels instead of load, to find the fewest channels that any
+    feasible configuration needs (for the advice when the channel limit cannot be met).
+    """
+    check = Feasibility(request) if feasibility is None else feasibility
+    search = _Search(
+        request,
+        feasibility=check,
+        batch_sizes=batch_sizes,
+        mechanisms=mechanisms,
+        max_dummies=max_dummies,
+        by_channels=by_channels,
+    )
+    usable = []
+    for sigma in sampling_rates:
         recruited = _recruited(request, sigma)
-        if _utility(request, sigma, recruited) < request.min_utility - _UTILITY_TOLERANCE:
-            continue
-        if "local" in mechanisms:
-            dummies = searcher.local_dummies(sigma)
-            if dummies is not None:
-                found.append(_Raw("local", sigma, None, dummies, recruited))
-        if "scrambler" not in mechanisms:
-            continue
-        sizes = default_batch_sizes(recruited) if batch_sizes is None else tuple(batch_sizes)
-        current: dict[int, int] = {}
-        for index, batch in enumerate(sorted(set(sizes), reverse=True)):
-            if batch > recruited and batch_sizes is not None:
-                continue
-            batches = sorted(batch_size_counts(recruited, batch))
-            dummies = searcher.scrambler_dummies(sigma, batches, _guess(index, previous, current))
-            if dummies is None:
-                continue
-            current[index] = dummies
-            found.append(_Raw("scrambler", sigma, batch, dummies, recruited))
-        previous = current
-    return found, searcher
-
-
-def _guess(index: int, previous: dict[int, int], current: dict[int, int]) -> int:
-    """A starting d for the search: extrapolated from the neighbours in the (σ, n) grid."""
-    above, before = previous.get(index), current.get(index - 1)
-    if above is not None and before is not None:
-        corner = previous.get(index - 1)
-        if corner:
-            return max(1, round(above * before / corner))
-    if above is not None:
-        return max(1, above)
-    if before is not None:
-        return max(1, before)
-    return 64
+        if _utility(request, sigma, recruited) >= request.min_utility - _UTILITY_TOLERANCE:
+            usable.append((sigma, recruited))
+    if "local" in mechanisms:  # cheap: an upper bound on the load before the scramblers
+        for sigma, recruited in usable:
+            search.local(sigma, recruited)
+    if "scrambler" in mechanisms:
+        # Coarse σ first (multiples of 0.1), then the others nearest the best σ so far: a good
+        # bound early prunes the rest (the order does not change the answer).
+        coarse = [item for item in usable if abs(item[0] * 10 - round(item[0] * 10)) < 1e-9]
+        rest = [item for item in usable if item not in coarse]
+        if request.num_clusters > 1 and not by_channels:
+            # Basic composition alone (fast, and an upper bound on the least d) bounds the
+            # best load before any PLD is composed; only the bound is kept.
+            search.seeding = True
+            for sigma, recruited in coarse:
+                search.scramblers(sigma, recruited)
+            search.seeding = False
+        for sigma, recruited in with_progress(
+            coarse, enabled=progress, description="planner σ grid", unit="σ"
+        ):
+            search.scramblers(sigma, recruited)
+        centre = search.best_sigma()
+        rest.sort(key=lambda item: (abs(item[0] - centre), item[0]))
+        for sigma, recruited in with_progress(
+            rest, enabled=progress, description="planner σ grid (fine)", unit="σ"
+        ):
+            search.scramblers(sigma, recruited)
+    return search.found
 
 
 def _configuration(raw: _Raw, dummies: int | None = None) -> Configuration:
@@ -719,58 +1057,34 @@ def pareto_front(candidates: Sequence[PlanCandidate]) -> tuple[PlanCandidate, ..
 # --- Verification with the accountant's own classes, and the reported ε ---------------------
 
 
-def _local_ok(request: PlanRequest, sampling_rate: float, num_dummies: int, epsilon: float) -> bool:
-    """R_σ^d (R_σ for d = 0) meets δ_c at ``epsilon``: its exact δ(ε), a closed form."""
-    local = LocalRandomizer(
-        num_targets=request.num_targets, sampling_rate=sampling_rate, num_dummies=num_dummies
-    )
-    return pure.local_delta(local, epsilon) <= request.cluster_delta
+def _verified(request: PlanRequest, raw: _Raw, search: Feasibility, final: Feasibility) -> _Raw:
+    """The least d of ``raw``'s (σ, K) for the search's predicate, and feasible at 10⁻⁴.
 
+    The search starts each K at the previous K's d (d* is non-decreasing in K); here d − 1 is
+    checked to fail from scratch (if it ever passed, d is searched again from 0), and d to pass
+    with the PLDs on the final grid (a coarser pessimistic grid dominates, so it does; should
+    rounding ever disagree, d is raised until it passes).
+    """
 
-def _exact_cluster_ok(
-    request: PlanRequest, configuration: Configuration, recruited: int, epsilon: float
-) -> bool:
-    """The cluster meets δ_c at ``epsilon`` by ExactLemma2 / post-processing / local exact δ."""
-    sigma = configuration.sampling_rate
-    if configuration.mechanism == "local":
-        return _local_ok(request, sigma, configuration.num_dummies, epsilon)
-    if _local_ok(request, sigma, 0, epsilon):
-        return True
-    if configuration.batch_size is None:
-        raise InvalidParameterError("batch_size", "a batch size n >= 1 for scramblers", None)
-    for batch in batch_size_counts(recruited, configuration.batch_size):
-        mechanism = ScramblerMechanism(
-            num_targets=request.num_targets,
-            sampling_rate=sigma,
-            batch_size=batch,
-            num_dummies=configuration.num_dummies,
-        )
-        if ExactLemma2(mechanism).delta(epsilon) > request.cluster_delta:
-            return False
-    return True
+    def configuration_ok(check: Feasibility, dummies: int) -> bool:
+        return check.configuration_ok(_configuration(raw, dummies))
 
-
-def _verified(request: PlanRequest, raw: _Raw, epsilon_check: float) -> _Raw:
-    """Check d with ExactLemma2 itself (raise d if it ever disagreed) and that d − 1 fails."""
     dummies = raw.num_dummies
-    while not _exact_cluster_ok(
-        request, _configuration(raw, dummies), raw.recruited, epsilon_check
-    ):
-        dummies += 1  # never expected: the fast evaluation equals ExactLemma2
-    if dummies > 0 and _exact_cluster_ok(
-        request, _configuration(raw, dummies - 1), raw.recruited, epsilon_check
-    ):
-        raise DpcommError(
-            f"internal error: δ is not monotone in d at {_configuration(raw).describe()}"
-        )
+    if dummies > 0 and configuration_ok(search, dummies - 1):
+        least = _least(lambda d: configuration_ok(search, d), low=0, high=dummies)
+        dummies = raw.num_dummies if least is None else least
+    while not configuration_ok(final, dummies):
+        dummies += 1  # never expected: the coarser grid dominates the final one
     return replace(raw, num_dummies=dummies)
 
 
 def planned_guarantee(request: PlanRequest, candidate: PlanCandidate) -> tuple[float, float]:
-    """The plan's (ε, δ) of ``candidate``: :func:`dpcomm.plan.account_plan` at δ_c = δ/G.
+    """The plan's (ε, δ) of ``candidate``: :func:`dpcomm.plan.account_plan` at the plan's δ.
 
-    Accounted on the plan of S_t sources (:func:`request_plan`), every balanced batch size on
-    its own: the very number ``dpcomm run`` reports for this configuration on S_t rows.
+    Accounted on the plan of S_t sources (:func:`request_plan`) with ``delta`` the whole
+    plan's δ: the very number ``dpcomm run --delta δ`` reports for this configuration on S_t
+    rows (the accountant's ε is the least of its PLD composition and basic composition, each
+    at least as loose as the planner's check, so it is at most the target).
     """
     plan = request_plan(
         workload=request.workload,
@@ -779,7 +1093,7 @@ def planned_guarantee(request: PlanRequest, candidate: PlanCandidate) -> tuple[f
         num_clusters=request.num_clusters,
     )
     guarantee = account_plan(
-        plan, candidate.configuration.countermeasure(), delta=request.cluster_delta
+        plan, candidate.configuration.countermeasure(), delta=request.delta
     ).guarantee
     return guarantee.epsilon, guarantee.delta
 
@@ -876,16 +1190,16 @@ def plan_countermeasures(
     Args:
         num_sources: S, real tuples the computation must use.
         num_targets: T, targets (compute nodes, centroids) per cluster.
-        epsilon: ε of the whole plan (Theorem 2).
+        epsilon: ε of the whole plan.
         delta: δ of the whole plan.
         grouping_sets: G, for an Aggregate plan (exclusive with ``iterations``).
         iterations: I, for a K-means plan with K = T centroids.
         max_channels: largest number of secure channels a node may have.
         max_extra_consents: c, largest S_t − S.
         min_utility: u, least expected tuples used / S (matters with ``max_extra_consents``).
-        sampling_rates: σ grid (default 0, 0.05, ..., 0.95).
-        batch_sizes: n grid (default :func:`default_batch_sizes` per S_t; given sizes are used
-            as they are, those above S_t skipped).
+        sampling_rates: σ grid (default 0, 0.01, ..., 0.99).
+        batch_sizes: a restriction list of n: only the numbers of scramblers ⌈S_t/n⌉ of these
+            (those above S_t skipped); default every number of scramblers.
         mechanisms: which of ``"scrambler"`` and ``"local"`` to consider.
         max_dummies: largest d per scrambler tried.
         progress: show a progress bar over the σ grid.
@@ -937,26 +1251,37 @@ def plan_countermeasures(
         "max_dummies": max_dummies,
         "progress": progress,
     }
-    raws, searcher = _search(request, **options)  # type: ignore[arg-type]
+    search_check = Feasibility(request, interval=SEARCH_INTERVAL)
+    raws = _search(request, feasibility=search_check, **options)  # type: ignore[arg-type]
     candidates = [_candidate(request, raw, _configuration(raw)) for raw in raws]
     limited = [c for c in candidates if _within_channels(request, c)]
     if not limited:
-        unlimited = candidates
+        unlimited_channels = replace(request, max_channels=None)
+        fewest = _search(
+            unlimited_channels,
+            by_channels=True,
+            **options,  # type: ignore[arg-type]
+        )
+        any_channels = [_candidate(request, raw, _configuration(raw)) for raw in fewest]
+        unlimited = any_channels
         if request.max_extra_consents is not None:
             free = replace(request, max_extra_consents=None, min_utility=1.0)
-            more, _ = _search(free, **options)  # type: ignore[arg-type]
+            more = _search(free, **options)  # type: ignore[arg-type]
             unlimited = [_candidate(free, raw, _configuration(raw)) for raw in more]
-        raise DpcommError(_infeasible_message(request, candidates, unlimited, max_dummies))
+            unlimited = [*unlimited, *any_channels]
+        raise DpcommError(_infeasible_message(request, any_channels, unlimited, max_dummies))
     by_key = {_order_key(c): raw for c, raw in zip(candidates, raws, strict=True)}
-    # The fast evaluation equals ExactLemma2; the chosen configuration is re-checked with
-    # ExactLemma2 itself (d passes, d − 1 fails) before its ε is computed.
+    # The chosen configuration is checked again (d − 1 fails from scratch; d passes with the
+    # PLDs on the final grid) before its ε is computed.
+    final_check = Feasibility(request, interval=FINAL_INTERVAL)
     while True:
         best = min(limited, key=_order_key)
         key = _order_key(best)
-        checked = _verified(request, by_key[key], searcher.epsilon_check)
+        checked = _verified(request, by_key[key], search_check, final_check)
         if checked.num_dummies == by_key[key].num_dummies:
             break
-        by_key[key] = checked
+        del by_key[key]
+        by_key[_order_key(_candidate(request, checked, _configuration(checked)))] = checked
         candidates = [_candidate(request, raw, _configuration(raw)) for raw in by_key.values()]
         limited = [c for c in candidates if _within_channels(request, c)]
     best = _with_guarantee(request, best)

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
+
 from dpcomm.accounting import (
     LocalRandomizer,
     PrivacyGuarantee,
@@ -239,13 +241,35 @@ def _counted(
     return tuple(sorted(counts.items(), key=repr))
 
 
+def _mechanism_pld(mechanism: LocalRandomizer | ScramblerMechanism) -> PrivacyLossDistribution:
+    """The pessimistic PLD of the mechanism's dominating pair (row-cached for scramblers)."""
+    if isinstance(mechanism, ScramblerMechanism) and not mechanism.capped:
+        return pld.scrambler_pld(mechanism)
+    return pld.dominating_pair(mechanism).pld()
+
+
 @lru_cache(maxsize=256)
 def _pld_epsilon(
     counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...], delta: float
 ) -> float:
-    """ε at δ of the composition of the mechanisms' dominating pairs (PairUnavailableError)."""
-    plds = [pld.dominating_pair(m).pld() for m, _ in counted]
-    return pld.epsilon_for_delta(pld.compose(plds, counts=[c for _, c in counted]), delta)
+    """ε at δ of the composition of the mechanisms' dominating pairs (PairUnavailableError).
+
+    A scrambler's output is also a post-processing of its sources' R_σ, whose pair (three
+    atoms) is composed too; the smaller ε of the two valid compositions is returned (they
+    differ only where Lemma 2's pair gains nothing over R_σ, by its rounding allowances).
+    """
+    counts = [c for _, c in counted]
+    plds = [_mechanism_pld(m) for m, _ in counted]
+    best = pld.epsilon_for_delta(pld.compose(plds, counts=counts), delta)
+    if any(isinstance(m, ScramblerMechanism) for m, _ in counted):
+        local = [
+            pld.dominating_pair(
+                m.local_randomizer if isinstance(m, ScramblerMechanism) else m
+            ).pld()
+            for m, _ in counted
+        ]
+        best = min(best, pld.epsilon_for_delta(pld.compose(local, counts=counts), delta))
+    return best
 
 
 @lru_cache(maxsize=256)
