@@ -55,6 +55,9 @@ def test_plan_json_has_exactly_the_documented_keys(capsys):
         "configuration",
         "epsilon",
         "delta",
+        "epsilon_pld",
+        "epsilon_basic",
+        "epsilon_lower_bound",
         "network_load_messages",
         "max_channels_per_node",
         "extra_consents",
@@ -87,12 +90,22 @@ def test_plan_json_has_exactly_the_documented_keys(capsys):
     assert document["run_command"].startswith(
         f"dpcomm run kmeans --sources {document['sources_recruited']} --k 10 --iterations 3 "
     )
-    # G = 3 clusters: the reported ε is account_plan's at the whole plan's δ (that semantics of
-    # account_plan's ``delta`` lands with the accountant's PLD composition), so ε and δ are not
-    # asserted against the target here; the planner's own check is (tests/unit/test_planner.py).
+    # G = 3 clusters: the reported ε is account_plan's at the whole plan's δ, the smaller of
+    # its PLD and basic compositions, each at least as loose as the planner's own check.
+    assert document["epsilon"] <= 1.0 + 1e-9
+    assert document["delta"] == pytest.approx(1e-4)
+    assert document["epsilon_lower_bound"] <= document["epsilon"]
+    assert document["epsilon"] == min(document["epsilon_pld"], document["epsilon_basic"])
     assert document["pareto"]
     for member in document["pareto"]:
-        assert set(member) == set(document) - {"pareto", "batch_sizes", "run_command"}
+        assert set(member) == set(document) - {
+            "pareto",
+            "batch_sizes",
+            "run_command",
+            "epsilon_pld",  # how the chosen configuration's ε composes: for it alone
+            "epsilon_basic",
+            "epsilon_lower_bound",
+        }
 
 
 RUNNABLE = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import shlex
 from typing import Any
 
@@ -168,18 +169,36 @@ def _candidate_json(candidate: PlanCandidate) -> dict[str, Any]:
     }
 
 
+def _json_epsilon(value: float | None) -> float | str | None:
+    """JSON has no infinity: ε = ∞ is the string "inf"."""
+    if value is None:
+        return None
+    return "inf" if math.isinf(value) else value
+
+
+def _number(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.4f}"
+
+
 def plan_json(result: PlannerResult) -> dict[str, Any]:
     """The planner's answer as the JSON document ``dpcomm plan --json`` prints.
 
+    ``epsilon`` is the smaller of ``epsilon_pld`` (the clusters' privacy loss distributions
+    composed; null for one cluster) and ``epsilon_basic`` (Theorem 2's sum, each cluster at
+    δ/G); ``epsilon_lower_bound`` is certified (composed explicit pairs).
     ``batch_sizes`` lists the sources of every scrambler of one cluster (null for local),
     ``sources_recruited`` is S_t and ``run_command`` the ``dpcomm run`` command line that runs
     the chosen configuration (null when no synthetic query has G grouping sets).
     """
     sizes = result.configuration.batch_sizes
+    privacy = result.privacy
     return {
         "configuration": _configuration_json(result.configuration),
         "epsilon": result.epsilon,
         "delta": result.delta,
+        "epsilon_pld": None if privacy is None else _json_epsilon(privacy.pld_epsilon),
+        "epsilon_basic": None if privacy is None else _json_epsilon(privacy.basic_epsilon),
+        "epsilon_lower_bound": None if privacy is None else _json_epsilon(privacy.lower_bound),
         "network_load_messages": result.network_load_messages,
         "max_channels_per_node": result.max_channels_per_node,
         "extra_consents": result.extra_consents,
@@ -209,10 +228,26 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
         f"target ε ≤ {args.epsilon:g}, δ ≤ {args.delta:g}"
     )
     print(f"Chosen (least network load): {result.configuration.describe()}")
+    clusters = args.grouping_sets or args.iterations
+    composed = "its cluster" if clusters == 1 else f"its {clusters} clusters composed"
     print(
-        f"  privacy: ε = {result.epsilon:.4f}, δ = {result.delta:.3g} (the whole plan: its "
-        f"{args.grouping_sets or args.iterations} clusters composed)"
+        f"  privacy: ε = {result.epsilon:.4f}, δ = {result.delta:.3g} (the whole plan: {composed})"
     )
+    privacy = result.privacy
+    if privacy is not None and clusters == 1:
+        if privacy.lower_bound is not None:
+            print(f"    certified lower bound on ε: {_number(privacy.lower_bound)}")
+    elif privacy is not None:
+        parts = []
+        if privacy.pld_epsilon is not None:
+            parts.append(f"PLD composition {_number(privacy.pld_epsilon)}")
+        parts.append(
+            f"Theorem 2 sum {_number(privacy.basic_epsilon)} (each cluster at δ = "
+            f"{privacy.delta_per_cluster:.3g})"
+        )
+        if privacy.lower_bound is not None:
+            parts.append(f"certified lower bound {_number(privacy.lower_bound)}")
+        print("    ε by " + "; ".join(parts))
     overhead = result.network_load_messages / result.nonprivate_load_messages
     print(
         f"  network load: {result.network_load_messages:,} messages "

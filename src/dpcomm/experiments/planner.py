@@ -102,7 +102,7 @@ from dpcomm.plan.countermeasures import (
     Scramblers,
 )
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.plan.privacy import account_plan
+from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.plan.transform import transform
 
 Mechanism = Literal["scrambler", "local"]
@@ -239,6 +239,8 @@ class PlannerResult:
         channels_by_role: the bound on the channels of one node, per role, of the chosen
             configuration (:meth:`dpcomm.plan.TransformedPlan.channels_by_role`).
         request: what was asked for.
+        privacy: the chosen configuration's full account (PLD and basic composition, the
+            certified lower bound) by :func:`dpcomm.plan.account_plan`.
     """
 
     configuration: Configuration
@@ -254,6 +256,7 @@ class PlannerResult:
     num_candidates: int = 0
     channels_by_role: Mapping[str, int] = field(default_factory=dict)
     request: PlanRequest | None = None
+    privacy: PlanGuarantee | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1078,6 +1081,17 @@ def _verified(request: PlanRequest, raw: _Raw, search: Feasibility, final: Feasi
     return replace(raw, num_dummies=dummies)
 
 
+def planned_privacy(request: PlanRequest, candidate: PlanCandidate) -> PlanGuarantee:
+    """:func:`dpcomm.plan.account_plan` of ``candidate`` on the plan of S_t sources at δ."""
+    plan = request_plan(
+        workload=request.workload,
+        num_sources=candidate.num_sources,
+        num_targets=request.num_targets,
+        num_clusters=request.num_clusters,
+    )
+    return account_plan(plan, candidate.configuration.countermeasure(), delta=request.delta)
+
+
 def planned_guarantee(request: PlanRequest, candidate: PlanCandidate) -> tuple[float, float]:
     """The plan's (ε, δ) of ``candidate``: :func:`dpcomm.plan.account_plan` at the plan's δ.
 
@@ -1086,15 +1100,7 @@ def planned_guarantee(request: PlanRequest, candidate: PlanCandidate) -> tuple[f
     rows (the accountant's ε is the least of its PLD composition and basic composition, each
     at least as loose as the planner's check, so it is at most the target).
     """
-    plan = request_plan(
-        workload=request.workload,
-        num_sources=candidate.num_sources,
-        num_targets=request.num_targets,
-        num_clusters=request.num_clusters,
-    )
-    guarantee = account_plan(
-        plan, candidate.configuration.countermeasure(), delta=request.delta
-    ).guarantee
+    guarantee = planned_privacy(request, candidate).guarantee
     return guarantee.epsilon, guarantee.delta
 
 
@@ -1284,7 +1290,8 @@ def plan_countermeasures(
         by_key[_order_key(_candidate(request, checked, _configuration(checked)))] = checked
         candidates = [_candidate(request, raw, _configuration(raw)) for raw in by_key.values()]
         limited = [c for c in candidates if _within_channels(request, c)]
-    best = _with_guarantee(request, best)
+    privacy = planned_privacy(request, best)
+    best = replace(best, epsilon=privacy.guarantee.epsilon, delta=privacy.guarantee.delta)
     front = tuple(best if c.costs == best.costs else c for c in pareto_front(limited))
     chosen_costs = _request_costs(request, best.configuration, best.num_sources)
     return PlannerResult(
@@ -1303,6 +1310,7 @@ def plan_countermeasures(
         num_candidates=len(candidates),
         channels_by_role=chosen_costs.channels_by_role,
         request=request,
+        privacy=privacy,
     )
 
 
