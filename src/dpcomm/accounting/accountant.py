@@ -300,16 +300,24 @@ def _single_round(
         curve = _lower_bound_curve(mechanism)
         return results, None if curve is None else curve(fixed)
     limit = _search_limit(mechanism)
-    for method in methods:
+    lower: float | None
+    if fixed == 0.0:
+        lower = _pure_lower_bound(mechanism)
+    else:
+        curve = _lower_bound_curve(mechanism)
+        lower = None if curve is None else lower_epsilon_for_delta(curve, fixed, upper=limit)
+    # The exact method last: the certified lower bound and the best valid ε so far bracket its
+    # search (hints that are checked before use, so they only save evaluations).
+    best_valid: float | None = None
+    for method in sorted(methods, key=lambda m: m.name == "exact"):
         if method.epsilon_of_delta is not None:
             value = method.epsilon_of_delta(fixed)
         else:
-            value = epsilon_for_delta(method.delta_of_epsilon, fixed, upper=limit)
+            hint = (lower, best_valid) if method.name == "exact" else (None, None)
+            value = epsilon_for_delta(method.delta_of_epsilon, fixed, upper=limit, bracket=hint)
+        if method.status == "valid" and math.isfinite(value):
+            best_valid = value if best_valid is None else min(best_valid, value)
         results.append(MethodResult(method.name, value, method.status))
-    if fixed == 0.0:
-        return results, _pure_lower_bound(mechanism)
-    curve = _lower_bound_curve(mechanism)
-    lower = None if curve is None else lower_epsilon_for_delta(curve, fixed, upper=limit)
     return results, lower
 
 

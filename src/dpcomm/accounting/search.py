@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable
 
 _ABSOLUTE_TOLERANCE = 1e-6
+#: Probes above a lower-bound hint (at 1, 8 and 64 tolerances) before bisecting.
+_PROBES = 3
 
 
 def _crossing(
@@ -44,16 +46,58 @@ def epsilon_for_delta(
     *,
     upper: float,
     tolerance: float = _ABSOLUTE_TOLERANCE,
+    bracket: tuple[float | None, float | None] = (None, None),
 ) -> float:
     """Smallest ε (up to ``tolerance``, rounded up) in [0, upper] with δ(ε) ≤ target.
 
     Returns ``math.inf`` when δ(upper) > target. Bisection keeps an ε whose bound is at most
     the target as its upper end, so the answer is valid even if the bound is not monotone.
+
+    ``bracket`` (low, high) are hints that shorten the bisection: a certified lower bound on ε
+    and another valid method's ε. Each is checked (δ(low) > target, δ(high) ≤ target) and
+    ignored if it fails, so a hint can only save evaluations, never change validity.
     """
     if delta_of_epsilon(0.0) <= target_delta:
         return 0.0
+    low_hint, high_hint = bracket
+    if (
+        high_hint is not None
+        and 0.0 < high_hint < upper
+        and delta_of_epsilon(high_hint) <= target_delta
+    ):
+        return _bisect_from_hints(delta_of_epsilon, target_delta, low_hint, high_hint, tolerance)
     crossing = _crossing(delta_of_epsilon, target_delta, upper=upper, tolerance=tolerance)
     return math.inf if crossing is None else crossing[1]
+
+
+def _bisect_from_hints(
+    delta_of_epsilon: Callable[[float], float],
+    target_delta: float,
+    low_hint: float | None,
+    high: float,
+    tolerance: float,
+) -> float:
+    """Bisection on [low, high] with δ(high) ≤ target; low = the hint if δ(hint) > target."""
+    low = 0.0
+    if low_hint is not None and 0.0 < low_hint < high and delta_of_epsilon(low_hint) > target_delta:
+        low = low_hint
+        # A few probes just above a lower bound, often within tolerances of ε.
+        step = tolerance
+        for _ in range(_PROBES):
+            if low + step >= high:
+                break
+            if delta_of_epsilon(low + step) <= target_delta:
+                high = low + step
+                break
+            low += step
+            step *= 8.0
+    while high - low > tolerance:
+        middle = 0.5 * (low + high)
+        if delta_of_epsilon(middle) <= target_delta:
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def lower_epsilon_for_delta(
