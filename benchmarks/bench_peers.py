@@ -47,7 +47,7 @@ TOOLS: dict[str, tuple[str | None, str]] = {
     ),
     "dpcomm PLD pair, d=0": (
         None,
-        "same curve as the row above, from the Lemma 2 dominating pair's atoms",
+        "scrambler_pair (the Lemma 2 dominating pair), δ(ε) of its atoms",
     ),
     "dpcomm exact Lemma 2, d=100": (
         None,
