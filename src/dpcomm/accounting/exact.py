@@ -15,7 +15,7 @@ Truncations only ever *add* to the result, so the value stays an upper bound:
   c1 (z_lo − 1) + N c0 ≤ 0, when every dropped cell is exactly 0 (H ≤ Z).
 * Pairs (block of N, Z) with c1 Z + N c0 ≤ 0 are skipped: their value is exactly 0.
 
-ExactLemma2 evaluates these cells by blocks of 16 rows (see its docstring); memory is
+ExactLemma2 evaluates these cells by blocks of 64 rows (see its docstring); memory is
 O(blocks × Z window), about 5 million entries at n = 10^6.
 * m outside [m_lo, m_hi]: g(N) = E[(ΣL)_+]/N is non-increasing in N (S_N/N is the average
   of the N leave-one-out means; (·)_+ is convex), so the dropped weights are charged at
@@ -195,7 +195,7 @@ MAX_EXACT_BATCH_SIZE = 10_000_000
 #: tables (float64; a few such tables: about 200 MiB each at the limit).
 MAX_EXACT_CELLS = 1 << 23
 #: Consecutive sizes N summed together in the ε-independent block tables.
-_BLOCK_ROWS = 16
+_BLOCK_ROWS = 64
 #: Z below the lower quantile of this probability is not evaluated (charged, see _RowGroup).
 _LOWER_TAIL_PROBABILITY = 1e-100
 #: Cells per chunk of the evaluation (bounds the temporaries' memory).
@@ -329,7 +329,7 @@ def _half_binomial_window(
 
 
 class _RowGroup:
-    """Consecutive sizes N (weights W) of ExactLemma2, in blocks of up to 16 rows.
+    """Consecutive sizes N (weights W) of ExactLemma2, in blocks of up to 64 rows.
 
     ε-independent, per block b and Z = z: Q0 = Σ_N W_N P(Bin(N, 2/T) = z) and Q1 = Σ_N W_N
     P(Bin(N, 2/T) = z)/N over the block's rows whose window [z_lo(N), z_hi(N)] holds z, and the
@@ -499,7 +499,7 @@ class ExactLemma2:
 
     Rows N = m + d + 1 over the kept m of Bin(n − 1, σ) (plus N = d + 1 for the m below, as
     before), each with its window of Z (see the module doc for the charges). The ε-independent
-    part is built once here: per block of up to 16 consecutive N and per Z, the summed
+    part is built once here: per block of up to 64 consecutive N and per Z, the summed
     weights Q0 = Σ W_N P(Z | N) and Q1 = Σ W_N P(Z | N)/N. For ε, the threshold k(N, Z) is
     constant over most blocks (it moves by one every a/|c0| rows), where the block's
     contribution is (α T_k + a S_{k+1}) Q1 + β T_k Q0 with the margin α + β N of
