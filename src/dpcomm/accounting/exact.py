@@ -276,8 +276,8 @@ def _largest(fits: Callable[[int], bool], low: int, high: int) -> int:
 def check_exact_size(mechanism: ScramblerMechanism) -> None:
     """Refuse a scrambler whose exact accounting would not fit in memory.
 
-    The windowed evaluation keeps tables of (N/16 blocks) × (Z window) entries, the window
-    growing like √((2/T)(σ n + d)) and the rows like √n (about 5 million entries at n = 10^6,
+    The windowed evaluation keeps tables of (rows/64 blocks) × (Z window) entries, the window
+    growing like √((2/T)(σ n + d)) and the rows like √n (about a million entries at n = 10^6,
     σ = 0.5, T = 20). The error names the parameter to reduce and its largest allowed value
     (the others fixed): ``num_dummies`` when a smaller d fits, else ``batch_size``.
     """
