@@ -197,3 +197,37 @@ def test_row_cached_scrambler_pld_is_the_pairs_pld(mechanism, interval):
         assert fast.get_delta_for_epsilon(epsilon) >= ExactLemma2(mechanism).delta(epsilon) * (
             1 - 1e-6
         )
+
+
+@pytest.mark.parametrize(
+    ("sigma", "dummies", "delta"), [(0.3, 1, 0.05), (0.5, 0, 0.1), (0.0, 2, 0.3)]
+)
+def test_plan_guarantee_is_never_below_the_enumerated_composition(sigma, dummies, delta):
+    """A tiny Aggregate plan: 5 sources, two grouping sets of C = 3, scramblers of n ≤ 3.
+
+    Balanced batches of 3 and 2 sources; a source's data path crosses two scrambler rounds,
+    each of the worst (smallest) batch at worst. The plan's (ε, δ) must hold for the exact
+    composition of two rounds of the n = 2 scrambler, enumerated.
+    """
+    from dpcomm.plan import Scramblers, account_plan
+    from dpcomm.plan.builders import aggregate_plan
+
+    plan = aggregate_plan(num_sources=5, flows=("a", "b"), compute_nodes=(3, 3))
+    countermeasure = Scramblers(sampling_rate=sigma, batch_size=3, num_dummies=dummies)
+    guarantee = account_plan(plan, countermeasure, delta=delta)
+    epsilon = guarantee.guarantee.epsilon
+    smallest = ScramblerMechanism(
+        num_targets=3, sampling_rate=sigma, batch_size=2, num_dummies=dummies
+    )
+    if math.isfinite(epsilon):
+        assert _composed_truth([smallest, smallest], epsilon) <= delta + SLACK
+    lower = guarantee.lower_bound
+    if lower is not None and 0 < lower < math.inf:
+        # Below the certified lower bound the enumerated composition exceeds δ.
+        below = max(0.0, lower - 1e-3)
+        largest = ScramblerMechanism(
+            num_targets=3, sampling_rate=sigma, batch_size=3, num_dummies=dummies
+        )
+        assert _composed_truth([smallest, smallest], below) > delta or (
+            _composed_truth([largest, largest], below) > delta
+        )
