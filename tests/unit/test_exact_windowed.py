@@ -1,6 +1,7 @@
 """The windowed exact accountant (issue 12) against the former tables and the enumeration."""
 
 import itertools
+import math
 
 import pytest
 from tests.reference._exact_tables import ExactLemma2Tables
@@ -67,3 +68,27 @@ def test_too_large_names_the_parameter():
         check_exact_size(mechanism)
     assert "exact accountant's tables" in str(error.value)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("size", "sigma", "n", "d"), [(20, 0.2, 1000, 100), (5, 0.5, 50, 3), (20, 0.0, 100, 40)]
+)
+def test_bracketed_search_agrees_with_plain_bisection(size, sigma, n, d):
+    from dpcomm.accounting.pure import local_pure_epsilon
+    from dpcomm.accounting.search import epsilon_for_delta
+
+    mechanism = ScramblerMechanism(
+        num_targets=size, sampling_rate=sigma, batch_size=n, num_dummies=d
+    )
+    exact = ExactLemma2(mechanism)
+    limit = local_pure_epsilon(mechanism.local_randomizer)
+    for delta in (1e-3, 1e-6):
+        plain = epsilon_for_delta(exact.delta, delta, upper=limit)
+        bracketed = exact.epsilon_for_delta(delta)
+        if math.isinf(plain):
+            assert math.isinf(bracketed)
+            continue
+        assert bracketed == pytest.approx(plain, abs=2e-6)
+        assert exact.delta(bracketed) <= delta  # the answer is valid, not just close
+        # A wrong hint is ignored: a "lower bound" above ε changes nothing but the cost.
+        assert exact.epsilon_for_delta(delta, lower=plain + 0.5) == pytest.approx(plain, abs=2e-6)

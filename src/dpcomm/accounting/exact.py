@@ -547,6 +547,26 @@ class ExactLemma2:
         total = sum(group.total(c0, c1, c2) for group in self.groups)
         return min(1.0, total * _SAFETY)
 
+    def epsilon_for_delta(self, delta: float, *, lower: float | None = None) -> float:
+        """The smallest ε (to 1e-6, rounded up) with :meth:`delta` ≤ ``delta``.
+
+        The bisection is bracketed by Hoeffding's ε (Lemma 2 with Hoeffding's inequality bounds
+        the same expectation this class computes exactly, so δ here is at most Hoeffding's at
+        every ε) and by ``lower`` (a certified lower bound on ε, if known); both are checked
+        before use. Large ε are the costly ones at large n (the threshold k moves with every
+        few rows), and the bracket avoids them.
+        """
+        from dpcomm.accounting import concentration
+        from dpcomm.accounting.pure import local_pure_epsilon
+        from dpcomm.accounting.search import epsilon_for_delta
+
+        limit = local_pure_epsilon(self.mechanism.local_randomizer)
+        hoeffding = epsilon_for_delta(
+            lambda eps: concentration.hoeffding_delta(self.mechanism, eps), delta, upper=limit
+        )
+        high = hoeffding if math.isfinite(hoeffding) else None
+        return epsilon_for_delta(self.delta, delta, upper=limit, bracket=(lower, high))
+
 
 def exact_delta(mechanism: ScramblerMechanism, epsilon: float) -> float:
     """δ(ε) of the uncapped scrambler: Lemma 2's bound evaluated exactly (see module doc)."""
