@@ -189,7 +189,7 @@ def simulate(
         program: a compiled query holding its sources' rows.
         countermeasures: one countermeasure for every data-dependent cluster, or one per
             cluster (or flow) name.
-        delta: δ of each data-dependent cluster for the privacy report.
+        delta: the whole plan's δ for the privacy report (:func:`dpcomm.plan.account_plan`).
         seed: the same seed gives the same run, in this engine and every other; None draws
             fresh operating-system entropy.
         progress: show a progress bar over the stages.
