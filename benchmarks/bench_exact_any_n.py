@@ -4,7 +4,7 @@ T = 20, d = 100, δ = 1e-6; ε = the smallest ε with ExactLemma2(m).delta(ε) �
 ``ExactLemma2.epsilon_for_delta`` (bisection bracketed by Hoeffding's ε); the old tables by
 ``epsilon_for_delta`` on [0, ε0] (the new evaluator too with ``--plain``). Each point runs in a
 fresh child process; it prints wall time (set-up + search) and the child's peak RSS. ``--old``
-also runs the former full-table evaluation (tests/reference/_exact_tables.py) where it fits.
+also runs the former full-table evaluation (tests/unit/_exact_tables.py) where it fits.
 
 Usage: python benchmarks/bench_exact_any_n.py [--sigma 0.2] [--sizes 1000,10000] [--old] [--plain]
 """
@@ -32,8 +32,8 @@ def run_point(n: int, sigma: float, old: bool, plain: bool = False) -> dict[str,
         num_targets=20, sampling_rate=sigma, batch_size=n, num_dummies=100
     )
     if old:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from tests.reference._exact_tables import ExactLemma2Tables
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+        from _exact_tables import ExactLemma2Tables
 
         evaluator = ExactLemma2Tables
     else:

@@ -4,7 +4,9 @@ import itertools
 import math
 
 import pytest
-from tests.reference._exact_tables import ExactLemma2Tables
+
+# A sibling module: pytest puts tests/unit on sys.path (no __init__.py there).
+from _exact_tables import ExactLemma2Tables
 
 from dpcomm.accounting import ScramblerMechanism
 from dpcomm.accounting import brute_force as bf
