@@ -49,6 +49,14 @@ from dpcomm.engine.network.transport import (
 from dpcomm.errors import InvalidParameterError
 
 LOGGER = logging.getLogger("dpcomm.network")
+#: A handshake that failed because the peer went away (reset, closed, end of stream).
+_PEER_GONE = (
+    ConnectionResetError,
+    ConnectionAbortedError,
+    BrokenPipeError,
+    asyncio.IncompleteReadError,
+    ssl.SSLEOFError,
+)
 
 SSL_READ_BUFFER = 8 * 1024
 """Bytes of ciphertext asyncio reads per TLS connection at once. Its default, 256 KiB, is
@@ -146,15 +154,19 @@ class ConnectionGate:
         """Handshakes under way."""
         return len(self._pending)
 
-    def refuse(self, reason: str, detail: str = "") -> None:
+    def refuse(self, reason: str, detail: str = "", *, quiet: bool = False) -> None:
         """Count a refusal; log a summary if none was logged for ``log_interval``.
 
-        Each refusal's ``detail`` goes to the debug level only.
+        Each refusal's ``detail`` goes to the debug level only; a ``quiet`` one (a peer that
+        went away mid-handshake, as every node does when a round ends or fails) is counted in
+        the round's drops and not summarized on standard error.
         """
         self.drops.add(reason)
-        self._unlogged[reason] = self._unlogged.get(reason, 0) + 1
         if detail:
             LOGGER.debug("%s: refused (%s): %s", self.name, reason, detail)
+        if quiet:
+            return
+        self._unlogged[reason] = self._unlogged.get(reason, 0) + 1
         now = self._clock()
         if self._logged_at is not None and now - self._logged_at < self.limits.log_interval:
             return
@@ -335,7 +347,8 @@ async def start_tls_server(
         except (OSError, TimeoutError, PeerIdentityError, asyncio.IncompleteReadError) as error:
             if not entry.evicted:  # an evicted handshake was counted as stalled
                 reason = "handshake_timeout" if isinstance(error, TimeoutError) else "handshake"
-                gate.refuse(reason, f"{address}: {type(error).__name__}: {error}")
+                gone = isinstance(error, _PEER_GONE)
+                gate.refuse(reason, f"{address}: {type(error).__name__}: {error}", quiet=gone)
             raw.abort()
             await _close(writer)
             return
