@@ -95,6 +95,19 @@ def _binomial_pmf(trials: int, success: float, length: int) -> FloatArray:
     return np.asarray(binom.pmf(values, trials, success), dtype=float)
 
 
+def pair_delta(first: FloatArray, second: FloatArray, epsilon: float) -> float:
+    """Max of H_{e^ε}(P ‖ Q) and H_{e^ε}(Q ‖ P) for two exact (sub-)distributions, less the slack.
+
+    The slack covers floating-point error, so the value stays a lower bound on the pair's.
+    """
+    if math.isinf(epsilon):
+        return 0.0
+    exp_eps = math.exp(epsilon)
+    forward = np.clip(first - exp_eps * second, 0.0, None).sum()
+    backward = np.clip(second - exp_eps * first, 0.0, None).sum()
+    return max(0.0, float(max(forward, backward)) - _ROUNDING_SLACK * (1.0 + exp_eps))
+
+
 class ScramblerLowerBound:
     """Exact δ(ε) of an explicit neighbouring pair of the uncapped scrambler A_σ^{n,d}.
 
@@ -172,12 +185,7 @@ class ScramblerLowerBound:
 
     def delta(self, epsilon: float) -> float:
         """A lower bound on the mechanism's δ(ε)."""
-        if math.isinf(epsilon):
-            return 0.0
-        exp_eps = math.exp(epsilon)
-        forward = np.clip(self.first - exp_eps * self.second, 0.0, None).sum()
-        backward = np.clip(self.second - exp_eps * self.first, 0.0, None).sum()
-        return max(0.0, float(max(forward, backward)) - _ROUNDING_SLACK * (1.0 + exp_eps))
+        return pair_delta(self.first, self.second, epsilon)
 
 
 class OwnTargetLowerBound:
@@ -207,12 +215,7 @@ class OwnTargetLowerBound:
 
     def delta(self, epsilon: float) -> float:
         """A lower bound on the mechanism's δ(ε)."""
-        if math.isinf(epsilon):
-            return 0.0
-        exp_eps = math.exp(epsilon)
-        forward = np.clip(self.first - exp_eps * self.second, 0.0, None).sum()
-        backward = np.clip(self.second - exp_eps * self.first, 0.0, None).sum()
-        return max(0.0, float(max(forward, backward)) - _ROUNDING_SLACK * (1.0 + exp_eps))
+        return pair_delta(self.first, self.second, epsilon)
 
 
 def capped_two_target_distribution(

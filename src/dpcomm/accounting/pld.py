@@ -36,7 +36,7 @@ from scipy.special import gammaln
 from scipy.stats import binom
 
 from dpcomm.accounting.exact import _kept_blanket_range, _lower_quantile, _upper_quantile
-from dpcomm.accounting.lower_bound import ScramblerLowerBound
+from dpcomm.accounting.lower_bound import OwnTargetLowerBound, ScramblerLowerBound
 from dpcomm.accounting.mechanisms import LocalRandomizer, Mechanism, ScramblerMechanism
 from dpcomm.errors import InvalidParameterError
 
@@ -239,6 +239,25 @@ def _row_cells(mechanism: ScramblerMechanism) -> tuple[int, int]:
     return m_hi - m_lo + 1, (z_hi - z_lo + 1) * (z_hi + 1)
 
 
+def _pair_rows(mechanism: ScramblerMechanism) -> int:
+    """The most rows of m the pair keeps (grouping beyond); refuses pairs that are too large.
+
+    Raises:
+        PairUnavailableError: the pair would take more than :data:`MAX_PAIR_CELLS` cells.
+    """
+    rows, per_row = _row_cells(mechanism)
+    max_rows = max(MIN_PAIR_ROWS, GROUPING_CELLS // max(per_row, 1))
+    cells = min(rows, max_rows) * per_row
+    if cells > MAX_PAIR_CELLS:
+        raise PairUnavailableError(
+            "mechanism",
+            f"a scrambler whose Lemma 2 pair has at most {MAX_PAIR_CELLS:,} cells",
+            f"{cells:,} cells (T={mechanism.num_targets}, σ={mechanism.sampling_rate:g}, "
+            f"n={mechanism.batch_size}, d={mechanism.num_dummies})",
+        )
+    return max_rows
+
+
 def scrambler_pair(mechanism: ScramblerMechanism) -> LossAtoms:
     """A dominating pair of the scrambler A_σ^{n,d} (Section 4).
 
@@ -282,15 +301,7 @@ def _scrambler_pair_cached(size: int, sigma: float, n: int, d: int) -> LossAtoms
     mechanism = ScramblerMechanism(
         num_targets=size, sampling_rate=sigma, batch_size=n, num_dummies=d
     )
-    rows, per_row = _row_cells(mechanism)
-    max_rows = max(MIN_PAIR_ROWS, GROUPING_CELLS // max(per_row, 1))
-    cells = min(rows, max_rows) * per_row
-    if cells > MAX_PAIR_CELLS:
-        raise PairUnavailableError(
-            "mechanism",
-            f"a scrambler whose Lemma 2 pair has at most {MAX_PAIR_CELLS:,} cells",
-            f"{cells:,} cells (T={size}, σ={sigma:g}, n={n}, d={d})",
-        )
+    max_rows = _pair_rows(mechanism)
     hit = min(1.0, 2.0 / size)
     scale = (1.0 - sigma) * size  # c1 of Lemma 2
     counts, weights = _blanket_rows(n, sigma, max_rows=max_rows)
@@ -455,15 +466,7 @@ def scrambler_pld(
     n, d = mechanism.batch_size, mechanism.num_dummies
     if mechanism.capped or sigma == 1.0:
         return scrambler_pair(mechanism).pld(interval=interval)
-    rows, per_row = _row_cells(mechanism)
-    max_rows = max(MIN_PAIR_ROWS, GROUPING_CELLS // max(per_row, 1))
-    cells = min(rows, max_rows) * per_row
-    if cells > MAX_PAIR_CELLS:
-        raise PairUnavailableError(
-            "mechanism",
-            f"a scrambler whose Lemma 2 pair has at most {MAX_PAIR_CELLS:,} cells",
-            f"{cells:,} cells (T={size}, σ={sigma:g}, n={n}, d={d})",
-        )
+    max_rows = _pair_rows(mechanism)
     scale = (1.0 - sigma) * size
     counts, weights = _cached_blanket_rows(n, sigma, max_rows)
     totals, z_lows, z_highs = _row_windows(size, counts, d)
@@ -519,26 +522,6 @@ def _atoms_from_masses(first: FloatArray, second: FloatArray, description: str) 
     return LossAtoms(losses, first[both], float(first[only_first].sum()), description)
 
 
-def _own_target_pair(mechanism: ScramblerMechanism) -> tuple[FloatArray, FloatArray]:
-    """Others all at the victim's target t; the observer keeps only the count at t.
-
-    Count at t = Bin(n − 1, 1 − σ + σ/T) (others) + Bin(d, 1/T) (dummies) + the victim's
-    message (at t w.p. 1 − σ + σ/T under input t, σ/T under input t'): exact, a post-processing
-    of the scrambler's output for these neighbouring inputs.
-    """
-    size, sigma = mechanism.num_targets, mechanism.sampling_rate
-    n, d = mechanism.batch_size, mechanism.num_dummies
-    truth, other = 1.0 - sigma + sigma / size, sigma / size
-    others = np.asarray(binom.pmf(np.arange(n), n - 1, truth), dtype=float)
-    if mechanism.capped:
-        raise PairUnavailableError("mechanism", "an uncapped scrambler", "a capped one")
-    dummies = np.asarray(binom.pmf(np.arange(d + 1), d, 1.0 / size), dtype=float)
-    base = np.convolve(others, dummies)
-    first = np.convolve(base, [1.0 - truth, truth])
-    second = np.convolve(base, [1.0 - other, other])
-    return first, second
-
-
 def lower_bound_pairs(mechanism: Mechanism) -> tuple[LossAtoms, ...]:
     """Exact PLDs of explicit neighbouring inputs (for certified lower bounds).
 
@@ -555,8 +538,8 @@ def lower_bound_pairs(mechanism: Mechanism) -> tuple[LossAtoms, ...]:
     third = ScramblerLowerBound(mechanism)
     pairs = [_atoms_from_masses(third.first, third.second, "others at a third target")]
     if mechanism.num_targets >= 3:
-        first, second = _own_target_pair(mechanism)
-        pairs.append(_atoms_from_masses(first, second, "others at the victim's target"))
+        own = OwnTargetLowerBound(mechanism)
+        pairs.append(_atoms_from_masses(own.first, own.second, "others at the victim's target"))
     return tuple(pairs)
 
 
