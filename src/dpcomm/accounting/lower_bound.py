@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import binom
 
+from dpcomm.accounting.exact import _lower_quantile
 from dpcomm.accounting.mechanisms import ScramblerMechanism
 
 FloatArray = npt.NDArray[np.float64]
@@ -71,16 +72,7 @@ def _support_start(trials: int, success: float) -> int:
     """An index below which Bin(trials, success) has mass below 1e-30 (or 0)."""
     if trials == 0 or success == 0.0:
         return 0
-    low, high = 0, int(trials * success)
-    if binom.cdf(high, trials, success) <= _TAIL_PROBABILITY:
-        return high
-    while high - low > 1:
-        middle = (low + high) // 2
-        if binom.cdf(middle - 1, trials, success) <= _TAIL_PROBABILITY:
-            low = middle
-        else:
-            high = middle
-    return low
+    return _lower_quantile(_TAIL_PROBABILITY, trials, success)
 
 
 def _binomial_window(trials: int, success: float, start: int, end: int) -> FloatArray:
