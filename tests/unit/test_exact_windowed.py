@@ -94,3 +94,13 @@ def test_bracketed_search_agrees_with_plain_bisection(size, sigma, n, d):
         assert exact.delta(bracketed) <= delta  # the answer is valid, not just close
         # A wrong hint is ignored: a "lower bound" above ε changes nothing but the cost.
         assert exact.epsilon_for_delta(delta, lower=plain + 0.5) == pytest.approx(plain, abs=2e-6)
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000])
+def test_sampling_next_to_one_is_accounted(n):
+    """σ = 1 − 2^-53 once sized the threshold window by 1/(1 − σ) and refused n = 1 (hypothesis)."""
+    mechanism = ScramblerMechanism(
+        num_targets=2, sampling_rate=0.9999999999999999, batch_size=n, num_dummies=0
+    )
+    check_exact_size(mechanism)
+    assert ExactLemma2(mechanism).delta(0.0) <= 1e-15

@@ -251,6 +251,7 @@ def _exact_cells(
     span = 8
     if sampling_rate < 1.0:  # k spans (N_max − N_min)|c0|/a + a few; |c0|/a < σ/((1 − σ)T)
         span += math.ceil(rows * sampling_rate / ((1.0 - sampling_rate) * num_targets))
+    span = min(span, int(z_hi[2]) + 3)  # k ∈ [0, Z + 1] whatever σ (σ → 1 made it unbounded)
     return blocks * width, (int(z_hi[2] - z_lo[0]) + 1) * span
 
 
