@@ -49,6 +49,22 @@ from dpcomm.engine.network.transport import (
 from dpcomm.errors import InvalidParameterError
 
 LOGGER = logging.getLogger("dpcomm.network")
+
+
+class _HalfCloseUnderTls(logging.Filter):
+    """Drops asyncio's notice that a half-close is ignored under TLS.
+
+    asyncio's stream protocol asks to keep a connection half-open when its peer stops writing;
+    under TLS that request is ignored and asyncio says so at warning level, once per
+    connection. A peer hanging up is how every round ends (and how a failed round ends early),
+    so the notice would print one stderr line per connection; nothing is lost without it.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "returning true from eof_received() has no effect" not in record.getMessage()
+
+
+logging.getLogger("asyncio").addFilter(_HalfCloseUnderTls())
 #: A handshake that failed because the peer went away (reset, closed, end of stream).
 _PEER_GONE = (
     ConnectionResetError,
