@@ -10,6 +10,23 @@ _ABSOLUTE_TOLERANCE = 1e-6
 _PROBES = 3
 
 
+def _bisect(
+    delta_of_epsilon: Callable[[float], float],
+    target_delta: float,
+    low: float,
+    high: float,
+    tolerance: float,
+) -> tuple[float, float]:
+    """Bisection keeping δ(low) > target ≥ δ(high), until high − low ≤ ``tolerance``."""
+    while high - low > tolerance:
+        middle = 0.5 * (low + high)
+        if delta_of_epsilon(middle) <= target_delta:
+            high = middle
+        else:
+            low = middle
+    return low, high
+
+
 def _crossing(
     delta_of_epsilon: Callable[[float], float],
     target_delta: float,
@@ -30,14 +47,7 @@ def _crossing(
                 return None
     elif delta_of_epsilon(upper) > target_delta:
         return None
-    low, high = 0.0, upper
-    while high - low > tolerance:
-        middle = 0.5 * (low + high)
-        if delta_of_epsilon(middle) <= target_delta:
-            high = middle
-        else:
-            low = middle
-    return low, high
+    return _bisect(delta_of_epsilon, target_delta, 0.0, upper, tolerance)
 
 
 def epsilon_for_delta(
@@ -91,13 +101,7 @@ def _bisect_from_hints(
                 break
             low += step
             step *= 8.0
-    while high - low > tolerance:
-        middle = 0.5 * (low + high)
-        if delta_of_epsilon(middle) <= target_delta:
-            high = middle
-        else:
-            low = middle
-    return high
+    return _bisect(delta_of_epsilon, target_delta, low, high, tolerance)[1]
 
 
 def lower_epsilon_for_delta(
