@@ -116,6 +116,16 @@ class Randomness:
             self._keys[name] = key
         return key
 
+    def derive(self, *streams: Stream) -> None:
+        """Fix the keys of ``streams`` now (a no-op for keys already derived).
+
+        Without a seed a key is drawn on first use: an engine that sends copies of this object
+        to other processes derives the keys first, so that every copy draws from one key per
+        stream (the nodes of a stream then draw as they would in one process).
+        """
+        for stream in streams:
+            self._key(stream)
+
     def _keystream(self, key: bytes, first_block: int, blocks: int) -> npt.NDArray[np.uint64]:
         encryptor = Cipher(
             algorithms.AES(key), modes.CTR(first_block.to_bytes(_BLOCK, "big"))
