@@ -1,5 +1,4 @@
-"""Layer 5: engines that execute a plan's roles: in memory (the simulator), over a network, and
-on a Dask cluster.
+"""Layer 5: engines that execute a plan's roles: in memory, over a network, on Dask.
 
 Every engine returns a :class:`Run` and gets the same report. Names are imported on first use
 (a network worker imports only what it runs).
