@@ -222,7 +222,7 @@ def _connected(client: Client | None, scheduler: str | None, workers: int) -> It
         return
     with (
         LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         Client(cluster) as local,
     ):
