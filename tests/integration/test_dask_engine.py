@@ -3,6 +3,8 @@
 One 2-worker LocalCluster (processes) serves the module; the engine contract runs on it too.
 """
 
+import json
+
 import numpy as np
 import pytest
 from engine_contract import EngineContract, same_run
@@ -116,3 +118,37 @@ class TestDaskEngineContract(EngineContract):
 
     def engine(self):
         return DaskEngine(self._connected, partitions=3)
+
+
+def cli(capsys, *argv):
+    from dpcomm.cli.main import main
+
+    try:
+        status = main([str(a) for a in argv])
+    except SystemExit as exit_:  # argparse's own errors
+        status = exit_.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_the_cli_runs_on_dask_and_gives_the_memory_run(capsys):
+    query = ["run", "aggregate", "--synthetic", 2000, "--seed", 7, "--json"]
+    query += ["--sql", "SELECT g1, COUNT(*), SUM(m1) FROM t GROUP BY GROUPING SETS ((g1), (g2))"]
+    status, out, _ = cli(capsys, *query, "--engine", "dask", "--partitions", 3)
+    assert status == 0
+    dask = json.loads(out)
+    status, out, _ = cli(capsys, *query)
+    assert status == 0
+    memory = json.loads(out)
+    assert dask["result"] == memory["result"]
+    assert dask["report"]["engine"] == "dask" and dask["report"]["partitions"] == 3
+    assert dask["report"]["privacy"] == memory["report"]["privacy"]
+    assert dask["report"]["efficiency"]["traffic"] == memory["report"]["efficiency"]["traffic"]
+
+
+@pytest.mark.parametrize("option", [["--scheduler", "tcp://127.0.0.1:1"], ["--partitions", 2]])
+def test_dask_options_need_the_dask_engine(capsys, option):
+    query = ["run", "kmeans", "--sources", 60, "--k", 2, "--iterations", 1, *option]
+    status, out, err = cli(capsys, *query)
+    assert status != 0 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "only with --engine dask" in err
