@@ -64,7 +64,7 @@ def test_node_alone_equals_its_row_among_contiguous_nodes(per_node):
 def test_node_alone_equals_its_row_among_scattered_nodes(per_node):
     stream = Stream("source", "(a, b)", "flood", per_node)
     randomness = Randomness(123)
-    # Far apart (one keystream per node) and unsorted with a repeat (one covering keystream).
+    # Far apart (one keystream per window) and unsorted with a repeat (one covering keystream).
     for nodes in ([0, 100_000, 7, 5_000_000_000], [9, 3, 4, 9, 5, 6]):
         together = randomness.uniforms(stream, nodes)
         assert together.shape == (len(nodes), per_node)
@@ -74,6 +74,17 @@ def test_node_alone_equals_its_row_among_scattered_nodes(per_node):
     assert np.array_equal(
         randomness.uniforms(stream, [9, 3, 4, 9, 5, 6]), covering[[9, 3, 4, 9, 5, 6]]
     )
+
+
+@pytest.mark.parametrize("per_node", [1, 2, 3])
+def test_a_sparse_spread_of_nodes_equals_their_rows_among_all(per_node):
+    # A Dask partition's sources: one in eight, spread over several keystream windows.
+    stream = Stream("source", "(a)", "sample", per_node)
+    randomness = Randomness(8)
+    everyone = randomness.uniforms(stream, np.arange(300_000))
+    nodes = np.random.default_rng(0).permutation(300_000)[:30_000]
+    nodes[-1] = nodes[0]  # a repeat
+    assert np.array_equal(randomness.uniforms(stream, nodes), everyone[nodes])
 
 
 @pytest.mark.parametrize("per_node", [1, 2, 7])

@@ -15,6 +15,7 @@ from dpcomm.cli.execute import (
 )
 from dpcomm.cli.output import MAX_COUNT, bounded_int, check_writable_file, non_negative_int
 from dpcomm.data import synthetic_table, write_table
+from dpcomm.engine.report import Engine, MemoryEngine
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import DEFAULT_COMPUTE_NODES
 
@@ -23,16 +24,58 @@ AGGREGATE_DEFAULTS = {"sampling": 0.2, "batch": 100, "dummies": 50}
 KMEANS_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 50}
 
 
+def engine_of_options(args: argparse.Namespace) -> Engine:
+    """The engine of ``--engine``, ``--scheduler`` and ``--partitions``."""
+    if args.engine == "memory":
+        if args.scheduler is not None or args.partitions is not None:
+            given = "--scheduler" if args.scheduler is not None else "--partitions"
+            raise InvalidParameterError(given, "only with --engine dask", "--engine memory")
+        return MemoryEngine()
+    from dpcomm.engine.dask_engine import DaskEngine
+
+    return DaskEngine(scheduler=args.scheduler, partitions=args.partitions, workers=args.workers)
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """``--engine {memory,dask}``, ``--scheduler``, ``--partitions``, ``--workers``."""
+    group = parser.add_argument_group("engine")
+    group.add_argument(
+        "--engine",
+        choices=["memory", "dask"],
+        default="memory",
+        help="memory: the vectorized simulator (default); dask: the source and scrambler "
+        "steps as Dask tasks on a distributed cluster, the same run with the same --seed",
+    )
+    group.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="with --engine dask: the address of a running Dask scheduler (default: a "
+        "LocalCluster started for the run and closed after)",
+    )
+    group.add_argument(
+        "--partitions",
+        type=bounded_int(1, MAX_COUNT),
+        help="with --engine dask: partitions per flow, each of whole scramblers (default: the "
+        "cluster's workers); the run does not depend on it",
+    )
+    group.add_argument(
+        "--workers",
+        type=bounded_int(1, 256),
+        default=2,
+        help="with --engine dask and no --scheduler: workers of the LocalCluster (default 2)",
+    )
+
+
 def command_run_aggregate(args: argparse.Namespace) -> int:
     """``dpcomm run aggregate``."""
-    outcome, source = execute_aggregate(args, AGGREGATE_DEFAULTS)
+    outcome, source = execute_aggregate(args, AGGREGATE_DEFAULTS, engine_of_options)
     print_run(args, outcome, source)
     return 0
 
 
 def command_run_kmeans(args: argparse.Namespace) -> int:
     """``dpcomm run kmeans``."""
-    outcome, dataset = execute_kmeans(args, KMEANS_DEFAULTS)
+    outcome, dataset = execute_kmeans(args, KMEANS_DEFAULTS, engine_of_options)
     print_run(args, outcome, dataset)
     return 0
 
@@ -53,7 +96,8 @@ def add_run_commands(commands: Any) -> None:
     """Register ``run`` and ``data`` on the top-level subparsers."""
     run = commands.add_parser(
         "run",
-        help="run a use case (Aggregate SQL, K-means) with countermeasures in the simulator",
+        help="run a use case (Aggregate SQL, K-means) with countermeasures in the simulator "
+        "or on Dask",
     )
     kinds = run.add_subparsers(dest="kind", required=True)
     aggregate = kinds.add_parser(
@@ -92,6 +136,7 @@ def add_run_commands(commands: Any) -> None:
         help="seed of the --synthetic table (default 0)",
     )
     add_countermeasure_options(aggregate, AGGREGATE_DEFAULTS)
+    add_engine_options(aggregate)
     aggregate.set_defaults(handler=command_run_aggregate)
 
     kmeans = kinds.add_parser(
@@ -132,6 +177,7 @@ def add_run_commands(commands: Any) -> None:
         help="seed of the choice of the initial centroids among the points (default 0)",
     )
     add_countermeasure_options(kmeans, KMEANS_DEFAULTS)
+    add_engine_options(kmeans)
     kmeans.set_defaults(handler=command_run_kmeans)
 
     data = commands.add_parser("data", help="datasets")

@@ -1,4 +1,4 @@
-"""Layer 5: engines that execute a plan's roles: in memory (the simulator) and over a network.
+"""Layer 5: engines that execute a plan's roles: in memory, over a network, on Dask.
 
 Every engine returns a :class:`Run` and gets the same report. Names are imported on first use
 (a network worker imports only what it runs).
@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
+    from dpcomm.engine.dask_engine import (
+        DaskEngine as DaskEngine,
+    )
     from dpcomm.engine.memory import (
         simulate as simulate,
     )

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dpcomm.engine.run import Run, in_plan_order, prepare, run_efficiency
+from dpcomm.engine.run import Prepared, Run, in_plan_order, prepare, run_efficiency
 from dpcomm.engine.traffic import TrafficLog
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, Scramblers
 from dpcomm.plan.transform import (
@@ -57,8 +58,23 @@ def _stages(program: QueryProgram, progress: bool) -> Iterator[int]:
     yield from tqdm(stages, desc=program.name, unit="stage", leave=False)
 
 
-class _Simulation:
-    """The state of one simulated run (engine-internal)."""
+@dataclass(frozen=True, eq=False)
+class FlowSteps:
+    """What the source and scrambler steps of one data-dependent flow produced, for all nodes.
+
+    Attributes:
+        messages: the sources' messages (:func:`dpcomm.protocol.roles.source_messages`).
+        received: under scramblers, (K, T) messages each scrambler received for each target.
+        dummies: under scramblers, (K, T) dummies each scrambler added (Algorithm 1).
+    """
+
+    messages: roles.SourceMessages
+    received: IntArray | None = None
+    dummies: IntArray | None = None
+
+
+class Simulation:
+    """The state of one simulated run (engine-internal; the Dask engine extends it)."""
 
     def __init__(
         self, program: QueryProgram, transformed: TransformedPlan, randomness: Randomness
@@ -85,14 +101,12 @@ class _Simulation:
         size = self.routed.group(group).count if count is None else count
         return self.routed.node_id_offsets[group] + np.arange(size, dtype=np.int64)
 
-    def send_data_flow(self, name: str, truth: IntArray) -> BoolArray:
-        """One data-dependent flow through the source and scrambler steps; the real messages."""
+    def flow_steps(self, name: str, truth: IntArray) -> FlowSteps:
+        """The source and scrambler steps of one data-dependent flow, for all its nodes at once."""
         flow = self.plan.flow(name)
         targets = self.plan.group(flow.receiver).count
         chosen: Countermeasure = self.transformed.countermeasures[name]
         count = len(truth)
-        senders = self.ids(flow.sender, count)
-        receiver = self.routed.node_id_offsets[flow.receiver]
         messages = roles.source_messages(
             truth,
             countermeasure=chosen,
@@ -101,6 +115,35 @@ class _Simulation:
             flow=name,
             sources=np.arange(count, dtype=np.int64),
         )
+        if not isinstance(chosen, Scramblers):
+            return FlowSteps(messages)
+        assignment = self.assignments[name]
+        scramblers = assignment.num_scramblers
+        keys = assignment.scrambler_of_source * targets + messages.sent
+        received = np.bincount(keys, minlength=scramblers * targets).reshape(-1, targets)
+        dummies = roles.scrambler_dummies(
+            received,
+            assignment.batch_sizes,
+            countermeasure=chosen,
+            randomness=self.randomness,
+            flow=name,
+            scramblers=np.arange(scramblers, dtype=np.int64),
+        )
+        return FlowSteps(messages, received, dummies)
+
+    def send_data_flow(self, name: str, truth: IntArray) -> BoolArray:
+        """One data-dependent flow through the source and scrambler steps; the real messages."""
+        return self.record(name, self.flow_steps(name, truth))
+
+    def record(self, name: str, steps: FlowSteps) -> BoolArray:
+        """Log what the observer sees of one data-dependent flow; its real messages."""
+        flow = self.plan.flow(name)
+        targets = self.plan.group(flow.receiver).count
+        chosen: Countermeasure = self.transformed.countermeasures[name]
+        messages = steps.messages
+        count = len(messages.sent)
+        senders = self.ids(flow.sender, count)
+        receiver = self.routed.node_id_offsets[flow.receiver]
         sampled_out = int((~messages.is_real).sum())
         if not isinstance(chosen, Scramblers):
             self.log.add(name, senders, receiver + messages.sent, dummies=sampled_out)
@@ -113,6 +156,7 @@ class _Simulation:
                     dummies=int(flooding.size),
                 )
             return np.asarray(messages.is_real, dtype=bool)
+        assert steps.received is not None and steps.dummies is not None
         assignment = self.assignments[name]
         scramblers = self.ids(scrambler_group_name(name))
         self.log.add(
@@ -121,22 +165,12 @@ class _Simulation:
             scramblers[assignment.scrambler_of_source],
             dummies=sampled_out,
         )
-        keys = assignment.scrambler_of_source * targets + messages.sent
-        received = np.bincount(keys, minlength=len(scramblers) * targets).reshape(-1, targets)
-        dummies = roles.scrambler_dummies(
-            received,
-            assignment.batch_sizes,
-            countermeasure=chosen,
-            randomness=self.randomness,
-            flow=name,
-            scramblers=np.arange(len(scramblers), dtype=np.int64),
-        )
         self.log.add(
             scrambled_flow_name(name),
             np.repeat(scramblers, targets),
             np.tile(receiver + np.arange(targets, dtype=np.int64), len(scramblers)),
-            (received + dummies).ravel(),
-            dummies=int(dummies.sum()) + sampled_out,
+            (steps.received + steps.dummies).ravel(),
+            dummies=int(steps.dummies.sum()) + sampled_out,
         )
         return np.asarray(messages.is_real, dtype=bool)
 
@@ -197,8 +231,35 @@ def simulate(
     """
     started = time.perf_counter()
     prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
+    simulation = Simulation(program, prepared.transformed, Randomness(seed))
+    return run_stages(
+        program,
+        prepared,
+        simulation,
+        engine="memory",
+        seed=seed,
+        progress=progress,
+        started=started,
+    )
+
+
+def run_stages(
+    program: QueryProgram,
+    prepared: Prepared,
+    simulation: Simulation,
+    *,
+    engine: str,
+    seed: int | None,
+    progress: bool,
+    started: float,
+) -> Run:
+    """Every stage of ``program``: the flows through ``simulation``, then targets and merge.
+
+    ``simulation.flow_steps`` (the source and scrambler steps) is what an engine may run
+    elsewhere (:mod:`dpcomm.engine.dask_engine`); the targets' outputs are computed here from
+    all the delivered tuples, so every engine gets the same outputs, state and result.
+    """
     transformed = prepared.transformed
-    simulation = _Simulation(program, transformed, Randomness(seed))
     rows = program.source_rows()
     state = program.initial_state()
     delivered: dict[str, BoolArray] = {}
@@ -223,7 +284,7 @@ def simulate(
     simulation.send_fixed_flows()
     traffic = in_plan_order(transformed, simulation.log.flows)
     return Run(
-        engine="memory",
+        engine=engine,
         program=program,
         transformed=transformed,
         privacy=prepared.privacy,

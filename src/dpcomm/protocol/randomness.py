@@ -42,6 +42,8 @@ Role = Literal["coordinator", "source", "scrambler", "compute", "result"]
 ROLES: tuple[Role, ...] = ("coordinator", "source", "scrambler", "compute", "result")
 _DOMAIN = b"dpcomm/randomness/v1"
 _BLOCK = 16
+#: Node indices per keystream when the nodes asked for are scattered.
+_WINDOW = 1 << 16
 #: Largest seed accepted (seeds are encoded on 16 bytes).
 MAX_SEED = (1 << 127) - 1
 
@@ -116,6 +118,16 @@ class Randomness:
             self._keys[name] = key
         return key
 
+    def derive(self, *streams: Stream) -> None:
+        """Fix the keys of ``streams`` now (a no-op for keys already derived).
+
+        Without a seed a key is drawn on first use: an engine that sends copies of this object
+        to other processes derives the keys first, so that every copy draws from one key per
+        stream (the nodes of a stream then draw as they would in one process).
+        """
+        for stream in streams:
+            self._key(stream)
+
     def _keystream(self, key: bytes, first_block: int, blocks: int) -> npt.NDArray[np.uint64]:
         encryptor = Cipher(
             algorithms.AES(key), modes.CTR(first_block.to_bytes(_BLOCK, "big"))
@@ -139,10 +151,20 @@ class Randomness:
             data = self._keystream(key, low * blocks, (high - low + 1) * blocks)
             table = data.reshape(high - low + 1, 2 * blocks)[:, :width]
             return np.ascontiguousarray(table[indices - low])
-        rows = [
-            self._keystream(key, int(node) * blocks, blocks)[:width] for node in indices.tolist()
-        ]
-        return np.stack(rows)
+        # Scattered nodes (a Dask partition's sources, spread by the scramblers' assignment):
+        # one keystream per window of node indices that holds any, from its first node to its
+        # last, so a window costs at most _WINDOW nodes' blocks and a lone node its own.
+        order = np.argsort(indices, kind="stable")
+        ordered = indices[order]
+        cuts = np.flatnonzero(np.diff(ordered // _WINDOW)) + 1
+        result = np.empty((indices.size, width), dtype=np.uint64)
+        for positions in np.split(np.arange(indices.size), cuts):
+            chunk = ordered[positions]
+            first, last = int(chunk[0]), int(chunk[-1])
+            data = self._keystream(key, first * blocks, (last - first + 1) * blocks)
+            table = data.reshape(last - first + 1, 2 * blocks)[:, :width]
+            result[order[positions]] = table[chunk - first]
+        return result
 
     def uniforms(self, stream: Stream, nodes: npt.ArrayLike) -> FloatArray:
         """Uniforms in [0, 1) with 53 random bits: shape (len(nodes), per_node)."""
