@@ -91,9 +91,7 @@ class Simulation:
             item = transformed.countermeasures[flow]
             assert isinstance(item, Scramblers)
             senders = self.plan.group(self.plan.flow(flow).sender).count
-            self.assignments[flow] = roles.assign_batches(
-                senders, batch_size=item.batch_size, randomness=randomness, flow=flow
-            )
+            self.assignments[flow] = roles.assign_batches(senders, batch_size=item.batch_size)
             assert tuple(self.assignments[flow].batch_sizes.tolist()) == sizes
 
     def ids(self, group: str, count: int | None = None) -> IntArray:

@@ -11,6 +11,7 @@ from dpcomm.protocol.scrambler import (
     ScramblerAssignment,
     ScrambleResult,
     assign_scramblers,
+    contiguous_assignment,
     scramble,
 )
 from dpcomm.protocol.source import (
@@ -30,6 +31,7 @@ __all__ = [
     "ScramblerAssignment",
     "apply_local_randomizer",
     "assign_scramblers",
+    "contiguous_assignment",
     "delivered_real",
     "edge_counts",
     "flood_targets",

@@ -39,7 +39,7 @@ from dpcomm.protocol._arrays import BoolArray, IntArray, as_index_array, read_on
 from dpcomm.protocol.randomness import Randomness, Stream, permutation_from
 from dpcomm.protocol.scrambler import (
     ScramblerAssignment,
-    assignment_from_uniforms,
+    contiguous_assignment,
     scrambler_dummy_counts,
 )
 from dpcomm.protocol.source import flood_in_chunks, sample_targets
@@ -125,11 +125,6 @@ def flood_stream(flow: str, num_targets: int) -> Stream:
 def send_order_stream(flow: str, num_messages: int) -> Stream:
     """The order in which a source sends its d + 1 messages of R_σ^d."""
     return Stream("source", flow, "order", num_messages)
-
-
-def assignment_stream(flow: str, num_sources: int) -> Stream:
-    """The coordinator's assignment of the sources of ``flow`` to scramblers."""
-    return Stream("coordinator", flow, "assign", num_sources)
 
 
 def dummies_stream(flow: str, num_dummies: int) -> Stream:
@@ -222,17 +217,13 @@ def source_send_order(
     return permutation_from(draws)
 
 
-def assign_batches(
-    num_sources: int, *, batch_size: int, randomness: Randomness, flow: str
-) -> ScramblerAssignment:
-    """The coordinator's decision: sources of ``flow`` to balanced scrambler batches.
+def assign_batches(num_sources: int, *, batch_size: int) -> ScramblerAssignment:
+    """The coordinator's decision: sources to balanced scrambler batches of consecutive sources.
 
-    Independent of the data (Section 4.1): a uniformly random permutation of the sources cut
-    into :func:`dpcomm.plan.costs.balanced_batch_sizes`.
+    Independent of the data (Section 4.1): :func:`~dpcomm.protocol.scrambler.contiguous_assignment`,
+    the same for every flow with the same S and n.
     """
-    count = check_int("num_sources", num_sources, minimum=1)
-    draws = randomness.uniforms(assignment_stream(flow, count), [0])[0]
-    return assignment_from_uniforms(count, batch_size=batch_size, uniforms=draws)
+    return contiguous_assignment(num_sources, batch_size=batch_size)
 
 
 def scrambler_dummies(

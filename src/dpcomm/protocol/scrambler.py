@@ -127,6 +127,31 @@ def assignment_from_uniforms(
     )
 
 
+def contiguous_assignment(num_sources: int, *, batch_size: int) -> ScramblerAssignment:
+    """Consecutive sources in balanced batches (batch k: sources offsets[k] to offsets[k+1] − 1).
+
+    Section 4.1 only asks that the assignment does not depend on the data; the observer sees
+    it anyway (the source → scrambler edges), so its randomness adds no privacy. Consecutive
+    batches let an engine cut the sources into partitions of whole scramblers without moving
+    any row (the Dask engine), and need no draw. The batches are those of
+    :func:`dpcomm.plan.costs.balanced_batch_sizes` (largest first).
+
+    Args:
+        num_sources: S (>= 1).
+        batch_size: n (>= 1), the largest number of sources per scrambler.
+    """
+    count = check_int("num_sources", num_sources, minimum=1)
+    size = check_int("batch_size", batch_size, minimum=1)
+    sizes = np.array(balanced_batch_sizes(count, size), dtype=np.int64)
+    mapping = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    order = np.arange(count, dtype=np.int64)
+    for array in (order, mapping, sizes):
+        read_only(array)
+    return ScramblerAssignment(
+        batch_size=size, scrambler_of_source=mapping, batch_sizes=sizes, source_order=order
+    )
+
+
 def assign_scramblers(
     num_sources: int,
     *,

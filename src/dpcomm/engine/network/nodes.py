@@ -412,9 +412,7 @@ async def run_coordinator(context: NodeContext) -> dict[str, Any]:
         chosen = spec.countermeasure(flow)
         if isinstance(chosen, Scramblers):
             senders = {str(n) for n in spec.scramblers(flow)}
-            assignments[flow] = roles.assign_batches(
-                sources, batch_size=chosen.batch_size, randomness=context.randomness, flow=flow
-            )
+            assignments[flow] = roles.assign_batches(sources, batch_size=chosen.batch_size)
         else:
             senders = {str(NodeName.source(i)) for i in range(sources)}
         commits[flow] = BatchCommit(frozenset(senders))
