@@ -1,215 +1,108 @@
-"""The Dask engine: the source and scrambler steps of every flow run on a Dask cluster.
+"""The Dask engine: the roles of every partition of sources run as tasks on a Dask cluster.
 
-The roles are those of :mod:`dpcomm.protocol.roles`, called with the nodes' global indices, so
-that every node draws what it draws in the in-memory engine
-(:class:`~dpcomm.protocol.randomness.Randomness`): with the same seed the run is the memory
-engine's run, message for message, whatever the number of partitions.
+The sources are cut into partitions of consecutive rows that hold whole scramblers
+(:func:`dpcomm.engine.partition.partition_cuts`); per stage, one task per partition reads its
+rows (from the program's table, or from a :class:`~dpcomm.data.partitioned.RowSource` such as
+Parquet files or synthetic rows generated on the worker), routes them, runs the source and
+scrambler steps under the nodes' global indices and the targets' partial outputs
+(:func:`dpcomm.engine.partition.run_stage_part`). The client combines the partials into the
+targets' outputs (:meth:`~dpcomm.protocol.roles.ProgramHooks.combine_partials`), merges the
+state, and sums what the observer sees. With the same seed the run is the in-memory engine's:
+the same result, delivered tuples, traffic per flow and privacy report, whatever the number of
+partitions or workers.
 
-A *partition* of a flow protected by scramblers is a contiguous range of whole scramblers and
-the sources the coordinator assigned to them (the assignment is data-independent and drawn
-first, on the client); a partition of any other flow is a contiguous range of sources. One task
-per partition runs the source step and, under scramblers, counts what each of its scramblers
-received and runs the scrambler step. The client gathers the partitions' messages, dummies and
-counts in plan order and records what the observer sees exactly as the memory engine does.
-
-First milestone (docs/dask-engine.md): routing (the program's ``route``) and the targets'
-outputs run on the client, over all the rows, as in :func:`dpcomm.engine.memory.simulate`.
+A small run (``collect_traffic``, by default up to a million sources) also gathers every
+partition's messages and records the traffic edge by edge as the in-memory engine does; a
+larger one keeps the edges on the workers and reports each flow's messages, dummies, edges and
+an order-free digest of its edges (:class:`~dpcomm.engine.traffic.FlowSummary`), and the
+channels per node reduced across partitions (:func:`dpcomm.engine.partition.reduce_efficiency`).
 """
 
 from __future__ import annotations
 
+import operator
+import os
+import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from dpcomm.engine.memory import FlowSteps, Simulation, run_stages
-from dpcomm.engine.run import Run, prepare
+from dpcomm.engine.memory import FlowSteps, Simulation
+from dpcomm.engine.partition import (
+    Channels,
+    FlowPart,
+    Observed,
+    Partition,
+    RunContext,
+    central_channels,
+    partition_channels,
+    partition_cuts,
+    reduce_efficiency,
+    run_stage_part,
+)
+from dpcomm.engine.run import Run, in_plan_order, prepare, run_efficiency
+from dpcomm.engine.traffic import FlowSummary, FlowTraffic
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, Scramblers
-from dpcomm.plan.transform import TransformedPlan
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
-from dpcomm.queries.program import IntArray, QueryProgram
+from dpcomm.queries.program import BoolArray, QueryProgram
 
 if TYPE_CHECKING:
-    from distributed import Client
+    from distributed import Client, Future
+
+#: Up to this many sources a run gathers its traffic edge by edge (``collect_traffic=None``).
+COLLECT_LIMIT = 1_000_000
+#: Sources per partition a run aims at when the number of partitions is not given.
+PARTITION_ROWS = 500_000
+#: The environment variable with a default scheduler address (as Dask's own tools read it).
+SCHEDULER_VARIABLE = "DASK_SCHEDULER_ADDRESS"
 
 
-@dataclass(frozen=True, eq=False)
-class PartitionTask:
-    """What one partition of one flow gets: its nodes' global indices and true targets.
-
-    Attributes:
-        flow: the data-dependent flow.
-        countermeasure: the flow's countermeasure.
-        num_targets: T, the flow's receivers.
-        sources: global indices (in the flow's sender group) of the partition's sources, sorted.
-        truth: the true target of each of ``sources``.
-        scramblers: under scramblers, global indices of the partition's scramblers (a range).
-        scrambler_of_source: under scramblers, each source's scrambler, as a position in
-            ``scramblers``.
-        batch_sizes: under scramblers, the batch size of each of ``scramblers``.
-    """
-
-    flow: str
-    countermeasure: Countermeasure
-    num_targets: int
-    sources: IntArray
-    truth: IntArray
-    scramblers: IntArray | None = None
-    scrambler_of_source: IntArray | None = None
-    batch_sizes: IntArray | None = None
+def read_rows(source: Any, start: int, stop: int, columns: Sequence[str] | None) -> Any:
+    """Rows [start, stop) of a row source (runs on a worker)."""
+    return source.read(start, stop, columns)
 
 
-def partition_steps(task: PartitionTask, randomness: Randomness) -> FlowSteps:
-    """The source and scrambler steps of one partition (runs on a worker).
-
-    The same role calls as :meth:`dpcomm.engine.memory.Simulation.flow_steps`, for the
-    partition's nodes only, under their global indices.
-    """
-    messages = roles.source_messages(
-        task.truth,
-        countermeasure=task.countermeasure,
-        num_targets=task.num_targets,
-        randomness=randomness,
-        flow=task.flow,
-        sources=task.sources,
-    )
-    if not isinstance(task.countermeasure, Scramblers):
-        return FlowSteps(messages)
-    assert task.scramblers is not None and task.scrambler_of_source is not None
-    assert task.batch_sizes is not None
-    targets = task.num_targets
-    count = len(task.scramblers)
-    keys = task.scrambler_of_source * targets + messages.sent
-    received = np.bincount(keys, minlength=count * targets).reshape(-1, targets)
-    dummies = roles.scrambler_dummies(
-        received,
-        task.batch_sizes,
-        countermeasure=task.countermeasure,
-        randomness=randomness,
-        flow=task.flow,
-        scramblers=task.scramblers,
-    )
-    return FlowSteps(messages, received, dummies)
+def _stage_task(
+    context: RunContext,
+    partition: Partition,
+    rows: Any,
+    source: Any,
+    columns: Sequence[str] | None,
+    state: Any,
+    stage: int,
+) -> tuple[list[FlowPart], list[Observed]]:
+    """One partition's stage: its rows (given, or read here), then the role steps."""
+    if rows is None:
+        rows = source.read(partition.start, partition.stop, columns)
+    check = getattr(context.program, "check_rows", None)
+    if check is not None:
+        check(rows)
+    return run_stage_part(context, partition, rows, state, stage)
 
 
-def partition_tasks(
-    name: str,
-    truth: IntArray,
-    *,
-    countermeasure: Countermeasure,
-    num_targets: int,
-    scrambler_of_source: IntArray | None,
-    batch_sizes: IntArray | None,
-    partitions: int,
-) -> list[PartitionTask]:
-    """The partitions of one flow: ranges of whole scramblers, or of sources without them."""
-    count = len(truth)
-    if not isinstance(countermeasure, Scramblers):
-        ranges = np.array_split(np.arange(count, dtype=np.int64), min(partitions, count))
-        return [
-            PartitionTask(name, countermeasure, num_targets, part, truth[part])
-            for part in ranges
-            if part.size
-        ]
-    assert scrambler_of_source is not None and batch_sizes is not None
-    scramblers = len(batch_sizes)
-    tasks = []
-    for part in np.array_split(np.arange(scramblers, dtype=np.int64), min(partitions, scramblers)):
-        if not part.size:
-            continue
-        low, high = int(part[0]), int(part[-1]) + 1
-        sources = np.flatnonzero(
-            (scrambler_of_source >= low) & (scrambler_of_source < high)
-        ).astype(np.int64)
-        tasks.append(
-            PartitionTask(
-                name,
-                countermeasure,
-                num_targets,
-                sources,
-                truth[sources],
-                scramblers=part,
-                scrambler_of_source=scrambler_of_source[sources] - low,
-                batch_sizes=batch_sizes[low:high],
-            )
-        )
-    return tasks
+def _channels_task(
+    context: RunContext, partition: Partition, *observed: list[Observed]
+) -> Channels:
+    """One partition's channels over the whole run (what each of its stages kept)."""
+    return partition_channels(context, partition, [item for items in observed for item in items])
 
 
-def gather_steps(tasks: list[PartitionTask], results: list[FlowSteps], count: int) -> FlowSteps:
-    """The partitions' steps as the steps of the whole flow (sources in index order)."""
-    sent = np.empty(count, dtype=np.int64)
-    real = np.empty(count, dtype=bool)
-    width = results[0].messages.flooding.shape[1]
-    flooding = np.empty((count, width), dtype=np.int64)
-    for task, steps in zip(tasks, results, strict=True):
-        sent[task.sources] = steps.messages.sent
-        real[task.sources] = steps.messages.is_real
-        flooding[task.sources] = steps.messages.flooding
-    messages = roles.SourceMessages(sent=sent, is_real=real, flooding=flooding)
-    if results[0].received is None:
-        return FlowSteps(messages)
-    # Partitions are consecutive ranges of scramblers: their rows, in order.
-    received = np.concatenate([steps.received for steps in results if steps.received is not None])
-    dummies = np.concatenate([steps.dummies for steps in results if steps.dummies is not None])
-    return FlowSteps(messages, received, dummies)
-
-
-class DaskSimulation(Simulation):
-    """A run whose source and scrambler steps are Dask tasks, one per partition."""
-
-    def __init__(
-        self,
-        program: QueryProgram,
-        transformed: TransformedPlan,
-        randomness: Randomness,
-        *,
-        client: Client,
-        partitions: int,
-    ) -> None:
-        super().__init__(program, transformed, randomness)
-        self.client = client
-        self.partitions = partitions
-
-    def flow_steps(self, name: str, truth: IntArray) -> FlowSteps:
-        """The source and scrambler steps of one flow, partition by partition, on the cluster."""
-        flow = self.plan.flow(name)
-        targets = self.plan.group(flow.receiver).count
-        chosen: Countermeasure = self.transformed.countermeasures[name]
-        assignment = self.assignments.get(name)
-        tasks = partition_tasks(
-            name,
-            truth,
-            countermeasure=chosen,
-            num_targets=targets,
-            scrambler_of_source=None if assignment is None else assignment.scrambler_of_source,
-            batch_sizes=None if assignment is None else assignment.batch_sizes,
-            partitions=self.partitions,
-        )
-        # Without a seed, keys are drawn on first use: draw them here, once for every copy.
-        streams = [roles.sample_stream(name)]
-        if isinstance(chosen, LocalFlooding) and chosen.num_dummies:
-            streams.append(roles.flood_stream(name, targets))
-        if isinstance(chosen, Scramblers):
-            streams.append(roles.dummies_stream(name, chosen.num_dummies))
-        self.randomness.derive(*streams)
-        scattered = self.client.scatter(tasks)
-        futures = [
-            self.client.submit(partition_steps, task, self.randomness, pure=False)
-            for task in scattered
-        ]
-        results: list[FlowSteps] = self.client.gather(futures)
-        return gather_steps(tasks, results, len(truth))
+def _slice(rows: Any, start: int, stop: int) -> Any:
+    """Rows [start, stop) of a program's rows (a table, or an array of points)."""
+    if isinstance(rows, np.ndarray):
+        return rows[start:stop]
+    return rows.take(np.arange(start, stop, dtype=np.int64))
 
 
 @contextmanager
-def _connected(client: Client | None, scheduler: str | None, workers: int) -> Iterator[Client]:
+def _connected(
+    client: Client | None, scheduler: str | None, workers: int | None
+) -> Iterator[Client]:
     """``client``, a client of ``scheduler``, or one of a LocalCluster closed on exit."""
     from distributed import Client, LocalCluster
 
@@ -220,9 +113,10 @@ def _connected(client: Client | None, scheduler: str | None, workers: int) -> It
         with Client(scheduler) as connected:
             yield connected
         return
+    count = workers if workers is not None else max(1, os.cpu_count() or 1)
     with (
         LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+            n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         Client(cluster) as local,
     ):
@@ -230,18 +124,27 @@ def _connected(client: Client | None, scheduler: str | None, workers: int) -> It
 
 
 class DaskEngine:
-    """The source and scrambler steps on a Dask cluster; the same :class:`Run` as ``simulate``.
+    """The roles on a Dask cluster; the same :class:`~dpcomm.engine.run.Run` as ``simulate``.
 
     Args:
         client: a connected ``distributed.Client`` (kept open).
-        scheduler: the address of a running scheduler (``tcp://HOST:PORT``), when no client.
-        partitions: partitions per flow (default: the cluster's workers); the run does not
-            depend on it.
-        workers: workers of the ``LocalCluster`` started for each run when neither a client
-            nor a scheduler is given.
+        scheduler: the address of a running scheduler (``tcp://HOST:PORT``) when no client;
+            default: the ``DASK_SCHEDULER_ADDRESS`` environment variable, else a LocalCluster.
+        partitions: partitions of the sources (default: one per 500,000 sources, at least
+            one per worker); the run does not depend on it.
+        workers: workers of the LocalCluster started for a run without client or scheduler
+            (default: one per core).
+        rows: where the sources' rows come from when the program holds none (a
+            :class:`~dpcomm.data.partitioned.RowSource`: Parquet files, synthetic rows), read
+            partition by partition on the workers.
+        collect_traffic: gather every edge (True), keep them on the workers and report
+            summaries (False), or decide by size (None: up to 1,000,000 sources).
+        progress_stream: where the progress bar and the dashboard address go (stderr).
     """
 
     name = "dask"
+    #: The non-private baseline of a report runs in this engine too (the rows may not fit).
+    runs_baseline = True
 
     def __init__(
         self,
@@ -249,18 +152,32 @@ class DaskEngine:
         *,
         scheduler: str | None = None,
         partitions: int | None = None,
-        workers: int = 2,
+        workers: int | None = None,
+        rows: Any = None,
+        collect_traffic: bool | None = None,
+        progress_stream: TextIO | None = None,
     ) -> None:
         if client is not None and scheduler is not None:
             raise InvalidParameterError("scheduler", "None when a client is given", scheduler)
-        if partitions is not None and (isinstance(partitions, bool) or partitions < 1):
+        if partitions is not None and (
+            isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1
+        ):
             raise InvalidParameterError("partitions", "an integer >= 1 or None", partitions)
-        if isinstance(workers, bool) or workers < 1:
-            raise InvalidParameterError("workers", "an integer >= 1", workers)
+        if workers is not None and (
+            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+        ):
+            raise InvalidParameterError("workers", "an integer >= 1 or None", workers)
+        if scheduler is None and client is None:
+            scheduler = os.environ.get(SCHEDULER_VARIABLE) or None
+            if scheduler is not None and workers is not None:
+                scheduler = None  # --workers asks for a LocalCluster
         self.client = client
         self.scheduler = scheduler
         self.partitions = partitions
         self.workers = workers
+        self.rows = rows
+        self.collect_traffic = collect_traffic
+        self.progress_stream = progress_stream
 
     def execute(
         self,
@@ -272,27 +189,224 @@ class DaskEngine:
         progress: bool = False,
         target_epsilon: float | None = None,
     ) -> Run:
-        """Run ``program`` with ``countermeasures`` (arguments of :func:`simulate`)."""
+        """Run ``program`` with ``countermeasures`` (the arguments of ``simulate``)."""
         started = time.perf_counter()
         prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
         with _connected(self.client, self.scheduler, self.workers) as client:
-            partitions = self.partitions or max(1, len(client.scheduler_info()["workers"]))
-            simulation = DaskSimulation(
-                program,
-                prepared.transformed,
-                Randomness(seed),
-                client=client,
-                partitions=partitions,
+            executor = _Execution(self, client, program, prepared.transformed, seed, progress)
+            state, delivered, traffic, efficiency = executor.run()
+            details = executor.details()
+        return Run(
+            engine=self.name,
+            program=program,
+            transformed=prepared.transformed,
+            privacy=prepared.privacy,
+            state=state,
+            result=program.result(state),
+            delivered=delivered,
+            traffic=traffic,
+            efficiency=efficiency,
+            seed=seed,
+            seconds=time.perf_counter() - started,
+            details=details,
+        )
+
+
+class _Execution:
+    """One run on one cluster (engine-internal)."""
+
+    def __init__(
+        self,
+        engine: DaskEngine,
+        client: Client,
+        program: QueryProgram,
+        transformed: Any,
+        seed: int | None,
+        progress: bool,
+    ) -> None:
+        self.engine = engine
+        self.client = client
+        self.program = program
+        self.transformed = transformed
+        self.progress = progress
+        self.num_sources = program.num_sources
+        self.collect = (
+            self.num_sources <= COLLECT_LIMIT
+            if engine.collect_traffic is None
+            else bool(engine.collect_traffic)
+        )
+        self.randomness = Randomness(seed)
+        streams = []
+        for name, chosen in transformed.countermeasures.items():
+            targets = transformed.plan.group(transformed.plan.flow(name).receiver).count
+            streams.append(roles.sample_stream(name))
+            if isinstance(chosen, LocalFlooding) and chosen.num_dummies:
+                streams.append(roles.flood_stream(name, targets))
+            if isinstance(chosen, Scramblers):
+                streams.append(roles.dummies_stream(name, chosen.num_dummies))
+        # Without a seed, keys are drawn on first use: draw them here, once for every copy.
+        self.randomness.derive(*streams)
+        self.context = RunContext(program.public(), transformed, self.randomness, self.collect)
+        workers = max(1, len(client.scheduler_info()["workers"]))
+        wanted = engine.partitions or max(workers, -(-self.num_sources // PARTITION_ROWS))
+        batches = {name: len(sizes) for name, sizes in transformed.batches.items()}
+        self.partitions = partition_cuts(self.num_sources, batches, wanted)
+        self.workers = workers
+
+    def details(self) -> dict[str, Any]:
+        """What the report says of this engine's run."""
+        return {
+            "partitions": len(self.partitions),
+            "workers": self.workers,
+            "traffic": "edges" if self.collect else "summaries (edges kept on the workers)",
+        }
+
+    def _rows(self) -> tuple[list[Any], Any, Sequence[str] | None]:
+        """Per partition: its rows (futures) or None (read in the task), the source, columns."""
+        program = self.program
+        source = self.engine.rows
+        holds = getattr(program, "table", None) is not None or (
+            getattr(program, "points", None) is not None
+        )
+        if holds:
+            whole = program.source_rows()
+            pieces = [_slice(whole, p.start, p.stop) for p in self.partitions]
+            return list(self.client.scatter(pieces, hash=False)), None, None
+        if source is None:
+            raise InvalidParameterError(
+                "rows", "a row source for a program without rows (DaskEngine(rows=...))", None
             )
-            run = run_stages(
-                program,
-                prepared,
-                simulation,
-                engine=self.name,
-                seed=seed,
-                progress=progress,
-                started=started,
+        if source.num_rows != self.num_sources:
+            raise InvalidParameterError(
+                "rows", f"a row source of {self.num_sources:,} rows", source.num_rows
             )
-        details: dict[str, Any] = {"partitions": partitions}
-        run.details.update(details)
-        return run
+        columns = [c.name for c in getattr(program, "columns", ())] or None
+        if program.num_stages > 1:
+            futures = [
+                self.client.submit(read_rows, source, p.start, p.stop, columns, pure=False)
+                for p in self.partitions
+            ]
+            return futures, source, columns
+        return [None] * len(self.partitions), source, columns
+
+    def _bar(self, total: int) -> Any:
+        if not self.progress:
+            return None
+        from tqdm import tqdm
+
+        stream = self.engine.progress_stream or sys.stderr
+        link = getattr(self.client, "dashboard_link", None)
+        if link:
+            print(f"Dask dashboard: {link}", file=stream)
+        return tqdm(total=total, desc=self.program.name, unit="partition", file=stream)
+
+    def run(
+        self,
+    ) -> tuple[Any, dict[str, BoolArray], tuple[FlowTraffic | FlowSummary, ...], Any]:
+        """Every stage, then the traffic and the channels."""
+        from distributed import as_completed
+
+        client, program, context = self.client, self.program, self.context
+        [shared] = client.scatter([context], broadcast=True, hash=False)
+        rows, source, columns = self._rows()
+        state = program.initial_state()
+        delivered: dict[str, BoolArray] = {}
+        summaries: dict[str, FlowSummary] = {}
+        steps: dict[str, list[Any]] = {}
+        kept: list[list[Future[Any]]] = [[] for _ in self.partitions]
+        bar = self._bar(program.num_stages * len(self.partitions))
+        try:
+            for stage in range(program.num_stages):
+                futures = [
+                    client.submit(
+                        _stage_task,
+                        shared,
+                        partition,
+                        rows[index],
+                        source,
+                        columns,
+                        state,
+                        stage,
+                        pure=False,
+                    )
+                    for index, partition in enumerate(self.partitions)
+                ]
+                small = [client.submit(operator.getitem, f, 0, pure=False) for f in futures]
+                for index, future in enumerate(futures):
+                    kept[index].append(client.submit(operator.getitem, future, 1, pure=False))
+                position = {future.key: index for index, future in enumerate(small)}
+                parts: list[list[FlowPart]] = [[] for _ in self.partitions]
+                for future in as_completed(small):
+                    parts[position[future.key]] = future.result()
+                    future.release()
+                    if bar is not None:
+                        bar.update(1)
+                del futures
+                outputs: dict[tuple[str, int], Any] = {}
+                for flow_index, name in enumerate(program.stage_flows(stage)):
+                    flow_parts = [p[flow_index] for p in parts]
+                    targets = range(context.num_targets(name))
+                    produced = program.combine_partials(
+                        state, stage, name, [p.partials for p in flow_parts], targets
+                    )
+                    for output in produced.values():
+                        program.check_output(name, output)
+                    outputs.update({(name, t): output for t, output in produced.items()})
+                    delivered[name] = self._unpack(flow_parts)
+                    for part in flow_parts:
+                        for item in part.traffic:
+                            previous = summaries.get(item.flow)
+                            summaries[item.flow] = item if previous is None else previous + item
+                    if self.collect:
+                        steps[name] = [p.steps for p in flow_parts]
+                state = program.merge(state, stage, outputs)
+        finally:
+            if bar is not None:
+                bar.close()
+        for future in rows:
+            if future is not None:
+                future.release()
+        if self.collect:
+            traffic, efficiency = self._collected(steps)
+            return state, delivered, traffic, efficiency
+        channels = client.gather(
+            [
+                client.submit(_channels_task, shared, partition, *kept[index], pure=False)
+                for index, partition in enumerate(self.partitions)
+            ]
+        )
+        _, _, central = central_channels(context)
+        for item in [*central, *(s for part in channels for s in part.traffic)]:
+            previous = summaries.get(item.flow)
+            summaries[item.flow] = item if previous is None else previous + item
+        ordered = in_plan_order(self.transformed, list(summaries.values()))
+        efficiency = reduce_efficiency(context, channels, list(ordered))
+        return state, delivered, ordered, efficiency
+
+    def _unpack(self, parts: Sequence[FlowPart]) -> BoolArray:
+        """The delivered mask of a flow, partition after partition (source order)."""
+        mask = np.empty(self.num_sources, dtype=bool)
+        for partition, part in zip(self.partitions, parts, strict=True):
+            bits = np.unpackbits(part.delivered, count=partition.size)
+            mask[partition.start : partition.stop] = bits.astype(bool)
+        return mask
+
+    def _collected(
+        self, steps: dict[str, list[Any]]
+    ) -> tuple[tuple[FlowTraffic | FlowSummary, ...], Any]:
+        """The traffic edge by edge, recorded as the in-memory engine records it."""
+        simulation = Simulation(self.program, self.transformed, self.randomness)
+        for name, pieces in steps.items():
+            sent = np.concatenate([m.sent for m, _, _ in pieces])
+            real = np.concatenate([m.is_real for m, _, _ in pieces])
+            flooding = np.concatenate([m.flooding for m, _, _ in pieces])
+            messages = roles.SourceMessages(sent=sent, is_real=real, flooding=flooding)
+            if pieces[0][1] is None:
+                simulation.record(name, FlowSteps(messages))
+                continue
+            received = np.concatenate([r for _, r, _ in pieces])
+            dummies = np.concatenate([d for _, _, d in pieces])
+            simulation.record(name, FlowSteps(messages, received, dummies))
+        simulation.send_fixed_flows()
+        traffic = in_plan_order(self.transformed, simulation.log.flows)
+        return tuple(traffic), run_efficiency(self.transformed, list(traffic))

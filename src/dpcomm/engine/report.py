@@ -23,7 +23,7 @@ from dpcomm.engine.run import Run
 from dpcomm.errors import DpcommWarning
 from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure
 from dpcomm.plan.privacy import PlanGuarantee
-from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.aggregate import AggregateProgram, AggregateState
 from dpcomm.queries.groupby import compare_results, evaluate, evaluate_grouping_set
 from dpcomm.queries.kmeans import KMeansProgram, KMeansState, rand_index
 from dpcomm.queries.program import QueryProgram
@@ -119,7 +119,7 @@ def traffic_report(run: Run) -> list[dict[str, Any]]:
             "flow": flow.flow,
             "messages": flow.messages,
             "dummies": flow.dummies,
-            "edges": int(flow.senders.size),
+            "edges": flow.edges,
         }
         for flow in run.traffic
     ]
@@ -167,24 +167,40 @@ def _keyed(rows: list[Row], key_columns: list[str]) -> dict[tuple[Any, ...], Row
 
 
 def aggregate_utility(
-    program: AggregateProgram, masks: list[npt.NDArray[np.bool_]]
+    program: AggregateProgram,
+    masks: list[npt.NDArray[np.bool_]],
+    *,
+    exact_rows: list[list[Row]] | None = None,
+    private_rows: list[list[Row]] | None = None,
 ) -> dict[str, Any]:
     """Tuples used per grouping set and the error of every aggregate against the full result.
 
     The relative error of a value is |private − exact| / |exact| (absolute when exact = 0);
     a group present in the exact result but absent from the private one is *missing*.
+    ``exact_rows`` and ``private_rows`` (per grouping set) are the results already computed
+    by an engine whose rows are not in memory (its baseline's and its own); by default both
+    are evaluated over the program's table.
     """
     query = program.query
-    table = program.source_rows()
-    everything = np.ones(table.num_rows, dtype=bool)
     group_names = [o.name for o in query.outputs if o.kind == "group"]
     value_names = [o.name for o in query.outputs if o.kind == "aggregate"]
     errors: dict[str, list[float]] = {name: [] for name in value_names}
     total_groups = missing = 0
     per_set = []
     for index, name in enumerate(program.flow_names):
-        exact = _keyed(evaluate_grouping_set(query, table, index, everything), group_names)
-        private = _keyed(evaluate_grouping_set(query, table, index, masks[index]), group_names)
+        if exact_rows is None:
+            everything = np.ones(program.num_sources, dtype=bool)
+            exact_rows_here = evaluate_grouping_set(query, program.source_rows(), index, everything)
+        else:
+            exact_rows_here = exact_rows[index]
+        if private_rows is None:
+            private_rows_here = evaluate_grouping_set(
+                query, program.source_rows(), index, masks[index]
+            )
+        else:
+            private_rows_here = private_rows[index]
+        exact = _keyed(exact_rows_here, group_names)
+        private = _keyed(private_rows_here, group_names)
         set_missing = 0
         for key, row in exact.items():
             other = private.get(key)
@@ -206,15 +222,15 @@ def aggregate_utility(
             {
                 "grouping_set": name,
                 "tuples_used": used,
-                "tuples_used_fraction": used / table.num_rows,
+                "tuples_used_fraction": used / program.num_sources,
                 "groups": len(exact),
                 "groups_missing": set_missing,
             }
         )
     return {
-        "sources": table.num_rows,
+        "sources": program.num_sources,
         "tuples_used": sum(p["tuples_used"] for p in per_set),
-        "tuples_nonprivate": table.num_rows * len(per_set),
+        "tuples_nonprivate": program.num_sources * len(per_set),
         "grouping_sets": per_set,
         "groups": total_groups,
         "groups_missing": missing,
@@ -264,7 +280,11 @@ def _execute(
     engine: Engine | None,
     target_epsilon: float | None,
 ) -> tuple[Run, Run]:
-    """The run in ``engine`` (default: in memory) and its non-private baseline (in memory)."""
+    """The run in ``engine`` (default: in memory) and its non-private baseline.
+
+    The baseline runs in memory, or in ``engine`` itself when it says so (``runs_baseline``:
+    the Dask engine, whose rows may not fit in memory).
+    """
     chosen: Engine = MemoryEngine() if engine is None else engine
     run = chosen.execute(
         program,
@@ -274,8 +294,20 @@ def _execute(
         progress=progress,
         target_epsilon=target_epsilon,
     )
-    baseline = simulate(program, NoCountermeasure(), delta=delta, seed=seed)
+    if getattr(chosen, "runs_baseline", False):
+        baseline = chosen.execute(program, NoCountermeasure(), delta=delta, seed=seed)
+    else:
+        baseline = simulate(program, NoCountermeasure(), delta=delta, seed=seed)
     return run, baseline
+
+
+def flow_rows(program: AggregateProgram, state: AggregateState) -> list[list[Row]]:
+    """The result rows of every grouping set (in the result's order) from a final state."""
+    rows = []
+    for flow in program.flow_names:
+        only = tuple(item for item in state.outputs if item[0][0] == flow)
+        rows.append(program.result(AggregateState(only)))
+    return rows
 
 
 def aggregate_report(
@@ -290,7 +322,16 @@ def aggregate_report(
     report = base_report(run, baseline)
     report["sql"] = program.query.sql
     masks = [run.delivered[name] for name in program.flow_names]
-    report["utility"] = aggregate_utility(program, masks)
+    if run.engine == "dask":
+        # Computed from the delivered tuples on the workers, as in memory; the rows stay there.
+        report["utility"] = aggregate_utility(
+            program,
+            masks,
+            exact_rows=flow_rows(program, baseline.state),
+            private_rows=flow_rows(program, run.state),
+        )
+    else:
+        report["utility"] = aggregate_utility(program, masks)
     # In memory the result is computed from those very tuples; elsewhere it is checked.
     report["utility"]["result_is_of_delivered_tuples"] = True
     if check_result:
@@ -331,7 +372,7 @@ def run_aggregate(
         engine=engine,
         target_epsilon=target_epsilon,
     )
-    elsewhere = engine is not None and not isinstance(engine, MemoryEngine)
+    elsewhere = engine is not None and engine.name not in ("memory", "dask")
     report = aggregate_report(program, run, baseline, check_result=elsewhere)
     return AggregateRun(program, run.result, run, baseline, report)
 

@@ -13,15 +13,15 @@ cannot drift apart:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.engine.traffic import Efficiency, FlowTraffic, efficiency
-from dpcomm.errors import DpcommWarning
+from dpcomm.engine.traffic import Efficiency, FlowSummary, FlowTraffic, efficiency
+from dpcomm.errors import DpcommWarning, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure, Scramblers
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.plan.transform import TransformedPlan, transform
@@ -29,6 +29,7 @@ from dpcomm.protocol.roles import ProgramHooks
 
 BoolArray = npt.NDArray[np.bool_]
 ROLE_NAMES: tuple[str, ...] = ("source", "scrambler", "compute", "result")
+Flows = TypeVar("Flows", FlowTraffic, FlowSummary, FlowTraffic | FlowSummary)
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,7 +45,9 @@ class Run:
         state: the program's final state.
         result: the program's result.
         delivered: per data-dependent flow, which sources' real tuples were counted.
-        traffic: every routed flow's messages as the observer sees them, in plan order.
+        traffic: every routed flow's messages as the observer sees them, in plan order: its
+            edges (:class:`FlowTraffic`), or their summary where an engine keeps the edges
+            spread over machines (:class:`FlowSummary`, the Dask engine's large runs).
         efficiency: messages, bytes and channels.
         seed: the seed the run was drawn from (None: fresh entropy, unpredictable).
         seconds: wall time of the execution.
@@ -61,7 +64,7 @@ class Run:
     state: Any
     result: Any
     delivered: dict[str, BoolArray]
-    traffic: tuple[FlowTraffic, ...]
+    traffic: tuple[FlowTraffic | FlowSummary, ...]
     efficiency: Efficiency
     seed: int | None
     seconds: float
@@ -77,12 +80,23 @@ class Run:
         """Real tuples counted, per data-dependent flow."""
         return {name: int(mask.sum()) for name, mask in self.delivered.items()}
 
-    def flow_traffic(self, name: str) -> FlowTraffic:
+    def flow_traffic(self, name: str) -> FlowTraffic | FlowSummary:
         """The traffic of the routed flow called ``name``."""
         for flow in self.traffic:
             if flow.flow == name:
                 return flow
         raise KeyError(name)
+
+    def edges(self) -> tuple[FlowTraffic, ...]:
+        """Every routed flow's edges; an error for a run that kept only summaries."""
+        flows = tuple(f for f in self.traffic if isinstance(f, FlowTraffic))
+        if len(flows) != len(self.traffic):
+            raise InvalidParameterError(
+                "run",
+                "a run whose traffic was kept edge by edge (DaskEngine(collect_traffic=True))",
+                f"a {self.engine} run that kept summaries of its traffic",
+            )
+        return flows
 
     def extra_consents(self) -> int:
         """Additional sources S_t − S to keep the non-private utility (Sections 3.3, 4.4)."""
@@ -181,9 +195,7 @@ def run_efficiency(transformed: TransformedPlan, traffic: list[FlowTraffic]) -> 
     )
 
 
-def in_plan_order(
-    transformed: TransformedPlan, traffic: list[FlowTraffic]
-) -> tuple[FlowTraffic, ...]:
+def in_plan_order(transformed: TransformedPlan, traffic: Sequence[Flows]) -> tuple[Flows, ...]:
     """``traffic`` sorted in the order of the routed flows of ``transformed``."""
     order = {flow.name: index for index, flow in enumerate(transformed.flows)}
     return tuple(sorted(traffic, key=lambda f: order.get(f.flow, len(order))))

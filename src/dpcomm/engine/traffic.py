@@ -40,6 +40,81 @@ class FlowTraffic:
         """Number of messages."""
         return int(self.counts.sum())
 
+    @property
+    def edges(self) -> int:
+        """Number of (sender, receiver) entries with at least one message."""
+        return int(self.senders.size)
+
+    def summary(self) -> FlowSummary:
+        """What an engine that keeps no edge list reports of this flow."""
+        return FlowSummary(
+            self.flow,
+            self.messages,
+            self.dummies,
+            self.edges,
+            edge_digest(self.senders, self.receivers, self.counts),
+        )
+
+
+@dataclass(frozen=True)
+class FlowSummary:
+    """The messages of one flow without its edge list (an engine over many machines).
+
+    Partitions of a flow add up: messages, dummies, edges and the digest are sums.
+
+    Attributes:
+        flow: the flow's name.
+        messages: number of messages.
+        dummies: how many of them are dummies.
+        edges: number of (sender, receiver) entries (as :class:`FlowTraffic` records them).
+        digest: :func:`edge_digest` of the entries: equal for the same entries in any order.
+    """
+
+    flow: str
+    messages: int
+    dummies: int
+    edges: int
+    digest: int
+
+    def summary(self) -> FlowSummary:
+        """Itself."""
+        return self
+
+    def __add__(self, other: FlowSummary) -> FlowSummary:
+        """The summary of two disjoint parts of the same flow."""
+        return FlowSummary(
+            self.flow,
+            self.messages + other.messages,
+            self.dummies + other.dummies,
+            self.edges + other.edges,
+            (self.digest + other.digest) % _DIGEST_MODULUS,
+        )
+
+
+_DIGEST_MODULUS = 1 << 64
+
+
+def edge_digest(senders: IntArray, receivers: IntArray, counts: IntArray) -> int:
+    """An order-free fingerprint of (sender, receiver, count) entries: a sum of 64-bit hashes.
+
+    Each entry is mixed by SplitMix64's finalizer and the hashes are added modulo 2^64, so the
+    digest of a flow is the sum of its partitions' digests. Equal entries give equal digests;
+    different ones collide with probability about 2^-64 (a check, not a security claim).
+    """
+    with np.errstate(over="ignore"):
+        mixed = (
+            np.asarray(senders, dtype=np.int64).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+            + np.asarray(receivers, dtype=np.int64).astype(np.uint64)
+            * np.uint64(0xC2B2AE3D27D4EB4F)
+            + np.asarray(counts, dtype=np.int64).astype(np.uint64) * np.uint64(0x165667B19E3779F9)
+        )
+        mixed ^= mixed >> np.uint64(30)
+        mixed *= np.uint64(0xBF58476D1CE4E5B9)
+        mixed ^= mixed >> np.uint64(27)
+        mixed *= np.uint64(0x94D049BB133111EB)
+        mixed ^= mixed >> np.uint64(31)
+        return int(mixed.sum(dtype=np.uint64)) % _DIGEST_MODULUS
+
 
 @dataclass
 class TrafficLog:

@@ -174,7 +174,7 @@ def _true_targets(run: Run) -> dict[str, IntArray]:
 
 
 def _traffic(run: Run) -> dict[str, FlowTraffic]:
-    return {flow.flow: flow for flow in run.traffic}
+    return {flow.flow: flow for flow in run.edges()}
 
 
 def _offset(run: Run, group: str) -> int:
