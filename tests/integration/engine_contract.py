@@ -98,6 +98,10 @@ def same_run(first, second) -> None:
     assert [f.flow for f in first.traffic] == [f.flow for f in second.traffic]
     for mine, theirs in zip(first.traffic, second.traffic, strict=True):
         assert (mine.messages, mine.dummies) == (theirs.messages, theirs.dummies), mine.flow
+        if not hasattr(mine, "senders") or not hasattr(theirs, "senders"):
+            # A run that kept summaries: the same number of edges and the same edge digest.
+            assert mine.summary() == theirs.summary(), mine.flow
+            continue
         edges = sorted(
             zip(mine.senders.tolist(), mine.receivers.tolist(), mine.counts.tolist(), strict=False)
         )

@@ -1,25 +1,37 @@
 """The Dask engine: with the same seed, the memory engine's run, whatever the partitioning.
 
-One 2-worker LocalCluster (processes) serves the module; the engine contract runs on it too.
+One 2-worker LocalCluster (processes) serves the module; the engine contract runs on it too,
+both with the traffic gathered edge by edge and with the traffic kept as summaries.
 """
 
 import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 from engine_contract import EngineContract, same_run
 
-from dpcomm.data import synthetic_table
-from dpcomm.engine.dask_engine import DaskEngine, partition_tasks
+from dpcomm.data import synthetic_table, write_table
+from dpcomm.engine.dask_engine import DaskEngine
 from dpcomm.engine.memory import simulate
-from dpcomm.engine.report import privacy_report
-from dpcomm.plan import LocalFlooding, Scramblers
+from dpcomm.engine.partition import Partition, batch_of, batch_offset, partition_cuts
+from dpcomm.engine.report import privacy_report, run_aggregate, run_kmeans
+from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram
 
 pytestmark = pytest.mark.slow
 
 SEED = 7
+SQL = (
+    "SELECT g1, g2, COUNT(*), SUM(m1), AVG(m2), MIN(m1), MAX(m2) FROM synthetic "
+    "GROUP BY GROUPING SETS ((g1), (g2), ())"
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,81 +46,122 @@ def client():
         yield connected
 
 
-def aggregate_program() -> AggregateProgram:
-    table = synthetic_table(num_rows=3000, distribution="zipf", seed=3)
-    sql = (
-        "SELECT g1, g2, COUNT(*), SUM(m1), AVG(m2) FROM synthetic "
-        "GROUP BY GROUPING SETS ((g1), (g2))"
-    )
-    return AggregateProgram.from_sql(sql, table, num_compute_nodes=6)
+def aggregate_program(rows: int = 3000) -> AggregateProgram:
+    table = synthetic_table(num_rows=rows, distribution="zipf", seed=3)
+    return AggregateProgram.from_sql(SQL, table, num_compute_nodes=6)
 
 
-def assert_same(reference, run) -> None:
+def assert_same(reference, run, *, edges: bool) -> None:
     same_run(reference, run)
-    for mine, theirs in zip(reference.traffic, run.traffic, strict=True):
-        # Beyond the contract: the same edges in the same order.
-        assert np.array_equal(mine.senders, theirs.senders), mine.flow
-        assert np.array_equal(mine.receivers, theirs.receivers), mine.flow
-        assert np.array_equal(mine.counts, theirs.counts), mine.flow
+    if edges:
+        for mine, theirs in zip(reference.traffic, run.traffic, strict=True):
+            # Beyond the contract: the same edges in the same order.
+            assert np.array_equal(mine.senders, theirs.senders), mine.flow
+            assert np.array_equal(mine.receivers, theirs.receivers), mine.flow
+            assert np.array_equal(mine.counts, theirs.counts), mine.flow
+    else:
+        assert all(not hasattr(f, "senders") for f in run.traffic)
+    assert run.efficiency == reference.efficiency
     assert privacy_report(reference.privacy) == privacy_report(run.privacy)
     assert run.engine == "dask"
 
 
+COUNTERMEASURES = {
+    "scramblers": Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=10),
+    "capped": Scramblers(sampling_rate=0.3, batch_size=70, num_dummies=40, capped=True),
+    "local": LocalFlooding(sampling_rate=0.3, num_dummies=2),
+    "none": NoCountermeasure(),
+}
+
+
+@pytest.mark.parametrize("collect", [True, False], ids=["edges", "summaries"])
 @pytest.mark.parametrize("partitions", [1, 3, 7])
-@pytest.mark.parametrize(
-    "countermeasure",
-    [
-        Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=10),
-        LocalFlooding(sampling_rate=0.3, num_dummies=2),
-    ],
-    ids=["scramblers", "local"],
-)
-def test_aggregate_is_the_memory_run(client, partitions, countermeasure):
+@pytest.mark.parametrize("countermeasure", sorted(COUNTERMEASURES))
+def test_aggregate_is_the_memory_run(client, partitions, countermeasure, collect):
     program = aggregate_program()
-    run = DaskEngine(client, partitions=partitions).execute(
-        program, countermeasure, delta=1e-4, seed=SEED
+    chosen = COUNTERMEASURES[countermeasure]
+    run = DaskEngine(client, partitions=partitions, collect_traffic=collect).execute(
+        program, chosen, delta=1e-4, seed=SEED
     )
-    assert_same(simulate(program, countermeasure, delta=1e-4, seed=SEED), run)
+    assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=collect)
     assert run.details["partitions"] == partitions
 
 
+@pytest.mark.parametrize("collect", [True, False], ids=["edges", "summaries"])
 @pytest.mark.parametrize("partitions", [1, 3, 7])
-def test_kmeans_is_the_memory_run(client, partitions):
+@pytest.mark.parametrize("countermeasure", ["scramblers", "local", "none"])
+def test_kmeans_is_the_memory_run(client, partitions, countermeasure, collect):
     rng = np.random.default_rng(1)
     points = rng.normal(size=(600, 4)).astype(np.float32)
     program = KMeansProgram(points, 3, 3, seed=2)
-    countermeasure = Scramblers(sampling_rate=0.25, batch_size=50, num_dummies=5)
-    run = DaskEngine(client, partitions=partitions).execute(
-        program, countermeasure, delta=1e-4, seed=SEED
+    chosen = COUNTERMEASURES[countermeasure]
+    if isinstance(chosen, Scramblers):
+        chosen = Scramblers(sampling_rate=0.25, batch_size=50, num_dummies=5)
+    run = DaskEngine(client, partitions=partitions, collect_traffic=collect).execute(
+        program, chosen, delta=1e-4, seed=SEED
     )
-    reference = simulate(program, countermeasure, delta=1e-4, seed=SEED)
-    assert_same(reference, run)
+    reference = simulate(program, chosen, delta=1e-4, seed=SEED)
+    assert_same(reference, run, edges=collect)
     assert np.array_equal(run.result, reference.result)
 
 
-def test_partitions_hold_whole_scramblers():
-    truth = np.zeros(10, dtype=np.int64)
-    scrambler_of_source = np.array([2, 0, 1, 2, 0, 1, 3, 3, 0, 1], dtype=np.int64)
-    tasks = partition_tasks(
-        "f",
-        truth,
-        countermeasure=Scramblers(sampling_rate=0.5, batch_size=3, num_dummies=1),
-        num_targets=2,
-        scrambler_of_source=scrambler_of_source,
-        batch_sizes=np.array([3, 3, 2, 2], dtype=np.int64),
-        partitions=3,
+def test_the_reports_are_the_memory_engines(client):
+    program = aggregate_program()
+    chosen = COUNTERMEASURES["scramblers"]
+    memory = run_aggregate(program, chosen, delta=1e-4, seed=SEED)
+    dask = run_aggregate(
+        program,
+        chosen,
+        delta=1e-4,
+        seed=SEED,
+        engine=DaskEngine(client, partitions=4, collect_traffic=False),
     )
-    assert [t.scramblers.tolist() for t in tasks] == [[0, 1], [2], [3]]
-    assert [t.sources.tolist() for t in tasks] == [[1, 2, 4, 5, 8, 9], [0, 3], [6, 7]]
-    assert tasks[0].scrambler_of_source.tolist() == [0, 1, 0, 1, 0, 1]
+    assert dask.result == memory.result
+    assert dask.baseline.engine == "dask"
+    for part in ("privacy", "utility"):
+        assert dask.report[part] == memory.report[part], part
+    mine, theirs = dict(dask.report["efficiency"]), dict(memory.report["efficiency"])
+    for volatile in ("engine", "seconds", "messages_per_second"):
+        mine.pop(volatile), theirs.pop(volatile)
+    assert mine == theirs
+
+
+def test_kmeans_report_is_the_memory_engines(client):
+    rng = np.random.default_rng(4)
+    points = rng.normal(size=(400, 3)).astype(np.float32)
+    labels = (points[:, 0] > 0).astype(np.int64)
+    program = KMeansProgram(points, 2, 2, seed=1)
+    chosen = Scramblers(sampling_rate=0.3, batch_size=40, num_dummies=4)
+    options = {"test_points": points[:100], "test_labels": labels[:100], "delta": 1e-4}
+    memory = run_kmeans(program, chosen, seed=SEED, **options)
+    dask = run_kmeans(program, chosen, seed=SEED, engine=DaskEngine(client), **options)
+    assert np.array_equal(dask.centroids, memory.centroids)
+    assert dask.report["utility"] == memory.report["utility"]
+
+
+def test_partitions_hold_whole_scramblers():
+    # 10 sources in batches of 3, 3, 2, 2 (largest first): cuts at 0, 3, 6, 8, 10 only.
+    assert [batch_offset(k, 10, 4) for k in range(5)] == [0, 3, 6, 8, 10]
+    assert batch_of(np.arange(10), 10, 4).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
+    parts = partition_cuts(10, {"f": 4}, 3)
+    assert [(p.start, p.stop, p.scramblers["f"]) for p in parts] == [
+        (0, 3, (0, 1)),
+        (3, 6, (1, 2)),
+        (6, 10, (2, 4)),
+    ]
+    # Two scrambled flows with different batches: only common boundaries (0, 6, 12).
+    parts = partition_cuts(12, {"a": 4, "b": 2}, 4)
+    assert [(p.start, p.stop) for p in parts] == [(0, 6), (6, 12)]
+    assert parts[1].scramblers == {"a": (2, 4), "b": (1, 2)}
+    assert partition_cuts(5, {}, 9) == [Partition(i, i, i + 1, {}) for i in range(5)]
 
 
 def test_a_local_cluster_for_the_run():
     program = aggregate_program()
-    countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=10)
-    run = DaskEngine(workers=2).execute(program, countermeasure, delta=1e-4, seed=SEED)
-    assert_same(simulate(program, countermeasure, delta=1e-4, seed=SEED), run)
-    assert run.details["partitions"] == 2
+    chosen = COUNTERMEASURES["scramblers"]
+    run = DaskEngine(workers=2).execute(program, chosen, delta=1e-4, seed=SEED)
+    assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=True)
+    assert run.details["partitions"] == 2 and run.details["workers"] == 2
 
 
 class TestDaskEngineContract(EngineContract):
@@ -118,6 +171,15 @@ class TestDaskEngineContract(EngineContract):
 
     def engine(self):
         return DaskEngine(self._connected, partitions=3)
+
+
+class TestDaskEngineContractWithSummaries(EngineContract):
+    @pytest.fixture(autouse=True)
+    def _client(self, client):
+        self._connected = client
+
+    def engine(self):
+        return DaskEngine(self._connected, partitions=4, collect_traffic=False)
 
 
 def cli(capsys, *argv):
@@ -131,24 +193,129 @@ def cli(capsys, *argv):
     return status, captured.out, captured.err
 
 
-def test_the_cli_runs_on_dask_and_gives_the_memory_run(capsys):
+def _same_documents(dask: dict, memory: dict) -> None:
+    assert dask["result"] == memory["result"]
+    assert dask["report"]["engine"] == "dask"
+    assert dask["report"]["privacy"] == memory["report"]["privacy"]
+    assert dask["report"]["utility"] == memory["report"]["utility"]
+    assert dask["report"]["efficiency"]["traffic"] == memory["report"]["efficiency"]["traffic"]
+
+
+def test_the_cli_runs_synthetic_rows_on_the_workers(capsys):
     query = ["run", "aggregate", "--synthetic", 2000, "--seed", 7, "--json"]
     query += ["--sql", "SELECT g1, COUNT(*), SUM(m1) FROM t GROUP BY GROUPING SETS ((g1), (g2))"]
-    status, out, _ = cli(capsys, *query, "--engine", "dask", "--partitions", 3)
+    status, out, _ = cli(capsys, *query, "--engine", "dask", "--partitions", 3, "--workers", 2)
     assert status == 0
     dask = json.loads(out)
     status, out, _ = cli(capsys, *query)
     assert status == 0
-    memory = json.loads(out)
-    assert dask["result"] == memory["result"]
-    assert dask["report"]["engine"] == "dask" and dask["report"]["partitions"] == 3
-    assert dask["report"]["privacy"] == memory["report"]["privacy"]
-    assert dask["report"]["efficiency"]["traffic"] == memory["report"]["efficiency"]["traffic"]
+    _same_documents(dask, json.loads(out))
+    assert dask["report"]["partitions"] == 3
 
 
-@pytest.mark.parametrize("option", [["--scheduler", "tcp://127.0.0.1:1"], ["--partitions", 2]])
+def test_the_cli_reads_a_parquet_directory_in_partitions(capsys, tmp_path):
+    table = synthetic_table(num_rows=1500, seed=5)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for index, start in enumerate(range(0, 1500, 500)):
+        write_table(table.take(np.arange(start, start + 500)), folder / f"part-{index}.parquet")
+    query = ["run", "aggregate", "--data", folder, "--seed", 3, "--json", "--batch", 50]
+    query += ["--sql", "SELECT g3, COUNT(*), AVG(m2) FROM t GROUP BY g3"]
+    status, out, err = cli(capsys, *query, "--engine", "dask", "--partitions", 4, "--workers", 2)
+    assert status == 0, err
+    dask = json.loads(out)
+    status, out, _ = cli(capsys, *query)
+    assert status == 0
+    _same_documents(dask, json.loads(out))
+
+
+@pytest.mark.parametrize(
+    "option", [["--scheduler", "tcp://127.0.0.1:1"], ["--partitions", 2], ["--workers", 2]]
+)
 def test_dask_options_need_the_dask_engine(capsys, option):
     query = ["run", "kmeans", "--sources", 60, "--k", 2, "--iterations", 1, *option]
     status, out, err = cli(capsys, *query)
     assert status != 0 and out == ""
     assert len(err.strip().splitlines()) == 1 and "only with --engine dask" in err
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_an_external_scheduler_and_two_workers(tmp_path):
+    """`dask scheduler` and two `dask worker` processes on loopback, as on a real cluster."""
+    dask = shutil.which("dask", path=os.path.dirname(sys.executable))
+    if dask is None:
+        pytest.skip("the `dask` command is not installed next to this Python")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    logs = [open(tmp_path / f"{name}.log", "w") for name in ("scheduler", "w1", "w2")]  # noqa: SIM115
+    processes = [
+        subprocess.Popen(
+            [
+                dask,
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dashboard-address",
+                ":0",
+                "--no-show",
+            ],
+            stdout=logs[0],
+            stderr=subprocess.STDOUT,
+            env=environment,
+        )
+    ]
+    try:
+        for log in logs[1:]:
+            processes.append(
+                subprocess.Popen(
+                    [
+                        dask,
+                        "worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--nworkers",
+                        "1",
+                        "--no-dashboard",
+                        "--memory-limit",
+                        "2GB",
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=environment,
+                )
+            )
+        from distributed import Client
+
+        with Client(address, timeout=60) as connected:
+            connected.wait_for_workers(2, timeout=60)
+            program = aggregate_program(4000)
+            chosen = COUNTERMEASURES["scramblers"]
+            run = DaskEngine(scheduler=address, partitions=5).execute(
+                program, chosen, delta=1e-4, seed=SEED
+            )
+            assert run.details["workers"] == 2
+            assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=True)
+            summaries = DaskEngine(connected, collect_traffic=False).execute(
+                program, chosen, delta=1e-4, seed=SEED
+            )
+            assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), summaries, edges=False)
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        deadline = time.monotonic() + 30
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for log in logs:
+            log.close()

@@ -72,8 +72,8 @@ def _print_wire(report: dict[str, Any]) -> None:
     print(f"  timings: {timings}")
 
 
-def _network_engine(args: argparse.Namespace) -> Engine:
-    """The TLS deployment on this machine that the options describe."""
+def _network_engine(args: argparse.Namespace, rows: Any = None) -> Engine:
+    """The TLS deployment on this machine that the options describe (its rows in memory)."""
     from dpcomm.engine.network.deploy import Faults, NetworkEngine
 
     faults = Faults(kill_scrambler=args.kill_scrambler)
@@ -190,7 +190,7 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
     check_writable_folder("--out", args.out)
     countermeasure = countermeasure_from_options(args, DEPLOY_DEFAULTS)
     _default_to_synthetic(args)
-    program, _ = aggregate_program(args)
+    program, _, _ = aggregate_program(args)
     from dpcomm.engine.run import prepare
 
     # The plan is accounted before any key is written: a bad --delta is refused, and the

@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -317,27 +318,49 @@ def json_document(outcome: AggregateRun | KMeansRun) -> str:
     return json.dumps(json_ready({"result": result, "report": outcome.report}), indent=2)
 
 
-def aggregate_program(args: argparse.Namespace) -> tuple[AggregateProgram, str]:
-    """The Aggregate program of ``--sql`` over ``--data``, ``--synthetic`` or the diabetes table."""
+def aggregate_program(
+    args: argparse.Namespace, *, partitioned: bool = False
+) -> tuple[AggregateProgram, str, Any]:
+    """The Aggregate program of ``--sql`` over ``--data``, ``--synthetic`` or the diabetes table.
+
+    With ``partitioned`` (the Dask engine), Parquet files and synthetic rows are not read here:
+    the program is bound to their schema and the rows are read by the workers, partition by
+    partition. Returns the program, a description of the data and the row source (or None).
+    """
+    from dpcomm.data.partitioned import ParquetRows, SyntheticRows
+
+    rows: Any = None
     if args.data is not None:
-        table = read_table(args.data)
-        source = args.data
+        path = Path(args.data)
+        if path.is_dir() or path.suffix.lower() == ".parquet":
+            rows = ParquetRows(path)
+            source = f"{args.data} ({rows.num_rows:,} rows)"
+        else:
+            table = read_table(args.data)
+            source = args.data
     elif args.synthetic is not None:
-        table = synthetic_table(
-            num_rows=args.synthetic, distribution=args.distribution, seed=args.data_seed
-        )
         source = f"synthetic ({args.synthetic:,} rows, {args.distribution})"
+        if partitioned:
+            rows = SyntheticRows(
+                args.synthetic, seed=args.data_seed, distribution=args.distribution
+            )
+        else:
+            table = synthetic_table(
+                num_rows=args.synthetic, distribution=args.distribution, seed=args.data_seed
+            )
     else:
         table = diabetes_table()
         source = "embedded diabetes table (synthetic patients)"
-    program = AggregateProgram.from_sql(
-        args.sql,
-        table,
-        num_compute_nodes=args.compute_nodes,
-        max_groups=args.max_groups,
-        max_text_bytes=args.max_text_bytes,
-    )
-    return program, source
+    options = {
+        "num_compute_nodes": args.compute_nodes,
+        "max_groups": args.max_groups,
+        "max_text_bytes": args.max_text_bytes,
+    }
+    if rows is not None and partitioned:
+        return AggregateProgram.from_row_source(args.sql, rows, **options), source, rows
+    if rows is not None:
+        table = rows.read(0, rows.num_rows)
+    return AggregateProgram.from_sql(args.sql, table, **options), source, None
 
 
 def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
@@ -363,16 +386,21 @@ def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
 
 
 #: Builds the engine of a run from the options (the memory engine when there is none).
-EngineOfOptions = Callable[[argparse.Namespace], Engine]
+EngineOfOptions = Callable[[argparse.Namespace, Any], Engine]
 
 
-def _run_options(args: argparse.Namespace, engine: EngineOfOptions | None) -> dict[str, Any]:
-    """The arguments of :func:`run_aggregate` and :func:`run_kmeans` that the options set."""
+def _run_options(
+    args: argparse.Namespace, engine: EngineOfOptions | None, rows: Any = None
+) -> dict[str, Any]:
+    """The arguments of :func:`run_aggregate` and :func:`run_kmeans` that the options set.
+
+    ``rows``: the row source an engine reads partition by partition (or None).
+    """
     return {
         "delta": args.delta,
         "seed": args.seed,
         "progress": args.progress,
-        "engine": None if engine is None else engine(args),
+        "engine": None if engine is None else engine(args, rows),
         "target_epsilon": args.target_epsilon,
     }
 
@@ -382,8 +410,9 @@ def execute_aggregate(
 ) -> tuple[AggregateRun, str]:
     """Run the Aggregate program of the options on their engine; also describe its data."""
     countermeasure = countermeasure_from_options(args, defaults)
-    program, source = aggregate_program(args)
-    return run_aggregate(program, countermeasure, **_run_options(args, engine)), source
+    partitioned = getattr(args, "engine", "memory") == "dask"
+    program, source, rows = aggregate_program(args, partitioned=partitioned)
+    return run_aggregate(program, countermeasure, **_run_options(args, engine, rows)), source
 
 
 def execute_kmeans(

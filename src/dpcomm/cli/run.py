@@ -24,16 +24,29 @@ AGGREGATE_DEFAULTS = {"sampling": 0.2, "batch": 100, "dummies": 50}
 KMEANS_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 50}
 
 
-def engine_of_options(args: argparse.Namespace) -> Engine:
-    """The engine of ``--engine``, ``--scheduler`` and ``--partitions``."""
+def engine_of_options(args: argparse.Namespace, rows: Any = None) -> Engine:
+    """The engine of ``--engine``, ``--scheduler``, ``--partitions`` and ``--workers``.
+
+    ``rows``: the row source the Dask engine's workers read (Parquet, synthetic), or None.
+    """
     if args.engine == "memory":
-        if args.scheduler is not None or args.partitions is not None:
-            given = "--scheduler" if args.scheduler is not None else "--partitions"
-            raise InvalidParameterError(given, "only with --engine dask", "--engine memory")
+        for option, value in (
+            ("--scheduler", args.scheduler),
+            ("--partitions", args.partitions),
+            ("--workers", args.workers),
+        ):
+            if value is not None:
+                raise InvalidParameterError(option, "only with --engine dask", "--engine memory")
         return MemoryEngine()
     from dpcomm.engine.dask_engine import DaskEngine
 
-    return DaskEngine(scheduler=args.scheduler, partitions=args.partitions, workers=args.workers)
+    if args.scheduler is not None and args.workers is not None:
+        raise InvalidParameterError(
+            "--workers", "no --workers with --scheduler (the cluster has its own)", args.workers
+        )
+    return DaskEngine(
+        scheduler=args.scheduler, partitions=args.partitions, workers=args.workers, rows=rows
+    )
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
@@ -43,26 +56,29 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=["memory", "dask"],
         default="memory",
-        help="memory: the vectorized simulator (default); dask: the source and scrambler "
-        "steps as Dask tasks on a distributed cluster, the same run with the same --seed",
+        help="memory: the vectorized simulator (default); dask: the roles of every partition "
+        "of sources as Dask tasks on a distributed cluster (Parquet --data and --synthetic "
+        "rows are read by the workers), the same run with the same --seed",
     )
     group.add_argument(
         "--scheduler",
         metavar="tcp://HOST:PORT",
-        help="with --engine dask: the address of a running Dask scheduler (default: a "
-        "LocalCluster started for the run and closed after)",
+        help="with --engine dask: the address of a running Dask scheduler, started with "
+        "`dask scheduler` (default: $DASK_SCHEDULER_ADDRESS, else a LocalCluster started for "
+        "the run and closed after)",
     )
     group.add_argument(
         "--partitions",
         type=bounded_int(1, MAX_COUNT),
-        help="with --engine dask: partitions per flow, each of whole scramblers (default: the "
-        "cluster's workers); the run does not depend on it",
+        help="with --engine dask: partitions of the sources, each of whole scramblers "
+        "(default: one per 500,000 sources, at least one per worker); the run does not "
+        "depend on it",
     )
     group.add_argument(
         "--workers",
         type=bounded_int(1, 256),
-        default=2,
-        help="with --engine dask and no --scheduler: workers of the LocalCluster (default 2)",
+        help="with --engine dask and no --scheduler: workers of the LocalCluster (default: "
+        "one per core)",
     )
 
 

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
+import numpy.typing as npt
 
 from dpcomm.engine.memory import FlowSteps, Simulation
 from dpcomm.engine.partition import (
@@ -43,13 +44,13 @@ from dpcomm.engine.partition import (
     reduce_efficiency,
     run_stage_part,
 )
-from dpcomm.engine.run import Run, in_plan_order, prepare, run_efficiency
+from dpcomm.engine.run import PackedMasks, Run, in_plan_order, prepare, run_efficiency
 from dpcomm.engine.traffic import FlowSummary, FlowTraffic
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, Scramblers
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
-from dpcomm.queries.program import BoolArray, QueryProgram
+from dpcomm.queries.program import QueryProgram
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -302,7 +303,7 @@ class _Execution:
 
     def run(
         self,
-    ) -> tuple[Any, dict[str, BoolArray], tuple[FlowTraffic | FlowSummary, ...], Any]:
+    ) -> tuple[Any, PackedMasks, tuple[FlowTraffic | FlowSummary, ...], Any]:
         """Every stage, then the traffic and the channels."""
         from distributed import as_completed
 
@@ -310,7 +311,7 @@ class _Execution:
         [shared] = client.scatter([context], broadcast=True, hash=False)
         rows, source, columns = self._rows()
         state = program.initial_state()
-        delivered: dict[str, BoolArray] = {}
+        delivered = PackedMasks()
         summaries: dict[str, FlowSummary] = {}
         steps: dict[str, list[Any]] = {}
         kept: list[list[Future[Any]]] = [[] for _ in self.partitions]
@@ -352,7 +353,7 @@ class _Execution:
                     for output in produced.values():
                         program.check_output(name, output)
                     outputs.update({(name, t): output for t, output in produced.items()})
-                    delivered[name] = self._unpack(flow_parts)
+                    delivered.add(name, self._join(flow_parts), self.num_sources)
                     for part in flow_parts:
                         for item in part.traffic:
                             previous = summaries.get(item.flow)
@@ -383,13 +384,25 @@ class _Execution:
         efficiency = reduce_efficiency(context, channels, list(ordered))
         return state, delivered, ordered, efficiency
 
-    def _unpack(self, parts: Sequence[FlowPart]) -> BoolArray:
-        """The delivered mask of a flow, partition after partition (source order)."""
-        mask = np.empty(self.num_sources, dtype=bool)
+    def _join(self, parts: Sequence[FlowPart]) -> npt.NDArray[np.uint8]:
+        """The packed delivered mask of a flow from its partitions' (in source order).
+
+        Partitions need not start on a byte: the bits left over from one partition are
+        carried into the next, so memory stays that of one partition.
+        """
+        joined = np.empty(-(-self.num_sources // 8), dtype=np.uint8)
+        carry = np.zeros(0, dtype=np.uint8)
+        written = 0
         for partition, part in zip(self.partitions, parts, strict=True):
-            bits = np.unpackbits(part.delivered, count=partition.size)
-            mask[partition.start : partition.stop] = bits.astype(bool)
-        return mask
+            bits = np.concatenate([carry, np.unpackbits(part.delivered, count=partition.size)])
+            whole = len(bits) // 8 * 8
+            packed = np.packbits(bits[:whole])
+            joined[written : written + len(packed)] = packed
+            written += len(packed)
+            carry = bits[whole:]
+        if len(carry):
+            joined[written] = np.packbits(carry)[0]
+        return joined
 
     def _collected(
         self, steps: dict[str, list[Any]]

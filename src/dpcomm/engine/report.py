@@ -172,6 +172,7 @@ def aggregate_utility(
     *,
     exact_rows: list[list[Row]] | None = None,
     private_rows: list[list[Row]] | None = None,
+    used: list[int] | None = None,
 ) -> dict[str, Any]:
     """Tuples used per grouping set and the error of every aggregate against the full result.
 
@@ -179,7 +180,8 @@ def aggregate_utility(
     a group present in the exact result but absent from the private one is *missing*.
     ``exact_rows`` and ``private_rows`` (per grouping set) are the results already computed
     by an engine whose rows are not in memory (its baseline's and its own); by default both
-    are evaluated over the program's table.
+    are evaluated over the program's table. ``used``: the tuples delivered per grouping set
+    (default: counted in ``masks``).
     """
     query = program.query
     group_names = [o.name for o in query.outputs if o.kind == "group"]
@@ -217,12 +219,12 @@ def aggregate_utility(
                 errors[column].append(abs(float(value) - float(truth)) / scale)
         total_groups += len(exact)
         missing += set_missing
-        used = int(masks[index].sum())
+        delivered = int(masks[index].sum()) if used is None else used[index]
         per_set.append(
             {
                 "grouping_set": name,
-                "tuples_used": used,
-                "tuples_used_fraction": used / program.num_sources,
+                "tuples_used": delivered,
+                "tuples_used_fraction": delivered / program.num_sources,
                 "groups": len(exact),
                 "groups_missing": set_missing,
             }
@@ -321,16 +323,19 @@ def aggregate_report(
     """
     report = base_report(run, baseline)
     report["sql"] = program.query.sql
-    masks = [run.delivered[name] for name in program.flow_names]
     if run.engine == "dask":
         # Computed from the delivered tuples on the workers, as in memory; the rows stay there.
+        counts = run.tuples_used()
         report["utility"] = aggregate_utility(
             program,
-            masks,
+            [],
             exact_rows=flow_rows(program, baseline.state),
             private_rows=flow_rows(program, run.state),
+            used=[counts[name] for name in program.flow_names],
         )
+        masks = []
     else:
+        masks = [run.delivered[name] for name in program.flow_names]
         report["utility"] = aggregate_utility(program, masks)
     # In memory the result is computed from those very tuples; elsewhere it is checked.
     report["utility"]["result_is_of_delivered_tuples"] = True

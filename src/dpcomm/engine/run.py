@@ -13,7 +13,7 @@ cannot drift apart:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -30,6 +30,38 @@ from dpcomm.protocol.roles import ProgramHooks
 BoolArray = npt.NDArray[np.bool_]
 ROLE_NAMES: tuple[str, ...] = ("source", "scrambler", "compute", "result")
 Flows = TypeVar("Flows", FlowTraffic, FlowSummary, FlowTraffic | FlowSummary)
+
+
+class PackedMasks(Mapping[str, BoolArray]):
+    """Delivered masks kept as bits (S/8 bytes per flow), unpacked when one is read.
+
+    What an engine over many machines returns for 10^8 sources: the client keeps a bit per
+    source and flow, and the number of delivered tuples of every flow.
+    """
+
+    def __init__(self) -> None:
+        self._bits: dict[str, npt.NDArray[np.uint8]] = {}
+        self._sizes: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, name: str, bits: npt.NDArray[np.uint8], size: int) -> None:
+        """The mask of ``name``: ``size`` bits packed by ``numpy.packbits`` (big-endian)."""
+        self._bits[name] = bits
+        self._sizes[name] = size
+        self.counts[name] = int(np.unpackbits(bits, count=size).sum())
+
+    def bits(self, name: str) -> npt.NDArray[np.uint8]:
+        """The packed mask of ``name``."""
+        return self._bits[name]
+
+    def __getitem__(self, name: str) -> BoolArray:
+        return np.unpackbits(self._bits[name], count=self._sizes[name]).astype(bool)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._bits)
+
+    def __len__(self) -> int:
+        return len(self._bits)
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +95,7 @@ class Run:
     privacy: PlanGuarantee
     state: Any
     result: Any
-    delivered: dict[str, BoolArray]
+    delivered: Mapping[str, BoolArray]
     traffic: tuple[FlowTraffic | FlowSummary, ...]
     efficiency: Efficiency
     seed: int | None
@@ -78,6 +110,8 @@ class Run:
 
     def tuples_used(self) -> dict[str, int]:
         """Real tuples counted, per data-dependent flow."""
+        if isinstance(self.delivered, PackedMasks):
+            return dict(self.delivered.counts)
         return {name: int(mask.sum()) for name, mask in self.delivered.items()}
 
     def flow_traffic(self, name: str) -> FlowTraffic | FlowSummary:

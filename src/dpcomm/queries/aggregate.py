@@ -271,6 +271,52 @@ class AggregateProgram:
             max_text_bytes=max_text_bytes,
         )
 
+    @classmethod
+    def from_row_source(
+        cls,
+        sql: str,
+        source: Any,
+        *,
+        num_compute_nodes: int = DEFAULT_COMPUTE_NODES,
+        max_groups: int | None = None,
+        max_text_bytes: int = DEFAULT_TEXT_BYTES,
+    ) -> AggregateProgram:
+        """The program of ``sql`` over a row source's rows, without reading them.
+
+        ``source`` is a :class:`~dpcomm.data.partitioned.RowSource` (Parquet files, synthetic
+        rows): the query is bound to its schema and S is its number of rows; an engine reads
+        the rows partition by partition and checks each (:meth:`check_rows`).
+        """
+        schema = source.schema()
+        with_schema = cls.from_sql(
+            sql,
+            schema,
+            num_compute_nodes=num_compute_nodes,
+            max_groups=max_groups,
+            max_text_bytes=max_text_bytes,
+        )
+        return cls(
+            with_schema.query,
+            None,
+            num_compute_nodes,
+            with_schema.columns,
+            int(source.num_rows),
+            max_groups,
+            max_text_bytes,
+        )
+
+    def check_rows(self, rows: Table) -> None:
+        """InvalidParameterError unless ``rows`` (a part of the sources' rows) fit the program.
+
+        What the constructor checks of a whole table: the bound schema, and text values of
+        at most ``max_text_bytes`` bytes.
+        """
+        needed = {c.name.lower() for c in self.columns}
+        self.query.check_table(rows, columns=needed)
+        for column in rows.columns:
+            if column.name.lower() in needed:
+                _public_width(ColumnSpec.of(column), self.max_text_bytes)
+
     # ------------------------------------------------------------------ public description
 
     def public(self) -> AggregateProgram:
