@@ -8,6 +8,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
 
+#: NaNs other than math.nan: negative, and with a payload.
+NEGATIVE_NAN = struct.unpack(">d", bytes.fromhex("fff8000000000000"))[0]
+PAYLOAD_NAN = struct.unpack(">d", bytes.fromhex("7ff8000000000123"))[0]
+
 
 def is_negative_zero(value: float) -> bool:
     return value == 0 and math.copysign(1.0, value) < 0
@@ -58,10 +62,10 @@ def reference_mean(values: Sequence[float]) -> float | None:
 
 
 def canonical(value: object) -> object:
-    """A value for bit-exact comparison: floats by their bits (every NaN alike), Decimals by
-    their digits and exponent, other values as they are (with their type)."""
+    """A value for bit-exact comparison: floats by their bits (NaNs too), Decimals by their
+    digits and exponent, other values as they are (with their type)."""
     if isinstance(value, float):
-        return ("nan",) if math.isnan(value) else ("float", struct.pack(">d", value))
+        return ("float", struct.pack(">d", value))
     if isinstance(value, Decimal):
         return ("decimal", value.as_tuple())
     if isinstance(value, tuple):
