@@ -12,7 +12,11 @@ per (role, flow, purpose), so that a node draws the same values whichever engine
 * **scrambler** (:func:`scrambler_dummies`, :func:`scrambler_shuffle`): Algorithm 1, d dummies
   (capped or not) and a uniformly random order of its batch.
 * **target** (compute node): discards dummies, and computes its output from the real tuples of
-  the batches that committed (:meth:`ProgramHooks.target_outputs`).
+  the batches that committed (:meth:`ProgramHooks.target_outputs`). The output can also be
+  computed in parts: partial outputs of disjoint subsets of the tuples
+  (:meth:`ProgramHooks.target_partials`), combined into exactly the same output
+  (:meth:`ProgramHooks.combine_partials`) whatever the split, for an engine that processes the
+  sources' rows by partition.
 * **result**, and every node that needs the program's state (K-means sources):
   :meth:`ProgramHooks.merge` of the targets' outputs.
 * **coordinator**: assigns sources to scramblers independently of the data
@@ -96,7 +100,43 @@ class ProgramHooks(Protocol):
         """Target step: the output of each of ``targets`` from the real tuples it received.
 
         ``tuple_targets[i]`` is the target that received ``tuples`` row i. A target may only
-        read the parts of ``state`` it produced itself or that are public.
+        read the parts of ``state`` it produced itself or that are public. Equal to
+        :meth:`combine_partials` of the one :meth:`target_partials` of all the tuples.
+        """
+        ...
+
+    def target_partials(
+        self,
+        state: Any,
+        stage: int,
+        flow: str,
+        tuples: Any,
+        tuple_targets: IntArray,
+        targets: Sequence[int],
+    ) -> dict[int, Any]:
+        """Target step, in parts: a partial output of each of ``targets`` from some tuples.
+
+        The arguments are those of :meth:`target_outputs`, ``tuples`` any subset of the real
+        tuples (possibly empty); every one of ``targets`` gets a partial. Partials are
+        picklable: an engine that splits the tuples (e.g. by partition of the sources' rows)
+        computes the partials where the tuples are and combines them
+        (:meth:`combine_partials`).
+        """
+        ...
+
+    def combine_partials(
+        self,
+        state: Any,
+        stage: int,
+        flow: str,
+        partials: Sequence[Mapping[int, Any]],
+        targets: Sequence[int],
+    ) -> dict[int, Any]:
+        """The output of each of ``targets`` from its partials over disjoint subsets of tuples.
+
+        Equal (``==``) to :meth:`target_outputs` over the union of the subsets, whatever the
+        split and the order of ``partials``: a target missing from every partial, or partials
+        of empty subsets, give the output of a target that received no tuple.
         """
         ...
 

@@ -38,10 +38,14 @@ from dpcomm.queries.codec import (
     loads,
 )
 from dpcomm.queries.groupby import (
+    GroupPartials,
+    empty_partials,
     evaluate,
+    finalize_partials,
     group_ids,
-    grouping_set_groups,
+    grouping_set_partials,
     key_order,
+    merge_partials,
     partition_keys,
 )
 from dpcomm.queries.program import IntArray, Row
@@ -452,22 +456,65 @@ class AggregateProgram:
     ) -> dict[int, AggregateOutput]:
         """Each compute node's groups and result rows over the real tuples it received.
 
-        Every group lies on one compute node (its key's), so one group-by over the tuples of
-        all the ``targets`` split by node equals each node's own group-by.
+        :meth:`combine_partials` of the one :meth:`target_partials` of every tuple.
+        """
+        partials = self.target_partials(state, stage, flow, tuples, tuple_targets, targets)
+        return self.combine_partials(state, stage, flow, [partials], targets)
+
+    def target_partials(
+        self,
+        state: AggregateState,
+        stage: int,
+        flow: str,
+        tuples: Table,
+        tuple_targets: IntArray,
+        targets: Sequence[int],
+    ) -> dict[int, GroupPartials]:
+        """Each compute node's mergeable partials over some of its real tuples.
+
+        Every group lies on one compute node (its key's, the target of any of its tuples),
+        so one group-by over the tuples of all the ``targets``, split by node, gives each
+        node's own partials. A node's partials are a
+        :class:`~dpcomm.queries.groupby.GroupPartials` (picklable).
         """
         index = self.set_index(flow)
         selected = np.ones(tuples.num_rows, dtype=bool)
-        rows, keys, representatives = grouping_set_groups(self.query, tuples, index, selected)
+        partials = grouping_set_partials(self.query, tuples, index, selected)
         owners = np.asarray(tuple_targets, dtype=np.int64)
-        split: dict[int, tuple[list[tuple[object, ...]], list[Row]]] = {
-            int(t): ([], []) for t in targets
-        }
-        for row, key, representative in zip(rows, keys, representatives.tolist(), strict=True):
-            owner = int(owners[representative]) if representative >= 0 else 0
-            if owner in split:
-                split[owner][0].append(key)
-                split[owner][1].append(row)
-        return {t: AggregateOutput(tuple(k), tuple(r)) for t, (k, r) in split.items()}
+        representatives = partials.representatives
+        # The empty grouping set's group over no tuples (representative −1) is node 0's.
+        group_owners = np.zeros(partials.num_groups, dtype=np.int64)
+        real = representatives >= 0
+        group_owners[real] = owners[representatives[real]]
+        return partials.split(group_owners, [int(t) for t in targets])
+
+    def combine_partials(
+        self,
+        state: AggregateState,
+        stage: int,
+        flow: str,
+        partials: Sequence[Mapping[int, Any]],
+        targets: Sequence[int],
+    ) -> dict[int, AggregateOutput]:
+        """Each compute node's output from its partials over disjoint sets of its tuples.
+
+        Equal to :meth:`target_outputs` over the union of the sets, whatever the split and
+        the order of ``partials`` (:func:`~dpcomm.queries.groupby.merge_partials`).
+        """
+        index = self.set_index(flow)
+        outputs: dict[int, AggregateOutput] = {}
+        for target in targets:
+            node = int(target)
+            parts = [part[node] for part in partials if node in part]
+            if parts:
+                merged = merge_partials(parts)
+            else:
+                merged = empty_partials(self.query, index)
+                if node != 0:
+                    merged = merged.take([])
+            rows, keys = finalize_partials(self.query, merged)
+            outputs[node] = AggregateOutput(tuple(keys), tuple(rows))
+        return outputs
 
     def merge(
         self,

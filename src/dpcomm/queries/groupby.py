@@ -9,8 +9,24 @@ set equals the group-by over the tuples that reached them, which is what
 
 Semantics are DuckDB's: NULL is a grouping value of its own; COUNT(*) counts rows and COUNT(col)
 non-NULL values; SUM, AVG, MIN and MAX ignore NULLs and are NULL for a group without a non-NULL
-value; integer SUM, MIN and MAX are exact; the empty grouping set ``()`` yields one row even over
-no rows. :func:`reference_result` computes the same thing with DuckDB for testing.
+value; integer SUM, MIN and MAX are exact (Python ints beyond int64), DECIMAL sums too; the empty
+grouping set ``()`` yields one row even over no rows. :func:`reference_result` computes the same
+thing with DuckDB for testing.
+
+Floating-point SUM (and a SUM DuckDB types DOUBLE) is the **exact** sum of the group's values
+rounded once to the nearest double (like :func:`math.fsum`), AVG the exact sum divided by the
+count rounded once (:mod:`dpcomm.queries.exactsum`): a NaN, or +inf and -inf, give NaN, infinities
+of one sign that infinity, a finite exact sum beyond the double range ±inf. Unlike a float sum
+in some order, this depends on the multiset of values only, so it is *mergeable*: a group-by is
+computed as mergeable partials (:func:`grouping_set_partials`: per group its key, a
+representative row and one partial state per output), the partials of disjoint sets of rows
+merge exactly (:func:`merge_partials`, associative and commutative) and finalize
+(:func:`finalize_partials`) to the rows of the whole, bit for bit, whatever the split of the rows
+into partitions and the order of the partitions. Every engine evaluates a grouping set this way
+(:func:`evaluate` is the finalized partials of one part); the result is also more accurate than
+a sequential float sum. Float MIN and MAX order NaN above every value (as DuckDB) and are
+canonical too: the NaN is ``math.nan``, a zero is -0.0 for MIN (+0.0 for MAX) if the group has
+one.
 """
 
 from __future__ import annotations
@@ -27,8 +43,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.data.table import Column, Table
+from dpcomm.data.table import Column, Table, value_kind
 from dpcomm.errors import InvalidParameterError
+from dpcomm.queries.exactsum import ExactSums, exact_sums, merge_exact_sums
 from dpcomm.queries.query import BoundAggregate
 
 Row = dict[str, object]
@@ -97,6 +114,8 @@ class _Groups:
     starts: IntArray  # first position in ``rows`` of each group
     sizes: IntArray  # rows per group
     representatives: IntArray  # one table row index per group
+    selected: IntArray  # indices of the selected rows, in table order
+    group_of_selected: IntArray  # group id of each entry of ``selected``
 
     @property
     def num_groups(self) -> int:
@@ -128,6 +147,8 @@ def _group(codes: Sequence[_Codes], selected: IntArray, *, keep_empty: bool) -> 
             np.zeros(size, dtype=np.int64),
             np.zeros(size, dtype=np.int64),
             np.full(size, -1, dtype=np.int64),
+            selected,
+            np.zeros(0, dtype=np.int64),
         )
     if slots <= max(_DENSE_LIMIT, 2 * len(selected)):
         seen = np.bincount(combined, minlength=slots) > 0
@@ -148,7 +169,7 @@ def _group(codes: Sequence[_Codes], selected: IntArray, *, keep_empty: bool) -> 
     starts = np.zeros(num_groups, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     rows = selected[order]
-    return _Groups(rows, group[order], starts, sizes, rows[starts])
+    return _Groups(rows, group[order], starts, sizes, rows[starts], selected, group)
 
 
 def _selected(rows: npt.ArrayLike, num_rows: int, name: str) -> IntArray:
@@ -256,6 +277,132 @@ def _python_values(column: Column) -> list[object]:
     return values
 
 
+#: The partial state each aggregate function reads (SUM and AVG share a column's sums).
+_MEASURES = {"count_star": "count_star", "count": "count", "sum": "sum", "avg": "sum"}
+
+
+@dataclass(frozen=True, eq=False)
+class CountPartial:
+    """COUNT(*) (rows of each group) or COUNT(column) (non-NULL values of each group)."""
+
+    counts: IntArray
+
+    def take(self, groups: IntArray) -> CountPartial:
+        """The state of ``groups`` (indices), in that order."""
+        return CountPartial(self.counts[groups])
+
+
+@dataclass(frozen=True, eq=False)
+class SumPartial:
+    """SUM and AVG of an integer or DECIMAL column: exact sums (int64, Python ints, Decimals).
+
+    ``sums[g]`` is meaningless where ``counts[g]`` (non-NULL values) is 0.
+    """
+
+    counts: IntArray
+    sums: npt.NDArray[Any]
+
+    def take(self, groups: IntArray) -> SumPartial:
+        """The state of ``groups`` (indices), in that order."""
+        return SumPartial(self.counts[groups], self.sums[groups])
+
+
+@dataclass(frozen=True, eq=False)
+class FloatSumPartial:
+    """SUM and AVG of a floating-point column: the exact sums of :mod:`dpcomm.queries.exactsum`."""
+
+    sums: ExactSums
+
+    @property
+    def counts(self) -> IntArray:
+        """Non-NULL values of each group."""
+        return self.sums.counts
+
+    def take(self, groups: IntArray) -> FloatSumPartial:
+        """The state of ``groups`` (indices), in that order."""
+        return FloatSumPartial(self.sums.take(groups))
+
+
+@dataclass(frozen=True, eq=False)
+class ExtremePartial:
+    """MIN or MAX (``function``) of a column: each group's extreme value.
+
+    ``values[g]`` is meaningless where ``counts[g]`` (non-NULL values) is 0.
+    """
+
+    function: str
+    counts: IntArray
+    values: npt.NDArray[Any]
+
+    def take(self, groups: IntArray) -> ExtremePartial:
+        """The state of ``groups`` (indices), in that order."""
+        return ExtremePartial(self.function, self.counts[groups], self.values[groups])
+
+
+PartialState = CountPartial | SumPartial | FloatSumPartial | ExtremePartial
+
+
+@dataclass(frozen=True, eq=False)
+class GroupPartials:
+    """The mergeable partial result of one grouping set over some rows: one entry per group.
+
+    :func:`grouping_set_partials` computes it from rows, :func:`merge_partials` merges the
+    partials of disjoint sets of rows (associative and commutative), :func:`finalize_partials`
+    gives the result rows: the same rows, bit for bit, whatever the split of the rows into
+    parts and the order of the parts. Picklable (numpy arrays, Python values).
+
+    Attributes:
+        set_index: the grouping set.
+        keys: each group's key (Python values of the set's columns, NULL as None), in key
+            order (:func:`key_order`, NULLs last).
+        representatives: int64, each group's smallest row index in the table its rows came
+            from (over merged parts: the smallest of the parts'); −1 for the group of the empty
+            grouping set over no rows. Its value gives the key (e.g. 0.0 or -0.0).
+        states: per output of the query, its partial state (None for a grouping column);
+            outputs reading the same column the same way share one state.
+    """
+
+    set_index: int
+    keys: tuple[tuple[object, ...], ...]
+    representatives: IntArray
+    states: tuple[PartialState | None, ...]
+
+    @property
+    def num_groups(self) -> int:
+        """Number of groups."""
+        return len(self.keys)
+
+    def take(self, groups: npt.ArrayLike) -> GroupPartials:
+        """The partials of ``groups`` (indices), in that order (ascending keeps key order)."""
+        indices = np.asarray(groups, dtype=np.int64).reshape(-1)
+        taken: dict[int, PartialState] = {}
+        states: list[PartialState | None] = []
+        for state in self.states:
+            if state is not None and id(state) not in taken:
+                taken[id(state)] = state.take(indices)
+            states.append(None if state is None else taken[id(state)])
+        return GroupPartials(
+            self.set_index,
+            tuple(self.keys[i] for i in indices.tolist()),
+            self.representatives[indices],
+            tuple(states),
+        )
+
+    def split(self, owners: npt.ArrayLike, labels: Sequence[int]) -> dict[int, GroupPartials]:
+        """The partials of the groups of each of ``labels``: those g with ``owners[g]`` = it."""
+        owner_of = np.asarray(owners, dtype=np.int64).reshape(-1)
+        if len(owner_of) != self.num_groups:
+            raise InvalidParameterError("owners", f"one per group ({self.num_groups})", owners)
+        order = np.argsort(owner_of, kind="stable")
+        ordered = owner_of[order]
+        result: dict[int, GroupPartials] = {}
+        for label in labels:
+            start = int(np.searchsorted(ordered, int(label), side="left"))
+            stop = int(np.searchsorted(ordered, int(label), side="right"))
+            result[int(label)] = self.take(order[start:stop])
+        return result
+
+
 class _Evaluator:
     """Evaluates grouping sets of a bound query over one table, factorizing each column once."""
 
@@ -272,160 +419,334 @@ class _Evaluator:
             self._codes[key] = _factorize(self.table.column(name))
         return self._codes[key]
 
-    def grouping_set(self, set_index: int, rows: npt.ArrayLike) -> list[Row]:
-        return self.grouping_set_groups(set_index, rows)[0]
-
-    def grouping_set_groups(
-        self, set_index: int, rows: npt.ArrayLike
-    ) -> tuple[list[Row], list[tuple[object, ...]], IntArray]:
-        """The rows of a grouping set, each group's key values and a table row of each group."""
+    def partials(self, set_index: int, rows: npt.ArrayLike) -> GroupPartials:
+        """The partials of grouping set ``set_index`` over the rows where ``rows`` is True."""
         bound = self.bound
         if not 0 <= set_index < bound.num_grouping_sets:
             raise InvalidParameterError("set_index", f"0..{bound.num_grouping_sets - 1}", set_index)
         columns = bound.grouping_sets[set_index]
         selected = _selected(rows, self.table.num_rows, f"mask of grouping set {set_index}")
         groups = _group([self.codes(c) for c in columns], selected, keep_empty=not columns)
-        in_set = {c.lower() for c in columns}
-        output_values: list[list[object]] = []
-        cache: dict[tuple[str | None, str | None], list[object]] = {}
-        gathered: dict[str, _Gathered] = {}
-        for output, output_type in zip(bound.outputs, bound.output_types, strict=True):
-            key = (output.column, output.function)
-            if key not in cache:
-                if output.kind == "group":
-                    if (output.column or "").lower() in in_set:
-                        cache[key] = _key_values(self.table.column(output.column or ""), groups)
-                    else:
-                        cache[key] = [None] * groups.num_groups
-                else:
-                    cache[key] = self._aggregate(
-                        output.function or "",
-                        output.column,
-                        groups,
-                        gathered,
-                        double=output_type == "DOUBLE",
-                    )
-            output_values.append(cache[key])
-        names = bound.output_names
-        result = [dict(zip(names, row, strict=True)) for row in zip(*output_values, strict=True)]
         key_columns = [_key_values(self.table.column(c), groups) for c in columns]
-        keys: list[tuple[object, ...]] = (
-            list(zip(*key_columns, strict=True)) if columns else [() for _ in range(len(result))]
+        keys: tuple[tuple[object, ...], ...] = (
+            tuple(zip(*key_columns, strict=True)) if columns else ((),) * groups.num_groups
         )
-        return result, keys, groups.representatives
+        cache: dict[tuple[str, str], PartialState] = {}
+        gathered: dict[str, _Gathered] = {}
+        states: list[PartialState | None] = []
+        for output in bound.outputs:
+            if output.kind == "group":
+                states.append(None)
+                continue
+            function = output.function or ""
+            key = ((output.column or "").lower(), _MEASURES.get(function, function))
+            if key not in cache:
+                cache[key] = self._state(key[1], output.column, groups, gathered)
+            states.append(cache[key])
+        return GroupPartials(set_index, keys, groups.representatives, tuple(states))
 
-    def _aggregate(
-        self,
-        function: str,
-        column: str | None,
-        groups: _Groups,
-        gathered: dict[str, _Gathered],
-        *,
-        double: bool = False,
-    ) -> list[object]:
-        """One aggregate per group; ``double`` when DuckDB's result is a DOUBLE.
-
-        DuckDB sums UHUGEINT values as DOUBLEs: so does a SUM whose DuckDB type is DOUBLE.
-        """
-        if function == "count_star":
-            return list(groups.sizes.tolist())
-        if groups.num_groups == 0:
-            return []
+    def _state(
+        self, measure: str, column: str | None, groups: _Groups, gathered: dict[str, _Gathered]
+    ) -> PartialState:
+        """The partial state of one measure (COUNT(*), COUNT, SUM/AVG, MIN, MAX) per group."""
+        if measure == "count_star":
+            return CountPartial(groups.sizes)
+        if measure not in ("count", "sum", "min", "max"):
+            raise InvalidParameterError("function", "count, sum, avg, min or max", measure)
         data = self.table.column(column or "")
+        if measure == "sum" and data.values.dtype.kind == "f":
+            # Exact sums need neither the values sorted by group nor any order.
+            values, nulls = data.values, data.is_null
+            ids = groups.group_of_selected
+            if len(groups.selected) != len(values):
+                values, nulls = values[groups.selected], nulls[groups.selected]
+            if nulls.any():
+                values, ids = values[~nulls], ids[~nulls]
+            return FloatSumPartial(exact_sums(values, ids, groups.num_groups))
         key = data.name.lower()
+        if measure == "count" and key not in gathered:
+            nulls = data.is_null[groups.selected]
+            present = groups.group_of_selected[~nulls] if nulls.any() else groups.group_of_selected
+            return CountPartial(np.bincount(present, minlength=groups.num_groups).astype(np.int64))
         if key not in gathered:
             gathered[key] = _gather(data, groups)
         counts, starts, values = gathered[key]
-        if function == "count":
-            return list(counts.tolist())
-        result: list[object] = [None] * groups.num_groups
-        if len(values) == 0:
-            return result
-        if function == "sum" and double and values.dtype.kind != "f":
-            values = _sorted_within(values.astype(np.float64), counts, starts)
+        if measure == "count":
+            return CountPartial(counts)
         has = counts > 0
-        starts = starts[has]
-        integer = values.dtype.kind in "iu"
-        exact = integer or values.dtype.kind == "O"  # Python ints beyond int64, or Decimals
-        if function in ("sum", "avg"):
-            reduced = _sums(values, starts, integer=integer)
-            if function == "avg":
-                reduced = [_mean(s, c) for s, c in zip(reduced, counts[has].tolist(), strict=True)]
-        elif function == "min":
-            reduce = np.minimum if exact else np.fmin
-            reduced = reduce.reduceat(values, starts).tolist()
-        elif function == "max":
-            reduced = np.maximum.reduceat(values, starts).tolist()
-        else:
-            raise InvalidParameterError("function", "count, sum, avg, min or max", function)
-        for index, value in zip(np.flatnonzero(has).tolist(), reduced, strict=True):
-            result[index] = value
-        return result
+        if measure == "sum":
+            return SumPartial(counts, _scatter(_sums(values, starts[has]), has))
+        extremes = _extremes(values, starts[has], measure)
+        return ExtremePartial(measure, counts, _scatter(extremes, has))
 
 
 _Gathered = tuple[IntArray, IntArray, npt.NDArray[Any]]
 
 
 def _gather(data: Column, groups: _Groups) -> _Gathered:
-    """Non-NULL count per group, segment starts and the non-NULL values sorted by group.
-
-    Floating-point values are also sorted within each group (by their bits), so that a group's
-    sum is the same whatever the order the rows came in: a compute node of the networked runtime
-    and the simulator, given the same tuples in another order, compute the same bits.
-    """
+    """Non-NULL count per group, segment starts and the non-NULL values sorted by group."""
     nonnull = ~data.is_null[groups.rows]
     group_of = groups.group_of_sorted[nonnull]
     counts = np.bincount(group_of, minlength=groups.num_groups)
     starts = np.zeros(groups.num_groups, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
     values = data.values[groups.rows[nonnull]]
-    if values.dtype.kind == "f" and len(values) > 1:
-        values = _sorted_within(values, counts, starts)
     return counts.astype(np.int64), starts, values
 
 
-#: Above this many groups, floats are ordered by two stable sorts rather than group by group.
-_SEGMENT_SORT_LIMIT = 4096
+def _scatter(reduced: npt.NDArray[Any], has: BoolArray) -> npt.NDArray[Any]:
+    """``reduced`` (one value per True of ``has``) spread over every group (0 elsewhere)."""
+    result = np.zeros(len(has), dtype=reduced.dtype)
+    result[has] = reduced
+    return result
 
 
-def _sorted_within(values: npt.NDArray[Any], counts: IntArray, starts: IntArray) -> Any:
-    """``values`` (grouped, in segments) sorted by value within each group.
+def _sums(values: npt.NDArray[Any], starts: IntArray) -> npt.NDArray[Any]:
+    """Exact per-segment sums of integers or DECIMALs (int64, or Python objects).
 
-    Sums of floats then do not depend on the order the rows came in (NaNs last; ±0 compare
-    equal but their order never changes a sum).
+    Integers are summed in int64 unless that could overflow, then as Python ints. Object
+    arrays (integers beyond int64, DECIMAL values) are summed exactly: Decimal sums in a
+    context wide enough for any sum, which raises rather than round.
     """
-    several = np.flatnonzero(counts > 1)
-    if len(several) <= _SEGMENT_SORT_LIMIT:
-        result = values.copy()
-        for group in several.tolist():
-            start, stop = int(starts[group]), int(starts[group] + counts[group])
-            result[start:stop] = np.sort(result[start:stop])
-        return result
-    group_of = np.repeat(np.arange(len(counts)), counts)
-    order = np.argsort(values, kind="stable")
-    order = order[np.argsort(group_of[order], kind="stable")]
-    return values[order]
-
-
-def _sums(values: npt.NDArray[Any], starts: IntArray, *, integer: bool) -> list[Any]:
-    """Per-segment sums; exact (Python ints when int64 could overflow) for integers.
-
-    Object arrays (integers beyond int64, DECIMAL values) are summed exactly: Decimal sums
-    in a context wide enough for any sum, which raises rather than round.
-    """
+    if len(starts) == 0:
+        return np.zeros(0, dtype=values.dtype if values.dtype.kind == "O" else np.int64)
     if values.dtype.kind == "O":
         with decimal.localcontext() as context:
             context.prec = _DECIMAL_DIGITS
             context.Emax = decimal.MAX_EMAX
             context.Emin = decimal.MIN_EMIN
             context.traps[decimal.Inexact] = True
-            return list(np.add.reduceat(values, starts).tolist())
-    if not integer:
-        return list(np.add.reduceat(values.astype(np.float64), starts).tolist())
+            summed: npt.NDArray[Any] = np.add.reduceat(values, starts)
+            return summed
+    if values.dtype.kind not in "iu":
+        raise InvalidParameterError("values", "integers or DECIMAL values", values.dtype)
     largest = max(abs(int(values.min())), abs(int(values.max())))
     if largest * len(values) < (1 << 63) - 1:
-        return list(np.add.reduceat(values.astype(np.int64), starts).tolist())
-    return list(np.add.reduceat(np.array(values.tolist(), dtype=object), starts).tolist())
+        exact: npt.NDArray[Any] = np.add.reduceat(values.astype(np.int64), starts)
+        return exact
+    wide = np.empty(len(values), dtype=object)
+    wide[:] = values.tolist()
+    reduced: npt.NDArray[Any] = np.add.reduceat(wide, starts)
+    return reduced
+
+
+def _extremes(values: npt.NDArray[Any], starts: IntArray, function: str) -> npt.NDArray[Any]:
+    """Per-segment MIN or MAX; floats in DuckDB's order, canonical whatever the values' order.
+
+    NaN is above every value (DuckDB's order): MIN skips NaNs unless every value is NaN, MAX
+    is NaN as soon as one value is; a NaN result is the canonical NaN; a zero result is -0.0
+    for MIN (+0.0 for MAX) iff the segment has one.
+    """
+    if len(starts) == 0:
+        return values[:0]
+    floating = values.dtype.kind == "f"
+    if function == "min":
+        reduced: npt.NDArray[Any] = (np.fmin if floating else np.minimum).reduceat(values, starts)
+    else:
+        reduced = np.maximum.reduceat(values, starts)
+    if floating:
+        reduced[np.isnan(reduced)] = np.nan
+        zero = reduced == 0
+        if zero.any():
+            wanted = values == 0
+            wanted &= np.signbit(values) if function == "min" else ~np.signbit(values)
+            found = np.logical_or.reduceat(wanted, starts)
+            preferred, other = (-0.0, 0.0) if function == "min" else (0.0, -0.0)
+            reduced[zero] = np.where(found[zero], preferred, other)
+    return reduced
+
+
+def _key_values(column: Column, groups: _Groups) -> list[object]:
+    if groups.num_groups == 0:
+        return []
+    return _python_values(column.take(groups.representatives))
+
+
+class _NanKey:
+    """Stands for a NaN key value when merging groups (NaN is one group, as in DuckDB)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+_NAN_KEY = _NanKey()
+
+
+def _canonical_key(key: tuple[object, ...]) -> tuple[object, ...]:
+    """``key`` with NaN values replaced by one marker (NaN != NaN, but is one group)."""
+    return tuple(_NAN_KEY if isinstance(v, float) and math.isnan(v) else v for v in key)
+
+
+def merge_partials(parts: Sequence[GroupPartials]) -> GroupPartials:
+    """The partials of the union of the rows of ``parts`` (disjoint sets of rows).
+
+    Groups with equal keys (NULL equal to NULL, NaN to NaN, 0.0 to -0.0) become one; its key
+    and representative are those of the part with the smallest representative. Associative
+    and commutative: :func:`finalize_partials` of the result does not depend on how the rows
+    were split nor on the order of ``parts``.
+    """
+    if not parts:
+        raise InvalidParameterError("parts", "at least one GroupPartials", parts)
+    first = parts[0]
+    for part in parts[1:]:
+        if part.set_index != first.set_index or len(part.states) != len(first.states):
+            raise InvalidParameterError(
+                "parts", f"partials of grouping set {first.set_index}", part.set_index
+            )
+    if len(parts) == 1:
+        return first
+    index: dict[tuple[object, ...], int] = {}
+    maps: list[IntArray] = []
+    for part in parts:
+        maps.append(
+            np.fromiter(
+                (index.setdefault(_canonical_key(k), len(index)) for k in part.keys),
+                dtype=np.int64,
+                count=part.num_groups,
+            )
+        )
+    count = len(index)
+    every_key = [key for part in parts for key in part.keys]
+    ids = np.concatenate(maps)
+    representatives = np.concatenate([p.representatives for p in parts])
+    ranked = np.where(representatives < 0, np.iinfo(np.int64).max, representatives)
+    order = np.lexsort((ranked, ids))
+    chosen = order[np.r_[True, ids[order][1:] != ids[order][:-1]]] if len(order) else order
+    keys = [every_key[i] for i in chosen.tolist()]
+    ranking = sorted(range(count), key=lambda g: key_order(keys[g]))
+    position = np.empty(count, dtype=np.int64)
+    position[ranking] = np.arange(count, dtype=np.int64)
+    maps = [position[m] for m in maps]
+    merged: dict[int, PartialState] = {}
+    states: list[PartialState | None] = []
+    for number, state in enumerate(first.states):
+        if state is None:
+            states.append(None)
+            continue
+        if id(state) not in merged:
+            merged[id(state)] = _merge_states([p.states[number] for p in parts], maps, count)
+        states.append(merged[id(state)])
+    return GroupPartials(
+        first.set_index,
+        tuple(keys[g] for g in ranking),
+        representatives[chosen][ranking],
+        tuple(states),
+    )
+
+
+def _merge_states(
+    states: Sequence[PartialState | None], maps: Sequence[IntArray], count: int
+) -> PartialState:
+    """One output's states of the parts merged (groups of part i mapped by ``maps[i]``)."""
+    kinds = {type(s) for s in states}
+    if len(kinds) != 1 or None in kinds:
+        raise InvalidParameterError("parts", "partials of the same query", kinds)
+    if isinstance(states[0], FloatSumPartial):
+        float_states = [s for s in states if isinstance(s, FloatSumPartial)]
+        return FloatSumPartial(merge_exact_sums([s.sums for s in float_states], maps, count))
+    counts = np.zeros(count, dtype=np.int64)
+    for state, mapping in zip(states, maps, strict=True):
+        assert state is not None
+        np.add.at(counts, mapping, state.counts)
+    if isinstance(states[0], CountPartial):
+        return CountPartial(counts)
+    # Sums and extremes: the parts' values of each merged group, reduced like rows.
+    ids: list[IntArray] = []
+    values: list[npt.NDArray[Any]] = []
+    for state, mapping in zip(states, maps, strict=True):
+        assert isinstance(state, SumPartial | ExtremePartial)
+        has = state.counts > 0
+        if has.any():
+            ids.append(mapping[has])
+            values.append(state.sums[has] if isinstance(state, SumPartial) else state.values[has])
+    has = counts > 0
+    first = states[0]
+    if not ids:
+        empty = first.sums if isinstance(first, SumPartial) else first.values  # type: ignore[union-attr]
+        reduced = empty[:0]
+    else:
+        owners = np.concatenate(ids)
+        order = np.argsort(owners, kind="stable")
+        ordered = owners[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]).astype(np.int64)
+        joined = np.concatenate(values)[order]
+        if isinstance(first, SumPartial):
+            reduced = _sums(joined, starts)
+        else:
+            assert isinstance(first, ExtremePartial)
+            reduced = _extremes(joined, starts, first.function)
+    if isinstance(first, SumPartial):
+        return SumPartial(counts, _scatter(reduced, has))
+    assert isinstance(first, ExtremePartial)
+    return ExtremePartial(first.function, counts, _scatter(reduced, has))
+
+
+def finalize_partials(
+    bound: BoundAggregate, partials: GroupPartials
+) -> tuple[list[Row], list[tuple[object, ...]]]:
+    """The result rows of the partials' groups (key order) and each row's key.
+
+    Keys of the set carry their value, the other selected grouping columns are ``None`` (NULL),
+    aggregates are Python ``int``/``float``/``Decimal``/``None``.
+    """
+    columns = bound.grouping_sets[partials.set_index]
+    position = {c.lower(): i for i, c in enumerate(columns)}
+    count = partials.num_groups
+    cache: dict[tuple[int, str, bool], list[object]] = {}
+    output_values: list[list[object]] = []
+    for output, output_type, state in zip(
+        bound.outputs, bound.output_types, partials.states, strict=True
+    ):
+        if state is None:
+            where = position.get((output.column or "").lower())
+            output_values.append(
+                [None] * count if where is None else [k[where] for k in partials.keys]
+            )
+            continue
+        function = output.function or ""
+        key = (id(state), function, output_type == "DOUBLE")
+        if key not in cache:
+            cache[key] = _final_values(state, function, double=key[2])
+        output_values.append(cache[key])
+    names = bound.output_names
+    rows = [dict(zip(names, row, strict=True)) for row in zip(*output_values, strict=True)]
+    return rows, list(partials.keys)
+
+
+def _final_values(state: PartialState, function: str, *, double: bool) -> list[object]:
+    """One aggregate per group from its state; ``double`` when DuckDB's result is a DOUBLE.
+
+    A float SUM is the exact sum rounded once, AVG the exact sum over the count rounded once
+    (:mod:`dpcomm.queries.exactsum`); a SUM of integers whose DuckDB type is DOUBLE (UHUGEINT)
+    is the exact integer sum rounded once.
+    """
+    if isinstance(state, CountPartial):
+        return list(state.counts.tolist())
+    if isinstance(state, FloatSumPartial):
+        return list(state.sums.means() if function == "avg" else state.sums.sums())
+    counts = state.counts.tolist()
+    if isinstance(state, ExtremePartial):
+        listed = state.values.tolist()
+    else:
+        totals = state.sums.tolist()
+        if function == "avg":
+            listed = [_mean(s, c) if c else None for s, c in zip(totals, counts, strict=True)]
+        elif double:
+            listed = [_double(s) if c else None for s, c in zip(totals, counts, strict=True)]
+        else:
+            listed = totals
+    return [v if c else None for v, c in zip(listed, counts, strict=True)]
+
+
+def _double(total: Any) -> float:
+    """An exact sum (int or Decimal) rounded once to the nearest double; overflow: ±inf."""
+    exact = Fraction(total)
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
 
 
 def _mean(total: Any, count: int) -> float:
@@ -435,10 +756,43 @@ def _mean(total: Any, count: int) -> float:
     return float(total / count)
 
 
-def _key_values(column: Column, groups: _Groups) -> list[object]:
-    if groups.num_groups == 0:
-        return []
-    return _python_values(column.take(groups.representatives))
+def empty_partials(bound: BoundAggregate, set_index: int) -> GroupPartials:
+    """The partials of grouping set ``set_index`` over no rows.
+
+    What :func:`grouping_set_partials` gives for a table without rows: no group, except the
+    one group of the empty grouping set (representative −1).
+    """
+    columns = []
+    for name, sql_type in bound.schema:
+        dtype = _EMPTY_DTYPES.get(value_kind(sql_type) or "", object)
+        columns.append(Column(name, sql_type, np.zeros(0, dtype=dtype), np.zeros(0, dtype=bool)))
+    table = Table(bound.table_name, tuple(columns))
+    return _Evaluator(bound, table, check=False).partials(set_index, np.zeros(0, dtype=bool))
+
+
+#: How :func:`empty_partials` holds the values of each kind of column (as tables do).
+_EMPTY_DTYPES: dict[str, Any] = {
+    "int": np.int64,
+    "wideint": np.int64,
+    "float": np.float64,
+    "bool": np.bool_,
+    "date": "datetime64[D]",
+    "timestamp": "datetime64[us]",
+}
+
+
+def grouping_set_partials(
+    bound: BoundAggregate, table: Table, set_index: int, selected: npt.ArrayLike
+) -> GroupPartials:
+    """The mergeable partials of grouping set ``set_index`` over the rows where ``selected``.
+
+    ``table`` needs only the columns the grouping set reads (what a compute node receives).
+    Partials of disjoint masks (or of the partitions of a table), merged in any order with
+    :func:`merge_partials`, finalize to exactly the rows of the whole.
+    """
+    needed = {c.lower() for c in bound.carried_columns(set_index)}
+    bound.check_table(table, columns=needed)
+    return _Evaluator(bound, table, check=False).partials(set_index, selected)
 
 
 def evaluate_grouping_set(
@@ -449,7 +803,7 @@ def evaluate_grouping_set(
     Keys of the set carry their value, the other selected grouping columns are ``None`` (NULL),
     aggregates are Python ``int``/``float``/``None``. Rows are in key order, NULLs last.
     """
-    return _Evaluator(bound, table).grouping_set(set_index, rows)
+    return finalize_partials(bound, _Evaluator(bound, table).partials(set_index, rows))[0]
 
 
 def grouping_set_groups(
@@ -459,11 +813,12 @@ def grouping_set_groups(
 
     ``table`` needs only the columns grouping set ``set_index`` reads (its grouping columns and
     the aggregated ones): what a compute node receives. The representative of the empty group
-    of the empty grouping set over no rows is −1.
+    of the empty grouping set over no rows is −1. Computed as
+    :func:`finalize_partials` of :func:`grouping_set_partials`.
     """
-    needed = {c.lower() for c in bound.carried_columns(set_index)}
-    bound.check_table(table, columns=needed)
-    return _Evaluator(bound, table, check=False).grouping_set_groups(set_index, rows)
+    partials = grouping_set_partials(bound, table, set_index, rows)
+    result, keys = finalize_partials(bound, partials)
+    return result, keys, partials.representatives
 
 
 def key_order(key: Sequence[object]) -> tuple[tuple[bool, bool, object], ...]:
@@ -482,13 +837,14 @@ def evaluate(bound: BoundAggregate, table: Table, masks: Sequence[npt.ArrayLike]
     """The decentralized result: union over grouping sets of the compute nodes' outputs.
 
     ``masks[g]`` says which tuples reached their compute nodes for grouping set g. Rows come in
-    grouping-set order, then key order with NULLs last.
+    grouping-set order, then key order with NULLs last. Float SUM and AVG are exact sums
+    rounded once (:mod:`dpcomm.queries.exactsum`): the same bits however the rows are split.
     """
     _check_masks(bound, masks)
     evaluator = _Evaluator(bound, table)
     result: list[Row] = []
     for set_index, mask in enumerate(masks):
-        result.extend(evaluator.grouping_set(set_index, mask))
+        result.extend(finalize_partials(bound, evaluator.partials(set_index, mask))[0])
     return result
 
 

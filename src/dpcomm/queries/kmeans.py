@@ -9,8 +9,10 @@ centroids' assignment of a held-out test set against its labels.
 
 Points and centroids travel as float32, so the program holds them as float32 values: what a
 source sends is exactly what the simulator computes with. Nearest centroids are exact (ties to
-the lowest index) and a compute node's mean does not depend on the order its points arrived in,
-so every engine computes the same centroids bit for bit.
+the lowest index) and a compute node's mean is the exact mean rounded once per coordinate (to
+the nearest double, then to float32): it does not depend on the order its points arrived in nor
+on how they are split among workers (the exact sums of the parts merge exactly), so every
+engine computes the same centroids bit for bit.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import kmeans_flow, kmeans_plan
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.queries.codec import CodecError, VectorCodec, from_hex
+from dpcomm.queries.exactsum import ExactSums, exact_row_sums, merge_exact_sums
 from dpcomm.queries.program import IntArray
 
 FloatArray = npt.NDArray[np.float64]
@@ -107,45 +110,67 @@ def nearest_centroid(points: npt.ArrayLike, centroids: npt.ArrayLike) -> IntArra
     return result
 
 
-def _row_keys(data: npt.NDArray[Any]) -> npt.NDArray[np.void]:
-    """Each row's bytes as one value (a canonical total order of rows, whatever they hold)."""
-    contiguous = np.ascontiguousarray(data)
-    return contiguous.view(np.dtype((np.void, contiguous.shape[1] * contiguous.itemsize))).reshape(
-        -1
-    )
+def grouped_sums(
+    points: npt.ArrayLike, groups: npt.ArrayLike, wanted: Sequence[int]
+) -> dict[int, ExactSums]:
+    """The exact per-coordinate sums of the points of each group in ``wanted``.
+
+    Each group's :class:`~dpcomm.queries.exactsum.ExactSums` has one entry per coordinate
+    (its count is the group's number of points, 0 for a group without points): a mergeable
+    partial state. Points outside ``wanted`` are ignored.
+    """
+    data = _as_floats(points)
+    owners = np.asarray(groups, dtype=np.int64).reshape(-1)
+    if data.ndim != 2 or len(data) != len(owners):
+        raise InvalidParameterError(
+            "points", f"a 2-d array with one row per group label ({len(owners)})", data.shape
+        )
+    dimension = data.shape[1]
+    chosen = np.unique(np.asarray([int(t) for t in wanted], dtype=np.int64))
+    slot = np.searchsorted(chosen, owners)
+    inside = slot < len(chosen)
+    inside[inside] = chosen[slot[inside]] == owners[inside]
+    if not inside.all():
+        data, slot = data[inside], slot[inside]
+    sums = exact_row_sums(data, slot, len(chosen))
+    return {
+        int(target): sums.take(np.arange(index * dimension, (index + 1) * dimension))
+        for index, target in enumerate(chosen.tolist())
+    }
+
+
+def exact_mean(sums: ExactSums) -> FloatArray | None:
+    """The mean of a group's points from its exact per-coordinate sums; None without points.
+
+    Each coordinate is the exact sum divided by the count, rounded once to the nearest double
+    (:meth:`~dpcomm.queries.exactsum.ExactSums.means`).
+    """
+    means = sums.means()
+    if not means or means[0] is None:
+        return None
+    return np.asarray(means, dtype=np.float64)
 
 
 def grouped_means(
     points: npt.ArrayLike, groups: npt.ArrayLike, wanted: Sequence[int]
 ) -> dict[int, FloatArray]:
-    """The mean of the points of each group in ``wanted`` that has some, order-independent.
+    """The mean of the points of each group in ``wanted`` that has some, correctly rounded.
 
-    The points are sorted by group, then by their bytes, and summed in that order: the same
-    multiset of points gives the same bits whatever order it came in (a compute node's arrival
-    order, or the simulator's row order).
+    Each coordinate is the exact mean rounded once to the nearest double: it depends on the
+    multiset of points only (not on the order they came in, a compute node's arrival order or
+    the simulator's row order), and the exact per-coordinate sums of disjoint subsets of the
+    points merge into it (:func:`grouped_sums`).
     """
-    data = _as_floats(points)
-    owners = np.asarray(groups, dtype=np.int64)
-    if len(data) == 0:
-        return {}
-    order = np.argsort(_row_keys(data), kind="stable")
-    order = order[np.argsort(owners[order], kind="stable")]
-    sorted_owners = owners[order]
-    starts = np.flatnonzero(np.r_[True, sorted_owners[1:] != sorted_owners[:-1]])
-    stops = np.r_[starts[1:], len(order)]
-    chosen = {int(t) for t in wanted}
     means: dict[int, FloatArray] = {}
-    for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
-        owner = int(sorted_owners[start])
-        if owner in chosen:
-            # Row after row, in the canonical order, accumulated in float64.
-            total = np.add.reduce(data[order[start:stop]], axis=0, dtype=np.float64)
-            means[owner] = total / (stop - start)
+    for target, sums in grouped_sums(points, groups, wanted).items():
+        mean = exact_mean(sums)
+        if mean is not None:
+            means[target] = mean
     return means
 
 
 def canonical_mean(points: npt.ArrayLike) -> FloatArray:
-    """The mean of ``points`` (rows), independent of their order (:func:`grouped_means`)."""
+    """The mean of ``points`` (rows), correctly rounded per coordinate (:func:`grouped_means`)."""
     data = _as_floats(points)
     return grouped_means(data, np.zeros(len(data), dtype=np.int64), [0])[0]
 
@@ -327,15 +352,54 @@ class KMeansProgram:
         """Compute node k's new centroid: the mean of the real points it received, as float32.
 
         A node that received none keeps its centroid (the one it computed itself before).
+        :meth:`combine_partials` of the one :meth:`target_partials` of every point.
         """
-        means = grouped_means(tuples, tuple_targets, targets)
+        partials = self.target_partials(state, stage, flow, tuples, tuple_targets, targets)
+        return self.combine_partials(state, stage, flow, [partials], targets)
+
+    def target_partials(
+        self,
+        state: KMeansState,
+        stage: int,
+        flow: str,
+        tuples: FloatArray,
+        tuple_targets: IntArray,
+        targets: Sequence[int],
+    ) -> dict[int, ExactSums]:
+        """Compute node k's partial from some of its points (:func:`grouped_sums`).
+
+        Their exact per-coordinate sums and their number: a picklable
+        :class:`~dpcomm.queries.exactsum.ExactSums`.
+        """
+        data = np.asarray(tuples)
+        if data.size == 0:
+            data = np.zeros((0, self.dimension), dtype=np.float32)
+        return grouped_sums(data, tuple_targets, targets)
+
+    def combine_partials(
+        self,
+        state: KMeansState,
+        stage: int,
+        flow: str,
+        partials: Sequence[Mapping[int, Any]],
+        targets: Sequence[int],
+    ) -> dict[int, FloatArray]:
+        """Compute node k's new centroid from the exact sums of disjoint subsets of its points.
+
+        The sums merge exactly: the mean (rounded once per coordinate, then to float32) is
+        that of the union, whatever the split and the order of ``partials``.
+        """
+        every = np.arange(self.dimension, dtype=np.int64)
         outputs: dict[int, FloatArray] = {}
         for target in targets:
-            mean = means.get(int(target))
+            node = int(target)
+            parts = [part[node] for part in partials if node in part]
+            merged = merge_exact_sums(parts, [every] * len(parts), self.dimension)
+            mean = exact_mean(merged)
             if mean is not None:
-                outputs[int(target)] = as_float32_values(mean)
+                outputs[node] = as_float32_values(mean)
             else:
-                outputs[int(target)] = state.centroids[int(target)].copy()
+                outputs[node] = state.centroids[node].copy()
         return outputs
 
     def merge(

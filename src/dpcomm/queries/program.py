@@ -4,7 +4,10 @@ An engine runs a program stage by stage through the role steps of :mod:`dpcomm.p
 in each stage every data-dependent flow of the stage sends one message per source to the target
 its data chooses (:meth:`~dpcomm.protocol.roles.ProgramHooks.route`); the countermeasures decide
 what is actually sent; the targets compute their outputs from the real tuples that reached them
-(:meth:`~dpcomm.protocol.roles.ProgramHooks.target_outputs`); the outputs are merged into the
+(:meth:`~dpcomm.protocol.roles.ProgramHooks.target_outputs`, or in parts: picklable partials of
+disjoint subsets of the tuples, :meth:`~dpcomm.protocol.roles.ProgramHooks.target_partials`,
+combined into exactly the same outputs by
+:meth:`~dpcomm.protocol.roles.ProgramHooks.combine_partials`); the outputs are merged into the
 next state (:meth:`~dpcomm.protocol.roles.ProgramHooks.merge`). Programs are immutable: the
 evolving state is passed in and returned. The Aggregate and K-means programs also say how their
 tuples and outputs travel in a networked run (:mod:`dpcomm.queries.codec`).
