@@ -45,6 +45,9 @@ if TYPE_CHECKING:
         Table as Table,
     )
     from dpcomm.data.table import (
+        concat_tables as concat_tables,
+    )
+    from dpcomm.data.table import (
         read_table as read_table,
     )
     from dpcomm.data.table import (
