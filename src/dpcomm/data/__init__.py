@@ -1,5 +1,8 @@
 """Datasets: tables read and written through DuckDB, synthetic data, MNIST-format images.
 
+Sources read by ranges of rows (:class:`RowSource`: synthetic, in memory) feed engines
+that never hold a whole table.
+
 Names are imported on first use.
 """
 
@@ -31,6 +34,15 @@ if TYPE_CHECKING:
     )
     from dpcomm.data.images import (
         read_idx as read_idx,
+    )
+    from dpcomm.data.partitioned import (
+        InMemoryRows as InMemoryRows,
+    )
+    from dpcomm.data.partitioned import (
+        RowSource as RowSource,
+    )
+    from dpcomm.data.partitioned import (
+        SyntheticRows as SyntheticRows,
     )
     from dpcomm.data.synthetic import (
         synthetic_table as synthetic_table,
