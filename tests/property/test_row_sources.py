@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import itertools
+from importlib import resources
+from pathlib import Path
 
+import duckdb
 import numpy as np
+import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcomm.data import (
     InMemoryRows,
+    ParquetRows,
     RowSource,
     SyntheticRows,
     Table,
     concat_tables,
+    read_table,
     synthetic_table,
 )
 from dpcomm.data.synthetic import BLOCK_ROWS
@@ -96,3 +103,67 @@ def test_in_memory_splits_are_the_table(data):
     whole = synthetic_table(num_rows=data.draw(st.integers(1, 500)), seed=1)
     bounds = data.draw(splits(whole.num_rows))
     check(InMemoryRows(whole), whole, bounds, data.draw(column_subsets(whole.column_names)))
+
+
+#: Text with NULLs, dates, timestamps, DECIMAL, and odd column names, made by DuckDB.
+TYPED = """
+SELECT i AS "Row #",
+       CASE WHEN i % 7 = 3 THEN NULL ELSE 'name ' || (i * 37 % 101)::VARCHAR END AS "nom été",
+       DATE '1999-12-25' + (i * 13 % 4000)::INTEGER AS "day",
+       CASE WHEN i % 5 = 0 THEN NULL
+            ELSE TIMESTAMP '1969-12-31 23:00:00' + to_microseconds(i * 7919) END AS ts,
+       CASE WHEN i % 11 = 0 THEN NULL ELSE (i * 1.25 - 300)::DECIMAL(9,2) END AS "Price.€",
+       CASE WHEN i % 13 = 0 THEN NULL ELSE i / 7 END AS ratio,
+       i % 3 = 0 AS flag
+FROM range(1000) t(i)
+"""
+
+
+@pytest.fixture(scope="module")
+def parquet_sources(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[ParquetRows, Table]]:
+    """The shipped diabetes table and the typed table, each over files of small row groups."""
+    root = tmp_path_factory.mktemp("parquet")
+    made = []
+    diabetes = resources.files("dpcomm.data").joinpath("diabetes.csv")
+    with resources.as_file(diabetes) as csv:
+        sources = {
+            "diabetes": f"SELECT * FROM read_csv('{csv}')",
+            "typed": TYPED,
+        }
+        for name, sql in sources.items():
+            arrow = duckdb.sql(sql).to_arrow_table()
+            whole = root / f"{name}.parquet"
+            pq.write_table(arrow, whole)
+            directory = root / name
+            directory.mkdir()
+            cuts = [0, arrow.num_rows // 3, arrow.num_rows // 3, arrow.num_rows - 1, arrow.num_rows]
+            for index, (start, stop) in enumerate(itertools.pairwise(cuts)):
+                part = directory / f"part-{index:02d}.parquet"
+                pq.write_table(arrow.slice(start, stop - start), part, row_group_size=97)
+            made.append((ParquetRows(directory, name=name), read_table(whole, name=name)))
+    return made
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_parquet_splits_are_read_table_of_the_whole(parquet_sources, data):
+    source, whole = data.draw(st.sampled_from(parquet_sources))
+    assert source.num_rows == whole.num_rows
+    bounds = data.draw(splits(whole.num_rows))
+    check(source, whole, bounds, data.draw(column_subsets(whole.column_names)))
+
+
+def test_the_typed_table_has_what_it_claims(parquet_sources):
+    whole = parquet_sources[1][1]
+    types = {c.name: c.sql_type for c in whole.columns}
+    assert types == {
+        "Row #": "BIGINT",
+        "nom été": "VARCHAR",
+        "day": "DATE",
+        "ts": "TIMESTAMP",
+        "Price.€": "DECIMAL(9,2)",
+        "ratio": "DOUBLE",
+        "flag": "BOOLEAN",
+    }
+    assert all(whole.column(n).is_null.any() for n in ("nom été", "ts", "Price.€", "ratio"))
+    assert Path(parquet_sources[1][0].files[0]).name == "part-00.parquet"

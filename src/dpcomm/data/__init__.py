@@ -1,6 +1,6 @@
 """Datasets: tables read and written through DuckDB, synthetic data, MNIST-format images.
 
-Sources read by ranges of rows (:class:`RowSource`: synthetic, in memory) feed engines
+Sources read by ranges of rows (:class:`RowSource`: Parquet, synthetic, in memory) feed engines
 that never hold a whole table.
 
 Names are imported on first use.
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     )
     from dpcomm.data.partitioned import (
         InMemoryRows as InMemoryRows,
+    )
+    from dpcomm.data.partitioned import (
+        ParquetRows as ParquetRows,
     )
     from dpcomm.data.partitioned import (
         RowSource as RowSource,
