@@ -1,5 +1,8 @@
 """Datasets: tables read and written through DuckDB, synthetic data, MNIST-format images.
 
+Sources read by ranges of rows (:class:`RowSource`: Parquet, synthetic, in memory) feed engines
+that never hold a whole table.
+
 Names are imported on first use.
 """
 
@@ -32,6 +35,18 @@ if TYPE_CHECKING:
     from dpcomm.data.images import (
         read_idx as read_idx,
     )
+    from dpcomm.data.partitioned import (
+        InMemoryRows as InMemoryRows,
+    )
+    from dpcomm.data.partitioned import (
+        ParquetRows as ParquetRows,
+    )
+    from dpcomm.data.partitioned import (
+        RowSource as RowSource,
+    )
+    from dpcomm.data.partitioned import (
+        SyntheticRows as SyntheticRows,
+    )
     from dpcomm.data.synthetic import (
         synthetic_table as synthetic_table,
     )
@@ -43,6 +58,9 @@ if TYPE_CHECKING:
     )
     from dpcomm.data.table import (
         Table as Table,
+    )
+    from dpcomm.data.table import (
+        concat_tables as concat_tables,
     )
     from dpcomm.data.table import (
         read_table as read_table,

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.data.table import Column, Table
+from dpcomm.data.table import Table
 from dpcomm.errors import InvalidParameterError
 
 #: The grouping-value distributions :func:`synthetic_table` can draw from.
@@ -27,6 +28,10 @@ DISTRIBUTIONS: Final = ("uniform", "zipf")
 #: Most values (rows × columns, 8 bytes each) of a synthetic table: 2.4 GB, 50 million rows of
 #: the default six columns (the paper uses 10k to 100k rows).
 MAX_SYNTHETIC_VALUES: Final = 300_000_000
+
+#: Rows of one block: block b (rows b·BLOCK_ROWS to (b+1)·BLOCK_ROWS - 1) is drawn by its own
+#: generator, seeded by (seed, b), so any range of rows is drawn without the rows before it.
+BLOCK_ROWS: Final = 65_536
 
 
 def _check_int(name: str, value: object, *, minimum: int) -> int:
@@ -38,9 +43,71 @@ def _check_int(name: str, value: object, *, minimum: int) -> int:
 def _check_seed(value: object) -> int | np.random.Generator | None:
     if value is None or isinstance(value, np.random.Generator):
         return value
+    return check_int_seed(value, allowed="a non-negative integer, a Generator or None")
+
+
+def check_int_seed(value: object, *, allowed: str = "a non-negative integer") -> int:
+    """``value`` as an int seed, or :class:`InvalidParameterError` naming ``seed``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise InvalidParameterError("seed", "a non-negative integer, a Generator or None", value)
+        raise InvalidParameterError("seed", allowed, value)
     return int(value)
+
+
+@dataclass(frozen=True)
+class SyntheticShape:
+    """The validated parameters of a synthetic table, less its rows and seed."""
+
+    distribution: str
+    num_grouping_columns: int
+    num_intervals: int
+    num_measures: int
+    zipf_exponent: float
+
+    @property
+    def num_columns(self) -> int:
+        """Number of columns: G grouping columns and M measures."""
+        return self.num_grouping_columns + self.num_measures
+
+    @property
+    def max_rows(self) -> int:
+        """Most rows one table (or one read range) may have: MAX_SYNTHETIC_VALUES values."""
+        return MAX_SYNTHETIC_VALUES // self.num_columns
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """``g1..gG`` then ``m1..mM``."""
+        return tuple(f"g{i + 1}" for i in range(self.num_grouping_columns)) + tuple(
+            f"m{i + 1}" for i in range(self.num_measures)
+        )
+
+    @property
+    def sql_types(self) -> tuple[str, ...]:
+        """BIGINT for the grouping columns, DOUBLE for the measures."""
+        return ("BIGINT",) * self.num_grouping_columns + ("DOUBLE",) * self.num_measures
+
+
+def check_shape(
+    *,
+    distribution: object,
+    num_grouping_columns: object,
+    num_intervals: object,
+    num_measures: object,
+    zipf_exponent: object,
+) -> SyntheticShape:
+    """Validate the parameters of a synthetic table (see :func:`synthetic_table`)."""
+    if distribution not in DISTRIBUTIONS:
+        raise InvalidParameterError("distribution", "'uniform' or 'zipf'", distribution)
+    num_groups = _check_int("num_grouping_columns", num_grouping_columns, minimum=1)
+    intervals = _check_int("num_intervals", num_intervals, minimum=1)
+    measures = _check_int("num_measures", num_measures, minimum=0)
+    if (
+        isinstance(zipf_exponent, bool)
+        or not isinstance(zipf_exponent, numbers.Real)
+        or not math.isfinite(float(zipf_exponent))
+        or zipf_exponent <= 0
+    ):
+        raise InvalidParameterError("zipf_exponent", "a finite number > 0", zipf_exponent)
+    return SyntheticShape(str(distribution), num_groups, intervals, measures, float(zipf_exponent))
 
 
 def zipf_probabilities(*, num_intervals: int, exponent: float) -> npt.NDArray[np.float64]:
@@ -50,21 +117,51 @@ def zipf_probabilities(*, num_intervals: int, exponent: float) -> npt.NDArray[np
     return np.asarray(weights / weights.sum(), dtype=np.float64)
 
 
-def _draw_intervals(
+def zipf_rankings(seed: int, shape: SyntheticShape) -> tuple[npt.NDArray[np.int64], ...]:
+    """Per grouping column, the interval of each Zipf rank (rank 0 is the most likely).
+
+    Drawn by their own generator (``SeedSequence(seed, spawn_key=(0,))``), apart from the
+    blocks' generators, so that every block maps ranks to intervals the same way.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0,)))
+    return tuple(
+        rng.permutation(shape.num_intervals).astype(np.int64)
+        for _ in range(shape.num_grouping_columns)
+    )
+
+
+def block_generator(seed: int, block: int) -> np.random.Generator:
+    """The generator of block ``block`` (rows ``block·BLOCK_ROWS`` on) of the table of ``seed``."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, block)))
+
+
+def fill_block(
     rng: np.random.Generator,
-    *,
-    num_rows: int,
-    num_intervals: int,
-    probabilities: npt.NDArray[np.float64] | None,
-) -> npt.NDArray[np.int64]:
-    if probabilities is None:
-        return rng.integers(0, num_intervals, size=num_rows, dtype=np.int64)
-    # Each column ranks the intervals differently, so the biases differ across columns.
-    ranking = rng.permutation(num_intervals).astype(np.int64)
-    cumulative = np.cumsum(probabilities)
-    cumulative[-1] = 1.0
-    ranks = np.searchsorted(cumulative, rng.random(num_rows), side="right")
-    return ranking[ranks]  # u < 1 = cumulative[-1], so ranks <= num_intervals - 1
+    shape: SyntheticShape,
+    rankings: tuple[npt.NDArray[np.int64], ...] | None,
+    groups: list[npt.NDArray[np.int64]],
+    measures: list[npt.NDArray[np.float64]],
+) -> None:
+    """Draw one block's rows into ``groups`` (G arrays) and ``measures`` (M arrays) in place.
+
+    The draws are made in column order from ``rng``: ``g1``, ..., ``gG``, then ``m1``, ...
+    ``rankings`` is None for the uniform distribution.
+    """
+    cumulative = None
+    if rankings is not None:
+        cumulative = np.cumsum(
+            zipf_probabilities(num_intervals=shape.num_intervals, exponent=shape.zipf_exponent)
+        )
+        cumulative[-1] = 1.0
+    for index, group in enumerate(groups):
+        if rankings is None or cumulative is None:
+            group[:] = rng.integers(0, shape.num_intervals, size=len(group), dtype=np.int64)
+            continue
+        ranks = np.searchsorted(cumulative, rng.random(len(group)), side="right")
+        # u < 1 = cumulative[-1], so every rank is at most num_intervals - 1.
+        np.take(rankings[index], ranks, out=group)
+    for index, measure in enumerate(measures):
+        _draw_measure(rng, index, groups[index % len(groups)], shape.num_intervals, measure)
 
 
 def _draw_measure(
@@ -72,22 +169,22 @@ def _draw_measure(
     index: int,
     group: npt.NDArray[np.int64],
     num_intervals: int,
-) -> npt.NDArray[np.float64]:
+    out: npt.NDArray[np.float64],
+) -> None:
     """Measure ``m{index+1}``: its mean grows with the interval of the grouping column it follows.
 
     Even indices are normal, N(50 + 50·g/(K-1), 10²); odd ones are lognormal, with a median
     from 20 to 60 across the K intervals and log-scale deviation 0.5 (a skewed, positive value).
     """
     position = np.arange(num_intervals, dtype=np.float64) / max(num_intervals - 1, 1)
-    values = rng.standard_normal(len(group))
+    rng.standard_normal(out=out)
     if index % 2 == 0:
-        values *= 10.0
-        values += (50.0 + 50.0 * position)[group]
-        return values
-    values *= 0.5
-    values += (math.log(20.0) + math.log(3.0) * position)[group]
-    np.exp(values, out=values)
-    return values
+        out *= 10.0
+        out += (50.0 + 50.0 * position)[group]
+        return
+    out *= 0.5
+    out += (math.log(20.0) + math.log(3.0) * position)[group]
+    np.exp(out, out=out)
 
 
 def synthetic_table(
@@ -103,6 +200,9 @@ def synthetic_table(
 ) -> Table:
     """A synthetic Aggregate table (Section 5.1): grouping columns ``g1..`` and measures ``m1..``.
 
+    The table is :class:`dpcomm.data.partitioned.SyntheticRows` read whole: drawn per block of
+    :data:`BLOCK_ROWS` rows, each block by its own generator seeded by (seed, block index).
+
     Args:
         num_rows: number of rows, i.e. of source nodes (the paper uses 10k to 100k).
         distribution: ``'uniform'`` (every interval equally likely) or ``'zipf'`` (the paper's
@@ -114,50 +214,39 @@ def synthetic_table(
         num_measures: number M of DOUBLE measure columns ``m1..mM``; ``m_j`` depends on
             grouping column ``g_{((j-1) mod G)+1}`` (normal for odd j, lognormal for even j).
         zipf_exponent: exponent s of the Zipf law (used only by ``'zipf'``).
-        seed: seed (or Generator) of ``numpy.random.default_rng``; same seed, same table.
+        seed: a non-negative integer (same seed, same table); a Generator or None (fresh
+            entropy) gives the integer seed it draws first.
         name: the table name.
 
     Raises:
-        InvalidParameterError: a parameter is outside its range.
+        InvalidParameterError: a parameter is outside its range, or the table would hold more
+            than :data:`MAX_SYNTHETIC_VALUES` values.
     """
+    from dpcomm.data.partitioned import SyntheticRows
+
     rows = _check_int("rows", num_rows, minimum=1)
-    if distribution not in DISTRIBUTIONS:
-        raise InvalidParameterError("distribution", "'uniform' or 'zipf'", distribution)
-    num_groups = _check_int("num_grouping_columns", num_grouping_columns, minimum=1)
-    intervals = _check_int("num_intervals", num_intervals, minimum=1)
-    measures = _check_int("num_measures", num_measures, minimum=0)
-    largest = MAX_SYNTHETIC_VALUES // (num_groups + measures)
-    if rows > largest:
-        raise InvalidParameterError(
-            "rows", f"an integer in [1, {largest}] (the table must fit in memory)", num_rows
-        )
-    if (
-        isinstance(zipf_exponent, bool)
-        or not isinstance(zipf_exponent, numbers.Real)
-        or not math.isfinite(float(zipf_exponent))
-        or zipf_exponent <= 0
-    ):
-        raise InvalidParameterError("zipf_exponent", "a finite number > 0", zipf_exponent)
-    rng = np.random.default_rng(_check_seed(seed))
-    probabilities = (
-        zipf_probabilities(num_intervals=intervals, exponent=float(zipf_exponent))
-        if distribution == "zipf"
-        else None
+    checked_seed = _check_seed(seed)
+    shape = check_shape(
+        distribution=distribution,
+        num_grouping_columns=num_grouping_columns,
+        num_intervals=num_intervals,
+        num_measures=num_measures,
+        zipf_exponent=zipf_exponent,
     )
-    columns: list[Column] = []
-    groups: list[npt.NDArray[np.int64]] = []
-    for index in range(num_groups):
-        group = _draw_intervals(
-            rng, num_rows=rows, num_intervals=intervals, probabilities=probabilities
+    if rows > shape.max_rows:
+        raise InvalidParameterError(
+            "rows", f"an integer in [1, {shape.max_rows}] (the table must fit in memory)", num_rows
         )
-        groups.append(group)
-        columns.append(_column(f"g{index + 1}", "BIGINT", group))
-    for index in range(measures):
-        values = _draw_measure(rng, index, groups[index % num_groups], intervals)
-        columns.append(_column(f"m{index + 1}", "DOUBLE", values))
-    return Table(name, tuple(columns))
-
-
-def _column(name: str, sql_type: str, values: npt.NDArray[Any]) -> Column:
-    """A column without NULLs, built without copying ``values`` (10M rows stay cheap)."""
-    return Column(name, sql_type, values, np.zeros(len(values), dtype=np.bool_))
+    if not isinstance(checked_seed, int):
+        checked_seed = int(np.random.default_rng(checked_seed).integers(1 << 63))
+    source = SyntheticRows(
+        rows,
+        seed=checked_seed,
+        distribution=shape.distribution,
+        num_grouping_columns=shape.num_grouping_columns,
+        num_intervals=shape.num_intervals,
+        num_measures=shape.num_measures,
+        zipf_exponent=shape.zipf_exponent,
+        name=name,
+    )
+    return source.read(0, rows)

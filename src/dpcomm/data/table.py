@@ -206,6 +206,19 @@ class Table:
             return Table(self.name, (), rows=len(selected))
         return Table(self.name, tuple(c.take(rows) for c in self.columns))
 
+    def slice(self, start: int, stop: int) -> Table:
+        """Rows ``start`` to ``stop - 1``, as views of this table's arrays (nothing copied)."""
+        rows = len(range(self.num_rows)[start:stop])
+        if not self.columns:
+            return Table(self.name, (), rows=rows)
+        return Table(
+            self.name,
+            tuple(
+                Column(c.name, c.sql_type, c.values[start:stop], c.is_null[start:stop])
+                for c in self.columns
+            ),
+        )
+
     def select(self, names: Sequence[str]) -> Table:
         """The columns called ``names`` (case-insensitive), in that order."""
         return Table(
@@ -230,6 +243,41 @@ class Table:
         selected = ", ".join(f"CAST(c{i} AS {c.sql_type})" for i, c in enumerate(self.columns))
         connection.execute(f"INSERT INTO {quoted} SELECT {selected} FROM __dpcomm_frame")
         connection.unregister("__dpcomm_frame")
+
+
+def concat_tables(tables: Sequence[Table], *, name: str | None = None) -> Table:
+    """The rows of ``tables`` one after the other (e.g. the partitions of one table).
+
+    The tables must have the same column names and types, in the same order. A wide-integer
+    column that is int64 in one part and Python ints in another is Python ints throughout.
+
+    Args:
+        tables: at least one table.
+        name: the result's name (default: the first table's).
+    """
+    if not tables:
+        raise InvalidParameterError("tables", "at least one table", "none")
+    first = tables[0]
+    shape = [(c.name, c.sql_type) for c in first.columns]
+    for table in tables[1:]:
+        other = [(c.name, c.sql_type) for c in table.columns]
+        if other != shape:
+            raise InvalidParameterError("tables", f"tables of the columns {shape}", other)
+    target = first.name if name is None else name
+    if not first.columns:
+        return Table(target, (), rows=sum(t.num_rows for t in tables))
+    columns = []
+    for index, column in enumerate(first.columns):
+        parts = [t.columns[index] for t in tables]
+        columns.append(
+            Column(
+                column.name,
+                column.sql_type,
+                np.concatenate([p.values for p in parts]),
+                np.concatenate([p.is_null for p in parts]),
+            )
+        )
+    return Table(target, tuple(columns))
 
 
 def _quote(identifier: str) -> str:

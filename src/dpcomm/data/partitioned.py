@@ -1,0 +1,572 @@
+"""Tables read by ranges of rows: the sources of an engine that never holds the whole table.
+
+A :class:`RowSource` knows how many rows its table has and reads any contiguous range of them,
+``[start, stop)`` of the table's row order, optionally only some columns. A Dask task ships the
+(small, picklable) source to a worker and reads one partition there; the in-memory engine reads
+the whole table through the same method, so both see the same rows, values, types and order.
+
+* :class:`ParquetRows`: a Parquet file, or a directory of them, read one row group range at a
+  time with pyarrow and converted by DuckDB, so that the values and types are exactly those
+  :func:`dpcomm.data.read_table` gives for the whole file;
+* :class:`SyntheticRows`: the synthetic table of :mod:`dpcomm.data.synthetic`, drawn block by
+  block (:data:`dpcomm.data.synthetic.BLOCK_ROWS` rows per block);
+* :class:`InMemoryRows`: a :class:`Table` already in memory.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from dpcomm.data.synthetic import (
+    BLOCK_ROWS,
+    SyntheticShape,
+    block_generator,
+    check_int_seed,
+    check_shape,
+    fill_block,
+    zipf_rankings,
+)
+from dpcomm.data.table import Column, Table, table_from_relation
+from dpcomm.errors import DpcommError, InvalidParameterError
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+@runtime_checkable
+class RowSource(Protocol):
+    """A table read by ranges of rows (see the module docstring).
+
+    Implementations are small and picklable (a Dask task carries one to a worker), and ``read``
+    is deterministic: the same range gives the same rows, whichever process reads it.
+    """
+
+    @property
+    def name(self) -> str:
+        """The table name (what a query's FROM is bound to)."""
+        ...
+
+    @property
+    def num_rows(self) -> int:
+        """Number of rows of the whole table."""
+        ...
+
+    def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
+        """Rows ``start`` to ``stop - 1`` of the table, in table order.
+
+        Args:
+            start: first row, in ``[0, num_rows]``.
+            stop: one past the last row, in ``[start, num_rows]``.
+            columns: only these columns (names matched case-insensitively, kept in the
+                table's column order); None for every column.
+
+        Raises:
+            InvalidParameterError: ``start``, ``stop`` or ``columns`` is out of range.
+        """
+        ...
+
+    def schema(self) -> Table:
+        """Every column, with its type, and at least one row (for binding SQL without data)."""
+        ...
+
+
+def check_range(start: object, stop: object, num_rows: int) -> tuple[int, int]:
+    """``(start, stop)`` as ints with ``0 <= start <= stop <= num_rows``, or a one-line error."""
+    if (
+        isinstance(start, bool)
+        or not isinstance(start, numbers.Integral)
+        or not 0 <= int(start) <= num_rows
+    ):
+        raise InvalidParameterError("start", f"an integer in [0, {num_rows}]", start)
+    if (
+        isinstance(stop, bool)
+        or not isinstance(stop, numbers.Integral)
+        or not int(start) <= int(stop) <= num_rows
+    ):
+        raise InvalidParameterError("stop", f"an integer in [{start}, {num_rows}]", stop)
+    return int(start), int(stop)
+
+
+def column_positions(names: Sequence[str], columns: Sequence[str] | None) -> tuple[int, ...]:
+    """Positions, in table order, of the ``columns`` among ``names`` (all when None).
+
+    Names are matched case-insensitively, like DuckDB's unquoted identifiers; a name given
+    twice counts once.
+    """
+    if columns is None:
+        return tuple(range(len(names)))
+    if isinstance(columns, str):
+        raise InvalidParameterError("columns", "a sequence of names (not one string)", columns)
+    lowered = [n.lower() for n in names]
+    wanted: set[int] = set()
+    for column in columns:
+        key = column.lower() if isinstance(column, str) else None
+        if key not in lowered:
+            raise InvalidParameterError("columns", f"names among {', '.join(names)}", column)
+        wanted.add(lowered.index(key))
+    return tuple(sorted(wanted))
+
+
+# ----------------------------------------------------------------------------- in memory
+
+
+class InMemoryRows:
+    """A :class:`Table` already in memory, read by ranges (slices share its arrays)."""
+
+    def __init__(self, table: Table) -> None:
+        if table.num_rows == 0:
+            raise InvalidParameterError("table", "a table with at least one row", "0 rows")
+        self.table = table
+
+    @property
+    def name(self) -> str:
+        """The table's name."""
+        return self.table.name
+
+    @property
+    def num_rows(self) -> int:
+        """The table's number of rows."""
+        return self.table.num_rows
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The table's column names."""
+        return self.table.column_names
+
+    def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
+        """Rows ``[start, stop)`` (see :meth:`RowSource.read`), as views of the table's arrays."""
+        start, stop = check_range(start, stop, self.num_rows)
+        positions = column_positions(self.table.column_names, columns)
+        if columns is not None:
+            selected = self.table.select([self.table.column_names[p] for p in positions])
+        else:
+            selected = self.table
+        if not selected.columns:
+            return Table(self.name, (), rows=stop - start)
+        return selected.slice(start, stop)
+
+    def schema(self) -> Table:
+        """The first row."""
+        return self.read(0, 1)
+
+    def __repr__(self) -> str:
+        return f"InMemoryRows({self.name!r}, {self.num_rows} rows)"
+
+
+# ----------------------------------------------------------------------------- synthetic
+
+
+@dataclass(frozen=True)
+class SyntheticRows:
+    """The synthetic table of :func:`dpcomm.data.synthetic_table`, read by ranges.
+
+    Block ``b`` of the table (rows ``b·BLOCK_ROWS`` up to ``(b+1)·BLOCK_ROWS``, 65,536 rows) is
+    drawn by its own generator, ``default_rng(SeedSequence(seed, spawn_key=(1, b)))``, column
+    after column; the Zipf rankings of the intervals (per grouping column) come from
+    ``SeedSequence(seed, spawn_key=(0,))``. A range of rows draws only the blocks it overlaps,
+    and equals the same rows of the whole table, for any split. The table has no size limit;
+    one read holds at most :data:`dpcomm.data.synthetic.MAX_SYNTHETIC_VALUES` values.
+
+    Args: as :func:`dpcomm.data.synthetic_table`, but ``seed`` is a non-negative integer.
+    """
+
+    num_rows: int
+    _: KW_ONLY
+    seed: int
+    distribution: str = "uniform"
+    num_grouping_columns: int = 4
+    num_intervals: int = 20
+    num_measures: int = 2
+    zipf_exponent: float = 1.2
+    name: str = "synthetic"
+    _shape: SyntheticShape = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        rows = self.num_rows
+        if isinstance(rows, bool) or not isinstance(rows, numbers.Integral) or rows < 1:
+            raise InvalidParameterError("num_rows", "an integer >= 1", rows)
+        shape = check_shape(
+            distribution=self.distribution,
+            num_grouping_columns=self.num_grouping_columns,
+            num_intervals=self.num_intervals,
+            num_measures=self.num_measures,
+            zipf_exponent=self.zipf_exponent,
+        )
+        object.__setattr__(self, "num_rows", int(rows))
+        object.__setattr__(self, "seed", check_int_seed(self.seed))
+        object.__setattr__(self, "distribution", shape.distribution)
+        object.__setattr__(self, "num_grouping_columns", shape.num_grouping_columns)
+        object.__setattr__(self, "num_intervals", shape.num_intervals)
+        object.__setattr__(self, "num_measures", shape.num_measures)
+        object.__setattr__(self, "zipf_exponent", shape.zipf_exponent)
+        object.__setattr__(self, "name", str(self.name))
+        object.__setattr__(self, "_shape", shape)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """``g1..gG`` then ``m1..mM``."""
+        return self._shape.column_names
+
+    def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
+        """Rows ``[start, stop)`` (see :meth:`RowSource.read`).
+
+        Every block overlapping the range is drawn whole (all its columns: the draws of a block
+        follow each other), and nothing else.
+
+        Raises:
+            InvalidParameterError: also when the range holds more than ``MAX_SYNTHETIC_VALUES``
+                values (rows × columns).
+        """
+        start, stop = check_range(start, stop, self.num_rows)
+        positions = column_positions(self.column_names, columns)
+        shape = self._shape
+        if stop - start > shape.max_rows:
+            raise InvalidParameterError(
+                "stop",
+                f"at most start + {shape.max_rows} (one read must fit in memory)",
+                stop,
+            )
+        groups = [np.empty(stop - start, dtype=np.int64) for _ in range(shape.num_grouping_columns)]
+        measures = [np.empty(stop - start, dtype=np.float64) for _ in range(shape.num_measures)]
+        rankings = zipf_rankings(self.seed, shape) if shape.distribution == "zipf" else None
+        first_block, last_block = start // BLOCK_ROWS, (stop - 1) // BLOCK_ROWS
+        for block in range(first_block, last_block + 1 if stop > start else first_block):
+            block_start = block * BLOCK_ROWS
+            block_stop = min(block_start + BLOCK_ROWS, self.num_rows)
+            lo, hi = max(start, block_start), min(stop, block_stop)
+            rng = block_generator(self.seed, block)
+            if lo == block_start and hi == block_stop:
+                # The whole block is wanted: draw it straight into the result.
+                fill_block(
+                    rng,
+                    shape,
+                    rankings,
+                    [g[lo - start : hi - start] for g in groups],
+                    [m[lo - start : hi - start] for m in measures],
+                )
+                continue
+            size = block_stop - block_start
+            block_groups = [np.empty(size, dtype=np.int64) for _ in groups]
+            block_measures = [np.empty(size, dtype=np.float64) for _ in measures]
+            fill_block(rng, shape, rankings, block_groups, block_measures)
+            for out, drawn in zip(
+                [*groups, *measures], [*block_groups, *block_measures], strict=True
+            ):
+                out[lo - start : hi - start] = drawn[lo - block_start : hi - block_start]
+        arrays: list[npt.NDArray[Any]] = [*groups, *measures]
+        if not positions:
+            return Table(self.name, (), rows=stop - start)
+        return Table(
+            self.name,
+            tuple(_column(shape.column_names[p], shape.sql_types[p], arrays[p]) for p in positions),
+        )
+
+    def schema(self) -> Table:
+        """The first row."""
+        return self.read(0, 1)
+
+
+def _column(name: str, sql_type: str, values: npt.NDArray[Any]) -> Column:
+    """A column without NULLs, built without copying ``values`` (10M rows stay cheap)."""
+    return Column(name, sql_type, values, np.zeros(len(values), dtype=np.bool_))
+
+
+# ----------------------------------------------------------------------------- Parquet
+
+
+def _parquet_files(path: Path) -> tuple[Path, ...]:
+    """``path`` itself (a ``.parquet`` file), or the ``*.parquet`` files under it, sorted."""
+    allowed = "a .parquet file or a directory holding .parquet files"
+    if path.is_file():
+        if not path.name.lower().endswith(".parquet"):
+            raise InvalidParameterError("path", allowed, str(path))
+        return (path,)
+    if not path.is_dir():
+        raise InvalidParameterError("path", f"{allowed} (no such file or directory)", str(path))
+    files = sorted(
+        (f for f in path.rglob("*") if f.is_file() and f.name.lower().endswith(".parquet")),
+        key=lambda f: f.relative_to(path).as_posix(),
+    )
+    if not files:
+        raise InvalidParameterError("path", f"{allowed} (no .parquet file in it)", str(path))
+    return tuple(files)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+class ParquetRows:
+    """A Parquet file, or a directory of Parquet files, read by ranges of rows.
+
+    The files of a directory are the ``*.parquet`` files under it (recursively), in the order
+    of their paths relative to it; their rows follow each other in that order, each file's in
+    its own order. They must all have the same columns, of the same types.
+
+    Construction reads only metadata: the rows of every row group of every file (hence the
+    global row offsets), and DuckDB's column names and types (those of ``read_parquet``). A
+    read opens only the files and reads only the row groups and columns its range needs, with
+    pyarrow, and converts them with DuckDB to exactly the values and types that
+    :func:`dpcomm.data.read_table` gives for the whole file.
+
+    Args:
+        path: a ``.parquet`` file or a directory.
+        name: the table name.
+
+    Raises:
+        InvalidParameterError: ``path`` is not a Parquet file or a directory holding some, the
+            files differ in their columns, or they have no row.
+        DpcommError: a file cannot be read as Parquet.
+    """
+
+    def __init__(self, path: str | Path, *, name: str = "data") -> None:
+        self.path = Path(path)
+        self.name = str(name)
+        files = _parquet_files(self.path)
+        self.files: tuple[str, ...] = tuple(str(f) for f in files)
+        import pyarrow.parquet as pq
+
+        starts: list[int] = []
+        file_of: list[int] = []
+        group_of: list[int] = []
+        total = 0
+        first_schema: Any = None
+        for index, file in enumerate(self.files):
+            try:
+                metadata = pq.ParquetFile(file).metadata
+            except Exception as error:  # pyarrow raises OSError and ArrowException subclasses
+                raise DpcommError(f"cannot read {file}: {_first_line(error)}") from error
+            if index == 0:
+                first_schema = metadata.schema
+                self._arrow_names: tuple[str, ...] = tuple(metadata.schema.to_arrow_schema().names)
+                self.column_names, self.sql_types = _duckdb_columns(file)
+                if len(self.column_names) != len(self._arrow_names):
+                    raise DpcommError(
+                        f"cannot read {file}: DuckDB reads {len(self.column_names)} columns, "
+                        f"pyarrow {len(self._arrow_names)}"
+                    )
+            elif not metadata.schema.equals(first_schema) and _duckdb_columns(file) != (
+                self.column_names,
+                self.sql_types,
+            ):
+                raise InvalidParameterError(
+                    "path",
+                    f"Parquet files with the same columns as {self.files[0]}",
+                    f"{file}: {_duckdb_columns(file)}",
+                )
+            for group in range(metadata.num_row_groups):
+                rows = metadata.row_group(group).num_rows
+                if rows > 0:
+                    starts.append(total)
+                    file_of.append(index)
+                    group_of.append(group)
+                    total += rows
+        if total == 0:
+            raise InvalidParameterError("path", "Parquet data with at least one row", str(path))
+        self.num_rows = total
+        #: Global index of each row group's first row (empty row groups left out), then the
+        #: number of rows; the file and the row group index of each.
+        self._starts = np.array([*starts, total], dtype=np.int64)
+        self._file_of = np.array(file_of, dtype=np.int64)
+        self._group_of = np.array(group_of, dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return (
+            f"ParquetRows({str(self.path)!r}, {len(self.files)} file(s), "
+            f"{self.num_rows} rows, name={self.name!r})"
+        )
+
+    def schema(self) -> Table:
+        """The first row."""
+        return self.read(0, 1)
+
+    def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
+        """Rows ``[start, stop)`` (see :meth:`RowSource.read`).
+
+        Raises:
+            InvalidParameterError: ``start``, ``stop`` or ``columns`` is out of range.
+            DpcommError: a file cannot be read, or has changed since this source was made.
+        """
+        start, stop = check_range(start, stop, self.num_rows)
+        positions = column_positions(self.column_names, columns)
+        if not positions:
+            return Table(self.name, (), rows=stop - start)
+        if start == stop:
+            return self.read(0, 1, columns).slice(0, 0)
+        first = int(np.searchsorted(self._starts, start, side="right")) - 1
+        last = int(np.searchsorted(self._starts, stop, side="left"))
+        pieces = []
+        for file_index in sorted(set(self._file_of[first:last].tolist())):
+            in_file = self._file_of[first:last] == file_index
+            groups = self._group_of[first:last][in_file].tolist()
+            pieces.append(self._read_groups(file_index, groups, positions))
+        import pyarrow as pa
+
+        try:
+            arrow = pa.concat_tables(pieces, promote_options="permissive")
+        except pa.ArrowException as error:
+            raise DpcommError(
+                f"cannot read {self.path}: its files' columns differ ({_first_line(error)})"
+            ) from error
+        expected = int(self._starts[last] - self._starts[first])
+        if arrow.num_rows != expected:
+            raise DpcommError(
+                f"cannot read {self.path}: {arrow.num_rows} rows where its metadata said "
+                f"{expected} (has it changed since it was opened?)"
+            )
+        arrow = arrow.slice(start - int(self._starts[first]), stop - start)
+        return self._convert(arrow, positions)
+
+    def _read_groups(self, file_index: int, groups: list[int], positions: tuple[int, ...]) -> Any:
+        """Row groups ``groups`` of one file, columns at ``positions``, as an Arrow table."""
+        import pyarrow.parquet as pq
+
+        file = self.files[file_index]
+        names = self._arrow_names
+        try:
+            parquet = pq.ParquetFile(file, coerce_int96_timestamp_unit="us")
+            if len(set(names)) == len(names):
+                # Read by name, then keep the top-level columns by name: a name may also be
+                # the path of a nested field ("a.b"), which pyarrow reads too.
+                wanted = [names[p] for p in positions]
+                read = parquet.read_row_groups(groups, columns=wanted)
+                return read.select(wanted)
+            return parquet.read_row_groups(groups).select(list(positions))
+        except Exception as error:  # pyarrow raises OSError and ArrowException subclasses
+            raise DpcommError(f"cannot read {file}: {_first_line(error)}") from error
+
+    def _convert(self, arrow: Any, positions: tuple[int, ...]) -> Table:
+        """The Arrow columns at ``positions`` as a Table of DuckDB's values and types."""
+        import duckdb
+
+        arrow = _ingestible(
+            arrow.rename_columns([f"c{i}" for i in range(len(positions))]),
+            [self.sql_types[p] for p in positions],
+        )
+        try:
+            relation = _connection().from_arrow(arrow)
+            projection = []
+            for index, (position, got) in enumerate(zip(positions, relation.types, strict=True)):
+                wanted = self.sql_types[position]
+                value = f"c{index}" if str(got) == wanted else f"CAST(c{index} AS {wanted})"
+                projection.append(f"{value} AS {_quote(self.column_names[position])}")
+            relation = relation.project(", ".join(projection))
+            for position, got in zip(positions, relation.types, strict=True):
+                if str(got) != self.sql_types[position]:
+                    raise DpcommError(
+                        f"cannot read column {self.column_names[position]!r} of {self.path}: "
+                        f"pyarrow's values convert to {got}, not to {self.sql_types[position]}"
+                    )
+            return table_from_relation(relation, self.name)
+        except duckdb.Error as error:
+            raise DpcommError(f"cannot read {self.path}: {_first_line(error)}") from error
+
+
+#: One DuckDB connection per thread of a process (opening one takes tens of milliseconds, more
+#: than converting a partition): DuckDB connections are not shared between threads.
+_CONNECTIONS = threading.local()
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    """The calling thread's connection (a forked child opens its own: the parent's is not)."""
+    import duckdb
+
+    held = getattr(_CONNECTIONS, "held", None)
+    if held is None or held[0] != os.getpid():
+        held = (os.getpid(), duckdb.connect())
+        _CONNECTIONS.held = held
+    connection: duckdb.DuckDBPyConnection = held[1]
+    return connection
+
+
+def _duckdb_columns(file: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """DuckDB's column names and types of a Parquet file (``read_parquet``; metadata only)."""
+    import duckdb
+
+    try:
+        relation = _connection().sql("SELECT * FROM read_parquet(?)", params=[file])
+        return tuple(relation.columns), tuple(str(t) for t in relation.types)
+    except duckdb.Error as error:
+        raise DpcommError(f"cannot read {file}: {_first_line(error)}") from error
+
+
+#: The Arrow timestamp (unit, with a time zone) of each DuckDB timestamp type.
+_TIMESTAMPS = {
+    "TIMESTAMP": ("us", False),
+    "TIMESTAMP_S": ("s", False),
+    "TIMESTAMP_MS": ("ms", False),
+    "TIMESTAMP_NS": ("ns", False),
+    "TIMESTAMP WITH TIME ZONE": ("us", True),
+    "TIMESTAMPTZ_NS": ("ns", True),
+}
+
+
+def _ingestible(arrow: Any, sql_types: Sequence[str]) -> Any:
+    """Arrow columns DuckDB would not take, or would type otherwise, made like DuckDB's reads.
+
+    pyarrow restores some types from the Arrow schema a writer stored (float16, decimal256,
+    durations, time zones, timestamp units), and reads Parquet INTERVALs as 12-byte binaries;
+    DuckDB's ``read_parquet`` reads the Parquet types (FLOAT, DECIMAL or DOUBLE, BIGINT,
+    TIMESTAMP in microseconds, INTERVAL). Timestamps are converted here, not by a DuckDB CAST,
+    which would shift them by the session's time zone: an Arrow timestamp is a UTC instant
+    whatever its zone, exactly what DuckDB reads from the file.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = []
+    for column, sql_type in zip(arrow.columns, sql_types, strict=True):
+        kind = column.type
+        if pa.types.is_float16(kind):
+            column = pc.cast(column, pa.float32())
+        elif pa.types.is_decimal256(kind):
+            if kind.precision <= 38:
+                column = pc.cast(column, pa.decimal128(kind.precision, kind.scale))
+            else:
+                # DuckDB reads a DECIMAL wider than 38 digits as DOUBLE: through its text.
+                column = pc.cast(column, pa.string())
+        elif pa.types.is_duration(kind):
+            column = pc.cast(column, pa.int64())
+        elif pa.types.is_timestamp(kind) and sql_type in _TIMESTAMPS:
+            unit, zoned = _TIMESTAMPS[sql_type]
+            if kind.unit != unit or (kind.tz is not None) != zoned:
+                zone = (kind.tz or "UTC") if zoned else None
+                column = pc.cast(column, pa.timestamp(unit, tz=zone))
+        elif sql_type == "INTERVAL" and pa.types.is_fixed_size_binary(kind):
+            column = _interval(column)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=arrow.column_names)
+
+
+def _interval(column: Any) -> Any:
+    """Parquet INTERVALs (12 bytes: months, days, milliseconds) as Arrow month_day_nano."""
+    import pyarrow as pa
+
+    chunk = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    size = chunk.offset + len(chunk)  # the buffers start before a slice's offset
+    raw = np.frombuffer(chunk.buffers()[1], dtype="<u4", count=3 * size).reshape(size, 3)
+    packed = np.zeros(size, dtype=[("months", "<i4"), ("days", "<i4"), ("nanos", "<i8")])
+    packed["months"] = raw[:, 0].astype(np.int32)
+    packed["days"] = raw[:, 1].astype(np.int32)
+    packed["nanos"] = raw[:, 2].astype(np.int64) * 1_000_000
+    return pa.Array.from_buffers(
+        pa.month_day_nano_interval(),
+        len(chunk),
+        [chunk.buffers()[0], pa.py_buffer(packed.tobytes())],
+        null_count=chunk.null_count,
+        offset=chunk.offset,
+    )
