@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcomm.cli.output import non_negative_float, print_table
+from dpcomm.cli.output import non_negative_float, print_table, show_progress
 from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
 from dpcomm.engine.report import AggregateRun, Engine, KMeansRun, run_aggregate, run_kmeans
 from dpcomm.errors import InvalidParameterError
@@ -399,7 +399,9 @@ def _run_options(
     return {
         "delta": args.delta,
         "seed": args.seed,
-        "progress": args.progress,
+        # The Dask engine's runs are long: its bar is on by default on a terminal.
+        "progress": args.progress
+        or (getattr(args, "engine", "memory") == "dask" and show_progress(args)),
         "engine": None if engine is None else engine(args, rows),
         "target_epsilon": args.target_epsilon,
     }
