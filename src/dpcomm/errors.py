@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def _rebuilt(kind: type[DpcommError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """An error of ``kind`` with ``args`` and attributes ``state``, without its ``__init__``."""
+    error = kind.__new__(kind, *args)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class DpcommError(Exception):
-    """Base class of every error dpcomm raises on purpose."""
+    """Base class of every error dpcomm raises on purpose.
+
+    Errors pickle whatever their constructor's arguments: an error raised in a Dask worker
+    reaches the client as itself (its type, one-line message and attributes).
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
 
 
 class InvalidParameterError(DpcommError, ValueError):

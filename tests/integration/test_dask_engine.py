@@ -319,3 +319,31 @@ def test_an_external_scheduler_and_two_workers(tmp_path):
                 process.kill()
         for log in logs:
             log.close()
+
+
+def test_a_bad_row_on_a_worker_is_a_one_line_error(capsys, tmp_path):
+    import duckdb
+
+    path = tmp_path / "names.parquet"
+    duckdb.sql(
+        "SELECT CASE WHEN i = 900 THEN 'a much longer name' ELSE 'ann' END AS name, i AS v "
+        "FROM range(1000) t(i)"
+    ).write_parquet(str(path))
+    query = ["run", "aggregate", "--data", path, "--max-text-bytes", 5, "--batch", 50]
+    query += ["--sql", "SELECT name, COUNT(*) FROM t GROUP BY name"]
+    status, out, err = cli(capsys, *query)
+    assert status != 0 and out == ""
+    memory = err.strip().splitlines()
+    assert len(memory) == 1 and "column name" in memory[0] and "18 bytes" in memory[0], err
+    # In its own process, as a user runs it: the workers' logs must not add to the one line.
+    command = shutil.which("dpcomm", path=os.path.dirname(sys.executable))
+    assert command is not None
+    done = subprocess.run(
+        [command, *map(str, query), "--engine", "dask", "--partitions", "4", "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == memory

@@ -20,6 +20,7 @@ channels per node reduced across partitions (:func:`dpcomm.engine.partition.redu
 
 from __future__ import annotations
 
+import logging
 import operator
 import os
 import sys
@@ -115,9 +116,15 @@ def _connected(
             yield connected
         return
     count = workers if workers is not None else max(1, os.cpu_count() or 1)
+    # The workers' own logs stay quiet: a task's error reaches the client as itself (one
+    # line from the CLI), not also as a worker's "Compute Failed" report on stderr.
     with (
         LocalCluster(
-            n_workers=count, threads_per_worker=1, processes=True, dashboard_address=":0"
+            n_workers=count,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
         ) as cluster,
         Client(cluster) as local,
     ):
