@@ -135,42 +135,18 @@ class Simulation:
 
     def record(self, name: str, steps: FlowSteps) -> BoolArray:
         """Log what the observer sees of one data-dependent flow; its real messages."""
-        flow = self.plan.flow(name)
-        targets = self.plan.group(flow.receiver).count
-        chosen: Countermeasure = self.transformed.countermeasures[name]
-        messages = steps.messages
-        count = len(messages.sent)
-        senders = self.ids(flow.sender, count)
-        receiver = self.routed.node_id_offsets[flow.receiver]
-        sampled_out = int((~messages.is_real).sum())
-        if not isinstance(chosen, Scramblers):
-            self.log.add(name, senders, receiver + messages.sent, dummies=sampled_out)
-            if isinstance(chosen, LocalFlooding) and chosen.num_dummies:
-                flooding = messages.flooding
-                self.log.add(
-                    flooding_flow_name(name),
-                    np.repeat(senders, flooding.shape[1]),
-                    receiver + flooding.ravel(),
-                    dummies=int(flooding.size),
-                )
-            return np.asarray(messages.is_real, dtype=bool)
-        assert steps.received is not None and steps.dummies is not None
-        assignment = self.assignments[name]
-        scramblers = self.ids(scrambler_group_name(name))
-        self.log.add(
-            to_scramblers_flow_name(name),
-            senders,
-            scramblers[assignment.scrambler_of_source],
-            dummies=sampled_out,
+        count = len(steps.messages.sent)
+        assignment = self.assignments.get(name)
+        record_data_flow(
+            self.log,
+            self.transformed,
+            name,
+            steps,
+            sources=np.arange(count, dtype=np.int64),
+            scramblers=None if assignment is None else np.arange(assignment.num_scramblers),
+            scrambler_of_source=None if assignment is None else assignment.scrambler_of_source,
         )
-        self.log.add(
-            scrambled_flow_name(name),
-            np.repeat(scramblers, targets),
-            np.tile(receiver + np.arange(targets, dtype=np.int64), len(scramblers)),
-            (steps.received + steps.dummies).ravel(),
-            dummies=int(steps.dummies.sum()) + sampled_out,
-        )
-        return np.asarray(messages.is_real, dtype=bool)
+        return np.asarray(steps.messages.is_real, dtype=bool)
 
     def send_fixed_flows(self) -> None:
         """The data-independent flows: fixed (one message each) and broadcasts."""
@@ -204,6 +180,58 @@ class Simulation:
                     receivers,
                     np.full(len(receivers), origin_senders, dtype=np.int64),
                 )
+
+
+def record_data_flow(
+    log: TrafficLog,
+    transformed: TransformedPlan,
+    name: str,
+    steps: FlowSteps,
+    *,
+    sources: IntArray,
+    scramblers: IntArray | None,
+    scrambler_of_source: IntArray | None,
+) -> None:
+    """What the observer sees of one data-dependent flow, for some of its nodes, into ``log``.
+
+    ``sources`` are the global indices of the senders whose messages ``steps`` holds (in that
+    order); under scramblers, ``scramblers`` the global indices of the scramblers whose counts
+    it holds and ``scrambler_of_source`` each source's scrambler (a global index). The
+    in-memory engine records all the nodes at once, the Dask engine a partition at a time.
+    """
+    plan = transformed.plan
+    flow = plan.flow(name)
+    offsets = transformed.routed.node_id_offsets
+    targets = plan.group(flow.receiver).count
+    chosen: Countermeasure = transformed.countermeasures[name]
+    messages = steps.messages
+    senders = offsets[flow.sender] + sources
+    receiver = offsets[flow.receiver]
+    sampled_out = int((~messages.is_real).sum())
+    if not isinstance(chosen, Scramblers):
+        log.add(name, senders, receiver + messages.sent, dummies=sampled_out)
+        if isinstance(chosen, LocalFlooding) and chosen.num_dummies:
+            flooding = messages.flooding
+            log.add(
+                flooding_flow_name(name),
+                np.repeat(senders, flooding.shape[1]),
+                receiver + flooding.ravel(),
+                dummies=int(flooding.size),
+            )
+        return
+    assert steps.received is not None and steps.dummies is not None
+    assert scramblers is not None and scrambler_of_source is not None
+    group = offsets[scrambler_group_name(name)]
+    log.add(
+        to_scramblers_flow_name(name), senders, group + scrambler_of_source, dummies=sampled_out
+    )
+    log.add(
+        scrambled_flow_name(name),
+        np.repeat(group + scramblers, targets),
+        np.tile(receiver + np.arange(targets, dtype=np.int64), len(scramblers)),
+        (steps.received + steps.dummies).ravel(),
+        dummies=int(steps.dummies.sum()) + sampled_out,
+    )
 
 
 def simulate(

@@ -30,16 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from dpcomm.engine.memory import FlowSteps, record_data_flow
 from dpcomm.engine.run import ROLE_NAMES
 from dpcomm.engine.traffic import Efficiency, FlowSummary, TrafficLog, sorted_unique
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, Scramblers
+from dpcomm.plan.countermeasures import Countermeasure, Scramblers
 from dpcomm.plan.transform import (
     TransformedPlan,
-    flooding_flow_name,
-    scrambled_flow_name,
     scrambler_group_name,
-    to_scramblers_flow_name,
 )
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
@@ -312,43 +310,21 @@ def record_part(
     received: IntArray | None,
     dummies: IntArray | None,
 ) -> None:
-    """What the observer sees of one flow in one partition: the memory engine's edges, in part.
-
-    The same edges as :meth:`dpcomm.engine.memory.Simulation.record` restricted to the
-    partition's senders (global node ids of the routed plan).
-    """
-    transformed = context.transformed
-    plan = transformed.plan
-    flow = plan.flow(name)
-    offsets = transformed.routed.node_id_offsets
-    targets = context.num_targets(name)
-    chosen = context.countermeasure(name)
-    senders = offsets[flow.sender] + partition.sources
-    receiver = offsets[flow.receiver]
-    sampled_out = int((~messages.is_real).sum())
-    if not isinstance(chosen, Scramblers):
-        log.add(name, senders, receiver + messages.sent, dummies=sampled_out)
-        if isinstance(chosen, LocalFlooding) and chosen.num_dummies:
-            flooding = messages.flooding
-            log.add(
-                flooding_flow_name(name),
-                np.repeat(senders, flooding.shape[1]),
-                receiver + flooding.ravel(),
-                dummies=int(flooding.size),
-            )
-        return
-    assert received is not None and dummies is not None
-    first, stop = partition.scramblers[name]
-    group = offsets[scrambler_group_name(name)]
-    scramblers = group + np.arange(first, stop, dtype=np.int64)
-    local = batch_of(partition.sources, context.num_sources, context.num_scramblers(name))
-    log.add(to_scramblers_flow_name(name), senders, group + local, dummies=sampled_out)
-    log.add(
-        scrambled_flow_name(name),
-        np.repeat(scramblers, targets),
-        np.tile(receiver + np.arange(targets, dtype=np.int64), len(scramblers)),
-        (received + dummies).ravel(),
-        dummies=int(dummies.sum()) + sampled_out,
+    """What the observer sees of one flow in one partition: the memory engine's edges, in part."""
+    scrambled = isinstance(context.countermeasure(name), Scramblers)
+    first, stop = partition.scramblers.get(name, (0, 0))
+    record_data_flow(
+        log,
+        context.transformed,
+        name,
+        FlowSteps(messages, received, dummies),
+        sources=partition.sources,
+        scramblers=np.arange(first, stop, dtype=np.int64) if scrambled else None,
+        scrambler_of_source=(
+            batch_of(partition.sources, context.num_sources, context.num_scramblers(name))
+            if scrambled
+            else None
+        ),
     )
 
 
