@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench data capture-tools clean
+.PHONY: demo test docs lint typecheck unit bench data capture-tools clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,13 @@ test: $(STAMP) capture-tools
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/pytest
+	$(MAKE) --no-print-directory docs
+
+# The documentation site (mkdocs-material, the API reference from the docstrings by
+# mkdocstrings), built strictly: a broken link or an unrenderable docstring fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+	@echo "documentation site: $(VENV)/site/index.html"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
