@@ -30,8 +30,8 @@ capture-tools:
 	  else echo "warning: not root: tcpdump not installed, capture tests will be skipped"; fi; }
 
 test: $(STAMP) capture-tools
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/pytest
 	$(MAKE) --no-print-directory docs
@@ -43,8 +43,8 @@ docs: $(STAMP)
 	@echo "documentation site: $(VENV)/site/index.html"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
