@@ -214,6 +214,8 @@ def _print_privacy(privacy: dict[str, Any]) -> None:
             f"{cluster['num_senders']:,} senders, {cluster['countermeasure']}: "
             f"ε = {_epsilon(cluster['epsilon'])} ({cluster['method']}){detail}"
         )
+        if cluster.get("why_infinite"):
+            print(f"    why ε = ∞: {cluster['why_infinite']}")
     if independent:
         print(f"  {len(independent)} data-independent clusters (compute -> result, ...): ε = 0")
     for caveat in privacy["caveats"]:

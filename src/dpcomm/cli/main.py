@@ -85,7 +85,31 @@ def _row(report: AccountingReport) -> dict[str, Any]:
     row["notes"] = list(report.notes)
     row["methods"] = report.method_values()
     row["method_status"] = {r.name: r.status for r in report.methods}
+    why = _why_infinite(report)
+    if why is not None:
+        row["why_infinite"] = {
+            "reason": why.reason,
+            "changes": [
+                {"parameter": c.parameter, "value": c.value, "epsilon": c.epsilon, "least": c.least}
+                for c in why.changes
+            ],
+        }
     return row
+
+
+def _why_infinite(report: AccountingReport) -> Any:
+    """The reason for an infinite ε and the least changes that make it finite (or None)."""
+    mechanism = report.mechanism
+    if (
+        report.query != "epsilon"
+        or report.rounds != 1
+        or not math.isinf(report.guarantee.epsilon)
+        or not isinstance(mechanism, LocalRandomizer | ScramblerMechanism)
+    ):
+        return None
+    from dpcomm.accounting.infinite import explain_infinite
+
+    return explain_infinite(mechanism, delta=report.fixed)
 
 
 def _json_number(value: Any) -> Any:
@@ -119,6 +143,9 @@ def _print_single(report: AccountingReport) -> None:
         )
     print(f"Privacy of the {title}{rounds}")
     print(f"{asked} at {fixed}: {_format(report.value)}   (method: {report.guarantee.method})")
+    why = _why_infinite(report)
+    if why is not None:
+        print(f"why ε = ∞: {why.describe()}")
     print(f"certified lower bound on {asked}: {_format(report.lower_bound)}")
     print()
     print(f"{'method':<16} {asked:>12}  {'status':<9} description")

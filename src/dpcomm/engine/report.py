@@ -67,6 +67,31 @@ def number(value: float) -> float | str:
     return "inf" if math.isinf(value) else value
 
 
+NO_COUNTERMEASURE_REASON = (
+    "no countermeasure: every message goes to the target its data chooses, so the traffic "
+    "tells neighbouring inputs apart; sampling σ > 0 (local flooding) or scramblers make it "
+    "finite (`dpcomm plan` finds the cheapest configuration for a target ε)"
+)
+
+
+def _why_infinite(item: Any) -> str | None:
+    """Why a cluster's ε is infinite and what would make it finite (None when finite)."""
+    if not math.isinf(item.guarantee.epsilon) or not item.cluster.data_dependent:
+        return None
+    if isinstance(item.countermeasure, NoCountermeasure):
+        return NO_COUNTERMEASURE_REASON
+    from dpcomm.accounting.infinite import explain_infinite
+    from dpcomm.accounting.mechanisms import LocalRandomizer, ScramblerMechanism
+
+    for part in item.parts:
+        mechanism = part.mechanism
+        if math.isinf(part.guarantee.epsilon) and isinstance(
+            mechanism, LocalRandomizer | ScramblerMechanism
+        ):
+            return explain_infinite(mechanism, delta=part.guarantee.delta).describe()
+    return None
+
+
 def privacy_report(privacy: PlanGuarantee) -> dict[str, Any]:
     """The plan's and every cluster's guarantee, JSON-ready."""
     clusters = []
@@ -82,6 +107,7 @@ def privacy_report(privacy: PlanGuarantee) -> dict[str, Any]:
                 "epsilon": number(item.guarantee.epsilon),
                 "delta": item.guarantee.delta,
                 "method": item.guarantee.method,
+                "why_infinite": _why_infinite(item),
                 "parts": [
                     {
                         "batch_size": getattr(part.mechanism, "batch_size", None),
