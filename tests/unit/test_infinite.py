@@ -85,3 +85,25 @@ def test_the_account_command_explains_an_infinite_epsilon(capsys):
     }
     assert main([*args, "--delta", "1e-6"]) == 0
     assert "why ε = ∞: σ = 0" in capsys.readouterr().out
+
+
+def test_a_refuted_method_is_labelled_wherever_it_is_shown(capsys):
+    import json
+
+    from dpcomm.cli.main import main
+
+    args = ["account", "scrambler", "--targets", "4", "--batch", "3", "--dummies", "2"]
+    args += ["--capped", "--delta", "1e-4", "--method", "theorem-exact"]
+    assert main([*args, "--sampling", "0.2"]) == 0
+    assert "refuted by enumeration, not a valid bound" in capsys.readouterr().out
+    assert main([*args, "--sampling", "0.2,0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "theorem-exact *" in out and "* theorem-exact: not a valid bound" in out
+    assert main([*args, "--sampling", "0.2", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["method"] == "theorem-exact" and row["method_is_valid_bound"] is False
+    # A refuted method's ∞ is not the mechanism's: no explanation of an infinite ε.
+    plain = ["account", "scrambler", "--targets", "20", "--batch", "100", "--dummies", "50"]
+    plain += ["--sampling", "0.2", "--delta", "1e-4", "--method", "bennett-printed"]
+    assert main(plain) == 0
+    assert "why ε = ∞" not in capsys.readouterr().out

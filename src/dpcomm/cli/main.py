@@ -81,6 +81,9 @@ def _row(report: AccountingReport) -> dict[str, Any]:
         row["delta"] = report.guarantee.delta
     row["rounds"] = report.rounds
     row["method"] = report.guarantee.method
+    row["method_is_valid_bound"] = next(
+        (r.status == "valid" for r in report.methods if r.name == report.guarantee.method), None
+    )
     row["lower_bound"] = report.lower_bound
     row["notes"] = list(report.notes)
     row["methods"] = report.method_values()
@@ -100,10 +103,12 @@ def _row(report: AccountingReport) -> dict[str, Any]:
 def _why_infinite(report: AccountingReport) -> Any:
     """The reason for an infinite ε and the least changes that make it finite (or None)."""
     mechanism = report.mechanism
+    # The best *valid* ε, whichever method --method asked to show.
+    best = min((r.value for r in report.methods if r.status == "valid"), default=math.inf)
     if (
         report.query != "epsilon"
         or report.rounds != 1
-        or not math.isinf(report.guarantee.epsilon)
+        or not math.isinf(best)
         or not isinstance(mechanism, LocalRandomizer | ScramblerMechanism)
     ):
         return None
@@ -142,7 +147,15 @@ def _print_single(report: AccountingReport) -> None:
             f"/{report.rounds})"
         )
     print(f"Privacy of the {title}{rounds}")
-    print(f"{asked} at {fixed}: {_format(report.value)}   (method: {report.guarantee.method})")
+    shown = next((r for r in report.methods if r.name == report.guarantee.method), None)
+    label = ""
+    if shown is not None and shown.status == "printed":
+        label = ": the formula as printed in the paper, refuted by enumeration, not a valid bound"
+    elif shown is not None and shown.status == "estimate":
+        label = ": a Monte Carlo estimate, not a proven bound"
+    print(
+        f"{asked} at {fixed}: {_format(report.value)}   (method: {report.guarantee.method}{label})"
+    )
     why = _why_infinite(report)
     if why is not None:
         print(f"why ε = ∞: {why.describe()}")
@@ -178,12 +191,25 @@ def _print_table(reports: Sequence[AccountingReport]) -> None:
                 "-" if row["capped"] is None else ("yes" if row["capped"] else "no"),
                 f"{report.fixed:g}",
                 _format(report.value),
-                report.guarantee.method,
+                report.guarantee.method + ("" if row["method_is_valid_bound"] else " *"),
                 _format(report.lower_bound),
                 *[_format(row["methods"][n]) for n in names],
             ]
         )
     print_table(header, rows)
+    shown = {
+        result.name: result.status
+        for report in reports
+        for result in report.methods
+        if result.name == report.guarantee.method and result.status != "valid"
+    }
+    for name, status in sorted(shown.items()):
+        what = (
+            "the formula as printed in the paper, refuted by enumeration (docs/accounting.md)"
+            if status == "printed"
+            else "a Monte Carlo estimate, not a proven bound"
+        )
+        print(f"* {name}: not a valid bound: {what}")
 
 
 def _command_account(args: argparse.Namespace) -> int:
