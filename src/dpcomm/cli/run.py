@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from dpcomm.cli.execute import (
@@ -11,6 +13,7 @@ from dpcomm.cli.execute import (
     add_public_bounds_options,
     execute_aggregate,
     execute_kmeans,
+    json_document,
     print_run,
 )
 from dpcomm.cli.output import MAX_COUNT, bounded_int, check_writable_file, non_negative_int
@@ -49,6 +52,20 @@ def engine_of_options(args: argparse.Namespace, rows: Any = None) -> Engine:
     )
 
 
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--out`` and ``--report``."""
+    group = parser.add_argument_group("output files")
+    group.add_argument(
+        "--out",
+        metavar="FILE.csv|FILE.parquet",
+        help="write the result (Aggregate: the result rows with DuckDB's column names; "
+        "K-means: the centroids, and each source's centroid to FILE-assignments.csv|.parquet)",
+    )
+    group.add_argument(
+        "--report", metavar="FILE.json", help="write the run's report (as --json prints it)"
+    )
+
+
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     """``--engine {memory,dask}``, ``--scheduler``, ``--partitions``, ``--workers``."""
     group = parser.add_argument_group("engine")
@@ -82,17 +99,82 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``--out`` (.csv or .parquet) and ``--report`` (.json), checked before the run."""
+    out = report = None
+    if args.out is not None:
+        out = check_writable_file("--out", args.out)
+        if out.suffix.lower() not in (".csv", ".parquet"):
+            raise InvalidParameterError("--out", "a .csv or .parquet file", args.out)
+    if args.report is not None:
+        report = check_writable_file("--report", args.report)
+        if report.suffix.lower() != ".json":
+            raise InvalidParameterError("--report", "a .json file", args.report)
+    return out, report
+
+
+def _write_rows(columns: list[str], rows: list[dict[str, Any]], path: Path) -> None:
+    """``rows`` as a CSV or Parquet file, written by DuckDB (types from the values)."""
+    import duckdb
+    import pyarrow as pa
+
+    if rows:
+        table = pa.Table.from_pylist(rows)
+    else:
+        table = pa.table({name: pa.array([], type=pa.null()) for name in columns})
+    relation = duckdb.from_arrow(table)
+    if path.suffix.lower() == ".csv":
+        relation.write_csv(str(path))
+    else:
+        relation.write_parquet(str(path))
+
+
+def _write_outputs(outcome: Any, out: Path | None, report: Path | None, columns: list[str]) -> None:
+    """The result (``--out``) and the report (``--report``) of a run, if asked for."""
+    if out is not None:
+        if columns:
+            _write_rows(columns, outcome.result, out)
+            print(f"wrote {len(outcome.result):,} result rows to {out}", file=sys.stderr)
+        else:
+            centroids = outcome.centroids
+            names = [f"c{i}" for i in range(centroids.shape[1])]
+            rows = [
+                {"centroid": k, **dict(zip(names, map(float, row), strict=True))}
+                for k, row in enumerate(centroids)
+            ]
+            _write_rows(["centroid", *names], rows, out)
+            assigned = out.with_name(f"{out.stem}-assignments{out.suffix}")
+            clusters = outcome.program.assign(outcome.run.state, outcome.program.points)
+            _write_rows(
+                ["source", "centroid"],
+                [{"source": i, "centroid": int(c)} for i, c in enumerate(clusters)],
+                assigned,
+            )
+            print(
+                f"wrote {len(rows)} centroids to {out} and each source's centroid to {assigned}",
+                file=sys.stderr,
+            )
+    if report is not None:
+        document = json.loads(json_document(outcome))
+        report.write_text(json.dumps(document["report"], indent=2) + "\n")
+        print(f"wrote the report to {report}", file=sys.stderr)
+
+
 def command_run_aggregate(args: argparse.Namespace) -> int:
     """``dpcomm run aggregate``."""
+    out, report = _output_paths(args)
     outcome, source = execute_aggregate(args, AGGREGATE_DEFAULTS, engine_of_options)
     print_run(args, outcome, source)
+    _write_outputs(outcome, out, report, list(outcome.program.query.output_names))
     return 0
 
 
 def command_run_kmeans(args: argparse.Namespace) -> int:
     """``dpcomm run kmeans``."""
+    out, report = _output_paths(args)
     outcome, dataset = execute_kmeans(args, KMEANS_DEFAULTS, engine_of_options)
     print_run(args, outcome, dataset)
+    _write_outputs(outcome, out, report, [])
     return 0
 
 
@@ -153,6 +235,7 @@ def add_run_commands(commands: Any) -> None:
     )
     add_countermeasure_options(aggregate, AGGREGATE_DEFAULTS)
     add_engine_options(aggregate)
+    add_output_options(aggregate)
     aggregate.set_defaults(handler=command_run_aggregate)
 
     kmeans = kinds.add_parser(
@@ -194,6 +277,7 @@ def add_run_commands(commands: Any) -> None:
     )
     add_countermeasure_options(kmeans, KMEANS_DEFAULTS)
     add_engine_options(kmeans)
+    add_output_options(kmeans)
     kmeans.set_defaults(handler=command_run_kmeans)
 
     data = commands.add_parser("data", help="datasets")
