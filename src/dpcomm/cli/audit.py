@@ -10,7 +10,7 @@ from typing import Any
 
 from dpcomm.accounting import ScramblerMechanism
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
-from dpcomm.cli.output import MAX_COUNT, non_negative_int, show_progress
+from dpcomm.cli.output import MAX_COUNT, add_progress_options, non_negative_int, show_progress
 from dpcomm.engine.report import number
 from dpcomm.experiments.audit import FAULT_KINDS, AuditedMechanism, AuditReport, audit, seeded_fault
 
@@ -194,5 +194,5 @@ def add_audit_command(commands: Any) -> None:
     )
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the runs")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_progress_options(parser)
     parser.set_defaults(handler=command_audit)

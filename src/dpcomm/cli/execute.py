@@ -18,7 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from dpcomm.cli.output import non_negative_float, print_table, show_progress
+from dpcomm.cli.output import (
+    add_progress_options,
+    non_negative_float,
+    print_table,
+    show_progress,
+)
 from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
 from dpcomm.engine.report import AggregateRun, Engine, KMeansRun, run_aggregate, run_kmeans
 from dpcomm.errors import InvalidParameterError
@@ -114,7 +119,7 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
         help='print one JSON document (null is SQL NULL; NaN and ±∞ are "NaN", "inf", '
         '"-inf"; DECIMAL values are exact strings)',
     )
-    parser.add_argument("--progress", action="store_true", help="show progress bars")
+    add_progress_options(parser)
 
 
 def json_ready(value: Any) -> Any:
@@ -401,9 +406,7 @@ def _run_options(
     return {
         "delta": args.delta,
         "seed": args.seed,
-        # The Dask engine's runs are long: its bar is on by default on a terminal.
-        "progress": args.progress
-        or (getattr(args, "engine", "memory") == "dask" and show_progress(args)),
+        "progress": show_progress(args),
         "engine": None if engine is None else engine(args, rows),
         "target_epsilon": args.target_epsilon,
     }

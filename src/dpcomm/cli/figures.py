@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dpcomm.cli.output import check_writable_folder, non_negative_int, show_progress
+from dpcomm.cli.output import (
+    add_progress_options,
+    check_writable_folder,
+    non_negative_int,
+    show_progress,
+)
 from dpcomm.experiments.figures import (
     FigureSettings,
     make_figures,
@@ -52,5 +57,5 @@ def add_figures_command(commands: Any) -> None:
     figures.add_argument(
         "--seed", type=non_negative_int, default=0, help="seed of every random part"
     )
-    figures.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_progress_options(figures)
     figures.set_defaults(handler=command_figures)

@@ -20,8 +20,24 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: st
 
 
 def show_progress(args: argparse.Namespace) -> bool:
-    """Progress bars: on when standard error is a terminal, unless ``--quiet``."""
-    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+    """The one progress-bar policy of every long command (tqdm, on standard error).
+
+    On when standard error is a terminal, off when it is piped or redirected; ``--quiet``
+    turns it off, ``--progress`` (where a command has it) on even when piped.
+    """
+    if getattr(args, "quiet", False):
+        return False
+    return bool(getattr(args, "progress", False)) or sys.stderr.isatty()
+
+
+def add_progress_options(parser: argparse.ArgumentParser) -> None:
+    """``--quiet`` and ``--progress``: the progress-bar policy of :func:`show_progress`."""
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress bar (default: one on a terminal)"
+    )
+    parser.add_argument(
+        "--progress", action="store_true", help="a progress bar even when stderr is not a terminal"
+    )
 
 
 #: Largest count accepted by the count options (nodes, targets, iterations, ...): far beyond any

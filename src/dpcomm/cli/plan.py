@@ -11,10 +11,12 @@ from typing import Any
 
 from dpcomm.cli.output import (
     MAX_COUNT,
+    add_progress_options,
     bounded_int,
     check_writable_file,
     non_negative_int,
     print_table,
+    show_progress,
 )
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
@@ -340,7 +342,7 @@ def command_plan(args: argparse.Namespace) -> int:
         max_channels=args.max_channels,
         max_extra_consents=args.max_extra_consents,
         min_utility=args.min_utility,
-        progress=args.progress,
+        progress=show_progress(args),
     )
     if args.plot is not None:
         plot_pareto(result, args.plot)
@@ -431,7 +433,7 @@ def add_plan_commands(commands: Any) -> None:
         default=20,
         help="Pareto rows to print (default 20)",
     )
-    plan.add_argument("--progress", action="store_true", help="show a progress bar")
+    add_progress_options(plan)
     plan.set_defaults(handler=command_plan)
 
     headline = commands.add_parser(
