@@ -274,7 +274,13 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     print(f"Countermeasure: {report['countermeasure']}")
     _print_seed(report)
     print()
-    print(f"Result ({len(outcome.result)} rows, from the tuples that reached their compute node):")
+    what = "estimated from" if "estimate" in report else "exact over"
+    print(
+        f"Result ({len(outcome.result)} rows): {what} the tuples that reached their compute "
+        "node, not differentially private (the countermeasures hide the traffic, not the values)"
+    )
+    if "estimate" in report:
+        print(f"  estimates: {report['estimate']}")
     _print_rows(outcome.result, rows)
     print()
     _print_privacy(report["privacy"])

@@ -164,6 +164,15 @@ def command_run_aggregate(args: argparse.Namespace) -> int:
     """``dpcomm run aggregate``."""
     out, report = _output_paths(args)
     outcome, source = execute_aggregate(args, AGGREGATE_DEFAULTS, engine_of_options)
+    if args.estimate == "unbiased":
+        from dataclasses import replace
+
+        from dpcomm.engine.report import unbiased_estimate
+
+        rows, probabilities = unbiased_estimate(outcome.program, outcome.run)
+        shown = ", ".join(f"{name}: {p:.6g}" for name, p in probabilities.items())
+        label = f"unbiased: COUNT and SUM divided by the delivery probability P ({shown})"
+        outcome = replace(outcome, result=rows, report={**outcome.report, "estimate": label})
     print_run(args, outcome, source)
     _write_outputs(outcome, out, report, list(outcome.program.query.output_names))
     return 0
@@ -236,6 +245,14 @@ def add_run_commands(commands: Any) -> None:
     add_countermeasure_options(aggregate, AGGREGATE_DEFAULTS)
     add_engine_options(aggregate)
     add_output_options(aggregate)
+    aggregate.add_argument(
+        "--estimate",
+        choices=["delivered", "unbiased"],
+        default="delivered",
+        help="delivered: the values over the tuples that arrived (default); unbiased: COUNT "
+        "and SUM divided by the known probability P = 1 − σ + σ/T that a tuple arrives "
+        "(labelled as estimates; AVG, MIN, MAX unchanged)",
+    )
     aggregate.set_defaults(handler=command_run_aggregate)
 
     kmeans = kinds.add_parser(

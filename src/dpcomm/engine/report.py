@@ -329,6 +329,63 @@ def _execute(
     return run, baseline
 
 
+#: What the values of an Aggregate result are (said in every report).
+RESULT_SEMANTICS = (
+    "exact over the tuples that reached their compute node; not differentially private: the "
+    "countermeasures hide the traffic pattern, not the values"
+)
+
+
+def delivery_probabilities(program: AggregateProgram, run: Run) -> dict[str, float]:
+    """P per grouping set: the probability that a real tuple is counted (1 − σ + σ/T under R_σ).
+
+    Clusters without countermeasure, and single-target ones (which send straight), count
+    every tuple.
+    """
+    from dpcomm.plan.costs import delivery_probability
+
+    probabilities = {}
+    for name in program.flow_names:
+        chosen = run.transformed.countermeasures[name]
+        targets = program.plan.group(program.plan.flow(name).receiver).count
+        if isinstance(chosen, NoCountermeasure) or targets == 1:
+            probabilities[name] = 1.0
+        else:
+            probabilities[name] = delivery_probability(
+                sampling_rate=chosen.sampling_rate, num_targets=targets
+            )
+    return probabilities
+
+
+def unbiased_estimate(program: AggregateProgram, run: Run) -> tuple[list[Row], dict[str, float]]:
+    """The result with COUNT and SUM divided by their grouping set's P (unbiased estimates).
+
+    Each real tuple is counted independently with probability P (R_σ at its source), so a
+    group's delivered COUNT and SUM have expectation P times the full ones. AVG, MIN and MAX
+    are left as they are (a ratio or an extreme of the delivered tuples). Returns the rows and
+    P per grouping set.
+    """
+    probabilities = delivery_probabilities(program, run)
+    scaled = {
+        o.name
+        for o in program.query.outputs
+        if o.kind == "aggregate" and o.function in ("count", "count_star", "sum")
+    }
+    rows: list[Row] = []
+    for name, flow_result in zip(program.flow_names, flow_rows(program, run.state), strict=True):
+        factor = probabilities[name]
+        for row in flow_result:
+            rows.append(
+                {
+                    column: (
+                        float(value) / factor if column in scaled and value is not None else value
+                    )
+                    for column, value in row.items()
+                }
+            )
+    return rows, probabilities
+
+
 def flow_rows(program: AggregateProgram, state: AggregateState) -> list[list[Row]]:
     """The result rows of every grouping set (in the result's order) from a final state."""
     rows = []
@@ -349,6 +406,7 @@ def aggregate_report(
     """
     report = base_report(run, baseline)
     report["sql"] = program.query.sql
+    report["result_semantics"] = RESULT_SEMANTICS
     if run.engine == "dask":
         # Computed from the delivered tuples on the workers, as in memory; the rows stay there.
         counts = run.tuples_used()
