@@ -2,9 +2,69 @@
 
 Implements the system of "Mitigating Leakage from Data Dependent Communications in
 Decentralized Computing using Differential Privacy" (Ladjel, Anciaux, Bellet, Scerri).
+
+The front door (names imported on first use, so ``import dpcomm`` stays light):
+
+* :func:`run_sql` runs an Aggregate query (GROUP BY, GROUPING SETS) over a DataFrame, an Arrow
+  table, a DuckDB relation or a CSV/Parquet path; :func:`kmeans` runs K-means over points;
+  both return the result and a typed report (privacy, utility, efficiency);
+* the countermeasures :class:`NoCountermeasure`, :class:`LocalFlooding` (sampling σ and d
+  dummies per source, Section 3) and :class:`Scramblers` (n sources per scrambler, d dummies,
+  Section 4);
+* :func:`account` and the mechanisms :class:`LocalRandomizer`, :class:`ScramblerMechanism`:
+  the (ε, δ) of one cluster's communication pattern (``dpcomm.accounting``);
+* :mod:`dpcomm.datasets`: synthetic tables, the diabetes table, MNIST-type digits.
+
+Beneath: ``dpcomm.accounting`` (the accountant), ``dpcomm.plan`` (execution plans, costs,
+Theorem 2 over a plan), ``dpcomm.protocol`` (the role steps), ``dpcomm.queries`` (SQL and
+K-means programs), ``dpcomm.engine`` (in memory, Dask, networked), ``dpcomm.experiments``
+(figures, audits, the planner), ``dpcomm.cli`` (the ``dpcomm`` command).
+
+>>> import dpcomm
+>>> mechanism = dpcomm.ScramblerMechanism(
+...     num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50)
+>>> round(dpcomm.account(mechanism, delta=1e-4).guarantee.epsilon, 2)
+2.33
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from dpcomm._lazy import attach
 from dpcomm.errors import DpcommError, InvalidParameterError
 
-__all__ = ["DpcommError", "InvalidParameterError", "__version__"]
+if TYPE_CHECKING:
+    from dpcomm.accounting.accountant import account as account
+    from dpcomm.accounting.mechanisms import LocalRandomizer as LocalRandomizer
+    from dpcomm.accounting.mechanisms import ScramblerMechanism as ScramblerMechanism
+    from dpcomm.api import kmeans as kmeans
+    from dpcomm.api import run_sql as run_sql
+    from dpcomm.plan.countermeasures import LocalFlooding as LocalFlooding
+    from dpcomm.plan.countermeasures import NoCountermeasure as NoCountermeasure
+    from dpcomm.plan.countermeasures import Scramblers as Scramblers
+
+_exported, __dir__ = attach(__name__, __file__)
+
+
+def __getattr__(name: str) -> Any:
+    """The front door's names, and the ``datasets`` module, imported on first use."""
+    if name == "datasets":
+        return importlib.import_module("dpcomm.datasets")
+    return _exported(name)
+
+
+__all__ = [
+    "DpcommError",
+    "InvalidParameterError",
+    "LocalFlooding",
+    "LocalRandomizer",
+    "NoCountermeasure",
+    "ScramblerMechanism",
+    "Scramblers",
+    "__version__",
+    "account",
+    "datasets",
+    "kmeans",
+    "run_sql",
+]
 __version__ = "0.1.0"
