@@ -8,6 +8,8 @@ The front door (names imported on first use, so ``import dpcomm`` stays light):
 * :func:`run_sql` runs an Aggregate query (GROUP BY, GROUPING SETS) over a DataFrame, an Arrow
   table, a DuckDB relation or a CSV/Parquet path; :func:`kmeans` runs K-means over points;
   both return the result and a typed report (privacy, utility, efficiency);
+* :func:`calibrate` finds the countermeasure of least network load that makes a plan
+  (ε, δ)-DP under limits on channels, consents and utility (the planner);
 * the countermeasures :class:`NoCountermeasure`, :class:`LocalFlooding` (sampling σ and d
   dummies per source, Section 3) and :class:`Scramblers` (n sources per scrambler, d dummies,
   Section 4);
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from dpcomm.accounting.accountant import account as account
     from dpcomm.accounting.mechanisms import LocalRandomizer as LocalRandomizer
     from dpcomm.accounting.mechanisms import ScramblerMechanism as ScramblerMechanism
+    from dpcomm.api import Calibration as Calibration
+    from dpcomm.api import calibrate as calibrate
     from dpcomm.api import kmeans as kmeans
     from dpcomm.api import run_sql as run_sql
     from dpcomm.plan.countermeasures import LocalFlooding as LocalFlooding
@@ -54,6 +58,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Calibration",
     "DpcommError",
     "InvalidParameterError",
     "LocalFlooding",
@@ -63,6 +68,7 @@ __all__ = [
     "Scramblers",
     "__version__",
     "account",
+    "calibrate",
     "datasets",
     "kmeans",
     "run_sql",

@@ -257,3 +257,143 @@ def kmeans(
         _report(document),
         outcome,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class Calibration:
+    """The cheapest countermeasure meeting (ε, δ) under limits (:func:`calibrate`).
+
+    Attributes:
+        countermeasure: the chosen countermeasure, usable as is in :func:`run_sql` or
+            :func:`kmeans` on ``sources_recruited`` rows.
+        sources_recruited: S_t, the sources to recruit so that ``sources`` tuples are used in
+            expectation (Section 2.5); ``extra_consents`` = S_t − S.
+        epsilon: the plan's ε with the chosen countermeasure at ``delta`` (what a run reports),
+            at most the target.
+        delta: the plan's δ.
+        network_load_messages: every message of the plan, dummies included.
+        max_channels_per_node: the most secure channels of one node (an upper bound).
+        extra_consents: S_t − S.
+        utility: expected tuples used / S.
+        pareto: the Pareto front over (network load, channels, extra consents), one row per
+            configuration, cheapest load first (the chosen one is the first row); its ``epsilon``
+            is the accountant's for the first row and the target (met) for the others.
+        details: the planner's full answer (:class:`dpcomm.experiments.planner.PlannerResult`).
+
+    >>> import dpcomm
+    >>> plan = dpcomm.calibrate(sources=1000, targets=10, iterations=2, epsilon=2.0, delta=1e-4)
+    >>> plan.describe()
+    '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
+    >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
+    2
+    """
+
+    countermeasure: Countermeasure
+    sources_recruited: int
+    epsilon: float
+    delta: float
+    network_load_messages: int
+    max_channels_per_node: int
+    extra_consents: int
+    utility: float
+    pareto: Any
+    details: Any
+
+    def describe(self) -> str:
+        """One line: the configuration, its ε and its costs."""
+        return (
+            f"{self.details.configuration.describe()}: ε = {self.epsilon:.4g} at δ = "
+            f"{self.delta:g}, {self.network_load_messages:,} messages, "
+            f"{self.sources_recruited:,} sources recruited"
+        )
+
+
+def _pareto_frame(result: Any) -> Any:
+    import pandas as pd
+
+    rows = []
+    for candidate in result.pareto:
+        configuration = candidate.configuration
+        rows.append(
+            {
+                "mechanism": configuration.mechanism,
+                "sampling_rate": configuration.sampling_rate,
+                "batch_size": configuration.batch_size,
+                "num_scramblers": configuration.num_scramblers,
+                "num_dummies": configuration.num_dummies,
+                "sources_recruited": candidate.num_sources,
+                "epsilon": candidate.epsilon,
+                "delta": candidate.delta,
+                "network_load_messages": candidate.network_load_messages,
+                "max_channels_per_node": candidate.max_channels_per_node,
+                "extra_consents": candidate.extra_consents,
+                "utility": candidate.utility,
+                "description": configuration.describe(),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    for column in ("batch_size", "num_scramblers"):
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def calibrate(
+    *,
+    sources: int,
+    targets: int,
+    epsilon: float,
+    delta: float,
+    grouping_sets: int | None = None,
+    iterations: int | None = None,
+    max_channels: int | None = None,
+    max_extra_consents: int | None = None,
+    min_utility: float | None = None,
+    progress: bool = False,
+) -> Calibration:
+    """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
+
+    ``sources`` (S) tuples must be used, by an Aggregate query of ``grouping_sets`` (G,
+    default 1) grouping sets over ``targets`` compute nodes, or by K-means of ``iterations``
+    (I) with K = ``targets`` centroids. Limits: ``max_channels`` per node,
+    ``max_extra_consents`` (S_t − S), ``min_utility`` (expected tuples used / S, default 1).
+    Searches σ on a 0.01 grid, every number of scramblers and every d
+    (:func:`dpcomm.experiments.planner.plan_countermeasures`, exact and valid accounting);
+    raises :class:`~dpcomm.DpcommError` naming the limit to relax when none is feasible.
+
+    >>> import dpcomm
+    >>> plan = dpcomm.calibrate(sources=1000, targets=10, epsilon=1.0, delta=1e-4)
+    >>> plan.epsilon <= 1.0, plan.sources_recruited >= 1000
+    (True, True)
+    >>> plan.countermeasure  # doctest: +ELLIPSIS
+    Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
+    >>> list(plan.pareto.columns[:5])
+    ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
+    """
+    from dpcomm.experiments.planner import plan_countermeasures
+
+    if grouping_sets is None and iterations is None:
+        grouping_sets = 1
+    result = plan_countermeasures(
+        num_sources=sources,
+        num_targets=targets,
+        epsilon=epsilon,
+        delta=delta,
+        grouping_sets=grouping_sets,
+        iterations=iterations,
+        max_channels=max_channels,
+        max_extra_consents=max_extra_consents,
+        min_utility=1.0 if min_utility is None else min_utility,
+        progress=progress,
+    )
+    return Calibration(
+        countermeasure=result.configuration.countermeasure(),
+        sources_recruited=result.num_sources,
+        epsilon=result.epsilon,
+        delta=result.delta,
+        network_load_messages=result.network_load_messages,
+        max_channels_per_node=result.max_channels_per_node,
+        extra_consents=result.extra_consents,
+        utility=result.utility,
+        pareto=_pareto_frame(result),
+        details=result,
+    )

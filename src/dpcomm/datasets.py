@@ -18,7 +18,13 @@ import numpy.typing as npt
 
 @dataclass(frozen=True, eq=False)
 class Points:
-    """Points with labels: ``points`` (one row per point), ``labels``, and a test split."""
+    """Points with labels: ``points`` (one row per point), ``labels``, and a test split.
+
+    >>> from dpcomm import datasets
+    >>> digits = datasets.mnist5k()
+    >>> digits.name, digits.labels.shape, digits.test_points.shape
+    ('mnist5k', (4000,), (1000, 784))
+    """
 
     points: npt.NDArray[np.float64]
     labels: npt.NDArray[np.int64]
@@ -43,6 +49,11 @@ def synthetic(*, rows: int, seed: int, distribution: str = "uniform") -> Any:
 
     Grouping columns ``g1..g4`` (20 intervals), measures ``m1``, ``m2``; ``distribution`` is
     ``"uniform"`` or ``"zipf"``. The same seed gives the same rows.
+
+    >>> from dpcomm import datasets
+    >>> table = datasets.synthetic(rows=1000, seed=1, distribution="zipf")
+    >>> len(table), table.equals(datasets.synthetic(rows=1000, seed=1, distribution="zipf"))
+    (1000, True)
     """
     from dpcomm.data import synthetic_table
 
@@ -50,7 +61,12 @@ def synthetic(*, rows: int, seed: int, distribution: str = "uniform") -> Any:
 
 
 def diabetes() -> Any:
-    """The embedded diabetes table of the paper's running example (synthetic patients)."""
+    """The embedded diabetes table of the paper's running example (synthetic patients).
+
+    >>> from dpcomm import datasets
+    >>> datasets.diabetes().columns.tolist()
+    ['A', 'B', 'I']
+    """
     from dpcomm.data import diabetes_table
 
     return _frame(diabetes_table())
@@ -72,7 +88,16 @@ def mnist5k() -> Points:
 
 
 def fashion_mnist() -> Points:
-    """Fashion-MNIST (Debian's dataset-fashion-mnist, ``make data``); else a one-line error."""
+    """Fashion-MNIST (Debian's dataset-fashion-mnist, ``make data``); else a one-line error.
+
+    >>> from dpcomm import DpcommError, datasets
+    >>> try:
+    ...     width = datasets.fashion_mnist().points.shape[1]
+    ... except DpcommError:  # the Debian package is not installed: ``make data``
+    ...     width = 28 * 28
+    >>> width
+    784
+    """
     from dpcomm.data import load_image_dataset
 
     data = load_image_dataset("fashion-mnist")

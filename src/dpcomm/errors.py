@@ -18,6 +18,13 @@ class DpcommError(Exception):
 
     Errors pickle whatever their constructor's arguments: an error raised in a Dask worker
     reaches the client as itself (its type, one-line message and attributes).
+
+    >>> import dpcomm
+    >>> try:
+    ...     dpcomm.calibrate(sources=50, targets=3, epsilon=1.0, delta=1e-4, max_channels=3)
+    ... except dpcomm.DpcommError as error:
+    ...     print(str(error).split(": ")[-1])
+    relax max_channels by 7 (to 10)
     """
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -28,6 +35,13 @@ class InvalidParameterError(DpcommError, ValueError):
     """A parameter is outside its allowed range.
 
     The message names the parameter, the allowed values and the value given, on one line.
+
+    >>> import dpcomm
+    >>> try:
+    ...     dpcomm.Scramblers(sampling_rate=1.5, batch_size=100)
+    ... except dpcomm.InvalidParameterError as error:
+    ...     print(error.name, "|", error.given)
+    sampling_rate | 1.5
     """
 
     def __init__(self, name: str, allowed: str, given: object) -> None:

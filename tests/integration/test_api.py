@@ -72,3 +72,66 @@ def test_bad_input_names_the_parameter(call, name):
     with pytest.raises(InvalidParameterError) as caught:
         call()
     assert caught.value.name == name
+
+
+@pytest.mark.parametrize(
+    ("sources", "targets", "grouping_sets", "query"),
+    [
+        (500, 10, 1, "SELECT g1, COUNT(*) FROM t GROUP BY g1"),
+        (1000, 5, 2, "SELECT g1, g2, SUM(m1) FROM t GROUP BY GROUPING SETS ((g1), (g2))"),
+    ],
+)
+def test_a_calibrated_countermeasure_runs_with_the_calibrated_epsilon(
+    sources, targets, grouping_sets, query
+):
+    plan = dpcomm.calibrate(
+        sources=sources,
+        targets=targets,
+        grouping_sets=grouping_sets,
+        epsilon=2.0 if grouping_sets > 1 else 1.0,
+        delta=1e-4,
+    )
+    assert plan.epsilon <= (2.0 if grouping_sets > 1 else 1.0)
+    assert plan.extra_consents == plan.sources_recruited - sources >= 0
+    assert plan.pareto.iloc[0]["network_load_messages"] == plan.network_load_messages
+    assert plan.pareto["network_load_messages"].is_monotonic_increasing
+    table = dpcomm.datasets.synthetic(rows=plan.sources_recruited, seed=3)
+    run = dpcomm.run_sql(
+        query,
+        table,
+        countermeasure=plan.countermeasure,
+        compute_nodes=targets,
+        delta=1e-4,
+        seed=5,
+    )
+    assert run.report.privacy.epsilon == pytest.approx(plan.epsilon, rel=1e-9)
+    assert run.report.efficiency["messages"] == plan.network_load_messages
+
+
+def test_a_kmeans_calibration_runs_with_the_calibrated_epsilon():
+    plan = dpcomm.calibrate(sources=600, targets=3, iterations=2, epsilon=1.5, delta=1e-4)
+    points = dpcomm.datasets.mnist5k().points[: plan.sources_recruited]
+    run = dpcomm.kmeans(points, k=3, iterations=2, countermeasure=plan.countermeasure, seed=2)
+    assert plan.epsilon <= 1.5
+    assert run.report.privacy.epsilon == pytest.approx(plan.epsilon, rel=1e-9)
+
+
+def test_an_infeasible_calibration_names_the_python_parameter():
+    with pytest.raises(dpcomm.DpcommError, match=r"relax max_channels by \d+"):
+        dpcomm.calibrate(sources=50, targets=3, epsilon=1.0, delta=1e-4, max_channels=3)
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"grouping_sets": 2, "iterations": 2}, "grouping_sets/iterations"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"min_utility": 1.5}, "min_utility"),
+        ({"sources": 0}, "num_sources S"),
+    ],
+)
+def test_bad_calibration_input_names_the_parameter(options, name):
+    arguments = {"sources": 100, "targets": 5, "epsilon": 1.0, "delta": 1e-4, **options}
+    with pytest.raises(InvalidParameterError) as caught:
+        dpcomm.calibrate(**arguments)
+    assert caught.value.name == name

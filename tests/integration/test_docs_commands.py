@@ -56,3 +56,19 @@ def test_a_documented_command_parses(name, line, command):
         build_parser().parse_args(words)
     except SystemExit as exit_:
         pytest.fail(f"{name}:{line}: `{command}` does not parse (exit {exit_.code})")
+
+
+README_PYTHON = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+def test_the_readme_shows_python():
+    assert len(README_PYTHON) >= 2
+
+
+@pytest.mark.parametrize("index", range(len(README_PYTHON)))
+def test_the_readme_python_runs(index):
+    namespace: dict[str, object] = {}
+    exec(compile(README_PYTHON[index], f"README.md python block {index + 1}", "exec"), namespace)
+    if "plan" in namespace:  # the calibration's promise, stated in the block's comment
+        plan = namespace["plan"]
+        assert plan.epsilon <= 1.0 and plan.sources_recruited >= 10_000

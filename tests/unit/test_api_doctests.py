@@ -1,6 +1,8 @@
-"""The front door's docstring examples run (doctest), and ``import dpcomm`` stays light."""
+"""Every public name of the front door has a docstring example, and the examples run (doctest);
+``import dpcomm`` stays light."""
 
 import doctest
+import inspect
 import os
 import subprocess
 import sys
@@ -12,8 +14,41 @@ import dpcomm.api
 import dpcomm.datasets
 
 
+def public_objects():
+    """dpcomm's exports, and the public functions and classes of ``api`` and ``datasets``."""
+    found = {f"dpcomm.{name}": getattr(dpcomm, name) for name in dpcomm.__all__}
+    for module in (dpcomm.api, dpcomm.datasets):
+        for name, value in vars(module).items():
+            if name.startswith("_") or getattr(value, "__module__", None) != module.__name__:
+                continue
+            if inspect.isfunction(value) or (inspect.isclass(value) and f"dpcomm.{name}" in found):
+                found[f"{module.__name__}.{name}"] = value
+    return {name: value for name, value in found.items() if not isinstance(value, str)}
+
+
+PUBLIC = public_objects()
+
+
+def test_the_front_door_is_listed():
+    for name in ("run_sql", "kmeans", "calibrate", "account", "Scramblers", "datasets"):
+        assert f"dpcomm.{name}" in PUBLIC
+    assert "dpcomm.datasets.synthetic" in PUBLIC and "dpcomm.api.calibrate" in PUBLIC
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_every_public_name_has_an_example_that_runs(name):
+    value = PUBLIC[name]
+    finder = doctest.DocTestFinder(recurse=False)
+    tests = [test for test in finder.find(value, name, globs={}) if test.examples]
+    assert tests, f"{name} has no >>> example in its docstring"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
+
+
 @pytest.mark.parametrize("module", [dpcomm, dpcomm.api, dpcomm.datasets], ids=lambda m: m.__name__)
-def test_docstring_examples_run(module):
+def test_module_examples_run(module):
     failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert tried > 0 and failures == 0
 

@@ -390,6 +390,14 @@ def account(
             randomness): δ and ε are then the whole composition's.
         monte_carlo_samples: R of Algorithm 2 (0 skips the Monte Carlo estimate).
         seed: seed of the Monte Carlo estimate.
+
+    >>> from dpcomm import LocalRandomizer, account
+    >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.5, num_dummies=5),
+    ...                  delta=1e-4, rounds=4)
+    >>> report.guarantee.epsilon < 4 * account(report.mechanism, delta=1e-4 / 4).guarantee.epsilon
+    True
+    >>> report.lower_bound <= report.guarantee.epsilon
+    True
     """
     if delta is not None and epsilon is not None:
         raise InvalidParameterError("epsilon", "unset when delta is given", epsilon)

@@ -326,6 +326,16 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
     print("  (* = chosen)")
 
 
+#: The planner's advice names these flags.
+PLAN_FLAGS = {
+    "epsilon": "--epsilon",
+    "delta": "--delta",
+    "max_channels": "--max-channels",
+    "max_extra_consents": "--max-extra-consents",
+    "min_utility": "--min-utility",
+}
+
+
 def command_plan(args: argparse.Namespace) -> int:
     """``dpcomm plan``."""
     if args.plot is not None:
@@ -343,6 +353,7 @@ def command_plan(args: argparse.Namespace) -> int:
         max_extra_consents=args.max_extra_consents,
         min_utility=args.min_utility,
         progress=show_progress(args),
+        parameter_names=PLAN_FLAGS,
     )
     if args.plot is not None:
         plot_pareto(result, args.plot)

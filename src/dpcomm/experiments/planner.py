@@ -1128,19 +1128,26 @@ def _limits_text(request: PlanRequest) -> str:
     return " and ".join(parts)
 
 
+#: How the infeasibility advice names the parameters (Python keywords by default).
+PYTHON_PARAMETER_NAMES: Mapping[str, str] = {
+    name: name for name in ("epsilon", "delta", "max_channels", "max_extra_consents", "min_utility")
+}
+
+
 def _infeasible_message(
     request: PlanRequest,
     limited: Sequence[PlanCandidate],
     unlimited: Sequence[PlanCandidate],
     max_dummies: int,
+    names: Mapping[str, str] = PYTHON_PARAMETER_NAMES,
 ) -> str:
-    """One line naming the limit to relax and by how much."""
+    """One line naming the limit to relax (as ``names`` spells it) and by how much."""
     target = f"ε ≤ {request.epsilon:g} at δ = {request.delta:g}"
     if not unlimited:
         return (
             f"no configuration in the search grid meets {target} (G = {request.num_clusters} "
-            f"clusters of T = {request.num_targets}, d ≤ {max_dummies:,}): relax --epsilon "
-            "or --delta"
+            f"clusters of T = {request.num_targets}, d ≤ {max_dummies:,}): "
+            f"relax {names['epsilon']} or {names['delta']}"
         )
     head = f"no configuration meets {target} with {_limits_text(request)}"
     advice = []
@@ -1149,7 +1156,7 @@ def _infeasible_message(
         need = min(limited, key=lambda c: (c.max_channels_per_node, *c.costs))
         advice.append(
             f"the feasible configuration with the fewest channels needs "
-            f"{need.max_channels_per_node:,}: relax --max-channels by "
+            f"{need.max_channels_per_node:,}: relax {names['max_channels']} by "
             f"{need.max_channels_per_node - request.max_channels:,} "
             f"(to {need.max_channels_per_node:,})"
         )
@@ -1160,16 +1167,17 @@ def _infeasible_message(
             need = min(within, key=lambda c: (c.extra_consents, *c.costs))
             advice.append(
                 f"within the other limits the fewest extra consents that work are "
-                f"{need.extra_consents:,}: relax --max-extra-consents by "
+                f"{need.extra_consents:,}: relax {names['max_extra_consents']} by "
                 f"{need.extra_consents - request.max_extra_consents:,} "
-                f"(to {need.extra_consents:,}) or lower --min-utility"
+                f"(to {need.extra_consents:,}) or lower {names['min_utility']}"
             )
     if not advice:
         channels = min(c.max_channels_per_node for c in unlimited)
         consents = min(c.extra_consents for c in unlimited)
         advice.append(
             f"only relaxing both limits helps (at least {channels:,} channels and "
-            f"{consents:,} extra consents): relax --max-channels and --max-extra-consents"
+            f"{consents:,} extra consents): relax {names['max_channels']} and "
+            f"{names['max_extra_consents']}"
         )
     return f"{head}: " + "; ".join(advice)
 
@@ -1190,6 +1198,7 @@ def plan_countermeasures(
     mechanisms: Sequence[Mechanism] = ("scrambler", "local"),
     max_dummies: int = DEFAULT_MAX_DUMMIES,
     progress: bool = False,
+    parameter_names: Mapping[str, str] = PYTHON_PARAMETER_NAMES,
 ) -> PlannerResult:
     """The feasible configuration of minimal network load, and the Pareto front (module doc).
 
@@ -1209,6 +1218,8 @@ def plan_countermeasures(
         mechanisms: which of ``"scrambler"`` and ``"local"`` to consider.
         max_dummies: largest d per scrambler tried.
         progress: show a progress bar over the σ grid.
+        parameter_names: how the error's advice spells the parameters (the CLI's flags for
+            ``dpcomm plan``; Python keywords by default).
 
     Raises:
         InvalidParameterError: a parameter is out of range.
@@ -1275,7 +1286,9 @@ def plan_countermeasures(
             more = _search(free, **options)  # type: ignore[arg-type]
             unlimited = [_candidate(free, raw, _configuration(raw)) for raw in more]
             unlimited = [*unlimited, *any_channels]
-        raise DpcommError(_infeasible_message(request, any_channels, unlimited, max_dummies))
+        raise DpcommError(
+            _infeasible_message(request, any_channels, unlimited, max_dummies, parameter_names)
+        )
     by_key = {_order_key(c): raw for c, raw in zip(candidates, raws, strict=True)}
     # The chosen configuration is checked again (d − 1 fails from scratch; d passes with the
     # PLDs on the final grid) before its ε is computed.

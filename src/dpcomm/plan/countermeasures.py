@@ -16,7 +16,12 @@ from dpcomm.errors import InvalidParameterError
 
 @dataclass(frozen=True, kw_only=True)
 class NoCountermeasure:
-    """Messages are sent to their true target; the cluster's pattern reveals the data."""
+    """Messages are sent to their true target; the cluster's pattern reveals the data.
+
+    >>> from dpcomm import NoCountermeasure
+    >>> NoCountermeasure().describe()
+    'none'
+    """
 
     name: str = "none"
 
@@ -38,6 +43,10 @@ class LocalFlooding:
         sampling_rate: σ in [0, 1]; with probability σ the target is redrawn uniformly from all T.
         num_dummies: d, flooding dummies per source to d distinct other targets (<= T − 1,
             checked against the cluster's T when the plan is accounted).
+
+    >>> from dpcomm import LocalFlooding
+    >>> LocalFlooding(sampling_rate=0.5, num_dummies=5).describe()
+    'local sampling σ=0.5, flooding d=5'
     """
 
     sampling_rate: float
@@ -67,6 +76,10 @@ class Scramblers:
             sources the last scrambler is short and is accounted with its own batch size.
         num_dummies: d, dummies added by each scrambler (>= 0).
         capped: True for S̄_d (no target receives more than n messages from one scrambler).
+
+    >>> from dpcomm import Scramblers
+    >>> Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50).describe()
+    'scramblers n=100, d=50 dummies each, sampling σ=0.2'
     """
 
     sampling_rate: float
