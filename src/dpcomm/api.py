@@ -80,9 +80,9 @@ def _report(document: Mapping[str, Any]) -> Report:
 class SqlRun:
     """An Aggregate run: ``result`` (a pandas DataFrame, DuckDB's column names), ``report``.
 
-    The DataFrame is built as pandas builds one from rows (an integer column with NULLs
-    becomes float with NaN, as DuckDB's ``.df()`` does); ``outcome.result`` keeps the exact
-    Python values (None for NULL, Decimal, dates).
+    The DataFrame is what DuckDB's ``.df()`` gives for the same rows and column types (dates
+    as ``datetime64``, DECIMAL as float, integers with NULLs as ``Int64``, ...);
+    ``outcome.result`` keeps the exact Python values (None for NULL, Decimal, dates).
     """
 
     result: Any
@@ -99,6 +99,45 @@ class KMeansRun:
     rand_index: float | None
     report: Report
     outcome: Any
+
+
+def result_frame(rows: Any, names: Any, types: Any) -> Any:
+    """``rows`` (mappings or sequences) as DuckDB's ``.df()`` of columns of ``types``.
+
+    Each column goes to Arrow from its Python values (text when Arrow cannot hold them, e.g.
+    a HUGEINT beyond 64 bits), then DuckDB casts it to its SQL type and converts the table as
+    it converts its own results; row order is kept (DuckDB preserves insertion order).
+
+    >>> from datetime import date
+    >>> from dpcomm.api import result_frame
+    >>> frame = result_frame([(date(2024, 1, 2), None), (None, 3)], ["day", "n"],
+    ...                      ["DATE", "BIGINT"])
+    >>> [str(dtype) for dtype in frame.dtypes]
+    ['datetime64[us]', 'Int64']
+    """
+    import duckdb
+    import pyarrow as pa
+
+    names, types = list(names), list(types)
+    columns = [
+        [row[name] if isinstance(row, Mapping) else row[i] for row in rows]
+        for i, name in enumerate(names)
+    ]
+    arrays = []
+    for values in columns:
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
+    positional = [f"c{index}" for index in range(len(names))]
+    result_rows = pa.Table.from_arrays(arrays, names=positional)
+    connection = duckdb.connect()
+    connection.register("result_rows", result_rows)
+    select = ", ".join(
+        f'CAST({column} AS {sql_type}) AS "{name.replace(chr(34), chr(34) * 2)}"'
+        for column, sql_type, name in zip(positional, types, names, strict=True)
+    )
+    return connection.sql(f"SELECT {select} FROM result_rows").df()
 
 
 def _engine(engine: Any) -> Any:
@@ -173,8 +212,6 @@ def run_sql(
     >>> run.report.privacy.epsilon
     inf
     """
-    import pandas as pd
-
     from dpcomm.engine.report import run_aggregate
     from dpcomm.queries.aggregate import AggregateProgram
 
@@ -193,7 +230,7 @@ def run_sql(
         max_text_bytes=max_text_bytes,
     )
     outcome = run_aggregate(program, countermeasure, delta=delta, seed=seed, engine=_engine(engine))
-    frame = pd.DataFrame(outcome.result, columns=list(program.query.output_names))
+    frame = result_frame(outcome.result, program.query.output_names, program.query.output_types)
     return SqlRun(frame, _report(outcome.report), outcome)
 
 
