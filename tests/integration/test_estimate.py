@@ -63,3 +63,34 @@ def test_the_cli_labels_the_estimate(capsys):
     assert document["report"]["result_semantics"] == RESULT_SEMANTICS
     assert main([*args, "--seed", "1"]) == 0
     assert "not differentially private" in capsys.readouterr().out
+
+
+def test_run_sql_gives_the_cli_estimate(capsys):
+    import dpcomm
+
+    sql = "SELECT A, COUNT(*), SUM(I), AVG(I) FROM diabetes GROUP BY A"
+    chosen = dpcomm.Scramblers(sampling_rate=0.3, batch_size=100, num_dummies=50)
+    run = dpcomm.run_sql(
+        sql,
+        dpcomm.datasets.diabetes(),
+        countermeasure=chosen,
+        compute_nodes=5,
+        seed=3,
+        estimate="unbiased",
+    )
+    argv = ["run", "aggregate", "--sql", sql, "--compute-nodes", "5", "--seed", "3"]
+    options = ["--mechanism", "scrambler", "--sampling", "0.3", "--batch", "100", "--dummies", "50"]
+    assert main([*argv, *options, "--json", "--estimate", "unbiased"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert run.report.to_dict()["estimate"] == printed["report"]["estimate"]
+    assert str(run.result["count_star()"].dtype) == "float64"
+    by_group = {row["A"]: row for row in printed["result"]}
+    for row in run.result.to_dict("records"):
+        assert row["count_star()"] == pytest.approx(by_group[row["A"]]["count_star()"], rel=1e-12)
+        assert row["sum(I)"] == pytest.approx(by_group[row["A"]]["sum(I)"], rel=1e-12)
+    delivered = dpcomm.run_sql(
+        sql, dpcomm.datasets.diabetes(), countermeasure=chosen, compute_nodes=5, seed=3
+    )
+    assert (run.result["count_star()"] > delivered.result["count_star()"]).all()
+    with pytest.raises(dpcomm.InvalidParameterError, match="estimate"):
+        dpcomm.run_sql(sql, dpcomm.datasets.diabetes(), countermeasure=chosen, estimate="x")

@@ -165,14 +165,9 @@ def command_run_aggregate(args: argparse.Namespace) -> int:
     out, report = _output_paths(args)
     outcome, source = execute_aggregate(args, AGGREGATE_DEFAULTS, engine_of_options)
     if args.estimate == "unbiased":
-        from dataclasses import replace
+        from dpcomm.engine.report import with_unbiased_estimate
 
-        from dpcomm.engine.report import unbiased_estimate
-
-        rows, probabilities = unbiased_estimate(outcome.program, outcome.run)
-        shown = ", ".join(f"{name}: {p:.6g}" for name, p in probabilities.items())
-        label = f"unbiased: COUNT and SUM divided by the delivery probability P ({shown})"
-        outcome = replace(outcome, result=rows, report={**outcome.report, "estimate": label})
+        outcome = with_unbiased_estimate(outcome)
     print_run(args, outcome, source)
     _write_outputs(outcome, out, report, list(outcome.program.query.output_names))
     return 0

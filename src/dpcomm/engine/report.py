@@ -12,7 +12,7 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -366,11 +366,7 @@ def unbiased_estimate(program: AggregateProgram, run: Run) -> tuple[list[Row], d
     P per grouping set.
     """
     probabilities = delivery_probabilities(program, run)
-    scaled = {
-        o.name
-        for o in program.query.outputs
-        if o.kind == "aggregate" and o.function in ("count", "count_star", "sum")
-    }
+    scaled = estimated_columns(program)
     rows: list[Row] = []
     for name, flow_result in zip(program.flow_names, flow_rows(program, run.state), strict=True):
         factor = probabilities[name]
@@ -384,6 +380,23 @@ def unbiased_estimate(program: AggregateProgram, run: Run) -> tuple[list[Row], d
                 }
             )
     return rows, probabilities
+
+
+def estimated_columns(program: AggregateProgram) -> set[str]:
+    """The output columns an unbiased estimate scales (COUNT and SUM; floats once scaled)."""
+    return {
+        o.name
+        for o in program.query.outputs
+        if o.kind == "aggregate" and o.function in ("count", "count_star", "sum")
+    }
+
+
+def with_unbiased_estimate(outcome: AggregateRun) -> AggregateRun:
+    """``outcome`` whose result is :func:`unbiased_estimate`'s, labelled in its report."""
+    rows, probabilities = unbiased_estimate(outcome.program, outcome.run)
+    shown = ", ".join(f"{name}: {p:.6g}" for name, p in probabilities.items())
+    label = f"unbiased: COUNT and SUM divided by the delivery probability P ({shown})"
+    return replace(outcome, result=rows, report={**outcome.report, "estimate": label})
 
 
 def flow_rows(program: AggregateProgram, state: AggregateState) -> list[list[Row]]:
