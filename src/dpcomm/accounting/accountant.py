@@ -117,7 +117,12 @@ class AccountingReport:
         return self.guarantee.epsilon if self.query == "epsilon" else self.guarantee.delta
 
     def method_values(self) -> dict[str, float | None]:
-        """Every known method name mapped to its value, None where it does not apply."""
+        """Every known method name mapped to its value, None where it does not apply.
+
+        The values of ``printed`` methods (``bennett-printed``, ``theorem-exact``: formulas as
+        the paper prints them, refuted by enumeration) are not bounds; :attr:`methods` holds
+        each one's status.
+        """
         values: dict[str, float | None] = dict.fromkeys(METHOD_NAMES)
         for result in self.methods:
             values[result.name] = result.value
