@@ -6,27 +6,33 @@ import sys
 
 import pytest
 
-from dpcomm.cli.entry import TOP_LEVEL_HELP
-from dpcomm.cli.main import build_parser
+from dpcomm.cli.help_texts import HELP
+from dpcomm.cli.main import build_parser, help_texts
 
 HEAVY = {"numpy", "scipy", "duckdb", "dask", "distributed", "sqlglot", "pandas", "pyarrow"}
 
 
-def test_the_fast_help_is_the_parsers(monkeypatch):
+def test_the_fast_help_texts_are_the_parsers(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    expected = build_parser().format_help()
-    assert expected == TOP_LEVEL_HELP, (
-        "src/dpcomm/cli/entry.py's TOP_LEVEL_HELP is stale: set it to "
-        "build_parser().format_help() at COLUMNS=80"
-    )
+    expected = help_texts(build_parser())
+    assert set(expected) == set(HELP), "src/dpcomm/cli/help_texts.py is stale: make help-texts"
+    for path, text in expected.items():
+        assert HELP[path] == text, (
+            f"the help of `dpcomm {' '.join(path)}` changed: run make help-texts"
+        )
+    assert ("run", "aggregate") in HELP and ("deploy", "local") in HELP
 
 
-@pytest.mark.parametrize("option", ["--version", "--help", "-h"])
-def test_version_and_help_import_nothing_heavy(option):
+@pytest.mark.parametrize(
+    "argv",
+    [["--version"], ["--help"], ["-h"], ["run", "aggregate", "--help"], ["plan", "-h"]],
+    ids=" ".join,
+)
+def test_version_and_help_import_nothing_heavy(argv):
     code = (
         "import sys\n"
         "from dpcomm.cli.entry import main\n"
-        f"status = main([{option!r}])\n"
+        f"status = main({argv!r})\n"
         "loaded = sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1:]))\n"
         "print('LOADED', loaded, status)\n"
     )
@@ -39,6 +45,16 @@ def test_version_and_help_import_nothing_heavy(option):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "LOADED [] 0"
+    assert done.stdout.startswith("dpcomm 0." if argv == ["--version"] else "usage: dpcomm")
+
+
+def test_help_after_options_goes_to_the_parser(capsys):
+    from dpcomm.cli.entry import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", "--sources", "10", "--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: dpcomm plan")
 
 
 def test_everything_else_goes_to_the_full_cli(capsys):
