@@ -50,7 +50,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as the CLI's ``--json`` prints it (JSON-ready: ∞ is ``"inf"``)."""
-        from dpcomm.cli.execute import json_ready
+        from dpcomm.engine.report import json_ready
 
         ready: dict[str, Any] = json_ready(dict(self.document))
         return ready

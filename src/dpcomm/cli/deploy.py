@@ -15,7 +15,6 @@ from dpcomm.cli.execute import (
     countermeasure_from_options,
     execute_aggregate,
     execute_kmeans,
-    json_ready,
     print_run,
 )
 from dpcomm.cli.output import (
@@ -26,7 +25,7 @@ from dpcomm.cli.output import (
     non_negative_int,
     positive_float,
 )
-from dpcomm.engine.report import Engine
+from dpcomm.engine.report import Engine, json_ready
 from dpcomm.errors import DpcommError, InvalidParameterError
 
 DEFAULT_SYNTHETIC_ROWS = 1000

@@ -16,8 +16,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from dpcomm.cli.output import (
     add_progress_options,
     non_negative_float,
@@ -25,7 +23,14 @@ from dpcomm.cli.output import (
     show_progress,
 )
 from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
-from dpcomm.engine.report import AggregateRun, Engine, KMeansRun, run_aggregate, run_kmeans
+from dpcomm.engine.report import (
+    AggregateRun,
+    Engine,
+    KMeansRun,
+    json_ready,
+    run_aggregate,
+    run_kmeans,
+)
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
@@ -120,33 +125,6 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
         '"-inf"; DECIMAL values are exact strings)',
     )
     add_progress_options(parser)
-
-
-def json_ready(value: Any) -> Any:
-    """``value`` as JSON can hold it.
-
-    Arrays become lists; NaN and ±∞ the strings "NaN", "inf" and "-inf" (null is SQL NULL
-    only); DECIMAL values, dates and times their exact text.
-    """
-    if isinstance(value, np.ndarray):
-        return json_ready(value.tolist())
-    if isinstance(value, np.generic):
-        return json_ready(value.item())
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
-    if isinstance(value, dict):
-        return {str(k): json_ready(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_ready(v) for v in value]
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    return str(value)
 
 
 def _fmt(value: Any, digits: int = 4) -> str:

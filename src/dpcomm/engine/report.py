@@ -13,6 +13,7 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any, Protocol
 
 import numpy as np
@@ -334,6 +335,33 @@ RESULT_SEMANTICS = (
     "exact over the tuples that reached their compute node; not differentially private: the "
     "countermeasures hide the traffic pattern, not the values"
 )
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` as JSON can hold it.
+
+    Arrays become lists; NaN and ±∞ the strings "NaN", "inf" and "-inf" (null is SQL NULL
+    only); DECIMAL values, dates and times their exact text.
+    """
+    if isinstance(value, np.ndarray):
+        return json_ready(value.tolist())
+    if isinstance(value, np.generic):
+        return json_ready(value.item())
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return str(value)
 
 
 def delivery_probabilities(program: AggregateProgram, run: Run) -> dict[str, float]:
