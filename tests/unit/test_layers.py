@@ -54,6 +54,13 @@ def test_module_imports_only_its_layer_and_below(path):
         )
 
 
+@pytest.mark.parametrize("name", ["api.py", "datasets.py", "__init__.py"])
+def test_the_front_door_sits_below_the_command_line(name):
+    """The front door (``dpcomm.run_sql``, ...) and the CLI are peers: neither is built on the
+    other's printing; only ``python -m dpcomm`` (``__main__``) enters the CLI."""
+    assert "cli" not in set(imported_packages(SOURCE / name))
+
+
 #: What a node of a deployment never needs: the accountant (scipy), the SQL parser and DuckDB
 #: (the bound query travels as data), plotting, data frames, learning.
 HEAVY = ("scipy", "duckdb", "sqlglot", "sklearn", "matplotlib", "pandas", "mlxtend", "tqdm")
