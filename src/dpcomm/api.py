@@ -55,6 +55,21 @@ class Report:
         ready: dict[str, Any] = json_ready(dict(self.document))
         return ready
 
+    def summary(self) -> str:
+        """One line: ε at δ (and the method), tuples used, messages sent."""
+        privacy = self.privacy
+        parts = [f"ε = {privacy.epsilon:.4g} at δ = {privacy.delta:g} ({privacy.method})"]
+        used, sources = self.utility.get("tuples_used"), self.utility.get("sources")
+        if used is not None and sources:
+            parts.append(f"{used:,} of {sources:,} tuples used")
+        messages = self.efficiency.get("messages")
+        if messages is not None:
+            parts.append(f"{messages:,} messages")
+        return ", ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Report({self.summary()})"
+
 
 def _report(document: Mapping[str, Any]) -> Report:
     privacy = document["privacy"]
@@ -89,6 +104,10 @@ class SqlRun:
     report: Report
     outcome: Any
 
+    def __repr__(self) -> str:
+        rows, columns = self.result.shape
+        return f"SqlRun({rows:,} rows × {columns} columns; {self.report.summary()})"
+
 
 @dataclass(frozen=True, eq=False)
 class KMeansRun:
@@ -99,6 +118,11 @@ class KMeansRun:
     rand_index: float | None
     report: Report
     outcome: Any
+
+    def __repr__(self) -> str:
+        k, dimension = self.centroids.shape
+        rand = "" if self.rand_index is None else f", Rand index {self.rand_index:.4f}"
+        return f"KMeansRun({k} centroids in dimension {dimension}{rand}; {self.report.summary()})"
 
 
 def result_frame(rows: Any, names: Any, types: Any) -> Any:
@@ -214,6 +238,8 @@ def run_sql(
      {'city': 'c', 'count_star()': 50}]
     >>> run.report.privacy.epsilon
     inf
+    >>> run  # doctest: +ELLIPSIS
+    SqlRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 tuples used, ... messages)
     """
     from dpcomm.engine.report import estimated_columns, run_aggregate, with_unbiased_estimate
     from dpcomm.queries.aggregate import AggregateProgram
@@ -272,6 +298,8 @@ def kmeans(
     1.0
     >>> sorted(run.centroids[:, 0].tolist())
     [0.0, 10.0]
+    >>> run  # doctest: +ELLIPSIS
+    KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
     """
     from dpcomm.engine.report import run_kmeans
     from dpcomm.queries.kmeans import KMeansProgram
@@ -348,6 +376,9 @@ class Calibration:
     utility: float
     pareto: Any
     details: Any
+
+    def __repr__(self) -> str:
+        return f"Calibration({self.describe()})"
 
     def describe(self) -> str:
         """One line: the configuration, its ε and its costs."""
