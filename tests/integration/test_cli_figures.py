@@ -47,3 +47,11 @@ def test_index_has_the_papers_caption(tmp_path, name):
     main(["figures", "--quick", "--quiet", "--only", name, "--out", str(tmp_path)])
     index = (tmp_path / "index.md").read_text()
     assert "*" in index and "Data: [" in index
+
+
+def test_only_adds_to_an_existing_index(tmp_path, capsys):
+    assert main(["figures", "--quick", "--quiet", "--only", "3a", "--out", str(tmp_path)]) == 0
+    assert main(["figures", "--quiet", "--only", "3b", "--seed", "1", "--out", str(tmp_path)]) == 0
+    index = (tmp_path / "index.md").read_text()
+    assert "## Figure 3a:" in index and "## Figure 3b:" in index
+    assert "made in quick mode, seed 0" in index and "made in full mode, seed 1" in index

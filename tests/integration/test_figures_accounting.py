@@ -9,7 +9,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from dpcomm.accounting import ScramblerMechanism
+from dpcomm.accounting import ScramblerMechanism, account
 from dpcomm.accounting.brute_force import output_distribution
 from dpcomm.experiments.figures import accounting_figures, appendix_d
 from dpcomm.experiments.figures.base import REGISTRY, FigureOutput, FigureSettings
@@ -228,3 +228,57 @@ def test_5_counts_match_runs_and_exact_distribution(make):
     finite = [r for r in ratios if math.isfinite(r)]
     assert finite == sorted(finite, reverse=True)
     assert all(math.isinf(r) for r in ratios[: len(ratios) - len(finite)])
+
+
+def test_6b_threshold_is_computed_by_the_accountant():
+    """Whatever the plotted grid, the note's threshold is the accountant's least d."""
+    from dpcomm.experiments.figures.accounting_figures import least_dummies_6b
+
+    found = least_dummies_6b()
+    assert found is not None and found.value == 275 and found.below == 274
+
+    def epsilon(dummies):
+        mechanism = ScramblerMechanism(
+            num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=dummies
+        )
+        return account(mechanism, delta=1e-4, monte_carlo_samples=0).guarantee.epsilon
+
+    assert epsilon(275) == found.epsilon <= 1.0 < epsilon(274) == found.epsilon_below
+    assert all(epsilon(d) > 1.0 for d in range(0, 274, 39))  # and nothing smaller reaches it
+
+
+@pytest.mark.parametrize(("name", "symbol"), [("6b", "d"), ("6c", "σ")])
+def test_6_bennett_threshold_is_exact(name, symbol):
+    from dpcomm.experiments.figures import accounting_figures as figures
+
+    point = {"6b": figures.point_6b, "6c": figures.point_6c}[name]
+    low, high, tolerance = figures.BENNETT_SEARCH[name]
+    found = figures.bennett_threshold(point, low=low, high=high, tolerance=tolerance)
+    assert found is not None and found.below is not None
+
+    def improves(x):
+        values = figures._method_values(point(x))
+        return values["bennett"] < values["post-processing"] - figures.IMPROVES_BY
+
+    assert improves(found.value) and not improves(found.below)
+    step = 1 if tolerance is None else tolerance
+    scan = [low + k * (found.below - low) / 6 for k in range(7)]
+    scan = [round(round(x / step) * step, 12) for x in scan]
+    assert not any(improves(x) for x in scan)  # below the threshold: never
+
+
+def test_5_aggregated_panels_hold_every_run_and_the_exact_mass(make):
+    rows = read_rows(make("5").csv)
+    runs = appendix_d.QUICK_RUNS
+    for curve in ("group: mean count input 1", "group: mean count input 2"):
+        groups = [r for r in rows if r["curve"] == curve]
+        assert len(groups) == appendix_d.RANK_BINS
+        sizes = [int(r["rank"].split("-")[1]) - int(r["rank"].split("-")[0]) + 1 for r in groups]
+        total = sum(float(r["value"]) * size for r, size in zip(groups, sizes, strict=True))
+        assert total == pytest.approx(runs, rel=1e-9)
+    exact = [float(r["value"]) for r in rows if r["curve"] == appendix_d.LOSS_CURVES[0]]
+    seen = [float(r["value"]) for r in rows if r["curve"] == appendix_d.LOSS_CURVES[1]]
+    assert 0.99 < sum(exact) <= 1.0 + 1e-12 and 0.99 < sum(seen) <= 1.0 + 1e-12
+    # The largest loss bin holds the pair's ε (ln 17) and almost no probability.
+    assert len(exact) == math.floor(math.log(17) / appendix_d.LOSS_BIN_WIDTH) + 1
+    assert exact[-1] < 1e-15

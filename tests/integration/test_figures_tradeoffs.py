@@ -227,3 +227,55 @@ def test_8_epsilon_scales_with_grouping_sets(make: Callable[[str], FigureOutput]
     for d in {d for _, d in by_key}:  # more grouping sets never cost less privacy
         values = [float(by_key[(g, d)]["epsilon"]) for g in range(1, 5)]
         assert values == sorted(values)
+
+
+def _plan_epsilon(grouping_sets: int, dummies: int) -> float:
+    """ε of figure 8's plan (σ = 0.2, n = 100), from the planner's own plan of S_t sources."""
+    from dpcomm.experiments.planner import request_plan
+    from dpcomm.plan import account_plan
+
+    plan = request_plan(
+        workload="aggregate",
+        num_sources=sources_needed(tuples=10_000, sampling_rate=0.2, num_targets=C),
+        num_targets=C,
+        num_clusters=grouping_sets,
+    )
+    countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=dummies)
+    return account_plan(plan, countermeasure, delta=1e-4).guarantee.epsilon
+
+
+def test_8_thresholds_are_the_accountants_not_the_grids(
+    make: Callable[[str], FigureOutput],
+) -> None:
+    """The issue: quick figure 8 said d = 1,000 for G = 1, where the threshold is 275."""
+    note = make("8").notes[-1]
+    assert "not read off the plotted grid" in note
+    assert "G=1: d ≥ 275 " in note
+    assert _plan_epsilon(1, 275) <= 1.0 < _plan_epsilon(1, 274)  # independent: the planner's plan
+    # The same note from fewer plotted points: the grid only says where the search starts.
+    rows = read_rows(make("8").csv)
+    sparse = [
+        {**row, "grouping_sets": int(row["grouping_sets"]), "sources": int(row["sources"]),
+         "num_dummies": int(row["num_dummies"]), "batch_size": int(row["batch_size"]),
+         "sampling_rate": float(row["sampling_rate"]), "epsilon": float(row["epsilon"])}
+        for row in rows
+        if int(row["num_dummies"]) != 100
+    ]  # fmt: skip
+    settings = FigureSettings(out_dir=Path("unused"), quick=True)
+    again = tradeoffs._reach_note(
+        sparse,
+        kind="Aggregate, σ = 0.2, n = 100",
+        plan_of=tradeoffs._aggregate_plan(settings),
+    )
+    assert again == note
+
+
+def test_7a_threshold_loads_are_the_runs_cost_model(make: Callable[[str], FigureOutput]) -> None:
+    rows = read_rows(make("7a").csv)
+    for row in rows:
+        typed = {"sources": int(row["sources"]), "batch_size": int(row["batch_size"])}
+        typed |= {"grouping_sets": 1, "messages_nonprivate": int(row["messages_nonprivate"])}
+        assert tradeoffs._aggregate_load(typed, int(row["num_dummies"])) == int(
+            row["messages_added"]
+        )
+    assert "The least load reaching it" in make("7a").notes[-1]

@@ -566,7 +566,7 @@ def cluster_pair(
 # --- The search -----------------------------------------------------------------------------------
 
 
-def _least(
+def least_satisfying(
     predicate: Callable[[int], bool],
     *,
     low: int,
@@ -626,7 +626,7 @@ def _least(
 
 def _minimal_true(predicate: Callable[[int], bool], *, guess: int, maximum: int) -> int | None:
     """Smallest d in [0, maximum] with ``predicate`` true (monotone), None if none."""
-    return _least(predicate, low=0, high=maximum, guess=guess)
+    return least_satisfying(predicate, low=0, high=maximum, guess=guess)
 
 
 @dataclass(frozen=True)
@@ -829,7 +829,7 @@ class _Search:
     def local(self, sigma: float, recruited: int) -> None:
         """The least flooding d ≤ T − 1 for R_σ^d (δ non-increasing in d)."""
         check = self.feasibility
-        dummies = _least(
+        dummies = least_satisfying(
             lambda d: check.local_ok(sigma, d), low=0, high=self.request.num_targets - 1
         )
         if dummies is not None:
@@ -853,7 +853,7 @@ class _Search:
         guess = min(guess, self.max_dummies)
         if load(guess) <= self.best and (guess == self.max_dummies or load(guess + 1) > self.best):
             return guess
-        found = _least(lambda d: load(d) > self.best, low=low, high=self.max_dummies)
+        found = least_satisfying(lambda d: load(d) > self.best, low=low, high=self.max_dummies)
         return self.max_dummies if found is None else found - 1
 
     def scramblers(self, sigma: float, recruited: int) -> None:
@@ -898,7 +898,7 @@ class _Search:
             floor = low
             if self.request.num_clusters > 1:
                 # The one-cluster floor on d is non-decreasing in K too: prune with it.
-                found = _least(one_cluster, low=low, high=self.max_dummies)
+                found = least_satisfying(one_cluster, low=low, high=self.max_dummies)
                 if found is None:
                     break
                 floor = found
@@ -915,20 +915,20 @@ class _Search:
                 break
 
             if self.request.num_clusters == 1:
-                dummies = _least(ok, low=low, high=high)
+                dummies = least_satisfying(ok, low=low, high=high)
             elif self.seeding:
-                dummies = _least(basic_ok, low=low, high=high)
+                dummies = least_satisfying(basic_ok, low=low, high=high)
             else:
                 if floor > high:
                     break
-                basic = _least(basic_ok, low=floor, high=high)
+                basic = least_satisfying(basic_ok, low=floor, high=high)
                 top = high if basic is None else basic
                 if basic is None and not ok(high):
                     break
                 guess = floor
                 if floor > low and position is not None:
                     guess = floor + round(position * (top - floor))
-                dummies = _least(ok, low=floor, high=top, guess=guess, high_ok=True)
+                dummies = least_satisfying(ok, low=floor, high=top, guess=guess, high_ok=True)
                 if dummies is not None and top > floor:
                     position = (dummies - floor) / (top - floor)
             if dummies is None:
@@ -1074,7 +1074,7 @@ def _verified(request: PlanRequest, raw: _Raw, search: Feasibility, final: Feasi
 
     dummies = raw.num_dummies
     if dummies > 0 and configuration_ok(search, dummies - 1):
-        least = _least(lambda d: configuration_ok(search, d), low=0, high=dummies)
+        least = least_satisfying(lambda d: configuration_ok(search, d), low=0, high=dummies)
         dummies = raw.num_dummies if least is None else least
     while not configuration_ok(final, dummies):
         dummies += 1  # never expected: the coarser grid dominates the final one

@@ -29,7 +29,25 @@ from dpcomm.experiments.figures.base import (
     register,
     save_figure,
 )
+from dpcomm.experiments.figures.thresholds import (
+    MAX_DUMMIES,
+    Threshold,
+    least_integer,
+    least_real,
+    scrambler_epsilon,
+)
 
+#: Each figure's title (the paper's subcaption), on the image and in the index.
+FIGURE_TITLES = {
+    "3a": "Privacy of A_σ",
+    "3b": "Privacy of A_σ^d (T=20)",
+    "4a": "Varying sampling rate σ (n=100)",
+    "4b": "Varying number d of dummies (n=100)",
+    "4c": "Varying number n of messages (d=50)",
+    "6a": "Impact of n (d=50, σ=0.2)",
+    "6b": "Impact of d (n=100, σ=0.2)",
+    "6c": "Impact of σ (n=500, d=50)",
+}
 #: T of every figure but 3a.
 NUM_TARGETS = 20
 #: R of Algorithm 2 in full mode (the paper's value) and in quick mode.
@@ -192,6 +210,7 @@ def _sweep(
     point: Callable[[float], tuple[float, int, int]],
     rows_at: Callable[..., list[Row]],
     *,
+    title: str,
     ylabel: str,
     width: float = 6.0,
     height: float = 5.0,
@@ -212,7 +231,7 @@ def _sweep(
         finite = [float(r["epsilon"]) for r in rows if r["plotted"]]
         axes.set_ylim(0.0, min(max(finite) * 1.05, y_cap))
     _finish(axes, xlabel=_AXIS_LABELS[key], ylabel=ylabel, below=True)
-    png, csv = save_figure(settings, name, figure, rows)
+    png, csv = save_figure(settings, name, figure, rows, title=title)
     return rows, png, csv
 
 
@@ -245,13 +264,13 @@ def figure_3a(settings: FigureSettings) -> FigureOutput:
     _plot(axes, rows, "sampling_rate", color_of=lambda _: None)
     axes.axhline(math.log(3), color="black", linewidth=0.8, linestyle=":", label="ε = ln 3")
     _finish(axes, xlabel="sampling rate σ", ylabel="ε (pure, exact)", legend_size=8)
-    png, csv = save_figure(settings, "3a", figure, rows)
+    png, csv = save_figure(settings, "3a", figure, rows, title=FIGURE_TITLES["3a"])
     # ε <= ln 3 iff (1 − σ)T/σ <= 2 iff σ >= T/(T + 2) (the tests check it on the curves).
     thresholds = {t: t / (t + 2) for t in FIGURE3A_TARGETS}
     listed = ", ".join(f"{thresholds[t]:.2f} for T = {t}" for t in (2, 20, 100))
     return FigureOutput(
         name="3a",
-        title="Privacy of A_σ",
+        title=FIGURE_TITLES["3a"],
         caption=(
             f"{FIGURE3_CAPTION} (a) Theorem 'privacy_local' (dpcomm's theorem-1; valid, "
             "exact for pure ε) with d = 0, "
@@ -279,7 +298,7 @@ def figure_3b(settings: FigureSettings) -> FigureOutput:
     figure, axes = new_axes()
     _plot(axes, rows, "num_dummies", color_of=lambda _: None)
     _finish(axes, xlabel="dummies per source d", ylabel="ε (pure, exact)", legend_size=8)
-    png, csv = save_figure(settings, "3b", figure, rows)
+    png, csv = save_figure(settings, "3b", figure, rows, title=FIGURE_TITLES["3b"])
 
     def eps(sigma: float, d: int) -> float:
         return _local_epsilon(num_targets=NUM_TARGETS, sampling_rate=sigma, num_dummies=d)
@@ -288,7 +307,7 @@ def figure_3b(settings: FigureSettings) -> FigureOutput:
     low, high = min(FIGURE3B_SAMPLING), max(FIGURE3B_SAMPLING)
     return FigureOutput(
         name="3b",
-        title="Privacy of A_σ^d (T=20)",
+        title=FIGURE_TITLES["3b"],
         caption=(
             f"{FIGURE3_CAPTION} (b) Theorem 'privacy_local' (dpcomm's theorem-1), "
             f"T = {NUM_TARGETS}, d ∈ [0, {NUM_TARGETS - 1}] "
@@ -422,11 +441,18 @@ def figure_4a(settings: FigureSettings) -> FigureOutput:
         else [round(float(s), 3) for s in np.linspace(0.05, 1.0, 20)]
     )
     rows, png, csv = _sweep(
-        settings, "4a", "sampling_rate", grid, lambda x: (x, n, d), _capped_rows, ylabel="ε (pure)"
+        settings,
+        "4a",
+        "sampling_rate",
+        grid,
+        lambda x: (x, n, d),
+        _capped_rows,
+        title=FIGURE_TITLES["4a"],
+        ylabel="ε (pure)",
     )
     return FigureOutput(
         name="4a",
-        title="Varying sampling rate σ (n=100)",
+        title=FIGURE_TITLES["4a"],
         caption=f"{FIGURE4_CAPTION} (a) T = 20, n = {n}, d = {d}, {len(grid)} values of σ.",
         png=png,
         csv=csv,
@@ -450,6 +476,7 @@ def figure_4b(settings: FigureSettings) -> FigureOutput:
         grid,
         lambda x: (sigma, n, int(x)),
         _capped_rows,
+        title=FIGURE_TITLES["4b"],
         ylabel="ε (pure)",
     )
     lower = _values(rows, LOWER_LABEL)
@@ -462,7 +489,7 @@ def figure_4b(settings: FigureSettings) -> FigureOutput:
     )
     return FigureOutput(
         name="4b",
-        title="Varying number d of dummies (n=100)",
+        title=FIGURE_TITLES["4b"],
         caption=(
             f"{FIGURE4_CAPTION} (b) T = 20, n = {n}, σ = {sigma}, d ∈ [0, {grid[-1]}] (the "
             "theorem's range d ≤ n − 1)."
@@ -489,6 +516,7 @@ def figure_4c(settings: FigureSettings) -> FigureOutput:
         grid,
         lambda x: (sigma, int(x), d),
         _capped_rows,
+        title=FIGURE_TITLES["4c"],
         ylabel="ε (pure)",
     )
     lower = _values(rows, LOWER_LABEL)
@@ -500,7 +528,7 @@ def figure_4c(settings: FigureSettings) -> FigureOutput:
     )
     return FigureOutput(
         name="4c",
-        title="Varying number n of messages (d=50)",
+        title=FIGURE_TITLES["4c"],
         caption=(
             f"{FIGURE4_CAPTION} (c) T = 20, d = {d}, σ = {sigma}, n ∈ [{grid[0]}, {grid[-1]}] "
             "(the theorem needs d ≤ n − 1; Table 1's n ≤ 600)."
@@ -568,17 +596,84 @@ def _scrambler_rows(
     return rows
 
 
+#: A valid bound "improves on ε0" when it is below it by more than this.
+IMPROVES_BY = 1e-3
+
+
+def _method_values(point: tuple[float, int, int]) -> dict[str, float | None]:
+    sigma, n, d = point
+    return scrambler_epsilon(
+        num_targets=NUM_TARGETS, sampling_rate=sigma, batch_size=n, num_dummies=d, delta=DELTA
+    )
+
+
+def bennett_threshold(
+    point: Callable[[float], tuple[float, int, int]],
+    *,
+    low: float,
+    high: float,
+    tolerance: float | None = None,
+) -> Threshold | None:
+    """Least x in [low, high] where the corrected Bennett bound improves on ε0 (accountant).
+
+    ``point`` maps x to (σ, n, d); integers unless ``tolerance`` (then multiples of it).
+    """
+
+    def bennett(x: float) -> float:
+        value = _method_values(point(x))["bennett"]
+        return math.inf if value is None else value
+
+    def improves(x: float, value: float) -> bool:
+        epsilon0 = _method_values(point(x))["post-processing"]
+        return epsilon0 is not None and value < epsilon0 - IMPROVES_BY
+
+    if tolerance is None:
+        return least_integer(
+            lambda x: bennett(x), lambda x, v: improves(x, v), low=int(low), high=int(high)
+        )
+    return least_real(bennett, improves, low=low, high=high, tolerance=tolerance)
+
+
+def _bennett_note(
+    found: Threshold | None,
+    point: Callable[[float], tuple[float, int, int]],
+    symbol: str,
+    high: float,
+) -> str:
+    """The Bennett threshold, stated with the accountant's numbers at it and one step below."""
+    if found is None:
+        return (
+            f"; the corrected Bennett bound does not improve on ε0 for {symbol} up to {high:g} "
+            "(accountant)"
+        )
+    sigma, n, d = point(found.value)
+    epsilon0 = _method_values(point(found.value))["post-processing"]
+    text = (
+        f"; the corrected Bennett bound improves on ε0 from {symbol} = {found.value:g} "
+        f"(σn + d = {sigma * n + d:g}: {found.epsilon:.3f} < ε0 = {epsilon0:.3f})"
+    )
+    if found.below is not None:
+        text += f", not at {symbol} = {found.below:g} (accountant, not the plotted grid)"
+    return text + ", in line with the paper's 'in the order of 300' for its analytical bound"
+
+
 def _figure6_notes(
-    rows: Sequence[Row], key: str, symbol: str, samples: int, extra: str = ""
+    rows: Sequence[Row],
+    key: str,
+    symbol: str,
+    samples: int,
+    extra: str = "",
+    *,
+    bennett: str,
 ) -> tuple[str, ...]:
-    """Three notes for a figure 6 panel, every number read from the plotted rows."""
+    """Three notes for a figure 6 panel.
+
+    Counts are over the plotted rows (and say so); thresholds (``extra``, ``bennett``) are
+    computed by the accountant.
+    """
     by_x: dict[float, dict[str, float]] = {}
-    crowd: dict[float, float] = {}  # σ n + d, the expected number of input-independent messages
     for r in rows:
         by_x.setdefault(float(r[key]), {})[str(r["curve"])] = float(r["epsilon"])
-        crowd[float(r[key])] = float(r["sampling_rate"]) * int(r["batch_size"]) + int(
-            r["num_dummies"]
-        )
     gap = max(v[EXACT_LABEL] - v[LOWER_LABEL] for v in by_x.values())
     below = [x for x, v in by_x.items() if v[BENNETT_PRINTED_LABEL] < v[LOWER_LABEL] - 1e-9]
     worst = max(
@@ -586,8 +681,8 @@ def _figure6_notes(
     )
     first = (
         f"Exact Lemma 2 (valid) is within {gap:.3f} of the certified lower bound at every "
-        f"point{extra}. The printed Bennett bound is below the lower bound at {len(below)} of "
-        f"{len(by_x)} points"
+        f"plotted point{extra}. The printed Bennett bound is below the lower bound at "
+        f"{len(below)} of {len(by_x)} plotted points"
     )
     if worst is not None:
         first += (
@@ -596,27 +691,18 @@ def _figure6_notes(
         )
     private = [x for x, v in by_x.items() if v[POST_PROCESSING_LABEL] > 0.0]  # ε0 > 0
     amplified = [x for x in private if by_x[x][EXACT_LABEL] < by_x[x][POST_PROCESSING_LABEL] - 1e-6]
-    bennett = {x: by_x[x][BENNETT_LABEL] for x in private}
-    useful = [x for x, v in bennett.items() if v < by_x[x][POST_PROCESSING_LABEL] - 1e-3]
-    useless = [x for x, v in bennett.items() if math.isfinite(v) and x not in useful]
     second = (
-        f"Exact (ε, δ) is below the pure ε0 at {len(amplified)} of the {len(private)} points "
-        "with ε0 > 0: the crowd amplifies privacy even where σn + d is small"
+        f"Exact (ε, δ) is below the pure ε0 at {len(amplified)} of the {len(private)} plotted "
+        "points with ε0 > 0: the crowd amplifies privacy even where σn + d is small" + bennett
     )
-    if useful and useless:
-        second += (
-            f"; the corrected Bennett bound improves on ε0 only from σn + d = "
-            f"{min(crowd[x] for x in useful):g} (not at {max(crowd[x] for x in useless):g}), "
-            "in line with the paper's 'in the order of 300' for its analytical bound"
-        )
-    elif not useful:
-        second += "; the corrected Bennett bound never improves on ε0 here"
+    bennett_values = {x: by_x[x][BENNETT_LABEL] for x in private}
     hoeffding = sum(v[HOEFFDING_LABEL] < v[POST_PROCESSING_LABEL] - 1e-3 for v in by_x.values())
-    unusable = [x for x, v in bennett.items() if not math.isfinite(v)]
+    unusable = [x for x, v in bennett_values.items() if not math.isfinite(v)]
     monte_carlo = f"Monte Carlo R={samples} (estimate)"
     error = max(abs(v[monte_carlo] - v[EXACT_LABEL]) for v in by_x.values())
     third = (
-        f"Hoeffding (Theorem 4) improves on ε0 at {hoeffding} of {len(by_x)} points; elsewhere "
+        f"Hoeffding (Theorem 4) improves on ε0 at {hoeffding} of {len(by_x)} plotted points; "
+        "elsewhere "
         "every valid bound is capped by ε0 (post-processing). Monte Carlo "
         f"(R = {samples}, an estimate) stays within {error:.2f} of exact."
     )
@@ -643,6 +729,7 @@ def _figure6(
         grid,
         point,
         functools.partial(_scrambler_rows, samples=samples, seed=settings.seed),
+        title=FIGURE_TITLES[name],
         ylabel=f"ε (δ = {DELTA:g}; Theorem 3: pure)",
         width=6.5,
         height=5.4,
@@ -659,6 +746,51 @@ def _figure6_caption(part: str, text: str, samples: int) -> str:
     )
 
 
+def point_6a(batch_size: float) -> tuple[float, int, int]:
+    """(σ, n, d) of figure 6a at n."""
+    return 0.2, int(batch_size), 50
+
+
+def point_6b(num_dummies: float) -> tuple[float, int, int]:
+    """(σ, n, d) of figure 6b at d."""
+    return 0.2, 100, int(num_dummies)
+
+
+def point_6c(sampling_rate: float) -> tuple[float, int, int]:
+    """(σ, n, d) of figure 6c at σ."""
+    return float(sampling_rate), 500, 50
+
+
+#: Where each figure 6 panel's Bennett threshold is searched (whatever the plotted grid):
+#: (low, high, tolerance; None for integers). σ stops below 1, where ε0 = 0.
+BENNETT_SEARCH: dict[str, tuple[float, float, float | None]] = {
+    "6a": (10, 1000, None),
+    "6b": (0, 1000, None),
+    "6c": (0.01, 0.99, 0.001),
+}
+
+
+def _bennett_text(name: str, point: Callable[[float], tuple[float, int, int]], symbol: str) -> str:
+    low, high, tolerance = BENNETT_SEARCH[name]
+    found = bennett_threshold(point, low=low, high=high, tolerance=tolerance)
+    return _bennett_note(found, point, symbol, high)
+
+
+def least_dummies_6b(target_epsilon: float = 1.0) -> Threshold | None:
+    """Least d with the accountant's best valid ε ≤ ``target_epsilon`` (n = 100, σ = 0.2)."""
+
+    def epsilon(dummies: int) -> float:
+        sigma, n, d = point_6b(dummies)
+        mechanism = ScramblerMechanism(
+            num_targets=NUM_TARGETS, sampling_rate=sigma, batch_size=n, num_dummies=d
+        )
+        return account(mechanism, delta=DELTA, monte_carlo_samples=0).guarantee.epsilon
+
+    return least_integer(
+        epsilon, lambda _d, value: value <= target_epsilon, low=0, high=MAX_DUMMIES
+    )
+
+
 @register("6a")
 def figure_6a(settings: FigureSettings) -> FigureOutput:
     """Figure 6a: ε at δ = 1e-4 of the uncapped scrambler against n (d = 50, σ = 0.2)."""
@@ -667,16 +799,16 @@ def figure_6a(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [10, 20, 30, 50, 75, 100, 150, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
     )
-    rows, png, csv, samples = _figure6(
-        settings, "6a", "batch_size", grid, lambda x: (0.2, int(x), 50)
-    )
+    rows, png, csv, samples = _figure6(settings, "6a", "batch_size", grid, point_6a)
     return FigureOutput(
         name="6a",
-        title="Impact of n (d=50, σ=0.2)",
+        title=FIGURE_TITLES["6a"],
         caption=_figure6_caption("a", f"n ∈ [{grid[0]}, {grid[-1]}], d = 50, σ = 0.2", samples),
         png=png,
         csv=csv,
-        notes=_figure6_notes(rows, "batch_size", "n", samples),
+        notes=_figure6_notes(
+            rows, "batch_size", "n", samples, bennett=_bennett_text("6a", point_6a, "n")
+        ),
     )
 
 
@@ -688,15 +820,25 @@ def figure_6b(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [0, 10, 25, 50, 75, 99, 150, 200, 250, 275, 300, 400, 500, 600, 700, 800, 900, 1000]
     )
-    rows, png, csv, samples = _figure6(
-        settings, "6b", "num_dummies", grid, lambda x: (0.2, 100, int(x))
+    rows, png, csv, samples = _figure6(settings, "6b", "num_dummies", grid, point_6b)
+    reach = least_dummies_6b()
+    extra = (
+        f" (ε ≤ 1 from d = {reach.value:g}: ε = {reach.epsilon:.4f}, and "
+        f"{reach.epsilon_below:.4f} at d = {reach.below:g}; accountant, not the plotted grid)"
+        if reach is not None and reach.below is not None
+        else ""
     )
-    exact = {int(r["num_dummies"]): float(r["epsilon"]) for r in rows if r["curve"] == EXACT_LABEL}
-    extra = f" (ε = {exact[275]:.4f} ≤ 1 at d = 275)" if 275 in exact else ""
-    notes = _figure6_notes(rows, "num_dummies", "d", samples, extra=extra)
+    notes = _figure6_notes(
+        rows,
+        "num_dummies",
+        "d",
+        samples,
+        extra=extra,
+        bennett=_bennett_text("6b", point_6b, "d"),
+    )
     return FigureOutput(
         name="6b",
-        title="Impact of d (n=100, σ=0.2)",
+        title=FIGURE_TITLES["6b"],
         caption=_figure6_caption("b", f"d ∈ [{grid[0]}, {grid[-1]}], n = 100, σ = 0.2", samples),
         png=png,
         csv=csv,
@@ -712,16 +854,16 @@ def figure_6c(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0]
     )
-    rows, png, csv, samples = _figure6(
-        settings, "6c", "sampling_rate", grid, lambda x: (float(x), 500, 50)
-    )
+    rows, png, csv, samples = _figure6(settings, "6c", "sampling_rate", grid, point_6c)
     return FigureOutput(
         name="6c",
-        title="Impact of σ (n=500, d=50)",
+        title=FIGURE_TITLES["6c"],
         caption=_figure6_caption(
             "c", f"σ ∈ [{grid[0]}, {grid[-1]}] (σ = 0 gives ε0 = ∞), n = 500, d = 50", samples
         ),
         png=png,
         csv=csv,
-        notes=_figure6_notes(rows, "sampling_rate", "σ", samples),
+        notes=_figure6_notes(
+            rows, "sampling_rate", "σ", samples, bennett=_bennett_text("6c", point_6c, "σ")
+        ),
     )

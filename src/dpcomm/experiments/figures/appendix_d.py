@@ -22,6 +22,7 @@ output, in plotted order (decreasing observed r), then ``summary: ...`` rows.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -177,6 +178,142 @@ def capture_recapture_share(first: IntArray, second: IntArray) -> tuple[float, f
     return share, estimate
 
 
+#: Groups of consecutive ranks in the left panel, and the width of the right panel's bins.
+RANK_BINS = 40
+LOSS_BIN_WIDTH = 0.1
+FIGURE5_TITLE = "Occurrences and log-ratio of probabilities of the outputs of A_σ^{n,d}"
+
+
+#: The curves of the aggregated panels in the CSV (one row per group or bin and statistic).
+GROUP_CURVES = (
+    "group: mean count input 1",
+    "group: mean count input 2",
+    "group: median r(O)",
+    "group: least r(O)",
+    "group: largest r(O)",
+)
+LOSS_CURVES = ("loss bin: exact probability input 1", "loss bin: observed frequency input 1")
+
+
+def _row(curve: str, label: str, value: float) -> Row:
+    return {
+        "curve": curve,
+        "rank": label,
+        "output": "",
+        "value": value,
+        "plotted": bool(math.isfinite(value) and value > 0),
+    }
+
+
+def rank_bins(c1: IntArray, c2: IntArray, ratio: FloatArray, *, bins: int) -> list[Row]:
+    """The outputs (in plotted order) cut into ``bins`` groups of consecutive ranks.
+
+    Per group (``rank`` = "first-last"): the mean occurrences per output under each input,
+    and the median, least and largest finite r(O) (NaN where none is finite).
+    """
+    rows: list[Row] = []
+    edges = np.linspace(0, c1.shape[0], min(bins, c1.shape[0]) + 1).astype(int)
+    for first, last in itertools.pairwise(edges):
+        finite = ratio[first:last][np.isfinite(ratio[first:last])]
+        stats = (
+            (float(np.median(finite)), float(finite.min()), float(finite.max()))
+            if finite.size
+            else (math.nan,) * 3
+        )
+        values = (float(c1[first:last].mean()), float(c2[first:last].mean()), *stats)
+        label = f"{first}-{last - 1}"
+        rows += [
+            _row(curve, label, value) for curve, value in zip(GROUP_CURVES, values, strict=True)
+        ]
+    return rows
+
+
+def loss_histogram(
+    p1: FloatArray, p2: FloatArray, observed1: FloatArray, *, width: float
+) -> list[Row]:
+    """Probability under input 1 of the outputs per bin of |ln P1/P2| (exact and observed)."""
+    support = (p1 > 0) & (p2 > 0)
+    losses = np.abs(np.log(p1[support] / p2[support]))
+    bins = np.floor(losses / width + 1e-9).astype(int)
+    exact = np.bincount(bins, weights=p1[support])
+    seen = np.bincount(bins, weights=observed1[support], minlength=exact.shape[0])
+    rows: list[Row] = []
+    for index in range(exact.shape[0]):
+        label = f"{index * width:.1f}-{(index + 1) * width:.1f}"
+        rows.append(_row(LOSS_CURVES[0], label, float(exact[index])))
+        rows.append(_row(LOSS_CURVES[1], label, float(seen[index])))
+    return rows
+
+
+def _series(rows: list[Row], curve: str) -> list[float]:
+    return [
+        float(row["value"]) if row["plotted"] else math.nan for row in rows if row["curve"] == curve
+    ]
+
+
+def _plot_rank_bins(axes: Any, rows: list[Row], pair_epsilon: float) -> None:
+    counts1, counts2, median, least, largest = (
+        np.array(_series(rows, curve)) for curve in GROUP_CURVES
+    )
+    positions = np.arange(counts1.shape[0])
+    axes.bar(
+        positions - 0.2, counts1, width=0.4, color="tab:red", alpha=0.6, label="input 1: mean c1(O)"
+    )
+    axes.bar(
+        positions + 0.2,
+        counts2,
+        width=0.4,
+        color="tab:blue",
+        alpha=0.6,
+        label="input 2: mean c2(O)",
+    )
+    axes.set_yscale("log")
+    axes.set_xlabel(f"outputs O by decreasing observed r(O), {positions.shape[0]} groups of ranks")
+    axes.set_ylabel("occurrences per output (group mean)")
+    ratio_axes = axes.twinx()
+    ratio_axes.fill_between(
+        positions, least, largest, color="green", alpha=0.15, label="r(O): range in the group"
+    )
+    ratio_axes.plot(positions, median, color="green", linewidth=1.6, label="r(O): group median")
+    ratio_axes.axhline(
+        pair_epsilon,
+        color="darkgreen",
+        linestyle="--",
+        linewidth=0.9,
+        label=f"exact max |ln P1/P2| = {pair_epsilon:.2f}",
+    )
+    ratio_axes.set_ylabel("log-ratio r(O)")
+    ratio_axes.set_ylim(0.0, 1.3 * max(pair_epsilon, float(np.nanmax(largest))))
+    handles, labels = axes.get_legend_handles_labels()
+    more_handles, more_labels = ratio_axes.get_legend_handles_labels()
+    axes.legend(
+        handles + more_handles,
+        labels + more_labels,
+        fontsize=7.5,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.16),
+        ncol=3,
+    )
+    axes.set_title("the paper's view, aggregated", fontsize=9)
+
+
+def _plot_loss_histogram(axes: Any, rows: list[Row], pair_epsilon: float) -> None:
+    exact, seen = (np.array(_series(rows, curve)) for curve in LOSS_CURVES)
+    centres = (np.arange(exact.shape[0]) + 0.5) * LOSS_BIN_WIDTH
+    axes.bar(
+        centres, exact, width=LOSS_BIN_WIDTH * 0.9, color="tab:gray", label="exact probability"
+    )
+    axes.plot(centres, seen, "o", color="tab:red", markersize=3, label="observed frequency")
+    axes.axvline(
+        pair_epsilon, color="darkgreen", linestyle="--", linewidth=0.9, label="ε of the pair"
+    )
+    axes.set_yscale("log")
+    axes.set_xlabel("privacy loss |ln P1(O)/P2(O)|")
+    axes.set_ylabel("probability under input 1")
+    axes.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+    axes.set_title("beyond the paper: where the probability sits", fontsize=9)
+
+
 @register("5")
 def figure_5(settings: FigureSettings) -> FigureOutput:
     """Figure 5: occurrences and log-ratios of the outputs of A_σ^{n,d} on neighbouring inputs."""
@@ -250,48 +387,32 @@ def figure_5(settings: FigureSettings) -> FigureOutput:
         for name, value in summary.items()
     ]
 
-    figure, axes = new_axes(width=7.0, height=4.4)
-    edges = np.arange(observed.shape[0] + 1) - 0.5
-    axes.stairs(c1, edges, color="red", alpha=0.45, fill=True, baseline=0.5, label="c1(O), input 1")
-    axes.stairs(
-        c2, edges, color="blue", alpha=0.45, fill=True, baseline=0.5, label="c2(O), input 2"
-    )
-    axes.set_yscale("log")
-    axes.set_ylim(0.5, float(max(c1.max(), c2.max())) * 2.0)
-    axes.set_xlabel("distinct outputs O, by decreasing observed r(O)")
-    axes.set_ylabel("occurrences")
-    ratio_axes = axes.twinx()
-    ranks = np.arange(observed.shape[0])
-    ratio_axes.axhline(
-        pair_epsilon,
-        color="darkgreen",
-        linestyle="--",
-        linewidth=0.9,
-        label=f"exact max over all outputs ({pair_epsilon:.2f})",
-    )
-    ratio_axes.plot(
-        ranks[finite], ratio[finite], ".", color="green", markersize=2.0, label="r(O) observed"
-    )
-    ratio_axes.set_ylabel("log-ratio r(O)")
-    ratio_axes.set_ylim(0.0, 1.3 * max(pair_epsilon, float(ratio[finite].max())))
-    handles, labels = axes.get_legend_handles_labels()
-    more_handles, more_labels = ratio_axes.get_legend_handles_labels()
-    axes.legend(handles + more_handles, labels + more_labels, fontsize=7, loc="upper right")
-    png, csv = save_figure(settings, "5", figure, rows)
+    binned = rank_bins(c1, c2, ratio, bins=RANK_BINS)
+    losses = loss_histogram(p1, p2, counts[0] / runs, width=LOSS_BIN_WIDTH)
+    rows += binned + losses
+    figure, (left, right) = new_axes(width=11.0, height=5.2, panels=2)
+    _plot_rank_bins(left, binned, pair_epsilon)
+    _plot_loss_histogram(right, losses, pair_epsilon)
+    png, csv = save_figure(settings, "5", figure, rows, title=FIGURE5_TITLE)
 
     ties = int(np.sum(all_ratios >= pair_epsilon - 1e-9))
     attained = "only by" if ties == 1 else f"by {ties} outputs, e.g."
     worst_output = tuple(int(v) for v in decode(np.array([worst]))[0])
     return FigureOutput(
         name="5",
-        title="Occurrences and log-ratio of probabilities of the outputs of A_σ^{n,d}",
+        title=FIGURE5_TITLE,
         caption=(
             f"{PAPER_CAPTION} Ours: {runs:,} runs per input (not 7×10^8), through dpcomm's "
             f"protocol layer; inputs {FIRST_INPUT_COUNTS} messages per target and the same with "
-            f"one message moved from target {MOVED_FROM} to {MOVED_TO}; bars red/blue = "
-            "occurrences (log scale), green dots = observed r(O) (undefined where one count is "
-            f"0: {int((~finite).sum())} outputs, leftmost), dashed = the exact largest "
-            "log-ratio over all outputs."
+            f"one message moved from target {MOVED_FROM} to {MOVED_TO}. Left, the paper's view "
+            f"aggregated: the {observed.shape[0]:,} observed outputs by decreasing observed "
+            f"r(O) (undefined where one count is 0: {int((~finite).sum())} outputs, first) in "
+            f"{RANK_BINS} groups of consecutive ranks; bars = mean occurrences per output of "
+            "the group under each input (log scale), line and band = median and range of r(O) "
+            "in the group, dashed = the exact largest log-ratio over all outputs. Right, beyond "
+            f"the paper: the exact probability under input 1 of the outputs in each "
+            f"{LOSS_BIN_WIDTH:g}-wide bin of |ln P1/P2| (all {possible:,} outputs), and the "
+            "frequency observed in the runs."
         ),
         png=png,
         csv=csv,

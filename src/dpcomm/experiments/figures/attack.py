@@ -34,6 +34,9 @@ from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram
 
+#: The figure's title, on the image and in the index.
+ATTACK_TITLE = "Attacker accuracy vs ε (Aggregate, K-means)"
+
 
 def _grid(quick: bool) -> dict[str, list[tuple[str, Countermeasure]]]:
     """The countermeasures of each panel: (curve, countermeasure)."""
@@ -120,11 +123,11 @@ def figure_attack(settings: FigureSettings) -> FigureOutput:
                 "flows_attacked": len(result.flows),
             }
         )
-    png, csv = save_figure(settings, "attack", _plot(rows), rows)
+    png, csv = save_figure(settings, "attack", _plot(rows), rows, title=ATTACK_TITLE)
     notes = _notes(rows)
     return FigureOutput(
         name="attack",
-        title="Attacker accuracy vs ε (Aggregate, K-means)",
+        title=ATTACK_TITLE,
         caption=(
             "Not in the paper (issue #6). An observer of all traffic who knows every other "
             "source's data guesses each source's compute node (MAP guess, docs/audit.md). "
@@ -169,7 +172,7 @@ def _notes(rows: list[Row]) -> list[str]:
 
 def _plot(rows: list[Row]) -> Any:
     """The figure: one panel per query."""
-    figure, panels = new_axes(width=11.0, height=4.4, panels=2)
+    figure, panels = new_axes(width=11.0, height=5.6, panels=2)
     markers = "osD^v"
     for axes, query in zip(panels, ("Aggregate", "K-means"), strict=True):
         points = [r for r in rows if r["query"] == query]
@@ -193,7 +196,9 @@ def _plot(rows: list[Row]) -> Any:
                 linestyle="--",
                 linewidth=0.9,
                 color=axes.lines[-1].get_color(),
-                label=f"DP bound at these points ({curve.split(' (')[0]})",
+                label="DP bound at each point (dashed, its curve's colour)"
+                if index == 0
+                else "_nolegend_",
             )
         baseline = points[0]["baseline"]
         axes.axhline(baseline, linestyle=":", color="grey", label="best guess from the prior")
@@ -202,7 +207,7 @@ def _plot(rows: list[Row]) -> Any:
             linestyle="-.",
             color="black",
             linewidth=0.8,
-            label="no countermeasure (ε = ∞): accuracy 1",
+            label="no countermeasure (ε = ∞)",
         )
         uniform = [
             dp_accuracy_bound(
@@ -222,5 +227,5 @@ def _plot(rows: list[Row]) -> Any:
         axes.set_ylim(0.0, 1.05)
         axes.set_title(query, fontsize=10)
         axes.grid(True, alpha=0.3)
-        axes.legend(fontsize=6.5, loc="upper left")
+        axes.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     return figure

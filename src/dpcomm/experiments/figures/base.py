@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.experiments._common import with_progress
 
 T = TypeVar("T")
@@ -133,10 +133,71 @@ def save_png(figure: Any, path: Path) -> None:
     plt.close(figure)
 
 
+#: The smallest legend font size a figure may use (points).
+MIN_LEGEND_FONT = 7.0
+#: The most entries one legend may have.
+MAX_LEGEND_ENTRIES = 12
+
+
+def readability_problems(figure: Any) -> list[str]:
+    """What makes ``figure`` hard to read: no title, unlabelled axes, a missing or crowded legend.
+
+    Every axes drawing more than one labelled line, bar or point set needs a legend (its own or
+    the figure's) of at most :data:`MAX_LEGEND_ENTRIES` entries in at least
+    :data:`MIN_LEGEND_FONT` points; every axes needs axis labels; the figure needs a title.
+    """
+    problems = []
+    suptitle = figure._suptitle
+    if suptitle is None or not suptitle.get_text().strip():
+        problems.append("no figure title")
+    legends = list(figure.legends)
+    for index, axes in enumerate(figure.axes):
+        if not axes.get_visible() or not axes.has_data():
+            continue
+        if not axes.get_xlabel() or not axes.get_ylabel():
+            twin = any(
+                other is not axes and other.bbox.bounds == axes.bbox.bounds for other in figure.axes
+            )
+            if not twin or not (axes.get_xlabel() or axes.get_ylabel()):
+                problems.append(f"axes {index}: no axis label")
+        _handles, labels = axes.get_legend_handles_labels()
+        labelled = [label for label in labels if not label.startswith("_")]
+        legend = axes.get_legend()
+        if legend is not None:
+            legends.append(legend)
+        elif len(labelled) > 1 and not figure.legends:
+            twins = [
+                other.get_legend()
+                for other in figure.axes
+                if other is not axes and other.bbox.bounds == axes.bbox.bounds
+            ]
+            if not any(twins):
+                problems.append(f"axes {index}: {len(labelled)} labelled series, no legend")
+    for legend in legends:
+        texts = legend.get_texts()
+        if len(texts) > MAX_LEGEND_ENTRIES:
+            problems.append(f"a legend of {len(texts)} entries")
+        if texts and min(text.get_fontsize() for text in texts) < MIN_LEGEND_FONT:
+            problems.append("a legend font below 7 pt")
+    return problems
+
+
 def save_figure(
-    settings: FigureSettings, name: str, figure: Any, rows: Sequence[Mapping[str, Any]]
+    settings: FigureSettings,
+    name: str,
+    figure: Any,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    title: str,
 ) -> tuple[Path, Path]:
-    """Write ``<name>.png`` and ``<name>.csv`` (the plotted ``rows``); return their paths."""
+    """Title the figure ("Figure 3a: ..."), check it reads well, write the PNG and the CSV.
+
+    Raises :class:`DpcommError` naming what :func:`readability_problems` finds.
+    """
+    figure.suptitle(f"Figure {name}: {title}", fontsize=11)
+    problems = readability_problems(figure)
+    if problems:
+        raise DpcommError(f"figure {name} is hard to read: {'; '.join(problems)}")
     png = settings.out_dir / f"{name}.png"
     csv = settings.out_dir / f"{name}.csv"
     write_csv(csv, rows)

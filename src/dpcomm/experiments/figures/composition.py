@@ -32,6 +32,10 @@ _STYLES = {
 }
 
 
+#: The figure's title, on the image and in the index.
+ROUNDS_TITLE = "ε of R composed scrambler rounds: Theorem 2 sum vs PLD (beyond the paper)"
+
+
 def _rounds(quick: bool) -> list[int]:
     return [1, 2, 4, 7, 10] if quick else list(range(1, 21))
 
@@ -96,8 +100,7 @@ def figure_rounds(settings: FigureSettings) -> FigureOutput:
         panel.set_ylabel(f"ε of the composition at δ = {DELTA:g}")
         panel.grid(True, alpha=0.3)
         panel.legend(fontsize=8, loc="upper left")
-    figure.suptitle("Composing scrambler rounds: Theorem 2 sum vs PLD", fontsize=11)
-    png, csv = save_figure(settings, "rounds", figure, rows)
+    png, csv = save_figure(settings, "rounds", figure, rows, title=ROUNDS_TITLE)
     last = max(rounds)
     notes = []
     for dummies in DUMMIES:
@@ -113,7 +116,7 @@ def figure_rounds(settings: FigureSettings) -> FigureOutput:
         )
     return FigureOutput(
         name="rounds",
-        title="ε of R composed scrambler rounds (beyond the paper)",
+        title=ROUNDS_TITLE,
         caption=(
             "Each source's message passes R scrambler rounds (G grouping sets or I iterations). "
             "Theorem 2 adds the rounds' ε at δ/R; the PLD composition of the rounds' dominating "

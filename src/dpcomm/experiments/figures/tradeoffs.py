@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from dpcomm.accounting import ScramblerMechanism
+from dpcomm.accounting.infinite import explain_infinite
 from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, synthetic_table
 from dpcomm.engine import run_aggregate, simulate
 from dpcomm.engine.report import efficiency_report, privacy_report
@@ -46,8 +48,9 @@ from dpcomm.experiments.figures.base import (
     register,
     save_figure,
 )
+from dpcomm.experiments.figures.thresholds import MAX_DUMMIES, least_dummies_for_plan
 from dpcomm.experiments.planner import nonprivate_load, plan_costs
-from dpcomm.plan import NoCountermeasure, Scramblers
+from dpcomm.plan import ExecutionPlan, NoCountermeasure, Scramblers
 from dpcomm.plan.costs import num_scramblers, sources_needed
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram, rand_index
@@ -372,11 +375,10 @@ def _sweep(
     if against.log_y:
         axes.set_yscale("log")
     axes.set_xlabel(against.label)
-    axes.set_ylabel("plan ε (δ = 1e-4 per cluster)")
-    axes.set_title(f"{name}: {title}", fontsize=10)
+    axes.set_ylabel(f"plan ε (δ = {DELTA:g} for the whole plan)")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)
-    png, csv = save_figure(settings, name, figure, rows)
+    png, csv = save_figure(settings, name, figure, rows, title=title)
     return rows, png, csv
 
 
@@ -414,19 +416,102 @@ def _dummy_notes(rows: Sequence[Row], *, early: int, kind: str) -> list[str]:
             else "on some curve the first dummies do not give more than their share."
         )
     ]
-    good = [row for row in rows if row["epsilon"] <= 1.0]
-    bare = min(row["messages_added"] for row in rows if row["num_dummies"] == 0)
-    if good:
-        best = min(good, key=lambda row: row["messages_added"])
-        notes.append(
-            f"ε <= 1 is reached ({kind}) at {best['curve']}, d = {best['num_dummies']} with "
-            f"{best['messages_added']:,} messages added ({best['overhead_factor']:.1f}× the "
-            f"non-private run), the least load of any point with ε <= 1; without dummies the "
-            f"scramblers alone add {bare:,} messages or more."
-        )
-    else:
-        notes.append(f"No configuration of this grid reaches ε <= 1 ({kind}).")
     return notes
+
+
+def _dummies_only_note(sizes: Sequence[int]) -> str:
+    """Why σ = 0 is left out of figure 7c: the least d with a finite ε, by the accountant."""
+    least: list[str] = []
+    for size in sizes:
+        mechanism = ScramblerMechanism(
+            num_targets=NUM_COMPUTE_NODES, sampling_rate=0.0, batch_size=size, num_dummies=0
+        )
+        changes = explain_infinite(mechanism, delta=DELTA).changes
+        found = [c for c in changes if c.parameter == "num_dummies" and c.least]
+        least.append(
+            f"d ≥ {int(found[0].value)} at n = {size}" if found else f"no d found at n = {size}"
+        )
+    formula = math.ceil(math.log(DELTA) / math.log(1 - 1 / NUM_COMPUTE_NODES))
+    return (
+        "σ = 0 (dummies only) is left out: an observer then sees a target with no message "
+        "whenever no dummy lands on it, with probability (1 − 1/T)^d, so the true ε at "
+        f"δ = {DELTA:g} is infinite while (1 − 1/T)^d > δ, i.e. for d < {formula}; the "
+        f"accountant finds ε finite from {', '.join(least)}."
+    )
+
+
+def _reach_note(
+    rows: Sequence[Row],
+    *,
+    kind: str,
+    plan_of: Callable[[Row], ExecutionPlan],
+    load_of: Callable[[Row, int], int] | None = None,
+) -> str:
+    """ε ≤ 1 on every curve: the least d, by the accountant on the curve's plan (any grid).
+
+    Each curve's plan is the one its runs execute, so the ε is what a run reports
+    (:func:`dpcomm.experiments.figures.thresholds.least_dummies_for_plan`); the plotted points
+    only tell the search where to start. ``load_of`` gives the messages added at a d (the
+    cost model of the runs).
+    """
+    parts: list[str] = []
+    loads: list[tuple[int, str, int]] = []
+    for curve, points in group_curves(rows).items():
+        first = points[0]
+        reached = [row["num_dummies"] for row in points if row["epsilon"] <= 1.0]
+        found = least_dummies_for_plan(
+            plan_of(first),
+            sampling_rate=first["sampling_rate"],
+            batch_size=first["batch_size"],
+            target_epsilon=1.0,
+            delta=DELTA,
+            guess=min(reached) if reached else max(row["num_dummies"] for row in points),
+        )
+        if found is None:
+            parts.append(f"{curve}: not within d ≤ {MAX_DUMMIES:,}")
+            continue
+        dummies = int(found.value)
+        text = (
+            f"{curve}: already without dummies (ε = {found.epsilon:.4f}"
+            if dummies == 0
+            else f"{curve}: d ≥ {dummies:,} (ε = {found.epsilon:.4f}"
+        )
+        if found.epsilon_below is not None:
+            text += f"; {found.epsilon_below:.4f} at d = {dummies - 1:,}"
+        text += ")"
+        if load_of is not None:
+            load = load_of(first, dummies)
+            loads.append((load, curve, dummies))
+            text = text[:-1] + f"; {load:,} messages added)"
+        parts.append(text)
+    note = (
+        f"ε ≤ 1 ({kind}; the least d by the accountant on each curve's plan, not read off the "
+        "plotted grid): " + "; ".join(parts) + "."
+    )
+    if loads:
+        load, curve, dummies = min(loads)
+        bare = min(row["messages_added"] for row in rows if row["num_dummies"] == 0)
+        note += (
+            f" The least load reaching it: {curve}, d = {dummies:,} ({load:,} messages added); "
+            f"without dummies the scramblers alone add {bare:,} messages or more."
+        )
+    return note
+
+
+def _aggregate_plan(settings: FigureSettings) -> Callable[[Row], ExecutionPlan]:
+    """The plan a figure's Aggregate row ran (its G and S_t)."""
+    return lambda row: _program(settings.seed, row["grouping_sets"], row["sources"]).plan
+
+
+def _aggregate_load(row: Row, dummies: int) -> int:
+    """Messages added by the row's configuration with ``dummies`` (the cost model of its run)."""
+    messages = scrambled_messages(
+        num_sources=row["sources"],
+        batch_size=row["batch_size"],
+        num_dummies=dummies,
+        grouping_sets=row["grouping_sets"],
+    )
+    return messages - int(row["messages_nonprivate"])
 
 
 def _channel_notes(rows: Sequence[Row]) -> str:
@@ -464,11 +549,13 @@ def _channel_notes(rows: Sequence[Row]) -> str:
 
 
 AGGREGATE_SETUP = (
-    f"C = T = {NUM_COMPUTE_NODES} compute nodes per grouping set, δ = {DELTA:g} per cluster, "
+    f"C = T = {NUM_COMPUTE_NODES} compute nodes per grouping set, δ = {DELTA:g} for the whole "
+    "plan, "
     "uncapped scramblers, uniform synthetic table, every point simulated."
 )
 AGGREGATE_PARAMETERS = (
-    f"C = T = {NUM_COMPUTE_NODES} compute nodes per grouping set, δ = {DELTA:g} per cluster, "
+    f"C = T = {NUM_COMPUTE_NODES} compute nodes per grouping set, δ = {DELTA:g} for the whole "
+    "plan, "
     "uncapped scramblers, uniform synthetic table; S_t = ⌈10,000/(1 − σ + σ/T)⌉ sources in "
     "⌈S_t/n⌉ balanced batches of at most n (10k tuples used in expectation, every batch size "
     "accounted); messages added = messages minus those of the non-private run over S = 10k "
@@ -502,7 +589,15 @@ def figure_7a(settings: FigureSettings) -> FigureOutput:
         f"σ ∈ {_values(rates)}, n ∈ {_values(sizes)}, G = 1. {AGGREGATE_PARAMETERS}",
         png,
         csv,
-        tuple(_dummy_notes(rows, early=200 if settings.quick else 100, kind="Aggregate, G = 1")),
+        (
+            *_dummy_notes(rows, early=200 if settings.quick else 100, kind="Aggregate, G = 1"),
+            _reach_note(
+                rows,
+                kind="Aggregate, G = 1",
+                plan_of=_aggregate_plan(settings),
+                load_of=_aggregate_load,
+            ),
+        ),
     )
 
 
@@ -626,9 +721,7 @@ def figure_7c(settings: FigureSettings) -> FigureOutput:
             if every_budget
             else "the paper's 'especially at low n' does not hold for every budget here."
         ),
-        "σ = 0 (dummies only) is left out: an observer then sees a target with no message "
-        "whenever no dummy lands on it, with probability (1 − 1/T)^d, so the true ε at "
-        "δ = 1e-4 is infinite while (19/20)^d > 1e-4, i.e. for d < 180.",
+        _dummies_only_note(sizes),
     )
     return FigureOutput(
         "7c",
@@ -697,9 +790,10 @@ def figure_7d(settings: FigureSettings) -> FigureOutput:
 
 
 KMEANS_PARAMETERS = (
-    f"K = C = T = {KMEANS_CENTROIDS}, I = {KMEANS_ITERATIONS}, δ = {DELTA:g} per cluster "
-    f"(plan ε = I × max εᵢ, plan δ = I·δ), uncapped scramblers, centroids sent back through the "
-    "scramblers; messages added = messages minus those of the same K-means without "
+    f"K = C = T = {KMEANS_CENTROIDS}, I = {KMEANS_ITERATIONS}, δ = {DELTA:g} for the whole "
+    "plan (the I clusters composed by PLD, or Theorem 2's sum at δ/I each, whichever is "
+    "smaller), uncapped scramblers, centroids sent back through the scramblers; messages "
+    "added = messages minus those of the same K-means without "
     "countermeasure; every point simulated."
 )
 
@@ -740,6 +834,8 @@ def figure_7e(settings: FigureSettings) -> FigureOutput:
     title = "K-means: privacy vs global load"
     rows, png, csv = _sweep(settings, "7e", title, grid, kmeans_point, _KMEANS_NETWORK_LOAD)
     notes = _dummy_notes(rows, early=100, kind="K-means")
+    bench = _kmeans_bench(settings.quick, settings.seed)
+    notes.append(_reach_note(rows, kind="K-means", plan_of=lambda _row: bench.program.plan))
     notes.append(_kmeans_dataset_note(rows, settings.quick))
     return FigureOutput(
         "7e",
@@ -811,14 +907,6 @@ def figure_8(settings: FigureSettings) -> FigureOutput:
         for d in dummies
         if (g, d) in by_key and (1, d) in by_key
     ]
-    reach = []
-    for g in range(1, 5):
-        good = [row for row in rows if row["grouping_sets"] == g and row["epsilon"] <= 1.0]
-        if good:
-            best = min(good, key=lambda row: row["num_dummies"])
-            reach.append(f"G={g} from d = {best['num_dummies']}")
-        else:
-            reach.append(f"G={g} not within d <= {max(dummies)}")
     return FigureOutput(
         "8",
         title,
@@ -835,6 +923,8 @@ def figure_8(settings: FigureSettings) -> FigureOutput:
             f"messages added are G × those at G = 1 (measured ratio / G: "
             f"{min(load_ratios):.3f}-{max(load_ratios):.3f}): "
             "more grouping sets cost both privacy and load, as the paper's figure shows.",
-            "ε <= 1 is reached for " + ", ".join(reach) + ".",
+            _reach_note(
+                rows, kind="Aggregate, σ = 0.2, n = 100", plan_of=_aggregate_plan(settings)
+            ),
         ),
     )
