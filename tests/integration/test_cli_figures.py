@@ -22,11 +22,11 @@ def test_selection_by_name_and_number():
 
 
 def test_figures_command_writes_pngs_csvs_and_index(tmp_path, capsys):
-    status = main(["figures", "--quick", "--quiet", "--only", "3,8", "--out", str(tmp_path)])
+    status = main(["figures", "--quick", "--quiet", "--only", "3,4a", "--out", str(tmp_path)])
     assert status == 0
     out = capsys.readouterr().out
     index = (tmp_path / "index.md").read_text()
-    for name in ("3a", "3b", "8"):
+    for name in ("3a", "3b", "4a"):
         png, table = tmp_path / f"{name}.png", tmp_path / f"{name}.csv"
         assert png.read_bytes()[:8] == PNG_SIGNATURE
         with table.open() as handle:

@@ -147,8 +147,7 @@ def readability_problems(figure: Any) -> list[str]:
     :data:`MIN_LEGEND_FONT` points; every axes needs axis labels; the figure needs a title.
     """
     problems = []
-    suptitle = figure._suptitle
-    if suptitle is None or not suptitle.get_text().strip():
+    if not figure.get_suptitle().strip():
         problems.append("no figure title")
     legends = list(figure.legends)
     for index, axes in enumerate(figure.axes):
