@@ -490,11 +490,11 @@ def _reach_note(
     )
     if loads:
         load, curve, dummies = min(loads)
-        bare = min(row["messages_added"] for row in rows if row["num_dummies"] == 0)
-        note += (
-            f" The least load reaching it: {curve}, d = {dummies:,} ({load:,} messages added); "
-            f"without dummies the scramblers alone add {bare:,} messages or more."
-        )
+        note += f" The least load reaching it: {curve}, d = {dummies:,} ({load:,} messages added)"
+        bare = [row["messages_added"] for row in rows if row["num_dummies"] == 0]
+        if bare:
+            note += f"; without dummies the scramblers alone add {min(bare):,} messages or more"
+        note += "."
     return note
 
 
