@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test docs lint typecheck unit bench data capture-tools clean
+.PHONY: demo test check unit docs lint typecheck bench data capture-tools clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,12 +29,23 @@ capture-tools:
 	  apt-get install -y -qq tcpdump iproute2 >/dev/null || echo "warning: tcpdump not installed"; \
 	  else echo "warning: not root: tcpdump not installed, capture tests will be skipped"; fi; }
 
+# The whole suite, in parallel workers (one per core), then the documentation site.
 test: $(STAMP) capture-tools
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 	$(MAKE) --no-print-directory docs
+
+# The inner loop (under two minutes): lint, types, unit and property tests.
+check: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/mypy
+	$(BIN)/pytest -n auto tests/unit tests/property
+
+unit: $(STAMP)
+	$(BIN)/pytest -n auto tests/unit
 
 # The documentation site (mkdocs-material, the API reference from the docstrings by
 # mkdocstrings), built strictly: a broken link or an unrenderable docstring fails the build.

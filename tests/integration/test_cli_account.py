@@ -5,19 +5,9 @@ import sys
 
 import pytest
 
-from dpcomm.cli.main import main
 
-
-def run(capsys, *args):
-    code = main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_json_schema_one_row_per_combination(capsys):
-    code, out, _ = run(
-        capsys,
-        "account", "scrambler", "--targets", "20", "--sampling", "0.2,0.5",
+def test_json_schema_one_row_per_combination(cli):
+    code, out, _ = cli("account", "scrambler", "--targets", "20", "--sampling", "0.2,0.5",
         "--dummies", "50", "--batch", "100", "--delta", "1e-4", "--json", "--mc-samples", "200",
     )  # fmt: skip
     assert code == 0
@@ -34,9 +24,8 @@ def test_json_schema_one_row_per_combination(capsys):
         assert row["methods"]["hoeffding"] is not None
 
 
-def test_epsilon_query_reports_delta(capsys):
-    code, out, _ = run(
-        capsys,
+def test_epsilon_query_reports_delta(cli):
+    code, out, _ = cli(
         "account", "scrambler", "--targets", "20", "--sampling", "0.2", "--dummies", "275",
         "--batch", "100", "--epsilon", "1", "--json", "--mc-samples", "0",
     )  # fmt: skip
@@ -45,9 +34,9 @@ def test_epsilon_query_reports_delta(capsys):
     assert row["lower_bound"] <= row["delta"] <= 1e-4
 
 
-def test_pure_epsilon_by_default_and_local(capsys):
-    code, out, _ = run(
-        capsys, "account", "local", "--targets", "20", "--sampling", "0.5", "--dummies", "0,19",
+def test_pure_epsilon_by_default_and_local(cli):
+    code, out, _ = cli(
+        "account", "local", "--targets", "20", "--sampling", "0.5", "--dummies", "0,19",
         "--json",
     )  # fmt: skip
     rows = json.loads(out)
@@ -57,9 +46,8 @@ def test_pure_epsilon_by_default_and_local(capsys):
     assert rows[0]["batch_size"] is None
 
 
-def test_method_option_and_capped(capsys):
-    code, out, _ = run(
-        capsys, "account", "scrambler", "--capped", "--targets", "20", "--sampling", "0.5",
+def test_method_option_and_capped(cli):
+    code, out, _ = cli("account", "scrambler", "--capped", "--targets", "20", "--sampling", "0.5",
         "--dummies", "99", "--batch", "100", "--method", "theorem-exact", "--json",
     )  # fmt: skip
     row = json.loads(out)[0]
@@ -69,9 +57,8 @@ def test_method_option_and_capped(capsys):
     assert row["epsilon"] < row["lower_bound"]
 
 
-def test_readable_table_for_many_rows(capsys):
-    code, out, _ = run(
-        capsys, "account", "scrambler", "--targets", "20", "--sampling", "0.2",
+def test_readable_table_for_many_rows(cli):
+    code, out, _ = cli("account", "scrambler", "--targets", "20", "--sampling", "0.2",
         "--dummies", "0,50", "--batch", "100", "--delta", "1e-4", "--mc-samples", "0",
     )  # fmt: skip
     assert code == 0
@@ -94,7 +81,7 @@ def test_readable_table_for_many_rows(capsys):
         (["--method", "magic"], "method"),
     ],
 )
-def test_bad_input_is_one_line_and_nonzero(capsys, args, name):
+def test_bad_input_is_one_line_and_nonzero(cli, args, name):
     base = {"--targets": "20", "--sampling": "0.2", "--dummies": "5", "--batch": "10"}
     for key, value in zip(args[::2], args[1::2], strict=True):
         base[key] = value
@@ -102,7 +89,7 @@ def test_bad_input_is_one_line_and_nonzero(capsys, args, name):
     for key, value in base.items():
         argv += [key, value]
     argv += args if args[0] in ("--delta", "--epsilon", "--method") else []
-    code, _, err = run(capsys, *argv)
+    code, _, err = cli(*argv)
     assert code != 0
     assert err.count("\n") == 1 and name in err and "Traceback" not in err
 

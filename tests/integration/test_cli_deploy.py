@@ -4,17 +4,9 @@ import json
 
 import pytest
 
-from dpcomm.cli.main import main
-
 pytestmark = pytest.mark.slow
 
 SQL = "SELECT g1, g2, COUNT(*), AVG(m1) FROM t GROUP BY GROUPING SETS ((g1), (g2))"
-
-
-def run_cli(capsys, *argv):
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def same_document(simulated, deployed):
@@ -31,42 +23,41 @@ def same_document(simulated, deployed):
     assert deployed["report"]["errors"] == {}
 
 
-def test_run_and_deploy_local_give_the_same_aggregate_run(capsys):
+def test_run_and_deploy_local_give_the_same_aggregate_run(cli):
     common = [
         "--synthetic", "300", "--sql", SQL, "--compute-nodes", "4", "--batch", "50",
         "--dummies", "4", "--sampling", "0.3", "--seed", "9", "--json",
     ]  # fmt: skip
-    status, out, err = run_cli(capsys, "run", "aggregate", *common)
+    status, out, err = cli("run", "aggregate", *common)
     assert status == 0, err
     simulated = json.loads(out)
-    status, out, err = run_cli(capsys, "deploy", "local", *common, "--collect-seconds", "10")
+    status, out, err = cli("deploy", "local", *common, "--collect-seconds", "10")
     assert status == 0, err
     same_document(simulated, json.loads(out))
 
 
-def test_run_and_deploy_local_give_the_same_kmeans_run(capsys):
+def test_run_and_deploy_local_give_the_same_kmeans_run(cli):
     common = [
         "--dataset", "mnist5k", "--sources", "120", "--k", "3", "--iterations", "2",
         "--mechanism", "local", "--sampling", "0.5", "--dummies", "1", "--seed", "4", "--json",
     ]  # fmt: skip
-    status, out, err = run_cli(capsys, "run", "kmeans", *common)
+    status, out, err = cli("run", "kmeans", *common)
     assert status == 0, err
     simulated = json.loads(out)
-    status, out, err = run_cli(capsys, "deploy", "local", "kmeans", *common)
+    status, out, err = cli("deploy", "local", "kmeans", *common)
     assert status == 0, err
     same_document(simulated, json.loads(out))
 
 
-def test_deploy_configs_refuses_a_seed(capsys, tmp_path):
-    status, _, err = run_cli(
-        capsys, "deploy", "configs", "--sql", SQL, "--synthetic", "20", "--seed", "1",
+def test_deploy_configs_refuses_a_seed(cli, tmp_path):
+    status, _, err = cli("deploy", "configs", "--sql", SQL, "--synthetic", "20", "--seed", "1",
         "--out", str(tmp_path / "d"),
     )  # fmt: skip
     assert status == 2 and err.count("\n") == 1 and "--seed" in err
 
 
 @pytest.mark.parametrize("suffix", ["csv", "parquet"])
-def test_deploy_local_takes_what_run_takes(capsys, tmp_path, suffix):
+def test_deploy_local_takes_what_run_takes(cli, tmp_path, suffix):
     import duckdb
 
     from dpcomm.queries.groupby import compare_results
@@ -88,10 +79,10 @@ def test_deploy_local_takes_what_run_takes(capsys, tmp_path, suffix):
     )
     common = ["--data", str(path), "--sql", sql, "--compute-nodes", "3", "--sampling", "0",
               "--batch", "3", "--dummies", "2", "--seed", "1", "--json"]  # fmt: skip
-    status, out, err = run_cli(capsys, "run", "aggregate", *common)
+    status, out, err = cli("run", "aggregate", *common)
     assert status == 0, err
     simulated = json.loads(out)
-    status, out, err = run_cli(capsys, "deploy", "local", *common, "--collect-seconds", "10")
+    status, out, err = cli("deploy", "local", *common, "--collect-seconds", "10")
     assert status == 0, err
     deployed = json.loads(out)
     same_document(simulated, deployed)

@@ -15,22 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from dpcomm.cli.main import build_parser, main
+from dpcomm.cli.main import build_parser
 
 QUERY = "SELECT A, COUNT(*) AS n FROM t GROUP BY A"
 SYNTHETIC_QUERY = "SELECT g1, COUNT(*) AS n FROM t GROUP BY g1"
 PLAN = ["plan", "--sources", "100", "--targets", "5", "--grouping-sets", "1"]
 PLAN += ["--epsilon", "1", "--delta", "1e-4"]
-
-
-def run_cli(capsys, *argv):
-    """Exit status, standard output and standard error of ``dpcomm argv`` (in process)."""
-    try:
-        status = main([str(a) for a in argv])
-    except SystemExit as exit_:  # argparse's own errors
-        status = exit_.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def assert_one_line_error(status, err, *names):
@@ -52,108 +42,105 @@ def missing_folder(tmp_path: Path) -> Path:
 # ------------------------------------------------------------- tracebacks of the tracker
 
 
-def test_rows_zero_prints_no_rows_and_negative_rows_is_refused(capsys):
-    status, out, err = run_cli(capsys, "run", "aggregate", "--sql", QUERY, "--rows", "0")
+def test_rows_zero_prints_no_rows_and_negative_rows_is_refused(cli):
+    status, out, err = cli("run", "aggregate", "--sql", QUERY, "--rows", "0")
     assert status == 0, err
     assert "more rows (--rows N" in out and "Traceback" not in err
-    status, _, err = run_cli(capsys, "run", "aggregate", "--sql", QUERY, "--rows", "-1")
+    status, _, err = cli("run", "aggregate", "--sql", QUERY, "--rows", "-1")
     assert_one_line_error(status, err, "--rows", ">= 0")
 
 
-def test_plan_pareto_rows_zero_and_negative(capsys):
-    status, out, err = run_cli(capsys, *PLAN, "--pareto-rows", "0")
+def test_plan_pareto_rows_zero_and_negative(cli):
+    status, out, err = cli(*PLAN, "--pareto-rows", "0")
     assert status == 0, err
     assert "Pareto front" in out
-    status, _, err = run_cli(capsys, *PLAN, "--pareto-rows", "-1")
+    status, _, err = cli(*PLAN, "--pareto-rows", "-1")
     assert_one_line_error(status, err, "--pareto-rows")
 
 
-def test_plan_plot_to_a_bad_path_or_format_is_refused_before_planning(capsys, tmp_path):
+def test_plan_plot_to_a_bad_path_or_format_is_refused_before_planning(cli, tmp_path):
     bad = missing_folder(tmp_path) / "front.png"
-    status, _, err = run_cli(capsys, *PLAN, "--plot", bad)
+    status, _, err = cli(*PLAN, "--plot", bad)
     assert_one_line_error(status, err, "--plot", "existing folder")
-    status, _, err = run_cli(capsys, *PLAN, "--plot", tmp_path / "front.xyz")
+    status, _, err = cli(*PLAN, "--plot", tmp_path / "front.xyz")
     assert_one_line_error(status, err, "--plot", ".png")
 
 
-def test_data_synthetic_to_a_missing_folder(capsys, tmp_path):
+def test_data_synthetic_to_a_missing_folder(cli, tmp_path):
     out = missing_folder(tmp_path) / "t.csv"
-    status, _, err = run_cli(capsys, "data", "synthetic", "--rows", "10", "--out", out)
+    status, _, err = cli("data", "synthetic", "--rows", "10", "--out", out)
     assert_one_line_error(status, err, "--out")
-    status, _, err = run_cli(
-        capsys, "data", "synthetic", "--rows", "10", "--out", tmp_path / "t.txt"
-    )
+    status, _, err = cli("data", "synthetic", "--rows", "10", "--out", tmp_path / "t.txt")
     assert_one_line_error(status, err, "--out", ".csv")
 
 
-def test_data_synthetic_with_ten_billion_rows(capsys, tmp_path):
+def test_data_synthetic_with_ten_billion_rows(cli, tmp_path):
     argv = ["data", "synthetic", "--rows", str(10**10), "--out", tmp_path / "t.csv"]
-    status, _, err = run_cli(capsys, *argv)
+    status, _, err = cli(*argv)
     assert_one_line_error(status, err, "rows", "50000000")
     assert not (tmp_path / "t.csv").exists()
 
 
-def test_account_batch_of_a_billion(capsys):
-    status, _, err = run_cli(
-        capsys, "account", "scrambler", "--targets", "10", "--sampling", "0.5", "--batch", "1e9",
+def test_account_batch_of_a_billion(cli):
+    status, _, err = cli(
+        "account", "scrambler", "--targets", "10", "--sampling", "0.5", "--batch", "1e9",
         "--delta", "1e-4", "--mc-samples", "0",
     )  # fmt: skip
     assert_one_line_error(status, err, "batch_size", "at most")
 
 
 @pytest.mark.parametrize(("kind", "dummies"), [("local", "1e6"), ("scrambler", "1e12")])
-def test_account_too_many_dummies(capsys, kind, dummies):
+def test_account_too_many_dummies(cli, kind, dummies):
     """A local source floods at most T − 1 targets; a scrambler's tables must fit in memory
     (since issue 12 the exact accountant takes a million dummies, and 10^9)."""
     argv = ["account", kind, "--targets", "10", "--sampling", "0.5", "--dummies", dummies]
     argv += ["--batch", "100", "--delta", "1e-4"] if kind == "scrambler" else []
-    status, _, err = run_cli(capsys, *argv, "--mc-samples", "0")
+    status, _, err = cli(*argv, "--mc-samples", "0")
     assert_one_line_error(status, err, "num_dummies")
     assert ("at most" if kind == "scrambler" else "[0, 9]") in err
 
 
-def test_account_enormous_targets_do_not_overflow(capsys):
+def test_account_enormous_targets_do_not_overflow(cli):
     argv = ["account", "scrambler", "--targets", "1e300", "--sampling", "0.5", "--batch", "10"]
-    status, _, err = run_cli(capsys, *argv, "--mc-samples", "0")
+    status, _, err = cli(*argv, "--mc-samples", "0")
     assert_one_line_error(status, err, "num_targets", "1000000000")
 
 
 @pytest.mark.parametrize("value", ["-1", "0"])
-def test_headline_mc_samples(capsys, value):
-    status, _, err = run_cli(capsys, "headline", "--mc-samples", value)
+def test_headline_mc_samples(cli, value):
+    status, _, err = cli("headline", "--mc-samples", value)
     assert_one_line_error(status, err, "monte_carlo_samples")
 
 
-def test_pki_days_beyond_the_year_9999(capsys, tmp_path):
-    status, _, err = run_cli(capsys, "pki", "init", "--dir", tmp_path / "ca", "--days", "100000000")
+def test_pki_days_beyond_the_year_9999(cli, tmp_path):
+    status, _, err = cli("pki", "init", "--dir", tmp_path / "ca", "--days", "100000000")
     assert_one_line_error(status, err, "valid_days", "36500")
-    assert run_cli(capsys, "pki", "init", "--dir", tmp_path / "ca")[0] == 0
+    assert cli("pki", "init", "--dir", tmp_path / "ca")[0] == 0
     argv = ["pki", "issue", "--dir", tmp_path / "ca", "--name", "a", "--days"]
-    status, _, err = run_cli(capsys, *argv, "100000000")
+    status, _, err = cli(*argv, "100000000")
     assert_one_line_error(status, err, "valid_days")
-    status, _, err = run_cli(capsys, *argv, "1e8")
+    status, _, err = cli(*argv, "1e8")
     assert_one_line_error(status, err, "--days")
 
 
-def test_unwritable_out_of_figures_and_deploy_configs(capsys, tmp_path):
+def test_unwritable_out_of_figures_and_deploy_configs(cli, tmp_path):
     bad = missing_folder(tmp_path)
-    status, _, err = run_cli(capsys, "figures", "--only", "3a", "--quick", "--out", bad)
+    status, _, err = cli("figures", "--only", "3a", "--quick", "--out", bad)
     assert_one_line_error(status, err, "--out")
     argv = ["deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "20", "--out", bad]
-    status, _, err = run_cli(capsys, *argv)
+    status, _, err = cli(*argv)
     assert_one_line_error(status, err, "--out")
 
 
-def test_unwritable_workdir_of_deploy_local(capsys, tmp_path):
+def test_unwritable_workdir_of_deploy_local(cli, tmp_path):
     argv = ["deploy", "local", "--sql", SYNTHETIC_QUERY, "--synthetic", "20"]
-    status, _, err = run_cli(capsys, *argv, "--workdir", missing_folder(tmp_path))
+    status, _, err = cli(*argv, "--workdir", missing_folder(tmp_path))
     assert_one_line_error(status, err, "--workdir")
 
 
-def test_node_run_output_is_checked_before_the_round(capsys, tmp_path):
+def test_node_run_output_is_checked_before_the_round(cli, tmp_path):
     # The config does not exist either: the --output check comes first, before any round.
-    status, _, err = run_cli(
-        capsys, "node", "run", "--role", "source", "--config", tmp_path / "missing.json",
+    status, _, err = cli("node", "run", "--role", "source", "--config", tmp_path / "missing.json",
         "--ssl-certfile", "a.pem", "--ssl-keyfile", "a.key", "--ssl-ca-certfile", "ca.pem",
         "--output", missing_folder(tmp_path) / "outcome.json",
     )  # fmt: skip
@@ -168,19 +155,19 @@ def _idx(path: Path, shape: tuple[int, ...]) -> None:
     path.write_bytes(header + bytes(count))
 
 
-def test_idx_files_with_zero_images(capsys, tmp_path):
+def test_idx_files_with_zero_images(cli, tmp_path):
     _idx(tmp_path / "train-images-idx3-ubyte", (0, 28, 28))
     _idx(tmp_path / "train-labels-idx1-ubyte", (0,))
     _idx(tmp_path / "t10k-images-idx3-ubyte", (2, 28, 28))
     _idx(tmp_path / "t10k-labels-idx1-ubyte", (2,))
-    status, _, err = run_cli(capsys, "run", "kmeans", "--dataset", tmp_path)
+    status, _, err = cli("run", "kmeans", "--dataset", tmp_path)
     assert_one_line_error(status, err, "no images")
 
 
-def test_sql_with_500_nested_parentheses(capsys):
+def test_sql_with_500_nested_parentheses(cli):
     nested = "(" * 500 + "1 = 1" + ")" * 500
     sql = f"SELECT A, COUNT(*) FROM t WHERE {nested} GROUP BY A"
-    status, _, err = run_cli(capsys, "run", "aggregate", "--sql", sql)
+    status, _, err = cli("run", "aggregate", "--sql", sql)
     assert_one_line_error(status, err, "SQL syntax error", "nested")
 
 
@@ -207,31 +194,31 @@ def test_closed_pipe_exits_quietly():
 
 
 @pytest.mark.parametrize("command", ["run", "deploy"])
-def test_synthetic_zero_rows_is_refused(capsys, command):
+def test_synthetic_zero_rows_is_refused(cli, command):
     argv = [command, "aggregate" if command == "run" else "local", "--sql", SYNTHETIC_QUERY]
-    status, _, err = run_cli(capsys, *argv, "--synthetic", "0")
+    status, _, err = cli(*argv, "--synthetic", "0")
     assert_one_line_error(status, err, "rows")
 
 
-def test_figures_only_empty_is_refused(capsys, tmp_path):
-    status, _, err = run_cli(capsys, "figures", "--only", "", "--out", tmp_path / "figures")
+def test_figures_only_empty_is_refused(cli, tmp_path):
+    status, _, err = cli("figures", "--only", "", "--out", tmp_path / "figures")
     assert_one_line_error(status, err, "only")
     assert not (tmp_path / "figures").exists()
 
 
-def test_account_negative_mc_samples_is_refused(capsys):
-    status, _, err = run_cli(
-        capsys, "account", "scrambler", "--targets", "10", "--sampling", "0.5", "--batch", "10",
+def test_account_negative_mc_samples_is_refused(cli):
+    status, _, err = cli(
+        "account", "scrambler", "--targets", "10", "--sampling", "0.5", "--batch", "10",
         "--delta", "1e-4", "--mc-samples", "-5",
     )  # fmt: skip
     assert_one_line_error(status, err, "monte_carlo_samples")
 
 
-def test_deploy_local_kmeans_honours_kill_scrambler(capsys):
+def test_deploy_local_kmeans_honours_kill_scrambler(cli):
     argv = ["deploy", "local", "kmeans", "--sources", "50", "--k", "2", "--iterations", "1"]
-    status, _, err = run_cli(capsys, *argv, "--seed", "1", "--kill-scrambler", "9")
+    status, _, err = cli(*argv, "--seed", "1", "--kill-scrambler", "9")
     assert_one_line_error(status, err, "kill_scrambler", "[0, 0]")
-    status, out, err = run_cli(capsys, *argv, "--seed", "1", "--kill-scrambler", "0", "--json")
+    status, out, err = cli(*argv, "--seed", "1", "--kill-scrambler", "0", "--json")
     assert "Traceback" not in err
     assert json.loads(out)["report"]["lost_scramblers"] == ["scrambler-0-0"]
 
@@ -250,54 +237,54 @@ def test_deploy_local_kmeans_honours_kill_scrambler(capsys):
         (["deploy", "configs", "--sql", QUERY, "--out", "x", "--coordinator-port", "0"], "port"),
     ],
 )
-def test_out_of_range_options_found_by_the_fuzzer(capsys, argv, name):
-    status, _, err = run_cli(capsys, *argv)
+def test_out_of_range_options_found_by_the_fuzzer(cli, argv, name):
+    status, _, err = cli(*argv)
     assert_one_line_error(status, err, name)
 
 
 # ----------------------------------------------------------------------------------- keys
 
 
-def test_deploy_local_refuses_a_workdir_with_keys_unless_force(capsys, tmp_path):
-    assert run_cli(capsys, "pki", "init", "--dir", tmp_path / "pki")[0] == 0
+def test_deploy_local_refuses_a_workdir_with_keys_unless_force(cli, tmp_path):
+    assert cli("pki", "init", "--dir", tmp_path / "pki")[0] == 0
     before = (tmp_path / "pki" / "ca.key").read_bytes()
     argv = ["deploy", "local", "--sql", SYNTHETIC_QUERY, "--synthetic", "30", "--seed", "1"]
     argv += ["--collect-seconds", "5", "--workdir", tmp_path]
-    status, _, err = run_cli(capsys, *argv)
+    status, _, err = cli(*argv)
     assert_one_line_error(status, err, "--workdir", "--force")
     assert (tmp_path / "pki" / "ca.key").read_bytes() == before
-    status, _, err = run_cli(capsys, *argv, "--force")
+    status, _, err = cli(*argv, "--force")
     assert status == 0, err
     assert (tmp_path / "pki" / "ca.key").read_bytes() != before
 
 
-def test_pki_never_overwrites_without_force(capsys, tmp_path):
+def test_pki_never_overwrites_without_force(cli, tmp_path):
     ca = tmp_path / "ca"
-    assert run_cli(capsys, "pki", "init", "--dir", ca)[0] == 0
-    status, _, err = run_cli(capsys, "pki", "init", "--dir", ca)
+    assert cli("pki", "init", "--dir", ca)[0] == 0
+    status, _, err = cli("pki", "init", "--dir", ca)
     assert_one_line_error(status, err, "already exists")
-    assert run_cli(capsys, "pki", "issue", "--dir", ca, "--name", "a")[0] == 0
+    assert cli("pki", "issue", "--dir", ca, "--name", "a")[0] == 0
     key = (ca / "a.key").read_bytes()
-    status, _, err = run_cli(capsys, "pki", "issue", "--dir", ca, "--name", "b,a")
+    status, _, err = cli("pki", "issue", "--dir", ca, "--name", "b,a")
     assert_one_line_error(status, err, "a.key", "--force")
     assert (ca / "a.key").read_bytes() == key and not (ca / "b.key").exists()
-    assert run_cli(capsys, "pki", "issue", "--dir", ca, "--name", "a", "--force")[0] == 0
+    assert cli("pki", "issue", "--dir", ca, "--name", "a", "--force")[0] == 0
     assert (ca / "a.key").read_bytes() != key
     assert stat.S_IMODE((ca / "a.key").stat().st_mode) == 0o600
 
 
-def test_pki_never_writes_through_a_symbolic_link(capsys, tmp_path):
+def test_pki_never_writes_through_a_symbolic_link(cli, tmp_path):
     ca = tmp_path / "ca"
-    assert run_cli(capsys, "pki", "init", "--dir", ca)[0] == 0
+    assert cli("pki", "init", "--dir", ca)[0] == 0
     victim = tmp_path / "victim"
     victim.write_text("precious")
     (ca / "n.key").symlink_to(victim)
     (ca / "m.key").symlink_to(tmp_path / "dangling")
     for name in ("n", "m"):
-        status, _, err = run_cli(capsys, "pki", "issue", "--dir", ca, "--name", name)
+        status, _, err = cli("pki", "issue", "--dir", ca, "--name", name)
         assert_one_line_error(status, err, f"{name}.key")
     assert not (tmp_path / "dangling").exists()
-    status, _, err = run_cli(capsys, "pki", "issue", "--dir", ca, "--name", "n", "--force")
+    status, _, err = cli("pki", "issue", "--dir", ca, "--name", "n", "--force")
     assert status == 0, err
     assert victim.read_text() == "precious"
     assert not (ca / "n.key").is_symlink()
@@ -319,26 +306,24 @@ def test_every_bind_default_is_loopback():
         (["kmeans", "--compute-nodes", "3"], "--compute-nodes"),
     ],
 )
-def test_deploy_local_refuses_the_other_workloads_options(capsys, argv, name):
-    status, _, err = run_cli(capsys, "deploy", "local", *argv)
+def test_deploy_local_refuses_the_other_workloads_options(cli, argv, name):
+    status, _, err = cli("deploy", "local", *argv)
     assert_one_line_error(status, err, name, "unset")
 
 
-def test_deploy_configs_refuses_a_bad_delta_before_writing_keys(capsys, tmp_path):
+def test_deploy_configs_refuses_a_bad_delta_before_writing_keys(cli, tmp_path):
     out = tmp_path / "deployment"
     argv = ["deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "50", "--out", out]
-    status, _, err = run_cli(capsys, *argv, "--delta", "inf")
+    status, _, err = cli(*argv, "--delta", "inf")
     assert_one_line_error(status, err, "delta")
     assert not (out / "pki").exists()
 
 
-def test_public_bounds_are_validated(capsys):
+def test_public_bounds_are_validated(cli):
     argv = ["run", "aggregate", "--sql", QUERY]
-    status, _, err = run_cli(capsys, *argv, "--max-text-bytes", "0")
+    status, _, err = cli(*argv, "--max-text-bytes", "0")
     assert_one_line_error(status, err, "max_text_bytes")
-    status, _, err = run_cli(capsys, *argv, "--max-groups", "-3")
+    status, _, err = cli(*argv, "--max-groups", "-3")
     assert_one_line_error(status, err, "max_groups")
-    status, _, err = run_cli(
-        capsys, "deploy", "local", "--sql", SYNTHETIC_QUERY, "--max-left-out", "2"
-    )
+    status, _, err = cli("deploy", "local", "--sql", SYNTHETIC_QUERY, "--max-left-out", "2")
     assert_one_line_error(status, err, "max_left_out")

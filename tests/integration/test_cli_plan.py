@@ -5,30 +5,23 @@ import shlex
 
 import pytest
 
-from dpcomm.cli.main import build_parser, main
+from dpcomm.cli.main import build_parser
 from dpcomm.cli.plan import synthetic_sql
 from dpcomm.data import synthetic_table
 from dpcomm.experiments.planner import describe_batches
 from dpcomm.plan import balanced_batch_sizes
 from dpcomm.queries.aggregate import AggregateProgram
 
-
-def run_cli(capsys, *argv):
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
 SMALL = ("--sources", "2000", "--targets", "10", "--epsilon", "1", "--delta", "1e-4")
 
 
-def test_plan_prints_the_choice_and_the_pareto_front(capsys):
-    status, out, _ = run_cli(capsys, "plan", *SMALL, "--grouping-sets", "2")
+def test_plan_prints_the_choice_and_the_pareto_front(cli):
+    status, out, _ = cli("plan", *SMALL, "--grouping-sets", "2")
     assert status == 0
     for text in ("Chosen (least network load)", "privacy: ε =", "network load", "Pareto front"):
         assert text in out
     assert "*" in out
-    status, text, _ = run_cli(capsys, "plan", *SMALL, "--grouping-sets", "2", "--json")
+    status, text, _ = cli("plan", *SMALL, "--grouping-sets", "2", "--json")
     document = json.loads(text)
     recruited = document["sources_recruited"]
     assert f"sources recruited: S_t = {recruited:,}" in out
@@ -38,8 +31,8 @@ def test_plan_prints_the_choice_and_the_pareto_front(capsys):
         assert f"batches per grouping set: {describe_batches(sizes)}" in out
 
 
-def test_plan_prints_balanced_batches(capsys):
-    status, out, _ = run_cli(capsys, "plan", *SMALL, "--grouping-sets", "1", "--max-channels", "60")
+def test_plan_prints_balanced_batches(cli):
+    status, out, _ = cli("plan", *SMALL, "--grouping-sets", "1", "--max-channels", "60")
     assert status == 0
     # S_t = 2,920 sources in 59 balanced batches of at most 50 (every number of scramblers
     # is searched: 50 sources and the 10 targets make the 60 channels of a scrambler).
@@ -47,8 +40,8 @@ def test_plan_prints_balanced_batches(capsys):
     assert "sources recruited: S_t = 2,920" in out
 
 
-def test_plan_json_has_exactly_the_documented_keys(capsys):
-    status, out, _ = run_cli(capsys, "plan", *SMALL, "--iterations", "3", "--json")
+def test_plan_json_has_exactly_the_documented_keys(cli):
+    status, out, _ = cli("plan", *SMALL, "--iterations", "3", "--json")
     assert status == 0
     document = json.loads(out)
     assert set(document) == {
@@ -118,8 +111,8 @@ RUNNABLE = [
 
 
 @pytest.mark.parametrize(("options", "mechanism"), RUNNABLE)
-def test_the_printed_run_command_runs_the_planned_configuration(capsys, options, mechanism):
-    status, out, _ = run_cli(capsys, "plan", *options, "--json")
+def test_the_printed_run_command_runs_the_planned_configuration(cli, options, mechanism):
+    status, out, _ = cli("plan", *options, "--json")
     assert status == 0
     plan = json.loads(out)
     configuration = plan["configuration"]
@@ -127,7 +120,7 @@ def test_the_printed_run_command_runs_the_planned_configuration(capsys, options,
     argv = shlex.split(plan["run_command"])
     assert argv[:3] == ["dpcomm", "run", "aggregate"]
     assert argv[argv.index("--synthetic") + 1] == str(plan["sources_recruited"])
-    status, out, err = run_cli(capsys, *argv[1:], "--json", "--seed", "0")
+    status, out, err = cli(*argv[1:], "--json", "--seed", "0")
     assert status == 0
     grouping_sets = int(options[options.index("--grouping-sets") + 1])
     if grouping_sets == 1:  # one cluster: account_plan's δ is the plan's in any semantics
@@ -162,8 +155,8 @@ def test_the_synthetic_query_has_the_planned_clusters(grouping_sets):
     assert synthetic_sql(16) is None  # four synthetic columns: at most 15 non-empty sets
 
 
-def test_the_kmeans_run_command_parses_to_the_planned_countermeasure(capsys):
-    status, out, _ = run_cli(capsys, "plan", *SMALL, "--iterations", "3", "--json")
+def test_the_kmeans_run_command_parses_to_the_planned_countermeasure(cli):
+    status, out, _ = cli("plan", *SMALL, "--iterations", "3", "--json")
     assert status == 0
     plan = json.loads(out)
     configuration = plan["configuration"]
@@ -178,32 +171,30 @@ def test_the_kmeans_run_command_parses_to_the_planned_countermeasure(capsys):
         assert args.batch == max(plan["batch_sizes"])
     assert args.sources == plan["sources_recruited"]
     # Run it (mnist5k has 4,000 training points): the run's ε is the planned one.
-    status, out, err = run_cli(capsys, *shlex.split(plan["run_command"])[1:], "--json")
+    status, out, err = cli(*shlex.split(plan["run_command"])[1:], "--json")
     assert status == 0, err  # (no --target-epsilon warning once account_plan takes the plan's δ)
     report = json.loads(out)["report"]
     assert report["privacy"]["epsilon"] == pytest.approx(plan["epsilon"], rel=1e-12)
     assert report["utility"]["sources"] == plan["sources_recruited"]
 
 
-def test_plan_limits_are_honoured(capsys):
-    status, out, _ = run_cli(
-        capsys, "plan", *SMALL, "--grouping-sets", "1", "--max-channels", "60", "--json"
-    )
+def test_plan_limits_are_honoured(cli):
+    status, out, _ = cli("plan", *SMALL, "--grouping-sets", "1", "--max-channels", "60", "--json")
     assert status == 0
     document = json.loads(out)
     assert document["max_channels_per_node"] <= 60
 
 
-def test_plan_draws_the_pareto_front(capsys, tmp_path):
+def test_plan_draws_the_pareto_front(cli, tmp_path):
     target = tmp_path / "front.png"
-    status, out, _ = run_cli(capsys, "plan", *SMALL, "--grouping-sets", "1", "--plot", str(target))
+    status, out, _ = cli("plan", *SMALL, "--grouping-sets", "1", "--plot", str(target))
     assert status == 0
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert str(target) in out
 
 
-def test_plan_infeasible_limit_is_a_one_line_error(capsys):
-    status, _, err = run_cli(capsys, "plan", *SMALL, "--grouping-sets", "1", "--max-channels", "12")
+def test_plan_infeasible_limit_is_a_one_line_error(cli):
+    status, _, err = cli("plan", *SMALL, "--grouping-sets", "1", "--max-channels", "12")
     assert status == 2
     assert err.count("\n") == 1 and err.startswith("dpcomm: error:") and "--max-channels" in err
 
@@ -215,13 +206,13 @@ def test_plan_infeasible_limit_is_a_one_line_error(capsys):
         ("--grouping-sets", "1", "--iterations", "2"),
     ],
 )
-def test_plan_needs_exactly_one_of_grouping_sets_and_iterations(capsys, extra):
-    status, _, err = run_cli(capsys, "plan", *SMALL, *extra)
+def test_plan_needs_exactly_one_of_grouping_sets_and_iterations(cli, extra):
+    status, _, err = cli("plan", *SMALL, *extra)
     assert status == 2 and "grouping_sets/iterations" in err
 
 
-def test_headline_prints_the_markdown_table(capsys):
-    status, out, _ = run_cli(capsys, "headline", "--mc-samples", "500")
+def test_headline_prints_the_markdown_table(cli):
+    status, out, _ = cli("headline", "--mc-samples", "500")
     assert status == 0
     lines = [line for line in out.splitlines() if line.startswith("|")]
     assert len(lines) == 7
@@ -230,8 +221,8 @@ def test_headline_prints_the_markdown_table(capsys):
     assert "estimate" in out and "unreachable" in out
 
 
-def test_headline_json(capsys):
-    status, out, _ = run_cli(capsys, "headline", "--json", "--mc-samples", "500")
+def test_headline_json(cli):
+    status, out, _ = cli("headline", "--json", "--mc-samples", "500")
     assert status == 0
     rows = {row["method"]: row for row in json.loads(out)}
     assert rows["exact"]["num_dummies"] == 275

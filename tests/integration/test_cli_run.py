@@ -5,27 +5,19 @@ import json
 import duckdb
 import pytest
 
-from dpcomm.cli.main import main
-
 RUNNING_EXAMPLE = "SELECT A, B, AVG(I) FROM diabetes GROUP BY GROUPING SETS ((A), (B))"
 
 
-def run_cli(capsys, *argv):
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def test_running_example_prints_result_privacy_utility_efficiency(capsys):
-    status, out, err = run_cli(capsys, "run", "aggregate", "--sql", RUNNING_EXAMPLE)
+def test_running_example_prints_result_privacy_utility_efficiency(cli):
+    status, out, err = cli("run", "aggregate", "--sql", RUNNING_EXAMPLE)
     assert status == 0, err
     for heading in ("Result (", "Privacy", "Utility", "Efficiency", "cluster (A)", "avg(I)"):
         assert heading in out
 
 
-def test_aggregate_json_has_duckdb_names_and_nulls(capsys):
-    status, out, err = run_cli(
-        capsys, "run", "aggregate", "--sql", RUNNING_EXAMPLE, "--mechanism", "none", "--json"
+def test_aggregate_json_has_duckdb_names_and_nulls(cli):
+    status, out, err = cli(
+        "run", "aggregate", "--sql", RUNNING_EXAMPLE, "--mechanism", "none", "--json"
     )
     assert status == 0, err
     document = json.loads(out)
@@ -38,12 +30,11 @@ def test_aggregate_json_has_duckdb_names_and_nulls(capsys):
     assert report["efficiency"]["message_overhead"] == 1.0
 
 
-def test_aggregate_on_a_csv_file_matches_duckdb(capsys, tmp_path):
+def test_aggregate_on_a_csv_file_matches_duckdb(cli, tmp_path):
     path = tmp_path / "people.csv"
     path.write_text("city,age,score\nParis,30,1.5\nLyon,40,\nParis,,2.5\n,25,4.0\n")
     sql = "SELECT city, COUNT(*) AS n, SUM(score) AS total FROM people GROUP BY city"
-    status, out, err = run_cli(
-        capsys,
+    status, out, err = cli(
         "run",
         "aggregate",
         "--sql",
@@ -63,10 +54,9 @@ def test_aggregate_on_a_csv_file_matches_duckdb(capsys, tmp_path):
     )
 
 
-def test_synthetic_data_command_and_run(capsys, tmp_path):
+def test_synthetic_data_command_and_run(cli, tmp_path):
     out_file = tmp_path / "synthetic.parquet"
-    status, _, err = run_cli(
-        capsys,
+    status, _, err = cli(
         "data",
         "synthetic",
         "--rows",
@@ -80,8 +70,7 @@ def test_synthetic_data_command_and_run(capsys, tmp_path):
     )
     assert status == 0, err
     assert duckdb.connect().execute(f"SELECT COUNT(*) FROM '{out_file}'").fetchone() == (5000,)
-    status, out, err = run_cli(
-        capsys,
+    status, out, err = cli(
         "run",
         "aggregate",
         "--data",
@@ -103,9 +92,9 @@ def test_synthetic_data_command_and_run(capsys, tmp_path):
     ]
 
 
-def test_kmeans_json(capsys):
-    status, out, err = run_cli(
-        capsys, "run", "kmeans", "--dataset", "mnist5k", "--k", "4", "--iterations", "2", "--json"
+def test_kmeans_json(cli):
+    status, out, err = cli(
+        "run", "kmeans", "--dataset", "mnist5k", "--k", "4", "--iterations", "2", "--json"
     )
     assert status == 0, err
     document = json.loads(out)
@@ -118,10 +107,10 @@ def test_kmeans_json(capsys):
     assert document["report"]["seed"] is None  # fresh entropy unless a seed is given
 
 
-def test_same_seed_same_run_and_json_shape(capsys):
+def test_same_seed_same_run_and_json_shape(cli):
     argv = ["run", "aggregate", "--sql", RUNNING_EXAMPLE, "--json", "--seed", "5"]
-    first = json.loads(run_cli(capsys, *argv)[1])
-    second = json.loads(run_cli(capsys, *argv)[1])
+    first = json.loads(cli(*argv)[1])
+    second = json.loads(cli(*argv)[1])
     assert set(first) == {"result", "report"}
     assert first["result"] == second["result"]
     traffic = first["report"]["efficiency"]["traffic"]
@@ -130,9 +119,8 @@ def test_same_seed_same_run_and_json_shape(capsys):
     assert "seed" in first["report"]["randomness"]
 
 
-def test_run_warns_when_the_table_breaks_the_asked_guarantee(capsys):
-    status, _, err = run_cli(
-        capsys,
+def test_run_warns_when_the_table_breaks_the_asked_guarantee(cli):
+    status, _, err = cli(
         "run",
         "aggregate",
         "--sql",
@@ -165,21 +153,20 @@ def test_run_warns_when_the_table_breaks_the_asked_guarantee(capsys):
         (["--delta", "2"], "delta"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+def test_bad_input_is_one_line_and_exit_2(cli, argv, message):
     args = ["run", "aggregate"]
     if "--sql" not in argv:
         args += ["--sql", RUNNING_EXAMPLE]
-    status, _, err = run_cli(capsys, *args, *argv)
+    status, _, err = cli(*args, *argv)
     assert status == 2
     assert err.count("\n") == 1 and err.startswith("dpcomm: error:")
     assert message.lower() in err.lower()
 
 
-def test_non_numeric_aggregate_and_empty_table(capsys, tmp_path):
+def test_non_numeric_aggregate_and_empty_table(cli, tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("k,name\n1,a\n2,b\n")
-    status, _, err = run_cli(
-        capsys,
+    status, _, err = cli(
         "run",
         "aggregate",
         "--data",
@@ -190,8 +177,7 @@ def test_non_numeric_aggregate_and_empty_table(capsys, tmp_path):
     assert status == 2 and "numeric" in err
     empty = tmp_path / "empty.csv"
     empty.write_text("k,v\n")
-    status, _, err = run_cli(
-        capsys,
+    status, _, err = cli(
         "run",
         "aggregate",
         "--data",
@@ -202,34 +188,32 @@ def test_non_numeric_aggregate_and_empty_table(capsys, tmp_path):
     assert status == 2 and "empty" in err
 
 
-def test_warnings_are_printed_not_raised(capsys):
-    status, _, err = run_cli(
-        capsys, "run", "aggregate", "--sql", RUNNING_EXAMPLE, "--sampling", "1", "--json"
-    )
+def test_warnings_are_printed_not_raised(cli):
+    status, _, err = cli("run", "aggregate", "--sql", RUNNING_EXAMPLE, "--sampling", "1", "--json")
     assert status == 0
     assert "dpcomm: warning: sampling_rate σ = 1" in err
 
 
-def test_kmeans_bad_input(capsys):
-    status, _, err = run_cli(capsys, "run", "kmeans", "--dataset", "nope")
+def test_kmeans_bad_input(cli):
+    status, _, err = cli("run", "kmeans", "--dataset", "nope")
     assert status == 2 and "dataset" in err
-    status, _, err = run_cli(capsys, "run", "kmeans", "--k", "100000")
+    status, _, err = cli("run", "kmeans", "--k", "100000")
     assert status == 2 and "num_centroids K" in err
     # More sources than the dataset has is refused, not silently cut to the dataset's size.
-    status, _, err = run_cli(capsys, "run", "kmeans", "--dataset", "mnist5k", "--sources", "9999")
+    status, _, err = cli("run", "kmeans", "--dataset", "mnist5k", "--sources", "9999")
     assert status == 2 and "--sources" in err and "[1, " in err and "9999" in err
 
 
 @pytest.mark.slow
-def test_kmeans_on_fashion_mnist(capsys):
+def test_kmeans_on_fashion_mnist(cli):
     from pathlib import Path
 
     from dpcomm.data.images import FASHION_MNIST_DIRECTORY
 
     if not Path(FASHION_MNIST_DIRECTORY).is_dir():
         pytest.skip("dataset-fashion-mnist not installed (make data)")
-    status, out, err = run_cli(
-        capsys, "run", "kmeans", "--dataset", "fashion-mnist", "--iterations", "3", "--json"
+    status, out, err = cli(
+        "run", "kmeans", "--dataset", "fashion-mnist", "--iterations", "3", "--json"
     )
     assert status == 0, err
     document = json.loads(out)

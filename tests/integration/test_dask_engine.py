@@ -182,17 +182,6 @@ class TestDaskEngineContractWithSummaries(EngineContract):
         return DaskEngine(self._connected, partitions=4, collect_traffic=False)
 
 
-def cli(capsys, *argv):
-    from dpcomm.cli.main import main
-
-    try:
-        status = main([str(a) for a in argv])
-    except SystemExit as exit_:  # argparse's own errors
-        status = exit_.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
 def _same_documents(dask: dict, memory: dict) -> None:
     assert dask["result"] == memory["result"]
     assert dask["report"]["engine"] == "dask"
@@ -201,19 +190,19 @@ def _same_documents(dask: dict, memory: dict) -> None:
     assert dask["report"]["efficiency"]["traffic"] == memory["report"]["efficiency"]["traffic"]
 
 
-def test_the_cli_runs_synthetic_rows_on_the_workers(capsys):
+def test_the_cli_runs_synthetic_rows_on_the_workers(cli):
     query = ["run", "aggregate", "--synthetic", 2000, "--seed", 7, "--json"]
     query += ["--sql", "SELECT g1, COUNT(*), SUM(m1) FROM t GROUP BY GROUPING SETS ((g1), (g2))"]
-    status, out, _ = cli(capsys, *query, "--engine", "dask", "--partitions", 3, "--workers", 2)
+    status, out, _ = cli(*query, "--engine", "dask", "--partitions", 3, "--workers", 2)
     assert status == 0
     dask = json.loads(out)
-    status, out, _ = cli(capsys, *query)
+    status, out, _ = cli(*query)
     assert status == 0
     _same_documents(dask, json.loads(out))
     assert dask["report"]["partitions"] == 3
 
 
-def test_the_cli_reads_a_parquet_directory_in_partitions(capsys, tmp_path):
+def test_the_cli_reads_a_parquet_directory_in_partitions(cli, tmp_path):
     table = synthetic_table(num_rows=1500, seed=5)
     folder = tmp_path / "parts"
     folder.mkdir()
@@ -221,10 +210,10 @@ def test_the_cli_reads_a_parquet_directory_in_partitions(capsys, tmp_path):
         write_table(table.take(np.arange(start, start + 500)), folder / f"part-{index}.parquet")
     query = ["run", "aggregate", "--data", folder, "--seed", 3, "--json", "--batch", 50]
     query += ["--sql", "SELECT g3, COUNT(*), AVG(m2) FROM t GROUP BY g3"]
-    status, out, err = cli(capsys, *query, "--engine", "dask", "--partitions", 4, "--workers", 2)
+    status, out, err = cli(*query, "--engine", "dask", "--partitions", 4, "--workers", 2)
     assert status == 0, err
     dask = json.loads(out)
-    status, out, _ = cli(capsys, *query)
+    status, out, _ = cli(*query)
     assert status == 0
     _same_documents(dask, json.loads(out))
 
@@ -232,9 +221,9 @@ def test_the_cli_reads_a_parquet_directory_in_partitions(capsys, tmp_path):
 @pytest.mark.parametrize(
     "option", [["--scheduler", "tcp://127.0.0.1:1"], ["--partitions", 2], ["--workers", 2]]
 )
-def test_dask_options_need_the_dask_engine(capsys, option):
+def test_dask_options_need_the_dask_engine(cli, option):
     query = ["run", "kmeans", "--sources", 60, "--k", 2, "--iterations", 1, *option]
-    status, out, err = cli(capsys, *query)
+    status, out, err = cli(*query)
     assert status != 0 and out == ""
     assert len(err.strip().splitlines()) == 1 and "only with --engine dask" in err
 
@@ -321,7 +310,7 @@ def test_an_external_scheduler_and_two_workers(tmp_path):
             log.close()
 
 
-def test_a_bad_row_on_a_worker_is_a_one_line_error(capsys, tmp_path):
+def test_a_bad_row_on_a_worker_is_a_one_line_error(cli, tmp_path):
     import duckdb
 
     path = tmp_path / "names.parquet"
@@ -331,7 +320,7 @@ def test_a_bad_row_on_a_worker_is_a_one_line_error(capsys, tmp_path):
     ).write_parquet(str(path))
     query = ["run", "aggregate", "--data", path, "--max-text-bytes", 5, "--batch", 50]
     query += ["--sql", "SELECT name, COUNT(*) FROM t GROUP BY name"]
-    status, out, err = cli(capsys, *query)
+    status, out, err = cli(*query)
     assert status != 0 and out == ""
     memory = err.strip().splitlines()
     assert len(memory) == 1 and "column name" in memory[0] and "18 bytes" in memory[0], err

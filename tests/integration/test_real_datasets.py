@@ -20,7 +20,6 @@ tuples and, per routed flow, the same messages, dummies and edges.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import struct
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pytest
+from tests.conftest import find_package_file
 
 from dpcomm.data import Table, read_table, table_from_relation
 from dpcomm.engine.memory import simulate
@@ -45,17 +45,6 @@ from dpcomm.queries.groupby import compare_results, reference_result
 ROWS = 200
 COMPUTE_NODES = 4
 DELTA = 1e-4
-
-
-def package_file(package: str, *parts: str) -> Path:
-    """A file shipped inside ``package`` (located without importing it), or skip."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        pytest.skip(f"package {package} is not installed")
-    path = Path(spec.origin).parent.joinpath(*parts)
-    if not path.is_file():
-        pytest.skip(f"{package} does not ship {'/'.join(parts)}")
-    return path
 
 
 def quote(identifier: str) -> str:
@@ -91,7 +80,7 @@ def first_rows(table: Table, count: int) -> Table:
 
 
 def load_stocks() -> Dataset:
-    path = package_file("matplotlib", "mpl-data", "sample_data", "Stocks.csv")
+    path = find_package_file("matplotlib", "mpl-data", "sample_data", "Stocks.csv")
     sql = (
         'SELECT "Date", "AMZN", COUNT(*) AS "lignes été", COUNT("IBM"), SUM("^IXIC"), '
         'AVG("IBM") AS "avg ibm 🙂", MIN("^GSPC"), MAX("GOOGL") '
@@ -112,7 +101,7 @@ def load_stocks() -> Dataset:
 
 
 def load_msft() -> Dataset:
-    path = package_file("matplotlib", "mpl-data", "sample_data", "msft.csv")
+    path = find_package_file("matplotlib", "mpl-data", "sample_data", "msft.csv")
     sql = (
         'SELECT "Open", "Date", COUNT(*), SUM("Volume") AS "volume total", '
         'AVG("Adj. Close*"), MIN("Low"), MAX("High") AS "plus haut ↑" '
@@ -143,7 +132,7 @@ AUTOMPG_COLUMNS = (
 
 
 def load_autompg() -> Dataset:
-    path = package_file("mlxtend", "data", "data", "autompg.csv.gz")
+    path = find_package_file("mlxtend", "data", "data", "autompg.csv.gz")
     names = ", ".join(f"'{n}'" for n in AUTOMPG_COLUMNS)
     sql = (
         'SELECT "car name", cylinders, origin, COUNT(*), AVG(mpg) AS "mpg moyen", '
@@ -174,7 +163,7 @@ def sklearn_source(path: Path, features: int, names: list[str]) -> str:
 
 
 def load_iris() -> Dataset:
-    path = package_file("sklearn", "datasets", "data", "iris.csv")
+    path = find_package_file("sklearn", "datasets", "data", "iris.csv")
     names = ["sepal length (cm)", "sepal width (cm)", "petal length (cm)", "petal width (cm)"]
     sql = (
         'SELECT species, "petal width (cm)", COUNT(*), AVG("sepal length (cm)"), '
@@ -212,7 +201,7 @@ WINE_FEATURES = [
 
 
 def load_wine() -> Dataset:
-    path = package_file("sklearn", "datasets", "data", "wine_data.csv")
+    path = find_package_file("sklearn", "datasets", "data", "wine_data.csv")
     sql = (
         "SELECT species, magnesium, COUNT(*), SUM(proline), AVG(alcohol), "
         'MIN("od280/od315_of_diluted_wines") AS "od min", MAX(hue) '

@@ -35,34 +35,9 @@ import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
+from tests.conftest import assert_same_table, find_package_file
 
 from dpcomm.data import ParquetRows, RowSource, Table, concat_tables, read_table
-
-
-def package_file(package: str, *parts: str) -> Path:
-    """A file shipped inside ``package`` (located without importing it), or skip."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        pytest.skip(f"package {package} is not installed")
-    path = Path(spec.origin).parent.joinpath(*parts)
-    if not path.is_file():
-        pytest.skip(f"{package} does not ship {'/'.join(parts)}")
-    return path
-
-
-def assert_same_table(got: Table, expected: Table) -> None:
-    """Same names, SQL types, numpy dtypes, NULL masks, and values (of the same Python types)."""
-    assert got.num_rows == expected.num_rows
-    assert got.column_names == expected.column_names
-    for a, b in zip(got.columns, expected.columns, strict=True):
-        assert a.sql_type == b.sql_type, a.name
-        assert a.values.dtype == b.values.dtype, a.name
-        assert np.array_equal(a.is_null, b.is_null), a.name
-        x, y = a.values[~a.is_null], b.values[~b.is_null]
-        if x.dtype.kind == "O":
-            assert [(type(v), repr(v)) for v in x] == [(type(v), repr(v)) for v in y], a.name
-        else:
-            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), a.name
 
 
 def from_duckdb(sql: str) -> pa.Table:
@@ -75,7 +50,7 @@ def from_duckdb(sql: str) -> pa.Table:
 
 def csv_source(package: str, *parts: str) -> Callable[[Path], pa.Table]:
     def load(tmp: Path) -> pa.Table:
-        path = package_file(package, *parts)
+        path = find_package_file(package, *parts)
         return from_duckdb(f"SELECT * FROM read_csv('{path}')")
 
     return load
@@ -95,7 +70,7 @@ AUTOMPG_COLUMNS = (
 
 
 def autompg(tmp: Path) -> pa.Table:
-    path = package_file("mlxtend", "data", "data", "autompg.csv.gz")
+    path = find_package_file("mlxtend", "data", "data", "autompg.csv.gz")
     names = ", ".join(f"'{n}'" for n in AUTOMPG_COLUMNS)
     return from_duckdb(f"SELECT * FROM read_csv('{path}', header = false, names = [{names}])")
 
@@ -104,7 +79,7 @@ def sklearn_csv(file: str, features: int) -> Callable[[Path], pa.Table]:
     """A metadata line ``rows,features,class names...``, then rows without a header."""
 
     def load(tmp: Path) -> pa.Table:
-        path = package_file("sklearn", "datasets", "data", file)
+        path = find_package_file("sklearn", "datasets", "data", file)
         names = ", ".join(f"'feature {i} (cm)'" for i in range(features))
         return from_duckdb(
             f"SELECT * FROM read_csv('{path}', header = false, skip = 1, "
@@ -150,7 +125,7 @@ def arff(dataset: str) -> Callable[[Path], pa.Table]:
 
 def orc_file(name: str) -> Callable[[Path], pa.Table]:
     def load(tmp: Path) -> pa.Table:
-        return orc.read_table(package_file("pyarrow", "tests", "data", "orc", name))
+        return orc.read_table(find_package_file("pyarrow", "tests", "data", "orc", name))
 
     return load
 
@@ -294,7 +269,7 @@ def test_columns_of_a_real_data_set(tmp_path, name):
     ],
 )
 def test_old_pyarrow_files_read_as_read_table(file):
-    path = package_file("pyarrow", "tests", "data", "parquet", file)
+    path = find_package_file("pyarrow", "tests", "data", "parquet", file)
     whole = read_table(path)
     source = ParquetRows(path)
     check_every_split(source, whole, group_starts(source), seed=7)

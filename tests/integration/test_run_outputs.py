@@ -5,28 +5,17 @@ import json
 import duckdb
 import pytest
 
-from dpcomm.cli.main import main
-
 SQL = "SELECT A, B, COUNT(*), AVG(I) FROM diabetes GROUP BY GROUPING SETS ((A), (B))"
 
 
-def cli(capsys, *argv):
-    try:
-        status = main([str(a) for a in argv])
-    except SystemExit as exit_:
-        status = exit_.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-def test_the_result_and_the_report_are_written(capsys, tmp_path, suffix):
+def test_the_result_and_the_report_are_written(cli, tmp_path, suffix):
     out, report = tmp_path / f"result{suffix}", tmp_path / "report.json"
-    status, printed, _ = cli(capsys, "run", "aggregate", "--sql", SQL, "--seed", 3, "--json")
+    status, printed, _ = cli("run", "aggregate", "--sql", SQL, "--seed", 3, "--json")
     assert status == 0
     document = json.loads(printed)
     args = ["run", "aggregate", "--sql", SQL, "--seed", 3, "--out", out, "--report", report]
-    status, _, err = cli(capsys, *args)
+    status, _, err = cli(*args)
     assert status == 0, err
     written = duckdb.sql(f"SELECT * FROM '{out}'")
     assert written.columns == list(document["result"][0])
@@ -42,13 +31,13 @@ def test_the_result_and_the_report_are_written(capsys, tmp_path, suffix):
     assert saved["utility"] == document["report"]["utility"]
 
 
-def test_kmeans_writes_centroids_and_assignments(capsys, tmp_path):
+def test_kmeans_writes_centroids_and_assignments(cli, tmp_path):
     out = tmp_path / "centroids.csv"
     args = ["run", "kmeans", "--sources", 200, "--k", 3, "--iterations", 2, "--seed", 1]
-    status, printed, _ = cli(capsys, *args, "--json")
+    status, printed, _ = cli(*args, "--json")
     assert status == 0
     centroids = json.loads(printed)["result"]["centroids"]
-    status, _, err = cli(capsys, *args, "--out", out)
+    status, _, err = cli(*args, "--out", out)
     assert status == 0, err
     written = duckdb.sql(f"SELECT * FROM '{out}' ORDER BY centroid").fetchall()
     assert len(written) == 3
@@ -62,8 +51,8 @@ def test_kmeans_writes_centroids_and_assignments(capsys, tmp_path):
     ("option", "value"),
     [("--out", "result.txt"), ("--report", "report.csv"), ("--out", "missing/result.csv")],
 )
-def test_bad_output_paths_are_refused_before_the_run(capsys, tmp_path, option, value):
-    status, out, err = cli(capsys, "run", "aggregate", "--sql", SQL, option, tmp_path / value)
+def test_bad_output_paths_are_refused_before_the_run(cli, tmp_path, option, value):
+    status, out, err = cli("run", "aggregate", "--sql", SQL, option, tmp_path / value)
     assert status != 0 and out == ""
     assert len(err.strip().splitlines()) == 1 and option in err
     assert list(tmp_path.iterdir()) == []

@@ -1,5 +1,6 @@
 """Row sources: any range of a table's rows, read alone, is those rows of the whole table."""
 
+import functools
 import itertools
 import os
 import pickle
@@ -14,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tests.conftest import assert_same_table as same_table
 
 from dpcomm.data import (
     InMemoryRows,
@@ -31,21 +33,8 @@ from dpcomm.data import (
 from dpcomm.data.synthetic import BLOCK_ROWS
 from dpcomm.errors import DpcommError, InvalidParameterError
 
-
-def assert_same_table(got: Table, expected: Table) -> None:
-    """Same names, SQL types, numpy dtypes, NULL masks, and values (of the same Python types)."""
-    assert got.name == expected.name
-    assert got.num_rows == expected.num_rows
-    assert got.column_names == expected.column_names
-    for a, b in zip(got.columns, expected.columns, strict=True):
-        assert a.sql_type == b.sql_type, a.name
-        assert a.values.dtype == b.values.dtype, a.name
-        assert np.array_equal(a.is_null, b.is_null), a.name
-        x, y = a.values[~a.is_null], b.values[~b.is_null]
-        if x.dtype.kind == "O":
-            assert [(type(v), repr(v)) for v in x] == [(type(v), repr(v)) for v in y], a.name
-        else:
-            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), a.name
+#: The tables' own names are compared too.
+assert_same_table = functools.partial(same_table, names=True)
 
 
 def split_reads(source: RowSource, bounds: list[int], columns=None) -> Table:
@@ -357,7 +346,7 @@ def test_parquet_of_arrow_types_reads_as_read_table(tmp_path, int96):
 #: Run in a process whose time zone is set by TZ (DuckDB reads it when it starts).
 ZONED_CHECK = """
 import sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = [sys.argv[1], sys.argv[3]]  # this folder, and the repository (tests.conftest)
 from pathlib import Path
 from test_partitioned import check_splits
 whole = check_splits(Path(sys.argv[2]))
@@ -381,7 +370,14 @@ def test_time_zones_do_not_shift_timestamps(tmp_path, zone, old):
         instants = pa.array([0, -1_500_000, None, 1_700_000_000_000], pa.timestamp("ms", tz="UTC"))
         pq.write_table(pa.table({"t": instants}), path, row_group_size=1)
     done = subprocess.run(
-        [sys.executable, "-c", ZONED_CHECK, str(Path(__file__).parent), str(path)],
+        [
+            sys.executable,
+            "-c",
+            ZONED_CHECK,
+            str(Path(__file__).parent),
+            str(path),
+            str(Path(__file__).parents[3]),
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "TZ": zone},

@@ -1,0 +1,101 @@
+"""Fixtures every part of the suite shares (tests/unit, property, reference, integration).
+
+Helpers are fixtures here rather than functions copied into each test module:
+
+* ``cli``: runs ``dpcomm ARGV`` in process and returns its exit status, standard output and
+  standard error (argparse's own exits included, arguments turned into text);
+* ``same_table``: asserts that two :class:`dpcomm.data.table.Table` hold the same names, SQL
+  types, numpy dtypes, NULL masks and values (of the same Python types);
+* ``package_file``: a file shipped inside an installed package (located without importing the
+  package), or a skip that says which is missing;
+* ``csv_rows``: the rows of a CSV file as dictionaries of text.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+
+class CliOutcome(NamedTuple):
+    """What ``dpcomm ARGV`` did: exit status, standard output, standard error."""
+
+    status: int | str | None
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliOutcome]:
+    """``cli(*argv)``: run ``dpcomm argv`` in this process, as the console script would."""
+    from dpcomm.cli.main import main
+
+    def run(*argv: Any) -> CliOutcome:
+        try:
+            status: int | str | None = main([str(a) for a in argv])
+        except SystemExit as exit_:  # argparse's own errors and --help
+            status = exit_.code
+        captured = capsys.readouterr()
+        return CliOutcome(status, captured.out, captured.err)
+
+    return run
+
+
+def assert_same_table(got: Any, expected: Any, *, names: bool = False) -> None:
+    """Same names, SQL types, numpy dtypes, NULL masks, and values (of the same Python types).
+
+    ``names``: also the tables' own names.
+    """
+    if names:
+        assert got.name == expected.name
+    assert got.num_rows == expected.num_rows
+    assert got.column_names == expected.column_names
+    for a, b in zip(got.columns, expected.columns, strict=True):
+        assert a.sql_type == b.sql_type, a.name
+        assert a.values.dtype == b.values.dtype, a.name
+        assert np.array_equal(a.is_null, b.is_null), a.name
+        x, y = a.values[~a.is_null], b.values[~b.is_null]
+        if x.dtype.kind == "O":
+            assert [(type(v), repr(v)) for v in x] == [(type(v), repr(v)) for v in y], a.name
+        else:
+            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), a.name
+
+
+@pytest.fixture
+def same_table() -> Callable[..., None]:
+    """``same_table(got, expected, names=False)``: see :func:`assert_same_table`."""
+    return assert_same_table
+
+
+def find_package_file(package: str, *parts: str) -> Path:
+    """A file shipped inside ``package`` (located without importing it), or skip."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        pytest.skip(f"package {package} is not installed")
+    path = Path(spec.origin).parent.joinpath(*parts)
+    if not path.is_file():
+        pytest.skip(f"{package} does not ship {'/'.join(parts)}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def package_file() -> Callable[..., Path]:
+    """``package_file(package, *parts)``: see :func:`find_package_file`."""
+    return find_package_file
+
+
+@pytest.fixture(scope="session")
+def csv_rows() -> Callable[[Path], list[dict[str, str]]]:
+    """``csv_rows(path)``: the rows of a CSV file, as dictionaries of text."""
+
+    def read(path: Path) -> list[dict[str, str]]:
+        with Path(path).open(newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    return read
