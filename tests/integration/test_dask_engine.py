@@ -19,9 +19,12 @@ from engine_contract import EngineContract, same_run
 from dpcomm.data import synthetic_table, write_table
 from dpcomm.engine.dask_engine import DaskEngine
 from dpcomm.engine.memory import simulate
-from dpcomm.engine.partition import Partition, batch_of, batch_offset, partition_cuts
+from dpcomm.engine.partition import partition_cuts
 from dpcomm.engine.report import privacy_report, run_aggregate, run_kmeans
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
+from dpcomm.plan.builders import aggregate_plan
+from dpcomm.plan.routes import Routes
+from dpcomm.plan.transform import scrambler_group_name, transform
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram
 
@@ -141,19 +144,33 @@ def test_kmeans_report_is_the_memory_engines(client):
 
 def test_partitions_hold_whole_scramblers():
     # 10 sources in batches of 3, 3, 2, 2 (largest first): cuts at 0, 3, 6, 8, 10 only.
-    assert [batch_offset(k, 10, 4) for k in range(5)] == [0, 3, 6, 8, 10]
-    assert batch_of(np.arange(10), 10, 4).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
-    parts = partition_cuts(10, {"f": 4}, 3)
-    assert [(p.start, p.stop, p.scramblers["f"]) for p in parts] == [
+    plan = aggregate_plan(num_sources=10, flows=["f"], compute_nodes=[5])
+    routes = Routes(transform(plan, Scramblers(sampling_rate=0.0, batch_size=3, num_dummies=1)))
+    parts = partition_cuts(routes, 10, 3)
+    group = scrambler_group_name("f")
+    assert [(p.start, p.stop, p.ownership.ranges[group]) for p in parts] == [
         (0, 3, (0, 1)),
         (3, 6, (1, 2)),
         (6, 10, (2, 4)),
     ]
     # Two scrambled flows with different batches: only common boundaries (0, 6, 12).
-    parts = partition_cuts(12, {"a": 4, "b": 2}, 4)
+    plan = aggregate_plan(num_sources=12, flows=["a", "b"], compute_nodes=[5, 5])
+    chosen = {
+        "a": Scramblers(sampling_rate=0.0, batch_size=3, num_dummies=1),
+        "b": Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=1),
+    }
+    routes = Routes(transform(plan, chosen))
+    parts = partition_cuts(routes, 12, 4)
     assert [(p.start, p.stop) for p in parts] == [(0, 6), (6, 12)]
-    assert parts[1].scramblers == {"a": (2, 4), "b": (1, 2)}
-    assert partition_cuts(5, {}, 9) == [Partition(i, i, i + 1, {}) for i in range(5)]
+    ranges = parts[1].ownership.ranges
+    assert ranges[scrambler_group_name("a")] == (2, 4)
+    assert ranges[scrambler_group_name("b")] == (1, 2)
+    assert ranges["sources"] == (6, 12)
+    routes = Routes(transform(aggregate_plan(num_sources=5, flows=["f"], compute_nodes=[2]), {}))
+    parts = partition_cuts(routes, 5, 9)
+    assert [(p.start, p.stop, dict(p.ownership.ranges)) for p in parts] == [
+        (i, i + 1, {"sources": (i, i + 1)}) for i in range(5)
+    ]
 
 
 def test_a_local_cluster_for_the_run():

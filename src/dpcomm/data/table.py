@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -243,6 +243,26 @@ class Table:
         selected = ", ".join(f"CAST(c{i} AS {c.sql_type})" for i, c in enumerate(self.columns))
         connection.execute(f"INSERT INTO {quoted} SELECT {selected} FROM __dpcomm_frame")
         connection.unregister("__dpcomm_frame")
+
+
+Rows = TypeVar("Rows", Table, npt.NDArray[Any])
+"""The rows of a program's sources: a table, or an array with one row per source (points)."""
+
+
+def select_rows(rows: Rows, mask: npt.NDArray[np.bool_]) -> Rows:
+    """The rows where ``mask`` is True (``rows`` itself, not a copy, when every one is)."""
+    if bool(mask.all()):
+        return rows
+    if isinstance(rows, np.ndarray):
+        return rows[mask]
+    return rows.take(np.flatnonzero(mask))
+
+
+def slice_rows(rows: Rows, start: int, stop: int) -> Rows:
+    """Rows [start, stop)."""
+    if isinstance(rows, np.ndarray):
+        return rows[start:stop]
+    return rows.slice(start, stop)
 
 
 def concat_tables(tables: Sequence[Table], *, name: str | None = None) -> Table:

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.engine.memory import FlowSteps, Simulation
+from dpcomm.data.table import slice_rows
+from dpcomm.engine.memory import Simulation
 from dpcomm.engine.partition import (
     Channels,
     FlowPart,
@@ -46,6 +47,7 @@ from dpcomm.engine.partition import (
     run_stage_part,
 )
 from dpcomm.engine.run import PackedMasks, Run, in_plan_order, prepare, run_efficiency
+from dpcomm.engine.steps import FlowSteps
 from dpcomm.engine.traffic import FlowSummary, FlowTraffic
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, Scramblers
@@ -92,13 +94,6 @@ def _channels_task(
 ) -> Channels:
     """One partition's channels over the whole run (what each of its stages kept)."""
     return partition_channels(context, partition, [item for items in observed for item in items])
-
-
-def _slice(rows: Any, start: int, stop: int) -> Any:
-    """Rows [start, stop) of a program's rows (a table, or an array of points)."""
-    if isinstance(rows, np.ndarray):
-        return rows[start:stop]
-    return rows.take(np.arange(start, stop, dtype=np.int64))
 
 
 @contextmanager
@@ -257,8 +252,7 @@ class _Execution:
         self.context = RunContext(program.public(), transformed, self.randomness, self.collect)
         workers = max(1, len(client.scheduler_info()["workers"]))
         wanted = engine.partitions or max(workers, -(-self.num_sources // PARTITION_ROWS))
-        batches = {name: len(sizes) for name, sizes in transformed.batches.items()}
-        self.partitions = partition_cuts(self.num_sources, batches, wanted)
+        self.partitions = partition_cuts(self.context.routes, self.num_sources, wanted)
         self.workers = workers
 
     def details(self) -> dict[str, Any]:
@@ -278,7 +272,7 @@ class _Execution:
         )
         if holds:
             whole = program.source_rows()
-            pieces = [_slice(whole, p.start, p.stop) for p in self.partitions]
+            pieces = [slice_rows(whole, p.start, p.stop) for p in self.partitions]
             return list(self.client.scatter(pieces, hash=False)), None, None
         if source is None:
             raise InvalidParameterError(
@@ -320,7 +314,7 @@ class _Execution:
         state = program.initial_state()
         delivered = PackedMasks()
         summaries: dict[str, FlowSummary] = {}
-        steps: dict[str, list[Any]] = {}
+        steps: dict[str, list[FlowSteps]] = {}
         kept: list[list[Future[Any]]] = [[] for _ in self.partitions]
         bar = self._bar(program.num_stages * len(self.partitions))
         try:
@@ -353,7 +347,7 @@ class _Execution:
                 outputs: dict[tuple[str, int], Any] = {}
                 for flow_index, name in enumerate(program.stage_flows(stage)):
                     flow_parts = [p[flow_index] for p in parts]
-                    targets = range(context.num_targets(name))
+                    targets = range(context.routes.num_targets(name))
                     produced = program.combine_partials(
                         state, stage, name, [p.partials for p in flow_parts], targets
                     )
@@ -366,7 +360,7 @@ class _Execution:
                             previous = summaries.get(item.flow)
                             summaries[item.flow] = item if previous is None else previous + item
                     if self.collect:
-                        steps[name] = [p.steps for p in flow_parts]
+                        steps[name] = [p.steps for p in flow_parts if p.steps is not None]
                 state = program.merge(state, stage, outputs)
         finally:
             if bar is not None:
@@ -412,21 +406,33 @@ class _Execution:
         return joined
 
     def _collected(
-        self, steps: dict[str, list[Any]]
+        self, steps: dict[str, list[FlowSteps]]
     ) -> tuple[tuple[FlowTraffic | FlowSummary, ...], Any]:
         """The traffic edge by edge, recorded as the in-memory engine records it."""
         simulation = Simulation(self.program, self.transformed, self.randomness)
         for name, pieces in steps.items():
-            sent = np.concatenate([m.sent for m, _, _ in pieces])
-            real = np.concatenate([m.is_real for m, _, _ in pieces])
-            flooding = np.concatenate([m.flooding for m, _, _ in pieces])
-            messages = roles.SourceMessages(sent=sent, is_real=real, flooding=flooding)
-            if pieces[0][1] is None:
-                simulation.record(name, FlowSteps(messages))
-                continue
-            received = np.concatenate([r for _, r, _ in pieces])
-            dummies = np.concatenate([d for _, _, d in pieces])
-            simulation.record(name, FlowSteps(messages, received, dummies))
+            simulation.record(_joined_steps(name, pieces))
         simulation.send_fixed_flows()
         traffic = in_plan_order(self.transformed, simulation.log.flows)
         return tuple(traffic), run_efficiency(self.transformed, list(traffic))
+
+
+def _joined_steps(flow: str, pieces: Sequence[FlowSteps]) -> FlowSteps:
+    """The steps of ``flow`` for all sources, from its partitions' (in source order)."""
+
+    def joined(arrays: Sequence[Any]) -> Any:
+        return None if arrays[0] is None else np.concatenate(arrays)
+
+    messages = roles.SourceMessages(
+        sent=np.concatenate([p.messages.sent for p in pieces]),
+        is_real=np.concatenate([p.messages.is_real for p in pieces]),
+        flooding=np.concatenate([p.messages.flooding for p in pieces]),
+    )
+    return FlowSteps(
+        flow,
+        np.concatenate([p.sources for p in pieces]),
+        messages,
+        joined([p.scramblers for p in pieces]),
+        joined([p.received for p in pieces]),
+        joined([p.dummies for p in pieces]),
+    )

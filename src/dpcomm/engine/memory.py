@@ -15,37 +15,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dpcomm.data.table import select_rows
 from dpcomm.engine.run import Prepared, Run, in_plan_order, prepare, run_efficiency
+from dpcomm.engine.steps import FlowSteps, flow_steps, record_data_flow
 from dpcomm.engine.traffic import TrafficLog
-from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, Scramblers
-from dpcomm.plan.transform import (
-    TransformedPlan,
-    flooding_flow_name,
-    scrambled_flow_name,
-    scrambler_group_name,
-    to_scramblers_flow_name,
-)
-from dpcomm.protocol import roles
+from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.plan.routes import Routes
+from dpcomm.plan.transform import TransformedPlan
 from dpcomm.protocol.randomness import Randomness
-from dpcomm.protocol.scrambler import ScramblerAssignment
 from dpcomm.queries.program import BoolArray, IntArray, QueryProgram
-
-
-def take(tuples: Any, rows: IntArray, total: int) -> Any:
-    """Rows ``rows`` of a program's ``total`` tuples (a table, or an array of points).
-
-    When every row is taken (no sampling), the tuples themselves: no copy.
-    """
-    if len(rows) == total:
-        return tuples
-    if isinstance(tuples, np.ndarray):
-        return tuples[rows]
-    return tuples.take(rows)
 
 
 def _stages(program: QueryProgram, progress: bool) -> Iterator[int]:
@@ -58,21 +40,6 @@ def _stages(program: QueryProgram, progress: bool) -> Iterator[int]:
     yield from tqdm(stages, desc=program.name, unit="stage", leave=False)
 
 
-@dataclass(frozen=True, eq=False)
-class FlowSteps:
-    """What the source and scrambler steps of one data-dependent flow produced, for all nodes.
-
-    Attributes:
-        messages: the sources' messages (:func:`dpcomm.protocol.roles.source_messages`).
-        received: under scramblers, (K, T) messages each scrambler received for each target.
-        dummies: under scramblers, (K, T) dummies each scrambler added (Algorithm 1).
-    """
-
-    messages: roles.SourceMessages
-    received: IntArray | None = None
-    dummies: IntArray | None = None
-
-
 class Simulation:
     """The state of one simulated run (engine-internal; the Dask engine extends it)."""
 
@@ -81,157 +48,29 @@ class Simulation:
     ) -> None:
         self.program = program
         self.transformed = transformed
-        self.plan = program.plan
-        self.routed = transformed.routed
+        self.routes = Routes(transformed)
         self.randomness = randomness
         self.log = TrafficLog()
-        self.assignments: dict[str, ScramblerAssignment] = {}
-        for flow, sizes in transformed.batches.items():
-            # The coordinator's decision, made before any data moves.
-            item = transformed.countermeasures[flow]
-            assert isinstance(item, Scramblers)
-            senders = self.plan.group(self.plan.flow(flow).sender).count
-            self.assignments[flow] = roles.assign_batches(senders, batch_size=item.batch_size)
-            assert tuple(self.assignments[flow].batch_sizes.tolist()) == sizes
-
-    def ids(self, group: str, count: int | None = None) -> IntArray:
-        """Node ids of ``group`` (of the routed plan)."""
-        size = self.routed.group(group).count if count is None else count
-        return self.routed.node_id_offsets[group] + np.arange(size, dtype=np.int64)
 
     def flow_steps(self, name: str, truth: IntArray) -> FlowSteps:
         """The source and scrambler steps of one data-dependent flow, for all its nodes at once."""
-        flow = self.plan.flow(name)
-        targets = self.plan.group(flow.receiver).count
-        chosen: Countermeasure = self.transformed.countermeasures[name]
-        count = len(truth)
-        messages = roles.source_messages(
-            truth,
-            countermeasure=chosen,
-            num_targets=targets,
-            randomness=self.randomness,
-            flow=name,
-            sources=np.arange(count, dtype=np.int64),
-        )
-        if not isinstance(chosen, Scramblers):
-            return FlowSteps(messages)
-        assignment = self.assignments[name]
-        scramblers = assignment.num_scramblers
-        keys = assignment.scrambler_of_source * targets + messages.sent
-        received = np.bincount(keys, minlength=scramblers * targets).reshape(-1, targets)
-        dummies = roles.scrambler_dummies(
-            received,
-            assignment.batch_sizes,
-            countermeasure=chosen,
-            randomness=self.randomness,
-            flow=name,
-            scramblers=np.arange(scramblers, dtype=np.int64),
-        )
-        return FlowSteps(messages, received, dummies)
+        sources = np.arange(len(truth), dtype=np.int64)
+        return flow_steps(self.routes, self.randomness, name, truth, sources)
 
     def send_data_flow(self, name: str, truth: IntArray) -> BoolArray:
         """One data-dependent flow through the source and scrambler steps; the real messages."""
-        return self.record(name, self.flow_steps(name, truth))
+        return self.record(self.flow_steps(name, truth))
 
-    def record(self, name: str, steps: FlowSteps) -> BoolArray:
+    def record(self, steps: FlowSteps) -> BoolArray:
         """Log what the observer sees of one data-dependent flow; its real messages."""
-        count = len(steps.messages.sent)
-        assignment = self.assignments.get(name)
-        record_data_flow(
-            self.log,
-            self.transformed,
-            name,
-            steps,
-            sources=np.arange(count, dtype=np.int64),
-            scramblers=None if assignment is None else np.arange(assignment.num_scramblers),
-            scrambler_of_source=None if assignment is None else assignment.scrambler_of_source,
-        )
-        return np.asarray(steps.messages.is_real, dtype=bool)
+        record_data_flow(self.log, self.routes, steps)
+        return steps.real
 
     def send_fixed_flows(self) -> None:
-        """The data-independent flows: fixed (one message each) and broadcasts."""
-        for flow in self.transformed.flows:
-            if flow.kind not in (
-                "fixed",
-                "broadcast",
-                "broadcast_to_scramblers",
-                "broadcast_from_scramblers",
-            ):
-                continue
-            origin = self.plan.flow(flow.origin)
-            senders = self.ids(flow.sender)
-            receivers = self.ids(flow.receiver)
-            if flow.kind == "fixed":
-                self.log.add(
-                    flow.name, senders, receivers[np.arange(len(senders)) % len(receivers)]
-                )
-            elif flow.kind in ("broadcast", "broadcast_to_scramblers"):
-                self.log.add(
-                    flow.name,
-                    np.repeat(senders, len(receivers)),
-                    np.tile(receivers, len(senders)),
-                )
-            else:
-                via = next(f for f in self.assignments if scrambler_group_name(f) == flow.sender)
-                origin_senders = self.plan.group(origin.sender).count
-                self.log.add(
-                    flow.name,
-                    senders[self.assignments[via].scrambler_of_source],
-                    receivers,
-                    np.full(len(receivers), origin_senders, dtype=np.int64),
-                )
-
-
-def record_data_flow(
-    log: TrafficLog,
-    transformed: TransformedPlan,
-    name: str,
-    steps: FlowSteps,
-    *,
-    sources: IntArray,
-    scramblers: IntArray | None,
-    scrambler_of_source: IntArray | None,
-) -> None:
-    """What the observer sees of one data-dependent flow, for some of its nodes, into ``log``.
-
-    ``sources`` are the global indices of the senders whose messages ``steps`` holds (in that
-    order); under scramblers, ``scramblers`` the global indices of the scramblers whose counts
-    it holds and ``scrambler_of_source`` each source's scrambler (a global index). The
-    in-memory engine records all the nodes at once, the Dask engine a partition at a time.
-    """
-    plan = transformed.plan
-    flow = plan.flow(name)
-    offsets = transformed.routed.node_id_offsets
-    targets = plan.group(flow.receiver).count
-    chosen: Countermeasure = transformed.countermeasures[name]
-    messages = steps.messages
-    senders = offsets[flow.sender] + sources
-    receiver = offsets[flow.receiver]
-    sampled_out = int((~messages.is_real).sum())
-    if not isinstance(chosen, Scramblers):
-        log.add(name, senders, receiver + messages.sent, dummies=sampled_out)
-        if isinstance(chosen, LocalFlooding) and chosen.num_dummies:
-            flooding = messages.flooding
-            log.add(
-                flooding_flow_name(name),
-                np.repeat(senders, flooding.shape[1]),
-                receiver + flooding.ravel(),
-                dummies=int(flooding.size),
-            )
-        return
-    assert steps.received is not None and steps.dummies is not None
-    assert scramblers is not None and scrambler_of_source is not None
-    group = offsets[scrambler_group_name(name)]
-    log.add(
-        to_scramblers_flow_name(name), senders, group + scrambler_of_source, dummies=sampled_out
-    )
-    log.add(
-        scrambled_flow_name(name),
-        np.repeat(group + scramblers, targets),
-        np.tile(receiver + np.arange(targets, dtype=np.int64), len(scramblers)),
-        (steps.received + steps.dummies).ravel(),
-        dummies=int(steps.dummies.sum()) + sampled_out,
-    )
+        """The data-independent flows (fixed, broadcasts), as the plan routes them."""
+        for flow in self.routes.static_flows:
+            edges = self.routes.edges(flow)
+            self.log.add(flow.name, edges.senders, edges.receivers, edges.counts)
 
 
 def simulate(
@@ -299,7 +138,7 @@ def run_stages(
             delivered[name] = real
             counted = np.flatnonzero(real)
             targets = program.plan.group(program.plan.flow(name).receiver).count
-            tuples = take(program.carried(name, rows), counted, len(real))
+            tuples = select_rows(program.carried(name, rows), real)
             produced = program.target_outputs(
                 state, stage, name, tuples, truth[counted], range(targets)
             )

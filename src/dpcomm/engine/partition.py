@@ -2,17 +2,17 @@
 
 An engine that cannot hold every source at once (:mod:`dpcomm.engine.dask_engine`) cuts the
 sources into partitions of consecutive rows whose edges never cross: the coordinator assigns
-consecutive sources to each scrambler (:func:`dpcomm.protocol.scrambler.contiguous_assignment`),
-so a cut at a batch boundary of every scrambled flow leaves each scrambler, with all of its
+consecutive sources to each scrambler (:meth:`dpcomm.plan.routes.Routes.batches`), so a cut at
+a batch boundary of every scrambled flow leaves each scrambler, with all of its
 sources, in one partition. A partition *owns* its sources and those scramblers; every other
 node (compute nodes, the result node) is *central*.
 
 Per stage, :func:`run_stage_part` makes, for the partition's nodes under their global indices,
-the calls the in-memory engine makes for all nodes (:class:`dpcomm.engine.memory.Simulation`):
-the program's route, :func:`~dpcomm.protocol.roles.source_messages`, the scramblers' counts and
-:func:`~dpcomm.protocol.roles.scrambler_dummies`, then the targets' partial outputs over the
-delivered tuples (:meth:`~dpcomm.protocol.roles.ProgramHooks.target_partials`). Nothing here
-depends on how many partitions there are: the draws of a node depend on its index only.
+the calls the in-memory engine makes for all nodes: the program's route, the source and
+scrambler steps (:func:`dpcomm.engine.steps.flow_steps`), then the targets' partial outputs
+over the delivered tuples (:meth:`~dpcomm.protocol.roles.ProgramHooks.target_partials`).
+Nothing here depends on how many partitions there are: the draws of a node depend on its index
+only.
 
 What the observer sees is kept per partition and summed: every flow's messages, dummies, edges
 and an order-free digest of its edges (:class:`~dpcomm.engine.traffic.FlowSummary`), and the
@@ -24,62 +24,42 @@ add up across partitions.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from dpcomm.engine.memory import FlowSteps, record_data_flow
+from dpcomm.data.table import select_rows
 from dpcomm.engine.run import ROLE_NAMES
+from dpcomm.engine.steps import FlowSteps, flow_steps, record_data_flow
 from dpcomm.engine.traffic import Efficiency, FlowSummary, TrafficLog, sorted_unique
-from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure, Scramblers
-from dpcomm.plan.transform import (
-    TransformedPlan,
-    scrambler_group_name,
-)
+from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.plan.routes import Ownership, Routes
+from dpcomm.plan.transform import TransformedPlan, scrambler_group_name
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
 from dpcomm.queries.program import IntArray, QueryProgram
 
-# --------------------------------------------------------------------------- batches and cuts
-
-
-def batch_offset(batch: int, num_sources: int, num_batches: int) -> int:
-    """First source of ``batch`` in balanced consecutive batches (largest first)."""
-    base, extra = divmod(num_sources, num_batches)
-    return batch * base + min(batch, extra)
-
-
-def batch_of(sources: IntArray, num_sources: int, num_batches: int) -> IntArray:
-    """The batch of each of ``sources`` (global indices) in balanced consecutive batches."""
-    base, extra = divmod(num_sources, num_batches)
-    large = extra * (base + 1)
-    indices = np.asarray(sources, dtype=np.int64)
-    result: IntArray = np.where(
-        indices < large,
-        indices // (base + 1),
-        extra + (indices - large) // max(base, 1),
-    ).astype(np.int64)
-    return result
+# --------------------------------------------------------------------------- cuts
 
 
 @dataclass(frozen=True)
 class Partition:
-    """A contiguous range of sources and, per scrambled flow, the range of their scramblers.
+    """A contiguous range of sources and the scramblers that batch them.
 
     Attributes:
         index: the partition's position (partitions are in source order).
         start: first source (row) index.
         stop: one past the last source.
-        scramblers: per scrambled flow, the range [first, stop) of its scramblers here.
+        ownership: the nodes it owns (:meth:`dpcomm.plan.routes.Routes.ownership`).
     """
 
     index: int
     start: int
     stop: int
-    scramblers: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    ownership: Ownership = field(default_factory=Ownership)
 
     @property
     def size(self) -> int:
@@ -92,45 +72,33 @@ class Partition:
         return np.arange(self.start, self.stop, dtype=np.int64)
 
 
-def partition_cuts(
-    num_sources: int, batches: Mapping[str, int], partitions: int
-) -> list[Partition]:
+def partition_cuts(routes: Routes, num_sources: int, partitions: int) -> list[Partition]:
     """About ``partitions`` ranges of sources, cut only where every scrambled flow's batch ends.
 
     Args:
+        routes: the routes of the run (the scrambler batches of every scrambled flow).
         num_sources: S.
-        batches: the number of scramblers K of every scrambled flow (balanced consecutive
-            batches of the same S sources).
         partitions: how many partitions are wanted (fewer when there are fewer cut points).
     """
     count = max(1, min(int(partitions), num_sources))
     wanted = np.round(np.linspace(0, num_sources, count + 1)).astype(np.int64)
-    if batches:
-        candidates: IntArray | None = None
-        for scramblers in batches.values():
-            base, extra = divmod(num_sources, scramblers)
-            ks = np.arange(scramblers + 1, dtype=np.int64)
-            offsets = ks * base + np.minimum(ks, extra)
-            candidates = offsets if candidates is None else np.intersect1d(candidates, offsets)
-        assert candidates is not None
+    candidates: IntArray | None = None
+    for flow in routes.scrambled_flows:
+        offsets = routes.batches(flow).offsets
+        candidates = offsets if candidates is None else np.intersect1d(candidates, offsets)
+    if candidates is not None:
         positions = np.clip(np.searchsorted(candidates, wanted), 0, len(candidates) - 1)
         below = np.clip(positions - 1, 0, len(candidates) - 1)
-        nearer = np.where(
+        wanted = np.where(
             np.abs(candidates[below] - wanted) <= np.abs(candidates[positions] - wanted),
             candidates[below],
             candidates[positions],
         )
-        wanted = nearer
     cuts = sorted({0, num_sources, *(int(c) for c in wanted)})
-    result = []
-    for index, (start, stop) in enumerate(itertools.pairwise(cuts)):
-        ranges = {}
-        for flow, scramblers in batches.items():
-            first = int(batch_of(np.array([start]), num_sources, scramblers)[0])
-            last = int(batch_of(np.array([stop - 1]), num_sources, scramblers)[0]) + 1
-            ranges[flow] = (first, last)
-        result.append(Partition(index, start, stop, ranges))
-    return result
+    return [
+        Partition(index, start, stop, routes.ownership(start, stop))
+        for index, (start, stop) in enumerate(itertools.pairwise(cuts))
+    ]
 
 
 # --------------------------------------------------------------------------- one stage
@@ -152,23 +120,14 @@ class RunContext:
     randomness: Randomness
     collect: bool = False
 
-    @property
-    def num_sources(self) -> int:
-        """S."""
-        return self.program.num_sources
+    @cached_property
+    def routes(self) -> Routes:
+        """Who talks to whom."""
+        return Routes(self.transformed)
 
     def countermeasure(self, flow: str) -> Countermeasure:
         """The countermeasure ``flow`` runs."""
         return self.transformed.countermeasures[flow]
-
-    def num_targets(self, flow: str) -> int:
-        """T, the receivers of ``flow``."""
-        plan = self.transformed.plan
-        return plan.group(plan.flow(flow).receiver).count
-
-    def num_scramblers(self, flow: str) -> int:
-        """K of a scrambled flow."""
-        return len(self.transformed.batches[flow])
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,15 +139,14 @@ class FlowPart:
         delivered: the partition's delivered mask, packed by ``numpy.packbits``.
         partials: each target's partial output over the partition's delivered tuples.
         traffic: the partition's part of each routed flow of ``flow``.
-        steps: with ``collect``: the sources' messages, and under scramblers the (K_p, T)
-            received and dummy counts; None otherwise.
+        steps: with ``collect``: the partition's steps of the flow; None otherwise.
     """
 
     flow: str
     delivered: Any
     partials: dict[int, Any]
     traffic: tuple[FlowSummary, ...]
-    steps: Any = None
+    steps: FlowSteps | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,6 +165,41 @@ class Observed:
     flooding: Any = None
     scrambled: Any = None
 
+    @classmethod
+    def of(cls, steps: FlowSteps, num_targets: int) -> Observed:
+        """What to keep of ``steps``: the observer's view, in the smallest integer types."""
+        if steps.received is not None and steps.dummies is not None:
+            return cls(steps.flow, scrambled=steps.received + steps.dummies)
+        flooding = steps.messages.flooding
+        return cls(
+            steps.flow,
+            sent=_small(steps.messages.sent, num_targets),
+            flooding=flooding if flooding.size else None,
+        )
+
+    def steps(self, routes: Routes, partition: Partition) -> FlowSteps:
+        """Steps with the same traffic as those observed (every message counted as real)."""
+        size = partition.size
+        sent = np.zeros(size, dtype=np.int64) if self.sent is None else self.sent
+        flooding = (
+            np.zeros((size, 0), dtype=np.int64)
+            if self.flooding is None
+            else np.asarray(self.flooding, dtype=np.int64)
+        )
+        messages = roles.SourceMessages(
+            sent=np.asarray(sent, dtype=np.int64),
+            is_real=np.ones(size, dtype=bool),
+            flooding=flooding,
+        )
+        if self.scrambled is None:
+            return FlowSteps(self.flow, partition.sources, messages)
+        counts = np.asarray(self.scrambled, dtype=np.int64)
+        first, stop = partition.ownership.ranges[scrambler_group_name(self.flow)]
+        scramblers = np.arange(first, stop, dtype=np.int64)
+        return FlowSteps(
+            self.flow, partition.sources, messages, scramblers, counts, np.zeros_like(counts)
+        )
+
 
 def _small(values: IntArray, upper: int) -> Any:
     """``values`` (all < ``upper``) in the smallest unsigned integer type that holds them."""
@@ -214,48 +207,6 @@ def _small(values: IntArray, upper: int) -> Any:
         if upper <= np.iinfo(kind).max + 1:
             return values.astype(kind)
     return values
-
-
-def take_rows(tuples: Any, rows: IntArray, total: int) -> Any:
-    """Rows ``rows`` of a program's ``total`` tuples (a table, or an array of points)."""
-    if len(rows) == total:
-        return tuples
-    if isinstance(tuples, np.ndarray):
-        return tuples[rows]
-    return tuples.take(rows)
-
-
-def flow_steps_part(
-    context: RunContext, partition: Partition, name: str, truth: IntArray
-) -> tuple[roles.SourceMessages, IntArray | None, IntArray | None]:
-    """The source and scrambler steps of ``name`` for the partition's nodes (global indices)."""
-    chosen = context.countermeasure(name)
-    targets = context.num_targets(name)
-    messages = roles.source_messages(
-        truth,
-        countermeasure=chosen,
-        num_targets=targets,
-        randomness=context.randomness,
-        flow=name,
-        sources=partition.sources,
-    )
-    if not isinstance(chosen, Scramblers):
-        return messages, None, None
-    first, stop = partition.scramblers[name]
-    total = context.num_scramblers(name)
-    local = batch_of(partition.sources, context.num_sources, total) - first
-    sizes = np.array(context.transformed.batches[name][first:stop], dtype=np.int64)
-    keys = local * targets + messages.sent
-    received = np.bincount(keys, minlength=(stop - first) * targets).reshape(-1, targets)
-    dummies = roles.scrambler_dummies(
-        received,
-        sizes,
-        countermeasure=chosen,
-        randomness=context.randomness,
-        flow=name,
-        scramblers=np.arange(first, stop, dtype=np.int64),
-    )
-    return messages, received, dummies
 
 
 def run_stage_part(
@@ -266,178 +217,31 @@ def run_stage_part(
     Returns what goes back to the client (the flows' parts) and what stays with the partition
     until its channels are counted.
     """
-    program = context.program
+    program, routes = context.program, context.routes
     parts, kept = [], []
     for name in program.stage_flows(stage):
         truth = np.asarray(program.route(state, name, rows), dtype=np.int64)
-        messages, received, dummies = flow_steps_part(context, partition, name, truth)
-        real = np.asarray(messages.is_real, dtype=bool)
-        counted = np.flatnonzero(real)
-        targets = context.num_targets(name)
-        tuples = take_rows(program.carried(name, rows), counted, len(real))
-        partials = program.target_partials(
-            state, stage, name, tuples, truth[counted], range(targets)
-        )
+        steps = flow_steps(routes, context.randomness, name, truth, partition.sources)
+        real = steps.real
+        targets = routes.num_targets(name)
+        tuples = select_rows(program.carried(name, rows), real)
+        partials = program.target_partials(state, stage, name, tuples, truth[real], range(targets))
         log = TrafficLog()
-        record_part(context, partition, name, log, messages, received, dummies)
-        chosen = context.countermeasure(name)
-        if isinstance(chosen, Scramblers):
-            assert received is not None and dummies is not None
-            observed = Observed(name, scrambled=received + dummies)
-        else:
-            flooding = messages.flooding if messages.flooding.size else None
-            observed = Observed(name, sent=_small(messages.sent, targets), flooding=flooding)
-        steps = (messages, received, dummies) if context.collect else None
+        record_data_flow(log, routes, steps)
         parts.append(
             FlowPart(
                 name,
                 np.packbits(real),
                 partials,
                 tuple(f.summary() for f in log.flows),
-                steps,
+                steps if context.collect else None,
             )
         )
-        kept.append(observed)
+        kept.append(Observed.of(steps, targets))
     return parts, kept
 
 
-def record_part(
-    context: RunContext,
-    partition: Partition,
-    name: str,
-    log: TrafficLog,
-    messages: roles.SourceMessages,
-    received: IntArray | None,
-    dummies: IntArray | None,
-) -> None:
-    """What the observer sees of one flow in one partition: the memory engine's edges, in part."""
-    scrambled = isinstance(context.countermeasure(name), Scramblers)
-    first, stop = partition.scramblers.get(name, (0, 0))
-    record_data_flow(
-        log,
-        context.transformed,
-        name,
-        FlowSteps(messages, received, dummies),
-        sources=partition.sources,
-        scramblers=np.arange(first, stop, dtype=np.int64) if scrambled else None,
-        scrambler_of_source=(
-            batch_of(partition.sources, context.num_sources, context.num_scramblers(name))
-            if scrambled
-            else None
-        ),
-    )
-
-
 # --------------------------------------------------------------------------- channels
-
-
-@dataclass(frozen=True)
-class Ownership:
-    """Which node ids of the routed plan a partition owns, group by group.
-
-    Attributes:
-        ranges: per routed group name, the owned index range [first, stop) within the group
-            (absent: a central group).
-    """
-
-    ranges: Mapping[str, tuple[int, int]]
-
-
-def ownership(context: RunContext, partition: Partition | None) -> Ownership:
-    """The groups a partition owns part of: the sources' and every scrambler group.
-
-    With ``partition`` None: the central view (no owned range at all).
-    """
-    transformed = context.transformed
-    routed = transformed.routed
-    sources = {flow.sender for flow in transformed.plan.flows if flow.data_dependent}
-    physical = {routed.group(name).physical_name for name in sources}
-    ranges: dict[str, tuple[int, int]] = {}
-    if partition is None:
-        return Ownership(ranges)
-    for group in routed.groups:
-        if group.physical_name in physical:
-            ranges[group.name] = (partition.start, partition.stop)
-    for flow, (first, stop) in partition.scramblers.items():
-        ranges[scrambler_group_name(flow)] = (first, stop)
-    return Ownership(ranges)
-
-
-def owned_groups(context: RunContext) -> set[str]:
-    """Names of the routed groups partitions own (sources and scramblers)."""
-    whole = Partition(0, 0, context.num_sources, dict.fromkeys(context.transformed.batches, (0, 1)))
-    return set(ownership(context, whole).ranges)
-
-
-def static_flows(
-    context: RunContext, own: Ownership, owned: set[str]
-) -> Iterator[tuple[str, IntArray, IntArray, IntArray]]:
-    """The data-independent flows' edges a partition (or the client, ``own`` empty) records.
-
-    The edges of :meth:`dpcomm.engine.memory.Simulation.send_fixed_flows` with an owned end
-    (in the partition), or with none (on the client): each edge is counted exactly once.
-    """
-    transformed = context.transformed
-    routed = transformed.routed
-    offsets = routed.node_id_offsets
-    central = not own.ranges
-    for flow in transformed.flows:
-        if flow.kind not in ("fixed", "broadcast", "broadcast_to_scramblers"):
-            if flow.kind == "broadcast_from_scramblers" and not central:
-                yield _from_scramblers(context, flow.name, flow.origin, flow.sender, own)
-            continue
-        senders_count = routed.group(flow.sender).count
-        receivers_count = routed.group(flow.receiver).count
-        sender_owned, receiver_owned = flow.sender in owned, flow.receiver in owned
-        if sender_owned and receiver_owned:
-            raise InvalidParameterError(
-                f"flow {flow.name}",
-                "a data-independent flow with a central end (the partitioned engines)",
-                f"{flow.sender} -> {flow.receiver}",
-            )
-        if central != (not sender_owned and not receiver_owned):
-            continue
-        if flow.kind == "fixed":
-            if sender_owned:
-                first, stop = own.ranges[flow.sender]
-                index = np.arange(first, stop, dtype=np.int64)
-            else:
-                index = np.arange(senders_count, dtype=np.int64)
-                if receiver_owned:
-                    first, stop = own.ranges[flow.receiver]
-                    target = index % receivers_count
-                    index = index[(target >= first) & (target < stop)]
-            senders = offsets[flow.sender] + index
-            receivers = offsets[flow.receiver] + index % receivers_count
-        else:
-            send = np.arange(senders_count, dtype=np.int64)
-            receive = np.arange(receivers_count, dtype=np.int64)
-            if sender_owned:
-                send = np.arange(*own.ranges[flow.sender], dtype=np.int64)
-            if receiver_owned:
-                receive = np.arange(*own.ranges[flow.receiver], dtype=np.int64)
-            senders = offsets[flow.sender] + np.repeat(send, len(receive))
-            receivers = offsets[flow.receiver] + np.tile(receive, len(send))
-        yield flow.name, senders, receivers, np.ones(len(senders), dtype=np.int64)
-
-
-def _from_scramblers(
-    context: RunContext, name: str, origin: str, group: str, own: Ownership
-) -> tuple[str, IntArray, IntArray, IntArray]:
-    """A broadcast's scramblers -> sources part: each source hears from its own scrambler."""
-    transformed = context.transformed
-    offsets = transformed.routed.node_id_offsets
-    via = next(f for f in transformed.batches if scrambler_group_name(f) == group)
-    receiver = transformed.flow(name).receiver
-    sources = np.arange(*own.ranges[receiver], dtype=np.int64)
-    batches = batch_of(sources, context.num_sources, context.num_scramblers(via))
-    origin_senders = transformed.plan.group(transformed.plan.flow(origin).sender).count
-    return (
-        name,
-        offsets[group] + batches,
-        offsets[receiver] + sources,
-        np.full(len(sources), origin_senders, dtype=np.int64),
-    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -461,48 +265,13 @@ class Channels:
     traffic: tuple[FlowSummary, ...]
 
 
-def _data_edges(
-    context: RunContext, partition: Partition, observed: Observed, log: TrafficLog
-) -> None:
-    """The edges of one data-dependent flow of one partition, from what it kept."""
-    name = observed.flow
-    chosen = context.countermeasure(name)
-    if isinstance(chosen, Scramblers):
-        first, stop = partition.scramblers[name]
-        targets = context.num_targets(name)
-        counts = np.asarray(observed.scrambled, dtype=np.int64)
-        zero = np.zeros((stop - first, targets), dtype=np.int64)
-        record_part(
-            context,
-            partition,
-            name,
-            log,
-            roles.SourceMessages(
-                sent=np.zeros(partition.size, dtype=np.int64),
-                is_real=np.ones(partition.size, dtype=bool),
-                flooding=np.zeros((partition.size, 0), dtype=np.int64),
-            ),
-            counts,
-            zero,
-        )
-        return
-    sent = np.asarray(observed.sent, dtype=np.int64)
-    flooding = (
-        np.zeros((partition.size, 0), dtype=np.int64)
-        if observed.flooding is None
-        else np.asarray(observed.flooding, dtype=np.int64)
-    )
-    record_part(
-        context,
-        partition,
-        name,
-        log,
-        roles.SourceMessages(
-            sent=sent, is_real=np.ones(partition.size, dtype=bool), flooding=flooding
-        ),
-        None,
-        None,
-    )
+def _static_traffic(routes: Routes, owner: Ownership) -> TrafficLog:
+    """The data-independent flows' edges that ``owner`` records (each edge exactly once)."""
+    log = TrafficLog()
+    for flow in routes.static_flows:
+        edges = routes.edges(flow, owner)
+        log.add(flow.name, edges.senders, edges.receivers, edges.counts)
+    return log
 
 
 def _group_table(context: RunContext) -> tuple[IntArray, list[str], list[int]]:
@@ -545,20 +314,17 @@ def partition_channels(
     context: RunContext, partition: Partition, observed: Sequence[Observed]
 ) -> Channels:
     """The channels of a partition's nodes over the whole run, and its static traffic."""
-    owned = owned_groups(context)
-    own = ownership(context, partition)
+    routes = context.routes
     log = TrafficLog()
     for item in observed:
-        _data_edges(context, partition, item, log)
-    statics = TrafficLog()
-    for name, senders, receivers, counts in static_flows(context, own, owned):
-        statics.add(name, senders, receivers, counts)
+        record_data_flow(log, routes, item.steps(routes, partition))
+    statics = _static_traffic(routes, partition.ownership)
     flows = [*log.flows, *statics.flows]
     nodes, counts = _degrees(context, [(f.senders, f.receivers) for f in flows])
     starts, names, role_of = _group_table(context)
     group = np.searchsorted(starts, nodes, side="right") - 1
     routed = context.transformed.routed
-    owned_physical = {routed.group(name).physical_name for name in own.ranges}
+    owned_physical = {routed.group(name).physical_name for name in partition.ownership.ranges}
     owned_indices = [index for index, name in enumerate(names) if name in owned_physical]
     is_owned = np.isin(group, np.array(owned_indices, dtype=np.int64))
     role_max: dict[str, int] = {}
@@ -583,11 +349,7 @@ def partition_channels(
 
 def central_channels(context: RunContext) -> tuple[IntArray, IntArray, tuple[FlowSummary, ...]]:
     """The client's part: data-independent edges between central nodes (node ids, counts)."""
-    log = TrafficLog()
-    for name, senders, receivers, counts in static_flows(
-        context, ownership(context, None), owned_groups(context)
-    ):
-        log.add(name, senders, receivers, counts)
+    log = _static_traffic(context.routes, Ownership(central=True))
     nodes, counts = _degrees(context, [(f.senders, f.receivers) for f in log.flows])
     return nodes, counts, tuple(f.summary() for f in log.flows)
 

@@ -17,10 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
 
 from dpcomm.accounting._validation import check_int
 
 __all__ = [
+    "ConsecutiveBatches",
     "balanced_batch_sizes",
     "batch_size_counts",
     "delivery_probability",
@@ -44,9 +49,69 @@ def balanced_batch_sizes(num_sources: int, batch_size: int) -> tuple[int, ...]:
     remainder: e.g. S = 5,000, n = 156 gives 33 batches of 151 or 152, not 32 of 156 and one
     of 8). Every batch is accounted at its own size (:func:`dpcomm.plan.account_cluster`).
     """
-    count = num_scramblers(num_sources, batch_size)
-    base, extra = divmod(num_sources, count)
-    return (base + 1,) * extra + (base,) * (count - extra)
+    return ConsecutiveBatches.of(num_sources, batch_size).sizes
+
+
+@dataclass(frozen=True)
+class ConsecutiveBatches:
+    """S sources cut into K balanced batches of consecutive sources, largest first.
+
+    The coordinator's data-independent assignment (Section 4.1 only asks that it does not
+    depend on the data): batch k holds sources ``first(k)`` to ``first(k + 1) − 1``, with the
+    sizes of :func:`balanced_batch_sizes`. Consecutive batches let an engine cut the sources
+    into partitions of whole scramblers without moving a row.
+
+    Attributes:
+        num_sources: S.
+        num_batches: K (the number of scramblers), 1 <= K <= S.
+    """
+
+    num_sources: int
+    num_batches: int
+
+    def __post_init__(self) -> None:
+        check_int("num_sources", self.num_sources, minimum=1)
+        check_int("num_batches", self.num_batches, minimum=1, maximum=self.num_sources)
+
+    @classmethod
+    def of(cls, num_sources: int, batch_size: int) -> ConsecutiveBatches:
+        """The ⌈S/n⌉ balanced batches of at most n = ``batch_size`` sources."""
+        return cls(num_sources, num_scramblers(num_sources, batch_size))
+
+    @cached_property
+    def sizes(self) -> tuple[int, ...]:
+        """Sources per batch, largest first (they differ by at most one)."""
+        base, extra = divmod(self.num_sources, self.num_batches)
+        return (base + 1,) * extra + (base,) * (self.num_batches - extra)
+
+    def first(self, batch: int) -> int:
+        """The first source of ``batch`` (``first(K)`` is S)."""
+        base, extra = divmod(self.num_sources, self.num_batches)
+        return batch * base + min(batch, extra)
+
+    @cached_property
+    def offsets(self) -> npt.NDArray[np.int64]:
+        """int64 ``first(k)`` for k = 0..K: where every batch starts, and S."""
+        base, extra = divmod(self.num_sources, self.num_batches)
+        batches = np.arange(self.num_batches + 1, dtype=np.int64)
+        offsets: npt.NDArray[np.int64] = batches * base + np.minimum(batches, extra)
+        return offsets
+
+    def members(self, batch: int) -> range:
+        """The sources of ``batch``."""
+        return range(self.first(batch), self.first(batch + 1))
+
+    def batch_of(self, sources: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """The batch of each of ``sources`` (global source indices)."""
+        base, extra = divmod(self.num_sources, self.num_batches)
+        large = extra * (base + 1)
+        indices = np.asarray(sources, dtype=np.int64)
+        result: npt.NDArray[np.int64] = np.where(
+            indices < large,
+            indices // (base + 1),
+            extra + (indices - large) // max(base, 1),
+        ).astype(np.int64)
+        return result
 
 
 def batch_size_counts(num_sources: int, batch_size: int) -> dict[int, int]:

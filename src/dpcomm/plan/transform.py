@@ -85,6 +85,9 @@ class RoutedFlow:
         receiver: name of the receiving group.
         messages: the number of messages it carries (exact: it depends neither on the data
             nor on the randomness, only which of them are dummies does).
+        via: the plan flow whose scramblers this flow goes to or comes from (the ``origin``
+            for ``to_scramblers`` and ``scrambled``; the scrambled flow of the receivers for a
+            broadcast routed through scramblers); None for a flow without scramblers.
     """
 
     name: str
@@ -93,6 +96,7 @@ class RoutedFlow:
     sender: str
     receiver: str
     messages: int
+    via: str | None = None
 
 
 def resolve_countermeasures(
@@ -226,9 +230,9 @@ class TransformedPlan:
                 add(flow.sender, flow.receiver, min(receivers, per_sender))
                 add(flow.receiver, flow.sender, senders)
             elif flow.kind in ("to_scramblers", "broadcast_from_scramblers"):
-                scrambled = flow.origin if flow.kind == "to_scramblers" else flow.sender
-                largest = max(self.batches[_scrambled_origin(scrambled, self)])
-                membership = scrambler_group_name(_scrambled_origin(scrambled, self))
+                assert flow.via is not None
+                largest = max(self.batches[flow.via])
+                membership = scrambler_group_name(flow.via)
                 scrambler = flow.receiver if flow.kind == "to_scramblers" else flow.sender
                 source = flow.sender if flow.kind == "to_scramblers" else flow.receiver
                 add(source, scrambler, 1, membership)
@@ -266,16 +270,6 @@ class TransformedPlan:
     def max_channels(self) -> int:
         """The largest of :meth:`channels_by_role`."""
         return max(self.channels_by_role().values(), default=0)
-
-
-def _scrambled_origin(group_or_flow: str, transformed: TransformedPlan) -> str:
-    """The plan flow whose scramblers ``group_or_flow`` (a flow or a scrambler group) names."""
-    if group_or_flow in transformed.batches:
-        return group_or_flow
-    for flow in transformed.batches:
-        if scrambler_group_name(flow) == group_or_flow:
-            return flow
-    raise InvalidParameterError("scrambler group", "a scrambled flow", group_or_flow)
 
 
 def _effective(
@@ -351,6 +345,7 @@ def transform(
                         flow.sender,
                         group,
                         senders,
+                        via=flow.name,
                     )
                 )
                 flows.append(
@@ -361,6 +356,7 @@ def transform(
                         group,
                         flow.receiver,
                         senders + count * item.num_dummies,
+                        via=flow.name,
                     )
                 )
                 routed_flows.append(
@@ -430,6 +426,7 @@ def transform(
                 flow.sender,
                 group,
                 senders * len(batches[via]),
+                via=via,
             )
         )
         flows.append(
@@ -440,6 +437,7 @@ def transform(
                 group,
                 flow.receiver,
                 senders * receivers,
+                via=via,
             )
         )
     routed = ExecutionPlan(tuple(groups), tuple(routed_flows))
