@@ -7,7 +7,6 @@ the veth link. Skipped, with the reason, where namespaces cannot be made (not ro
 iproute2, no CAP_NET_ADMIN in a container).
 """
 
-import json
 import os
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ import pytest
 
 from dpcomm.data import synthetic_table
 from dpcomm.engine.network.deploy import write_deployment
+from dpcomm.engine.network.records import GroupOutcome, decode
 from dpcomm.engine.network.spec import NodeConfig
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
@@ -136,11 +136,11 @@ def test_a_round_across_two_hosts(tmp_path, two_hosts):
             if process.poll() is None:
                 process.kill()
                 process.communicate()
-    result = json.loads((outputs / "result.json").read_text())
-    outputs_of = next(iter(result["nodes"].values()))["outputs"]
+    result = decode((outputs / "result.json").read_bytes(), GroupOutcome).result
+    assert result is not None
     decoded = {
-        (flow, target): program.decode_output(flow, bytes.fromhex(data))
-        for flow, target, data in outputs_of
+        (output.flow, output.target): program.decode_output(output.flow, output.data)
+        for output in result.outputs
     }
     rows = program.result(program.merge(program.initial_state(), 0, decoded))
     connection = duckdb.connect()
@@ -151,5 +151,5 @@ def test_a_round_across_two_hosts(tmp_path, two_hosts):
     assert compare_results(sorted(rows, key=key), sorted(expected, key=key)) == []
     # Host B has only its loopback and the veth end: every source reached the coordinator and
     # its scrambler on host A across the link, or the round could not have completed.
-    coordinator = json.loads((outputs / "coordinator.json").read_text())
-    assert coordinator["errors"] == {}
+    coordinator = decode((outputs / "coordinator.json").read_bytes(), GroupOutcome)
+    assert coordinator.errors == {}

@@ -28,7 +28,7 @@ from dpcomm.engine.network import (
     sealed_size,
 )
 from dpcomm.engine.network.deploy import node_configs
-from dpcomm.engine.network.frames import ATTACK_REASONS, OVERLOAD_REASONS
+from dpcomm.engine.network.frames import ATTACK_REASONS, OVERLOAD_REASONS, split_drops
 from dpcomm.engine.network.nodes import run_nodes
 from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.network.tls import ConnectionLimits
@@ -197,7 +197,7 @@ def test_declared_huge_blobs_cost_no_memory_and_honest_peer_is_served(pki):
             attacks = node.drops.attacks()
             assert attacks == {"oversized_blob": 21, "partial_blobs": 20}
             assert node.drops.overload() == {}
-            assert node.stats.as_dict()["attacks"] == {SERVER: attacks}
+            assert split_drops(node.stats.record().drops)["attacks"] == {SERVER: attacks}
 
     asyncio.run(scenario())
 
@@ -395,10 +395,11 @@ def test_a_round_completes_while_a_peer_attacks_the_coordinator(tmp_path):
         return outcome, transport.gates["coordinator"]
 
     outcome, gate = asyncio.run(scenario())
-    assert outcome["errors"] == {}
-    assert outcome["nodes"]["result"]["missing"] == []
+    assert outcome.errors == {}
+    assert outcome.result is not None and outcome.result.missing == ()
     assert gate.peak <= gate.limits.max_pending
-    attacks = outcome["wire"]["attacks"]["coordinator"]
+    [wire] = outcome.wires
+    attacks = split_drops(wire.drops)["attacks"]["coordinator"]
     assert attacks["oversized_blob"] == 20
     # The attacker's own links got in by evicting stalled idle sockets; so did honest nodes.
     assert attacks["stalled"] >= 20

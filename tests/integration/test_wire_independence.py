@@ -154,10 +154,10 @@ def test_a_text_value_beyond_the_public_bound_is_refused_in_every_engine():
 
 def test_compute_nodes_open_the_tuple_only_never_the_sender(monkeypatch):
     """What a compute node decrypts is the encoded tuple: no row index, no sender id."""
-    from dpcomm.engine.network import nodes
+    from dpcomm.engine.network import compute
 
     opened: list[bytes] = []
-    original = nodes.open_payload
+    original = compute.open_payload
 
     def spy(*args: Any, **kwargs: Any) -> bytes | None:
         content = original(*args, **kwargs)
@@ -165,7 +165,7 @@ def test_compute_nodes_open_the_tuple_only_never_the_sender(monkeypatch):
             opened.append(content)
         return content
 
-    monkeypatch.setattr(nodes, "open_payload", spy)
+    monkeypatch.setattr(compute, "open_payload", spy)
     table = synthetic_table(num_rows=40, seed=8)
     program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=3)
     engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)

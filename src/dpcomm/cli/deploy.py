@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from dpcomm.cli.output import (
     non_negative_int,
     positive_float,
 )
-from dpcomm.engine.report import Engine, json_ready
+from dpcomm.engine.report import Engine
 from dpcomm.errors import DpcommError, InvalidParameterError
 
 DEFAULT_SYNTHETIC_ROWS = 1000
@@ -217,6 +216,7 @@ def command_node_run(args: argparse.Namespace) -> int:
     """``dpcomm node run``."""
     from dpcomm.engine.network.launcher import run_tls_group
     from dpcomm.engine.network.pki import NodeCredentials
+    from dpcomm.engine.network.records import to_text
     from dpcomm.engine.network.spec import DeploymentError, NodeConfig
 
     if args.output:
@@ -230,8 +230,8 @@ def command_node_run(args: argparse.Namespace) -> int:
         key_path=Path(args.ssl_keyfile),
         ca_path=Path(args.ssl_ca_certfile),
     )
-    outcome: dict[str, Any] = run_tls_group([config], {config.name: credentials})
-    text = json.dumps(json_ready(outcome), indent=2)
+    outcome = run_tls_group([config], {config.name: credentials})
+    text = to_text(outcome)
     if args.output:
         try:
             Path(args.output).write_text(text)
@@ -242,7 +242,7 @@ def command_node_run(args: argparse.Namespace) -> int:
             ) from error
     else:
         print(text)
-    return 0 if not outcome["errors"] else 1
+    return 0 if not outcome.errors else 1
 
 
 def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = True) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -36,15 +36,17 @@ from dpcomm.engine.network.launcher import (
     run_in_memory,
     terminated_as_error,
 )
-from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
+from dpcomm.engine.network.names import COORDINATOR, NodeName
 from dpcomm.engine.network.pki import CertificateAuthority, issue_many
+from dpcomm.engine.network.records import GroupOutcome, WireRecord
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeFaults, RoundSpec
 from dpcomm.engine.run import Prepared, Run, prepare, run_efficiency, warn_above_target
 from dpcomm.engine.traffic import FlowTraffic
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure, Scramblers
+from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import account_plan
+from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import check_seed
 from dpcomm.queries.program import QueryProgram
 
@@ -118,7 +120,8 @@ def node_configs(
     return configs
 
 
-def _merge_wire(wires: list[dict[str, Any]]) -> dict[str, Any]:
+def _merge_wire(wires: Sequence[WireRecord]) -> dict[str, Any]:
+    """What every process measured on the wire, added up."""
     sent: dict[tuple[str, str], list[int]] = {}
     received: dict[tuple[str, str], int] = {}
     lengths: set[int] = set()
@@ -126,22 +129,23 @@ def _merge_wire(wires: list[dict[str, Any]]) -> dict[str, Any]:
     messages: dict[tuple[str, str, str], int] = {}
     dummies: dict[str, int] = {}
     for wire in wires:
-        for sender, receiver, frames, data, size in wire["sent"]:
-            entry = sent.setdefault((sender, receiver), [0, 0, 0])
-            entry[0] += frames
-            entry[1] += data
-            entry[2] += size
-        for sender, receiver, frames, _, _ in wire["received"]:
-            received[(sender, receiver)] = received.get((sender, receiver), 0) + frames
-        lengths.update(wire["frame_lengths"])
-        for node, counts in wire["drops"].items():
+        for link in wire.sent:
+            entry = sent.setdefault((link.sender, link.receiver), [0, 0, 0])
+            entry[0] += link.frames
+            entry[1] += link.data_frames
+            entry[2] += link.bytes
+        for link in wire.received:
+            key = (link.sender, link.receiver)
+            received[key] = received.get(key, 0) + link.frames
+        lengths.update(wire.frame_lengths)
+        for node, counts in wire.drops.items():
             merged = drops.setdefault(node, {})
             for reason, count in counts.items():
                 merged[reason] = merged.get(reason, 0) + count
-        for flow, sender, receiver, count in wire["messages"]:
-            key = (flow, sender, receiver)
-            messages[key] = messages.get(key, 0) + count
-        for flow, count in wire["dummies"].items():
+        for message in wire.messages:
+            key3 = (message.flow, message.sender, message.receiver)
+            messages[key3] = messages.get(key3, 0) + message.count
+        for flow, count in wire.dummies.items():
             dummies[flow] = dummies.get(flow, 0) + count
     return {
         "sent": sent,
@@ -212,8 +216,7 @@ def wire_report(
 
 def actual_batch_sizes(
     spec: RoundSpec,
-    scramblers: Mapping[str, Mapping[str, Any]],
-    sources: Mapping[str, Mapping[str, Any]],
+    outcome: GroupOutcome,
     worst_size: Callable[[str, range], int | None],
 ) -> dict[str, dict[int, int]]:
     """Per scrambled flow, how many scramblers batched how many sources in this round.
@@ -225,28 +228,25 @@ def actual_batch_sizes(
     a prefix of its shuffled output, so its m is accounted at ``worst_size`` of that range
     (None: no m in the range sends anything).
     """
-    unknown = spec.public_program.num_sources - len(sources)
+    unknown = spec.public_program.num_sources - len(outcome.sources)
     result: dict[str, dict[int, int]] = {}
     for flow, planned in spec.transformed.batches.items():
-        reported = {name for name, o in scramblers.items() if o.get("flow") == flow}
-        sizes: dict[int, int] = {}
-        for name in reported:
-            size = len(scramblers[name]["batched"])
-            sizes[size] = sizes.get(size, 0) + 1
+        reported = {s.name: s for s in outcome.scramblers if s.flow == flow}
+        sizes = Counter(len(s.batched) for s in reported.values())
         for scrambler in spec.scramblers(flow):
             if str(scrambler) in reported:
                 continue
             statuses = [
-                o["flows"][flow]["status"]
-                for o in sources.values()
-                if o["flows"].get(flow, {}).get("scrambler") == str(scrambler)
+                source.flows[flow].status
+                for source in outcome.sources
+                if flow in source.flows and source.flows[flow].scrambler == str(scrambler)
             ]
             low = statuses.count("accepted")
             high = min(max(planned), low + statuses.count("failed") + unknown)
             worst = worst_size(flow, range(max(low, 1), high + 1))
             if worst is not None:
-                sizes[worst] = sizes.get(worst, 0) + 1
-        result[flow] = sizes
+                sizes[worst] += 1
+        result[flow] = dict(sizes)
     return result
 
 
@@ -287,33 +287,10 @@ def _worst_batch_size(
     return worst
 
 
-def assemble_run(
-    program: QueryProgram,
-    spec: RoundSpec,
-    prepared: Prepared,
-    countermeasures: Countermeasure | Mapping[str, Countermeasure],
-    outcomes: Mapping[str, dict[str, Any]],
-    errors: dict[str, str],
-    *,
-    delta: float,
-    seed: int | None,
-    seconds: float,
-    timings: Mapping[str, float],
-    target_epsilon: float | None = None,
-    max_left_out: float = 0.0,
-) -> Run:
-    """The :class:`Run` of a round from what its nodes reported.
-
-    ``details["failures"]`` says why the round failed, if it did (:func:`round_failures`).
-    """
-    nodes: dict[str, Any] = {}
-    for outcome in outcomes.values():
-        nodes.update(outcome["nodes"])
-        errors.update(outcome["errors"])
-    merged = _merge_wire([o["wire"] for o in outcomes.values()])
-    transformed = prepared.transformed
+def observed_traffic(spec: RoundSpec, merged: Mapping[str, Any]) -> list[FlowTraffic]:
+    """Every routed flow's messages per edge, as the nodes sent them (node ids of the plan)."""
     traffic = []
-    for routed in transformed.flows:
+    for routed in spec.transformed.flows:
         edges = sorted(
             (spec.node_id(NodeName.parse(s)), spec.node_id(NodeName.parse(r)), n)
             for (f, s, r), n in merged["messages"].items()
@@ -329,40 +306,81 @@ def assemble_run(
                 merged["dummies"].get(routed.name, 0),
             )
         )
-    coordinator = nodes.get(str(COORDINATOR), {})
-    committed = {flow: set(names) for flow, names in coordinator.get("committed", {}).items()}
-    sources = program.num_sources
-    real = {flow: np.zeros(sources, dtype=bool) for flow in spec.data_flows}
-    left_out: dict[str, list[int]] = {flow: [] for flow in spec.data_flows}
-    for name, outcome in nodes.items():
-        if outcome.get("role") != "source":
-            continue
-        for flow, item in outcome["flows"].items():
-            real[flow][outcome["index"]] = bool(item["real"])
-            behind = item.get("scrambler")
-            lost_batch = behind is not None and behind not in committed.get(flow, set())
-            if item["status"] not in ("accepted", "committed") or lost_batch:
-                left_out[flow].append(int(outcome["index"]))
-        del name
-    delivered: dict[str, np.ndarray[Any, np.dtype[np.bool_]]] = {}
-    scramblers = {n: o for n, o in nodes.items() if o.get("role") == "scrambler"}
+    return traffic
+
+
+def delivered_tuples(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, npt.NDArray[np.bool_]]:
+    """Per data flow, the sources whose real tuple was counted (their batch committed)."""
+    sources = spec.public_program.num_sources
+    committed: dict[str, tuple[str, ...]] = {}
+    if outcome.coordinator is not None:
+        committed = outcome.coordinator.committed
+    delivered = {}
     for flow in spec.data_flows:
+        real = np.zeros(sources, dtype=bool)
+        for source in outcome.sources:
+            if flow in source.flows:
+                real[source.index] = source.flows[flow].real
         counted = np.zeros(sources, dtype=bool)
-        if isinstance(spec.countermeasure(flow), Scramblers):
-            for name, outcome in scramblers.items():
-                if outcome["flow"] == flow and name in committed.get(flow, set()):
-                    counted[np.asarray(outcome["batched"], dtype=np.int64)] = True
+        accepted = set(committed.get(flow, ()))
+        if flow in spec.transformed.batches:
+            for scrambler in outcome.scramblers:
+                if scrambler.flow == flow and scrambler.name in accepted:
+                    counted[np.asarray(scrambler.batched, dtype=np.int64)] = True
         else:
-            for i in range(sources):
-                counted[i] = str(NodeName.source(i)) in committed.get(flow, set())
-        delivered[flow] = counted & real[flow]
+            for index in range(sources):
+                counted[index] = str(NodeName.source(index)) in accepted
+        delivered[flow] = roles.delivered(real, counted)
+    return delivered
+
+
+def left_out_sources(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, list[int]]:
+    """Per data flow, the sources not counted for want of time (or of their scrambler)."""
+    committed = {} if outcome.coordinator is None else outcome.coordinator.committed
+    left_out: dict[str, set[int]] = {flow: set() for flow in spec.data_flows}
+    for source in outcome.sources:
+        for flow, item in source.flows.items():
+            behind = item.scrambler
+            lost_batch = behind is not None and behind not in committed.get(flow, ())
+            if item.status not in ("accepted", "committed") or lost_batch:
+                left_out[flow].add(source.index)
+    reported = {source.index for source in outcome.sources}
+    # A source that never reported is left out of every flow.
+    silent = set(range(spec.public_program.num_sources)) - reported
+    return {flow: sorted(rows | silent) for flow, rows in left_out.items()}
+
+
+def assemble_run(
+    program: QueryProgram,
+    spec: RoundSpec,
+    prepared: Prepared,
+    countermeasures: Countermeasure | Mapping[str, Countermeasure],
+    outcome: GroupOutcome,
+    errors: dict[str, str],
+    *,
+    delta: float,
+    seed: int | None,
+    seconds: float,
+    timings: Mapping[str, float],
+    target_epsilon: float | None = None,
+    max_left_out: float = 0.0,
+) -> Run:
+    """The :class:`Run` of a round from what its nodes reported.
+
+    ``details["failures"]`` says why the round failed, if it did (:func:`round_failures`).
+    """
+    errors = {**errors, **outcome.errors}
+    merged = _merge_wire(outcome.wires)
+    transformed = prepared.transformed
+    traffic = observed_traffic(spec, merged)
+    delivered = delivered_tuples(spec, outcome)
     outputs = {}
-    for flow, target, data in nodes.get(str(RESULT), {}).get("outputs", []):
-        outputs[(str(flow), int(target))] = program.decode_output(str(flow), bytes.fromhex(data))
+    if outcome.result is not None:
+        for item in outcome.result.outputs:
+            outputs[(item.flow, item.target)] = program.decode_output(item.flow, item.data)
     state = program.merge(program.initial_state(), program.num_stages - 1, outputs)
-    sources_reports = {n: o for n, o in nodes.items() if o.get("role") == "source"}
     actual = actual_batch_sizes(
-        spec, scramblers, sources_reports, _worst_batch_size(program.plan, countermeasures, delta)
+        spec, outcome, _worst_batch_size(program.plan, countermeasures, delta)
     )
     planned = {flow: dict(Counter(sizes)) for flow, sizes in transformed.batches.items()}
     privacy = prepared.privacy
@@ -371,28 +389,10 @@ def assemble_run(
         warn_above_target(
             privacy, target_epsilon, "batches smaller than planned ran: late or lost nodes"
         )
-    wire = wire_report(spec, merged, timings)
-    if "round_seconds" in coordinator:
-        wire["timings"]["registration_seconds"] = coordinator["registration_seconds"]
-        wire["timings"]["round_seconds"] = coordinator["round_seconds"]
-    lost = sorted(
-        name for flow in transformed.batches for name in coordinator.get("lost", {}).get(flow, [])
+    details = _details(spec, outcome, merged, timings, errors)
+    details["failures"] = round_failures(
+        details, program.num_sources, delivered, max_left_out=max_left_out
     )
-    reported = {int(o["index"]) for o in sources_reports.values()}
-    silent = [i for i in range(sources) if i not in reported]  # a source that never reported
-    for flow in spec.data_flows:
-        left_out[flow] = sorted(set(left_out[flow]) | set(silent))
-    missing = [[str(f), int(t)] for f, t in nodes.get(str(RESULT), {}).get("missing", [])]
-    if str(RESULT) not in nodes:
-        missing = [["*", -1]]
-    details = {
-        "wire": wire,
-        "lost_scramblers": lost,
-        "left_out_sources": {flow: rows for flow, rows in left_out.items() if rows},
-        "missing_outputs": missing,
-        "errors": dict(errors),
-    }
-    details["failures"] = round_failures(details, sources, delivered, max_left_out=max_left_out)
     return Run(
         engine="network",
         program=program,
@@ -407,6 +407,36 @@ def assemble_run(
         seconds=seconds,
         details=details,
     )
+
+
+def _details(
+    spec: RoundSpec,
+    outcome: GroupOutcome,
+    merged: Mapping[str, Any],
+    timings: Mapping[str, float],
+    errors: dict[str, str],
+) -> dict[str, Any]:
+    """What only a deployment measured: the wire, lost nodes, left-out sources, errors."""
+    wire = wire_report(spec, dict(merged), timings)
+    coordinator = outcome.coordinator
+    lost: list[str] = []
+    if coordinator is not None:
+        wire["timings"]["registration_seconds"] = coordinator.registration_seconds
+        wire["timings"]["round_seconds"] = coordinator.round_seconds
+        lost = sorted(
+            name for flow in spec.transformed.batches for name in coordinator.lost.get(flow, ())
+        )
+    missing = [["*", -1]]
+    if outcome.result is not None:
+        missing = [[flow, target] for flow, target in outcome.result.missing]
+    left_out = left_out_sources(spec, outcome)
+    return {
+        "wire": wire,
+        "lost_scramblers": lost,
+        "left_out_sources": {flow: rows for flow, rows in left_out.items() if rows},
+        "missing_outputs": missing,
+        "errors": dict(errors),
+    }
 
 
 def round_failures(
@@ -592,11 +622,11 @@ class NetworkEngine:
         )
         configs = node_configs(program, spec, faults=self.faults)
         if self.transport == "memory":
-            outcomes = {"memory": run_in_memory(list(configs.values()))}
+            outcome = run_in_memory(list(configs.values()))
             errors: dict[str, str] = {}
             timings = {"wall_seconds": time.perf_counter() - started}
         else:
-            outcomes, errors, timings = launch(
+            outcome, errors, timings = launch(
                 spec,
                 configs,
                 workdir=self.workdir,
@@ -604,14 +634,14 @@ class NetworkEngine:
                 workers=workers,
                 force=self.force,
             )
-        if not outcomes:
+        if not outcome.wires:
             raise DeploymentError(f"no node reported: {errors}")
         return assemble_run(
             program,
             spec,
             prepared,
             countermeasures,
-            outcomes,
+            outcome,
             errors,
             delta=delta,
             seed=seed,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import os
 import queue as queue_module
@@ -26,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,8 @@ from dpcomm.engine.network.faults import exit_process
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
 from dpcomm.engine.network.nodes import LARGE_ROUND_SOURCES, run_nodes
 from dpcomm.engine.network.pki import CertificateAuthority, NodeCredentials, PkiError, issue_many
-from dpcomm.engine.network.spec import DeploymentError, NodeConfig, RoundSpec
+from dpcomm.engine.network.records import GroupOutcome, WorkerReport, decode, encode
+from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeSettings, RoundSpec
 from dpcomm.engine.network.tls import TlsTransport
 from dpcomm.engine.network.transport import Address, MemoryTransport
 from dpcomm.errors import InvalidParameterError
@@ -104,7 +105,43 @@ def listen_backlog(num_nodes: int) -> int:
     return max(1024, 2 * num_nodes)
 
 
-async def _in_memory(configs: list[NodeConfig]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CredentialPaths:
+    """Where a node's certificate, key and the CA's certificate are (a worker loads them)."""
+
+    cert: str
+    key: str
+    ca: str
+
+    def credentials(self, name: str) -> NodeCredentials:
+        """The credentials of node ``name``."""
+        return NodeCredentials(
+            name=name, cert_path=Path(self.cert), key_path=Path(self.key), ca_path=Path(self.ca)
+        )
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    """What a worker process runs: its nodes' settings, the round, their credentials.
+
+    Attributes:
+        round: the round's public parameters (shared by the nodes).
+        niceness: how much lower than the launcher's the process is scheduled.
+        nodes: every node's own settings.
+        credentials: every node's credential files, by name.
+    """
+
+    round: RoundSpec
+    niceness: int
+    nodes: tuple[NodeSettings, ...]
+    credentials: dict[str, CredentialPaths]
+
+    def configs(self) -> list[NodeConfig]:
+        """The nodes' configs."""
+        return [NodeConfig.of(settings, self.round) for settings in self.nodes]
+
+
+async def _in_memory(configs: list[NodeConfig]) -> GroupOutcome:
     transport = MemoryTransport()
 
     async def coordinator() -> Address:
@@ -116,7 +153,7 @@ async def _in_memory(configs: list[NodeConfig]) -> dict[str, Any]:
         await transport.shutdown()
 
 
-def run_in_memory(configs: list[NodeConfig]) -> dict[str, Any]:
+def run_in_memory(configs: list[NodeConfig]) -> GroupOutcome:
     """Run every node of ``configs`` in one fresh event loop over the in-memory transport."""
     return asyncio.run(_in_memory(configs))
 
@@ -126,7 +163,7 @@ async def _tls_group(
     credentials: Mapping[str, NodeCredentials],
     on_listening: Any,
     coordinator_port: Callable[[], int] | None,
-) -> dict[str, Any]:
+) -> GroupOutcome:
     advertise = {c.name: c.advertise_host or c.listen_host for c in configs}
     backlog = listen_backlog(len(configs[0].round.node_names())) if configs else 1024
     transport = TlsTransport(credentials, advertise=advertise, backlog=backlog)
@@ -173,7 +210,7 @@ def run_tls_group(
     *,
     on_listening: Any = None,
     coordinator_port: Callable[[], int] | None = None,
-) -> dict[str, Any]:
+) -> GroupOutcome:
     """Run the nodes ``configs`` in this process over TLS (a fresh event loop).
 
     ``coordinator_port`` (blocking, called once in a thread) gives the coordinator's port when
@@ -230,33 +267,43 @@ def _group_file(
     credentials: Mapping[str, NodeCredentials],
 ) -> None:
     sources_only = all(config.node.role == "source" for config in configs)
-    group = {
-        "round": spec.to_dict(),
-        "niceness": SOURCES_NICENESS if sources_only else 0,
-        "configs": [config.node_fields() for config in configs],
-        "credentials": {
-            c.name: [
+    group = WorkerGroup(
+        round=spec,
+        niceness=SOURCES_NICENESS if sources_only else 0,
+        nodes=tuple(config.settings for config in configs),
+        credentials={
+            c.name: CredentialPaths(
                 str(credentials[c.name].cert_path),
                 str(credentials[c.name].key_path),
                 str(credentials[c.name].ca_path),
-            ]
+            )
             for c in configs
         },
-    }
-    path.write_text(json.dumps(group))
+    )
+    path.write_bytes(encode(group))
+
+
+@dataclass(frozen=True)
+class _Exited:
+    """A worker process ended with ``status``."""
+
+    status: int
 
 
 def _reader(
-    process: subprocess.Popen[str], lines: queue_module.Queue[tuple[str, Any]], group: str
+    process: subprocess.Popen[str],
+    lines: queue_module.Queue[tuple[str, WorkerReport | _Exited]],
+    group: str,
 ) -> None:
-    """Forward the JSON lines a worker writes (its port, its outcome) to ``lines``."""
+    """Forward the reports a worker writes (its port, its outcome) and its end to ``lines``.
+
+    A line that is not a report (a library printing on standard output) is ignored.
+    """
     assert process.stdout is not None
     for line in process.stdout:
-        try:
-            lines.put((group, json.loads(line)))
-        except ValueError:
-            lines.put((group, {"log": line.rstrip()}))
-    lines.put((group, {"exit": process.wait()}))
+        with contextlib.suppress(DeploymentError):
+            lines.put((group, decode(line, WorkerReport)))
+    lines.put((group, _Exited(process.wait())))
 
 
 class Workers:
@@ -305,14 +352,14 @@ def launch(
     timeout: float,
     workers: Workers | None = None,
     force: bool = False,
-) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, float]]:
+) -> tuple[GroupOutcome, dict[str, str], dict[str, float]]:
     """Certify every node and run the nodes of ``configs`` in worker processes on loopback.
 
     Each process group is a fresh interpreter running :mod:`dpcomm.engine.network.worker`
     (``workers``, if given, were started earlier; more are started if they are too few).
-    Returns each group's outcome, the errors of the groups (a crashing node's process is
-    expected to die and is not an error) and the timings. A ``workdir`` that already holds
-    certificates is refused unless ``force``.
+    Returns the outcome of every process's nodes, the errors of the processes (a crashing
+    node's process is expected to die and is not an error) and the timings. A ``workdir``
+    that already holds certificates is refused unless ``force``.
     """
     started = time.perf_counter()
     started_at = workers.started_at if workers is not None else time.time()
@@ -328,7 +375,7 @@ def launch(
     for surplus in pool.processes[len(groups) :]:
         surplus.kill()
     try:
-        lines: queue_module.Queue[tuple[str, Any]] = queue_module.Queue()
+        lines: queue_module.Queue[tuple[str, WorkerReport | _Exited]] = queue_module.Queue()
         for group, process in processes.items():
             threading.Thread(target=_reader, args=(process, lines, group), daemon=True).start()
         pki = directory / "pki"
@@ -347,7 +394,7 @@ def launch(
             stdin.flush()
         certified = time.perf_counter()
         deadline = time.monotonic() + timeout + _START_TIMEOUT
-        outcomes: dict[str, dict[str, Any]] = {}
+        outcomes: dict[str, GroupOutcome] = {}
         errors: dict[str, str] = {}
         exited: set[str] = set()
         launched = None
@@ -358,20 +405,20 @@ def launch(
                 if time.monotonic() > deadline:
                     raise DeploymentError(f"the round did not finish within {timeout} s") from None
                 continue
-            if "port" in message and launched is None:
+            if isinstance(message, _Exited):
+                exited.add(group)
+                if message.status != 0 and group not in outcomes and group not in errors:
+                    errors[group] = f"process exited with status {message.status}"
+            elif message.port is not None and launched is None:
                 launched = time.perf_counter()
                 for other, process in processes.items():
                     if other != group and process.stdin is not None:
-                        process.stdin.write(f"{int(message['port'])}\n")
+                        process.stdin.write(f"{message.port}\n")
                         process.stdin.flush()
-            elif "outcome" in message:
-                outcomes[group] = message["outcome"]
-            elif "error" in message:
-                errors[group] = str(message["error"])
-            elif "exit" in message:
-                exited.add(group)
-                if message["exit"] != 0 and group not in outcomes and group not in errors:
-                    errors[group] = f"process exited with status {message['exit']}"
+            elif message.outcome is not None:
+                outcomes[group] = message.outcome
+            elif message.error is not None:
+                errors[group] = message.error
             if launched is None and errors:
                 raise DeploymentError(
                     f"process {next(iter(errors))} failed: {next(iter(errors.values()))}"
@@ -389,20 +436,12 @@ def launch(
         "launch_seconds": max(0.0, (launched or finished) - certified),
         "wall_seconds": finished - started,
     }
-    planned_at = _coordinator_outcome(outcomes).get("planned_at")
-    if planned_at is not None:
+    outcome = sum(outcomes.values(), GroupOutcome())
+    if outcome.coordinator is not None:
         # From the workers' start (the engine starts them before it prepares the round) to
         # the plan sent: planning, certificates, processes and registration, overlapped.
-        timings["startup_seconds"] = float(planned_at) - started_at
-    return outcomes, errors, timings
-
-
-def _coordinator_outcome(outcomes: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
-    for outcome in outcomes.values():
-        coordinator = outcome.get("nodes", {}).get(str(COORDINATOR))
-        if coordinator is not None:
-            return dict(coordinator)
-    return {}
+        timings["startup_seconds"] = outcome.coordinator.planned_at - started_at
+    return outcome, errors, timings
 
 
 __all__ = [

@@ -11,68 +11,83 @@ name, where the coordinator listens and, for a source, its own row.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from dpcomm.engine.network.frames import frame_size_for
+from dpcomm.engine.network.frames import HEADER_SIZE, frame_size_for
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
+from dpcomm.engine.network.records import DeploymentError, decode, encode
 from dpcomm.engine.network.sealing import payload_size_for, sealed_size
-from dpcomm.engine.network.wire import BLOB_HEADER, DATA_HEADER, MIN_BODY_SIZE
-from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.engine.network.wire import (
+    BASE_BLOB,
+    BLOB_BYTES_PER_NODE,
+    BLOB_HEADER,
+    CONTROL_FRAMES_PER_BLOB_CAP,
+    DATA_HEADER,
+    DEFAULT_MAX_BLOB,
+    HELLO_BLOB,
+    MIN_BODY_SIZE,
+    OUTPUT_BLOB_HEADER,
+    ChannelLimits,
+)
+from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import (
     Countermeasure,
     LocalFlooding,
     NoCountermeasure,
-    Scramblers,
+    make_countermeasure,
 )
+from dpcomm.plan.routes import Routes
 from dpcomm.plan.transform import TransformedPlan, scrambler_group_name, transform
 from dpcomm.queries.program import QueryProgram, program_from_spec
 
-
-class DeploymentError(DpcommError):
-    """A deployed round could not run (a node missing, a process dead, a deadline passed)."""
-
-
-def countermeasure_to_dict(countermeasure: Countermeasure) -> dict[str, Any]:
-    """A countermeasure, JSON-ready."""
-    if isinstance(countermeasure, NoCountermeasure):
-        return {"mechanism": "none"}
-    if isinstance(countermeasure, LocalFlooding):
-        return {
-            "mechanism": "local",
-            "sampling_rate": countermeasure.sampling_rate,
-            "num_dummies": countermeasure.num_dummies,
-        }
-    return {
-        "mechanism": "scrambler",
-        "sampling_rate": countermeasure.sampling_rate,
-        "batch_size": countermeasure.batch_size,
-        "num_dummies": countermeasure.num_dummies,
-        "capped": countermeasure.capped,
-    }
+__all__ = [
+    "CountermeasureSpec",
+    "DeploymentError",
+    "NodeConfig",
+    "NodeFaults",
+    "NodeSettings",
+    "RoundSpec",
+]
 
 
-def countermeasure_from_dict(data: Mapping[str, Any]) -> Countermeasure:
-    """Inverse of :func:`countermeasure_to_dict`."""
-    mechanism = data.get("mechanism")
-    if mechanism == "none":
-        return NoCountermeasure()
-    if mechanism == "local":
-        return LocalFlooding(
-            sampling_rate=float(data["sampling_rate"]), num_dummies=int(data["num_dummies"])
+@dataclass(frozen=True)
+class CountermeasureSpec:
+    """A countermeasure as a round's spec carries it (the names of ``dpcomm run``'s options)."""
+
+    mechanism: Literal["none", "local", "scrambler"]
+    sampling_rate: float = 0.0
+    batch_size: int | None = None
+    num_dummies: int = 0
+    capped: bool = False
+
+    @classmethod
+    def of(cls, countermeasure: Countermeasure) -> CountermeasureSpec:
+        """The spec of ``countermeasure``."""
+        if isinstance(countermeasure, NoCountermeasure):
+            return cls("none")
+        if isinstance(countermeasure, LocalFlooding):
+            return cls("local", countermeasure.sampling_rate, None, countermeasure.num_dummies)
+        return cls(
+            "scrambler",
+            countermeasure.sampling_rate,
+            countermeasure.batch_size,
+            countermeasure.num_dummies,
+            countermeasure.capped,
         )
-    if mechanism == "scrambler":
-        return Scramblers(
-            sampling_rate=float(data["sampling_rate"]),
-            batch_size=int(data["batch_size"]),
-            num_dummies=int(data["num_dummies"]),
-            capped=bool(data["capped"]),
+
+    def countermeasure(self) -> Countermeasure:
+        """The countermeasure this spec describes (checked as any countermeasure is)."""
+        return make_countermeasure(
+            self.mechanism,
+            sampling_rate=self.sampling_rate,
+            batch_size=self.batch_size,
+            num_dummies=self.num_dummies,
+            capped=self.capped,
         )
-    raise InvalidParameterError("mechanism", "none, local or scrambler", mechanism)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +111,7 @@ class RoundSpec:
     round_number: int = 0
     seed: int | None = None
     program: dict[str, Any]
-    countermeasures: dict[str, dict[str, Any]]
+    countermeasures: dict[str, CountermeasureSpec]
     payload_size: int
     frame_size: int
     collect_seconds: float
@@ -124,7 +139,7 @@ class RoundSpec:
             seed=seed,
             program=program.to_spec(),
             countermeasures={
-                name: countermeasure_to_dict(item)
+                name: CountermeasureSpec.of(item)
                 for name, item in transformed.countermeasures.items()
             },
             payload_size=payload,
@@ -143,8 +158,13 @@ class RoundSpec:
     @cached_property
     def transformed(self) -> TransformedPlan:
         """The plan with its countermeasures (the same on every node)."""
-        chosen = {n: countermeasure_from_dict(c) for n, c in self.countermeasures.items()}
+        chosen = {n: c.countermeasure() for n, c in self.countermeasures.items()}
         return transform(self.public_program.plan, chosen)
+
+    @cached_property
+    def routes(self) -> Routes:
+        """Who talks to whom (the same on every node)."""
+        return Routes(self.transformed)
 
     @cached_property
     def data_flows(self) -> tuple[str, ...]:
@@ -230,14 +250,50 @@ class RoundSpec:
             raise InvalidParameterError("node", "a node of the plan", str(name))
         return routed.node_id_offsets[group] + name.index
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    def name_of(self, group: str, index: int) -> NodeName:
+        """The name of node ``index`` of routed group ``group``."""
+        node = self.transformed.routed.group(group)
+        if node.role == "source":
+            return NodeName.source(index)
+        if node.role == "result":
+            return RESULT
+        if node.role == "compute":
+            return NodeName.compute(self.compute_groups.index(node.physical_name), index)
+        flow = next(f for f in self.data_flows if scrambler_group_name(f) == group)
+        return NodeName.scrambler(self.data_flows.index(flow), index)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RoundSpec:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+    def channel_limits(self, role: str | None = None) -> ChannelLimits:
+        """The channel limits of a node of this round (of role ``role`` if given).
+
+        The largest blob the protocol sends grows with the round: a plan lists the addresses
+        of the nodes it routes to (once per broadcast flow), an output holds at most a row per
+        tuple, each row at most an encoded tuple and its aggregates. Capped at ``BASE_BLOB``
+        plus, per node of the round, twice the payload size and ``BLOB_BYTES_PER_NODE`` bytes
+        (and never above ``DEFAULT_MAX_BLOB``); the other operations keep the protocol's own
+        limits. The coordinator receives no plan, FINALIZE or output: its largest blob is a
+        HELLO. An output blob's size is the program's public one, accepted at any size.
+        """
+        if role == "coordinator":
+            return ChannelLimits(max_blob=HELLO_BLOB)
+        nodes = sum(group.count for group in self.transformed.routed.groups)
+        per_node = 2 * self.payload_size + BLOB_BYTES_PER_NODE
+        program = self.public_program
+        # An output has one public size (the program pads it): it always fits, whatever the cap.
+        output = max(program.output_size(flow) for flow in self.data_flows) + OUTPUT_BLOB_HEADER
+        plan = min(DEFAULT_MAX_BLOB, BASE_BLOB + nodes * per_node)
+        return ChannelLimits(max_blob=max(plan, output))
+
+    def peer_frame_quota(self, limits: ChannelLimits | None = None) -> int:
+        """Fresh frames one peer may send a node in this round (its replay quota).
+
+        A loose but sound bound: twice every message the round plans (dummies included;
+        resent frames keep their ids and are not fresh), plus ``CONTROL_FRAMES_PER_BLOB_CAP``
+        blobs of the largest size ``limits`` accept, cut into the round's frames.
+        """
+        limits = limits or ChannelLimits()
+        capacity = self.frame_size - HEADER_SIZE - BLOB_HEADER.size
+        blob_frames = -(-limits.max_blob // max(1, capacity))
+        return 2 * self.transformed.messages + CONTROL_FRAMES_PER_BLOB_CAP * blob_frames
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,12 +321,11 @@ class NodeFaults:
 
 
 @dataclass(frozen=True, kw_only=True)
-class NodeConfig:
-    """Everything one node needs to start.
+class NodeSettings:
+    """One node's own settings (a config without the round, which many nodes share).
 
     Attributes:
         name: the node's name (its certificate's common name).
-        round: the round's public parameters.
         coordinator_host, coordinator_port: where the coordinator listens.
         listen_host, listen_port: where this node listens (port 0: any free port).
         advertise_host: the address other nodes reach it at (default ``listen_host``).
@@ -279,7 +334,6 @@ class NodeConfig:
     """
 
     name: str
-    round: RoundSpec
     coordinator_host: str = "127.0.0.1"
     coordinator_port: int = 0
     listen_host: str = "127.0.0.1"
@@ -303,35 +357,33 @@ class NodeConfig:
         """The node's role."""
         return self.node.role
 
-    def node_fields(self) -> dict[str, Any]:
-        """The node's own fields as JSON values, without the round (shared by many nodes)."""
-        data: dict[str, Any] = {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.name not in ("round", "faults")
-        }
-        data["faults"] = dataclasses.asdict(self.faults)
-        return data
+
+@dataclass(frozen=True, kw_only=True)
+class NodeConfig(NodeSettings):
+    """Everything one node needs to start: its settings and the round's public parameters."""
+
+    round: RoundSpec
+
+    @property
+    def settings(self) -> NodeSettings:
+        """The node's own settings, without the round."""
+        return NodeSettings(**_settings_values(self))
 
     @classmethod
-    def from_fields(cls, data: Mapping[str, Any], round: RoundSpec) -> NodeConfig:
-        """Inverse of :meth:`node_fields`, for a node of ``round``."""
-        fields = dict(data)
-        fields["faults"] = NodeFaults(**fields.get("faults", {}))
-        return cls(**fields, round=round)
+    def of(cls, settings: NodeSettings, round: RoundSpec) -> NodeConfig:
+        """The config of a node of ``round`` with ``settings``."""
+        return cls(**_settings_values(settings), round=round)
 
     def to_json(self) -> str:
         """The config as a JSON document."""
-        return json.dumps({**self.node_fields(), "round": self.round.to_dict()}, indent=1)
+        return encode(self).decode()
 
     @classmethod
     def from_json(cls, text: str) -> NodeConfig:
         """Inverse of :meth:`to_json`; DeploymentError if malformed."""
         try:
-            data = json.loads(text)
-            spec = RoundSpec.from_dict(data.pop("round"))
-            return cls.from_fields(data, spec)
-        except (ValueError, KeyError, TypeError) as error:
+            return decode(text, cls)
+        except InvalidParameterError as error:
             raise DeploymentError(f"invalid node config: {error}") from error
 
     @classmethod
@@ -342,3 +394,7 @@ class NodeConfig:
         except OSError as error:
             raise DeploymentError(f"cannot read node config {path}: {error}") from error
         return cls.from_json(text)
+
+
+def _settings_values(settings: NodeSettings) -> dict[str, Any]:
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(NodeSettings)}

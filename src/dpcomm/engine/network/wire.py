@@ -28,7 +28,6 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING
 
 from dpcomm.engine.network.frames import (
     HEADER_SIZE,
@@ -42,11 +41,9 @@ from dpcomm.engine.network.frames import (
     encode_frame,
     new_message_id,
 )
+from dpcomm.engine.network.records import LinkRecord, MessageRecord, WireRecord
 from dpcomm.engine.network.transport import Link, LinkClosedError
 from dpcomm.errors import DpcommError, InvalidParameterError
-
-if TYPE_CHECKING:
-    from dpcomm.engine.network.spec import RoundSpec
 
 #: Blob chunk header: operation, blob id, total length, offset of the chunk.
 BLOB_HEADER = struct.Struct(">BIII")
@@ -164,46 +161,11 @@ BLOB_BYTES_PER_NODE = 512
 """Per node of the round, bytes a blob may hold on top of twice the payload size."""
 
 
-def channel_limits_for(spec: RoundSpec, role: str | None = None) -> ChannelLimits:
-    """The channel limits of a node of the round ``spec`` (of role ``role`` if given).
-
-    The largest blob the protocol sends grows with the round: a plan lists the addresses of
-    the nodes it routes to (once per broadcast flow), an output holds at most a row per tuple,
-    each row at most an encoded tuple and its aggregates. Capped at :data:`BASE_BLOB` plus, per
-    node of the round, twice the payload size and :data:`BLOB_BYTES_PER_NODE` bytes (and never
-    above :data:`DEFAULT_MAX_BLOB`); the other operations keep :data:`PROTOCOL_BLOB_LIMITS`.
-    The coordinator receives no plan, FINALIZE or output: its largest blob is a HELLO. An
-    output blob's size is the program's public one (``output_size``), accepted at any size.
-    """
-    if role == "coordinator":
-        return ChannelLimits(max_blob=HELLO_BLOB)
-    nodes = sum(group.count for group in spec.transformed.routed.groups)
-    per_node = 2 * spec.payload_size + BLOB_BYTES_PER_NODE
-    program = spec.public_program
-    # An output has one public size (the program pads it): it always fits, whatever the cap.
-    output = max(program.output_size(flow) for flow in spec.data_flows) + OUTPUT_BLOB_HEADER
-    plan = min(DEFAULT_MAX_BLOB, BASE_BLOB + nodes * per_node)
-    return ChannelLimits(max_blob=max(plan, output))
-
-
 OUTPUT_BLOB_HEADER = 4
 """Bytes before a program's output in an OUTPUT blob: the data flow and the target index."""
 
 CONTROL_FRAMES_PER_BLOB_CAP = 4
 """Blobs of the largest size one peer may send a node in a round, in :func:`peer_frame_quota`."""
-
-
-def peer_frame_quota(spec: RoundSpec, limits: ChannelLimits | None = None) -> int:
-    """Fresh frames one peer may send a node in a round (its replay quota).
-
-    A loose but sound bound: twice every message the round plans (dummies included; resent
-    frames keep their ids and are not fresh), plus :data:`CONTROL_FRAMES_PER_BLOB_CAP` blobs of
-    the largest size ``limits`` accept, cut into the round's frames.
-    """
-    limits = limits or ChannelLimits()
-    capacity = spec.frame_size - HEADER_SIZE - BLOB_HEADER.size
-    blob_frames = -(-limits.max_blob // max(1, capacity))
-    return 2 * spec.transformed.messages + CONTROL_FRAMES_PER_BLOB_CAP * blob_frames
 
 
 @dataclass
@@ -251,20 +213,22 @@ class WireStats:
         """
         self.dummies[flow] += count
 
-    def as_dict(self) -> dict[str, object]:
-        """JSON-ready copy (links as lists)."""
-        return {
-            "sent": [[s, r, c.frames, c.data_frames, c.bytes] for (s, r), c in self.sent.items()],
-            "received": [
-                [s, r, c.frames, c.data_frames, c.bytes] for (s, r), c in self.received.items()
-            ],
-            "frame_lengths": sorted(self.frame_lengths),
-            "drops": {name: d.as_dict() for name, d in self.drops.items() if d.total},
-            "attacks": {name: d.attacks() for name, d in self.drops.items() if d.attacks()},
-            "overload": {name: d.overload() for name, d in self.drops.items() if d.overload()},
-            "messages": [[f, s, r, n] for (f, s, r), n in self.messages.items()],
-            "dummies": dict(self.dummies),
-        }
+    def record(self) -> WireRecord:
+        """What was measured, as a record for the launcher."""
+        return WireRecord(
+            sent=tuple(
+                LinkRecord(s, r, c.frames, c.data_frames, c.bytes)
+                for (s, r), c in self.sent.items()
+            ),
+            received=tuple(
+                LinkRecord(s, r, c.frames, c.data_frames, c.bytes)
+                for (s, r), c in self.received.items()
+            ),
+            frame_lengths=tuple(sorted(self.frame_lengths)),
+            drops={name: d.as_dict() for name, d in self.drops.items() if d.total},
+            messages=tuple(MessageRecord(f, s, r, n) for (f, s, r), n in self.messages.items()),
+            dummies=dict(self.dummies),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

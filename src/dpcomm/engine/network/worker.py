@@ -6,30 +6,28 @@ imports only what its nodes run (not the command line, the accountant or DuckDB'
 protocol with the launcher is one JSON object per line:
 
 * without an argument, the process reads the path of its group file from its first input line;
-* the process that hosts the coordinator writes ``{"port": P}`` once it listens;
+* the process that hosts the coordinator writes a report with its port once it listens;
 * every other process reads ``P`` (one line) from its standard input before it starts;
-* at the end each process writes ``{"outcome": ...}`` (or ``{"error": "..."}``) and exits;
+* at the end each process writes a report with its nodes' outcome (or its error) and exits;
 * a process whose standard input ends (the launcher is gone, killed or interrupted) exits at
   once: no node outlives the round's launcher.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from dpcomm.engine.network.launcher import run_tls_group
+from dpcomm.engine.network.launcher import WorkerGroup, run_tls_group
 from dpcomm.engine.network.names import COORDINATOR
-from dpcomm.engine.network.pki import NodeCredentials
-from dpcomm.engine.network.spec import NodeConfig, RoundSpec
+from dpcomm.engine.network.records import WorkerReport, decode, encode
 
 
-def _emit(value: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(value) + "\n")
+def _emit(report: WorkerReport) -> None:
+    sys.stdout.write(encode(report).decode() + "\n")
     sys.stdout.flush()
 
 
@@ -53,17 +51,11 @@ def main(argv: list[str]) -> int:
     try:
         path = argv[0] if argv else sys.stdin.readline().strip()
         watched = bool(argv)
-        group = json.loads(Path(path).read_text())
-        spec = RoundSpec.from_dict(group["round"])
-        configs = [NodeConfig.from_fields(c, spec) for c in group["configs"]]
-        if group.get("niceness"):
-            os.nice(int(group["niceness"]))
-        credentials = {
-            name: NodeCredentials(
-                name=name, cert_path=Path(cert), key_path=Path(key), ca_path=Path(ca)
-            )
-            for name, (cert, key, ca) in group["credentials"].items()
-        }
+        group = decode(Path(path).read_bytes(), WorkerGroup)
+        configs = group.configs()
+        if group.niceness:
+            os.nice(group.niceness)
+        credentials = {name: paths.credentials(name) for name, paths in group.credentials.items()}
 
         hosts_coordinator = any(c.node == COORDINATOR for c in configs)
         if not watched and hosts_coordinator:
@@ -71,7 +63,7 @@ def main(argv: list[str]) -> int:
 
         def on_listening(name: str, address: list[Any]) -> None:
             if name == str(COORDINATOR):
-                _emit({"port": int(address[1])})
+                _emit(WorkerReport(port=int(address[1])))
 
         def coordinator_port() -> int:
             line = sys.stdin.readline()
@@ -87,10 +79,10 @@ def main(argv: list[str]) -> int:
             on_listening=on_listening,
             coordinator_port=coordinator_port,
         )
-        _emit({"outcome": outcome})
+        _emit(WorkerReport(outcome=outcome))
         return 0
     except BaseException as error:  # reported to the launcher, never lost
-        _emit({"error": f"{type(error).__name__}: {error}"})
+        _emit(WorkerReport(error=f"{type(error).__name__}: {error}"))
         return 1
 
 

@@ -30,8 +30,6 @@ from dpcomm.engine.network.wire import (
     ChannelLimits,
     Op,
     WireStats,
-    channel_limits_for,
-    peer_frame_quota,
 )
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import Scramblers
@@ -84,12 +82,12 @@ def test_reasons_are_attacks_or_overload():
     stats = WireStats()
     stats.drops["n"].add("oversized_blob")
     stats.drops["m"].add("connection_rate", 2)
-    wire = stats.as_dict()
+    wire = split_drops(stats.record().drops)
     assert wire["attacks"] == {"n": {"oversized_blob": 1}}
     assert wire["overload"] == {"m": {"connection_rate": 2}}
     # The same split of a round report's merged counts.
     dropped = {"n": {"oversized_blob": 1, "replay": 2}, "m": {"connection_rate": 2}, "o": {}}
-    assert split_drops(dropped) == {"attacks": wire["attacks"], "overload": wire["overload"]}
+    assert split_drops(dropped) == wire
 
 
 # ------------------------------------------------------------------------- blobs
@@ -335,23 +333,23 @@ def test_channel_limits_grow_with_the_round_and_the_coordinator_takes_no_large_b
         )
 
     small, large = spec_of(20), spec_of(400)
-    assert 1 << 20 < channel_limits_for(small).max_blob < channel_limits_for(large).max_blob
-    coordinator = channel_limits_for(large, "coordinator")
+    assert 1 << 20 < small.channel_limits().max_blob < large.channel_limits().max_blob
+    coordinator = large.channel_limits("coordinator")
     assert coordinator.max_blob == HELLO_BLOB
     assert coordinator.blob_limit(Op.OUTPUT) == HELLO_BLOB
-    assert peer_frame_quota(large, coordinator) < peer_frame_quota(large)
-    assert peer_frame_quota(small) >= 2 * small.transformed.messages
+    assert large.peer_frame_quota(coordinator) < large.peer_frame_quota()
+    assert small.peer_frame_quota() >= 2 * small.transformed.messages
 
 
 def test_output_blobs_fit_their_cap_whatever_the_round():
     from dpcomm.data import synthetic_table
-    from dpcomm.engine.network import nodes
+    from dpcomm.engine.network.node import OUTPUT_HEADER
     from dpcomm.engine.network.spec import RoundSpec
-    from dpcomm.engine.network.wire import OUTPUT_BLOB_HEADER, channel_limits_for
+    from dpcomm.engine.network.wire import OUTPUT_BLOB_HEADER
     from dpcomm.plan import NoCountermeasure
     from dpcomm.queries.aggregate import AggregateProgram
 
-    assert nodes._OUTPUT_HEADER.size == OUTPUT_BLOB_HEADER
+    assert OUTPUT_HEADER.size == OUTPUT_BLOB_HEADER
     table = synthetic_table(num_rows=50_000, seed=0)
     sql = "SELECT g1, g2, COUNT(*), SUM(m1), AVG(m2) FROM t GROUP BY g1, g2"
     program = AggregateProgram.from_sql(sql, table, num_compute_nodes=2)
@@ -364,4 +362,4 @@ def test_output_blobs_fit_their_cap_whatever_the_round():
         round_seconds=60.0,
     )
     largest = max(program.output_size(flow) for flow in program.flow_names)
-    assert channel_limits_for(spec, "result").max_blob >= largest + OUTPUT_BLOB_HEADER
+    assert spec.channel_limits("result").max_blob >= largest + OUTPUT_BLOB_HEADER

@@ -1,0 +1,148 @@
+"""Sending as the round's two-phase batch commit asks (:mod:`dpcomm.engine.network.commit`).
+
+* :func:`forward_batch`: a batch sender (a scrambler, or a source sending straight to its
+  targets) writes its DATA frames, then a PREPARE to every target, and waits for PREPARED;
+* :func:`request_commit`: then it asks the coordinator to COMMIT its batch;
+* :func:`send_output`: a compute node's output, one OUTPUT blob per receiver, until acknowledged.
+
+A link that fails is opened again and the very same frames (same message ids) are written, so
+a target holds each frame at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dpcomm.engine.network.commit import batch_digest
+from dpcomm.engine.network.node import NodeContext
+from dpcomm.engine.network.records import Commit, Peer, Prepare, encode
+from dpcomm.engine.network.transport import HandshakeError
+from dpcomm.engine.network.wire import Channel, ChannelClosedError, Op
+
+#: What ends an attempt to send (the sender opens the link again while time is left).
+RETRIED = (ChannelClosedError, HandshakeError, TimeoutError)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a batch: its target (index among the flow's), payload and routed flow."""
+
+    target: int
+    sealed: bytes
+    routed: str
+
+
+class _Batch:
+    """One batch on its way to its targets (see :func:`forward_batch`)."""
+
+    def __init__(
+        self, context: NodeContext, flow: str, messages: Sequence[Message], targets: Sequence[Peer]
+    ) -> None:
+        self.context = context
+        self.flow = flow
+        self.messages = messages
+        self.targets = targets
+        self.ids = [os.urandom(16) for _ in messages]
+        routed = context.spec.routed_names
+        self.indices = [routed.index(m.routed) for m in messages]
+        self.by_target: dict[int, list[int]] = {}
+        for position, message in enumerate(messages):
+            self.by_target.setdefault(message.target, []).append(position)
+            context.stats.message(message.routed, context.name, targets[message.target].name)
+
+    def write(self, channel: Channel, position: int) -> None:
+        message = self.messages[position]
+        channel.write_data(
+            self.indices[position], message.target, message.sealed, self.ids[position]
+        )
+
+    def prepare(self, channel: Channel, target: int) -> None:
+        positions = self.by_target[target]
+        digest = batch_digest([self.ids[p] for p in positions])
+        channel.write_blob(Op.PREPARE, encode(Prepare(self.flow, len(positions), digest)))
+
+    async def open(self, target: int) -> Channel:
+        return await self.context.connect(self.targets[target])
+
+    async def confirm(self, target: int, channel: Channel | None) -> bool:
+        """PREPARED from ``target`` (its frames written again on a new link if need be)."""
+        context = self.context
+        while context.remaining() > 0.05:
+            try:
+                if channel is None:
+                    channel = await self.open(target)
+                    for position in self.by_target[target]:
+                        self.write(channel, position)
+                    self.prepare(channel, target)
+                await channel.drain(timeout=context.remaining())
+                got = await channel.expect(Op.PREPARED, Op.REJECT, timeout=context.remaining())
+                await channel.close()
+                return got.op == Op.PREPARED
+            except RETRIED:
+                if channel is not None:
+                    await channel.close()
+                channel = None
+                await asyncio.sleep(0.05)
+        return False
+
+
+async def forward_batch(
+    context: NodeContext, flow: str, messages: Sequence[Message], targets: Sequence[Peer]
+) -> bool:
+    """Send a batch of data flow ``flow`` as one unit: DATA frames in order, then PREPAREs.
+
+    ``messages`` go to ``targets[message.target]``. Returns True when every target
+    acknowledged the whole batch (PREPARED). A target whose link fails is retried with the
+    same frames (same message ids) until the deadline.
+    """
+    batch = _Batch(context, flow, messages, targets)
+    if not batch.by_target:
+        return True
+    order = sorted(batch.by_target)
+    opened = await asyncio.gather(*(batch.open(t) for t in order), return_exceptions=True)
+    channels = {t: c for t, c in zip(order, opened, strict=True) if isinstance(c, Channel)}
+    # Frames leave in the batch's (shuffled) order, across the target links.
+    for position, message in enumerate(messages):
+        if message.target in channels:
+            batch.write(channels[message.target], position)
+    for target in order:
+        if target in channels:
+            batch.prepare(channels[target], target)
+    confirmed = await asyncio.gather(*(batch.confirm(t, channels.get(t)) for t in order))
+    return all(confirmed)
+
+
+async def request_commit(
+    context: NodeContext, coordinator: Channel, flow: str, lock: asyncio.Lock
+) -> bool:
+    """Ask the coordinator to commit this node's batch of ``flow``; True if committed."""
+    async with lock:
+        try:
+            await coordinator.send_blob(
+                Op.COMMIT, encode(Commit(flow)), timeout=context.remaining()
+            )
+            got = await coordinator.expect(Op.COMMITTED, Op.ABORTED, timeout=context.remaining())
+        except (ChannelClosedError, TimeoutError):
+            return False
+    return got.op == Op.COMMITTED
+
+
+async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: Peer) -> bool:
+    """Send one OUTPUT blob to ``receiver`` until acknowledged; False past the deadline."""
+    context.stats.message(routed, context.name, receiver.name)
+    while context.remaining() > 0.05:
+        channel: Channel | None = None
+        try:
+            channel = await context.connect(receiver)
+            await channel.send_blob(Op.OUTPUT, blob, timeout=context.remaining())
+            await channel.expect(Op.ACK, timeout=context.remaining())
+            return True
+        except RETRIED:
+            await asyncio.sleep(0.05)
+        finally:
+            if channel is not None:
+                await channel.close()
+    return False

@@ -1,0 +1,244 @@
+"""A compute node (target) of a deployed round: hold the batches, count the committed tuples.
+
+A compute node holds every batch sender's frames (:class:`~.commit.BatchIntake`) and answers
+PREPARE. Once the coordinator's FINALIZE for a flow names the committed senders, it opens the
+frames of the senders that prepared and committed (:meth:`~.commit.BatchIntake.release`),
+discards the dummies, and computes its output from the real tuples with the program's target
+step; the frames of the other senders are opened only to count their dummies
+(:meth:`~.commit.BatchIntake.discarded`). Its output goes on over the routes of its plan: to
+the result node, or broadcast to the next stage's sources (through their scramblers). It never
+learns which source sent a tuple when scramblers are used: payloads carry the tuple only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpcomm.engine.network.batches import send_output
+from dpcomm.engine.network.commit import BatchIntake
+from dpcomm.engine.network.node import NodeContext, output_header
+from dpcomm.engine.network.records import (
+    ComputeFlowOutcome,
+    ComputeOutcome,
+    ComputePlan,
+    DeploymentError,
+    Finalize,
+    Hello,
+    Prepare,
+    decode,
+)
+from dpcomm.engine.network.sealing import SealError, TargetKeys, open_payload, sealed_size
+from dpcomm.engine.network.wire import DATA_HEADER, Channel, ChannelClosedError, Op, Received
+from dpcomm.protocol import roles
+from dpcomm.queries.codec import CodecError
+
+#: What a compute node keeps of each DATA frame: its routed flow and its sealed payload.
+Held = tuple[str, bytes]
+
+
+class Compute:
+    """One compute node (see the module's docstring)."""
+
+    def __init__(self, context: NodeContext) -> None:
+        self.context = context
+        self.spec = context.spec
+        self.program = context.program
+        self.group, self.index = context.node.group, context.node.index
+        self.mine = [f for f in self.spec.data_flows if self.spec.compute_group_of(f) == self.group]
+        self.keys = TargetKeys.generate()
+        self.private = self.keys.nacl_private_key()
+        self.blob_size = sealed_size(self.spec.payload_size)
+        self.intakes: dict[str, BatchIntake[Held]] = {f: BatchIntake() for f in self.mine}
+        self.finalized: dict[str, frozenset[str]] = {}
+        self.decided = asyncio.Event()
+
+    # ------------------------------------------------------------------ links
+
+    async def handle(self, channel: Channel) -> None:
+        """A batch sender's DATA frames and PREPAREs, until its channel ends."""
+        while True:
+            try:
+                got = await channel.receive(timeout=self.context.remaining())
+            except (ChannelClosedError, TimeoutError):
+                return
+            if got.op is None:
+                self.hold(channel.peer, got)
+            elif got.op == Op.PREPARE:
+                await self.prepare(channel, got.blob)
+            else:
+                self.context.drops.add("unexpected")
+
+    def hold(self, peer: str, got: Received) -> None:
+        """Keep a DATA frame for its flow's intake (a replayed one only once)."""
+        if got.replayed:
+            return
+        drops = self.context.drops
+        body = got.frame.body
+        flow_at, target = DATA_HEADER.unpack_from(body)
+        sealed = body[DATA_HEADER.size :]
+        routed_names = self.spec.routed_names
+        if flow_at >= len(routed_names) or target != self.index or len(sealed) != self.blob_size:
+            drops.add("malformed_data")
+            return
+        routed = self.spec.transformed.flows[flow_at]
+        if routed.origin not in self.intakes:
+            drops.add("malformed_data")
+            return
+        intake = self.intakes[routed.origin]
+        verdict = intake.hold(peer, got.frame.message_id, (routed.name, sealed))
+        if verdict != "held":
+            drops.add(verdict)
+
+    async def prepare(self, channel: Channel, blob: bytes) -> None:
+        """PREPARED iff the sender's PREPARE names exactly the frames held, else REJECT."""
+        try:
+            request = decode(blob, Prepare)
+        except DeploymentError:
+            self.context.drops.add("unexpected")
+            return
+        intake = self.intakes.get(request.flow)
+        if intake is not None and intake.prepare(channel.peer, request.count, request.digest):
+            await channel.send_blob(Op.PREPARED, timeout=self.context.remaining())
+        else:
+            self.context.drops.add("batch_mismatch")
+            await channel.send_blob(Op.REJECT, timeout=self.context.remaining())
+
+    async def read_finalize(self, coordinator: Channel) -> None:
+        """The coordinator's FINALIZE of every flow of this node."""
+        with contextlib.suppress(ChannelClosedError, TimeoutError, DeploymentError):
+            while len(self.finalized) < len(self.mine):
+                got = await coordinator.expect(Op.FINALIZE, timeout=self.context.remaining())
+                decision = decode(got.blob, Finalize)
+                self.finalized[decision.flow] = frozenset(decision.committed)
+                self.decided.set()
+
+    # ------------------------------------------------------------------ the round
+
+    async def run(self) -> ComputeOutcome:
+        """Register with its key, then per stage: wait for FINALIZE, count, output."""
+        context = self.context
+        allowed = ("scrambler-", "source-")
+        listener = await context.serve(self.handle, lambda name: name.startswith(allowed))
+        coordinator: Channel | None = None
+        reader: asyncio.Future[None] | None = None
+        flows: dict[str, ComputeFlowOutcome] = {}
+        try:
+            hello = Hello(context.hello().address, self.keys.public_key)
+            coordinator, plan = await context.register(hello, ComputePlan)
+            reader = asyncio.ensure_future(self.read_finalize(coordinator))
+            state = self.program.initial_state()
+            for stage in range(self.program.num_stages):
+                for flow in self.program.stage_flows(stage):
+                    if flow in self.mine:
+                        state, flows[flow] = await self.flow(stage, flow, state, plan, reader)
+            reader.cancel()
+            await context.wait_close(coordinator)
+        finally:
+            listener.close()
+            if reader is not None:
+                reader.cancel()
+            if coordinator is not None:
+                await coordinator.close()
+        return ComputeOutcome(context.name, self.group, self.index, flows)
+
+    async def flow(
+        self, stage: int, flow: str, state: Any, plan: ComputePlan, reader: asyncio.Future[None]
+    ) -> tuple[Any, ComputeFlowOutcome]:
+        """One flow: its committed tuples, this node's output, the output sent on."""
+        committed = await self.decision(flow, reader)
+        intake = self.intakes[flow]
+        payloads, dummies = self.counted(flow, committed)
+        try:
+            tuples = self.program.tuple_codec(flow).decode(payloads)
+        except CodecError:
+            self.context.drops.add("malformed_tuple")
+            tuples = self.program.tuple_codec(flow).decode([])
+            payloads = []
+        targets = np.full(len(payloads), self.index, dtype=np.int64)
+        output = self.program.target_outputs(state, stage, flow, tuples, targets, [self.index])
+        state = self.program.merge(state, stage, {(flow, self.index): output[self.index]})
+        blob = output_header(self.spec, flow, self.index) + self.program.encode_output(
+            flow, output[self.index]
+        )
+        sends = [
+            send_output(self.context, route.flow, blob, receiver)
+            for route in plan.outputs.get(flow, ())
+            for receiver in route.receivers
+        ]
+        delivered = await asyncio.gather(*sends)
+        outcome = ComputeFlowOutcome(
+            tuples=len(payloads),
+            dummies=dummies,
+            discarded=tuple(intake.discarded(committed)),
+            outputs_sent=int(sum(delivered)),
+            outputs=len(sends),
+        )
+        return state, outcome
+
+    async def decision(self, flow: str, reader: asyncio.Future[None]) -> frozenset[str]:
+        """The committed senders of ``flow`` (none if no FINALIZE came before the deadline)."""
+        context = self.context
+        while flow not in self.finalized and not reader.done():
+            self.decided.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.decided.wait(), context.remaining())
+            if context.remaining() <= 0.01:
+                break
+        if flow not in self.finalized:
+            context.drops.add("no_finalize")
+        return self.finalized.get(flow, frozenset())
+
+    def counted(self, flow: str, committed: frozenset[str]) -> tuple[list[bytes], int]:
+        """The real tuples of the committed batches, and every dummy held.
+
+        The tuples are those of :meth:`~.commit.BatchIntake.release` (senders that prepared and
+        committed) whose message is real (:func:`~dpcomm.protocol.roles.delivered`); the other
+        senders' frames are opened only to count their dummies (what the observer saw).
+        """
+        intake = self.intakes[flow]
+        released = [self.open(item) for _, item in intake.release(committed)]
+        others = [
+            self.open(item)
+            for sender in intake.discarded(committed)
+            for item in intake.held[sender].values()
+        ]
+        dummies = sum(o.dummy for o in released) + sum(o.dummy for o in others)
+        real = [o.content is not None for o in released]
+        counted = roles.delivered(real, np.ones(len(released), dtype=bool))
+        payloads = [
+            o.content
+            for o, keep in zip(released, counted, strict=True)
+            if keep and o.content is not None
+        ]
+        return payloads, dummies
+
+    def open(self, item: Held) -> Opened:
+        """What a frame carries: a tuple, a dummy, or nothing (a payload that does not open)."""
+        routed, sealed = item
+        try:
+            content = open_payload(self.private, sealed, payload_size=self.spec.payload_size)
+        except SealError:
+            self.context.drops.add("seal")
+            return Opened(None, dummy=False)
+        if content is None:
+            self.context.stats.dummy(routed)
+            return Opened(None, dummy=True)
+        return Opened(content, dummy=False)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """An opened frame: its tuple (None for a dummy or a failed opening), and if a dummy."""
+
+    content: bytes | None
+    dummy: bool
+
+
+async def run_compute(context: NodeContext) -> ComputeOutcome:
+    """Run a compute node."""
+    return await Compute(context).run()

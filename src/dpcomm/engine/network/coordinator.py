@@ -1,0 +1,257 @@
+"""The coordinator of a deployed round: registration, the plans, the commit point.
+
+It never sees data. It registers every node (its address; a compute node's public key), sends
+each node its part of the plan (the routes of :class:`~dpcomm.plan.routes.Routes`, the
+scrambler batches, the peers' addresses and keys), decides which batches commit
+(:class:`~dpcomm.engine.network.commit.BatchCommit`), and finalizes each flow once every batch
+sender committed or was lost. In a large round a source's plan (which names infrastructure
+nodes only) goes out as soon as the infrastructure has registered, so that the sources connect
+to their scramblers while the others still register.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from dpcomm.engine.network.commit import BatchCommit
+from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
+from dpcomm.engine.network.node import NodeContext
+from dpcomm.engine.network.records import (
+    Commit,
+    ComputePlan,
+    CoordinatorOutcome,
+    DeploymentError,
+    Finalize,
+    Hello,
+    OutputRoute,
+    Peer,
+    ResultPlan,
+    ScramblerPlan,
+    SourcePlan,
+    SourceRoute,
+    decode,
+    encode,
+)
+from dpcomm.engine.network.wire import Channel, ChannelClosedError, Op
+
+#: Above this many sources a round overlaps its stages on two cores: sources get their plans
+#: (and connect to their scramblers) while the others register, and the coordinator runs in a
+#: process of its own (docs/benchmarks.md: 10,000 sources in 85 s against 103 s; below, both
+#: lengthen a 1,000-source start-up by about 0.8 s for no shorter round).
+LARGE_ROUND_SOURCES = 2_000
+
+NodePlan = SourcePlan | ScramblerPlan | ComputePlan | ResultPlan
+
+
+class Coordinator:
+    """The coordinator node (see the module's docstring)."""
+
+    def __init__(self, context: NodeContext) -> None:
+        self.context = context
+        spec = context.spec
+        self.spec = spec
+        self.routes = spec.routes
+        self.expected = {str(n): n for n in spec.node_names() if n != COORDINATOR}
+        self.infrastructure = {n for n, node in self.expected.items() if node.role != "source"}
+        self.large = context.program.num_sources > LARGE_ROUND_SOURCES
+        self.registry: dict[str, Hello] = {}
+        self.channels: dict[str, Channel] = {}
+        self.registered = asyncio.Event()
+        self.infrastructure_ready = asyncio.Event()
+        self.result_done = asyncio.Event()
+        self.changed = asyncio.Event()
+        self.commits = {flow: BatchCommit(self._batch_senders(flow)) for flow in spec.data_flows}
+
+    def _batch_senders(self, flow: str) -> frozenset[str]:
+        """Who sends the batches of ``flow``: its scramblers, or every source."""
+        if flow in self.spec.transformed.batches:
+            return frozenset(str(n) for n in self.spec.scramblers(flow))
+        return frozenset(str(NodeName.source(i)) for i in range(self.context.program.num_sources))
+
+    # ------------------------------------------------------------------ the round
+
+    async def run(self) -> CoordinatorOutcome:
+        """Register the nodes, send the plans, decide the commits, finalize, close."""
+        context = self.context
+        listener = await context.serve(self.handle, lambda name: name in self.expected)
+        started = context.loop.time()
+        try:
+            await self.wait_registrations()
+            planned = context.loop.time()
+            planned_at = time.time()  # wall clock: comparable with the launcher's on one machine
+            finalized = await self.finalize_stages()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.result_done.wait(), context.remaining())
+            finished = context.loop.time()
+            for channel in list(self.channels.values()):
+                with contextlib.suppress(ChannelClosedError, TimeoutError, OSError):
+                    await channel.send_blob(Op.CLOSE, timeout=1.0)
+        finally:
+            listener.close()
+        return CoordinatorOutcome(
+            committed=finalized,
+            lost={flow: tuple(sorted(c.lost)) for flow, c in self.commits.items()},
+            refused={flow: tuple(sorted(c.refused)) for flow, c in self.commits.items()},
+            result_received=self.result_done.is_set(),
+            registration_seconds=planned - started,
+            planned_at=planned_at,
+            round_seconds=finished - planned,
+        )
+
+    async def wait_registrations(self) -> None:
+        """Until every node registered; DeploymentError naming the missing ones."""
+        try:
+            await asyncio.wait_for(self.registered.wait(), self.context.remaining())
+        except TimeoutError:
+            missing = sorted(set(self.expected) - set(self.registry))
+            raise DeploymentError(
+                f"{len(missing)} nodes never registered: {', '.join(missing[:5])}"
+            ) from None
+
+    async def finalize_stages(self) -> dict[str, tuple[str, ...]]:
+        """Stage by stage, each flow's decision once its batches are decided (or time is up)."""
+        context = self.context
+        program = context.program
+        finalized: dict[str, tuple[str, ...]] = {}
+        for stage in range(program.num_stages):
+            stage_start = context.loop.time()
+            limit = min(context.deadline - 2.0, stage_start + 2 * self.spec.collect_seconds + 10.0)
+            for flow in program.stage_flows(stage):
+                commit = self.commits[flow]
+                while not commit.decided and context.loop.time() < limit:
+                    self.changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self.changed.wait(), max(0.01, limit - context.loop.time())
+                        )
+                finalized[flow] = tuple(sorted(commit.finalize()))
+                await self.send_finalize(Finalize(flow, finalized[flow]))
+        return finalized
+
+    async def send_finalize(self, decision: Finalize) -> None:
+        """FINALIZE to the flow's targets (a compute node that hung up is simply not told)."""
+        blob = encode(decision)
+        for receiver in self.spec.receivers(decision.flow):
+            channel = self.channels.get(str(receiver))
+            if channel is None:
+                continue
+            with contextlib.suppress(ChannelClosedError, TimeoutError, OSError):
+                await channel.send_blob(Op.FINALIZE, blob, timeout=self.context.remaining())
+
+    # ------------------------------------------------------------------ one node's channel
+
+    async def handle(self, channel: Channel) -> None:
+        """A node's channel: HELLO, its plan when ready, then its COMMITs and DONE."""
+        context = self.context
+        peer = channel.peer
+        try:
+            hello = await channel.expect(Op.HELLO, timeout=context.remaining())
+            if peer in self.registry:
+                context.drops.add("duplicate_node")
+                return
+            self.register(peer, decode(hello.blob, Hello), channel)
+            # A source's plan names only infrastructure nodes: in a large round it goes out as
+            # soon as they have registered. The rest wait for every node.
+            early = self.large and self.expected[peer].role == "source"
+            ready = self.infrastructure_ready if early else self.registered
+            await asyncio.wait_for(ready.wait(), context.remaining())
+            plan = encode(self.plan_for(self.expected[peer]))
+            await channel.send_blob(Op.PLAN, plan, timeout=context.remaining())
+            await self.serve_commits(peer, channel)
+        except (ChannelClosedError, TimeoutError, DeploymentError):
+            pass
+        finally:
+            # Only the registered node's own channel ending loses it: a second connection
+            # under its name (refused above) must not abort the real node's batch.
+            if self.channels.get(peer) is channel:
+                self.channels.pop(peer, None)
+                self.lose(peer)
+
+    def register(self, peer: str, hello: Hello, channel: Channel) -> None:
+        """Record a node's HELLO and channel."""
+        self.registry[peer] = hello
+        self.channels[peer] = channel
+        if len(self.registry) == len(self.expected):
+            self.registered.set()
+        if self.infrastructure <= self.registry.keys():
+            self.infrastructure_ready.set()
+
+    async def serve_commits(self, peer: str, channel: Channel) -> None:
+        """A node's COMMITs (answered at once) and DONE, until its channel ends."""
+        while True:
+            got = await channel.expect(Op.COMMIT, Op.DONE, timeout=self.context.remaining())
+            if got.op == Op.DONE:
+                if peer == str(RESULT):
+                    self.result_done.set()
+                continue
+            flow = decode(got.blob, Commit).flow
+            accepted = flow in self.commits and self.commits[flow].request(peer)
+            reply = Op.COMMITTED if accepted else Op.ABORTED
+            await channel.send_blob(reply, timeout=self.context.remaining())
+            self.changed.set()
+
+    def lose(self, peer: str) -> None:
+        """``peer`` hung up: unless committed, its batches are lost."""
+        for commit in self.commits.values():
+            commit.lose(peer)
+        self.changed.set()
+
+    # ------------------------------------------------------------------ plans
+
+    def peer(self, name: str, *, address: bool = True) -> Peer:
+        """Registered node ``name`` as the plans name it (with its key, if it has one)."""
+        hello = self.registry[name]
+        return Peer(name, hello.address if address else None, hello.key)
+
+    def plan_for(self, node: NodeName) -> NodePlan:
+        """The part of the plan ``node`` gets."""
+        if node.role == "source":
+            return self.source_plan(node.index)
+        if node.role == "scrambler":
+            return self.scrambler_plan(node)
+        if node.role == "compute":
+            return self.compute_plan(node)
+        return ResultPlan()
+
+    def source_plan(self, index: int) -> SourcePlan:
+        """Per data flow: its targets' keys, and its scrambler (or the targets' addresses)."""
+        flows = {}
+        for flow in self.spec.data_flows:
+            receivers = [str(n) for n in self.spec.receivers(flow)]
+            if flow in self.spec.transformed.batches:
+                # Through a scrambler: the targets' keys only, to seal for them.
+                batch = int(self.routes.batches(flow).batch_of([index])[0])
+                scrambler = self.peer(str(self.spec.scramblers(flow)[batch]))
+                targets = tuple(self.peer(n, address=False) for n in receivers)
+                flows[flow] = SourceRoute(targets, scrambler)
+            else:
+                flows[flow] = SourceRoute(tuple(self.peer(n) for n in receivers))
+        return SourcePlan(flows)
+
+    def scrambler_plan(self, node: NodeName) -> ScramblerPlan:
+        """Its sources (the batch the plan assigns it) and its flow's targets."""
+        flow = self.spec.data_flows[node.group]
+        members = tuple(self.routes.batches(flow).members(node.index))
+        targets = tuple(self.peer(str(n)) for n in self.spec.receivers(flow))
+        return ScramblerPlan(members, targets)
+
+    def compute_plan(self, node: NodeName) -> ComputePlan:
+        """Per data flow it receives, the receivers of its output on every output route."""
+        outputs = {}
+        for flow in self.spec.data_flows:
+            if self.spec.compute_group_of(flow) != node.group:
+                continue
+            routes = []
+            for routed in self.routes.output_routes(flow):
+                receivers = self.routes.receivers_of(routed, node.index)
+                names = [str(self.spec.name_of(routed.receiver, int(i))) for i in receivers]
+                routes.append(OutputRoute(routed.name, tuple(self.peer(n) for n in names)))
+            outputs[flow] = tuple(routes)
+        return ComputePlan(outputs)
+
+
+async def run_coordinator(context: NodeContext) -> CoordinatorOutcome:
+    """Run the coordinator node."""
+    return await Coordinator(context).run()

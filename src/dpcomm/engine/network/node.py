@@ -1,0 +1,196 @@
+"""What every node of a deployed round shares: its context, registration, and output blobs.
+
+A :class:`NodeContext` is one node's view of the round: its config and the round's public spec
+(with the routes every node derives from it, :class:`~dpcomm.plan.routes.Routes`), the
+transport it talks over, the wire counters of its process, the deadline, and its randomness
+(:class:`~dpcomm.protocol.randomness.Randomness`: the streams every engine draws from). Its
+methods open channels, listen, and register with the coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from dpcomm.engine.network.frames import DropCounters, ReplayCache
+from dpcomm.engine.network.names import COORDINATOR, NodeName
+from dpcomm.engine.network.records import DeploymentError, Hello, Peer, decode, encode
+from dpcomm.engine.network.spec import NodeConfig, RoundSpec
+from dpcomm.engine.network.transport import Address, HandshakeError, Link, Transport
+from dpcomm.engine.network.wire import (
+    Channel,
+    ChannelClosedError,
+    ChannelLimits,
+    Op,
+    WireStats,
+)
+from dpcomm.protocol.randomness import Randomness
+from dpcomm.queries.codec import CodecError
+from dpcomm.queries.program import QueryProgram
+
+Plan = TypeVar("Plan")
+
+#: An OUTPUT blob starts with the data flow (its index among the round's) and the target.
+#: Its size is the wire's OUTPUT_BLOB_HEADER (a test checks it).
+OUTPUT_HEADER = struct.Struct(">HH")
+
+#: What ends one peer's link, not the node: counted, never logged (thousands of late sources
+#: must not print thousands of tracebacks).
+LINK_ERRORS = (ChannelClosedError, TimeoutError, DeploymentError, CodecError)
+
+
+@dataclass
+class NodeContext:
+    """What a node shares with the other nodes of its process, and its own state."""
+
+    config: NodeConfig
+    transport: Transport
+    stats: WireStats
+    connect_slots: asyncio.Semaphore
+    coordinator_address: Callable[[], Awaitable[Address]]
+    on_listening: Callable[[str, Address], None] | None = None
+    replay: ReplayCache = field(default_factory=ReplayCache)
+    limits: ChannelLimits | None = None
+
+    def __post_init__(self) -> None:
+        self.replay.advance(self.spec.round_id)
+        self.channel_limits = self.limits or self.spec.channel_limits(self.node.role)
+        if self.replay.peer_quota is None:
+            self.replay.peer_quota = self.spec.peer_frame_quota(self.channel_limits)
+        self.loop = asyncio.get_running_loop()
+        self.deadline = self.loop.time() + self.spec.round_seconds
+        self.randomness = Randomness(self.spec.seed, round=self.spec.round_number)
+        self.address: Address | None = None
+
+    @property
+    def name(self) -> str:
+        """The node's name."""
+        return self.config.name
+
+    @property
+    def node(self) -> NodeName:
+        """The node's typed name."""
+        return self.config.node
+
+    @property
+    def spec(self) -> RoundSpec:
+        """The round's public parameters."""
+        return self.config.round
+
+    @property
+    def program(self) -> QueryProgram:
+        """The public program."""
+        return self.spec.public_program
+
+    @property
+    def drops(self) -> DropCounters:
+        """The drop counters of the node."""
+        return self.stats.drops[self.name]
+
+    def remaining(self) -> float:
+        """Seconds left before the round's hard deadline (at least a few milliseconds)."""
+        return max(0.005, self.deadline - self.loop.time())
+
+    def channel(self, link: Link) -> Channel:
+        """A channel over ``link``."""
+        return Channel(
+            link,
+            frame_size=self.spec.frame_size,
+            round_id=self.spec.round_id,
+            stats=self.stats,
+            replay=self.replay,
+            limits=self.channel_limits,
+        )
+
+    async def connect(self, peer: Peer, *, timeout: float = 10.0) -> Channel:
+        """A channel to ``peer``."""
+        if peer.address is None:
+            raise DeploymentError(f"{self.name}: no address of {peer.name}")
+        async with self.connect_slots:
+            link = await self.transport.connect(
+                self.name, peer.name, list(peer.address), timeout=min(timeout, self.remaining())
+            )
+        return self.channel(link)
+
+    async def connect_until_deadline(self, peer: Peer, *, until: float | None = None) -> Channel:
+        """A channel to ``peer``, retried until the deadline (or the loop time ``until``)."""
+        last: Exception | None = None
+        while self.remaining() > 0.05 and (until is None or self.loop.time() < until):
+            try:
+                return await self.connect(peer)
+            except HandshakeError as error:
+                last = error
+                await asyncio.sleep(0.05)
+        raise DeploymentError(f"{self.name}: cannot reach {peer.name}: {last}")
+
+    async def serve(
+        self, handler: Callable[[Channel], Awaitable[None]], allowed: Callable[[str], bool]
+    ) -> Any:
+        """Start this node's listener; remember and report its address.
+
+        A peer that hangs up or stalls ends its own link, nothing more (:data:`LINK_ERRORS`).
+        """
+
+        async def on_link(link: Link) -> None:
+            try:
+                await handler(self.channel(link))
+            except LINK_ERRORS:
+                self.drops.add("link_ended")
+
+        listener = await self.transport.listen(
+            self.name,
+            on_link,
+            allowed=allowed,
+            drops=self.drops,
+            host=self.config.listen_host,
+            port=self.config.listen_port,
+        )
+        address = list(listener.address)
+        if self.config.advertise_host is not None and len(address) == 2:
+            address[0] = self.config.advertise_host
+        self.address = address
+        if self.on_listening is not None:
+            self.on_listening(self.name, address)
+        return listener
+
+    async def register(self, hello: Hello, plan: type[Plan]) -> tuple[Channel, Plan]:
+        """Connect to the coordinator, say HELLO, and wait for this node's part of the plan."""
+        address = await asyncio.wait_for(self.coordinator_address(), self.remaining())
+        coordinator = Peer(str(COORDINATOR), tuple(address))
+        channel = await self.connect_until_deadline(coordinator)
+        await channel.send_blob(Op.HELLO, encode(hello), timeout=self.remaining())
+        try:
+            got = await channel.expect(Op.PLAN, timeout=self.remaining())
+        except (ChannelClosedError, TimeoutError) as error:
+            await channel.close()
+            raise DeploymentError(f"{self.name}: no plan from the coordinator: {error}") from error
+        return channel, decode(got.blob, plan)
+
+    def hello(self) -> Hello:
+        """The HELLO of the node: where it listens."""
+        return Hello(None if self.address is None else tuple(self.address))
+
+    async def wait_close(self, channel: Channel) -> None:
+        """Wait for the coordinator's CLOSE (or the end of its channel, or the deadline)."""
+        with contextlib.suppress(ChannelClosedError, TimeoutError):
+            await channel.expect(Op.CLOSE, timeout=self.remaining())
+        await channel.close()
+
+
+def output_header(spec: RoundSpec, flow: str, target: int) -> bytes:
+    """The header of an OUTPUT blob of ``target``'s output of data flow ``flow``."""
+    return OUTPUT_HEADER.pack(spec.data_flows.index(flow), target)
+
+
+def parse_output(spec: RoundSpec, blob: bytes) -> tuple[str, int, bytes]:
+    """(data flow, target, encoded output) of an OUTPUT blob; DeploymentError if malformed."""
+    if len(blob) < OUTPUT_HEADER.size:
+        raise DeploymentError("an output blob without its header")
+    index, target = OUTPUT_HEADER.unpack_from(blob)
+    if index >= len(spec.data_flows):
+        raise DeploymentError(f"an output of unknown flow {index}")
+    return spec.data_flows[index], target, blob[OUTPUT_HEADER.size :]

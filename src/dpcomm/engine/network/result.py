@@ -1,0 +1,70 @@
+"""The result node of a deployed round: it collects the last compute nodes' outputs.
+
+The outputs it expects are those of the data flows whose targets send to it
+(:meth:`~dpcomm.plan.routes.Routes.result_outputs`), one per target; the launcher merges them
+with the program (:meth:`~dpcomm.protocol.roles.ProgramHooks.merge`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from dpcomm.engine.network.node import LINK_ERRORS, NodeContext, parse_output
+from dpcomm.engine.network.records import Output, ResultOutcome, ResultPlan
+from dpcomm.engine.network.wire import Channel, ChannelClosedError, Op
+
+
+class Result:
+    """The result node (see the module's docstring)."""
+
+    def __init__(self, context: NodeContext) -> None:
+        self.context = context
+        routes = context.spec.routes
+        self.expected = {
+            (flow, target)
+            for flow in routes.result_outputs()
+            for target in range(routes.num_targets(flow))
+        }
+        self.outputs: dict[tuple[str, int], bytes] = {}
+        self.complete = asyncio.Event()
+        if not self.expected:
+            self.complete.set()
+
+    async def handle(self, channel: Channel) -> None:
+        """A compute node's output (kept once), acknowledged."""
+        with contextlib.suppress(*LINK_ERRORS):
+            got = await channel.expect(Op.OUTPUT, timeout=self.context.remaining())
+            flow, target, data = parse_output(self.context.spec, got.blob)
+            key = (flow, target)
+            if key in self.expected and key not in self.outputs:
+                self.outputs[key] = data
+            await channel.send_blob(Op.ACK, timeout=self.context.remaining())
+            if self.expected <= set(self.outputs):
+                self.complete.set()
+
+    async def run(self) -> ResultOutcome:
+        """Register, collect the outputs (or wait for the deadline), say DONE."""
+        context = self.context
+        listener = await context.serve(self.handle, lambda name: name.startswith("compute-"))
+        coordinator: Channel | None = None
+        try:
+            coordinator, _ = await context.register(context.hello(), ResultPlan)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.complete.wait(), max(0.01, context.remaining() - 1.0))
+            with contextlib.suppress(ChannelClosedError, TimeoutError):
+                await coordinator.send_blob(Op.DONE, timeout=context.remaining())
+            await context.wait_close(coordinator)
+        finally:
+            listener.close()
+            if coordinator is not None:
+                await coordinator.close()
+        return ResultOutcome(
+            outputs=tuple(Output(f, t, data) for (f, t), data in sorted(self.outputs.items())),
+            missing=tuple(sorted(self.expected - set(self.outputs))),
+        )
+
+
+async def run_result(context: NodeContext) -> ResultOutcome:
+    """Run the result node."""
+    return await Result(context).run()
