@@ -105,7 +105,7 @@ def main() -> None:
             client = Client(cluster)
         record["workers"] = len(client.scheduler_info()["workers"])
         started = time.perf_counter()
-        engine = DaskEngine(client, partitions=args.partitions, rows=rows)
+        engine = DaskEngine(client, partitions=args.partitions)
         outcome = run_aggregate(program, countermeasure, delta=1e-6, seed=7, engine=engine)
         record["partitions"] = outcome.run.details["partitions"]
         peaks = client.run(_peak_mib)

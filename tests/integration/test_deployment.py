@@ -22,6 +22,7 @@ from dpcomm.plan import Scramblers, account_plan
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
 from dpcomm.queries.kmeans import KMeansProgram
+from dpcomm.queries.program import public_program
 
 SQL = (
     "SELECT g1, g2, COUNT(*), AVG(m1), SUM(m2), MIN(m1) FROM synthetic "
@@ -53,7 +54,7 @@ def clean():
 def test_configs_round_trip_and_carry_only_public_parameters():
     program = program_of(20)
     spec = RoundSpec.create(
-        program.public(),
+        public_program(program),
         COUNTERMEASURE,
         round_id=7,
         seed=None,
@@ -66,7 +67,7 @@ def test_configs_round_trip_and_carry_only_public_parameters():
     assert json.loads(configs["scrambler-1-0"].to_json())["name"] == "scrambler-1-0"
     assert json.loads(source.to_json())["round"]["seed"] is None
     # A source's config holds its own row only: decoded, it is that row of the table.
-    rows = spec.public_program.decode_rows([source.row])
+    rows = spec.public_program.codec.rows.decode([bytes.fromhex(source.row)])
     expected = program.table.take(np.array([7]))
     for column in rows.columns:
         assert column.values.tolist() == expected.column(column.name).values.tolist()

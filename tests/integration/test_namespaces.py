@@ -139,7 +139,7 @@ def test_a_round_across_two_hosts(tmp_path, two_hosts):
     result = decode((outputs / "result.json").read_bytes(), GroupOutcome).result
     assert result is not None
     decoded = {
-        (output.flow, output.target): program.decode_output(output.flow, output.data)
+        (output.flow, output.target): program.codec.outputs(output.flow).decode(output.data)
         for output in result.outputs
     }
     rows = program.result(program.merge(program.initial_state(), 0, decoded))

@@ -24,6 +24,7 @@ from dpcomm.engine.network.deploy import NetworkEngine
 from dpcomm.engine.report import MemoryEngine
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
+from dpcomm.protocol import roles
 from dpcomm.queries.aggregate import AggregateProgram
 
 SQL = "SELECT g1, COUNT(*), SUM(m1), AVG(m1) FROM t GROUP BY g1"
@@ -85,10 +86,10 @@ def test_outputs_have_one_size_whatever_the_groups():
     other = AggregateProgram.from_sql(SQL, neighbour, num_compute_nodes=3)
     flow = program.flow_names[0]
     run = MemoryEngine().execute(program, NoCountermeasure(), delta=1e-4, seed=1)
-    sizes = {len(program.encode_output(flow, output)) for output in _outputs(program, run)}
+    sizes = {len(program.codec.outputs(flow).encode(output)) for output in _outputs(program, run)}
     run = MemoryEngine().execute(other, NoCountermeasure(), delta=1e-4, seed=1)
-    sizes |= {len(other.encode_output(flow, output)) for output in _outputs(other, run)}
-    assert sizes == {program.output_size(flow)}
+    sizes |= {len(other.codec.outputs(flow).encode(output)) for output in _outputs(other, run)}
+    assert sizes == {program.codec.outputs(flow).size}
 
 
 def _outputs(program: AggregateProgram, run: Any) -> list[Any]:
@@ -96,8 +97,8 @@ def _outputs(program: AggregateProgram, run: Any) -> list[Any]:
     rows = program.source_rows()
     truth = program.route(program.initial_state(), flow, rows)
     tuples = program.carried(flow, rows)
-    produced = program.target_outputs(
-        program.initial_state(), 0, flow, tuples, truth, range(program.num_compute_nodes)
+    produced = roles.target_outputs(
+        program, program.initial_state(), 0, flow, tuples, truth, range(program.num_compute_nodes)
     )
     del run
     return list(produced.values())
@@ -171,7 +172,7 @@ def test_compute_nodes_open_the_tuple_only_never_the_sender(monkeypatch):
     engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
     engine.execute(program, COUNTERMEASURES["scramblers"], delta=1e-4, seed=3)
     flow = program.flow_names[0]
-    tuples = program.tuple_codec(flow).encode(program.carried(flow, program.source_rows()))
+    tuples = program.codec.tuples(flow).encode(program.carried(flow, program.source_rows()))
     # Every plaintext is exactly some row's encoded tuple: were a row index or a sender id
     # in it, it would not be.
     assert opened and set(opened) <= set(tuples)

@@ -75,13 +75,13 @@ def test_outputs_round_trip_exactly_at_one_size(items):
     flow = program.flow_names[0]
     output = _output(program, items)
     fits = all(len((r or "").encode()) <= 12 for r, *_ in items)
-    data = program.encode_output(flow, output)
-    assert len(data) == program.output_size(flow)
+    data = program.codec.outputs(flow).encode(output)
+    assert len(data) == program.codec.outputs(flow).size
     if not fits:
         with pytest.raises(OutputOverflowError):
-            program.decode_output(flow, data)
+            program.codec.outputs(flow).decode(data)
         return
-    back = program.decode_output(flow, data)
+    back = program.codec.outputs(flow).decode(data)
     assert back.keys == output.keys
     for got, want in zip(back.rows, output.rows, strict=True):
         assert all(_same(got[n], want[n]) for n in want)
@@ -92,23 +92,23 @@ def test_more_groups_than_the_bound_fail_with_a_blob_of_the_same_size():
     flow = program.flow_names[0]
     items = [("a", 1, 2, 2.0, None), ("b", 1, 3, 3.0, None), ("c", 1, 4, 4.0, None)]
     output = _output(program, items)
-    data = program.encode_output(flow, output)
-    assert len(data) == program.output_size(flow)
+    data = program.codec.outputs(flow).encode(output)
+    assert len(data) == program.codec.outputs(flow).size
     with pytest.raises(OutputOverflowError, match="3 groups, more than the public bound of 2"):
-        program.decode_output(flow, data)
+        program.codec.outputs(flow).decode(data)
     with pytest.raises(OutputOverflowError):
-        program.check_output(flow, output)
+        program.codec.outputs(flow).check(output)
 
 
 def test_malformed_outputs_are_codec_errors():
     program = _program()
     flow = program.flow_names[0]
-    data = bytearray(program.encode_output(flow, _output(program, [("a", 1, 2, 2.0, None)])))
+    data = bytearray(program.codec.outputs(flow).encode(_output(program, [("a", 1, 2, 2.0, None)])))
     with pytest.raises(CodecError):
-        program.decode_output(flow, bytes(data[:-1]))
+        program.codec.outputs(flow).decode(bytes(data[:-1]))
     data[9 + 4] = ord("X")  # the first value's tag
     with pytest.raises(CodecError):
-        program.decode_output(flow, bytes(data))
+        program.codec.outputs(flow).decode(bytes(data))
 
 
 def test_the_empty_grouping_set_is_padded_to_one_group():
@@ -117,8 +117,8 @@ def test_the_empty_grouping_set_is_padded_to_one_group():
         "SELECT COUNT(*) FROM t GROUP BY ()", program.table, num_compute_nodes=3, max_text_bytes=12
     )
     flow = total.flow_names[0]
-    assert total.groups_bound(flow) == 1
-    assert total.output_size(flow) < program.output_size(program.flow_names[0])
+    assert total.codec.groups_bound(flow) == 1
+    assert total.codec.outputs(flow).size < program.codec.outputs(program.flow_names[0]).size
 
 
 def test_a_row_longer_than_its_bound_overflows_and_never_lengthens_the_output():
@@ -126,17 +126,19 @@ def test_a_row_longer_than_its_bound_overflows_and_never_lengthens_the_output():
     flow = program.flow_names[0]
     # Text where COUNT's BIGINT goes: 9 bytes are planned for it, the row has no room.
     items = [("a", "x" * 200, 2, float("-inf"), decimal.Decimal("1.25"))]
-    data = program.encode_output(flow, _output(program, items))
-    assert len(data) == program.output_size(flow)
+    data = program.codec.outputs(flow).encode(_output(program, items))
+    assert len(data) == program.codec.outputs(flow).size
     with pytest.raises(OutputOverflowError, match="result row"):
-        program.decode_output(flow, data)
+        program.codec.outputs(flow).decode(data)
 
 
 def test_decimals_and_infinities_survive():
     program = _program()
     flow = program.flow_names[0]
     items = [("a", 3, 2**100, float("-inf"), decimal.Decimal("12.30"))]
-    back = program.decode_output(flow, program.encode_output(flow, _output(program, items)))
+    back = program.codec.outputs(flow).decode(
+        program.codec.outputs(flow).encode(_output(program, items))
+    )
     row = back.rows[0]
     assert row["sum(price)"] == decimal.Decimal("12.30") and str(row["sum(price)"]) == "12.30"
     assert row["avg(amount)"] == float("-inf") and row["sum(amount)"] == 2**100

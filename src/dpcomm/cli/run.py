@@ -30,7 +30,8 @@ KMEANS_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 50}
 def engine_of_options(args: argparse.Namespace, rows: Any = None) -> Engine:
     """The engine of ``--engine``, ``--scheduler``, ``--partitions`` and ``--workers``.
 
-    ``rows``: the row source the Dask engine's workers read (Parquet, synthetic), or None.
+    ``rows`` is unused: a program built over a row source (Parquet, synthetic) reads its rows
+    on the Dask engine's workers by itself.
     """
     if args.engine == "memory":
         for option, value in (
@@ -47,9 +48,8 @@ def engine_of_options(args: argparse.Namespace, rows: Any = None) -> Engine:
         raise InvalidParameterError(
             "--workers", "no --workers with --scheduler (the cluster has its own)", args.workers
         )
-    return DaskEngine(
-        scheduler=args.scheduler, partitions=args.partitions, workers=args.workers, rows=rows
-    )
+    del rows
+    return DaskEngine(scheduler=args.scheduler, partitions=args.partitions, workers=args.workers)
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:

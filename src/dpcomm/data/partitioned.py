@@ -116,6 +116,47 @@ def column_positions(names: Sequence[str], columns: Sequence[str] | None) -> tup
     return tuple(sorted(wanted))
 
 
+@dataclass(frozen=True)
+class RowRange:
+    """Rows [start, stop) of a row source, as a row source of their own (read from row 0).
+
+    What an engine ships to another process for one partition: the source's own description
+    (a few bytes for files or synthetic rows) and the range. A table in memory is cut instead
+    (:func:`row_range`), so that only the range's rows travel.
+    """
+
+    source: RowSource
+    start: int
+    stop: int
+
+    @property
+    def name(self) -> str:
+        """The table name."""
+        return self.source.name
+
+    @property
+    def num_rows(self) -> int:
+        """The range's number of rows."""
+        return self.stop - self.start
+
+    def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
+        """Rows [start, stop) of the range (see :meth:`RowSource.read`)."""
+        start, stop = check_range(start, stop, self.num_rows)
+        return self.source.read(self.start + start, self.start + stop, columns)
+
+    def schema(self) -> Table:
+        """The source's schema."""
+        return self.source.schema()
+
+
+def row_range(source: RowSource, start: int, stop: int) -> RowSource:
+    """Rows [start, stop) of ``source`` as a small row source (see :class:`RowRange`)."""
+    start, stop = check_range(start, stop, source.num_rows)
+    if isinstance(source, InMemoryRows):
+        return InMemoryRows(source.table.slice(start, stop))
+    return RowRange(source, start, stop)
+
+
 # ----------------------------------------------------------------------------- in memory
 
 

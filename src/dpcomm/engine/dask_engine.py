@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.data.table import slice_rows
 from dpcomm.engine.memory import Simulation
 from dpcomm.engine.partition import (
     Channels,
@@ -53,7 +52,7 @@ from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, Scramblers
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
-from dpcomm.queries.program import QueryProgram
+from dpcomm.queries.program import QueryProgram, SourceRows, num_sources, public_program
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -66,26 +65,15 @@ PARTITION_ROWS = 500_000
 SCHEDULER_VARIABLE = "DASK_SCHEDULER_ADDRESS"
 
 
-def read_rows(source: Any, start: int, stop: int, columns: Sequence[str] | None) -> Any:
-    """Rows [start, stop) of a row source (runs on a worker)."""
-    return source.read(start, stop, columns)
+def read_rows(rows: SourceRows) -> Any:
+    """Every row of a partition's rows (runs on a worker; checked against the program)."""
+    return rows.read(0, rows.num_rows)
 
 
 def _stage_task(
-    context: RunContext,
-    partition: Partition,
-    rows: Any,
-    source: Any,
-    columns: Sequence[str] | None,
-    state: Any,
-    stage: int,
+    context: RunContext, partition: Partition, rows: Any, state: Any, stage: int
 ) -> tuple[list[FlowPart], list[Observed]]:
-    """One partition's stage: its rows (given, or read here), then the role steps."""
-    if rows is None:
-        rows = source.read(partition.start, partition.stop, columns)
-    check = getattr(context.program, "check_rows", None)
-    if check is not None:
-        check(rows)
+    """One partition's stage: the role steps over its rows."""
     return run_stage_part(context, partition, rows, state, stage)
 
 
@@ -137,9 +125,6 @@ class DaskEngine:
             one per worker); the run does not depend on it.
         workers: workers of the LocalCluster started for a run without client or scheduler
             (default: one per core).
-        rows: where the sources' rows come from when the program holds none (a
-            :class:`~dpcomm.data.partitioned.RowSource`: Parquet files, synthetic rows), read
-            partition by partition on the workers.
         collect_traffic: gather every edge (True), keep them on the workers and report
             summaries (False), or decide by size (None: up to 1,000,000 sources).
         progress_stream: where the progress bar and the dashboard address go (stderr).
@@ -156,7 +141,6 @@ class DaskEngine:
         scheduler: str | None = None,
         partitions: int | None = None,
         workers: int | None = None,
-        rows: Any = None,
         collect_traffic: bool | None = None,
         progress_stream: TextIO | None = None,
     ) -> None:
@@ -178,7 +162,6 @@ class DaskEngine:
         self.scheduler = scheduler
         self.partitions = partitions
         self.workers = workers
-        self.rows = rows
         self.collect_traffic = collect_traffic
         self.progress_stream = progress_stream
 
@@ -232,7 +215,7 @@ class _Execution:
         self.program = program
         self.transformed = transformed
         self.progress = progress
-        self.num_sources = program.num_sources
+        self.num_sources = num_sources(program)
         self.collect = (
             self.num_sources <= COLLECT_LIMIT
             if engine.collect_traffic is None
@@ -249,7 +232,9 @@ class _Execution:
                 streams.append(roles.dummies_stream(name, chosen.num_dummies))
         # Without a seed, keys are drawn on first use: draw them here, once for every copy.
         self.randomness.derive(*streams)
-        self.context = RunContext(program.public(), transformed, self.randomness, self.collect)
+        self.context = RunContext(
+            public_program(program), transformed, self.randomness, self.collect
+        )
         workers = max(1, len(client.scheduler_info()["workers"]))
         wanted = engine.partitions or max(workers, -(-self.num_sources // PARTITION_ROWS))
         self.partitions = partition_cuts(self.context.routes, self.num_sources, wanted)
@@ -263,33 +248,14 @@ class _Execution:
             "traffic": "edges" if self.collect else "summaries (edges kept on the workers)",
         }
 
-    def _rows(self) -> tuple[list[Any], Any, Sequence[str] | None]:
-        """Per partition: its rows (futures) or None (read in the task), the source, columns."""
-        program = self.program
-        source = self.engine.rows
-        holds = getattr(program, "table", None) is not None or (
-            getattr(program, "points", None) is not None
-        )
-        if holds:
-            whole = program.source_rows()
-            pieces = [slice_rows(whole, p.start, p.stop) for p in self.partitions]
-            return list(self.client.scatter(pieces, hash=False)), None, None
-        if source is None:
-            raise InvalidParameterError(
-                "rows", "a row source for a program without rows (DaskEngine(rows=...))", None
-            )
-        if source.num_rows != self.num_sources:
-            raise InvalidParameterError(
-                "rows", f"a row source of {self.num_sources:,} rows", source.num_rows
-            )
-        columns = [c.name for c in getattr(program, "columns", ())] or None
-        if program.num_stages > 1:
-            futures = [
-                self.client.submit(read_rows, source, p.start, p.stop, columns, pure=False)
-                for p in self.partitions
-            ]
-            return futures, source, columns
-        return [None] * len(self.partitions), source, columns
+    def _rows(self) -> list[Future[Any]]:
+        """Per partition, its rows read on a worker once (kept there for every stage)."""
+        rows = self.program.rows
+        if rows is None:
+            raise InvalidParameterError("program", "a program with its sources' rows", None)
+        parts = [rows.part(p.start, p.stop) for p in self.partitions]
+        shipped = self.client.scatter(parts, hash=False)
+        return [self.client.submit(read_rows, part, pure=False) for part in shipped]
 
     def _bar(self, total: int) -> Any:
         if not self.progress:
@@ -310,26 +276,18 @@ class _Execution:
 
         client, program, context = self.client, self.program, self.context
         [shared] = client.scatter([context], broadcast=True, hash=False)
-        rows, source, columns = self._rows()
+        rows = self._rows()
         state = program.initial_state()
         delivered = PackedMasks()
         summaries: dict[str, FlowSummary] = {}
         steps: dict[str, list[FlowSteps]] = {}
         kept: list[list[Future[Any]]] = [[] for _ in self.partitions]
-        bar = self._bar(program.num_stages * len(self.partitions))
+        bar = self._bar(len(program.stages) * len(self.partitions))
         try:
-            for stage in range(program.num_stages):
+            for stage in range(len(program.stages)):
                 futures = [
                     client.submit(
-                        _stage_task,
-                        shared,
-                        partition,
-                        rows[index],
-                        source,
-                        columns,
-                        state,
-                        stage,
-                        pure=False,
+                        _stage_task, shared, partition, rows[index], state, stage, pure=False
                     )
                     for index, partition in enumerate(self.partitions)
                 ]
@@ -345,14 +303,14 @@ class _Execution:
                         bar.update(1)
                 del futures
                 outputs: dict[tuple[str, int], Any] = {}
-                for flow_index, name in enumerate(program.stage_flows(stage)):
+                for flow_index, name in enumerate(program.stages[stage]):
                     flow_parts = [p[flow_index] for p in parts]
                     targets = range(context.routes.num_targets(name))
                     produced = program.combine_partials(
                         state, stage, name, [p.partials for p in flow_parts], targets
                     )
                     for output in produced.values():
-                        program.check_output(name, output)
+                        program.codec.outputs(name).check(output)
                     outputs.update({(name, t): output for t, output in produced.items()})
                     delivered.add(name, self._join(flow_parts), self.num_sources)
                     for part in flow_parts:
@@ -366,8 +324,7 @@ class _Execution:
             if bar is not None:
                 bar.close()
         for future in rows:
-            if future is not None:
-                future.release()
+            future.release()
         if self.collect:
             traffic, efficiency = self._collected(steps)
             return state, delivered, traffic, efficiency

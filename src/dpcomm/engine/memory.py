@@ -26,12 +26,13 @@ from dpcomm.engine.traffic import TrafficLog
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.plan.routes import Routes
 from dpcomm.plan.transform import TransformedPlan
+from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
-from dpcomm.queries.program import BoolArray, IntArray, QueryProgram
+from dpcomm.queries.program import BoolArray, IntArray, QueryProgram, source_rows
 
 
 def _stages(program: QueryProgram, progress: bool) -> Iterator[int]:
-    stages = range(program.num_stages)
+    stages = range(len(program.stages))
     if not progress:
         yield from stages
         return
@@ -125,13 +126,13 @@ def run_stages(
     all the delivered tuples, so every engine gets the same outputs, state and result.
     """
     transformed = prepared.transformed
-    rows = program.source_rows()
+    rows = source_rows(program)
     state = program.initial_state()
     delivered: dict[str, BoolArray] = {}
     routes: dict[str, IntArray] = {}
     for stage in _stages(program, progress):
         outputs: dict[tuple[str, int], Any] = {}
-        for name in program.stage_flows(stage):
+        for name in program.stages[stage]:
             truth = np.asarray(program.route(state, name, rows), dtype=np.int64)
             routes[name] = truth
             real = simulation.send_data_flow(name, truth)
@@ -139,11 +140,11 @@ def run_stages(
             counted = np.flatnonzero(real)
             targets = program.plan.group(program.plan.flow(name).receiver).count
             tuples = select_rows(program.carried(name, rows), real)
-            produced = program.target_outputs(
-                state, stage, name, tuples, truth[counted], range(targets)
+            produced = roles.target_outputs(
+                program, state, stage, name, tuples, truth[counted], range(targets)
             )
             for output in produced.values():
-                program.check_output(name, output)
+                program.codec.outputs(name).check(output)
             outputs.update({(name, target): output for target, output in produced.items()})
         state = program.merge(state, stage, outputs)
     simulation.send_fixed_flows()

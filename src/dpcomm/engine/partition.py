@@ -219,7 +219,7 @@ def run_stage_part(
     """
     program, routes = context.program, context.routes
     parts, kept = [], []
-    for name in program.stage_flows(stage):
+    for name in program.stages[stage]:
         truth = np.asarray(program.route(state, name, rows), dtype=np.int64)
         steps = flow_steps(routes, context.randomness, name, truth, partition.sources)
         real = steps.real

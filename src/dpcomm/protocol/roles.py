@@ -12,7 +12,7 @@ per (role, flow, purpose), so that a node draws the same values whichever engine
 * **scrambler** (:func:`scrambler_dummies`, :func:`scrambler_shuffle`): Algorithm 1, d dummies
   (capped or not) and a uniformly random order of its batch.
 * **target** (compute node): discards dummies, and computes its output from the real tuples of
-  the batches that committed (:meth:`ProgramHooks.target_outputs`). The output can also be
+  the batches that committed (:func:`target_outputs`). The output can also be
   computed in parts: partial outputs of disjoint subsets of the tuples
   (:meth:`ProgramHooks.target_partials`), combined into exactly the same output
   (:meth:`ProgramHooks.combine_partials`) whatever the split, for an engine that processes the
@@ -50,11 +50,15 @@ from dpcomm.protocol.source import flood_in_chunks, sample_targets
 
 
 class ProgramHooks(Protocol):
-    """What a query program supplies to the roles (Aggregate and K-means implement it).
+    """What a query program supplies to the roles: ten members (Aggregate and K-means).
 
     ``rows`` are the data of source nodes (one row per source), ``tuples`` what a source sends
     in one flow, ``state`` what every node knows before a stage (public, or derived from the
     previous stage's outputs), an *output* what a target (compute node) sends on after a stage.
+    A target's output is computed in parts: partial outputs of disjoint subsets of its tuples
+    (:meth:`target_partials`), combined into exactly the same output whatever the split
+    (:meth:`combine_partials`), so that an engine may process the sources' rows by partition;
+    :func:`target_outputs` is the combination of one part.
     """
 
     @property
@@ -68,12 +72,8 @@ class ProgramHooks(Protocol):
         ...
 
     @property
-    def num_stages(self) -> int:
-        """Number of stages (1 for Aggregate, I for K-means)."""
-        ...
-
-    def stage_flows(self, stage: int) -> tuple[str, ...]:
-        """The data-dependent flows sent in ``stage`` (0-based)."""
+    def stages(self) -> tuple[tuple[str, ...], ...]:
+        """The data-dependent flows sent in each stage (one stage for Aggregate, I for K-means)."""
         ...
 
     def initial_state(self) -> Any:
@@ -88,23 +88,6 @@ class ProgramHooks(Protocol):
         """Source step: the tuples ``rows`` send in ``flow`` (what a real message carries)."""
         ...
 
-    def target_outputs(
-        self,
-        state: Any,
-        stage: int,
-        flow: str,
-        tuples: Any,
-        tuple_targets: IntArray,
-        targets: Sequence[int],
-    ) -> dict[int, Any]:
-        """Target step: the output of each of ``targets`` from the real tuples it received.
-
-        ``tuple_targets[i]`` is the target that received ``tuples`` row i. A target may only
-        read the parts of ``state`` it produced itself or that are public. Equal to
-        :meth:`combine_partials` of the one :meth:`target_partials` of all the tuples.
-        """
-        ...
-
     def target_partials(
         self,
         state: Any,
@@ -116,11 +99,10 @@ class ProgramHooks(Protocol):
     ) -> dict[int, Any]:
         """Target step, in parts: a partial output of each of ``targets`` from some tuples.
 
-        The arguments are those of :meth:`target_outputs`, ``tuples`` any subset of the real
-        tuples (possibly empty); every one of ``targets`` gets a partial. Partials are
-        picklable: an engine that splits the tuples (e.g. by partition of the sources' rows)
-        computes the partials where the tuples are and combines them
-        (:meth:`combine_partials`).
+        ``tuples`` is any subset of the real tuples (possibly empty), ``tuple_targets[i]`` the
+        target that received row i; every one of ``targets`` gets a partial. A target may only
+        read the parts of ``state`` it produced itself or that are public. Partials are
+        picklable: an engine that splits the tuples computes the partials where the tuples are.
         """
         ...
 
@@ -134,9 +116,9 @@ class ProgramHooks(Protocol):
     ) -> dict[int, Any]:
         """The output of each of ``targets`` from its partials over disjoint subsets of tuples.
 
-        Equal (``==``) to :meth:`target_outputs` over the union of the subsets, whatever the
-        split and the order of ``partials``: a target missing from every partial, or partials
-        of empty subsets, give the output of a target that received no tuple.
+        The same (``==``) whatever the split and the order of ``partials``: a target missing
+        from every partial, or partials of empty subsets, give the output of a target that
+        received no tuple.
         """
         ...
 
@@ -150,6 +132,24 @@ class ProgramHooks(Protocol):
     def result(self, state: Any) -> Any:
         """The final result from the state after the last stage."""
         ...
+
+
+def target_outputs(
+    program: ProgramHooks,
+    state: Any,
+    stage: int,
+    flow: str,
+    tuples: Any,
+    tuple_targets: IntArray,
+    targets: Sequence[int],
+) -> dict[int, Any]:
+    """Target step: the output of each of ``targets`` from every real tuple it received.
+
+    The combination of the one partial of all the tuples
+    (:meth:`ProgramHooks.target_partials`, :meth:`ProgramHooks.combine_partials`).
+    """
+    partials = program.target_partials(state, stage, flow, tuples, tuple_targets, targets)
+    return program.combine_partials(state, stage, flow, [partials], targets)
 
 
 def sample_stream(flow: str) -> Stream:

@@ -15,7 +15,6 @@ every engine runs it through the same role steps.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -24,19 +23,18 @@ from typing import Any
 import numpy as np
 
 from dpcomm.accounting._validation import check_int
+from dpcomm.data.partitioned import InMemoryRows, RowSource, row_range
 from dpcomm.data.table import Table, value_kind
-from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.queries.codec import (
-    MAX_STRING_BYTES,
-    CodecError,
-    ColumnSpec,
-    TableCodec,
-    dumps,
-    from_hex,
-    loads,
+from dpcomm.queries.aggregate_wire import (
+    TEXT_FIELD_OVERHEAD,
+    AggregateCodec,
+    AggregateOutput,
+    OutputOverflowError,
 )
+from dpcomm.queries.codec import MAX_STRING_BYTES, ColumnSpec
 from dpcomm.queries.groupby import (
     GroupPartials,
     empty_partials,
@@ -48,8 +46,19 @@ from dpcomm.queries.groupby import (
     merge_partials,
     partition_keys,
 )
-from dpcomm.queries.program import IntArray, Row
+from dpcomm.queries.program import IntArray, Row, register_program, spec_header
 from dpcomm.queries.query import BoundAggregate
+
+__all__ = [
+    "DEFAULT_COMPUTE_NODES",
+    "DEFAULT_TEXT_BYTES",
+    "AggregateOutput",
+    "AggregateProgram",
+    "AggregateRows",
+    "AggregateState",
+    "OutputOverflowError",
+    "grouping_set_label",
+]
 
 #: Bytes of one value in a message, for the plan's message sizes (every value travels as 8).
 VALUE_BYTES = 8
@@ -59,88 +68,6 @@ DEFAULT_COMPUTE_NODES = 20
 DEFAULT_TEXT_BYTES = 255
 #: Largest accepted bound on the groups of one output (``max_groups``).
 MAX_OUTPUT_GROUPS = 10_000_000
-#: Bytes of a text field besides its value: the NULL flag and the 2-byte length.
-TEXT_FIELD_OVERHEAD = 3
-#: Length of one value of an output row (after its 1-byte tag).
-_VALUE_HEADER = struct.Struct(">H")
-_INT64 = struct.Struct(">q")
-_FLOAT64 = struct.Struct(">d")
-#: Bytes of tagged JSON any non-text value of an output row takes at most.
-_SCALAR_JSON_BYTES = 64
-#: An output blob starts with: its groups, an overflow flag, its longest row (bytes).
-_OUTPUT_HEADER = struct.Struct(">IBI")
-_ROW_LENGTH = struct.Struct(">I")
-
-
-def _value_bound(sql_type: str, width: int) -> int:
-    """Bytes :func:`_encode_value` takes at most for a value of ``sql_type``.
-
-    ``width`` is a text column's encoded width.
-    """
-    kind = value_kind(sql_type)
-    if kind in ("int", "float"):
-        return 1 + _INT64.size
-    if kind == "text":
-        return max(width, _VALUE_HEADER.size + 1)
-    return 1 + _VALUE_HEADER.size + _SCALAR_JSON_BYTES
-
-
-def _encode_value(value: object) -> bytes:
-    """One value of an output row.
-
-    ``N`` (NULL); ``I`` + int64 or ``F`` + float64 (8 bytes, exact); ``S`` + a 2-byte length +
-    UTF-8 text; ``J`` + a 2-byte length + tagged JSON (:func:`dumps`) for anything else.
-    """
-    if value is None:
-        return b"N"
-    if isinstance(value, bool | np.bool_):
-        data, tag = dumps(bool(value)), b"J"
-    elif isinstance(value, int | np.integer) and -(2**63) <= int(value) < 2**63:
-        return b"I" + _INT64.pack(int(value))
-    elif isinstance(value, float | np.floating):
-        return b"F" + _FLOAT64.pack(float(value))
-    elif isinstance(value, str):
-        data, tag = value.encode("utf-8"), b"S"
-    else:
-        data, tag = dumps(value), b"J"
-    # A value longer than 65,535 bytes is longer than any bound: its row overflows (and the
-    # output says so) before anything would read the clipped length.
-    return tag + _VALUE_HEADER.pack(min(len(data), 0xFFFF)) + data
-
-
-def _decode_values(data: bytes) -> list[object]:
-    """Inverse of a row of :func:`_encode_value`; CodecError if malformed."""
-    values: list[object] = []
-    offset = 0
-    while offset < len(data):
-        tag = data[offset : offset + 1]
-        if tag == b"N":
-            values.append(None)
-            offset += 1
-            continue
-        if tag in (b"I", b"F"):
-            if offset + 1 + _INT64.size > len(data):
-                raise CodecError("an output number cut short")
-            codec = _INT64 if tag == b"I" else _FLOAT64
-            values.append(codec.unpack_from(data, offset + 1)[0])
-            offset += 1 + _INT64.size
-            continue
-        if tag not in (b"S", b"J") or offset + 1 + _VALUE_HEADER.size > len(data):
-            raise CodecError(f"an output value with tag {tag!r}")
-        (length,) = _VALUE_HEADER.unpack_from(data, offset + 1)
-        start = offset + 1 + _VALUE_HEADER.size
-        body = data[start : start + length]
-        if len(body) != length:
-            raise CodecError("an output value longer than its row")
-        if tag == b"S":
-            try:
-                values.append(body.decode("utf-8"))
-            except UnicodeDecodeError as error:
-                raise CodecError(f"an output text value: {error}") from error
-        else:
-            values.append(loads(body))
-        offset = start + length
-    return values
 
 
 def _public_width(spec: ColumnSpec, text_bytes: int) -> ColumnSpec:
@@ -157,36 +84,9 @@ def _public_width(spec: ColumnSpec, text_bytes: int) -> ColumnSpec:
     return replace(spec, width=TEXT_FIELD_OVERHEAD + text_bytes)
 
 
-class OutputOverflowError(DpcommError):
-    """A compute node held more groups (or a longer row) than the public output bound."""
-
-    def __init__(self, flow: str, count: int, longest: int, *, groups: int, row: int) -> None:
-        if count > groups:
-            what = f"{count:,} groups, more than the public bound of {groups:,} (--max-groups)"
-        else:
-            what = f"a result row of {longest:,} bytes, more than the bound of {row:,}"
-        super().__init__(
-            f"grouping set {flow}: a compute node had {what}; its output was withheld "
-            "(outputs have one public size, so that their length does not depend on the data)"
-        )
-
-
 def grouping_set_label(columns: tuple[str, ...]) -> str:
     """``(A, B)`` for a grouping set, ``()`` for the empty one."""
     return "(" + ", ".join(columns) + ")"
-
-
-@dataclass(frozen=True)
-class AggregateOutput:
-    """What one compute node sends to the result node: its groups' keys and result rows.
-
-    Attributes:
-        keys: each row's grouping key (the values of the grouping set's columns).
-        rows: the result rows of the compute node's groups, in key order.
-    """
-
-    keys: tuple[tuple[object, ...], ...]
-    rows: tuple[Row, ...]
 
 
 @dataclass(frozen=True)
@@ -200,6 +100,7 @@ class AggregateState:
         return dict(self.outputs)
 
 
+@register_program("aggregate")
 @dataclass(frozen=True, eq=False)
 class AggregateProgram:
     """An Aggregate query compiled to a plan, with the sources' rows (or none on a node).
@@ -215,6 +116,8 @@ class AggregateProgram:
         max_text_bytes: the public bound on the UTF-8 bytes of a text value; every text
             field of a payload is this wide, whatever the table's longest value (a width
             taken from the data would tell neighbouring tables apart by the frame size).
+        source: where the rows are read by ranges when the program holds no table (Parquet
+            files, synthetic rows read by the Dask engine's workers).
     """
 
     query: BoundAggregate
@@ -224,6 +127,7 @@ class AggregateProgram:
     num_sources: int = 0
     max_groups: int | None = None
     max_text_bytes: int = DEFAULT_TEXT_BYTES
+    source: RowSource | None = field(default=None, repr=False)
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -307,38 +211,15 @@ class AggregateProgram:
             int(source.num_rows),
             max_groups,
             max_text_bytes,
+            source,
         )
-
-    def check_rows(self, rows: Table) -> None:
-        """InvalidParameterError unless ``rows`` (a part of the sources' rows) fit the program.
-
-        What the constructor checks of a whole table: the bound schema, and text values of
-        at most ``max_text_bytes`` bytes.
-        """
-        needed = {c.name.lower() for c in self.columns}
-        self.query.check_table(rows, columns=needed)
-        for column in rows.columns:
-            if column.name.lower() in needed:
-                _public_width(ColumnSpec.of(column), self.max_text_bytes)
 
     # ------------------------------------------------------------------ public description
-
-    def public(self) -> AggregateProgram:
-        """The same program without the rows (what every node may know)."""
-        return AggregateProgram(
-            self.query,
-            None,
-            self.num_compute_nodes,
-            self.columns,
-            self.num_sources,
-            self.max_groups,
-            self.max_text_bytes,
-        )
 
     def to_spec(self) -> dict[str, Any]:
         """The public description, JSON-ready (a node rebuilds the program from it)."""
         return {
-            "kind": "aggregate",
+            **spec_header("aggregate", AggregateProgram),
             "query": self.query.to_dict(),
             "num_compute_nodes": self.num_compute_nodes,
             "columns": [c.to_dict() for c in self.columns],
@@ -407,13 +288,9 @@ class AggregateProgram:
         )
 
     @property
-    def num_stages(self) -> int:
+    def stages(self) -> tuple[tuple[str, ...], ...]:
         """A single stage: every grouping set is sent at once."""
-        return 1
-
-    def stage_flows(self, stage: int) -> tuple[str, ...]:
-        """Every grouping set's flow."""
-        return self.flow_names
+        return (self.flow_names,)
 
     def initial_state(self) -> AggregateState:
         """Nothing merged yet."""
@@ -444,22 +321,6 @@ class AggregateProgram:
     def carried(self, flow: str, rows: Table) -> Table:
         """The grouping set's columns and the aggregated columns of ``rows``."""
         return rows.select(self.query.carried_columns(self.set_index(flow)))
-
-    def target_outputs(
-        self,
-        state: AggregateState,
-        stage: int,
-        flow: str,
-        tuples: Table,
-        tuple_targets: IntArray,
-        targets: Sequence[int],
-    ) -> dict[int, AggregateOutput]:
-        """Each compute node's groups and result rows over the real tuples it received.
-
-        :meth:`combine_partials` of the one :meth:`target_partials` of every tuple.
-        """
-        partials = self.target_partials(state, stage, flow, tuples, tuple_targets, targets)
-        return self.combine_partials(state, stage, flow, [partials], targets)
 
     def target_partials(
         self,
@@ -546,147 +407,26 @@ class AggregateProgram:
             rows.extend(dict(row) for _, row in pairs)
         return rows
 
-    # ------------------------------------------------------------------ wire
-
-    def tuple_codec(self, flow: str) -> TableCodec:
-        """How a source's tuple of ``flow`` travels (fixed size, exact values)."""
-        by_name = {c.name.lower(): c for c in self.columns}
-        names = self.query.carried_columns(self.set_index(flow))
-        return TableCodec(tuple(by_name[n.lower()] for n in names))
-
-    def tuple_size(self) -> int:
-        """The largest encoded tuple over the flows (every payload is padded to one size)."""
-        return max(self.tuple_codec(flow).size for flow in self.flow_names)
-
-    def groups_bound(self, flow: str) -> int:
-        """Groups every output of ``flow`` is padded to.
-
-        1 for the empty grouping set, else ``max_groups`` (default S: one compute node can
-        hold at most every source's group).
-        """
-        if not self.query.grouping_sets[self.set_index(flow)]:
-            return 1
-        return self.max_groups if self.max_groups is not None else self.num_sources
-
-    @cached_property
-    def row_bound(self) -> int:
-        """Bytes one output row may take, from the public schema.
-
-        A row is its key and its result values, each written by :func:`_encode_value`: an
-        integer of an int64 type or a float in 9 bytes, a text value of a column of encoded
-        width w (``max_text_bytes`` + 3) in at most w, any other value (tagged JSON of an
-        integer below 2^160, a decimal of 38 digits, a date, a time) in at most 3 + 64. The
-        types are DuckDB's: the columns' for the keys, the query's output types for the rows.
-        """
-        by_name = {c.name.lower(): c for c in self.columns}
-
-        def key_bound(column: str) -> int:
-            spec = by_name.get(column.lower())
-            return _value_bound(spec.sql_type if spec else "", spec.width if spec else 0)
-
-        keys = sum(key_bound(c) for c in self.query.grouping_columns)
-        values = 0
-        for output, sql_type in zip(self.query.outputs, self.query.output_types, strict=True):
-            spec = by_name.get(output.column.lower()) if output.column else None
-            values += _value_bound(sql_type, spec.width if spec else 0)
-        return keys + values
-
-    def output_size(self, flow: str) -> int:
-        """Bytes of every output blob of ``flow`` (a public function of the plan)."""
-        return _OUTPUT_HEADER.size + self.groups_bound(flow) * (_ROW_LENGTH.size + self.row_bound)
-
-    def encode_output(self, flow: str, output: AggregateOutput) -> bytes:
-        """A compute node's output, padded to :meth:`output_size` whatever its groups.
-
-        Its length is public, so the compute → result traffic does not depend on the data (the
-        plan calls that flow data-independent). A node with more groups than the bound, or a
-        row longer than :attr:`row_bound`, sends a blob of the same length that says so
-        (:meth:`decode_output` raises :class:`OutputOverflowError`): never a longer one.
-        """
-        rows = self._encoded_rows(output)
-        size = self.output_size(flow)
-        longest = max((len(r) for r in rows), default=0)
-        if self._overflow(flow, rows) is not None:
-            header = _OUTPUT_HEADER.pack(len(rows), 1, longest)
-            return header + bytes(size - len(header))
-        width = self.row_bound
-        parts = [_OUTPUT_HEADER.pack(len(rows), 0, longest)]
-        for row in rows:
-            parts.append(_ROW_LENGTH.pack(len(row)) + row + bytes(width - len(row)))
-        blob = b"".join(parts)
-        return blob + bytes(size - len(blob))
-
-    def check_output(self, flow: str, output: AggregateOutput) -> None:
-        """OutputOverflowError if ``output`` does not fit the public bound of ``flow``.
-
-        That is what :meth:`encode_output` would withhold: every engine fails the same way.
-        """
-        error = self._overflow(flow, self._encoded_rows(output))
-        if error is not None:
-            raise error
-
-    def _encoded_rows(self, output: AggregateOutput) -> list[bytes]:
-        names = list(self.query.output_names)
-        return [
-            b"".join(_encode_value(v) for v in (*key, *(row[n] for n in names)))
-            for key, row in zip(output.keys, output.rows, strict=True)
-        ]
-
-    def _overflow(self, flow: str, rows: list[bytes]) -> OutputOverflowError | None:
-        longest = max((len(r) for r in rows), default=0)
-        groups, width = self.groups_bound(flow), self.row_bound
-        if len(rows) > groups or longest > width:
-            return OutputOverflowError(flow, len(rows), longest, groups=groups, row=width)
-        return None
-
-    def decode_output(self, flow: str, data: bytes) -> AggregateOutput:
-        """Inverse of :meth:`encode_output`.
-
-        Raises:
-            CodecError: malformed bytes.
-            OutputOverflowError: the node's groups did not fit the public bound.
-        """
-        if len(data) != self.output_size(flow):
-            raise CodecError(f"an output of {len(data)} bytes, expected {self.output_size(flow)}")
-        count, overflow, longest = _OUTPUT_HEADER.unpack_from(data)
-        if overflow:
-            raise OutputOverflowError(
-                flow, count, longest, groups=self.groups_bound(flow), row=self.row_bound
-            )
-        if count > self.groups_bound(flow):
-            raise CodecError(f"an output of {count} groups, at most {self.groups_bound(flow)}")
-        names = list(self.query.output_names)
-        width = len(self.query.grouping_sets[self.set_index(flow)])
-        keys, rows = [], []
-        offset = _OUTPUT_HEADER.size
-        step = _ROW_LENGTH.size + self.row_bound
-        for _ in range(count):
-            (length,) = _ROW_LENGTH.unpack_from(data, offset)
-            if length > self.row_bound:
-                raise CodecError(f"an output row of {length} bytes")
-            start = offset + _ROW_LENGTH.size
-            values = _decode_values(data[start : start + length])
-            if len(values) != width + len(names):
-                raise CodecError(f"an output row of {len(values)} values")
-            keys.append(tuple(values[:width]))
-            rows.append(dict(zip(names, values[width:], strict=True)))
-            offset += step
-        return AggregateOutput(tuple(keys), tuple(rows))
-
-    def encode_rows(self, indices: Sequence[int]) -> list[str]:
-        """Rows ``indices`` of the sources (every column the query reads), hexadecimal."""
-        rows = self.source_rows().take(np.asarray(indices, dtype=np.int64))
-        return [payload.hex() for payload in TableCodec(self.columns).encode(rows)]
-
-    def decode_rows(self, encoded: Sequence[str]) -> Table:
-        """Inverse of :meth:`encode_rows`: a source node's own rows."""
-        payloads = from_hex(encoded, "row")
-        return TableCodec(self.columns).decode(payloads, name=self.query.table_name)
-
     # ------------------------------------------------------------------ driver side
 
+    @property
+    def rows(self) -> AggregateRows | None:
+        """The sources' rows: the table, or the row source read by ranges (None on a node)."""
+        if self.table is not None:
+            return AggregateRows(InMemoryRows(self.table), self.query, self.columns, None)
+        if self.source is not None:
+            return AggregateRows(self.source, self.query, self.columns, self.max_text_bytes)
+        return None
+
+    @cached_property
+    def codec(self) -> AggregateCodec:
+        """How the tuples, outputs and sources' rows travel."""
+        return AggregateCodec(
+            self.query, self.columns, self.flow_names, self.num_sources, self.max_groups
+        )
+
     def source_rows(self) -> Table:
-        """The sources' rows (only where the program holds them)."""
+        """The sources' rows (only where the program holds them: a table, read whole)."""
         if self.table is None:
             raise InvalidParameterError("table", "a program with the sources' rows", None)
         return self.table
@@ -696,3 +436,46 @@ class AggregateProgram:
         table = self.source_rows()
         everything = np.ones(table.num_rows, dtype=bool)
         return evaluate(self.query, table, [everything] * self.query.num_grouping_sets)
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateRows:
+    """The sources' rows of an Aggregate program, read by ranges (what engines call ``rows``).
+
+    Attributes:
+        source: where the rows are (a table in memory, Parquet files, synthetic rows).
+        query: the bound query (its schema checks every range read).
+        columns: the columns the query reads, as they travel.
+        max_text_bytes: the public bound on a text value, checked on every range read (None:
+            the whole table was checked when the program was built).
+    """
+
+    source: RowSource
+    query: BoundAggregate
+    columns: tuple[ColumnSpec, ...]
+    max_text_bytes: int | None
+
+    @property
+    def num_rows(self) -> int:
+        """S."""
+        return int(self.source.num_rows)
+
+    def part(self, start: int, stop: int) -> AggregateRows:
+        """Rows [start, stop) as rows of their own, small to ship (a partition's)."""
+        return replace(self, source=row_range(self.source, start, stop))
+
+    def read(self, start: int, stop: int) -> Table:
+        """Rows [start, stop) of the columns the query reads, checked against the program.
+
+        What the program checks of a whole table: the bound schema, and text values of at
+        most ``max_text_bytes`` bytes (InvalidParameterError otherwise).
+        """
+        names = [c.name for c in self.columns]
+        rows = self.source.read(start, stop, names)
+        if self.max_text_bytes is not None:
+            needed = {name.lower() for name in names}
+            self.query.check_table(rows, columns=needed)
+            for column in rows.columns:
+                if column.name.lower() in needed:
+                    _public_width(ColumnSpec.of(column), self.max_text_bytes)
+        return rows

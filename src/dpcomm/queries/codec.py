@@ -345,6 +345,90 @@ class VectorCodec:
         return np.frombuffer(data, dtype=">f4").astype(np.float32).reshape(-1, self.dimension)
 
 
+@dataclass(frozen=True)
+class ArrayCodec:
+    """Items of a fixed numpy ``shape`` and ``dtype`` (one per row): fixed-size payloads.
+
+    The values travel big-endian, exactly; an array of rows encodes to one payload per row.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def size(self) -> int:
+        """Bytes of one encoded item."""
+        return int(np.dtype(self.dtype).itemsize * int(np.prod(self.shape, dtype=np.int64)))
+
+    def encode(self, items: npt.ArrayLike) -> list[bytes]:
+        """One payload per item of ``items`` (an array of shape (rows, *shape))."""
+        wire = np.dtype(self.dtype).newbyteorder(">")
+        # Rows of the flattened items: a row is an array (a scalar would be native-endian).
+        count = max(1, int(np.prod(self.shape, dtype=np.int64)))
+        array = np.asarray(items, dtype=wire).reshape(-1, count)
+        return [item.tobytes() for item in array]
+
+    def decode(self, payloads: Sequence[bytes]) -> npt.NDArray[Any]:
+        """The items, as an array of shape (len(payloads), *shape); CodecError if malformed."""
+        for payload in payloads:
+            if len(payload) != self.size:
+                raise CodecError(f"an item of {len(payload)} bytes, expected {self.size}")
+        wire = np.dtype(self.dtype).newbyteorder(">")
+        data = np.frombuffer(b"".join(payloads), dtype=wire)
+        return data.astype(self.dtype).reshape(len(payloads), *self.shape)
+
+
+@dataclass(frozen=True)
+class ArrayOutputCodec:
+    """A target's output that is one array of a fixed shape: it always has the public size."""
+
+    items: ArrayCodec
+
+    @property
+    def size(self) -> int:
+        """Bytes of every output."""
+        return self.items.size
+
+    def encode(self, output: npt.ArrayLike) -> bytes:
+        """``output`` in :attr:`size` bytes."""
+        return self.items.encode(np.asarray(output).reshape(1, *self.items.shape))[0]
+
+    def decode(self, data: bytes) -> npt.NDArray[Any]:
+        """Inverse of :meth:`encode`; CodecError if malformed."""
+        decoded: npt.NDArray[Any] = self.items.decode([data])[0]
+        return decoded
+
+    def check(self, output: npt.ArrayLike) -> None:
+        """CodecError unless ``output`` has the public shape."""
+        shape = np.shape(output)
+        if shape != self.items.shape:
+            raise CodecError(f"an output of shape {shape}, expected {self.items.shape}")
+
+
+@dataclass(frozen=True)
+class UniformCodec:
+    """A program's codec when every flow's tuples and outputs travel the same way."""
+
+    tuple_codec: ArrayCodec
+    output_codec: ArrayOutputCodec
+    row_codec: ArrayCodec
+
+    def tuples(self, flow: str) -> ArrayCodec:
+        """The tuples of any flow."""
+        del flow
+        return self.tuple_codec
+
+    def outputs(self, flow: str) -> ArrayOutputCodec:
+        """The outputs of any flow."""
+        del flow
+        return self.output_codec
+
+    @property
+    def rows(self) -> ArrayCodec:
+        """A source's row."""
+        return self.row_codec
+
+
 # --------------------------------------------------------------------------- tagged JSON
 
 

@@ -30,9 +30,9 @@ from dpcomm.accounting._validation import check_int, make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import kmeans_flow, kmeans_plan
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.queries.codec import CodecError, VectorCodec, from_hex
+from dpcomm.queries.codec import CodecError, VectorCodec
 from dpcomm.queries.exactsum import ExactSums, exact_row_sums, merge_exact_sums
-from dpcomm.queries.program import IntArray
+from dpcomm.queries.program import ArrayRows, IntArray, register_program, spec_header
 
 FloatArray = npt.NDArray[np.float64]
 #: The sources' points: float32, what travels (half the memory of float64).
@@ -201,6 +201,7 @@ class KMeansState:
     iterations_done: int
 
 
+@register_program("kmeans")
 @dataclass(frozen=True, eq=False)
 class KMeansProgram:
     """K-means on ``points`` with K centroids and I iterations, one cluster per iteration.
@@ -260,16 +261,10 @@ class KMeansProgram:
         assert self.initial is not None
         return self.initial
 
-    def public(self) -> KMeansProgram:
-        """The same program without the points (what every node may know)."""
-        return KMeansProgram(
-            None, self.num_centroids, self.num_iterations, self.seed, self.initial, self.num_sources
-        )
-
     def to_spec(self) -> dict[str, Any]:
         """The public description, JSON-ready."""
         return {
-            "kind": "kmeans",
+            **spec_header("kmeans", KMeansProgram),
             "num_centroids": self.num_centroids,
             "num_iterations": self.num_iterations,
             "seed": self.seed,
@@ -313,13 +308,9 @@ class KMeansProgram:
         )
 
     @property
-    def num_stages(self) -> int:
-        """One stage per iteration."""
-        return self.num_iterations
-
-    def stage_flows(self, stage: int) -> tuple[str, ...]:
-        """The iteration's flow."""
-        return (self.flow_name(stage + 1),)
+    def stages(self) -> tuple[tuple[str, ...], ...]:
+        """One stage per iteration, each sending the iteration's flow."""
+        return tuple((self.flow_name(i + 1),) for i in range(self.num_iterations))
 
     def initial_state(self) -> KMeansState:
         """The seeded initial centroids."""
@@ -339,23 +330,6 @@ class KMeansProgram:
     def carried(self, flow: str, rows: PointArray) -> PointArray:
         """A source sends its point."""
         return rows
-
-    def target_outputs(
-        self,
-        state: KMeansState,
-        stage: int,
-        flow: str,
-        tuples: FloatArray,
-        tuple_targets: IntArray,
-        targets: Sequence[int],
-    ) -> dict[int, FloatArray]:
-        """Compute node k's new centroid: the mean of the real points it received, as float32.
-
-        A node that received none keeps its centroid (the one it computed itself before).
-        :meth:`combine_partials` of the one :meth:`target_partials` of every point.
-        """
-        partials = self.target_partials(state, stage, flow, tuples, tuple_targets, targets)
-        return self.combine_partials(state, stage, flow, [partials], targets)
 
     def target_partials(
         self,
@@ -419,50 +393,69 @@ class KMeansProgram:
         """Cluster of each of ``points`` under the state's centroids."""
         return nearest_centroid(np.asarray(points, dtype=np.float32), state.centroids)
 
-    # ------------------------------------------------------------------ wire
+    # ------------------------------------------------------------------ rows and wire
 
-    def tuple_codec(self, flow: str) -> VectorCodec:
-        """Points travel as float32 coordinates."""
-        return VectorCodec(self.dimension)
+    @property
+    def rows(self) -> ArrayRows | None:
+        """The sources' points (None on a node: it has its own)."""
+        return None if self.points is None else ArrayRows(self.points)
 
-    def tuple_size(self) -> int:
-        """Bytes of an encoded point."""
-        return VectorCodec(self.dimension).size
-
-    def encode_output(self, flow: str, output: FloatArray) -> bytes:
-        """A centroid as float32 coordinates (one public size, whatever the data)."""
-        del flow
-        return VectorCodec(self.dimension).encode(np.asarray(output).reshape(1, -1))[0]
-
-    def output_size(self, flow: str) -> int:
-        """Bytes of a centroid: the dimension's float32 coordinates."""
-        del flow
-        return self.dimension * COORDINATE_BYTES
-
-    def check_output(self, flow: str, output: FloatArray) -> None:
-        """Nothing to check: a centroid always has the public size."""
-        del flow, output
-
-    def decode_output(self, flow: str, data: bytes) -> FloatArray:
-        """Inverse of :meth:`encode_output`; CodecError if malformed."""
-        del flow
-        if len(data) != self.dimension * COORDINATE_BYTES:
-            raise CodecError(f"a centroid of {len(data)} bytes")
-        centroid: FloatArray = VectorCodec(self.dimension).decode([data])[0].astype(np.float64)
-        return centroid
-
-    def encode_rows(self, indices: Sequence[int]) -> list[str]:
-        """Points ``indices`` of the sources, hexadecimal float32."""
-        points = self.source_rows()[np.asarray(indices, dtype=np.int64)]
-        return [payload.hex() for payload in VectorCodec(self.dimension).encode(points)]
-
-    def decode_rows(self, encoded: Sequence[str]) -> PointArray:
-        """Inverse of :meth:`encode_rows`: a source node's own points."""
-        payloads = from_hex(encoded, "point")
-        return VectorCodec(self.dimension).decode(payloads)
+    @property
+    def codec(self) -> KMeansCodec:
+        """Points and centroids travel as float32 coordinates."""
+        return KMeansCodec(self.dimension)
 
     def source_rows(self) -> PointArray:
         """The sources' points (only where the program holds them)."""
         if self.points is None:
             raise InvalidParameterError("points", "a program with the sources' points", None)
         return self.points
+
+
+@dataclass(frozen=True)
+class CentroidCodec:
+    """A centroid as float32 coordinates: one public size, whatever the data."""
+
+    dimension: int
+
+    @property
+    def size(self) -> int:
+        """Bytes of a centroid."""
+        return self.dimension * COORDINATE_BYTES
+
+    def encode(self, output: FloatArray) -> bytes:
+        """``output`` in :attr:`size` bytes."""
+        return VectorCodec(self.dimension).encode(np.asarray(output).reshape(1, -1))[0]
+
+    def decode(self, data: bytes) -> FloatArray:
+        """Inverse of :meth:`encode`; CodecError if malformed."""
+        if len(data) != self.size:
+            raise CodecError(f"a centroid of {len(data)} bytes")
+        centroid: FloatArray = VectorCodec(self.dimension).decode([data])[0].astype(np.float64)
+        return centroid
+
+    def check(self, output: FloatArray) -> None:
+        """Nothing to check: a centroid always has the public size."""
+        del output
+
+
+@dataclass(frozen=True)
+class KMeansCodec:
+    """How K-means' points and centroids travel."""
+
+    dimension: int
+
+    def tuples(self, flow: str) -> VectorCodec:
+        """A point's float32 coordinates."""
+        del flow
+        return VectorCodec(self.dimension)
+
+    def outputs(self, flow: str) -> CentroidCodec:
+        """A centroid's float32 coordinates."""
+        del flow
+        return CentroidCodec(self.dimension)
+
+    @property
+    def rows(self) -> VectorCodec:
+        """A source's point."""
+        return VectorCodec(self.dimension)

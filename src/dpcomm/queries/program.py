@@ -1,26 +1,32 @@
-"""What a compiled query gives an engine: the hooks of :class:`dpcomm.protocol.roles.ProgramHooks`.
+"""What a compiled query gives an engine: the hooks of the roles, its rows, how it travels.
 
 An engine runs a program stage by stage through the role steps of :mod:`dpcomm.protocol.roles`:
 in each stage every data-dependent flow of the stage sends one message per source to the target
 its data chooses (:meth:`~dpcomm.protocol.roles.ProgramHooks.route`); the countermeasures decide
 what is actually sent; the targets compute their outputs from the real tuples that reached them
-(:meth:`~dpcomm.protocol.roles.ProgramHooks.target_outputs`, or in parts: picklable partials of
-disjoint subsets of the tuples, :meth:`~dpcomm.protocol.roles.ProgramHooks.target_partials`,
-combined into exactly the same outputs by
+(in parts, :meth:`~dpcomm.protocol.roles.ProgramHooks.target_partials`, combined by
 :meth:`~dpcomm.protocol.roles.ProgramHooks.combine_partials`); the outputs are merged into the
 next state (:meth:`~dpcomm.protocol.roles.ProgramHooks.merge`). Programs are immutable: the
-evolving state is passed in and returned. The Aggregate and K-means programs also say how their
-tuples and outputs travel in a networked run (:mod:`dpcomm.queries.codec`).
+evolving state is passed in and returned.
+
+A :class:`QueryProgram` adds three members to those ten hooks: its ``rows`` (the sources' data,
+where the program holds it), its ``codec`` (how tuples, outputs and a source's row travel in a
+networked run) and ``to_spec()`` (its public description). Programs join a registry
+(:func:`register_program`) from which every node rebuilds the public program
+(:func:`program_from_spec`): a new kind of computation needs no change to any engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from dpcomm.errors import InvalidParameterError
 from dpcomm.protocol.roles import ProgramHooks
 
 IntArray = npt.NDArray[np.int64]
@@ -29,7 +35,7 @@ Row = dict[str, Any]
 
 
 class TupleCodec(Protocol):
-    """How the tuples of one flow travel: one fixed-size payload per tuple."""
+    """How the tuples of one flow (or the rows of sources) travel: one fixed-size payload each."""
 
     @property
     def size(self) -> int:
@@ -45,73 +51,194 @@ class TupleCodec(Protocol):
         ...
 
 
-class QueryProgram(ProgramHooks, Protocol):
-    """A compiled query: the role hooks, its public description and its wire encodings."""
+class OutputCodec(Protocol):
+    """How a target's output of one flow travels: bytes of one public size, whatever the data."""
 
     @property
-    def num_sources(self) -> int:
-        """S, the number of source nodes."""
+    def size(self) -> int:
+        """Bytes of every output of the flow."""
         ...
 
-    def source_rows(self) -> Any:
-        """The sources' rows (only on the side that holds the data: the driver)."""
+    def encode(self, output: Any) -> bytes:
+        """``output`` in :attr:`size` bytes."""
         ...
 
-    def public(self) -> QueryProgram:
-        """The same program without the rows (what every node may know)."""
+    def decode(self, data: bytes) -> Any:
+        """Inverse of :meth:`encode` (CodecError if malformed)."""
+        ...
+
+    def check(self, output: Any) -> None:
+        """Raise (a DpcommError) if ``output`` cannot travel at the public size."""
+        ...
+
+
+class ProgramCodec(Protocol):
+    """How a program's tuples, outputs and sources' rows travel in a networked run."""
+
+    def tuples(self, flow: str) -> TupleCodec:
+        """The tuples of data flow ``flow``."""
+        ...
+
+    def outputs(self, flow: str) -> OutputCodec:
+        """The targets' outputs of data flow ``flow``."""
+        ...
+
+    @property
+    def rows(self) -> TupleCodec:
+        """A source's row (what its config carries)."""
+        ...
+
+
+class SourceRows(Protocol):
+    """The sources' data, one row per source, read by ranges (a table, points, files)."""
+
+    @property
+    def num_rows(self) -> int:
+        """S."""
+        ...
+
+    def read(self, start: int, stop: int) -> Any:
+        """Rows [start, stop), checked against the program (what route and carried take)."""
+        ...
+
+    def part(self, start: int, stop: int) -> SourceRows:
+        """Rows [start, stop) as rows of their own, cheap to ship to another process."""
+        ...
+
+
+class QueryProgram(ProgramHooks, Protocol):
+    """A compiled query: the ten hooks of the roles, its rows, its codec, its description."""
+
+    @property
+    def rows(self) -> SourceRows | None:
+        """The sources' rows, where the program holds them (None on a node: it has its own)."""
+        ...
+
+    @property
+    def codec(self) -> ProgramCodec:
+        """How its tuples, outputs and rows travel."""
         ...
 
     def to_spec(self) -> dict[str, Any]:
-        """The public description, JSON-ready (``program_from_spec`` rebuilds it)."""
-        ...
-
-    def tuple_codec(self, flow: str) -> TupleCodec:
-        """How the tuples of ``flow`` travel."""
-        ...
-
-    def tuple_size(self) -> int:
-        """The largest encoded tuple over the flows."""
-        ...
-
-    def encode_rows(self, indices: Sequence[int]) -> list[str]:
-        """Source rows ``indices`` as text (a source node's config carries its own)."""
-        ...
-
-    def decode_rows(self, encoded: Sequence[str]) -> Any:
-        """Inverse of :meth:`encode_rows`."""
-        ...
-
-    def encode_output(self, flow: str, output: Any) -> bytes:
-        """A target's output of ``flow`` as bytes of a length that depends on ``flow`` only."""
-        ...
-
-    def output_size(self, flow: str) -> int:
-        """Bytes of every output of ``flow``: one public size, whatever the data."""
-        ...
-
-    def check_output(self, flow: str, output: Any) -> None:
-        """Raise (a DpcommError) if ``output`` cannot travel at the public size of ``flow``."""
-        ...
-
-    def decode_output(self, flow: str, data: bytes) -> Any:
-        """Inverse of :meth:`encode_output` (CodecError if malformed)."""
+        """The public description, JSON-ready, with its ``kind`` (see :func:`register_program`)."""
         ...
 
 
-def program_from_spec(spec: dict[str, Any]) -> QueryProgram:
-    """The public program described by ``spec`` (from :meth:`QueryProgram.to_spec`)."""
+@dataclass(frozen=True, eq=False)
+class ArrayRows:
+    """Sources' rows held as one array (a row per source): points, or any fixed-size values."""
+
+    values: npt.NDArray[Any]
+
+    @property
+    def num_rows(self) -> int:
+        """S."""
+        return int(self.values.shape[0])
+
+    def read(self, start: int, stop: int) -> npt.NDArray[Any]:
+        """Rows [start, stop) (the array itself when read whole)."""
+        if start == 0 and stop == self.num_rows:
+            return self.values
+        return self.values[start:stop]
+
+    def part(self, start: int, stop: int) -> ArrayRows:
+        """Rows [start, stop) as rows of their own (only they are shipped)."""
+        return ArrayRows(self.values[start:stop])
+
+
+def num_sources(program: ProgramHooks) -> int:
+    """S, the sources of ``program`` (the nodes of the group that holds the data)."""
+    holders = program.plan.data_holders
+    return holders[0].count if holders else 0
+
+
+def stage_of(program: ProgramHooks, flow: str) -> int:
+    """The stage in which data flow ``flow`` is sent."""
+    for stage, flows in enumerate(program.stages):
+        if flow in flows:
+            return stage
+    raise InvalidParameterError("flow", "a data flow of the program's stages", flow)
+
+
+def largest_tuple(program: QueryProgram) -> int:
+    """Bytes of the largest encoded tuple over the flows (every payload is padded to it)."""
+    return max(program.codec.tuples(flow).size for flows in program.stages for flow in flows)
+
+
+def source_rows(program: QueryProgram) -> Any:
+    """Every source's row (only where the program holds them: the driver)."""
+    if program.rows is None:
+        raise InvalidParameterError("rows", "a program with the sources' rows", None)
+    return program.rows.read(0, program.rows.num_rows)
+
+
+# --------------------------------------------------------------------------- the registry
+
+ProgramClass = TypeVar("ProgramClass", bound=type)
+_REGISTRY: dict[str, Callable[[Mapping[str, Any]], QueryProgram]] = {}
+
+
+def register_program(kind: str) -> Callable[[ProgramClass], ProgramClass]:
+    """Class decorator: programs of ``kind`` are rebuilt by the class's ``from_spec``.
+
+    The class's module is named in every spec it writes (``to_spec`` returns
+    :func:`spec_header` first), so a process that has not imported it yet imports it.
+    """
+
+    def register(cls: ProgramClass) -> ProgramClass:
+        _REGISTRY[kind] = cls.from_spec  # type: ignore[attr-defined]
+        return cls
+
+    return register
+
+
+def spec_header(kind: str, cls: type) -> dict[str, Any]:
+    """The first entries of a program's spec: its ``kind`` and the module that registers it."""
+    return {"kind": kind, "module": cls.__module__}
+
+
+def program_from_spec(spec: Mapping[str, Any]) -> QueryProgram:
+    """The public program described by ``spec`` (from :meth:`QueryProgram.to_spec`).
+
+    A kind not registered yet in this process is registered by importing the module the spec
+    names (a node's config is written by the round's operator, like the code it runs).
+    """
     kind = spec.get("kind")
-    if kind == "aggregate":
-        from dpcomm.queries.aggregate import AggregateProgram
+    module = spec.get("module")
+    if kind not in _REGISTRY and isinstance(module, str):
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise InvalidParameterError(
+                "program module", "a module this process can import", module
+            ) from error
+    if not isinstance(kind, str) or kind not in _REGISTRY:
+        known = ", ".join(sorted(_REGISTRY)) or "none registered"
+        raise InvalidParameterError("program kind", f"a registered kind ({known})", kind)
+    return _REGISTRY[kind](spec)
 
-        return AggregateProgram.from_spec(spec)
-    if kind == "kmeans":
-        from dpcomm.queries.kmeans import KMeansProgram
 
-        return KMeansProgram.from_spec(spec)
-    from dpcomm.errors import InvalidParameterError
-
-    raise InvalidParameterError("program kind", "aggregate or kmeans", kind)
+def public_program(program: QueryProgram) -> QueryProgram:
+    """``program`` without its rows: what every node may know (rebuilt from its spec)."""
+    return program_from_spec(program.to_spec())
 
 
-__all__ = ["BoolArray", "IntArray", "QueryProgram", "Row", "TupleCodec", "program_from_spec"]
+__all__ = [
+    "ArrayRows",
+    "BoolArray",
+    "IntArray",
+    "OutputCodec",
+    "ProgramCodec",
+    "QueryProgram",
+    "Row",
+    "SourceRows",
+    "TupleCodec",
+    "largest_tuple",
+    "num_sources",
+    "program_from_spec",
+    "public_program",
+    "register_program",
+    "source_rows",
+    "spec_header",
+    "stage_of",
+]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from dpcomm.data.table import Column, Table
+from dpcomm.protocol.roles import target_outputs
 from dpcomm.queries.aggregate import AggregateOutput, AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram, as_float32_values
 
@@ -55,7 +56,7 @@ def test_aggregate_partials_of_any_split_combine_to_the_outputs(seed):
         tuples = program.carried(flow, table)
         truth = program.route(state, flow, table)
         targets = range(program.compute_nodes_of(program.set_index(flow)))
-        expected = program.target_outputs(state, 0, flow, tuples, truth, targets)
+        expected = target_outputs(program, state, 0, flow, tuples, truth, targets)
         pieces = random_split(rng, table.num_rows, int(rng.integers(1, 6)))
         pieces.append(np.zeros(0, dtype=np.int64))  # an empty partition
         partials = [
@@ -78,8 +79,8 @@ def test_aggregate_outputs_of_the_whole_are_the_nonprivate_result():
     for flow in program.flow_names:
         truth = program.route(state, flow, table)
         targets = range(program.compute_nodes_of(program.set_index(flow)))
-        produced = program.target_outputs(
-            state, 0, flow, program.carried(flow, table), truth, targets
+        produced = target_outputs(
+            program, state, 0, flow, program.carried(flow, table), truth, targets
         )
         outputs.update({(flow, t): o for t, o in produced.items()})
     assert program.result(program.merge(state, 0, outputs)) == program.nonprivate_result()
@@ -93,8 +94,8 @@ def test_aggregate_targets_without_tuples():
         index = program.set_index(flow)
         targets = range(program.compute_nodes_of(index))
         nothing = table.take(np.zeros(0, dtype=np.int64))
-        none = program.target_outputs(
-            state, 0, flow, program.carried(flow, nothing), np.zeros(0, np.int64), targets
+        none = target_outputs(
+            program, state, 0, flow, program.carried(flow, nothing), np.zeros(0, np.int64), targets
         )
         # No partial at all, or only partials of empty subsets: the outputs of no tuple.
         assert program.combine_partials(state, 0, flow, [], targets) == none
@@ -117,14 +118,14 @@ def test_aggregate_partials_of_some_targets_only():
     table = program.source_rows()
     flow = program.flow_names[0]
     tuples, truth = program.carried(flow, table), program.route(state, flow, table)
-    expected = program.target_outputs(state, 0, flow, tuples, truth, [1, 3])
+    expected = target_outputs(program, state, 0, flow, tuples, truth, [1, 3])
     halves = np.array_split(np.arange(table.num_rows), 2)
     partials = [
         program.target_partials(state, 0, flow, tuples.take(rows), truth[rows], [1, 3])
         for rows in halves
     ]
     assert program.combine_partials(state, 0, flow, partials, [1, 3]) == expected
-    everything = program.target_outputs(state, 0, flow, tuples, truth, range(4))
+    everything = target_outputs(program, state, 0, flow, tuples, truth, range(4))
     assert expected == {1: everything[1], 3: everything[3]}
 
 
@@ -148,7 +149,7 @@ def test_kmeans_partials_of_any_split_combine_to_the_outputs(seed):
     points = program.source_rows()
     truth = program.route(state, flow, points)
     targets = range(program.num_centroids)
-    expected = program.target_outputs(state, 0, flow, points, truth, targets)
+    expected = target_outputs(program, state, 0, flow, points, truth, targets)
     pieces = random_split(rng, len(points), int(rng.integers(1, 6)))
     pieces.append(np.zeros(0, dtype=np.int64))
     partials = [
@@ -166,7 +167,7 @@ def test_kmeans_new_centroid_is_the_correctly_rounded_mean():
     flow = program.flow_name(1)
     points = program.source_rows()
     truth = program.route(state, flow, points)
-    outputs = program.target_outputs(state, 0, flow, points, truth, range(5))
+    outputs = target_outputs(program, state, 0, flow, points, truth, range(5))
     for target, centroid in outputs.items():
         members = points[truth == target].astype(np.float64)
         if not len(members):
@@ -185,7 +186,7 @@ def test_kmeans_target_without_points_keeps_its_centroid():
     flow = program.flow_name(1)
     points = program.source_rows()[:10]
     truth = np.zeros(10, dtype=np.int64)  # every point to node 0
-    expected = program.target_outputs(state, 0, flow, points, truth, range(5))
+    expected = target_outputs(program, state, 0, flow, points, truth, range(5))
     for target in range(1, 5):
         assert expected[target].tobytes() == state.centroids[target].tobytes()
     assert same(program.combine_partials(state, 0, flow, [], [3]), {3: state.centroids[3]})

@@ -132,8 +132,8 @@ class Compute:
             coordinator, plan = await context.register(hello, ComputePlan)
             reader = asyncio.ensure_future(self.read_finalize(coordinator))
             state = self.program.initial_state()
-            for stage in range(self.program.num_stages):
-                for flow in self.program.stage_flows(stage):
+            for stage, names in enumerate(self.program.stages):
+                for flow in names:
                     if flow in self.mine:
                         state, flows[flow] = await self.flow(stage, flow, state, plan, reader)
             reader.cancel()
@@ -154,17 +154,18 @@ class Compute:
         intake = self.intakes[flow]
         payloads, dummies = self.counted(flow, committed)
         try:
-            tuples = self.program.tuple_codec(flow).decode(payloads)
+            tuples = self.program.codec.tuples(flow).decode(payloads)
         except CodecError:
             self.context.drops.add("malformed_tuple")
-            tuples = self.program.tuple_codec(flow).decode([])
+            tuples = self.program.codec.tuples(flow).decode([])
             payloads = []
         targets = np.full(len(payloads), self.index, dtype=np.int64)
-        output = self.program.target_outputs(state, stage, flow, tuples, targets, [self.index])
-        state = self.program.merge(state, stage, {(flow, self.index): output[self.index]})
-        blob = output_header(self.spec, flow, self.index) + self.program.encode_output(
-            flow, output[self.index]
-        )
+        [output] = roles.target_outputs(
+            self.program, state, stage, flow, tuples, targets, [self.index]
+        ).values()
+        state = self.program.merge(state, stage, {(flow, self.index): output})
+        encoded = self.program.codec.outputs(flow).encode(output)
+        blob = output_header(self.spec, flow, self.index) + encoded
         sends = [
             send_output(self.context, route.flow, blob, receiver)
             for route in plan.outputs.get(flow, ())

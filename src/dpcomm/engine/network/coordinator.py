@@ -35,6 +35,7 @@ from dpcomm.engine.network.records import (
     encode,
 )
 from dpcomm.engine.network.wire import Channel, ChannelClosedError, Op
+from dpcomm.queries.program import num_sources
 
 #: Above this many sources a round overlaps its stages on two cores: sources get their plans
 #: (and connect to their scramblers) while the others register, and the coordinator runs in a
@@ -55,7 +56,7 @@ class Coordinator:
         self.routes = spec.routes
         self.expected = {str(n): n for n in spec.node_names() if n != COORDINATOR}
         self.infrastructure = {n for n, node in self.expected.items() if node.role != "source"}
-        self.large = context.program.num_sources > LARGE_ROUND_SOURCES
+        self.large = num_sources(context.program) > LARGE_ROUND_SOURCES
         self.registry: dict[str, Hello] = {}
         self.channels: dict[str, Channel] = {}
         self.registered = asyncio.Event()
@@ -68,7 +69,7 @@ class Coordinator:
         """Who sends the batches of ``flow``: its scramblers, or every source."""
         if flow in self.spec.transformed.batches:
             return frozenset(str(n) for n in self.spec.scramblers(flow))
-        return frozenset(str(NodeName.source(i)) for i in range(self.context.program.num_sources))
+        return frozenset(str(NodeName.source(i)) for i in range(num_sources(self.context.program)))
 
     # ------------------------------------------------------------------ the round
 
@@ -115,10 +116,10 @@ class Coordinator:
         context = self.context
         program = context.program
         finalized: dict[str, tuple[str, ...]] = {}
-        for stage in range(program.num_stages):
+        for names in program.stages:
             stage_start = context.loop.time()
             limit = min(context.deadline - 2.0, stage_start + 2 * self.spec.collect_seconds + 10.0)
-            for flow in program.stage_flows(stage):
+            for flow in names:
                 commit = self.commits[flow]
                 while not commit.decided and context.loop.time() < limit:
                     self.changed.clear()

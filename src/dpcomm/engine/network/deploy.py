@@ -48,7 +48,7 @@ from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import account_plan
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import check_seed
-from dpcomm.queries.program import QueryProgram
+from dpcomm.queries.program import QueryProgram, num_sources, public_program, source_rows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,8 +93,9 @@ def node_configs(
             )
         victim = scramblers[faults.kill_scrambler]
     sources = [n for n in names if n.role == "source"]
-    rows = program.encode_rows([n.index for n in sources])
-    row_of = dict(zip(sources, rows, strict=True))
+    # The sources are source-0 ... source-(S−1): each config carries its own row.
+    payloads = program.codec.rows.encode(source_rows(program))
+    row_of = {name: payloads[name.index].hex() for name in sources}
     configs: dict[str, NodeConfig] = {}
     for name in names:
         node_faults = NodeFaults()
@@ -228,7 +229,7 @@ def actual_batch_sizes(
     a prefix of its shuffled output, so its m is accounted at ``worst_size`` of that range
     (None: no m in the range sends anything).
     """
-    unknown = spec.public_program.num_sources - len(outcome.sources)
+    unknown = num_sources(spec.public_program) - len(outcome.sources)
     result: dict[str, dict[int, int]] = {}
     for flow, planned in spec.transformed.batches.items():
         reported = {s.name: s for s in outcome.scramblers if s.flow == flow}
@@ -311,7 +312,7 @@ def observed_traffic(spec: RoundSpec, merged: Mapping[str, Any]) -> list[FlowTra
 
 def delivered_tuples(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, npt.NDArray[np.bool_]]:
     """Per data flow, the sources whose real tuple was counted (their batch committed)."""
-    sources = spec.public_program.num_sources
+    sources = num_sources(spec.public_program)
     committed: dict[str, tuple[str, ...]] = {}
     if outcome.coordinator is not None:
         committed = outcome.coordinator.committed
@@ -346,7 +347,7 @@ def left_out_sources(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, list[i
                 left_out[flow].add(source.index)
     reported = {source.index for source in outcome.sources}
     # A source that never reported is left out of every flow.
-    silent = set(range(spec.public_program.num_sources)) - reported
+    silent = set(range(num_sources(spec.public_program))) - reported
     return {flow: sorted(rows | silent) for flow, rows in left_out.items()}
 
 
@@ -377,8 +378,9 @@ def assemble_run(
     outputs = {}
     if outcome.result is not None:
         for item in outcome.result.outputs:
-            outputs[(item.flow, item.target)] = program.decode_output(item.flow, item.data)
-    state = program.merge(program.initial_state(), program.num_stages - 1, outputs)
+            codec = program.codec.outputs(item.flow)
+            outputs[(item.flow, item.target)] = codec.decode(item.data)
+    state = program.merge(program.initial_state(), len(program.stages) - 1, outputs)
     actual = actual_batch_sizes(
         spec, outcome, _worst_batch_size(program.plan, countermeasures, delta)
     )
@@ -391,7 +393,7 @@ def assemble_run(
         )
     details = _details(spec, outcome, merged, timings, errors)
     details["failures"] = round_failures(
-        details, program.num_sources, delivered, max_left_out=max_left_out
+        details, num_sources(program), delivered, max_left_out=max_left_out
     )
     return Run(
         engine="network",
@@ -554,9 +556,9 @@ class NetworkEngine:
     def deadlines(self, program: QueryProgram) -> tuple[float, float]:
         """The round's (collect_seconds, timeout): those given, or :func:`round_deadlines`."""
         collect, timeout = round_deadlines(
-            program.num_sources,
-            stages=program.num_stages,
-            flows=max(len(program.stage_flows(s)) for s in range(program.num_stages)),
+            num_sources(program),
+            stages=len(program.stages),
+            flows=max(len(flows) for flows in program.stages),
         )
         if self.collect_seconds is not None:
             collect = self.collect_seconds
@@ -590,7 +592,7 @@ class NetworkEngine:
         if self.transport == "tls":
             # The worker interpreters start now and import while the round is prepared.
             crashing = 0 if self.faults.kill_scrambler is None else 1
-            workers = Workers(Workers.count_for(program.num_sources, crashing))
+            workers = Workers(Workers.count_for(num_sources(program), crashing))
         try:
             with terminated_as_error():
                 return self._execute(
@@ -613,7 +615,7 @@ class NetworkEngine:
         prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
         collect_seconds, timeout = self.deadlines(program)
         spec = RoundSpec.create(
-            program.public(),
+            public_program(program),
             countermeasures,
             round_id=secrets.randbelow(1 << 62) + 1,
             seed=seed,
@@ -672,9 +674,9 @@ def write_deployment(
     """
     folder = Path(directory)
     default_collect, default_timeout = round_deadlines(
-        program.num_sources,
-        stages=program.num_stages,
-        flows=max(len(program.stage_flows(s)) for s in range(program.num_stages)),
+        num_sources(program),
+        stages=len(program.stages),
+        flows=max(len(flows) for flows in program.stages),
     )
     collect = 2 * default_collect if collect_seconds is None else float(collect_seconds)
     round_seconds = (
@@ -685,7 +687,7 @@ def write_deployment(
             "collect_seconds", f"a number of seconds in (0, {round_seconds:g})", collect
         )
     spec = RoundSpec.create(
-        program.public(),
+        public_program(program),
         countermeasure,
         round_id=secrets.randbelow(1 << 62) + 1,
         seed=None,

@@ -38,6 +38,7 @@ from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeSettings
 from dpcomm.engine.network.tls import TlsTransport
 from dpcomm.engine.network.transport import Address, MemoryTransport
 from dpcomm.errors import InvalidParameterError
+from dpcomm.queries.program import num_sources
 
 #: Sources per OS process (above this, the sources are split over more processes).
 SOURCES_PER_PROCESS = 600
@@ -234,7 +235,7 @@ def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[s
     crashing = [str(n) for n in names if configs[str(n)].faults.crash_after_frames is not None]
     infrastructure = [str(n) for n in names if n.role != "source" and str(n) not in crashing]
     groups: dict[str, list[str]] = {"nodes": infrastructure}
-    if spec.public_program.num_sources > LARGE_ROUND_SOURCES:
+    if num_sources(spec.public_program) > LARGE_ROUND_SOURCES:
         control = {str(COORDINATOR), str(RESULT)}
         groups = {
             "coordinator": [n for n in infrastructure if n in control],

@@ -43,9 +43,7 @@ __all__ = ["CONNECT_CONCURRENCY", "LARGE_ROUND_SOURCES", "RUNNERS", "run_nodes"]
 #: Concurrent link set-ups per process (keeps listen backlogs from overflowing).
 CONNECT_CONCURRENCY = 64
 
-NodeOutcome = (
-    CoordinatorOutcome | SourceOutcome | ScramblerOutcome | ComputeOutcome | ResultOutcome
-)
+NodeOutcome = CoordinatorOutcome | SourceOutcome | ScramblerOutcome | ComputeOutcome | ResultOutcome
 
 RUNNERS: dict[str, Callable[[NodeContext], Awaitable[NodeOutcome]]] = {
     "coordinator": run_coordinator,

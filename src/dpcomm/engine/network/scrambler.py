@@ -49,9 +49,7 @@ class Scrambler:
         relays = spec.routes.incoming_outputs(self.flow)
         self.relay_names = {data: routed.name for data, routed in relays}
         self.expected_relays = {
-            (data, target)
-            for data, _ in relays
-            for target in range(spec.routes.num_targets(data))
+            (data, target) for data, _ in relays for target in range(spec.routes.num_targets(data))
         }
         self.num_targets = spec.routes.num_targets(self.flow)
         self.blob_size = sealed_size(spec.payload_size)

@@ -32,6 +32,7 @@ from dpcomm.engine.network.sealing import make_dummy, seal_payload
 from dpcomm.engine.network.wire import Channel, Op
 from dpcomm.plan.countermeasures import LocalFlooding
 from dpcomm.protocol import roles
+from dpcomm.queries.codec import from_hex
 
 
 class Source:
@@ -45,7 +46,7 @@ class Source:
         self.routes = context.spec.routes
         self.program = context.program
         self.index = context.node.index
-        self.rows = self.program.decode_rows([context.config.row])
+        self.rows = self.program.codec.rows.decode(from_hex([context.config.row], "row"))
         self.inbox: dict[tuple[str, int], Any] = {}
         self.arrived = asyncio.Event()
         self.lock = asyncio.Lock()
@@ -54,7 +55,7 @@ class Source:
     def accept(self, blob: bytes) -> None:
         """An output broadcast to this source."""
         flow, target, encoded = parse_output(self.spec, blob)
-        self.inbox[(flow, target)] = self.program.decode_output(flow, encoded)
+        self.inbox[(flow, target)] = self.program.codec.outputs(flow).decode(encoded)
         self.arrived.set()
 
     async def handle(self, channel: Channel) -> None:
@@ -84,7 +85,7 @@ class Source:
                 await self.coordinator.close()
                 self.coordinator = None
             state = self.program.initial_state()
-            for stage in range(self.program.num_stages):
+            for stage in range(len(self.program.stages)):
                 state = await self.stage(stage, state, plan, flows)
         finally:
             if listener is not None:
@@ -97,7 +98,7 @@ class Source:
         self, stage: int, state: Any, plan: SourcePlan, flows: dict[str, SourceFlowOutcome]
     ) -> Any:
         """One stage: the outputs it needs merged into ``state``, then its flows sent."""
-        names = self.program.stage_flows(stage)
+        names = self.program.stages[stage]
         scramblers: dict[str, Channel] = {}
         for flow in names:
             scrambler = plan.flows[flow].scrambler
@@ -156,7 +157,7 @@ class Source:
         sent, real = int(messages.sent[0]), bool(messages.is_real[0])
         key = self.key(route, sent)
         if real:
-            content = self.program.tuple_codec(flow).encode(self.program.carried(flow, self.rows))
+            content = self.program.codec.tuples(flow).encode(self.program.carried(flow, self.rows))
             first = seal_payload(key, content[0], payload_size=self.spec.payload_size)
         else:
             first = make_dummy(key, payload_size=self.spec.payload_size)

@@ -42,7 +42,7 @@ from dpcomm.plan.countermeasures import (
 )
 from dpcomm.plan.routes import Routes
 from dpcomm.plan.transform import TransformedPlan, scrambler_group_name, transform
-from dpcomm.queries.program import QueryProgram, program_from_spec
+from dpcomm.queries.program import QueryProgram, largest_tuple, program_from_spec
 
 __all__ = [
     "CountermeasureSpec",
@@ -131,7 +131,7 @@ class RoundSpec:
     ) -> RoundSpec:
         """The spec of a round of ``program`` (its public description) with ``countermeasures``."""
         transformed = transform(program.plan, countermeasures)
-        payload = payload_size_for(program.tuple_size())
+        payload = payload_size_for(largest_tuple(program))
         body = max(DATA_HEADER.size + sealed_size(payload), MIN_BODY_SIZE, BLOB_HEADER.size + 16)
         return cls(
             round_id=round_id,
@@ -279,7 +279,8 @@ class RoundSpec:
         per_node = 2 * self.payload_size + BLOB_BYTES_PER_NODE
         program = self.public_program
         # An output has one public size (the program pads it): it always fits, whatever the cap.
-        output = max(program.output_size(flow) for flow in self.data_flows) + OUTPUT_BLOB_HEADER
+        largest = max(program.codec.outputs(flow).size for flow in self.data_flows)
+        output = largest + OUTPUT_BLOB_HEADER
         plan = min(DEFAULT_MAX_BLOB, BASE_BLOB + nodes * per_node)
         return ChannelLimits(max_blob=max(plan, output))
 
@@ -329,7 +330,7 @@ class NodeSettings:
         coordinator_host, coordinator_port: where the coordinator listens.
         listen_host, listen_port: where this node listens (port 0: any free port).
         advertise_host: the address other nodes reach it at (default ``listen_host``).
-        row: a source's own row (:meth:`QueryProgram.encode_rows`, hexadecimal).
+        row: a source's own row (its program's row codec, hexadecimal).
         faults: injected faults.
     """
 
