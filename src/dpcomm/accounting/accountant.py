@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dpcomm.accounting import concentration, pure
-from dpcomm.accounting._validation import check_delta, check_epsilon, check_int
 from dpcomm.accounting.exact import ExactLemma2
 from dpcomm.accounting.guarantee import PrivacyGuarantee
 from dpcomm.accounting.lower_bound import (
@@ -36,6 +35,7 @@ from dpcomm.accounting.mechanisms import (
 from dpcomm.accounting.montecarlo import MonteCarloLemma2
 from dpcomm.accounting.search import epsilon_for_delta, lower_epsilon_for_delta
 from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.validation import check_delta, check_epsilon, check_int
 
 Status = Literal["valid", "estimate", "printed"]
 

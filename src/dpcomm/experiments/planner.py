@@ -84,7 +84,6 @@ from typing import Literal
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pld, pure
-from dpcomm.accounting._validation import check_int
 from dpcomm.accounting.exact import Lemma2AtEpsilon, SizeTable
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.experiments._common import with_progress
@@ -104,6 +103,7 @@ from dpcomm.plan.countermeasures import (
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.plan.transform import transform
+from dpcomm.validation import check_int
 
 Mechanism = Literal["scrambler", "local"]
 Workload = Literal["aggregate", "kmeans"]

@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dpcomm.accounting._validation import check_int
+from dpcomm.validation import check_int
 
 __all__ = [
     "balanced_batch_sizes",

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dpcomm.accounting._validation import check_int, check_probability
 from dpcomm.errors import InvalidParameterError
+from dpcomm.validation import check_int, check_probability
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from dpcomm.accounting._validation import check_int
 from dpcomm.errors import InvalidParameterError
+from dpcomm.validation import check_int
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from dpcomm.accounting._validation import check_int
 from dpcomm.data.table import Table, value_kind
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
@@ -50,6 +49,7 @@ from dpcomm.queries.groupby import (
 )
 from dpcomm.queries.program import IntArray, Row
 from dpcomm.queries.query import BoundAggregate
+from dpcomm.validation import check_int
 
 #: Bytes of one value in a message, for the plan's message sizes (every value travels as 8).
 VALUE_BYTES = 8

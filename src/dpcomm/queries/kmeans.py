@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting._validation import check_int, make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import kmeans_flow, kmeans_plan
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.queries.codec import CodecError, VectorCodec, from_hex
 from dpcomm.queries.exactsum import ExactSums, exact_row_sums, merge_exact_sums
 from dpcomm.queries.program import IntArray
+from dpcomm.validation import check_int, make_rng
 
 FloatArray = npt.NDArray[np.float64]
 #: The sources' points: float32, what travels (half the memory of float64).
