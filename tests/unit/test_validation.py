@@ -86,4 +86,29 @@ def test_seeds_in_range_pass_and_make_reproducible_generators():
     generator = np.random.default_rng(1)
     assert make_rng(generator) is generator
     assert isinstance(make_rng(None), np.random.Generator)
-    assert message(make_rng, -1) == ("invalid rng: expected an integer in [0, 2^127 - 1], got -1")
+    assert message(make_rng, -1) == "invalid rng: expected an integer in [0, 2^127 - 1], got -1"
+
+
+@pytest.mark.parametrize("bad", [-1, 2**127, 1.5, True, "7"])
+def test_every_seed_parameter_gives_the_same_message(bad):
+    """One seed check: a run's randomness, the synthetic and diabetes tables, K-means' start
+    and the Monte Carlo estimate of the accountant reject a bad seed in the same words."""
+    from dpcomm.accounting import LocalRandomizer, account
+    from dpcomm.data import synthetic_table
+    from dpcomm.data.diabetes import generate_diabetes
+    from dpcomm.data.partitioned import SyntheticRows
+    from dpcomm.protocol.randomness import Randomness
+    from dpcomm.queries.kmeans import KMeansProgram
+
+    expected = message(check_seed, bad)
+    points = np.arange(20, dtype=float).reshape(10, 2)
+    entries = [
+        lambda: Randomness(bad),
+        lambda: synthetic_table(num_rows=10, seed=bad),
+        lambda: SyntheticRows(10, seed=bad),
+        lambda: generate_diabetes(num_rows=10, seed=bad),
+        lambda: KMeansProgram(points, 2, 1, seed=bad),
+        lambda: account(LocalRandomizer(num_targets=3, sampling_rate=0.5), seed=bad),
+    ]
+    for entry in entries:
+        assert message(entry) == expected
