@@ -14,6 +14,7 @@ LAYERS = {
     "errors": 0,
     "_lazy": 0,
     "validation": 0,
+    "progress": 0,
     "accounting": 1,
     "data": 1,
     "plan": 2,

@@ -29,7 +29,8 @@ from scipy import stats
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
 from dpcomm.errors import InvalidParameterError
-from dpcomm.experiments._common import FloatArray, IntArray, with_progress
+from dpcomm.experiments._common import FloatArray, IntArray
+from dpcomm.progress import with_progress
 from dpcomm.protocol import ScramblerAssignment, flood_targets, randomize_targets, scramble
 from dpcomm.validation import check_delta, check_int, check_probability, make_rng
 

@@ -86,7 +86,6 @@ from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pld, pure
 from dpcomm.accounting.exact import Lemma2AtEpsilon, SizeTable
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.experiments._common import with_progress
 from dpcomm.plan.builders import aggregate_plan, kmeans_flow, kmeans_plan
 from dpcomm.plan.costs import (
     balanced_batch_sizes,
@@ -103,6 +102,7 @@ from dpcomm.plan.countermeasures import (
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.plan.transform import transform
+from dpcomm.progress import with_progress
 from dpcomm.validation import check_int
 
 Mechanism = Literal["scrambler", "local"]
