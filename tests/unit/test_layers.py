@@ -18,11 +18,12 @@ LAYERS = {
     "accounting": 1,
     "data": 1,
     "plan": 2,
-    "protocol": 3,
-    "queries": 4,
-    "engine": 5,
-    "experiments": 6,
-    "cli": 7,
+    "calibration": 3,
+    "protocol": 4,
+    "queries": 5,
+    "engine": 6,
+    "experiments": 7,
+    "cli": 8,
 }
 
 
