@@ -27,7 +27,7 @@ SCENARIOS: dict[str, dict[str, int]] = {
 
 def run_scenario(name: str) -> dict[str, object]:
     """Plan one scenario in this process; return its measurements."""
-    from dpcomm.experiments.planner import plan_countermeasures
+    from dpcomm.calibration import plan_countermeasures
 
     wall, cpu = time.perf_counter(), time.process_time()
     result = plan_countermeasures(

@@ -18,9 +18,10 @@ The front door (names imported on first use, so ``import dpcomm`` stays light):
 * :mod:`dpcomm.datasets`: synthetic tables, the diabetes table, MNIST-type digits.
 
 Beneath: ``dpcomm.accounting`` (the accountant), ``dpcomm.plan`` (execution plans, costs,
-Theorem 2 over a plan), ``dpcomm.protocol`` (the role steps), ``dpcomm.queries`` (SQL and
-K-means programs), ``dpcomm.engine`` (in memory, Dask, networked), ``dpcomm.experiments``
-(figures, audits, the planner), ``dpcomm.cli`` (the ``dpcomm`` command).
+Theorem 2 over a plan), ``dpcomm.calibration`` (the planner), ``dpcomm.protocol`` (the role
+steps), ``dpcomm.queries`` (SQL and K-means programs), ``dpcomm.engine`` (in memory, Dask,
+networked), ``dpcomm.experiments`` (figures, audits), ``dpcomm.cli`` (the ``dpcomm`` command);
+``dpcomm.validation`` holds the parameter checks of every layer.
 
 >>> import dpcomm
 >>> mechanism = dpcomm.ScramblerMechanism(

@@ -1,11 +1,11 @@
 """Lazy package exports (PEP 562): a package's names are imported when first used.
 
 A package ``__init__`` re-exports what a user needs, but importing a submodule (say
-``dpcomm.accounting._validation`` in a network worker) must not import every sibling (the
-accountant pulls in scipy). Each ``__init__`` lists its exports once, as ``from module import
-name as name`` lines under ``if TYPE_CHECKING:`` (what type checkers read), and installs the
-``__getattr__`` and ``__dir__`` of :func:`attach`, which reads those same lines from the
-package's source on first use.
+``dpcomm.plan.countermeasures`` in a network worker) must not import every sibling (plan-level
+privacy pulls in the accountant, hence scipy). Each ``__init__`` lists its exports once, as
+``from module import name as name`` lines under ``if TYPE_CHECKING:`` (what type checkers
+read), and installs the ``__getattr__`` and ``__dir__`` of :func:`attach`, which reads those
+same lines from the package's source on first use.
 """
 
 from __future__ import annotations

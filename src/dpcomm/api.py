@@ -356,7 +356,7 @@ class Calibration:
         pareto: the Pareto front over (network load, channels, extra consents), one row per
             configuration, cheapest load first (the chosen one is the first row); its ``epsilon``
             is the accountant's for the first row and the target (met) for the others.
-        details: the planner's full answer (:class:`dpcomm.experiments.planner.PlannerResult`).
+        details: the planner's full answer (:class:`dpcomm.calibration.PlannerResult`).
 
     >>> import dpcomm
     >>> plan = dpcomm.calibrate(sources=1000, targets=10, iterations=2, epsilon=2.0, delta=1e-4)
@@ -438,7 +438,7 @@ def calibrate(
     (I) with K = ``targets`` centroids. Limits: ``max_channels`` per node,
     ``max_extra_consents`` (S_t − S), ``min_utility`` (expected tuples used / S, default 1).
     Searches σ on a 0.01 grid, every number of scramblers and every d
-    (:func:`dpcomm.experiments.planner.plan_countermeasures`, exact and valid accounting);
+    (:func:`dpcomm.calibration.plan_countermeasures`, exact and valid accounting);
     raises :class:`~dpcomm.DpcommError` naming the limit to relax when none is feasible.
 
     >>> import dpcomm
@@ -450,7 +450,7 @@ def calibrate(
     >>> list(plan.pareto.columns[:5])
     ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
     """
-    from dpcomm.experiments.planner import plan_countermeasures
+    from dpcomm.calibration import plan_countermeasures
 
     if grouping_sets is None and iterations is None:
         grouping_sets = 1
@@ -467,7 +467,7 @@ def calibrate(
         progress=progress,
     )
     return Calibration(
-        countermeasure=result.configuration.countermeasure(),
+        countermeasure=result.configuration.countermeasure,
         sources_recruited=result.num_sources,
         epsilon=result.epsilon,
         delta=result.delta,

@@ -231,7 +231,7 @@ def test_8_epsilon_scales_with_grouping_sets(make: Callable[[str], FigureOutput]
 
 def _plan_epsilon(grouping_sets: int, dummies: int) -> float:
     """ε of figure 8's plan (σ = 0.2, n = 100), from the planner's own plan of S_t sources."""
-    from dpcomm.experiments.planner import request_plan
+    from dpcomm.calibration import request_plan
     from dpcomm.plan import account_plan
 
     plan = request_plan(

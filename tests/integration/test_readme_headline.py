@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from dpcomm.calibration import describe_batches, plan_countermeasures
 from dpcomm.experiments.headline import headline_markdown, headline_rows
-from dpcomm.experiments.planner import describe_batches, plan_countermeasures
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

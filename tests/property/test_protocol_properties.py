@@ -12,7 +12,7 @@ from dpcomm.protocol import (
 )
 
 seeds = st.integers(0, 2**32 - 1)
-# σ below 1e-12 is rejected by design (dpcomm.accounting._validation.MIN_POSITIVE_RATE).
+# σ below 1e-12 is rejected by design (dpcomm.validation.MIN_POSITIVE_RATE).
 sigmas = st.one_of(st.just(0.0), st.floats(1e-12, 1.0))
 
 

@@ -13,14 +13,17 @@ SOURCE = Path(__file__).resolve().parents[2] / "src" / "dpcomm"
 LAYERS = {
     "errors": 0,
     "_lazy": 0,
+    "validation": 0,
+    "progress": 0,
     "accounting": 1,
     "data": 1,
     "plan": 2,
-    "protocol": 3,
-    "queries": 4,
-    "engine": 5,
-    "experiments": 6,
-    "cli": 7,
+    "calibration": 3,
+    "protocol": 4,
+    "queries": 5,
+    "engine": 6,
+    "experiments": 7,
+    "cli": 8,
 }
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dpcomm.accounting import concentration, pure
-from dpcomm.accounting._validation import check_delta, check_epsilon, check_int
 from dpcomm.accounting.exact import ExactLemma2
 from dpcomm.accounting.guarantee import PrivacyGuarantee
 from dpcomm.accounting.lower_bound import (
@@ -36,6 +35,7 @@ from dpcomm.accounting.mechanisms import (
 from dpcomm.accounting.montecarlo import MonteCarloLemma2
 from dpcomm.accounting.search import epsilon_for_delta, lower_epsilon_for_delta
 from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.validation import check_delta, check_epsilon, check_int, check_seed
 
 Status = Literal["valid", "estimate", "printed"]
 
@@ -408,6 +408,7 @@ def account(
         raise InvalidParameterError("epsilon", "unset when delta is given", epsilon)
     monte_carlo_samples = check_int("monte_carlo_samples", monte_carlo_samples, minimum=0)
     rounds = check_int("rounds", rounds, minimum=1, maximum=MAX_ROUNDS)
+    seed = None if seed is None else check_seed(seed)
     methods = _methods_for(mechanism, monte_carlo_samples=monte_carlo_samples, seed=seed)
     query: Query
     if epsilon is not None:

@@ -19,8 +19,8 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting._validation import check_int, check_probability
 from dpcomm.errors import InvalidParameterError
+from dpcomm.validation import check_int, check_probability
 
 FloatArray = npt.NDArray[np.float64]
 

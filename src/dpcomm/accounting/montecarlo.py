@@ -15,10 +15,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import binom
 
-from dpcomm.accounting._validation import check_int, make_rng
 from dpcomm.accounting.exact import MAX_EXACT_BATCH_SIZE
 from dpcomm.accounting.mechanisms import ScramblerMechanism
 from dpcomm.errors import InvalidParameterError
+from dpcomm.validation import check_int, make_rng
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -7,8 +7,16 @@ import itertools
 import json
 import math
 import shlex
+from pathlib import Path
 from typing import Any
 
+from dpcomm.calibration import (
+    Configuration,
+    PlanCandidate,
+    PlannerResult,
+    describe_batches,
+    plan_countermeasures,
+)
 from dpcomm.cli.output import (
     MAX_COUNT,
     add_progress_options,
@@ -20,14 +28,6 @@ from dpcomm.cli.output import (
 )
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
-from dpcomm.experiments.planner import (
-    Configuration,
-    PlanCandidate,
-    PlannerResult,
-    describe_batches,
-    plan_countermeasures,
-    plot_pareto,
-)
 
 PLAN_DESCRIPTION = """\
 Find the countermeasure of least network load that gives the whole plan (ε, δ)-DP.
@@ -324,6 +324,46 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
         )
     print_table(header, rows, indent="  ")
     print("  (* = chosen)")
+
+
+def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
+    """Draw the Pareto front (network load vs max channels, colour = extra consents) to a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    loads = [c.network_load_messages for c in result.pareto]
+    channels = [c.max_channels_per_node for c in result.pareto]
+    consents = [c.extra_consents for c in result.pareto]
+    figure, axes = plt.subplots(figsize=(6.4, 4.4))
+    try:
+        points = axes.scatter(loads, channels, c=consents, cmap="viridis", s=36, zorder=2)
+        axes.scatter(
+            [result.network_load_messages],
+            [result.max_channels_per_node],
+            s=160,
+            facecolors="none",
+            edgecolors="red",
+            linewidths=1.5,
+            zorder=3,
+            label="chosen (minimal load)",
+        )
+        figure.colorbar(points, ax=axes, label="extra consents")
+        axes.set_xlabel("network load (messages)")
+        axes.set_ylabel("max secure channels per node")
+        axes.set_yscale("log")
+        axes.set_title(
+            f"Pareto front, ε = {result.epsilon:.3g}, δ = {result.delta:.2g}", fontsize=10
+        )
+        axes.grid(True, alpha=0.3)
+        axes.legend(loc="best", fontsize=8)
+        figure.tight_layout()
+        output = Path(path)
+        figure.savefig(output, dpi=120)
+    finally:
+        plt.close(figure)
+    return output
 
 
 #: The planner's advice names these flags.

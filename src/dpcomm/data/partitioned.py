@@ -30,13 +30,13 @@ from dpcomm.data.synthetic import (
     BLOCK_ROWS,
     SyntheticShape,
     block_generator,
-    check_int_seed,
     check_shape,
     fill_block,
     zipf_rankings,
 )
 from dpcomm.data.table import Column, Table, table_from_relation
 from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.validation import check_seed
 
 if TYPE_CHECKING:
     import duckdb
@@ -217,7 +217,7 @@ class SyntheticRows:
     and equals the same rows of the whole table, for any split. The table has no size limit;
     one read holds at most :data:`dpcomm.data.synthetic.MAX_SYNTHETIC_VALUES` values.
 
-    Args: as :func:`dpcomm.data.synthetic_table`, but ``seed`` is a non-negative integer.
+    Args: as :func:`dpcomm.data.synthetic_table`, but ``seed`` is an integer (no Generator).
     """
 
     num_rows: int
@@ -243,7 +243,7 @@ class SyntheticRows:
             zipf_exponent=self.zipf_exponent,
         )
         object.__setattr__(self, "num_rows", int(rows))
-        object.__setattr__(self, "seed", check_int_seed(self.seed))
+        object.__setattr__(self, "seed", check_seed(self.seed))
         object.__setattr__(self, "distribution", shape.distribution)
         object.__setattr__(self, "num_grouping_columns", shape.num_grouping_columns)
         object.__setattr__(self, "num_intervals", shape.num_intervals)

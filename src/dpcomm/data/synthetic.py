@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from dpcomm.data.table import Table
 from dpcomm.errors import InvalidParameterError
+from dpcomm.validation import check_number, check_seed
 
 #: The grouping-value distributions :func:`synthetic_table` can draw from.
 DISTRIBUTIONS: Final = ("uniform", "zipf")
@@ -37,19 +38,6 @@ BLOCK_ROWS: Final = 65_536
 def _check_int(name: str, value: object, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise InvalidParameterError(name, f"an integer >= {minimum}", value)
-    return int(value)
-
-
-def _check_seed(value: object) -> int | np.random.Generator | None:
-    if value is None or isinstance(value, np.random.Generator):
-        return value
-    return check_int_seed(value, allowed="a non-negative integer, a Generator or None")
-
-
-def check_int_seed(value: object, *, allowed: str = "a non-negative integer") -> int:
-    """``value`` as an int seed, or :class:`InvalidParameterError` naming ``seed``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise InvalidParameterError("seed", allowed, value)
     return int(value)
 
 
@@ -100,14 +88,8 @@ def check_shape(
     num_groups = _check_int("num_grouping_columns", num_grouping_columns, minimum=1)
     intervals = _check_int("num_intervals", num_intervals, minimum=1)
     measures = _check_int("num_measures", num_measures, minimum=0)
-    if (
-        isinstance(zipf_exponent, bool)
-        or not isinstance(zipf_exponent, numbers.Real)
-        or not math.isfinite(float(zipf_exponent))
-        or zipf_exponent <= 0
-    ):
-        raise InvalidParameterError("zipf_exponent", "a finite number > 0", zipf_exponent)
-    return SyntheticShape(str(distribution), num_groups, intervals, measures, float(zipf_exponent))
+    exponent = check_number("zipf_exponent", zipf_exponent, above=0.0)
+    return SyntheticShape(str(distribution), num_groups, intervals, measures, exponent)
 
 
 def zipf_probabilities(*, num_intervals: int, exponent: float) -> npt.NDArray[np.float64]:
@@ -214,8 +196,8 @@ def synthetic_table(
         num_measures: number M of DOUBLE measure columns ``m1..mM``; ``m_j`` depends on
             grouping column ``g_{((j-1) mod G)+1}`` (normal for odd j, lognormal for even j).
         zipf_exponent: exponent s of the Zipf law (used only by ``'zipf'``).
-        seed: a non-negative integer (same seed, same table); a Generator or None (fresh
-            entropy) gives the integer seed it draws first.
+        seed: an integer in [0, 2^127 − 1] (same seed, same table); a Generator or None
+            (fresh entropy) gives the integer seed it draws first.
         name: the table name.
 
     Raises:
@@ -225,7 +207,8 @@ def synthetic_table(
     from dpcomm.data.partitioned import SyntheticRows
 
     rows = _check_int("rows", num_rows, minimum=1)
-    checked_seed = _check_seed(seed)
+    drawn = seed is None or isinstance(seed, np.random.Generator)
+    integer_seed = None if drawn else check_seed(seed)
     shape = check_shape(
         distribution=distribution,
         num_grouping_columns=num_grouping_columns,
@@ -237,11 +220,11 @@ def synthetic_table(
         raise InvalidParameterError(
             "rows", f"an integer in [1, {shape.max_rows}] (the table must fit in memory)", num_rows
         )
-    if not isinstance(checked_seed, int):
-        checked_seed = int(np.random.default_rng(checked_seed).integers(1 << 63))
+    if integer_seed is None:  # a Generator or fresh entropy: the integer seed it draws first
+        integer_seed = int(np.random.default_rng(seed).integers(1 << 63))
     source = SyntheticRows(
         rows,
-        seed=checked_seed,
+        seed=integer_seed,
         distribution=shape.distribution,
         num_grouping_columns=shape.num_grouping_columns,
         num_intervals=shape.num_intervals,

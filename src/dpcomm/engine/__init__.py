@@ -1,4 +1,4 @@
-"""Layer 5: engines that execute a plan's roles: in memory, over a network, on Dask.
+"""Layer 6: engines that execute a plan's roles: in memory, over a network, on Dask.
 
 Every engine returns a :class:`Run` and gets the same report. Names are imported on first use
 (a network worker imports only what it runs).

@@ -1,1 +1,1 @@
-"""Layer 6: experiments built on the layers below: the paper's figures, the planner, audits."""
+"""Layer 7: experiments on the layers below: the paper's figures, the headline table, audits."""

@@ -31,7 +31,6 @@ import numpy as np
 import numpy.typing as npt
 from scipy import optimize, stats
 
-from dpcomm.accounting._validation import check_delta
 from dpcomm.engine.run import Run
 from dpcomm.engine.traffic import FlowTraffic
 from dpcomm.errors import InvalidParameterError
@@ -43,6 +42,7 @@ from dpcomm.plan.transform import (
     scrambler_group_name,
     to_scramblers_flow_name,
 )
+from dpcomm.validation import check_delta
 
 
 def dp_accuracy_bound(prior: npt.ArrayLike, *, epsilon: float, delta: float) -> float:

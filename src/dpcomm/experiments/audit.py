@@ -28,10 +28,11 @@ import numpy.typing as npt
 from scipy import stats
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
-from dpcomm.accounting._validation import check_delta, check_int, check_probability, make_rng
 from dpcomm.errors import InvalidParameterError
-from dpcomm.experiments._common import FloatArray, IntArray, with_progress
+from dpcomm.experiments._common import FloatArray, IntArray
+from dpcomm.progress import with_progress
 from dpcomm.protocol import ScramblerAssignment, flood_targets, randomize_targets, scramble
+from dpcomm.validation import check_delta, check_int, check_probability, make_rng
 
 Engine = Literal["fast", "protocol"]
 Declared = LocalRandomizer | ScramblerMechanism

@@ -5,7 +5,7 @@ Scenario (Section 5.2, Table 1): S = 10,000 tuples used, T = 20 targets (compute
 (G = 1). Keeping 10,000 tuples in expectation takes S_t = ⌈S/(1 − σ + σ/T)⌉ = 12,346 sources,
 cut into ⌈S_t/n⌉ = 124 balanced batches (70 of 100 sources, 54 of 99:
 :func:`dpcomm.plan.costs.balanced_batch_sizes`); the cluster sends the messages of the
-transformed plan, 2·S_t + SC·d + C (:func:`dpcomm.experiments.planner.plan_costs`), against
+transformed plan, 2·S_t + SC·d + C (:func:`dpcomm.calibration.plan_costs`), against
 S + C without countermeasures.
 
 For each accounting method the table gives the least d with δ(ε = 1) ≤ 1e-4 for every batch
@@ -22,12 +22,7 @@ from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pure
 from dpcomm.accounting.concentration import bennett_delta, hoeffding_delta
 from dpcomm.accounting.exact import ExactLemma2
 from dpcomm.accounting.montecarlo import MonteCarloLemma2
-from dpcomm.experiments.planner import (
-    describe_batches,
-    nonprivate_load,
-    plan_costs,
-    recruited_sources,
-)
+from dpcomm.calibration import describe_batches, nonprivate_load, plan_costs, recruited_sources
 from dpcomm.plan.costs import balanced_batch_sizes
 from dpcomm.plan.countermeasures import Scramblers
 

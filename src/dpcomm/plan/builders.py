@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dpcomm.accounting._validation import check_int
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.model import ExecutionPlan, Flow, NodeGroup
+from dpcomm.validation import check_int
 
 
 def aggregate_compute_group(flow: str) -> str:

@@ -22,7 +22,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting._validation import check_int
+from dpcomm.validation import check_int
 
 __all__ = [
     "ConsecutiveBatches",

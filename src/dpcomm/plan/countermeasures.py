@@ -9,9 +9,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from dpcomm.accounting._validation import check_int, check_probability
 from dpcomm.errors import InvalidParameterError
+from dpcomm.validation import check_int, check_probability
+
+#: The names of the countermeasures (their ``name``; the CLI's ``--mechanism``).
+CountermeasureName = Literal["none", "local", "scrambler"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +27,7 @@ class NoCountermeasure:
     'none'
     """
 
-    name: str = "none"
+    name: CountermeasureName = "none"
 
     @property
     def sampling_rate(self) -> float:
@@ -51,7 +55,7 @@ class LocalFlooding:
 
     sampling_rate: float
     num_dummies: int = 0
-    name: str = "local"
+    name: CountermeasureName = "local"
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -86,7 +90,7 @@ class Scramblers:
     batch_size: int
     num_dummies: int = 0
     capped: bool = False
-    name: str = "scrambler"
+    name: CountermeasureName = "scrambler"
 
     def __post_init__(self) -> None:
         object.__setattr__(

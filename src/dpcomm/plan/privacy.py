@@ -36,7 +36,6 @@ from dpcomm.accounting import (
     compose_sequential,
     pld,
 )
-from dpcomm.accounting._validation import check_delta
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.costs import batch_size_counts
 from dpcomm.plan.countermeasures import (
@@ -47,6 +46,7 @@ from dpcomm.plan.countermeasures import (
 )
 from dpcomm.plan.model import Cluster, ExecutionPlan
 from dpcomm.plan.transform import resolve_countermeasures
+from dpcomm.validation import check_delta
 
 STATE_CAVEAT = (
     "clusters {names}: routing also depends on state computed from other sources' data "

@@ -1,4 +1,4 @@
-"""Layer 3: what each node does, as vectorized functions over arrays (Sections 3 and 4).
+"""Layer 4: what each node does, as vectorized functions over arrays (Sections 3 and 4).
 
 Sources apply the local randomizer R_σ^d (:mod:`.source`), scramblers run Algorithm 1
 (:mod:`.scrambler`), targets discard dummies (:func:`delivered_real`), and the observer sees

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting._validation import check_int
 from dpcomm.errors import InvalidParameterError
 from dpcomm.protocol._arrays import IntArray, as_index_array, read_only
+from dpcomm.validation import check_int
 
 #: Largest num_senders · num_receivers: edges are keyed by sender · num_receivers + receiver.
 MAX_EDGE_KEYS = 1 << 62

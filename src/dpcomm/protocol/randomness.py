@@ -32,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from dpcomm.accounting._validation import check_int
 from dpcomm.errors import InvalidParameterError
+from dpcomm.validation import check_int, check_seed
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -44,15 +44,6 @@ _DOMAIN = b"dpcomm/randomness/v1"
 _BLOCK = 16
 #: Node indices per keystream when the nodes asked for are scattered.
 _WINDOW = 1 << 16
-#: Largest seed accepted (seeds are encoded on 16 bytes).
-MAX_SEED = (1 << 127) - 1
-
-
-def check_seed(seed: int | None) -> int | None:
-    """``seed`` if it is None or an integer in [0, 2^127 − 1]; InvalidParameterError if not."""
-    if seed is None:
-        return None
-    return check_int("seed", seed, minimum=0, maximum=MAX_SEED)
 
 
 @dataclass(frozen=True)
@@ -92,7 +83,7 @@ class Randomness:
     """
 
     def __init__(self, seed: int | None = None, *, round: int = 0) -> None:
-        self.seed = check_seed(seed)
+        self.seed = None if seed is None else check_seed(seed)
         self.round = check_int("round", round, minimum=0)
         self._keys: dict[tuple[str, str, str], bytes] = {}
 

@@ -35,7 +35,6 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting._validation import check_int
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.plan.model import ExecutionPlan
@@ -47,6 +46,7 @@ from dpcomm.protocol.scrambler import (
     scrambler_dummy_counts,
 )
 from dpcomm.protocol.source import flood_in_chunks, sample_targets
+from dpcomm.validation import check_int
 
 
 class ProgramHooks(Protocol):

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting._validation import check_int, make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.costs import balanced_batch_sizes
 from dpcomm.protocol._arrays import IntArray, as_index_array, read_only
 from dpcomm.protocol.observation import EdgeCounts
 from dpcomm.protocol.randomness import permutation_from, uniform_integers
+from dpcomm.validation import check_int, make_rng
 
 
 @dataclass(frozen=True, eq=False)

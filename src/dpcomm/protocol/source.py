@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting._validation import check_int, check_probability, make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.protocol._arrays import BoolArray, IntArray, as_index_array, read_only
 from dpcomm.protocol.observation import EdgeCounts, edge_counts
 from dpcomm.protocol.randomness import uniform_integers
+from dpcomm.validation import check_int, check_probability, make_rng
 
 #: Number of uniforms drawn at once by :func:`flood_targets` (8 bytes each, so about 8 MB
 #: of keys plus a few such temporaries): memory stays O(chunk + S·d), not O(S·T).

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from dpcomm.accounting._validation import check_int
 from dpcomm.data.partitioned import InMemoryRows, RowSource, row_range
 from dpcomm.data.table import Table, value_kind
 from dpcomm.errors import InvalidParameterError
@@ -48,6 +47,7 @@ from dpcomm.queries.groupby import (
 )
 from dpcomm.queries.program import IntArray, Row, register_program, spec_header
 from dpcomm.queries.query import BoundAggregate
+from dpcomm.validation import check_int
 
 __all__ = [
     "DEFAULT_COMPUTE_NODES",

@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting._validation import check_int, make_rng
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import kmeans_flow, kmeans_plan
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.queries.codec import CodecError, VectorCodec
 from dpcomm.queries.exactsum import ExactSums, exact_row_sums, merge_exact_sums
 from dpcomm.queries.program import ArrayRows, IntArray, register_program, spec_header
+from dpcomm.validation import check_int, check_seed
 
 FloatArray = npt.NDArray[np.float64]
 #: The sources' points: float32, what travels (half the memory of float64).
@@ -229,6 +229,7 @@ class KMeansProgram:
 
     def __post_init__(self) -> None:
         check_int("num_iterations I", self.num_iterations, minimum=1)
+        object.__setattr__(self, "seed", check_seed(self.seed))
         if self.points is not None:
             points = np.asarray(self.points, dtype=np.float32)
             if points.ndim != 2 or len(points) == 0:
@@ -237,7 +238,7 @@ class KMeansProgram:
             object.__setattr__(self, "num_sources", len(points))
             check_int("num_centroids K", self.num_centroids, minimum=1, maximum=len(points))
             if self.initial is None:
-                rng = make_rng(self.seed)
+                rng = np.random.default_rng(self.seed)
                 chosen = rng.choice(len(points), size=self.num_centroids, replace=False)
                 object.__setattr__(self, "initial", points[np.sort(chosen)].copy())
         check_int("num_centroids K", self.num_centroids, minimum=1)

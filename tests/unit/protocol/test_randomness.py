@@ -13,12 +13,12 @@ from scipy import stats
 
 from dpcomm.errors import InvalidParameterError
 from dpcomm.protocol.randomness import (
-    MAX_SEED,
     Randomness,
     Stream,
     permutation_from,
     uniform_integers,
 )
+from dpcomm.validation import MAX_SEED
 
 SAMPLE = Stream("source", "(a)", "sample", 2)
 # Significance of the distribution tests: at a fixed seed they are deterministic, and a level

@@ -47,8 +47,8 @@ from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import account_plan
 from dpcomm.protocol import roles
-from dpcomm.protocol.randomness import check_seed
 from dpcomm.queries.program import QueryProgram, num_sources, public_program, source_rows
+from dpcomm.validation import check_seed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -584,7 +584,8 @@ class NetworkEngine:
     ) -> Run:
         """Run one round of ``program`` (its rows are the sources') and return the run."""
         started = time.perf_counter()
-        check_seed(seed)  # before any worker process starts
+        if seed is not None:
+            check_seed(seed)  # before any worker process starts
         self.deadlines(program)
         if self.transport == "tls" and self.workdir is not None and not self.force:
             check_new_authority(Path(self.workdir) / "pki")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.experiments._common import with_progress
+from dpcomm.progress import with_progress
 
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dpcomm.accounting import ScramblerMechanism, account
-from dpcomm.experiments.planner import least_satisfying
+from dpcomm.calibration import least_satisfying
 from dpcomm.plan import ExecutionPlan, Scramblers, account_plan
 
 #: The largest number of dummies per scrambler searched for a threshold.

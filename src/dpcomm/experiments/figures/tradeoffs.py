@@ -14,7 +14,7 @@ Choices shared by the Aggregate figures (C = T = 20 compute nodes per grouping s
   differ by at most one, every size accounted: no short scrambler dominates ε);
 * scramblers are the uncapped S_d of Section 4;
 * message counts and scrambler counts come from the one cost model (the transformed plan,
-  :func:`dpcomm.experiments.planner.plan_costs`), the plotted ones from the simulated runs.
+  :func:`dpcomm.calibration.plan_costs`), the plotted ones from the simulated runs.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import numpy as np
 
 from dpcomm.accounting import ScramblerMechanism
 from dpcomm.accounting.infinite import explain_infinite
+from dpcomm.calibration import nonprivate_load, plan_costs
 from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, synthetic_table
 from dpcomm.engine import run_aggregate, simulate
 from dpcomm.engine.report import efficiency_report, privacy_report
@@ -49,7 +50,6 @@ from dpcomm.experiments.figures.base import (
     save_figure,
 )
 from dpcomm.experiments.figures.thresholds import MAX_DUMMIES, least_dummies_for_plan
-from dpcomm.experiments.planner import nonprivate_load, plan_costs
 from dpcomm.plan import ExecutionPlan, NoCountermeasure, Scramblers
 from dpcomm.plan.costs import num_scramblers, sources_needed
 from dpcomm.queries.aggregate import AggregateProgram
@@ -82,7 +82,7 @@ def scrambled_messages(
 
     Per grouping set (Section 4.4): sources → scramblers (S_t), scramblers → compute nodes
     (their S_t messages plus d dummies each, SC = ⌈S_t/n⌉) and compute → result (C); read from
-    the transformed plan (:func:`dpcomm.experiments.planner.plan_costs`).
+    the transformed plan (:func:`dpcomm.calibration.plan_costs`).
     """
     # σ changes which messages are dummies, never how many.
     countermeasure = Scramblers(sampling_rate=0.0, batch_size=batch_size, num_dummies=num_dummies)

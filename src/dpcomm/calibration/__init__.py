@@ -1,0 +1,108 @@
+"""Layer 3: the planner, the cheapest countermeasure that meets a privacy target under limits.
+
+:func:`plan_countermeasures` (behind :func:`dpcomm.calibrate` and ``dpcomm plan``) searches the
+countermeasures of :mod:`dpcomm.plan` for the one of least network load whose plan is
+(ε, δ)-DP, within limits on channels per node, extra consents and utility. Semantics (paper,
+Sections 2.5, 3.3, 4.4 and 5):
+
+* ``num_sources`` S is the number of real tuples the computation must use (the paper's
+  "fixing the number of tuples effectively used to 10k", Section 5.2).
+* The plan has G grouping sets (Aggregate) or I iterations (K-means): G (or I) identical
+  data-dependent clusters, each with T targets (the C = T compute nodes of a grouping set, or
+  the K = T centroids of an iteration).
+* A configuration is local sampling + flooding (σ, d ≤ T − 1, Section 3) or uncapped
+  scramblers (σ, n, d, Section 4): ⌈S_t/n⌉ scramblers with balanced batches, whose sizes
+  differ by at most one and are at most n (:func:`dpcomm.plan.costs.balanced_batch_sizes`).
+
+One module per job:
+
+* :mod:`~dpcomm.calibration.request`: what is asked for (:class:`PlanRequest`, the limits) and
+  the search grid (:class:`SearchOptions`), validated;
+* :mod:`~dpcomm.calibration.configuration`: a configuration (a :mod:`dpcomm.plan`
+  countermeasure with its balanced batches) and a costed candidate;
+* :mod:`~dpcomm.calibration.costs`: sources recruited, utility, network load and channels,
+  from the one cost model;
+* :mod:`~dpcomm.calibration.feasibility`: the privacy predicate (basic composition or PLDs);
+* :mod:`~dpcomm.calibration.search`: the exact pruned search over σ, the number of scramblers
+  and d;
+* :mod:`~dpcomm.calibration.pareto`: the order of candidates and the Pareto front;
+* :mod:`~dpcomm.calibration.advice`: what to relax, and by how much, when nothing is feasible;
+* :mod:`~dpcomm.calibration.planner`: :func:`plan_countermeasures` and its answer.
+
+Names are imported on first use (the search needs the accountant, hence scipy).
+"""
+
+from typing import TYPE_CHECKING
+
+from dpcomm._lazy import attach
+
+if TYPE_CHECKING:
+    from dpcomm.calibration.configuration import (
+        Configuration as Configuration,
+    )
+    from dpcomm.calibration.configuration import (
+        PlanCandidate as PlanCandidate,
+    )
+    from dpcomm.calibration.configuration import (
+        describe_batches as describe_batches,
+    )
+    from dpcomm.calibration.costs import (
+        PlanCosts as PlanCosts,
+    )
+    from dpcomm.calibration.costs import (
+        expected_utility as expected_utility,
+    )
+    from dpcomm.calibration.costs import (
+        nonprivate_load as nonprivate_load,
+    )
+    from dpcomm.calibration.costs import (
+        plan_costs as plan_costs,
+    )
+    from dpcomm.calibration.costs import (
+        recruited_sources as recruited_sources,
+    )
+    from dpcomm.calibration.costs import (
+        request_plan as request_plan,
+    )
+    from dpcomm.calibration.feasibility import (
+        Feasibility as Feasibility,
+    )
+    from dpcomm.calibration.pareto import (
+        pareto_front as pareto_front,
+    )
+    from dpcomm.calibration.planner import (
+        PlannerResult as PlannerResult,
+    )
+    from dpcomm.calibration.planner import (
+        plan_countermeasures as plan_countermeasures,
+    )
+    from dpcomm.calibration.request import (
+        PlanRequest as PlanRequest,
+    )
+    from dpcomm.calibration.request import (
+        SearchOptions as SearchOptions,
+    )
+    from dpcomm.calibration.search import (
+        least_satisfying as least_satisfying,
+    )
+
+__getattr__, __dir__ = attach(__name__, __file__)
+
+__all__ = [
+    "Configuration",
+    "Feasibility",
+    "PlanCandidate",
+    "PlanCosts",
+    "PlanRequest",
+    "PlannerResult",
+    "SearchOptions",
+    "describe_batches",
+    "expected_utility",
+    "least_satisfying",
+    "nonprivate_load",
+    "pareto_front",
+    "plan_costs",
+    "plan_countermeasures",
+    "recruited_sources",
+    "request_plan",
+]

@@ -1,0 +1,146 @@
+"""The planner's answer (issue #4): the Pareto front, the reported ε, limits and errors."""
+
+import pytest
+
+from dpcomm.calibration import Feasibility, pareto_front, plan_countermeasures
+from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.plan import account_plan, batch_size_counts
+
+
+def test_pareto_members_are_mutually_non_dominated_and_verified():
+    result = plan_countermeasures(
+        num_sources=3000, num_targets=10, grouping_sets=2, epsilon=2.0, delta=1e-4
+    )
+    front = result.pareto
+    assert len(front) >= 1
+    for one in front:
+        for other in front:
+            if one is not other:
+                assert not all(a <= b for a, b in zip(other.costs, one.costs, strict=True))
+    assert pareto_front(front) == front
+    assert [c.network_load_messages for c in front] == sorted(
+        c.network_load_messages for c in front
+    )
+    chosen = (result.network_load_messages, result.max_channels_per_node, result.extra_consents)
+    assert chosen == min(c.costs for c in front) == front[0].costs
+    assert front[0].epsilon == result.epsilon
+    # Spot-check members with the planner's predicate from scratch: d passes, d − 1 does not.
+    check = Feasibility(result.request)
+    for member in front[:: max(1, len(front) // 4)]:
+        configuration = member.configuration
+        if configuration.mechanism == "scrambler":
+            sizes = batch_size_counts(member.num_sources, configuration.batch_size)
+            assert set(configuration.batch_sizes) == set(sizes)
+        assert check.configuration_ok(configuration)
+        if configuration.num_dummies > 0:
+            fewer = configuration.with_dummies(configuration.num_dummies - 1)
+            assert not check.configuration_ok(fewer)
+
+
+def test_paper_scenario_meets_the_target_by_account_plan(plan_for):
+    result = plan_countermeasures(
+        num_sources=10_000, num_targets=20, grouping_sets=1, epsilon=1.0, delta=1e-4
+    )
+    assert result.epsilon <= 1.0
+    plan = plan_for(sources=result.num_sources, targets=20, clusters=1, workload="aggregate")
+    guarantee = account_plan(plan, result.configuration.countermeasure, delta=1e-4).guarantee
+    assert guarantee.epsilon <= 1.0
+    assert result.utility >= 1.0 - 1e-12
+
+
+# --- limits and errors ----------------------------------------------------------------------------
+
+
+def test_a_channel_limit_that_cannot_be_met_names_the_limit_and_the_amount():
+    with pytest.raises(DpcommError) as caught:
+        plan_countermeasures(
+            num_sources=2000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+            max_channels=15,
+        )  # fmt: skip
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "relax max_channels by" in message
+    needed = int(message.split("needs ")[1].split(":")[0].replace(",", ""))
+    relaxed = plan_countermeasures(
+        num_sources=2000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+        max_channels=needed,
+    )  # fmt: skip
+    assert relaxed.max_channels_per_node <= needed
+    assert f"by {needed - 15:,}" in message
+
+
+def test_a_consent_limit_that_cannot_be_met_names_the_limit():
+    with pytest.raises(DpcommError) as caught:
+        plan_countermeasures(
+            num_sources=1000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+            max_extra_consents=0, mechanisms=("scrambler",), max_dummies=5,
+        )  # fmt: skip
+    message = str(caught.value)
+    assert "relax max_extra_consents by" in message and "\n" not in message
+    needed = int(message.split("are ")[1].split(":")[0].replace(",", ""))
+    relaxed = plan_countermeasures(
+        num_sources=1000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+        max_extra_consents=needed, mechanisms=("scrambler",), max_dummies=5,
+    )  # fmt: skip
+    assert relaxed.extra_consents <= needed
+
+
+def test_an_unreachable_target_says_to_relax_the_privacy_target():
+    with pytest.raises(DpcommError, match=r"relax epsilon or delta"):
+        plan_countermeasures(
+            num_sources=100, num_targets=5, grouping_sets=1, epsilon=0.5, delta=1e-6,
+            mechanisms=("scrambler",), sampling_rates=(0.0,), max_dummies=3,
+        )  # fmt: skip
+
+
+def test_utility_below_one_allows_fewer_consents():
+    result = plan_countermeasures(
+        num_sources=1000, num_targets=10, grouping_sets=1, epsilon=1.0, delta=1e-4,
+        max_extra_consents=100, min_utility=0.5,
+    )  # fmt: skip
+    assert result.extra_consents <= 100
+    assert result.utility >= 0.5
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"delta": 0.0}, "delta"),
+        ({"delta": 1.0}, "delta"),
+        ({"num_sources": 0}, "num_sources"),
+        ({"num_targets": 1}, "num_targets"),
+        ({"grouping_sets": 2, "iterations": 2}, "grouping_sets/iterations"),
+        ({"grouping_sets": None}, "grouping_sets/iterations"),
+        ({"grouping_sets": 0}, "grouping_sets"),
+        ({"max_channels": 0}, "max_channels"),
+        ({"max_extra_consents": -1}, "max_extra_consents"),
+        ({"min_utility": 0.0}, "min_utility"),
+        ({"min_utility": 1.5}, "min_utility"),
+        ({"sampling_rates": (1.0,)}, "sampling_rates"),
+    ],
+)
+def test_invalid_parameters_are_named(options, name):
+    arguments = {
+        "num_sources": 100,
+        "num_targets": 5,
+        "epsilon": 1.0,
+        "delta": 1e-4,
+        "grouping_sets": 1,
+    }
+    arguments.update(options)
+    with pytest.raises(InvalidParameterError) as caught:
+        plan_countermeasures(**arguments)
+    assert caught.value.name.startswith(name)
+
+
+def test_results_are_immutable():
+    result = plan_countermeasures(
+        num_sources=300, num_targets=5, grouping_sets=1, epsilon=2.0, delta=1e-3,
+        sampling_rates=(0.5,), batch_sizes=(100,),
+    )  # fmt: skip
+    with pytest.raises(AttributeError):
+        result.epsilon = 0.0  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        result.configuration.num_dummies = 0  # type: ignore[misc]
