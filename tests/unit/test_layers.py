@@ -94,3 +94,64 @@ def test_the_network_nodes_do_not_import_the_memory_engine():
                 assert not node.module.startswith(
                     ("dpcomm.engine.memory", "dpcomm.engine.report", "dpcomm.engine.run")
                 ), f"{path.name} imports {node.module}"
+
+
+def module_name(path):
+    parts = list(path.relative_to(SOURCE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path):
+    """Modules ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks aside)."""
+    name = module_name(path)
+    found = set()
+
+    def visit(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and ast.unparse(child.test) == "TYPE_CHECKING":
+                continue
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                found.add(child.module)
+                found.update(f"{child.module}.{alias.name}" for alias in child.names)
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    found.discard(name)
+    return found
+
+
+def test_no_import_circle():
+    """No module imports, even inside a function, a module that imports it back."""
+    paths = {module_name(p): p for p in SOURCE.rglob("*.py")}
+    graph = {name: runtime_imports(path) & set(paths) for name, path in paths.items()}
+    circles = []
+    for start in graph:
+        # Every module reachable from ``start``: a circle reaches ``start`` again.
+        seen, frontier = set(), [start]
+        while frontier:
+            for following in graph[frontier.pop()]:
+                if following == start:
+                    circles.append(start)
+                    frontier = []
+                    break
+                if following not in seen:
+                    seen.add(following)
+                    frontier.append(following)
+    assert circles == []
+
+
+ENGINE = SOURCE / "engine"
+
+
+@pytest.mark.parametrize("path", sorted(ENGINE.rglob("*.py")), ids=lambda p: p.name)
+def test_engine_functions_are_short(path):
+    """No function of an engine longer than 80 lines: each role's steps read top to bottom."""
+    long = [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > 80
+    ]
+    assert long == []

@@ -96,7 +96,7 @@ def test_every_seed_parameter_gives_the_same_message(bad):
     from dpcomm.accounting import LocalRandomizer, account
     from dpcomm.data import synthetic_table
     from dpcomm.data.diabetes import generate_diabetes
-    from dpcomm.data.partitioned import SyntheticRows
+    from dpcomm.data.synthetic import SyntheticRows
     from dpcomm.protocol.randomness import Randomness
     from dpcomm.queries.kmeans import KMeansProgram
 

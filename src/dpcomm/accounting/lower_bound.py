@@ -332,8 +332,3 @@ class CappedLowerBound:
             backward = float(np.clip(second - exp_eps * first, 0.0, None).sum())
             best = max(best, forward, backward)
         return max(0.0, best - _ROUNDING_SLACK * (1.0 + exp_eps))
-
-
-def capped_pure_epsilon_lower_bound(mechanism: ScramblerMechanism) -> float:
-    """A lower bound on the pure ε of the capped scrambler (see :class:`CappedLowerBound`)."""
-    return CappedLowerBound(mechanism).pure_epsilon()

@@ -600,22 +600,6 @@ def lower_epsilon_for_delta(pld: PrivacyLossDistribution, delta: float) -> float
     return float(pld.get_epsilon_for_delta(delta + _LOWER_SLACK))
 
 
-def composed_epsilon(
-    mechanism: Mechanism, *, rounds: int, delta: float, interval: float = DEFAULT_INTERVAL
-) -> float:
-    """ε of ``rounds`` compositions of ``mechanism`` at δ, from its dominating pair's PLD."""
-    pld = dominating_pair(mechanism).pld(interval=interval)
-    return epsilon_for_delta(compose([pld], counts=[rounds]), delta)
-
-
-def composed_delta(
-    mechanism: Mechanism, *, rounds: int, epsilon: float, interval: float = DEFAULT_INTERVAL
-) -> float:
-    """δ(ε) of ``rounds`` compositions of ``mechanism``, from its dominating pair's PLD."""
-    pld = dominating_pair(mechanism).pld(interval=interval)
-    return min(1.0, float(compose([pld], counts=[rounds]).get_delta_for_epsilon(epsilon)))
-
-
 def composed_lower_epsilon(
     mechanism: Mechanism, *, rounds: int, delta: float, interval: float = DEFAULT_INTERVAL
 ) -> float | None:

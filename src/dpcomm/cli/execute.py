@@ -318,7 +318,8 @@ def aggregate_program(
     the program is bound to their schema and the rows are read by the workers, partition by
     partition. Returns the program, a description of the data and the row source (or None).
     """
-    from dpcomm.data.partitioned import ParquetRows, SyntheticRows
+    from dpcomm.data.partitioned import ParquetRows
+    from dpcomm.data.synthetic import SyntheticRows
 
     rows: Any = None
     if args.data is not None:

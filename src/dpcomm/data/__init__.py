@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from dpcomm.data.partitioned import (
         RowSource as RowSource,
     )
-    from dpcomm.data.partitioned import (
+    from dpcomm.data.synthetic import (
         SyntheticRows as SyntheticRows,
     )
     from dpcomm.data.synthetic import (

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.data.table import Table
+from dpcomm.data.table import Column, Table, check_range, column_positions
 from dpcomm.errors import InvalidParameterError
 from dpcomm.validation import check_number, check_seed
 
@@ -204,8 +205,6 @@ def synthetic_table(
         InvalidParameterError: a parameter is outside its range, or the table would hold more
             than :data:`MAX_SYNTHETIC_VALUES` values.
     """
-    from dpcomm.data.partitioned import SyntheticRows
-
     rows = _check_int("rows", num_rows, minimum=1)
     drawn = seed is None or isinstance(seed, np.random.Generator)
     integer_seed = None if drawn else check_seed(seed)
@@ -233,3 +232,118 @@ def synthetic_table(
         name=name,
     )
     return source.read(0, rows)
+
+
+@dataclass(frozen=True)
+class SyntheticRows:
+    """The synthetic table of :func:`dpcomm.data.synthetic_table`, read by ranges.
+
+    Block ``b`` of the table (rows ``b·BLOCK_ROWS`` up to ``(b+1)·BLOCK_ROWS``, 65,536 rows) is
+    drawn by its own generator, ``default_rng(SeedSequence(seed, spawn_key=(1, b)))``, column
+    after column; the Zipf rankings of the intervals (per grouping column) come from
+    ``SeedSequence(seed, spawn_key=(0,))``. A range of rows draws only the blocks it overlaps,
+    and equals the same rows of the whole table, for any split. The table has no size limit;
+    one read holds at most :data:`dpcomm.data.synthetic.MAX_SYNTHETIC_VALUES` values.
+
+    Args: as :func:`dpcomm.data.synthetic_table`, but ``seed`` is an integer (no Generator).
+    """
+
+    num_rows: int
+    _: KW_ONLY
+    seed: int
+    distribution: str = "uniform"
+    num_grouping_columns: int = 4
+    num_intervals: int = 20
+    num_measures: int = 2
+    zipf_exponent: float = 1.2
+    name: str = "synthetic"
+    _shape: SyntheticShape = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        rows = self.num_rows
+        if isinstance(rows, bool) or not isinstance(rows, numbers.Integral) or rows < 1:
+            raise InvalidParameterError("num_rows", "an integer >= 1", rows)
+        shape = check_shape(
+            distribution=self.distribution,
+            num_grouping_columns=self.num_grouping_columns,
+            num_intervals=self.num_intervals,
+            num_measures=self.num_measures,
+            zipf_exponent=self.zipf_exponent,
+        )
+        object.__setattr__(self, "num_rows", int(rows))
+        object.__setattr__(self, "seed", check_seed(self.seed))
+        object.__setattr__(self, "distribution", shape.distribution)
+        object.__setattr__(self, "num_grouping_columns", shape.num_grouping_columns)
+        object.__setattr__(self, "num_intervals", shape.num_intervals)
+        object.__setattr__(self, "num_measures", shape.num_measures)
+        object.__setattr__(self, "zipf_exponent", shape.zipf_exponent)
+        object.__setattr__(self, "name", str(self.name))
+        object.__setattr__(self, "_shape", shape)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """``g1..gG`` then ``m1..mM``."""
+        return self._shape.column_names
+
+    def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
+        """Rows ``[start, stop)`` (see :meth:`RowSource.read`).
+
+        Every block overlapping the range is drawn whole (all its columns: the draws of a block
+        follow each other), and nothing else.
+
+        Raises:
+            InvalidParameterError: also when the range holds more than ``MAX_SYNTHETIC_VALUES``
+                values (rows × columns).
+        """
+        start, stop = check_range(start, stop, self.num_rows)
+        positions = column_positions(self.column_names, columns)
+        shape = self._shape
+        if stop - start > shape.max_rows:
+            raise InvalidParameterError(
+                "stop",
+                f"at most start + {shape.max_rows} (one read must fit in memory)",
+                stop,
+            )
+        groups = [np.empty(stop - start, dtype=np.int64) for _ in range(shape.num_grouping_columns)]
+        measures = [np.empty(stop - start, dtype=np.float64) for _ in range(shape.num_measures)]
+        rankings = zipf_rankings(self.seed, shape) if shape.distribution == "zipf" else None
+        first_block, last_block = start // BLOCK_ROWS, (stop - 1) // BLOCK_ROWS
+        for block in range(first_block, last_block + 1 if stop > start else first_block):
+            block_start = block * BLOCK_ROWS
+            block_stop = min(block_start + BLOCK_ROWS, self.num_rows)
+            lo, hi = max(start, block_start), min(stop, block_stop)
+            rng = block_generator(self.seed, block)
+            if lo == block_start and hi == block_stop:
+                # The whole block is wanted: draw it straight into the result.
+                fill_block(
+                    rng,
+                    shape,
+                    rankings,
+                    [g[lo - start : hi - start] for g in groups],
+                    [m[lo - start : hi - start] for m in measures],
+                )
+                continue
+            size = block_stop - block_start
+            block_groups = [np.empty(size, dtype=np.int64) for _ in groups]
+            block_measures = [np.empty(size, dtype=np.float64) for _ in measures]
+            fill_block(rng, shape, rankings, block_groups, block_measures)
+            for out, drawn in zip(
+                [*groups, *measures], [*block_groups, *block_measures], strict=True
+            ):
+                out[lo - start : hi - start] = drawn[lo - block_start : hi - block_start]
+        arrays: list[npt.NDArray[Any]] = [*groups, *measures]
+        if not positions:
+            return Table(self.name, (), rows=stop - start)
+        return Table(
+            self.name,
+            tuple(_column(shape.column_names[p], shape.sql_types[p], arrays[p]) for p in positions),
+        )
+
+    def schema(self) -> Table:
+        """The first row."""
+        return self.read(0, 1)
+
+
+def _column(name: str, sql_type: str, values: npt.NDArray[Any]) -> Column:
+    """A column without NULLs, built without copying ``values`` (10M rows stay cheap)."""
+    return Column(name, sql_type, values, np.zeros(len(values), dtype=np.bool_))

@@ -9,6 +9,7 @@ and a NULL mask.
 from __future__ import annotations
 
 import datetime
+import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -258,13 +259,6 @@ def select_rows(rows: Rows, mask: npt.NDArray[np.bool_]) -> Rows:
     return rows.take(np.flatnonzero(mask))
 
 
-def slice_rows(rows: Rows, start: int, stop: int) -> Rows:
-    """Rows [start, stop)."""
-    if isinstance(rows, np.ndarray):
-        return rows[start:stop]
-    return rows.slice(start, stop)
-
-
 def concat_tables(tables: Sequence[Table], *, name: str | None = None) -> Table:
     """The rows of ``tables`` one after the other (e.g. the partitions of one table).
 
@@ -510,3 +504,40 @@ def table_from_arrays(
             array = array.astype(object)
         columns.append(Column(column_name, sql_type, array, np.zeros(len(array), dtype=bool)))
     return Table(name, tuple(columns))
+
+
+def check_range(start: object, stop: object, num_rows: int) -> tuple[int, int]:
+    """``(start, stop)`` as ints with ``0 <= start <= stop <= num_rows``, or a one-line error."""
+    if (
+        isinstance(start, bool)
+        or not isinstance(start, numbers.Integral)
+        or not 0 <= int(start) <= num_rows
+    ):
+        raise InvalidParameterError("start", f"an integer in [0, {num_rows}]", start)
+    if (
+        isinstance(stop, bool)
+        or not isinstance(stop, numbers.Integral)
+        or not int(start) <= int(stop) <= num_rows
+    ):
+        raise InvalidParameterError("stop", f"an integer in [{start}, {num_rows}]", stop)
+    return int(start), int(stop)
+
+
+def column_positions(names: Sequence[str], columns: Sequence[str] | None) -> tuple[int, ...]:
+    """Positions, in table order, of the ``columns`` among ``names`` (all when None).
+
+    Names are matched case-insensitively, like DuckDB's unquoted identifiers; a name given
+    twice counts once.
+    """
+    if columns is None:
+        return tuple(range(len(names)))
+    if isinstance(columns, str):
+        raise InvalidParameterError("columns", "a sequence of names (not one string)", columns)
+    lowered = [n.lower() for n in names]
+    wanted: set[int] = set()
+    for column in columns:
+        key = column.lower() if isinstance(column, str) else None
+        if key not in lowered:
+            raise InvalidParameterError("columns", f"names among {', '.join(names)}", column)
+        wanted.add(lowered.index(key))
+    return tuple(sorted(wanted))

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from dpcomm.data.table import select_rows
-from dpcomm.engine.run import ROLE_NAMES
 from dpcomm.engine.steps import FlowSteps, flow_steps, record_data_flow
 from dpcomm.engine.traffic import Efficiency, FlowSummary, TrafficLog, sorted_unique
 from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.plan.model import ROLES
 from dpcomm.plan.routes import Ownership, Routes
 from dpcomm.plan.transform import TransformedPlan, scrambler_group_name
 from dpcomm.protocol import roles
@@ -279,7 +279,7 @@ def _group_table(context: RunContext) -> tuple[IntArray, list[str], list[int]]:
     routed = context.transformed.routed
     offsets = routed.node_id_offsets
     physical = sorted(
-        (offsets[g.name], g.name, ROLE_NAMES.index(g.role))
+        (offsets[g.name], g.name, ROLES.index(g.role))
         for g in routed.groups
         if g.physical is None
     )
@@ -331,7 +331,7 @@ def partition_channels(
     role_active: dict[str, int] = {}
     role_sum: dict[str, int] = {}
     roles_of = np.array(role_of, dtype=np.int64)[group] if len(group) else group
-    for index, role in enumerate(ROLE_NAMES):
+    for index, role in enumerate(ROLES):
         selected = counts[is_owned & (roles_of == index)]
         if selected.size:
             role_max[role] = int(selected.max())
@@ -378,7 +378,7 @@ def reduce_efficiency(
     by_role: dict[str, int] = {}
     active = int((degrees > 0).sum())
     total = int(degrees.sum())
-    for index, role in enumerate(ROLE_NAMES):
+    for index, role in enumerate(ROLES):
         if index not in present:
             continue
         values = [int(degrees[roles_of == index].max())] if (roles_of == index).any() else []

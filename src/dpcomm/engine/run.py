@@ -23,12 +23,12 @@ import numpy.typing as npt
 from dpcomm.engine.traffic import Efficiency, FlowSummary, FlowTraffic, efficiency
 from dpcomm.errors import DpcommWarning, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure, Scramblers
+from dpcomm.plan.model import ROLES
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.plan.transform import TransformedPlan, transform
 from dpcomm.protocol.roles import ProgramHooks
 
 BoolArray = npt.NDArray[np.bool_]
-ROLE_NAMES: tuple[str, ...] = ("source", "scrambler", "compute", "result")
 Flows = TypeVar("Flows", FlowTraffic, FlowSummary, FlowTraffic | FlowSummary)
 
 
@@ -218,14 +218,14 @@ def run_efficiency(transformed: TransformedPlan, traffic: list[FlowTraffic]) -> 
     routed = transformed.routed
     roles = np.concatenate(
         [
-            np.full(group.count, ROLE_NAMES.index(group.role), dtype=np.int64)
+            np.full(group.count, ROLES.index(group.role), dtype=np.int64)
             for group in routed.groups
             if group.physical is None
         ]
     )
     frame = max((flow.message_bytes for flow in transformed.plan.flows), default=1)
     return efficiency(
-        traffic, num_nodes=routed.num_nodes, frame_bytes=frame, roles=roles, role_names=ROLE_NAMES
+        traffic, num_nodes=routed.num_nodes, frame_bytes=frame, roles=roles, role_names=ROLES
     )
 
 

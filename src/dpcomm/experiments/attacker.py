@@ -22,10 +22,8 @@ The bound beside it is what (ε, δ)-DP allows *any* attacker: see :func:`dp_acc
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -351,16 +349,3 @@ def attack_run(run: Run) -> AttackResult:
         epsilon=max(r.epsilon for r in results),
         plan_epsilon=float(run.privacy.guarantee.epsilon),
     )
-
-
-def attack_summary(result: AttackResult) -> Mapping[str, Any]:
-    """The numbers of an attack as a flat dictionary (for CSV rows and JSON)."""
-    return {
-        "accuracy": result.accuracy,
-        "baseline": result.baseline,
-        "advantage": result.advantage,
-        "dp_bound": result.bound,
-        "cluster_epsilon": result.epsilon,
-        "plan_epsilon": result.plan_epsilon,
-        "flows": len(result.flows),
-    }

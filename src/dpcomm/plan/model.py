@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Literal, get_args
 
 from dpcomm.errors import InvalidParameterError
 
 Role = Literal["source", "scrambler", "compute", "result"]
+#: Every role of a plan's nodes, in the order reports list them.
+ROLES: tuple[Role, ...] = get_args(Role)
 Routing = Literal["data", "fixed", "broadcast"]
-_ROLES = ("source", "scrambler", "compute", "result")
 _ROUTINGS = ("data", "fixed", "broadcast")
 
 
@@ -52,8 +53,8 @@ class NodeGroup:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise InvalidParameterError("name", "a non-empty string", self.name)
-        if self.role not in _ROLES:
-            raise InvalidParameterError("role", f"one of {', '.join(_ROLES)}", self.role)
+        if self.role not in ROLES:
+            raise InvalidParameterError("role", f"one of {', '.join(ROLES)}", self.role)
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
             raise InvalidParameterError(
                 f"count of group {self.name}", "an integer >= 1", self.count

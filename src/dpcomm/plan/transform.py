@@ -183,12 +183,6 @@ class TransformedPlan:
             return len(self.batches.get(flow, ()))
         return sum(len(sizes) for sizes in self.batches.values())
 
-    def scrambler_group(self, flow: str) -> str:
-        """The group of scramblers of plan flow ``flow``."""
-        if flow not in self.batches:
-            raise InvalidParameterError("flow", f"one of {', '.join(self.batches)}", flow)
-        return scrambler_group_name(flow)
-
     def sources_needed(self, tuples: int | None = None) -> int:
         """Sources S_t that deliver ``tuples`` (default: every sender) on every cluster.
 

@@ -33,13 +33,16 @@ import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from dpcomm.errors import InvalidParameterError
+from dpcomm.plan.model import ROLES as PLAN_ROLES
+from dpcomm.plan.model import Role as PlanRole
 from dpcomm.validation import check_int, check_seed
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-Role = Literal["coordinator", "source", "scrambler", "compute", "result"]
-ROLES: tuple[Role, ...] = ("coordinator", "source", "scrambler", "compute", "result")
+Role = Literal["coordinator"] | PlanRole
+#: Every role that draws: the plan's, and the coordinator of a deployed round.
+ROLES: tuple[Role, ...] = ("coordinator", *PLAN_ROLES)
 _DOMAIN = b"dpcomm/randomness/v1"
 _BLOCK = 16
 #: Node indices per keystream when the nodes asked for are scattered.

@@ -152,14 +152,6 @@ def num_sources(program: ProgramHooks) -> int:
     return holders[0].count if holders else 0
 
 
-def stage_of(program: ProgramHooks, flow: str) -> int:
-    """The stage in which data flow ``flow`` is sent."""
-    for stage, flows in enumerate(program.stages):
-        if flow in flows:
-            return stage
-    raise InvalidParameterError("flow", "a data flow of the program's stages", flow)
-
-
 def largest_tuple(program: QueryProgram) -> int:
     """Bytes of the largest encoded tuple over the flows (every payload is padded to it)."""
     return max(program.codec.tuples(flow).size for flows in program.stages for flow in flows)
@@ -240,5 +232,4 @@ __all__ = [
     "register_program",
     "source_rows",
     "spec_header",
-    "stage_of",
 ]

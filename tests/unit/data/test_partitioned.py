@@ -24,7 +24,6 @@ from dpcomm.data import (
     SyntheticRows,
     Table,
     concat_tables,
-    partitioned,
     read_table,
     synthetic,
     synthetic_table,
@@ -200,13 +199,13 @@ def test_synthetic_values_are_pinned():
 
 def test_synthetic_reads_draw_only_the_blocks_they_overlap(monkeypatch):
     drawn = []
-    original = partitioned.block_generator
+    original = synthetic.block_generator
 
     def recording(seed, block):
         drawn.append(block)
         return original(seed, block)
 
-    monkeypatch.setattr(partitioned, "block_generator", recording)
+    monkeypatch.setattr(synthetic, "block_generator", recording)
     source = SyntheticRows(10**12, seed=3)  # no size limit: only the read range is drawn
     part = source.read(10**12 - 5, 10**12)
     assert part.num_rows == 5 and drawn == [(10**12 - 1) // BLOCK_ROWS]

@@ -345,6 +345,78 @@ class Workers:
                         stream.close()
 
 
+def _start_groups(
+    spec: RoundSpec,
+    configs: Mapping[str, NodeConfig],
+    groups: Mapping[str, list[str]],
+    processes: Mapping[str, subprocess.Popen[str]],
+    directory: Path,
+    *,
+    force: bool,
+) -> None:
+    """Certify each group's nodes and hand its worker its group file.
+
+    Group by group, the infrastructure first: the coordinator listens (its registrations are
+    the start-up's bottleneck) while the sources are still being certified, and each worker
+    starts as soon as its own group is ready.
+    """
+    pki = directory / "pki"
+    authority = CertificateAuthority.create(pki, overwrite=True)
+    for group in sorted(groups, key=lambda g: g.startswith("sources")):
+        members = groups[group]
+        credentials = issue_many(authority, members, pki, overwrite=force)
+        path = directory / f"group-{group}.json"
+        _group_file(path, spec, [configs[n] for n in members], credentials)
+        stdin = processes[group].stdin
+        if stdin is None:
+            raise DeploymentError(f"worker of {group} has no input")
+        stdin.write(f"{path}\n")
+        stdin.flush()
+
+
+def _collect(
+    processes: Mapping[str, subprocess.Popen[str]],
+    lines: queue_module.Queue[tuple[str, WorkerReport | _Exited]],
+    deadline: float,
+    timeout: float,
+) -> tuple[dict[str, GroupOutcome], dict[str, str], float | None]:
+    """Every worker's reports until all exited: outcomes, errors, when the round launched.
+
+    The coordinator's port goes to every other worker as soon as it is known; a worker that
+    fails before that fails the round at once.
+    """
+    outcomes: dict[str, GroupOutcome] = {}
+    errors: dict[str, str] = {}
+    exited: set[str] = set()
+    launched = None
+    while len(exited) < len(processes):
+        try:
+            group, message = lines.get(timeout=0.5)
+        except queue_module.Empty:
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"the round did not finish within {timeout} s") from None
+            continue
+        if isinstance(message, _Exited):
+            exited.add(group)
+            if message.status != 0 and group not in outcomes and group not in errors:
+                errors[group] = f"process exited with status {message.status}"
+        elif message.port is not None and launched is None:
+            launched = time.perf_counter()
+            for other, process in processes.items():
+                if other != group and process.stdin is not None:
+                    process.stdin.write(f"{message.port}\n")
+                    process.stdin.flush()
+        elif message.outcome is not None:
+            outcomes[group] = message.outcome
+        elif message.error is not None:
+            errors[group] = message.error
+        if launched is None and errors:
+            raise DeploymentError(
+                f"process {next(iter(errors))} failed: {next(iter(errors.values()))}"
+            )
+    return outcomes, errors, launched
+
+
 def launch(
     spec: RoundSpec,
     configs: Mapping[str, NodeConfig],
@@ -379,51 +451,10 @@ def launch(
         lines: queue_module.Queue[tuple[str, WorkerReport | _Exited]] = queue_module.Queue()
         for group, process in processes.items():
             threading.Thread(target=_reader, args=(process, lines, group), daemon=True).start()
-        pki = directory / "pki"
-        authority = CertificateAuthority.create(pki, overwrite=True)
-        # Group by group, the infrastructure first: the coordinator listens (its registrations
-        # are the start-up's bottleneck) while the sources are still being certified, and each
-        # worker starts as soon as its own group is ready.
-        for group in sorted(groups, key=lambda g: g.startswith("sources")):
-            members = groups[group]
-            credentials = issue_many(authority, members, pki, overwrite=force)
-            path = directory / f"group-{group}.json"
-            _group_file(path, spec, [configs[n] for n in members], credentials)
-            stdin = processes[group].stdin
-            assert stdin is not None
-            stdin.write(f"{path}\n")
-            stdin.flush()
+        _start_groups(spec, configs, groups, processes, directory, force=force)
         certified = time.perf_counter()
         deadline = time.monotonic() + timeout + _START_TIMEOUT
-        outcomes: dict[str, GroupOutcome] = {}
-        errors: dict[str, str] = {}
-        exited: set[str] = set()
-        launched = None
-        while len(exited) < len(groups):
-            try:
-                group, message = lines.get(timeout=0.5)
-            except queue_module.Empty:
-                if time.monotonic() > deadline:
-                    raise DeploymentError(f"the round did not finish within {timeout} s") from None
-                continue
-            if isinstance(message, _Exited):
-                exited.add(group)
-                if message.status != 0 and group not in outcomes and group not in errors:
-                    errors[group] = f"process exited with status {message.status}"
-            elif message.port is not None and launched is None:
-                launched = time.perf_counter()
-                for other, process in processes.items():
-                    if other != group and process.stdin is not None:
-                        process.stdin.write(f"{message.port}\n")
-                        process.stdin.flush()
-            elif message.outcome is not None:
-                outcomes[group] = message.outcome
-            elif message.error is not None:
-                errors[group] = message.error
-            if launched is None and errors:
-                raise DeploymentError(
-                    f"process {next(iter(errors))} failed: {next(iter(errors.values()))}"
-                )
+        outcomes, errors, launched = _collect(processes, lines, deadline, timeout)
         finished = time.perf_counter()
     finally:
         pool.close()

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
 from dpcomm.errors import InvalidParameterError
+from dpcomm.protocol.randomness import ROLES, Role
 
-NodeRole = Literal["coordinator", "result", "source", "scrambler", "compute"]
-NODE_ROLES: tuple[NodeRole, ...] = ("coordinator", "result", "source", "scrambler", "compute")
 _PATTERN = re.compile(r"(coordinator|result)|(source)-(\d+)|(scrambler|compute)-(\d+)-(\d+)")
 
 
@@ -29,13 +27,13 @@ class NodeName:
         index: the node's index in its group (0 for the coordinator and the result node).
     """
 
-    role: NodeRole
+    role: Role
     group: int = 0
     index: int = 0
 
     def __post_init__(self) -> None:
-        if self.role not in NODE_ROLES:
-            raise InvalidParameterError("role", f"one of {', '.join(NODE_ROLES)}", self.role)
+        if self.role not in ROLES:
+            raise InvalidParameterError("role", f"one of {', '.join(ROLES)}", self.role)
         for label, value in (("group", self.group), ("index", self.index)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidParameterError(f"{label} of a node name", "an integer >= 0", value)

@@ -293,6 +293,51 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         await asyncio.wait_for(writer.wait_closed(), 2.0)
 
 
+def _is_allowed(allowed_peers: Collection[str] | Callable[[str], bool] | None, name: str) -> bool:
+    """Whether peer ``name`` may connect (every peer when ``allowed_peers`` is None)."""
+    if allowed_peers is None:
+        return True
+    if callable(allowed_peers):
+        return bool(allowed_peers(name))
+    return name in allowed_peers
+
+
+async def _handshake(
+    gate: ConnectionGate,
+    entry: _Pending,
+    writer: asyncio.StreamWriter,
+    context: ssl.SSLContext,
+    timeout: float,
+    address: object,
+) -> str | None:
+    """The TLS handshake of an admitted connection: the peer's name, or None (closed, counted)."""
+    raw = writer.transport
+    try:
+        async with asyncio.timeout(timeout):
+            # asyncio's own timer is a backstop: ours tells a timeout from a failure.
+            await writer.start_tls(context, ssl_handshake_timeout=2 * timeout)
+        return writer_peer_identity(writer)
+    except asyncio.CancelledError:
+        if not entry.evicted:
+            raise
+        # Evicted to make room (counted as stalled); asyncio closed the transport.
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        raw.abort()
+        return None
+    except (OSError, TimeoutError, PeerIdentityError, asyncio.IncompleteReadError) as error:
+        if not entry.evicted:  # an evicted handshake was counted as stalled
+            reason = "handshake_timeout" if isinstance(error, TimeoutError) else "handshake"
+            gone = isinstance(error, _PEER_GONE)
+            gate.refuse(reason, f"{address}: {type(error).__name__}: {error}", quiet=gone)
+        raw.abort()
+        await _close(writer)
+        return None
+    finally:
+        gate.done(entry)
+
+
 async def start_tls_server(
     handler: ConnectionHandler,
     *,
@@ -332,45 +377,16 @@ async def start_tls_server(
         gate = ConnectionGate(limits, drops=drops, name=credentials.name)
     timeout = gate.limits.handshake_timeout
 
-    def allowed(name: str) -> bool:
-        if allowed_peers is None:
-            return True
-        if callable(allowed_peers):
-            return bool(allowed_peers(name))
-        return name in allowed_peers
-
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        raw = writer.transport
         entry = gate.admit()
         if entry is None:
-            raw.abort()
+            writer.transport.abort()
             return
         address = writer.get_extra_info("peername")
-        try:
-            async with asyncio.timeout(timeout):
-                # asyncio's own timer is a backstop: ours tells a timeout from a failure.
-                await writer.start_tls(context, ssl_handshake_timeout=2 * timeout)
-            name = writer_peer_identity(writer)
-        except asyncio.CancelledError:
-            if not entry.evicted:
-                raise
-            # Evicted to make room (counted as stalled); asyncio closed the transport.
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()
-            raw.abort()
+        name = await _handshake(gate, entry, writer, context, timeout, address)
+        if name is None:
             return
-        except (OSError, TimeoutError, PeerIdentityError, asyncio.IncompleteReadError) as error:
-            if not entry.evicted:  # an evicted handshake was counted as stalled
-                reason = "handshake_timeout" if isinstance(error, TimeoutError) else "handshake"
-                gone = isinstance(error, _PEER_GONE)
-                gate.refuse(reason, f"{address}: {type(error).__name__}: {error}", quiet=gone)
-            raw.abort()
-            await _close(writer)
-            return
-        finally:
-            gate.done(entry)
-        if not allowed(name):
+        if not _is_allowed(allowed_peers, name):
             gate.refuse("unauthorized", f"peer {name!r} from {address}")
             await _close(writer)
             return

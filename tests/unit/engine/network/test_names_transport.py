@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dpcomm.engine.network.frames import DropCounters, FrameError, StreamClosedError
-from dpcomm.engine.network.names import COORDINATOR, NODE_ROLES, RESULT, NodeName
+from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
 from dpcomm.engine.network.transport import (
     HandshakeError,
     LinkClosedError,
@@ -17,6 +17,7 @@ from dpcomm.engine.network.transport import (
     MemoryTransport,
 )
 from dpcomm.errors import InvalidParameterError
+from dpcomm.protocol.randomness import ROLES
 
 # --------------------------------------------------------------------------- names
 
@@ -40,7 +41,7 @@ def test_names_print_and_parse_back(name, text):
 
 
 def test_every_role_has_a_round_trip():
-    assert {name.role for name, _ in CANONICAL} == set(NODE_ROLES)
+    assert {name.role for name, _ in CANONICAL} == set(ROLES)
     assert NodeName.parse("coordinator") == COORDINATOR
     assert NodeName.parse("result") == RESULT
 
