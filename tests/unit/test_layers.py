@@ -13,6 +13,7 @@ SOURCE = Path(__file__).resolve().parents[2] / "src" / "dpcomm"
 LAYERS = {
     "errors": 0,
     "_lazy": 0,
+    "_json": 0,
     "accounting": 1,
     "data": 1,
     "plan": 2,

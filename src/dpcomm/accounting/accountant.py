@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from dpcomm._json import json_ready
 from dpcomm.accounting import concentration, pure
 from dpcomm.accounting._validation import check_delta, check_epsilon, check_int
 from dpcomm.accounting.exact import ExactLemma2
@@ -36,6 +37,9 @@ from dpcomm.accounting.mechanisms import (
 from dpcomm.accounting.montecarlo import MonteCarloLemma2
 from dpcomm.accounting.search import epsilon_for_delta, lower_epsilon_for_delta
 from dpcomm.errors import DpcommError, InvalidParameterError
+
+if TYPE_CHECKING:
+    from dpcomm.accounting.infinite import InfiniteExplanation
 
 Status = Literal["valid", "estimate", "printed"]
 
@@ -127,6 +131,84 @@ class AccountingReport:
         for result in self.methods:
             values[result.name] = result.value
         return values
+
+    @property
+    def method_is_valid_bound(self) -> bool | None:
+        """Whether the reported method is a proven bound (None: no such method answered)."""
+        return next(
+            (r.status == "valid" for r in self.methods if r.name == self.guarantee.method), None
+        )
+
+    def why_infinite(self) -> InfiniteExplanation | None:
+        """Why the best valid ε is infinite, and the least changes that make it finite.
+
+        None unless ε was asked for one round of a local randomizer or scrambler and every
+        valid method answered ∞ (whichever method :func:`report_with_method` shows).
+        """
+        best = min((r.value for r in self.methods if r.status == "valid"), default=math.inf)
+        mechanism = self.mechanism
+        if (
+            self.query != "epsilon"
+            or self.rounds != 1
+            or not math.isinf(best)
+            or not isinstance(mechanism, LocalRandomizer | ScramblerMechanism)
+        ):
+            return None
+        from dpcomm.accounting.infinite import explain_infinite
+
+        return explain_infinite(mechanism, delta=self.fixed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON (what ``dpcomm account --json`` prints, one per combination).
+
+        The mechanism's parameters (null where its family has none), the fixed and the asked
+        value, the method and whether it is a valid bound, the certified lower bound, every
+        method's value and status, and ``why_infinite`` when ε = ∞ (:meth:`why_infinite`).
+        ∞ is the string ``"inf"``.
+
+        >>> from dpcomm import LocalRandomizer, account
+        >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.0), delta=1e-4)
+        >>> document = report.to_dict()
+        >>> document["epsilon"], document["why_infinite"]["changes"][0]["parameter"]
+        ('inf', 'sampling_rate')
+        """
+        mechanism = self.mechanism
+        row: dict[str, Any] = {
+            "num_targets": getattr(mechanism, "num_targets", None),
+            "sampling_rate": getattr(mechanism, "sampling_rate", None),
+            "num_dummies": getattr(mechanism, "num_dummies", None),
+            "batch_size": getattr(mechanism, "batch_size", None),
+            "capped": getattr(mechanism, "capped", None),
+        }
+        if self.query == "epsilon":
+            row["delta"] = self.fixed
+            row["epsilon"] = self.guarantee.epsilon
+        else:
+            row["epsilon"] = self.fixed
+            row["delta"] = self.guarantee.delta
+        row["rounds"] = self.rounds
+        row["method"] = self.guarantee.method
+        row["method_is_valid_bound"] = self.method_is_valid_bound
+        row["lower_bound"] = self.lower_bound
+        row["notes"] = list(self.notes)
+        row["methods"] = self.method_values()
+        row["method_status"] = {r.name: r.status for r in self.methods}
+        why = self.why_infinite()
+        if why is not None:
+            row["why_infinite"] = {
+                "reason": why.reason,
+                "changes": [
+                    {
+                        "parameter": change.parameter,
+                        "value": change.value,
+                        "epsilon": change.epsilon,
+                        "least": change.least,
+                    }
+                    for change in why.changes
+                ],
+            }
+        ready: dict[str, Any] = json_ready(row)
+        return ready
 
 
 DeltaCurve = Callable[[float], float]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import shlex
 from typing import Any
 
+from dpcomm._json import json_ready
 from dpcomm.cli.output import (
     MAX_COUNT,
     add_progress_options,
@@ -171,15 +171,8 @@ def _candidate_json(candidate: PlanCandidate) -> dict[str, Any]:
     }
 
 
-def _json_epsilon(value: float | None) -> float | str | None:
-    """JSON has no infinity: ε = ∞ is the string "inf"."""
-    if value is None:
-        return None
-    return "inf" if math.isinf(value) else value
-
-
 def _number(value: float) -> str:
-    return "inf" if math.isinf(value) else f"{value:.4f}"
+    return f"{value:.4f}"  # ∞ prints as inf
 
 
 def plan_json(result: PlannerResult) -> dict[str, Any]:
@@ -194,21 +187,24 @@ def plan_json(result: PlannerResult) -> dict[str, Any]:
     """
     sizes = result.configuration.batch_sizes
     privacy = result.privacy
-    return {
-        "configuration": _configuration_json(result.configuration),
-        "epsilon": result.epsilon,
-        "delta": result.delta,
-        "epsilon_pld": None if privacy is None else _json_epsilon(privacy.pld_epsilon),
-        "epsilon_basic": None if privacy is None else _json_epsilon(privacy.basic_epsilon),
-        "epsilon_lower_bound": None if privacy is None else _json_epsilon(privacy.lower_bound),
-        "network_load_messages": result.network_load_messages,
-        "max_channels_per_node": result.max_channels_per_node,
-        "extra_consents": result.extra_consents,
-        "sources_recruited": result.num_sources,
-        "batch_sizes": None if sizes is None else list(sizes),
-        "run_command": run_command(result),
-        "pareto": [_candidate_json(c) for c in result.pareto],
-    }
+    document: dict[str, Any] = json_ready(
+        {
+            "configuration": _configuration_json(result.configuration),
+            "epsilon": result.epsilon,
+            "delta": result.delta,
+            "epsilon_pld": None if privacy is None else privacy.pld_epsilon,
+            "epsilon_basic": None if privacy is None else privacy.basic_epsilon,
+            "epsilon_lower_bound": None if privacy is None else privacy.lower_bound,
+            "network_load_messages": result.network_load_messages,
+            "max_channels_per_node": result.max_channels_per_node,
+            "extra_consents": result.extra_consents,
+            "sources_recruited": result.num_sources,
+            "batch_sizes": None if sizes is None else list(sizes),
+            "run_command": run_command(result),
+            "pareto": [_candidate_json(c) for c in result.pareto],
+        }
+    )
+    return document
 
 
 def _spread(items: tuple[PlanCandidate, ...], limit: int) -> list[PlanCandidate]:
