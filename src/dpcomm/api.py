@@ -11,16 +11,15 @@
 ... )
 >>> list(run.result.columns)
 ['g1', 'count_star()']
->>> round(run.report.privacy.epsilon, 3) == round(run.report.to_dict()["privacy"]["epsilon"], 3)
+>>> run.report.privacy.epsilon == run.report.to_dict()["privacy"]["epsilon"]
 True
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,152 +27,8 @@ import numpy.typing as npt
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure
 
-
-@dataclass(frozen=True)
-class Privacy:
-    """The plan's guarantee: (ε, δ) for the whole execution, its method and a lower bound."""
-
-    epsilon: float
-    delta: float
-    method: str
-    lower_bound: float | None
-
-
-@dataclass(frozen=True, eq=False)
-class Report:
-    """A run's report, typed: ``privacy``, ``utility``, ``efficiency``; ``to_dict()`` for JSON."""
-
-    privacy: Privacy
-    utility: Mapping[str, Any]
-    efficiency: Mapping[str, Any]
-    document: Mapping[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as the CLI's ``--json`` prints it (JSON-ready: ∞ is ``"inf"``)."""
-        from dpcomm.engine.report import json_ready
-
-        ready: dict[str, Any] = json_ready(dict(self.document))
-        return ready
-
-    def summary(self) -> str:
-        """One line: ε at δ (and the method), tuples used, messages sent."""
-        privacy = self.privacy
-        parts = [f"ε = {privacy.epsilon:.4g} at δ = {privacy.delta:g} ({privacy.method})"]
-        used, sources = self.utility.get("tuples_used"), self.utility.get("sources")
-        if used is not None and sources:
-            parts.append(f"{used:,} of {sources:,} tuples used")
-        messages = self.efficiency.get("messages")
-        if messages is not None:
-            parts.append(f"{messages:,} messages")
-        return ", ".join(parts)
-
-    def __repr__(self) -> str:
-        return f"Report({self.summary()})"
-
-
-def _report(document: Mapping[str, Any]) -> Report:
-    privacy = document["privacy"]
-
-    def number(value: Any) -> float:
-        return float("inf") if value == "inf" else float(value)
-
-    lower = privacy.get("epsilon_lower_bound")
-    return Report(
-        Privacy(
-            number(privacy["epsilon"]),
-            float(privacy["delta"]),
-            str(privacy["method"]),
-            None if lower is None else number(lower),
-        ),
-        document.get("utility", {}),
-        document.get("efficiency", {}),
-        document,
-    )
-
-
-@dataclass(frozen=True, eq=False)
-class SqlRun:
-    """An Aggregate run: ``result`` (a pandas DataFrame, DuckDB's column names), ``report``.
-
-    The DataFrame is what DuckDB's ``.df()`` gives for the same rows and column types (dates
-    as ``datetime64``, DECIMAL as float, integers with NULLs as ``Int64``, ...);
-    ``outcome.result`` keeps the exact Python values (None for NULL, Decimal, dates).
-    """
-
-    result: Any
-    report: Report
-    outcome: Any
-
-    def __repr__(self) -> str:
-        rows, columns = self.result.shape
-        return f"SqlRun({rows:,} rows × {columns} columns; {self.report.summary()})"
-
-
-@dataclass(frozen=True, eq=False)
-class KMeansRun:
-    """A K-means run: ``centroids``, ``assignments``, ``rand_index`` (with labels), ``report``."""
-
-    centroids: npt.NDArray[np.float64]
-    assignments: npt.NDArray[np.int64]
-    rand_index: float | None
-    report: Report
-    outcome: Any
-
-    def __repr__(self) -> str:
-        k, dimension = self.centroids.shape
-        rand = "" if self.rand_index is None else f", Rand index {self.rand_index:.4f}"
-        return f"KMeansRun({k} centroids in dimension {dimension}{rand}; {self.report.summary()})"
-
-
-def result_frame(rows: Any, names: Any, types: Any) -> Any:
-    """``rows`` (mappings or sequences) as DuckDB's ``.df()`` of columns of ``types``.
-
-    Each column goes to Arrow from its Python values (text when Arrow cannot hold them, e.g.
-    a HUGEINT beyond 64 bits), then DuckDB casts it to its SQL type and converts the table as
-    it converts its own results; row order is kept (DuckDB preserves insertion order).
-
-    >>> from datetime import date
-    >>> from dpcomm.api import result_frame
-    >>> frame = result_frame([(date(2024, 1, 2), None), (None, 3)], ["day", "n"],
-    ...                      ["DATE", "BIGINT"])
-    >>> [str(dtype) for dtype in frame.dtypes]
-    ['datetime64[us]', 'Int64']
-    """
-    import duckdb
-    import pyarrow as pa
-
-    names, types = list(names), list(types)
-    columns = [
-        [row[name] if isinstance(row, Mapping) else row[i] for row in rows]
-        for i, name in enumerate(names)
-    ]
-    arrays = []
-    for values in columns:
-        try:
-            arrays.append(pa.array(values))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
-    positional = [f"c{index}" for index in range(len(names))]
-    result_rows = pa.Table.from_arrays(arrays, names=positional)
-    connection = duckdb.connect()
-    connection.register("result_rows", result_rows)
-    select = ", ".join(
-        f'CAST({column} AS {sql_type}) AS "{name.replace(chr(34), chr(34) * 2)}"'
-        for column, sql_type, name in zip(positional, types, names, strict=True)
-    )
-    return connection.sql(f"SELECT {select} FROM result_rows").df()
-
-
-def _engine(engine: Any) -> Any:
-    if engine is None or engine == "memory":
-        return None
-    if engine == "dask":
-        from dpcomm.engine.dask_engine import DaskEngine
-
-        return DaskEngine()
-    if hasattr(engine, "execute"):
-        return engine
-    raise InvalidParameterError("engine", "'memory', 'dask' or an engine object", engine)
+if TYPE_CHECKING:
+    from dpcomm.engine.runs import AggregateRun, KMeansRun
 
 
 def _table(data: Any, name: str) -> Any:
@@ -219,14 +74,14 @@ def run_sql(
     max_groups: int | None = None,
     max_text_bytes: int = 255,
     estimate: str = "delivered",
-) -> SqlRun:
+) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
     Every row of ``data`` is a source node; ``countermeasure`` protects every data-dependent
     cluster; ``delta`` is the whole plan's δ. The result's values are exact over the tuples
     that arrived (not differentially private: the countermeasures hide the traffic); with
     ``estimate="unbiased"`` COUNT and SUM are divided by the probability P that a tuple
-    arrives (floats, labelled ``report.to_dict()["estimate"]``; AVG, MIN, MAX unchanged).
+    arrives (floats, labelled ``report.estimate``; AVG, MIN, MAX unchanged).
 
     >>> import dpcomm
     >>> import pandas as pd
@@ -239,9 +94,10 @@ def run_sql(
     >>> run.report.privacy.epsilon
     inf
     >>> run  # doctest: +ELLIPSIS
-    SqlRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 tuples used, ... messages)
+    AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 tuples used, ...)
     """
-    from dpcomm.engine.report import estimated_columns, run_aggregate, with_unbiased_estimate
+    from dpcomm.engine.engines import make_engine
+    from dpcomm.engine.runs import run_aggregate
     from dpcomm.queries.aggregate import AggregateProgram
 
     if not isinstance(countermeasure, Countermeasure):
@@ -260,17 +116,10 @@ def run_sql(
         max_groups=max_groups,
         max_text_bytes=max_text_bytes,
     )
-    outcome = run_aggregate(program, countermeasure, delta=delta, seed=seed, engine=_engine(engine))
-    types = list(program.query.output_types)
-    if estimate == "unbiased":
-        outcome = with_unbiased_estimate(outcome)
-        scaled = estimated_columns(program)
-        types = [
-            "DOUBLE" if name in scaled else sql_type
-            for name, sql_type in zip(program.query.output_names, types, strict=True)
-        ]
-    frame = result_frame(outcome.result, program.query.output_names, types)
-    return SqlRun(frame, _report(outcome.report), outcome)
+    outcome = run_aggregate(
+        program, countermeasure, delta=delta, seed=seed, engine=make_engine(engine)
+    )
+    return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
 
 
 def kmeans(
@@ -301,39 +150,25 @@ def kmeans(
     >>> run  # doctest: +ELLIPSIS
     KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
     """
-    from dpcomm.engine.report import run_kmeans
+    from dpcomm.engine.engines import make_engine
+    from dpcomm.engine.runs import run_kmeans
     from dpcomm.queries.kmeans import KMeansProgram
 
     array = np.asarray(points, dtype=np.float64)
     program = KMeansProgram(array, k, iterations, seed=start_seed)
+    truth = None
     if labels is not None:
         truth = np.asarray(labels, dtype=np.int64).reshape(-1)
         if truth.shape[0] != array.shape[0]:
             raise InvalidParameterError("labels", f"one label per point ({len(array)})", len(truth))
-    else:
-        truth = np.zeros(len(array), dtype=np.int64)
-    outcome = run_kmeans(
+    return run_kmeans(
         program,
         countermeasure,
-        test_points=array,
+        test_points=None if truth is None else array,
         test_labels=truth,
         delta=delta,
         seed=seed,
-        engine=_engine(engine),
-    )
-    document = dict(outcome.report)
-    if labels is None:
-        utility = dict(document["utility"])
-        for key in ("test_points", "rand_index", "rand_index_nonprivate"):
-            utility.pop(key, None)
-        document["utility"] = utility
-    assignments = program.assign(outcome.run.state, array.astype(np.float32))
-    return KMeansRun(
-        np.asarray(outcome.centroids, dtype=np.float64),
-        np.asarray(assignments, dtype=np.int64),
-        None if labels is None else float(outcome.rand_index),
-        _report(document),
-        outcome,
+        engine=make_engine(engine),
     )
 
 

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pytest
 
 import dpcomm
-from dpcomm.api import result_frame
 from dpcomm.data import diabetes_table, write_table
-from dpcomm.engine.report import run_aggregate
+from dpcomm.data.frames import result_frame
+from dpcomm.engine.runs import AggregateRun, run_aggregate
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -42,11 +42,13 @@ def test_every_input_gives_the_same_run(expected, tmp_path):
     for kind, data in inputs(tmp_path).items():
         run = dpcomm.run_sql(SQL, data, countermeasure=CHOSEN, compute_nodes=5, delta=1e-4, seed=4)
         query = expected.program.query
-        frame = result_frame(expected.result, query.output_names, query.output_types)
+        frame = result_frame(expected.rows, query.output_names, query.output_types)
+        assert isinstance(run, AggregateRun)  # the object the CLI prints
         pd.testing.assert_frame_equal(run.result, frame, obj=kind)
         assert list(run.result.columns) == ["A", "B", "count_star()", "avg(I)"]
-        assert run.report.privacy.epsilon == expected.report["privacy"]["epsilon"]
-        assert run.report.utility == expected.report["utility"]
+        assert run.rows == expected.rows
+        assert run.report.privacy == expected.report.privacy
+        assert run.report.utility == expected.report.utility
         assert run.report.to_dict()["privacy"]["delta"] == 1e-4
 
 
@@ -109,7 +111,7 @@ def test_a_calibrated_countermeasure_runs_with_the_calibrated_epsilon(
         seed=5,
     )
     assert run.report.privacy.epsilon == pytest.approx(plan.epsilon, rel=1e-9)
-    assert run.report.efficiency["messages"] == plan.network_load_messages
+    assert run.report.efficiency.messages == plan.network_load_messages
 
 
 def test_a_kmeans_calibration_runs_with_the_calibrated_epsilon():

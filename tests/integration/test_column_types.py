@@ -239,7 +239,7 @@ def test_both_engines_carry_every_exact_type_in_one_round():
     ):
         memory_run = simulate(program, countermeasure, delta=DELTA, seed=SEED)
         network_run = network.execute(program, countermeasure, delta=DELTA, seed=SEED)
-        assert network_run.details["errors"] == {}
+        assert network_run.details.errors == {}
         assert differences(memory_run.result, expected) == []
         assert differences(network_run.result, expected) == []
         assert differences(network_run.result, memory_run.result) == []

@@ -20,7 +20,8 @@ from dpcomm.data import synthetic_table, write_table
 from dpcomm.engine.dask_engine import DaskEngine
 from dpcomm.engine.memory import simulate
 from dpcomm.engine.partition import Partition, batch_of, batch_offset, partition_cuts
-from dpcomm.engine.report import privacy_report, run_aggregate, run_kmeans
+from dpcomm.engine.report import privacy_report
+from dpcomm.engine.runs import run_aggregate, run_kmeans
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram
@@ -84,7 +85,8 @@ def test_aggregate_is_the_memory_run(client, partitions, countermeasure, collect
         program, chosen, delta=1e-4, seed=SEED
     )
     assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=collect)
-    assert run.details["partitions"] == partitions
+    assert run.details.partitions == partitions
+    assert run.details.to_dict()["partitions"] == partitions
 
 
 @pytest.mark.parametrize("collect", [True, False], ids=["edges", "summaries"])
@@ -116,11 +118,11 @@ def test_the_reports_are_the_memory_engines(client):
         seed=SEED,
         engine=DaskEngine(client, partitions=4, collect_traffic=False),
     )
-    assert dask.result == memory.result
-    assert dask.baseline.engine == "dask"
-    for part in ("privacy", "utility"):
-        assert dask.report[part] == memory.report[part], part
-    mine, theirs = dict(dask.report["efficiency"]), dict(memory.report["efficiency"])
+    assert dask.rows == memory.rows
+    assert dask.baseline.engine == "dask" and dask.baseline.privacy is None
+    assert dask.report.privacy == memory.report.privacy
+    assert dask.report.utility == memory.report.utility
+    mine, theirs = dask.report.efficiency.to_dict(), memory.report.efficiency.to_dict()
     for volatile in ("engine", "seconds", "messages_per_second"):
         mine.pop(volatile), theirs.pop(volatile)
     assert mine == theirs
@@ -136,7 +138,7 @@ def test_kmeans_report_is_the_memory_engines(client):
     memory = run_kmeans(program, chosen, seed=SEED, **options)
     dask = run_kmeans(program, chosen, seed=SEED, engine=DaskEngine(client), **options)
     assert np.array_equal(dask.centroids, memory.centroids)
-    assert dask.report["utility"] == memory.report["utility"]
+    assert dask.report.utility == memory.report.utility
 
 
 def test_partitions_hold_whole_scramblers():
@@ -161,7 +163,7 @@ def test_a_local_cluster_for_the_run():
     chosen = COUNTERMEASURES["scramblers"]
     run = DaskEngine(workers=2).execute(program, chosen, delta=1e-4, seed=SEED)
     assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=True)
-    assert run.details["partitions"] == 2 and run.details["workers"] == 2
+    assert run.details.partitions == 2 and run.details.workers == 2
 
 
 class TestDaskEngineContract(EngineContract):
@@ -291,7 +293,7 @@ def test_an_external_scheduler_and_two_workers(tmp_path):
             run = DaskEngine(scheduler=address, partitions=5).execute(
                 program, chosen, delta=1e-4, seed=SEED
             )
-            assert run.details["workers"] == 2
+            assert run.details.workers == 2
             assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=True)
             summaries = DaskEngine(connected, collect_traffic=False).execute(
                 program, chosen, delta=1e-4, seed=SEED

@@ -7,7 +7,9 @@ import pytest
 
 from dpcomm.cli.main import main
 from dpcomm.data import synthetic_table
-from dpcomm.engine.report import RESULT_SEMANTICS, run_aggregate, unbiased_estimate
+from dpcomm.engine.estimate import unbiased_estimate
+from dpcomm.engine.report import RESULT_SEMANTICS
+from dpcomm.engine.runs import run_aggregate
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -28,9 +30,11 @@ def test_without_sampling_the_estimate_is_the_delivered_result():
     assert set(probabilities.values()) == {1.0}
     assert rows == [
         {k: float(v) if k in ("count_star()", "sum(m1)") else v for k, v in row.items()}
-        for row in outcome.result
+        for row in outcome.rows
     ]
-    assert outcome.report["result_semantics"] == RESULT_SEMANTICS
+    assert outcome.report.result_semantics == RESULT_SEMANTICS
+    estimated = outcome.with_unbiased_estimate()
+    assert estimated.rows == rows and estimated.report.estimate.startswith("unbiased")
 
 
 def test_the_unbiased_count_averages_to_the_true_count():
@@ -82,7 +86,7 @@ def test_run_sql_gives_the_cli_estimate(capsys):
     options = ["--mechanism", "scrambler", "--sampling", "0.3", "--batch", "100", "--dummies", "50"]
     assert main([*argv, *options, "--json", "--estimate", "unbiased"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert run.report.to_dict()["estimate"] == printed["report"]["estimate"]
+    assert run.report.estimate == printed["report"]["estimate"]
     assert str(run.result["count_star()"].dtype) == "float64"
     by_group = {row["A"]: row for row in printed["result"]}
     for row in run.result.to_dict("records"):

@@ -20,8 +20,8 @@ import pytest
 
 from dpcomm.data import synthetic_table
 from dpcomm.data.table import Column, Table
+from dpcomm.engine.engines import MemoryEngine
 from dpcomm.engine.network.deploy import NetworkEngine
-from dpcomm.engine.report import MemoryEngine
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
@@ -45,9 +45,7 @@ def _neighbours(row: int = 0) -> tuple[Table, Table]:
 
 
 def _frames(run: Any) -> dict[tuple[str, str], int]:
-    return {
-        (link["sender"], link["receiver"]): link["frames"] for link in run.details["wire"]["links"]
-    }
+    return {(link.sender, link.receiver): link.frames for link in run.details.wire.links}
 
 
 def _data_dependent(sender: str, receiver: str) -> bool:
@@ -141,7 +139,7 @@ def test_the_frame_size_does_not_depend_on_the_longest_text_value():
     for name in ("west", "a much longer region name, still within the bound"):
         program = AggregateProgram.from_sql(sql, _text_table(name), num_compute_nodes=2)
         run = engine.execute(program, NoCountermeasure(), delta=1e-4, seed=1)
-        frame_sizes.add(run.details["wire"]["frame_size"])
+        frame_sizes.add(run.details.wire.frame_size)
         assert {r["region"] for r in run.result} >= {"north", name}
     assert len(frame_sizes) == 1
 

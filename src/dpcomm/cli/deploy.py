@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dpcomm._json import json_ready
 from dpcomm.cli.execute import (
     add_countermeasure_options,
     add_public_bounds_options,
@@ -25,7 +26,9 @@ from dpcomm.cli.output import (
     non_negative_int,
     positive_float,
 )
-from dpcomm.engine.report import Engine, json_ready
+from dpcomm.engine.engines import Engine
+from dpcomm.engine.network.report import DeploymentDetails
+from dpcomm.engine.report import Report
 from dpcomm.errors import DpcommError, InvalidParameterError
 
 DEFAULT_SYNTHETIC_ROWS = 1000
@@ -35,39 +38,39 @@ KMEANS_DEPLOY_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 10}
 DEFAULT_KMEANS_SOURCES = 500
 
 
-def _print_wire(report: dict[str, Any]) -> None:
-    wire = report["wire"]
-    efficiency = report["efficiency"]
+def _print_wire(report: Report[Any]) -> None:
+    details = report.details
+    if not isinstance(details, DeploymentDetails):
+        return
+    wire = details.wire
     print("Measured on the wire (TLS application bytes written, every frame the same length):")
     print(
-        f"  frames: {wire['frames']:,} ({wire['data_frames']:,} sealed data frames, "
-        f"{wire['control_frames']:,} control frames); bytes: {wire['bytes']:,}; "
-        f"frame size {wire['frame_size']} B; lengths observed: {wire['frame_lengths_observed']}"
+        f"  frames: {wire.frames:,} ({wire.data_frames:,} sealed data frames, "
+        f"{wire.control_frames:,} control frames); bytes: {wire.bytes:,}; "
+        f"frame size {wire.frame_size} B; lengths observed: {list(wire.frame_lengths_observed)}"
     )
-    messages = sum(flow["messages"] for flow in efficiency["traffic"])
+    messages = sum(flow.messages for flow in report.efficiency.traffic)
     print(f"  messages of the plan's flows: {messages:,} (the simulator's count for this plan)")
-    roles = ", ".join(f"{k} {v:,}" for k, v in wire["max_data_channels_by_role"].items())
+    roles = ", ".join(f"{k} {v:,}" for k, v in wire.max_data_channels_by_role.items())
     print(
-        f"  channels per node (data plane): max {wire['max_data_channels_per_node']:,}, mean "
-        f"{wire['mean_data_channels_per_node']:.2f}; by role: {roles}; with the coordinator's "
-        f"control channels: max {wire['max_channels_per_node']:,}"
+        f"  channels per node (data plane): max {wire.max_data_channels_per_node:,}, mean "
+        f"{wire.mean_data_channels_per_node:.2f}; by role: {roles}; with the coordinator's "
+        f"control channels: max {wire.max_channels_per_node:,}"
     )
-    busiest = sorted(wire["links"], key=lambda link: -link["data_frames"])[:5]
+    busiest = sorted(wire.links, key=lambda link: -link.data_frames)[:5]
     for link in busiest:
         print(
-            f"  link {link['sender']} -> {link['receiver']}: {link['data_frames']} data frames, "
-            f"{link['frames']} frames, {link['bytes']:,} bytes"
+            f"  link {link.sender} -> {link.receiver}: {link.data_frames} data frames, "
+            f"{link.frames} frames, {link.bytes:,} bytes"
         )
-    print(f"  lost scramblers: {', '.join(report['lost_scramblers']) or 'none'}")
-    left = {flow: len(rows) for flow, rows in report["left_out_sources"].items() if rows}
+    print(f"  lost scramblers: {', '.join(details.lost_scramblers) or 'none'}")
+    left = {flow: len(rows) for flow, rows in details.left_out_sources.items() if rows}
     print(f"  sources left out (deadline): {left or 'none'}")
-    print(f"  dropped frames/connections: {wire['dropped'] or 'none'}")
-    for kind in ("attacks", "overload"):
-        if wire.get(kind):
-            print(f"  of which {kind}: {wire[kind]}")
-    timings = ", ".join(
-        f"{k.removesuffix('_seconds')} {v:.2f} s" for k, v in wire["timings"].items()
-    )
+    print(f"  dropped frames/connections: {dict(wire.dropped) or 'none'}")
+    for kind, drops in (("attacks", wire.attacks), ("overload", wire.overload)):
+        if drops:
+            print(f"  of which {kind}: {dict(drops)}")
+    timings = ", ".join(f"{k.removesuffix('_seconds')} {v:.2f} s" for k, v in wire.timings.items())
     print(f"  timings: {timings}")
 
 
@@ -86,12 +89,13 @@ def _network_engine(args: argparse.Namespace, rows: Any = None) -> Engine:
     )
 
 
-def _finish(args: argparse.Namespace, report: dict[str, Any]) -> int:
+def _finish(args: argparse.Namespace, report: Report[Any]) -> int:
     """What was measured on the wire (text only), the nodes that failed, the exit status."""
     if not args.json:
         print()
         _print_wire(report)
-    failures = report.get("failures", [])
+    details = report.details
+    failures = details.failures if isinstance(details, DeploymentDetails) else ()
     if failures:
         print(f"dpcomm: error: the round failed: {'; '.join(failures)}", file=sys.stderr)
     return 0 if not failures else 1
@@ -194,7 +198,9 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
 
     # The plan is accounted before any key is written: a bad --delta is refused, and the
     # operator sees the guarantee the configs are for.
-    privacy = prepare(program, countermeasure, delta=args.delta).privacy.guarantee
+    accounted = prepare(program, countermeasure, delta=args.delta).privacy
+    assert accounted is not None  # a delta was given
+    privacy = accounted.guarantee
     paths = write_deployment(
         program,
         countermeasure,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -23,14 +22,9 @@ from dpcomm.cli.output import (
     show_progress,
 )
 from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
-from dpcomm.engine.report import (
-    AggregateRun,
-    Engine,
-    KMeansRun,
-    json_ready,
-    run_aggregate,
-    run_kmeans,
-)
+from dpcomm.engine.engines import Engine
+from dpcomm.engine.report import EfficiencyReport, PrivacyReport, Report
+from dpcomm.engine.runs import AggregateRun, KMeansRun, run_aggregate, run_kmeans
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
@@ -136,9 +130,7 @@ def _fmt(value: Any, digits: int = 4) -> str:
         return str(value)
     if isinstance(value, int):
         return f"{value:,}"
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
+    if isinstance(value, float):  # ∞ prints as inf
         if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e7):
             return f"{value:.{digits - 1}e}"
         return f"{value:.{digits}f}"
@@ -159,154 +151,153 @@ def _print_rows(rows: list[dict[str, Any]], limit: int) -> None:
         print(f"  ... {len(rows) - limit} more rows (--rows N to show more, --json for all)")
 
 
-def _epsilon(value: Any) -> str:
-    return "inf" if value == "inf" else _fmt(value)
-
-
-def _composition(privacy: dict[str, Any]) -> str:
+def _composition(privacy: PrivacyReport) -> str:
     """How the plan's ε was composed, with the other composition's value beside it."""
     basic = (
-        f"Theorem 2 sum ε = {_epsilon(privacy['epsilon_basic'])} "
-        f"(each cluster at δ = {privacy['delta_per_cluster']:.3g})"
+        f"Theorem 2 sum ε = {_fmt(privacy.epsilon_basic)} "
+        f"(each cluster at δ = {privacy.delta_per_cluster:.3g})"
     )
-    if privacy.get("epsilon_pld") is None:
+    if privacy.epsilon_pld is None:
         return basic
-    return f"PLD composition ε = {_epsilon(privacy['epsilon_pld'])}; {basic}"
+    return f"PLD composition ε = {_fmt(privacy.epsilon_pld)}; {basic}"
 
 
-def _print_privacy(privacy: dict[str, Any]) -> None:
+def _print_privacy(privacy: PrivacyReport) -> None:
     print("Privacy (what an observer of all traffic learns):")
     print(
-        f"  plan: ε = {_epsilon(privacy['epsilon'])}, δ = {privacy['delta']:.3g}  "
+        f"  plan: ε = {_fmt(privacy.epsilon)}, δ = {privacy.delta:.3g}  "
         f"(the worst data path: {_composition(privacy)})"
     )
-    lower = privacy.get("epsilon_lower_bound")
-    if lower is not None:
-        print(f"  certified lower bound on the plan's ε at this δ: {_epsilon(lower)}")
-    dependent = [c for c in privacy["clusters"] if c["data_dependent"]]
-    independent = [c for c in privacy["clusters"] if not c["data_dependent"]]
+    if privacy.epsilon_lower_bound is not None:
+        print(
+            "  certified lower bound on the plan's ε at this δ: "
+            f"{_fmt(privacy.epsilon_lower_bound)}"
+        )
+    dependent = [c for c in privacy.clusters if c.data_dependent]
+    independent = [c for c in privacy.clusters if not c.data_dependent]
     for cluster in dependent:
         parts = ", ".join(
-            f"{p['instances']}×n={p['batch_size']}: ε={_epsilon(p['epsilon'])}"
-            for p in cluster["parts"]
-            if p["batch_size"] is not None
+            f"{p.instances}×n={p.batch_size}: ε={_fmt(p.epsilon)}"
+            for p in cluster.parts
+            if p.batch_size is not None
         )
-        detail = f" [{parts}]" if parts and len(cluster["parts"]) > 1 else ""
+        detail = f" [{parts}]" if parts and len(cluster.parts) > 1 else ""
         print(
-            f"  cluster {cluster['cluster']}: T={cluster['num_targets']}, "
-            f"{cluster['num_senders']:,} senders, {cluster['countermeasure']}: "
-            f"ε = {_epsilon(cluster['epsilon'])} ({cluster['method']}){detail}"
+            f"  cluster {cluster.cluster}: T={cluster.num_targets}, "
+            f"{cluster.num_senders:,} senders, {cluster.countermeasure}: "
+            f"ε = {_fmt(cluster.epsilon)} ({cluster.method}){detail}"
         )
-        if cluster.get("why_infinite"):
-            print(f"    why ε = ∞: {cluster['why_infinite']}")
+        if cluster.why_infinite:
+            print(f"    why ε = ∞: {cluster.why_infinite}")
     if independent:
         print(f"  {len(independent)} data-independent clusters (compute -> result, ...): ε = 0")
-    for caveat in privacy["caveats"]:
+    for caveat in privacy.caveats:
         print(f"  note: {caveat}")
-    for note in privacy.get("notes", []):
+    for note in privacy.notes:
         print(f"  note: {note}")
 
 
-def _print_efficiency(efficiency: dict[str, Any]) -> None:
+def _print_efficiency(efficiency: EfficiencyReport) -> None:
     print("Efficiency (against the same plan without countermeasures):")
     print(
-        f"  messages: {efficiency['messages']:,} vs {efficiency['messages_nonprivate']:,} "
-        f"(×{efficiency['message_overhead']:.2f}; {efficiency['dummy_messages']:,} dummies); "
-        f"bytes: {efficiency['bytes']:,} ({efficiency['frame_bytes']} B frames)"
+        f"  messages: {efficiency.messages:,} vs {efficiency.messages_nonprivate:,} "
+        f"(×{efficiency.message_overhead:.2f}; {efficiency.dummy_messages:,} dummies); "
+        f"bytes: {efficiency.bytes:,} ({efficiency.frame_bytes} B frames)"
     )
     print(
-        f"  secure channels per node: max {efficiency['max_channels_per_node']:,}, "
-        f"mean {efficiency['mean_channels_per_node']:.2f} "
-        f"(non-private: max {efficiency['max_channels_per_node_nonprivate']:,}, "
-        f"mean {efficiency['mean_channels_per_node_nonprivate']:.2f})"
+        f"  secure channels per node: max {efficiency.max_channels_per_node:,}, "
+        f"mean {efficiency.mean_channels_per_node:.2f} "
+        f"(non-private: max {efficiency.max_channels_per_node_nonprivate:,}, "
+        f"mean {efficiency.mean_channels_per_node_nonprivate:.2f})"
     )
-    roles = ", ".join(f"{k} {v:,}" for k, v in efficiency["max_channels_by_role"].items())
+    roles = ", ".join(f"{k} {v:,}" for k, v in efficiency.max_channels_by_role.items())
     print(f"  max channels by role: {roles}")
     batches = "; ".join(
         f"{flow}: {'/'.join(str(s) for s in sizes)}"
-        for flow, sizes in efficiency["batch_sizes"].items()
+        for flow, sizes in efficiency.batch_sizes.items()
     )
     print(
-        f"  scramblers: {efficiency['num_scramblers']:,}"
+        f"  scramblers: {efficiency.num_scramblers:,}"
         + (f" (sources per scrambler: {batches})" if batches else "")
-        + f"; extra consents to keep the non-private utility: {efficiency['extra_consents']:,}"
+        + f"; extra consents to keep the non-private utility: {efficiency.extra_consents:,}"
     )
     print(
-        f"  {efficiency['engine']} engine: {efficiency['seconds']:.2f} s "
-        f"({efficiency['messages_per_second']:,.0f} messages/s)"
+        f"  {efficiency.engine} engine: {efficiency.seconds:.2f} s "
+        f"({efficiency.messages_per_second:,.0f} messages/s)"
     )
 
 
-def _print_seed(report: dict[str, Any]) -> None:
-    seed = report["seed"]
-    if seed is None:
+def _print_seed(report: Report[Any]) -> None:
+    if report.seed is None:
         print("Randomness: fresh operating-system entropy (no seed)")
     else:
-        print(f"Randomness: seed {seed} (reproducible; not private against whoever knows it)")
+        print(
+            f"Randomness: seed {report.seed} (reproducible; not private against whoever knows it)"
+        )
 
 
 def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     """The text report of an Aggregate run (any engine)."""
     report = outcome.report
-    print(f"{outcome.program.name}; data: {source}; engine: {report['engine']}")
-    print(f"Countermeasure: {report['countermeasure']}")
+    print(f"{report.query}; data: {source}; engine: {report.engine}")
+    print(f"Countermeasure: {report.countermeasure}")
     _print_seed(report)
     print()
-    what = "estimated from" if "estimate" in report else "exact over"
+    what = "exact over" if report.estimate is None else "estimated from"
     print(
-        f"Result ({len(outcome.result)} rows): {what} the tuples that reached their compute "
+        f"Result ({len(outcome.rows)} rows): {what} the tuples that reached their compute "
         "node, not differentially private (the countermeasures hide the traffic, not the values)"
     )
-    if "estimate" in report:
-        print(f"  estimates: {report['estimate']}")
-    _print_rows(outcome.result, rows)
+    if report.estimate is not None:
+        print(f"  estimates: {report.estimate}")
+    _print_rows(outcome.rows, rows)
     print()
-    _print_privacy(report["privacy"])
+    _print_privacy(report.privacy)
     print()
-    utility = report["utility"]
+    utility = report.utility
     print("Utility:")
-    for item in utility["grouping_sets"]:
+    for item in utility.grouping_sets:
         print(
-            f"  {item['grouping_set']}: {item['tuples_used']:,} of {utility['sources']:,} tuples "
-            f"used ({item['tuples_used_fraction']:.1%}); {item['groups_missing']} of "
-            f"{item['groups']} groups missing"
+            f"  {item.grouping_set}: {item.tuples_used:,} of {utility.sources:,} tuples "
+            f"used ({item.tuples_used_fraction:.1%}); {item.groups_missing} of "
+            f"{item.groups} groups missing"
         )
-    for column, error in utility["mean_relative_error"].items():
+    for column, error in utility.mean_relative_error.items():
         print(
             f"  {column}: mean relative error {error:.4f} "
-            f"(max {utility['max_relative_error'][column]:.4f}) against the non-private result"
+            f"(max {utility.max_relative_error[column]:.4f}) against the non-private result"
         )
     print()
-    _print_efficiency(report["efficiency"])
+    _print_efficiency(report.efficiency)
 
 
 def print_kmeans(outcome: KMeansRun, dataset: str) -> None:
     """The text report of a K-means run (any engine)."""
     report = outcome.report
-    utility = report["utility"]
+    utility = report.utility
+    tested = "" if utility.test_points is None else f", {utility.test_points:,} test points"
     print(
-        f"{outcome.program.name} on {dataset}: {utility['sources']:,} sources, "
-        f"{utility['test_points']:,} test points; engine: {report['engine']}"
+        f"{report.query} on {dataset}: {utility.sources:,} sources{tested}; engine: {report.engine}"
     )
-    print(f"Countermeasure: {report['countermeasure']}")
+    print(f"Countermeasure: {report.countermeasure}")
     _print_seed(report)
     print()
-    print(
-        f"Rand index on the test set: {outcome.rand_index:.4f} "
-        f"(non-private K-means from the same start: {outcome.rand_index_nonprivate:.4f})"
-    )
-    used = ", ".join(f"{u:,}" for u in utility["tuples_used_per_iteration"])
-    print(f"Tuples used per iteration: {used} ({utility['tuples_used_fraction']:.1%} on average)")
+    if utility.rand_index is not None and utility.rand_index_nonprivate is not None:
+        print(
+            f"Rand index on the test set: {utility.rand_index:.4f} "
+            f"(non-private K-means from the same start: {utility.rand_index_nonprivate:.4f})"
+        )
+    used = ", ".join(f"{u:,}" for u in utility.tuples_used_per_iteration)
+    print(f"Tuples used per iteration: {used} ({utility.tuples_used_fraction:.1%} on average)")
     print()
-    _print_privacy(report["privacy"])
+    _print_privacy(report.privacy)
     print()
-    _print_efficiency(report["efficiency"])
+    _print_efficiency(report.efficiency)
 
 
 def json_document(outcome: AggregateRun | KMeansRun) -> str:
     """The one JSON shape of every run: ``{"result": ..., "report": ...}``."""
-    result = {"centroids": outcome.centroids} if isinstance(outcome, KMeansRun) else outcome.result
-    return json.dumps(json_ready({"result": result, "report": outcome.report}), indent=2)
+    return json.dumps(outcome.to_dict(), indent=2)
 
 
 def aggregate_program(

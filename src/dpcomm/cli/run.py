@@ -13,12 +13,11 @@ from dpcomm.cli.execute import (
     add_public_bounds_options,
     execute_aggregate,
     execute_kmeans,
-    json_document,
     print_run,
 )
 from dpcomm.cli.output import MAX_COUNT, bounded_int, check_writable_file, non_negative_int
 from dpcomm.data import synthetic_table, write_table
-from dpcomm.engine.report import Engine, MemoryEngine
+from dpcomm.engine.engines import Engine, MemoryEngine
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import DEFAULT_COMPUTE_NODES
 
@@ -133,8 +132,8 @@ def _write_outputs(outcome: Any, out: Path | None, report: Path | None, columns:
     """The result (``--out``) and the report (``--report``) of a run, if asked for."""
     if out is not None:
         if columns:
-            _write_rows(columns, outcome.result, out)
-            print(f"wrote {len(outcome.result):,} result rows to {out}", file=sys.stderr)
+            _write_rows(columns, outcome.rows, out)
+            print(f"wrote {len(outcome.rows):,} result rows to {out}", file=sys.stderr)
         else:
             centroids = outcome.centroids
             names = [f"c{i}" for i in range(centroids.shape[1])]
@@ -144,10 +143,9 @@ def _write_outputs(outcome: Any, out: Path | None, report: Path | None, columns:
             ]
             _write_rows(["centroid", *names], rows, out)
             assigned = out.with_name(f"{out.stem}-assignments{out.suffix}")
-            clusters = outcome.program.assign(outcome.run.state, outcome.program.points)
             _write_rows(
                 ["source", "centroid"],
-                [{"source": i, "centroid": int(c)} for i, c in enumerate(clusters)],
+                [{"source": i, "centroid": int(c)} for i, c in enumerate(outcome.assignments)],
                 assigned,
             )
             print(
@@ -155,8 +153,7 @@ def _write_outputs(outcome: Any, out: Path | None, report: Path | None, columns:
                 file=sys.stderr,
             )
     if report is not None:
-        document = json.loads(json_document(outcome))
-        report.write_text(json.dumps(document["report"], indent=2) + "\n")
+        report.write_text(json.dumps(outcome.report.to_dict(), indent=2) + "\n")
         print(f"wrote the report to {report}", file=sys.stderr)
 
 
@@ -165,9 +162,7 @@ def command_run_aggregate(args: argparse.Namespace) -> int:
     out, report = _output_paths(args)
     outcome, source = execute_aggregate(args, AGGREGATE_DEFAULTS, engine_of_options)
     if args.estimate == "unbiased":
-        from dpcomm.engine.report import with_unbiased_estimate
-
-        outcome = with_unbiased_estimate(outcome)
+        outcome = outcome.with_unbiased_estimate()
     print_run(args, outcome, source)
     _write_outputs(outcome, out, report, list(outcome.program.query.output_names))
     return 0

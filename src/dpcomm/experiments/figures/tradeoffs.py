@@ -35,7 +35,7 @@ from dpcomm.accounting import ScramblerMechanism
 from dpcomm.accounting.infinite import explain_infinite
 from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, synthetic_table
 from dpcomm.engine import run_aggregate, simulate
-from dpcomm.engine.report import efficiency_report, privacy_report
+from dpcomm.engine.report import EfficiencyReport, efficiency_report, privacy_report
 from dpcomm.errors import DpcommError, DpcommWarning
 from dpcomm.experiments.figures.base import (
     DELTA,
@@ -141,7 +141,7 @@ def _program(seed: int, grouping_sets: int, num_sources: int) -> AggregateProgra
 def _nonprivate_messages(seed: int, grouping_sets: int) -> int:
     """Messages of the non-private run over S = 10k sources (simulated)."""
     program = _program(seed, grouping_sets, TARGET_TUPLES)
-    run = simulate(program, NoCountermeasure(), delta=DELTA, seed=seed)
+    run = simulate(program, NoCountermeasure(), delta=None, seed=seed)  # not accounted
     return run.efficiency.messages
 
 
@@ -166,9 +166,9 @@ def aggregate_point(
     )
     with _balanced_batches_expected():
         report = run_aggregate(program, countermeasure, delta=DELTA, seed=settings.seed).report
-    privacy, utility, efficiency = report["privacy"], report["utility"], report["efficiency"]
+    privacy, utility, efficiency = report.privacy, report.utility, report.efficiency
     baseline = _nonprivate_messages(settings.seed, grouping_sets)
-    messages = int(efficiency["messages"])
+    messages = efficiency.messages
     return {
         "curve": curve,
         "grouping_sets": grouping_sets,
@@ -177,24 +177,24 @@ def aggregate_point(
         "num_dummies": num_dummies,
         "sources": sources,
         "extra_consents": sources - TARGET_TUPLES,
-        "num_scramblers": int(efficiency["num_scramblers"]),
+        "num_scramblers": efficiency.num_scramblers,
         "largest_batch": _largest_batch(efficiency),
         "messages": messages,
         "messages_nonprivate": baseline,
         "messages_added": messages - baseline,
         "overhead_factor": messages / baseline,
-        "max_scrambler_channels": int(efficiency["max_channels_by_role"]["scrambler"]),
-        "tuples_used": int(utility["tuples_used"]) / grouping_sets,
-        "avg_relative_error": float(utility["mean_relative_error"]["avg_m1"]),
-        "epsilon": float(privacy["epsilon"]),
-        "delta": float(privacy["delta"]),
-        "accounting": str(privacy["method"]),
+        "max_scrambler_channels": efficiency.max_channels_by_role["scrambler"],
+        "tuples_used": utility.tuples_used / grouping_sets,
+        "avg_relative_error": utility.mean_relative_error["avg_m1"],
+        "epsilon": privacy.epsilon,
+        "delta": privacy.delta,
+        "accounting": privacy.method,
     }
 
 
-def _largest_batch(efficiency: dict[str, Any]) -> int:
+def _largest_batch(efficiency: EfficiencyReport) -> int:
     """The most sources a scrambler of the run held (balanced batches: at most n)."""
-    return int(max(max(sizes) for sizes in efficiency["batch_sizes"].values()))
+    return max(max(sizes) for sizes in efficiency.batch_sizes.values())
 
 
 @dataclass(frozen=True, eq=False)
@@ -219,7 +219,7 @@ def _kmeans_bench(quick: bool, seed: int) -> _KMeansBench:
     if dataset is None:
         dataset = load_mnist5k()
     program = KMeansProgram(dataset.train_images, KMEANS_CENTROIDS, KMEANS_ITERATIONS, seed=seed)
-    baseline = simulate(program, NoCountermeasure(), delta=DELTA, seed=seed)
+    baseline = simulate(program, NoCountermeasure(), delta=None, seed=seed)  # not accounted
     index = rand_index(dataset.test_labels, program.assign(baseline.state, dataset.test_images))
     return _KMeansBench(dataset, program, baseline.efficiency.messages, index)
 
@@ -244,11 +244,12 @@ def kmeans_point(
     )
     with _balanced_batches_expected():
         run = simulate(bench.program, countermeasure, delta=DELTA, seed=settings.seed)
+    assert run.privacy is not None  # an accounted run (a delta given)
     privacy = privacy_report(run.privacy)
     efficiency = efficiency_report(run, run)
     dataset = bench.dataset
     index = rand_index(dataset.test_labels, bench.program.assign(run.state, dataset.test_images))
-    messages = int(efficiency["messages"])
+    messages = efficiency.messages
     return {
         "curve": curve,
         "dataset": dataset.name,
@@ -258,18 +259,18 @@ def kmeans_point(
         "batch_size": batch_size,
         "num_dummies": num_dummies,
         "sources": len(dataset.train_images),
-        "num_scramblers": int(efficiency["num_scramblers"]),
+        "num_scramblers": efficiency.num_scramblers,
         "largest_batch": _largest_batch(efficiency),
         "messages": messages,
         "messages_nonprivate": bench.messages_nonprivate,
         "messages_added": messages - bench.messages_nonprivate,
         "overhead_factor": messages / bench.messages_nonprivate,
-        "max_scrambler_channels": int(efficiency["max_channels_by_role"]["scrambler"]),
+        "max_scrambler_channels": efficiency.max_channels_by_role["scrambler"],
         "rand_index": index,
         "rand_index_nonprivate": bench.rand_index_nonprivate,
-        "epsilon": float(privacy["epsilon"]),
-        "delta": float(privacy["delta"]),
-        "accounting": str(privacy["method"]),
+        "epsilon": privacy.epsilon,
+        "delta": privacy.delta,
+        "accounting": privacy.method,
     }
 
 
