@@ -82,7 +82,7 @@ def main() -> None:
     }
     started = time.perf_counter()
     if args.engine == "memory":
-        program = AggregateProgram.from_sql(SQL, rows.read(0, args.sources), num_compute_nodes=20)
+        program = AggregateProgram.from_sql(SQL, rows.read(0, args.sources), num_targets=20)
         outcome = run_aggregate(program, countermeasure, delta=1e-6, seed=7)
         workers_peak: list[float] = []
     else:
@@ -90,7 +90,7 @@ def main() -> None:
 
         from dpcomm.engine.dask_engine import DaskEngine
 
-        program = AggregateProgram.from_row_source(SQL, rows, num_compute_nodes=20)
+        program = AggregateProgram.from_row_source(SQL, rows, num_targets=20)
         if args.scheduler:
             client = Client(args.scheduler)
             cluster = None

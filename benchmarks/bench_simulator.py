@@ -43,7 +43,7 @@ def run_scenario(name: str, quick: bool) -> dict[str, object]:
         table = synthetic_table(num_rows=rows, seed=0)
         timings["data"] = time.perf_counter() - start
         begin = time.perf_counter()
-        program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=20)
+        program = AggregateProgram.from_sql(SQL, table, num_targets=20)
         countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50)
         outcome = run_aggregate(program, countermeasure, delta=1e-4, seed=0)
         timings["run"] = time.perf_counter() - begin

@@ -23,7 +23,7 @@ SQL = "SELECT g1, COUNT(*), AVG(m1) FROM t GROUP BY GROUPING SETS ((g1), (g2))"
 def main() -> None:
     """Run the example and check what it prints."""
     table = synthetic_table(num_rows=300, num_intervals=6, seed=5)
-    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=4)
+    program = AggregateProgram.from_sql(SQL, table, num_targets=4)
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=10)
     simulated = run_aggregate(program, countermeasure, delta=1e-4, seed=11)
     deployed = run_aggregate(

@@ -59,7 +59,7 @@ def autompg(rows: int = 150) -> AggregateProgram:
         params=[str(path)],
     )
     table = table_from_relation(relation, "cars")
-    return AggregateProgram.from_sql(AUTOMPG_SQL, table, num_compute_nodes=4)
+    return AggregateProgram.from_sql(AUTOMPG_SQL, table, num_targets=4)
 
 
 def synthetic_program(rows: int = 180) -> AggregateProgram:
@@ -76,7 +76,7 @@ def synthetic_program(rows: int = 180) -> AggregateProgram:
     )  # fmt: skip
     table = Table("t", columns)
     sql = "SELECT k, s, COUNT(*), SUM(x), AVG(x) FROM t GROUP BY GROUPING SETS ((k), (s))"
-    return AggregateProgram.from_sql(sql, table, num_compute_nodes=5)
+    return AggregateProgram.from_sql(sql, table, num_targets=5)
 
 
 def edges(flow) -> list[tuple[int, int, int]]:
@@ -164,7 +164,7 @@ class EngineContract:
 
         table = table_from_arrays("t", {"a": np.arange(60) % 7, "x": np.arange(60) * 0.5})
         program = AggregateProgram.from_sql(
-            "SELECT a, COUNT(*) FROM t GROUP BY ROLLUP (a)", table, num_compute_nodes=3
+            "SELECT a, COUNT(*) FROM t GROUP BY ROLLUP (a)", table, num_targets=3
         )
         run = self.engine().execute(program, MECHANISMS["scramblers"], delta=1e-4, seed=SEED)
         same_run(simulate(program, MECHANISMS["scramblers"], delta=1e-4, seed=SEED), run)

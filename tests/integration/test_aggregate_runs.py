@@ -116,7 +116,7 @@ def canonical(rows):
 def test_decentralized_result_equals_duckdb_over_the_delivered_tuples(
     table, sql, countermeasure, seed
 ):
-    program = AggregateProgram.from_sql(sql, table, num_compute_nodes=3)
+    program = AggregateProgram.from_sql(sql, table, num_targets=3)
     if isinstance(countermeasure, Scramblers) and countermeasure.capped:
         smallest = min(batch_size_counts(table.num_rows, countermeasure.batch_size))
         if countermeasure.num_dummies > 2 * smallest and any(program.query.grouping_sets):
@@ -156,7 +156,7 @@ def test_a_result_that_is_not_of_the_delivered_tuples_is_flagged():
     from dpcomm.engine.runs import aggregate_run
 
     program = AggregateProgram.from_sql(
-        "SELECT A, COUNT(*) FROM diabetes GROUP BY A", diabetes_table(), num_compute_nodes=4
+        "SELECT A, COUNT(*) FROM diabetes GROUP BY A", diabetes_table(), num_targets=4
     )
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=5)
     run = simulate(program, countermeasure, delta=1e-4, seed=1)

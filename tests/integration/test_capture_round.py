@@ -31,7 +31,7 @@ def test_capture_of_a_round_shows_equal_records_matching_the_links(tmp_path):
     if reason is not None:
         pytest.skip(reason)
     table = synthetic_table(num_rows=200, seed=5)
-    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=4)
+    program = AggregateProgram.from_sql(SQL, table, num_targets=4)
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=50, num_dummies=6)
     # A loaded machine can make the capture lose packets (the kernel says so, or a TCP stream
     # has a hole); such a capture proves nothing either way, so the round is captured again.

@@ -49,7 +49,7 @@ def client():
 
 def aggregate_program(rows: int = 3000) -> AggregateProgram:
     table = synthetic_table(num_rows=rows, distribution="zipf", seed=3)
-    return AggregateProgram.from_sql(SQL, table, num_compute_nodes=6)
+    return AggregateProgram.from_sql(SQL, table, num_targets=6)
 
 
 def assert_same(reference, run, *, edges: bool) -> None:

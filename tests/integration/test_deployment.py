@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 
 def program_of(rows):
     table = synthetic_table(num_rows=rows, seed=3)
-    return AggregateProgram.from_sql(SQL, table, num_compute_nodes=5)
+    return AggregateProgram.from_sql(SQL, table, num_targets=5)
 
 
 def tls(**options):

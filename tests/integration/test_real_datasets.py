@@ -267,7 +267,7 @@ class Runs:
         if name not in self.programs:
             data = self.dataset(name)
             self.programs[name] = AggregateProgram.from_sql(
-                data.sql, data.table, num_compute_nodes=COMPUTE_NODES
+                data.sql, data.table, num_targets=COMPUTE_NODES
             )
         return self.programs[name]
 

@@ -23,7 +23,7 @@ def make_program(rows=1000, compute=5, seed=0, sql=SQL):
             "x": rng.normal(size=rows),
         },
     )
-    return AggregateProgram.from_sql(sql, table, num_compute_nodes=compute)
+    return AggregateProgram.from_sql(sql, table, num_targets=compute)
 
 
 def messages_of(run, suffix):

@@ -39,7 +39,7 @@ from dpcomm.engine.report import EfficiencyReport, efficiency_report, privacy_re
 from dpcomm.errors import DpcommError, DpcommWarning
 from dpcomm.experiments.figures.base import (
     DELTA,
-    NUM_COMPUTE_NODES,
+    NUM_TARGETS,
     FigureOutput,
     FigureSettings,
     Row,
@@ -72,7 +72,7 @@ def sources_for(sampling_rate: float, *, used: int = TARGET_TUPLES) -> int:
     ⌈used / (1 − σ + σ/T)⌉ (:func:`dpcomm.plan.costs.sources_needed`, with the σ/T of tuples
     whose redrawn target is their own); the scramblers cut them into balanced batches.
     """
-    return sources_needed(tuples=used, sampling_rate=sampling_rate, num_targets=NUM_COMPUTE_NODES)
+    return sources_needed(tuples=used, sampling_rate=sampling_rate, num_targets=NUM_TARGETS)
 
 
 def scrambled_messages(
@@ -89,7 +89,7 @@ def scrambled_messages(
     return plan_costs(
         countermeasure,
         num_sources=num_sources,
-        num_targets=NUM_COMPUTE_NODES,
+        num_targets=NUM_TARGETS,
         workload="aggregate",
         num_clusters=grouping_sets,
     ).messages
@@ -132,9 +132,7 @@ def _program(seed: int, grouping_sets: int, num_sources: int) -> AggregateProgra
     if num_sources > TABLE_ROWS:
         raise DpcommError(f"{num_sources} sources exceed the {TABLE_ROWS} rows of the table")
     rows = _table(seed).take(np.arange(num_sources))
-    return AggregateProgram.from_sql(
-        aggregate_sql(grouping_sets), rows, num_compute_nodes=NUM_COMPUTE_NODES
-    )
+    return AggregateProgram.from_sql(aggregate_sql(grouping_sets), rows, num_targets=NUM_TARGETS)
 
 
 @cache
@@ -425,14 +423,14 @@ def _dummies_only_note(sizes: Sequence[int]) -> str:
     least: list[str] = []
     for size in sizes:
         mechanism = ScramblerMechanism(
-            num_targets=NUM_COMPUTE_NODES, sampling_rate=0.0, batch_size=size, num_dummies=0
+            num_targets=NUM_TARGETS, sampling_rate=0.0, batch_size=size, num_dummies=0
         )
         changes = explain_infinite(mechanism, delta=DELTA).changes
         found = [c for c in changes if c.parameter == "num_dummies" and c.least]
         least.append(
             f"d ≥ {int(found[0].value)} at n = {size}" if found else f"no d found at n = {size}"
         )
-    formula = math.ceil(math.log(DELTA) / math.log(1 - 1 / NUM_COMPUTE_NODES))
+    formula = math.ceil(math.log(DELTA) / math.log(1 - 1 / NUM_TARGETS))
     return (
         "σ = 0 (dummies only) is left out: an observer then sees a target with no message "
         "whenever no dummy lands on it, with probability (1 − 1/T)^d, so the true ε at "
@@ -550,12 +548,12 @@ def _channel_notes(rows: Sequence[Row]) -> str:
 
 
 AGGREGATE_SETUP = (
-    f"C = T = {NUM_COMPUTE_NODES} compute nodes per grouping set, δ = {DELTA:g} for the whole "
+    f"C = T = {NUM_TARGETS} compute nodes per grouping set, δ = {DELTA:g} for the whole "
     "plan, "
     "uncapped scramblers, uniform synthetic table, every point simulated."
 )
 AGGREGATE_PARAMETERS = (
-    f"C = T = {NUM_COMPUTE_NODES} compute nodes per grouping set, δ = {DELTA:g} for the whole "
+    f"C = T = {NUM_TARGETS} compute nodes per grouping set, δ = {DELTA:g} for the whole "
     "plan, "
     "uncapped scramblers, uniform synthetic table; S_t = ⌈10,000/(1 − σ + σ/T)⌉ sources in "
     "⌈S_t/n⌉ balanced batches of at most n (10k tuples used in expectation, every batch size "
@@ -637,7 +635,7 @@ def dummies_for_budget(*, sources: int, batch_size: int, budget: int) -> int:
     scramblers = num_scramblers(sources, batch_size)
     baseline = nonprivate_load(
         num_sources=TARGET_TUPLES,
-        num_targets=NUM_COMPUTE_NODES,
+        num_targets=NUM_TARGETS,
         workload="aggregate",
         num_clusters=1,
     )
