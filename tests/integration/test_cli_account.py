@@ -101,11 +101,11 @@ def test_readable_table_for_many_rows(cli):
 @pytest.mark.parametrize(
     ("args", "name"),
     [
-        (["--sampling", "1.5"], "sampling_rate"),
-        (["--sampling", "nan"], "sampling_rate"),
-        (["--targets", "1"], "num_targets"),
-        (["--dummies", "-1"], "num_dummies"),
-        (["--batch", "0"], "batch_size"),
+        (["--sampling", "1.5"], "--sampling"),
+        (["--sampling", "nan"], "--sampling"),
+        (["--targets", "1"], "--targets"),
+        (["--dummies", "-1"], "--dummies"),
+        (["--batch", "0"], "--batch"),
         (["--delta", "1"], "delta"),
         (["--epsilon", "-1"], "epsilon"),
         (["--sampling", "abc"], "sampling"),
@@ -132,4 +132,4 @@ def test_console_script_runs_as_a_process():
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr.startswith("dpcomm: error: invalid sampling_rate")
+    assert result.stderr.startswith("dpcomm: error: invalid --sampling")

@@ -18,7 +18,7 @@ SQL = "SELECT g1, COUNT(*), SUM(m1), AVG(m1) FROM t GROUP BY GROUPING SETS ((g1)
 
 def program():
     table = synthetic_table(num_rows=2000, num_intervals=4, seed=2)
-    return AggregateProgram.from_sql(SQL, table, num_compute_nodes=4)
+    return AggregateProgram.from_sql(SQL, table, num_targets=4)
 
 
 def test_without_sampling_the_estimate_is_the_delivered_result():
@@ -78,11 +78,11 @@ def test_run_sql_gives_the_cli_estimate(capsys):
         sql,
         dpcomm.datasets.diabetes(),
         countermeasure=chosen,
-        compute_nodes=5,
+        num_targets=5,
         seed=3,
         estimate="unbiased",
     )
-    argv = ["run", "aggregate", "--sql", sql, "--compute-nodes", "5", "--seed", "3"]
+    argv = ["run", "aggregate", "--sql", sql, "--targets", "5", "--seed", "3"]
     options = ["--mechanism", "scrambler", "--sampling", "0.3", "--batch", "100", "--dummies", "50"]
     assert main([*argv, *options, "--json", "--estimate", "unbiased"]) == 0
     printed = json.loads(capsys.readouterr().out)
@@ -93,7 +93,7 @@ def test_run_sql_gives_the_cli_estimate(capsys):
         assert row["count_star()"] == pytest.approx(by_group[row["A"]]["count_star()"], rel=1e-12)
         assert row["sum(I)"] == pytest.approx(by_group[row["A"]]["sum(I)"], rel=1e-12)
     delivered = dpcomm.run_sql(
-        sql, dpcomm.datasets.diabetes(), countermeasure=chosen, compute_nodes=5, seed=3
+        sql, dpcomm.datasets.diabetes(), countermeasure=chosen, num_targets=5, seed=3
     )
     assert (run.result["count_star()"] > delivered.result["count_star()"]).all()
     with pytest.raises(dpcomm.InvalidParameterError, match="estimate"):

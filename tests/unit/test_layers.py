@@ -9,7 +9,8 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "dpcomm"
 #: Layer of every package; a module may import its own package and lower layers only
-#: (``data`` is a leaf beside ``accounting``: neither imports the other).
+#: (``data`` is a leaf beside ``accounting``: neither imports the other). The front door
+#: (``api``) sits below the CLI, which calls it.
 LAYERS = {
     "errors": 0,
     "_lazy": 0,
@@ -21,7 +22,8 @@ LAYERS = {
     "queries": 4,
     "engine": 5,
     "experiments": 6,
-    "cli": 7,
+    "api": 7,
+    "cli": 8,
 }
 
 

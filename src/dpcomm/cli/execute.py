@@ -1,8 +1,11 @@
-"""Shared by ``run`` and ``deploy``: execute the program of the options, print its report.
+"""Shared by ``run`` and ``deploy``: the options, one call into the front door, the report.
 
-The countermeasure options of :func:`add_countermeasure_options`, the Aggregate or K-means
-program of the data options, one run on an engine (in memory unless given) and its report as
-text or as the one JSON document of every run.
+``run aggregate|kmeans`` and ``deploy local aggregate|kmeans`` take the same data, program and
+countermeasure options with the same defaults (:func:`add_aggregate_options`,
+:func:`add_kmeans_options`, :func:`add_countermeasure_options`) and call the functions Python
+users call, :func:`dpcomm.run_sql` and :func:`dpcomm.kmeans`, on the engine their options name
+(:func:`dpcomm.engine.engines.make_engine`): the same flags and seed give the same run in every
+command. The report prints as text or as the one JSON document of every run.
 """
 
 from __future__ import annotations
@@ -10,26 +13,41 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-from collections.abc import Callable
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from dpcomm.api import DEFAULT_DELTA, kmeans, run_sql
 from dpcomm.cli.output import (
+    MAX_COUNT,
     add_progress_options,
+    bounded_int,
+    check_writable_file,
     non_negative_float,
+    non_negative_int,
     print_table,
     show_progress,
 )
-from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
+from dpcomm.data import diabetes_table, load_image_dataset, read_table
 from dpcomm.engine.engines import Engine
 from dpcomm.engine.report import EfficiencyReport, PrivacyReport, Report
-from dpcomm.engine.runs import AggregateRun, KMeansRun, run_aggregate, run_kmeans
+from dpcomm.engine.runs import AggregateRun, KMeansRun
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
-from dpcomm.queries.aggregate import DEFAULT_TEXT_BYTES, AggregateProgram
-from dpcomm.queries.kmeans import KMeansProgram
+from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
+
+#: Defaults of the countermeasure options, per use case (the paper's settings, Section 5),
+#: shared by ``run`` and ``deploy``.
+AGGREGATE_DEFAULTS = {"sampling": 0.2, "batch": 100, "dummies": 50}
+KMEANS_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 50}
+#: Most rows of a synthetic table (its rows are drawn where they are read, by ranges).
+MAX_ROWS = 10**12
+#: K-means' defaults: K centroids, I iterations, on the embedded digits.
+KMEANS_CENTROIDS = 10
+KMEANS_ITERATIONS = 10
+KMEANS_DATASET = "mnist5k"
 
 
 def countermeasure_from_options(
@@ -62,8 +80,23 @@ def countermeasure_from_options(
     )
 
 
-def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[str, float]) -> None:
-    """The countermeasure options, named as in ``dpcomm account``."""
+def add_countermeasure_options(
+    parser: argparse.ArgumentParser,
+    defaults: dict[str, float],
+    *,
+    kmeans_defaults: dict[str, float] | None = None,
+) -> None:
+    """The countermeasure options, named as in ``dpcomm account``.
+
+    ``kmeans_defaults``: K-means' own defaults, for a command running either use case.
+    """
+
+    def default(name: str, kind: type = float) -> str:
+        shown = f"default {kind(defaults[name])}"
+        if kmeans_defaults is not None and kmeans_defaults[name] != defaults[name]:
+            shown += f", K-means {kind(kmeans_defaults[name])}"
+        return shown
+
     group = parser.add_argument_group("countermeasure (every data-dependent cluster)")
     group.add_argument(
         "--mechanism",
@@ -75,18 +108,18 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
     group.add_argument(
         "--sampling",
         type=float,
-        help=f"σ, sampling rate in [0, 1] (default {defaults['sampling']}; 0 for none)",
+        help=f"σ, sampling rate in [0, 1] ({default('sampling')}; 0 for none)",
     )
     group.add_argument(
         "--batch",
         type=int,
-        help=f"n, sources per scrambler (scrambler only; default {int(defaults['batch'])})",
+        help=f"n, sources per scrambler (scrambler only; {default('batch', int)})",
     )
     group.add_argument(
         "--dummies",
         type=int,
-        help="d, dummies per scrambler (default "
-        f"{int(defaults['dummies'])}) or flooding dummies per source (local; default 0)",
+        help=f"d, dummies per scrambler ({default('dummies', int)}) or flooding dummies per "
+        "source (local; default 0)",
     )
     group.add_argument(
         "--capped", action="store_true", help="capped scramblers S̄_d (at most n per target)"
@@ -94,10 +127,11 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
     group.add_argument(
         "--delta",
         type=float,
-        default=1e-4,
+        default=DEFAULT_DELTA,
         help=(
-            "δ of the whole plan (default 1e-4): the clusters on a data path compose by PLD at "
-            "this δ, or by Theorem 2 with δ split among them, whichever gives the smaller ε"
+            f"δ of the whole plan (default {DEFAULT_DELTA:g}): the clusters on a data path "
+            "compose by PLD at this δ, or by Theorem 2 with δ split among them, whichever "
+            "gives the smaller ε"
         ),
     )
     group.add_argument(
@@ -300,49 +334,115 @@ def json_document(outcome: AggregateRun | KMeansRun) -> str:
     return json.dumps(outcome.to_dict(), indent=2)
 
 
-def aggregate_program(
-    args: argparse.Namespace, *, partitioned: bool = False
-) -> tuple[AggregateProgram, str, Any]:
-    """The Aggregate program of ``--sql`` over ``--data``, ``--synthetic`` or the diabetes table.
+def add_aggregate_options(
+    parser: argparse.ArgumentParser, *, sql_required: bool = True, running: bool = True
+) -> None:
+    """The query and its data: ``--sql``, ``--data|--synthetic|--diabetes``, ``--targets``, ...
 
-    With ``partitioned`` (the Dask engine), Parquet files and synthetic rows are not read here:
-    the program is bound to their schema and the rows are read by the workers, partition by
-    partition. Returns the program, a description of the data and the row source (or None).
+    ``running``: also ``--rows`` and ``--estimate`` (what a run prints).
+    """
+    parser.add_argument(
+        "--sql",
+        required=sql_required,
+        help="SELECT ... FROM t GROUP BY ..." + ("" if sql_required else " (Aggregate)"),
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--data", help="a CSV or Parquet file; the FROM table is bound to it")
+    source.add_argument(
+        "--synthetic", type=bounded_int(1, MAX_ROWS), metavar="ROWS",
+        help="synthetic table of ROWS (g1..g4 grouping codes, m1, m2 measures)",
+    )  # fmt: skip
+    source.add_argument(
+        "--diabetes",
+        action="store_true",
+        help="the embedded diabetes table of the paper's running example (10,000 rows, columns "
+        "A, B, I; the default)",
+    )
+    parser.add_argument(
+        "--distribution",
+        choices=["uniform", "zipf"],
+        default="uniform",
+        help="distribution of the synthetic grouping columns g1..g4",
+    )
+    parser.add_argument(
+        "--targets",
+        type=bounded_int(None, MAX_COUNT),
+        default=DEFAULT_NUM_TARGETS,
+        help=f"T, targets (compute nodes) per grouping set (default {DEFAULT_NUM_TARGETS})",
+    )
+    add_public_bounds_options(parser)
+    if running:
+        parser.add_argument(
+            "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
+        )
+        parser.add_argument(
+            "--estimate",
+            choices=["delivered", "unbiased"],
+            default="delivered",
+            help="delivered: the values over the tuples that arrived (default); unbiased: COUNT "
+            "and SUM divided by the known probability P = 1 − σ + σ/T that a tuple arrives "
+            "(labelled as estimates; AVG, MIN, MAX unchanged)",
+        )
+
+
+def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
+    """``--data-seed``: of the synthetic table, of K-means' initial centroids, or of both."""
+    what = " and ".join(
+        text
+        for text, wanted in (
+            ("the --synthetic table", aggregate),
+            ("the choice of the initial centroids among the points (K-means)", kmeans),
+        )
+        if wanted
+    )
+    parser.add_argument(
+        "--data-seed", type=non_negative_int, default=0, help=f"seed of {what} (default 0)"
+    )
+
+
+def add_kmeans_options(parser: Any) -> None:
+    """The K-means program: ``--dataset``, ``--k``, ``--iterations``, ``--sources``."""
+    parser.add_argument(
+        "--dataset",
+        default=KMEANS_DATASET,
+        help=f"{KMEANS_DATASET} (embedded, 4,000 training and 1,000 test digits; the default), "
+        "fashion-mnist (make data), or a directory of MNIST-format IDX files",
+    )
+    parser.add_argument(
+        "--k",
+        type=bounded_int(None, MAX_COUNT),
+        default=KMEANS_CENTROIDS,
+        help=f"K, number of centroids (default {KMEANS_CENTROIDS})",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=bounded_int(None, MAX_COUNT),
+        default=KMEANS_ITERATIONS,
+        help=f"I, number of iterations (default {KMEANS_ITERATIONS})",
+    )
+    parser.add_argument(
+        "--sources", type=int, help="sources: the first N training points (default: all of them)"
+    )
+
+
+def aggregate_data(args: argparse.Namespace) -> tuple[Any, str]:
+    """The rows of ``--data``, ``--synthetic`` or the diabetes table, and their description.
+
+    Parquet files and synthetic rows are row sources: :func:`dpcomm.run_sql` reads them whole,
+    or leaves them to an engine whose workers read them partition by partition (Dask).
     """
     from dpcomm.data.partitioned import ParquetRows, SyntheticRows
 
-    rows: Any = None
     if args.data is not None:
         path = Path(args.data)
         if path.is_dir() or path.suffix.lower() == ".parquet":
-            rows = ParquetRows(path)
-            source = f"{args.data} ({rows.num_rows:,} rows)"
-        else:
-            table = read_table(args.data)
-            source = args.data
-    elif args.synthetic is not None:
-        source = f"synthetic ({args.synthetic:,} rows, {args.distribution})"
-        if partitioned:
-            rows = SyntheticRows(
-                args.synthetic, seed=args.data_seed, distribution=args.distribution
-            )
-        else:
-            table = synthetic_table(
-                num_rows=args.synthetic, distribution=args.distribution, seed=args.data_seed
-            )
-    else:
-        table = diabetes_table()
-        source = "embedded diabetes table (synthetic patients)"
-    options = {
-        "num_compute_nodes": args.compute_nodes,
-        "max_groups": args.max_groups,
-        "max_text_bytes": args.max_text_bytes,
-    }
-    if rows is not None and partitioned:
-        return AggregateProgram.from_row_source(args.sql, rows, **options), source, rows
-    if rows is not None:
-        table = rows.read(0, rows.num_rows)
-    return AggregateProgram.from_sql(args.sql, table, **options), source, None
+            files = ParquetRows(path)
+            return files, f"{args.data} ({files.num_rows:,} rows)"
+        return read_table(args.data), args.data
+    if args.synthetic is not None:
+        drawn = SyntheticRows(args.synthetic, seed=args.data_seed, distribution=args.distribution)
+        return drawn, f"synthetic ({args.synthetic:,} rows, {args.distribution})"
+    return diabetes_table(), "embedded diabetes table (synthetic patients)"
 
 
 def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
@@ -367,44 +467,34 @@ def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: Builds the engine of a run from the options (the memory engine when there is none).
-EngineOfOptions = Callable[[argparse.Namespace, Any], Engine]
+def execute_aggregate(args: argparse.Namespace, engine: Engine) -> tuple[AggregateRun, str]:
+    """:func:`dpcomm.run_sql` with the options, on ``engine``; also describe the data."""
+    if args.sql is None:
+        raise InvalidParameterError("--sql", "a query (required for an Aggregate run)", None)
+    data, source = aggregate_data(args)
+    outcome = run_sql(
+        args.sql,
+        data,
+        countermeasure=countermeasure_from_options(args, AGGREGATE_DEFAULTS),
+        num_targets=args.targets,
+        delta=args.delta,
+        seed=args.seed,
+        engine=engine,
+        max_groups=args.max_groups,
+        max_text_bytes=args.max_text_bytes,
+        estimate=args.estimate,
+        progress=show_progress(args),
+        target_epsilon=args.target_epsilon,
+    )
+    return outcome, source
 
 
-def _run_options(
-    args: argparse.Namespace, engine: EngineOfOptions | None, rows: Any = None
-) -> dict[str, Any]:
-    """The arguments of :func:`run_aggregate` and :func:`run_kmeans` that the options set.
+def execute_kmeans(args: argparse.Namespace, engine: Engine) -> tuple[KMeansRun, str]:
+    """:func:`dpcomm.kmeans` on the first ``--sources`` training points, on ``engine``.
 
-    ``rows``: the row source an engine reads partition by partition (or None).
+    The Rand indices are measured on the dataset's test set. Returns the run and a
+    description of its points.
     """
-    return {
-        "delta": args.delta,
-        "seed": args.seed,
-        "progress": show_progress(args),
-        "engine": None if engine is None else engine(args, rows),
-        "target_epsilon": args.target_epsilon,
-    }
-
-
-def execute_aggregate(
-    args: argparse.Namespace, defaults: dict[str, float], engine: EngineOfOptions | None = None
-) -> tuple[AggregateRun, str]:
-    """Run the Aggregate program of the options on their engine; also describe its data."""
-    countermeasure = countermeasure_from_options(args, defaults)
-    partitioned = getattr(args, "engine", "memory") == "dask"
-    program, source, rows = aggregate_program(args, partitioned=partitioned)
-    return run_aggregate(program, countermeasure, **_run_options(args, engine, rows)), source
-
-
-def execute_kmeans(
-    args: argparse.Namespace, defaults: dict[str, float], engine: EngineOfOptions | None = None
-) -> tuple[KMeansRun, str]:
-    """Run K-means on the first ``--sources`` training points on the options' engine.
-
-    Returns the run and the dataset's name.
-    """
-    countermeasure = countermeasure_from_options(args, defaults)
     dataset = load_image_dataset(args.dataset)
     points = dataset.train_images
     if args.sources is not None:
@@ -415,15 +505,95 @@ def execute_kmeans(
                 args.sources,
             )
         points = points[: args.sources]
-    program = KMeansProgram(points, args.k, args.iterations, seed=args.data_seed)
-    outcome = run_kmeans(
-        program,
-        countermeasure,
+    outcome = kmeans(
+        points,
+        k=args.k,
+        iterations=args.iterations,
+        countermeasure=countermeasure_from_options(args, KMEANS_DEFAULTS),
         test_points=dataset.test_images,
         test_labels=dataset.test_labels,
-        **_run_options(args, engine),
+        seed=args.seed,
+        delta=args.delta,
+        engine=engine,
+        start_seed=args.data_seed,
+        progress=show_progress(args),
+        target_epsilon=args.target_epsilon,
     )
-    return outcome, dataset.name
+    every = "every training point" if len(points) == len(dataset.train_images) else None
+    described = every or f"the first {len(points):,} training points"
+    return outcome, f"{dataset.name} ({described})"
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--out`` and ``--report``."""
+    group = parser.add_argument_group("output files")
+    group.add_argument(
+        "--out",
+        metavar="FILE.csv|FILE.parquet",
+        help="write the result (Aggregate: the result rows with DuckDB's column names; "
+        "K-means: the centroids, and each source's centroid to FILE-assignments.csv|.parquet)",
+    )
+    group.add_argument(
+        "--report", metavar="FILE.json", help="write the run's report (as --json prints it)"
+    )
+
+
+def output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``--out`` (.csv or .parquet) and ``--report`` (.json), checked before the run."""
+    out = report = None
+    if args.out is not None:
+        out = check_writable_file("--out", args.out)
+        if out.suffix.lower() not in (".csv", ".parquet"):
+            raise InvalidParameterError("--out", "a .csv or .parquet file", args.out)
+    if args.report is not None:
+        report = check_writable_file("--report", args.report)
+        if report.suffix.lower() != ".json":
+            raise InvalidParameterError("--report", "a .json file", args.report)
+    return out, report
+
+
+def _write_rows(columns: list[str], rows: list[dict[str, Any]], path: Path) -> None:
+    """``rows`` as a CSV or Parquet file, written by DuckDB (types from the values)."""
+    import duckdb
+    import pyarrow as pa
+
+    if rows:
+        table = pa.Table.from_pylist(rows)
+    else:
+        table = pa.table({name: pa.array([], type=pa.null()) for name in columns})
+    relation = duckdb.from_arrow(table)
+    if path.suffix.lower() == ".csv":
+        relation.write_csv(str(path))
+    else:
+        relation.write_parquet(str(path))
+
+
+def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: Path | None) -> None:
+    """The result (``--out``) and the report (``--report``) of a run, if asked for."""
+    if out is not None and isinstance(outcome, AggregateRun):
+        _write_rows(list(outcome.program.query.output_names), outcome.rows, out)
+        print(f"wrote {len(outcome.rows):,} result rows to {out}", file=sys.stderr)
+    elif out is not None and isinstance(outcome, KMeansRun):
+        centroids = outcome.centroids
+        names = [f"c{i}" for i in range(centroids.shape[1])]
+        rows = [
+            {"centroid": k, **dict(zip(names, map(float, row), strict=True))}
+            for k, row in enumerate(centroids)
+        ]
+        _write_rows(["centroid", *names], rows, out)
+        assigned = out.with_name(f"{out.stem}-assignments{out.suffix}")
+        _write_rows(
+            ["source", "centroid"],
+            [{"source": i, "centroid": int(c)} for i, c in enumerate(outcome.assignments)],
+            assigned,
+        )
+        print(
+            f"wrote {len(rows)} centroids to {out} and each source's centroid to {assigned}",
+            file=sys.stderr,
+        )
+    if report is not None:
+        report.write_text(json.dumps(outcome.report.to_dict(), indent=2) + "\n")
+        print(f"wrote the report to {report}", file=sys.stderr)
 
 
 def print_run(args: argparse.Namespace, outcome: AggregateRun | KMeansRun, data: str) -> None:

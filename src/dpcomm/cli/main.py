@@ -27,7 +27,7 @@ from dpcomm.cli.audit import add_audit_command
 from dpcomm.cli.deploy import add_deploy_commands
 from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
-from dpcomm.cli.output import bounded_int, non_negative_int, print_table
+from dpcomm.cli.output import bounded_int, non_negative_int, print_table, with_flags
 from dpcomm.cli.pki import add_pki_command
 from dpcomm.cli.plan import add_plan_commands
 from dpcomm.cli.run import add_run_commands
@@ -162,7 +162,7 @@ def _command_account(args: argparse.Namespace) -> int:
     if args.kind == "scrambler":
         batches = list(_parse_list("batch", args.batch, _as_int))
     if args.delta is not None and args.epsilon is not None:
-        raise InvalidParameterError("epsilon", "unset when --delta is given", args.epsilon)
+        raise InvalidParameterError("--epsilon", "unset when --delta is given", args.epsilon)
     deltas: list[float | None] = [None]
     epsilons: list[float | None] = [None]
     if args.epsilon is not None:
@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
         return status
     except DpcommError as error:
-        print(f"dpcomm: error: {error}", file=sys.stderr)
+        print(f"dpcomm: error: {with_flags(error)}", file=sys.stderr)
         return 2
     except (OverflowError, MemoryError) as error:
         # A value too large for the computation that no parameter check caught.

@@ -87,8 +87,9 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
     """The ``dpcomm run`` arguments that run the chosen configuration (None if none can).
 
     Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
-    grouping sets of C = T compute nodes; K-means: K = T centroids and I iterations on the
-    first S_t points of the default dataset (``--sources``). The countermeasure options are those of
+    grouping sets of T compute nodes (``--targets``); K-means: K = T centroids and I iterations
+    on the first S_t points of the default dataset (``--sources``). The countermeasure options
+    are those of
     :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
     ``--target-epsilon`` the ε asked for, so that a run whose ε exceeds it warns.
@@ -109,7 +110,7 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
             str(result.num_sources),
             "--sql",
             sql,
-            "--compute-nodes",
+            "--targets",
             str(request.num_targets),
         ]
     else:

@@ -126,8 +126,8 @@ def make_engine(engine: str | Engine = "memory", **options: Any) -> Engine:
     >>> make_engine("memory", workers=2)
     Traceback (most recent call last):
     ...
-    dpcomm.errors.InvalidParameterError: invalid workers: expected unset for the memory engine (an option of the dask engine), got 2
-    """  # noqa: E501
+    dpcomm.errors.InvalidParameterError: invalid workers: expected only with engine='dask', got 2
+    """
     given = {name: value for name, value in options.items() if value is not None}
     if not isinstance(engine, str):
         if not isinstance(engine, Engine):
@@ -144,8 +144,10 @@ def make_engine(engine: str | Engine = "memory", **options: Any) -> Engine:
     for name, value in given.items():
         if name not in ENGINE_OPTIONS[engine]:
             owners = [other for other, names in ENGINE_OPTIONS.items() if name in names]
-            where = f" (an option of the {' and '.join(owners)} engine)" if owners else ""
-            raise InvalidParameterError(name, f"unset for the {engine} engine{where}", value)
+            allowed = " or ".join(f"engine={owner!r}" for owner in owners)
+            raise InvalidParameterError(
+                name, f"only with {allowed}" if owners else f"no option {name}", value
+            )
     if engine == "dask":
         from dpcomm.engine.dask_engine import DaskEngine
 
