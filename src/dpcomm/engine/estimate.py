@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpcomm.engine.report import flow_rows
 from dpcomm.engine.run import Run
+from dpcomm.engine.utility import flow_rows
 from dpcomm.plan.countermeasures import NoCountermeasure
 from dpcomm.queries.aggregate import AggregateProgram
 

@@ -20,15 +20,14 @@ import numpy.typing as npt
 
 from dpcomm.engine.engines import Engine, MemoryEngine
 from dpcomm.engine.estimate import estimate_label, estimated_columns, unbiased_estimate
-from dpcomm.engine.report import (
+from dpcomm.engine.report import Report, run_report
+from dpcomm.engine.run import Run
+from dpcomm.engine.utility import (
     AggregateUtility,
     KMeansUtility,
-    Report,
     aggregate_utility,
     kmeans_utility,
-    run_report,
 )
-from dpcomm.engine.run import Run
 from dpcomm.errors import DpcommWarning
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import AggregateProgram
