@@ -54,6 +54,14 @@ class AggregateRun:
     ``result`` is the same rows as a pandas DataFrame: what DuckDB's ``.df()`` gives for them
     (DuckDB's column names; dates as ``datetime64``, DECIMAL as float, integers with NULLs as
     ``Int64``, estimated columns as float).
+
+    >>> import dpcomm
+    >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
+    ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=3, seed=1)
+    >>> isinstance(run, dpcomm.AggregateRun), run.rows[0], run.result.shape
+    (True, {'A': 20, 'count_star()': 605}, (7, 2))
+    >>> run.report.utility.tuples_used, run.to_dict()["report"]["privacy"]["epsilon"]
+    (10000, 'inf')
     """
 
     program: AggregateProgram
@@ -105,6 +113,18 @@ class KMeansRun:
         run: the run.
         baseline: non-private K-means from the same start, not accounted.
         report: privacy, utility (Rand indices when labels were given) and efficiency.
+
+    ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the Rand
+    indices ``rand_index``, ``rand_index_nonprivate`` (None without labels) are read from it.
+
+    >>> import numpy as np, dpcomm
+    >>> points = np.vstack([np.zeros((20, 2)), np.ones((20, 2))])
+    >>> run = dpcomm.kmeans(points, k=2, iterations=1, seed=1,
+    ...                     countermeasure=dpcomm.NoCountermeasure())
+    >>> isinstance(run, dpcomm.KMeansRun), run.rand_index, run.centroids.shape
+    (True, None, (2, 2))
+    >>> sorted(set(run.assignments.tolist()))
+    [0, 1]
     """
 
     program: KMeansProgram
