@@ -146,7 +146,7 @@ def test_the_frame_size_does_not_depend_on_the_longest_text_value():
 
 def test_a_text_value_beyond_the_public_bound_is_refused_in_every_engine():
     sql = "SELECT region, COUNT(*) FROM t GROUP BY region"
-    with pytest.raises(InvalidParameterError, match=r"column region.*--max-text-bytes.*60 bytes"):
+    with pytest.raises(InvalidParameterError, match=r"column region.*max_text_bytes.*60 bytes"):
         AggregateProgram.from_sql(sql, _text_table("x" * 60), max_text_bytes=50)
 
 
