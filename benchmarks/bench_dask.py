@@ -42,7 +42,7 @@ def digest(outcome: Any) -> dict[str, str]:
     """Fingerprints of the result rows and of every flow's delivered mask."""
     from dpcomm.engine.run import PackedMasks
 
-    result = hashlib.sha256(repr(outcome.result).encode()).hexdigest()[:16]
+    result = hashlib.sha256(repr(outcome.rows).encode()).hexdigest()[:16]
     masks = outcome.run.delivered
     delivered = hashlib.sha256()
     for name in sorted(masks):
@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from dpcomm.data.partitioned import SyntheticRows
-    from dpcomm.engine.report import run_aggregate
+    from dpcomm.engine.runs import run_aggregate
     from dpcomm.plan import Scramblers
     from dpcomm.queries.aggregate import AggregateProgram
 
@@ -82,7 +82,7 @@ def main() -> None:
     }
     started = time.perf_counter()
     if args.engine == "memory":
-        program = AggregateProgram.from_sql(SQL, rows.read(0, args.sources), num_compute_nodes=20)
+        program = AggregateProgram.from_sql(SQL, rows.read(0, args.sources), num_targets=20)
         outcome = run_aggregate(program, countermeasure, delta=1e-6, seed=7)
         workers_peak: list[float] = []
     else:
@@ -90,7 +90,7 @@ def main() -> None:
 
         from dpcomm.engine.dask_engine import DaskEngine
 
-        program = AggregateProgram.from_row_source(SQL, rows, num_compute_nodes=20)
+        program = AggregateProgram.from_row_source(SQL, rows, num_targets=20)
         if args.scheduler:
             client = Client(args.scheduler)
             cluster = None
@@ -107,7 +107,7 @@ def main() -> None:
         started = time.perf_counter()
         engine = DaskEngine(client, partitions=args.partitions)
         outcome = run_aggregate(program, countermeasure, delta=1e-6, seed=7, engine=engine)
-        record["partitions"] = outcome.run.details["partitions"]
+        record["partitions"] = outcome.run.details.partitions
         peaks = client.run(_peak_mib)
         workers_peak = [round(v, 1) for v in peaks.values()]
         client.close()
@@ -122,10 +122,10 @@ def main() -> None:
             "seconds_per_million_sources": round(outcome.run.seconds / args.sources * 1e6, 3),
             "client_peak_mib": round(_peak_mib(), 1),
             "worker_peak_mib": workers_peak,
-            "epsilon": outcome.report["privacy"]["epsilon"],
-            "messages": outcome.report["efficiency"]["messages"],
-            "max_channels_per_node": outcome.report["efficiency"]["max_channels_per_node"],
-            "tuples_used": outcome.report["utility"]["tuples_used"],
+            "epsilon": outcome.report.privacy.epsilon,
+            "messages": outcome.report.efficiency.messages,
+            "max_channels_per_node": outcome.report.efficiency.max_channels_per_node,
+            "tuples_used": outcome.report.utility.tuples_used,
             **digest(outcome),
         }
     )

@@ -33,15 +33,15 @@ def main() -> None:
     from dpcomm.queries.aggregate import AggregateProgram
 
     table = synthetic_table(num_rows=args.sources, seed=0)
-    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=20)
+    program = AggregateProgram.from_sql(SQL, table, num_targets=20)
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50)
     engine = NetworkEngine(transport="tls", timeout=120, collect_seconds=60)
     start = time.perf_counter()
     run = engine.execute(program, countermeasure, delta=1e-4, seed=0)
     wall = time.perf_counter() - start
     reference = simulate(program, countermeasure, delta=1e-4, seed=0)
-    wire = run.details["wire"]
-    timings = wire["timings"]
+    wire = run.details.wire
+    timings = wire.timings
     startup = timings["startup_seconds"]
     document = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
@@ -52,16 +52,16 @@ def main() -> None:
         "wall_seconds": round(wall, 2),
         "startup_seconds": round(startup, 2),
         "timings": {k: round(v, 2) for k, v in timings.items()},
-        "frames": wire["frames"],
-        "data_frames": wire["data_frames"],
-        "bytes": wire["bytes"],
-        "frame_size": wire["frame_size"],
+        "frames": wire.frames,
+        "data_frames": wire.data_frames,
+        "bytes": wire.bytes,
+        "frame_size": wire.frame_size,
         "plan_messages": sum(f.messages for f in run.traffic),
         "same_run_as_memory_engine": run.result == reference.result
         and all((run.delivered[f] == reference.delivered[f]).all() for f in run.delivered)
         and [(f.messages, f.dummies) for f in run.traffic]
         == [(f.messages, f.dummies) for f in reference.traffic],
-        "errors": run.details["errors"],
+        "errors": dict(run.details.errors),
     }
     if args.json:
         print(json.dumps(document, indent=2))

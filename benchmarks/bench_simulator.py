@@ -43,12 +43,12 @@ def run_scenario(name: str, quick: bool) -> dict[str, object]:
         table = synthetic_table(num_rows=rows, seed=0)
         timings["data"] = time.perf_counter() - start
         begin = time.perf_counter()
-        program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=20)
+        program = AggregateProgram.from_sql(SQL, table, num_targets=20)
         countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50)
         outcome = run_aggregate(program, countermeasure, delta=1e-4, seed=0)
         timings["run"] = time.perf_counter() - begin
         report = outcome.report
-        extra = {"sources": rows, "result_rows": len(outcome.result)}
+        extra = {"sources": rows, "result_rows": len(outcome.rows)}
     else:
         from dpcomm.data import load_fashion_mnist
         from dpcomm.engine import run_kmeans
@@ -75,19 +75,19 @@ def run_scenario(name: str, quick: bool) -> dict[str, object]:
             "rand_index": kmeans.rand_index,
             "rand_index_nonprivate": kmeans.rand_index_nonprivate,
         }
-    efficiency = report["efficiency"]
+    efficiency = report.efficiency
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
         "scenario": name,
         "quick": quick,
         "data_seconds": timings["data"],
         "run_seconds": timings["run"],
-        "private_simulation_seconds": efficiency["seconds"],
-        "messages": efficiency["messages"],
-        "messages_per_second": efficiency["messages_per_second"],
+        "private_simulation_seconds": efficiency.seconds,
+        "messages": efficiency.messages,
+        "messages_per_second": efficiency.messages_per_second,
         "peak_memory_mb": peak_kib / 1024,
-        "epsilon": report["privacy"]["epsilon"],
-        "delta": report["privacy"]["delta"],
+        "epsilon": report.privacy.epsilon,
+        "delta": report.privacy.delta,
         **extra,
     }
 

@@ -35,7 +35,7 @@ def main() -> None:
     #    with at most 200 secure channels per node.
     plan = dpcomm.calibrate(
         sources=10_000,
-        targets=20,
+        num_targets=20,
         epsilon=1.0,
         delta=1e-4,
         grouping_sets=1,
@@ -59,7 +59,7 @@ def main() -> None:
         "SELECT g1 AS neighbourhood, COUNT(*) AS residents FROM phones GROUP BY g1",
         phones,
         countermeasure=plan.countermeasure,
-        compute_nodes=20,
+        num_targets=20,
         delta=1e-4,
         seed=2,
         estimate="unbiased",

@@ -13,7 +13,7 @@ import numpy as np
 
 from dpcomm.data import synthetic_table
 from dpcomm.engine.network.deploy import NetworkEngine
-from dpcomm.engine.report import run_aggregate
+from dpcomm.engine.runs import run_aggregate
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -23,21 +23,21 @@ SQL = "SELECT g1, COUNT(*), AVG(m1) FROM t GROUP BY GROUPING SETS ((g1), (g2))"
 def main() -> None:
     """Run the example and check what it prints."""
     table = synthetic_table(num_rows=300, num_intervals=6, seed=5)
-    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=4)
+    program = AggregateProgram.from_sql(SQL, table, num_targets=4)
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=10)
     simulated = run_aggregate(program, countermeasure, delta=1e-4, seed=11)
     deployed = run_aggregate(
         program, countermeasure, delta=1e-4, seed=11, engine=NetworkEngine(transport="tls")
     )
-    print(f"ε = {deployed.report['privacy']['epsilon']:.4f} at δ = 1e-4")
-    for row in deployed.result[:3]:
+    print(f"ε = {deployed.report.privacy.epsilon:.4f} at δ = 1e-4")
+    for row in deployed.rows[:3]:
         print(row)
-    assert deployed.result == simulated.result
+    assert deployed.rows == simulated.rows
     for flow, mask in simulated.run.delivered.items():
         assert np.array_equal(mask, deployed.run.delivered[flow])
-    wire = deployed.report["wire"]
-    print(f"on the wire: {wire['frames']:,} frames, of lengths {wire['frame_lengths_observed']}")
-    assert len(wire["frame_lengths_observed"]) == 1  # every frame the same length
+    wire = deployed.run.details.wire
+    print(f"on the wire: {wire.frames:,} frames, of lengths {list(wire.frame_lengths_observed)}")
+    assert len(wire.frame_lengths_observed) == 1  # every frame the same length
     print("the deployment is the simulator's run (same result, same delivered tuples)")
 
 

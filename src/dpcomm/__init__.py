@@ -7,7 +7,8 @@ The front door (names imported on first use, so ``import dpcomm`` stays light):
 
 * :func:`run_sql` runs an Aggregate query (GROUP BY, GROUPING SETS) over a DataFrame, an Arrow
   table, a DuckDB relation or a CSV/Parquet path; :func:`kmeans` runs K-means over points;
-  both return the result and a typed report (privacy, utility, efficiency);
+  both return the result and a typed report (privacy, utility, efficiency): an
+  :class:`AggregateRun` or a :class:`KMeansRun`, what the ``dpcomm`` command prints;
 * :func:`calibrate` finds the countermeasure of least network load that makes a plan
   (ε, δ)-DP under limits on channels, consents and utility (the planner);
 * the countermeasures :class:`NoCountermeasure`, :class:`LocalFlooding` (sampling σ and d
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from dpcomm.api import calibrate as calibrate
     from dpcomm.api import kmeans as kmeans
     from dpcomm.api import run_sql as run_sql
+    from dpcomm.engine.runs import AggregateRun as AggregateRun
+    from dpcomm.engine.runs import KMeansRun as KMeansRun
     from dpcomm.plan.countermeasures import LocalFlooding as LocalFlooding
     from dpcomm.plan.countermeasures import NoCountermeasure as NoCountermeasure
     from dpcomm.plan.countermeasures import Scramblers as Scramblers
@@ -59,9 +62,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AggregateRun",
     "Calibration",
     "DpcommError",
     "InvalidParameterError",
+    "KMeansRun",
     "LocalFlooding",
     "LocalRandomizer",
     "NoCountermeasure",

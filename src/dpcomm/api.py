@@ -11,173 +11,43 @@
 ... )
 >>> list(run.result.columns)
 ['g1', 'count_star()']
->>> round(run.report.privacy.epsilon, 3) == round(run.report.to_dict()["privacy"]["epsilon"], 3)
+>>> run.report.privacy.epsilon == run.report.to_dict()["privacy"]["epsilon"]
 True
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
+
+if TYPE_CHECKING:
+    from dpcomm.engine.engines import Engine
+    from dpcomm.engine.runs import AggregateRun, KMeansRun
 
 
-@dataclass(frozen=True)
-class Privacy:
-    """The plan's guarantee: (ε, δ) for the whole execution, its method and a lower bound."""
-
-    epsilon: float
-    delta: float
-    method: str
-    lower_bound: float | None
+#: The whole plan's δ when none is given (every front-door function and CLI command).
+DEFAULT_DELTA = 1e-4
 
 
-@dataclass(frozen=True, eq=False)
-class Report:
-    """A run's report, typed: ``privacy``, ``utility``, ``efficiency``; ``to_dict()`` for JSON."""
+def _rows(data: Any, name: str) -> Any:
+    """``data`` as dpcomm's table, or as a row source (Parquet files) read only when needed.
 
-    privacy: Privacy
-    utility: Mapping[str, Any]
-    efficiency: Mapping[str, Any]
-    document: Mapping[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as the CLI's ``--json`` prints it (JSON-ready: ∞ is ``"inf"``)."""
-        from dpcomm.engine.report import json_ready
-
-        ready: dict[str, Any] = json_ready(dict(self.document))
-        return ready
-
-    def summary(self) -> str:
-        """One line: ε at δ (and the method), tuples used, messages sent."""
-        privacy = self.privacy
-        parts = [f"ε = {privacy.epsilon:.4g} at δ = {privacy.delta:g} ({privacy.method})"]
-        used, sources = self.utility.get("tuples_used"), self.utility.get("sources")
-        if used is not None and sources:
-            parts.append(f"{used:,} of {sources:,} tuples used")
-        messages = self.efficiency.get("messages")
-        if messages is not None:
-            parts.append(f"{messages:,} messages")
-        return ", ".join(parts)
-
-    def __repr__(self) -> str:
-        return f"Report({self.summary()})"
-
-
-def _report(document: Mapping[str, Any]) -> Report:
-    privacy = document["privacy"]
-
-    def number(value: Any) -> float:
-        return float("inf") if value == "inf" else float(value)
-
-    lower = privacy.get("epsilon_lower_bound")
-    return Report(
-        Privacy(
-            number(privacy["epsilon"]),
-            float(privacy["delta"]),
-            str(privacy["method"]),
-            None if lower is None else number(lower),
-        ),
-        document.get("utility", {}),
-        document.get("efficiency", {}),
-        document,
-    )
-
-
-@dataclass(frozen=True, eq=False)
-class SqlRun:
-    """An Aggregate run: ``result`` (a pandas DataFrame, DuckDB's column names), ``report``.
-
-    The DataFrame is what DuckDB's ``.df()`` gives for the same rows and column types (dates
-    as ``datetime64``, DECIMAL as float, integers with NULLs as ``Int64``, ...);
-    ``outcome.result`` keeps the exact Python values (None for NULL, Decimal, dates).
+    A :class:`~dpcomm.data.table.Table` or a :class:`~dpcomm.data.partitioned.RowSource` is
+    taken as it is; everything else is read through DuckDB (its types).
     """
+    from dpcomm.data.partitioned import RowSource
+    from dpcomm.data.table import Table
 
-    result: Any
-    report: Report
-    outcome: Any
-
-    def __repr__(self) -> str:
-        rows, columns = self.result.shape
-        return f"SqlRun({rows:,} rows × {columns} columns; {self.report.summary()})"
-
-
-@dataclass(frozen=True, eq=False)
-class KMeansRun:
-    """A K-means run: ``centroids``, ``assignments``, ``rand_index`` (with labels), ``report``."""
-
-    centroids: npt.NDArray[np.float64]
-    assignments: npt.NDArray[np.int64]
-    rand_index: float | None
-    report: Report
-    outcome: Any
-
-    def __repr__(self) -> str:
-        k, dimension = self.centroids.shape
-        rand = "" if self.rand_index is None else f", Rand index {self.rand_index:.4f}"
-        return f"KMeansRun({k} centroids in dimension {dimension}{rand}; {self.report.summary()})"
-
-
-def result_frame(rows: Any, names: Any, types: Any) -> Any:
-    """``rows`` (mappings or sequences) as DuckDB's ``.df()`` of columns of ``types``.
-
-    Each column goes to Arrow from its Python values (text when Arrow cannot hold them, e.g.
-    a HUGEINT beyond 64 bits), then DuckDB casts it to its SQL type and converts the table as
-    it converts its own results; row order is kept (DuckDB preserves insertion order).
-
-    >>> from datetime import date
-    >>> from dpcomm.api import result_frame
-    >>> frame = result_frame([(date(2024, 1, 2), None), (None, 3)], ["day", "n"],
-    ...                      ["DATE", "BIGINT"])
-    >>> [str(dtype) for dtype in frame.dtypes]
-    ['datetime64[us]', 'Int64']
-    """
-    import duckdb
-    import pyarrow as pa
-
-    names, types = list(names), list(types)
-    columns = [
-        [row[name] if isinstance(row, Mapping) else row[i] for row in rows]
-        for i, name in enumerate(names)
-    ]
-    arrays = []
-    for values in columns:
-        try:
-            arrays.append(pa.array(values))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
-    positional = [f"c{index}" for index in range(len(names))]
-    result_rows = pa.Table.from_arrays(arrays, names=positional)
-    connection = duckdb.connect()
-    connection.register("result_rows", result_rows)
-    select = ", ".join(
-        f'CAST({column} AS {sql_type}) AS "{name.replace(chr(34), chr(34) * 2)}"'
-        for column, sql_type, name in zip(positional, types, names, strict=True)
-    )
-    return connection.sql(f"SELECT {select} FROM result_rows").df()
-
-
-def _engine(engine: Any) -> Any:
-    if engine is None or engine == "memory":
-        return None
-    if engine == "dask":
-        from dpcomm.engine.dask_engine import DaskEngine
-
-        return DaskEngine()
-    if hasattr(engine, "execute"):
-        return engine
-    raise InvalidParameterError("engine", "'memory', 'dask' or an engine object", engine)
-
-
-def _table(data: Any, name: str) -> Any:
-    """``data`` as dpcomm's table, read through DuckDB (its types)."""
+    if isinstance(data, Table | RowSource):
+        return data
     import duckdb
 
     from dpcomm.data import read_table
@@ -188,8 +58,7 @@ def _table(data: Any, name: str) -> Any:
         if path.is_dir() or path.suffix.lower() == ".parquet":
             from dpcomm.data.partitioned import ParquetRows
 
-            rows = ParquetRows(path, name=name)
-            return rows.read(0, rows.num_rows)
+            return ParquetRows(path, name=name)
         return read_table(path, name=name)
     if isinstance(data, duckdb.DuckDBPyRelation):
         return table_from_relation(data, name)
@@ -202,9 +71,20 @@ def _table(data: Any, name: str) -> Any:
         return table_from_relation(duckdb.from_arrow(data.to_arrow()), name)
     raise InvalidParameterError(
         "data",
-        "a pandas or polars DataFrame, a pyarrow Table, a DuckDB relation or a CSV/Parquet path",
+        "a pandas or polars DataFrame, a pyarrow Table, a DuckDB relation, a CSV/Parquet path, "
+        "a dpcomm Table or a row source",
         type(data).__name__,
     )
+
+
+def _countermeasure(countermeasure: Any) -> Countermeasure:
+    if not isinstance(countermeasure, Countermeasure):
+        raise InvalidParameterError(
+            "countermeasure",
+            "dpcomm.NoCountermeasure(), LocalFlooding(...) or Scramblers(...)",
+            countermeasure,
+        )
+    return countermeasure
 
 
 def run_sql(
@@ -212,65 +92,79 @@ def run_sql(
     data: Any,
     *,
     countermeasure: Countermeasure,
-    compute_nodes: int = 20,
-    delta: float = 1e-4,
+    num_targets: int = DEFAULT_NUM_TARGETS,
+    delta: float = DEFAULT_DELTA,
     seed: int | None = None,
-    engine: Any = "memory",
+    engine: str | Engine = "memory",
     max_groups: int | None = None,
-    max_text_bytes: int = 255,
+    max_text_bytes: int = DEFAULT_TEXT_BYTES,
     estimate: str = "delivered",
-) -> SqlRun:
+    progress: bool = False,
+    target_epsilon: float | None = None,
+) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
-    Every row of ``data`` is a source node; ``countermeasure`` protects every data-dependent
-    cluster; ``delta`` is the whole plan's δ. The result's values are exact over the tuples
-    that arrived (not differentially private: the countermeasures hide the traffic); with
-    ``estimate="unbiased"`` COUNT and SUM are divided by the probability P that a tuple
-    arrives (floats, labelled ``report.to_dict()["estimate"]``; AVG, MIN, MAX unchanged).
+    Every row of ``data`` is a source node (a pandas or polars DataFrame, a pyarrow Table, a
+    DuckDB relation, a CSV or Parquet path, a :class:`~dpcomm.data.table.Table`, or a
+    :class:`~dpcomm.data.partitioned.RowSource` that an engine reading row sources, such as
+    ``engine="dask"``, reads partition by partition). Each non-empty grouping set's keys are
+    split among ``num_targets`` (T) compute nodes; ``countermeasure`` protects every
+    data-dependent cluster; ``delta`` is the whole plan's δ. ``engine``: ``"memory"``,
+    ``"dask"``, ``"network"`` or an engine object
+    (:func:`~dpcomm.engine.engines.make_engine`). ``max_groups`` and ``max_text_bytes`` are
+    public bounds every output and text field is padded to. ``progress`` shows a progress bar;
+    ``target_epsilon`` warns when the plan's ε exceeds it.
+
+    The result's values are exact over the tuples that arrived (not differentially private:
+    the countermeasures hide the traffic); with ``estimate="unbiased"`` COUNT and SUM are
+    divided by the probability P that a tuple arrives (floats, labelled ``report.estimate``;
+    AVG, MIN, MAX unchanged). Returns the :class:`~dpcomm.engine.runs.AggregateRun` that
+    ``dpcomm run aggregate`` prints: ``result`` (a DataFrame), ``rows``, ``report``.
 
     >>> import dpcomm
     >>> import pandas as pd
     >>> frame = pd.DataFrame({"city": ["a", "b", "a", "c"] * 50, "age": range(200)})
     >>> run = dpcomm.run_sql("SELECT city, COUNT(*) FROM frame GROUP BY city", frame,
-    ...                      countermeasure=dpcomm.NoCountermeasure(), compute_nodes=2, seed=1)
+    ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=2, seed=1)
     >>> run.result.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
     [{'city': 'a', 'count_star()': 100}, {'city': 'b', 'count_star()': 50},
      {'city': 'c', 'count_star()': 50}]
     >>> run.report.privacy.epsilon
     inf
     >>> run  # doctest: +ELLIPSIS
-    SqlRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 tuples used, ... messages)
+    AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 tuples used, ...)
     """
-    from dpcomm.engine.report import estimated_columns, run_aggregate, with_unbiased_estimate
+    from dpcomm.data.table import Table
+    from dpcomm.engine.engines import make_engine
+    from dpcomm.engine.runs import run_aggregate
     from dpcomm.queries.aggregate import AggregateProgram
 
-    if not isinstance(countermeasure, Countermeasure):
-        raise InvalidParameterError(
-            "countermeasure",
-            "dpcomm.NoCountermeasure(), LocalFlooding(...) or Scramblers(...)",
-            countermeasure,
-        )
+    chosen = _countermeasure(countermeasure)
     if estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
-    table = _table(data, "data")
-    program = AggregateProgram.from_sql(
-        sql,
-        table,
-        num_compute_nodes=compute_nodes,
-        max_groups=max_groups,
-        max_text_bytes=max_text_bytes,
+    runner = make_engine(engine)
+    source = _rows(data, "data")
+    bounds: dict[str, Any] = {
+        "num_targets": num_targets,
+        "max_groups": max_groups,
+        "max_text_bytes": max_text_bytes,
+    }
+    if isinstance(source, Table):
+        program = AggregateProgram.from_sql(sql, source, **bounds)
+    elif runner.reads_row_sources:  # its workers read the rows, never this process
+        program = AggregateProgram.from_row_source(sql, source, **bounds)
+    else:
+        program = AggregateProgram.from_sql(sql, source.read(0, source.num_rows), **bounds)
+    outcome = run_aggregate(
+        program,
+        chosen,
+        delta=delta,
+        seed=seed,
+        progress=progress,
+        engine=runner,
+        target_epsilon=target_epsilon,
     )
-    outcome = run_aggregate(program, countermeasure, delta=delta, seed=seed, engine=_engine(engine))
-    types = list(program.query.output_types)
-    if estimate == "unbiased":
-        outcome = with_unbiased_estimate(outcome)
-        scaled = estimated_columns(program)
-        types = [
-            "DOUBLE" if name in scaled else sql_type
-            for name, sql_type in zip(program.query.output_names, types, strict=True)
-        ]
-    frame = result_frame(outcome.result, program.query.output_names, types)
-    return SqlRun(frame, _report(outcome.report), outcome)
+    return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
 
 
 def kmeans(
@@ -280,15 +174,24 @@ def kmeans(
     iterations: int,
     countermeasure: Countermeasure,
     labels: npt.ArrayLike | None = None,
+    test_points: npt.ArrayLike | None = None,
+    test_labels: npt.ArrayLike | None = None,
     seed: int | None = None,
-    delta: float = 1e-4,
-    engine: Any = "memory",
+    delta: float = DEFAULT_DELTA,
+    engine: str | Engine = "memory",
     start_seed: int = 0,
+    progress: bool = False,
+    target_epsilon: float | None = None,
 ) -> KMeansRun:
     """K-means over ``points`` (one source per row), one cluster of the plan per iteration.
 
+    K = ``k`` centroids (and compute nodes per iteration), I = ``iterations``.
     ``start_seed`` chooses the K initial centroids among the points; ``seed`` the run's
-    draws. With ``labels``, ``rand_index`` compares the final clusters with them.
+    draws. With ``labels`` (one per point), ``rand_index`` compares the final clusters with
+    them; with ``test_points`` and ``test_labels`` (a held-out labelled set, as ``dpcomm run
+    kmeans`` uses), it is measured on those instead. ``engine``, ``delta``, ``progress`` and
+    ``target_epsilon`` are those of :func:`run_sql`. Returns the
+    :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run kmeans`` prints.
 
     >>> import numpy as np, dpcomm
     >>> points = np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10])
@@ -298,42 +201,49 @@ def kmeans(
     1.0
     >>> sorted(run.centroids[:, 0].tolist())
     [0.0, 10.0]
+    >>> run.assignments[:3].tolist(), run.assignments[-3:].tolist()
+    ([0, 0, 0], [1, 1, 1])
     >>> run  # doctest: +ELLIPSIS
     KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
     """
-    from dpcomm.engine.report import run_kmeans
+    from dpcomm.engine.engines import make_engine
+    from dpcomm.engine.runs import run_kmeans
     from dpcomm.queries.kmeans import KMeansProgram
 
+    chosen = _countermeasure(countermeasure)
+    runner = make_engine(engine)
     array = np.asarray(points, dtype=np.float64)
     program = KMeansProgram(array, k, iterations, seed=start_seed)
-    if labels is not None:
-        truth = np.asarray(labels, dtype=np.int64).reshape(-1)
+    tested: npt.NDArray[np.float64] | None = None
+    truth: npt.NDArray[np.int64] | None = None
+    if (test_points is None) != (test_labels is None):
+        missing = "test_labels" if test_labels is None else "test_points"
+        raise InvalidParameterError(missing, "given with the other (a labelled test set)", None)
+    if test_points is not None and test_labels is not None:
+        tested = np.asarray(test_points, dtype=np.float64)
+        truth = np.asarray(test_labels, dtype=np.int64).reshape(-1)
+        if tested.ndim != 2 or tested.shape[1:] != array.shape[1:]:
+            raise InvalidParameterError(
+                "test_points", f"points of dimension {array.shape[1]}", tested.shape
+            )
+        if truth.shape[0] != tested.shape[0]:
+            raise InvalidParameterError(
+                "test_labels", f"one label per test point ({len(tested)})", len(truth)
+            )
+    elif labels is not None:
+        tested, truth = array, np.asarray(labels, dtype=np.int64).reshape(-1)
         if truth.shape[0] != array.shape[0]:
             raise InvalidParameterError("labels", f"one label per point ({len(array)})", len(truth))
-    else:
-        truth = np.zeros(len(array), dtype=np.int64)
-    outcome = run_kmeans(
+    return run_kmeans(
         program,
-        countermeasure,
-        test_points=array,
+        chosen,
+        test_points=tested,
         test_labels=truth,
         delta=delta,
         seed=seed,
-        engine=_engine(engine),
-    )
-    document = dict(outcome.report)
-    if labels is None:
-        utility = dict(document["utility"])
-        for key in ("test_points", "rand_index", "rand_index_nonprivate"):
-            utility.pop(key, None)
-        document["utility"] = utility
-    assignments = program.assign(outcome.run.state, array.astype(np.float32))
-    return KMeansRun(
-        np.asarray(outcome.centroids, dtype=np.float64),
-        np.asarray(assignments, dtype=np.int64),
-        None if labels is None else float(outcome.rand_index),
-        _report(document),
-        outcome,
+        progress=progress,
+        engine=runner,
+        target_epsilon=target_epsilon,
     )
 
 
@@ -359,7 +269,8 @@ class Calibration:
         details: the planner's full answer (:class:`dpcomm.calibration.PlannerResult`).
 
     >>> import dpcomm
-    >>> plan = dpcomm.calibrate(sources=1000, targets=10, iterations=2, epsilon=2.0, delta=1e-4)
+    >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, iterations=2, epsilon=2.0,
+    ...                         delta=1e-4)
     >>> plan.describe()
     '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
     >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
@@ -421,7 +332,7 @@ def _pareto_frame(result: Any) -> Any:
 def calibrate(
     *,
     sources: int,
-    targets: int,
+    num_targets: int,
     epsilon: float,
     delta: float,
     grouping_sets: int | None = None,
@@ -434,15 +345,15 @@ def calibrate(
     """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
 
     ``sources`` (S) tuples must be used, by an Aggregate query of ``grouping_sets`` (G,
-    default 1) grouping sets over ``targets`` compute nodes, or by K-means of ``iterations``
-    (I) with K = ``targets`` centroids. Limits: ``max_channels`` per node,
+    default 1) grouping sets over ``num_targets`` (T) compute nodes, or by K-means of
+    ``iterations`` (I) with K = ``num_targets`` centroids. Limits: ``max_channels`` per node,
     ``max_extra_consents`` (S_t − S), ``min_utility`` (expected tuples used / S, default 1).
     Searches σ on a 0.01 grid, every number of scramblers and every d
     (:func:`dpcomm.calibration.plan_countermeasures`, exact and valid accounting);
     raises :class:`~dpcomm.DpcommError` naming the limit to relax when none is feasible.
 
     >>> import dpcomm
-    >>> plan = dpcomm.calibrate(sources=1000, targets=10, epsilon=1.0, delta=1e-4)
+    >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
     >>> plan.epsilon <= 1.0, plan.sources_recruited >= 1000
     (True, True)
     >>> plan.countermeasure  # doctest: +ELLIPSIS
@@ -456,7 +367,7 @@ def calibrate(
         grouping_sets = 1
     result = plan_countermeasures(
         num_sources=sources,
-        num_targets=targets,
+        num_targets=num_targets,
         epsilon=epsilon,
         delta=delta,
         grouping_sets=grouping_sets,

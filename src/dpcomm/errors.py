@@ -21,7 +21,8 @@ class DpcommError(Exception):
 
     >>> import dpcomm
     >>> try:
-    ...     dpcomm.calibrate(sources=50, targets=3, epsilon=1.0, delta=1e-4, max_channels=3)
+    ...     dpcomm.calibrate(sources=50, num_targets=3, epsilon=1.0, delta=1e-4,
+    ...                      max_channels=3)
     ... except dpcomm.DpcommError as error:
     ...     print(str(error).split(": ")[-1])
     relax max_channels by 7 (to 10)

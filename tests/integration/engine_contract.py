@@ -17,7 +17,7 @@ import pytest
 
 from dpcomm.data import load_mnist5k, table_from_relation
 from dpcomm.engine.memory import simulate
-from dpcomm.engine.report import run_aggregate, run_kmeans
+from dpcomm.engine.runs import run_aggregate, run_kmeans
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
@@ -59,7 +59,7 @@ def autompg(rows: int = 150) -> AggregateProgram:
         params=[str(path)],
     )
     table = table_from_relation(relation, "cars")
-    return AggregateProgram.from_sql(AUTOMPG_SQL, table, num_compute_nodes=4)
+    return AggregateProgram.from_sql(AUTOMPG_SQL, table, num_targets=4)
 
 
 def synthetic_program(rows: int = 180) -> AggregateProgram:
@@ -76,7 +76,7 @@ def synthetic_program(rows: int = 180) -> AggregateProgram:
     )  # fmt: skip
     table = Table("t", columns)
     sql = "SELECT k, s, COUNT(*), SUM(x), AVG(x) FROM t GROUP BY GROUPING SETS ((k), (s))"
-    return AggregateProgram.from_sql(sql, table, num_compute_nodes=5)
+    return AggregateProgram.from_sql(sql, table, num_targets=5)
 
 
 def edges(flow) -> list[tuple[int, int, int]]:
@@ -164,7 +164,7 @@ class EngineContract:
 
         table = table_from_arrays("t", {"a": np.arange(60) % 7, "x": np.arange(60) * 0.5})
         program = AggregateProgram.from_sql(
-            "SELECT a, COUNT(*) FROM t GROUP BY ROLLUP (a)", table, num_compute_nodes=3
+            "SELECT a, COUNT(*) FROM t GROUP BY ROLLUP (a)", table, num_targets=3
         )
         run = self.engine().execute(program, MECHANISMS["scramblers"], delta=1e-4, seed=SEED)
         same_run(simulate(program, MECHANISMS["scramblers"], delta=1e-4, seed=SEED), run)
@@ -177,13 +177,17 @@ class EngineContract:
             program, MECHANISMS["scramblers"], delta=1e-4, seed=SEED, engine=self.engine()
         )
         report = outcome.report
-        assert {"privacy", "utility", "efficiency", "seed", "randomness", "engine"} <= set(report)
-        traffic = report["efficiency"]["traffic"]
-        assert [t["flow"] for t in traffic] == [f.name for f in outcome.run.transformed.flows]
-        assert sum(t["messages"] for t in traffic) == outcome.run.transformed.messages
-        assert report["seed"] == SEED and "seed" in report["randomness"]
+        document = report.to_dict()
+        assert {"privacy", "utility", "efficiency", "seed", "randomness", "engine"} <= set(document)
+        traffic = report.efficiency.traffic
+        assert [t.flow for t in traffic] == [f.name for f in outcome.run.transformed.flows]
+        assert sum(t.messages for t in traffic) == outcome.run.transformed.messages
+        assert document["efficiency"]["traffic"][0]["flow"] == traffic[0].flow
+        assert report.seed == SEED and "seed" in report.randomness
         # An engine computing the result elsewhere is checked against the delivered tuples.
-        assert report["utility"]["result_is_of_delivered_tuples"] is True
+        assert report.utility.result_is_of_delivered_tuples is True
+        # The non-private baseline is not accounted; the run is.
+        assert outcome.baseline.privacy is None and outcome.run.privacy is not None
         digits = load_mnist5k()
         kmeans = run_kmeans(
             KMeansProgram(digits.train_images[:90], 2, 2, seed=0),
@@ -194,8 +198,8 @@ class EngineContract:
             seed=SEED,
             engine=self.engine(),
         )
-        assert set(kmeans.report) >= {"privacy", "utility", "efficiency"}
-        assert 0.0 <= kmeans.report["utility"]["rand_index"] <= 1.0
+        assert set(kmeans.report.to_dict()) >= {"privacy", "utility", "efficiency"}
+        assert 0.0 <= kmeans.rand_index <= 1.0
 
     def test_without_a_seed_the_draws_are_fresh(self):
         program = synthetic_program(120)

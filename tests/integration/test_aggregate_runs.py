@@ -116,7 +116,7 @@ def canonical(rows):
 def test_decentralized_result_equals_duckdb_over_the_delivered_tuples(
     table, sql, countermeasure, seed
 ):
-    program = AggregateProgram.from_sql(sql, table, num_compute_nodes=3)
+    program = AggregateProgram.from_sql(sql, table, num_targets=3)
     if isinstance(countermeasure, Scramblers) and countermeasure.capped:
         smallest = min(batch_size_counts(table.num_rows, countermeasure.batch_size))
         if countermeasure.num_dummies > 2 * smallest and any(program.query.grouping_sets):
@@ -142,10 +142,10 @@ def test_running_example_matches_duckdb_on_the_whole_table_without_sampling():
     outcome = run_aggregate(
         program, Scramblers(sampling_rate=0.0, batch_size=100, num_dummies=50), delta=1e-4
     )
-    assert outcome.report["utility"]["tuples_used"] == 2 * table.num_rows
+    assert outcome.report.utility.tuples_used == 2 * table.num_rows
     direct = duckdb_rows(table.renamed("t"), sql.replace("diabetes", "t"))
-    assert compare_results(canonical(outcome.result), canonical(direct)) == []
-    for value in outcome.report["utility"]["mean_relative_error"].values():
+    assert compare_results(canonical(outcome.rows), canonical(direct)) == []
+    for value in outcome.report.utility.mean_relative_error.values():
         assert value == 0.0
 
 
@@ -153,17 +153,19 @@ def test_a_result_that_is_not_of_the_delivered_tuples_is_flagged():
     """An engine computing the result elsewhere is checked: a lost output does not pass."""
     import dataclasses
 
-    from dpcomm.engine.report import aggregate_report
+    from dpcomm.engine.runs import aggregate_run
 
     program = AggregateProgram.from_sql(
-        "SELECT A, COUNT(*) FROM diabetes GROUP BY A", diabetes_table(), num_compute_nodes=4
+        "SELECT A, COUNT(*) FROM diabetes GROUP BY A", diabetes_table(), num_targets=4
     )
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=5)
     run = simulate(program, countermeasure, delta=1e-4, seed=1)
-    baseline = simulate(program, NoCountermeasure(), delta=1e-4, seed=1)
-    report = aggregate_report(program, run, baseline, check_result=True)
-    assert report["utility"]["result_is_of_delivered_tuples"] is True
-    lost = dataclasses.replace(run, result=run.result[1:])
+    baseline = simulate(program, NoCountermeasure(), delta=None, seed=1)
+    elsewhere = dataclasses.replace(run, result_computed_here=False)  # as a deployment's
+    outcome = aggregate_run(program, elsewhere, baseline)
+    assert outcome.report.utility.result_is_of_delivered_tuples is True
+    lost = dataclasses.replace(elsewhere, result=run.result[1:])
     with pytest.warns(DpcommWarning, match="differs from the result of the tuples"):
-        report = aggregate_report(program, lost, baseline, check_result=True)
-    assert report["utility"]["result_is_of_delivered_tuples"] is False
+        outcome = aggregate_run(program, lost, baseline)
+    assert outcome.report.utility.result_is_of_delivered_tuples is False
+    assert outcome.to_dict()["report"]["utility"]["result_is_of_delivered_tuples"] is False

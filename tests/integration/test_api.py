@@ -7,9 +7,9 @@ import pyarrow as pa
 import pytest
 
 import dpcomm
-from dpcomm.api import result_frame
 from dpcomm.data import diabetes_table, write_table
-from dpcomm.engine.report import run_aggregate
+from dpcomm.data.frames import result_frame
+from dpcomm.engine.runs import AggregateRun, run_aggregate
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -19,7 +19,7 @@ CHOSEN = dpcomm.Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=20)
 
 @pytest.fixture(scope="module")
 def expected():
-    program = AggregateProgram.from_sql(SQL, diabetes_table(), num_compute_nodes=5)
+    program = AggregateProgram.from_sql(SQL, diabetes_table(), num_targets=5)
     return run_aggregate(program, CHOSEN, delta=1e-4, seed=4)
 
 
@@ -40,13 +40,15 @@ def inputs(tmp_path):
 
 def test_every_input_gives_the_same_run(expected, tmp_path):
     for kind, data in inputs(tmp_path).items():
-        run = dpcomm.run_sql(SQL, data, countermeasure=CHOSEN, compute_nodes=5, delta=1e-4, seed=4)
+        run = dpcomm.run_sql(SQL, data, countermeasure=CHOSEN, num_targets=5, delta=1e-4, seed=4)
         query = expected.program.query
-        frame = result_frame(expected.result, query.output_names, query.output_types)
+        frame = result_frame(expected.rows, query.output_names, query.output_types)
+        assert isinstance(run, AggregateRun)  # the object the CLI prints
         pd.testing.assert_frame_equal(run.result, frame, obj=kind)
         assert list(run.result.columns) == ["A", "B", "count_star()", "avg(I)"]
-        assert run.report.privacy.epsilon == expected.report["privacy"]["epsilon"]
-        assert run.report.utility == expected.report["utility"]
+        assert run.rows == expected.rows
+        assert run.report.privacy == expected.report.privacy
+        assert run.report.utility == expected.report.utility
         assert run.report.to_dict()["privacy"]["delta"] == 1e-4
 
 
@@ -90,7 +92,7 @@ def test_a_calibrated_countermeasure_runs_with_the_calibrated_epsilon(
 ):
     plan = dpcomm.calibrate(
         sources=sources,
-        targets=targets,
+        num_targets=targets,
         grouping_sets=grouping_sets,
         epsilon=2.0 if grouping_sets > 1 else 1.0,
         delta=1e-4,
@@ -104,16 +106,16 @@ def test_a_calibrated_countermeasure_runs_with_the_calibrated_epsilon(
         query,
         table,
         countermeasure=plan.countermeasure,
-        compute_nodes=targets,
+        num_targets=targets,
         delta=1e-4,
         seed=5,
     )
     assert run.report.privacy.epsilon == pytest.approx(plan.epsilon, rel=1e-9)
-    assert run.report.efficiency["messages"] == plan.network_load_messages
+    assert run.report.efficiency.messages == plan.network_load_messages
 
 
 def test_a_kmeans_calibration_runs_with_the_calibrated_epsilon():
-    plan = dpcomm.calibrate(sources=600, targets=3, iterations=2, epsilon=1.5, delta=1e-4)
+    plan = dpcomm.calibrate(sources=600, num_targets=3, iterations=2, epsilon=1.5, delta=1e-4)
     points = dpcomm.datasets.mnist5k().points[: plan.sources_recruited]
     run = dpcomm.kmeans(points, k=3, iterations=2, countermeasure=plan.countermeasure, seed=2)
     assert plan.epsilon <= 1.5
@@ -122,7 +124,7 @@ def test_a_kmeans_calibration_runs_with_the_calibrated_epsilon():
 
 def test_an_infeasible_calibration_names_the_python_parameter():
     with pytest.raises(dpcomm.DpcommError, match=r"relax max_channels by \d+"):
-        dpcomm.calibrate(sources=50, targets=3, epsilon=1.0, delta=1e-4, max_channels=3)
+        dpcomm.calibrate(sources=50, num_targets=3, epsilon=1.0, delta=1e-4, max_channels=3)
 
 
 @pytest.mark.parametrize(
@@ -135,7 +137,7 @@ def test_an_infeasible_calibration_names_the_python_parameter():
     ],
 )
 def test_bad_calibration_input_names_the_parameter(options, name):
-    arguments = {"sources": 100, "targets": 5, "epsilon": 1.0, "delta": 1e-4, **options}
+    arguments = {"sources": 100, "num_targets": 5, "epsilon": 1.0, "delta": 1e-4, **options}
     with pytest.raises(InvalidParameterError) as caught:
         dpcomm.calibrate(**arguments)
     assert caught.value.name == name
@@ -152,7 +154,7 @@ def test_polars_with_nulls_dates_and_text_equals_duckdb():
         }
     )
     sql = 'SELECT "city name", day, COUNT(*), SUM(amount) FROM t GROUP BY "city name", day'
-    run = dpcomm.run_sql(sql, frame, countermeasure=dpcomm.NoCountermeasure(), compute_nodes=3)
+    run = dpcomm.run_sql(sql, frame, countermeasure=dpcomm.NoCountermeasure(), num_targets=3)
     t = frame.to_arrow()  # noqa: F841 (read by DuckDB's replacement scan)
     expected = duckdb.sql(sql).df()
     key = ["city name", "day"]

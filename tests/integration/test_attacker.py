@@ -21,7 +21,7 @@ from dpcomm.queries.kmeans import KMeansProgram
 def aggregate():
     rows = synthetic_table(num_rows=3000, distribution="uniform", seed=0, name="t")
     return AggregateProgram.from_sql(
-        "SELECT g1, COUNT(*) AS n FROM t GROUP BY g1", rows, num_compute_nodes=20
+        "SELECT g1, COUNT(*) AS n FROM t GROUP BY g1", rows, num_targets=20
     )
 
 

@@ -31,7 +31,7 @@ def test_capture_of_a_round_shows_equal_records_matching_the_links(tmp_path):
     if reason is not None:
         pytest.skip(reason)
     table = synthetic_table(num_rows=200, seed=5)
-    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=4)
+    program = AggregateProgram.from_sql(SQL, table, num_targets=4)
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=50, num_dummies=6)
     # A loaded machine can make the capture lose packets (the kernel says so, or a TCP stream
     # has a hole); such a capture proves nothing either way, so the round is captured again.
@@ -45,8 +45,8 @@ def test_capture_of_a_round_shows_equal_records_matching_the_links(tmp_path):
     else:
         pytest.skip(f"the capture lost packets 3 times (kernel drops {capture.dropped})")
     records = capture.records()
-    wire = run.details["wire"]
-    frame_record = wire["frame_size"] + TLS_OVERHEAD
+    wire = run.details.wire
+    frame_record = wire.frame_size + TLS_OVERHEAD
     captured = []
     for direction, items in records.items():
         lengths = [length for kind, length in items if kind == 23]
@@ -59,13 +59,11 @@ def test_capture_of_a_round_shows_equal_records_matching_the_links(tmp_path):
         captured.append(sum(1 for n in tail if n == frame_record))
     # Every frame a receiver read crossed the wire, and nothing crossed it that a sender did
     # not report (a frame written while its peer was hanging up may be lost in between).
-    sent = sum(link["frames"] for link in wire["links"])
-    received = sum(link["frames_received"] for link in wire["links"])
+    sent = sum(link.frames for link in wire.links)
+    received = sum(link.frames_received for link in wire.links)
     assert received <= sum(captured) <= sent
     # The dummies are on the wire like everything else: data frames are n + d per scrambler.
-    data = sum(
-        link["data_frames"] for link in wire["links"] if link["sender"].startswith("scrambler")
-    )
+    data = sum(link.data_frames for link in wire.links if link.sender.startswith("scrambler"))
     assert data == 200 + 4 * 6
     masks = [run.delivered[flow] for flow in program.flow_names]
     assert compare_results(run.result, reference_result(program.query, program.table, masks)) == []

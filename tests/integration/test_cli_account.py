@@ -24,6 +24,37 @@ def test_json_schema_one_row_per_combination(cli):
         assert row["methods"]["hoeffding"] is not None
 
 
+@pytest.mark.parametrize(
+    ("argv", "call"),
+    [
+        (
+            ["scrambler", "--targets", "20", "--sampling", "0.2", "--batch", "100", "--dummies",
+             "50", "--delta", "1e-4", "--mc-samples", "100", "--seed", "3"],
+            lambda dpcomm: dpcomm.account(
+                dpcomm.ScramblerMechanism(
+                    num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50
+                ),
+                delta=1e-4, monte_carlo_samples=100, seed=3,
+            ),
+        ),
+        (
+            ["local", "--targets", "20", "--sampling", "0", "--delta", "1e-4"],
+            lambda dpcomm: dpcomm.account(
+                dpcomm.LocalRandomizer(num_targets=20, sampling_rate=0.0), delta=1e-4
+            ),
+        ),
+    ],
+)  # fmt: skip
+def test_json_is_the_libraries_to_dict(cli, argv, call):
+    """`dpcomm account --json` prints `dpcomm.account(...).to_dict()`, one per combination."""
+    import dpcomm
+
+    code, out, err = cli("account", *argv, "--json")
+    assert code == 0, err
+    assert json.loads(out) == [call(dpcomm).to_dict()]
+    assert json.loads(json.dumps(call(dpcomm).to_dict())) == call(dpcomm).to_dict()
+
+
 def test_epsilon_query_reports_delta(cli):
     code, out, _ = cli(
         "account", "scrambler", "--targets", "20", "--sampling", "0.2", "--dummies", "275",
@@ -70,11 +101,11 @@ def test_readable_table_for_many_rows(cli):
 @pytest.mark.parametrize(
     ("args", "name"),
     [
-        (["--sampling", "1.5"], "sampling_rate"),
-        (["--sampling", "nan"], "sampling_rate"),
-        (["--targets", "1"], "num_targets"),
-        (["--dummies", "-1"], "num_dummies"),
-        (["--batch", "0"], "batch_size"),
+        (["--sampling", "1.5"], "--sampling"),
+        (["--sampling", "nan"], "--sampling"),
+        (["--targets", "1"], "--targets"),
+        (["--dummies", "-1"], "--dummies"),
+        (["--batch", "0"], "--batch"),
         (["--delta", "1"], "delta"),
         (["--epsilon", "-1"], "epsilon"),
         (["--sampling", "abc"], "sampling"),
@@ -101,4 +132,4 @@ def test_console_script_runs_as_a_process():
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr.startswith("dpcomm: error: invalid sampling_rate")
+    assert result.stderr.startswith("dpcomm: error: invalid --sampling")

@@ -25,7 +25,7 @@ def same_document(simulated, deployed):
 
 def test_run_and_deploy_local_give_the_same_aggregate_run(cli):
     common = [
-        "--synthetic", "300", "--sql", SQL, "--compute-nodes", "4", "--batch", "50",
+        "--synthetic", "300", "--sql", SQL, "--targets", "4", "--batch", "50",
         "--dummies", "4", "--sampling", "0.3", "--seed", "9", "--json",
     ]  # fmt: skip
     status, out, err = cli("run", "aggregate", *common)
@@ -77,7 +77,7 @@ def test_deploy_local_takes_what_run_takes(cli, tmp_path, suffix):
         'SELECT "ville d\'origine", jour, COUNT(*), SUM("montant €"), MAX(n) FROM visits '
         'GROUP BY GROUPING SETS (("ville d\'origine"), (jour))'
     )
-    common = ["--data", str(path), "--sql", sql, "--compute-nodes", "3", "--sampling", "0",
+    common = ["--data", str(path), "--sql", sql, "--targets", "3", "--sampling", "0",
               "--batch", "3", "--dummies", "2", "--seed", "1", "--json"]  # fmt: skip
     status, out, err = cli("run", "aggregate", *common)
     assert status == 0, err
@@ -100,3 +100,42 @@ def test_deploy_local_takes_what_run_takes(cli, tmp_path, suffix):
 
     expected = sorted([as_text(r) for r in expected], key=key)
     assert compare_results([as_text(r) for r in rows], expected) == []
+
+
+def test_run_and_deploy_local_share_their_defaults_on_a_real_table(cli, tmp_path, package_file):
+    """The same flags and seed, nothing else: the same result and traffic per flow.
+
+    matplotlib's Stocks.csv (real prices, with NULLs) and the month of each row as text; no
+    countermeasure or size option is given, so both commands run their shared defaults.
+    """
+    import duckdb
+
+    stocks = package_file("matplotlib", "mpl-data", "sample_data", "Stocks.csv")
+    path = tmp_path / "cours.csv"
+    duckdb.connect().execute(
+        f"COPY (SELECT strftime(\"Date\", '%B') AS \"mois été\", * FROM read_csv('{stocks}')) "
+        f"TO '{path}' (FORMAT CSV, HEADER)"
+    )
+    sql = (
+        'SELECT "mois été", "AMZN", COUNT(*), AVG("IBM"), MAX("GOOGL") FROM cours '
+        'GROUP BY GROUPING SETS (("mois été"), ("AMZN"))'
+    )
+    common = ["--data", path, "--sql", sql, "--seed", "5", "--json"]
+    status, out, err = cli("run", "aggregate", *common)
+    assert status == 0, err
+    simulated = json.loads(out)
+    status, out, err = cli("deploy", "local", *common)
+    assert status == 0, err
+    deployed = json.loads(out)
+    same_document(simulated, deployed)
+    rows = deployed["result"]
+    assert any(row["mois été"] == "janvier" or row["mois été"] == "January" for row in rows)
+    assert any(row["AMZN"] is None and row["mois été"] is None for row in rows)  # a NULL key
+    assert any(row["max(GOOGL)"] is None for row in rows)  # groups of NULLs only
+    # The shared defaults: T = 20 targets, scramblers of n = 100 with d = 50 dummies, σ = 0.2.
+    clusters = deployed["report"]["privacy"]["clusters"]
+    assert {c["num_targets"] for c in clusters if c["data_dependent"]} == {20}
+    assert (
+        deployed["report"]["countermeasure"]
+        == "scramblers n=100, d=50 dummies each, sampling σ=0.2"
+    )

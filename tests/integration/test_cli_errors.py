@@ -86,7 +86,7 @@ def test_account_batch_of_a_billion(cli):
         "account", "scrambler", "--targets", "10", "--sampling", "0.5", "--batch", "1e9",
         "--delta", "1e-4", "--mc-samples", "0",
     )  # fmt: skip
-    assert_one_line_error(status, err, "batch_size", "at most")
+    assert_one_line_error(status, err, "--batch", "at most")
 
 
 @pytest.mark.parametrize(("kind", "dummies"), [("local", "1e6"), ("scrambler", "1e12")])
@@ -96,29 +96,29 @@ def test_account_too_many_dummies(cli, kind, dummies):
     argv = ["account", kind, "--targets", "10", "--sampling", "0.5", "--dummies", dummies]
     argv += ["--batch", "100", "--delta", "1e-4"] if kind == "scrambler" else []
     status, _, err = cli(*argv, "--mc-samples", "0")
-    assert_one_line_error(status, err, "num_dummies")
+    assert_one_line_error(status, err, "--dummies")
     assert ("at most" if kind == "scrambler" else "[0, 9]") in err
 
 
 def test_account_enormous_targets_do_not_overflow(cli):
     argv = ["account", "scrambler", "--targets", "1e300", "--sampling", "0.5", "--batch", "10"]
     status, _, err = cli(*argv, "--mc-samples", "0")
-    assert_one_line_error(status, err, "num_targets", "1000000000")
+    assert_one_line_error(status, err, "--targets", "1000000000")
 
 
 @pytest.mark.parametrize("value", ["-1", "0"])
 def test_headline_mc_samples(cli, value):
     status, _, err = cli("headline", "--mc-samples", value)
-    assert_one_line_error(status, err, "monte_carlo_samples")
+    assert_one_line_error(status, err, "--mc-samples")
 
 
 def test_pki_days_beyond_the_year_9999(cli, tmp_path):
     status, _, err = cli("pki", "init", "--dir", tmp_path / "ca", "--days", "100000000")
-    assert_one_line_error(status, err, "valid_days", "36500")
+    assert_one_line_error(status, err, "--days", "36500")
     assert cli("pki", "init", "--dir", tmp_path / "ca")[0] == 0
     argv = ["pki", "issue", "--dir", tmp_path / "ca", "--name", "a", "--days"]
     status, _, err = cli(*argv, "100000000")
-    assert_one_line_error(status, err, "valid_days")
+    assert_one_line_error(status, err, "--days")
     status, _, err = cli(*argv, "1e8")
     assert_one_line_error(status, err, "--days")
 
@@ -197,7 +197,7 @@ def test_closed_pipe_exits_quietly():
 def test_synthetic_zero_rows_is_refused(cli, command):
     argv = [command, "aggregate" if command == "run" else "local", "--sql", SYNTHETIC_QUERY]
     status, _, err = cli(*argv, "--synthetic", "0")
-    assert_one_line_error(status, err, "rows")
+    assert_one_line_error(status, err, "--synthetic")
 
 
 def test_figures_only_empty_is_refused(cli, tmp_path):
@@ -211,13 +211,13 @@ def test_account_negative_mc_samples_is_refused(cli):
         "account", "scrambler", "--targets", "10", "--sampling", "0.5", "--batch", "10",
         "--delta", "1e-4", "--mc-samples", "-5",
     )  # fmt: skip
-    assert_one_line_error(status, err, "monte_carlo_samples")
+    assert_one_line_error(status, err, "--mc-samples")
 
 
 def test_deploy_local_kmeans_honours_kill_scrambler(cli):
     argv = ["deploy", "local", "kmeans", "--sources", "50", "--k", "2", "--iterations", "1"]
     status, _, err = cli(*argv, "--seed", "1", "--kill-scrambler", "9")
-    assert_one_line_error(status, err, "kill_scrambler", "[0, 0]")
+    assert_one_line_error(status, err, "--kill-scrambler", "[0, 0]")
     status, out, err = cli(*argv, "--seed", "1", "--kill-scrambler", "0", "--json")
     assert "Traceback" not in err
     assert json.loads(out)["report"]["lost_scramblers"] == ["scrambler-0-0"]
@@ -303,7 +303,7 @@ def test_every_bind_default_is_loopback():
         (["--sql", SYNTHETIC_QUERY, "--k", "3"], "--k"),
         (["--sql", SYNTHETIC_QUERY, "--sources", "100"], "--sources"),
         (["kmeans", "--sql", SYNTHETIC_QUERY], "--sql"),
-        (["kmeans", "--compute-nodes", "3"], "--compute-nodes"),
+        (["kmeans", "--targets", "3"], "--targets"),
     ],
 )
 def test_deploy_local_refuses_the_other_workloads_options(cli, argv, name):
@@ -322,8 +322,29 @@ def test_deploy_configs_refuses_a_bad_delta_before_writing_keys(cli, tmp_path):
 def test_public_bounds_are_validated(cli):
     argv = ["run", "aggregate", "--sql", QUERY]
     status, _, err = cli(*argv, "--max-text-bytes", "0")
-    assert_one_line_error(status, err, "max_text_bytes")
+    assert_one_line_error(status, err, "--max-text-bytes")
     status, _, err = cli(*argv, "--max-groups", "-3")
-    assert_one_line_error(status, err, "max_groups")
+    assert_one_line_error(status, err, "--max-groups")
     status, _, err = cli("deploy", "local", "--sql", SYNTHETIC_QUERY, "--max-left-out", "2")
-    assert_one_line_error(status, err, "max_left_out")
+    assert_one_line_error(status, err, "--max-left-out")
+
+
+def test_library_errors_name_the_python_parameter_and_the_cli_its_flag(cli, tmp_path):
+    """One error, two spellings: Python users read the parameter, CLI users the flag."""
+    import dpcomm
+    from dpcomm.errors import InvalidParameterError
+
+    path = tmp_path / "long.csv"
+    path.write_text("city,n\n" + "x" * 40 + ",1\n")
+    sql = "SELECT city, COUNT(*) FROM t GROUP BY city"
+    chosen = dpcomm.Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2)
+    with pytest.raises(InvalidParameterError) as caught:
+        dpcomm.run_sql(sql, path, countermeasure=chosen, max_text_bytes=8)
+    assert "raise max_text_bytes" in str(caught.value) and "--" not in str(caught.value)
+    status, _, err = cli("run", "aggregate", "--sql", sql, "--data", path, "--max-text-bytes", 8)
+    assert_one_line_error(status, err, "raise --max-text-bytes")
+    with pytest.raises(InvalidParameterError) as caught:
+        dpcomm.run_sql(sql, path, countermeasure=chosen, num_targets=0)
+    assert caught.value.name == "num_targets"
+    status, _, err = cli("run", "aggregate", "--sql", sql, "--data", path, "--targets", 0)
+    assert_one_line_error(status, err, "invalid --targets")

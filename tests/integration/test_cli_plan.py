@@ -148,7 +148,7 @@ def test_the_printed_run_command_runs_the_planned_configuration(cli, options, me
 def test_the_synthetic_query_has_the_planned_clusters(grouping_sets):
     # The run command's query gives G data-dependent clusters of C = T compute nodes each.
     table = synthetic_table(num_rows=60, seed=0, name="t")
-    program = AggregateProgram.from_sql(synthetic_sql(grouping_sets), table, num_compute_nodes=7)
+    program = AggregateProgram.from_sql(synthetic_sql(grouping_sets), table, num_targets=7)
     dependent = [c for c in program.plan.clusters if c.data_dependent]
     assert len(dependent) == grouping_sets
     assert {c.num_targets for c in dependent} == {7}

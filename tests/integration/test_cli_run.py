@@ -145,11 +145,11 @@ def test_run_warns_when_the_table_breaks_the_asked_guarantee(cli):
         (["--sql", "SELECT A, AVG(I) FROM d JOIN e ON d.A = e.A GROUP BY A"], "join"),
         (["--sql", "SELECT A, AVG(I) FROM d WHERE I > 3 GROUP BY A"], "WHERE"),
         (["--sql", "SELECT A, AVG(I) FROM"], "syntax"),
-        (["--sampling", "1.5"], "sampling_rate"),
-        (["--batch", "0"], "batch_size"),
+        (["--sampling", "1.5"], "--sampling"),
+        (["--batch", "0"], "--batch"),
         (["--mechanism", "none", "--sampling", "0.3"], "mechanism"),
-        (["--mechanism", "local", "--dummies", "25"], "num_dummies"),
-        (["--compute-nodes", "0"], "compute_nodes"),
+        (["--mechanism", "local", "--dummies", "25"], "--dummies"),
+        (["--targets", "0"], "--targets"),
         (["--delta", "2"], "delta"),
     ],
 )
@@ -198,7 +198,7 @@ def test_kmeans_bad_input(cli):
     status, _, err = cli("run", "kmeans", "--dataset", "nope")
     assert status == 2 and "dataset" in err
     status, _, err = cli("run", "kmeans", "--k", "100000")
-    assert status == 2 and "num_centroids K" in err
+    assert status == 2 and "invalid --k" in err
     # More sources than the dataset has is refused, not silently cut to the dataset's size.
     status, _, err = cli("run", "kmeans", "--dataset", "mnist5k", "--sources", "9999")
     assert status == 2 and "--sources" in err and "[1, " in err and "9999" in err

@@ -140,7 +140,7 @@ def differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> lis
 @pytest.mark.parametrize("case", sorted(QUERIES))
 def test_memory_engine_gives_duckdbs_exact_values(case):
     table, expected = duckdb_table(ALL_TYPES, QUERIES[case])
-    program = AggregateProgram.from_sql(QUERIES[case], table, num_compute_nodes=3)
+    program = AggregateProgram.from_sql(QUERIES[case], table, num_targets=3)
     run = simulate(program, NoCountermeasure(), delta=DELTA, seed=SEED)
     assert differences(run.result, expected) == []
     # A private run is DuckDB's answer over the tuples it delivered.
@@ -177,7 +177,7 @@ def test_hugeint_ids_of_a_csv_stay_two_groups(tmp_path):
     expected = duckdb.sql(
         f"SELECT id, COUNT(*), SUM(amount), MAX(id) FROM read_csv('{path}') AS t GROUP BY id"
     ).fetchall()
-    program = AggregateProgram.from_sql(sql, table, num_compute_nodes=2)
+    program = AggregateProgram.from_sql(sql, table, num_targets=2)
     result = simulate(program, NoCountermeasure(), delta=DELTA, seed=SEED).result
     names = list(program.query.output_names)
     assert differences(result, [dict(zip(names, r, strict=True)) for r in expected]) == []
@@ -231,7 +231,7 @@ def test_timestamptz_is_refused_too():
 def test_both_engines_carry_every_exact_type_in_one_round():
     """The network engine (nodes exchanging encoded tuples) against the memory engine."""
     table, expected = duckdb_table(ALL_TYPES, EVERYTHING)
-    program = AggregateProgram.from_sql(EVERYTHING, table, num_compute_nodes=3)
+    program = AggregateProgram.from_sql(EVERYTHING, table, num_targets=3)
     network = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
     for countermeasure in (
         NoCountermeasure(),
@@ -239,7 +239,7 @@ def test_both_engines_carry_every_exact_type_in_one_round():
     ):
         memory_run = simulate(program, countermeasure, delta=DELTA, seed=SEED)
         network_run = network.execute(program, countermeasure, delta=DELTA, seed=SEED)
-        assert network_run.details["errors"] == {}
+        assert network_run.details.errors == {}
         assert differences(memory_run.result, expected) == []
         assert differences(network_run.result, expected) == []
         assert differences(network_run.result, memory_run.result) == []
@@ -270,9 +270,9 @@ def test_deploy_local_prints_duckdbs_values(all_types_file):
         "GROUP BY GROUPING SETS ((u), (day, tm))"
     )
     args = ["--data", str(all_types_file), "--sql", sql, "--mechanism", "none", "--seed", "1"]
-    deployed = dpcomm("deploy", "local", *args, "--compute-nodes", "2")
+    deployed = dpcomm("deploy", "local", *args, "--targets", "2")
     assert deployed.returncode == 0, deployed.stderr
-    ran = dpcomm("run", "aggregate", *args, "--compute-nodes", "2")
+    ran = dpcomm("run", "aggregate", *args, "--targets", "2")
     assert ran.returncode == 0, ran.stderr
     for output in (deployed.stdout, ran.stdout):
         assert "18,446,744,073,709,551,615" in output  # UBIGINT's maximum, not -1

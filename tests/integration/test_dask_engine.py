@@ -20,7 +20,8 @@ from dpcomm.data import synthetic_table, write_table
 from dpcomm.engine.dask_engine import DaskEngine
 from dpcomm.engine.memory import simulate
 from dpcomm.engine.partition import partition_cuts
-from dpcomm.engine.report import privacy_report, run_aggregate, run_kmeans
+from dpcomm.engine.report import privacy_report
+from dpcomm.engine.runs import run_aggregate, run_kmeans
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.routes import Routes
@@ -51,7 +52,7 @@ def client():
 
 def aggregate_program(rows: int = 3000) -> AggregateProgram:
     table = synthetic_table(num_rows=rows, distribution="zipf", seed=3)
-    return AggregateProgram.from_sql(SQL, table, num_compute_nodes=6)
+    return AggregateProgram.from_sql(SQL, table, num_targets=6)
 
 
 def assert_same(reference, run, *, edges: bool) -> None:
@@ -87,7 +88,8 @@ def test_aggregate_is_the_memory_run(client, partitions, countermeasure, collect
         program, chosen, delta=1e-4, seed=SEED
     )
     assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=collect)
-    assert run.details["partitions"] == partitions
+    assert run.details.partitions == partitions
+    assert run.details.to_dict()["partitions"] == partitions
 
 
 @pytest.mark.parametrize("collect", [True, False], ids=["edges", "summaries"])
@@ -119,11 +121,11 @@ def test_the_reports_are_the_memory_engines(client):
         seed=SEED,
         engine=DaskEngine(client, partitions=4, collect_traffic=False),
     )
-    assert dask.result == memory.result
-    assert dask.baseline.engine == "dask"
-    for part in ("privacy", "utility"):
-        assert dask.report[part] == memory.report[part], part
-    mine, theirs = dict(dask.report["efficiency"]), dict(memory.report["efficiency"])
+    assert dask.rows == memory.rows
+    assert dask.baseline.engine == "dask" and dask.baseline.privacy is None
+    assert dask.report.privacy == memory.report.privacy
+    assert dask.report.utility == memory.report.utility
+    mine, theirs = dask.report.efficiency.to_dict(), memory.report.efficiency.to_dict()
     for volatile in ("engine", "seconds", "messages_per_second"):
         mine.pop(volatile), theirs.pop(volatile)
     assert mine == theirs
@@ -139,12 +141,12 @@ def test_kmeans_report_is_the_memory_engines(client):
     memory = run_kmeans(program, chosen, seed=SEED, **options)
     dask = run_kmeans(program, chosen, seed=SEED, engine=DaskEngine(client), **options)
     assert np.array_equal(dask.centroids, memory.centroids)
-    assert dask.report["utility"] == memory.report["utility"]
+    assert dask.report.utility == memory.report.utility
 
 
 def test_partitions_hold_whole_scramblers():
     # 10 sources in batches of 3, 3, 2, 2 (largest first): cuts at 0, 3, 6, 8, 10 only.
-    plan = aggregate_plan(num_sources=10, flows=["f"], compute_nodes=[5])
+    plan = aggregate_plan(num_sources=10, flows=["f"], num_targets=[5])
     routes = Routes(transform(plan, Scramblers(sampling_rate=0.0, batch_size=3, num_dummies=1)))
     parts = partition_cuts(routes, 10, 3)
     group = scrambler_group_name("f")
@@ -154,7 +156,7 @@ def test_partitions_hold_whole_scramblers():
         (6, 10, (2, 4)),
     ]
     # Two scrambled flows with different batches: only common boundaries (0, 6, 12).
-    plan = aggregate_plan(num_sources=12, flows=["a", "b"], compute_nodes=[5, 5])
+    plan = aggregate_plan(num_sources=12, flows=["a", "b"], num_targets=[5, 5])
     chosen = {
         "a": Scramblers(sampling_rate=0.0, batch_size=3, num_dummies=1),
         "b": Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=1),
@@ -166,7 +168,7 @@ def test_partitions_hold_whole_scramblers():
     assert ranges[scrambler_group_name("a")] == (2, 4)
     assert ranges[scrambler_group_name("b")] == (1, 2)
     assert ranges["sources"] == (6, 12)
-    routes = Routes(transform(aggregate_plan(num_sources=5, flows=["f"], compute_nodes=[2]), {}))
+    routes = Routes(transform(aggregate_plan(num_sources=5, flows=["f"], num_targets=[2]), {}))
     parts = partition_cuts(routes, 5, 9)
     assert [(p.start, p.stop, dict(p.ownership.ranges)) for p in parts] == [
         (i, i + 1, {"sources": (i, i + 1)}) for i in range(5)
@@ -178,7 +180,7 @@ def test_a_local_cluster_for_the_run():
     chosen = COUNTERMEASURES["scramblers"]
     run = DaskEngine(workers=2).execute(program, chosen, delta=1e-4, seed=SEED)
     assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=True)
-    assert run.details["partitions"] == 2 and run.details["workers"] == 2
+    assert run.details.partitions == 2 and run.details.workers == 2
 
 
 class TestDaskEngineContract(EngineContract):
@@ -308,7 +310,7 @@ def test_an_external_scheduler_and_two_workers(tmp_path):
             run = DaskEngine(scheduler=address, partitions=5).execute(
                 program, chosen, delta=1e-4, seed=SEED
             )
-            assert run.details["workers"] == 2
+            assert run.details.workers == 2
             assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=True)
             summaries = DaskEngine(connected, collect_traffic=False).execute(
                 program, chosen, delta=1e-4, seed=SEED

@@ -122,7 +122,7 @@ def test_a_workdir_with_a_certificate_authority_is_kept_without_force(tmp_path):
     (tmp_path / "pki" / "ca.key").write_text("the operator's key")
     program = AggregateProgram.from_sql(SQL, synthetic_table(num_rows=20, seed=1))
     engine = NetworkEngine(workdir=tmp_path, timeout=30, collect_seconds=5)
-    with pytest.raises(InvalidParameterError, match="--workdir"):
+    with pytest.raises(InvalidParameterError, match="workdir"):
         engine.execute(
             program, Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2), delta=1e-4
         )

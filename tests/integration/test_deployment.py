@@ -6,6 +6,7 @@ killed mid-forward, a late source) are dropped, counted and accounted as run.
 """
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from dpcomm.engine.memory import simulate
 from dpcomm.engine.network.deploy import Faults, NetworkEngine, node_configs
 from dpcomm.engine.network.names import NodeName
 from dpcomm.engine.network.spec import NodeConfig, RoundSpec
-from dpcomm.engine.report import privacy_report, run_aggregate
+from dpcomm.engine.report import privacy_report
+from dpcomm.engine.runs import run_aggregate
 from dpcomm.errors import DpcommWarning
 from dpcomm.plan import Scramblers, account_plan
 from dpcomm.queries.aggregate import AggregateProgram
@@ -36,7 +38,7 @@ pytestmark = pytest.mark.slow
 
 def program_of(rows):
     table = synthetic_table(num_rows=rows, seed=3)
-    return AggregateProgram.from_sql(SQL, table, num_compute_nodes=5)
+    return AggregateProgram.from_sql(SQL, table, num_targets=5)
 
 
 def tls(**options):
@@ -81,8 +83,8 @@ def test_configs_round_trip_and_carry_only_public_parameters():
 def test_a_round_over_tls_is_the_memory_run(clean):
     program, outcome = clean
     run = outcome.run
-    assert run.details["errors"] == {}
-    assert run.details["lost_scramblers"] == []
+    assert run.details.errors == {}
+    assert run.details.lost_scramblers == ()
     same_run(simulate(program, COUNTERMEASURE, delta=1e-4, seed=SEED), run)
     masks = [run.delivered[flow] for flow in program.flow_names]
     assert compare_results(run.result, reference_result(program.query, program.table, masks)) == []
@@ -90,20 +92,21 @@ def test_a_round_over_tls_is_the_memory_run(clean):
     for mask in masks:
         assert 0.7 * 300 < mask.sum() < 0.97 * 300
     planned = privacy_report(account_plan(program.plan, COUNTERMEASURE, delta=1e-4))
-    assert outcome.report["privacy"] == planned
+    assert outcome.report.privacy == planned
 
 
 def test_every_frame_has_the_same_length_and_the_wire_carries_the_plan(clean):
     _, outcome = clean
-    wire = outcome.report["wire"]
-    assert wire["frame_lengths_observed"] == [wire["frame_size"]]
-    for link in wire["links"]:
-        assert link["bytes"] == link["frames"] * wire["frame_size"]
-        assert link["frames_received"] <= link["frames"]
+    wire = outcome.report.details.wire
+    assert wire.frame_lengths_observed == (wire.frame_size,)
+    for link in wire.links:
+        assert link.bytes == link.frames * wire.frame_size
+        assert link.frames_received <= link.frames
     # Sources -> scramblers and scramblers -> targets: S + (S + k·d) per grouping set.
-    assert wire["data_frames"] == 2 * (300 + 300 + 6 * 5)
-    assert wire["max_data_channels_by_role"]["source"] == 2
-    assert wire["dropped_total"] == 0
+    assert wire.data_frames == 2 * (300 + 300 + 6 * 5)
+    assert wire.max_data_channels_by_role["source"] == 2
+    assert wire.dropped_total == 0
+    assert outcome.report.to_dict()["wire"]["frame_lengths_observed"] == [wire.frame_size]
 
 
 def test_replayed_malformed_and_unauthenticated_frames_are_dropped(clean):
@@ -113,8 +116,8 @@ def test_replayed_malformed_and_unauthenticated_frames_are_dropped(clean):
         program, COUNTERMEASURE, delta=1e-4, seed=SEED, engine=tls(faults=faults)
     )
     run = outcome.run
-    assert run.details["errors"] == {}
-    dropped = run.details["wire"]["dropped"]
+    assert run.details.errors == {}
+    dropped = run.details.wire.dropped
 
     def total(reason):
         return sum(counts.get(reason, 0) for counts in dropped.values())
@@ -141,24 +144,24 @@ def test_killed_scrambler_loses_its_batch_whole_and_late_source_is_left_out():
             delta=1e-4,
             seed=SEED,
             engine=tls(timeout=60, collect_seconds=6, faults=faults),
-            target_epsilon=planned["epsilon"],
+            target_epsilon=planned.epsilon,
         )
     run = outcome.run
-    assert run.details["lost_scramblers"] == ["scrambler-1-1"]
-    assert all(late in rows for rows in run.details["left_out_sources"].values())
+    assert run.details.lost_scramblers == ("scrambler-1-1",)
+    assert all(late in rows for rows in run.details.left_out_sources.values())
     assert not run.delivered["(g1)"][late] and not run.delivered["(g2)"][late]
     # None of the dead scrambler's sources reached (g2); none was counted twice.
     reference = simulate(program, COUNTERMEASURE, delta=1e-4, seed=SEED)
-    links = run.details["wire"]["links"]
+    links = run.details.wire.links
     members = sorted(
-        NodeName.parse(link["sender"]).index
+        NodeName.parse(link.sender).index
         for link in links
-        if link["receiver"] == "scrambler-1-1" and link["sender"].startswith("source-")
+        if link.receiver == "scrambler-1-1" and link.sender.startswith("source-")
     )
     assert members and not run.delivered["(g2)"][members].any()
     # Its members are left out with the late source, and the round says it failed.
-    assert set(members) <= set(run.details["left_out_sources"]["(g2)"])
-    assert any("sources were left out" in f for f in run.details["failures"])
+    assert set(members) <= set(run.details.left_out_sources["(g2)"])
+    assert any("sources were left out" in f for f in run.details.failures)
     assert run.delivered["(g1)"][members].sum() > 0.6 * len(members)
     # Everything else is the memory run's: the faults only took tuples out.
     for flow in ("(g1)", "(g2)"):
@@ -168,10 +171,10 @@ def test_killed_scrambler_loses_its_batch_whole_and_late_source_is_left_out():
     # The guarantee is that of the batches as run: the late source's scramblers batched
     # n − 1 sources, so it is weaker than planned; the dead one is accounted at the size its
     # acknowledged members give (every member was acknowledged before it died mid-forward).
-    privacy = outcome.report["privacy"]
-    assert privacy["epsilon"] != "inf" and privacy["epsilon"] > planned["epsilon"]
-    g2 = next(c for c in privacy["clusters"] if "(g2)" in c["cluster"])
-    g2_sizes = {part["batch_size"]: part["instances"] for part in g2["parts"]}
+    privacy = outcome.report.privacy
+    assert math.isfinite(privacy.epsilon) and privacy.epsilon > planned.epsilon
+    g2 = next(c for c in privacy.clusters if "(g2)" in c.cluster)
+    g2_sizes = {part.batch_size: part.instances for part in g2.parts}
     assert sum(g2_sizes.values()) == 200 // COUNTERMEASURE.batch_size  # every scrambler, once
     dead_size = len([m for m in members if m != late])
     assert dead_size in g2_sizes and max(g2_sizes) <= COUNTERMEASURE.batch_size
@@ -183,8 +186,8 @@ def test_kmeans_over_tls_is_the_memory_run():
     program = KMeansProgram(digits.train_images[:180], 4, 2, seed=1)
     countermeasure = MECHANISMS["scramblers"]
     run = tls(timeout=90, collect_seconds=15).execute(program, countermeasure, delta=1e-4, seed=3)
-    assert run.details["errors"] == {}
+    assert run.details.errors == {}
     same_run(simulate(program, countermeasure, delta=1e-4, seed=3), run)
-    wire = run.details["wire"]
-    assert wire["frame_lengths_observed"] == [wire["frame_size"]]
-    assert wire["frame_size"] > 784 * 4
+    wire = run.details.wire
+    assert wire.frame_lengths_observed == (wire.frame_size,)
+    assert wire.frame_size > 784 * 4

@@ -7,8 +7,8 @@ over real TLS between processes is in ``test_deployment.py``.
 
 from engine_contract import EngineContract
 
+from dpcomm.engine.engines import MemoryEngine
 from dpcomm.engine.network.deploy import NetworkEngine
-from dpcomm.engine.report import MemoryEngine
 
 
 class TestMemoryEngine(EngineContract):

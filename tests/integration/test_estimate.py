@@ -7,7 +7,9 @@ import pytest
 
 from dpcomm.cli.main import main
 from dpcomm.data import synthetic_table
-from dpcomm.engine.report import RESULT_SEMANTICS, run_aggregate, unbiased_estimate
+from dpcomm.engine.estimate import unbiased_estimate
+from dpcomm.engine.report import RESULT_SEMANTICS
+from dpcomm.engine.runs import run_aggregate
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -16,7 +18,7 @@ SQL = "SELECT g1, COUNT(*), SUM(m1), AVG(m1) FROM t GROUP BY GROUPING SETS ((g1)
 
 def program():
     table = synthetic_table(num_rows=2000, num_intervals=4, seed=2)
-    return AggregateProgram.from_sql(SQL, table, num_compute_nodes=4)
+    return AggregateProgram.from_sql(SQL, table, num_targets=4)
 
 
 def test_without_sampling_the_estimate_is_the_delivered_result():
@@ -28,9 +30,11 @@ def test_without_sampling_the_estimate_is_the_delivered_result():
     assert set(probabilities.values()) == {1.0}
     assert rows == [
         {k: float(v) if k in ("count_star()", "sum(m1)") else v for k, v in row.items()}
-        for row in outcome.result
+        for row in outcome.rows
     ]
-    assert outcome.report["result_semantics"] == RESULT_SEMANTICS
+    assert outcome.report.result_semantics == RESULT_SEMANTICS
+    estimated = outcome.with_unbiased_estimate()
+    assert estimated.rows == rows and estimated.report.estimate.startswith("unbiased")
 
 
 def test_the_unbiased_count_averages_to_the_true_count():
@@ -74,22 +78,22 @@ def test_run_sql_gives_the_cli_estimate(capsys):
         sql,
         dpcomm.datasets.diabetes(),
         countermeasure=chosen,
-        compute_nodes=5,
+        num_targets=5,
         seed=3,
         estimate="unbiased",
     )
-    argv = ["run", "aggregate", "--sql", sql, "--compute-nodes", "5", "--seed", "3"]
+    argv = ["run", "aggregate", "--sql", sql, "--targets", "5", "--seed", "3"]
     options = ["--mechanism", "scrambler", "--sampling", "0.3", "--batch", "100", "--dummies", "50"]
     assert main([*argv, *options, "--json", "--estimate", "unbiased"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert run.report.to_dict()["estimate"] == printed["report"]["estimate"]
+    assert run.report.estimate == printed["report"]["estimate"]
     assert str(run.result["count_star()"].dtype) == "float64"
     by_group = {row["A"]: row for row in printed["result"]}
     for row in run.result.to_dict("records"):
         assert row["count_star()"] == pytest.approx(by_group[row["A"]]["count_star()"], rel=1e-12)
         assert row["sum(I)"] == pytest.approx(by_group[row["A"]]["sum(I)"], rel=1e-12)
     delivered = dpcomm.run_sql(
-        sql, dpcomm.datasets.diabetes(), countermeasure=chosen, compute_nodes=5, seed=3
+        sql, dpcomm.datasets.diabetes(), countermeasure=chosen, num_targets=5, seed=3
     )
     assert (run.result["count_star()"] > delivered.result["count_star()"]).all()
     with pytest.raises(dpcomm.InvalidParameterError, match="estimate"):

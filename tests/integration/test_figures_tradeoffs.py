@@ -142,7 +142,7 @@ def test_7a_network_load_is_the_closed_formula(make: Callable[[str], FigureOutpu
     row = rows[len(rows) // 2]
     table = synthetic_table(num_rows=tradeoffs.TABLE_ROWS, seed=0, name="t")
     program = AggregateProgram.from_sql(
-        tradeoffs.aggregate_sql(1), table.take(np.arange(int(row["sources"]))), num_compute_nodes=C
+        tradeoffs.aggregate_sql(1), table.take(np.arange(int(row["sources"]))), num_targets=C
     )
     run = simulate(
         program,

@@ -319,10 +319,10 @@ def test_partition_keys_is_deterministic_and_data_independent(table: Table) -> N
     many = [partition_keys(null_key, c).tolist() for c in range(2, 40)]
     assert any(pair[0] != pair[1] for pair in many)
     assert partition_keys(Table("K", ()), 7).tolist() == [0]
-    per_row = assign_compute_nodes(table, ["B", "A"], num_compute_nodes=3)
+    per_row = assign_compute_nodes(table, ["B", "A"], num_targets=3)
     ids, _ = group_ids(table, ["B", "A"], np.ones(5, dtype=bool))
     assert per_row.tolist() == nodes[ids].tolist()
-    assert assign_compute_nodes(table, [], num_compute_nodes=3).tolist() == [0] * 5
+    assert assign_compute_nodes(table, [], num_targets=3).tolist() == [0] * 5
     with pytest.raises(InvalidParameterError):
         partition_keys(keys, 0)
 

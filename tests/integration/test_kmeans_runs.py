@@ -29,11 +29,11 @@ def test_sampling_at_0_9_keeps_the_utility_of_nonprivate_kmeans(digits):
     )
     assert outcome.rand_index_nonprivate > 0.8
     assert abs(outcome.rand_index - outcome.rand_index_nonprivate) < 0.02
-    used = outcome.report["utility"]["tuples_used_fraction"]
+    used = outcome.report.utility.tuples_used_fraction
     assert abs(used - (0.1 + 0.9 / 10)) < 0.03
-    privacy = outcome.report["privacy"]
-    assert len(privacy["worst_path"]) >= 10
-    assert privacy["caveats"]
+    privacy = outcome.report.privacy
+    assert len(privacy.worst_path) >= 10
+    assert privacy.caveats
 
 
 def test_nonprivate_run_is_lloyds_algorithm(digits):

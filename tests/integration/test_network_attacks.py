@@ -320,7 +320,7 @@ def test_a_round_completes_while_a_peer_attacks_the_coordinator(tmp_path):
     program = AggregateProgram.from_sql(
         "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
         synthetic_table(num_rows=20, seed=3),
-        num_compute_nodes=3,
+        num_targets=3,
     )
     spec = RoundSpec.create(
         public_program(program),

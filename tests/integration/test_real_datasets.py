@@ -267,7 +267,7 @@ class Runs:
         if name not in self.programs:
             data = self.dataset(name)
             self.programs[name] = AggregateProgram.from_sql(
-                data.sql, data.table, num_compute_nodes=COMPUTE_NODES
+                data.sql, data.table, num_targets=COMPUTE_NODES
             )
         return self.programs[name]
 
@@ -282,9 +282,9 @@ class Runs:
                 network = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
                 run = network.execute(program, countermeasure, delta=DELTA, seed=SEEDS[name])
                 # A node that failed or missed a deadline would explain any difference below.
-                assert run.details["errors"] == {}
-                assert run.details["lost_scramblers"] == []
-                assert run.details["left_out_sources"] == {}
+                assert run.details.errors == {}
+                assert run.details.lost_scramblers == ()
+                assert run.details.left_out_sources == {}
             self.runs[key] = run
         return self.runs[key]
 

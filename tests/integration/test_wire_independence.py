@@ -20,8 +20,8 @@ import pytest
 
 from dpcomm.data import synthetic_table
 from dpcomm.data.table import Column, Table
+from dpcomm.engine.engines import MemoryEngine
 from dpcomm.engine.network.deploy import NetworkEngine
-from dpcomm.engine.report import MemoryEngine
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.protocol import roles
@@ -46,9 +46,7 @@ def _neighbours(row: int = 0) -> tuple[Table, Table]:
 
 
 def _frames(run: Any) -> dict[tuple[str, str], int]:
-    return {
-        (link["sender"], link["receiver"]): link["frames"] for link in run.details["wire"]["links"]
-    }
+    return {(link.sender, link.receiver): link.frames for link in run.details.wire.links}
 
 
 def _data_dependent(sender: str, receiver: str) -> bool:
@@ -62,7 +60,7 @@ def test_data_independent_links_carry_the_same_frames_on_neighbouring_tables(nam
     engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
 
     def run(table: Table) -> Any:
-        program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=3)
+        program = AggregateProgram.from_sql(SQL, table, num_targets=3)
         return engine.execute(program, COUNTERMEASURES[name], delta=1e-4, seed=11)
 
     table, _ = _neighbours()
@@ -82,8 +80,8 @@ def test_data_independent_links_carry_the_same_frames_on_neighbouring_tables(nam
 
 def test_outputs_have_one_size_whatever_the_groups():
     table, neighbour = _neighbours()
-    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=3)
-    other = AggregateProgram.from_sql(SQL, neighbour, num_compute_nodes=3)
+    program = AggregateProgram.from_sql(SQL, table, num_targets=3)
+    other = AggregateProgram.from_sql(SQL, neighbour, num_targets=3)
     flow = program.flow_names[0]
     run = MemoryEngine().execute(program, NoCountermeasure(), delta=1e-4, seed=1)
     sizes = {len(program.codec.outputs(flow).encode(output)) for output in _outputs(program, run)}
@@ -98,7 +96,7 @@ def _outputs(program: AggregateProgram, run: Any) -> list[Any]:
     truth = program.route(program.initial_state(), flow, rows)
     tuples = program.carried(flow, rows)
     produced = roles.target_outputs(
-        program, program.initial_state(), 0, flow, tuples, truth, range(program.num_compute_nodes)
+        program, program.initial_state(), 0, flow, tuples, truth, range(program.num_targets)
     )
     del run
     return list(produced.values())
@@ -106,7 +104,7 @@ def _outputs(program: AggregateProgram, run: Any) -> list[Any]:
 
 def test_an_unseeded_round_is_not_predictable_from_public_parameters():
     table = synthetic_table(num_rows=400, seed=4)
-    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=5)
+    program = AggregateProgram.from_sql(SQL, table, num_targets=5)
     countermeasure = Scramblers(sampling_rate=0.3, batch_size=40, num_dummies=4)
     engine = MemoryEngine()
 
@@ -140,16 +138,16 @@ def test_the_frame_size_does_not_depend_on_the_longest_text_value():
     engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
     frame_sizes = set()
     for name in ("west", "a much longer region name, still within the bound"):
-        program = AggregateProgram.from_sql(sql, _text_table(name), num_compute_nodes=2)
+        program = AggregateProgram.from_sql(sql, _text_table(name), num_targets=2)
         run = engine.execute(program, NoCountermeasure(), delta=1e-4, seed=1)
-        frame_sizes.add(run.details["wire"]["frame_size"])
+        frame_sizes.add(run.details.wire.frame_size)
         assert {r["region"] for r in run.result} >= {"north", name}
     assert len(frame_sizes) == 1
 
 
 def test_a_text_value_beyond_the_public_bound_is_refused_in_every_engine():
     sql = "SELECT region, COUNT(*) FROM t GROUP BY region"
-    with pytest.raises(InvalidParameterError, match=r"column region.*--max-text-bytes.*60 bytes"):
+    with pytest.raises(InvalidParameterError, match=r"column region.*max_text_bytes.*60 bytes"):
         AggregateProgram.from_sql(sql, _text_table("x" * 60), max_text_bytes=50)
 
 
@@ -168,7 +166,7 @@ def test_compute_nodes_open_the_tuple_only_never_the_sender(monkeypatch):
 
     monkeypatch.setattr(compute, "open_payload", spy)
     table = synthetic_table(num_rows=40, seed=8)
-    program = AggregateProgram.from_sql(SQL, table, num_compute_nodes=3)
+    program = AggregateProgram.from_sql(SQL, table, num_targets=3)
     engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
     engine.execute(program, COUNTERMEASURES["scramblers"], delta=1e-4, seed=3)
     flow = program.flow_names[0]

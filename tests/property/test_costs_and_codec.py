@@ -78,7 +78,7 @@ def aggregate_cases(draw: st.DrawFn) -> tuple[AggregateProgram, Any]:
     )
     compute = draw(st.integers(1, 6))
     sql = f"SELECT COUNT(*), SUM(v) FROM t GROUP BY {draw(st.sampled_from(GROUP_BYS))}"
-    program = AggregateProgram.from_sql(sql, table, num_compute_nodes=compute)
+    program = AggregateProgram.from_sql(sql, table, num_targets=compute)
     sigma = draw(st.sampled_from([0.0, 0.25, 1.0]))
     kind = draw(st.sampled_from(["none", "local", "scramblers"]))
     if kind == "none":

@@ -33,7 +33,7 @@ def _program(max_groups: int | None = None, text_bytes: int = 12) -> AggregatePr
         ),
     )
     return AggregateProgram.from_sql(
-        SQL, table, num_compute_nodes=3, max_groups=max_groups, max_text_bytes=text_bytes
+        SQL, table, num_targets=3, max_groups=max_groups, max_text_bytes=text_bytes
     )
 
 
@@ -114,7 +114,7 @@ def test_malformed_outputs_are_codec_errors():
 def test_the_empty_grouping_set_is_padded_to_one_group():
     program = _program()
     total = AggregateProgram.from_sql(
-        "SELECT COUNT(*) FROM t GROUP BY ()", program.table, num_compute_nodes=3, max_text_bytes=12
+        "SELECT COUNT(*) FROM t GROUP BY ()", program.table, num_targets=3, max_text_bytes=12
     )
     flow = total.flow_names[0]
     assert total.codec.groups_bound(flow) == 1

@@ -212,7 +212,7 @@ def test_plan_guarantee_is_never_below_the_enumerated_composition(sigma, dummies
     from dpcomm.plan import Scramblers, account_plan
     from dpcomm.plan.builders import aggregate_plan
 
-    plan = aggregate_plan(num_sources=5, flows=("a", "b"), compute_nodes=(3, 3))
+    plan = aggregate_plan(num_sources=5, flows=("a", "b"), num_targets=(3, 3))
     countermeasure = Scramblers(sampling_rate=sigma, batch_size=3, num_dummies=dummies)
     guarantee = account_plan(plan, countermeasure, delta=delta)
     epsilon = guarantee.guarantee.epsilon

@@ -91,7 +91,7 @@ def request_plan(
         return aggregate_plan(
             num_sources=num_sources,
             flows=tuple(f"grouping set {index + 1}" for index in range(num_clusters)),
-            compute_nodes=(num_targets,) * num_clusters,
+            num_targets=(num_targets,) * num_clusters,
         )
     return kmeans_plan(
         num_sources=num_sources, num_centroids=num_targets, num_iterations=num_clusters

@@ -8,35 +8,38 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from dpcomm._json import json_ready
 from dpcomm.accounting import ScramblerMechanism
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
 from dpcomm.cli.output import MAX_COUNT, add_progress_options, non_negative_int, show_progress
-from dpcomm.engine.report import number
 from dpcomm.experiments.audit import FAULT_KINDS, AuditedMechanism, AuditReport, audit, seeded_fault
 
 
 def report_dict(report: AuditReport) -> dict[str, Any]:
     """The report as JSON-ready data."""
     declared = report.mechanism.declared
-    return {
-        "kind": report.mechanism.kind,
-        "mechanism": asdict(declared),
-        "fault": report.mechanism.fault,
-        "inputs": report.inputs.describe(report.mechanism.kind),
-        "runs_per_input": report.runs,
-        "confidence": report.confidence,
-        "delta": report.delta,
-        "engine": report.engine,
-        "upper_bound": number(report.upper_bound),
-        "upper_method": report.upper_method,
-        "lower_bound": report.lower_bound,
-        "verdict": "PASS" if report.passed else "FAIL",
-        "events_tried": report.events_tried,
-        "best_event": None if report.best_event is None else asdict(report.best_event),
-        "appendix_d": asdict(report.appendix_d),
-        "seconds": report.seconds,
-        "runs_per_second": report.runs_per_second,
-    }
+    document: dict[str, Any] = json_ready(
+        {
+            "kind": report.mechanism.kind,
+            "mechanism": asdict(declared),
+            "fault": report.mechanism.fault,
+            "inputs": report.inputs.describe(report.mechanism.kind),
+            "runs_per_input": report.runs,
+            "confidence": report.confidence,
+            "delta": report.delta,
+            "engine": report.engine,
+            "upper_bound": report.upper_bound,
+            "upper_method": report.upper_method,
+            "lower_bound": report.lower_bound,
+            "verdict": "PASS" if report.passed else "FAIL",
+            "events_tried": report.events_tried,
+            "best_event": None if report.best_event is None else asdict(report.best_event),
+            "appendix_d": asdict(report.appendix_d),
+            "seconds": report.seconds,
+            "runs_per_second": report.runs_per_second,
+        }
+    )
+    return document
 
 
 def _print(report: AuditReport) -> None:

@@ -8,98 +8,99 @@ from pathlib import Path
 from typing import Any
 
 from dpcomm.cli.execute import (
+    AGGREGATE_DEFAULTS,
+    KMEANS_CENTROIDS,
+    KMEANS_DATASET,
+    KMEANS_DEFAULTS,
+    KMEANS_ITERATIONS,
+    add_aggregate_options,
     add_countermeasure_options,
-    add_public_bounds_options,
-    aggregate_program,
+    add_data_seed_option,
+    add_kmeans_options,
+    add_output_options,
+    aggregate_data,
     countermeasure_from_options,
     execute_aggregate,
     execute_kmeans,
+    output_paths,
     print_run,
+    write_outputs,
 )
 from dpcomm.cli.output import (
-    MAX_COUNT,
     bounded_int,
     check_writable_file,
     check_writable_folder,
-    non_negative_int,
+    flags_in,
     positive_float,
 )
-from dpcomm.engine.report import Engine
+from dpcomm.engine.engines import Engine, make_engine
+from dpcomm.engine.network.report import DeploymentDetails
+from dpcomm.engine.report import Report
 from dpcomm.errors import DpcommError, InvalidParameterError
-
-DEFAULT_SYNTHETIC_ROWS = 1000
-DEFAULT_COMPUTE_NODES = 5
-DEPLOY_DEFAULTS = {"sampling": 0.2, "batch": 100, "dummies": 10}
-KMEANS_DEPLOY_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 10}
-DEFAULT_KMEANS_SOURCES = 500
+from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
 
 
-def _print_wire(report: dict[str, Any]) -> None:
-    wire = report["wire"]
-    efficiency = report["efficiency"]
+def _print_wire(report: Report[Any]) -> None:
+    details = report.details
+    if not isinstance(details, DeploymentDetails):
+        return
+    wire = details.wire
     print("Measured on the wire (TLS application bytes written, every frame the same length):")
     print(
-        f"  frames: {wire['frames']:,} ({wire['data_frames']:,} sealed data frames, "
-        f"{wire['control_frames']:,} control frames); bytes: {wire['bytes']:,}; "
-        f"frame size {wire['frame_size']} B; lengths observed: {wire['frame_lengths_observed']}"
+        f"  frames: {wire.frames:,} ({wire.data_frames:,} sealed data frames, "
+        f"{wire.control_frames:,} control frames); bytes: {wire.bytes:,}; "
+        f"frame size {wire.frame_size} B; lengths observed: {list(wire.frame_lengths_observed)}"
     )
-    messages = sum(flow["messages"] for flow in efficiency["traffic"])
+    messages = sum(flow.messages for flow in report.efficiency.traffic)
     print(f"  messages of the plan's flows: {messages:,} (the simulator's count for this plan)")
-    roles = ", ".join(f"{k} {v:,}" for k, v in wire["max_data_channels_by_role"].items())
+    roles = ", ".join(f"{k} {v:,}" for k, v in wire.max_data_channels_by_role.items())
     print(
-        f"  channels per node (data plane): max {wire['max_data_channels_per_node']:,}, mean "
-        f"{wire['mean_data_channels_per_node']:.2f}; by role: {roles}; with the coordinator's "
-        f"control channels: max {wire['max_channels_per_node']:,}"
+        f"  channels per node (data plane): max {wire.max_data_channels_per_node:,}, mean "
+        f"{wire.mean_data_channels_per_node:.2f}; by role: {roles}; with the coordinator's "
+        f"control channels: max {wire.max_channels_per_node:,}"
     )
-    busiest = sorted(wire["links"], key=lambda link: -link["data_frames"])[:5]
+    busiest = sorted(wire.links, key=lambda link: -link.data_frames)[:5]
     for link in busiest:
         print(
-            f"  link {link['sender']} -> {link['receiver']}: {link['data_frames']} data frames, "
-            f"{link['frames']} frames, {link['bytes']:,} bytes"
+            f"  link {link.sender} -> {link.receiver}: {link.data_frames} data frames, "
+            f"{link.frames} frames, {link.bytes:,} bytes"
         )
-    print(f"  lost scramblers: {', '.join(report['lost_scramblers']) or 'none'}")
-    left = {flow: len(rows) for flow, rows in report["left_out_sources"].items() if rows}
+    print(f"  lost scramblers: {', '.join(details.lost_scramblers) or 'none'}")
+    left = {flow: len(rows) for flow, rows in details.left_out_sources.items() if rows}
     print(f"  sources left out (deadline): {left or 'none'}")
-    print(f"  dropped frames/connections: {wire['dropped'] or 'none'}")
-    for kind in ("attacks", "overload"):
-        if wire.get(kind):
-            print(f"  of which {kind}: {wire[kind]}")
-    timings = ", ".join(
-        f"{k.removesuffix('_seconds')} {v:.2f} s" for k, v in wire["timings"].items()
-    )
+    print(f"  dropped frames/connections: {dict(wire.dropped) or 'none'}")
+    for kind, drops in (("attacks", wire.attacks), ("overload", wire.overload)):
+        if drops:
+            print(f"  of which {kind}: {dict(drops)}")
+    timings = ", ".join(f"{k.removesuffix('_seconds')} {v:.2f} s" for k, v in wire.timings.items())
     print(f"  timings: {timings}")
 
 
-def _network_engine(args: argparse.Namespace, rows: Any = None) -> Engine:
-    """The TLS deployment on this machine that the options describe (its rows in memory)."""
-    from dpcomm.engine.network.deploy import Faults, NetworkEngine
+def _network_engine(args: argparse.Namespace) -> Engine:
+    """The TLS deployment on this machine that the options describe."""
+    from dpcomm.engine.network.deploy import Faults
 
-    faults = Faults(kill_scrambler=args.kill_scrambler)
-    return NetworkEngine(
+    return make_engine(
+        "network",
         transport="tls",
         timeout=args.timeout,
         collect_seconds=args.collect_seconds,
         workdir=args.workdir,
-        faults=faults,
+        faults=Faults(kill_scrambler=args.kill_scrambler),
         max_left_out=args.max_left_out,
     )
 
 
-def _finish(args: argparse.Namespace, report: dict[str, Any]) -> int:
+def _finish(args: argparse.Namespace, report: Report[Any]) -> int:
     """What was measured on the wire (text only), the nodes that failed, the exit status."""
     if not args.json:
         print()
         _print_wire(report)
-    failures = report.get("failures", [])
+    details = report.details
+    failures = details.failures if isinstance(details, DeploymentDetails) else ()
     if failures:
-        print(f"dpcomm: error: the round failed: {'; '.join(failures)}", file=sys.stderr)
+        print(f"dpcomm: error: the round failed: {flags_in('; '.join(failures))}", file=sys.stderr)
     return 0 if not failures else 1
-
-
-def _default_to_synthetic(args: argparse.Namespace) -> None:
-    """Without ``--data``, ``--synthetic`` or ``--diabetes``: a synthetic table (default size)."""
-    if args.data is None and args.synthetic is None and not args.diabetes:
-        args.synthetic = DEFAULT_SYNTHETIC_ROWS
 
 
 def _check_workdir(args: argparse.Namespace) -> None:
@@ -130,10 +131,10 @@ def _check_workdir(args: argparse.Namespace) -> None:
 
 #: Options of one workload only, with their defaults: given to the other one, they are refused.
 KMEANS_ONLY_OPTIONS = {
-    "dataset": "mnist5k",
-    "k": 4,
-    "iterations": 2,
-    "sources": DEFAULT_KMEANS_SOURCES,
+    "dataset": KMEANS_DATASET,
+    "k": KMEANS_CENTROIDS,
+    "iterations": KMEANS_ITERATIONS,
+    "sources": None,
 }
 AGGREGATE_ONLY_OPTIONS = {
     "sql": None,
@@ -141,8 +142,11 @@ AGGREGATE_ONLY_OPTIONS = {
     "synthetic": None,
     "diabetes": False,
     "distribution": "uniform",
-    "compute_nodes": DEFAULT_COMPUTE_NODES,
+    "targets": DEFAULT_NUM_TARGETS,
+    "max_groups": None,
+    "max_text_bytes": DEFAULT_TEXT_BYTES,
     "rows": 20,
+    "estimate": "delivered",
 }
 
 
@@ -160,17 +164,16 @@ def _check_workload_options(args: argparse.Namespace) -> None:
 def command_deploy_local(args: argparse.Namespace) -> int:
     """``dpcomm deploy local [aggregate|kmeans]``."""
     _check_workload_options(args)
+    out, report = output_paths(args)
     _check_workdir(args)
     if args.workload == "kmeans":
-        kmeans, dataset = execute_kmeans(args, KMEANS_DEPLOY_DEFAULTS, _network_engine)
-        sources = kmeans.program.num_sources
-        print_run(args, kmeans, f"{dataset} (the first {sources:,} training points)")
+        kmeans, dataset = execute_kmeans(args, _network_engine(args))
+        print_run(args, kmeans, dataset)
+        write_outputs(kmeans, out, report)
         return _finish(args, kmeans.report)
-    if args.sql is None:
-        raise InvalidParameterError("--sql", "a query (required for an Aggregate deployment)", None)
-    _default_to_synthetic(args)
-    aggregate, source = execute_aggregate(args, DEPLOY_DEFAULTS, _network_engine)
+    aggregate, source = execute_aggregate(args, _network_engine(args))
     print_run(args, aggregate, f"{source}; deployed on this machine (loopback, mutual TLS 1.3)")
+    write_outputs(aggregate, out, report)
     return _finish(args, aggregate.report)
 
 
@@ -185,15 +188,24 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
             "operating-system entropy; use `deploy local --seed` for a reproducible test round)",
             args.seed,
         )
-    check_writable_folder("--out", args.out)
-    countermeasure = countermeasure_from_options(args, DEPLOY_DEFAULTS)
-    _default_to_synthetic(args)
-    program, _, _ = aggregate_program(args)
-    from dpcomm.engine.run import prepare
+    from dpcomm.data.table import Table
+    from dpcomm.plan import account_plan
+    from dpcomm.queries.aggregate import AggregateProgram
 
+    check_writable_folder("--out", args.out)
+    countermeasure = countermeasure_from_options(args, AGGREGATE_DEFAULTS)
+    data, _ = aggregate_data(args)
+    table = data if isinstance(data, Table) else data.read(0, data.num_rows)
+    program = AggregateProgram.from_sql(
+        args.sql,
+        table,
+        num_targets=args.targets,
+        max_groups=args.max_groups,
+        max_text_bytes=args.max_text_bytes,
+    )
     # The plan is accounted before any key is written: a bad --delta is refused, and the
     # operator sees the guarantee the configs are for.
-    privacy = prepare(program, countermeasure, delta=args.delta).privacy.guarantee
+    privacy = account_plan(program.plan, countermeasure, delta=args.delta).guarantee
     paths = write_deployment(
         program,
         countermeasure,
@@ -245,33 +257,8 @@ def command_node_run(args: argparse.Namespace) -> int:
     return 0 if not outcome.errors else 1
 
 
-def _aggregate_options(parser: argparse.ArgumentParser, *, sql_required: bool = True) -> None:
-    parser.add_argument(
-        "--sql", required=sql_required, help="SELECT ... FROM t GROUP BY ... (Aggregate)"
-    )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--data", help="a CSV or Parquet file; the FROM table is bound to it")
-    source.add_argument(
-        "--synthetic",
-        type=int,
-        metavar="ROWS",
-        help=f"synthetic table of ROWS (default {DEFAULT_SYNTHETIC_ROWS})",
-    )
-    source.add_argument("--diabetes", action="store_true", help="the embedded diabetes table")
-    parser.add_argument("--distribution", choices=["uniform", "zipf"], default="uniform")
-    parser.add_argument(
-        "--data-seed",
-        type=non_negative_int,
-        default=0,
-        help="seed of the --synthetic table (default 0)",
-    )
-    parser.add_argument(
-        "--compute-nodes",
-        type=bounded_int(None, MAX_COUNT),
-        default=DEFAULT_COMPUTE_NODES,
-        help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
-    )
-    add_public_bounds_options(parser)
+def _round_options(parser: argparse.ArgumentParser) -> None:
+    """The deadlines of a round and what it tolerates."""
     parser.add_argument(
         "--collect-seconds",
         type=positive_float,
@@ -308,12 +295,14 @@ def add_deploy_commands(commands: Any) -> None:
             "Start the coordinator, result, compute nodes, scramblers and sources as separate "
             "processes on 127.0.0.1, each node with its own certificate, run the program's "
             "round and print the report `dpcomm run` prints and what was measured on the "
-            "wire. Given the same data, program and countermeasure options and the same "
-            "--seed, it is the run `dpcomm run` makes: the same result, delivered tuples and "
-            "messages per flow. Its defaults are smaller than run's (a deployment starts one "
-            "process per 600 sources and a TLS handshake per node): a synthetic table of 1,000 "
-            "rows, C = 5 compute nodes, d = 10 dummies; `deploy local kmeans`: mnist5k, 500 "
-            "sources, K = 4, I = 2, σ 0.9, n 100, d 10. Pass them to `dpcomm run` to compare."
+            "wire. It takes run's options with run's defaults: given the same options and the "
+            "same --seed, it is the run `dpcomm run` makes (the same result, delivered tuples "
+            "and messages per flow). A deployment starts a process per 600 sources and a TLS "
+            "handshake per source and grouping set (about 17 ms of CPU per source on a small "
+            "machine), so the defaults are slow here: the embedded 10,000-row table takes "
+            "minutes, K-means on all 4,000 digits over 10 iterations longer. For a quick round "
+            "pass a smaller table (--synthetic 1000) or, for K-means, --sources 500 --k 4 "
+            "--iterations 2 (and the same options to `dpcomm run` to compare)."
         ),
     )
     local.add_argument(
@@ -323,27 +312,10 @@ def add_deploy_commands(commands: Any) -> None:
         default="aggregate",
         help="aggregate (default; needs --sql) or kmeans",
     )
-    _aggregate_options(local, sql_required=False)
-    kmeans = local.add_argument_group("K-means (deploy local kmeans)")
-    kmeans.add_argument("--dataset", default="mnist5k", help="image dataset (default mnist5k)")
-    kmeans.add_argument(
-        "--k", type=bounded_int(None, MAX_COUNT), default=4, help="K, centroids (default 4)"
-    )
-    kmeans.add_argument(
-        "--iterations",
-        type=bounded_int(None, MAX_COUNT),
-        default=2,
-        help="I, iterations (default 2)",
-    )
-    kmeans.add_argument(
-        "--sources",
-        type=int,
-        default=DEFAULT_KMEANS_SOURCES,
-        help=f"sources: the first N training points (default {DEFAULT_KMEANS_SOURCES})",
-    )
-    local.add_argument(
-        "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
-    )
+    add_aggregate_options(local, sql_required=False)
+    add_data_seed_option(local, aggregate=True, kmeans=True)
+    add_kmeans_options(local.add_argument_group("K-means (deploy local kmeans)"))
+    _round_options(local)
     local.add_argument("--workdir", help="keep certificates here (default: temporary)")
     local.add_argument(
         "--force",
@@ -356,14 +328,17 @@ def add_deploy_commands(commands: Any) -> None:
         metavar="K",
         help="fault injection: scrambler K (global index) dies mid-forward",
     )
-    add_countermeasure_options(local, DEPLOY_DEFAULTS)
+    add_countermeasure_options(local, AGGREGATE_DEFAULTS, kmeans_defaults=KMEANS_DEFAULTS)
+    add_output_options(local)
     local.set_defaults(handler=command_deploy_local)
     configs = kinds.add_parser(
         "configs",
         help="write certificates and one config per node, for `dpcomm node run` on many hosts",
     )
-    _aggregate_options(configs)
-    add_countermeasure_options(configs, DEPLOY_DEFAULTS)
+    add_aggregate_options(configs, running=False)
+    add_data_seed_option(configs, aggregate=True, kmeans=False)
+    _round_options(configs)
+    add_countermeasure_options(configs, AGGREGATE_DEFAULTS)
     configs.add_argument("--out", required=True, help="output directory")
     configs.add_argument(
         "--coordinator-host",

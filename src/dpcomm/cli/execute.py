@@ -1,8 +1,11 @@
-"""Shared by ``run`` and ``deploy``: execute the program of the options, print its report.
+"""Shared by ``run`` and ``deploy``: the options, one call into the front door, the report.
 
-The countermeasure options of :func:`add_countermeasure_options`, the Aggregate or K-means
-program of the data options, one run on an engine (in memory unless given) and its report as
-text or as the one JSON document of every run.
+``run aggregate|kmeans`` and ``deploy local aggregate|kmeans`` take the same data, program and
+countermeasure options with the same defaults (:func:`add_aggregate_options`,
+:func:`add_kmeans_options`, :func:`add_countermeasure_options`) and call the functions Python
+users call, :func:`dpcomm.run_sql` and :func:`dpcomm.kmeans`, on the engine their options name
+(:func:`dpcomm.engine.engines.make_engine`): the same flags and seed give the same run in every
+command. The report prints as text or as the one JSON document of every run.
 """
 
 from __future__ import annotations
@@ -10,32 +13,41 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
-from collections.abc import Callable
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from dpcomm.api import DEFAULT_DELTA, kmeans, run_sql
 from dpcomm.cli.output import (
+    MAX_COUNT,
     add_progress_options,
+    bounded_int,
+    check_writable_file,
     non_negative_float,
+    non_negative_int,
     print_table,
     show_progress,
 )
-from dpcomm.data import diabetes_table, load_image_dataset, read_table, synthetic_table
-from dpcomm.engine.report import (
-    AggregateRun,
-    Engine,
-    KMeansRun,
-    json_ready,
-    run_aggregate,
-    run_kmeans,
-)
+from dpcomm.data import diabetes_table, load_image_dataset, read_table
+from dpcomm.engine.engines import Engine
+from dpcomm.engine.report import EfficiencyReport, PrivacyReport, Report
+from dpcomm.engine.runs import AggregateRun, KMeansRun
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
-from dpcomm.queries.aggregate import DEFAULT_TEXT_BYTES, AggregateProgram
-from dpcomm.queries.kmeans import KMeansProgram
+from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
+
+#: Defaults of the countermeasure options, per use case (the paper's settings, Section 5),
+#: shared by ``run`` and ``deploy``.
+AGGREGATE_DEFAULTS = {"sampling": 0.2, "batch": 100, "dummies": 50}
+KMEANS_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 50}
+#: Most rows of a synthetic table (its rows are drawn where they are read, by ranges).
+MAX_ROWS = 10**12
+#: K-means' defaults: K centroids, I iterations, on the embedded digits.
+KMEANS_CENTROIDS = 10
+KMEANS_ITERATIONS = 10
+KMEANS_DATASET = "mnist5k"
 
 
 def countermeasure_from_options(
@@ -68,8 +80,23 @@ def countermeasure_from_options(
     )
 
 
-def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[str, float]) -> None:
-    """The countermeasure options, named as in ``dpcomm account``."""
+def add_countermeasure_options(
+    parser: argparse.ArgumentParser,
+    defaults: dict[str, float],
+    *,
+    kmeans_defaults: dict[str, float] | None = None,
+) -> None:
+    """The countermeasure options, named as in ``dpcomm account``.
+
+    ``kmeans_defaults``: K-means' own defaults, for a command running either use case.
+    """
+
+    def default(name: str, kind: type = float) -> str:
+        shown = f"default {kind(defaults[name])}"
+        if kmeans_defaults is not None and kmeans_defaults[name] != defaults[name]:
+            shown += f", K-means {kind(kmeans_defaults[name])}"
+        return shown
+
     group = parser.add_argument_group("countermeasure (every data-dependent cluster)")
     group.add_argument(
         "--mechanism",
@@ -81,18 +108,18 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
     group.add_argument(
         "--sampling",
         type=float,
-        help=f"σ, sampling rate in [0, 1] (default {defaults['sampling']}; 0 for none)",
+        help=f"σ, sampling rate in [0, 1] ({default('sampling')}; 0 for none)",
     )
     group.add_argument(
         "--batch",
         type=int,
-        help=f"n, sources per scrambler (scrambler only; default {int(defaults['batch'])})",
+        help=f"n, sources per scrambler (scrambler only; {default('batch', int)})",
     )
     group.add_argument(
         "--dummies",
         type=int,
-        help="d, dummies per scrambler (default "
-        f"{int(defaults['dummies'])}) or flooding dummies per source (local; default 0)",
+        help=f"d, dummies per scrambler ({default('dummies', int)}) or flooding dummies per "
+        "source (local; default 0)",
     )
     group.add_argument(
         "--capped", action="store_true", help="capped scramblers S̄_d (at most n per target)"
@@ -100,10 +127,11 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
     group.add_argument(
         "--delta",
         type=float,
-        default=1e-4,
+        default=DEFAULT_DELTA,
         help=(
-            "δ of the whole plan (default 1e-4): the clusters on a data path compose by PLD at "
-            "this δ, or by Theorem 2 with δ split among them, whichever gives the smaller ε"
+            f"δ of the whole plan (default {DEFAULT_DELTA:g}): the clusters on a data path "
+            "compose by PLD at this δ, or by Theorem 2 with δ split among them, whichever "
+            "gives the smaller ε"
         ),
     )
     group.add_argument(
@@ -136,9 +164,7 @@ def _fmt(value: Any, digits: int = 4) -> str:
         return str(value)
     if isinstance(value, int):
         return f"{value:,}"
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
+    if isinstance(value, float):  # ∞ prints as inf
         if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e7):
             return f"{value:.{digits - 1}e}"
         return f"{value:.{digits}f}"
@@ -159,200 +185,265 @@ def _print_rows(rows: list[dict[str, Any]], limit: int) -> None:
         print(f"  ... {len(rows) - limit} more rows (--rows N to show more, --json for all)")
 
 
-def _epsilon(value: Any) -> str:
-    return "inf" if value == "inf" else _fmt(value)
-
-
-def _composition(privacy: dict[str, Any]) -> str:
+def _composition(privacy: PrivacyReport) -> str:
     """How the plan's ε was composed, with the other composition's value beside it."""
     basic = (
-        f"Theorem 2 sum ε = {_epsilon(privacy['epsilon_basic'])} "
-        f"(each cluster at δ = {privacy['delta_per_cluster']:.3g})"
+        f"Theorem 2 sum ε = {_fmt(privacy.epsilon_basic)} "
+        f"(each cluster at δ = {privacy.delta_per_cluster:.3g})"
     )
-    if privacy.get("epsilon_pld") is None:
+    if privacy.epsilon_pld is None:
         return basic
-    return f"PLD composition ε = {_epsilon(privacy['epsilon_pld'])}; {basic}"
+    return f"PLD composition ε = {_fmt(privacy.epsilon_pld)}; {basic}"
 
 
-def _print_privacy(privacy: dict[str, Any]) -> None:
+def _print_privacy(privacy: PrivacyReport) -> None:
     print("Privacy (what an observer of all traffic learns):")
     print(
-        f"  plan: ε = {_epsilon(privacy['epsilon'])}, δ = {privacy['delta']:.3g}  "
+        f"  plan: ε = {_fmt(privacy.epsilon)}, δ = {privacy.delta:.3g}  "
         f"(the worst data path: {_composition(privacy)})"
     )
-    lower = privacy.get("epsilon_lower_bound")
-    if lower is not None:
-        print(f"  certified lower bound on the plan's ε at this δ: {_epsilon(lower)}")
-    dependent = [c for c in privacy["clusters"] if c["data_dependent"]]
-    independent = [c for c in privacy["clusters"] if not c["data_dependent"]]
+    if privacy.epsilon_lower_bound is not None:
+        print(
+            "  certified lower bound on the plan's ε at this δ: "
+            f"{_fmt(privacy.epsilon_lower_bound)}"
+        )
+    dependent = [c for c in privacy.clusters if c.data_dependent]
+    independent = [c for c in privacy.clusters if not c.data_dependent]
     for cluster in dependent:
         parts = ", ".join(
-            f"{p['instances']}×n={p['batch_size']}: ε={_epsilon(p['epsilon'])}"
-            for p in cluster["parts"]
-            if p["batch_size"] is not None
+            f"{p.instances}×n={p.batch_size}: ε={_fmt(p.epsilon)}"
+            for p in cluster.parts
+            if p.batch_size is not None
         )
-        detail = f" [{parts}]" if parts and len(cluster["parts"]) > 1 else ""
+        detail = f" [{parts}]" if parts and len(cluster.parts) > 1 else ""
         print(
-            f"  cluster {cluster['cluster']}: T={cluster['num_targets']}, "
-            f"{cluster['num_senders']:,} senders, {cluster['countermeasure']}: "
-            f"ε = {_epsilon(cluster['epsilon'])} ({cluster['method']}){detail}"
+            f"  cluster {cluster.cluster}: T={cluster.num_targets}, "
+            f"{cluster.num_senders:,} senders, {cluster.countermeasure}: "
+            f"ε = {_fmt(cluster.epsilon)} ({cluster.method}){detail}"
         )
-        if cluster.get("why_infinite"):
-            print(f"    why ε = ∞: {cluster['why_infinite']}")
+        if cluster.why_infinite:
+            print(f"    why ε = ∞: {cluster.why_infinite}")
     if independent:
         print(f"  {len(independent)} data-independent clusters (compute -> result, ...): ε = 0")
-    for caveat in privacy["caveats"]:
+    for caveat in privacy.caveats:
         print(f"  note: {caveat}")
-    for note in privacy.get("notes", []):
+    for note in privacy.notes:
         print(f"  note: {note}")
 
 
-def _print_efficiency(efficiency: dict[str, Any]) -> None:
+def _print_efficiency(efficiency: EfficiencyReport) -> None:
     print("Efficiency (against the same plan without countermeasures):")
     print(
-        f"  messages: {efficiency['messages']:,} vs {efficiency['messages_nonprivate']:,} "
-        f"(×{efficiency['message_overhead']:.2f}; {efficiency['dummy_messages']:,} dummies); "
-        f"bytes: {efficiency['bytes']:,} ({efficiency['frame_bytes']} B frames)"
+        f"  messages: {efficiency.messages:,} vs {efficiency.messages_nonprivate:,} "
+        f"(×{efficiency.message_overhead:.2f}; {efficiency.dummy_messages:,} dummies); "
+        f"bytes: {efficiency.bytes:,} ({efficiency.frame_bytes} B frames)"
     )
     print(
-        f"  secure channels per node: max {efficiency['max_channels_per_node']:,}, "
-        f"mean {efficiency['mean_channels_per_node']:.2f} "
-        f"(non-private: max {efficiency['max_channels_per_node_nonprivate']:,}, "
-        f"mean {efficiency['mean_channels_per_node_nonprivate']:.2f})"
+        f"  secure channels per node: max {efficiency.max_channels_per_node:,}, "
+        f"mean {efficiency.mean_channels_per_node:.2f} "
+        f"(non-private: max {efficiency.max_channels_per_node_nonprivate:,}, "
+        f"mean {efficiency.mean_channels_per_node_nonprivate:.2f})"
     )
-    roles = ", ".join(f"{k} {v:,}" for k, v in efficiency["max_channels_by_role"].items())
+    roles = ", ".join(f"{k} {v:,}" for k, v in efficiency.max_channels_by_role.items())
     print(f"  max channels by role: {roles}")
     batches = "; ".join(
         f"{flow}: {'/'.join(str(s) for s in sizes)}"
-        for flow, sizes in efficiency["batch_sizes"].items()
+        for flow, sizes in efficiency.batch_sizes.items()
     )
     print(
-        f"  scramblers: {efficiency['num_scramblers']:,}"
+        f"  scramblers: {efficiency.num_scramblers:,}"
         + (f" (sources per scrambler: {batches})" if batches else "")
-        + f"; extra consents to keep the non-private utility: {efficiency['extra_consents']:,}"
+        + f"; extra consents to keep the non-private utility: {efficiency.extra_consents:,}"
     )
     print(
-        f"  {efficiency['engine']} engine: {efficiency['seconds']:.2f} s "
-        f"({efficiency['messages_per_second']:,.0f} messages/s)"
+        f"  {efficiency.engine} engine: {efficiency.seconds:.2f} s "
+        f"({efficiency.messages_per_second:,.0f} messages/s)"
     )
 
 
-def _print_seed(report: dict[str, Any]) -> None:
-    seed = report["seed"]
-    if seed is None:
+def _print_seed(report: Report[Any]) -> None:
+    if report.seed is None:
         print("Randomness: fresh operating-system entropy (no seed)")
     else:
-        print(f"Randomness: seed {seed} (reproducible; not private against whoever knows it)")
+        print(
+            f"Randomness: seed {report.seed} (reproducible; not private against whoever knows it)"
+        )
 
 
 def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     """The text report of an Aggregate run (any engine)."""
     report = outcome.report
-    print(f"{outcome.program.name}; data: {source}; engine: {report['engine']}")
-    print(f"Countermeasure: {report['countermeasure']}")
+    print(f"{report.query}; data: {source}; engine: {report.engine}")
+    print(f"Countermeasure: {report.countermeasure}")
     _print_seed(report)
     print()
-    what = "estimated from" if "estimate" in report else "exact over"
+    what = "exact over" if report.estimate is None else "estimated from"
     print(
-        f"Result ({len(outcome.result)} rows): {what} the tuples that reached their compute "
+        f"Result ({len(outcome.rows)} rows): {what} the tuples that reached their compute "
         "node, not differentially private (the countermeasures hide the traffic, not the values)"
     )
-    if "estimate" in report:
-        print(f"  estimates: {report['estimate']}")
-    _print_rows(outcome.result, rows)
+    if report.estimate is not None:
+        print(f"  estimates: {report.estimate}")
+    _print_rows(outcome.rows, rows)
     print()
-    _print_privacy(report["privacy"])
+    _print_privacy(report.privacy)
     print()
-    utility = report["utility"]
+    utility = report.utility
     print("Utility:")
-    for item in utility["grouping_sets"]:
+    for item in utility.grouping_sets:
         print(
-            f"  {item['grouping_set']}: {item['tuples_used']:,} of {utility['sources']:,} tuples "
-            f"used ({item['tuples_used_fraction']:.1%}); {item['groups_missing']} of "
-            f"{item['groups']} groups missing"
+            f"  {item.grouping_set}: {item.tuples_used:,} of {utility.sources:,} tuples "
+            f"used ({item.tuples_used_fraction:.1%}); {item.groups_missing} of "
+            f"{item.groups} groups missing"
         )
-    for column, error in utility["mean_relative_error"].items():
+    for column, error in utility.mean_relative_error.items():
         print(
             f"  {column}: mean relative error {error:.4f} "
-            f"(max {utility['max_relative_error'][column]:.4f}) against the non-private result"
+            f"(max {utility.max_relative_error[column]:.4f}) against the non-private result"
         )
     print()
-    _print_efficiency(report["efficiency"])
+    _print_efficiency(report.efficiency)
 
 
 def print_kmeans(outcome: KMeansRun, dataset: str) -> None:
     """The text report of a K-means run (any engine)."""
     report = outcome.report
-    utility = report["utility"]
+    utility = report.utility
+    tested = "" if utility.test_points is None else f", {utility.test_points:,} test points"
     print(
-        f"{outcome.program.name} on {dataset}: {utility['sources']:,} sources, "
-        f"{utility['test_points']:,} test points; engine: {report['engine']}"
+        f"{report.query} on {dataset}: {utility.sources:,} sources{tested}; engine: {report.engine}"
     )
-    print(f"Countermeasure: {report['countermeasure']}")
+    print(f"Countermeasure: {report.countermeasure}")
     _print_seed(report)
     print()
-    print(
-        f"Rand index on the test set: {outcome.rand_index:.4f} "
-        f"(non-private K-means from the same start: {outcome.rand_index_nonprivate:.4f})"
-    )
-    used = ", ".join(f"{u:,}" for u in utility["tuples_used_per_iteration"])
-    print(f"Tuples used per iteration: {used} ({utility['tuples_used_fraction']:.1%} on average)")
+    if utility.rand_index is not None and utility.rand_index_nonprivate is not None:
+        print(
+            f"Rand index on the test set: {utility.rand_index:.4f} "
+            f"(non-private K-means from the same start: {utility.rand_index_nonprivate:.4f})"
+        )
+    used = ", ".join(f"{u:,}" for u in utility.tuples_used_per_iteration)
+    print(f"Tuples used per iteration: {used} ({utility.tuples_used_fraction:.1%} on average)")
     print()
-    _print_privacy(report["privacy"])
+    _print_privacy(report.privacy)
     print()
-    _print_efficiency(report["efficiency"])
+    _print_efficiency(report.efficiency)
 
 
 def json_document(outcome: AggregateRun | KMeansRun) -> str:
     """The one JSON shape of every run: ``{"result": ..., "report": ...}``."""
-    result = {"centroids": outcome.centroids} if isinstance(outcome, KMeansRun) else outcome.result
-    return json.dumps(json_ready({"result": result, "report": outcome.report}), indent=2)
+    return json.dumps(outcome.to_dict(), indent=2)
 
 
-def aggregate_program(
-    args: argparse.Namespace, *, partitioned: bool = False
-) -> tuple[AggregateProgram, str, Any]:
-    """The Aggregate program of ``--sql`` over ``--data``, ``--synthetic`` or the diabetes table.
+def add_aggregate_options(
+    parser: argparse.ArgumentParser, *, sql_required: bool = True, running: bool = True
+) -> None:
+    """The query and its data: ``--sql``, ``--data|--synthetic|--diabetes``, ``--targets``, ...
 
-    With ``partitioned`` (the Dask engine), Parquet files and synthetic rows are not read here:
-    the program is bound to their schema and the rows are read by the workers, partition by
-    partition. Returns the program, a description of the data and the row source (or None).
+    ``running``: also ``--rows`` and ``--estimate`` (what a run prints).
+    """
+    parser.add_argument(
+        "--sql",
+        required=sql_required,
+        help="SELECT ... FROM t GROUP BY ..." + ("" if sql_required else " (Aggregate)"),
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--data", help="a CSV or Parquet file; the FROM table is bound to it")
+    source.add_argument(
+        "--synthetic", type=bounded_int(1, MAX_ROWS), metavar="ROWS",
+        help="synthetic table of ROWS (g1..g4 grouping codes, m1, m2 measures)",
+    )  # fmt: skip
+    source.add_argument(
+        "--diabetes",
+        action="store_true",
+        help="the embedded diabetes table of the paper's running example (10,000 rows, columns "
+        "A, B, I; the default)",
+    )
+    parser.add_argument(
+        "--distribution",
+        choices=["uniform", "zipf"],
+        default="uniform",
+        help="distribution of the synthetic grouping columns g1..g4",
+    )
+    parser.add_argument(
+        "--targets",
+        type=bounded_int(None, MAX_COUNT),
+        default=DEFAULT_NUM_TARGETS,
+        help=f"T, targets (compute nodes) per grouping set (default {DEFAULT_NUM_TARGETS})",
+    )
+    add_public_bounds_options(parser)
+    if running:
+        parser.add_argument(
+            "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
+        )
+        parser.add_argument(
+            "--estimate",
+            choices=["delivered", "unbiased"],
+            default="delivered",
+            help="delivered: the values over the tuples that arrived (default); unbiased: COUNT "
+            "and SUM divided by the known probability P = 1 − σ + σ/T that a tuple arrives "
+            "(labelled as estimates; AVG, MIN, MAX unchanged)",
+        )
+
+
+def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
+    """``--data-seed``: of the synthetic table, of K-means' initial centroids, or of both."""
+    what = " and ".join(
+        text
+        for text, wanted in (
+            ("the --synthetic table", aggregate),
+            ("the choice of the initial centroids among the points (K-means)", kmeans),
+        )
+        if wanted
+    )
+    parser.add_argument(
+        "--data-seed", type=non_negative_int, default=0, help=f"seed of {what} (default 0)"
+    )
+
+
+def add_kmeans_options(parser: Any) -> None:
+    """The K-means program: ``--dataset``, ``--k``, ``--iterations``, ``--sources``."""
+    parser.add_argument(
+        "--dataset",
+        default=KMEANS_DATASET,
+        help=f"{KMEANS_DATASET} (embedded, 4,000 training and 1,000 test digits; the default), "
+        "fashion-mnist (make data), or a directory of MNIST-format IDX files",
+    )
+    parser.add_argument(
+        "--k",
+        type=bounded_int(None, MAX_COUNT),
+        default=KMEANS_CENTROIDS,
+        help=f"K, number of centroids (default {KMEANS_CENTROIDS})",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=bounded_int(None, MAX_COUNT),
+        default=KMEANS_ITERATIONS,
+        help=f"I, number of iterations (default {KMEANS_ITERATIONS})",
+    )
+    parser.add_argument(
+        "--sources", type=int, help="sources: the first N training points (default: all of them)"
+    )
+
+
+def aggregate_data(args: argparse.Namespace) -> tuple[Any, str]:
+    """The rows of ``--data``, ``--synthetic`` or the diabetes table, and their description.
+
+    Parquet files and synthetic rows are row sources: :func:`dpcomm.run_sql` reads them whole,
+    or leaves them to an engine whose workers read them partition by partition (Dask).
     """
     from dpcomm.data.partitioned import ParquetRows
     from dpcomm.data.synthetic import SyntheticRows
 
-    rows: Any = None
     if args.data is not None:
         path = Path(args.data)
         if path.is_dir() or path.suffix.lower() == ".parquet":
-            rows = ParquetRows(path)
-            source = f"{args.data} ({rows.num_rows:,} rows)"
-        else:
-            table = read_table(args.data)
-            source = args.data
-    elif args.synthetic is not None:
-        source = f"synthetic ({args.synthetic:,} rows, {args.distribution})"
-        if partitioned:
-            rows = SyntheticRows(
-                args.synthetic, seed=args.data_seed, distribution=args.distribution
-            )
-        else:
-            table = synthetic_table(
-                num_rows=args.synthetic, distribution=args.distribution, seed=args.data_seed
-            )
-    else:
-        table = diabetes_table()
-        source = "embedded diabetes table (synthetic patients)"
-    options = {
-        "num_compute_nodes": args.compute_nodes,
-        "max_groups": args.max_groups,
-        "max_text_bytes": args.max_text_bytes,
-    }
-    if rows is not None and partitioned:
-        return AggregateProgram.from_row_source(args.sql, rows, **options), source, rows
-    if rows is not None:
-        table = rows.read(0, rows.num_rows)
-    return AggregateProgram.from_sql(args.sql, table, **options), source, None
+            files = ParquetRows(path)
+            return files, f"{args.data} ({files.num_rows:,} rows)"
+        return read_table(args.data), args.data
+    if args.synthetic is not None:
+        drawn = SyntheticRows(args.synthetic, seed=args.data_seed, distribution=args.distribution)
+        return drawn, f"synthetic ({args.synthetic:,} rows, {args.distribution})"
+    return diabetes_table(), "embedded diabetes table (synthetic patients)"
 
 
 def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
@@ -377,44 +468,34 @@ def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: Builds the engine of a run from the options (the memory engine when there is none).
-EngineOfOptions = Callable[[argparse.Namespace, Any], Engine]
+def execute_aggregate(args: argparse.Namespace, engine: Engine) -> tuple[AggregateRun, str]:
+    """:func:`dpcomm.run_sql` with the options, on ``engine``; also describe the data."""
+    if args.sql is None:
+        raise InvalidParameterError("--sql", "a query (required for an Aggregate run)", None)
+    data, source = aggregate_data(args)
+    outcome = run_sql(
+        args.sql,
+        data,
+        countermeasure=countermeasure_from_options(args, AGGREGATE_DEFAULTS),
+        num_targets=args.targets,
+        delta=args.delta,
+        seed=args.seed,
+        engine=engine,
+        max_groups=args.max_groups,
+        max_text_bytes=args.max_text_bytes,
+        estimate=args.estimate,
+        progress=show_progress(args),
+        target_epsilon=args.target_epsilon,
+    )
+    return outcome, source
 
 
-def _run_options(
-    args: argparse.Namespace, engine: EngineOfOptions | None, rows: Any = None
-) -> dict[str, Any]:
-    """The arguments of :func:`run_aggregate` and :func:`run_kmeans` that the options set.
+def execute_kmeans(args: argparse.Namespace, engine: Engine) -> tuple[KMeansRun, str]:
+    """:func:`dpcomm.kmeans` on the first ``--sources`` training points, on ``engine``.
 
-    ``rows``: the row source an engine reads partition by partition (or None).
+    The Rand indices are measured on the dataset's test set. Returns the run and a
+    description of its points.
     """
-    return {
-        "delta": args.delta,
-        "seed": args.seed,
-        "progress": show_progress(args),
-        "engine": None if engine is None else engine(args, rows),
-        "target_epsilon": args.target_epsilon,
-    }
-
-
-def execute_aggregate(
-    args: argparse.Namespace, defaults: dict[str, float], engine: EngineOfOptions | None = None
-) -> tuple[AggregateRun, str]:
-    """Run the Aggregate program of the options on their engine; also describe its data."""
-    countermeasure = countermeasure_from_options(args, defaults)
-    partitioned = getattr(args, "engine", "memory") == "dask"
-    program, source, rows = aggregate_program(args, partitioned=partitioned)
-    return run_aggregate(program, countermeasure, **_run_options(args, engine, rows)), source
-
-
-def execute_kmeans(
-    args: argparse.Namespace, defaults: dict[str, float], engine: EngineOfOptions | None = None
-) -> tuple[KMeansRun, str]:
-    """Run K-means on the first ``--sources`` training points on the options' engine.
-
-    Returns the run and the dataset's name.
-    """
-    countermeasure = countermeasure_from_options(args, defaults)
     dataset = load_image_dataset(args.dataset)
     points = dataset.train_images
     if args.sources is not None:
@@ -425,15 +506,95 @@ def execute_kmeans(
                 args.sources,
             )
         points = points[: args.sources]
-    program = KMeansProgram(points, args.k, args.iterations, seed=args.data_seed)
-    outcome = run_kmeans(
-        program,
-        countermeasure,
+    outcome = kmeans(
+        points,
+        k=args.k,
+        iterations=args.iterations,
+        countermeasure=countermeasure_from_options(args, KMEANS_DEFAULTS),
         test_points=dataset.test_images,
         test_labels=dataset.test_labels,
-        **_run_options(args, engine),
+        seed=args.seed,
+        delta=args.delta,
+        engine=engine,
+        start_seed=args.data_seed,
+        progress=show_progress(args),
+        target_epsilon=args.target_epsilon,
     )
-    return outcome, dataset.name
+    every = "every training point" if len(points) == len(dataset.train_images) else None
+    described = every or f"the first {len(points):,} training points"
+    return outcome, f"{dataset.name} ({described})"
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--out`` and ``--report``."""
+    group = parser.add_argument_group("output files")
+    group.add_argument(
+        "--out",
+        metavar="FILE.csv|FILE.parquet",
+        help="write the result (Aggregate: the result rows with DuckDB's column names; "
+        "K-means: the centroids, and each source's centroid to FILE-assignments.csv|.parquet)",
+    )
+    group.add_argument(
+        "--report", metavar="FILE.json", help="write the run's report (as --json prints it)"
+    )
+
+
+def output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``--out`` (.csv or .parquet) and ``--report`` (.json), checked before the run."""
+    out = report = None
+    if args.out is not None:
+        out = check_writable_file("--out", args.out)
+        if out.suffix.lower() not in (".csv", ".parquet"):
+            raise InvalidParameterError("--out", "a .csv or .parquet file", args.out)
+    if args.report is not None:
+        report = check_writable_file("--report", args.report)
+        if report.suffix.lower() != ".json":
+            raise InvalidParameterError("--report", "a .json file", args.report)
+    return out, report
+
+
+def _write_rows(columns: list[str], rows: list[dict[str, Any]], path: Path) -> None:
+    """``rows`` as a CSV or Parquet file, written by DuckDB (types from the values)."""
+    import duckdb
+    import pyarrow as pa
+
+    if rows:
+        table = pa.Table.from_pylist(rows)
+    else:
+        table = pa.table({name: pa.array([], type=pa.null()) for name in columns})
+    relation = duckdb.from_arrow(table)
+    if path.suffix.lower() == ".csv":
+        relation.write_csv(str(path))
+    else:
+        relation.write_parquet(str(path))
+
+
+def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: Path | None) -> None:
+    """The result (``--out``) and the report (``--report``) of a run, if asked for."""
+    if out is not None and isinstance(outcome, AggregateRun):
+        _write_rows(list(outcome.program.query.output_names), outcome.rows, out)
+        print(f"wrote {len(outcome.rows):,} result rows to {out}", file=sys.stderr)
+    elif out is not None and isinstance(outcome, KMeansRun):
+        centroids = outcome.centroids
+        names = [f"c{i}" for i in range(centroids.shape[1])]
+        rows = [
+            {"centroid": k, **dict(zip(names, map(float, row), strict=True))}
+            for k, row in enumerate(centroids)
+        ]
+        _write_rows(["centroid", *names], rows, out)
+        assigned = out.with_name(f"{out.stem}-assignments{out.suffix}")
+        _write_rows(
+            ["source", "centroid"],
+            [{"source": i, "centroid": int(c)} for i, c in enumerate(outcome.assignments)],
+            assigned,
+        )
+        print(
+            f"wrote {len(rows)} centroids to {out} and each source's centroid to {assigned}",
+            file=sys.stderr,
+        )
+    if report is not None:
+        report.write_text(json.dumps(outcome.report.to_dict(), indent=2) + "\n")
+        print(f"wrote the report to {report}", file=sys.stderr)
 
 
 def print_run(args: argparse.Namespace, outcome: AggregateRun | KMeansRun, data: str) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from dpcomm import __version__
 from dpcomm.accounting import (
@@ -28,7 +27,7 @@ from dpcomm.cli.audit import add_audit_command
 from dpcomm.cli.deploy import add_deploy_commands
 from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
-from dpcomm.cli.output import bounded_int, non_negative_int, print_table
+from dpcomm.cli.output import bounded_int, non_negative_int, print_table, with_flags
 from dpcomm.cli.pki import add_pki_command
 from dpcomm.cli.plan import add_plan_commands
 from dpcomm.cli.run import add_run_commands
@@ -58,72 +57,9 @@ def _as_int(text: str) -> int:
 def _format(value: float | None, digits: int = 4) -> str:
     if value is None:
         return "-"
-    if math.isinf(value):
-        return "inf"
     if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e5):
-        return f"{value:.{digits - 1}e}"
+        return f"{value:.{digits - 1}e}"  # ∞ prints as inf
     return f"{value:.{digits}f}"
-
-
-def _row(report: AccountingReport) -> dict[str, Any]:
-    mechanism = report.mechanism
-    row: dict[str, Any] = {
-        "num_targets": getattr(mechanism, "num_targets", None),
-        "sampling_rate": getattr(mechanism, "sampling_rate", None),
-        "num_dummies": getattr(mechanism, "num_dummies", None),
-        "batch_size": getattr(mechanism, "batch_size", None),
-        "capped": getattr(mechanism, "capped", None),
-    }
-    if report.query == "epsilon":
-        row["delta"] = report.fixed
-        row["epsilon"] = report.guarantee.epsilon
-    else:
-        row["epsilon"] = report.fixed
-        row["delta"] = report.guarantee.delta
-    row["rounds"] = report.rounds
-    row["method"] = report.guarantee.method
-    row["method_is_valid_bound"] = next(
-        (r.status == "valid" for r in report.methods if r.name == report.guarantee.method), None
-    )
-    row["lower_bound"] = report.lower_bound
-    row["notes"] = list(report.notes)
-    row["methods"] = report.method_values()
-    row["method_status"] = {r.name: r.status for r in report.methods}
-    why = _why_infinite(report)
-    if why is not None:
-        row["why_infinite"] = {
-            "reason": why.reason,
-            "changes": [
-                {"parameter": c.parameter, "value": c.value, "epsilon": c.epsilon, "least": c.least}
-                for c in why.changes
-            ],
-        }
-    return row
-
-
-def _why_infinite(report: AccountingReport) -> Any:
-    """The reason for an infinite ε and the least changes that make it finite (or None)."""
-    mechanism = report.mechanism
-    # The best *valid* ε, whichever method --method asked to show.
-    best = min((r.value for r in report.methods if r.status == "valid"), default=math.inf)
-    if (
-        report.query != "epsilon"
-        or report.rounds != 1
-        or not math.isinf(best)
-        or not isinstance(mechanism, LocalRandomizer | ScramblerMechanism)
-    ):
-        return None
-    from dpcomm.accounting.infinite import explain_infinite
-
-    return explain_infinite(mechanism, delta=report.fixed)
-
-
-def _json_number(value: Any) -> Any:
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    if isinstance(value, dict):
-        return {k: _json_number(v) for k, v in value.items()}
-    return value
 
 
 def _print_single(report: AccountingReport) -> None:
@@ -157,7 +93,7 @@ def _print_single(report: AccountingReport) -> None:
     print(
         f"{asked} at {fixed}: {_format(report.value)}   (method: {report.guarantee.method}{label})"
     )
-    why = _why_infinite(report)
+    why = report.why_infinite()
     if why is not None:
         print(f"why ε = ∞: {why.describe()}")
     print(f"certified lower bound on {asked}: {_format(report.lower_bound)}")
@@ -182,19 +118,23 @@ def _print_table(reports: Sequence[AccountingReport]) -> None:
     header = ["T", "sigma", "n", "d", "capped", fixed, asked, "method", "lower", *names]
     rows = []
     for report in reports:
-        row = _row(report)
+        mechanism = report.mechanism
+        assert isinstance(mechanism, LocalRandomizer | ScramblerMechanism)
+        batch = mechanism.batch_size if isinstance(mechanism, ScramblerMechanism) else None
+        capped = mechanism.capped if isinstance(mechanism, ScramblerMechanism) else None
+        values = report.method_values()
         rows.append(
             [
-                str(row["num_targets"]),
-                f"{row['sampling_rate']:g}",
-                "-" if row["batch_size"] is None else str(row["batch_size"]),
-                str(row["num_dummies"]),
-                "-" if row["capped"] is None else ("yes" if row["capped"] else "no"),
+                str(mechanism.num_targets),
+                f"{mechanism.sampling_rate:g}",
+                "-" if batch is None else str(batch),
+                str(mechanism.num_dummies),
+                "-" if capped is None else ("yes" if capped else "no"),
                 f"{report.fixed:g}",
                 _format(report.value),
-                report.guarantee.method + ("" if row["method_is_valid_bound"] else " *"),
+                report.guarantee.method + ("" if report.method_is_valid_bound else " *"),
                 _format(report.lower_bound),
-                *[_format(row["methods"][n]) for n in names],
+                *[_format(values[n]) for n in names],
             ]
         )
     print_table(header, rows)
@@ -222,7 +162,7 @@ def _command_account(args: argparse.Namespace) -> int:
     if args.kind == "scrambler":
         batches = list(_parse_list("batch", args.batch, _as_int))
     if args.delta is not None and args.epsilon is not None:
-        raise InvalidParameterError("epsilon", "unset when --delta is given", args.epsilon)
+        raise InvalidParameterError("--epsilon", "unset when --delta is given", args.epsilon)
     deltas: list[float | None] = [None]
     epsilons: list[float | None] = [None]
     if args.epsilon is not None:
@@ -254,7 +194,7 @@ def _command_account(args: argparse.Namespace) -> int:
             report = report_with_method(report, args.method)
         reports.append(report)
     if args.json:
-        print(json.dumps([_json_number(_row(r)) for r in reports], indent=2))
+        print(json.dumps([report.to_dict() for report in reports], indent=2))
     elif len(reports) == 1:
         _print_single(reports[0])
     else:
@@ -367,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
         return status
     except DpcommError as error:
-        print(f"dpcomm: error: {error}", file=sys.stderr)
+        print(f"dpcomm: error: {with_flags(error)}", file=sys.stderr)
         return 2
     except (OverflowError, MemoryError) as error:
         # A value too large for the computation that no parameter check caught.

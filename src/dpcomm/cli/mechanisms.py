@@ -12,11 +12,11 @@ def check_family_options(args: argparse.Namespace, command: str) -> None:
     """``--batch`` and ``--capped`` only for ``scrambler``, which needs ``--batch``."""
     if args.kind == "local":
         if args.batch is not None:
-            raise InvalidParameterError("batch", f"unset for '{command} local'", args.batch)
+            raise InvalidParameterError("--batch", f"unset for '{command} local'", args.batch)
         if args.capped:
-            raise InvalidParameterError("capped", f"unset for '{command} local'", True)
+            raise InvalidParameterError("--capped", f"unset for '{command} local'", True)
     elif args.batch is None:
-        raise InvalidParameterError("batch", "a batch size n >= 1 for a scrambler", None)
+        raise InvalidParameterError("--batch", "a batch size n >= 1 for a scrambler", None)
 
 
 def declared_mechanism(

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> None:
@@ -130,3 +131,85 @@ def positive_float(text: str) -> float:
 def non_negative_float(text: str) -> float:
     """An argparse type: a finite number >= 0 (an ε, ...)."""
     return _finite_float(text, strict=False)
+
+
+#: The flag of every library parameter a command sets. Library errors name the Python
+#: parameter (``max_text_bytes``, ``num_targets``); the CLI prints its flag (:func:`with_flags`).
+PARAMETER_FLAGS: dict[str, str] = {
+    "num_targets": "--targets",
+    "num_targets T": "--targets",
+    "sampling_rate": "--sampling",
+    "batch_size": "--batch",
+    "num_dummies": "--dummies",
+    "capped": "--capped",
+    "delta": "--delta",
+    "epsilon": "--epsilon",
+    "target_epsilon": "--target-epsilon",
+    "seed": "--seed",
+    "rounds": "--rounds",
+    "monte_carlo_samples": "--mc-samples",
+    "method": "--method",
+    "mechanism": "--mechanism",
+    "dataset": "--dataset",
+    "max_groups": "--max-groups",
+    "max_text_bytes": "--max-text-bytes",
+    "estimate": "--estimate",
+    "engine": "--engine",
+    "scheduler": "--scheduler",
+    "partitions": "--partitions",
+    "workers": "--workers",
+    "start_seed": "--data-seed",
+    "num_centroids K": "--k",
+    "num_iterations I": "--iterations",
+    "collect_seconds": "--collect-seconds",
+    "timeout": "--timeout",
+    "max_left_out": "--max-left-out",
+    "workdir": "--workdir",
+    "force": "--force",
+    "kill_scrambler": "--kill-scrambler",
+    "valid_days": "--days",
+    "runs": "--runs",
+    "confidence": "--confidence",
+}
+
+#: Names replaced inside a message's text too (not only as the parameter an error names):
+#: Python identifiers, and ``timeout``; other plain words (``delta``, ``seed``) only as
+#: ``name=value``.
+_IN_TEXT = (*(name for name in PARAMETER_FLAGS if "_" in name and " " not in name), "timeout")
+_ASSIGNED = re.compile(
+    r"\b(" + "|".join(re.escape(n) for n in PARAMETER_FLAGS if " " not in n) + r")"
+    r"=(True\b|'[^']*')"
+)
+_WORDS = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, _IN_TEXT)) + r")\b")
+
+
+def flags_in(text: str) -> str:
+    """``text`` with the Python parameters it names written as the CLI's flags.
+
+    ``name=True`` becomes ``--flag``, ``name='value'`` ``--flag value``, and a parameter
+    written as an identifier (``max_text_bytes``) its flag.
+
+    >>> flags_in("raise max_text_bytes, or pass force=True; only with engine='dask'")
+    'raise --max-text-bytes, or pass --force; only with --engine dask'
+    """
+
+    def assigned(match: re.Match[str]) -> str:
+        flag, value = PARAMETER_FLAGS[match.group(1)], match.group(2)
+        return flag if value == "True" else f"{flag} {value.strip(chr(39))}"
+
+    return _WORDS.sub(lambda m: PARAMETER_FLAGS[m.group(1)], _ASSIGNED.sub(assigned, text))
+
+
+def with_flags(error: DpcommError) -> str:
+    """The message of ``error`` as the CLI prints it: parameters named by their flags.
+
+    An :class:`~dpcomm.errors.InvalidParameterError` names its parameter's flag, and what it
+    allows is rewritten by :func:`flags_in` (the value given is printed as it is).
+    """
+    text = str(error)
+    if isinstance(error, InvalidParameterError) and text == (
+        f"invalid {error.name}: expected {error.allowed}, got {error.given!r}"
+    ):
+        name = PARAMETER_FLAGS.get(error.name, error.name)
+        return f"invalid {name}: expected {flags_in(error.allowed)}, got {error.given!r}"
+    return flags_in(text)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import shlex
 from pathlib import Path
 from typing import Any
 
+from dpcomm._json import json_ready
 from dpcomm.calibration import (
     Configuration,
     PlanCandidate,
@@ -87,8 +87,9 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
     """The ``dpcomm run`` arguments that run the chosen configuration (None if none can).
 
     Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
-    grouping sets of C = T compute nodes; K-means: K = T centroids and I iterations on the
-    first S_t points of the default dataset (``--sources``). The countermeasure options are those of
+    grouping sets of T compute nodes (``--targets``); K-means: K = T centroids and I iterations
+    on the first S_t points of the default dataset (``--sources``). The countermeasure options
+    are those of
     :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
     ``--target-epsilon`` the ε asked for, so that a run whose ε exceeds it warns.
@@ -109,7 +110,7 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
             str(result.num_sources),
             "--sql",
             sql,
-            "--compute-nodes",
+            "--targets",
             str(request.num_targets),
         ]
     else:
@@ -171,15 +172,8 @@ def _candidate_json(candidate: PlanCandidate) -> dict[str, Any]:
     }
 
 
-def _json_epsilon(value: float | None) -> float | str | None:
-    """JSON has no infinity: ε = ∞ is the string "inf"."""
-    if value is None:
-        return None
-    return "inf" if math.isinf(value) else value
-
-
 def _number(value: float) -> str:
-    return "inf" if math.isinf(value) else f"{value:.4f}"
+    return f"{value:.4f}"  # ∞ prints as inf
 
 
 def plan_json(result: PlannerResult) -> dict[str, Any]:
@@ -194,21 +188,24 @@ def plan_json(result: PlannerResult) -> dict[str, Any]:
     """
     sizes = result.configuration.batch_sizes
     privacy = result.privacy
-    return {
-        "configuration": _configuration_json(result.configuration),
-        "epsilon": result.epsilon,
-        "delta": result.delta,
-        "epsilon_pld": None if privacy is None else _json_epsilon(privacy.pld_epsilon),
-        "epsilon_basic": None if privacy is None else _json_epsilon(privacy.basic_epsilon),
-        "epsilon_lower_bound": None if privacy is None else _json_epsilon(privacy.lower_bound),
-        "network_load_messages": result.network_load_messages,
-        "max_channels_per_node": result.max_channels_per_node,
-        "extra_consents": result.extra_consents,
-        "sources_recruited": result.num_sources,
-        "batch_sizes": None if sizes is None else list(sizes),
-        "run_command": run_command(result),
-        "pareto": [_candidate_json(c) for c in result.pareto],
-    }
+    document: dict[str, Any] = json_ready(
+        {
+            "configuration": _configuration_json(result.configuration),
+            "epsilon": result.epsilon,
+            "delta": result.delta,
+            "epsilon_pld": None if privacy is None else privacy.pld_epsilon,
+            "epsilon_basic": None if privacy is None else privacy.basic_epsilon,
+            "epsilon_lower_bound": None if privacy is None else privacy.lower_bound,
+            "network_load_messages": result.network_load_messages,
+            "max_channels_per_node": result.max_channels_per_node,
+            "extra_consents": result.extra_consents,
+            "sources_recruited": result.num_sources,
+            "batch_sizes": None if sizes is None else list(sizes),
+            "run_command": run_command(result),
+            "pareto": [_candidate_json(c) for c in result.pareto],
+        }
+    )
+    return document
 
 
 def _spread(items: tuple[PlanCandidate, ...], limit: int) -> list[PlanCandidate]:

@@ -3,66 +3,33 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from dpcomm.cli.execute import (
+    AGGREGATE_DEFAULTS,
+    KMEANS_DEFAULTS,
+    add_aggregate_options,
     add_countermeasure_options,
-    add_public_bounds_options,
+    add_data_seed_option,
+    add_kmeans_options,
+    add_output_options,
     execute_aggregate,
     execute_kmeans,
-    json_document,
+    output_paths,
     print_run,
+    write_outputs,
 )
 from dpcomm.cli.output import MAX_COUNT, bounded_int, check_writable_file, non_negative_int
 from dpcomm.data import synthetic_table, write_table
-from dpcomm.engine.report import Engine, MemoryEngine
+from dpcomm.engine.engines import Engine, make_engine
 from dpcomm.errors import InvalidParameterError
-from dpcomm.queries.aggregate import DEFAULT_COMPUTE_NODES
-
-#: Defaults of the countermeasure options, per use case (the paper's settings, Section 5).
-AGGREGATE_DEFAULTS = {"sampling": 0.2, "batch": 100, "dummies": 50}
-KMEANS_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 50}
 
 
-def engine_of_options(args: argparse.Namespace, rows: Any = None) -> Engine:
-    """The engine of ``--engine``, ``--scheduler``, ``--partitions`` and ``--workers``.
-
-    ``rows`` is unused: a program built over a row source (Parquet, synthetic) reads its rows
-    on the Dask engine's workers by itself.
-    """
-    if args.engine == "memory":
-        for option, value in (
-            ("--scheduler", args.scheduler),
-            ("--partitions", args.partitions),
-            ("--workers", args.workers),
-        ):
-            if value is not None:
-                raise InvalidParameterError(option, "only with --engine dask", "--engine memory")
-        return MemoryEngine()
-    from dpcomm.engine.dask_engine import DaskEngine
-
-    if args.scheduler is not None and args.workers is not None:
-        raise InvalidParameterError(
-            "--workers", "no --workers with --scheduler (the cluster has its own)", args.workers
-        )
-    del rows
-    return DaskEngine(scheduler=args.scheduler, partitions=args.partitions, workers=args.workers)
-
-
-def add_output_options(parser: argparse.ArgumentParser) -> None:
-    """``--out`` and ``--report``."""
-    group = parser.add_argument_group("output files")
-    group.add_argument(
-        "--out",
-        metavar="FILE.csv|FILE.parquet",
-        help="write the result (Aggregate: the result rows with DuckDB's column names; "
-        "K-means: the centroids, and each source's centroid to FILE-assignments.csv|.parquet)",
-    )
-    group.add_argument(
-        "--report", metavar="FILE.json", help="write the run's report (as --json prints it)"
+def engine_of_options(args: argparse.Namespace) -> Engine:
+    """The engine of ``--engine``, ``--scheduler``, ``--partitions`` and ``--workers``."""
+    return make_engine(
+        args.engine, scheduler=args.scheduler, partitions=args.partitions, workers=args.workers
     )
 
 
@@ -99,86 +66,21 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
-    """``--out`` (.csv or .parquet) and ``--report`` (.json), checked before the run."""
-    out = report = None
-    if args.out is not None:
-        out = check_writable_file("--out", args.out)
-        if out.suffix.lower() not in (".csv", ".parquet"):
-            raise InvalidParameterError("--out", "a .csv or .parquet file", args.out)
-    if args.report is not None:
-        report = check_writable_file("--report", args.report)
-        if report.suffix.lower() != ".json":
-            raise InvalidParameterError("--report", "a .json file", args.report)
-    return out, report
-
-
-def _write_rows(columns: list[str], rows: list[dict[str, Any]], path: Path) -> None:
-    """``rows`` as a CSV or Parquet file, written by DuckDB (types from the values)."""
-    import duckdb
-    import pyarrow as pa
-
-    if rows:
-        table = pa.Table.from_pylist(rows)
-    else:
-        table = pa.table({name: pa.array([], type=pa.null()) for name in columns})
-    relation = duckdb.from_arrow(table)
-    if path.suffix.lower() == ".csv":
-        relation.write_csv(str(path))
-    else:
-        relation.write_parquet(str(path))
-
-
-def _write_outputs(outcome: Any, out: Path | None, report: Path | None, columns: list[str]) -> None:
-    """The result (``--out``) and the report (``--report``) of a run, if asked for."""
-    if out is not None:
-        if columns:
-            _write_rows(columns, outcome.result, out)
-            print(f"wrote {len(outcome.result):,} result rows to {out}", file=sys.stderr)
-        else:
-            centroids = outcome.centroids
-            names = [f"c{i}" for i in range(centroids.shape[1])]
-            rows = [
-                {"centroid": k, **dict(zip(names, map(float, row), strict=True))}
-                for k, row in enumerate(centroids)
-            ]
-            _write_rows(["centroid", *names], rows, out)
-            assigned = out.with_name(f"{out.stem}-assignments{out.suffix}")
-            clusters = outcome.program.assign(outcome.run.state, outcome.program.points)
-            _write_rows(
-                ["source", "centroid"],
-                [{"source": i, "centroid": int(c)} for i, c in enumerate(clusters)],
-                assigned,
-            )
-            print(
-                f"wrote {len(rows)} centroids to {out} and each source's centroid to {assigned}",
-                file=sys.stderr,
-            )
-    if report is not None:
-        document = json.loads(json_document(outcome))
-        report.write_text(json.dumps(document["report"], indent=2) + "\n")
-        print(f"wrote the report to {report}", file=sys.stderr)
-
-
 def command_run_aggregate(args: argparse.Namespace) -> int:
     """``dpcomm run aggregate``."""
-    out, report = _output_paths(args)
-    outcome, source = execute_aggregate(args, AGGREGATE_DEFAULTS, engine_of_options)
-    if args.estimate == "unbiased":
-        from dpcomm.engine.report import with_unbiased_estimate
-
-        outcome = with_unbiased_estimate(outcome)
+    out, report = output_paths(args)
+    outcome, source = execute_aggregate(args, engine_of_options(args))
     print_run(args, outcome, source)
-    _write_outputs(outcome, out, report, list(outcome.program.query.output_names))
+    write_outputs(outcome, out, report)
     return 0
 
 
 def command_run_kmeans(args: argparse.Namespace) -> int:
     """``dpcomm run kmeans``."""
-    out, report = _output_paths(args)
-    outcome, dataset = execute_kmeans(args, KMEANS_DEFAULTS, engine_of_options)
+    out, report = output_paths(args)
+    outcome, dataset = execute_kmeans(args, engine_of_options(args))
     print_run(args, outcome, dataset)
-    _write_outputs(outcome, out, report, [])
+    write_outputs(outcome, out, report)
     return 0
 
 
@@ -207,47 +109,16 @@ def add_run_commands(commands: Any) -> None:
         help="an SQL GROUP BY (GROUPING SETS, ROLLUP, CUBE) query",
         description=(
             "Run an Aggregate query decentralized: every row is a source node; each grouping "
-            "set's domain is split among C compute nodes. Without --data or --synthetic the "
-            "embedded diabetes table of the paper's running example is used (columns A, B, I)."
+            "set's domain is split among T compute nodes (--targets). Without --data or "
+            "--synthetic the embedded diabetes table of the paper's running example is used "
+            "(columns A, B, I)."
         ),
     )
-    aggregate.add_argument("--sql", required=True, help="SELECT ... FROM t GROUP BY ...")
-    source = aggregate.add_mutually_exclusive_group()
-    source.add_argument("--data", help="a CSV or Parquet file; the FROM table is bound to it")
-    source.add_argument("--synthetic", type=int, metavar="ROWS", help="synthetic table of ROWS")
-    aggregate.add_argument(
-        "--distribution",
-        choices=["uniform", "zipf"],
-        default="uniform",
-        help="distribution of the synthetic grouping columns g1..g4",
-    )
-    aggregate.add_argument(
-        "--compute-nodes",
-        type=bounded_int(None, MAX_COUNT),
-        default=DEFAULT_COMPUTE_NODES,
-        help=f"C, compute nodes per grouping set (default {DEFAULT_COMPUTE_NODES})",
-    )
-    aggregate.add_argument(
-        "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
-    )
-    add_public_bounds_options(aggregate)
-    aggregate.add_argument(
-        "--data-seed",
-        type=non_negative_int,
-        default=0,
-        help="seed of the --synthetic table (default 0)",
-    )
+    add_aggregate_options(aggregate)
+    add_data_seed_option(aggregate, aggregate=True, kmeans=False)
     add_countermeasure_options(aggregate, AGGREGATE_DEFAULTS)
     add_engine_options(aggregate)
     add_output_options(aggregate)
-    aggregate.add_argument(
-        "--estimate",
-        choices=["delivered", "unbiased"],
-        default="delivered",
-        help="delivered: the values over the tuples that arrived (default); unbiased: COUNT "
-        "and SUM divided by the known probability P = 1 − σ + σ/T that a tuple arrives "
-        "(labelled as estimates; AVG, MIN, MAX unchanged)",
-    )
     aggregate.set_defaults(handler=command_run_aggregate)
 
     kmeans = kinds.add_parser(
@@ -258,35 +129,8 @@ def add_run_commands(commands: Any) -> None:
             "iteration. Utility is the Rand index on the test set."
         ),
     )
-    kmeans.add_argument(
-        "--dataset",
-        default="mnist5k",
-        help="mnist5k (embedded, 5,000 digits), fashion-mnist (make data), or a directory "
-        "of MNIST-format IDX files",
-    )
-    kmeans.add_argument(
-        "--k",
-        type=bounded_int(None, MAX_COUNT),
-        default=10,
-        help="K, number of centroids (default 10)",
-    )
-    kmeans.add_argument(
-        "--iterations",
-        type=bounded_int(None, MAX_COUNT),
-        default=10,
-        help="I, number of iterations (default 10)",
-    )
-    kmeans.add_argument(
-        "--sources",
-        type=int,
-        help="sources: the first N training points (default: all of them)",
-    )
-    kmeans.add_argument(
-        "--data-seed",
-        type=non_negative_int,
-        default=0,
-        help="seed of the choice of the initial centroids among the points (default 0)",
-    )
+    add_kmeans_options(kmeans)
+    add_data_seed_option(kmeans, aggregate=False, kmeans=True)
     add_countermeasure_options(kmeans, KMEANS_DEFAULTS)
     add_engine_options(kmeans)
     add_output_options(kmeans)

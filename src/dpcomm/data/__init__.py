@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from dpcomm.data.diabetes import (
         generate_diabetes as generate_diabetes,
     )
+    from dpcomm.data.frames import (
+        result_frame as result_frame,
+    )
     from dpcomm.data.images import (
         ImageDataset as ImageDataset,
     )

@@ -1,7 +1,7 @@
 """Layer 6: engines that execute a plan's roles: in memory, over a network, on Dask.
 
-Every engine returns a :class:`Run` and gets the same report. Names are imported on first use
-(a network worker imports only what it runs).
+Every engine returns a :class:`Run` and gets the same typed :class:`Report`. Names are imported
+on first use (a network worker imports only what it runs).
 """
 
 from typing import TYPE_CHECKING
@@ -12,35 +12,41 @@ if TYPE_CHECKING:
     from dpcomm.engine.dask_engine import (
         DaskEngine as DaskEngine,
     )
+    from dpcomm.engine.engines import (
+        Engine as Engine,
+    )
+    from dpcomm.engine.engines import (
+        MemoryEngine as MemoryEngine,
+    )
+    from dpcomm.engine.engines import (
+        make_engine as make_engine,
+    )
     from dpcomm.engine.memory import (
         simulate as simulate,
     )
     from dpcomm.engine.report import (
-        AggregateRun as AggregateRun,
-    )
-    from dpcomm.engine.report import (
-        Engine as Engine,
-    )
-    from dpcomm.engine.report import (
-        KMeansRun as KMeansRun,
-    )
-    from dpcomm.engine.report import (
-        MemoryEngine as MemoryEngine,
+        Report as Report,
     )
     from dpcomm.engine.report import (
         privacy_report as privacy_report,
-    )
-    from dpcomm.engine.report import (
-        run_aggregate as run_aggregate,
-    )
-    from dpcomm.engine.report import (
-        run_kmeans as run_kmeans,
     )
     from dpcomm.engine.run import (
         Run as Run,
     )
     from dpcomm.engine.run import (
         prepare as prepare,
+    )
+    from dpcomm.engine.runs import (
+        AggregateRun as AggregateRun,
+    )
+    from dpcomm.engine.runs import (
+        KMeansRun as KMeansRun,
+    )
+    from dpcomm.engine.runs import (
+        run_aggregate as run_aggregate,
+    )
+    from dpcomm.engine.runs import (
+        run_kmeans as run_kmeans,
     )
 
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
@@ -49,7 +50,12 @@ from dpcomm.engine.run import PackedMasks, Run, in_plan_order, prepare, run_effi
 from dpcomm.engine.steps import FlowSteps
 from dpcomm.engine.traffic import FlowSummary, FlowTraffic
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, Scramblers
+from dpcomm.plan.countermeasures import (
+    Countermeasure,
+    LocalFlooding,
+    NoCountermeasure,
+    Scramblers,
+)
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
 from dpcomm.queries.program import QueryProgram, SourceRows, num_sources, public_program
@@ -114,6 +120,19 @@ def _connected(
         yield local
 
 
+@dataclass(frozen=True)
+class DaskDetails:
+    """What a Dask run adds to its report: its partitions, workers and how traffic was kept."""
+
+    partitions: int
+    workers: int
+    traffic: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"partitions", "workers", "traffic"}``, merged into the run's report."""
+        return {"partitions": self.partitions, "workers": self.workers, "traffic": self.traffic}
+
+
 class DaskEngine:
     """The roles on a Dask cluster; the same :class:`~dpcomm.engine.run.Run` as ``simulate``.
 
@@ -131,8 +150,7 @@ class DaskEngine:
     """
 
     name = "dask"
-    #: The non-private baseline of a report runs in this engine too (the rows may not fit).
-    runs_baseline = True
+    reads_row_sources = True
 
     def __init__(
         self,
@@ -165,12 +183,19 @@ class DaskEngine:
         self.collect_traffic = collect_traffic
         self.progress_stream = progress_stream
 
+    def baseline(self, program: QueryProgram, *, seed: int | None = None) -> Run:
+        """``program`` without countermeasures, not accounted, on this cluster.
+
+        The non-private baseline of a report runs here too: the rows may not fit in memory.
+        """
+        return self.execute(program, NoCountermeasure(), delta=None, seed=seed)
+
     def execute(
         self,
         program: QueryProgram,
         countermeasures: Countermeasure | Mapping[str, Countermeasure],
         *,
-        delta: float,
+        delta: float | None,
         seed: int | None = None,
         progress: bool = False,
         target_epsilon: float | None = None,
@@ -240,13 +265,13 @@ class _Execution:
         self.partitions = partition_cuts(self.context.routes, self.num_sources, wanted)
         self.workers = workers
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> DaskDetails:
         """What the report says of this engine's run."""
-        return {
-            "partitions": len(self.partitions),
-            "workers": self.workers,
-            "traffic": "edges" if self.collect else "summaries (edges kept on the workers)",
-        }
+        return DaskDetails(
+            partitions=len(self.partitions),
+            workers=self.workers,
+            traffic="edges" if self.collect else "summaries (edges kept on the workers)",
+        )
 
     def _rows(self) -> list[Future[Any]]:
         """Per partition, its rows read on a worker once (kept there for every stage)."""

@@ -78,7 +78,7 @@ def simulate(
     program: QueryProgram,
     countermeasures: Countermeasure | Mapping[str, Countermeasure],
     *,
-    delta: float,
+    delta: float | None,
     seed: int | None = None,
     progress: bool = False,
     target_epsilon: float | None = None,
@@ -89,7 +89,9 @@ def simulate(
         program: a compiled query holding its sources' rows.
         countermeasures: one countermeasure for every data-dependent cluster, or one per
             cluster (or flow) name.
-        delta: the whole plan's δ for the privacy report (:func:`dpcomm.plan.account_plan`).
+        delta: the whole plan's δ for the privacy report (:func:`dpcomm.plan.account_plan`);
+            None: the plan is not accounted (``run.privacy`` is None, as for the non-private
+            baseline of a report).
         seed: the same seed gives the same run, in this engine and every other; None draws
             fresh operating-system entropy.
         progress: show a progress bar over the stages.

@@ -279,9 +279,7 @@ def _group_table(context: RunContext) -> tuple[IntArray, list[str], list[int]]:
     routed = context.transformed.routed
     offsets = routed.node_id_offsets
     physical = sorted(
-        (offsets[g.name], g.name, ROLES.index(g.role))
-        for g in routed.groups
-        if g.physical is None
+        (offsets[g.name], g.name, ROLES.index(g.role)) for g in routed.groups if g.physical is None
     )
     return (
         np.array([p[0] for p in physical], dtype=np.int64),

@@ -7,15 +7,16 @@ cannot drift apart:
 * :func:`prepare`: the transformed plan (:func:`dpcomm.plan.transform`), the plan's guarantee
   (:func:`dpcomm.plan.account_plan`), and the warnings about outcomes a user may not expect;
 * :class:`Run`: the result, the final state, which tuples were delivered, the traffic of every
-  routed flow as the observer sees it, the efficiency metrics and the guarantee.
+  routed flow as the observer sees it, the efficiency metrics and the guarantee (none for a
+  run that was not accounted: the non-private baseline a report compares with).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +65,17 @@ class PackedMasks(Mapping[str, BoolArray]):
         return len(self._bits)
 
 
+class RunDetails(Protocol):
+    """What only one engine measured (a deployment's wire, a Dask run's partitions).
+
+    The run's report carries it as it is and adds its document (:meth:`to_dict`) to its own.
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        """The details as JSON, merged into the report's document."""
+        ...
+
+
 @dataclass(frozen=True, eq=False)
 class Run:
     """One execution of a program with countermeasures, by any engine.
@@ -73,7 +85,8 @@ class Run:
         program: the program that ran.
         transformed: the plan with its countermeasures (node ids are those of
             ``transformed.routed``).
-        privacy: the plan's guarantee (Theorem 2) for the batches as they ran.
+        privacy: the plan's guarantee (Theorem 2) for the batches as they ran; None for a run
+            that was not accounted (``delta=None``: the non-private baseline of a report).
         state: the program's final state.
         result: the program's result.
         delivered: per data-dependent flow, which sources' real tuples were counted.
@@ -84,15 +97,19 @@ class Run:
         seed: the seed the run was drawn from (None: fresh entropy, unpredictable).
         seconds: wall time of the execution.
         details: what only this engine measured (a deployment's wire, its timings, ...),
-            added to the run's report.
+            added to the run's report; None when there is nothing more.
         true_targets: per data-dependent flow, the target each source's data chose (known to
             an engine that holds every source's data: the in-memory one; None otherwise).
+        result_computed_here: whether ``result`` was computed in this process from the
+            delivered tuples (the in-memory and Dask engines); False when it was computed
+            elsewhere (a deployment's result node merged the compute nodes' outputs), and the
+            report checks it against the delivered tuples.
     """
 
     engine: str
     program: ProgramHooks
     transformed: TransformedPlan
-    privacy: PlanGuarantee
+    privacy: PlanGuarantee | None
     state: Any
     result: Any
     delivered: Mapping[str, BoolArray]
@@ -100,8 +117,9 @@ class Run:
     efficiency: Efficiency
     seed: int | None
     seconds: float
-    details: dict[str, Any] = field(default_factory=dict)
+    details: RunDetails | None = None
     true_targets: dict[str, npt.NDArray[np.int64]] | None = None
+    result_computed_here: bool = True
 
     @property
     def countermeasures(self) -> dict[str, Countermeasure]:
@@ -141,17 +159,20 @@ class Run:
 
 @dataclass(frozen=True, eq=False)
 class Prepared:
-    """What every engine computes before running: the transformed plan and its guarantee."""
+    """What every engine computes before running: the transformed plan and its guarantee.
+
+    ``privacy`` is None when the plan was not accounted (``prepare(..., delta=None)``).
+    """
 
     transformed: TransformedPlan
-    privacy: PlanGuarantee
+    privacy: PlanGuarantee | None
 
 
 def prepare(
     program: ProgramHooks,
     countermeasures: Countermeasure | Mapping[str, Countermeasure],
     *,
-    delta: float,
+    delta: float | None,
     target_epsilon: float | None = None,
 ) -> Prepared:
     """Transform and account ``program``'s plan, and warn about outcomes easy to miss.
@@ -159,10 +180,13 @@ def prepare(
     Warnings (:class:`~dpcomm.errors.DpcommWarning`): σ = 1 (only the tuples whose random
     target is their own are used); scramblers whose balanced batches are smaller than the n
     asked for (the table's size changes the guarantee: each batch is accounted at its own size);
-    a plan ε above ``target_epsilon``.
+    a plan ε above ``target_epsilon``. With ``delta=None`` the plan is only transformed (no
+    guarantee, no warning): what a report's non-private baseline needs.
     """
     plan = program.plan
     transformed = transform(plan, countermeasures)
+    if delta is None:
+        return Prepared(transformed, None)
     privacy = account_plan(plan, countermeasures, delta=delta)
     for cluster_guarantee in privacy.clusters:
         cluster = cluster_guarantee.cluster

@@ -303,8 +303,11 @@ def attack_run(run: Run) -> AttackResult:
     truths = _true_targets(run)
     plan = run.program.plan
     results: list[FlowAttack] = []
-    delta = run.privacy.delta_per_cluster
-    for item in run.privacy.clusters:
+    privacy = run.privacy
+    if privacy is None:
+        raise InvalidParameterError("run", "an accounted run (a delta given)", "no guarantee")
+    delta = privacy.delta_per_cluster
+    for item in privacy.clusters:
         cluster = item.cluster
         if not cluster.data_dependent or cluster.num_targets <= 1:
             continue
@@ -347,5 +350,5 @@ def attack_run(run: Run) -> AttackResult:
         baseline=float(np.mean([r.baseline for r in results])),
         bound=float(np.mean([r.bound for r in results])),
         epsilon=max(r.epsilon for r in results),
-        plan_epsilon=float(run.privacy.guarantee.epsilon),
+        plan_epsilon=float(privacy.guarantee.epsilon),
     )

@@ -27,7 +27,7 @@ def aggregate_plan(
     *,
     num_sources: int,
     flows: Sequence[str],
-    compute_nodes: Sequence[int],
+    num_targets: Sequence[int],
     message_bytes: int = 8,
 ) -> ExecutionPlan:
     """The Aggregate plan (Example 1): sources, C compute nodes per grouping set, a result node.
@@ -39,17 +39,17 @@ def aggregate_plan(
     Args:
         num_sources: S, one source per row.
         flows: one flow name per grouping set.
-        compute_nodes: the compute nodes of each grouping set (1 for the empty set).
+        num_targets: T, the compute nodes of each grouping set (1 for the empty set).
         message_bytes: payload of a message.
     """
     sources = check_int("num_sources", num_sources, minimum=1)
-    if len(flows) != len(compute_nodes) or not flows:
+    if len(flows) != len(num_targets) or not flows:
         raise InvalidParameterError(
-            "compute_nodes", f"one count per grouping set ({len(flows)})", len(compute_nodes)
+            "num_targets", f"one count per grouping set ({len(flows)})", len(num_targets)
         )
     groups = [NodeGroup("sources", "source", sources, holds_data=True)]
     plan_flows = []
-    for index, (name, count) in enumerate(zip(flows, compute_nodes, strict=True)):
+    for index, (name, count) in enumerate(zip(flows, num_targets, strict=True)):
         compute = aggregate_compute_group(name)
         groups.append(NodeGroup(compute, "compute", check_int("compute nodes", count, minimum=1)))
         plan_flows.append(

@@ -1,7 +1,7 @@
 """Aggregate (SQL GROUP BY over grouping sets) as a decentralized execution plan (Section 2.1).
 
 Each grouping set is one vertical partition (one sub-query q = (G_q, V_q, F_q)); its grouping
-domain is split among C compute nodes by a public, data-independent function of the key
+domain is split among T compute nodes by a public, data-independent function of the key
 (:func:`dpcomm.queries.groupby.partition_keys`). Every source holds one row and sends, for each
 grouping set, the values it needs to the compute node of its key: one data-dependent message
 per grouping set, so a source is split into G logical simple nodes. The compute nodes
@@ -50,7 +50,7 @@ from dpcomm.queries.query import BoundAggregate
 from dpcomm.validation import check_int
 
 __all__ = [
-    "DEFAULT_COMPUTE_NODES",
+    "DEFAULT_NUM_TARGETS",
     "DEFAULT_TEXT_BYTES",
     "AggregateOutput",
     "AggregateProgram",
@@ -62,8 +62,8 @@ __all__ = [
 
 #: Bytes of one value in a message, for the plan's message sizes (every value travels as 8).
 VALUE_BYTES = 8
-#: Default number C of compute nodes per grouping set (Table 1 of the paper).
-DEFAULT_COMPUTE_NODES = 20
+#: Default T, the compute nodes (targets) of every grouping set (Table 1 of the paper).
+DEFAULT_NUM_TARGETS = 20
 #: Default public bound on the UTF-8 bytes of one text value (``max_text_bytes``).
 DEFAULT_TEXT_BYTES = 255
 #: Largest accepted bound on the groups of one output (``max_groups``).
@@ -78,7 +78,7 @@ def _public_width(spec: ColumnSpec, text_bytes: int) -> ColumnSpec:
     if longest > text_bytes:
         raise InvalidParameterError(
             f"column {spec.name}",
-            f"text values of at most {text_bytes:,} bytes of UTF-8 (raise --max-text-bytes)",
+            f"text values of at most {text_bytes:,} bytes of UTF-8 (raise max_text_bytes)",
             f"a value of {longest:,} bytes",
         )
     return replace(spec, width=TEXT_FIELD_OVERHEAD + text_bytes)
@@ -108,7 +108,8 @@ class AggregateProgram:
     Attributes:
         query: the bound query.
         table: the sources' rows, one per source node; None where a node holds no data.
-        num_compute_nodes: C, compute nodes per non-empty grouping set.
+        num_targets: T, the targets (compute nodes) of every non-empty grouping set (the
+            empty set has one).
         columns: how each column of the query travels (from the table's schema).
         num_sources: S (the table's rows when the table is given).
         max_groups: the public bound on the groups of one compute node's output (None: S,
@@ -122,7 +123,7 @@ class AggregateProgram:
 
     query: BoundAggregate
     table: Table | None
-    num_compute_nodes: int = DEFAULT_COMPUTE_NODES
+    num_targets: int = DEFAULT_NUM_TARGETS
     columns: tuple[ColumnSpec, ...] = ()
     num_sources: int = 0
     max_groups: int | None = None
@@ -131,7 +132,7 @@ class AggregateProgram:
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        check_int("compute_nodes", self.num_compute_nodes, minimum=1)
+        check_int("num_targets", self.num_targets, minimum=1)
         check_int("max_text_bytes", self.max_text_bytes, minimum=1, maximum=MAX_STRING_BYTES)
         if self.table is not None:
             if self.table.num_rows == 0:
@@ -163,7 +164,7 @@ class AggregateProgram:
         sql: str,
         table: Table,
         *,
-        num_compute_nodes: int = DEFAULT_COMPUTE_NODES,
+        num_targets: int = DEFAULT_NUM_TARGETS,
         max_groups: int | None = None,
         max_text_bytes: int = DEFAULT_TEXT_BYTES,
     ) -> AggregateProgram:
@@ -174,7 +175,7 @@ class AggregateProgram:
         return cls(
             bound,
             table.renamed(bound.table_name),
-            num_compute_nodes,
+            num_targets,
             max_groups=max_groups,
             max_text_bytes=max_text_bytes,
         )
@@ -185,7 +186,7 @@ class AggregateProgram:
         sql: str,
         source: Any,
         *,
-        num_compute_nodes: int = DEFAULT_COMPUTE_NODES,
+        num_targets: int = DEFAULT_NUM_TARGETS,
         max_groups: int | None = None,
         max_text_bytes: int = DEFAULT_TEXT_BYTES,
     ) -> AggregateProgram:
@@ -199,14 +200,14 @@ class AggregateProgram:
         with_schema = cls.from_sql(
             sql,
             schema,
-            num_compute_nodes=num_compute_nodes,
+            num_targets=num_targets,
             max_groups=max_groups,
             max_text_bytes=max_text_bytes,
         )
         return cls(
             with_schema.query,
             None,
-            num_compute_nodes,
+            num_targets,
             with_schema.columns,
             int(source.num_rows),
             max_groups,
@@ -221,7 +222,7 @@ class AggregateProgram:
         return {
             **spec_header("aggregate", AggregateProgram),
             "query": self.query.to_dict(),
-            "num_compute_nodes": self.num_compute_nodes,
+            "num_targets": self.num_targets,
             "columns": [c.to_dict() for c in self.columns],
             "num_sources": self.num_sources,
             "max_groups": self.max_groups,
@@ -234,7 +235,7 @@ class AggregateProgram:
         return cls(
             BoundAggregate.from_dict(spec["query"]),
             None,
-            int(spec["num_compute_nodes"]),
+            int(spec["num_targets"]),
             tuple(ColumnSpec.from_dict(c) for c in spec["columns"]),
             int(spec["num_sources"]),
             None if spec.get("max_groups") is None else int(spec["max_groups"]),
@@ -245,7 +246,7 @@ class AggregateProgram:
     def name(self) -> str:
         """Short description for reports."""
         sets = ", ".join(grouping_set_label(s) for s in self.query.grouping_sets)
-        return f"Aggregate over grouping sets {sets}, C={self.num_compute_nodes}"
+        return f"Aggregate over grouping sets {sets}, T={self.num_targets}"
 
     @cached_property
     def flow_names(self) -> tuple[str, ...]:
@@ -265,9 +266,9 @@ class AggregateProgram:
                 "flow", f"one of {', '.join(self.flow_names)}", flow
             ) from None
 
-    def compute_nodes_of(self, index: int) -> int:
-        """Number of compute nodes of grouping set ``index`` (1 for the empty set)."""
-        return self.num_compute_nodes if self.query.grouping_sets[index] else 1
+    def targets_of(self, index: int) -> int:
+        """T of grouping set ``index``: its compute nodes (1 for the empty set)."""
+        return self.num_targets if self.query.grouping_sets[index] else 1
 
     @cached_property
     def message_bytes(self) -> int:
@@ -283,7 +284,7 @@ class AggregateProgram:
         return aggregate_plan(
             num_sources=self.num_sources,
             flows=self.flow_names,
-            compute_nodes=[self.compute_nodes_of(i) for i in range(len(self.flow_names))],
+            num_targets=[self.targets_of(i) for i in range(len(self.flow_names))],
             message_bytes=self.message_bytes,
         )
 
@@ -312,7 +313,7 @@ class AggregateProgram:
             targets = np.zeros(rows.num_rows, dtype=np.int64)
         else:
             ids, keys = group_ids(rows, columns, np.ones(rows.num_rows, dtype=bool))
-            nodes = partition_keys(keys, self.compute_nodes_of(index))
+            nodes = partition_keys(keys, self.targets_of(index))
             targets = np.asarray(nodes, dtype=np.int64)[ids]
         if rows is self.table:
             self._routes[flow] = targets

@@ -112,7 +112,7 @@ class OutputOverflowError(DpcommError):
 
     def __init__(self, flow: str, count: int, longest: int, *, groups: int, row: int) -> None:
         if count > groups:
-            what = f"{count:,} groups, more than the public bound of {groups:,} (--max-groups)"
+            what = f"{count:,} groups, more than the public bound of {groups:,} (max_groups)"
         else:
             what = f"a result row of {longest:,} bytes, more than the bound of {row:,}"
         super().__init__(

@@ -202,11 +202,11 @@ def group_ids(
     return ids, Table(table.name, keys)
 
 
-def partition_keys(key_table: Table, num_compute_nodes: int) -> IntArray:
-    """Compute node (0..C-1, C = ``num_compute_nodes``) of each distinct key of ``key_table``.
+def partition_keys(key_table: Table, num_targets: int) -> IntArray:
+    """Compute node (0..T-1, T = ``num_targets``) of each distinct key of ``key_table``.
 
     The key tuple, NULL encoded distinctly from every value, is hashed with BLAKE2b and reduced
-    modulo C. The assignment is a public, deterministic function of the key alone: it is part of
+    modulo T. The assignment is a public, deterministic function of the key alone: it is part of
     the execution plan, which the observer knows, and each source node must compute it locally
     from its own tuple (Section 2.1). Were it derived from the data (e.g. ranges balanced on the
     observed distribution), the plan itself would disclose information about the data outside
@@ -215,17 +215,17 @@ def partition_keys(key_table: Table, num_compute_nodes: int) -> IntArray:
     A key table without columns stands for the empty grouping set ``()``: its single key (the
     empty tuple) goes to compute node 0 and the result has length 1.
     """
-    if isinstance(num_compute_nodes, bool) or not isinstance(num_compute_nodes, int | np.integer):
-        raise InvalidParameterError("num_compute_nodes", "an integer >= 1", num_compute_nodes)
-    if num_compute_nodes < 1:
-        raise InvalidParameterError("num_compute_nodes", "an integer >= 1", num_compute_nodes)
+    if isinstance(num_targets, bool) or not isinstance(num_targets, int | np.integer):
+        raise InvalidParameterError("num_targets", "an integer >= 1", num_targets)
+    if num_targets < 1:
+        raise InvalidParameterError("num_targets", "an integer >= 1", num_targets)
     if not key_table.columns:
         return np.zeros(1, dtype=np.int64)
     listed = [_python_values(c) for c in key_table.columns]
     nodes = np.empty(key_table.num_rows, dtype=np.int64)
     for index, key in enumerate(zip(*listed, strict=True)):
         digest = hashlib.blake2b(_encode_key(key), digest_size=8).digest()
-        nodes[index] = int.from_bytes(digest, "big") % int(num_compute_nodes)
+        nodes[index] = int.from_bytes(digest, "big") % int(num_targets)
     return nodes
 
 
@@ -253,9 +253,7 @@ def _encode_key(key: Sequence[object]) -> bytes:
     return b"".join(parts)
 
 
-def assign_compute_nodes(
-    table: Table, columns: Sequence[str], *, num_compute_nodes: int
-) -> IntArray:
+def assign_compute_nodes(table: Table, columns: Sequence[str], *, num_targets: int) -> IntArray:
     """Compute node of every row of ``table`` for the grouping set ``columns``.
 
     Equal to :func:`partition_keys` applied to the row's key; every row goes to node 0 for the
@@ -263,7 +261,7 @@ def assign_compute_nodes(
     """
     mask = np.ones(table.num_rows, dtype=bool)
     ids, keys = group_ids(table, columns, mask)
-    nodes = partition_keys(keys, num_compute_nodes=num_compute_nodes)
+    nodes = partition_keys(keys, num_targets=num_targets)
     if not columns:
         return np.zeros(table.num_rows, dtype=np.int64)
     return nodes[ids]

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from dpcomm.accounting import account
-from dpcomm.accounting.infinite import SAMPLING_GRID, explain_infinite
+from dpcomm.accounting.accountant import SAMPLING_GRID, explain_infinite
 from dpcomm.accounting.mechanisms import LocalRandomizer, ScramblerMechanism
 
 
@@ -50,7 +50,8 @@ def test_local_flooding_without_sampling_needs_every_other_target():
 
 def test_run_reports_say_why_epsilon_is_infinite():
     from dpcomm.data import synthetic_table
-    from dpcomm.engine.report import NO_COUNTERMEASURE_REASON, run_aggregate
+    from dpcomm.engine.report import NO_COUNTERMEASURE_REASON
+    from dpcomm.engine.runs import run_aggregate
     from dpcomm.plan import NoCountermeasure, Scramblers
     from dpcomm.queries.aggregate import AggregateProgram
 
@@ -63,7 +64,7 @@ def test_run_reports_say_why_epsilon_is_infinite():
     ]
     for countermeasure, expected in cases:
         report = run_aggregate(program, countermeasure, delta=1e-4, seed=1).report
-        why = report["privacy"]["clusters"][0]["why_infinite"]
+        why = report.privacy.clusters[0].why_infinite
         if expected is None:
             assert why is None
         else:

@@ -19,9 +19,7 @@ def _aggregate_program(rows, grouping_sets, compute, seed=0):
     columns["x"] = rng.normal(size=rows)
     sets = ", ".join(f"(g{i})" for i in range(grouping_sets))
     sql = f"SELECT COUNT(*), AVG(x) FROM t GROUP BY GROUPING SETS ({sets})"
-    return AggregateProgram.from_sql(
-        sql, table_from_arrays("t", columns), num_compute_nodes=compute
-    )
+    return AggregateProgram.from_sql(sql, table_from_arrays("t", columns), num_targets=compute)
 
 
 def _kmeans_program(rows, centroids, iterations, seed=0):

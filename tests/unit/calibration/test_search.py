@@ -120,7 +120,7 @@ def reference_candidates(
             plan = aggregate_plan(
                 num_sources=recruited,
                 flows=[f"set {i}" for i in range(clusters)],
-                compute_nodes=[targets] * clusters,
+                num_targets=[targets] * clusters,
             )
         else:
             plan = kmeans_plan(

@@ -9,6 +9,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
+from dpcomm._json import json_ready
 from dpcomm.cli.execute import _fmt
 from dpcomm.data.table import (
     Column,
@@ -20,7 +21,6 @@ from dpcomm.data.table import (
     table_from_arrays,
     value_kind,
 )
-from dpcomm.engine.report import json_ready
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.codec import CodecError, ColumnSpec, TableCodec
 from dpcomm.queries.groupby import partition_keys

@@ -23,7 +23,7 @@ def make_program(rows=1000, compute=5, seed=0, sql=SQL):
             "x": rng.normal(size=rows),
         },
     )
-    return AggregateProgram.from_sql(sql, table, num_compute_nodes=compute)
+    return AggregateProgram.from_sql(sql, table, num_targets=compute)
 
 
 def messages_of(run, suffix):
@@ -150,8 +150,9 @@ def test_run_report_holds_every_metric():
         program, Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=10), delta=1e-4
     )
     report = outcome.report
-    assert set(report) >= {"privacy", "utility", "efficiency", "countermeasure", "seed"}
-    assert set(report["efficiency"]) >= {
+    document = report.to_dict()
+    assert set(document) >= {"privacy", "utility", "efficiency", "countermeasure", "seed"}
+    assert set(document["efficiency"]) >= {
         "messages",
         "messages_nonprivate",
         "bytes",
@@ -160,7 +161,8 @@ def test_run_report_holds_every_metric():
         "mean_channels_per_node",
         "extra_consents",
     }
-    assert report["utility"]["groups_missing"] >= 0
-    assert report["privacy"]["epsilon"] > 0
-    dependent = [c["cluster"] for c in report["privacy"]["clusters"] if c["data_dependent"]]
+    assert report.utility.groups_missing >= 0
+    assert report.privacy.epsilon > 0
+    dependent = [c.cluster for c in report.privacy.clusters if c.data_dependent]
     assert dependent == ["(a)", "(b)"]
+    assert outcome.baseline.privacy is None  # the non-private baseline is not accounted

@@ -28,7 +28,7 @@ def kmeans_routes(countermeasure, *, sources=10, centroids=3, iterations=2):
 
 def aggregate_routes(countermeasure, *, sources=10, compute=(4, 1)):
     plan = aggregate_plan(
-        num_sources=sources, flows=[f"f{i}" for i in range(len(compute))], compute_nodes=compute
+        num_sources=sources, flows=[f"f{i}" for i in range(len(compute))], num_targets=compute
     )
     return Routes(transform(plan, countermeasure))
 

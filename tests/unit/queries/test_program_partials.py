@@ -38,7 +38,7 @@ def aggregate_program(rows: int = 300, seed: int = 0) -> AggregateProgram:
         Column("x", "DOUBLE", x, rng.random(rows) < 0.1),
         Column("n", "BIGINT", n, rng.random(rows) < 0.1),
     )
-    return AggregateProgram.from_sql(SQL, Table("t", columns), num_compute_nodes=4)
+    return AggregateProgram.from_sql(SQL, Table("t", columns), num_targets=4)
 
 
 def random_split(rng: np.random.Generator, rows: int, pieces: int) -> list[np.ndarray]:
@@ -55,7 +55,7 @@ def test_aggregate_partials_of_any_split_combine_to_the_outputs(seed):
     for flow in program.flow_names:
         tuples = program.carried(flow, table)
         truth = program.route(state, flow, table)
-        targets = range(program.compute_nodes_of(program.set_index(flow)))
+        targets = range(program.targets_of(program.set_index(flow)))
         expected = target_outputs(program, state, 0, flow, tuples, truth, targets)
         pieces = random_split(rng, table.num_rows, int(rng.integers(1, 6)))
         pieces.append(np.zeros(0, dtype=np.int64))  # an empty partition
@@ -78,7 +78,7 @@ def test_aggregate_outputs_of_the_whole_are_the_nonprivate_result():
     outputs = {}
     for flow in program.flow_names:
         truth = program.route(state, flow, table)
-        targets = range(program.compute_nodes_of(program.set_index(flow)))
+        targets = range(program.targets_of(program.set_index(flow)))
         produced = target_outputs(
             program, state, 0, flow, program.carried(flow, table), truth, targets
         )
@@ -92,7 +92,7 @@ def test_aggregate_targets_without_tuples():
     table = program.source_rows()
     for flow in program.flow_names:
         index = program.set_index(flow)
-        targets = range(program.compute_nodes_of(index))
+        targets = range(program.targets_of(index))
         nothing = table.take(np.zeros(0, dtype=np.int64))
         none = target_outputs(
             program, state, 0, flow, program.carried(flow, nothing), np.zeros(0, np.int64), targets

@@ -28,7 +28,6 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.engine.network.frames import split_drops
 from dpcomm.engine.network.launcher import (
     Workers,
     check_new_authority,
@@ -39,11 +38,12 @@ from dpcomm.engine.network.launcher import (
 from dpcomm.engine.network.names import COORDINATOR, NodeName
 from dpcomm.engine.network.pki import CertificateAuthority, issue_many
 from dpcomm.engine.network.records import GroupOutcome, WireRecord
+from dpcomm.engine.network.report import DeploymentDetails, round_failures, wire_report
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeFaults, RoundSpec
 from dpcomm.engine.run import Prepared, Run, prepare, run_efficiency, warn_above_target
 from dpcomm.engine.traffic import FlowTraffic
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import account_plan
 from dpcomm.protocol import roles
@@ -155,63 +155,6 @@ def _merge_wire(wires: Sequence[WireRecord]) -> dict[str, Any]:
         "drops": drops,
         "messages": messages,
         "dummies": dummies,
-    }
-
-
-def _peers(links: list[dict[str, Any]], *, control: bool) -> dict[str, int]:
-    peers: dict[str, set[str]] = {}
-    for link in links:
-        if not control and str(COORDINATOR) in (link["sender"], link["receiver"]):
-            continue
-        peers.setdefault(link["sender"], set()).add(link["receiver"])
-        peers.setdefault(link["receiver"], set()).add(link["sender"])
-    return {node: len(others) for node, others in sorted(peers.items())}
-
-
-def wire_report(
-    spec: RoundSpec, merged: dict[str, Any], timings: Mapping[str, float]
-) -> dict[str, Any]:
-    """What was measured on the wire: frames and bytes per link, channels, drops, timings."""
-    keys = set(merged["sent"]) | set(merged["received"])
-    links = []
-    for sender, receiver in sorted(keys):
-        frames, data, size = merged["sent"].get((sender, receiver), [0, 0, 0])
-        links.append(
-            {
-                "sender": sender,
-                "receiver": receiver,
-                "frames": frames,
-                "data_frames": data,
-                "bytes": size,
-                "frames_received": merged["received"].get((sender, receiver), 0),
-            }
-        )
-    channels = _peers(links, control=True)
-    data_channels = _peers(links, control=False)
-    by_role: dict[str, int] = {}
-    for node, count in data_channels.items():
-        role = NodeName.parse(node).role
-        by_role[role] = max(by_role.get(role, 0), count)
-    data = [c for c in data_channels.values() if c]
-    frames = sum(link["frames"] for link in links)
-    data_frames = sum(link["data_frames"] for link in links)
-    return {
-        "frame_size": spec.frame_size,
-        "frame_lengths_observed": sorted(merged["lengths"]),
-        "frames": frames,
-        "data_frames": data_frames,
-        "control_frames": frames - data_frames,
-        "bytes": sum(link["bytes"] for link in links),
-        "links": links,
-        "channels": channels,
-        "max_channels_per_node": max(channels.values(), default=0),
-        "max_data_channels_per_node": max(data, default=0),
-        "mean_data_channels_per_node": float(np.mean(data)) if data else 0.0,
-        "max_data_channels_by_role": by_role,
-        "dropped": merged["drops"],
-        **split_drops(merged["drops"]),
-        "dropped_total": sum(sum(c.values()) for c in merged["drops"].values()),
-        "timings": dict(timings),
     }
 
 
@@ -368,7 +311,8 @@ def assemble_run(
 ) -> Run:
     """The :class:`Run` of a round from what its nodes reported.
 
-    ``details["failures"]`` says why the round failed, if it did (:func:`round_failures`).
+    ``run.details`` is the round's :class:`~dpcomm.engine.network.report.DeploymentDetails`;
+    its ``failures`` say why the round failed, if it did.
     """
     errors = {**errors, **outcome.errors}
     merged = _merge_wire(outcome.wires)
@@ -391,10 +335,7 @@ def assemble_run(
         warn_above_target(
             privacy, target_epsilon, "batches smaller than planned ran: late or lost nodes"
         )
-    details = _details(spec, outcome, merged, timings, errors)
-    details["failures"] = round_failures(
-        details, num_sources(program), delivered, max_left_out=max_left_out
-    )
+    details = _details(spec, outcome, merged, timings, errors, max_left_out, delivered)
     return Run(
         engine="network",
         program=program,
@@ -408,6 +349,7 @@ def assemble_run(
         seed=seed,
         seconds=seconds,
         details=details,
+        result_computed_here=False,
     )
 
 
@@ -417,62 +359,38 @@ def _details(
     merged: Mapping[str, Any],
     timings: Mapping[str, float],
     errors: dict[str, str],
-) -> dict[str, Any]:
+    max_left_out: float,
+    delivered: Mapping[str, npt.NDArray[np.bool_]],
+) -> DeploymentDetails:
     """What only a deployment measured: the wire, lost nodes, left-out sources, errors."""
-    wire = wire_report(spec, dict(merged), timings)
+    measured = dict(timings)
     coordinator = outcome.coordinator
     lost: list[str] = []
     if coordinator is not None:
-        wire["timings"]["registration_seconds"] = coordinator.registration_seconds
-        wire["timings"]["round_seconds"] = coordinator.round_seconds
+        measured["registration_seconds"] = coordinator.registration_seconds
+        measured["round_seconds"] = coordinator.round_seconds
         lost = sorted(
             name for flow in spec.transformed.batches for name in coordinator.lost.get(flow, ())
         )
-    missing = [["*", -1]]
+    missing: tuple[tuple[str, int], ...] = (("*", -1),)
     if outcome.result is not None:
-        missing = [[flow, target] for flow, target in outcome.result.missing]
-    left_out = left_out_sources(spec, outcome)
-    return {
-        "wire": wire,
-        "lost_scramblers": lost,
-        "left_out_sources": {flow: rows for flow, rows in left_out.items() if rows},
-        "missing_outputs": missing,
-        "errors": dict(errors),
-    }
-
-
-def round_failures(
-    details: Mapping[str, Any],
-    num_sources: int,
-    delivered: Mapping[str, npt.NDArray[np.bool_]],
-    *,
-    max_left_out: float,
-) -> list[str]:
-    """Why a round failed, one phrase per reason (empty: it did not).
-
-    A round fails when it aggregated no tuple at all, when more than ``max_left_out`` (a
-    fraction of S) of the sources were left out (they missed a deadline, could not connect,
-    or their scrambler died), when the result node lacks an output, or when a node failed.
-    """
-    failures = []
-    left = set().union(*(set(rows) for rows in details["left_out_sources"].values()))
-    if len(left) > max_left_out * num_sources:
-        failures.append(
-            f"{len(left):,} of {num_sources:,} sources were left out, more than "
-            f"--max-left-out {max_left_out:g} allows (raise --timeout or --collect-seconds)"
-        )
-    if delivered and not any(bool(np.any(mask)) for mask in delivered.values()):
-        failures.append("the round aggregated no tuple")
-    missing = details["missing_outputs"]
-    if missing:
-        what = "no result node" if missing[0][1] < 0 else f"{len(missing):,} outputs missing"
-        failures.append(f"the result is incomplete ({what})")
-    errors = details["errors"]
-    if errors:
-        name, message = next(iter(sorted(errors.items())))
-        first = " ".join(str(message).split())[:300]  # one line, whatever the error said
-        failures.append(f"{len(errors):,} nodes failed (first: {name}: {first})")
-    return failures
+        missing = outcome.result.missing
+    left_out = {flow: tuple(rows) for flow, rows in left_out_sources(spec, outcome).items() if rows}
+    return DeploymentDetails(
+        wire=wire_report(spec.frame_size, merged, measured),
+        lost_scramblers=tuple(lost),
+        left_out_sources=left_out,
+        missing_outputs=missing,
+        errors=dict(errors),
+        failures=round_failures(
+            num_sources=num_sources(spec.public_program),
+            left_out_sources=left_out,
+            missing_outputs=missing,
+            errors=errors,
+            delivered=delivered,
+            max_left_out=max_left_out,
+        ),
+    )
 
 
 #: Longest round accepted (``timeout``), in seconds: one day.
@@ -510,10 +428,11 @@ class NetworkEngine:
         faults: injected faults.
         force: replace the certificate authority and keys already in ``workdir``.
         max_left_out: the fraction of sources that may be left out before the round counts
-            as failed (``run.details["failures"]``).
+            as failed (``run.details.failures``).
     """
 
     name = "network"
+    reads_row_sources = False
 
     def __init__(
         self,
@@ -571,6 +490,12 @@ class NetworkEngine:
                 "collect_seconds", f"fewer seconds than the timeout ({timeout:g})", collect
             )
         return collect, timeout
+
+    def baseline(self, program: QueryProgram, *, seed: int | None = None) -> Run:
+        """``program`` without countermeasures, not accounted: in memory, no round needed."""
+        from dpcomm.engine.memory import simulate
+
+        return simulate(program, NoCountermeasure(), delta=None, seed=seed)
 
     def execute(
         self,

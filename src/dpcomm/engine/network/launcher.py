@@ -91,8 +91,8 @@ def check_new_authority(directory: Path) -> None:
     """InvalidParameterError if ``directory`` already holds a certificate authority or keys."""
     if directory.exists() and any(directory.iterdir()):
         raise InvalidParameterError(
-            "--workdir",
-            "a folder without certificates (or --force to replace them)",
+            "workdir",
+            "a folder without certificates (or force=True to replace them)",
             f"{directory.parent} (it holds a certificate authority and keys)",
         )
 

@@ -96,7 +96,7 @@ def _write_file(path: Path, data: bytes, *, mode: int, overwrite: bool) -> None:
     try:
         descriptor = os.open(target, flags, mode)
     except FileExistsError:
-        raise PkiError(f"{path} already exists (not overwritten; --force replaces it)") from None
+        raise PkiError(f"{path} already exists (not overwritten; force=True replaces it)") from None
     except OSError as error:
         raise PkiError(f"cannot write {path}: {error.strerror}") from error
     try:
@@ -356,7 +356,9 @@ class CertificateAuthority:
         for name in names:
             for path in (folder / f"{name}.key", folder / f"{name}.pem"):
                 if path.exists() or path.is_symlink():
-                    raise PkiError(f"{path} already exists (not overwritten; --force replaces it)")
+                    raise PkiError(
+                        f"{path} already exists (not overwritten; force=True replaces it)"
+                    )
 
     def _copy_ca(self, folder: Path, *, overwrite: bool) -> None:
         """The CA certificate as ``folder/ca.pem``: kept if it is already this CA's."""

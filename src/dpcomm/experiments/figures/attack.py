@@ -20,7 +20,7 @@ from dpcomm.engine import simulate
 from dpcomm.experiments.attacker import attack_run, dp_accuracy_bound
 from dpcomm.experiments.figures.base import (
     DELTA,
-    NUM_COMPUTE_NODES,
+    NUM_TARGETS,
     FigureOutput,
     FigureSettings,
     Row,
@@ -94,7 +94,7 @@ def figure_attack(settings: FigureSettings) -> FigureOutput:
     aggregate = AggregateProgram.from_sql(
         "SELECT g1, COUNT(*) AS n_rows FROM t GROUP BY g1",
         table,
-        num_compute_nodes=NUM_COMPUTE_NODES,
+        num_targets=NUM_TARGETS,
     )
     dataset = load_mnist5k()
     iterations = 2 if quick else 5
@@ -211,7 +211,7 @@ def _plot(rows: list[Row]) -> Any:
         )
         uniform = [
             dp_accuracy_bound(
-                np.ones(NUM_COMPUTE_NODES if query == "Aggregate" else 10), epsilon=e, delta=DELTA
+                np.ones(NUM_TARGETS if query == "Aggregate" else 10), epsilon=e, delta=DELTA
             )
             for e in np.linspace(0.0, top, 60)
         ]

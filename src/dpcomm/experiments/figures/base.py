@@ -24,7 +24,7 @@ Row = dict[str, Any]
 #: δ of every data-dependent cluster of the (ε, δ) figures (Table 1 of the paper).
 DELTA = 1e-4
 #: C = T, compute nodes per grouping set of the Aggregate figures (Table 1).
-NUM_COMPUTE_NODES = 20
+NUM_TARGETS = 20
 
 
 @dataclass(frozen=True)

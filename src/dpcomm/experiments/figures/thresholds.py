@@ -5,7 +5,7 @@ few points): the least value is found by galloping and bisection on the accounta
 numbers, and the note gives the accountant's value at the threshold and one step below it.
 Bisection finds *the* least value when the predicate is monotone in the parameter; for the
 dummies d this holds for the mechanism (one more dummy is a post-processing of the output,
-:func:`dpcomm.accounting.infinite.explain_infinite`), and the value one step below is checked
+:func:`dpcomm.accounting.accountant.explain_infinite`), and the value one step below is checked
 explicitly, so the stated threshold is exact wherever the computed bound is monotone.
 """
 

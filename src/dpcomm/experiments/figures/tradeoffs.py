@@ -32,15 +32,15 @@ from typing import Any
 import numpy as np
 
 from dpcomm.accounting import ScramblerMechanism
-from dpcomm.accounting.infinite import explain_infinite
+from dpcomm.accounting.accountant import explain_infinite
 from dpcomm.calibration import nonprivate_load, plan_costs
 from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, synthetic_table
 from dpcomm.engine import run_aggregate, simulate
-from dpcomm.engine.report import efficiency_report, privacy_report
+from dpcomm.engine.report import EfficiencyReport, efficiency_report, privacy_report
 from dpcomm.errors import DpcommError, DpcommWarning
 from dpcomm.experiments.figures.base import (
     DELTA,
-    NUM_COMPUTE_NODES,
+    NUM_TARGETS,
     FigureOutput,
     FigureSettings,
     Row,
@@ -72,7 +72,7 @@ def sources_for(sampling_rate: float, *, used: int = TARGET_TUPLES) -> int:
     ⌈used / (1 − σ + σ/T)⌉ (:func:`dpcomm.plan.costs.sources_needed`, with the σ/T of tuples
     whose redrawn target is their own); the scramblers cut them into balanced batches.
     """
-    return sources_needed(tuples=used, sampling_rate=sampling_rate, num_targets=NUM_COMPUTE_NODES)
+    return sources_needed(tuples=used, sampling_rate=sampling_rate, num_targets=NUM_TARGETS)
 
 
 def scrambled_messages(
@@ -89,7 +89,7 @@ def scrambled_messages(
     return plan_costs(
         countermeasure,
         num_sources=num_sources,
-        num_targets=NUM_COMPUTE_NODES,
+        num_targets=NUM_TARGETS,
         workload="aggregate",
         num_clusters=grouping_sets,
     ).messages
@@ -132,16 +132,14 @@ def _program(seed: int, grouping_sets: int, num_sources: int) -> AggregateProgra
     if num_sources > TABLE_ROWS:
         raise DpcommError(f"{num_sources} sources exceed the {TABLE_ROWS} rows of the table")
     rows = _table(seed).take(np.arange(num_sources))
-    return AggregateProgram.from_sql(
-        aggregate_sql(grouping_sets), rows, num_compute_nodes=NUM_COMPUTE_NODES
-    )
+    return AggregateProgram.from_sql(aggregate_sql(grouping_sets), rows, num_targets=NUM_TARGETS)
 
 
 @cache
 def _nonprivate_messages(seed: int, grouping_sets: int) -> int:
     """Messages of the non-private run over S = 10k sources (simulated)."""
     program = _program(seed, grouping_sets, TARGET_TUPLES)
-    run = simulate(program, NoCountermeasure(), delta=DELTA, seed=seed)
+    run = simulate(program, NoCountermeasure(), delta=None, seed=seed)  # not accounted
     return run.efficiency.messages
 
 
@@ -166,9 +164,9 @@ def aggregate_point(
     )
     with _balanced_batches_expected():
         report = run_aggregate(program, countermeasure, delta=DELTA, seed=settings.seed).report
-    privacy, utility, efficiency = report["privacy"], report["utility"], report["efficiency"]
+    privacy, utility, efficiency = report.privacy, report.utility, report.efficiency
     baseline = _nonprivate_messages(settings.seed, grouping_sets)
-    messages = int(efficiency["messages"])
+    messages = efficiency.messages
     return {
         "curve": curve,
         "grouping_sets": grouping_sets,
@@ -177,24 +175,24 @@ def aggregate_point(
         "num_dummies": num_dummies,
         "sources": sources,
         "extra_consents": sources - TARGET_TUPLES,
-        "num_scramblers": int(efficiency["num_scramblers"]),
+        "num_scramblers": efficiency.num_scramblers,
         "largest_batch": _largest_batch(efficiency),
         "messages": messages,
         "messages_nonprivate": baseline,
         "messages_added": messages - baseline,
         "overhead_factor": messages / baseline,
-        "max_scrambler_channels": int(efficiency["max_channels_by_role"]["scrambler"]),
-        "tuples_used": int(utility["tuples_used"]) / grouping_sets,
-        "avg_relative_error": float(utility["mean_relative_error"]["avg_m1"]),
-        "epsilon": float(privacy["epsilon"]),
-        "delta": float(privacy["delta"]),
-        "accounting": str(privacy["method"]),
+        "max_scrambler_channels": efficiency.max_channels_by_role["scrambler"],
+        "tuples_used": utility.tuples_used / grouping_sets,
+        "avg_relative_error": utility.mean_relative_error["avg_m1"],
+        "epsilon": privacy.epsilon,
+        "delta": privacy.delta,
+        "accounting": privacy.method,
     }
 
 
-def _largest_batch(efficiency: dict[str, Any]) -> int:
+def _largest_batch(efficiency: EfficiencyReport) -> int:
     """The most sources a scrambler of the run held (balanced batches: at most n)."""
-    return int(max(max(sizes) for sizes in efficiency["batch_sizes"].values()))
+    return max(max(sizes) for sizes in efficiency.batch_sizes.values())
 
 
 @dataclass(frozen=True, eq=False)
@@ -219,7 +217,7 @@ def _kmeans_bench(quick: bool, seed: int) -> _KMeansBench:
     if dataset is None:
         dataset = load_mnist5k()
     program = KMeansProgram(dataset.train_images, KMEANS_CENTROIDS, KMEANS_ITERATIONS, seed=seed)
-    baseline = simulate(program, NoCountermeasure(), delta=DELTA, seed=seed)
+    baseline = simulate(program, NoCountermeasure(), delta=None, seed=seed)  # not accounted
     index = rand_index(dataset.test_labels, program.assign(baseline.state, dataset.test_images))
     return _KMeansBench(dataset, program, baseline.efficiency.messages, index)
 
@@ -244,11 +242,12 @@ def kmeans_point(
     )
     with _balanced_batches_expected():
         run = simulate(bench.program, countermeasure, delta=DELTA, seed=settings.seed)
+    assert run.privacy is not None  # an accounted run (a delta given)
     privacy = privacy_report(run.privacy)
     efficiency = efficiency_report(run, run)
     dataset = bench.dataset
     index = rand_index(dataset.test_labels, bench.program.assign(run.state, dataset.test_images))
-    messages = int(efficiency["messages"])
+    messages = efficiency.messages
     return {
         "curve": curve,
         "dataset": dataset.name,
@@ -258,18 +257,18 @@ def kmeans_point(
         "batch_size": batch_size,
         "num_dummies": num_dummies,
         "sources": len(dataset.train_images),
-        "num_scramblers": int(efficiency["num_scramblers"]),
+        "num_scramblers": efficiency.num_scramblers,
         "largest_batch": _largest_batch(efficiency),
         "messages": messages,
         "messages_nonprivate": bench.messages_nonprivate,
         "messages_added": messages - bench.messages_nonprivate,
         "overhead_factor": messages / bench.messages_nonprivate,
-        "max_scrambler_channels": int(efficiency["max_channels_by_role"]["scrambler"]),
+        "max_scrambler_channels": efficiency.max_channels_by_role["scrambler"],
         "rand_index": index,
         "rand_index_nonprivate": bench.rand_index_nonprivate,
-        "epsilon": float(privacy["epsilon"]),
-        "delta": float(privacy["delta"]),
-        "accounting": str(privacy["method"]),
+        "epsilon": privacy.epsilon,
+        "delta": privacy.delta,
+        "accounting": privacy.method,
     }
 
 
@@ -424,14 +423,14 @@ def _dummies_only_note(sizes: Sequence[int]) -> str:
     least: list[str] = []
     for size in sizes:
         mechanism = ScramblerMechanism(
-            num_targets=NUM_COMPUTE_NODES, sampling_rate=0.0, batch_size=size, num_dummies=0
+            num_targets=NUM_TARGETS, sampling_rate=0.0, batch_size=size, num_dummies=0
         )
         changes = explain_infinite(mechanism, delta=DELTA).changes
         found = [c for c in changes if c.parameter == "num_dummies" and c.least]
         least.append(
             f"d ≥ {int(found[0].value)} at n = {size}" if found else f"no d found at n = {size}"
         )
-    formula = math.ceil(math.log(DELTA) / math.log(1 - 1 / NUM_COMPUTE_NODES))
+    formula = math.ceil(math.log(DELTA) / math.log(1 - 1 / NUM_TARGETS))
     return (
         "σ = 0 (dummies only) is left out: an observer then sees a target with no message "
         "whenever no dummy lands on it, with probability (1 − 1/T)^d, so the true ε at "
@@ -549,12 +548,12 @@ def _channel_notes(rows: Sequence[Row]) -> str:
 
 
 AGGREGATE_SETUP = (
-    f"C = T = {NUM_COMPUTE_NODES} compute nodes per grouping set, δ = {DELTA:g} for the whole "
+    f"C = T = {NUM_TARGETS} compute nodes per grouping set, δ = {DELTA:g} for the whole "
     "plan, "
     "uncapped scramblers, uniform synthetic table, every point simulated."
 )
 AGGREGATE_PARAMETERS = (
-    f"C = T = {NUM_COMPUTE_NODES} compute nodes per grouping set, δ = {DELTA:g} for the whole "
+    f"C = T = {NUM_TARGETS} compute nodes per grouping set, δ = {DELTA:g} for the whole "
     "plan, "
     "uncapped scramblers, uniform synthetic table; S_t = ⌈10,000/(1 − σ + σ/T)⌉ sources in "
     "⌈S_t/n⌉ balanced batches of at most n (10k tuples used in expectation, every batch size "
@@ -636,7 +635,7 @@ def dummies_for_budget(*, sources: int, batch_size: int, budget: int) -> int:
     scramblers = num_scramblers(sources, batch_size)
     baseline = nonprivate_load(
         num_sources=TARGET_TUPLES,
-        num_targets=NUM_COMPUTE_NODES,
+        num_targets=NUM_TARGETS,
         workload="aggregate",
         num_clusters=1,
     )

@@ -321,7 +321,7 @@ def test_channel_limits_grow_with_the_round_and_the_coordinator_takes_no_large_b
         program = AggregateProgram.from_sql(
             "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
             synthetic_table(num_rows=rows, seed=3),
-            num_compute_nodes=3,
+            num_targets=3,
         )
         countermeasure = Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2)
         return RoundSpec.create(
@@ -353,7 +353,7 @@ def test_output_blobs_fit_their_cap_whatever_the_round():
     assert OUTPUT_HEADER.size == OUTPUT_BLOB_HEADER
     table = synthetic_table(num_rows=50_000, seed=0)
     sql = "SELECT g1, g2, COUNT(*), SUM(m1), AVG(m2) FROM t GROUP BY g1, g2"
-    program = AggregateProgram.from_sql(sql, table, num_compute_nodes=2)
+    program = AggregateProgram.from_sql(sql, table, num_targets=2)
     spec = RoundSpec.create(
         public_program(program),
         NoCountermeasure(),

@@ -1,0 +1,284 @@
+"""The paper's two use cases run end to end: the run, its non-private baseline, one report.
+
+:func:`run_aggregate` and :func:`run_kmeans` run a compiled program on an engine (in memory
+unless given), run its non-private baseline where the engine says (:meth:`Engine.baseline
+<dpcomm.engine.engines.Engine.baseline>`: same plan, no countermeasure, not accounted), and
+build the report once. They return an :class:`AggregateRun` or a :class:`KMeansRun`: what the
+front door (``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prints.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from dpcomm.engine.engines import Engine, MemoryEngine
+from dpcomm.engine.estimate import estimate_label, estimated_columns, unbiased_estimate
+from dpcomm.engine.report import Report, run_report
+from dpcomm.engine.run import Run
+from dpcomm.engine.utility import (
+    AggregateUtility,
+    KMeansUtility,
+    aggregate_utility,
+    kmeans_utility,
+)
+from dpcomm.errors import DpcommWarning
+from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.groupby import compare_results, evaluate
+from dpcomm.queries.kmeans import KMeansProgram
+from dpcomm.queries.program import QueryProgram
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateRun:
+    """An Aggregate run: its result, its report, the run and its non-private baseline.
+
+    Attributes:
+        program: the compiled query.
+        rows: the result rows with their exact Python values (None for NULL, ``Decimal``,
+            dates): what ``--json`` prints.
+        run: the run (delivered tuples, traffic, guarantee).
+        baseline: the same plan without countermeasures, not accounted.
+        report: privacy, utility and efficiency.
+        estimated: the columns whose values are unbiased estimates (floats), if any.
+
+    ``result`` is the same rows as a pandas DataFrame: what DuckDB's ``.df()`` gives for them
+    (DuckDB's column names; dates as ``datetime64``, DECIMAL as float, integers with NULLs as
+    ``Int64``, estimated columns as float).
+
+    >>> import dpcomm
+    >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
+    ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=3, seed=1)
+    >>> isinstance(run, dpcomm.AggregateRun), run.rows[0], run.result.shape
+    (True, {'A': 20, 'count_star()': 605}, (7, 2))
+    >>> run.report.utility.tuples_used, run.to_dict()["report"]["privacy"]["epsilon"]
+    (10000, 'inf')
+    """
+
+    program: AggregateProgram
+    rows: list[Row]
+    run: Run
+    baseline: Run
+    report: Report[AggregateUtility]
+    estimated: frozenset[str] = frozenset()
+
+    @cached_property
+    def result(self) -> Any:
+        """The result rows as a pandas DataFrame (DuckDB's column names and types)."""
+        from dpcomm.data.frames import result_frame
+
+        query = self.program.query
+        types = [
+            "DOUBLE" if name in self.estimated else sql_type
+            for name, sql_type in zip(query.output_names, query.output_types, strict=True)
+        ]
+        return result_frame(self.rows, query.output_names, types)
+
+    def with_unbiased_estimate(self) -> AggregateRun:
+        """The same run with COUNT and SUM divided by the delivery probability P (estimates).
+
+        The report says so (``report.estimate``); AVG, MIN and MAX are unchanged
+        (:func:`dpcomm.engine.estimate.unbiased_estimate`).
+        """
+        rows, probabilities = unbiased_estimate(self.program, self.run)
+        report = replace(self.report, estimate=estimate_label(probabilities))
+        return replace(self, rows=rows, report=report, estimated=estimated_columns(self.program))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"result": rows, "report": ...}``: the one JSON document of every run."""
+        from dpcomm._json import json_ready
+
+        return {"result": json_ready(self.rows), "report": self.report.to_dict()}
+
+    def __repr__(self) -> str:
+        columns = len(self.program.query.output_names)
+        return f"AggregateRun({len(self.rows):,} rows × {columns} columns; {self.report.summary()})"
+
+
+@dataclass(frozen=True, eq=False)
+class KMeansRun:
+    """A K-means run: its centroids, its report, the run and its non-private baseline.
+
+    Attributes:
+        program: the K-means program (its points are the sources).
+        run: the run.
+        baseline: non-private K-means from the same start, not accounted.
+        report: privacy, utility (Rand indices when labels were given) and efficiency.
+
+    ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the Rand
+    indices ``rand_index``, ``rand_index_nonprivate`` (None without labels) are read from it.
+
+    >>> import numpy as np, dpcomm
+    >>> points = np.vstack([np.zeros((20, 2)), np.ones((20, 2))])
+    >>> run = dpcomm.kmeans(points, k=2, iterations=1, seed=1,
+    ...                     countermeasure=dpcomm.NoCountermeasure())
+    >>> isinstance(run, dpcomm.KMeansRun), run.rand_index, run.centroids.shape
+    (True, None, (2, 2))
+    >>> sorted(set(run.assignments.tolist()))
+    [0, 1]
+    """
+
+    program: KMeansProgram
+    run: Run
+    baseline: Run
+    report: Report[KMeansUtility]
+
+    @property
+    def centroids(self) -> npt.NDArray[np.float64]:
+        """The final centroids (K × dimension)."""
+        return np.asarray(self.run.state.centroids, dtype=np.float64)
+
+    @property
+    def result(self) -> npt.NDArray[np.float64]:
+        """The final centroids."""
+        return self.centroids
+
+    @cached_property
+    def assignments(self) -> npt.NDArray[np.int64]:
+        """Every source's nearest final centroid."""
+        points = cast("npt.NDArray[np.float64]", self.program.source_rows())  # float32 is read
+        assigned = self.program.assign(self.run.state, points)
+        return np.asarray(assigned, dtype=np.int64)
+
+    @property
+    def rand_index(self) -> float | None:
+        """The Rand index of the final clusters against the labels (None: no labels)."""
+        return self.report.utility.rand_index
+
+    @property
+    def rand_index_nonprivate(self) -> float | None:
+        """Non-private K-means' Rand index from the same start (None: no labels)."""
+        return self.report.utility.rand_index_nonprivate
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"result": {"centroids": ...}, "report": ...}``: the one JSON document of every run."""
+        from dpcomm._json import json_ready
+
+        return {
+            "result": {"centroids": json_ready(self.centroids)},
+            "report": self.report.to_dict(),
+        }
+
+    def __repr__(self) -> str:
+        k, dimension = self.centroids.shape
+        rand = "" if self.rand_index is None else f", Rand index {self.rand_index:.4f}"
+        return f"KMeansRun({k} centroids in dimension {dimension}{rand}; {self.report.summary()})"
+
+
+def _execute(
+    program: QueryProgram,
+    countermeasure: Countermeasure | Mapping[str, Countermeasure],
+    *,
+    delta: float,
+    seed: int | None,
+    progress: bool,
+    engine: Engine | None,
+    target_epsilon: float | None,
+) -> tuple[Run, Run]:
+    """The run in ``engine`` (default: in memory) and its non-private baseline."""
+    chosen: Engine = MemoryEngine() if engine is None else engine
+    run = chosen.execute(
+        program,
+        countermeasure,
+        delta=delta,
+        seed=seed,
+        progress=progress,
+        target_epsilon=target_epsilon,
+    )
+    return run, chosen.baseline(program, seed=seed)
+
+
+def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
+    """Whether a result computed elsewhere is that of the tuples the run delivered.
+
+    True at once for a result computed here (:attr:`Run.result_computed_here`); else the query
+    is evaluated over the delivered tuples, and a difference (an output was lost) warns.
+    """
+    if run.result_computed_here:
+        return True
+    masks = [run.delivered[name] for name in program.flow_names]
+    differences = compare_results(run.result, evaluate(program.query, program.source_rows(), masks))
+    if differences:
+        warnings.warn(
+            f"the run's result differs from the result of the tuples it delivered "
+            f"({len(differences)} differences, e.g. {differences[0]}): the utility "
+            f"reported is that of the delivered tuples",
+            DpcommWarning,
+            stacklevel=3,
+        )
+    return not differences
+
+
+def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> AggregateRun:
+    """The :class:`AggregateRun` of ``run`` and its non-private ``baseline``, reported."""
+    utility = aggregate_utility(
+        program,
+        run,
+        baseline,
+        result_is_of_delivered_tuples=result_is_of_delivered_tuples(program, run),
+    )
+    report = run_report(run, baseline, utility, sql=program.query.sql)
+    return AggregateRun(program, run.result, run, baseline, report)
+
+
+def run_aggregate(
+    program: AggregateProgram,
+    countermeasure: Countermeasure | Mapping[str, Countermeasure],
+    *,
+    delta: float,
+    seed: int | None = None,
+    progress: bool = False,
+    engine: Engine | None = None,
+    target_epsilon: float | None = None,
+) -> AggregateRun:
+    """Run an Aggregate query with ``countermeasure`` on every grouping set, and report."""
+    run, baseline = _execute(
+        program,
+        countermeasure,
+        delta=delta,
+        seed=seed,
+        progress=progress,
+        engine=engine,
+        target_epsilon=target_epsilon,
+    )
+    return aggregate_run(program, run, baseline)
+
+
+def run_kmeans(
+    program: KMeansProgram,
+    countermeasure: Countermeasure | Mapping[str, Countermeasure],
+    *,
+    test_points: npt.NDArray[np.float64] | None = None,
+    test_labels: npt.NDArray[np.int64] | None = None,
+    delta: float,
+    seed: int | None = None,
+    progress: bool = False,
+    engine: Engine | None = None,
+    target_epsilon: float | None = None,
+) -> KMeansRun:
+    """Run K-means with ``countermeasure`` in every iteration, and report.
+
+    With ``test_points`` and ``test_labels`` the report has both runs' Rand indices on them.
+    """
+    run, baseline = _execute(
+        program,
+        countermeasure,
+        delta=delta,
+        seed=seed,
+        progress=progress,
+        engine=engine,
+        target_epsilon=target_epsilon,
+    )
+    utility = kmeans_utility(
+        program, run, baseline, test_points=test_points, test_labels=test_labels
+    )
+    return KMeansRun(program, run, baseline, run_report(run, baseline, utility))

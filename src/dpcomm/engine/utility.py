@@ -1,0 +1,217 @@
+"""What a run's result lost against its non-private baseline: the utility of its report.
+
+Both results are the two runs' own (the run's, from the tuples it delivered; the baseline's,
+from every tuple): an Aggregate's are read from their final states (:func:`flow_rows`), a
+K-means' Rand indices from their final centroids. Nothing is evaluated a third time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpcomm._json import json_ready
+from dpcomm.engine.run import Run
+from dpcomm.queries.aggregate import AggregateProgram, AggregateState
+from dpcomm.queries.kmeans import KMeansProgram, rand_index
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GroupingSetUtility:
+    """The tuples one grouping set used, and its groups that the run lost.
+
+    Attributes:
+        grouping_set: the grouping set, e.g. ``(A, B)``.
+        tuples_used: real tuples counted.
+        tuples_used_fraction: ``tuples_used`` / S.
+        groups: groups of the non-private result.
+        groups_missing: of those, the groups absent from the run's result.
+    """
+
+    grouping_set: str
+    tuples_used: int
+    tuples_used_fraction: float
+    groups: int
+    groups_missing: int
+
+
+@dataclass(frozen=True)
+class AggregateUtility:
+    """What an Aggregate run's result lost against the non-private one.
+
+    The relative error of a value is |private − exact| / |exact| (absolute when exact = 0; 1
+    when exactly one of the two is NULL); a group of the non-private result absent from the
+    run's is *missing*.
+
+    Attributes:
+        sources: S, the sources (rows).
+        tuples_used: real tuples counted, summed over the grouping sets.
+        tuples_nonprivate: S times the grouping sets (every tuple counted).
+        grouping_sets: per grouping set.
+        groups: groups of the non-private result.
+        groups_missing: of those, the groups absent from the run's result.
+        mean_relative_error: per aggregate column, over the groups present in both.
+        max_relative_error: per aggregate column.
+        result_is_of_delivered_tuples: whether the run's result is the result of the tuples it
+            delivered (always, unless a result computed elsewhere lost an output).
+    """
+
+    sources: int
+    tuples_used: int
+    tuples_nonprivate: int
+    grouping_sets: tuple[GroupingSetUtility, ...]
+    groups: int
+    groups_missing: int
+    mean_relative_error: Mapping[str, float]
+    max_relative_error: Mapping[str, float]
+    result_is_of_delivered_tuples: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """The utility as JSON."""
+        document: dict[str, Any] = json_ready(asdict(self))
+        return document
+
+
+@dataclass(frozen=True)
+class KMeansUtility:
+    """What a K-means run's clusters lost against non-private K-means from the same start.
+
+    Attributes:
+        sources: S, the training points.
+        test_points: points the Rand indices are measured on (None: no labels were given).
+        rand_index: the run's Rand index against the labels (None: no labels).
+        rand_index_nonprivate: the non-private run's (None: no labels).
+        tuples_used_per_iteration: real tuples counted in every iteration.
+        tuples_used_fraction: their mean over S.
+    """
+
+    sources: int
+    test_points: int | None
+    rand_index: float | None
+    rand_index_nonprivate: float | None
+    tuples_used_per_iteration: tuple[int, ...]
+    tuples_used_fraction: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The utility as JSON (without the Rand indices when there were no labels)."""
+        fields = asdict(self)
+        if self.rand_index is None:
+            for name in ("test_points", "rand_index", "rand_index_nonprivate"):
+                del fields[name]
+        document: dict[str, Any] = json_ready(fields)
+        return document
+
+
+def flow_rows(program: AggregateProgram, state: AggregateState) -> list[list[Row]]:
+    """The result rows of every grouping set (in the result's order) from a final state."""
+    rows = []
+    for flow in program.flow_names:
+        only = tuple(item for item in state.outputs if item[0][0] == flow)
+        rows.append(program.result(AggregateState(only)))
+    return rows
+
+
+def _keyed(rows: list[Row], key_columns: list[str]) -> dict[tuple[Any, ...], Row]:
+    """Rows by their grouping key (numbered when a key repeats, e.g. unselected columns)."""
+    seen: Counter[tuple[Any, ...]] = Counter()
+    keyed = {}
+    for row in rows:
+        key = tuple(row[c] for c in key_columns)
+        keyed[(*key, seen[key])] = row
+        seen[key] += 1
+    return keyed
+
+
+def aggregate_utility(
+    program: AggregateProgram,
+    run: Run,
+    baseline: Run,
+    *,
+    result_is_of_delivered_tuples: bool = True,
+) -> AggregateUtility:
+    """Tuples used per grouping set and every aggregate's error against the baseline's.
+
+    Both results come from the two runs' final states (the run's from the tuples it
+    delivered, the baseline's from every tuple): nothing is evaluated again.
+    """
+    query = program.query
+    group_names = [o.name for o in query.outputs if o.kind == "group"]
+    value_names = [o.name for o in query.outputs if o.kind == "aggregate"]
+    errors: dict[str, list[float]] = {name: [] for name in value_names}
+    used = run.tuples_used()
+    per_set = []
+    exact_sets, private_sets = flow_rows(program, baseline.state), flow_rows(program, run.state)
+    for name, exact_rows, private_rows in zip(
+        program.flow_names, exact_sets, private_sets, strict=True
+    ):
+        exact = _keyed(exact_rows, group_names)
+        private = _keyed(private_rows, group_names)
+        missing = 0
+        for key, row in exact.items():
+            other = private.get(key)
+            if other is None:
+                missing += 1
+                continue
+            for column in value_names:
+                truth, value = row[column], other[column]
+                if truth is None or value is None:
+                    if (truth is None) != (value is None):
+                        errors[column].append(1.0)
+                    continue
+                scale = abs(float(truth)) or 1.0
+                errors[column].append(abs(float(value) - float(truth)) / scale)
+        per_set.append(
+            GroupingSetUtility(
+                grouping_set=name,
+                tuples_used=used[name],
+                tuples_used_fraction=used[name] / program.num_sources,
+                groups=len(exact),
+                groups_missing=missing,
+            )
+        )
+    return AggregateUtility(
+        sources=program.num_sources,
+        tuples_used=sum(p.tuples_used for p in per_set),
+        tuples_nonprivate=program.num_sources * len(per_set),
+        grouping_sets=tuple(per_set),
+        groups=sum(p.groups for p in per_set),
+        groups_missing=sum(p.groups_missing for p in per_set),
+        mean_relative_error={c: (float(np.mean(v)) if v else 0.0) for c, v in errors.items()},
+        max_relative_error={c: (float(np.max(v)) if v else 0.0) for c, v in errors.items()},
+        result_is_of_delivered_tuples=result_is_of_delivered_tuples,
+    )
+
+
+def kmeans_utility(
+    program: KMeansProgram,
+    run: Run,
+    baseline: Run,
+    *,
+    test_points: npt.NDArray[np.float64] | None,
+    test_labels: npt.NDArray[np.int64] | None,
+) -> KMeansUtility:
+    """Tuples used per iteration, and both runs' Rand indices on the labelled test points.
+
+    Without ``test_points`` and ``test_labels`` the Rand indices are None.
+    """
+    used = run.tuples_used()
+    per_iteration = tuple(used[program.flow_name(i + 1)] for i in range(program.num_iterations))
+    private = nonprivate = None
+    if test_points is not None and test_labels is not None:
+        private = rand_index(test_labels, program.assign(run.state, test_points))
+        nonprivate = rand_index(test_labels, program.assign(baseline.state, test_points))
+    return KMeansUtility(
+        sources=program.num_sources,
+        test_points=None if test_points is None else len(test_points),
+        rand_index=private,
+        rand_index_nonprivate=nonprivate,
+        tuples_used_per_iteration=per_iteration,
+        tuples_used_fraction=float(np.mean(per_iteration)) / program.num_sources,
+    )

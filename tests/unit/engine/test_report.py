@@ -1,0 +1,115 @@
+"""The typed report: built once from a run and its unaccounted baseline; JSON only in to_dict()."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dpcomm.data import table_from_arrays
+from dpcomm.engine.engines import MemoryEngine, make_engine
+from dpcomm.engine.report import NO_COUNTERMEASURE_REASON, SEEDED_NOTE, Report
+from dpcomm.engine.runs import AggregateRun, KMeansRun, run_aggregate, run_kmeans
+from dpcomm.engine.utility import KMeansUtility
+from dpcomm.errors import InvalidParameterError
+from dpcomm.plan import NoCountermeasure, Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.kmeans import KMeansProgram
+
+SQL = "SELECT a, COUNT(*), AVG(x) FROM t GROUP BY GROUPING SETS ((a), (b))"
+
+
+def program(rows=400):
+    rng = np.random.default_rng(3)
+    table = table_from_arrays(
+        "t",
+        {"a": rng.integers(0, 6, rows), "b": rng.integers(0, 3, rows), "x": rng.normal(size=rows)},
+    )
+    return AggregateProgram.from_sql(SQL, table, num_targets=4)
+
+
+def test_values_stay_floats_until_to_dict():
+    outcome = run_aggregate(program(), NoCountermeasure(), delta=1e-4, seed=2)
+    report = outcome.report
+    assert isinstance(report, Report)
+    assert report.privacy.epsilon == math.inf  # a float, not "inf"
+    assert report.privacy.clusters[0].why_infinite == NO_COUNTERMEASURE_REASON
+    document = report.to_dict()
+    assert document["privacy"]["epsilon"] == "inf"
+    assert json.loads(json.dumps(document, allow_nan=False)) == document
+    assert list(document) == [
+        "query",
+        "engine",
+        "countermeasure",
+        "seed",
+        "randomness",
+        "privacy",
+        "efficiency",
+        "sql",
+        "result_semantics",
+        "utility",
+    ]
+    assert document["randomness"] == SEEDED_NOTE == report.randomness
+    assert document["utility"]["grouping_sets"][0]["grouping_set"] == "(a)"
+    assert document["efficiency"]["traffic"][0] == dataclasses.asdict(report.efficiency.traffic[0])
+
+
+def test_the_baseline_is_not_accounted_and_utility_is_read_from_both_runs():
+    outcome = run_aggregate(
+        program(), Scramblers(sampling_rate=0.5, batch_size=50, num_dummies=3), delta=1e-4, seed=1
+    )
+    assert outcome.baseline.privacy is None and outcome.run.privacy is not None
+    utility = outcome.report.utility
+    used = outcome.run.tuples_used()
+    assert [s.tuples_used for s in utility.grouping_sets] == [used["(a)"], used["(b)"]]
+    assert utility.tuples_used < utility.tuples_nonprivate == 800
+    assert utility.result_is_of_delivered_tuples
+    assert max(utility.mean_relative_error.values()) > 0  # σ = 0.5 lost tuples
+
+
+def test_an_estimate_is_labelled_and_typed():
+    outcome = run_aggregate(
+        program(), Scramblers(sampling_rate=0.5, batch_size=50, num_dummies=3), delta=1e-4, seed=1
+    )
+    estimated = outcome.with_unbiased_estimate()
+    assert isinstance(estimated, AggregateRun) and outcome.report.estimate is None
+    assert estimated.report.estimate.startswith("unbiased")
+    assert list(estimated.report.to_dict())[-1] == "estimate"
+    assert str(estimated.result["count_star()"].dtype) == "float64"
+    assert estimated.to_dict()["result"] == estimated.rows
+
+
+def test_kmeans_without_labels_reports_no_rand_index():
+    points = np.random.default_rng(1).normal(size=(60, 2))
+    outcome = run_kmeans(KMeansProgram(points, 2, 2), NoCountermeasure(), delta=1e-4, seed=1)
+    assert isinstance(outcome, KMeansRun) and outcome.rand_index is None
+    assert isinstance(outcome.report.utility, KMeansUtility)
+    assert "rand_index" not in outcome.report.to_dict()["utility"]
+    assert outcome.assignments.shape == (60,) and outcome.centroids.dtype == np.float64
+
+
+def test_a_run_without_guarantee_cannot_be_reported():
+    from dpcomm.engine.report import run_report
+
+    baseline = MemoryEngine().baseline(program(), seed=1)
+    with pytest.raises(InvalidParameterError) as caught:
+        run_report(baseline, baseline, None)
+    assert caught.value.name == "run"
+
+
+def test_engines_are_made_in_one_place():
+    assert make_engine("memory").name == "memory"
+    engine = MemoryEngine()
+    assert make_engine(engine) is engine
+    with pytest.raises(InvalidParameterError) as caught:
+        make_engine("memory", scheduler="tcp://127.0.0.1:1")
+    assert caught.value.name == "scheduler" and "engine='dask'" in caught.value.allowed
+    with pytest.raises(InvalidParameterError) as caught:
+        make_engine("dask", scheduler="tcp://127.0.0.1:1", workers=2)
+    assert caught.value.name == "workers"
+    with pytest.raises(InvalidParameterError) as caught:
+        make_engine("spark")
+    assert caught.value.name == "engine"
+    dask = make_engine("dask", partitions=3)
+    assert dask.reads_row_sources and not engine.reads_row_sources
