@@ -144,6 +144,10 @@ class Randomness:
             # One keystream over the covering range, then the rows of the nodes asked for.
             data = self._keystream(key, low * blocks, (high - low + 1) * blocks)
             table = data.reshape(high - low + 1, 2 * blocks)[:, :width]
+            if indices.size == high - low + 1 and bool(np.all(indices[1:] > indices[:-1])):
+                # low, low + 1, ..., high in order (all nodes of a run, or a run of them): the
+                # table itself, copied once rather than gathered row by row.
+                return np.array(table)
             return np.ascontiguousarray(table[indices - low])
         # Scattered nodes (a Dask partition's sources, spread by the scramblers' assignment):
         # one keystream per window of node indices that holds any, from its first node to its
@@ -162,8 +166,10 @@ class Randomness:
 
     def uniforms(self, stream: Stream, nodes: npt.ArrayLike) -> FloatArray:
         """Uniforms in [0, 1) with 53 random bits: shape (len(nodes), per_node)."""
-        words = self.words(stream, nodes)
-        result: FloatArray = (words >> np.uint64(11)).astype(np.float64) * (2.0**-53)
+        words = self.words(stream, nodes)  # a new array: shifted in place
+        np.right_shift(words, np.uint64(11), out=words)
+        result: FloatArray = words.astype(np.float64)
+        result *= 2.0**-53
         return result
 
 

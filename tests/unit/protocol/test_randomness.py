@@ -60,6 +60,18 @@ def test_node_alone_equals_its_row_among_contiguous_nodes(per_node):
     assert np.array_equal(randomness.uniforms(stream, np.arange(17, 31)), everyone[17:31])
 
 
+@pytest.mark.parametrize("per_node", [1, 2, 3])
+def test_a_run_of_nodes_in_any_order_gives_their_rows(per_node):
+    stream = Stream("scrambler", "(b)", "shuffle", per_node)
+    randomness = Randomness(8)
+    rows = randomness.uniforms(stream, np.arange(3, 13))
+    for nodes in (np.arange(12, 2, -1), np.array([4, 3, 5, 6, 7, 8, 9, 10, 11, 12])):
+        assert np.array_equal(randomness.uniforms(stream, nodes), rows[nodes - 3])
+    # Each call returns a new array: changing one leaves the next draws alone.
+    rows[:] = -1.0
+    assert np.all(randomness.uniforms(stream, np.arange(3, 13)) >= 0.0)
+
+
 @pytest.mark.parametrize("per_node", [1, 5])
 def test_node_alone_equals_its_row_among_scattered_nodes(per_node):
     stream = Stream("source", "(a, b)", "flood", per_node)
