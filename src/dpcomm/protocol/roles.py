@@ -10,7 +10,9 @@ per (role, flow, purpose), so that a node draws the same values whichever engine
   (sampling then d flooding dummies). Under scramblers the message goes to the source's
   scrambler, which the coordinator assigned (:func:`assign_batches`).
 * **scrambler** (:func:`scrambler_dummies`, :func:`scrambler_shuffle`): Algorithm 1, d dummies
-  (capped or not) and a uniformly random order of its batch.
+  (capped or not) and a uniformly random order of its batch. :func:`source_first_sent` and
+  :func:`scrambler_first_forwarded` give the first message of the orders of many nodes at
+  once (what an observer of the order sees first), without sorting.
 * **target** (compute node): discards dummies, and computes its output from the real tuples of
   the batches that committed (:func:`target_outputs`). The output can also be
   computed in parts: partial outputs of disjoint subsets of the tuples
@@ -257,6 +259,21 @@ def source_send_order(
     return permutation_from(draws)
 
 
+def source_first_sent(
+    num_messages: int, *, randomness: Randomness, flow: str, sources: npt.ArrayLike
+) -> IntArray:
+    """Which of its messages each of ``sources`` sends first: ``source_send_order(...)[0]``.
+
+    The order sorts the source's draws (ties by position), so its first message is the one of
+    the smallest draw: no sort is needed. This is what an observer of the order of sending
+    sees first, for many sources at once (the statistical audit runs it over many runs).
+    """
+    count = check_int("num_messages", num_messages, minimum=1)
+    draws = randomness.uniforms(send_order_stream(flow, count), sources)
+    first: IntArray = np.argmin(draws, axis=1).astype(np.int64)
+    return first
+
+
 def assign_batches(num_sources: int, *, batch_size: int) -> ScramblerAssignment:
     """The coordinator's decision: sources to balanced scrambler batches of consecutive sources.
 
@@ -312,13 +329,45 @@ def scrambler_shuffle(
 ) -> IntArray:
     """The order in which one scrambler forwards its n_k + d messages (a uniform permutation)."""
     count = check_int("num_messages", num_messages, minimum=0)
+    draws = _shuffle_draws(count, largest_batch, countermeasure, randomness, flow, [scrambler])
+    return permutation_from(draws[0])
+
+
+def scrambler_first_forwarded(
+    num_messages: int,
+    *,
+    largest_batch: int,
+    countermeasure: Scramblers,
+    randomness: Randomness,
+    flow: str,
+    scramblers: npt.ArrayLike,
+) -> IntArray:
+    """Which of its messages each of ``scramblers`` forwards first: ``scrambler_shuffle(...)[0]``.
+
+    Every one of ``scramblers`` forwards ``num_messages`` messages. The shuffle sorts the
+    scrambler's draws (ties by position), so its first message is the one of the smallest
+    draw: no sort is needed. This is what an observer of the order of forwarding sees first,
+    for many scramblers at once (the statistical audit runs it over many runs).
+    """
+    count = check_int("num_messages", num_messages, minimum=1)
+    draws = _shuffle_draws(count, largest_batch, countermeasure, randomness, flow, scramblers)
+    first: IntArray = np.argmin(draws, axis=1).astype(np.int64)
+    return first
+
+
+def _shuffle_draws(
+    count: int,
+    largest_batch: int,
+    countermeasure: Scramblers,
+    randomness: Randomness,
+    flow: str,
+    scramblers: npt.ArrayLike,
+) -> npt.NDArray[np.float64]:
+    """The draws that order the first ``count`` messages of each of ``scramblers``."""
     stream = shuffle_stream(flow, largest_batch, countermeasure.num_dummies)
     if count > stream.per_node:
-        raise InvalidParameterError(
-            "num_messages", f"at most n + d = {stream.per_node}", num_messages
-        )
-    draws = randomness.uniforms(stream, [scrambler])[0, :count]
-    return permutation_from(draws)
+        raise InvalidParameterError("num_messages", f"at most n + d = {stream.per_node}", count)
+    return randomness.uniforms(stream, scramblers)[:, :count]
 
 
 def delivered(is_real: npt.ArrayLike, committed: npt.ArrayLike) -> BoolArray:
