@@ -27,7 +27,6 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
             "runs_per_input": report.runs,
             "confidence": report.confidence,
             "delta": report.delta,
-            "engine": report.engine,
             "upper_bound": report.upper_bound,
             "upper_method": report.upper_method,
             "lower_bound": report.lower_bound,
@@ -55,7 +54,7 @@ def _print(report: AuditReport) -> None:
         print(f"seeded fault: {report.mechanism.fault} (claims the declared guarantee)")
     print(f"inputs: {report.inputs.describe(report.mechanism.kind)}")
     print(
-        f"runs: {report.runs:,} per input ({report.engine} engine), "
+        f"runs: {report.runs:,} per input through the engines' role steps, "
         f"{report.seconds:.1f} s ({report.runs_per_second:,.0f} runs/s)"
     )
     print(
@@ -114,7 +113,6 @@ def command_audit(args: argparse.Namespace) -> int:
         runs=args.runs,
         confidence=args.confidence,
         delta=args.delta,
-        engine=args.engine,
         rng=args.seed,
         progress=not args.json and show_progress(args),
     )
@@ -159,7 +157,8 @@ def add_audit_command(commands: Any) -> None:
         "audit",
         help="statistical audit: empirical lower bound on ε vs the accountant's upper bound",
         description=(
-            "Run the mechanism many times on two neighbouring inputs, estimate a lower bound on "
+            "Run the mechanism many times on two neighbouring inputs, through the role steps "
+            "and randomness streams every engine runs, estimate a lower bound on "
             "ε (Clopper-Pearson on selected output events, Bonferroni over the events tried) "
             "and compare it with the accountant's upper bound: PASS when lower <= upper. Also "
             "prints the paper's Appendix D view (per-output log-ratios, never-seen share)."
@@ -183,12 +182,6 @@ def add_audit_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--confidence", type=float, default=0.95, help="confidence of the lower bound"
-    )
-    parser.add_argument(
-        "--engine",
-        choices=["fast", "protocol"],
-        default="fast",
-        help="scrambler simulation: sufficient statistics (fast) or the protocol layer",
     )
     parser.add_argument(
         "--fault",

@@ -7,21 +7,29 @@ Clopper-Pearson intervals (Bonferroni over the events tried). Every event gives
 largest of them is below the mechanism's true ε. The audit PASSes when that lower bound is at
 most the accountant's upper bound for the *declared* parameters (see docs/audit.md).
 
+Every run goes through the role steps every engine runs (:mod:`dpcomm.protocol.roles`), with
+the engines' randomness streams (:class:`~dpcomm.protocol.randomness.Randomness`) and batch
+assignment (:func:`~dpcomm.protocol.roles.assign_batches`): run r is node r of one flow (the
+source of R_σ^d, or the scrambler of sources r·n … r·n + n − 1), so many runs are one call of
+each step over many nodes, as the in-memory engine runs a flow.
+
 It also reports the view of the paper's Appendix D: per distinct output, the counts c₀, c₁ under
 the two inputs and the log-ratio |ln(c₀/c₁)|, and the share of outputs never seen estimated by
 capture-recapture (two batches; share of new outputs in the second).
 
 Mechanisms are wrapped in :class:`AuditedMechanism`, which can inject the seeded faults the
-audit must catch (:data:`FAULT_KINDS`): non-uniform dummies, no shuffle, a lower sampling rate
-than declared, fewer dummies than declared. Each faulty variant claims the original guarantee.
+audit must catch (:data:`FAULT_KINDS`) into that wiring: non-uniform dummies (a broken dummy
+step), no shuffle (the order step skipped), a lower sampling rate or fewer dummies than
+declared (the role steps given the wrong parameters). Each faulty variant claims the original
+guarantee.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -30,14 +38,15 @@ from scipy import stats
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments._common import FloatArray, IntArray
+from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
 from dpcomm.progress import with_progress
-from dpcomm.protocol import ScramblerAssignment, flood_targets, randomize_targets, scramble
+from dpcomm.protocol import roles
+from dpcomm.protocol.randomness import Randomness
 from dpcomm.validation import check_delta, check_int, check_probability, make_rng
 
-Engine = Literal["fast", "protocol"]
 Declared = LocalRandomizer | ScramblerMechanism
 
-#: The seeded faults of issue #6, in the order the documentation lists them.
+#: The seeded faults, in the order the documentation lists them.
 FAULT_KINDS: tuple[str, ...] = (
     "nonuniform-dummies",
     "no-shuffle",
@@ -45,8 +54,13 @@ FAULT_KINDS: tuple[str, ...] = (
     "fewer-dummies",
 )
 
-#: Runs simulated at once (memory stays O(chunk · T)).
+#: The flow name of the audited runs (part of every stream's key).
+AUDIT_FLOW = "audit"
+
+#: Runs simulated at once: at most this many runs, and at most CHUNK_SOURCES sources (memory
+#: stays O(chunk · T); chunks of a million sources keep the keystreams in cache).
 CHUNK_RUNS = 1 << 16
+CHUNK_SOURCES = 1 << 20
 
 #: Candidate events kept per direction after selection (so 2× this many are estimated).
 EVENTS_PER_DIRECTION = 5
@@ -58,10 +72,12 @@ class AuditedMechanism:
 
     Attributes:
         declared: the mechanism whose guarantee is claimed (and accounted).
-        actual_sampling_rate: σ actually used (None: the declared σ).
-        actual_num_dummies: d actually used (None: the declared d).
-        dummy_weights: weights of the targets the dummies are drawn from (None: uniform).
-        shuffle: False emits messages in arrival order (the differing source first).
+        actual_sampling_rate: σ actually given to the role steps (None: the declared σ).
+        actual_num_dummies: d actually given to the role steps (None: the declared d).
+        dummy_weights: weights of the targets a broken dummy step draws its dummies from, in
+            place of the role's (None: the role's own step, uniform).
+        shuffle: False skips the order step: messages leave in arrival order (the differing
+            source first).
         fault: a label for reports ("none" or one of :data:`FAULT_KINDS`).
     """
 
@@ -124,178 +140,265 @@ class AuditedMechanism:
             return int(self.declared.num_dummies)
         return int(self.actual_num_dummies)
 
+    @property
+    def countermeasure(self) -> LocalFlooding | Scramblers:
+        """The countermeasure the role steps are given (the actual σ and d, not the declared)."""
+        declared = self.declared
+        if isinstance(declared, LocalRandomizer):
+            return LocalFlooding(sampling_rate=self.sampling_rate, num_dummies=self.num_dummies)
+        return Scramblers(
+            sampling_rate=self.sampling_rate,
+            batch_size=declared.batch_size,
+            num_dummies=self.num_dummies,
+            capped=declared.capped,
+        )
+
+    def runs_per_chunk(self) -> int:
+        """Runs simulated at once (:data:`CHUNK_RUNS`, :data:`CHUNK_SOURCES`)."""
+        sources = self.declared.batch_size if isinstance(self.declared, ScramblerMechanism) else 1
+        return max(1, min(CHUNK_RUNS, CHUNK_SOURCES // sources))
+
     def sample(
         self,
         differing_target: int,
         other_target: int,
         runs: int,
         *,
-        rng: np.random.Generator,
-        engine: Engine = "fast",
+        randomness: Randomness,
+        first_run: int = 0,
     ) -> Observations:
-        """Run the mechanism ``runs`` times on one input; what the observer sees each time.
+        """Runs ``first_run`` … ``first_run + runs − 1`` on one input; what the observer sees.
 
-        The audited source (source 0) holds ``differing_target``; for a scrambler the n − 1
-        other sources hold ``other_target``.
+        Run r draws as node r of the role steps (the source of R_σ^d, or the scrambler of
+        sources r·n … r·n + n − 1 and those sources), so a run's outcome does not depend on
+        which runs are simulated with it. The audited source (the run's first) holds
+        ``differing_target``; for a scrambler the n − 1 other sources hold ``other_target``.
         """
+        count = check_int("runs", runs, minimum=1)
+        first = check_int("first_run", first_run, minimum=0)
         if isinstance(self.declared, LocalRandomizer):
-            return self._sample_local(differing_target, runs, rng)
-        return self._sample_scrambler(differing_target, other_target, runs, rng, engine)
+            return self._sample_local(differing_target, count, first, randomness)
+        return self._sample_scrambler(differing_target, other_target, count, first, randomness)
 
-    def _sample_local(self, target: int, runs: int, rng: np.random.Generator) -> Observations:
+    def _sample_local(
+        self, target: int, runs: int, first_run: int, randomness: Randomness
+    ) -> Observations:
         size = self.declared.num_targets
-        first = randomize_targets(
-            np.full(runs, target, dtype=np.int64),
-            num_targets=size,
-            sampling_rate=self.sampling_rate,
-            rng=rng,
-        )
-        dummies = self.num_dummies
-        if self.dummy_weights is None:
-            flooded = flood_targets(first.sent, num_targets=size, num_dummies=dummies, rng=rng)
-        else:
-            flooded = _weighted_distinct(first.sent, self.dummy_weights, dummies, rng)
-        emitted = np.concatenate([first.sent[:, None], flooded], axis=1)
-        counts = np.zeros((runs, size), dtype=np.int64)
-        rows = np.repeat(np.arange(runs), dummies + 1)
-        np.add.at(counts, (rows, emitted.ravel()), 1)
+        sources = np.arange(first_run, first_run + runs, dtype=np.int64)
+        messages = self._source_step(np.full(runs, target, dtype=np.int64), randomness, sources)
+        emitted = np.concatenate([messages.sent[:, None], messages.flooding], axis=1)
+        rows = np.repeat(np.arange(runs, dtype=np.int64), emitted.shape[1])
+        keys = rows * size + emitted.ravel()
+        counts = np.bincount(keys, minlength=runs * size).reshape(runs, size)
         if self.shuffle:
-            # The d + 1 messages leave in a uniformly random order: the first is any of them.
-            head = emitted[np.arange(runs), rng.integers(0, dummies + 1, size=runs)]
+            # The source sends its d + 1 messages in the order of source_send_order.
+            leading = roles.source_first_sent(
+                emitted.shape[1], randomness=randomness, flow=AUDIT_FLOW, sources=sources
+            )
+            head = emitted[np.arange(runs), leading]
         else:
-            head = first.sent
-        return Observations(counts=counts, head=np.asarray(head, dtype=np.int64))
+            head = messages.sent
+        return Observations(counts=counts.astype(np.int64), head=np.asarray(head, np.int64))
 
     def _sample_scrambler(
-        self,
-        target: int,
-        other: int,
-        runs: int,
-        rng: np.random.Generator,
-        engine: Engine,
+        self, target: int, other: int, runs: int, first_run: int, randomness: Randomness
     ) -> Observations:
         declared = self.declared
         assert isinstance(declared, ScramblerMechanism)
-        size, batch = declared.num_targets, declared.batch_size
-        sigma, dummies = self.sampling_rate, self.num_dummies
-        if engine == "protocol":
-            truth = np.full((runs, batch), other, dtype=np.int64)
-            truth[:, 0] = target
-            sent = randomize_targets(
-                truth.ravel(), num_targets=size, sampling_rate=sigma, rng=rng
-            ).sent
-            first = sent[::batch]
-            if self.dummy_weights is None:
-                assignment = one_scrambler_per_run(runs, batch)
-                counts = np.array(
-                    scramble(
-                        sent,
-                        assignment,
-                        num_targets=size,
-                        num_dummies=dummies,
-                        capped=declared.capped,
-                        rng=rng,
-                    ).counts
-                )
-            else:
-                keys = np.repeat(np.arange(runs, dtype=np.int64), batch) * size + sent
-                counts = np.bincount(keys, minlength=runs * size).reshape(runs, size)
-                counts += _multinomial(np.full(runs, dummies), self.dummy_weights, rng)
-        else:
-            redraw = rng.random(runs) < sigma
-            first = np.where(redraw, rng.integers(0, size, size=runs), target).astype(np.int64)
-            moved = rng.binomial(batch - 1, sigma, size=runs).astype(np.int64)
-            uniform = tuple([1.0] * size)
-            if self.dummy_weights is None and not declared.capped:
-                counts = _multinomial(moved + dummies, uniform, rng)
-            else:
-                counts = _multinomial(moved, uniform, rng)
-            counts[:, other] += batch - 1 - moved
-            counts[np.arange(runs), first] += 1
-            if declared.capped:
-                counts += _capped_dummies(counts, batch, dummies, rng)
-            elif self.dummy_weights is not None:
-                counts += _multinomial(np.full(runs, dummies), self.dummy_weights, rng)
+        countermeasure = self.countermeasure
+        assert isinstance(countermeasure, Scramblers)
+        batch = declared.batch_size
+        truth = np.full((runs, batch), other, dtype=np.int64)
+        truth[:, 0] = target
+        steps = scrambler_runs(
+            truth,
+            countermeasure,
+            num_targets=declared.num_targets,
+            randomness=randomness,
+            first_run=first_run,
+            dummy_step=self._dummy_step(),
+        )
         if self.shuffle:
-            # Uniform shuffle: the first message out is a uniform pick among the n + d.
-            picks = rng.integers(0, batch + dummies, size=runs)
-            head = np.argmax(np.cumsum(counts, axis=1) > picks[:, None], axis=1)
+            # The scrambler forwards its batch (its sources' messages in source order, then its
+            # dummies by target) in the order of scrambler_shuffle.
+            leading = roles.scrambler_first_forwarded(
+                batch + self.num_dummies,
+                largest_batch=batch,
+                countermeasure=countermeasure,
+                randomness=randomness,
+                flow=AUDIT_FLOW,
+                scramblers=steps.scramblers,
+            )
+            real = leading < batch
+            head = np.empty(runs, dtype=np.int64)
+            head[real] = steps.messages.sent.reshape(runs, batch)[real, leading[real]]
+            dummy_index = leading[~real] - batch
+            head[~real] = np.argmax(
+                np.cumsum(steps.dummies[~real], axis=1) > dummy_index[:, None], axis=1
+            )
         else:
-            head = first
-        return Observations(counts=counts.astype(np.int64), head=np.asarray(head, np.int64))
+            head = steps.messages.sent[::batch]
+        return Observations(counts=steps.counts, head=head)
+
+    def _source_step(
+        self, true_targets: IntArray, randomness: Randomness, sources: IntArray
+    ) -> roles.SourceMessages:
+        """The sources' step: the role's, or with a broken flooding step (non-uniform dummies)."""
+        countermeasure = self.countermeasure
+        size = self.declared.num_targets
+        weights = self.dummy_weights
+        if weights is None or not isinstance(countermeasure, LocalFlooding):
+            return roles.source_messages(
+                true_targets,
+                countermeasure=countermeasure,
+                num_targets=size,
+                randomness=randomness,
+                flow=AUDIT_FLOW,
+                sources=sources,
+            )
+        sampled = roles.source_messages(
+            true_targets,
+            countermeasure=LocalFlooding(sampling_rate=countermeasure.sampling_rate),
+            num_targets=size,
+            randomness=randomness,
+            flow=AUDIT_FLOW,
+            sources=sources,
+        )
+        uniforms = randomness.uniforms(roles.flood_stream(AUDIT_FLOW, size), sources)
+        flooding = _weighted_distinct(sampled.sent, weights, self.num_dummies, uniforms)
+        return roles.SourceMessages(sent=sampled.sent, is_real=sampled.is_real, flooding=flooding)
+
+    def _dummy_step(self) -> DummyStep:
+        """The scramblers' dummy step: the role's, or a broken one (non-uniform dummies)."""
+        weights = self.dummy_weights
+        if weights is None:
+            return roles.scrambler_dummies
+        cumulative = np.cumsum(weights) / np.sum(weights)
+
+        def weighted_dummies(
+            received: IntArray,
+            batch_sizes: IntArray,
+            *,
+            countermeasure: Scramblers,
+            randomness: Randomness,
+            flow: str,
+            scramblers: IntArray,
+        ) -> IntArray:
+            # The role's own draws, mapped to targets by ``weights`` instead of uniformly.
+            dummies = countermeasure.num_dummies
+            uniforms = randomness.uniforms(roles.dummies_stream(flow, dummies), scramblers)
+            size = received.shape[1]
+            drawn = np.searchsorted(cumulative, uniforms.ravel(), side="right")
+            targets = np.minimum(drawn, size - 1)
+            rows = np.repeat(np.arange(received.shape[0], dtype=np.int64), dummies)
+            counts = np.bincount(rows * size + targets, minlength=received.size)
+            return counts.reshape(received.shape).astype(np.int64)
+
+        return weighted_dummies
 
 
-def one_scrambler_per_run(runs: int, batch: int) -> ScramblerAssignment:
-    """One scrambler per run, holding sources run·n … run·n + n − 1."""
-    mapping = np.repeat(np.arange(runs, dtype=np.int64), batch)
-    return ScramblerAssignment(
-        batch_size=batch,
-        scrambler_of_source=mapping,
-        batch_sizes=np.full(runs, batch, dtype=np.int64),
-        source_order=np.arange(runs * batch, dtype=np.int64),
+#: A scrambler dummy step: the arguments of :func:`dpcomm.protocol.roles.scrambler_dummies`.
+DummyStep = Callable[..., IntArray]
+
+
+@dataclass(frozen=True, eq=False)
+class ScramblerRuns:
+    """The source and scrambler steps of many runs, one scrambler per run.
+
+    Attributes:
+        messages: the sources' messages (:func:`dpcomm.protocol.roles.source_messages`), run
+            by run (the run's n sources in order).
+        received: (runs, T) messages each run's scrambler received for each target.
+        dummies: (runs, T) dummies each run's scrambler added (Algorithm 1).
+        scramblers: (runs,) the scramblers' node indices (the runs' numbers).
+    """
+
+    messages: roles.SourceMessages
+    received: IntArray
+    dummies: IntArray
+    scramblers: IntArray
+
+    @property
+    def counts(self) -> IntArray:
+        """(runs, T) messages each scrambler forwards to each target: what the observer sees."""
+        total: IntArray = (self.received + self.dummies).astype(np.int64)
+        return total
+
+
+def scrambler_runs(
+    true_targets: npt.ArrayLike,
+    countermeasure: Scramblers,
+    *,
+    num_targets: int,
+    randomness: Randomness,
+    first_run: int = 0,
+    flow: str = AUDIT_FLOW,
+    dummy_step: DummyStep = roles.scrambler_dummies,
+) -> ScramblerRuns:
+    """Runs ``first_run`` … of the scrambler's flow, as the in-memory engine runs a flow.
+
+    ``true_targets`` (runs, n) holds the true targets of each run's n sources. Run r is
+    scrambler r of one flow and its sources are sources r·n … r·n + n − 1: the source step
+    (:func:`~dpcomm.protocol.roles.source_messages`), the coordinator's batches
+    (:func:`~dpcomm.protocol.roles.assign_batches`: n consecutive sources each) and the
+    scrambler step (``dummy_step``, :func:`~dpcomm.protocol.roles.scrambler_dummies` unless a
+    fault replaces it) over all of them at once, each node drawing from its own streams of
+    ``randomness``. A run's outcome does not depend on the runs simulated with it.
+    """
+    truth = np.asarray(true_targets, dtype=np.int64)
+    if truth.ndim != 2 or truth.shape[1] != countermeasure.batch_size:
+        raise InvalidParameterError(
+            "true_targets", f"a (runs, {countermeasure.batch_size}) array", truth.shape
+        )
+    runs, batch = truth.shape
+    first = check_int("first_run", first_run, minimum=0)
+    sources = np.arange(first * batch, (first + runs) * batch, dtype=np.int64)
+    messages = roles.source_messages(
+        truth.ravel(),
+        countermeasure=countermeasure,
+        num_targets=num_targets,
+        randomness=randomness,
+        flow=flow,
+        sources=sources,
+    )
+    # Batches of exactly n consecutive sources: the chunk's batch k is scrambler first + k.
+    assignment = roles.assign_batches(sources.shape[0], batch_size=batch)
+    scramblers = first + np.arange(assignment.num_scramblers, dtype=np.int64)
+    keys = assignment.scrambler_of_source * num_targets + messages.sent
+    received = np.bincount(keys, minlength=runs * num_targets).reshape(runs, num_targets)
+    dummies = dummy_step(
+        received,
+        assignment.batch_sizes,
+        countermeasure=countermeasure,
+        randomness=randomness,
+        flow=flow,
+        scramblers=scramblers,
+    )
+    return ScramblerRuns(
+        messages=messages, received=received, dummies=dummies, scramblers=scramblers
     )
 
 
-def _multinomial(
-    trials: IntArray, weights: tuple[float, ...], rng: np.random.Generator
-) -> IntArray:
-    """Multinomial counts, one row per entry of ``trials``, by conditional binomials."""
-    probabilities = np.asarray(weights, dtype=float)
-    probabilities = probabilities / probabilities.sum()
-    size = probabilities.shape[0]
-    remaining = np.asarray(trials, dtype=np.int64).copy()
-    counts = np.zeros((remaining.shape[0], size), dtype=np.int64)
-    tail = np.concatenate([np.cumsum(probabilities[::-1])[::-1], [0.0]])
-    for index in range(size - 1):
-        share = probabilities[index] / tail[index] if tail[index] > 0 else 0.0
-        drawn = rng.binomial(remaining, min(1.0, share))
-        counts[:, index] = drawn
-        remaining -= drawn
-    counts[:, size - 1] = remaining
-    return counts
-
-
-def _capped_dummies(
-    received: IntArray, cap: int, dummies: int, rng: np.random.Generator
-) -> IntArray:
-    """S̄_d: each dummy uniform among the targets holding fewer than n messages.
-
-    Drawn in rounds by rejection: the pending dummies are drawn uniformly over all T targets;
-    a draw onto a full target is rejected and redrawn in the next round. Given the counts u of
-    a round, exactly min(u_x, n − current_x) of its draws onto x are accepted whatever their
-    order, so each round is one multinomial; uniform-with-rejection is uniform among the open
-    targets, as in Algorithm 1 with B = True.
-    """
-    current = received.copy()
-    size = received.shape[1]
-    pending = np.full(received.shape[0], dummies, dtype=np.int64)
-    uniform = tuple([1.0] * size)
-    while True:
-        active = np.flatnonzero(pending > 0)
-        if active.size == 0:
-            break
-        drawn = _multinomial(pending[active], uniform, rng)
-        room = np.maximum(cap - current[active], 0)
-        accepted = np.minimum(drawn, room)
-        current[active] += accepted
-        pending[active] -= accepted.sum(axis=1)
-    added: IntArray = current - received
-    return added
-
-
 def _weighted_distinct(
-    first: IntArray, weights: tuple[float, ...], dummies: int, rng: np.random.Generator
+    first: IntArray, weights: tuple[float, ...], dummies: int, uniforms: FloatArray
 ) -> IntArray:
-    """Pick d distinct targets other than ``first``, without replacement, by weight (a fault)."""
+    """The d distinct targets other than ``first``, by weight (a broken flooding step).
+
+    ``uniforms`` (S, T − 1) are the flooding stream's draws, one per target other than the
+    first (in target order); each becomes an exponential key scaled by its target's weight and
+    the d smallest keys are drawn (weighted sampling without replacement).
+    """
     runs = first.shape[0]
-    scale = np.asarray(weights, dtype=float)
-    with np.errstate(divide="ignore"):
-        keys = rng.exponential(size=(runs, scale.shape[0])) / scale
-    keys[np.arange(runs), first] = np.inf
+    size = len(weights)
     if dummies == 0:
         return np.zeros((runs, 0), dtype=np.int64)
+    positions = np.arange(size - 1, dtype=np.int64)[None, :]
+    others = positions + (positions >= first[:, None])
+    scale = np.asarray(weights, dtype=float)[others]
+    with np.errstate(divide="ignore"):
+        keys = -np.log1p(-uniforms) / scale
     chosen = np.argpartition(keys, dummies - 1, axis=1)[:, :dummies]
-    return chosen.astype(np.int64)
+    return np.take_along_axis(others, chosen, axis=1).astype(np.int64)
 
 
 def seeded_fault(declared: Declared, kind: str) -> AuditedMechanism:
@@ -442,7 +545,6 @@ class AuditReport:
         best_event: the event that gave the lower bound, or None if none beat 0.
         events: every estimated event.
         appendix_d: the Appendix D view.
-        engine: how scrambler runs were simulated ("fast" or "protocol").
         seconds: wall-clock time of the simulation and statistics.
     """
 
@@ -458,7 +560,6 @@ class AuditReport:
     best_event: EventEstimate | None
     events: tuple[EventEstimate, ...]
     appendix_d: AppendixDView
-    engine: str
     seconds: float = field(compare=False)
 
     @property
@@ -589,7 +690,6 @@ def audit(
     runs: int = 1_000_000,
     confidence: float = 0.95,
     delta: float | None = None,
-    engine: Engine = "fast",
     rng: np.random.Generator | int | None = None,
     progress: bool = False,
 ) -> AuditReport:
@@ -601,11 +701,9 @@ def audit(
         runs: runs per neighbouring input (>= 100); half select events, half estimate them.
         confidence: probability that the reported lower bound is below the true ε, in (0, 1).
         delta: δ of the comparison; default 1e-4 for a scrambler, 0 (pure ε) for R_σ^d.
-        engine: scrambler runs are simulated by ``"fast"`` (sufficient statistics: the number
-            of other sources that redraw, then conditional binomials; same distribution) or by
-            ``"protocol"`` (the protocol layer's ``randomize_targets`` and ``scramble`` on one
-            scrambler per run; about 20× slower at n = 100). R_σ^d always uses the protocol.
-        rng: a numpy Generator, a seed, or None.
+        rng: a numpy Generator, a seed, or None: the seed of the runs' randomness streams
+            (:class:`~dpcomm.protocol.randomness.Randomness`, one round per input) and of the
+            output hash.
         progress: show a progress bar over the chunks of runs.
     """
     audited = (
@@ -617,13 +715,14 @@ def audit(
     level = check_probability("confidence", confidence)
     if not 0.0 < level < 1.0:
         raise InvalidParameterError("confidence", "a number in (0, 1)", confidence)
-    if engine not in ("fast", "protocol"):
-        raise InvalidParameterError("engine", "'fast' or 'protocol'", engine)
     declared = audited.declared
     if delta is None:
         delta = 0.0 if isinstance(declared, LocalRandomizer) else 1e-4
     target_delta = check_delta("delta", delta)
     generator = make_rng(rng)
+    seed = int(generator.integers(0, 1 << 62))
+    # The two inputs' runs draw from two rounds of one seed: independent runs.
+    streams = (Randomness(seed, round=0), Randomness(seed, round=1))
     start = time.perf_counter()
     report = account(declared, delta=target_delta, monte_carlo_samples=0)
     inputs = neighbouring_inputs(declared.num_targets)
@@ -635,10 +734,13 @@ def audit(
     ).astype(np.uint64) | np.uint64(1)
     codes: list[list[IntArray]] = [[], []]
     hashes: list[list[npt.NDArray[np.uint64]]] = [[], []]
-    chunks = [(s, min(count, s + CHUNK_RUNS)) for s in range(0, count, CHUNK_RUNS)]
+    step = audited.runs_per_chunk()
+    chunks = [(s, min(count, s + step)) for s in range(0, count, step)]
     for low, high in with_progress(chunks, enabled=progress, description="audit", unit="chunk"):
         for side, target in enumerate((inputs.target, inputs.alternative)):
-            seen = audited.sample(target, inputs.others, high - low, rng=generator, engine=engine)
+            seen = audited.sample(
+                target, inputs.others, high - low, randomness=streams[side], first_run=low
+            )
             code, categories = _categories(seen, inputs, clip=clip)
             codes[side].append(code)
             hashes[side].append(_hash_outputs(seen, coefficients))
@@ -688,6 +790,5 @@ def audit(
         best_event=best if best is not None and best.epsilon > 0 else None,
         events=tuple(events),
         appendix_d=view,
-        engine=engine if isinstance(declared, ScramblerMechanism) else "protocol",
         seconds=time.perf_counter() - start,
     )

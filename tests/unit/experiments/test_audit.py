@@ -1,4 +1,4 @@
-"""The audit (issue #6): PASS on the correct mechanisms, FAIL on every seeded fault.
+"""The audit: PASS on the correct mechanisms, FAIL on every seeded fault; its runs are the roles'.
 
 Settings (stated in docs/audit.md):
 
@@ -18,12 +18,15 @@ import pytest
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.audit import (
+    AUDIT_FLOW,
     FAULT_KINDS,
     AuditedMechanism,
     audit,
     neighbouring_inputs,
     seeded_fault,
 )
+from dpcomm.protocol import roles
+from dpcomm.protocol.randomness import Randomness
 
 PAPER_SCRAMBLER = ScramblerMechanism(
     num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50
@@ -84,26 +87,110 @@ def test_some_scrambler_faults_fail_even_at_the_paper_settings(kind):
     assert not report.passed
 
 
+def scrambler_runs_node_by_node(mechanism, target, other, runs, randomness, first_run):
+    """The runs as the networked runtime makes them: each source and scrambler on its own."""
+    countermeasure = mechanism.countermeasure
+    size, batch = mechanism.declared.num_targets, mechanism.declared.batch_size
+    # The coordinator's assignment of every source up to the last run's.
+    assignment = roles.assign_batches((first_run + runs) * batch, batch_size=batch)
+    counts, heads = [], []
+    for run in range(first_run, first_run + runs):
+        sent = []
+        for position in range(batch):
+            source = run * batch + position
+            assert assignment.scrambler_of_source[source] == run
+            messages = roles.source_messages(
+                [target if position == 0 else other],
+                countermeasure=countermeasure,
+                num_targets=size,
+                randomness=randomness,
+                flow=AUDIT_FLOW,
+                sources=[source],
+            )
+            sent.append(int(messages.sent[0]))
+        received = np.bincount(sent, minlength=size)[None, :]
+        dummies = roles.scrambler_dummies(
+            received,
+            [batch],
+            countermeasure=countermeasure,
+            randomness=randomness,
+            flow=AUDIT_FLOW,
+            scramblers=[run],
+        )[0]
+        forwarded = sent + np.repeat(np.arange(size), dummies).tolist()
+        order = roles.scrambler_shuffle(
+            len(forwarded),
+            largest_batch=batch,
+            countermeasure=countermeasure,
+            randomness=randomness,
+            flow=AUDIT_FLOW,
+            scrambler=run,
+        )
+        counts.append(received[0] + dummies)
+        heads.append(forwarded[order[0]])
+    return np.array(counts), np.array(heads)
+
+
 @pytest.mark.parametrize("capped", [False, True])
-def test_fast_engine_matches_the_protocol_layer(capped):
+def test_scrambler_runs_are_the_role_steps_node_by_node(capped):
     mechanism = AuditedMechanism(
         declared=ScramblerMechanism(
-            num_targets=4, sampling_rate=0.3, batch_size=5, num_dummies=6, capped=capped
+            num_targets=4, sampling_rate=0.5, batch_size=5, num_dummies=6, capped=capped
         )
     )
-    runs = 40_000
-    fast = mechanism.sample(0, 1, runs, rng=np.random.default_rng(1), engine="fast")
-    slow = mechanism.sample(0, 1, runs, rng=np.random.default_rng(2), engine="protocol")
-    assert np.all(fast.counts.sum(axis=1) == 11)
-    assert np.all(slow.counts.sum(axis=1) == 11)
-    if capped:
-        assert fast.counts.max() <= 5
-    np.testing.assert_allclose(fast.counts.mean(axis=0), slow.counts.mean(axis=0), atol=0.04)
-    for target in range(4):
-        a = np.bincount(fast.counts[:, target], minlength=12) / runs
-        b = np.bincount(slow.counts[:, target], minlength=12) / runs
-        assert 0.5 * np.abs(a - b).sum() < 0.02
-    assert abs(np.mean(fast.head == 1) - np.mean(slow.head == 1)) < 0.02
+    randomness = Randomness(11, round=1)
+    seen = mechanism.sample(0, 1, 12, randomness=randomness, first_run=30)
+    counts, heads = scrambler_runs_node_by_node(mechanism, 0, 1, 12, randomness, 30)
+    np.testing.assert_array_equal(seen.counts, counts)
+    np.testing.assert_array_equal(seen.head, heads)
+    # A run does not depend on the runs simulated with it.
+    alone = mechanism.sample(0, 1, 1, randomness=randomness, first_run=35)
+    np.testing.assert_array_equal(alone.counts[0], counts[5])
+
+
+def test_local_runs_are_the_role_steps_node_by_node():
+    mechanism = AuditedMechanism(declared=PAPER_LOCAL)
+    randomness = Randomness(5)
+    seen = mechanism.sample(3, 1, 20, randomness=randomness, first_run=100)
+    for row, source in enumerate(range(100, 120)):
+        messages = roles.source_messages(
+            [3],
+            countermeasure=mechanism.countermeasure,
+            num_targets=20,
+            randomness=randomness,
+            flow=AUDIT_FLOW,
+            sources=[source],
+        )
+        emitted = [int(messages.sent[0]), *messages.flooding[0].tolist()]
+        order = roles.source_send_order(
+            len(emitted), randomness=randomness, flow=AUDIT_FLOW, source=source
+        )
+        np.testing.assert_array_equal(seen.counts[row], np.bincount(emitted, minlength=20))
+        assert seen.head[row] == emitted[order[0]]
+
+
+def test_faults_change_only_their_step():
+    declared = FAULT_SCRAMBLER
+    randomness = Randomness(2)
+    correct = AuditedMechanism(declared=declared).sample(0, 1, 2000, randomness=randomness)
+    for kind in FAULT_KINDS:
+        faulty = seeded_fault(declared, kind)
+        seen = faulty.sample(0, 1, 2000, randomness=randomness)
+        same_counts = np.array_equal(seen.counts, correct.counts)
+        assert same_counts == (kind == "no-shuffle"), kind
+        if kind == "lower-sampling":
+            assert faulty.countermeasure.sampling_rate == declared.sampling_rate / 4
+        if kind == "fewer-dummies":
+            assert faulty.countermeasure.num_dummies == declared.num_dummies // 5
+        if kind == "nonuniform-dummies":
+            # The broken dummy step never draws the last target: only the sources' messages
+            # reach it.
+            assert faulty.countermeasure == AuditedMechanism(declared=declared).countermeasure
+            assert seen.counts[:, -1].sum() < correct.counts[:, -1].sum()
+    # Without the shuffle the audited source's message (on target 0 with probability
+    # 1 − σ + σ/T = 0.85) leaves first; with it the first message is a uniform pick (≈ 0.21).
+    no_shuffle = seeded_fault(declared, "no-shuffle").sample(0, 1, 2000, randomness=randomness)
+    assert np.mean(no_shuffle.head == 0) > 0.8 > 0.3 > np.mean(correct.head == 0)
 
 
 def test_neighbouring_inputs_use_the_boundary_targets():

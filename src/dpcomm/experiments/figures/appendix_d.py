@@ -1,9 +1,12 @@
 """Figure 5 and Appendix D ("Details of Numerical Simulation"): outputs of A_σ^{n,d} by simulation.
 
 The uncapped scrambler (T = 4, σ = 0.2, d = 20, n = 20) is run many times on two neighbouring
-inputs through the protocol layer (:func:`dpcomm.protocol.randomize_targets` then
-:func:`dpcomm.protocol.scramble`, one scrambler per run). The observer sees the count vector of
-the n + d messages over the T targets (the scrambler shuffles), encoded as one integer. For
+inputs through the role steps every engine runs (:func:`dpcomm.protocol.roles.source_messages`,
+the coordinator's :func:`~dpcomm.protocol.roles.assign_batches` and
+:func:`~dpcomm.protocol.roles.scrambler_dummies`, one scrambler per run, with the engines'
+randomness streams: :func:`dpcomm.experiments.audit.scrambler_runs`). The observer sees the
+count vector of the n + d messages over the T targets (the scrambler shuffles), encoded as one
+integer. For
 each output O, c1(O) and c2(O) count its occurrences under each input and
 r(O) = |ln(c1(O)/c2(O))| estimates its log-ratio of probabilities.
 
@@ -31,7 +34,7 @@ import numpy.typing as npt
 
 from dpcomm.accounting import LocalRandomizer
 from dpcomm.experiments._common import FloatArray, IntArray
-from dpcomm.experiments.audit import one_scrambler_per_run
+from dpcomm.experiments.audit import scrambler_runs
 from dpcomm.experiments.figures.base import (
     FigureOutput,
     FigureSettings,
@@ -40,7 +43,8 @@ from dpcomm.experiments.figures.base import (
     register,
     save_figure,
 )
-from dpcomm.protocol import randomize_targets, scramble
+from dpcomm.plan.countermeasures import Scramblers
+from dpcomm.protocol.randomness import Randomness
 
 #: T, σ, d and n of the paper's Figure 5.
 NUM_TARGETS = 4
@@ -55,7 +59,9 @@ MOVED_FROM, MOVED_TO = 0, 3
 QUICK_RUNS = 2_000_000
 FULL_RUNS = 20_000_000
 #: Runs simulated at once (memory stays under ~200 MB).
-CHUNK_RUNS = 200_000
+CHUNK_RUNS = 50_000
+#: The flow name of the runs (part of every stream's key).
+FLOW = "figure 5"
 #: Log-ratio above which an output counts as "large" in the notes.
 LARGE_RATIO = 2.0
 
@@ -93,25 +99,30 @@ def decode(codes: IntArray) -> IntArray:
 
 
 def simulate_outputs(
-    inputs: IntArray, runs: int, rng: np.random.Generator, settings: FigureSettings, label: str
+    inputs: IntArray, runs: int, randomness: Randomness, settings: FigureSettings, label: str
 ) -> tuple[IntArray, IntArray]:
-    """Occurrences of each output code in the first and the second half of ``runs`` runs."""
+    """Occurrences of each output code in the first and the second half of ``runs`` runs.
+
+    Run r is scrambler r of one flow, its n sources holding ``inputs``, drawing from the
+    streams of ``randomness`` (:func:`dpcomm.experiments.audit.scrambler_runs`).
+    """
+    countermeasure = Scramblers(
+        sampling_rate=SAMPLING_RATE, batch_size=BATCH_SIZE, num_dummies=NUM_DUMMIES
+    )
     size = int(np.prod(_encoding_dims()))
     halves = (np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64))
     starts = range(0, runs, CHUNK_RUNS)
     for start in settings.steps(starts, f"figure 5, {label}", total=len(starts)):
         chunk = min(CHUNK_RUNS, runs - start)
-        sent = randomize_targets(
-            np.tile(inputs, chunk),
+        steps = scrambler_runs(
+            np.tile(inputs, (chunk, 1)),
+            countermeasure,
             num_targets=NUM_TARGETS,
-            sampling_rate=SAMPLING_RATE,
-            rng=rng,
-        ).sent
-        assignment = one_scrambler_per_run(chunk, BATCH_SIZE)
-        result = scramble(
-            sent, assignment, num_targets=NUM_TARGETS, num_dummies=NUM_DUMMIES, rng=rng
+            randomness=randomness,
+            first_run=start,
+            flow=FLOW,
         )
-        codes = encode(result.counts)
+        codes = encode(steps.counts)
         # Runs before runs // 2 form the first capture-recapture batch, the rest the second.
         split = int(np.clip(runs // 2 - start, 0, chunk))
         halves[0][:] += np.bincount(codes[:split], minlength=size)
@@ -318,10 +329,11 @@ def _plot_loss_histogram(axes: Any, rows: list[Row], pair_epsilon: float) -> Non
 def figure_5(settings: FigureSettings) -> FigureOutput:
     """Figure 5: occurrences and log-ratios of the outputs of A_σ^{n,d} on neighbouring inputs."""
     runs = QUICK_RUNS if settings.quick else FULL_RUNS
-    rng = np.random.default_rng(settings.seed)
     inputs = neighbouring_inputs()
+    # The two inputs' runs draw from two rounds of the figure's seed: independent runs.
     batches = [
-        simulate_outputs(x, runs, rng, settings, f"input {i + 1}") for i, x in enumerate(inputs)
+        simulate_outputs(x, runs, Randomness(settings.seed, round=i), settings, f"input {i + 1}")
+        for i, x in enumerate(inputs)
     ]
     counts = [first + second for first, second in batches]
     exact = [exact_probabilities(x) for x in inputs]
@@ -402,11 +414,12 @@ def figure_5(settings: FigureSettings) -> FigureOutput:
         name="5",
         title=FIGURE5_TITLE,
         caption=(
-            f"{PAPER_CAPTION} Ours: {runs:,} runs per input (not 7×10^8), through dpcomm's "
-            f"protocol layer; inputs {FIRST_INPUT_COUNTS} messages per target and the same with "
-            f"one message moved from target {MOVED_FROM} to {MOVED_TO}. Left, the paper's view "
-            f"aggregated: the {observed.shape[0]:,} observed outputs by decreasing observed "
-            f"r(O) (undefined where one count is 0: {int((~finite).sum())} outputs, first) in "
+            f"{PAPER_CAPTION} Ours: {runs:,} runs per input (not 7×10^8), through the role "
+            f"steps dpcomm's engines run; inputs {FIRST_INPUT_COUNTS} messages per target and "
+            f"the same with one message moved from target {MOVED_FROM} to {MOVED_TO}. Left, "
+            f"the paper's view aggregated: the {observed.shape[0]:,} observed outputs by "
+            f"decreasing observed r(O) (undefined where one count is 0: "
+            f"{int((~finite).sum())} outputs, first) in "
             f"{RANK_BINS} groups of consecutive ranks; bars = mean occurrences per output of "
             "the group under each input (log scale), line and band = median and range of r(O) "
             "in the group, dashed = the exact largest log-ratio over all outputs. Right, beyond "
