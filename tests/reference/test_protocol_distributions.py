@@ -1,11 +1,13 @@
-"""The simulated protocol has exactly the output distribution the accountant analyses.
+"""The role steps the engines run have exactly the output distribution the accountant analyses.
 
 Reference distributions come from :func:`dpcomm.accounting.brute_force.output_distribution`,
 which enumerates every output of the mechanism described in :mod:`dpcomm.accounting.mechanisms`
-(the count vector of a scrambler, the set of targets of R_σ^d). The protocol layer is run
-RUNS times, vectorized (RUNS scramblers or RUNS sources at once), and compared with Pearson's
-chi-square goodness-of-fit test at level ALPHA with a fixed seed. Each test is paired with a
-deliberately wrong variant that the same check must reject, which shows that the check has power.
+(the count vector of a scrambler, the set of targets of R_σ^d). The role steps
+(:mod:`dpcomm.protocol.roles`) are run RUNS times, vectorized (RUNS scramblers or RUNS sources
+of one flow at once, each drawing from its own streams of a seeded
+:class:`~dpcomm.protocol.randomness.Randomness`), and compared with Pearson's chi-square
+goodness-of-fit test at level ALPHA. Each test is paired with a deliberately wrong variant that
+the same check must reject, which shows that the check has power.
 """
 
 import numpy as np
@@ -14,13 +16,10 @@ from scipy.stats import chisquare
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
 from dpcomm.accounting.brute_force import output_distribution
-from dpcomm.protocol import (
-    apply_local_randomizer,
-    assign_scramblers,
-    flood_targets,
-    randomize_targets,
-    scramble,
-)
+from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
+from dpcomm.protocol import roles
+from dpcomm.protocol.randomness import Randomness
+from dpcomm.protocol.source import flood_in_chunks
 
 RUNS = 200_000
 ALPHA = 1e-4
@@ -78,23 +77,40 @@ SIZE, BATCH, DUMMIES, SIGMA = 3, 3, 2, 0.3
 INPUTS = [(0, 0, 0), (0, 1, 2), (0, 0, 1)]
 
 
-def _simulate_scramblers(inputs, *, sampling_rate, capped, seed, cap_dummies=None):
-    """RUNS scramblers of n = len(inputs) sources each, through the protocol layer."""
-    generator = np.random.default_rng(seed)
+def _run_scramblers(inputs, *, sampling_rate, num_dummies, capped, seed):
+    """RUNS scramblers of n = len(inputs) sources each: their count vectors (RUNS, T)."""
     n = len(inputs)
-    assignment = assign_scramblers(RUNS * n, batch_size=n, rng=generator)
-    truth = np.empty(RUNS * n, dtype=np.int64)
-    truth[assignment.source_order] = np.tile(np.array(inputs, dtype=np.int64), RUNS)
-    sent = randomize_targets(truth, num_targets=SIZE, sampling_rate=sampling_rate, rng=generator)
-    result = scramble(
-        sent.sent,
-        assignment,
-        num_targets=SIZE,
-        num_dummies=DUMMIES,
-        capped=capped if cap_dummies is None else cap_dummies,
-        rng=generator,
+    randomness = Randomness(seed)
+    chosen = Scramblers(
+        sampling_rate=sampling_rate, batch_size=n, num_dummies=num_dummies, capped=capped
     )
-    return _count_key(result.counts, n + DUMMIES)
+    messages = roles.source_messages(
+        np.tile(np.array(inputs, dtype=np.int64), RUNS),
+        countermeasure=chosen,
+        num_targets=SIZE,
+        randomness=randomness,
+        flow="f",
+        sources=np.arange(RUNS * n),
+    )
+    assignment = roles.assign_batches(RUNS * n, batch_size=n)
+    keys = assignment.scrambler_of_source * SIZE + messages.sent
+    received = np.bincount(keys, minlength=RUNS * SIZE).reshape(RUNS, SIZE)
+    dummies = roles.scrambler_dummies(
+        received,
+        assignment.batch_sizes,
+        countermeasure=chosen,
+        randomness=randomness,
+        flow="f",
+        scramblers=np.arange(RUNS),
+    )
+    return received + dummies
+
+
+def _simulate_scramblers(inputs, *, sampling_rate, capped, seed):
+    counts = _run_scramblers(
+        inputs, sampling_rate=sampling_rate, num_dummies=DUMMIES, capped=capped, seed=seed
+    )
+    return _count_key(counts, len(inputs) + DUMMIES)
 
 
 @pytest.mark.parametrize("capped", [False, True])
@@ -137,9 +153,7 @@ def test_capped_check_rejects_dummies_drawn_without_the_cap(inputs):
         capped=True,
     )
     exact = _exact_count_keys(mechanism, inputs)
-    observed = _simulate_scramblers(
-        inputs, sampling_rate=SIGMA, capped=True, seed=2024, cap_dummies=False
-    )
+    observed = _simulate_scramblers(inputs, sampling_rate=SIGMA, capped=False, seed=2024)
     assert _p_value(observed, exact) < ALPHA
 
 
@@ -149,25 +163,16 @@ def test_one_source_capped_scramblers_match_exact_distribution():
         num_targets=SIZE, sampling_rate=SIGMA, batch_size=1, num_dummies=1, capped=True
     )
     exact = _exact_count_keys(mechanism, (1,))
-    generator = np.random.default_rng(7)
-    assignment = assign_scramblers(RUNS, batch_size=1, rng=generator)
-    sent = randomize_targets(
-        np.ones(RUNS, dtype=np.int64), num_targets=SIZE, sampling_rate=SIGMA, rng=generator
-    )
-    result = scramble(
-        sent.sent, assignment, num_targets=SIZE, num_dummies=1, capped=True, rng=generator
-    )
-    assert result.counts.max() == 1
-    assert _p_value(_count_key(result.counts, 2), exact) > ALPHA
+    counts = _run_scramblers((1,), sampling_rate=SIGMA, num_dummies=1, capped=True, seed=7)
+    assert counts.max() == 1
+    assert _p_value(_count_key(counts, 2), exact) > ALPHA
     # d = (T − 1)·n is a broadcast, as the exact distribution says.
     broadcast = ScramblerMechanism(
         num_targets=SIZE, sampling_rate=SIGMA, batch_size=1, num_dummies=2, capped=True
     )
     assert output_distribution(broadcast, (1,)) == pytest.approx({(1, 1, 1): 1.0})
-    full = scramble(
-        sent.sent, assignment, num_targets=SIZE, num_dummies=2, capped=True, rng=generator
-    )
-    np.testing.assert_array_equal(full.counts, 1)
+    full = _run_scramblers((1,), sampling_rate=SIGMA, num_dummies=2, capped=True, seed=7)
+    np.testing.assert_array_equal(full, 1)
 
 
 # --- the local randomizer R_σ^d: the observer sees the SET of targets (Section 3.1) --------
@@ -176,15 +181,15 @@ LOCAL_SIZE = 4
 
 
 def _simulate_local(target, *, sampling_rate, num_dummies, seed):
-    truth = np.full(RUNS, target, dtype=np.int64)
-    output = apply_local_randomizer(
-        truth,
+    messages = roles.source_messages(
+        np.full(RUNS, target, dtype=np.int64),
+        countermeasure=LocalFlooding(sampling_rate=sampling_rate, num_dummies=num_dummies),
         num_targets=LOCAL_SIZE,
-        sampling_rate=sampling_rate,
-        num_dummies=num_dummies,
-        rng=seed,
+        randomness=Randomness(seed),
+        flow="f",
+        sources=np.arange(RUNS),
     )
-    return _set_key(output.targets)
+    return _set_key(np.concatenate([messages.sent[:, None], messages.flooding], axis=1))
 
 
 @pytest.mark.parametrize("num_dummies", [0, 1, 2])
@@ -212,9 +217,25 @@ def test_local_check_rejects_flooding_that_avoids_the_true_target():
     # A plausible bug: dummies avoid the TRUE target instead of the first message's target.
     randomizer = LocalRandomizer(num_targets=LOCAL_SIZE, sampling_rate=SIGMA, num_dummies=1)
     exact = _exact_set_keys(randomizer, 0)
-    generator = np.random.default_rng(99)
+    randomness = Randomness(99)
     truth = np.zeros(RUNS, dtype=np.int64)
-    first = randomize_targets(truth, num_targets=LOCAL_SIZE, sampling_rate=SIGMA, rng=generator)
-    dummies = flood_targets(truth, num_targets=LOCAL_SIZE, num_dummies=1, rng=generator)
-    targets = np.concatenate([first.sent[:, None], dummies], axis=1)
+    sources = np.arange(RUNS)
+    sampled = roles.source_messages(
+        truth,
+        countermeasure=LocalFlooding(sampling_rate=SIGMA),
+        num_targets=LOCAL_SIZE,
+        randomness=randomness,
+        flow="f",
+        sources=sources,
+    )
+    # The flooding step given the true targets where the role gives the sent ones.
+    dummies = np.empty((RUNS, 1), dtype=np.int64)
+    stream = roles.flood_stream("f", LOCAL_SIZE)
+    flood_in_chunks(
+        truth,
+        dummies,
+        num_targets=LOCAL_SIZE,
+        uniforms=lambda start, stop: randomness.uniforms(stream, sources[start:stop]),
+    )
+    targets = np.concatenate([sampled.sent[:, None], dummies], axis=1)
     assert _p_value(_set_key(targets), exact) < ALPHA

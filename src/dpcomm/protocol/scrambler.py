@@ -348,6 +348,10 @@ def scrambler_dummy_counts(
     current = np.asarray(received, dtype=np.int64)
     scramblers, size = current.shape
     draws = np.asarray(uniforms, dtype=np.float64)
+    if draws.shape != (scramblers, num_dummies):
+        raise InvalidParameterError(
+            "uniforms", f"an array of shape ({scramblers}, {num_dummies})", draws.shape
+        )
     dummy_counts = np.zeros((scramblers, size), dtype=np.int64)
     if num_dummies == 0 or scramblers == 0:
         return dummy_counts
