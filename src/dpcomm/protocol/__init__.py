@@ -1,40 +1,54 @@
-"""Layer 4: what each node does, as vectorized functions over arrays (Sections 3 and 4).
+"""Layer 4: what each node does, as vectorized functions over arrays (Sections 2 to 5).
 
-Sources apply the local randomizer R_σ^d (:mod:`.source`), scramblers run Algorithm 1
-(:mod:`.scrambler`), targets discard dummies (:func:`delivered_real`), and the observer sees
-per-edge message counts (:mod:`.observation`). Every engine (simulator or networked runtime)
-calls these functions, so the accountant's numbers apply to whatever an engine runs.
+Every engine (the in-memory simulator, the Dask engine, the networked runtime) runs the role
+steps of :mod:`.roles`, with the draws of :class:`Randomness` (one AES-CTR stream per seed,
+round, role, flow and purpose, read at the node's index), so the accountant's numbers apply to
+whatever an engine runs, and the same seed gives the same run in every engine. The statistical
+audit and the figures run the same steps.
+
+* the coordinator assigns sources to scramblers independently of the data
+  (:func:`assign_batches`, a :class:`ScramblerAssignment`);
+* a source applies no countermeasure, R_σ or R_σ^d (:func:`source_messages`, giving
+  :class:`SourceMessages`) and sends its messages in a random order (:func:`source_send_order`);
+* a scrambler adds d dummies, capped or not (:func:`scrambler_dummies`), and forwards its batch
+  in a random order (:func:`scrambler_shuffle`);
+* a target counts a tuple iff its message is real and its batch committed (:func:`delivered`);
+* a query program supplies what the roles do not know (:class:`ProgramHooks`).
+
+:func:`source_first_sent` and :func:`scrambler_first_forwarded` give the first message of the
+orders of many nodes at once. The roles are built on array functions that take their uniforms
+as arguments (:mod:`.source`: ``sample_targets``, ``flood_in_chunks``; :mod:`.scrambler`:
+``contiguous_assignment``, ``scrambler_dummy_counts``; :mod:`.randomness`:
+``uniform_integers``, ``permutation_from``).
 """
 
-from dpcomm.protocol.observation import EdgeCounts, edge_counts
-from dpcomm.protocol.scrambler import (
-    ScramblerAssignment,
-    ScrambleResult,
-    assign_scramblers,
-    contiguous_assignment,
-    scramble,
+from dpcomm.protocol.randomness import Randomness, Stream
+from dpcomm.protocol.roles import (
+    ProgramHooks,
+    SourceMessages,
+    assign_batches,
+    delivered,
+    scrambler_dummies,
+    scrambler_first_forwarded,
+    scrambler_shuffle,
+    source_first_sent,
+    source_messages,
+    source_send_order,
 )
-from dpcomm.protocol.source import (
-    LocalOutput,
-    RandomizedTargets,
-    apply_local_randomizer,
-    delivered_real,
-    flood_targets,
-    randomize_targets,
-)
+from dpcomm.protocol.scrambler import ScramblerAssignment
 
 __all__ = [
-    "EdgeCounts",
-    "LocalOutput",
-    "RandomizedTargets",
-    "ScrambleResult",
+    "ProgramHooks",
+    "Randomness",
     "ScramblerAssignment",
-    "apply_local_randomizer",
-    "assign_scramblers",
-    "contiguous_assignment",
-    "delivered_real",
-    "edge_counts",
-    "flood_targets",
-    "randomize_targets",
-    "scramble",
+    "SourceMessages",
+    "Stream",
+    "assign_batches",
+    "delivered",
+    "scrambler_dummies",
+    "scrambler_first_forwarded",
+    "scrambler_shuffle",
+    "source_first_sent",
+    "source_messages",
+    "source_send_order",
 ]

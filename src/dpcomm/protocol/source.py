@@ -1,8 +1,10 @@
-"""What a source node does: the local randomizer R_σ^d of Section 3 (sampling, then flooding).
+"""The array functions of the source step: the local randomizer R_σ^d of Section 3.
 
-Every function works on all sources at once (one entry per source) and never loops per source.
-The conventions are those of :mod:`dpcomm.accounting.mechanisms`, whose privacy numbers are
-only valid for exactly this mechanism:
+:func:`dpcomm.protocol.roles.source_messages` is built on them: each works on all sources at
+once (one entry per source), from uniforms the caller draws (the sources' streams of
+:class:`~dpcomm.protocol.randomness.Randomness`), and never loops per source. The conventions
+are those of :mod:`dpcomm.accounting.mechanisms`, whose privacy numbers are only valid for
+exactly this mechanism:
 
 * sampling (R_σ): with probability σ the source redraws its target uniformly from *all* T
   targets, so the true target keeps probability 1 − σ + σ/T. The message is real iff the
@@ -22,11 +24,10 @@ import numpy.typing as npt
 
 from dpcomm.errors import InvalidParameterError
 from dpcomm.protocol._arrays import BoolArray, IntArray, as_index_array, read_only
-from dpcomm.protocol.observation import EdgeCounts, edge_counts
 from dpcomm.protocol.randomness import uniform_integers
-from dpcomm.validation import check_int, check_probability, make_rng
+from dpcomm.validation import check_int, check_probability
 
-#: Number of uniforms drawn at once by :func:`flood_targets` (8 bytes each, so about 8 MB
+#: Number of uniforms used at once by :func:`flood_in_chunks` (8 bytes each, so about 8 MB
 #: of keys plus a few such temporaries): memory stays O(chunk + S·d), not O(S·T).
 FLOOD_CHUNK_ELEMENTS = 1 << 20
 
@@ -42,9 +43,6 @@ class RandomizedTargets:
 
     sent: IntArray
     is_real: BoolArray
-
-    def __len__(self) -> int:
-        return int(self.sent.shape[0])
 
 
 def sample_targets(
@@ -83,31 +81,6 @@ def sample_targets(
     read_only(sent)
     read_only(is_real)
     return RandomizedTargets(sent=sent, is_real=is_real)
-
-
-def randomize_targets(
-    true_targets: npt.ArrayLike,
-    *,
-    num_targets: int,
-    sampling_rate: float,
-    rng: np.random.Generator | int | None = None,
-) -> RandomizedTargets:
-    """Apply the sampling step R_σ of Section 3.1 to every source at once.
-
-    :func:`sample_targets` with two uniforms per source drawn from ``rng``.
-
-    Args:
-        true_targets: the true target t in [0, T) of each source (1-D integers).
-        num_targets: T (>= 1; with T = 1 every message goes to target 0 and is real).
-        sampling_rate: σ in [0, 1], the probability of redrawing the target uniformly from all
-            T targets (the true one included).
-        rng: a numpy Generator, a seed, or None.
-    """
-    count = np.asarray(true_targets).reshape(-1).shape[0]
-    uniforms = make_rng(rng).random((count, 2))
-    return sample_targets(
-        true_targets, num_targets=num_targets, sampling_rate=sampling_rate, uniforms=uniforms
-    )
 
 
 def flood_from_uniforms(
@@ -157,44 +130,6 @@ def flood_from_uniforms(
     return result
 
 
-def flood_targets(
-    first_targets: npt.ArrayLike,
-    *,
-    num_targets: int,
-    num_dummies: int,
-    rng: np.random.Generator | int | None = None,
-) -> IntArray:
-    """Targets of the d flooding dummies of R_σ^d (Section 3.1), for every source at once.
-
-    :func:`flood_from_uniforms` with T − 1 uniforms per source drawn from ``rng``, in chunks
-    of :data:`FLOOD_CHUNK_ELEMENTS` uniforms so that memory stays O(chunk + S·d), not O(S·T).
-
-    Args:
-        first_targets: target t' of each source's first message (1-D integers in [0, T)).
-        num_targets: T (>= 1).
-        num_dummies: d in [0, T − 1]; d = T − 1 floods every other target (a broadcast).
-        rng: a numpy Generator, a seed, or None.
-
-    Returns:
-        An int64 array of shape (S, d).
-    """
-    size = check_int("num_targets", num_targets, minimum=1)
-    dummies = check_int("num_dummies", num_dummies, minimum=0, maximum=size - 1)
-    first = as_index_array("first_targets", first_targets, upper=size)
-    generator = make_rng(rng)
-    count = first.shape[0]
-    result = np.empty((count, dummies), dtype=np.int64)
-    if dummies == 0 or count == 0:
-        return result
-    flood_in_chunks(
-        first,
-        result,
-        num_targets=size,
-        uniforms=lambda start, stop: generator.random((stop - start, size - 1)),
-    )
-    return result
-
-
 def flood_in_chunks(
     first_targets: IntArray,
     out: IntArray,
@@ -219,96 +154,3 @@ def flood_in_chunks(
             num_dummies=dummies,
             uniforms=uniforms(start, stop),
         )
-
-
-@dataclass(frozen=True, eq=False)
-class LocalOutput:
-    """What every source sends under R_σ^d (Section 3.1): a first message and d dummies.
-
-    The observer sees the *set* of d + 1 targets of each source; a networked engine must send
-    the d + 1 messages in random order (or concurrently) so that the first is not singled out.
-
-    Attributes:
-        first: the first message of each source (after sampling R_σ).
-        dummies: int64 array (S, d) of the flooding dummies' targets.
-    """
-
-    first: RandomizedTargets
-    dummies: IntArray
-
-    @property
-    def num_dummies(self) -> int:
-        """d, the number of flooding dummies per source."""
-        return int(self.dummies.shape[1])
-
-    @property
-    def targets(self) -> IntArray:
-        """int64 array (S, d + 1): column 0 is the first message, then the dummies."""
-        return np.concatenate([self.first.sent[:, None], self.dummies], axis=1)
-
-    @property
-    def is_real(self) -> BoolArray:
-        """Boolean array (S, d + 1), True only for a first message that carries the real tuple."""
-        mask = np.zeros((self.dummies.shape[0], self.num_dummies + 1), dtype=bool)
-        mask[:, 0] = self.first.is_real
-        return mask
-
-    def edges(self, *, num_targets: int) -> EdgeCounts:
-        """The observed source → target traffic as (source, target, count) triples."""
-        targets = self.targets
-        senders = np.repeat(np.arange(targets.shape[0], dtype=np.int64), targets.shape[1])
-        return edge_counts(
-            senders,
-            targets.reshape(-1),
-            num_senders=targets.shape[0],
-            num_receivers=num_targets,
-        )
-
-
-def apply_local_randomizer(
-    true_targets: npt.ArrayLike,
-    *,
-    num_targets: int,
-    sampling_rate: float,
-    num_dummies: int,
-    rng: np.random.Generator | int | None = None,
-) -> LocalOutput:
-    """The full local randomizer R_σ^d of Section 3.1: sampling σ then flooding d.
-
-    Args:
-        true_targets: the true target t in [0, T) of each source.
-        num_targets: T (>= 1).
-        sampling_rate: σ in [0, 1].
-        num_dummies: d in [0, T − 1].
-        rng: a numpy Generator, a seed, or None.
-    """
-    generator = make_rng(rng)
-    size = check_int("num_targets", num_targets, minimum=1)
-    check_int("num_dummies", num_dummies, minimum=0, maximum=size - 1)
-    first = randomize_targets(
-        true_targets, num_targets=size, sampling_rate=sampling_rate, rng=generator
-    )
-    dummies = flood_targets(first.sent, num_targets=size, num_dummies=num_dummies, rng=generator)
-    read_only(dummies)
-    return LocalOutput(first=first, dummies=dummies)
-
-
-def delivered_real(true_targets: npt.ArrayLike, randomized: RandomizedTargets) -> BoolArray:
-    """Which tuples reach their true compute node as real messages (Section 3.1).
-
-    Targets decrypt every message and discard dummies, so a tuple counts in the result iff its
-    first message was kept real (t' = t). Flooding and scrambler dummies never carry a tuple.
-
-    Args:
-        true_targets: the true target t of each source (1-D integers >= 0).
-        randomized: the output of :func:`randomize_targets` for the same sources.
-    """
-    truth = np.asarray(true_targets)
-    if truth.ndim != 1 or truth.shape[0] != len(randomized):
-        raise InvalidParameterError(
-            "true_targets",
-            f"a 1-D array of length {len(randomized)} (one per randomized source)",
-            f"an array of shape {truth.shape}",
-        )
-    result: BoolArray = randomized.is_real & (randomized.sent == truth)
-    return result
