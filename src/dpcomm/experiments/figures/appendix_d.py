@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from dpcomm.accounting import LocalRandomizer
 from dpcomm.experiments._common import FloatArray, IntArray
-from dpcomm.experiments.audit import scrambler_runs
+from dpcomm.experiments.audit import CHUNK_SOURCES, scrambler_runs
 from dpcomm.experiments.figures.base import (
     FigureOutput,
     FigureSettings,
@@ -58,8 +58,8 @@ MOVED_FROM, MOVED_TO = 0, 3
 #: Runs per input (the paper used 7·10^8).
 QUICK_RUNS = 2_000_000
 FULL_RUNS = 20_000_000
-#: Runs simulated at once (memory stays under ~200 MB).
-CHUNK_RUNS = 50_000
+#: Runs simulated at once (as many sources as the audit's chunks, for the same reason).
+CHUNK_RUNS = CHUNK_SOURCES // BATCH_SIZE
 #: The flow name of the runs (part of every stream's key).
 FLOW = "figure 5"
 #: Log-ratio above which an output counts as "large" in the notes.
