@@ -19,36 +19,26 @@ audit and the figures run the same steps.
 orders of many nodes at once. The roles are built on array functions that take their uniforms
 as arguments (:mod:`.source`: ``sample_targets``, ``flood_in_chunks``; :mod:`.scrambler`:
 ``contiguous_assignment``, ``scrambler_dummy_counts``; :mod:`.randomness`:
-``uniform_integers``, ``permutation_from``).
+``uniform_integers``, ``permutation_from``). Names are imported on first use.
 """
 
-from dpcomm.protocol.randomness import Randomness, Stream
-from dpcomm.protocol.roles import (
-    ProgramHooks,
-    SourceMessages,
-    assign_batches,
-    delivered,
-    scrambler_dummies,
-    scrambler_first_forwarded,
-    scrambler_shuffle,
-    source_first_sent,
-    source_messages,
-    source_send_order,
-)
-from dpcomm.protocol.scrambler import ScramblerAssignment
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "ProgramHooks",
-    "Randomness",
-    "ScramblerAssignment",
-    "SourceMessages",
-    "Stream",
-    "assign_batches",
-    "delivered",
-    "scrambler_dummies",
-    "scrambler_first_forwarded",
-    "scrambler_shuffle",
-    "source_first_sent",
-    "source_messages",
-    "source_send_order",
-]
+from dpcomm._lazy import attach
+
+if TYPE_CHECKING:
+    from dpcomm.protocol.randomness import Randomness as Randomness
+    from dpcomm.protocol.randomness import Stream as Stream
+    from dpcomm.protocol.roles import ProgramHooks as ProgramHooks
+    from dpcomm.protocol.roles import SourceMessages as SourceMessages
+    from dpcomm.protocol.roles import assign_batches as assign_batches
+    from dpcomm.protocol.roles import delivered as delivered
+    from dpcomm.protocol.roles import scrambler_dummies as scrambler_dummies
+    from dpcomm.protocol.roles import scrambler_first_forwarded as scrambler_first_forwarded
+    from dpcomm.protocol.roles import scrambler_shuffle as scrambler_shuffle
+    from dpcomm.protocol.roles import source_first_sent as source_first_sent
+    from dpcomm.protocol.roles import source_messages as source_messages
+    from dpcomm.protocol.roles import source_send_order as source_send_order
+    from dpcomm.protocol.scrambler import ScramblerAssignment as ScramblerAssignment
+
+__getattr__, __dir__ = attach(__name__, __file__)
