@@ -8,10 +8,10 @@ largest of them is below the mechanism's true ε. The audit PASSes when that low
 most the accountant's upper bound for the *declared* parameters (see docs/audit.md).
 
 Every run goes through the role steps every engine runs (:mod:`dpcomm.protocol.roles`), with
-the engines' randomness streams (:class:`~dpcomm.protocol.randomness.Randomness`) and batch
-assignment (:func:`~dpcomm.protocol.roles.assign_batches`): run r is node r of one flow (the
+the engines' randomness streams (:class:`~dpcomm.protocol.randomness.Randomness`) and scrambler
+batches (:class:`~dpcomm.plan.costs.ConsecutiveBatches`): run r is node r of one flow (the
 source of R_σ^d, or the scrambler of sources r·n … r·n + n − 1), so many runs are one call of
-each step over many nodes, as the in-memory engine runs a flow.
+each step over many nodes, as the engines run a flow (:func:`dpcomm.engine.steps.flow_steps`).
 
 It also reports the view of the paper's Appendix D: per distinct output, the counts c₀, c₁ under
 the two inputs and the log-ratio |ln(c₀/c₁)|, and the share of outputs never seen estimated by
@@ -38,6 +38,7 @@ from scipy import stats
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments._common import FloatArray, IntArray
+from dpcomm.plan.costs import ConsecutiveBatches
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
 from dpcomm.progress import with_progress
 from dpcomm.protocol import roles
@@ -342,15 +343,16 @@ def scrambler_runs(
     flow: str = AUDIT_FLOW,
     dummy_step: DummyStep = roles.scrambler_dummies,
 ) -> ScramblerRuns:
-    """Runs ``first_run`` … of the scrambler's flow, as the in-memory engine runs a flow.
+    """Runs ``first_run`` … of the scrambler's flow, as the engines run a flow.
 
     ``true_targets`` (runs, n) holds the true targets of each run's n sources. Run r is
     scrambler r of one flow and its sources are sources r·n … r·n + n − 1: the source step
     (:func:`~dpcomm.protocol.roles.source_messages`), the coordinator's batches
-    (:func:`~dpcomm.protocol.roles.assign_batches`: n consecutive sources each) and the
+    (:class:`~dpcomm.plan.costs.ConsecutiveBatches`: n consecutive sources each) and the
     scrambler step (``dummy_step``, :func:`~dpcomm.protocol.roles.scrambler_dummies` unless a
     fault replaces it) over all of them at once, each node drawing from its own streams of
-    ``randomness``. A run's outcome does not depend on the runs simulated with it.
+    ``randomness``, as :func:`dpcomm.engine.steps.flow_steps` runs them. A run's outcome does
+    not depend on the runs simulated with it.
     """
     truth = np.asarray(true_targets, dtype=np.int64)
     if truth.ndim != 2 or truth.shape[1] != countermeasure.batch_size:
@@ -368,14 +370,16 @@ def scrambler_runs(
         flow=flow,
         sources=sources,
     )
-    # Batches of exactly n consecutive sources: the chunk's batch k is scrambler first + k.
-    assignment = roles.assign_batches(sources.shape[0], batch_size=batch)
-    scramblers = first + np.arange(assignment.num_scramblers, dtype=np.int64)
-    keys = assignment.scrambler_of_source * num_targets + messages.sent
+    # Batches of exactly n consecutive sources: the chunk's batch k is scrambler first + k of
+    # the whole flow, which holds the batches of every run.
+    batches = ConsecutiveBatches.of(sources.shape[0], batch)
+    local = batches.batch_of(np.arange(sources.shape[0], dtype=np.int64))
+    scramblers = first + np.arange(batches.num_batches, dtype=np.int64)
+    keys = local * num_targets + messages.sent
     received = np.bincount(keys, minlength=runs * num_targets).reshape(runs, num_targets)
     dummies = dummy_step(
         received,
-        assignment.batch_sizes,
+        np.array(batches.sizes, dtype=np.int64),
         countermeasure=countermeasure,
         randomness=randomness,
         flow=flow,

@@ -25,6 +25,7 @@ from dpcomm.experiments.audit import (
     neighbouring_inputs,
     seeded_fault,
 )
+from dpcomm.plan.costs import ConsecutiveBatches
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
 
@@ -91,14 +92,14 @@ def scrambler_runs_node_by_node(mechanism, target, other, runs, randomness, firs
     """The runs as the networked runtime makes them: each source and scrambler on its own."""
     countermeasure = mechanism.countermeasure
     size, batch = mechanism.declared.num_targets, mechanism.declared.batch_size
-    # The coordinator's assignment of every source up to the last run's.
-    assignment = roles.assign_batches((first_run + runs) * batch, batch_size=batch)
+    # The coordinator's batches of every source up to the last run's, as the engines take them.
+    batches = ConsecutiveBatches.of((first_run + runs) * batch, batch)
     counts, heads = [], []
     for run in range(first_run, first_run + runs):
         sent = []
         for position in range(batch):
             source = run * batch + position
-            assert assignment.scrambler_of_source[source] == run
+            assert batches.batch_of([source])[0] == run
             messages = roles.source_messages(
                 [target if position == 0 else other],
                 countermeasure=countermeasure,

@@ -2,9 +2,9 @@
 
 The uncapped scrambler (T = 4, σ = 0.2, d = 20, n = 20) is run many times on two neighbouring
 inputs through the role steps every engine runs (:func:`dpcomm.protocol.roles.source_messages`,
-the coordinator's :func:`~dpcomm.protocol.roles.assign_batches` and
-:func:`~dpcomm.protocol.roles.scrambler_dummies`, one scrambler per run, with the engines'
-randomness streams: :func:`dpcomm.experiments.audit.scrambler_runs`). The observer sees the
+the coordinator's consecutive batches and :func:`~dpcomm.protocol.roles.scrambler_dummies`, one
+scrambler per run, with the engines' randomness streams:
+:func:`dpcomm.experiments.audit.scrambler_runs`). The observer sees the
 count vector of the n + d messages over the T targets (the scrambler shuffles), encoded as one
 integer. For
 each output O, c1(O) and c2(O) count its occurrences under each input and
