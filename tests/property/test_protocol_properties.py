@@ -2,6 +2,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpcomm.plan.costs import ConsecutiveBatches
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
@@ -16,7 +17,7 @@ def scrambler_instances(draw, capped):
     size = draw(st.integers(1, 8))
     num_sources = draw(st.integers(1, 60))
     batch_size = draw(st.integers(1, 15))
-    smallest = min(roles.assign_batches(num_sources, batch_size=batch_size).batch_sizes)
+    smallest = min(ConsecutiveBatches.of(num_sources, batch_size).sizes)
     limit = (size - 1) * int(smallest) if capped else 40
     num_dummies = draw(st.integers(0, limit))
     sent = np.array(
@@ -31,32 +32,33 @@ def scrambler_instances(draw, capped):
 )
 def test_scrambler_counts_sum_to_batch_size_plus_dummies(case):
     capped, (size, batch_size, num_dummies, sent, seed) = case
-    assignment = roles.assign_batches(sent.size, batch_size=batch_size)
-    keys = assignment.scrambler_of_source * size + sent
-    received = np.bincount(keys, minlength=assignment.num_scramblers * size).reshape(-1, size)
+    batches = ConsecutiveBatches.of(sent.size, batch_size)
+    sizes = np.array(batches.sizes)
+    keys = batches.batch_of(np.arange(sent.size)) * size + sent
+    received = np.bincount(keys, minlength=batches.num_batches * size).reshape(-1, size)
     chosen = Scramblers(
         sampling_rate=0.5, batch_size=batch_size, num_dummies=num_dummies, capped=capped
     )
     dummies = roles.scrambler_dummies(
         received,
-        assignment.batch_sizes,
+        sizes,
         countermeasure=chosen,
         randomness=Randomness(seed),
         flow="f",
-        scramblers=np.arange(assignment.num_scramblers),
+        scramblers=np.arange(batches.num_batches),
     )
     counts = received + dummies
-    np.testing.assert_array_equal(counts.sum(axis=1), assignment.batch_sizes + num_dummies)
+    np.testing.assert_array_equal(counts.sum(axis=1), sizes + num_dummies)
     np.testing.assert_array_equal(dummies.sum(axis=1), num_dummies)
     assert np.all(dummies >= 0)
-    assert counts.sum() == sent.size + num_dummies * assignment.num_scramblers
+    assert counts.sum() == sent.size + num_dummies * batches.num_batches
     if capped:
-        assert np.all(counts <= assignment.batch_sizes[:, None])
+        assert np.all(counts <= sizes[:, None])
     # Every scrambler forwards its n_k + d messages in a uniformly random order.
-    for scrambler, batch in enumerate(assignment.batch_sizes.tolist()):
+    for scrambler, batch in enumerate(batches.sizes):
         order = roles.scrambler_shuffle(
             batch + num_dummies,
-            largest_batch=int(assignment.batch_sizes.max()),
+            largest_batch=int(sizes.max()),
             countermeasure=chosen,
             randomness=Randomness(seed),
             flow="f",
@@ -67,20 +69,16 @@ def test_scrambler_counts_sum_to_batch_size_plus_dummies(case):
 
 @settings(max_examples=80, deadline=None)
 @given(st.integers(1, 200), st.integers(1, 50))
-def test_batches_are_a_partition_of_consecutive_sources(num_sources, batch_size):
-    assignment = roles.assign_batches(num_sources, batch_size=batch_size)
-    assert assignment.num_scramblers == -(-num_sources // batch_size)
-    assert assignment.batch_sizes.sum() == num_sources
+def test_consecutive_batches_are_a_balanced_partition(num_sources, batch_size):
+    batches = ConsecutiveBatches.of(num_sources, batch_size)
+    sizes = np.array(batches.sizes)
+    assert batches.num_batches == -(-num_sources // batch_size)
+    assert sizes.sum() == num_sources
     # Balanced: sizes differ by at most one and none exceeds n.
-    assert assignment.batch_sizes.max() - assignment.batch_sizes.min() <= 1
-    assert assignment.batch_sizes.min() >= 1 and assignment.batch_sizes.max() <= batch_size
-    np.testing.assert_array_equal(
-        np.bincount(assignment.scrambler_of_source, minlength=assignment.num_scramblers),
-        assignment.batch_sizes,
-    )
-    assert np.all(np.diff(assignment.scrambler_of_source) >= 0)
-    members = np.concatenate([assignment.members(k) for k in range(assignment.num_scramblers)])
-    np.testing.assert_array_equal(members, np.arange(num_sources))
+    assert sizes.max() - sizes.min() <= 1 and sizes.min() >= 1 and sizes.max() <= batch_size
+    owner = batches.batch_of(np.arange(num_sources))
+    np.testing.assert_array_equal(np.bincount(owner, minlength=batches.num_batches), sizes)
+    assert np.all(np.diff(owner) >= 0)
 
 
 @st.composite

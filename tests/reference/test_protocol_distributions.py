@@ -16,6 +16,7 @@ from scipy.stats import chisquare
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
 from dpcomm.accounting.brute_force import output_distribution
+from dpcomm.plan.costs import ConsecutiveBatches
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
@@ -92,12 +93,12 @@ def _run_scramblers(inputs, *, sampling_rate, num_dummies, capped, seed):
         flow="f",
         sources=np.arange(RUNS * n),
     )
-    assignment = roles.assign_batches(RUNS * n, batch_size=n)
-    keys = assignment.scrambler_of_source * SIZE + messages.sent
+    batches = ConsecutiveBatches.of(RUNS * n, n)
+    keys = batches.batch_of(np.arange(RUNS * n)) * SIZE + messages.sent
     received = np.bincount(keys, minlength=RUNS * SIZE).reshape(RUNS, SIZE)
     dummies = roles.scrambler_dummies(
         received,
-        assignment.batch_sizes,
+        np.array(batches.sizes),
         countermeasure=chosen,
         randomness=randomness,
         flow="f",

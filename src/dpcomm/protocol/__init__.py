@@ -6,8 +6,8 @@ round, role, flow and purpose, read at the node's index), so the accountant's nu
 whatever an engine runs, and the same seed gives the same run in every engine. The statistical
 audit and the figures run the same steps.
 
-* the coordinator assigns sources to scramblers independently of the data
-  (:func:`assign_batches`, a :class:`ScramblerAssignment`);
+* the coordinator assigns sources to scramblers independently of the data (the plan's
+  consecutive batches: :meth:`dpcomm.plan.routes.Routes.batches`);
 * a source applies no countermeasure, R_σ or R_σ^d (:func:`source_messages`, giving
   :class:`SourceMessages`) and sends its messages in a random order (:func:`source_send_order`);
 * a scrambler adds d dummies, capped or not (:func:`scrambler_dummies`), and forwards its batch
@@ -18,8 +18,8 @@ audit and the figures run the same steps.
 :func:`source_first_sent` and :func:`scrambler_first_forwarded` give the first message of the
 orders of many nodes at once. The roles are built on array functions that take their uniforms
 as arguments (:mod:`.source`: ``sample_targets``, ``flood_in_chunks``; :mod:`.scrambler`:
-``contiguous_assignment``, ``scrambler_dummy_counts``; :mod:`.randomness`:
-``uniform_integers``, ``permutation_from``). Names are imported on first use.
+``scrambler_dummy_counts``; :mod:`.randomness`: ``uniform_integers``, ``permutation_from``).
+Names are imported on first use.
 """
 
 from typing import TYPE_CHECKING
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from dpcomm.protocol.randomness import Stream as Stream
     from dpcomm.protocol.roles import ProgramHooks as ProgramHooks
     from dpcomm.protocol.roles import SourceMessages as SourceMessages
-    from dpcomm.protocol.roles import assign_batches as assign_batches
     from dpcomm.protocol.roles import delivered as delivered
     from dpcomm.protocol.roles import scrambler_dummies as scrambler_dummies
     from dpcomm.protocol.roles import scrambler_first_forwarded as scrambler_first_forwarded
@@ -39,6 +38,5 @@ if TYPE_CHECKING:
     from dpcomm.protocol.roles import source_first_sent as source_first_sent
     from dpcomm.protocol.roles import source_messages as source_messages
     from dpcomm.protocol.roles import source_send_order as source_send_order
-    from dpcomm.protocol.scrambler import ScramblerAssignment as ScramblerAssignment
 
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -8,7 +8,8 @@ per (role, flow, purpose), so that a node draws the same values whichever engine
 * **source** (:func:`source_messages`): its true target comes from the query program
   (:meth:`ProgramHooks.route`); then nothing (no countermeasure), R_σ (sampling), or R_σ^d
   (sampling then d flooding dummies). Under scramblers the message goes to the source's
-  scrambler, which the coordinator assigned (:func:`assign_batches`).
+  scrambler, which the coordinator assigned (consecutive batches of the plan's routes,
+  :meth:`dpcomm.plan.routes.Routes.batches`).
 * **scrambler** (:func:`scrambler_dummies`, :func:`scrambler_shuffle`): Algorithm 1, d dummies
   (capped or not) and a uniformly random order of its batch. :func:`source_first_sent` and
   :func:`scrambler_first_forwarded` give the first message of the orders of many nodes at
@@ -21,8 +22,9 @@ per (role, flow, purpose), so that a node draws the same values whichever engine
   sources' rows by partition.
 * **result**, and every node that needs the program's state (K-means sources):
   :meth:`ProgramHooks.merge` of the targets' outputs.
-* **coordinator**: assigns sources to scramblers independently of the data
-  (:func:`assign_batches`); which batches commit is the networked runtime's affair.
+* **coordinator**: assigns sources to scramblers independently of the data (the plan's
+  consecutive batches, :class:`dpcomm.plan.costs.ConsecutiveBatches`); which batches commit is
+  the networked runtime's affair.
 
 A query program supplies the hooks of :class:`ProgramHooks`; the roles know nothing of SQL or of
 centroids, the programs nothing of countermeasures.
@@ -42,11 +44,7 @@ from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding, NoCounter
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.protocol._arrays import BoolArray, IntArray, as_index_array, read_only
 from dpcomm.protocol.randomness import Randomness, Stream, permutation_from
-from dpcomm.protocol.scrambler import (
-    ScramblerAssignment,
-    contiguous_assignment,
-    scrambler_dummy_counts,
-)
+from dpcomm.protocol.scrambler import scrambler_dummy_counts
 from dpcomm.protocol.source import flood_in_chunks, sample_targets
 from dpcomm.validation import check_int
 
@@ -272,15 +270,6 @@ def source_first_sent(
     draws = randomness.uniforms(send_order_stream(flow, count), sources)
     first: IntArray = np.argmin(draws, axis=1).astype(np.int64)
     return first
-
-
-def assign_batches(num_sources: int, *, batch_size: int) -> ScramblerAssignment:
-    """The coordinator's decision: sources to balanced scrambler batches of consecutive sources.
-
-    Independent of the data (Section 4.1): :func:`~dpcomm.protocol.scrambler.contiguous_assignment`,
-    the same for every flow with the same S and n.
-    """
-    return contiguous_assignment(num_sources, batch_size=batch_size)
 
 
 def scrambler_dummies(

@@ -1,95 +1,24 @@
-"""The array functions of the scrambler step: Algorithm 1 of Section 4.1 (S_d, S̄_d when capped).
+"""The array function of the scrambler step: Algorithm 1 of Section 4.1 (S_d, S̄_d when capped).
 
-:func:`dpcomm.protocol.roles.assign_batches` and :func:`~dpcomm.protocol.roles.scrambler_dummies`
-are built on them. Sources are assigned to scramblers independently of the data
-(:func:`contiguous_assignment`); each scrambler collects the R_σ outputs of its n sources, adds
-d dummies and shuffles. Dummies are uniform over the T targets with replacement (S_d), or, when
-capped (S̄_d, Algorithm 1 with B = True), drawn one at a time uniformly among the targets that
-currently hold fewer than n messages (:func:`scrambler_dummy_counts`, from uniforms the caller
-draws). The conventions are those of :class:`dpcomm.accounting.mechanisms.ScramblerMechanism`.
+:func:`dpcomm.protocol.roles.scrambler_dummies` is built on it. Each scrambler collects the R_σ
+outputs of its n sources (a batch of consecutive sources the coordinator assigned independently
+of the data), adds d dummies and shuffles. Dummies are uniform over the T targets with
+replacement (S_d), or, when capped (S̄_d, Algorithm 1 with B = True), drawn one at a time
+uniformly among the targets that currently hold fewer than n messages
+(:func:`scrambler_dummy_counts`, from uniforms the caller draws). The conventions are those of
+:class:`dpcomm.accounting.mechanisms.ScramblerMechanism`.
 
 Everything is vectorized across scramblers; only the d dummy steps of S̄_d are a loop.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.costs import balanced_batch_sizes
-from dpcomm.protocol._arrays import IntArray, read_only
+from dpcomm.protocol._arrays import IntArray
 from dpcomm.protocol.randomness import uniform_integers
-from dpcomm.validation import check_int
-
-
-@dataclass(frozen=True, eq=False)
-class ScramblerAssignment:
-    """A data-independent assignment of S sources to scramblers (Section 4.1).
-
-    Attributes:
-        batch_size: n, the largest number of sources per scrambler allowed.
-        scrambler_of_source: int64 scrambler index of each source.
-        batch_sizes: int64 number of sources of each scrambler (balanced: they differ by at
-            most one).
-        source_order: int64 sources grouped by scrambler: scrambler k holds
-            ``source_order[offsets[k]:offsets[k + 1]]``.
-    """
-
-    batch_size: int
-    scrambler_of_source: IntArray
-    batch_sizes: IntArray
-    source_order: IntArray
-
-    @property
-    def num_sources(self) -> int:
-        """S, the number of sources."""
-        return int(self.scrambler_of_source.shape[0])
-
-    @property
-    def num_scramblers(self) -> int:
-        """The number of scramblers, ⌈S/n⌉ for :func:`contiguous_assignment`."""
-        return int(self.batch_sizes.shape[0])
-
-    @property
-    def offsets(self) -> IntArray:
-        """int64 array of length num_scramblers + 1: where each batch starts in source_order."""
-        return np.concatenate([[0], np.cumsum(self.batch_sizes)]).astype(np.int64)
-
-    def members(self, scrambler_index: int) -> IntArray:
-        """The sources assigned to scrambler ``scrambler_index``."""
-        index = check_int(
-            "scrambler_index", scrambler_index, minimum=0, maximum=self.num_scramblers - 1
-        )
-        offsets = self.offsets
-        return self.source_order[offsets[index] : offsets[index + 1]]
-
-
-def contiguous_assignment(num_sources: int, *, batch_size: int) -> ScramblerAssignment:
-    """Consecutive sources in balanced batches (batch k: sources offsets[k] to offsets[k+1] − 1).
-
-    Section 4.1 only asks that the assignment does not depend on the data; the observer sees
-    it anyway (the source → scrambler edges), so its randomness adds no privacy. Consecutive
-    batches let an engine cut the sources into partitions of whole scramblers without moving
-    any row (the Dask engine), and need no draw. The batches are those of
-    :func:`dpcomm.plan.costs.balanced_batch_sizes` (largest first).
-
-    Args:
-        num_sources: S (>= 1).
-        batch_size: n (>= 1), the largest number of sources per scrambler.
-    """
-    count = check_int("num_sources", num_sources, minimum=1)
-    size = check_int("batch_size", batch_size, minimum=1)
-    sizes = np.array(balanced_batch_sizes(count, size), dtype=np.int64)
-    mapping = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-    order = np.arange(count, dtype=np.int64)
-    for array in (order, mapping, sizes):
-        read_only(array)
-    return ScramblerAssignment(
-        batch_size=size, scrambler_of_source=mapping, batch_sizes=sizes, source_order=order
-    )
 
 
 def scrambler_dummy_counts(

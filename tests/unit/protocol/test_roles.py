@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dpcomm.errors import InvalidParameterError
+from dpcomm.plan.costs import ConsecutiveBatches
 from dpcomm.plan.countermeasures import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
@@ -238,53 +239,13 @@ def test_flooding_a_million_sources_stays_within_memory():
     assert peak < 200 * 2**20  # output 40 MB, the sampling draws, bounded chunk temporaries
 
 
-# --- the coordinator: batches -----------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("num_sources", "batch_size", "name"),
-    [(0, 3, "num_sources"), (10, 0, "batch_size"), (10, -2, "batch_size"), (10, 1.5, "batch_size")],
-)
-def test_batches_reject_bad_input(num_sources, batch_size, name):
-    with pytest.raises(InvalidParameterError) as caught:
-        roles.assign_batches(num_sources, batch_size=batch_size)
-    assert caught.value.name == name
-
-
-def test_even_batches_of_consecutive_sources():
-    assignment = roles.assign_batches(12, batch_size=4)
-    assert assignment.num_scramblers == 3 and assignment.num_sources == 12
-    np.testing.assert_array_equal(assignment.batch_sizes, [4, 4, 4])
-    np.testing.assert_array_equal(assignment.scrambler_of_source, np.arange(12) // 4)
-    np.testing.assert_array_equal(assignment.offsets, [0, 4, 8, 12])
-    assert assignment.scrambler_of_source.dtype == np.int64
-    assert assignment.batch_sizes.dtype == np.int64
-
-
-def test_batches_are_balanced():
-    # ⌈10/4⌉ = 3 scramblers of 4, 3 and 3 sources, not 4, 4 and a short one of 2.
-    assignment = roles.assign_batches(10, batch_size=4)
-    np.testing.assert_array_equal(assignment.batch_sizes, [4, 3, 3])
-    np.testing.assert_array_equal(assignment.members(1), [4, 5, 6])
-    for k in range(3):
-        assert np.all(assignment.scrambler_of_source[assignment.members(k)] == k)
-    with pytest.raises(InvalidParameterError):
-        assignment.members(3)
-
-
-def test_a_batch_larger_than_the_sources_gives_one_scrambler():
-    assignment = roles.assign_batches(5, batch_size=100)
-    assert assignment.num_scramblers == 1 and assignment.batch_size == 100
-    np.testing.assert_array_equal(assignment.batch_sizes, [5])
-    assert np.all(assignment.scrambler_of_source == 0)
-
-
 # --- the scrambler step: dummies (Algorithm 1) ------------------------------------------------
 
 
-def received_counts(sent, assignment, size):
-    keys = assignment.scrambler_of_source * size + np.asarray(sent)
-    return np.bincount(keys, minlength=assignment.num_scramblers * size).reshape(-1, size)
+def received_counts(sent, batches, size):
+    """(K, T) messages each scrambler received: the sources' targets by consecutive batch."""
+    keys = batches.batch_of(np.arange(len(sent))) * size + np.asarray(sent)
+    return np.bincount(keys, minlength=batches.num_batches * size).reshape(-1, size)
 
 
 def add_dummies(received, batch_sizes, dummies, *, capped, seed=0, first=0):
@@ -305,18 +266,19 @@ def add_dummies(received, batch_sizes, dummies, *, capped, seed=0, first=0):
 
 
 def setup(num_sources=12, batch_size=4, size=3, seed=0):
-    assignment = roles.assign_batches(num_sources, batch_size=batch_size)
+    """Received counts of the engines' batches for random targets, and the batch sizes."""
+    batches = ConsecutiveBatches.of(num_sources, batch_size)
     sent = np.random.default_rng(seed).integers(0, size, size=num_sources)
-    return received_counts(sent, assignment, size), assignment
+    return received_counts(sent, batches, size), np.array(batches.sizes)
 
 
 def test_scrambler_step_rejects_bad_input():
-    received, assignment = setup()
+    received, sizes = setup()
     chosen = Scramblers(sampling_rate=0.2, batch_size=4, num_dummies=2)
     with pytest.raises(InvalidParameterError) as caught:
         roles.scrambler_dummies(
             received[:2],
-            assignment.batch_sizes,
+            sizes,
             countermeasure=chosen,
             randomness=Randomness(0),
             flow="(b)",
@@ -334,19 +296,19 @@ def test_scrambler_step_rejects_bad_input():
 
 
 def test_capped_limit_uses_the_smallest_scrambler():
-    received, assignment = setup(num_sources=10, batch_size=4)  # balanced batches 4, 3, 3
-    add_dummies(received, assignment.batch_sizes, 6, capped=True)
+    received, sizes = setup(num_sources=10, batch_size=4)  # balanced batches 4, 3, 3
+    add_dummies(received, sizes, 6, capped=True)
     with pytest.raises(InvalidParameterError) as caught:
-        add_dummies(received, assignment.batch_sizes, 7, capped=True)  # (T − 1)·n = 6
+        add_dummies(received, sizes, 7, capped=True)  # (T − 1)·n = 6
     assert caught.value.name == "num_dummies"
     # The uncapped scrambler has no limit.
-    add_dummies(received, assignment.batch_sizes, 50, capped=False)
+    add_dummies(received, sizes, 50, capped=False)
 
 
 @pytest.mark.parametrize("capped", [False, True])
 def test_dummies_shapes_and_totals(capped):
-    received, assignment = setup(num_sources=10, batch_size=4)
-    dummies = add_dummies(received, assignment.batch_sizes, 3, capped=capped, seed=1)
+    received, sizes = setup(num_sources=10, batch_size=4)
+    dummies = add_dummies(received, sizes, 3, capped=capped, seed=1)
     assert dummies.shape == (3, 3) and dummies.dtype == np.int64
     assert np.all(dummies >= 0)
     np.testing.assert_array_equal(dummies.sum(axis=1), [3, 3, 3])
@@ -354,29 +316,28 @@ def test_dummies_shapes_and_totals(capped):
 
 
 def test_zero_dummies():
-    received, assignment = setup()
+    received, sizes = setup()
     for capped in (False, True):
-        assert not add_dummies(received, assignment.batch_sizes, 0, capped=capped).any()
+        assert not add_dummies(received, sizes, 0, capped=capped).any()
 
 
 @pytest.mark.parametrize("capped", [False, True])
 def test_dummies_are_reproducible_and_per_node(capped):
-    received, assignment = setup(num_sources=300, batch_size=10, size=5)
-    whole = add_dummies(received, assignment.batch_sizes, 7, capped=capped, seed=3)
-    again = add_dummies(received, assignment.batch_sizes, 7, capped=capped, seed=3)
+    received, sizes = setup(num_sources=300, batch_size=10, size=5)
+    whole = add_dummies(received, sizes, 7, capped=capped, seed=3)
+    again = add_dummies(received, sizes, 7, capped=capped, seed=3)
     np.testing.assert_array_equal(whole, again)
-    part = add_dummies(
-        received[12:15], assignment.batch_sizes[12:15], 7, capped=capped, seed=3, first=12
-    )
+    part = add_dummies(received[12:15], sizes[12:15], 7, capped=capped, seed=3, first=12)
     np.testing.assert_array_equal(part, whole[12:15])
 
 
 def test_capped_cap_is_never_exceeded_even_at_the_limit():
     # d = (T − 1)·n: every target ends with exactly n messages.
     size, n = 4, 5
-    assignment = roles.assign_batches(200 * n, batch_size=n)
-    received = received_counts(np.zeros(200 * n, dtype=np.int64), assignment, size)
-    dummies = add_dummies(received, assignment.batch_sizes, (size - 1) * n, capped=True, seed=1)
+    batches = ConsecutiveBatches.of(200 * n, n)
+    received = received_counts(np.zeros(200 * n, dtype=np.int64), batches, size)
+    sizes = np.array(batches.sizes)
+    dummies = add_dummies(received, sizes, (size - 1) * n, capped=True, seed=1)
     np.testing.assert_array_equal(received + dummies, np.full((200, size), n))
     np.testing.assert_array_equal(dummies[:, 0], 0)
 
@@ -390,9 +351,10 @@ def test_capped_respects_the_short_scramblers_own_cap():
 
 
 def test_uncapped_can_exceed_the_cap():
-    assignment = roles.assign_batches(3000, batch_size=3)
-    received = received_counts(np.zeros(3000, dtype=np.int64), assignment, 3)
-    dummies = add_dummies(received, assignment.batch_sizes, 6, capped=False)
+    batches = ConsecutiveBatches.of(3000, 3)
+    received = received_counts(np.zeros(3000, dtype=np.int64), batches, 3)
+    sizes = np.array(batches.sizes)
+    dummies = add_dummies(received, sizes, 6, capped=False)
     assert (received + dummies).max() > 3
 
 
