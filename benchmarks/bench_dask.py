@@ -90,7 +90,7 @@ def main() -> None:
 
         from dpcomm.engine.dask_engine import DaskEngine
 
-        program = AggregateProgram.from_row_source(SQL, rows, num_targets=20)
+        program = AggregateProgram.from_sql(SQL, rows, num_targets=20)
         if args.scheduler:
             client = Client(args.scheduler)
             cluster = None

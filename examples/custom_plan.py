@@ -13,7 +13,7 @@ Run: python examples/custom_plan.py
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from dpcomm.engine.memory import simulate
 from dpcomm.engine.network.deploy import NetworkEngine
 from dpcomm.plan import NoCountermeasure, Scramblers
 from dpcomm.plan.model import ExecutionPlan, Flow, NodeGroup
+from dpcomm.protocol.roles import TargetStep
 from dpcomm.queries.codec import ArrayCodec, ArrayOutputCodec, UniformCodec
 from dpcomm.queries.program import ArrayRows, register_program, spec_header
 
@@ -86,18 +87,14 @@ class BusLines:
         """A phone's message carries its line."""
         return rows
 
-    def target_partials(
-        self, state: Any, stage: int, flow: str, tuples: Any, owners: Any, targets: Sequence[int]
-    ) -> dict[int, np.ndarray]:
+    def target_partials(self, step: TargetStep, tuples: Any, owners: Any) -> dict[int, Any]:
         """Target step, on some of the tuples: counts per line at each counter."""
         lines = np.asarray(tuples, dtype=np.int64)
-        return {t: np.bincount(lines[owners == t], minlength=LINES) for t in targets}
+        return {t: np.bincount(lines[owners == t], minlength=LINES) for t in step.targets}
 
-    def combine_partials(
-        self, state: Any, stage: int, flow: str, partials: Any, targets: Sequence[int]
-    ) -> dict[int, np.ndarray]:
+    def combine_partials(self, step: TargetStep, partials: Any) -> dict[int, Any]:
         """Counts of disjoint subsets of the tuples add up."""
-        return {t: sum((p[t] for p in partials), np.zeros(LINES, np.int64)) for t in targets}
+        return {t: sum((p[t] for p in partials), np.zeros(LINES, np.int64)) for t in step.targets}
 
     def merge(self, state: np.ndarray, stage: int, outputs: Mapping[Any, np.ndarray]) -> Any:
         """Result step: the counters' outputs added into one histogram."""

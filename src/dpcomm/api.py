@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from dpcomm.calibration.configuration import PlanCandidate
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
@@ -149,12 +150,9 @@ def run_sql(
         "max_groups": max_groups,
         "max_text_bytes": max_text_bytes,
     }
-    if isinstance(source, Table):
-        program = AggregateProgram.from_sql(sql, source, **bounds)
-    elif runner.reads_row_sources:  # its workers read the rows, never this process
-        program = AggregateProgram.from_row_source(sql, source, **bounds)
-    else:
-        program = AggregateProgram.from_sql(sql, source.read(0, source.num_rows), **bounds)
+    if not isinstance(source, Table) and not runner.reads_row_sources:
+        source = source.read(0, source.num_rows)  # else its workers read it, never this process
+    program = AggregateProgram.from_sql(sql, source, **bounds)
     outcome = run_aggregate(
         program,
         chosen,
@@ -247,8 +245,8 @@ def kmeans(
     )
 
 
-@dataclass(frozen=True, eq=False)
-class Calibration:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Calibration(PlanCandidate):
     """The cheapest countermeasure meeting (ε, δ) under limits (:func:`calibrate`).
 
     Attributes:
@@ -277,16 +275,18 @@ class Calibration:
     2
     """
 
-    countermeasure: Countermeasure
-    sources_recruited: int
-    epsilon: float
-    delta: float
-    network_load_messages: int
-    max_channels_per_node: int
-    extra_consents: int
-    utility: float
     pareto: Any
     details: Any
+
+    @property
+    def countermeasure(self) -> Countermeasure:
+        """The chosen countermeasure."""
+        return self.configuration.countermeasure
+
+    @property
+    def sources_recruited(self) -> int:
+        """S_t, the sources to recruit."""
+        return self.num_sources
 
     def __repr__(self) -> str:
         return f"Calibration({self.describe()})"
@@ -377,15 +377,4 @@ def calibrate(
         min_utility=1.0 if min_utility is None else min_utility,
         progress=progress,
     )
-    return Calibration(
-        countermeasure=result.configuration.countermeasure,
-        sources_recruited=result.num_sources,
-        epsilon=result.epsilon,
-        delta=result.delta,
-        network_load_messages=result.network_load_messages,
-        max_channels_per_node=result.max_channels_per_node,
-        extra_consents=result.extra_consents,
-        utility=result.utility,
-        pareto=_pareto_frame(result),
-        details=result,
-    )
+    return Calibration(**result.candidate_fields(), pareto=_pareto_frame(result), details=result)

@@ -32,6 +32,7 @@ from dpcomm.engine.network.frames import ATTACK_REASONS, OVERLOAD_REASONS, split
 from dpcomm.engine.network.nodes import run_nodes
 from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.network.tls import ConnectionLimits
+from dpcomm.engine.network.transport import Endpoint
 from dpcomm.engine.network.wire import (
     BLOB_HEADER,
     Channel,
@@ -94,14 +95,9 @@ class Node:
                 await channel.send_blob(Op.ACK, timeout=5.0)
 
     async def __aenter__(self):
-        self.listener = await self.transport.listen(
-            SERVER,
-            self.handle,
-            allowed=lambda name: name in (ATTACKER, HONEST),
-            drops=self.drops,
-            host=HOST,
-            port=0,
-        )
+        allowed = (ATTACKER, HONEST)
+        endpoint = Endpoint(SERVER, lambda name: name in allowed, self.drops, HOST, 0)
+        self.listener = await self.transport.listen(endpoint, self.handle)
         self.address = self.listener.address
         return self
 

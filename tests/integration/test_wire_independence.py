@@ -96,7 +96,10 @@ def _outputs(program: AggregateProgram, run: Any) -> list[Any]:
     truth = program.route(program.initial_state(), flow, rows)
     tuples = program.carried(flow, rows)
     produced = roles.target_outputs(
-        program, program.initial_state(), 0, flow, tuples, truth, range(program.num_targets)
+        program,
+        roles.TargetStep(program.initial_state(), 0, flow, range(program.num_targets)),
+        tuples,
+        truth,
     )
     del run
     return list(produced.values())

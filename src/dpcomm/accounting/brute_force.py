@@ -150,6 +150,31 @@ def _final_outputs(
     return tuple(outputs), {output: k for k, output in enumerate(outputs)}
 
 
+def _add_dummies(
+    mechanism: ScramblerMechanism | GenericScrambler, state: dict[tuple[int, ...], float]
+) -> dict[tuple[int, ...], float]:
+    """The distribution of count vectors after the scrambler's d dummies, one at a time.
+
+    Uncapped (S_d): each dummy goes to target j with the blanket's probability; capped (S̄_d):
+    uniformly to a target that holds fewer than n messages (Algorithm 1).
+    """
+    size, n = mechanism.num_targets, mechanism.batch_size
+    dummy = _dummy_distribution(mechanism)
+    capped = isinstance(mechanism, ScramblerMechanism) and mechanism.capped
+    for _ in range(mechanism.num_dummies):
+        moved: defaultdict[tuple[int, ...], float] = defaultdict(float)
+        for counts, p in state.items():
+            if capped:
+                open_targets = [j for j in range(size) if counts[j] < n]
+                weights = {j: 1.0 / len(open_targets) for j in open_targets}
+            else:
+                weights = {j: float(dummy[j]) for j in range(size) if dummy[j] > 0}
+            for j, w in weights.items():
+                moved[(*counts[:j], counts[j] + 1, *counts[j + 1 :])] += p * w
+        state = dict(moved)
+    return state
+
+
 @lru_cache(maxsize=100_000)
 def _dummy_expansion(
     mechanism: ScramblerMechanism | GenericScrambler, counts: tuple[int, ...]
@@ -160,21 +185,7 @@ def _dummy_expansion(
     through these counts (not at all when uncapped), so the expansion is computed once per
     count vector and shared by every input.
     """
-    size, n = mechanism.num_targets, mechanism.batch_size
-    dummy = _dummy_distribution(mechanism)
-    capped = isinstance(mechanism, ScramblerMechanism) and mechanism.capped
-    state: dict[tuple[int, ...], float] = {counts: 1.0}
-    for _ in range(mechanism.num_dummies):
-        moved: defaultdict[tuple[int, ...], float] = defaultdict(float)
-        for current, p in state.items():
-            if capped:
-                open_targets = [j for j in range(size) if current[j] < n]
-                weights = {j: 1.0 / len(open_targets) for j in open_targets}
-            else:
-                weights = {j: float(dummy[j]) for j in range(size) if dummy[j] > 0}
-            for j, w in weights.items():
-                moved[(*current[:j], current[j] + 1, *current[j + 1 :])] += p * w
-        state = dict(moved)
+    state = _add_dummies(mechanism, {counts: 1.0})
     index = _final_outputs(mechanism)[1]
     positions = np.array([index[final] for final in state], dtype=np.intp)
     return positions, np.array(list(state.values()), dtype=np.float64)
@@ -199,23 +210,15 @@ def _scrambler_distribution(
 
     (For many inputs, :func:`_input_groups` instead shares a per-count-vector expansion.)
     """
-    size, n = mechanism.num_targets, mechanism.batch_size
-    state = _real_distribution(mechanism, inputs)
-    dummy = _dummy_distribution(mechanism)
-    capped = isinstance(mechanism, ScramblerMechanism) and mechanism.capped
-    for _ in range(mechanism.num_dummies):
-        moved: defaultdict[Hashable, float] = defaultdict(float)
-        for counts, p in state.items():
-            assert isinstance(counts, tuple)
-            if capped:
-                open_targets = [j for j in range(size) if counts[j] < n]
-                weights = {j: 1.0 / len(open_targets) for j in open_targets}
-            else:
-                weights = {j: float(dummy[j]) for j in range(size) if dummy[j] > 0}
-            for j, w in weights.items():
-                moved[(*counts[:j], counts[j] + 1, *counts[j + 1 :])] += p * w
-        state = dict(moved)
-    return state
+    real = _real_distribution(mechanism, inputs)
+    counts: dict[tuple[int, ...], float] = {}
+    for key, p in real.items():
+        assert isinstance(key, tuple)
+        counts[key] = p
+    result: Distribution = {}
+    for final, p in _add_dummies(mechanism, counts).items():
+        result[final] = p
+    return result
 
 
 def _input_groups(mechanism: Mechanism) -> list[FloatArray]:

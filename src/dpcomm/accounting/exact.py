@@ -25,7 +25,6 @@ O(blocks × Z window), about 5 million entries at n = 10^6.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -34,6 +33,7 @@ from scipy.special import gammaln
 from scipy.stats import binom
 
 from dpcomm.accounting.mechanisms import ScramblerMechanism
+from dpcomm.accounting.search import integer_crossing
 from dpcomm.errors import InvalidParameterError
 
 FloatArray = npt.NDArray[np.float64]
@@ -263,17 +263,6 @@ def _exact_fits(num_targets: int, sampling_rate: float, batch_size: int, num_dum
     return blocks <= MAX_EXACT_CELLS and window <= MAX_EXACT_CELLS
 
 
-def _largest(fits: Callable[[int], bool], low: int, high: int) -> int:
-    """The largest x in [low, high] with fits(x), given fits(low) and not fits(high)."""
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle
-    return low
-
-
 def check_exact_size(mechanism: ScramblerMechanism) -> None:
     """Refuse a scrambler whose exact accounting would not fit in memory.
 
@@ -288,12 +277,12 @@ def check_exact_size(mechanism: ScramblerMechanism) -> None:
         return
     why = "(the exact accountant's tables must fit in memory)"
     if n <= MAX_EXACT_BATCH_SIZE and _exact_fits(size, sigma, n, 0):
-        largest = _largest(lambda dummies: _exact_fits(size, sigma, n, dummies), 0, d)
+        largest = integer_crossing(lambda dummies: _exact_fits(size, sigma, n, dummies), 0, d)
         raise InvalidParameterError(
             "num_dummies", f"at most {largest} with T = {size}, σ = {sigma}, n = {n} {why}", d
         )
     high = min(n, MAX_EXACT_BATCH_SIZE + 1)
-    largest = _largest(lambda batch: _exact_fits(size, sigma, batch, 0), 1, high)
+    largest = integer_crossing(lambda batch: _exact_fits(size, sigma, batch, 0), 1, high)
     raise InvalidParameterError(
         "batch_size", f"at most {largest} with T = {size}, σ = {sigma}, d = 0 {why}", n
     )

@@ -29,6 +29,14 @@ FloatArray = npt.NDArray[np.float64]
 MAX_TARGETS = 1_000_000_000
 
 
+def _check_targets_and_sampling(mechanism: LocalRandomizer | ScramblerMechanism) -> None:
+    """Check (and normalize) T and σ of a mechanism being built (its ``__post_init__``)."""
+    targets = check_int("num_targets", mechanism.num_targets, minimum=2, maximum=MAX_TARGETS)
+    object.__setattr__(mechanism, "num_targets", targets)
+    sigma = check_probability("sampling_rate", mechanism.sampling_rate)
+    object.__setattr__(mechanism, "sampling_rate", sigma)
+
+
 @dataclass(frozen=True, kw_only=True)
 class LocalRandomizer:
     """The local randomizer R_σ^d of Section 3 (sampling σ, flooding d, T targets).
@@ -51,19 +59,27 @@ class LocalRandomizer:
     num_dummies: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "num_targets",
-            check_int("num_targets", self.num_targets, minimum=2, maximum=MAX_TARGETS),
-        )
-        object.__setattr__(
-            self, "sampling_rate", check_probability("sampling_rate", self.sampling_rate)
-        )
+        _check_targets_and_sampling(self)
         object.__setattr__(
             self,
             "num_dummies",
             check_int("num_dummies", self.num_dummies, minimum=0, maximum=self.num_targets - 1),
         )
+
+    @property
+    def distinguishing_masses(self) -> tuple[float, float, float]:
+        """(s, m_t, m_o): the share of outputs that tell t from t', and their masses (App. B).
+
+        The outputs that hold t but not t' number C(T−2, d) out of C(T−1, d) per first-message
+        target (s = (T − 1 − d)/(T − 1)); under input t each group has probability
+        m_t = 1 − σ + (d+1)σ/T, under t' m_o = (d+1)σ/T. All other outputs are equally likely
+        under t and t'.
+        """
+        targets, sigma, dummies = self.num_targets, self.sampling_rate, self.num_dummies
+        share = (targets - 1 - dummies) / (targets - 1)
+        mass_true = 1.0 - sigma + (dummies + 1) * sigma / targets
+        mass_other = (dummies + 1) * sigma / targets
+        return share, mass_true, mass_other
 
     @property
     def truth_probability(self) -> float:
@@ -117,14 +133,7 @@ class ScramblerMechanism:
     capped: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "num_targets",
-            check_int("num_targets", self.num_targets, minimum=2, maximum=MAX_TARGETS),
-        )
-        object.__setattr__(
-            self, "sampling_rate", check_probability("sampling_rate", self.sampling_rate)
-        )
+        _check_targets_and_sampling(self)
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
         maximum = (self.num_targets - 1) * self.batch_size if self.capped else None
         object.__setattr__(

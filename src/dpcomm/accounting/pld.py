@@ -24,7 +24,7 @@ Pairs built here (each docstring says why it dominates):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -149,15 +149,11 @@ def local_randomizer_pair(randomizer: LocalRandomizer) -> LossAtoms:
     others equal mass. Every pair of inputs is this one up to renaming targets, and the other
     sources' outputs are independent of the differing one (a post-processing), so it dominates.
     """
-    size, sigma, dummies = (
-        randomizer.num_targets,
-        randomizer.sampling_rate,
-        randomizer.num_dummies,
+    share, mass_true, mass_other = randomizer.distinguishing_masses
+    name = (
+        f"R_σ^d pair (T={randomizer.num_targets}, σ={randomizer.sampling_rate:g}, "
+        f"d={randomizer.num_dummies})"
     )
-    share = (size - 1 - dummies) / (size - 1)
-    mass_true = 1.0 - sigma + (dummies + 1) * sigma / size
-    mass_other = (dummies + 1) * sigma / size
-    name = f"R_σ^d pair (T={size}, σ={sigma:g}, d={dummies})"
     if share == 0.0 or mass_true == mass_other:
         return identity_pair(name)
     rest = max(0.0, 1.0 - share * (mass_true + mass_other))
@@ -604,22 +600,32 @@ def composed_lower_epsilon(
     mechanism: Mechanism, *, rounds: int, delta: float, interval: float = DEFAULT_INTERVAL
 ) -> float | None:
     """A certified lower bound on ε of ``rounds`` compositions at δ (None without a pair)."""
-    best: float | None = None
-    for pair in lower_bound_pairs(mechanism):
-        pld = pair.pld(interval=interval, pessimistic=False)
-        value = lower_epsilon_for_delta(compose([pld], counts=[rounds]), delta)
-        best = value if best is None else max(best, value)
-    return best
+    return _best_composed_pair(
+        mechanism, rounds, interval, lambda pld: lower_epsilon_for_delta(pld, delta)
+    )
 
 
 def composed_lower_delta(
     mechanism: Mechanism, *, rounds: int, epsilon: float, interval: float = DEFAULT_INTERVAL
 ) -> float | None:
     """A certified lower bound on δ(ε) of ``rounds`` compositions (None without a pair)."""
-    best: float | None = None
-    for pair in lower_bound_pairs(mechanism):
-        pld = pair.pld(interval=interval, pessimistic=False)
-        value = float(compose([pld], counts=[rounds]).get_delta_for_epsilon(epsilon))
-        value = max(0.0, value - _LOWER_SLACK)
-        best = value if best is None else max(best, value)
-    return best
+    return _best_composed_pair(
+        mechanism,
+        rounds,
+        interval,
+        lambda pld: max(0.0, float(pld.get_delta_for_epsilon(epsilon)) - _LOWER_SLACK),
+    )
+
+
+def _best_composed_pair(
+    mechanism: Mechanism,
+    rounds: int,
+    interval: float,
+    value_of: Callable[[PrivacyLossDistribution], float],
+) -> float | None:
+    """The largest ``value_of`` the ``rounds``-fold composition of any lower-bound pair."""
+    values = [
+        value_of(compose([pair.pld(interval=interval, pessimistic=False)], counts=[rounds]))
+        for pair in lower_bound_pairs(mechanism)
+    ]
+    return max(values, default=None)

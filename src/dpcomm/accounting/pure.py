@@ -31,24 +31,6 @@ def local_pure_epsilon(randomizer: LocalRandomizer) -> float:
     return math.log1p((1.0 - sigma) * num_targets / (sigma * (dummies + 1)))
 
 
-def _local_masses(randomizer: LocalRandomizer) -> tuple[float, float, float]:
-    """(share of distinguishing outputs, mass under t, mass under t') for R_σ^d.
-
-    The outputs that hold t but not t' number C(T−2, d) out of C(T−1, d) per first-message
-    target; under input t each has probability (1 − σ + (d+1)σ/T)/C(T−1, d), under t' it has
-    (d+1)(σ/T)/C(T−1, d) (App. B). All other outputs are equally likely under t and t'.
-    """
-    num_targets, sigma, dummies = (
-        randomizer.num_targets,
-        randomizer.sampling_rate,
-        randomizer.num_dummies,
-    )
-    share = (num_targets - 1 - dummies) / (num_targets - 1)
-    mass_true = 1.0 - sigma + (dummies + 1) * sigma / num_targets
-    mass_other = (dummies + 1) * sigma / num_targets
-    return share, mass_true, mass_other
-
-
 def local_delta(randomizer: LocalRandomizer, epsilon: float) -> float:
     """Exact δ(ε) of R_σ^d: the hockey-stick divergence of the worst neighbouring pair.
 
@@ -57,7 +39,7 @@ def local_delta(randomizer: LocalRandomizer, epsilon: float) -> float:
     The other sources of a cluster are independent and identical under both neighbours, so
     the cluster-level divergence equals the single-source one.
     """
-    share, mass_true, mass_other = _local_masses(randomizer)
+    share, mass_true, mass_other = randomizer.distinguishing_masses
     if math.isinf(epsilon):
         return 0.0
     return max(0.0, share * (mass_true - math.exp(epsilon) * mass_other))
@@ -65,7 +47,7 @@ def local_delta(randomizer: LocalRandomizer, epsilon: float) -> float:
 
 def local_epsilon_for_delta(randomizer: LocalRandomizer, delta: float) -> float:
     """Smallest ε with :func:`local_delta` ≤ δ (exact inversion of the formula above)."""
-    share, mass_true, mass_other = _local_masses(randomizer)
+    share, mass_true, mass_other = randomizer.distinguishing_masses
     if share == 0.0 or mass_true - mass_other <= 0.0:
         return 0.0
     if share * (mass_true - mass_other) <= delta:

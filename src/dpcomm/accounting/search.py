@@ -122,3 +122,18 @@ def lower_epsilon_for_delta(
     if crossing is None:
         return math.inf if math.isinf(upper) else upper
     return crossing[0]
+
+
+def integer_crossing(predicate: Callable[[int], bool], true_at: int, false_at: int) -> int:
+    """The last integer from ``true_at`` towards ``false_at`` where ``predicate`` holds.
+
+    Given ``predicate(true_at)``, not ``predicate(false_at)`` and a predicate monotone between
+    them (either ``true_at < false_at`` or the reverse), by bisection.
+    """
+    while abs(false_at - true_at) > 1:
+        middle = (true_at + false_at) // 2
+        if predicate(middle):
+            true_at = middle
+        else:
+            false_at = middle
+    return true_at

@@ -9,7 +9,8 @@ configuration with its guarantee and its three costs (network load, channels, co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.costs import balanced_batch_sizes
@@ -146,3 +147,7 @@ class PlanCandidate:
     def costs(self) -> tuple[int, int, int]:
         """(network load, max channels, extra consents): the objectives of the Pareto front."""
         return (self.network_load_messages, self.max_channels_per_node, self.extra_consents)
+
+    def candidate_fields(self) -> dict[str, Any]:
+        """The candidate's fields by name (to build a record that extends it)."""
+        return {f.name: getattr(self, f.name) for f in fields(PlanCandidate)}

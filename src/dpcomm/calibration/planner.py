@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from dpcomm.calibration.advice import PYTHON_PARAMETER_NAMES, infeasible_message
-from dpcomm.calibration.configuration import Configuration, PlanCandidate
+from dpcomm.calibration.configuration import PlanCandidate
 from dpcomm.calibration.costs import costs_for, request_plan, utility_for
 from dpcomm.calibration.feasibility import FINAL_INTERVAL, SEARCH_INTERVAL, Feasibility
 from dpcomm.calibration.pareto import order_key, pareto_front
@@ -34,21 +34,14 @@ from dpcomm.plan.privacy import PlanGuarantee, account_plan
 
 
 @dataclass(frozen=True, kw_only=True)
-class PlannerResult:
-    """The planner's answer: the cheapest feasible configuration and the Pareto front.
+class PlannerResult(PlanCandidate):
+    """The planner's answer: the chosen configuration (a :class:`PlanCandidate`) and more.
 
     Attributes:
-        configuration: the chosen countermeasure (its balanced batch sizes included).
         epsilon: the plan's ε, as :func:`dpcomm.plan.account_plan` reports it at the plan's δ
-            for the plan of S_t sources.
-        delta: the plan's δ.
-        network_load_messages: messages of the plan.
-        max_channels_per_node: largest number of channels of a node.
-        extra_consents: S_t − S.
-        utility: expected tuples used / S.
+            for the plan of S_t sources (the other fields are the candidate's).
         pareto: non-dominated feasible candidates over (load, channels, consents), by load;
             the chosen configuration is the first.
-        num_sources: S_t, sources recruited.
         nonprivate_load_messages: messages of the plan without countermeasures (S sources).
         num_candidates: candidates meeting the privacy target (before the channel limit).
         channels_by_role: the bound on the channels of one node, per role, of the chosen
@@ -58,15 +51,7 @@ class PlannerResult:
             certified lower bound) by :func:`dpcomm.plan.account_plan`.
     """
 
-    configuration: Configuration
-    epsilon: float
-    delta: float
-    network_load_messages: int
-    max_channels_per_node: int
-    extra_consents: int
-    utility: float
     pareto: tuple[PlanCandidate, ...]
-    num_sources: int = 0
     nonprivate_load_messages: int = 0
     num_candidates: int = 0
     channels_by_role: Mapping[str, int] = field(default_factory=dict)
@@ -236,15 +221,8 @@ def plan_countermeasures(
     front = tuple(best if c.costs == best.costs else c for c in pareto_front(limited))
     chosen_costs = costs_for(request, best.configuration.countermeasure, best.num_sources)
     return PlannerResult(
-        configuration=best.configuration,
-        epsilon=best.epsilon,
-        delta=best.delta,
-        network_load_messages=best.network_load_messages,
-        max_channels_per_node=best.max_channels_per_node,
-        extra_consents=best.extra_consents,
-        utility=best.utility,
+        **best.candidate_fields(),
         pareto=front,
-        num_sources=best.num_sources,
         nonprivate_load_messages=costs_for(
             request, NoCountermeasure(), request.num_sources
         ).messages,

@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dpcomm.accounting.search import integer_crossing
 from dpcomm.calibration.configuration import Configuration
 from dpcomm.calibration.costs import (
     PlanCosts,
@@ -94,13 +95,7 @@ def least_satisfying(
             false_at = probe
             step *= 2
     assert true_at is not None
-    while true_at - false_at > 1:
-        middle = (false_at + true_at) // 2
-        if predicate(middle):
-            true_at = middle
-        else:
-            false_at = middle
-    return true_at
+    return integer_crossing(predicate, true_at, false_at)
 
 
 @dataclass(frozen=True)

@@ -46,17 +46,6 @@ def add_progress_options(parser: argparse.ArgumentParser) -> None:
 MAX_COUNT = 1_000_000
 
 
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
 def check_writable_file(option: str, path: str) -> Path:
     """``path`` if a file can be written there: its folder exists and is writable.
 
@@ -92,9 +81,14 @@ def check_writable_folder(option: str, path: str) -> Path:
     return target
 
 
-def bounded_int(minimum: int | None, maximum: int) -> Callable[[str], int]:
-    """An argparse type: an integer in [minimum, maximum] (no minimum: the library checks it)."""
-    allowed = f"<= {maximum}" if minimum is None else f"in [{minimum}, {maximum}]"
+def bounded_int(minimum: int | None, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in [minimum, maximum] (a bound None: none, or the library's)."""
+    if minimum is None:
+        allowed = f"<= {maximum}"
+    elif maximum is None:
+        allowed = f">= {minimum}"
+    else:
+        allowed = f"in [{minimum}, {maximum}]"
 
     def convert(text: str) -> int:
         try:
@@ -103,12 +97,16 @@ def bounded_int(minimum: int | None, maximum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(
                 f"expected an integer {allowed}, got {text!r}"
             ) from None
-        if value > maximum or (minimum is not None and value < minimum):
+        if (maximum is not None and value > maximum) or (minimum is not None and value < minimum):
             raise argparse.ArgumentTypeError(f"expected an integer {allowed}, got {text!r}")
         return value
 
     convert.__name__ = "int"
     return convert
+
+
+#: An argparse type: an integer >= 0.
+non_negative_int = bounded_int(0)
 
 
 def _finite_float(text: str, *, strict: bool) -> float:

@@ -5,18 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dpcomm.cli.output import check_writable_folder
+from dpcomm.cli.output import bounded_int, check_writable_folder
 from dpcomm.engine.network.pki import CertificateAuthority, issue_many
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def _command_init(args: argparse.Namespace) -> int:
@@ -58,7 +48,7 @@ def add_pki_command(commands: Any) -> None:
     init = actions.add_parser("init", help="create the certificate authority in --dir")
     init.add_argument("--dir", required=True, help="directory of the CA (created if needed)")
     init.add_argument("--ca-name", default="dpcomm local CA", help="common name of the CA")
-    init.add_argument("--days", type=_positive_int, default=3650, help="validity (default 3650)")
+    init.add_argument("--days", type=bounded_int(1), default=3650, help="validity (default 3650)")
     init.add_argument("--force", action="store_true", help="replace an existing CA")
     init.set_defaults(handler=_command_init)
     issue = actions.add_parser("issue", help="issue node certificates signed by the CA in --dir")
@@ -72,7 +62,7 @@ def add_pki_command(commands: Any) -> None:
     issue.add_argument(
         "--out", help="where to write <name>.pem, <name>.key, ca.pem (default --dir)"
     )
-    issue.add_argument("--days", type=_positive_int, default=365, help="validity (default 365)")
+    issue.add_argument("--days", type=bounded_int(1), default=365, help="validity (default 365)")
     issue.add_argument(
         "--force", action="store_true", help="replace existing certificates and keys"
     )

@@ -66,20 +66,12 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def command_run_aggregate(args: argparse.Namespace) -> int:
-    """``dpcomm run aggregate``."""
+def command_run(args: argparse.Namespace) -> int:
+    """``dpcomm run aggregate|kmeans``."""
     out, report = output_paths(args)
-    outcome, source = execute_aggregate(args, engine_of_options(args))
-    print_run(args, outcome, source)
-    write_outputs(outcome, out, report)
-    return 0
-
-
-def command_run_kmeans(args: argparse.Namespace) -> int:
-    """``dpcomm run kmeans``."""
-    out, report = output_paths(args)
-    outcome, dataset = execute_kmeans(args, engine_of_options(args))
-    print_run(args, outcome, dataset)
+    execute = execute_aggregate if args.kind == "aggregate" else execute_kmeans
+    outcome, data = execute(args, engine_of_options(args))
+    print_run(args, outcome, data)
     write_outputs(outcome, out, report)
     return 0
 
@@ -104,37 +96,35 @@ def add_run_commands(commands: Any) -> None:
         "or on Dask",
     )
     kinds = run.add_subparsers(dest="kind", required=True)
-    aggregate = kinds.add_parser(
-        "aggregate",
-        help="an SQL GROUP BY (GROUPING SETS, ROLLUP, CUBE) query",
-        description=(
+    use_cases = (
+        (
+            "aggregate",
+            "an SQL GROUP BY (GROUPING SETS, ROLLUP, CUBE) query",
             "Run an Aggregate query decentralized: every row is a source node; each grouping "
             "set's domain is split among T compute nodes (--targets). Without --data or "
             "--synthetic the embedded diabetes table of the paper's running example is used "
-            "(columns A, B, I)."
+            "(columns A, B, I).",
+            add_aggregate_options,
+            AGGREGATE_DEFAULTS,
         ),
-    )
-    add_aggregate_options(aggregate)
-    add_data_seed_option(aggregate, aggregate=True, kmeans=False)
-    add_countermeasure_options(aggregate, AGGREGATE_DEFAULTS)
-    add_engine_options(aggregate)
-    add_output_options(aggregate)
-    aggregate.set_defaults(handler=command_run_aggregate)
-
-    kmeans = kinds.add_parser(
-        "kmeans",
-        help="K-means on MNIST-format images",
-        description=(
+        (
+            "kmeans",
+            "K-means on MNIST-format images",
             "Run K-means decentralized: every training image is a source; K compute nodes per "
-            "iteration. Utility is the Rand index on the test set."
+            "iteration. Utility is the Rand index on the test set.",
+            add_kmeans_options,
+            KMEANS_DEFAULTS,
         ),
     )
-    add_kmeans_options(kmeans)
-    add_data_seed_option(kmeans, aggregate=False, kmeans=True)
-    add_countermeasure_options(kmeans, KMEANS_DEFAULTS)
-    add_engine_options(kmeans)
-    add_output_options(kmeans)
-    kmeans.set_defaults(handler=command_run_kmeans)
+    for name, summary, description, add_options, defaults in use_cases:
+        use_case = kinds.add_parser(name, help=summary, description=description)
+        add_options(use_case)
+        is_aggregate = name == "aggregate"
+        add_data_seed_option(use_case, aggregate=is_aggregate, kmeans=not is_aggregate)
+        add_countermeasure_options(use_case, defaults)
+        add_engine_options(use_case)
+        add_output_options(use_case)
+        use_case.set_defaults(handler=command_run)
 
     data = commands.add_parser("data", help="datasets")
     data_kinds = data.add_subparsers(dest="kind", required=True)

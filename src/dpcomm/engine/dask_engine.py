@@ -25,10 +25,10 @@ import operator
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -46,12 +46,19 @@ from dpcomm.engine.partition import (
     reduce_efficiency,
     run_stage_part,
 )
-from dpcomm.engine.run import PackedMasks, Run, in_plan_order, prepare, run_efficiency
+from dpcomm.engine.run import (
+    PackedMasks,
+    Run,
+    RunOptions,
+    in_plan_order,
+    prepare,
+    run_efficiency,
+)
 from dpcomm.engine.steps import FlowSteps
 from dpcomm.engine.traffic import FlowSummary, FlowTraffic
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import (
-    Countermeasure,
+    Countermeasures,
     LocalFlooding,
     NoCountermeasure,
     Scramblers,
@@ -191,18 +198,17 @@ class DaskEngine:
         return self.execute(program, NoCountermeasure(), delta=None, seed=seed)
 
     def execute(
-        self,
-        program: QueryProgram,
-        countermeasures: Countermeasure | Mapping[str, Countermeasure],
-        *,
-        delta: float | None,
-        seed: int | None = None,
-        progress: bool = False,
-        target_epsilon: float | None = None,
+        self, program: QueryProgram, countermeasures: Countermeasures, **options: Unpack[RunOptions]
     ) -> Run:
-        """Run ``program`` with ``countermeasures`` (the arguments of ``simulate``)."""
+        """Run ``program`` with ``countermeasures`` (the options of ``simulate``)."""
         started = time.perf_counter()
-        prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
+        seed, progress = options.get("seed"), options.get("progress", False)
+        prepared = prepare(
+            program,
+            countermeasures,
+            delta=options["delta"],
+            target_epsilon=options.get("target_epsilon"),
+        )
         with _connected(self.client, self.scheduler, self.workers) as client:
             executor = _Execution(self, client, program, prepared.transformed, seed, progress)
             state, delivered, traffic, efficiency = executor.run()
@@ -330,10 +336,10 @@ class _Execution:
                 outputs: dict[tuple[str, int], Any] = {}
                 for flow_index, name in enumerate(program.stages[stage]):
                     flow_parts = [p[flow_index] for p in parts]
-                    targets = range(context.routes.num_targets(name))
-                    produced = program.combine_partials(
-                        state, stage, name, [p.partials for p in flow_parts], targets
+                    step = roles.TargetStep(
+                        state, stage, name, range(context.routes.num_targets(name))
                     )
+                    produced = program.combine_partials(step, [p.partials for p in flow_parts])
                     for output in produced.values():
                         program.codec.outputs(name).check(output)
                     outputs.update({(name, t): output for t, output in produced.items()})

@@ -9,13 +9,12 @@ options: the front door (``dpcomm.run_sql(engine="dask")``) and every command of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Unpack, runtime_checkable
 
 from dpcomm.engine.memory import simulate
-from dpcomm.engine.run import Run
+from dpcomm.engine.run import Run, RunOptions
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure
+from dpcomm.plan.countermeasures import Countermeasures, NoCountermeasure
 from dpcomm.queries.program import QueryProgram
 
 
@@ -30,16 +29,9 @@ class Engine(Protocol):
     reads_row_sources: bool
 
     def execute(
-        self,
-        program: QueryProgram,
-        countermeasures: Countermeasure | Mapping[str, Countermeasure],
-        *,
-        delta: float,
-        seed: int | None = None,
-        progress: bool = False,
-        target_epsilon: float | None = None,
+        self, program: QueryProgram, countermeasures: Countermeasures, **options: Unpack[RunOptions]
     ) -> Run:
-        """Run ``program`` and return the :class:`~dpcomm.engine.run.Run`."""
+        """Run ``program`` with ``countermeasures``: the :class:`~dpcomm.engine.run.Run`."""
         ...
 
     def baseline(self, program: QueryProgram, *, seed: int | None = None) -> Run:
@@ -54,24 +46,10 @@ class MemoryEngine:
     reads_row_sources = False
 
     def execute(
-        self,
-        program: QueryProgram,
-        countermeasures: Countermeasure | Mapping[str, Countermeasure],
-        *,
-        delta: float,
-        seed: int | None = None,
-        progress: bool = False,
-        target_epsilon: float | None = None,
+        self, program: QueryProgram, countermeasures: Countermeasures, **options: Unpack[RunOptions]
     ) -> Run:
         """:func:`~dpcomm.engine.memory.simulate` ``program`` with ``countermeasures``."""
-        return simulate(
-            program,
-            countermeasures,
-            delta=delta,
-            seed=seed,
-            progress=progress,
-            target_epsilon=target_epsilon,
-        )
+        return simulate(program, countermeasures, **options)
 
     def baseline(self, program: QueryProgram, *, seed: int | None = None) -> Run:
         """``program`` without countermeasures, in memory, not accounted."""

@@ -142,9 +142,8 @@ def run_stages(
             counted = np.flatnonzero(real)
             targets = program.plan.group(program.plan.flow(name).receiver).count
             tuples = select_rows(program.carried(name, rows), real)
-            produced = roles.target_outputs(
-                program, state, stage, name, tuples, truth[counted], range(targets)
-            )
+            step = roles.TargetStep(state, stage, name, range(targets))
+            produced = roles.target_outputs(program, step, tuples, truth[counted])
             for output in produced.values():
                 program.codec.outputs(name).check(output)
             outputs.update({(name, target): output for target, output in produced.items()})

@@ -225,7 +225,8 @@ def run_stage_part(
         real = steps.real
         targets = routes.num_targets(name)
         tuples = select_rows(program.carried(name, rows), real)
-        partials = program.target_partials(state, stage, name, tuples, truth[real], range(targets))
+        step = roles.TargetStep(state, stage, name, range(targets))
+        partials = program.target_partials(step, tuples, truth[real])
         log = TrafficLog()
         record_data_flow(log, routes, steps)
         parts.append(

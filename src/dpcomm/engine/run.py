@@ -16,7 +16,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Required, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,23 @@ from dpcomm.protocol.roles import ProgramHooks
 
 BoolArray = npt.NDArray[np.bool_]
 Flows = TypeVar("Flows", FlowTraffic, FlowSummary, FlowTraffic | FlowSummary)
+
+
+class RunOptions(TypedDict, total=False):
+    """The options of one run, whichever engine runs it (every engine's ``execute`` keywords).
+
+    Attributes:
+        delta: the whole plan's δ for the privacy report (None: the run is not accounted, as
+            the non-private baseline of a report is not).
+        seed: the same seed gives the same run in every engine; None draws fresh entropy.
+        progress: show a progress bar.
+        target_epsilon: warn when the plan's ε exceeds it.
+    """
+
+    delta: Required[float | None]
+    seed: int | None
+    progress: bool
+    target_epsilon: float | None
 
 
 class PackedMasks(Mapping[str, BoolArray]):

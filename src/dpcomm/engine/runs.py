@@ -10,10 +10,9 @@ front door (``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prin
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +20,7 @@ import numpy.typing as npt
 from dpcomm.engine.engines import Engine, MemoryEngine
 from dpcomm.engine.estimate import estimate_label, estimated_columns, unbiased_estimate
 from dpcomm.engine.report import Report, run_report
-from dpcomm.engine.run import Run
+from dpcomm.engine.run import Run, RunOptions
 from dpcomm.engine.utility import (
     AggregateUtility,
     KMeansUtility,
@@ -29,7 +28,7 @@ from dpcomm.engine.utility import (
     kmeans_utility,
 )
 from dpcomm.errors import DpcommWarning
-from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.plan.countermeasures import Countermeasures
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, evaluate
 from dpcomm.queries.kmeans import KMeansProgram
@@ -176,25 +175,14 @@ class KMeansRun:
 
 def _execute(
     program: QueryProgram,
-    countermeasure: Countermeasure | Mapping[str, Countermeasure],
-    *,
-    delta: float,
-    seed: int | None,
-    progress: bool,
+    countermeasure: Countermeasures,
     engine: Engine | None,
-    target_epsilon: float | None,
+    options: RunOptions,
 ) -> tuple[Run, Run]:
     """The run in ``engine`` (default: in memory) and its non-private baseline."""
     chosen: Engine = MemoryEngine() if engine is None else engine
-    run = chosen.execute(
-        program,
-        countermeasure,
-        delta=delta,
-        seed=seed,
-        progress=progress,
-        target_epsilon=target_epsilon,
-    )
-    return run, chosen.baseline(program, seed=seed)
+    run = chosen.execute(program, countermeasure, **options)
+    return run, chosen.baseline(program, seed=options.get("seed"))
 
 
 def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
@@ -232,52 +220,35 @@ def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> Aggrega
 
 def run_aggregate(
     program: AggregateProgram,
-    countermeasure: Countermeasure | Mapping[str, Countermeasure],
+    countermeasure: Countermeasures,
     *,
-    delta: float,
-    seed: int | None = None,
-    progress: bool = False,
     engine: Engine | None = None,
-    target_epsilon: float | None = None,
+    **options: Unpack[RunOptions],
 ) -> AggregateRun:
-    """Run an Aggregate query with ``countermeasure`` on every grouping set, and report."""
-    run, baseline = _execute(
-        program,
-        countermeasure,
-        delta=delta,
-        seed=seed,
-        progress=progress,
-        engine=engine,
-        target_epsilon=target_epsilon,
-    )
+    """Run an Aggregate query with ``countermeasure`` on every grouping set, and report.
+
+    ``engine`` (default: in memory) runs it with ``options`` (``delta``, ``seed``, ...:
+    :class:`~dpcomm.engine.run.RunOptions`).
+    """
+    run, baseline = _execute(program, countermeasure, engine, options)
     return aggregate_run(program, run, baseline)
 
 
 def run_kmeans(
     program: KMeansProgram,
-    countermeasure: Countermeasure | Mapping[str, Countermeasure],
+    countermeasure: Countermeasures,
     *,
     test_points: npt.NDArray[np.float64] | None = None,
     test_labels: npt.NDArray[np.int64] | None = None,
-    delta: float,
-    seed: int | None = None,
-    progress: bool = False,
     engine: Engine | None = None,
-    target_epsilon: float | None = None,
+    **options: Unpack[RunOptions],
 ) -> KMeansRun:
     """Run K-means with ``countermeasure`` in every iteration, and report.
 
-    With ``test_points`` and ``test_labels`` the report has both runs' Rand indices on them.
+    With ``test_points`` and ``test_labels`` the report has both runs' Rand indices on them;
+    ``engine`` and ``options`` as in :func:`run_aggregate`.
     """
-    run, baseline = _execute(
-        program,
-        countermeasure,
-        delta=delta,
-        seed=seed,
-        progress=progress,
-        engine=engine,
-        target_epsilon=target_epsilon,
-    )
+    run, baseline = _execute(program, countermeasure, engine, options)
     utility = kmeans_utility(
         program, run, baseline, test_points=test_points, test_labels=test_labels
     )

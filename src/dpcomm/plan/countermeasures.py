@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -113,6 +114,8 @@ class Scramblers:
 
 
 Countermeasure = NoCountermeasure | LocalFlooding | Scramblers
+#: One countermeasure for every data-dependent cluster, or one per cluster (or flow) name.
+Countermeasures = Countermeasure | Mapping[str, Countermeasure]
 
 
 def make_countermeasure(

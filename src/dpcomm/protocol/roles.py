@@ -49,6 +49,24 @@ from dpcomm.protocol.source import flood_in_chunks, sample_targets
 from dpcomm.validation import check_int
 
 
+@dataclass(frozen=True)
+class TargetStep:
+    """One target step: a stage's data flow, the state before it, the targets computing.
+
+    Attributes:
+        state: what every node knew before the stage; a target may only read the parts it
+            produced itself or that are public.
+        stage: the stage (0-based).
+        flow: the data-dependent flow whose tuples the targets received.
+        targets: the targets computing (their indices among the flow's T targets).
+    """
+
+    state: Any
+    stage: int
+    flow: str
+    targets: Sequence[int]
+
+
 class ProgramHooks(Protocol):
     """What a query program supplies to the roles: ten members (Aggregate and K-means).
 
@@ -89,32 +107,20 @@ class ProgramHooks(Protocol):
         ...
 
     def target_partials(
-        self,
-        state: Any,
-        stage: int,
-        flow: str,
-        tuples: Any,
-        tuple_targets: IntArray,
-        targets: Sequence[int],
+        self, step: TargetStep, tuples: Any, tuple_targets: IntArray
     ) -> dict[int, Any]:
-        """Target step, in parts: a partial output of each of ``targets`` from some tuples.
+        """Target step, in parts: a partial output of each of ``step.targets`` from some tuples.
 
         ``tuples`` is any subset of the real tuples (possibly empty), ``tuple_targets[i]`` the
-        target that received row i; every one of ``targets`` gets a partial. A target may only
-        read the parts of ``state`` it produced itself or that are public. Partials are
-        picklable: an engine that splits the tuples computes the partials where the tuples are.
+        target that received row i; every one of the step's targets gets a partial. Partials
+        are picklable: an engine that splits the tuples computes the partials where they are.
         """
         ...
 
     def combine_partials(
-        self,
-        state: Any,
-        stage: int,
-        flow: str,
-        partials: Sequence[Mapping[int, Any]],
-        targets: Sequence[int],
+        self, step: TargetStep, partials: Sequence[Mapping[int, Any]]
     ) -> dict[int, Any]:
-        """The output of each of ``targets`` from its partials over disjoint subsets of tuples.
+        """The output of each of ``step.targets`` from its partials over disjoint subsets of tuples.
 
         The same (``==``) whatever the split and the order of ``partials``: a target missing
         from every partial, or partials of empty subsets, give the output of a target that
@@ -135,21 +141,14 @@ class ProgramHooks(Protocol):
 
 
 def target_outputs(
-    program: ProgramHooks,
-    state: Any,
-    stage: int,
-    flow: str,
-    tuples: Any,
-    tuple_targets: IntArray,
-    targets: Sequence[int],
+    program: ProgramHooks, step: TargetStep, tuples: Any, tuple_targets: IntArray
 ) -> dict[int, Any]:
-    """Target step: the output of each of ``targets`` from every real tuple it received.
+    """Target step: the output of each of ``step.targets`` from every real tuple it received.
 
     The combination of the one partial of all the tuples
     (:meth:`ProgramHooks.target_partials`, :meth:`ProgramHooks.combine_partials`).
     """
-    partials = program.target_partials(state, stage, flow, tuples, tuple_targets, targets)
-    return program.combine_partials(state, stage, flow, [partials], targets)
+    return program.combine_partials(step, [program.target_partials(step, tuples, tuple_targets)])
 
 
 def sample_stream(flow: str) -> Stream:

@@ -27,6 +27,7 @@ from dpcomm.data.table import Table, value_kind
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.model import ExecutionPlan
+from dpcomm.protocol.roles import TargetStep
 from dpcomm.queries.aggregate_wire import (
     TEXT_FIELD_OVERHEAD,
     AggregateCodec,
@@ -162,58 +163,33 @@ class AggregateProgram:
     def from_sql(
         cls,
         sql: str,
-        table: Table,
+        data: Table | RowSource,
         *,
         num_targets: int = DEFAULT_NUM_TARGETS,
         max_groups: int | None = None,
         max_text_bytes: int = DEFAULT_TEXT_BYTES,
     ) -> AggregateProgram:
-        """Parse ``sql``, bind it to ``table`` (renamed to the FROM table) and compile it."""
+        """Parse ``sql``, bind it to ``data`` (renamed to the FROM table) and compile it.
+
+        ``data`` is a :class:`~dpcomm.data.table.Table` the program holds, or a
+        :class:`~dpcomm.data.partitioned.RowSource` (Parquet files, synthetic rows) whose rows
+        are not read here: the query is bound to its schema, S is its number of rows, and an
+        engine reads the rows partition by partition, checking each (:attr:`rows`).
+        """
         from dpcomm.queries.sql import bind_sql
 
+        table = data if isinstance(data, Table) else data.schema()
         bound = bind_sql(sql, table)
-        return cls(
+        program = cls(
             bound,
             table.renamed(bound.table_name),
             num_targets,
             max_groups=max_groups,
             max_text_bytes=max_text_bytes,
         )
-
-    @classmethod
-    def from_row_source(
-        cls,
-        sql: str,
-        source: Any,
-        *,
-        num_targets: int = DEFAULT_NUM_TARGETS,
-        max_groups: int | None = None,
-        max_text_bytes: int = DEFAULT_TEXT_BYTES,
-    ) -> AggregateProgram:
-        """The program of ``sql`` over a row source's rows, without reading them.
-
-        ``source`` is a :class:`~dpcomm.data.partitioned.RowSource` (Parquet files, synthetic
-        rows): the query is bound to its schema and S is its number of rows; an engine reads
-        the rows partition by partition and checks each (:meth:`check_rows`).
-        """
-        schema = source.schema()
-        with_schema = cls.from_sql(
-            sql,
-            schema,
-            num_targets=num_targets,
-            max_groups=max_groups,
-            max_text_bytes=max_text_bytes,
-        )
-        return cls(
-            with_schema.query,
-            None,
-            num_targets,
-            with_schema.columns,
-            int(source.num_rows),
-            max_groups,
-            max_text_bytes,
-            source,
-        )
+        if isinstance(data, Table):
+            return program
+        return replace(program, table=None, num_sources=int(data.num_rows), source=data)
 
     # ------------------------------------------------------------------ public description
 
@@ -324,13 +300,7 @@ class AggregateProgram:
         return rows.select(self.query.carried_columns(self.set_index(flow)))
 
     def target_partials(
-        self,
-        state: AggregateState,
-        stage: int,
-        flow: str,
-        tuples: Table,
-        tuple_targets: IntArray,
-        targets: Sequence[int],
+        self, step: TargetStep, tuples: Table, tuple_targets: IntArray
     ) -> dict[int, GroupPartials]:
         """Each compute node's mergeable partials over some of its real tuples.
 
@@ -339,7 +309,7 @@ class AggregateProgram:
         node's own partials. A node's partials are a
         :class:`~dpcomm.queries.groupby.GroupPartials` (picklable).
         """
-        index = self.set_index(flow)
+        index = self.set_index(step.flow)
         selected = np.ones(tuples.num_rows, dtype=bool)
         partials = grouping_set_partials(self.query, tuples, index, selected)
         owners = np.asarray(tuple_targets, dtype=np.int64)
@@ -348,24 +318,20 @@ class AggregateProgram:
         group_owners = np.zeros(partials.num_groups, dtype=np.int64)
         real = representatives >= 0
         group_owners[real] = owners[representatives[real]]
-        return partials.split(group_owners, [int(t) for t in targets])
+        return partials.split(group_owners, [int(t) for t in step.targets])
 
     def combine_partials(
-        self,
-        state: AggregateState,
-        stage: int,
-        flow: str,
-        partials: Sequence[Mapping[int, Any]],
-        targets: Sequence[int],
+        self, step: TargetStep, partials: Sequence[Mapping[int, Any]]
     ) -> dict[int, AggregateOutput]:
         """Each compute node's output from its partials over disjoint sets of its tuples.
 
-        Equal to :meth:`target_outputs` over the union of the sets, whatever the split and
-        the order of ``partials`` (:func:`~dpcomm.queries.groupby.merge_partials`).
+        Equal to :func:`~dpcomm.protocol.roles.target_outputs` over the union of the sets,
+        whatever the split and the order of ``partials``
+        (:func:`~dpcomm.queries.groupby.merge_partials`).
         """
-        index = self.set_index(flow)
+        index = self.set_index(step.flow)
         outputs: dict[int, AggregateOutput] = {}
-        for target in targets:
+        for target in step.targets:
             node = int(target)
             parts = [part[node] for part in partials if node in part]
             if parts:

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import kmeans_flow, kmeans_plan
 from dpcomm.plan.model import ExecutionPlan
+from dpcomm.protocol.roles import TargetStep
 from dpcomm.queries.codec import CodecError, VectorCodec
 from dpcomm.queries.exactsum import ExactSums, exact_row_sums, merge_exact_sums
 from dpcomm.queries.program import ArrayRows, IntArray, register_program, spec_header
@@ -333,13 +334,7 @@ class KMeansProgram:
         return rows
 
     def target_partials(
-        self,
-        state: KMeansState,
-        stage: int,
-        flow: str,
-        tuples: FloatArray,
-        tuple_targets: IntArray,
-        targets: Sequence[int],
+        self, step: TargetStep, tuples: FloatArray, tuple_targets: IntArray
     ) -> dict[int, ExactSums]:
         """Compute node k's partial from some of its points (:func:`grouped_sums`).
 
@@ -349,15 +344,10 @@ class KMeansProgram:
         data = np.asarray(tuples)
         if data.size == 0:
             data = np.zeros((0, self.dimension), dtype=np.float32)
-        return grouped_sums(data, tuple_targets, targets)
+        return grouped_sums(data, tuple_targets, step.targets)
 
     def combine_partials(
-        self,
-        state: KMeansState,
-        stage: int,
-        flow: str,
-        partials: Sequence[Mapping[int, Any]],
-        targets: Sequence[int],
+        self, step: TargetStep, partials: Sequence[Mapping[int, Any]]
     ) -> dict[int, FloatArray]:
         """Compute node k's new centroid from the exact sums of disjoint subsets of its points.
 
@@ -366,7 +356,7 @@ class KMeansProgram:
         """
         every = np.arange(self.dimension, dtype=np.int64)
         outputs: dict[int, FloatArray] = {}
-        for target in targets:
+        for target in step.targets:
             node = int(target)
             parts = [part[node] for part in partials if node in part]
             merged = merge_exact_sums(parts, [every] * len(parts), self.dimension)
@@ -374,7 +364,7 @@ class KMeansProgram:
             if mean is not None:
                 outputs[node] = as_float32_values(mean)
             else:
-                outputs[node] = state.centroids[node].copy()
+                outputs[node] = step.state.centroids[node].copy()
         return outputs
 
     def merge(

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from dpcomm.data.table import Column, Table
-from dpcomm.protocol.roles import target_outputs
+from dpcomm.protocol.roles import TargetStep, target_outputs
 from dpcomm.queries.aggregate import AggregateOutput, AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram, as_float32_values
 
@@ -56,19 +56,21 @@ def test_aggregate_partials_of_any_split_combine_to_the_outputs(seed):
         tuples = program.carried(flow, table)
         truth = program.route(state, flow, table)
         targets = range(program.targets_of(program.set_index(flow)))
-        expected = target_outputs(program, state, 0, flow, tuples, truth, targets)
+        expected = target_outputs(program, TargetStep(state, 0, flow, targets), tuples, truth)
         pieces = random_split(rng, table.num_rows, int(rng.integers(1, 6)))
         pieces.append(np.zeros(0, dtype=np.int64))  # an empty partition
         partials = [
-            program.target_partials(state, 0, flow, tuples.take(rows), truth[rows], targets)
+            program.target_partials(
+                TargetStep(state, 0, flow, targets), tuples.take(rows), truth[rows]
+            )
             for rows in pieces
         ]
         assert all(set(p) == set(targets) for p in partials)
-        combined = program.combine_partials(state, 0, flow, partials, targets)
+        combined = program.combine_partials(TargetStep(state, 0, flow, targets), partials)
         assert combined == expected
         # Partials travel (pickled), in another order.
         travelled = [pickle.loads(pickle.dumps(p)) for p in reversed(partials)]
-        assert program.combine_partials(state, 0, flow, travelled, targets) == expected
+        assert program.combine_partials(TargetStep(state, 0, flow, targets), travelled) == expected
 
 
 def test_aggregate_outputs_of_the_whole_are_the_nonprivate_result():
@@ -80,7 +82,7 @@ def test_aggregate_outputs_of_the_whole_are_the_nonprivate_result():
         truth = program.route(state, flow, table)
         targets = range(program.targets_of(program.set_index(flow)))
         produced = target_outputs(
-            program, state, 0, flow, program.carried(flow, table), truth, targets
+            program, TargetStep(state, 0, flow, targets), program.carried(flow, table), truth
         )
         outputs.update({(flow, t): o for t, o in produced.items()})
     assert program.result(program.merge(state, 0, outputs)) == program.nonprivate_result()
@@ -95,14 +97,19 @@ def test_aggregate_targets_without_tuples():
         targets = range(program.targets_of(index))
         nothing = table.take(np.zeros(0, dtype=np.int64))
         none = target_outputs(
-            program, state, 0, flow, program.carried(flow, nothing), np.zeros(0, np.int64), targets
+            program,
+            TargetStep(state, 0, flow, targets),
+            program.carried(flow, nothing),
+            np.zeros(0, np.int64),
         )
         # No partial at all, or only partials of empty subsets: the outputs of no tuple.
-        assert program.combine_partials(state, 0, flow, [], targets) == none
+        assert program.combine_partials(TargetStep(state, 0, flow, targets), []) == none
         empty = program.target_partials(
-            state, 0, flow, program.carried(flow, nothing), np.zeros(0, np.int64), targets
+            TargetStep(state, 0, flow, targets),
+            program.carried(flow, nothing),
+            np.zeros(0, np.int64),
         )
-        assert program.combine_partials(state, 0, flow, [empty, empty], targets) == none
+        assert program.combine_partials(TargetStep(state, 0, flow, targets), [empty, empty]) == none
         if program.query.grouping_sets[index]:
             assert all(o == AggregateOutput((), ()) for o in none.values())
         else:
@@ -118,14 +125,14 @@ def test_aggregate_partials_of_some_targets_only():
     table = program.source_rows()
     flow = program.flow_names[0]
     tuples, truth = program.carried(flow, table), program.route(state, flow, table)
-    expected = target_outputs(program, state, 0, flow, tuples, truth, [1, 3])
+    expected = target_outputs(program, TargetStep(state, 0, flow, [1, 3]), tuples, truth)
     halves = np.array_split(np.arange(table.num_rows), 2)
     partials = [
-        program.target_partials(state, 0, flow, tuples.take(rows), truth[rows], [1, 3])
+        program.target_partials(TargetStep(state, 0, flow, [1, 3]), tuples.take(rows), truth[rows])
         for rows in halves
     ]
-    assert program.combine_partials(state, 0, flow, partials, [1, 3]) == expected
-    everything = target_outputs(program, state, 0, flow, tuples, truth, range(4))
+    assert program.combine_partials(TargetStep(state, 0, flow, [1, 3]), partials) == expected
+    everything = target_outputs(program, TargetStep(state, 0, flow, range(4)), tuples, truth)
     assert expected == {1: everything[1], 3: everything[3]}
 
 
@@ -149,16 +156,16 @@ def test_kmeans_partials_of_any_split_combine_to_the_outputs(seed):
     points = program.source_rows()
     truth = program.route(state, flow, points)
     targets = range(program.num_centroids)
-    expected = target_outputs(program, state, 0, flow, points, truth, targets)
+    expected = target_outputs(program, TargetStep(state, 0, flow, targets), points, truth)
     pieces = random_split(rng, len(points), int(rng.integers(1, 6)))
     pieces.append(np.zeros(0, dtype=np.int64))
     partials = [
-        program.target_partials(state, 0, flow, points[rows], truth[rows], targets)
+        program.target_partials(TargetStep(state, 0, flow, targets), points[rows], truth[rows])
         for rows in pieces
     ]
-    assert same(program.combine_partials(state, 0, flow, partials, targets), expected)
+    assert same(program.combine_partials(TargetStep(state, 0, flow, targets), partials), expected)
     travelled = [pickle.loads(pickle.dumps(p)) for p in reversed(partials)]
-    assert same(program.combine_partials(state, 0, flow, travelled, targets), expected)
+    assert same(program.combine_partials(TargetStep(state, 0, flow, targets), travelled), expected)
 
 
 def test_kmeans_new_centroid_is_the_correctly_rounded_mean():
@@ -167,7 +174,7 @@ def test_kmeans_new_centroid_is_the_correctly_rounded_mean():
     flow = program.flow_name(1)
     points = program.source_rows()
     truth = program.route(state, flow, points)
-    outputs = target_outputs(program, state, 0, flow, points, truth, range(5))
+    outputs = target_outputs(program, TargetStep(state, 0, flow, range(5)), points, truth)
     for target, centroid in outputs.items():
         members = points[truth == target].astype(np.float64)
         if not len(members):
@@ -186,13 +193,15 @@ def test_kmeans_target_without_points_keeps_its_centroid():
     flow = program.flow_name(1)
     points = program.source_rows()[:10]
     truth = np.zeros(10, dtype=np.int64)  # every point to node 0
-    expected = target_outputs(program, state, 0, flow, points, truth, range(5))
+    expected = target_outputs(program, TargetStep(state, 0, flow, range(5)), points, truth)
     for target in range(1, 5):
         assert expected[target].tobytes() == state.centroids[target].tobytes()
-    assert same(program.combine_partials(state, 0, flow, [], [3]), {3: state.centroids[3]})
+    assert same(
+        program.combine_partials(TargetStep(state, 0, flow, [3]), []), {3: state.centroids[3]}
+    )
     partials = [
-        program.target_partials(state, 0, flow, points[:4], truth[:4], [0, 2]),
-        program.target_partials(state, 0, flow, points[4:], truth[4:], [0, 2]),
+        program.target_partials(TargetStep(state, 0, flow, [0, 2]), points[:4], truth[:4]),
+        program.target_partials(TargetStep(state, 0, flow, [0, 2]), points[4:], truth[4:]),
     ]
-    combined = program.combine_partials(state, 0, flow, partials, [0, 2])
+    combined = program.combine_partials(TargetStep(state, 0, flow, [0, 2]), partials)
     assert same(combined, {0: expected[0], 2: expected[2]})

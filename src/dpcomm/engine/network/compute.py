@@ -160,9 +160,8 @@ class Compute:
             tuples = self.program.codec.tuples(flow).decode([])
             payloads = []
         targets = np.full(len(payloads), self.index, dtype=np.int64)
-        [output] = roles.target_outputs(
-            self.program, state, stage, flow, tuples, targets, [self.index]
-        ).values()
+        step = roles.TargetStep(state, stage, flow, [self.index])
+        [output] = roles.target_outputs(self.program, step, tuples, targets).values()
         state = self.program.merge(state, stage, {(flow, self.index): output})
         encoded = self.program.codec.outputs(flow).encode(output)
         blob = output_header(self.spec, flow, self.index) + encoded

@@ -17,13 +17,12 @@ itself (frames and bytes per link, drops). Its guarantee is that of the batches 
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -40,10 +39,17 @@ from dpcomm.engine.network.pki import CertificateAuthority, issue_many
 from dpcomm.engine.network.records import GroupOutcome, WireRecord
 from dpcomm.engine.network.report import DeploymentDetails, round_failures, wire_report
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeFaults, RoundSpec
-from dpcomm.engine.run import Prepared, Run, prepare, run_efficiency, warn_above_target
+from dpcomm.engine.run import (
+    Prepared,
+    Run,
+    RunOptions,
+    prepare,
+    run_efficiency,
+    warn_above_target,
+)
 from dpcomm.engine.traffic import FlowTraffic
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure
+from dpcomm.plan.countermeasures import Countermeasure, Countermeasures, NoCountermeasure
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import account_plan
 from dpcomm.protocol import roles
@@ -498,17 +504,11 @@ class NetworkEngine:
         return simulate(program, NoCountermeasure(), delta=None, seed=seed)
 
     def execute(
-        self,
-        program: QueryProgram,
-        countermeasures: Countermeasure | Mapping[str, Countermeasure],
-        *,
-        delta: float,
-        seed: int | None = None,
-        progress: bool = False,
-        target_epsilon: float | None = None,
+        self, program: QueryProgram, countermeasures: Countermeasures, **options: Unpack[RunOptions]
     ) -> Run:
         """Run one round of ``program`` (its rows are the sources') and return the run."""
         started = time.perf_counter()
+        seed = options.get("seed")
         if seed is not None:
             check_seed(seed)  # before any worker process starts
         self.deadlines(program)
@@ -521,9 +521,7 @@ class NetworkEngine:
             workers = Workers(Workers.count_for(num_sources(program), crashing))
         try:
             with terminated_as_error():
-                return self._execute(
-                    program, countermeasures, delta, seed, target_epsilon, started, workers
-                )
+                return self._execute(program, countermeasures, options, started, workers)
         finally:
             if workers is not None:
                 workers.close()
@@ -531,19 +529,20 @@ class NetworkEngine:
     def _execute(
         self,
         program: QueryProgram,
-        countermeasures: Countermeasure | Mapping[str, Countermeasure],
-        delta: float,
-        seed: int | None,
-        target_epsilon: float | None,
+        countermeasures: Countermeasures,
+        options: RunOptions,
         started: float,
         workers: Workers | None,
     ) -> Run:
+        delta, seed = options["delta"], options.get("seed")
+        target_epsilon = options.get("target_epsilon")
+        if delta is None:
+            raise InvalidParameterError("delta", "the plan's δ (a deployment is accounted)", None)
         prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
         collect_seconds, timeout = self.deadlines(program)
         spec = RoundSpec.create(
             public_program(program),
             countermeasures,
-            round_id=secrets.randbelow(1 << 62) + 1,
             seed=seed,
             collect_seconds=collect_seconds,
             round_seconds=timeout,
@@ -615,7 +614,6 @@ def write_deployment(
     spec = RoundSpec.create(
         public_program(program),
         countermeasure,
-        round_id=secrets.randbelow(1 << 62) + 1,
         seed=None,
         collect_seconds=collect,
         round_seconds=round_seconds,

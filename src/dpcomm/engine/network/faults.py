@@ -20,12 +20,18 @@ import contextlib
 import os
 import ssl
 from collections.abc import Callable
-from typing import Any
 
 from dpcomm.engine.network.frames import HEADER_SIZE, FrameKind
 from dpcomm.engine.network.names import COORDINATOR
 from dpcomm.engine.network.spec import NodeFaults
-from dpcomm.engine.network.transport import Address, Handler, Link, Listener, Transport
+from dpcomm.engine.network.transport import (
+    Address,
+    Endpoint,
+    Handler,
+    Link,
+    Listener,
+    Transport,
+)
 from dpcomm.engine.network.wire import WireStats
 from dpcomm.errors import DpcommError
 
@@ -119,24 +125,13 @@ class FaultyTransport:
                 asyncio.get_running_loop().create_task(link.close())
         raise NodeCrashedError("injected crash")
 
-    async def listen(
-        self,
-        name: str,
-        handler: Handler,
-        *,
-        allowed: Callable[[str], bool],
-        drops: Any,
-        host: str,
-        port: int,
-    ) -> Listener:
-        """Start accepting links to node ``name`` (see :class:`Transport`)."""
+    async def listen(self, endpoint: Endpoint, handler: Handler) -> Listener:
+        """Start accepting links to ``endpoint`` (see :class:`Transport`)."""
 
         async def wrapped(link: Link) -> None:
             await handler(self._wrap(link))
 
-        return await self.inner.listen(
-            name, wrapped, allowed=allowed, drops=drops, host=host, port=port
-        )
+        return await self.inner.listen(endpoint, wrapped)
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
         """A link from node ``name`` to node ``peer`` (see :class:`Transport`)."""

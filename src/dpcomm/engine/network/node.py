@@ -20,7 +20,7 @@ from dpcomm.engine.network.frames import DropCounters, ReplayCache
 from dpcomm.engine.network.names import COORDINATOR, NodeName
 from dpcomm.engine.network.records import DeploymentError, Hello, Peer, decode, encode
 from dpcomm.engine.network.spec import NodeConfig, RoundSpec
-from dpcomm.engine.network.transport import Address, HandshakeError, Link, Transport
+from dpcomm.engine.network.transport import Address, Endpoint, HandshakeError, Link, Transport
 from dpcomm.engine.network.wire import (
     Channel,
     ChannelClosedError,
@@ -45,7 +45,12 @@ LINK_ERRORS = (ChannelClosedError, TimeoutError, DeploymentError, CodecError)
 
 @dataclass
 class NodeContext:
-    """What a node shares with the other nodes of its process, and its own state."""
+    """What a node shares with the other nodes of its process, and its own state.
+
+    Besides its fields: the node's ``name`` and typed ``node`` name, the round's public
+    parameters ``spec`` and its ``program``, the node's ``drops`` counters, its channel
+    limits, its ``randomness`` (the streams every engine draws from) and the round's deadline.
+    """
 
     config: NodeConfig
     transport: Transport
@@ -57,6 +62,11 @@ class NodeContext:
     limits: ChannelLimits | None = None
 
     def __post_init__(self) -> None:
+        self.name: str = self.config.name
+        self.node: NodeName = self.config.node
+        self.spec: RoundSpec = self.config.round
+        self.program: QueryProgram = self.spec.public_program
+        self.drops: DropCounters = self.stats.drops[self.name]
         self.replay.advance(self.spec.round_id)
         self.channel_limits = self.limits or self.spec.channel_limits(self.node.role)
         if self.replay.peer_quota is None:
@@ -65,31 +75,6 @@ class NodeContext:
         self.deadline = self.loop.time() + self.spec.round_seconds
         self.randomness = Randomness(self.spec.seed, round=self.spec.round_number)
         self.address: Address | None = None
-
-    @property
-    def name(self) -> str:
-        """The node's name."""
-        return self.config.name
-
-    @property
-    def node(self) -> NodeName:
-        """The node's typed name."""
-        return self.config.node
-
-    @property
-    def spec(self) -> RoundSpec:
-        """The round's public parameters."""
-        return self.config.round
-
-    @property
-    def program(self) -> QueryProgram:
-        """The public program."""
-        return self.spec.public_program
-
-    @property
-    def drops(self) -> DropCounters:
-        """The drop counters of the node."""
-        return self.stats.drops[self.name]
 
     def remaining(self) -> float:
         """Seconds left before the round's hard deadline (at least a few milliseconds)."""
@@ -141,14 +126,10 @@ class NodeContext:
             except LINK_ERRORS:
                 self.drops.add("link_ended")
 
-        listener = await self.transport.listen(
-            self.name,
-            on_link,
-            allowed=allowed,
-            drops=self.drops,
-            host=self.config.listen_host,
-            port=self.config.listen_port,
+        endpoint = Endpoint(
+            self.name, allowed, self.drops, self.config.listen_host, self.config.listen_port
         )
+        listener = await self.transport.listen(endpoint, on_link)
         address = list(listener.address)
         if self.config.advertise_host is not None and len(address) == 2:
             address[0] = self.config.advertise_host

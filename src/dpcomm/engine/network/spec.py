@@ -11,6 +11,7 @@ name, where the coordinator listens and, for a source, its own row.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -123,13 +124,18 @@ class RoundSpec:
         program: QueryProgram,
         countermeasures: Countermeasure | Mapping[str, Countermeasure],
         *,
-        round_id: int,
         seed: int | None,
         collect_seconds: float,
         round_seconds: float,
+        round_id: int | None = None,
         round_number: int = 0,
     ) -> RoundSpec:
-        """The spec of a round of ``program`` (its public description) with ``countermeasures``."""
+        """The spec of a round of ``program`` (its public description) with ``countermeasures``.
+
+        ``round_id`` (default: drawn at random) is what every frame of the round carries.
+        """
+        if round_id is None:
+            round_id = secrets.randbelow(1 << 62) + 1
         transformed = transform(program.plan, countermeasures)
         payload = payload_size_for(largest_tuple(program))
         body = max(DATA_HEADER.size + sealed_size(payload), MIN_BODY_SIZE, BLOB_HEADER.size + 16)

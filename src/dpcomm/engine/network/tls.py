@@ -40,6 +40,7 @@ from dpcomm.engine.network.frames import DropCounters, read_frame
 from dpcomm.engine.network.pki import NodeCredentials, PeerIdentityError, PkiError, peer_identity
 from dpcomm.engine.network.transport import (
     Address,
+    Endpoint,
     Handler,
     HandshakeError,
     Link,
@@ -547,17 +548,9 @@ class TlsTransport:
             context = self._clients[name] = client_context(self.credentials[name])
         return context
 
-    async def listen(
-        self,
-        name: str,
-        handler: Handler,
-        *,
-        allowed: Callable[[str], bool],
-        drops: DropCounters,
-        host: str,
-        port: int,
-    ) -> Listener:
-        """Start accepting links to node ``name`` (see :class:`Transport`)."""
+    async def listen(self, endpoint: Endpoint, handler: Handler) -> Listener:
+        """Start accepting links to ``endpoint`` (see :class:`Transport`)."""
+        name, host = endpoint.name, endpoint.host
         credentials = self.credentials[name]
 
         async def on_link(
@@ -565,14 +558,14 @@ class TlsTransport:
         ) -> None:
             await handler(TlsLink(reader, writer, local=name, peer=peer))
 
-        gate = self.gates[name] = ConnectionGate(self.limits, drops=drops, name=name)
+        gate = self.gates[name] = ConnectionGate(self.limits, drops=endpoint.drops, name=name)
         server = await start_tls_server(
             on_link,
             host=host,
-            port=port,
+            port=endpoint.port,
             credentials=credentials,
-            counters=drops,
-            allowed_peers=allowed,
+            counters=endpoint.drops,
+            allowed_peers=endpoint.allowed,
             backlog=self.backlog,
             gate=gate,
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dpcomm.engine.network.frames import DropCounters, FrameError, StreamClosedError
@@ -82,20 +83,29 @@ class Listener(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and for whom a node listens.
+
+    Attributes:
+        name: the listening node's name.
+        allowed: which peers (by name) may link to it.
+        drops: its drop counters (refused and broken links are counted there).
+        host, port: where it listens over TCP (port 0: any free port; unused in memory).
+    """
+
+    name: str
+    allowed: Callable[[str], bool]
+    drops: DropCounters
+    host: str = ""
+    port: int = 0
+
+
 class Transport(Protocol):
     """Creates listeners and links for the nodes of one process (or event loop)."""
 
-    async def listen(
-        self,
-        name: str,
-        handler: Handler,
-        *,
-        allowed: Callable[[str], bool],
-        drops: DropCounters,
-        host: str,
-        port: int,
-    ) -> Listener:
-        """Start accepting links to node ``name``; each goes to ``handler`` (closed after it)."""
+    async def listen(self, endpoint: Endpoint, handler: Handler) -> Listener:
+        """Start accepting links to ``endpoint``; each goes to ``handler`` (closed after it)."""
         ...
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
@@ -194,19 +204,10 @@ class MemoryTransport:
         self._listeners: dict[str, tuple[Handler, Callable[[str], bool], DropCounters]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def listen(
-        self,
-        name: str,
-        handler: Handler,
-        *,
-        allowed: Callable[[str], bool],
-        drops: DropCounters,
-        host: str = "",
-        port: int = 0,
-    ) -> Listener:
-        """Start accepting links to node ``name`` (see :class:`Transport`)."""
-        self._listeners[name] = (handler, allowed, drops)
-        return _MemoryListener(self, name)
+    async def listen(self, endpoint: Endpoint, handler: Handler) -> Listener:
+        """Start accepting links to ``endpoint`` (see :class:`Transport`)."""
+        self._listeners[endpoint.name] = (handler, endpoint.allowed, endpoint.drops)
+        return _MemoryListener(self, endpoint.name)
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
         """A link from node ``name`` to node ``peer`` (see :class:`Transport`)."""

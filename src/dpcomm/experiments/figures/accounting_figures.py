@@ -19,16 +19,8 @@ from typing import Any
 import numpy as np
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account, pure
-from dpcomm.experiments.figures.base import (
-    DELTA,
-    FigureOutput,
-    FigureSettings,
-    Row,
-    group_curves,
-    new_axes,
-    register,
-    save_figure,
-)
+from dpcomm.experiments.figures import base
+from dpcomm.experiments.figures.base import DELTA, FigureOutput, FigureSettings, Row
 from dpcomm.experiments.figures.thresholds import (
     MAX_DUMMIES,
     Threshold,
@@ -156,7 +148,7 @@ def _plot(
     color_of: Callable[[str], str | None] = _COLORS.get,
 ) -> None:
     """Draw one line per curve from the plotted rows; a curve with none is named in the legend."""
-    for curve, points in group_curves(rows).items():
+    for curve, points in base.group_curves(rows).items():
         label = _LEGEND.get(curve, curve)
         status = str(points[0]["status"])
         style = dict(_STYLE[status])
@@ -225,13 +217,13 @@ def _sweep(
     for x in settings.steps(grid, f"figure {name}"):
         sigma, n, d = point(x)
         rows += rows_at(sigma=sigma, batch_size=n, num_dummies=d)
-    figure, axes = new_axes(width=width, height=height)
+    figure, axes = base.new_axes(width=width, height=height)
     _plot(axes, rows, key)
     if y_cap is not None:
         finite = [float(r["epsilon"]) for r in rows if r["plotted"]]
         axes.set_ylim(0.0, min(max(finite) * 1.05, y_cap))
     _finish(axes, xlabel=_AXIS_LABELS[key], ylabel=ylabel, below=True)
-    png, csv = save_figure(settings, name, figure, rows, title=title)
+    png, csv = base.save_figure(settings, name, figure, rows, title=title)
     return rows, png, csv
 
 
@@ -249,7 +241,7 @@ def _sampling_grid(settings: FigureSettings) -> list[float]:
     return [round(float(s), 4) for s in np.linspace(0.02, 1.0, 50)]
 
 
-@register("3a")
+@base.register("3a")
 def figure_3a(settings: FigureSettings) -> FigureOutput:
     """Figure 3a: pure ε of A_σ (the local theorem with d = 0) against σ, for several T."""
     grid = _sampling_grid(settings)
@@ -260,11 +252,11 @@ def figure_3a(settings: FigureSettings) -> FigureOutput:
         for num_targets in settings.steps(FIGURE3A_TARGETS, "figure 3a")
         for sigma in grid
     ]
-    figure, axes = new_axes()
+    figure, axes = base.new_axes()
     _plot(axes, rows, "sampling_rate", color_of=lambda _: None)
     axes.axhline(math.log(3), color="black", linewidth=0.8, linestyle=":", label="ε = ln 3")
     _finish(axes, xlabel="sampling rate σ", ylabel="ε (pure, exact)", legend_size=8)
-    png, csv = save_figure(settings, "3a", figure, rows, title=FIGURE_TITLES["3a"])
+    png, csv = base.save_figure(settings, "3a", figure, rows, title=FIGURE_TITLES["3a"])
     # ε <= ln 3 iff (1 − σ)T/σ <= 2 iff σ >= T/(T + 2) (the tests check it on the curves).
     thresholds = {t: t / (t + 2) for t in FIGURE3A_TARGETS}
     listed = ", ".join(f"{thresholds[t]:.2f} for T = {t}" for t in (2, 20, 100))
@@ -286,7 +278,7 @@ def figure_3a(settings: FigureSettings) -> FigureOutput:
     )
 
 
-@register("3b")
+@base.register("3b")
 def figure_3b(settings: FigureSettings) -> FigureOutput:
     """Figure 3b: pure ε of A_σ^d (the local theorem) against d, T = 20, for several σ."""
     dummies = [0, 1, 2, 3, 5, 8, 12, 16, 18, 19] if settings.quick else list(range(NUM_TARGETS))
@@ -295,10 +287,10 @@ def figure_3b(settings: FigureSettings) -> FigureOutput:
         for sigma in settings.steps(FIGURE3B_SAMPLING, "figure 3b")
         for d in dummies
     ]
-    figure, axes = new_axes()
+    figure, axes = base.new_axes()
     _plot(axes, rows, "num_dummies", color_of=lambda _: None)
     _finish(axes, xlabel="dummies per source d", ylabel="ε (pure, exact)", legend_size=8)
-    png, csv = save_figure(settings, "3b", figure, rows, title=FIGURE_TITLES["3b"])
+    png, csv = base.save_figure(settings, "3b", figure, rows, title=FIGURE_TITLES["3b"])
 
     def eps(sigma: float, d: int) -> float:
         return _local_epsilon(num_targets=NUM_TARGETS, sampling_rate=sigma, num_dummies=d)
@@ -431,7 +423,7 @@ def _figure4_notes(rows: Sequence[Row], key: str, symbol: str) -> tuple[str, ...
     )
 
 
-@register("4a")
+@base.register("4a")
 def figure_4a(settings: FigureSettings) -> FigureOutput:
     """Figure 4a: pure ε of the capped scrambler against σ (n = 100, d = 50)."""
     n, d = 100, 50
@@ -460,7 +452,7 @@ def figure_4a(settings: FigureSettings) -> FigureOutput:
     )
 
 
-@register("4b")
+@base.register("4b")
 def figure_4b(settings: FigureSettings) -> FigureOutput:
     """Figure 4b: pure ε of the capped scrambler against d (n = 100, σ = 0.5)."""
     n, sigma = 100, 0.5
@@ -500,7 +492,7 @@ def figure_4b(settings: FigureSettings) -> FigureOutput:
     )
 
 
-@register("4c")
+@base.register("4c")
 def figure_4c(settings: FigureSettings) -> FigureOutput:
     """Figure 4c: pure ε of the capped scrambler against n (d = 50, σ = 0.5)."""
     d, sigma = 50, 0.5
@@ -791,7 +783,7 @@ def least_dummies_6b(target_epsilon: float = 1.0) -> Threshold | None:
     )
 
 
-@register("6a")
+@base.register("6a")
 def figure_6a(settings: FigureSettings) -> FigureOutput:
     """Figure 6a: ε at δ = 1e-4 of the uncapped scrambler against n (d = 50, σ = 0.2)."""
     grid = (
@@ -812,7 +804,7 @@ def figure_6a(settings: FigureSettings) -> FigureOutput:
     )
 
 
-@register("6b")
+@base.register("6b")
 def figure_6b(settings: FigureSettings) -> FigureOutput:
     """Figure 6b: ε at δ = 1e-4 of the uncapped scrambler against d (n = 100, σ = 0.2)."""
     grid = (
@@ -846,7 +838,7 @@ def figure_6b(settings: FigureSettings) -> FigureOutput:
     )
 
 
-@register("6c")
+@base.register("6c")
 def figure_6c(settings: FigureSettings) -> FigureOutput:
     """Figure 6c: ε at δ = 1e-4 of the uncapped scrambler against σ (n = 500, d = 50)."""
     grid = (

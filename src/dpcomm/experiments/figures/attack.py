@@ -18,17 +18,8 @@ import numpy as np
 from dpcomm.data import load_mnist5k, synthetic_table
 from dpcomm.engine import simulate
 from dpcomm.experiments.attacker import attack_run, dp_accuracy_bound
-from dpcomm.experiments.figures.base import (
-    DELTA,
-    NUM_TARGETS,
-    FigureOutput,
-    FigureSettings,
-    Row,
-    group_curves,
-    new_axes,
-    register,
-    save_figure,
-)
+from dpcomm.experiments.figures import base
+from dpcomm.experiments.figures.base import DELTA, NUM_TARGETS, FigureOutput, FigureSettings, Row
 from dpcomm.plan import NoCountermeasure, Scramblers
 from dpcomm.plan.countermeasures import Countermeasure, LocalFlooding
 from dpcomm.queries.aggregate import AggregateProgram
@@ -84,7 +75,7 @@ def _parameters(countermeasure: Countermeasure) -> Row:
     }
 
 
-@register("attack")
+@base.register("attack")
 def figure_attack(settings: FigureSettings) -> FigureOutput:
     """Attacker accuracy vs cluster ε, with the DP bound, for Aggregate and K-means."""
     quick = settings.quick
@@ -123,7 +114,7 @@ def figure_attack(settings: FigureSettings) -> FigureOutput:
                 "flows_attacked": len(result.flows),
             }
         )
-    png, csv = save_figure(settings, "attack", _plot(rows), rows, title=ATTACK_TITLE)
+    png, csv = base.save_figure(settings, "attack", _plot(rows), rows, title=ATTACK_TITLE)
     notes = _notes(rows)
     return FigureOutput(
         name="attack",
@@ -172,12 +163,12 @@ def _notes(rows: list[Row]) -> list[str]:
 
 def _plot(rows: list[Row]) -> Any:
     """The figure: one panel per query."""
-    figure, panels = new_axes(width=11.0, height=5.6, panels=2)
+    figure, panels = base.new_axes(width=11.0, height=5.6, panels=2)
     markers = "osD^v"
     for axes, query in zip(panels, ("Aggregate", "K-means"), strict=True):
         points = [r for r in rows if r["query"] == query]
         finite = [r for r in points if math.isfinite(r["cluster_epsilon"])]
-        curves = group_curves(finite)
+        curves = base.group_curves(finite)
         top = max((r["cluster_epsilon"] for r in finite), default=1.0)
         top = min(max(top, 1.0), 12.0)
         for index, (curve, members) in enumerate(curves.items()):

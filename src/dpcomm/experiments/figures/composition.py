@@ -9,16 +9,8 @@ tighter; the certified lower bound composes explicit neighbouring pairs.
 from __future__ import annotations
 
 from dpcomm.accounting import ScramblerMechanism, account
-from dpcomm.experiments.figures.base import (
-    DELTA,
-    FigureOutput,
-    FigureSettings,
-    Row,
-    group_curves,
-    new_axes,
-    register,
-    save_figure,
-)
+from dpcomm.experiments.figures import base
+from dpcomm.experiments.figures.base import DELTA, FigureOutput, FigureSettings, Row
 
 #: The scrambler of the paper's running example (Table 1), with two numbers of dummies.
 NUM_TARGETS = 20
@@ -76,16 +68,16 @@ def composition_rows(rounds: list[int], *, num_dummies: int) -> list[Row]:
     return rows
 
 
-@register("rounds")
+@base.register("rounds")
 def figure_rounds(settings: FigureSettings) -> FigureOutput:
     """ε against the number of composed rounds, for d = 50 and d = 275."""
     rounds = _rounds(settings.quick)
     rows: list[Row] = []
-    figure, axes = new_axes(width=10.0, height=4.2, panels=len(DUMMIES))
+    figure, axes = base.new_axes(width=10.0, height=4.2, panels=len(DUMMIES))
     for panel, dummies in zip(axes, settings.steps(DUMMIES, "figure rounds"), strict=True):
         part = composition_rows(rounds, num_dummies=dummies)
         rows += part
-        for curve, points in group_curves(part).items():
+        for curve, points in base.group_curves(part).items():
             panel.plot(
                 [p["rounds"] for p in points],
                 [p["epsilon"] for p in points],
@@ -100,7 +92,7 @@ def figure_rounds(settings: FigureSettings) -> FigureOutput:
         panel.set_ylabel(f"ε of the composition at δ = {DELTA:g}")
         panel.grid(True, alpha=0.3)
         panel.legend(fontsize=8, loc="upper left")
-    png, csv = save_figure(settings, "rounds", figure, rows, title=ROUNDS_TITLE)
+    png, csv = base.save_figure(settings, "rounds", figure, rows, title=ROUNDS_TITLE)
     last = max(rounds)
     notes = []
     for dummies in DUMMIES:

@@ -38,17 +38,8 @@ from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, s
 from dpcomm.engine import run_aggregate, simulate
 from dpcomm.engine.report import EfficiencyReport, efficiency_report, privacy_report
 from dpcomm.errors import DpcommError, DpcommWarning
-from dpcomm.experiments.figures.base import (
-    DELTA,
-    NUM_TARGETS,
-    FigureOutput,
-    FigureSettings,
-    Row,
-    group_curves,
-    new_axes,
-    register,
-    save_figure,
-)
+from dpcomm.experiments.figures import base
+from dpcomm.experiments.figures.base import DELTA, NUM_TARGETS, FigureOutput, FigureSettings, Row
 from dpcomm.experiments.figures.thresholds import MAX_DUMMIES, least_dummies_for_plan
 from dpcomm.plan import ExecutionPlan, NoCountermeasure, Scramblers
 from dpcomm.plan.costs import num_scramblers, sources_needed
@@ -352,9 +343,9 @@ def _sweep(
     simulated = [point(settings, **config) for config in configurations]
     rows = [row for row in simulated if math.isfinite(row["epsilon"])]
     x = against.column
-    figure, axes = new_axes(width=6.4, height=4.4)
+    figure, axes = base.new_axes(width=6.4, height=4.4)
     markers = "osD^vP*X"
-    for index, (curve, points) in enumerate(group_curves(rows).items()):
+    for index, (curve, points) in enumerate(base.group_curves(rows).items()):
         ordered = sorted(points, key=lambda row: row[x])
         axes.plot(
             [row[x] for row in ordered],
@@ -377,7 +368,7 @@ def _sweep(
     axes.set_ylabel(f"plan ε (δ = {DELTA:g} for the whole plan)")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)
-    png, csv = save_figure(settings, name, figure, rows, title=title)
+    png, csv = base.save_figure(settings, name, figure, rows, title=title)
     return rows, png, csv
 
 
@@ -395,7 +386,7 @@ def _drop_share(points: Sequence[Row], *, until: int) -> float:
 
 def _dummy_notes(rows: Sequence[Row], *, early: int, kind: str) -> list[str]:
     """Check "privacy gains are significant, especially for the first dummies" (§5.2)."""
-    curves = group_curves(rows)
+    curves = base.group_curves(rows)
     shares = [_drop_share(points, until=early) for points in curves.values()]
     largest = max(row["num_dummies"] for row in rows)
     monotone = all(
@@ -455,7 +446,7 @@ def _reach_note(
     """
     parts: list[str] = []
     loads: list[tuple[int, str, int]] = []
-    for curve, points in group_curves(rows).items():
+    for curve, points in base.group_curves(rows).items():
         first = points[0]
         reached = [row["num_dummies"] for row in points if row["epsilon"] <= 1.0]
         found = least_dummies_for_plan(
@@ -517,7 +508,7 @@ def _channel_notes(rows: Sequence[Row]) -> str:
     """Check "the effect diminishes; a few tens to a few hundreds channels are enough" (§5.2)."""
     parts = []
     diminishing = True
-    for curve, points in group_curves(rows).items():
+    for curve, points in base.group_curves(rows).items():
         ordered = _first(points, "max_scrambler_channels")
         low, high = ordered[0], ordered[-1]
         near = [row for row in ordered if row["max_scrambler_channels"] <= 150]
@@ -562,7 +553,7 @@ AGGREGATE_PARAMETERS = (
 )
 
 
-@register("7a")
+@base.register("7a")
 def figure_7a(settings: FigureSettings) -> FigureOutput:
     """Aggregate: privacy vs network load (G = 1), varying d."""
     rates: tuple[float, ...]
@@ -600,7 +591,7 @@ def figure_7a(settings: FigureSettings) -> FigureOutput:
     )
 
 
-@register("7b")
+@base.register("7b")
 def figure_7b(settings: FigureSettings) -> FigureOutput:
     """Aggregate: privacy vs individual load, varying n."""
     sigma = 0.2
@@ -655,7 +646,7 @@ def _budget_curve(budget: int, batch_size: int) -> str:
     return f"budget +{budget // 1000}k msgs, n={batch_size}"
 
 
-@register("7c")
+@base.register("7c")
 def figure_7c(settings: FigureSettings) -> FigureOutput:
     """Aggregate: privacy vs consents at fixed utility and network overhead budgets."""
     sizes: tuple[int, ...]
@@ -686,7 +677,7 @@ def figure_7c(settings: FigureSettings) -> FigureOutput:
     title = "Aggregate: privacy vs consents"
     rows, png, csv = _sweep(settings, "7c", title, grid, _budget_point, _CONSENTS)
     curves = {
-        curve: _first(points, "sampling_rate") for curve, points in group_curves(rows).items()
+        curve: _first(points, "sampling_rate") for curve, points in base.group_curves(rows).items()
     }
     decreasing = all(
         all(a["epsilon"] > b["epsilon"] for a, b in itertools.pairwise(ordered))
@@ -736,7 +727,7 @@ def figure_7c(settings: FigureSettings) -> FigureOutput:
     )
 
 
-@register("7d")
+@base.register("7d")
 def figure_7d(settings: FigureSettings) -> FigureOutput:
     """Aggregate: privacy vs utility, S = 10k sources, varying σ."""
     n = 100
@@ -756,7 +747,7 @@ def figure_7d(settings: FigureSettings) -> FigureOutput:
     title = "Aggregate: privacy vs utility"
     rows, png, csv = _sweep(settings, "7d", title, grid, aggregate_point, _UTILITY)
     spans = []
-    for curve, points in group_curves(rows).items():
+    for curve, points in base.group_curves(rows).items():
         ordered = _first(points, "sampling_rate")
         low, high = ordered[0], ordered[-1]
         spans.append(
@@ -810,7 +801,7 @@ def _kmeans_dataset_note(rows: Sequence[Row], quick: bool) -> str:
     )
 
 
-@register("7e")
+@base.register("7e")
 def figure_7e(settings: FigureSettings) -> FigureOutput:
     """K-means: privacy vs global load, varying d."""
     configs: tuple[tuple[float, int], ...]
@@ -847,7 +838,7 @@ def figure_7e(settings: FigureSettings) -> FigureOutput:
     )
 
 
-@register("7f")
+@base.register("7f")
 def figure_7f(settings: FigureSettings) -> FigureOutput:
     """K-means: privacy vs individual load, varying n."""
     sigma = 0.9
@@ -879,7 +870,7 @@ def figure_7f(settings: FigureSettings) -> FigureOutput:
     )
 
 
-@register("8")
+@base.register("8")
 def figure_8(settings: FigureSettings) -> FigureOutput:
     """Aggregate: privacy vs network load for G = 1..4 grouping sets."""
     sigma, n = 0.2, 100

@@ -11,6 +11,7 @@ import pytest
 from dpcomm.engine.network.frames import DropCounters, FrameError, StreamClosedError
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
 from dpcomm.engine.network.transport import (
+    Endpoint,
     HandshakeError,
     LinkClosedError,
     MemoryLink,
@@ -121,7 +122,7 @@ async def pair(
         served.set_result(link)
         await release.wait()
 
-    listener = await transport.listen(server_name, handler or keep, allowed=allowed, drops=drops)
+    listener = await transport.listen(Endpoint(server_name, allowed, drops), handler or keep)
     assert listener.address == [server_name]
     client = await transport.connect(client_name, server_name, listener.address, timeout=1.0)
     assert isinstance(client, MemoryLink)
@@ -249,7 +250,7 @@ def test_an_unauthorized_peer_is_refused_and_counted():
         def only_sources(name: str) -> bool:
             return name.startswith("source-")
 
-        listener = await transport.listen("compute-0-0", handler, allowed=only_sources, drops=drops)
+        listener = await transport.listen(Endpoint("compute-0-0", only_sources, drops), handler)
         for intruder in ("scrambler-0-0", "compute-1-0"):
             with pytest.raises(HandshakeError, match="refused"):
                 await transport.connect(intruder, "compute-0-0", listener.address, timeout=1.0)
@@ -273,10 +274,11 @@ def test_connecting_to_a_missing_or_mismatched_node_fails():
         async def handler(link: Any) -> None:
             return None
 
-        listener = await transport.listen(
-            "compute-0-0", handler, allowed=lambda name: True, drops=drops
-        )
-        await transport.listen("compute-0-1", handler, allowed=lambda name: True, drops=drops)
+        def everyone(name: str) -> bool:
+            return True
+
+        listener = await transport.listen(Endpoint("compute-0-0", everyone, drops), handler)
+        await transport.listen(Endpoint("compute-0-1", everyone, drops), handler)
         with pytest.raises(HandshakeError):
             await transport.connect("source-1", "result", ["result"], timeout=1.0)
         # The address of one node with the name of another: not the expected peer.
