@@ -48,7 +48,7 @@ def main() -> None:
         f"Python {platform.python_version()}",
         "sources": args.sources,
         "scramblers": run.transformed.num_scramblers(),
-        "compute_nodes": 20,
+        "num_targets": 20,
         "wall_seconds": round(wall, 2),
         "startup_seconds": round(startup, 2),
         "timings": {k: round(v, 2) for k, v in timings.items()},
