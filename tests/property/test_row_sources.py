@@ -7,11 +7,11 @@ from importlib import resources
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import assert_same_table
 
 from dpcomm.data import (
     InMemoryRows,
@@ -24,21 +24,6 @@ from dpcomm.data import (
     synthetic_table,
 )
 from dpcomm.data.synthetic import BLOCK_ROWS
-
-
-def assert_same_table(got: Table, expected: Table) -> None:
-    """Same names, SQL types, numpy dtypes, NULL masks, and values (of the same Python types)."""
-    assert got.num_rows == expected.num_rows
-    assert got.column_names == expected.column_names
-    for a, b in zip(got.columns, expected.columns, strict=True):
-        assert a.sql_type == b.sql_type, a.name
-        assert a.values.dtype == b.values.dtype, a.name
-        assert np.array_equal(a.is_null, b.is_null), a.name
-        x, y = a.values[~a.is_null], b.values[~b.is_null]
-        if x.dtype.kind == "O":
-            assert [(type(v), repr(v)) for v in x] == [(type(v), repr(v)) for v in y], a.name
-        else:
-            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), a.name
 
 
 @st.composite
