@@ -29,12 +29,14 @@ capture-tools:
 	  apt-get install -y -qq tcpdump iproute2 >/dev/null || echo "warning: tcpdump not installed"; \
 	  else echo "warning: not root: tcpdump not installed, capture tests will be skipped"; fi; }
 
-# The whole suite, in parallel workers (one per core), then the documentation site.
+# The whole suite in parallel workers (one per core); then, alone, the tests that load the
+# machine or its network (marker serial); then the documentation site.
 test: $(STAMP) capture-tools
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
-	$(BIN)/pytest -n auto
+	$(BIN)/pytest -n auto -m "not serial"
+	$(BIN)/pytest -m serial
 	$(MAKE) --no-print-directory docs
 
 # The inner loop (under two minutes): lint, types, unit and property tests.

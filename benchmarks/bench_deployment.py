@@ -35,7 +35,7 @@ def main() -> None:
     table = synthetic_table(num_rows=args.sources, seed=0)
     program = AggregateProgram.from_sql(SQL, table, num_targets=20)
     countermeasure = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50)
-    engine = NetworkEngine(transport="tls", timeout=120, collect_seconds=60)
+    engine = NetworkEngine(transport="tls", timeout=120, idle_seconds=60)
     start = time.perf_counter()
     run = engine.execute(program, countermeasure, delta=1e-4, seed=0)
     wall = time.perf_counter() - start

@@ -37,7 +37,7 @@ def test_capture_of_a_round_shows_equal_records_matching_the_links(tmp_path):
     # has a hole); such a capture proves nothing either way, so the round is captured again.
     for attempt in range(3):
         with TcpdumpCapture(tmp_path / f"round-{attempt}.pcap") as sniffer:
-            engine = NetworkEngine(transport="tls", timeout=60, collect_seconds=10)
+            engine = NetworkEngine(transport="tls", timeout=60, idle_seconds=10)
             run = engine.execute(program, countermeasure, delta=1e-4, seed=2)
         capture = sniffer.capture()
         if capture.dropped == 0 and capture.gaps == 0:

@@ -31,7 +31,7 @@ def test_run_and_deploy_local_give_the_same_aggregate_run(cli):
     status, out, err = cli("run", "aggregate", *common)
     assert status == 0, err
     simulated = json.loads(out)
-    status, out, err = cli("deploy", "local", *common, "--collect-seconds", "10")
+    status, out, err = cli("deploy", "local", *common, "--idle-seconds", "10")
     assert status == 0, err
     same_document(simulated, json.loads(out))
 
@@ -82,7 +82,7 @@ def test_deploy_local_takes_what_run_takes(cli, tmp_path, suffix):
     status, out, err = cli("run", "aggregate", *common)
     assert status == 0, err
     simulated = json.loads(out)
-    status, out, err = cli("deploy", "local", *common, "--collect-seconds", "10")
+    status, out, err = cli("deploy", "local", *common, "--idle-seconds", "10")
     assert status == 0, err
     deployed = json.loads(out)
     same_document(simulated, deployed)

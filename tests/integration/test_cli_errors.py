@@ -249,7 +249,7 @@ def test_deploy_local_refuses_a_workdir_with_keys_unless_force(cli, tmp_path):
     assert cli("pki", "init", "--dir", tmp_path / "pki")[0] == 0
     before = (tmp_path / "pki" / "ca.key").read_bytes()
     argv = ["deploy", "local", "--sql", SYNTHETIC_QUERY, "--synthetic", "30", "--seed", "1"]
-    argv += ["--collect-seconds", "5", "--workdir", tmp_path]
+    argv += ["--idle-seconds", "5", "--workdir", tmp_path]
     status, _, err = cli(*argv)
     assert_one_line_error(status, err, "--workdir", "--force")
     assert (tmp_path / "pki" / "ca.key").read_bytes() == before

@@ -232,7 +232,7 @@ def test_both_engines_carry_every_exact_type_in_one_round():
     """The network engine (nodes exchanging encoded tuples) against the memory engine."""
     table, expected = duckdb_table(ALL_TYPES, EVERYTHING)
     program = AggregateProgram.from_sql(EVERYTHING, table, num_targets=3)
-    network = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
+    network = NetworkEngine(transport="memory", timeout=60, idle_seconds=5)
     for countermeasure in (
         NoCountermeasure(),
         Scramblers(sampling_rate=0.0, batch_size=4, num_dummies=2),

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dpcomm.data import synthetic_table
-from dpcomm.engine.network.deploy import NetworkEngine, round_deadlines
+from dpcomm.engine.network.deploy import DEFAULT_IDLE_SECONDS, NetworkEngine, round_deadlines
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
@@ -67,7 +67,7 @@ def _start_round() -> tuple[subprocess.Popen[str], set[int], set[Path]]:
     """A deployment of 400 sources, once its workers run and its keys are written."""
     before = _round_folders()
     command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--sql", SQL]
-    command += ["--synthetic", "400", "--collect-seconds", "60", "--timeout", "300"]
+    command += ["--synthetic", "400", "--idle-seconds", "60", "--timeout", "300"]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
     )
@@ -121,7 +121,7 @@ def test_a_workdir_with_a_certificate_authority_is_kept_without_force(tmp_path):
     (tmp_path / "pki").mkdir()
     (tmp_path / "pki" / "ca.key").write_text("the operator's key")
     program = AggregateProgram.from_sql(SQL, synthetic_table(num_rows=20, seed=1))
-    engine = NetworkEngine(workdir=tmp_path, timeout=30, collect_seconds=5)
+    engine = NetworkEngine(workdir=tmp_path, timeout=30, idle_seconds=5)
     with pytest.raises(InvalidParameterError, match="workdir"):
         engine.execute(
             program, Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2), delta=1e-4
@@ -129,18 +129,18 @@ def test_a_workdir_with_a_certificate_authority_is_kept_without_force(tmp_path):
     assert (tmp_path / "pki" / "ca.key").read_text() == "the operator's key"
 
 
-def test_default_deadlines_grow_with_the_round():
+def test_default_deadlines_measure_inactivity_and_only_the_cap_grows_with_the_round():
     small, large = round_deadlines(1_000), round_deadlines(10_000)
-    assert small[0] < large[0] and small[1] < large[1]
-    assert all(collect < timeout for collect, timeout in (small, large))
-    assert round_deadlines(1_000, stages=10)[1] > small[1]
+    assert small[0] == large[0] == DEFAULT_IDLE_SECONDS  # T: no progress for T seconds
+    assert small[1] < large[1] and round_deadlines(1_000, stages=10)[1] > small[1]
+    assert all(idle < timeout for idle, timeout in (small, large))
 
 
 def test_a_round_that_leaves_sources_out_exits_non_zero_with_one_line():
     # 1 s to register 300 sources and batch them is not enough on any machine: sources are
     # left out (or the round aggregates nothing), and the command says so in one line.
     command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--sql", SQL]
-    command += ["--synthetic", "300", "--collect-seconds", "0.2", "--timeout", "1"]
+    command += ["--synthetic", "300", "--idle-seconds", "0.2", "--timeout", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, env=os.environ)
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()

@@ -42,7 +42,7 @@ def program_of(rows):
 
 
 def tls(**options):
-    settings = {"transport": "tls", "timeout": 90, "collect_seconds": 20, **options}
+    settings = {"transport": "tls", "timeout": 90, "idle_seconds": 20, **options}
     return NetworkEngine(**settings)
 
 
@@ -60,7 +60,7 @@ def test_configs_round_trip_and_carry_only_public_parameters():
         COUNTERMEASURE,
         round_id=7,
         seed=None,
-        collect_seconds=5,
+        idle_seconds=5,
         round_seconds=30,
     )
     configs = node_configs(program, spec)
@@ -143,7 +143,7 @@ def test_killed_scrambler_loses_its_batch_whole_and_late_source_is_left_out():
             COUNTERMEASURE,
             delta=1e-4,
             seed=SEED,
-            engine=tls(timeout=60, collect_seconds=6, faults=faults),
+            engine=tls(timeout=60, idle_seconds=6, faults=faults),
             target_epsilon=planned.epsilon,
         )
     run = outcome.run
@@ -185,7 +185,7 @@ def test_kmeans_over_tls_is_the_memory_run():
     digits = load_mnist5k()
     program = KMeansProgram(digits.train_images[:180], 4, 2, seed=1)
     countermeasure = MECHANISMS["scramblers"]
-    run = tls(timeout=90, collect_seconds=15).execute(program, countermeasure, delta=1e-4, seed=3)
+    run = tls(timeout=90, idle_seconds=15).execute(program, countermeasure, delta=1e-4, seed=3)
     assert run.details.errors == {}
     same_run(simulate(program, countermeasure, delta=1e-4, seed=3), run)
     wire = run.details.wire

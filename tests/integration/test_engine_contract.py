@@ -18,4 +18,4 @@ class TestMemoryEngine(EngineContract):
 
 class TestNetworkEngine(EngineContract):
     def engine(self):
-        return NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
+        return NetworkEngine(transport="memory", timeout=60, idle_seconds=5)

@@ -7,8 +7,6 @@ the veth link. Skipped, with the reason, where namespaces cannot be made (not ro
 iproute2, no CAP_NET_ADMIN in a container).
 """
 
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,55 +29,6 @@ SQL = "SELECT g1, COUNT(*) AS n, SUM(m1) AS total FROM t GROUP BY g1"
 DPCOMM = str(Path(sys.executable).with_name("dpcomm"))
 
 
-def _ip(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
-
-
-def _namespaces_unavailable() -> str | None:
-    if shutil.which("ip") is None:
-        return "iproute2 is not installed (make test installs it)"
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    probe = f"dpcprobe{os.getpid() % 100000}"
-    made = _ip("netns", "add", probe)
-    if made.returncode != 0:
-        return f"cannot create a network namespace here: {made.stderr.strip()}"
-    _ip("netns", "del", probe)
-    return None
-
-
-@pytest.fixture
-def two_hosts():
-    reason = _namespaces_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    tag = os.getpid() % 100000
-    host_a, host_b = f"dpca{tag}", f"dpcb{tag}"
-    subnet = f"10.231.{tag % 250}"
-    address_a, address_b = f"{subnet}.1", f"{subnet}.2"
-    try:
-        for command in (
-            ["netns", "add", host_a],
-            ["netns", "add", host_b],
-            ["link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"],
-            ["link", "set", f"va{tag}", "netns", host_a],
-            ["link", "set", f"vb{tag}", "netns", host_b],
-            ["-n", host_a, "addr", "add", f"{address_a}/24", "dev", f"va{tag}"],
-            ["-n", host_b, "addr", "add", f"{address_b}/24", "dev", f"vb{tag}"],
-            ["-n", host_a, "link", "set", f"va{tag}", "up"],
-            ["-n", host_b, "link", "set", f"vb{tag}", "up"],
-            ["-n", host_a, "link", "set", "lo", "up"],
-            ["-n", host_b, "link", "set", "lo", "up"],
-        ):
-            done = _ip(*command)
-            if done.returncode != 0:
-                pytest.skip(f"cannot set up the veth link: ip {' '.join(command)}: {done.stderr}")
-        yield (host_a, address_a), (host_b, address_b)
-    finally:
-        _ip("netns", "del", host_a)
-        _ip("netns", "del", host_b)
-
-
 def test_a_round_across_two_hosts(tmp_path, two_hosts):
     (host_a, address_a), (host_b, address_b) = two_hosts
     table = synthetic_table(num_rows=24, seed=4)
@@ -92,7 +41,7 @@ def test_a_round_across_two_hosts(tmp_path, two_hosts):
         tmp_path / "deployment",
         coordinator_host=address_a,
         coordinator_port=7400,
-        collect_seconds=20,
+        idle_seconds=20,
         timeout=90,
     )
     pki = tmp_path / "deployment" / "pki"

@@ -323,7 +323,7 @@ def test_a_round_completes_while_a_peer_attacks_the_coordinator(tmp_path):
         Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2),
         round_id=11,
         seed=5,
-        collect_seconds=5,
+        idle_seconds=5,
         round_seconds=60,
     )
     configs = node_configs(program, spec)

@@ -279,7 +279,7 @@ class Runs:
             if engine == "memory":
                 run = simulate(program, countermeasure, delta=DELTA, seed=SEEDS[name])
             else:
-                network = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
+                network = NetworkEngine(transport="memory", timeout=60, idle_seconds=5)
                 run = network.execute(program, countermeasure, delta=DELTA, seed=SEEDS[name])
                 # A node that failed or missed a deadline would explain any difference below.
                 assert run.details.errors == {}

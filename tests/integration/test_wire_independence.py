@@ -57,7 +57,7 @@ def _data_dependent(sender: str, receiver: str) -> bool:
 
 @pytest.mark.parametrize("name", sorted(COUNTERMEASURES))
 def test_data_independent_links_carry_the_same_frames_on_neighbouring_tables(name):
-    engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
+    engine = NetworkEngine(transport="memory", timeout=60, idle_seconds=5)
 
     def run(table: Table) -> Any:
         program = AggregateProgram.from_sql(SQL, table, num_targets=3)
@@ -138,7 +138,7 @@ def _text_table(name: str) -> Table:
 
 def test_the_frame_size_does_not_depend_on_the_longest_text_value():
     sql = "SELECT region, COUNT(*), MAX(amount) FROM t GROUP BY region"
-    engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
+    engine = NetworkEngine(transport="memory", timeout=60, idle_seconds=5)
     frame_sizes = set()
     for name in ("west", "a much longer region name, still within the bound"):
         program = AggregateProgram.from_sql(sql, _text_table(name), num_targets=2)
@@ -170,7 +170,7 @@ def test_compute_nodes_open_the_tuple_only_never_the_sender(monkeypatch):
     monkeypatch.setattr(compute, "open_payload", spy)
     table = synthetic_table(num_rows=40, seed=8)
     program = AggregateProgram.from_sql(SQL, table, num_targets=3)
-    engine = NetworkEngine(transport="memory", timeout=60, collect_seconds=5)
+    engine = NetworkEngine(transport="memory", timeout=60, idle_seconds=5)
     engine.execute(program, COUNTERMEASURES["scramblers"], delta=1e-4, seed=3)
     flow = program.flow_names[0]
     tuples = program.codec.tuples(flow).encode(program.carried(flow, program.source_rows()))

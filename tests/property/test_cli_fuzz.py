@@ -68,7 +68,7 @@ def baseline(path: tuple[str, ...]) -> list[str]:
         ("pki", "issue"): ["pki", "issue", "--dir", str(CA), "--name", "n1", "--out", fresh()],
         ("deploy", "local"): [
             "deploy", "local", "--sql", SYNTHETIC_QUERY, "--synthetic", "20", "--seed", "1",
-            "--collect-seconds", "2", "--timeout", "30",
+            "--idle-seconds", "2", "--timeout", "30",
         ],
         ("deploy", "configs"): [
             "deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "20", "--out", fresh(),

@@ -67,7 +67,7 @@ def _print_wire(report: Report[Any]) -> None:
         )
     print(f"  lost scramblers: {', '.join(details.lost_scramblers) or 'none'}")
     left = {flow: len(rows) for flow, rows in details.left_out_sources.items() if rows}
-    print(f"  sources left out (deadline): {left or 'none'}")
+    print(f"  sources left out (absent, late or unreachable): {left or 'none'}")
     print(f"  dropped frames/connections: {dict(wire.dropped) or 'none'}")
     for kind, drops in (("attacks", wire.attacks), ("overload", wire.overload)):
         if drops:
@@ -84,7 +84,7 @@ def _network_engine(args: argparse.Namespace) -> Engine:
         "network",
         transport="tls",
         timeout=args.timeout,
-        collect_seconds=args.collect_seconds,
+        idle_seconds=args.idle_seconds,
         workdir=args.workdir,
         faults=Faults(kill_scrambler=args.kill_scrambler),
         max_left_out=args.max_left_out,
@@ -212,7 +212,7 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
         args.out,
         coordinator_host=args.coordinator_host,
         coordinator_port=args.coordinator_port,
-        collect_seconds=args.collect_seconds,
+        idle_seconds=args.idle_seconds,
         timeout=args.timeout,
     )
     print(
@@ -260,11 +260,13 @@ def command_node_run(args: argparse.Namespace) -> int:
 def _round_options(parser: argparse.ArgumentParser) -> None:
     """The deadlines of a round and what it tolerates."""
     parser.add_argument(
-        "--collect-seconds",
+        "--idle-seconds",
         type=positive_float,
-        help="how long a scrambler waits for its n sources, per stage (default: 20 s + 6.7 ms "
-        "per source and grouping set, so that none misses it; a scrambler stops waiting once "
-        "all have arrived)",
+        help="T: a phase of the round ends after T seconds without progress: registration "
+        "when no node registered for T (an absent source is left out), a scrambler's window "
+        "when no message came for T (it closes at once when all its sources are in), a link "
+        "when its peer stayed unreachable for T (default 30; 120 for deploy configs, whose "
+        "hosts are started by hand)",
     )
     parser.add_argument(
         "--max-left-out",
@@ -277,8 +279,8 @@ def _round_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=positive_float,
-        help="hard deadline of the round in seconds (default: grows with the sources and "
-        "stages, see docs/deployment.md)",
+        help="cap on the whole round in seconds, at most one day (default: 600 s + 0.1 s per "
+        "source and stage; a round that makes progress is never cut by T)",
     )
 
 

@@ -159,7 +159,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "start_seed": "--data-seed",
     "num_centroids K": "--k",
     "num_iterations I": "--iterations",
-    "collect_seconds": "--collect-seconds",
+    "idle_seconds": "--idle-seconds",
     "timeout": "--timeout",
     "max_left_out": "--max-left-out",
     "workdir": "--workdir",

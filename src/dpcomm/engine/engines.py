@@ -70,7 +70,7 @@ ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {
     "network": (
         "transport",
         "timeout",
-        "collect_seconds",
+        "idle_seconds",
         "workdir",
         "faults",
         "force",
@@ -87,7 +87,7 @@ def make_engine(engine: str | Engine = "memory", **options: Any) -> Engine:
     :class:`~dpcomm.engine.dask_engine.DaskEngine` (``scheduler``, ``partitions``, ``workers``,
     ...; a scheduler's cluster has its own workers); ``"network"``: a
     :class:`~dpcomm.engine.network.deploy.NetworkEngine` (``transport``, ``timeout``,
-    ``collect_seconds``, ``workdir``, ``faults``, ``force``, ``max_left_out``).
+    ``idle_seconds``, ``workdir``, ``faults``, ``force``, ``max_left_out``).
 
     >>> from dpcomm.engine.engines import make_engine
     >>> make_engine("memory").name

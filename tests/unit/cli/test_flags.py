@@ -20,10 +20,10 @@ def test_what_is_allowed_is_rewritten_but_not_the_value_given():
 
 def test_a_custom_message_keeps_its_words():
     error = DpcommError("5 of 9 sources were left out, more than max_left_out 0 allows "
-                        "(raise timeout or collect_seconds)")  # fmt: skip
+                        "(raise timeout or idle_seconds)")  # fmt: skip
     assert with_flags(error) == (
         "5 of 9 sources were left out, more than --max-left-out 0 allows "
-        "(raise --timeout or --collect-seconds)"
+        "(raise --timeout or --idle-seconds)"
     )
     assert flags_in("the delta and the seed") == "the delta and the seed"  # plain words stay
     assert flags_in("only with engine='dask'") == "only with --engine dask"

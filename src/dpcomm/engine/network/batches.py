@@ -5,8 +5,9 @@
 * :func:`request_commit`: then it asks the coordinator to COMMIT its batch;
 * :func:`send_output`: a compute node's output, one OUTPUT blob per receiver, until acknowledged.
 
-A link that fails is opened again and the very same frames (same message ids) are written, so
-a target holds each frame at most once.
+A link that fails is opened again (after a :class:`~.node.Backoff` pause) and the very same
+frames (same message ids) are written, so a target holds each frame at most once; a target
+unreachable for the round's ``idle_seconds`` counts as gone.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dpcomm.engine.network.commit import batch_digest
-from dpcomm.engine.network.node import NodeContext
+from dpcomm.engine.network.node import Backoff, NodeContext
 from dpcomm.engine.network.records import Commit, Peer, Prepare, encode
 from dpcomm.engine.network.transport import HandshakeError
 from dpcomm.engine.network.wire import Channel, ChannelClosedError, Op
@@ -70,7 +71,8 @@ class _Batch:
     async def confirm(self, target: int, channel: Channel | None) -> bool:
         """PREPARED from ``target`` (its frames written again on a new link if need be)."""
         context = self.context
-        while context.remaining() > 0.05:
+        backoff = Backoff(context)
+        while True:
             try:
                 if channel is None:
                     channel = await self.open(target)
@@ -85,8 +87,9 @@ class _Batch:
                 if channel is not None:
                     await channel.close()
                 channel = None
-                await asyncio.sleep(0.05)
-        return False
+                if backoff.exhausted():
+                    return False
+                await backoff.pause()
 
 
 async def forward_batch(
@@ -96,7 +99,7 @@ async def forward_batch(
 
     ``messages`` go to ``targets[message.target]``. Returns True when every target
     acknowledged the whole batch (PREPARED). A target whose link fails is retried with the
-    same frames (same message ids) until the deadline.
+    same frames (same message ids) until it answers or stays unreachable for ``idle_seconds``.
     """
     batch = _Batch(context, flow, messages, targets)
     if not batch.by_target:
@@ -131,9 +134,10 @@ async def request_commit(
 
 
 async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: Peer) -> bool:
-    """Send one OUTPUT blob to ``receiver`` until acknowledged; False past the deadline."""
+    """Send one OUTPUT blob to ``receiver`` until acknowledged; False if it stays unreachable."""
     context.stats.message(routed, context.name, receiver.name)
-    while context.remaining() > 0.05:
+    backoff = Backoff(context)
+    while True:
         channel: Channel | None = None
         try:
             channel = await context.connect(receiver)
@@ -141,8 +145,9 @@ async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: 
             await channel.expect(Op.ACK, timeout=context.remaining())
             return True
         except RETRIED:
-            await asyncio.sleep(0.05)
+            if backoff.exhausted():
+                return False
         finally:
             if channel is not None:
                 await channel.close()
-    return False
+        await backoff.pause()

@@ -137,6 +137,9 @@ class Compute:
                     if flow in self.mine:
                         state, flows[flow] = await self.flow(stage, flow, state, plan, reader)
             reader.cancel()
+            # Its outputs are delivered: the coordinator need not wait for it any longer.
+            with contextlib.suppress(ChannelClosedError, TimeoutError):
+                await coordinator.send_blob(Op.DONE, timeout=context.remaining())
             await context.wait_close(coordinator)
         finally:
             listener.close()
@@ -150,6 +153,7 @@ class Compute:
         self, stage: int, flow: str, state: Any, plan: ComputePlan, reader: asyncio.Future[None]
     ) -> tuple[Any, ComputeFlowOutcome]:
         """One flow: its committed tuples, this node's output, the output sent on."""
+        self.context.phase = f"flow {flow}"
         committed = await self.decision(flow, reader)
         intake = self.intakes[flow]
         payloads, dummies = self.counted(flow, committed)

@@ -7,6 +7,12 @@ scrambler batches, the peers' addresses and keys), decides which batches commit
 sender committed or was lost. In a large round a source's plan (which names infrastructure
 nodes only) goes out as soon as the infrastructure has registered, so that the sources connect
 to their scramblers while the others still register.
+
+Its phases end on progress, not on the clock: registration ends when every node registered or
+none did for the round's ``idle_seconds`` (T; an absent source is then left out, an absent
+infrastructure node fails the round); a flow is finalized when every batch sender committed or
+hung up; the round ends when the result node has every output or every compute node said it is
+done. The round's ``round_seconds`` caps the whole.
 """
 
 from __future__ import annotations
@@ -60,8 +66,13 @@ class Coordinator:
         self.registry: dict[str, Hello] = {}
         self.channels: dict[str, Channel] = {}
         self.registered = asyncio.Event()
+        self.registration = asyncio.Event()
+        self.registration_closed = False
+        self.absent: frozenset[str] = frozenset()
         self.infrastructure_ready = asyncio.Event()
         self.result_done = asyncio.Event()
+        self.computes = {n for n, node in self.expected.items() if node.role == "compute"}
+        self.finished: set[str] = set()
         self.changed = asyncio.Event()
         self.commits = {flow: BatchCommit(self._batch_senders(flow)) for flow in spec.data_flows}
 
@@ -80,17 +91,21 @@ class Coordinator:
         started = context.loop.time()
         try:
             await self.wait_registrations()
+            context.phase = "commits"
             planned = context.loop.time()
             planned_at = time.time()  # wall clock: comparable with the launcher's on one machine
             finalized = await self.finalize_stages()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.result_done.wait(), context.remaining())
+            context.phase = "result"
+            await self.wait_end()
             finished = context.loop.time()
             for channel in list(self.channels.values()):
                 with contextlib.suppress(ChannelClosedError, TimeoutError, OSError):
                     await channel.send_blob(Op.CLOSE, timeout=1.0)
         finally:
             listener.close()
+            # On a failure too: the nodes waiting for a plan or a decision stop at once.
+            for channel in list(self.channels.values()):
+                await channel.close()
         return CoordinatorOutcome(
             committed=finalized,
             lost={flow: tuple(sorted(c.lost)) for flow, c in self.commits.items()},
@@ -99,26 +114,61 @@ class Coordinator:
             registration_seconds=planned - started,
             planned_at=planned_at,
             round_seconds=finished - planned,
+            absent=tuple(sorted(self.absent)),
         )
 
     async def wait_registrations(self) -> None:
-        """Until every node registered; DeploymentError naming the missing ones."""
-        try:
-            await asyncio.wait_for(self.registered.wait(), self.context.remaining())
-        except TimeoutError:
-            missing = sorted(set(self.expected) - set(self.registry))
+        """Until every node registered, or none did for ``idle_seconds``.
+
+        Then an absent source is left out (its batch is lost); an absent infrastructure node
+        fails the round: DeploymentError naming the phase and the nodes.
+        """
+        context = self.context
+        idle = self.spec.idle_seconds
+        while not self.registered.is_set() and context.remaining() > 0.05:
+            self.registration.clear()
+            try:
+                await asyncio.wait_for(
+                    self.registration.wait(), min(idle, context.remaining())
+                )
+            except TimeoutError:
+                break
+        self.registration_closed = True
+        missing = sorted(set(self.expected) - set(self.registry))
+        infrastructure = [name for name in missing if name in self.infrastructure]
+        if infrastructure:
             raise DeploymentError(
-                f"{len(missing)} nodes never registered: {', '.join(missing[:5])}"
-            ) from None
+                f"registration: {len(infrastructure)} of {len(self.infrastructure)} "
+                f"infrastructure nodes never registered (none registered for {idle:g} s): "
+                f"{', '.join(infrastructure[:5])}{', ...' if len(infrastructure) > 5 else ''}"
+            )
+        self.absent = frozenset(missing)
+        for name in missing:
+            self.lose(name)
+        self.registered.set()
+        self.infrastructure_ready.set()
+
+    async def wait_end(self) -> None:
+        """Until the result node has every output, or every compute node is done or gone."""
+        context = self.context
+        while not self.result_done.is_set() and not self.computes <= self.finished:
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), context.remaining())
+            except TimeoutError:
+                return
 
     async def finalize_stages(self) -> dict[str, tuple[str, ...]]:
-        """Stage by stage, each flow's decision once its batches are decided (or time is up)."""
+        """Stage by stage, each flow's decision once its batches are decided.
+
+        A batch sender decides its batch by committing or by hanging up; only the round's
+        deadline finalizes a flow with senders undecided (they are lost).
+        """
         context = self.context
         program = context.program
         finalized: dict[str, tuple[str, ...]] = {}
+        limit = context.deadline - 2.0
         for names in program.stages:
-            stage_start = context.loop.time()
-            limit = min(context.deadline - 2.0, stage_start + 2 * self.spec.collect_seconds + 10.0)
             for flow in names:
                 commit = self.commits[flow]
                 while not commit.decided and context.loop.time() < limit:
@@ -152,6 +202,9 @@ class Coordinator:
             if peer in self.registry:
                 context.drops.add("duplicate_node")
                 return
+            if self.registration_closed:
+                context.drops.add("late_registration")  # left out already
+                return
             self.register(peer, decode(hello.blob, Hello), channel)
             # A source's plan names only infrastructure nodes: in a large round it goes out as
             # soon as they have registered. The rest wait for every node.
@@ -174,6 +227,7 @@ class Coordinator:
         """Record a node's HELLO and channel."""
         self.registry[peer] = hello
         self.channels[peer] = channel
+        self.registration.set()
         if len(self.registry) == len(self.expected):
             self.registered.set()
         if self.infrastructure <= self.registry.keys():
@@ -184,8 +238,10 @@ class Coordinator:
         while True:
             got = await channel.expect(Op.COMMIT, Op.DONE, timeout=self.context.remaining())
             if got.op == Op.DONE:
+                self.finished.add(peer)
                 if peer == str(RESULT):
                     self.result_done.set()
+                self.changed.set()
                 continue
             flow = decode(got.blob, Commit).flow
             accepted = flow in self.commits and self.commits[flow].request(peer)
@@ -197,6 +253,7 @@ class Coordinator:
         """``peer`` hung up: unless committed, its batches are lost."""
         for commit in self.commits.values():
             commit.lose(peer)
+        self.finished.add(peer)
         self.changed.set()
 
     # ------------------------------------------------------------------ plans
@@ -232,9 +289,13 @@ class Coordinator:
         return SourcePlan(flows)
 
     def scrambler_plan(self, node: NodeName) -> ScramblerPlan:
-        """Its sources (the batch the plan assigns it) and its flow's targets."""
+        """Its sources (the batch the plan assigns it, absent sources aside), its flow's targets."""
         flow = self.spec.data_flows[node.group]
-        members = tuple(self.routes.batches(flow).members(node.index))
+        members = tuple(
+            source
+            for source in self.routes.batches(flow).members(node.index)
+            if str(NodeName.source(source)) not in self.absent
+        )
         targets = tuple(self.peer(str(n)) for n in self.spec.receivers(flow))
         return ScramblerPlan(members, targets)
 

@@ -403,21 +403,24 @@ def _details(
 MAX_ROUND_SECONDS = 86_400.0
 
 
-def round_deadlines(num_sources: int, *, stages: int = 1, flows: int = 1) -> tuple[float, float]:
-    """Default (collect_seconds, timeout) of a round of ``num_sources`` sources.
+#: Default T, in seconds: a phase of a round ends after this long without progress (no
+#: registration at the coordinator, no message at a scrambler, a peer unreachable).
+DEFAULT_IDLE_SECONDS = 30.0
 
-    A scrambler's window opens when it has its plan, once every node has registered; the
-    sources connect to their scramblers meanwhile, one TLS handshake per source and flow of
-    the stage (``flows``: G for an Aggregate over G grouping sets), all on the scramblers'
-    process. On this 2-core machine a 10,000-source round spends about 17 ms of CPU per
-    source (docs/benchmarks.md), so the window grows by 1/150 s per source and flow: no
-    source misses it by default, and a scrambler closes it as soon as its n sources have
-    arrived, so a long window costs nothing when they do. The hard deadline covers
-    registration, every stage's window and commit, and the result.
+#: T of a deployment whose nodes are started by hand on several hosts (``deploy configs``).
+HAND_STARTED_IDLE_SECONDS = 120.0
+
+
+def round_deadlines(num_sources: int, *, stages: int = 1) -> tuple[float, float]:
+    """Default (idle_seconds, timeout) of a round of ``num_sources`` sources.
+
+    The phases of a round end on inactivity (``idle_seconds``, T): registration when no node
+    registered for T, a scrambler's window when no member's message came for T, a link when its
+    peer stayed unreachable for T. A slow machine makes a round slower, not failed. The timeout
+    only caps the whole round: 600 s plus 0.1 s per source and stage, some ten times what a
+    round of that size takes on an idle 2-core machine (docs/benchmarks.md).
     """
-    collect = 20.0 + flows * num_sources / 150.0
-    timeout = 60.0 + num_sources / 100.0 + stages * (2 * collect + 10.0)
-    return collect, timeout
+    return DEFAULT_IDLE_SECONDS, 600.0 + 0.1 * num_sources * stages
 
 
 class NetworkEngine:
@@ -426,9 +429,10 @@ class NetworkEngine:
     Args:
         transport: ``"tls"`` (separate processes, mutual TLS 1.3 on loopback) or ``"memory"``
             (one event loop, no sockets).
-        timeout: hard deadline of the round in seconds (None: :func:`round_deadlines`).
-        collect_seconds: how long a scrambler waits for its sources, per stage (None:
-            :func:`round_deadlines`).
+        timeout: the cap on the whole round, in seconds (None: :func:`round_deadlines`).
+        idle_seconds: T, how long a phase of the round waits without progress: no
+            registration, no message at a scrambler, a peer unreachable (None:
+            :data:`DEFAULT_IDLE_SECONDS`).
         workdir: where certificates go (default: a temporary directory, removed); a folder
             that already holds a certificate authority is refused unless ``force``.
         faults: injected faults.
@@ -445,7 +449,7 @@ class NetworkEngine:
         *,
         transport: Literal["tls", "memory"] = "tls",
         timeout: float | None = None,
-        collect_seconds: float | None = None,
+        idle_seconds: float | None = None,
         workdir: str | Path | None = None,
         faults: Faults | None = None,
         force: bool = False,
@@ -459,18 +463,18 @@ class NetworkEngine:
             raise InvalidParameterError(
                 "timeout", f"a number of seconds in (0, {MAX_ROUND_SECONDS:,}]", timeout
             )
-        if collect_seconds is not None and not (
-            isinstance(collect_seconds, int | float)
-            and 0 < collect_seconds < (timeout or MAX_ROUND_SECONDS)
+        if idle_seconds is not None and not (
+            isinstance(idle_seconds, int | float)
+            and 0 < idle_seconds < (timeout or MAX_ROUND_SECONDS)
         ):
             raise InvalidParameterError(
-                "collect_seconds",
+                "idle_seconds",
                 f"a number of seconds in (0, {timeout or MAX_ROUND_SECONDS})",
-                collect_seconds,
+                idle_seconds,
             )
         self.transport = transport
         self.timeout = None if timeout is None else float(timeout)
-        self.collect_seconds = None if collect_seconds is None else float(collect_seconds)
+        self.idle_seconds = None if idle_seconds is None else float(idle_seconds)
         self.workdir = workdir
         self.faults = faults or Faults()
         self.force = force
@@ -479,23 +483,17 @@ class NetworkEngine:
         self.max_left_out = float(max_left_out)
 
     def deadlines(self, program: QueryProgram) -> tuple[float, float]:
-        """The round's (collect_seconds, timeout): those given, or :func:`round_deadlines`."""
-        collect, timeout = round_deadlines(
-            num_sources(program),
-            stages=len(program.stages),
-            flows=max(len(flows) for flows in program.stages),
-        )
-        if self.collect_seconds is not None:
-            collect = self.collect_seconds
+        """The round's (idle_seconds, timeout): those given, or :func:`round_deadlines`."""
+        idle, timeout = round_deadlines(num_sources(program), stages=len(program.stages))
+        if self.idle_seconds is not None:
+            idle = self.idle_seconds
         if self.timeout is not None:
             timeout = self.timeout
-        elif self.collect_seconds is not None:
-            timeout = max(timeout, 2 * self.collect_seconds + 10.0)
-        if not collect < timeout:
+        if not idle < timeout:
             raise InvalidParameterError(
-                "collect_seconds", f"fewer seconds than the timeout ({timeout:g})", collect
+                "idle_seconds", f"fewer seconds than the timeout ({timeout:g})", idle
             )
-        return collect, timeout
+        return idle, timeout
 
     def baseline(self, program: QueryProgram, *, seed: int | None = None) -> Run:
         """``program`` without countermeasures, not accounted: in memory, no round needed."""
@@ -539,12 +537,12 @@ class NetworkEngine:
         if delta is None:
             raise InvalidParameterError("delta", "the plan's δ (a deployment is accounted)", None)
         prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
-        collect_seconds, timeout = self.deadlines(program)
+        idle_seconds, timeout = self.deadlines(program)
         spec = RoundSpec.create(
             public_program(program),
             countermeasures,
             seed=seed,
-            collect_seconds=collect_seconds,
+            idle_seconds=idle_seconds,
             round_seconds=timeout,
         )
         configs = node_configs(program, spec, faults=self.faults)
@@ -586,7 +584,7 @@ def write_deployment(
     *,
     coordinator_host: str = "127.0.0.1",
     coordinator_port: int = 7400,
-    collect_seconds: float | None = None,
+    idle_seconds: float | None = None,
     timeout: float | None = None,
 ) -> dict[str, Path]:
     """Write a CA, one certificate and one config per node into ``directory`` (several hosts).
@@ -594,28 +592,27 @@ def write_deployment(
     Every node is then started on its host with ``dpcomm node run``; edit ``listen_host``,
     ``listen_port`` and ``advertise_host`` in a node's config to place it. Returns the config
     path of every node. No seed is written: every node draws fresh operating-system entropy.
-    The CA key (``pki/ca.key``) must stay with the operator. Deadlines not given scale with
-    the round (:func:`round_deadlines`, with twice the window: hosts start by hand).
+    The CA key (``pki/ca.key``) must stay with the operator. Without ``idle_seconds``, T is
+    :data:`HAND_STARTED_IDLE_SECONDS` (hosts are started by hand); without ``timeout``, the cap
+    is :func:`round_deadlines`'s.
     """
     folder = Path(directory)
-    default_collect, default_timeout = round_deadlines(
-        num_sources(program),
-        stages=len(program.stages),
-        flows=max(len(flows) for flows in program.stages),
-    )
-    collect = 2 * default_collect if collect_seconds is None else float(collect_seconds)
-    round_seconds = (
-        float(timeout) if timeout is not None else max(default_timeout * 2, 2 * collect + 10)
-    )
-    if not 0 < collect < round_seconds:
+    _, default_timeout = round_deadlines(num_sources(program), stages=len(program.stages))
+    idle = HAND_STARTED_IDLE_SECONDS if idle_seconds is None else float(idle_seconds)
+    round_seconds = float(timeout) if timeout is not None else max(default_timeout, 2 * idle)
+    if not (0 < round_seconds <= MAX_ROUND_SECONDS):
         raise InvalidParameterError(
-            "collect_seconds", f"a number of seconds in (0, {round_seconds:g})", collect
+            "timeout", f"a number of seconds in (0, {MAX_ROUND_SECONDS:,.0f}]", round_seconds
+        )
+    if not 0 < idle < round_seconds:
+        raise InvalidParameterError(
+            "idle_seconds", f"a number of seconds in (0, {round_seconds:g})", idle
         )
     spec = RoundSpec.create(
         public_program(program),
         countermeasure,
         seed=None,
-        collect_seconds=collect,
+        idle_seconds=idle,
         round_seconds=round_seconds,
     )
     configs = node_configs(

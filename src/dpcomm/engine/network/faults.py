@@ -103,13 +103,13 @@ class FaultyTransport:
         faults: NodeFaults,
         *,
         stats: WireStats,
-        collect_seconds: float,
+        idle_seconds: float,
         crash: Callable[[], None] | None = None,
     ) -> None:
         self.inner = inner
         self.faults = faults
         self.stats = stats
-        self.collect_seconds = collect_seconds
+        self.idle_seconds = idle_seconds
         self.data_frames = 0
         self._crash = crash
         self._links: list[Link] = []
@@ -138,7 +138,8 @@ class FaultyTransport:
         if peer != str(COORDINATOR):
             if self.faults.late and not self._delayed:
                 self._delayed = True
-                await asyncio.sleep(self.collect_seconds + 0.5)
+                # Past its scrambler's window: T after the last of the others arrived.
+                await asyncio.sleep(2 * self.idle_seconds + 1.0)
             if self.faults.unauthenticated and peer not in self._probed and len(address) == 2:
                 self._probed.add(peer)
                 await _unauthenticated_attempt(str(address[0]), int(address[1]))
@@ -175,14 +176,14 @@ def faulty(
     faults: NodeFaults,
     *,
     stats: WireStats,
-    collect_seconds: float,
+    idle_seconds: float,
     crash: Callable[[], None] | None = None,
 ) -> Transport:
     """``transport`` as a node with ``faults`` uses it (unchanged without faults)."""
     if not faults.any:
         return transport
     return FaultyTransport(
-        transport, faults, stats=stats, collect_seconds=collect_seconds, crash=crash
+        transport, faults, stats=stats, idle_seconds=idle_seconds, crash=crash
     )
 
 

@@ -42,11 +42,6 @@ from dpcomm.queries.program import num_sources
 
 #: Sources per OS process (above this, the sources are split over more processes).
 SOURCES_PER_PROCESS = 600
-SOURCES_NICENESS = 10
-"""How much lower the sources' processes are scheduled than the infrastructure's: with fewer
-cores than processes, the coordinator's registrations (a TLS handshake per node) are the
-serial bottleneck of a round's start-up, and each source has little to do (docs/benchmarks.md:
-for 1,000 sources on 2 cores, a median start-up of 4.7 s against 5.0 s)."""
 MAX_SOURCE_PROCESSES = 4
 """At most this many processes of sources (each interpreter holds some 60 MB before its first
 node: past a few processes on a small machine, more only cost memory)."""
@@ -127,13 +122,11 @@ class WorkerGroup:
 
     Attributes:
         round: the round's public parameters (shared by the nodes).
-        niceness: how much lower than the launcher's the process is scheduled.
         nodes: every node's own settings.
         credentials: every node's credential files, by name.
     """
 
     round: RoundSpec
-    niceness: int
     nodes: tuple[NodeSettings, ...]
     credentials: dict[str, CredentialPaths]
 
@@ -267,10 +260,8 @@ def _group_file(
     configs: list[NodeConfig],
     credentials: Mapping[str, NodeCredentials],
 ) -> None:
-    sources_only = all(config.node.role == "source" for config in configs)
     group = WorkerGroup(
         round=spec,
-        niceness=SOURCES_NICENESS if sources_only else 0,
         nodes=tuple(config.settings for config in configs),
         credentials={
             c.name: CredentialPaths(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,10 @@ Plan = TypeVar("Plan")
 #: An OUTPUT blob starts with the data flow (its index among the round's) and the target.
 #: Its size is the wire's OUTPUT_BLOB_HEADER (a test checks it).
 OUTPUT_HEADER = struct.Struct(">HH")
+
+#: The first pause between two attempts to reach a peer, and the longest (seconds).
+FIRST_RETRY_PAUSE = 0.05
+LONGEST_RETRY_PAUSE = 2.0
 
 #: What ends one peer's link, not the node: counted, never logged (thousands of late sources
 #: must not print thousands of tracebacks).
@@ -75,6 +80,8 @@ class NodeContext:
         self.deadline = self.loop.time() + self.spec.round_seconds
         self.randomness = Randomness(self.spec.seed, round=self.spec.round_number)
         self.address: Address | None = None
+        #: Where the node is in the round (named in its error if it fails).
+        self.phase = "registration"
 
     def remaining(self) -> float:
         """Seconds left before the round's hard deadline (at least a few milliseconds)."""
@@ -101,16 +108,22 @@ class NodeContext:
             )
         return self.channel(link)
 
-    async def connect_until_deadline(self, peer: Peer, *, until: float | None = None) -> Channel:
-        """A channel to ``peer``, retried until the deadline (or the loop time ``until``)."""
-        last: Exception | None = None
-        while self.remaining() > 0.05 and (until is None or self.loop.time() < until):
+    async def connect_retrying(self, peer: Peer) -> Channel:
+        """A channel to ``peer``, retried (:class:`Backoff`) until it answers.
+
+        DeploymentError once the peer stayed unreachable for the round's ``idle_seconds``.
+        """
+        backoff = Backoff(self)
+        while True:
             try:
                 return await self.connect(peer)
             except HandshakeError as error:
-                last = error
-                await asyncio.sleep(0.05)
-        raise DeploymentError(f"{self.name}: cannot reach {peer.name}: {last}")
+                if backoff.exhausted():
+                    raise DeploymentError(
+                        f"{self.name}: cannot reach {peer.name} for "
+                        f"{backoff.elapsed():.0f} s: {error}"
+                    ) from None
+            await backoff.pause()
 
     async def serve(
         self, handler: Callable[[Channel], Awaitable[None]], allowed: Callable[[str], bool]
@@ -142,7 +155,7 @@ class NodeContext:
         """Connect to the coordinator, say HELLO, and wait for this node's part of the plan."""
         address = await asyncio.wait_for(self.coordinator_address(), self.remaining())
         coordinator = Peer(str(COORDINATOR), tuple(address))
-        channel = await self.connect_until_deadline(coordinator)
+        channel = await self.connect_retrying(coordinator)
         await channel.send_blob(Op.HELLO, encode(hello), timeout=self.remaining())
         try:
             got = await channel.expect(Op.PLAN, timeout=self.remaining())
@@ -160,6 +173,40 @@ class NodeContext:
         with contextlib.suppress(ChannelClosedError, TimeoutError):
             await channel.expect(Op.CLOSE, timeout=self.remaining())
         await channel.close()
+
+
+class Backoff:
+    """Pauses between attempts to reach a peer: exponential, with full jitter.
+
+    The n-th pause is drawn uniformly in [0, min(2^n · 50 ms, 2 s)], so that nodes refused at
+    once (a listener's backlog full, a slow machine) do not all come back at once. The attempts
+    end when nothing succeeded for the round's ``idle_seconds`` (T: the peer counts as gone) or
+    at the round's deadline; :meth:`progress` restarts that clock. The jitter is timing only:
+    no draw of the run depends on it.
+    """
+
+    def __init__(self, context: NodeContext) -> None:
+        self.context = context
+        self.ceiling = FIRST_RETRY_PAUSE
+        self.since = context.loop.time()
+
+    def elapsed(self) -> float:
+        """Seconds since the last progress (or the first attempt)."""
+        return self.context.loop.time() - self.since
+
+    def exhausted(self) -> bool:
+        """Whether to give up: no progress for ``idle_seconds``, or the deadline is near."""
+        return self.context.remaining() <= 0.05 or self.elapsed() >= self.context.spec.idle_seconds
+
+    def progress(self) -> None:
+        """Something succeeded: the clock and the pauses start again."""
+        self.ceiling = FIRST_RETRY_PAUSE
+        self.since = self.context.loop.time()
+
+    async def pause(self) -> None:
+        """Wait before the next attempt."""
+        await asyncio.sleep(min(random.uniform(0.0, self.ceiling), self.context.remaining()))
+        self.ceiling = min(LONGEST_RETRY_PAUSE, 2.0 * self.ceiling)
 
 
 def output_header(spec: RoundSpec, flow: str, target: int) -> bytes:

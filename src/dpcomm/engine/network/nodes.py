@@ -76,7 +76,7 @@ async def run_nodes(
                 transport,
                 config.faults,
                 stats=stats,
-                collect_seconds=config.round.collect_seconds,
+                idle_seconds=config.round.idle_seconds,
                 crash=crash,
             ),
             stats,
@@ -94,7 +94,7 @@ async def run_nodes(
     outcomes: list[NodeOutcome] = []
     for context, result in zip(contexts, results, strict=True):
         if isinstance(result, BaseException):
-            errors[context.name] = f"{type(result).__name__}: {result}"
+            errors[context.name] = f"{context.phase}: {type(result).__name__}: {result}"
         else:
             outcomes.append(result)
     return GroupOutcome(

@@ -257,9 +257,10 @@ class CoordinatorOutcome:
         lost: per data flow, those that hung up or were undecided at FINALIZE.
         refused: per data flow, COMMITs refused (too late, or not a batch sender).
         result_received: the result node said it was done.
-        registration_seconds: from listening to every node registered.
+        registration_seconds: from listening to the end of registration.
         planned_at: wall-clock time (``time.time()``) when the plans went out.
         round_seconds: from the plans to the end of the round.
+        absent: the nodes that never registered (sources, left out).
     """
 
     committed: dict[str, tuple[str, ...]]
@@ -269,6 +270,7 @@ class CoordinatorOutcome:
     registration_seconds: float
     planned_at: float
     round_seconds: float
+    absent: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- the wire

@@ -208,17 +208,18 @@ def round_failures(
     """Why a round failed, one phrase per reason (empty: it did not).
 
     A round fails when it aggregated no tuple at all, when more than ``max_left_out`` (a
-    fraction of S) of the sources were left out (they missed a deadline, could not connect,
-    or their scrambler died), when the result node lacks an output, or when a node failed.
-    The phrases name the :class:`~dpcomm.engine.network.deploy.NetworkEngine` parameters to
-    change (``max_left_out``, ``timeout``, ``collect_seconds``).
+    fraction of S) of the sources were left out (absent at registration, late, unreachable,
+    or behind a dead scrambler), when the result node lacks an output, or when a node other
+    than a source failed (a failed source is a source left out). Node errors start with the
+    phase the node was in (:attr:`~dpcomm.engine.network.node.NodeContext.phase`). The phrases
+    name the :class:`~dpcomm.engine.network.deploy.NetworkEngine` parameters to change.
     """
     failures = []
     left = set().union(*(set(rows) for rows in left_out_sources.values()))
     if len(left) > max_left_out * num_sources:
         failures.append(
             f"{len(left):,} of {num_sources:,} sources were left out, more than "
-            f"max_left_out {max_left_out:g} allows (raise timeout or collect_seconds)"
+            f"max_left_out {max_left_out:g} allows (raise idle_seconds or timeout)"
         )
     if delivered and not any(bool(np.any(mask)) for mask in delivered.values()):
         failures.append("the round aggregated no tuple")
@@ -229,10 +230,11 @@ def round_failures(
             else f"{len(missing_outputs):,} outputs missing"
         )
         failures.append(f"the result is incomplete ({what})")
-    if errors:
-        name, message = next(iter(sorted(errors.items())))
+    failed = {name: message for name, message in errors.items() if not name.startswith("source-")}
+    if failed:
+        name, message = next(iter(sorted(failed.items())))
         first = " ".join(str(message).split())[:300]  # one line, whatever the error said
-        failures.append(f"{len(errors):,} nodes failed (first: {name}: {first})")
+        failures.append(f"{len(failed):,} nodes failed (first: {name}: {first})")
     return tuple(failures)
 
 

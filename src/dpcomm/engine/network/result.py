@@ -44,17 +44,22 @@ class Result:
                 self.complete.set()
 
     async def run(self) -> ResultOutcome:
-        """Register, collect the outputs (or wait for the deadline), say DONE."""
+        """Register, collect the outputs until all are in (then say DONE) or the round ends."""
         context = self.context
         listener = await context.serve(self.handle, lambda name: name.startswith("compute-"))
         coordinator: Channel | None = None
         try:
             coordinator, _ = await context.register(context.hello(), ResultPlan)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.complete.wait(), max(0.01, context.remaining() - 1.0))
-            with contextlib.suppress(ChannelClosedError, TimeoutError):
-                await coordinator.send_blob(Op.DONE, timeout=context.remaining())
-            await context.wait_close(coordinator)
+            context.phase = "outputs"
+            # Every output, or the coordinator's CLOSE: every compute node is done or gone.
+            closing = asyncio.ensure_future(context.wait_close(coordinator))
+            complete = asyncio.ensure_future(self.complete.wait())
+            await asyncio.wait({closing, complete}, return_when=asyncio.FIRST_COMPLETED)
+            complete.cancel()
+            if self.complete.is_set() and not closing.done():
+                with contextlib.suppress(ChannelClosedError, TimeoutError):
+                    await coordinator.send_blob(Op.DONE, timeout=context.remaining())
+            await closing
         finally:
             listener.close()
             if coordinator is not None:

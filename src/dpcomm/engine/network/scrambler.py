@@ -2,10 +2,11 @@
 
 A scrambler relays the outputs broadcast to its sources (the K-means centroids of the previous
 iteration), collects its sources' sealed messages until all arrived or the collection window
-closes, adds the scrambler step's dummies (:func:`~dpcomm.protocol.roles.scrambler_dummies`)
-sealed for their targets, shuffles (:func:`~dpcomm.protocol.roles.scrambler_shuffle`) and
-forwards the batch as one unit, then asks the coordinator to commit it. It cannot open the
-messages it relays: they are sealed for the targets.
+closes (no new message for the round's ``idle_seconds``), adds the scrambler step's dummies
+(:func:`~dpcomm.protocol.roles.scrambler_dummies`) sealed for their targets, shuffles
+(:func:`~dpcomm.protocol.roles.scrambler_shuffle`) and forwards the batch as one unit, then asks
+the coordinator to commit it. It cannot open the messages it relays: they are sealed for the
+targets.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Scrambler:
         self.plan_ready = asyncio.Event()
         self.relays_done = asyncio.Event()
         self.full = asyncio.Event()
+        self.arrived = asyncio.Event()
         self.members: set[int] = set()
         self.member_channels: dict[int, Channel] = {}
         self.relays: dict[tuple[str, int], bytes] = {}
@@ -120,8 +122,11 @@ class Scrambler:
             verdict = self.take(source, got.frame.body, got.frame.message_id, got.replayed)
             if verdict is not None:
                 await channel.send_blob(verdict, timeout=self.context.remaining())
+            if verdict == Op.ACK and not got.replayed:
+                self.arrived.set()
             if len(self.received) == len(self.members):
                 self.full.set()
+                self.arrived.set()
 
     def take(self, source: int, body: bytes, message_id: bytes, replayed: bool) -> Op | None:
         """Keep a member's DATA frame while the window is open; the answer (None: none)."""
@@ -159,15 +164,16 @@ class Scrambler:
             coordinator, plan = await context.register(context.hello(), ScramblerPlan)
             self.members.update(plan.members)
             self.plan_ready.set()
+            context.phase = "relays"
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.relays_done.wait(), context.remaining())
             opened = context.loop.time()
-            window = min(self.spec.collect_seconds, context.remaining())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.full.wait(), window)
+            context.phase = "collection"
+            await self.collect()
             self.open = False
             collected = context.loop.time()
             batched = sorted(self.received)
+            context.phase = "forwarding"
             dummies, messages = self.batch(batched, plan.targets)
             prepared = await forward_batch(context, self.flow, messages, plan.targets)
             lock = asyncio.Lock()
@@ -186,9 +192,27 @@ class Scrambler:
             await context.wait_close(coordinator)
         finally:
             listener.close()
+            for member in list(self.member_channels.values()):
+                await member.close()
             if coordinator is not None:
                 await coordinator.close()  # on an error too: the coordinator then counts it lost
         return outcome
+
+    async def collect(self) -> None:
+        """Until every member's message is in, or none came for ``idle_seconds`` (T).
+
+        The window measures inactivity, not total time: on a slow machine the members arrive
+        later but keep it open; a member T seconds behind the last one is left out.
+        """
+        context = self.context
+        while not self.full.is_set() and context.remaining() > 0.05:
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(
+                    self.arrived.wait(), min(self.spec.idle_seconds, context.remaining())
+                )
+            except TimeoutError:
+                return
 
     def batch(self, batched: list[int], targets: tuple[Peer, ...]) -> tuple[int, list[Message]]:
         """The scrambler step over the messages batched: its dummies, and the shuffled batch."""

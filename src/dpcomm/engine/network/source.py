@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dpcomm.engine.network.batches import RETRIED, Message, forward_batch, request_commit
-from dpcomm.engine.network.node import LINK_ERRORS, NodeContext, parse_output
+from dpcomm.engine.network.node import LINK_ERRORS, Backoff, NodeContext, parse_output
 from dpcomm.engine.network.records import (
     DeploymentError,
     Peer,
@@ -99,11 +99,12 @@ class Source:
     ) -> Any:
         """One stage: the outputs it needs merged into ``state``, then its flows sent."""
         names = self.program.stages[stage]
+        self.context.phase = f"stage {stage + 1} of {len(self.program.stages)}"
         scramblers: dict[str, Channel] = {}
         for flow in names:
             scrambler = plan.flows[flow].scrambler
             if scrambler is not None:
-                scramblers[flow] = await self.context.connect_until_deadline(scrambler)
+                scramblers[flow] = await self.context.connect_retrying(scrambler)
         needed = {
             (data, target)
             for flow in names
@@ -212,9 +213,9 @@ class Source:
         flow_index = self.spec.routed_names.index(routed)
         message_id = os.urandom(16)
         context.stats.message(routed, context.name, scrambler.name)
-        collect_end = context.loop.time() + self.spec.collect_seconds
+        backoff = Backoff(context)
         current: Channel | None = channel
-        while context.remaining() > 0.05 and context.loop.time() < collect_end + 1.0:
+        while True:
             try:
                 if current is None:
                     current = await context.connect(scrambler)
@@ -226,8 +227,9 @@ class Source:
                 if current is not None and current is not channel:
                     await current.close()
                 current = None
-                await asyncio.sleep(0.05)
-        return "failed"
+                if backoff.exhausted():
+                    return "failed"
+                await backoff.pause()
 
 
 async def run_source(context: NodeContext) -> SourceOutcome:

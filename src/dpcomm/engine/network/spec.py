@@ -104,7 +104,7 @@ class RoundSpec:
         countermeasures: the countermeasure of every data-dependent flow, by flow name.
         payload_size: padded plaintext size of every sealed payload.
         frame_size: the length of every frame on the wire.
-        collect_seconds: how long a scrambler waits for its sources (per stage).
+        idle_seconds: how long a scrambler waits for its sources (per stage).
         round_seconds: hard deadline of the whole round.
     """
 
@@ -115,7 +115,7 @@ class RoundSpec:
     countermeasures: dict[str, CountermeasureSpec]
     payload_size: int
     frame_size: int
-    collect_seconds: float
+    idle_seconds: float
     round_seconds: float
 
     @classmethod
@@ -125,7 +125,7 @@ class RoundSpec:
         countermeasures: Countermeasure | Mapping[str, Countermeasure],
         *,
         seed: int | None,
-        collect_seconds: float,
+        idle_seconds: float,
         round_seconds: float,
         round_id: int | None = None,
         round_number: int = 0,
@@ -150,7 +150,7 @@ class RoundSpec:
             },
             payload_size=payload,
             frame_size=frame_size_for(body),
-            collect_seconds=float(collect_seconds),
+            idle_seconds=float(idle_seconds),
             round_seconds=float(round_seconds),
         )
 

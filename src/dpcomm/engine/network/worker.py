@@ -53,8 +53,6 @@ def main(argv: list[str]) -> int:
         watched = bool(argv)
         group = decode(Path(path).read_bytes(), WorkerGroup)
         configs = group.configs()
-        if group.niceness:
-            os.nice(group.niceness)
         credentials = {name: paths.credentials(name) for name, paths in group.credentials.items()}
 
         hosts_coordinator = any(c.node == COORDINATOR for c in configs)

@@ -329,7 +329,7 @@ def test_channel_limits_grow_with_the_round_and_the_coordinator_takes_no_large_b
             countermeasure,
             round_id=1,
             seed=None,
-            collect_seconds=5,
+            idle_seconds=5,
             round_seconds=30,
         )
 
@@ -359,7 +359,7 @@ def test_output_blobs_fit_their_cap_whatever_the_round():
         NoCountermeasure(),
         round_id=1,
         seed=None,
-        collect_seconds=10.0,
+        idle_seconds=10.0,
         round_seconds=60.0,
     )
     largest = max(program.codec.outputs(flow).size for flow in program.flow_names)
