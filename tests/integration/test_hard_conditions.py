@@ -32,9 +32,7 @@ def test_a_round_on_an_oversubscribed_machine_is_the_memory_run(oversubscription
     cores = os.cpu_count() or 1
     # k× oversubscribed: (k − 1) CPU-bound processes per core beside the round.
     with busy_processes((oversubscription - 1) * cores):
-        run = NetworkEngine(transport="tls").execute(
-            program, COUNTERMEASURE, delta=1e-4, seed=SEED
-        )
+        run = NetworkEngine(transport="tls").execute(program, COUNTERMEASURE, delta=1e-4, seed=SEED)
     assert run.details.failures == (), run.details.failures
     assert not run.details.left_out_sources and not run.details.errors
     same_run(simulate(program, COUNTERMEASURE, delta=1e-4, seed=SEED), run)

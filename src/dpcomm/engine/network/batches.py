@@ -119,18 +119,20 @@ async def forward_batch(
 
 
 async def request_commit(
-    context: NodeContext, coordinator: Channel, flow: str, lock: asyncio.Lock
+    context: NodeContext, coordinator: Channel, flow: str, lock: asyncio.Lock, *, prepared: bool
 ) -> bool:
-    """Ask the coordinator to commit this node's batch of ``flow``; True if committed."""
+    """Ask the coordinator to commit this node's batch of ``flow``; True if committed.
+
+    A batch not ``prepared`` at every target is abandoned: the coordinator counts it lost.
+    """
     async with lock:
         try:
-            await coordinator.send_blob(
-                Op.COMMIT, encode(Commit(flow)), timeout=context.remaining()
-            )
+            request = Commit(flow, abandon=not prepared)
+            await coordinator.send_blob(Op.COMMIT, encode(request), timeout=context.remaining())
             got = await coordinator.expect(Op.COMMITTED, Op.ABORTED, timeout=context.remaining())
         except (ChannelClosedError, TimeoutError):
             return False
-    return got.op == Op.COMMITTED
+    return prepared and got.op == Op.COMMITTED
 
 
 async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: Peer) -> bool:

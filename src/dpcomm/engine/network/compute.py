@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,9 @@ from dpcomm.engine.network.records import (
     decode,
 )
 from dpcomm.engine.network.sealing import SealError, TargetKeys, open_payload, sealed_size
+from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.network.wire import DATA_HEADER, Channel, ChannelClosedError, Op, Received
+from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
 from dpcomm.protocol import roles
 from dpcomm.queries.codec import CodecError
 
@@ -54,6 +57,9 @@ class Compute:
         self.private = self.keys.nacl_private_key()
         self.blob_size = sealed_size(self.spec.payload_size)
         self.intakes: dict[str, BatchIntake[Held]] = {f: BatchIntake() for f in self.mine}
+        self.largest = {f: largest_batch(self.spec, f) for f in self.mine}
+        self.seen: dict[str, set[bytes]] = {f: set() for f in self.mine}
+        self.tainted: set[str] = set()
         self.finalized: dict[str, frozenset[str]] = {}
         self.decided = asyncio.Event()
 
@@ -90,6 +96,20 @@ class Compute:
             drops.add("malformed_data")
             return
         intake = self.intakes[routed.origin]
+        held = intake.held.get(peer, {})
+        if got.frame.message_id not in held:
+            # A sender may not relay one ciphertext twice (under fresh ids), nor send more
+            # messages than the largest batch of the plan: its batch is then refused whole.
+            digest = hashlib.blake2b(sealed, digest_size=16).digest()
+            if digest in self.seen[routed.origin] or len(held) >= self.largest[routed.origin]:
+                drops.add(
+                    "repeated_ciphertext"
+                    if digest in self.seen[routed.origin]
+                    else "oversized_batch"
+                )
+                self.tainted.add(peer)
+                return
+            self.seen[routed.origin].add(digest)
         verdict = intake.hold(peer, got.frame.message_id, (routed.name, sealed))
         if verdict != "held":
             drops.add(verdict)
@@ -102,7 +122,9 @@ class Compute:
             self.context.drops.add("unexpected")
             return
         intake = self.intakes.get(request.flow)
-        if intake is not None and intake.prepare(channel.peer, request.count, request.digest):
+        if channel.peer in self.tainted:
+            await channel.send_blob(Op.REJECT, timeout=self.context.remaining())
+        elif intake is not None and intake.prepare(channel.peer, request.count, request.digest):
             await channel.send_blob(Op.PREPARED, timeout=self.context.remaining())
         else:
             self.context.drops.add("batch_mismatch")
@@ -157,12 +179,8 @@ class Compute:
         committed = await self.decision(flow, reader)
         intake = self.intakes[flow]
         payloads, dummies = self.counted(flow, committed)
-        try:
-            tuples = self.program.codec.tuples(flow).decode(payloads)
-        except CodecError:
-            self.context.drops.add("malformed_tuple")
-            tuples = self.program.codec.tuples(flow).decode([])
-            payloads = []
+        payloads = self.decodable(flow, payloads)
+        tuples = self.program.codec.tuples(flow).decode(payloads)
         targets = np.full(len(payloads), self.index, dtype=np.int64)
         step = roles.TargetStep(state, stage, flow, [self.index])
         [output] = roles.target_outputs(self.program, step, tuples, targets).values()
@@ -196,6 +214,23 @@ class Compute:
         if flow not in self.finalized:
             context.drops.add("no_finalize")
         return self.finalized.get(flow, frozenset())
+
+    def decodable(self, flow: str, payloads: list[bytes]) -> list[bytes]:
+        """The payloads that decode as tuples of ``flow``; each other one is counted, dropped.
+
+        Each payload is decoded on its own: one malformed tuple (a certified source sealing
+        bad content) costs that tuple only, never the others of the node.
+        """
+        codec = self.program.codec.tuples(flow)
+        good = []
+        for payload in payloads:
+            try:
+                codec.decode([payload])
+            except CodecError:
+                self.context.drops.add("malformed_tuple")
+                continue
+            good.append(payload)
+        return good
 
     def counted(self, flow: str, committed: frozenset[str]) -> tuple[list[bytes], int]:
         """The real tuples of the committed batches, and every dummy held.
@@ -241,6 +276,16 @@ class Opened:
 
     content: bytes | None
     dummy: bool
+
+
+def largest_batch(spec: RoundSpec, flow: str) -> int:
+    """The most messages one batch sender of ``flow`` sends one target: n + d, d + 1, or 1."""
+    countermeasure = spec.countermeasure(flow)
+    if isinstance(countermeasure, Scramblers):
+        return max(spec.transformed.batches[flow]) + countermeasure.num_dummies
+    if isinstance(countermeasure, LocalFlooding):
+        return 1 + countermeasure.num_dummies
+    return 1
 
 
 async def run_compute(context: NodeContext) -> ComputeOutcome:

@@ -128,9 +128,7 @@ class Coordinator:
         while not self.registered.is_set() and context.remaining() > 0.05:
             self.registration.clear()
             try:
-                await asyncio.wait_for(
-                    self.registration.wait(), min(idle, context.remaining())
-                )
+                await asyncio.wait_for(self.registration.wait(), min(idle, context.remaining()))
             except TimeoutError:
                 break
         self.registration_closed = True
@@ -243,8 +241,13 @@ class Coordinator:
                     self.result_done.set()
                 self.changed.set()
                 continue
-            flow = decode(got.blob, Commit).flow
-            accepted = flow in self.commits and self.commits[flow].request(peer)
+            request = decode(got.blob, Commit)
+            flow = request.flow
+            if request.abandon and flow in self.commits:
+                self.commits[flow].lose(peer)
+            accepted = (
+                not request.abandon and flow in self.commits and self.commits[flow].request(peer)
+            )
             reply = Op.COMMITTED if accepted else Op.ABORTED
             await channel.send_blob(reply, timeout=self.context.remaining())
             self.changed.set()

@@ -182,9 +182,7 @@ def faulty(
     """``transport`` as a node with ``faults`` uses it (unchanged without faults)."""
     if not faults.any:
         return transport
-    return FaultyTransport(
-        transport, faults, stats=stats, idle_seconds=idle_seconds, crash=crash
-    )
+    return FaultyTransport(transport, faults, stats=stats, idle_seconds=idle_seconds, crash=crash)
 
 
 def exit_process() -> None:

@@ -316,12 +316,16 @@ ATTACK_REASONS = frozenset(
         "oversized_blob",
         "partial_blobs",
         "replay_quota",
+        "malformed_tuple",
+        "repeated_ciphertext",
+        "oversized_batch",
     }
 )
 """Drop reasons that only a misbehaving peer causes: a failed, timed-out or stalled TLS
 handshake, a name a node does not expect, too many links under one name, a blob larger than
 the protocol sends, too many blobs in reassembly at once, more frames than the round plans for
-one peer."""
+one peer, a sealed tuple that does not decode, one ciphertext relayed twice, a batch larger than
+the plan's largest."""
 
 OVERLOAD_REASONS = frozenset({"pending_cap", "connection_rate", "overflow"})
 """Drop reasons of a node out of room, whoever caused it: connections refused because too many

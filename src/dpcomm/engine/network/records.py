@@ -132,9 +132,14 @@ class Prepare:
 
 @dataclass(frozen=True)
 class Commit:
-    """COMMIT: a batch sender asks the coordinator to commit its batch of ``flow``."""
+    """COMMIT: a batch sender asks the coordinator to commit its batch of ``flow``.
+
+    ``abandon``: the batch could not be prepared at every target (a target refused or stayed
+    unreachable): the coordinator counts it lost at once instead of waiting for it.
+    """
 
     flow: str
+    abandon: bool = False
 
 
 @dataclass(frozen=True)

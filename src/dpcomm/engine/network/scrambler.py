@@ -177,7 +177,9 @@ class Scrambler:
             dummies, messages = self.batch(batched, plan.targets)
             prepared = await forward_batch(context, self.flow, messages, plan.targets)
             lock = asyncio.Lock()
-            committed = prepared and await request_commit(context, coordinator, self.flow, lock)
+            committed = await request_commit(
+                context, coordinator, self.flow, lock, prepared=prepared
+            )
             outcome = ScramblerOutcome(
                 name=context.name,
                 flow=self.flow,

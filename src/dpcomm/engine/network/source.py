@@ -202,7 +202,7 @@ class Source:
         prepared = await forward_batch(context, flow, shuffled, route.targets)
         if self.coordinator is None:
             raise DeploymentError(f"{context.name}: flow {flow} has no coordinator channel")
-        return prepared and await request_commit(context, self.coordinator, flow, self.lock)
+        return await request_commit(context, self.coordinator, flow, self.lock, prepared=prepared)
 
     async def send_to_scrambler(
         self, flow: str, scrambler: Peer, channel: Channel, target: int, sealed: bytes

@@ -1,0 +1,95 @@
+"""Round-level attacks by one certified node, and an absent one, over the in-memory transport.
+
+Each test makes one node misbehave the way a certified attacker could (its own code changed,
+here by monkeypatching the role it runs) and checks that the round contains the damage: a
+malformed tuple costs that tuple only, a scrambler that relays its messages twice loses its
+batch instead of doubling it, a source that never registers is left out instead of stopping
+the round. Each is counted where the report lists attacks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dpcomm.data import synthetic_table
+from dpcomm.engine.network import deploy, scrambler, source
+from dpcomm.engine.network.deploy import NetworkEngine
+from dpcomm.plan import LocalFlooding, Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
+
+SQL = "SELECT g1, COUNT(*) AS n FROM t GROUP BY g1"
+ROWS = 40
+#: σ = 0: every tuple is delivered, so COUNT(*) adds up to the tuples counted.
+SCRAMBLERS = Scramblers(sampling_rate=0.0, batch_size=20, num_dummies=3)
+
+
+def _program() -> AggregateProgram:
+    return AggregateProgram.from_sql(SQL, synthetic_table(num_rows=ROWS, seed=2), num_targets=3)
+
+
+def _counted(run) -> int:
+    return sum(row["n"] for row in run.result)
+
+
+def _attacks(run) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for drops in run.details.wire.attacks.values():
+        for reason, count in drops.items():
+            total[reason] = total.get(reason, 0) + count
+    return total
+
+
+def _engine(**options) -> NetworkEngine:
+    return NetworkEngine(transport="memory", timeout=60, idle_seconds=3, **options)
+
+
+@pytest.mark.parametrize(
+    "countermeasure", [SCRAMBLERS, LocalFlooding(sampling_rate=0.0, num_dummies=2)]
+)
+def test_one_malformed_tuple_costs_that_tuple_only(monkeypatch, countermeasure):
+    honest_seal = source.seal_payload
+    calls = []
+
+    def seal(key, content, *, payload_size):
+        calls.append(content)
+        if len(calls) == 1:  # the first source to seal: right length, content that is no tuple
+            content = b"\x01"
+        return honest_seal(key, content, payload_size=payload_size)
+
+    monkeypatch.setattr(source, "seal_payload", seal)
+    run = _engine().execute(_program(), countermeasure, delta=1e-4, seed=3)
+    assert _counted(run) == ROWS - 1  # the other tuples of that compute node still count
+    assert _attacks(run).get("malformed_tuple") == 1
+
+
+def test_a_scrambler_relaying_each_message_twice_loses_its_batch(monkeypatch):
+    honest_batch = scrambler.Scrambler.batch
+
+    def doubled(self, batched, targets):
+        dummies, messages = honest_batch(self, batched, targets)
+        if self.index == 0:
+            messages = messages + messages  # every ciphertext again, under fresh message ids
+        return dummies, messages
+
+    monkeypatch.setattr(scrambler.Scrambler, "batch", doubled)
+    run = _engine(max_left_out=1.0).execute(_program(), SCRAMBLERS, delta=1e-4, seed=3)
+    # Never 60 tuples from 40 sources: the doubled batch is refused whole.
+    assert _counted(run) == ROWS - SCRAMBLERS.batch_size
+    assert _attacks(run).get("repeated_ciphertext", 0) >= 1
+
+
+def test_a_source_that_never_registers_is_left_out_not_fatal(monkeypatch):
+    honest_run = deploy.run_in_memory
+
+    def without_source_5(configs):
+        return honest_run([c for c in configs if c.name != "source-5"])
+
+    monkeypatch.setattr(deploy, "run_in_memory", without_source_5)
+    run = _engine(max_left_out=0.1).execute(_program(), SCRAMBLERS, delta=1e-4, seed=3)
+    assert run.details.failures == ()
+    assert all(5 in rows for rows in run.details.left_out_sources.values())
+    assert _counted(run) == ROWS - 1
+    # Beyond max_left_out the round is reported failed, but it still computed the others.
+    strict = _engine().execute(_program(), SCRAMBLERS, delta=1e-4, seed=3)
+    assert any("left out" in failure for failure in strict.details.failures)
+    assert _counted(strict) == ROWS - 1
