@@ -1,7 +1,9 @@
-"""A local deployment stopped by SIGTERM stops its nodes and removes the round's keys.
+"""A local deployment stopped by a signal stops its nodes and removes the round's keys.
 
-Also: a ``--workdir`` that already holds a certificate authority is refused without
-``--force``, and a round whose sources cannot all make it exits non-zero with one line.
+SIGTERM, SIGHUP and SIGINT unwind the launcher; after SIGKILL, the folder's guard removes the
+keys. Also: ``--workdir`` files are the owner's only, a ``--workdir`` that already holds a
+certificate authority is refused without ``--force``, and a round whose sources cannot all
+make it exits non-zero with one line.
 """
 
 from __future__ import annotations
@@ -58,14 +60,14 @@ def _alive(pids: set[int]) -> set[int]:
     return alive
 
 
-def _round_folders() -> set[Path]:
+def _round_folders(pid: int) -> set[Path]:
+    """The folders of the round launched by process ``pid`` (named after it)."""
     base = SHM if SHM.is_dir() else Path("/tmp")
-    return set(base.glob("dpcomm-deploy-*"))
+    return set(base.glob(f"dpcomm-deploy-*-{pid}-*"))
 
 
-def _start_round() -> tuple[subprocess.Popen[str], set[int], set[Path]]:
+def _start_round() -> tuple[subprocess.Popen[str], set[int]]:
     """A deployment of 400 sources, once its workers run and its keys are written."""
-    before = _round_folders()
     command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--sql", SQL]
     command += ["--synthetic", "400", "--idle-seconds", "60", "--timeout", "300"]
     process = subprocess.Popen(
@@ -73,11 +75,11 @@ def _start_round() -> tuple[subprocess.Popen[str], set[int], set[Path]]:
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        created = _round_folders() - before
+        created = _round_folders(process.pid)
         keys = [k for folder in created for k in folder.glob("pki/*.key")]
         workers = _children(process.pid)
         if len(keys) > 10 and len(workers) >= 2:
-            return process, workers, before
+            return process, workers
         if process.poll() is not None:
             pytest.fail(f"the round ended early: {process.communicate()}")
         time.sleep(0.2)
@@ -92,29 +94,69 @@ def _wait_gone(pids: set[int]) -> set[int]:
     return _alive(pids)
 
 
-def test_sigterm_stops_every_node_and_removes_the_keys():
-    process, workers, before = _start_round()
+def _left_behind(pid: int) -> set[Path]:
+    """The round's folders still there after a bounded wait (a guard needs a moment)."""
+    deadline = time.monotonic() + 20
+    while _round_folders(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _round_folders(pid)
+
+
+@pytest.mark.parametrize(
+    ("signum", "says"),
+    [
+        (signal.SIGTERM, "SIGTERM"),
+        (signal.SIGHUP, "SIGHUP"),  # the terminal closed
+        (signal.SIGINT, "interrupted"),  # Ctrl-C
+    ],
+    ids=["SIGTERM", "SIGHUP", "SIGINT"],
+)
+def test_a_signal_stops_every_node_and_removes_the_keys(signum, says):
+    if signal.getsignal(signum) == signal.SIG_IGN:
+        pytest.skip(f"{says}: ignored by this process, so by the deployment it starts")
+    process, workers = _start_round()
     try:
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signum)
         _, stderr = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode != 0
+    assert process.returncode != 0 and process.returncode != -signum  # it unwound
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "SIGTERM" in lines[0] and "Traceback" not in stderr
-    # Every worker is gone within seconds, and so is every key of the round.
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in stderr
+    # Every worker is gone within seconds, and so is every key of the round: the launcher
+    # removed them itself (its guard had nothing left to do).
     assert not _wait_gone(workers)
-    assert not (_round_folders() - before)
+    assert not _round_folders(process.pid)
 
 
-def test_workers_do_not_outlive_a_killed_launcher():
-    process, workers, before = _start_round()
+def test_a_killed_launcher_leaves_neither_workers_nor_keys():
+    process, workers = _start_round()
+    folders = _round_folders(process.pid)
     process.kill()  # SIGKILL: no cleanup runs in the launcher
     process.communicate(timeout=60)
-    assert not _wait_gone(workers)  # they saw their input end
-    for folder in _round_folders() - before:  # what SIGKILL leaves behind, removed here
+    assert not _wait_gone(workers)  # they saw their input end; the guard removed the folder
+    left = _left_behind(process.pid)
+    for folder in left:  # not to leave them to the next test, should the guard fail
         subprocess.run(["rm", "-rf", str(folder)], check=False)
+    assert folders and not left, f"keys left behind: {sorted(map(str, left))}"
+
+
+def test_workdir_files_are_the_owners_only(tmp_path):
+    workdir = tmp_path / "round"  # created by the deployment
+    command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--sql", SQL]
+    command += ["--synthetic", "40", "--batch", "10", "--dummies", "2", "--targets", "3"]
+    command += ["--workdir", str(workdir), "--seed", "1", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=os.environ)
+    assert done.returncode == 0, done.stderr
+    groups = sorted(workdir.glob("group-*.json"))
+    keys = sorted((workdir / "pki").glob("*.key"))
+    assert groups and keys
+    assert any(b'"row"' in path.read_bytes() for path in groups)  # the sources' own rows
+    for path in [workdir, workdir / "pki"]:
+        assert path.stat().st_mode & 0o777 == 0o700, path
+    for path in [*groups, *keys]:
+        assert path.stat().st_mode & 0o777 == 0o600, path
 
 
 def test_a_workdir_with_a_certificate_authority_is_kept_without_force(tmp_path):

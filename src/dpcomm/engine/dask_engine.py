@@ -20,12 +20,15 @@ channels per node reduced across partitions (:func:`dpcomm.engine.partition.redu
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import operator
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, Unpack
@@ -56,7 +59,7 @@ from dpcomm.engine.run import (
 )
 from dpcomm.engine.steps import FlowSteps
 from dpcomm.engine.traffic import FlowSummary, FlowTraffic
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.countermeasures import (
     Countermeasures,
     LocalFlooding,
@@ -76,6 +79,10 @@ COLLECT_LIMIT = 1_000_000
 PARTITION_ROWS = 500_000
 #: The environment variable with a default scheduler address (as Dask's own tools read it).
 SCHEDULER_VARIABLE = "DASK_SCHEDULER_ADDRESS"
+#: Seconds a scheduler given by its address has to answer before the run fails.
+CONNECT_TIMEOUT = 10.0
+#: How many times a partition's task is sent again after workers holding its inputs were lost.
+MAX_RESUBMISSIONS = 3
 
 
 def read_rows(rows: SourceRows) -> Any:
@@ -97,9 +104,115 @@ def _channels_task(
     return partition_channels(context, partition, [item for items in observed for item in items])
 
 
+_SCHEMES = ("tcp", "tls")
+_HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
+_SCHEDULER_ALLOWED = "a Dask scheduler's address, tcp://HOST:PORT (or tls://HOST:PORT)"
+
+
+def scheduler_address(address: object, name: str = "scheduler") -> str:
+    """``address`` as ``tcp://HOST:PORT`` (a bare ``HOST:PORT`` is TCP), or a one-line error.
+
+    Only the form is checked here (no connection): a scheme of ``tcp`` or ``tls``, a host, and
+    a port in 1..65535. ``name`` is what the error names (the parameter, or the environment
+    variable the address came from).
+
+    >>> scheduler_address("10.0.0.5:8786")
+    'tcp://10.0.0.5:8786'
+    >>> try:
+    ...     scheduler_address("http://x")
+    ... except InvalidParameterError as error:
+    ...     print(error.name, "|", error.given)
+    scheduler | http://x
+    """
+    if not isinstance(address, str):
+        raise InvalidParameterError(name, _SCHEDULER_ALLOWED, address)
+    scheme, separator, location = address.partition("://")
+    if not separator:
+        scheme, location = "tcp", address
+    host, colon, port = location.rpartition(":")
+    if (
+        scheme not in _SCHEMES
+        or not colon
+        or _HOST.fullmatch(host) is None
+        or not (port.isascii() and port.isdigit())
+        or not 1 <= int(port) <= 65535
+    ):
+        raise InvalidParameterError(name, _SCHEDULER_ALLOWED, address)
+    return f"{scheme}://{host}:{int(port)}"
+
+
+async def _identity(address: str, timeout: float) -> object:
+    """What the process at ``address`` says it is (a Dask server's ``identity``), or an error.
+
+    A Dask server speaks first (its handshake); a process that accepts the connection and says
+    nothing, or not in Dask's framing, never answers: every wait is bounded by ``timeout``
+    here, where ``distributed.Client`` would wait for ever for the handshake.
+    """
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address
+    from distributed.security import Security
+
+    scheme, location = parse_address(address)
+    connector = registry.get_backend(scheme).get_connector()
+    arguments = Security().get_connection_args("client")
+    comm = await asyncio.wait_for(
+        connector.connect(location, deserialize=False, **arguments), timeout
+    )
+    try:
+        greeting = await asyncio.wait_for(comm.read(), timeout)
+        if not isinstance(greeting, dict):
+            return greeting
+        await asyncio.wait_for(comm.write(comm.handshake_info()), timeout)
+        await asyncio.wait_for(comm.write({"op": "identity", "reply": True}), timeout)
+        return await asyncio.wait_for(comm.read(), timeout)
+    finally:
+        comm.abort()
+
+
+def _connect(address: str, timeout: float, name: str) -> Client:
+    """A client of the scheduler at ``address``, or a one-line error within about ``timeout``.
+
+    ``distributed.Client(address, timeout=...)`` bounds the TCP connection, not Dask's
+    handshake: a process that accepts connections but does not speak Dask would hold it for
+    ever. The address is first asked what it is (bounded), then the client connects.
+    """
+    from distributed import Client
+
+    allowed = f"a running Dask scheduler at {address} (answering within {timeout:g} s)"
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, even under a running one
+        try:
+            identity = pool.submit(asyncio.run, _identity(address, timeout)).result()
+        except Exception as error:  # whatever the peer did, the run cannot use it
+            raise InvalidParameterError(name, f"{allowed}: {_reason(error)}", address) from None
+    kind = identity.get("type") if isinstance(identity, dict) else None
+    if kind != "Scheduler":
+        found = f"a Dask {kind}" if isinstance(kind, str) else "it does not speak Dask"
+        raise InvalidParameterError(name, f"{allowed}: {found}", address)
+    try:
+        return Client(address, timeout=timeout)
+    except Exception as error:
+        raise InvalidParameterError(name, f"{allowed}: {_reason(error)}", address) from None
+
+
+def _reason(error: BaseException) -> str:
+    """Why a connection failed, in a few words (the system's reason when there is one)."""
+    if isinstance(error, TimeoutError):
+        return "no answer"
+    text = str(error)
+    system = re.search(r"\[Errno -?\d+\] ([^\n]+)", text)
+    if system is not None:
+        return system.group(1)
+    lines = text.strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 @contextmanager
 def _connected(
-    client: Client | None, scheduler: str | None, workers: int | None
+    client: Client | None,
+    scheduler: str | None,
+    workers: int | None,
+    timeout: float,
+    name: str = "scheduler",
 ) -> Iterator[Client]:
     """``client``, a client of ``scheduler``, or one of a LocalCluster closed on exit."""
     from distributed import Client, LocalCluster
@@ -108,7 +221,7 @@ def _connected(
         yield client
         return
     if scheduler is not None:
-        with Client(scheduler) as connected:
+        with _connect(scheduler, timeout, name) as connected:
             yield connected
         return
     count = workers if workers is not None else max(1, os.cpu_count() or 1)
@@ -129,15 +242,25 @@ def _connected(
 
 @dataclass(frozen=True)
 class DaskDetails:
-    """What a Dask run adds to its report: its partitions, workers and how traffic was kept."""
+    """What a Dask run adds to its report: its partitions, workers and how traffic was kept.
+
+    ``resubmitted``: the partitions' tasks sent again after the loss of a worker (the run is
+    the same; 0 when no worker was lost, or when Dask recovered on its own).
+    """
 
     partitions: int
     workers: int
     traffic: str
+    resubmitted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"partitions", "workers", "traffic"}``, merged into the run's report."""
-        return {"partitions": self.partitions, "workers": self.workers, "traffic": self.traffic}
+        """``{"partitions", "workers", "traffic", "resubmitted"}``, merged into the report."""
+        return {
+            "partitions": self.partitions,
+            "workers": self.workers,
+            "traffic": self.traffic,
+            "resubmitted": self.resubmitted,
+        }
 
 
 class DaskEngine:
@@ -147,6 +270,8 @@ class DaskEngine:
         client: a connected ``distributed.Client`` (kept open).
         scheduler: the address of a running scheduler (``tcp://HOST:PORT``) when no client;
             default: the ``DASK_SCHEDULER_ADDRESS`` environment variable, else a LocalCluster.
+            A malformed address is refused here; one where no Dask scheduler answers within
+            ``connect_timeout`` fails the run (both :class:`InvalidParameterError`).
         partitions: partitions of the sources (default: one per 500,000 sources, at least
             one per worker); the run does not depend on it.
         workers: workers of the LocalCluster started for a run without client or scheduler
@@ -154,6 +279,7 @@ class DaskEngine:
         collect_traffic: gather every edge (True), keep them on the workers and report
             summaries (False), or decide by size (None: up to 1,000,000 sources).
         progress_stream: where the progress bar and the dashboard address go (stderr).
+        connect_timeout: seconds to wait for ``scheduler`` to answer (default 10).
     """
 
     name = "dask"
@@ -168,9 +294,16 @@ class DaskEngine:
         workers: int | None = None,
         collect_traffic: bool | None = None,
         progress_stream: TextIO | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         if client is not None and scheduler is not None:
             raise InvalidParameterError("scheduler", "None when a client is given", scheduler)
+        if (
+            isinstance(connect_timeout, bool)
+            or not isinstance(connect_timeout, int | float)
+            or not 0 < connect_timeout < float("inf")
+        ):
+            raise InvalidParameterError("connect_timeout", "seconds > 0", connect_timeout)
         if partitions is not None and (
             isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1
         ):
@@ -179,12 +312,18 @@ class DaskEngine:
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
         ):
             raise InvalidParameterError("workers", "an integer >= 1 or None", workers)
+        #: What an error about the scheduler's address names: the parameter or the variable.
+        self.scheduler_name = "scheduler"
         if scheduler is None and client is None:
             scheduler = os.environ.get(SCHEDULER_VARIABLE) or None
             if scheduler is not None and workers is not None:
                 scheduler = None  # --workers asks for a LocalCluster
+            self.scheduler_name = SCHEDULER_VARIABLE
+        if scheduler is not None:
+            scheduler = scheduler_address(scheduler, self.scheduler_name)
         self.client = client
         self.scheduler = scheduler
+        self.connect_timeout = float(connect_timeout)
         self.partitions = partitions
         self.workers = workers
         self.collect_traffic = collect_traffic
@@ -209,7 +348,9 @@ class DaskEngine:
             delta=options["delta"],
             target_epsilon=options.get("target_epsilon"),
         )
-        with _connected(self.client, self.scheduler, self.workers) as client:
+        with _connected(
+            self.client, self.scheduler, self.workers, self.connect_timeout, self.scheduler_name
+        ) as client:
             executor = _Execution(self, client, program, prepared.transformed, seed, progress)
             state, delivered, traffic, efficiency = executor.run()
             details = executor.details()
@@ -227,6 +368,69 @@ class DaskEngine:
             seconds=time.perf_counter() - started,
             details=details,
         )
+
+
+class DaskRunError(DpcommError, RuntimeError):
+    """A partition could not be run on the cluster: its workers kept being lost."""
+
+
+class _Inputs:
+    """What the tasks need and only this process has: the run's context, each partition's rows.
+
+    Both are scattered from here (the context to every worker), so Dask cannot recompute them
+    when the workers holding them are lost: :meth:`renew` sends them again.
+    """
+
+    def __init__(
+        self, client: Client, context: RunContext, rows: SourceRows, partitions: list[Partition]
+    ) -> None:
+        self.client = client
+        self._context = context
+        self._source = rows
+        self._partitions = partitions
+        self.context = self._scatter_context()
+        parts = [rows.part(p.start, p.stop) for p in partitions]
+        shipped = client.scatter(parts, hash=False)
+        self._rows: list[Future[Any] | None] = [
+            client.submit(read_rows, part, pure=False) for part in shipped
+        ]
+
+    def _scatter_context(self) -> Future[Any]:
+        shared: Future[Any] = self.client.scatter([self._context], broadcast=True, hash=False)[0]
+        return shared
+
+    def rows(self, index: int) -> Future[Any]:
+        """Partition ``index``'s rows, read on a worker once (kept there for every stage)."""
+        future = self._rows[index]
+        if future is None:
+            partition = self._partitions[index]
+            [shipped] = self.client.scatter(
+                [self._source.part(partition.start, partition.stop)], hash=False
+            )
+            future = self._rows[index] = self.client.submit(read_rows, shipped, pure=False)
+        return future
+
+    def renew(self, index: int) -> None:
+        """Partition ``index``'s rows read again, and the context sent again if it was lost."""
+        if self.context.status != "finished":
+            self.context.release()
+            self.context = self._scatter_context()
+        future = self._rows[index]
+        if future is not None:
+            future.release()
+        self._rows[index] = None
+
+    def release_rows(self) -> None:
+        """The workers may forget the rows (read again if a partition has to run again)."""
+        for index, future in enumerate(self._rows):
+            if future is not None:
+                future.release()
+            self._rows[index] = None
+
+    def release(self) -> None:
+        """The workers may forget everything sent."""
+        self.release_rows()
+        self.context.release()
 
 
 class _Execution:
@@ -270,6 +474,9 @@ class _Execution:
         wanted = engine.partitions or max(workers, -(-self.num_sources // PARTITION_ROWS))
         self.partitions = partition_cuts(self.context.routes, self.num_sources, wanted)
         self.workers = workers
+        #: How many times each partition's task was sent again after a worker was lost.
+        self.resubmitted = [0] * len(self.partitions)
+        self.inputs: _Inputs
 
     def details(self) -> DaskDetails:
         """What the report says of this engine's run."""
@@ -277,16 +484,8 @@ class _Execution:
             partitions=len(self.partitions),
             workers=self.workers,
             traffic="edges" if self.collect else "summaries (edges kept on the workers)",
+            resubmitted=sum(self.resubmitted),
         )
-
-    def _rows(self) -> list[Future[Any]]:
-        """Per partition, its rows read on a worker once (kept there for every stage)."""
-        rows = self.program.rows
-        if rows is None:
-            raise InvalidParameterError("program", "a program with its sources' rows", None)
-        parts = [rows.part(p.start, p.stop) for p in self.partitions]
-        shipped = self.client.scatter(parts, hash=False)
-        return [self.client.submit(read_rows, part, pure=False) for part in shipped]
 
     def _bar(self, total: int) -> Any:
         if not self.progress:
@@ -303,36 +502,22 @@ class _Execution:
         self,
     ) -> tuple[Any, PackedMasks, tuple[FlowTraffic | FlowSummary, ...], Any]:
         """Every stage, then the traffic and the channels."""
-        from distributed import as_completed
-
         client, program, context = self.client, self.program, self.context
-        [shared] = client.scatter([context], broadcast=True, hash=False)
-        rows = self._rows()
+        rows = program.rows
+        if rows is None:
+            raise InvalidParameterError("program", "a program with its sources' rows", None)
+        self.inputs = _Inputs(client, context, rows, self.partitions)
         state = program.initial_state()
         delivered = PackedMasks()
         summaries: dict[str, FlowSummary] = {}
         steps: dict[str, list[FlowSteps]] = {}
-        kept: list[list[Future[Any]]] = [[] for _ in self.partitions]
+        states: list[Any] = []
+        kept: list[dict[int, Future[Any]]] = [{} for _ in self.partitions]
         bar = self._bar(len(program.stages) * len(self.partitions))
         try:
             for stage in range(len(program.stages)):
-                futures = [
-                    client.submit(
-                        _stage_task, shared, partition, rows[index], state, stage, pure=False
-                    )
-                    for index, partition in enumerate(self.partitions)
-                ]
-                small = [client.submit(operator.getitem, f, 0, pure=False) for f in futures]
-                for index, future in enumerate(futures):
-                    kept[index].append(client.submit(operator.getitem, future, 1, pure=False))
-                position = {future.key: index for index, future in enumerate(small)}
-                parts: list[list[FlowPart]] = [[] for _ in self.partitions]
-                for future in as_completed(small):
-                    parts[position[future.key]] = future.result()
-                    future.release()
-                    if bar is not None:
-                        bar.update(1)
-                del futures
+                states.append(state)
+                parts = self._stage(stage, state, kept, bar)
                 outputs: dict[tuple[str, int], Any] = {}
                 for flow_index, name in enumerate(program.stages[stage]):
                     flow_parts = [p[flow_index] for p in parts]
@@ -354,17 +539,13 @@ class _Execution:
         finally:
             if bar is not None:
                 bar.close()
-        for future in rows:
-            future.release()
         if self.collect:
+            self.inputs.release()
             traffic, efficiency = self._collected(steps)
             return state, delivered, traffic, efficiency
-        channels = client.gather(
-            [
-                client.submit(_channels_task, shared, partition, *kept[index], pure=False)
-                for index, partition in enumerate(self.partitions)
-            ]
-        )
+        self.inputs.release_rows()  # the channels need what the stages kept, not the rows
+        channels = self._channels(kept, states)
+        self.inputs.release()
         _, _, central = central_channels(context)
         for item in [*central, *(s for part in channels for s in part.traffic)]:
             previous = summaries.get(item.flow)
@@ -372,6 +553,118 @@ class _Execution:
         ordered = in_plan_order(self.transformed, list(summaries.values()))
         efficiency = reduce_efficiency(context, channels, list(ordered))
         return state, delivered, ordered, efficiency
+
+    def _submit_stage(
+        self, index: int, stage: int, state: Any, kept: list[dict[int, Future[Any]]]
+    ) -> Future[Any]:
+        """Partition ``index``'s task of ``stage``: the future of what returns to this process.
+
+        What the channels need later (a run that keeps summaries) stays on the workers, in
+        ``kept[index][stage]``.
+        """
+        client = self.client
+        task = client.submit(
+            _stage_task,
+            self.inputs.context,
+            self.partitions[index],
+            self.inputs.rows(index),
+            state,
+            stage,
+            pure=False,
+        )
+        if not self.collect:
+            kept[index][stage] = client.submit(operator.getitem, task, 1, pure=False)
+        return client.submit(operator.getitem, task, 0, pure=False)
+
+    def _stage(
+        self, stage: int, state: Any, kept: list[dict[int, Future[Any]]], bar: Any
+    ) -> list[list[FlowPart]]:
+        """Every partition's part of ``stage``; a partition whose worker was lost runs again."""
+        from distributed import as_completed
+
+        index_of: dict[Any, int] = {}
+
+        def submit(index: int) -> Future[Any]:
+            future = self._submit_stage(index, stage, state, kept)
+            index_of[future.key] = index
+            return future
+
+        parts: list[list[FlowPart]] = [[] for _ in self.partitions]
+        pending = as_completed([submit(index) for index in range(len(self.partitions))])
+        for future in pending:
+            index = index_of.pop(future.key)
+            lost, parts[index] = self._result(index, future)
+            if lost:
+                pending.add(submit(index))
+                continue
+            future.release()
+            if bar is not None:
+                bar.update(1)
+        return parts
+
+    def _channels(self, kept: list[dict[int, Future[Any]]], states: list[Any]) -> list[Channels]:
+        """Every partition's channels over the run, from what its stages kept on the workers.
+
+        When a worker that held some of it was lost, the partition's stages run again (from
+        the states they started from) before its channels.
+        """
+        from distributed import as_completed
+
+        client = self.client
+        index_of: dict[Any, int] = {}
+
+        def submit(index: int) -> Future[Any]:
+            kept_here = [kept[index][stage] for stage in range(len(states))]
+            future = client.submit(
+                _channels_task, self.inputs.context, self.partitions[index], *kept_here, pure=False
+            )
+            index_of[future.key] = index
+            return future
+
+        channels: list[Any] = [None] * len(self.partitions)
+        pending = as_completed([submit(index) for index in range(len(self.partitions))])
+        for future in pending:
+            index = index_of.pop(future.key)
+            lost, channels[index] = self._result(index, future)
+            if lost:
+                for stage, state in enumerate(states):
+                    self._submit_stage(index, stage, state, kept).release()
+                pending.add(submit(index))
+                continue
+            future.release()
+        return channels
+
+    def _result(self, index: int, future: Future[Any]) -> tuple[bool, Any]:
+        """``(False, result)`` of ``future`` of partition ``index``, or ``(True, None)`` if lost.
+
+        Dask itself runs a task again when the worker running it dies; what it cannot
+        recompute is what this process scattered (the partition's rows, the run's context):
+        the tasks that need them are cancelled. Their inputs are then sent again and the
+        caller resubmits the partition's task, at most :data:`MAX_RESUBMISSIONS` times (the
+        partition is a pure function of the seed and its rows: the run is the same). An error
+        raised by the task itself is raised here.
+        """
+        from concurrent.futures import CancelledError
+
+        from distributed import KilledWorker
+        from distributed.comm.core import CommClosedError
+
+        try:
+            return False, future.result()
+        except (CancelledError, CommClosedError) as error:
+            self.resubmitted[index] += 1
+            if self.resubmitted[index] > MAX_RESUBMISSIONS:
+                raise DaskRunError(
+                    f"partition {index} of the sources was lost "
+                    f"{self.resubmitted[index]} times (workers lost): {_reason(error)}"
+                ) from None
+            self.inputs.renew(index)
+            return True, None
+        except KilledWorker as error:
+            raise DaskRunError(
+                f"the task of partition {index} of the sources ended every worker that ran it "
+                f"(out of memory?): {_reason(error)}"
+            ) from None
 
     def _join(self, parts: Sequence[FlowPart]) -> npt.NDArray[np.uint8]:
         """The packed delivered mask of a flow from its partitions' (in source order).

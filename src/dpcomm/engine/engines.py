@@ -66,6 +66,7 @@ ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {
         "workers",
         "collect_traffic",
         "progress_stream",
+        "connect_timeout",
     ),
     "network": (
         "transport",

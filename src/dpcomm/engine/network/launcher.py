@@ -15,13 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
 import queue as queue_module
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +31,7 @@ from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
 from dpcomm.engine.network.nodes import LARGE_ROUND_SOURCES, run_nodes
 from dpcomm.engine.network.pki import CertificateAuthority, NodeCredentials, PkiError, issue_many
 from dpcomm.engine.network.records import GroupOutcome, WorkerReport, decode, encode
+from dpcomm.engine.network.scratch import PrivateFolder, private_folder, write_private
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeSettings, RoundSpec
 from dpcomm.engine.network.tls import TlsTransport
 from dpcomm.engine.network.transport import Address, MemoryTransport
@@ -59,13 +57,14 @@ class RoundInterruptedError(DeploymentError):
 
 @contextlib.contextmanager
 def terminated_as_error() -> Iterator[None]:
-    """While the block runs, SIGTERM raises :class:`RoundInterruptedError` in the main thread.
+    """While the block runs, SIGTERM or SIGHUP raises :class:`RoundInterruptedError` (main thread).
 
-    Python's default SIGTERM ends the process at once, without ``finally`` blocks: the worker
-    processes would run on until their deadline and the temporary folder, with every node's
-    private key and the CA key, would stay. Raised as an exception, SIGTERM unwinds like
-    Ctrl-C (SIGINT, KeyboardInterrupt): workers stopped, keys removed. Outside the main thread
-    (where handlers cannot be set) nothing changes.
+    Python's default SIGTERM and SIGHUP end the process at once, without ``finally`` blocks:
+    the worker processes would run on until their deadline and the temporary folder, with
+    every node's private key and the CA key, would stay. Raised as an exception, they unwind
+    like Ctrl-C (SIGINT, KeyboardInterrupt): workers stopped, keys removed. Outside the main
+    thread (where handlers cannot be set) nothing changes; the folder's guard removes it
+    anyway when the process ends (:mod:`dpcomm.engine.network.scratch`).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -75,11 +74,13 @@ def terminated_as_error() -> Iterator[None]:
         del frame
         raise RoundInterruptedError(f"interrupted by signal {signal.Signals(signum).name}")
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    caught = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    previous = {signum: signal.signal(signum, interrupt) for signum in caught}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def check_new_authority(directory: Path) -> None:
@@ -243,17 +244,6 @@ def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[s
     return {g: members for g, members in groups.items() if members}
 
 
-def _temporary_directory() -> Path:
-    """A private temporary directory, in memory (``/dev/shm``) where the system has one.
-
-    It holds every node's private key for the round: in memory it never reaches a disk, and
-    writing a thousand keys there takes a fraction of the time.
-    """
-    memory = Path("/dev/shm")
-    base = str(memory) if memory.is_dir() and os.access(memory, os.W_OK) else None
-    return Path(tempfile.mkdtemp(prefix="dpcomm-deploy-", dir=base))
-
-
 def _group_file(
     path: Path,
     spec: RoundSpec,
@@ -272,7 +262,7 @@ def _group_file(
             for c in configs
         },
     )
-    path.write_bytes(encode(group))
+    write_private(path, encode(group))  # the sources' rows: the owner's only
 
 
 @dataclass(frozen=True)
@@ -427,10 +417,8 @@ def launch(
     """
     started = time.perf_counter()
     started_at = workers.started_at if workers is not None else time.time()
-    temporary = workdir is None
     if workdir is not None and not force:
         check_new_authority(Path(workdir) / "pki")
-    directory = Path(workdir) if workdir is not None else _temporary_directory()
     groups = process_groups(spec, configs)
     pool = workers if workers is not None else Workers(len(groups))
     if len(pool.processes) < len(groups):
@@ -438,7 +426,15 @@ def launch(
     processes = dict(zip(groups, pool.processes, strict=False))
     for surplus in pool.processes[len(groups) :]:
         surplus.kill()
+    temporary: PrivateFolder | None = None
     try:
+        # Keys and rows: in a folder of the owner's only, removed however this process ends.
+        if workdir is None:
+            temporary = PrivateFolder()
+            directory = temporary.path
+        else:
+            directory = private_folder(Path(workdir))
+        private_folder(directory / "pki")
         lines: queue_module.Queue[tuple[str, WorkerReport | _Exited]] = queue_module.Queue()
         for group, process in processes.items():
             threading.Thread(target=_reader, args=(process, lines, group), daemon=True).start()
@@ -449,8 +445,8 @@ def launch(
         finished = time.perf_counter()
     finally:
         pool.close()
-        if temporary:
-            shutil.rmtree(directory, ignore_errors=True)
+        if temporary is not None:
+            temporary.remove()
     for group in list(errors):
         if group.startswith("crashing-"):
             del errors[group]
