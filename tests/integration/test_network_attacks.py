@@ -127,9 +127,9 @@ def blob_frame(op, blob_id, total, offset=0, chunk=b"x" * 64):
     )
 
 
-async def honest_round_trip(node, payload=b"h" * 5000):
+async def honest_round_trip(node, payload=b"h" * 5000, *, attempts=50):
     """An honest peer's blob is reassembled and acknowledged."""
-    channel = await node.channel(HONEST, attempts=50)
+    channel = await node.channel(HONEST, attempts=attempts)
     try:
         await channel.send_blob(Op.OUTPUT, payload, timeout=5.0)
         got = await channel.expect(Op.ACK, timeout=5.0)
@@ -292,6 +292,34 @@ def test_idle_and_failed_handshakes_are_capped_and_counted_as_attacks(pki, caplo
     # Hundreds of refusals, one summary line per interval.
     refusals = [r for r in caplog.records if "refused" in r.message]
     assert 1 <= len(refusals) <= 2
+
+
+def test_a_flood_of_idle_connections_from_one_address_does_not_keep_honest_peers_out(pki):
+    """One client (127.0.0.2) holds every handshake slot with idle sockets; peers elsewhere
+    (127.0.0.1) still get in at their first attempt, and the flood is counted."""
+
+    async def scenario():
+        connections = ConnectionLimits(max_pending=32, handshake_timeout=30.0)
+        async with Node(pki, connections=connections) as node:
+            port = node.address[1]
+            gate = node.transport.gates[SERVER]
+            idle = []
+            for _ in range(64):
+                with contextlib.suppress(OSError):
+                    idle.append(
+                        await asyncio.open_connection(HOST, port, local_addr=("127.0.0.2", 0))
+                    )
+            await wait_for(lambda: gate.pending == 32)  # the flood holds every slot
+            # No slot is stalled (the timeout is 30 s), yet ten peers get in, one attempt each.
+            for _ in range(10):
+                await honest_round_trip(node, attempts=1)
+            for _, writer in idle:
+                writer.close()
+            overload = node.drops.overload()
+            assert overload.get("pending_share", 0) >= 1 and overload.get("pending_cap", 0) >= 1
+            assert len(node.blobs[HONEST]) == 10
+
+    asyncio.run(scenario())
 
 
 def test_authenticated_links_per_peer_are_capped(pki):

@@ -319,17 +319,19 @@ ATTACK_REASONS = frozenset(
         "malformed_tuple",
         "repeated_ciphertext",
         "oversized_batch",
+        "junk_quota",
     }
 )
 """Drop reasons that only a misbehaving peer causes: a failed, timed-out or stalled TLS
 handshake, a name a node does not expect, too many links under one name, a blob larger than
 the protocol sends, too many blobs in reassembly at once, more frames than the round plans for
 one peer, a sealed tuple that does not decode, one ciphertext relayed twice, a batch larger than
-the plan's largest."""
+the plan's largest, more junk frames than a channel drops."""
 
-OVERLOAD_REASONS = frozenset({"pending_cap", "connection_rate", "overflow"})
+OVERLOAD_REASONS = frozenset({"pending_cap", "pending_share", "connection_rate", "overflow"})
 """Drop reasons of a node out of room, whoever caused it: connections refused because too many
-handshakes are under way or arrive too fast, a full replay cache."""
+handshakes are under way or arrive too fast, a handshake evicted because its address held more
+than its share of the listener, a full replay cache."""
 
 
 def split_drops(drops: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, dict[str, int]]]:

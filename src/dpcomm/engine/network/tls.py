@@ -14,11 +14,13 @@ handshake never reaches the handler and never stops the server.
 
 Connections not yet authenticated are bounded per listener (:class:`ConnectionLimits`,
 enforced by a :class:`ConnectionGate`): at most ``max_pending`` handshakes at once, new
-connections admitted by a token bucket (``rate`` per second, ``burst`` at once), each handshake
-given ``handshake_timeout`` seconds. A connection beyond them is aborted before any TLS work and
-counted as an overload (``pending_cap``, ``connection_rate``); when the listener is full, the
-oldest handshake stalled for over half the timeout is aborted to make room (``stalled``), so idle
-sockets cannot keep honest nodes out. Failed, stalled and timed-out handshakes and unexpected
+connections admitted by a token bucket per remote address (``rate`` per second, ``burst`` at
+once), each handshake given ``handshake_timeout`` seconds. A connection beyond them is aborted
+before any TLS work and counted as an overload (``pending_cap``, ``connection_rate``); when the
+listener is full, a newcomer from an address below its fair share takes the slot of the address
+holding the most (``pending_share``), else the oldest handshake stalled for over half the
+timeout is aborted to make room (``stalled``), so one client's idle sockets cannot keep honest
+nodes out. Failed, stalled and timed-out handshakes and unexpected
 names count as attacks (``handshake``, ``stalled``, ``handshake_timeout``, ``unauthorized``): an
 honest node's handshake takes about a millisecond of CPU, and the caps keep the queue of
 handshakes far shorter than the timeout. Refusals are logged at most once per ``log_interval``
@@ -91,6 +93,8 @@ DEFAULT_CONNECTION_BURST = 256
 """New connections admitted at once per listener."""
 DEFAULT_LINKS_PER_PEER = 16
 """Authenticated links at once per peer name and listener (an honest node opens one or two)."""
+_MAX_BUCKETS = 4096
+"""Addresses whose token buckets a listener remembers before it forgets the idle ones."""
 DEFAULT_LOG_INTERVAL = 10.0
 """Seconds between two log lines about refused connections."""
 
@@ -131,11 +135,12 @@ class ConnectionLimits:
 
 
 class _Pending:
-    """One connection whose handshake is under way."""
+    """One connection whose handshake is under way, and the address it came from."""
 
-    def __init__(self, task: asyncio.Task[object] | None, since: float) -> None:
+    def __init__(self, task: asyncio.Task[object] | None, since: float, address: str) -> None:
         self.task = task
         self.since = since
+        self.address = address
         self.evicted = False
 
 
@@ -158,9 +163,9 @@ class ConnectionGate:
         self.drops = drops if drops is not None else DropCounters()
         self.name = name
         self._clock = clock
-        self._tokens = float(self.limits.burst)
-        self._refilled = clock()
+        self._buckets: dict[str, tuple[float, float]] = {}
         self._pending: dict[int, _Pending] = {}
+        self._by_address: dict[str, int] = {}
         self._links: dict[str, int] = {}
         self.peak = 0
         self._unlogged: dict[str, int] = {}
@@ -199,39 +204,80 @@ class ConnectionGate:
             self.limits.log_interval,
         )
 
-    def admit(self) -> _Pending | None:
-        """Admit the current task's handshake (None, counted, if refused).
+    def admit(self, address: str = "") -> _Pending | None:
+        """Admit the current task's handshake from ``address`` (None, counted, if refused).
 
-        An evicted handshake's task is cancelled (its transport closed by asyncio).
+        Each address has its own token bucket, so one flooding client cannot use up the
+        others' admissions. When ``max_pending`` handshakes are under way, a newcomer from an
+        address holding less than its fair share (``max_pending`` over the addresses with
+        handshakes under way) takes the slot of the oldest handshake of the address holding
+        the most (``pending_share``, or ``stalled`` if that one was past half the timeout);
+        otherwise only a stalled handshake makes room. An evicted handshake's task is
+        cancelled (its transport closed by asyncio).
         """
         now = self._clock()
-        self._tokens = min(
-            float(self.limits.burst),
-            self._tokens + (now - self._refilled) * self.limits.rate,
-        )
-        self._refilled = now
-        if self._tokens < 1.0:
+        if not self._take_token(address, now):
             self.refuse("connection_rate")
             return None
         if len(self._pending) >= self.limits.max_pending:
-            oldest = next(iter(self._pending.values()))  # admitted first, so the oldest
-            if now - oldest.since < self.limits.handshake_timeout / 2:
+            victim = self._victim(address, now)
+            if victim is None:
                 self.refuse("pending_cap")
                 return None
-            oldest.evicted = True
-            self._pending.pop(id(oldest))
-            if oldest.task is not None:
-                oldest.task.cancel()
-            self.refuse("stalled", f"handshake under way for {now - oldest.since:.1f} s")
-        self._tokens -= 1.0
-        entry = _Pending(asyncio.current_task(), now)
+            self._evict(victim, now)
+        entry = _Pending(asyncio.current_task(), now, address)
         self._pending[id(entry)] = entry
+        self._by_address[address] = self._by_address.get(address, 0) + 1
         self.peak = max(self.peak, len(self._pending))
         return entry
 
+    def _take_token(self, address: str, now: float) -> bool:
+        tokens, refilled = self._buckets.get(address, (float(self.limits.burst), now))
+        tokens = min(float(self.limits.burst), tokens + (now - refilled) * self.limits.rate)
+        if len(self._buckets) > _MAX_BUCKETS:  # forget the addresses whose bucket is full
+            self._buckets = {
+                a: (t, r)
+                for a, (t, r) in self._buckets.items()
+                if t + (now - r) * self.limits.rate < self.limits.burst
+            }
+        if tokens < 1.0:
+            self._buckets[address] = (tokens, now)
+            return False
+        self._buckets[address] = (tokens - 1.0, now)
+        return True
+
+    def _victim(self, address: str, now: float) -> _Pending | None:
+        """The handshake to evict for a newcomer from ``address`` (None: refuse it)."""
+        addresses = len(self._by_address) + (address not in self._by_address)
+        heaviest = max(self._by_address, key=self._by_address.__getitem__)
+        fair = self.limits.max_pending / addresses
+        if heaviest != address and self._by_address.get(address, 0) + 1 <= fair:
+            return next(p for p in self._pending.values() if p.address == heaviest)
+        oldest = next(iter(self._pending.values()))  # admitted first, so the oldest
+        if now - oldest.since >= self.limits.handshake_timeout / 2:
+            return oldest
+        return None
+
+    def _evict(self, victim: _Pending, now: float) -> None:
+        victim.evicted = True
+        self.done(victim)
+        if victim.task is not None:
+            victim.task.cancel()
+        age = now - victim.since
+        if age >= self.limits.handshake_timeout / 2:
+            self.refuse("stalled", f"handshake under way for {age:.1f} s")
+        else:
+            self.refuse("pending_share", f"{victim.address} holds more than its share")
+
     def done(self, entry: _Pending) -> None:
         """The handshake of ``entry`` ended (either way)."""
-        self._pending.pop(id(entry), None)
+        if self._pending.pop(id(entry), None) is None:
+            return
+        left = self._by_address[entry.address] - 1
+        if left:
+            self._by_address[entry.address] = left
+        else:
+            del self._by_address[entry.address]
 
     def link_opened(self, peer: str) -> bool:
         """Count an authenticated link of ``peer``; False (counted) if it has too many."""
@@ -379,11 +425,11 @@ async def start_tls_server(
     timeout = gate.limits.handshake_timeout
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        entry = gate.admit()
+        address = writer.get_extra_info("peername")
+        entry = gate.admit(str(address[0]) if address else "")
         if entry is None:
             writer.transport.abort()
             return
-        address = writer.get_extra_info("peername")
         name = await _handshake(gate, entry, writer, context, timeout, address)
         if name is None:
             return

@@ -99,6 +99,8 @@ SMALL_BLOB = 4096
 """Largest blob of the operations whose payload is empty or a few fields of JSON."""
 HELLO_BLOB = 64 * 1024
 """Largest HELLO (a node's address and keys, as JSON)."""
+DEFAULT_MAX_JUNK_FRAMES = 16
+"""Junk frames (malformed, or of another round) a channel drops before it closes."""
 DEFAULT_MAX_PARTIAL_BLOBS = 2
 """Blobs in reassembly at once per channel (an honest sender writes one blob at a time)."""
 
@@ -133,6 +135,9 @@ class ChannelLimits:
         max_blob_by_op: tighter caps per operation (default :data:`PROTOCOL_BLOB_LIMITS`).
         max_partial_blobs: blobs in reassembly at once (default
             :data:`DEFAULT_MAX_PARTIAL_BLOBS`).
+        max_junk_frames: malformed frames or blobs, or frames of another round, a channel
+            drops before it closes (default :data:`DEFAULT_MAX_JUNK_FRAMES`): TLS delivers an
+            honest peer's frames intact, so junk comes from a misbehaving peer only.
 
     A channel holds at most ``max_partial_blobs`` buffers, each at most the bytes the peer
     actually sent for it and never more than its operation's cap.
@@ -141,11 +146,13 @@ class ChannelLimits:
     max_blob: int = DEFAULT_MAX_BLOB
     max_blob_by_op: Mapping[Op, int] = field(default_factory=lambda: dict(PROTOCOL_BLOB_LIMITS))
     max_partial_blobs: int = DEFAULT_MAX_PARTIAL_BLOBS
+    max_junk_frames: int = DEFAULT_MAX_JUNK_FRAMES
 
     def __post_init__(self) -> None:
         for name, value in (
             ("max_blob", self.max_blob),
             ("max_partial_blobs", self.max_partial_blobs),
+            ("max_junk_frames", self.max_junk_frames),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(name, "an integer >= 1", value)
@@ -264,6 +271,7 @@ class Channel:
         self.limits = limits if limits is not None else ChannelLimits()
         self._partial: dict[int, tuple[Op, int, bytearray]] = {}
         self._blob_ids = 0
+        self._junk_frames = 0
 
     @property
     def drops(self) -> DropCounters:
@@ -345,7 +353,8 @@ class Channel:
         Malformed frames, frames of another round, replayed frames and malformed blobs are
         dropped and counted under the local node. Raises ChannelClosedError when the stream
         ends or breaks, or after counting an attack by the peer (``oversized_blob``,
-        ``partial_blobs``, ``replay_quota``: see :class:`ChannelLimits`); TimeoutError after
+        ``partial_blobs``, ``replay_quota``, ``junk_quota``: see :class:`ChannelLimits`);
+        TimeoutError after
         ``timeout`` seconds.
         """
         async with asyncio.timeout(timeout):
@@ -366,10 +375,10 @@ class Channel:
                 try:
                     frame = decode_frame(data, frame_size=self.frame_size)
                 except FrameError as error:
-                    self.drops.count_error(error)
+                    self._junk(error.reason)
                     continue
                 if frame.round_id != self.round_id:
-                    self.drops.add("wrong_round")
+                    self._junk("wrong_round")
                     continue
                 verdict = self.replay.admit(frame.round_id, frame.message_id, self.peer)
                 if verdict == "replay_quota":
@@ -384,26 +393,36 @@ class Channel:
                 if frame.kind == FrameKind.DATA:
                     counts.data_frames += 1
                     if len(frame.body) < DATA_HEADER.size:
-                        self.drops.add("malformed_data")
+                        self._junk("malformed_data")
                         continue
                     return Received(frame=frame)
                 complete = self._assemble(frame)
                 if complete is not None:
                     return complete
 
+    def _junk(self, reason: str) -> None:
+        """Count a junk frame; past ``max_junk_frames`` the channel closes (an attack)."""
+        self.drops.add(reason)
+        self._junk_frames += 1
+        if self._junk_frames > self.limits.max_junk_frames:
+            self.drops.add("junk_quota")
+            raise ChannelClosedError(
+                f"{self.peer}: more than {self.limits.max_junk_frames} junk frames"
+            )
+
     def _assemble(self, frame: Frame) -> Received | None:
         if len(frame.body) < BLOB_HEADER.size:
-            self.drops.add("malformed_blob")
+            self._junk("malformed_blob")
             return None
         raw_op, blob_id, total, offset = BLOB_HEADER.unpack_from(frame.body)
         chunk = frame.body[BLOB_HEADER.size :]
         try:
             op = Op(raw_op)
         except ValueError:
-            self.drops.add("malformed_blob")
+            self._junk("malformed_blob")
             return None
         if _KIND_OF_OP[op] != frame.kind:
-            self.drops.add("malformed_blob")
+            self._junk("malformed_blob")
             return None
         if total > self.limits.blob_limit(op):
             self.drops.add("oversized_blob")
@@ -414,7 +433,7 @@ class Channel:
         known = self._partial.pop(blob_id, None)
         if known is None:
             if offset != 0:
-                self.drops.add("malformed_blob")
+                self._junk("malformed_blob")
                 return None
             if len(self._partial) >= self.limits.max_partial_blobs:
                 self.drops.add("partial_blobs")
@@ -432,7 +451,7 @@ class Channel:
             or (total and not chunk)
         ):
             # Chunks of a blob arrive in order on one link: anything else is malformed.
-            self.drops.add("malformed_blob")
+            self._junk("malformed_blob")
             return None
         buffer += chunk
         if len(buffer) >= total:

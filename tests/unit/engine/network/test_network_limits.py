@@ -220,6 +220,28 @@ def test_a_peer_past_its_replay_quota_is_closed():
     asyncio.run(scenario())
 
 
+def test_a_peer_sending_junk_frames_is_closed_and_counted_as_an_attack():
+    async def scenario():
+        out, into = pair(ChannelLimits(max_junk_frames=3))
+        good = chunk_frame(Op.PLAN, 9, 4, 0, b"abcd")
+        junk = [
+            b"\x00" * FRAME_SIZE,  # not a frame
+            Frame(kind=FrameKind.PLAN, round_id=ROUND + 1, message_id=new_message_id(), body=b""),
+            chunk_frame(Op.PLAN, 1, 20, 10, b"x" * 10),  # a chunk without its start
+        ]
+        for frame in junk[1:]:
+            out.write_frame(frame)
+        out.link.write(junk[0])
+        out.write_frame(good)  # within the quota: the honest blob still arrives
+        assert (await into.receive(timeout=1.0)).blob == b"abcd"
+        out.link.write(junk[0])  # the fourth junk frame closes the channel
+        with pytest.raises(ChannelClosedError, match="junk"):
+            await into.receive(timeout=1.0)
+        assert into.drops["junk_quota"] == 1 and into.drops.attacks() == {"junk_quota": 1}
+
+    asyncio.run(scenario())
+
+
 # ------------------------------------------------------------------------- connection gate
 
 
@@ -281,6 +303,54 @@ def test_gate_caps_pending_handshakes_and_evicts_stalled_ones():
         assert [await second, await third] == ["done", "done"]
         assert gate.pending == 0
         assert gate.drops.as_dict() == {"pending_cap": 1, "stalled": 1}
+
+    asyncio.run(scenario())
+
+
+def test_gate_gives_a_newcomer_address_its_share_of_a_full_listener():
+    async def scenario():
+        limits = ConnectionLimits(max_pending=4, burst=100, handshake_timeout=10.0)
+        gate = ConnectionGate(limits, clock=Clock())
+        release = asyncio.Event()
+
+        async def handshake(address):
+            entry = gate.admit(address)
+            if entry is None:
+                return "refused"
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                return "evicted" if entry.evicted else "cancelled"
+            finally:
+                gate.done(entry)
+            return "done"
+
+        async def start(address):
+            task = asyncio.ensure_future(handshake(address))
+            await asyncio.sleep(0)
+            return task
+
+        flood = [await start("10.0.0.66") for _ in range(4)]  # one address fills the listener
+        assert await (await start("10.0.0.66")) == "refused"  # nobody stalled yet
+        honest = [await start("10.0.0.1"), await start("10.0.0.1")]  # the flood's oldest go
+        assert await (await start("10.0.0.1")) == "refused"  # past its fair share of 4 / 2
+        assert gate.pending == 4
+        release.set()
+        assert [await t for t in flood] == ["evicted", "evicted", "done", "done"]
+        assert [await t for t in honest] == ["done", "done"]
+        assert gate.pending == 0
+        assert gate.drops.as_dict() == {"pending_cap": 2, "pending_share": 2}
+
+    asyncio.run(scenario())
+
+
+def test_gate_rate_limits_each_address_on_its_own():
+    async def scenario():
+        limits = ConnectionLimits(burst=2, rate=1.0, max_pending=100)
+        gate = ConnectionGate(limits, clock=Clock())
+        assert [gate.admit("a") is not None for _ in range(3)] == [True, True, False]
+        assert gate.admit("b") is not None  # another address keeps its own tokens
+        assert gate.drops.as_dict() == {"connection_rate": 1}
 
     asyncio.run(scenario())
 
