@@ -214,6 +214,7 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
         coordinator_port=args.coordinator_port,
         idle_seconds=args.idle_seconds,
         timeout=args.timeout,
+        max_left_out=args.max_left_out,
     )
     print(
         f"wrote {len(paths):,} node configs to {Path(args.out) / 'configs'} and certificates "
@@ -254,7 +255,28 @@ def command_node_run(args: argparse.Namespace) -> int:
             ) from error
     else:
         print(text)
-    return 0 if not outcome.errors else 1
+    if outcome.errors:
+        return 1
+    return _absent_sources_status(config, outcome)
+
+
+def _absent_sources_status(config: Any, outcome: Any) -> int:
+    """The coordinator's exit status: 1 if more sources were absent than the round tolerates."""
+    from dpcomm.queries.program import num_sources
+
+    if outcome.coordinator is None:
+        return 0
+    spec = config.round
+    total = num_sources(spec.public_program)
+    absent = [name for name in outcome.coordinator.absent if name.startswith("source-")]
+    if len(absent) <= spec.max_left_out * total:
+        return 0
+    print(
+        f"dpcomm: error: the round failed: {len(absent):,} of {total:,} sources never "
+        f"registered (first: {absent[0]}), more than --max-left-out {spec.max_left_out:g} allows",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def _round_options(parser: argparse.ArgumentParser) -> None:
@@ -273,8 +295,10 @@ def _round_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="FRACTION",
-        help="fraction of the sources that may be left out (late, unreachable, or behind a "
-        "dead scrambler) before the round counts as failed, exit status 1 (default 0)",
+        help="fraction of the sources that may be left out (absent at registration, late, "
+        "unreachable, or behind a dead scrambler) before the round counts as failed, exit "
+        "status 1 (default 0); with deploy configs the coordinator's node checks the sources "
+        "that never registered",
     )
     parser.add_argument(
         "--timeout",

@@ -544,6 +544,7 @@ class NetworkEngine:
             seed=seed,
             idle_seconds=idle_seconds,
             round_seconds=timeout,
+            max_left_out=self.max_left_out,
         )
         configs = node_configs(program, spec, faults=self.faults)
         if self.transport == "memory":
@@ -586,6 +587,7 @@ def write_deployment(
     coordinator_port: int = 7400,
     idle_seconds: float | None = None,
     timeout: float | None = None,
+    max_left_out: float = 0.0,
 ) -> dict[str, Path]:
     """Write a CA, one certificate and one config per node into ``directory`` (several hosts).
 
@@ -594,7 +596,8 @@ def write_deployment(
     path of every node. No seed is written: every node draws fresh operating-system entropy.
     The CA key (``pki/ca.key``) must stay with the operator. Without ``idle_seconds``, T is
     :data:`HAND_STARTED_IDLE_SECONDS` (hosts are started by hand); without ``timeout``, the cap
-    is :func:`round_deadlines`'s.
+    is :func:`round_deadlines`'s. ``max_left_out``: the fraction of the sources that may be
+    absent before the coordinator's node reports the round failed.
     """
     folder = Path(directory)
     _, default_timeout = round_deadlines(num_sources(program), stages=len(program.stages))
@@ -614,6 +617,7 @@ def write_deployment(
         seed=None,
         idle_seconds=idle,
         round_seconds=round_seconds,
+        max_left_out=max_left_out,
     )
     configs = node_configs(
         program, spec, coordinator_host=coordinator_host, coordinator_port=coordinator_port

@@ -105,7 +105,9 @@ class RoundSpec:
         payload_size: padded plaintext size of every sealed payload.
         frame_size: the length of every frame on the wire.
         idle_seconds: how long a scrambler waits for its sources (per stage).
-        round_seconds: hard deadline of the whole round.
+        round_seconds: the cap on the whole round.
+        max_left_out: the fraction of the sources that may be absent (never registered)
+            before the coordinator reports the round failed (its node exits non-zero).
     """
 
     round_id: int
@@ -117,6 +119,7 @@ class RoundSpec:
     frame_size: int
     idle_seconds: float
     round_seconds: float
+    max_left_out: float = 0.0
 
     @classmethod
     def create(
@@ -127,6 +130,7 @@ class RoundSpec:
         seed: int | None,
         idle_seconds: float,
         round_seconds: float,
+        max_left_out: float = 0.0,
         round_id: int | None = None,
         round_number: int = 0,
     ) -> RoundSpec:
@@ -152,6 +156,7 @@ class RoundSpec:
             frame_size=frame_size_for(body),
             idle_seconds=float(idle_seconds),
             round_seconds=float(round_seconds),
+            max_left_out=float(max_left_out),
         )
 
     # ------------------------------------------------------------------ derived, cached

@@ -1,0 +1,59 @@
+"""``dpcomm node run``'s exit status for the coordinator: absent sources beyond --max-left-out."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpcomm.cli.deploy import _absent_sources_status
+from dpcomm.data import synthetic_table
+from dpcomm.engine.network.deploy import node_configs
+from dpcomm.engine.network.records import CoordinatorOutcome, GroupOutcome
+from dpcomm.engine.network.spec import RoundSpec
+from dpcomm.plan import Scramblers
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.program import public_program
+
+
+def _coordinator_config(max_left_out: float):
+    table = synthetic_table(num_rows=20, seed=1)
+    program = AggregateProgram.from_sql("SELECT g1, COUNT(*) FROM t GROUP BY g1", table)
+    countermeasure = Scramblers(sampling_rate=0.0, batch_size=10, num_dummies=1)
+    spec = RoundSpec.create(
+        public_program(program),
+        countermeasure,
+        seed=None,
+        idle_seconds=5,
+        round_seconds=60,
+        max_left_out=max_left_out,
+    )
+    return node_configs(program, spec)["coordinator"]
+
+
+def _outcome(*absent: str) -> GroupOutcome:
+    coordinator = CoordinatorOutcome(
+        committed={},
+        lost={},
+        refused={},
+        result_received=True,
+        registration_seconds=1.0,
+        planned_at=0.0,
+        round_seconds=1.0,
+        absent=absent,
+    )
+    return GroupOutcome(coordinator=coordinator)
+
+
+@pytest.mark.parametrize(
+    ("max_left_out", "absent", "status"),
+    [(0.1, ("source-3",), 0), (0.1, ("source-3", "source-4", "source-9"), 1), (0.0, (), 0)],
+)
+def test_the_coordinator_fails_when_more_sources_were_absent_than_allowed(
+    capsys, max_left_out, absent, status
+):
+    assert _absent_sources_status(_coordinator_config(max_left_out), _outcome(*absent)) == status
+    error = capsys.readouterr().err
+    if status:
+        assert error.count("\n") == 1 and "3 of 20 sources never registered" in error
+        assert "--max-left-out 0.1" in error
+    else:
+        assert error == ""
