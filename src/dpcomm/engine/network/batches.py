@@ -3,7 +3,9 @@
 * :func:`forward_batch`: a batch sender (a scrambler, or a source sending straight to its
   targets) writes its DATA frames, then a PREPARE to every target, and waits for PREPARED;
 * :func:`request_commit`: then it asks the coordinator to COMMIT its batch;
-* :func:`send_output`: a compute node's output, one OUTPUT blob per receiver, until acknowledged.
+* :func:`send_output`: a compute node's output, one OUTPUT blob per receiver, until acknowledged;
+* :class:`ScramblerCoordinator`: a scrambler's channel to the coordinator, read by one task (the
+  coordinator may close its collection window at any time).
 
 A link that fails is opened again (after a :class:`~.node.Backoff` pause) and the very same
 frames (same message ids) are written, so a target holds each frame at most once; a target
@@ -13,13 +15,14 @@ unreachable for the round's ``idle_seconds`` counts as gone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dpcomm.engine.network.commit import batch_digest
 from dpcomm.engine.network.node import Backoff, NodeContext
-from dpcomm.engine.network.records import Commit, Peer, Prepare, encode
+from dpcomm.engine.network.records import Commit, DeploymentError, Peer, Prepare, encode
 from dpcomm.engine.network.transport import HandshakeError
 from dpcomm.engine.network.wire import Channel, ChannelClosedError, Op
 
@@ -153,3 +156,66 @@ async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: 
             if channel is not None:
                 await channel.close()
         await backoff.pause()
+
+
+class ScramblerCoordinator:
+    """A scrambler's channel to the coordinator, read by one task from the plan on.
+
+    The scrambler says OPEN when its collection window opens; the coordinator may answer
+    WINDOW at any time (no progress anywhere in the round for ``idle_seconds``: the window
+    closes), then COMMITTED or ABORTED to its COMMIT, then CLOSE. One reader keeps these
+    apart, so a WINDOW crossing a COMMIT is never taken for its answer.
+    """
+
+    def __init__(
+        self, context: NodeContext, channel: Channel, on_window: Callable[[], None]
+    ) -> None:
+        self.context = context
+        self.channel = channel
+        self.on_window = on_window
+        self.closed = asyncio.Event()
+        self.replies: asyncio.Queue[Op | None] = asyncio.Queue()
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        wanted = (Op.WINDOW, Op.COMMITTED, Op.ABORTED, Op.CLOSE)
+        try:
+            while True:
+                got = await self.channel.expect(*wanted, timeout=self.context.remaining())
+                if got.op == Op.CLOSE:
+                    return
+                if got.op == Op.WINDOW:
+                    self.on_window()
+                else:
+                    self.replies.put_nowait(got.op)
+        except (ChannelClosedError, TimeoutError, DeploymentError):
+            pass
+        finally:
+            self.closed.set()
+            self.on_window()
+            self.replies.put_nowait(None)
+
+    async def open(self) -> None:
+        """Tell the coordinator the collection window is open (once per round)."""
+        try:
+            await self.channel.send_blob(Op.OPEN, timeout=self.context.remaining())
+        except (ChannelClosedError, TimeoutError):
+            self.on_window()  # no coordinator: nothing to wait for
+
+    async def commit(self, flow: str, *, prepared: bool) -> bool:
+        """Ask to commit the batch of ``flow`` (abandon it unless ``prepared``); True if so."""
+        try:
+            request = Commit(flow, abandon=not prepared)
+            await self.channel.send_blob(
+                Op.COMMIT, encode(request), timeout=self.context.remaining()
+            )
+        except (ChannelClosedError, TimeoutError):
+            return False
+        return prepared and await self.replies.get() == Op.COMMITTED
+
+    async def wait_close(self) -> None:
+        """Until the coordinator's CLOSE (or the end of its channel, or the deadline)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.closed.wait(), self.context.remaining())
+        self.reader.cancel()
+        await self.channel.close()

@@ -10,9 +10,11 @@ to their scramblers while the others still register.
 
 Its phases end on progress, not on the clock: registration ends when every node registered or
 none did for the round's ``idle_seconds`` (T; an absent source is then left out, an absent
-infrastructure node fails the round); a flow is finalized when every batch sender committed or
-hung up; the round ends when the result node has every output or every compute node said it is
-done. The round's ``round_seconds`` caps the whole.
+infrastructure node fails the round); a scrambler's collection window closes when its sources
+are all in, or when the coordinator tells it to (WINDOW: nothing progressed anywhere in the
+round for T: no registration, no window opened, no batch committed); a flow is finalized when
+every batch sender committed or hung up; the round ends when the result node has every output
+or every compute node said it is done. The round's ``round_seconds`` caps the whole.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class Coordinator:
         self.result_done = asyncio.Event()
         self.computes = {n for n, node in self.expected.items() if node.role == "compute"}
         self.finished: set[str] = set()
+        self.windowed: set[str] = set()
+        self.last_progress = context.loop.time()
         self.changed = asyncio.Event()
         self.commits = {flow: BatchCommit(self._batch_senders(flow)) for flow in spec.data_flows}
 
@@ -156,27 +160,53 @@ class Coordinator:
             except TimeoutError:
                 return
 
+    def progress(self) -> None:
+        """Something happened (a registration, a window opened, a commit, a node done or gone)."""
+        self.last_progress = self.context.loop.time()
+        self.changed.set()
+
+    async def close_windows(self, flow: str) -> None:
+        """WINDOW to the scramblers of ``flow`` still undecided: nothing progressed for T."""
+        commit = self.commits[flow]
+        for name in sorted(commit.senders - commit.committed - commit.lost - self.windowed):
+            self.windowed.add(name)
+            channel = self.channels.get(name)
+            if channel is not None:
+                with contextlib.suppress(ChannelClosedError, TimeoutError, OSError):
+                    await channel.send_blob(Op.WINDOW, timeout=self.context.remaining())
+
     async def finalize_stages(self) -> dict[str, tuple[str, ...]]:
         """Stage by stage, each flow's decision once its batches are decided.
 
-        A batch sender decides its batch by committing or by hanging up; only the round's
-        deadline finalizes a flow with senders undecided (they are lost).
+        A batch sender decides its batch by committing or by hanging up. Once nothing
+        progressed in the round for ``idle_seconds`` (T), the scramblers still collecting are
+        told to close their windows (WINDOW). Only the round's deadline finalizes a flow with
+        senders undecided (they are lost).
         """
         context = self.context
         program = context.program
         finalized: dict[str, tuple[str, ...]] = {}
         limit = context.deadline - 2.0
         for names in program.stages:
-            for flow in names:
-                commit = self.commits[flow]
-                while not commit.decided and context.loop.time() < limit:
-                    self.changed.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            self.changed.wait(), max(0.01, limit - context.loop.time())
-                        )
-                finalized[flow] = tuple(sorted(commit.finalize()))
-                await self.send_finalize(Finalize(flow, finalized[flow]))
+            pending = list(names)
+            while pending:
+                for flow in list(pending):
+                    if self.commits[flow].decided or context.loop.time() >= limit:
+                        finalized[flow] = tuple(sorted(self.commits[flow].finalize()))
+                        await self.send_finalize(Finalize(flow, finalized[flow]))
+                        pending.remove(flow)
+                if not pending:
+                    break
+                idle_left = self.last_progress + self.spec.idle_seconds - context.loop.time()
+                if idle_left <= 0:
+                    for flow in pending:
+                        if flow in self.spec.transformed.batches:
+                            await self.close_windows(flow)
+                    idle_left = self.spec.idle_seconds
+                self.changed.clear()
+                wait = min(idle_left, limit - context.loop.time())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), max(0.01, wait))
         return finalized
 
     async def send_finalize(self, decision: Finalize) -> None:
@@ -225,6 +255,7 @@ class Coordinator:
         """Record a node's HELLO and channel."""
         self.registry[peer] = hello
         self.channels[peer] = channel
+        self.progress()
         self.registration.set()
         if len(self.registry) == len(self.expected):
             self.registered.set()
@@ -234,12 +265,17 @@ class Coordinator:
     async def serve_commits(self, peer: str, channel: Channel) -> None:
         """A node's COMMITs (answered at once) and DONE, until its channel ends."""
         while True:
-            got = await channel.expect(Op.COMMIT, Op.DONE, timeout=self.context.remaining())
+            got = await channel.expect(
+                Op.COMMIT, Op.DONE, Op.OPEN, timeout=self.context.remaining()
+            )
+            if got.op == Op.OPEN:  # a scrambler's window opened
+                self.progress()
+                continue
             if got.op == Op.DONE:
                 self.finished.add(peer)
                 if peer == str(RESULT):
                     self.result_done.set()
-                self.changed.set()
+                self.progress()
                 continue
             request = decode(got.blob, Commit)
             flow = request.flow
@@ -250,14 +286,14 @@ class Coordinator:
             )
             reply = Op.COMMITTED if accepted else Op.ABORTED
             await channel.send_blob(reply, timeout=self.context.remaining())
-            self.changed.set()
+            self.progress()
 
     def lose(self, peer: str) -> None:
         """``peer`` hung up: unless committed, its batches are lost."""
         for commit in self.commits.values():
             commit.lose(peer)
         self.finished.add(peer)
-        self.changed.set()
+        self.progress()
 
     # ------------------------------------------------------------------ plans
 

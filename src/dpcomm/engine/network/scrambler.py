@@ -1,12 +1,12 @@
 """A scrambler of a deployed round: Algorithm 1 of Section 4.1 over links.
 
 A scrambler relays the outputs broadcast to its sources (the K-means centroids of the previous
-iteration), collects its sources' sealed messages until all arrived or the collection window
-closes (no new message for the round's ``idle_seconds``), adds the scrambler step's dummies
-(:func:`~dpcomm.protocol.roles.scrambler_dummies`) sealed for their targets, shuffles
-(:func:`~dpcomm.protocol.roles.scrambler_shuffle`) and forwards the batch as one unit, then asks
-the coordinator to commit it. It cannot open the messages it relays: they are sealed for the
-targets.
+iteration), collects its sources' sealed messages until all arrived or the coordinator closes
+the collection window (nothing progressed in the round for its ``idle_seconds``), adds the
+scrambler step's dummies (:func:`~dpcomm.protocol.roles.scrambler_dummies`) sealed for their
+targets, shuffles (:func:`~dpcomm.protocol.roles.scrambler_shuffle`) and forwards the batch as
+one unit, then asks the coordinator to commit it. It cannot open the messages it relays: they
+are sealed for the targets.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import contextlib
 
 import numpy as np
 
-from dpcomm.engine.network.batches import Message, forward_batch, request_commit
+from dpcomm.engine.network.batches import Message, ScramblerCoordinator, forward_batch
 from dpcomm.engine.network.names import NodeName
 from dpcomm.engine.network.node import NodeContext, parse_output
 from dpcomm.engine.network.records import (
@@ -58,6 +58,7 @@ class Scrambler:
         self.relays_done = asyncio.Event()
         self.full = asyncio.Event()
         self.arrived = asyncio.Event()
+        self.window = asyncio.Event()  # set when the coordinator closes the window
         self.members: set[int] = set()
         self.member_channels: dict[int, Channel] = {}
         self.relays: dict[tuple[str, int], bytes] = {}
@@ -164,11 +165,12 @@ class Scrambler:
             coordinator, plan = await context.register(context.hello(), ScramblerPlan)
             self.members.update(plan.members)
             self.plan_ready.set()
+            link = ScramblerCoordinator(context, coordinator, self.close_window)
             context.phase = "relays"
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.relays_done.wait(), context.remaining())
+            await self.wait_relays()
             opened = context.loop.time()
             context.phase = "collection"
+            await link.open()
             await self.collect()
             self.open = False
             collected = context.loop.time()
@@ -176,10 +178,7 @@ class Scrambler:
             context.phase = "forwarding"
             dummies, messages = self.batch(batched, plan.targets)
             prepared = await forward_batch(context, self.flow, messages, plan.targets)
-            lock = asyncio.Lock()
-            committed = await request_commit(
-                context, coordinator, self.flow, lock, prepared=prepared
-            )
+            committed = await link.commit(self.flow, prepared=prepared)
             outcome = ScramblerOutcome(
                 name=context.name,
                 flow=self.flow,
@@ -191,7 +190,7 @@ class Scrambler:
                 collect_seconds=collected - opened,
                 forward_seconds=context.loop.time() - collected,
             )
-            await context.wait_close(coordinator)
+            await link.wait_close()
         finally:
             listener.close()
             for member in list(self.member_channels.values()):
@@ -200,19 +199,34 @@ class Scrambler:
                 await coordinator.close()  # on an error too: the coordinator then counts it lost
         return outcome
 
-    async def collect(self) -> None:
-        """Until every member's message is in, or none came for ``idle_seconds`` (T).
+    def close_window(self) -> None:
+        """The coordinator closed the window (or is gone)."""
+        self.window.set()
+        self.arrived.set()
 
-        The window measures inactivity, not total time: on a slow machine the members arrive
-        later but keep it open; a member T seconds behind the last one is left out.
+    async def wait_relays(self) -> None:
+        """Until every output to relay is in, or the coordinator closes the window."""
+        waits = {asyncio.ensure_future(e.wait()) for e in (self.relays_done, self.window)}
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait(
+                waits, timeout=self.context.remaining(), return_when=asyncio.FIRST_COMPLETED
+            )
+        for wait in waits:
+            wait.cancel()
+
+    async def collect(self) -> None:
+        """Until every member's message is in, or the coordinator closes the window.
+
+        The coordinator closes it (WINDOW) once nothing progressed anywhere in the round for
+        ``idle_seconds`` (T): no registration, no window opened, no batch committed. The window
+        measures the round's inactivity, not total time: on a slow machine the members arrive
+        later but the round keeps progressing; a member that is T behind everything is left out.
         """
         context = self.context
-        while not self.full.is_set() and context.remaining() > 0.05:
+        while not self.full.is_set() and not self.window.is_set():
             self.arrived.clear()
             try:
-                await asyncio.wait_for(
-                    self.arrived.wait(), min(self.spec.idle_seconds, context.remaining())
-                )
+                await asyncio.wait_for(self.arrived.wait(), context.remaining())
             except TimeoutError:
                 return
 

@@ -70,6 +70,8 @@ class Op(IntEnum):
     OUTPUT = 11
     DONE = 12
     CLOSE = 13
+    OPEN = 14
+    WINDOW = 15
 
 
 _KIND_OF_OP = {
@@ -85,6 +87,8 @@ _KIND_OF_OP = {
     Op.COMMIT: FrameKind.CLOSE,
     Op.DONE: FrameKind.CLOSE,
     Op.CLOSE: FrameKind.CLOSE,
+    Op.OPEN: FrameKind.CLOSE,
+    Op.WINDOW: FrameKind.PLAN,
     Op.OUTPUT: FrameKind.RESULT,
 }
 
@@ -116,6 +120,8 @@ PROTOCOL_BLOB_LIMITS: Mapping[Op, int] = {
             Op.ABORTED,
             Op.DONE,
             Op.CLOSE,
+            Op.OPEN,
+            Op.WINDOW,
         ),
         SMALL_BLOB,
     ),

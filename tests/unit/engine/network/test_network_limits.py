@@ -164,6 +164,7 @@ def test_small_operations_are_capped_by_the_protocol(op):
         kind = {Op.ACK: FrameKind.ACK, Op.REJECT: FrameKind.ACK}.get(op)
         kinds = {
             Op.HELLO: FrameKind.PLAN,
+            Op.WINDOW: FrameKind.PLAN,
             Op.PREPARED: FrameKind.ACK,
             Op.COMMITTED: FrameKind.ACK,
             Op.ABORTED: FrameKind.ACK,
