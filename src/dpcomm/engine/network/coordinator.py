@@ -25,7 +25,7 @@ import time
 
 from dpcomm.engine.network.commit import BatchCommit
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
-from dpcomm.engine.network.node import NodeContext
+from dpcomm.engine.network.node import INFRASTRUCTURE_REGISTERED, NodeContext
 from dpcomm.engine.network.records import (
     Commit,
     ComputePlan,
@@ -259,8 +259,10 @@ class Coordinator:
         self.registration.set()
         if len(self.registry) == len(self.expected):
             self.registered.set()
-        if self.infrastructure <= self.registry.keys():
+        if self.infrastructure <= self.registry.keys() and not self.infrastructure_ready.is_set():
             self.infrastructure_ready.set()
+            if self.context.on_event is not None:
+                self.context.on_event(INFRASTRUCTURE_REGISTERED)
 
     async def serve_commits(self, peer: str, channel: Channel) -> None:
         """A node's COMMITs (answered at once) and DONE, until its channel ends."""

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,7 @@ async def _tls_group(
     credentials: Mapping[str, NodeCredentials],
     on_listening: Any,
     coordinator_port: Callable[[], int] | None,
+    on_event: Callable[[str], None] | None = None,
 ) -> GroupOutcome:
     advertise = {c.name: c.advertise_host or c.listen_host for c in configs}
     backlog = listen_backlog(len(configs[0].round.node_names())) if configs else 1024
@@ -191,6 +192,7 @@ async def _tls_group(
         transport,
         coordinator_address=coordinator,
         on_listening=listening,
+        on_event=on_event,
         crash=exit_process,
     )
     # A node whose credentials do not load fails on its own (and is reported as such).
@@ -205,13 +207,15 @@ def run_tls_group(
     *,
     on_listening: Any = None,
     coordinator_port: Callable[[], int] | None = None,
+    on_event: Callable[[str], None] | None = None,
 ) -> GroupOutcome:
     """Run the nodes ``configs`` in this process over TLS (a fresh event loop).
 
     ``coordinator_port`` (blocking, called once in a thread) gives the coordinator's port when
-    it is not known in advance (a local deployment's workers learn it from the launcher).
+    it is not known in advance (a local deployment's workers learn it from the launcher);
+    ``on_event`` hears the round's milestones (the coordinator's).
     """
-    return asyncio.run(_tls_group(configs, credentials, on_listening, coordinator_port))
+    return asyncio.run(_tls_group(configs, credentials, on_listening, coordinator_port, on_event))
 
 
 def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[str, list[str]]:
@@ -363,9 +367,24 @@ def _collect(
 ) -> tuple[dict[str, GroupOutcome], dict[str, str], float | None]:
     """Every worker's reports until all exited: outcomes, errors, when the round launched.
 
-    The coordinator's port goes to every other worker as soon as it is known; a worker that
-    fails before that fails the round at once.
+    The coordinator's port goes to every other worker as soon as it is known, except in a
+    large round (the coordinator in a process of its own) to the sources' workers: they get it
+    once every other node registered, so that the infrastructure does not queue behind
+    thousands of sources at the coordinator, and the sources' plans (and their links to their
+    scramblers) follow their registrations at once. A worker that fails before the round
+    launched fails it at once.
     """
+    large = "coordinator" in processes
+    held = {g for g in processes if g.startswith("sources")} if large else set()
+    port: int | None = None
+
+    def send_port(groups: Iterable[str]) -> None:
+        for other in groups:
+            process = processes[other]
+            if process.stdin is not None:
+                process.stdin.write(f"{port}\n")
+                process.stdin.flush()
+
     outcomes: dict[str, GroupOutcome] = {}
     errors: dict[str, str] = {}
     exited: set[str] = set()
@@ -383,10 +402,11 @@ def _collect(
                 errors[group] = f"process exited with status {message.status}"
         elif message.port is not None and launched is None:
             launched = time.perf_counter()
-            for other, process in processes.items():
-                if other != group and process.stdin is not None:
-                    process.stdin.write(f"{message.port}\n")
-                    process.stdin.flush()
+            port = message.port
+            send_port(g for g in processes if g != group and g not in held)
+        elif message.infrastructure and held:
+            send_port(sorted(held))
+            held = set()
         elif message.outcome is not None:
             outcomes[group] = message.outcome
         elif message.error is not None:

@@ -43,6 +43,9 @@ OUTPUT_HEADER = struct.Struct(">HH")
 FIRST_RETRY_PAUSE = 0.05
 LONGEST_RETRY_PAUSE = 2.0
 
+#: The coordinator's milestone: every node but the sources registered.
+INFRASTRUCTURE_REGISTERED = "infrastructure_registered"
+
 #: What ends one peer's link, not the node: counted, never logged (thousands of late sources
 #: must not print thousands of tracebacks).
 LINK_ERRORS = (ChannelClosedError, TimeoutError, DeploymentError, CodecError)
@@ -65,6 +68,12 @@ class NodeContext:
     on_listening: Callable[[str, Address], None] | None = None
     replay: ReplayCache = field(default_factory=ReplayCache)
     limits: ChannelLimits | None = None
+    #: Called with the name of a milestone of the round (``INFRASTRUCTURE_REGISTERED``).
+    on_event: Callable[[str], None] | None = None
+    #: Link set-ups to the coordinator at once (default: ``connect_slots``). Apart from the
+    #: others, so that a source with its plan reaches its scrambler while thousands of
+    #: sources of its process still queue to register.
+    registration_slots: asyncio.Semaphore | None = None
 
     def __post_init__(self) -> None:
         self.name: str = self.config.name
@@ -102,7 +111,10 @@ class NodeContext:
         """A channel to ``peer``."""
         if peer.address is None:
             raise DeploymentError(f"{self.name}: no address of {peer.name}")
-        async with self.connect_slots:
+        slots = self.connect_slots
+        if peer.name == str(COORDINATOR) and self.registration_slots is not None:
+            slots = self.registration_slots
+        async with slots:
             link = await self.transport.connect(
                 self.name, peer.name, list(peer.address), timeout=min(timeout, self.remaining())
             )

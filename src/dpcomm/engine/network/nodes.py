@@ -40,7 +40,8 @@ from dpcomm.engine.network.wire import WireStats
 
 __all__ = ["CONNECT_CONCURRENCY", "LARGE_ROUND_SOURCES", "RUNNERS", "run_nodes"]
 
-#: Concurrent link set-ups per process (keeps listen backlogs from overflowing).
+#: Concurrent link set-ups per process, to the coordinator and to the other nodes each (keeps
+#: listen backlogs from overflowing).
 CONNECT_CONCURRENCY = 64
 
 NodeOutcome = CoordinatorOutcome | SourceOutcome | ScramblerOutcome | ComputeOutcome | ResultOutcome
@@ -61,6 +62,7 @@ async def run_nodes(
     coordinator_address: Callable[[], Awaitable[Address]],
     on_listening: Callable[[str, Address], None] | None = None,
     crash: Callable[[], None] | None = None,
+    on_event: Callable[[str], None] | None = None,
 ) -> GroupOutcome:
     """Run the nodes ``configs`` concurrently in this event loop; their outcomes and the wire.
 
@@ -69,6 +71,7 @@ async def run_nodes(
     """
     stats = WireStats()
     slots = asyncio.Semaphore(CONNECT_CONCURRENCY)
+    registration = asyncio.Semaphore(CONNECT_CONCURRENCY)
     contexts = [
         NodeContext(
             config,
@@ -83,6 +86,8 @@ async def run_nodes(
             slots,
             coordinator_address,
             on_listening,
+            on_event=on_event,
+            registration_slots=registration,
         )
         for config in configs
     ]

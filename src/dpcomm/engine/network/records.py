@@ -361,3 +361,4 @@ class WorkerReport:
     port: int | None = None
     outcome: GroupOutcome | None = None
     error: str | None = None
+    infrastructure: bool = False

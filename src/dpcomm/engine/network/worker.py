@@ -6,7 +6,8 @@ imports only what its nodes run (not the command line, the accountant or DuckDB'
 protocol with the launcher is one JSON object per line:
 
 * without an argument, the process reads the path of its group file from its first input line;
-* the process that hosts the coordinator writes a report with its port once it listens;
+* the process that hosts the coordinator writes a report with its port once it listens, and
+  one when every node but the sources registered;
 * every other process reads ``P`` (one line) from its standard input before it starts;
 * at the end each process writes a report with its nodes' outcome (or its error) and exits;
 * a process whose standard input ends (the launcher is gone, killed or interrupted) exits at
@@ -23,6 +24,7 @@ from typing import Any
 
 from dpcomm.engine.network.launcher import WorkerGroup, run_tls_group
 from dpcomm.engine.network.names import COORDINATOR
+from dpcomm.engine.network.node import INFRASTRUCTURE_REGISTERED
 from dpcomm.engine.network.records import WorkerReport, decode, encode
 
 
@@ -71,11 +73,16 @@ def main(argv: list[str]) -> int:
                 _exit_when_input_ends()
             return int(line)
 
+        def on_event(event: str) -> None:
+            if event == INFRASTRUCTURE_REGISTERED:
+                _emit(WorkerReport(infrastructure=True))
+
         outcome = run_tls_group(
             configs,
             credentials,
             on_listening=on_listening,
             coordinator_port=coordinator_port,
+            on_event=on_event,
         )
         _emit(WorkerReport(outcome=outcome))
         return 0
