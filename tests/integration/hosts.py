@@ -102,8 +102,8 @@ def _veth(tag: str, host_a: str, host_b: str, subnet: str) -> None:
     )
 
 
-@pytest.fixture
-def two_hosts() -> Iterator[tuple[tuple[str, str], tuple[str, str]]]:
+@contextlib.contextmanager
+def veth_hosts() -> Iterator[tuple[tuple[str, str], tuple[str, str]]]:
     """((host A, its address), (host B, its address)), joined by a veth pair."""
     tag = str(os.getpid() % 100000)
     subnet = f"10.231.{int(tag) % 250}"
@@ -189,8 +189,8 @@ def _netem(host: str, device: str) -> bool:
     return done.returncode == 0
 
 
-@pytest.fixture
-def lossy_hosts() -> Iterator[LossyHosts]:
+@contextlib.contextmanager
+def lossy_link() -> Iterator[LossyHosts]:
     """Two hosts whose link delays packets by 100 ms ± 30 ms and loses 1% of them."""
     tag = str(os.getpid() % 100000)
     subnet = f"10.232.{int(tag) % 250}"
@@ -223,6 +223,20 @@ def lossy_hosts() -> Iterator[LossyHosts]:
         finally:
             for end in ends:
                 os.close(end)
+
+
+@pytest.fixture
+def two_hosts() -> Iterator[tuple[tuple[str, str], tuple[str, str]]]:
+    """Fixture: :func:`veth_hosts`."""
+    with veth_hosts() as hosts:
+        yield hosts
+
+
+@pytest.fixture
+def lossy_hosts() -> Iterator[LossyHosts]:
+    """Fixture: :func:`lossy_link`."""
+    with lossy_link() as hosts:
+        yield hosts
 
 
 # --------------------------------------------------------------------------- a busy machine
