@@ -32,10 +32,34 @@ class DpcommError(Exception):
         return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
 
 
+def shown(value: object) -> str:
+    """``repr(value)`` when it is one line; else what ``value`` is, in a few words.
+
+    What an error message says it was given: a DataFrame or a 2-d array given where a number
+    was expected is described by its type and shape, so that the message stays on one line.
+
+    >>> import numpy as np
+    >>> shown(1.5), shown("a"), shown(np.zeros((20, 3)))
+    ('1.5', "'a'", '<ndarray of shape (20, 3)>')
+    """
+    text = repr(value)
+    if "\n" not in text:
+        return text
+    kind = type(value).__name__
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple):
+        return f"<{kind} of shape {shape}>"
+    try:
+        return f"<{kind} of length {len(value)}>"  # type: ignore[arg-type]
+    except TypeError:
+        return f"<{kind}>"
+
+
 class InvalidParameterError(DpcommError, ValueError):
     """A parameter is outside its allowed range.
 
-    The message names the parameter, the allowed values and the value given, on one line.
+    The message names the parameter, the allowed values and the value given (:func:`shown`),
+    on one line.
 
     >>> import dpcomm
     >>> try:
@@ -49,7 +73,7 @@ class InvalidParameterError(DpcommError, ValueError):
         self.name = name
         self.allowed = allowed
         self.given = given
-        super().__init__(f"invalid {name}: expected {allowed}, got {given!r}")
+        super().__init__(f"invalid {name}: expected {allowed}, got {shown(given)}")
 
 
 class DpcommWarning(UserWarning):

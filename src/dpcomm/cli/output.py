@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError, shown
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> None:
@@ -205,9 +205,10 @@ def with_flags(error: DpcommError) -> str:
     allows is rewritten by :func:`flags_in` (the value given is printed as it is).
     """
     text = str(error)
+    given = shown(error.given) if isinstance(error, InvalidParameterError) else ""
     if isinstance(error, InvalidParameterError) and text == (
-        f"invalid {error.name}: expected {error.allowed}, got {error.given!r}"
+        f"invalid {error.name}: expected {error.allowed}, got {given}"
     ):
         name = PARAMETER_FLAGS.get(error.name, error.name)
-        return f"invalid {name}: expected {flags_in(error.allowed)}, got {error.given!r}"
+        return f"invalid {name}: expected {flags_in(error.allowed)}, got {given}"
     return flags_in(text)

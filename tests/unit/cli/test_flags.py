@@ -35,3 +35,10 @@ def test_every_flag_exists_in_the_parser():
     everything = "".join(help_texts().values())
     for flag in set(PARAMETER_FLAGS.values()):
         assert flag in everything, flag
+
+
+def test_a_value_that_prints_on_many_lines_is_described_on_one():
+    import numpy as np
+
+    error = InvalidParameterError("seed", "an integer", np.zeros((3, 3)))
+    assert with_flags(error) == "invalid --seed: expected an integer, got <ndarray of shape (3, 3)>"
