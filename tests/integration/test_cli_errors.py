@@ -8,12 +8,13 @@ standard error naming the parameter, and no traceback. The keys findings (no ove
 import json
 import os
 import stat
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from tests.conftest import write_idx
 
 from dpcomm.cli.main import build_parser
 
@@ -147,19 +148,11 @@ def test_node_run_output_is_checked_before_the_round(cli, tmp_path):
     assert_one_line_error(status, err, "--output")
 
 
-def _idx(path: Path, shape: tuple[int, ...]) -> None:
-    header = bytes([0, 0, 0x08, len(shape)]) + b"".join(struct.pack(">I", s) for s in shape)
-    count = 1
-    for size in shape:
-        count *= size
-    path.write_bytes(header + bytes(count))
-
-
 def test_idx_files_with_zero_images(cli, tmp_path):
-    _idx(tmp_path / "train-images-idx3-ubyte", (0, 28, 28))
-    _idx(tmp_path / "train-labels-idx1-ubyte", (0,))
-    _idx(tmp_path / "t10k-images-idx3-ubyte", (2, 28, 28))
-    _idx(tmp_path / "t10k-labels-idx1-ubyte", (2,))
+    write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((0, 28, 28)))
+    write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(0))
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", np.zeros((2, 28, 28)))
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.zeros(2))
     status, _, err = cli("run", "kmeans", "--dataset", tmp_path)
     assert_one_line_error(status, err, "no images")
 
@@ -348,3 +341,4 @@ def test_library_errors_name_the_python_parameter_and_the_cli_its_flag(cli, tmp_
     assert caught.value.name == "num_targets"
     status, _, err = cli("run", "aggregate", "--sql", sql, "--data", path, "--targets", 0)
     assert_one_line_error(status, err, "invalid --targets")
+
