@@ -342,3 +342,34 @@ def test_library_errors_name_the_python_parameter_and_the_cli_its_flag(cli, tmp_
     status, _, err = cli("run", "aggregate", "--sql", sql, "--data", path, "--targets", 0)
     assert_one_line_error(status, err, "invalid --targets")
 
+
+# ------------------------------------------------------------- bad input (issue 22)
+
+
+def float_images(directory: Path, train: np.ndarray, test: np.ndarray) -> Path:
+    """A dataset of float64 IDX images (MNIST's format allows them), labels 0 and 1."""
+    for stem, images in (("train", train), ("t10k", test)):
+        write_idx(directory / f"{stem}-images-idx3-ubyte", images, type_code=0x0E, dtype=">f8")
+        labels = np.arange(len(images)) % 2
+        write_idx(directory / f"{stem}-labels-idx1-ubyte", labels)
+    return directory
+
+
+def test_kmeans_on_images_with_nan_is_refused_unless_asked_to_drop_them(cli, tmp_path):
+    train = np.random.default_rng(1).random((30, 2, 2))
+    train[[3, 7]] = np.nan
+    dataset = float_images(tmp_path, train, np.zeros((4, 2, 2)))
+    argv = ["run", "kmeans", "--dataset", dataset, "--k", "2", "--iterations", "1", "--seed", "1",
+            "--mechanism", "none"]  # fmt: skip
+    status, _, err = cli(*argv)
+    assert_one_line_error(status, err, "invalid --dataset", "2 rows with NaN or inf (of 30)",
+                          "--drop-non-finite")  # fmt: skip
+    status, out, err = cli(*argv, "--drop-non-finite")
+    assert status == 0, err
+    assert err == (
+        "dpcomm: warning: dropped 2 of 30 points (2 rows with NaN or inf): K-means runs on "
+        "the other 28\n"
+    )
+    assert "28 sources" in out
+    status, _, err = cli(*argv, "--k", "29", "--drop-non-finite")
+    assert_one_line_error(status, err, "invalid --k", "[1, 28]")

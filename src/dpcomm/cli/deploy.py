@@ -135,6 +135,7 @@ KMEANS_ONLY_OPTIONS = {
     "k": KMEANS_CENTROIDS,
     "iterations": KMEANS_ITERATIONS,
     "sources": None,
+    "drop_non_finite": False,
 }
 AGGREGATE_ONLY_OPTIONS = {
     "sql": None,

@@ -20,7 +20,6 @@ from typing import Any
 
 from dpcomm.api import DEFAULT_DELTA, kmeans, run_sql
 from dpcomm.cli.output import (
-    MAX_COUNT,
     add_progress_options,
     bounded_int,
     check_writable_file,
@@ -37,6 +36,7 @@ from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
+from dpcomm.validation import MAX_COUNT
 
 #: Defaults of the countermeasure options, per use case (the paper's settings, Section 5),
 #: shared by ``run`` and ``deploy``.
@@ -401,7 +401,10 @@ def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
 
 
 def add_kmeans_options(parser: Any) -> None:
-    """The K-means program: ``--dataset``, ``--k``, ``--iterations``, ``--sources``."""
+    """The K-means program: ``--dataset``, ``--k``, ``--iterations``, ``--sources``, ...
+
+    ``--drop-non-finite`` too: what :func:`dpcomm.kmeans` refuses unless asked to drop it.
+    """
     parser.add_argument(
         "--dataset",
         default=KMEANS_DATASET,
@@ -422,6 +425,12 @@ def add_kmeans_options(parser: Any) -> None:
     )
     parser.add_argument(
         "--sources", type=int, help="sources: the first N training points (default: all of them)"
+    )
+    parser.add_argument(
+        "--drop-non-finite",
+        action="store_true",
+        help="drop the images holding NaN, ±inf or a value beyond float32's range (a float IDX "
+        "file), saying how many, instead of refusing the dataset",
     )
 
 
@@ -519,6 +528,7 @@ def execute_kmeans(args: argparse.Namespace, engine: Engine) -> tuple[KMeansRun,
         start_seed=args.data_seed,
         progress=show_progress(args),
         target_epsilon=args.target_epsilon,
+        drop_non_finite=args.drop_non_finite,
     )
     every = "every training point" if len(points) == len(dataset.train_images) else None
     described = every or f"the first {len(points):,} training points"

@@ -41,11 +41,6 @@ def add_progress_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: Largest count accepted by the count options (nodes, targets, iterations, ...): far beyond any
-#: deployment, and small enough that no array of that many entries is attempted.
-MAX_COUNT = 1_000_000
-
-
 def check_writable_file(option: str, path: str) -> Path:
     """``path`` if a file can be written there: its folder exists and is writable.
 
@@ -159,6 +154,11 @@ PARAMETER_FLAGS: dict[str, str] = {
     "start_seed": "--data-seed",
     "num_centroids K": "--k",
     "num_iterations I": "--iterations",
+    "k": "--k",
+    "iterations": "--iterations",
+    "points": "--dataset",
+    "test_points": "--dataset",
+    "drop_non_finite": "--drop-non-finite",
     "collect_seconds": "--collect-seconds",
     "timeout": "--timeout",
     "max_left_out": "--max-left-out",
