@@ -30,7 +30,14 @@ from dpcomm.calibration.configuration import PlanCandidate
 from dpcomm.errors import DpcommWarning, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
-from dpcomm.validation import MAX_COUNT, MAX_SOURCES, check_int, check_number, check_seed
+from dpcomm.validation import (
+    MAX_COUNT,
+    MAX_SOURCES,
+    check_delta,
+    check_int,
+    check_number,
+    check_seed,
+)
 
 if TYPE_CHECKING:
     from dpcomm.engine.engines import Engine
@@ -174,6 +181,7 @@ def run_sql(
     chosen = _countermeasure(countermeasure)
     if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
+    delta = check_delta("delta", delta)  # the plan's δ (None would be an unaccounted run)
     progress = _flag("progress", progress)
     target_epsilon = _target_epsilon(target_epsilon)
     runner = make_engine(engine)
@@ -332,6 +340,7 @@ def kmeans(
 
     chosen = _countermeasure(countermeasure)
     drop = _flag("drop_non_finite", drop_non_finite)
+    delta = check_delta("delta", delta)
     progress = _flag("progress", progress)
     target_epsilon = _target_epsilon(target_epsilon)
     iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)

@@ -165,6 +165,8 @@ def capped_scrambler(capped):
         (lambda: run_sql(estimate=FRAME), "estimate"),
         (lambda: run_sql(progress=FRAME), "progress"),
         (lambda: run_sql(target_epsilon="1"), "target_epsilon"),
+        (lambda: run_sql(delta=None), "delta"),
+        (lambda: kmeans(delta=None), "delta"),
         (lambda: kmeans(points="abc"), "points"),
         (lambda: kmeans(iterations=10**9), "iterations"),
         (lambda: kmeans(start_seed=-1), "start_seed"),
