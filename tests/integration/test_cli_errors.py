@@ -373,3 +373,60 @@ def test_kmeans_on_images_with_nan_is_refused_unless_asked_to_drop_them(cli, tmp
     assert "28 sources" in out
     status, _, err = cli(*argv, "--k", "29", "--drop-non-finite")
     assert_one_line_error(status, err, "invalid --k", "[1, 28]")
+
+
+def test_out_is_never_the_input(cli, tmp_path, csv_rows):
+    """--out equal to --data (by another spelling, a symbolic link or a hard link) is refused,
+    and so is a file inside a --data folder of Parquet files: the input is left as it was."""
+    data = tmp_path / "people.csv"
+    status, _, err = cli("data", "synthetic", "--rows", "50", "--out", data)
+    assert status == 0, err
+    before = data.read_bytes()
+    (tmp_path / "alias.csv").symlink_to(data)
+    os.link(data, tmp_path / "hard.csv")
+    run = ["run", "aggregate", "--sql", SYNTHETIC_QUERY, "--data", data, "--seed", "1"]
+    for out in (data, tmp_path / "." / "people.csv", tmp_path / "alias.csv", tmp_path / "hard.csv"):
+        status, _, err = cli(*run, "--out", out)
+        assert_one_line_error(status, err, "--out", "other than the input --data")
+    assert data.read_bytes() == before
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    status, _, err = cli("data", "synthetic", "--rows", "50", "--out", folder / "a.parquet")
+    run = ["run", "aggregate", "--sql", SYNTHETIC_QUERY, "--data", folder, "--seed", "1"]
+    status, _, err = cli(*run, "--out", folder / "result.parquet")
+    assert_one_line_error(status, err, "--out", "other than the input --data")
+    assert sorted(p.name for p in folder.iterdir()) == ["a.parquet"]
+    status, _, err = cli(*run, "--out", tmp_path / "result.csv")
+    assert status == 0, err
+    rows = csv_rows(tmp_path / "result.csv")
+    assert rows and list(rows[0]) == ["g1", "n"]
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_the_run(cli, tmp_path):
+    """A symbolic link to nowhere, a K-means assignments file that is a folder, a file in a
+    folder where nothing can be created (/proc, even as root)."""
+    dangling = tmp_path / "dangling.csv"
+    dangling.symlink_to(tmp_path / "nowhere" / "x.csv")
+    status, _, err = cli("run", "aggregate", "--sql", QUERY, "--out", dangling)
+    assert_one_line_error(status, err, "--out", "symbolic link to nowhere")
+    status, _, err = cli("run", "aggregate", "--sql", QUERY, "--report", tmp_path / "r.json",
+                         "--out", tmp_path / "r.json")  # fmt: skip
+    assert_one_line_error(status, err, "--out", ".csv or .parquet")
+    (tmp_path / "k-assignments.csv").mkdir()
+    kmeans = ["run", "kmeans", "--sources", "50", "--k", "2", "--iterations", "1", "--seed", "1"]
+    status, _, err = cli(*kmeans, "--out", tmp_path / "k.csv")
+    assert_one_line_error(status, err, "--out", "k-assignments.csv", "not a folder")
+    assert not (tmp_path / "k.csv").exists()
+    if Path("/proc/self").is_dir():
+        status, _, err = cli("data", "synthetic", "--rows", "10", "--out", "/proc/s.csv")
+        assert_one_line_error(status, err, "--out", "can be written")
+
+
+def test_a_file_duckdb_cannot_write_is_one_line(tmp_path):
+    """What the up-front check cannot foresee (the folder gone meanwhile) is one line too."""
+    from dpcomm.data import synthetic_table, write_table
+    from dpcomm.errors import DpcommError
+
+    with pytest.raises(DpcommError, match=r"^cannot write .*gone.*: IO Error") as caught:
+        write_table(synthetic_table(num_rows=3, seed=1), tmp_path / "gone" / "t.csv")
+    assert "\n" not in str(caught.value)

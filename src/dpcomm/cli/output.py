@@ -44,17 +44,47 @@ def add_progress_options(parser: argparse.ArgumentParser) -> None:
 def check_writable_file(option: str, path: str) -> Path:
     """``path`` if a file can be written there: its folder exists and is writable.
 
-    Checked before any long computation, so that no result is lost to a mistyped path.
+    Checked before any long computation, so that no result is lost to a mistyped path: a
+    folder, a symbolic link to nowhere, or a file that cannot be created or opened for writing
+    (``/proc/x.csv``, even as root) is refused. The check opens the file (creating it, then
+    removing it, when it does not exist) without writing to it.
     """
     target = Path(path)
     if path == "" or target.is_dir():
         raise InvalidParameterError(option, "a file path (not a folder)", path)
+    if target.is_symlink() and not target.exists():
+        raise InvalidParameterError(option, "a file path (not a symbolic link to nowhere)", path)
     folder = target.parent
     if not folder.is_dir():
         raise InvalidParameterError(option, "a file in an existing folder", path)
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InvalidParameterError(option, "a file in a writable folder", path)
+    created = not target.exists()
+    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_CREAT | os.O_EXCL if created else os.O_APPEND)
+    try:
+        os.close(os.open(target, flags, 0o644))
+    except OSError as error:
+        raise InvalidParameterError(
+            option, f"a file that can be written ({error.strerror})", path
+        ) from None
+    if created:
+        target.unlink()
     return target
+
+
+def same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file (symbolic links and hard links followed)."""
+    if first.resolve() == second.resolve():
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies inside ``folder`` (both resolved)."""
+    return path.resolve().is_relative_to(folder.resolve())
 
 
 def check_writable_folder(option: str, path: str) -> Path:
