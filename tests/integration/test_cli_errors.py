@@ -430,3 +430,17 @@ def test_a_file_duckdb_cannot_write_is_one_line(tmp_path):
     with pytest.raises(DpcommError, match=r"^cannot write .*gone.*: IO Error") as caught:
         write_table(synthetic_table(num_rows=3, seed=1), tmp_path / "gone" / "t.csv")
     assert "\n" not in str(caught.value)
+
+
+def test_a_decimal_sum_beyond_38_digits_is_one_line(cli, tmp_path):
+    """DuckDB refuses the query (Overflow in HUGEINT addition); so does dpcomm, on one line."""
+    import duckdb
+
+    data = tmp_path / "big.parquet"
+    nines = "9" * 37
+    duckdb.sql(f"COPY (SELECT (i % 2) AS g, CAST('{nines}' AS DECIMAL(38,0)) AS v "
+               f"FROM range(40) t(i)) TO '{data}'")  # fmt: skip
+    status, _, err = cli("run", "aggregate", "--sql", "SELECT g, SUM(v) FROM t GROUP BY g",
+                         "--data", data, "--out", tmp_path / "r.csv")  # fmt: skip
+    assert_one_line_error(status, err, "invalid --sql", "DECIMAL(38,0)", "as DOUBLE")
+    assert not (tmp_path / "r.csv").exists()

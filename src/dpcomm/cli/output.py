@@ -159,6 +159,7 @@ def non_negative_float(text: str) -> float:
 #: The flag of every library parameter a command sets. Library errors name the Python
 #: parameter (``max_text_bytes``, ``num_targets``); the CLI prints its flag (:func:`with_flags`).
 PARAMETER_FLAGS: dict[str, str] = {
+    "sql": "--sql",
     "num_targets": "--targets",
     "num_targets T": "--targets",
     "sampling_rate": "--sampling",

@@ -37,6 +37,7 @@ from dpcomm.queries.aggregate_wire import (
 from dpcomm.queries.codec import MAX_STRING_BYTES, ColumnSpec
 from dpcomm.queries.groupby import (
     GroupPartials,
+    check_sums_fit,
     empty_partials,
     evaluate,
     finalize_partials,
@@ -359,7 +360,8 @@ class AggregateProgram:
         """The union of the compute nodes' results: grouping-set order, then key order.
 
         The order is :func:`dpcomm.queries.groupby.evaluate`'s (NULLs last), whichever node
-        computed which group.
+        computed which group. A SUM beyond its SQL type (DECIMAL(38, s), HUGEINT) is refused as
+        DuckDB refuses it (:func:`dpcomm.queries.groupby.check_sums_fit`).
         """
         merged = state.as_dict()
         rows: list[Row] = []
@@ -372,6 +374,7 @@ class AggregateProgram:
             ]
             pairs.sort(key=lambda pair: key_order(pair[0]))
             rows.extend(dict(row) for _, row in pairs)
+        check_sums_fit(self.query, rows)
         return rows
 
     # ------------------------------------------------------------------ driver side
