@@ -444,3 +444,14 @@ def test_a_decimal_sum_beyond_38_digits_is_one_line(cli, tmp_path):
                          "--data", data, "--out", tmp_path / "r.csv")  # fmt: skip
     assert_one_line_error(status, err, "invalid --sql", "DECIMAL(38,0)", "as DOUBLE")
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_pki_issue_refuses_an_empty_name(cli, tmp_path):
+    ca = tmp_path / "ca"
+    assert cli("pki", "init", "--dir", ca).status == 0
+    for names in ([""], ["a,,b"], ["a", " "]):
+        argv = [arg for name in names for arg in ("--name", name)]
+        status, _, err = cli("pki", "issue", "--dir", ca, *argv, "--out", tmp_path / "out")
+        assert_one_line_error(status, err, "--name", "none empty")
+    assert not (tmp_path / "out").exists()
+
