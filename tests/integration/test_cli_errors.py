@@ -455,3 +455,11 @@ def test_pki_issue_refuses_an_empty_name(cli, tmp_path):
         assert_one_line_error(status, err, "--name", "none empty")
     assert not (tmp_path / "out").exists()
 
+
+def test_deploy_configs_bounds_its_deadlines_to_a_day(cli, tmp_path):
+    argv = ["deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "20"]
+    for option in ("--timeout", "--collect-seconds"):
+        status, _, err = cli(*argv, "--out", tmp_path / "d", option, "1e23")
+        assert_one_line_error(status, err, option, "(0, 86,400]")
+    assert not (tmp_path / "d").exists()
+

@@ -258,11 +258,28 @@ def command_node_run(args: argparse.Namespace) -> int:
     return 0 if not outcome.errors else 1
 
 
+def round_seconds(text: str) -> float:
+    """An argparse type: a number of seconds in (0, one day], a round's longest deadline.
+
+    The bound is the network engine's (``MAX_ROUND_SECONDS``), read when a value is given:
+    ``deploy configs`` writes it into every node's config, where a deadline of 10^23 seconds
+    would never end a round.
+    """
+    from dpcomm.engine.network.deploy import MAX_ROUND_SECONDS
+
+    value = positive_float(text)
+    if value > MAX_ROUND_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds in (0, {MAX_ROUND_SECONDS:,.0f}] (one day), got {text!r}"
+        )
+    return value
+
+
 def _round_options(parser: argparse.ArgumentParser) -> None:
     """The deadlines of a round and what it tolerates."""
     parser.add_argument(
         "--collect-seconds",
-        type=positive_float,
+        type=round_seconds,
         help="how long a scrambler waits for its n sources, per stage (default: 20 s + 6.7 ms "
         "per source and grouping set, so that none misses it; a scrambler stops waiting once "
         "all have arrived)",
@@ -277,9 +294,9 @@ def _round_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=positive_float,
-        help="hard deadline of the round in seconds (default: grows with the sources and "
-        "stages, see docs/deployment.md)",
+        type=round_seconds,
+        help="hard deadline of the round in seconds, at most one day (default: grows with the "
+        "sources and stages, see docs/deployment.md)",
     )
 
 
