@@ -463,3 +463,24 @@ def test_deploy_configs_bounds_its_deadlines_to_a_day(cli, tmp_path):
         assert_one_line_error(status, err, option, "(0, 86,400]")
     assert not (tmp_path / "d").exists()
 
+
+def test_node_run_warns_when_its_config_holds_a_seed(cli, tmp_path):
+    """A seed in a node's config (a test round's) makes its draws predictable: said up front."""
+    argv = ["deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "4", "--out",
+            tmp_path / "d", "--timeout", "3", "--collect-seconds", "1",
+            "--coordinator-port", "1"]  # fmt: skip
+    status, _, err = cli(*argv)
+    assert status == 0, err
+    config = json.loads((tmp_path / "d" / "configs" / "source-0.json").read_text())
+    assert config["round"]["seed"] is None  # deploy configs writes none
+    config["round"]["seed"] = 7
+    seeded = tmp_path / "seeded.json"
+    seeded.write_text(json.dumps(config))
+    pki = tmp_path / "d" / "pki"
+    status, _, err = cli("node", "run", "--role", "source", "--config", seeded,
+                         "--ssl-certfile", pki / "source-0.pem", "--ssl-keyfile",
+                         pki / "source-0.key", "--ssl-ca-certfile", pki / "ca.pem")  # fmt: skip
+    assert status == 1  # no coordinator: the round fails at its deadline
+    first = err.splitlines()[0]
+    assert first.startswith(f"dpcomm: warning: config {seeded} holds a seed: "), err
+    assert "predict this node's draws" in first and "Traceback" not in err

@@ -237,6 +237,16 @@ def command_node_run(args: argparse.Namespace) -> int:
     config = NodeConfig.load(args.config)
     if config.role != args.role:
         raise DeploymentError(f"config {args.config} is for a {config.role}, not a {args.role}")
+    if config.round.seed is not None:
+        # Said now, not after the round: the operator may stop the node before it draws.
+        print(
+            f"dpcomm: warning: config {args.config} holds a seed: whoever "
+            "holds the config can predict this node's draws (its sampled targets, dummies and "
+            "shuffles), so its traffic hides nothing from them; `dpcomm deploy configs` writes "
+            "no seed (fresh operating-system entropy on every node)",
+            file=sys.stderr,
+            flush=True,
+        )
     credentials = NodeCredentials(
         name=config.name,
         cert_path=Path(args.ssl_certfile),
