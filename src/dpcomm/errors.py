@@ -32,18 +32,23 @@ class DpcommError(Exception):
         return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
 
 
-def shown(value: object) -> str:
-    """``repr(value)`` when it is one line; else what ``value`` is, in a few words.
+#: Longest repr of a value (other than text) that an error message quotes as it is.
+SHOWN_LENGTH = 200
 
-    What an error message says it was given: a DataFrame or a 2-d array given where a number
-    was expected is described by its type and shape, so that the message stays on one line.
+
+def shown(value: object) -> str:
+    """``repr(value)`` when it is one short line; else what ``value`` is, in a few words.
+
+    What an error message says it was given: a DataFrame, a 2-d array or a long list given
+    where a number or a short value was expected is described by its type and shape (or
+    length), so that the message stays one readable line. Text is quoted whole.
 
     >>> import numpy as np
-    >>> shown(1.5), shown("a"), shown(np.zeros((20, 3)))
-    ('1.5', "'a'", '<ndarray of shape (20, 3)>')
+    >>> shown(1.5), shown("a"), shown(np.zeros((20, 3))), shown(list(range(1000)))
+    ('1.5', "'a'", '<ndarray of shape (20, 3)>', '<list of length 1000>')
     """
     text = repr(value)
-    if "\n" not in text:
+    if "\n" not in text and (len(text) <= SHOWN_LENGTH or isinstance(value, str)):
         return text
     kind = type(value).__name__
     shape = getattr(value, "shape", None)
