@@ -8,12 +8,16 @@ Helpers are fixtures here rather than functions copied into each test module:
   types, numpy dtypes, NULL masks and values (of the same Python types);
 * ``package_file``: a file shipped inside an installed package (located without importing the
   package), or a skip that says which is missing;
-* ``csv_rows``: the rows of a CSV file as dictionaries of text.
+* ``csv_rows``: the rows of a CSV file as dictionaries of text;
+* :func:`write_idx`: an array as an IDX file (MNIST's format), raw or gzipped;
+* ``openml_table``: a table of scikit-learn's OpenML test data (the Palmer penguins are
+  ``id_42585``, with NaN measurements and text species), as an Arrow table read by DuckDB.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
@@ -99,3 +103,61 @@ def csv_rows() -> Callable[[Path], list[dict[str, str]]]:
             return list(csv.DictReader(handle))
 
     return read
+
+
+def read_openml_arff(dataset: str, tmp: Path) -> Any:
+    """An OpenML ARFF test file of scikit-learn as an Arrow table: its @data rows read by
+    DuckDB, ``?`` as NULL (written to a CSV file in ``tmp`` first), or skip."""
+    import duckdb
+
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or spec.origin is None:
+        pytest.skip("package sklearn is not installed")
+    folder = Path(spec.origin).parent / "datasets" / "tests" / "data" / "openml" / dataset
+    files = sorted(folder.glob("data-*.arff.gz"))
+    if not files:
+        pytest.skip(f"scikit-learn does not ship the ARFF data of {dataset}")
+    names: list[str] = []
+    rows: list[str] = []
+    with gzip.open(files[0], "rt", encoding="utf-8") as lines:
+        in_data = False
+        for line in lines:
+            if in_data:
+                if line.strip() and not line.startswith("%"):
+                    rows.append(line)
+            elif line.lower().startswith("@attribute"):
+                names.append(line.split(None, 2)[1].strip("'"))
+            elif line.lower().startswith("@data"):
+                in_data = True
+    path = tmp / f"{dataset}.csv"
+    path.write_text("".join(rows), encoding="utf-8")
+    columns = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
+    connection = duckdb.connect()
+    try:
+        return connection.sql(
+            f"SELECT * FROM read_csv('{path}', header = false, names = [{columns}], "
+            "nullstr = '?', quote = '\"')"
+        ).to_arrow_table()
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="session")
+def openml_table(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Any]:
+    """``openml_table(dataset)``: see :func:`read_openml_arff`."""
+    return lambda dataset: read_openml_arff(dataset, tmp_path_factory.mktemp(dataset))
+
+
+def idx_bytes(array: Any, type_code: int = 0x08, dtype: str = ">u1") -> bytes:
+    """``array`` as the bytes of an IDX file with element type ``type_code`` (``dtype``)."""
+    array = np.asarray(array)
+    header = bytes([0, 0, type_code, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
+    return header + np.asarray(array, dtype=dtype).tobytes()
+
+
+def write_idx(path: Path, array: Any, **kwargs: Any) -> None:
+    """``array`` as an IDX file at ``path`` (gzipped when its suffix is ``.gz``)."""
+    data = idx_bytes(array, **kwargs)
+    if path.suffix == ".gz":
+        data = gzip.compress(data)
+    path.write_bytes(data)

@@ -17,7 +17,9 @@ True
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +27,17 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.calibration.configuration import PlanCandidate
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import DpcommWarning, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
+from dpcomm.validation import (
+    MAX_COUNT,
+    MAX_SOURCES,
+    check_delta,
+    check_int,
+    check_number,
+    check_seed,
+)
 
 if TYPE_CHECKING:
     from dpcomm.engine.engines import Engine
@@ -38,11 +48,20 @@ if TYPE_CHECKING:
 DEFAULT_DELTA = 1e-4
 
 
+#: What ``data`` may be (every error about it says so).
+DATA_ALLOWED = (
+    "a pandas or polars DataFrame, a pyarrow Table, a DuckDB relation, a CSV/Parquet path, "
+    "a dpcomm Table or a row source"
+)
+
+
 def _rows(data: Any, name: str) -> Any:
     """``data`` as dpcomm's table, or as a row source (Parquet files) read only when needed.
 
     A :class:`~dpcomm.data.table.Table` or a :class:`~dpcomm.data.partitioned.RowSource` is
-    taken as it is; everything else is read through DuckDB (its types).
+    taken as it is; everything else is read through DuckDB (its types). What DuckDB cannot
+    read as a table (a pandas Series, a DataFrame without columns, ...) is an
+    :class:`~dpcomm.errors.InvalidParameterError` naming ``data``.
     """
     from dpcomm.data.partitioned import RowSource
     from dpcomm.data.table import Table
@@ -55,27 +74,34 @@ def _rows(data: Any, name: str) -> Any:
     from dpcomm.data.table import table_from_relation
 
     if isinstance(data, str | Path):
+        if str(data) == "":
+            raise InvalidParameterError("data", "a CSV or Parquet path (not empty)", data)
         path = Path(data)
         if path.is_dir() or path.suffix.lower() == ".parquet":
             from dpcomm.data.partitioned import ParquetRows
 
-            return ParquetRows(path, name=name)
+            try:
+                return ParquetRows(path, name=name)
+            except InvalidParameterError as error:  # named after ParquetRows' own parameter
+                raise InvalidParameterError("data", error.allowed, data) from error
         return read_table(path, name=name)
     if isinstance(data, duckdb.DuckDBPyRelation):
         return table_from_relation(data, name)
-    module = type(data).__module__.split(".")[0]
-    if module == "pandas":
-        return table_from_relation(duckdb.from_df(data), name)
-    if module == "pyarrow":
-        return table_from_relation(duckdb.from_arrow(data), name)
-    if module == "polars":
-        return table_from_relation(duckdb.from_arrow(data.to_arrow()), name)
-    raise InvalidParameterError(
-        "data",
-        "a pandas or polars DataFrame, a pyarrow Table, a DuckDB relation, a CSV/Parquet path, "
-        "a dpcomm Table or a row source",
-        type(data).__name__,
-    )
+    readers = {
+        "pandas": lambda: duckdb.from_df(data),
+        "pyarrow": lambda: duckdb.from_arrow(data),
+        "polars": lambda: duckdb.from_arrow(data.to_arrow()),
+    }
+    reader = readers.get(type(data).__module__.split(".")[0])
+    if reader is None:
+        raise InvalidParameterError("data", DATA_ALLOWED, type(data).__name__)
+    try:
+        relation = reader()
+    except (duckdb.Error, TypeError, ValueError, AttributeError) as error:
+        # DuckDB reads DataFrames and Arrow tables, not a Series, an Array, a frame without
+        # columns, ...: what it says is kept as the cause.
+        raise InvalidParameterError("data", DATA_ALLOWED, type(data).__name__) from error
+    return table_from_relation(relation, name)
 
 
 def _countermeasure(countermeasure: Any) -> Countermeasure:
@@ -86,6 +112,18 @@ def _countermeasure(countermeasure: Any) -> Countermeasure:
             countermeasure,
         )
     return countermeasure
+
+
+def _flag(name: str, value: object) -> bool:
+    """``value`` if it is True or False (a truthy DataFrame is not)."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidParameterError(name, "True or False", value)
+    return bool(value)
+
+
+def _target_epsilon(value: object) -> float | None:
+    """``target_epsilon``: None, or a finite number >= 0 (the plan's ε is compared with it)."""
+    return None if value is None else check_number("target_epsilon", value, at_least=0.0)
 
 
 def run_sql(
@@ -141,8 +179,11 @@ def run_sql(
     from dpcomm.queries.aggregate import AggregateProgram
 
     chosen = _countermeasure(countermeasure)
-    if estimate not in ("delivered", "unbiased"):
+    if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
+    delta = check_delta("delta", delta)  # the plan's δ (None would be an unaccounted run)
+    progress = _flag("progress", progress)
+    target_epsilon = _target_epsilon(target_epsilon)
     runner = make_engine(engine)
     source = _rows(data, "data")
     bounds: dict[str, Any] = {
@@ -165,6 +206,88 @@ def run_sql(
     return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
 
 
+#: Largest magnitude of a coordinate: points travel as float32 (:mod:`dpcomm.queries.kmeans`).
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _points(name: str, values: Any) -> npt.NDArray[np.float64]:
+    """``values`` as a non-empty 2-d float64 array (one row per point), or the error naming it."""
+    allowed = "a non-empty 2-d array of numbers (one row per point)"
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise InvalidParameterError(name, allowed, values) from error
+    if array.ndim != 2 or 0 in array.shape:
+        raise InvalidParameterError(name, allowed, f"shape {array.shape}")
+    return array
+
+
+def _unusable_rows(array: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.bool_], int, int]:
+    """Rows holding NaN or ±inf, or a value float32 cannot hold; how many of each."""
+    non_finite = ~np.isfinite(array).all(axis=1)
+    too_large = np.zeros(len(array), dtype=bool)
+    finite_rows = ~non_finite
+    too_large[finite_rows] = (np.abs(array[finite_rows]) > FLOAT32_MAX).any(axis=1)
+    return non_finite | too_large, int(non_finite.sum()), int(too_large.sum())
+
+
+def _usable(
+    name: str, array: npt.NDArray[np.float64], *, drop: bool
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """The rows of ``array`` K-means can use, and which they are.
+
+    A row with NaN or ±inf, or with a value beyond float32's range (points travel as float32:
+    it would become ±inf), is refused, or dropped with a warning saying how many when
+    ``drop`` (``drop_non_finite=True``).
+    """
+    unusable, non_finite, too_large = _unusable_rows(array)
+    if not unusable.any():
+        return array, ~unusable
+    found = " and ".join(
+        text
+        for count, text in (
+            (non_finite, f"{non_finite:,} rows with NaN or inf"),
+            (too_large, f"{too_large:,} rows with a value beyond float32's range"),
+        )
+        if count
+    )
+    allowed = (
+        f"finite numbers within float32's range (|x| <= {FLOAT32_MAX:.7g}); "
+        "drop_non_finite=True drops the rows that are not"
+    )
+    if not drop:
+        raise InvalidParameterError(name, allowed, f"{found} (of {len(array):,})")
+    if unusable.all():
+        raise InvalidParameterError(name, "at least one row of finite numbers", found)
+    use = "K-means runs on" if name == "points" else "the Rand index is measured on"
+    warnings.warn(
+        f"dropped {int(unusable.sum()):,} of {len(array):,} {name.replace('_', ' ')} ({found}): "
+        f"{use} the other {int((~unusable).sum()):,}",
+        DpcommWarning,
+        stacklevel=3,
+    )
+    return array[~unusable], ~unusable
+
+
+def _label_codes(name: str, labels: Any, count: int, what: str) -> npt.NDArray[np.int64]:
+    """One integer code per label: labels of any kind that sort (numbers, strings).
+
+    The Rand index only asks whether two points share a label, so the codes (the labels'
+    ranks) give the same index as the labels.
+    """
+    allowed = f"one label per {what} ({count:,}): numbers or strings"
+    try:
+        values = np.asarray(labels).reshape(-1)
+        if values.dtype.kind == "O" and not all(isinstance(v, str | Real) for v in values):
+            raise TypeError("labels of another kind than numbers and strings")
+        _, codes = np.unique(values, return_inverse=True)
+    except (TypeError, ValueError) as error:  # ragged, or text and numbers mixed in objects
+        raise InvalidParameterError(name, allowed, labels) from error
+    if len(values) != count:
+        raise InvalidParameterError(name, allowed, f"{len(values):,} labels")
+    return np.asarray(codes, dtype=np.int64).reshape(-1)
+
+
 def kmeans(
     points: npt.ArrayLike,
     *,
@@ -180,16 +303,23 @@ def kmeans(
     start_seed: int = 0,
     progress: bool = False,
     target_epsilon: float | None = None,
+    drop_non_finite: bool = False,
 ) -> KMeansRun:
     """K-means over ``points`` (one source per row), one cluster of the plan per iteration.
 
-    K = ``k`` centroids (and compute nodes per iteration), I = ``iterations``.
-    ``start_seed`` chooses the K initial centroids among the points; ``seed`` the run's
-    draws. With ``labels`` (one per point), ``rand_index`` compares the final clusters with
-    them; with ``test_points`` and ``test_labels`` (a held-out labelled set, as ``dpcomm run
-    kmeans`` uses), it is measured on those instead. ``engine``, ``delta``, ``progress`` and
-    ``target_epsilon`` are those of :func:`run_sql`. Returns the
-    :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run kmeans`` prints.
+    K = ``k`` centroids (and compute nodes per iteration, at most one per point),
+    I = ``iterations`` (at most 10^6). ``start_seed`` chooses the K initial centroids among the
+    points; ``seed`` the run's draws. With ``labels`` (one per point, numbers or strings),
+    ``rand_index`` compares the final clusters with them; with ``test_points`` and
+    ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), it is measured on
+    those instead. ``engine``, ``delta``, ``progress`` and ``target_epsilon`` are those of
+    :func:`run_sql`. Returns the :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run
+    kmeans`` prints.
+
+    Points travel as float32: a row with NaN or ±inf, or with a value beyond float32's range
+    (about ±3.4e38), is refused (:class:`~dpcomm.errors.InvalidParameterError` saying how many
+    rows); with ``drop_non_finite=True`` such rows of ``points`` and ``test_points`` are dropped
+    with their labels, and a :class:`~dpcomm.errors.DpcommWarning` says how many.
 
     >>> import numpy as np, dpcomm
     >>> points = np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10])
@@ -209,29 +339,37 @@ def kmeans(
     from dpcomm.queries.kmeans import KMeansProgram
 
     chosen = _countermeasure(countermeasure)
+    drop = _flag("drop_non_finite", drop_non_finite)
+    delta = check_delta("delta", delta)
+    progress = _flag("progress", progress)
+    target_epsilon = _target_epsilon(target_epsilon)
+    iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
+    start_seed = check_seed(start_seed, name="start_seed")
     runner = make_engine(engine)
-    array = np.asarray(points, dtype=np.float64)
+    array = _points("points", points)
+    truth: npt.NDArray[np.int64] | None = None
+    if labels is not None:
+        truth = _label_codes("labels", labels, len(array), "point")
+    array, kept = _usable("points", array, drop=drop)
+    k = check_int("k", k, minimum=1)
+    if k > len(array):
+        raise InvalidParameterError("k", f"an integer in [1, {len(array):,}] (the points)", k)
     program = KMeansProgram(array, k, iterations, seed=start_seed)
     tested: npt.NDArray[np.float64] | None = None
-    truth: npt.NDArray[np.int64] | None = None
     if (test_points is None) != (test_labels is None):
         missing = "test_labels" if test_labels is None else "test_points"
         raise InvalidParameterError(missing, "given with the other (a labelled test set)", None)
     if test_points is not None and test_labels is not None:
-        tested = np.asarray(test_points, dtype=np.float64)
-        truth = np.asarray(test_labels, dtype=np.int64).reshape(-1)
-        if tested.ndim != 2 or tested.shape[1:] != array.shape[1:]:
+        tested = _points("test_points", test_points)
+        if tested.shape[1] != array.shape[1]:
             raise InvalidParameterError(
-                "test_points", f"points of dimension {array.shape[1]}", tested.shape
+                "test_points", f"points of dimension {array.shape[1]}", f"shape {tested.shape}"
             )
-        if truth.shape[0] != tested.shape[0]:
-            raise InvalidParameterError(
-                "test_labels", f"one label per test point ({len(tested)})", len(truth)
-            )
-    elif labels is not None:
-        tested, truth = array, np.asarray(labels, dtype=np.int64).reshape(-1)
-        if truth.shape[0] != array.shape[0]:
-            raise InvalidParameterError("labels", f"one label per point ({len(array)})", len(truth))
+        truth = _label_codes("test_labels", test_labels, len(tested), "test point")
+        tested, kept_tests = _usable("test_points", tested, drop=drop)
+        truth = truth[kept_tests]
+    elif truth is not None:
+        tested, truth = array, truth[kept]
     return run_kmeans(
         program,
         chosen,
@@ -363,6 +501,8 @@ def calibrate(
     """
     from dpcomm.calibration import plan_countermeasures
 
+    sources = check_int("sources", sources, minimum=1, maximum=MAX_SOURCES)
+    progress = _flag("progress", progress)
     if grouping_sets is None and iterations is None:
         grouping_sets = 1
     result = plan_countermeasures(

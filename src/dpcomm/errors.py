@@ -32,10 +32,39 @@ class DpcommError(Exception):
         return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
 
 
+#: Longest repr of a value (other than text) that an error message quotes as it is.
+SHOWN_LENGTH = 200
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` when it is one short line; else what ``value`` is, in a few words.
+
+    What an error message says it was given: a DataFrame, a 2-d array or a long list given
+    where a number or a short value was expected is described by its type and shape (or
+    length), so that the message stays one readable line. Text is quoted whole.
+
+    >>> import numpy as np
+    >>> shown(1.5), shown("a"), shown(np.zeros((20, 3))), shown(list(range(1000)))
+    ('1.5', "'a'", '<ndarray of shape (20, 3)>', '<list of length 1000>')
+    """
+    text = repr(value)
+    if "\n" not in text and (len(text) <= SHOWN_LENGTH or isinstance(value, str)):
+        return text
+    kind = type(value).__name__
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple):
+        return f"<{kind} of shape {shape}>"
+    try:
+        return f"<{kind} of length {len(value)}>"  # type: ignore[arg-type]
+    except TypeError:
+        return f"<{kind}>"
+
+
 class InvalidParameterError(DpcommError, ValueError):
     """A parameter is outside its allowed range.
 
-    The message names the parameter, the allowed values and the value given, on one line.
+    The message names the parameter, the allowed values and the value given (:func:`shown`),
+    on one line.
 
     >>> import dpcomm
     >>> try:
@@ -49,7 +78,7 @@ class InvalidParameterError(DpcommError, ValueError):
         self.name = name
         self.allowed = allowed
         self.given = given
-        super().__init__(f"invalid {name}: expected {allowed}, got {given!r}")
+        super().__init__(f"invalid {name}: expected {allowed}, got {shown(given)}")
 
 
 class DpcommWarning(UserWarning):

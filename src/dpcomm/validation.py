@@ -26,6 +26,20 @@ MAX_SEED = (1 << 127) - 1
 #: What :func:`check_seed` accepts, as its message says it.
 SEED_ALLOWED = "an integer in [0, 2^127 - 1]"
 
+#: Largest count of nodes or clusters of one kind a plan may have (targets T of a cluster,
+#: K-means' iterations I, grouping sets G; the CLI's count options too): far beyond any
+#: deployment, and small enough that a per-node array of that many entries is megabytes (a
+#: billion targets was an eight-gigabyte array per role, and the end of the process).
+MAX_COUNT = 1_000_000
+
+#: Largest number of sources S a plan may have (the planner's S, the rows of a synthetic table).
+MAX_SOURCES = 1_000_000_000_000
+
+#: Largest ε accepted as a target (``account(epsilon=...)``, the planner's ε): the bounds
+#: compute e^ε and its square, finite doubles only below ε ≈ 354; and an (ε, δ) guarantee at
+#: ε = 200 (e^200 ≈ 7·10^86) already says nothing about what an observer learns.
+MAX_EPSILON = 200.0
+
 
 def _finite_number(name: str, value: object, allowed: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -116,8 +130,8 @@ def check_delta(name: str, value: object) -> float:
 
 
 def check_epsilon(name: str, value: object) -> float:
-    """Return ``value`` as a finite float >= 0."""
-    return check_number(name, value, at_least=0.0)
+    """Return ``value`` as a float in [0, :data:`MAX_EPSILON`]."""
+    return check_number(name, value, at_least=0.0, at_most=MAX_EPSILON)
 
 
 def check_seed(value: object, *, name: str = "seed") -> int:

@@ -133,7 +133,7 @@ def test_an_infeasible_calibration_names_the_python_parameter():
         ({"grouping_sets": 2, "iterations": 2}, "grouping_sets/iterations"),
         ({"epsilon": -1.0}, "epsilon"),
         ({"min_utility": 1.5}, "min_utility"),
-        ({"sources": 0}, "num_sources S"),
+        ({"sources": 0}, "sources"),
     ],
 )
 def test_bad_calibration_input_names_the_parameter(options, name):

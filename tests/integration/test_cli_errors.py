@@ -8,12 +8,13 @@ standard error naming the parameter, and no traceback. The keys findings (no ove
 import json
 import os
 import stat
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from tests.conftest import write_idx
 
 from dpcomm.cli.main import build_parser
 
@@ -147,19 +148,11 @@ def test_node_run_output_is_checked_before_the_round(cli, tmp_path):
     assert_one_line_error(status, err, "--output")
 
 
-def _idx(path: Path, shape: tuple[int, ...]) -> None:
-    header = bytes([0, 0, 0x08, len(shape)]) + b"".join(struct.pack(">I", s) for s in shape)
-    count = 1
-    for size in shape:
-        count *= size
-    path.write_bytes(header + bytes(count))
-
-
 def test_idx_files_with_zero_images(cli, tmp_path):
-    _idx(tmp_path / "train-images-idx3-ubyte", (0, 28, 28))
-    _idx(tmp_path / "train-labels-idx1-ubyte", (0,))
-    _idx(tmp_path / "t10k-images-idx3-ubyte", (2, 28, 28))
-    _idx(tmp_path / "t10k-labels-idx1-ubyte", (2,))
+    write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((0, 28, 28)))
+    write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(0))
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", np.zeros((2, 28, 28)))
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.zeros(2))
     status, _, err = cli("run", "kmeans", "--dataset", tmp_path)
     assert_one_line_error(status, err, "no images")
 
@@ -348,3 +341,146 @@ def test_library_errors_name_the_python_parameter_and_the_cli_its_flag(cli, tmp_
     assert caught.value.name == "num_targets"
     status, _, err = cli("run", "aggregate", "--sql", sql, "--data", path, "--targets", 0)
     assert_one_line_error(status, err, "invalid --targets")
+
+
+# ------------------------------------------------------------- bad input (issue 22)
+
+
+def float_images(directory: Path, train: np.ndarray, test: np.ndarray) -> Path:
+    """A dataset of float64 IDX images (MNIST's format allows them), labels 0 and 1."""
+    for stem, images in (("train", train), ("t10k", test)):
+        write_idx(directory / f"{stem}-images-idx3-ubyte", images, type_code=0x0E, dtype=">f8")
+        labels = np.arange(len(images)) % 2
+        write_idx(directory / f"{stem}-labels-idx1-ubyte", labels)
+    return directory
+
+
+def test_kmeans_on_images_with_nan_is_refused_unless_asked_to_drop_them(cli, tmp_path):
+    train = np.random.default_rng(1).random((30, 2, 2))
+    train[[3, 7]] = np.nan
+    dataset = float_images(tmp_path, train, np.zeros((4, 2, 2)))
+    argv = ["run", "kmeans", "--dataset", dataset, "--k", "2", "--iterations", "1", "--seed", "1",
+            "--mechanism", "none"]  # fmt: skip
+    status, _, err = cli(*argv)
+    assert_one_line_error(status, err, "invalid --dataset", "2 rows with NaN or inf (of 30)",
+                          "--drop-non-finite")  # fmt: skip
+    status, out, err = cli(*argv, "--drop-non-finite")
+    assert status == 0, err
+    assert err == (
+        "dpcomm: warning: dropped 2 of 30 points (2 rows with NaN or inf): K-means runs on "
+        "the other 28\n"
+    )
+    assert "28 sources" in out
+    status, _, err = cli(*argv, "--k", "29", "--drop-non-finite")
+    assert_one_line_error(status, err, "invalid --k", "[1, 28]")
+
+
+def test_out_is_never_the_input(cli, tmp_path, csv_rows):
+    """--out equal to --data (by another spelling, a symbolic link or a hard link) is refused,
+    and so is a file inside a --data folder of Parquet files: the input is left as it was."""
+    data = tmp_path / "people.csv"
+    status, _, err = cli("data", "synthetic", "--rows", "50", "--out", data)
+    assert status == 0, err
+    before = data.read_bytes()
+    (tmp_path / "alias.csv").symlink_to(data)
+    os.link(data, tmp_path / "hard.csv")
+    run = ["run", "aggregate", "--sql", SYNTHETIC_QUERY, "--data", data, "--seed", "1"]
+    for out in (data, tmp_path / "." / "people.csv", tmp_path / "alias.csv", tmp_path / "hard.csv"):
+        status, _, err = cli(*run, "--out", out)
+        assert_one_line_error(status, err, "--out", "other than the input --data")
+    assert data.read_bytes() == before
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    status, _, err = cli("data", "synthetic", "--rows", "50", "--out", folder / "a.parquet")
+    run = ["run", "aggregate", "--sql", SYNTHETIC_QUERY, "--data", folder, "--seed", "1"]
+    status, _, err = cli(*run, "--out", folder / "result.parquet")
+    assert_one_line_error(status, err, "--out", "other than the input --data")
+    assert sorted(p.name for p in folder.iterdir()) == ["a.parquet"]
+    status, _, err = cli(*run, "--out", tmp_path / "result.csv")
+    assert status == 0, err
+    rows = csv_rows(tmp_path / "result.csv")
+    assert rows and list(rows[0]) == ["g1", "n"]
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_the_run(cli, tmp_path):
+    """A symbolic link to nowhere, a K-means assignments file that is a folder, a file in a
+    folder where nothing can be created (/proc, even as root)."""
+    dangling = tmp_path / "dangling.csv"
+    dangling.symlink_to(tmp_path / "nowhere" / "x.csv")
+    status, _, err = cli("run", "aggregate", "--sql", QUERY, "--out", dangling)
+    assert_one_line_error(status, err, "--out", "symbolic link to nowhere")
+    status, _, err = cli("run", "aggregate", "--sql", QUERY, "--report", tmp_path / "r.json",
+                         "--out", tmp_path / "r.json")  # fmt: skip
+    assert_one_line_error(status, err, "--out", ".csv or .parquet")
+    (tmp_path / "k-assignments.csv").mkdir()
+    kmeans = ["run", "kmeans", "--sources", "50", "--k", "2", "--iterations", "1", "--seed", "1"]
+    status, _, err = cli(*kmeans, "--out", tmp_path / "k.csv")
+    assert_one_line_error(status, err, "--out", "k-assignments.csv", "not a folder")
+    assert not (tmp_path / "k.csv").exists()
+    if Path("/proc/self").is_dir():
+        status, _, err = cli("data", "synthetic", "--rows", "10", "--out", "/proc/s.csv")
+        assert_one_line_error(status, err, "--out", "can be written")
+
+
+def test_a_file_duckdb_cannot_write_is_one_line(tmp_path):
+    """What the up-front check cannot foresee (the folder gone meanwhile) is one line too."""
+    from dpcomm.data import synthetic_table, write_table
+    from dpcomm.errors import DpcommError
+
+    with pytest.raises(DpcommError, match=r"^cannot write .*gone.*: IO Error") as caught:
+        write_table(synthetic_table(num_rows=3, seed=1), tmp_path / "gone" / "t.csv")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_decimal_sum_beyond_38_digits_is_one_line(cli, tmp_path):
+    """DuckDB refuses the query (Overflow in HUGEINT addition); so does dpcomm, on one line."""
+    import duckdb
+
+    data = tmp_path / "big.parquet"
+    nines = "9" * 37
+    duckdb.sql(f"COPY (SELECT (i % 2) AS g, CAST('{nines}' AS DECIMAL(38,0)) AS v "
+               f"FROM range(40) t(i)) TO '{data}'")  # fmt: skip
+    status, _, err = cli("run", "aggregate", "--sql", "SELECT g, SUM(v) FROM t GROUP BY g",
+                         "--data", data, "--out", tmp_path / "r.csv")  # fmt: skip
+    assert_one_line_error(status, err, "invalid --sql", "DECIMAL(38,0)", "as DOUBLE")
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_pki_issue_refuses_an_empty_name(cli, tmp_path):
+    ca = tmp_path / "ca"
+    assert cli("pki", "init", "--dir", ca).status == 0
+    for names in ([""], ["a,,b"], ["a", " "]):
+        argv = [arg for name in names for arg in ("--name", name)]
+        status, _, err = cli("pki", "issue", "--dir", ca, *argv, "--out", tmp_path / "out")
+        assert_one_line_error(status, err, "--name", "none empty")
+    assert not (tmp_path / "out").exists()
+
+
+def test_deploy_configs_bounds_its_deadlines_to_a_day(cli, tmp_path):
+    argv = ["deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "20"]
+    for option in ("--timeout", "--idle-seconds"):
+        status, _, err = cli(*argv, "--out", tmp_path / "d", option, "1e23")
+        assert_one_line_error(status, err, option, "(0, 86,400]")
+    assert not (tmp_path / "d").exists()
+
+
+def test_node_run_warns_when_its_config_holds_a_seed(cli, tmp_path):
+    """A seed in a node's config (a test round's) makes its draws predictable: said up front."""
+    argv = ["deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "4", "--out",
+            tmp_path / "d", "--timeout", "3", "--idle-seconds", "1",
+            "--coordinator-port", "1"]  # fmt: skip
+    status, _, err = cli(*argv)
+    assert status == 0, err
+    config = json.loads((tmp_path / "d" / "configs" / "source-0.json").read_text())
+    assert config["round"]["seed"] is None  # deploy configs writes none
+    config["round"]["seed"] = 7
+    seeded = tmp_path / "seeded.json"
+    seeded.write_text(json.dumps(config))
+    pki = tmp_path / "d" / "pki"
+    status, _, err = cli("node", "run", "--role", "source", "--config", seeded,
+                         "--ssl-certfile", pki / "source-0.pem", "--ssl-keyfile",
+                         pki / "source-0.key", "--ssl-ca-certfile", pki / "ca.pem")  # fmt: skip
+    assert status == 1  # no coordinator: the round fails at its deadline
+    first = err.splitlines()[0]
+    assert first.startswith(f"dpcomm: warning: config {seeded} holds a seed: "), err
+    assert "predict this node's draws" in first and "Traceback" not in err

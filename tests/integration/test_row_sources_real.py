@@ -21,8 +21,6 @@ masks and values, of the same Python types.
 
 from __future__ import annotations
 
-import gzip
-import importlib.util
 import itertools
 from collections.abc import Callable
 from importlib import resources
@@ -35,7 +33,7 @@ import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
-from tests.conftest import assert_same_table, find_package_file
+from tests.conftest import assert_same_table, find_package_file, read_openml_arff
 
 from dpcomm.data import ParquetRows, RowSource, Table, concat_tables, read_table
 
@@ -90,37 +88,8 @@ def sklearn_csv(file: str, features: int) -> Callable[[Path], pa.Table]:
 
 
 def arff(dataset: str) -> Callable[[Path], pa.Table]:
-    """An OpenML ARFF test file of scikit-learn: its @data rows read by DuckDB, '?' as NULL."""
-
-    def load(tmp: Path) -> pa.Table:
-        spec = importlib.util.find_spec("sklearn")
-        if spec is None or spec.origin is None:
-            pytest.skip("package sklearn is not installed")
-        folder = Path(spec.origin).parent / "datasets" / "tests" / "data" / "openml" / dataset
-        files = sorted(folder.glob("data-*.arff.gz"))
-        if not files:
-            pytest.skip(f"scikit-learn does not ship the ARFF data of {dataset}")
-        names: list[str] = []
-        rows: list[str] = []
-        with gzip.open(files[0], "rt", encoding="utf-8") as lines:
-            in_data = False
-            for line in lines:
-                if in_data:
-                    if line.strip() and not line.startswith("%"):
-                        rows.append(line)
-                elif line.lower().startswith("@attribute"):
-                    names.append(line.split(None, 2)[1].strip("'"))
-                elif line.lower().startswith("@data"):
-                    in_data = True
-        csv = tmp / f"{dataset}.csv"
-        csv.write_text("".join(rows), encoding="utf-8")
-        columns = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
-        return from_duckdb(
-            f"SELECT * FROM read_csv('{csv}', header = false, names = [{columns}], "
-            "nullstr = '?', quote = '\"')"
-        )
-
-    return load
+    """An OpenML ARFF test file of scikit-learn (:func:`tests.conftest.read_openml_arff`)."""
+    return lambda tmp: read_openml_arff(dataset, tmp)
 
 
 def orc_file(name: str) -> Callable[[Path], pa.Table]:

@@ -62,7 +62,7 @@ def test_the_named_checks_keep_their_messages():
         message(check_delta, "delta", 1.0) == "invalid delta: expected a number in [0, 1), got 1.0"
     )
     assert message(check_epsilon, "epsilon", -1) == (
-        "invalid epsilon: expected a finite number >= 0, got -1"
+        "invalid epsilon: expected a number in [0, 200], got -1"
     )
     assert message(check_probability, "sampling_rate", 1e-13).startswith(
         "invalid sampling_rate: expected a number in [0, 1] (0, or at least 1e-12)"

@@ -481,6 +481,12 @@ def account(
     >>> report.lower_bound <= report.guarantee.epsilon
     True
     """
+    if not isinstance(mechanism, Mechanism):
+        raise InvalidParameterError(
+            "mechanism",
+            "a LocalRandomizer, ScramblerMechanism, GenericLocalRandomizer or GenericScrambler",
+            mechanism,
+        )
     if delta is not None and epsilon is not None:
         raise InvalidParameterError("epsilon", "unset when delta is given", epsilon)
     monte_carlo_samples = check_int("monte_carlo_samples", monte_carlo_samples, minimum=0)

@@ -135,14 +135,14 @@ class ScramblerMechanism:
     def __post_init__(self) -> None:
         _check_targets_and_sampling(self)
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
+        if not isinstance(self.capped, bool):
+            raise InvalidParameterError("capped", "True or False", self.capped)
         maximum = (self.num_targets - 1) * self.batch_size if self.capped else None
         object.__setattr__(
             self,
             "num_dummies",
             check_int("num_dummies", self.num_dummies, minimum=0, maximum=maximum),
         )
-        if not isinstance(self.capped, bool):
-            raise InvalidParameterError("capped", "True or False", self.capped)
 
     @property
     def local_randomizer(self) -> LocalRandomizer:

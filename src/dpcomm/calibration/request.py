@@ -16,7 +16,7 @@ from typing import Literal
 
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import CountermeasureName
-from dpcomm.validation import check_int, check_number
+from dpcomm.validation import MAX_COUNT, MAX_EPSILON, MAX_SOURCES, check_int, check_number
 
 Workload = Literal["aggregate", "kmeans"]
 
@@ -33,11 +33,12 @@ class PlanRequest:
     """What the plan must achieve (validated).
 
     Attributes:
-        num_sources: S, real tuples the computation must use (>= 1).
-        num_targets: T, targets per cluster (>= 2).
+        num_sources: S, real tuples the computation must use (1 to 10^12,
+            :data:`~dpcomm.validation.MAX_SOURCES`).
+        num_targets: T, targets per cluster (2 to 10^6, :data:`~dpcomm.validation.MAX_COUNT`).
         workload: ``"aggregate"`` (G grouping sets) or ``"kmeans"`` (I iterations).
-        num_clusters: G or I (>= 1).
-        epsilon: the plan's ε (> 0).
+        num_clusters: G or I (1 to 10^6).
+        epsilon: the plan's ε (> 0, at most :data:`~dpcomm.validation.MAX_EPSILON`).
         delta: the plan's δ in (0, 1).
         max_channels: limit on channels per node (None: no limit).
         max_extra_consents: limit c on S_t − S (None: no limit).
@@ -56,16 +57,24 @@ class PlanRequest:
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "num_sources", check_int("num_sources S", self.num_sources, minimum=1)
+            self,
+            "num_sources",
+            check_int("num_sources S", self.num_sources, minimum=1, maximum=MAX_SOURCES),
         )
         object.__setattr__(
-            self, "num_targets", check_int("num_targets T", self.num_targets, minimum=2)
+            self,
+            "num_targets",
+            check_int("num_targets T", self.num_targets, minimum=2, maximum=MAX_COUNT),
         )
         if self.workload not in ("aggregate", "kmeans"):
             raise InvalidParameterError("workload", "'aggregate' or 'kmeans'", self.workload)
         name = "grouping_sets G" if self.workload == "aggregate" else "iterations I"
-        object.__setattr__(self, "num_clusters", check_int(name, self.num_clusters, minimum=1))
-        object.__setattr__(self, "epsilon", check_number("epsilon", self.epsilon, above=0.0))
+        object.__setattr__(
+            self, "num_clusters", check_int(name, self.num_clusters, minimum=1, maximum=MAX_COUNT)
+        )
+        object.__setattr__(
+            self, "epsilon", check_number("epsilon", self.epsilon, above=0.0, at_most=MAX_EPSILON)
+        )
         object.__setattr__(self, "delta", check_number("delta", self.delta, above=0.0, below=1.0))
         if self.max_channels is not None:
             object.__setattr__(

@@ -11,8 +11,9 @@ from typing import Any
 from dpcomm._json import json_ready
 from dpcomm.accounting import ScramblerMechanism
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
-from dpcomm.cli.output import MAX_COUNT, add_progress_options, non_negative_int, show_progress
+from dpcomm.cli.output import add_progress_options, non_negative_int, show_progress
 from dpcomm.experiments.audit import FAULT_KINDS, AuditedMechanism, AuditReport, audit, seeded_fault
+from dpcomm.validation import MAX_COUNT
 
 
 def report_dict(report: AuditReport) -> dict[str, Any]:

@@ -135,6 +135,7 @@ KMEANS_ONLY_OPTIONS = {
     "k": KMEANS_CENTROIDS,
     "iterations": KMEANS_ITERATIONS,
     "sources": None,
+    "drop_non_finite": False,
 }
 AGGREGATE_ONLY_OPTIONS = {
     "sql": None,
@@ -237,6 +238,16 @@ def command_node_run(args: argparse.Namespace) -> int:
     config = NodeConfig.load(args.config)
     if config.role != args.role:
         raise DeploymentError(f"config {args.config} is for a {config.role}, not a {args.role}")
+    if config.round.seed is not None:
+        # Said now, not after the round: the operator may stop the node before it draws.
+        print(
+            f"dpcomm: warning: config {args.config} holds a seed: whoever "
+            "holds the config can predict this node's draws (its sampled targets, dummies and "
+            "shuffles), so its traffic hides nothing from them; `dpcomm deploy configs` writes "
+            "no seed (fresh operating-system entropy on every node)",
+            file=sys.stderr,
+            flush=True,
+        )
     credentials = NodeCredentials(
         name=config.name,
         cert_path=Path(args.ssl_certfile),
@@ -279,11 +290,28 @@ def _absent_sources_status(config: Any, outcome: Any) -> int:
     return 1
 
 
+def round_seconds(text: str) -> float:
+    """An argparse type: a number of seconds in (0, one day], a round's longest deadline.
+
+    The bound is the network engine's (``MAX_ROUND_SECONDS``), read when a value is given:
+    ``deploy configs`` writes it into every node's config, where a deadline of 10^23 seconds
+    would never end a round.
+    """
+    from dpcomm.engine.network.deploy import MAX_ROUND_SECONDS
+
+    value = positive_float(text)
+    if value > MAX_ROUND_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds in (0, {MAX_ROUND_SECONDS:,.0f}] (one day), got {text!r}"
+        )
+    return value
+
+
 def _round_options(parser: argparse.ArgumentParser) -> None:
     """The deadlines of a round and what it tolerates."""
     parser.add_argument(
         "--idle-seconds",
-        type=positive_float,
+        type=round_seconds,
         help="T: a phase of the round ends after T seconds without progress: registration "
         "when no node registered for T (an absent source is left out), a scrambler's window "
         "when no message came for T (it closes at once when all its sources are in), a link "
@@ -302,7 +330,7 @@ def _round_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=positive_float,
+        type=round_seconds,
         help="cap on the whole round in seconds, at most one day (default: 600 s + 0.1 s per "
         "source and stage; a round that makes progress is never cut by T)",
     )

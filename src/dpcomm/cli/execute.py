@@ -20,23 +20,25 @@ from typing import Any
 
 from dpcomm.api import DEFAULT_DELTA, kmeans, run_sql
 from dpcomm.cli.output import (
-    MAX_COUNT,
     add_progress_options,
     bounded_int,
     check_writable_file,
     non_negative_float,
     non_negative_int,
     print_table,
+    same_file,
     show_progress,
+    within,
 )
 from dpcomm.data import diabetes_table, load_image_dataset, read_table
 from dpcomm.engine.engines import Engine
 from dpcomm.engine.report import EfficiencyReport, PrivacyReport, Report
 from dpcomm.engine.runs import AggregateRun, KMeansRun
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
+from dpcomm.validation import MAX_COUNT
 
 #: Defaults of the countermeasure options, per use case (the paper's settings, Section 5),
 #: shared by ``run`` and ``deploy``.
@@ -401,7 +403,10 @@ def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
 
 
 def add_kmeans_options(parser: Any) -> None:
-    """The K-means program: ``--dataset``, ``--k``, ``--iterations``, ``--sources``."""
+    """The K-means program: ``--dataset``, ``--k``, ``--iterations``, ``--sources``, ...
+
+    ``--drop-non-finite`` too: what :func:`dpcomm.kmeans` refuses unless asked to drop it.
+    """
     parser.add_argument(
         "--dataset",
         default=KMEANS_DATASET,
@@ -422,6 +427,12 @@ def add_kmeans_options(parser: Any) -> None:
     )
     parser.add_argument(
         "--sources", type=int, help="sources: the first N training points (default: all of them)"
+    )
+    parser.add_argument(
+        "--drop-non-finite",
+        action="store_true",
+        help="drop the images holding NaN, ±inf or a value beyond float32's range (a float IDX "
+        "file), saying how many, instead of refusing the dataset",
     )
 
 
@@ -519,6 +530,7 @@ def execute_kmeans(args: argparse.Namespace, engine: Engine) -> tuple[KMeansRun,
         start_seed=args.data_seed,
         progress=show_progress(args),
         target_epsilon=args.target_epsilon,
+        drop_non_finite=args.drop_non_finite,
     )
     every = "every training point" if len(points) == len(dataset.train_images) else None
     described = every or f"the first {len(points):,} training points"
@@ -539,17 +551,48 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def assignments_path(out: Path) -> Path:
+    """Where K-means writes each source's centroid beside ``--out``: FILE-assignments.csv."""
+    return out.with_name(f"{out.stem}-assignments{out.suffix}")
+
+
 def output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
-    """``--out`` (.csv or .parquet) and ``--report`` (.json), checked before the run."""
+    """``--out`` (.csv or .parquet) and ``--report`` (.json), checked before the run.
+
+    Each must be a file that can be written (:func:`check_writable_file`; for K-means, the
+    assignments file beside ``--out`` too), neither may be the input (``--data``, or a file
+    inside a ``--data`` folder of Parquet files) nor the other one.
+    """
     out = report = None
+    written: list[tuple[str, Path]] = []
     if args.out is not None:
         out = check_writable_file("--out", args.out)
         if out.suffix.lower() not in (".csv", ".parquet"):
             raise InvalidParameterError("--out", "a .csv or .parquet file", args.out)
+        written.append(("--out", out))
+        if (getattr(args, "workload", None) or args.kind) == "kmeans":
+            assigned = assignments_path(out)
+            try:
+                check_writable_file("--out", str(assigned))
+            except InvalidParameterError as error:
+                allowed = f"a file whose assignments file {assigned} is {error.allowed}"
+                raise InvalidParameterError("--out", allowed, args.out) from None
+            written.append(("--out", assigned))
     if args.report is not None:
         report = check_writable_file("--report", args.report)
         if report.suffix.lower() != ".json":
             raise InvalidParameterError("--report", "a .json file", args.report)
+        if out is not None and any(same_file(report, path) for _, path in written):
+            raise InvalidParameterError("--report", "a file other than --out", args.report)
+        written.append(("--report", report))
+    data = getattr(args, "data", None)
+    if data is not None:
+        source = Path(data)
+        for option, path in written:
+            if same_file(path, source) or (source.is_dir() and within(path, source)):
+                raise InvalidParameterError(
+                    option, "a file other than the input --data (never overwritten)", str(path)
+                )
     return out, report
 
 
@@ -563,10 +606,13 @@ def _write_rows(columns: list[str], rows: list[dict[str, Any]], path: Path) -> N
     else:
         table = pa.table({name: pa.array([], type=pa.null()) for name in columns})
     relation = duckdb.from_arrow(table)
-    if path.suffix.lower() == ".csv":
-        relation.write_csv(str(path))
-    else:
-        relation.write_parquet(str(path))
+    try:
+        if path.suffix.lower() == ".csv":
+            relation.write_csv(str(path))
+        else:
+            relation.write_parquet(str(path))
+    except duckdb.Error as error:  # the file went away, the disk is full, ...
+        raise DpcommError(f"cannot write {path}: {str(error).splitlines()[0]}") from error
 
 
 def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: Path | None) -> None:
@@ -582,7 +628,7 @@ def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: P
             for k, row in enumerate(centroids)
         ]
         _write_rows(["centroid", *names], rows, out)
-        assigned = out.with_name(f"{out.stem}-assignments{out.suffix}")
+        assigned = assignments_path(out)
         _write_rows(
             ["source", "centroid"],
             [{"source": i, "centroid": int(c)} for i, c in enumerate(outcome.assignments)],

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError, shown
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> None:
@@ -41,25 +41,50 @@ def add_progress_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: Largest count accepted by the count options (nodes, targets, iterations, ...): far beyond any
-#: deployment, and small enough that no array of that many entries is attempted.
-MAX_COUNT = 1_000_000
-
-
 def check_writable_file(option: str, path: str) -> Path:
     """``path`` if a file can be written there: its folder exists and is writable.
 
-    Checked before any long computation, so that no result is lost to a mistyped path.
+    Checked before any long computation, so that no result is lost to a mistyped path: a
+    folder, a symbolic link to nowhere, or a file that cannot be created or opened for writing
+    (``/proc/x.csv``, even as root) is refused. The check opens the file (creating it, then
+    removing it, when it does not exist) without writing to it.
     """
     target = Path(path)
     if path == "" or target.is_dir():
         raise InvalidParameterError(option, "a file path (not a folder)", path)
+    if target.is_symlink() and not target.exists():
+        raise InvalidParameterError(option, "a file path (not a symbolic link to nowhere)", path)
     folder = target.parent
     if not folder.is_dir():
         raise InvalidParameterError(option, "a file in an existing folder", path)
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InvalidParameterError(option, "a file in a writable folder", path)
+    created = not target.exists()
+    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_CREAT | os.O_EXCL if created else os.O_APPEND)
+    try:
+        os.close(os.open(target, flags, 0o644))
+    except OSError as error:
+        raise InvalidParameterError(
+            option, f"a file that can be written ({error.strerror})", path
+        ) from None
+    if created:
+        target.unlink()
     return target
+
+
+def same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file (symbolic links and hard links followed)."""
+    if first.resolve() == second.resolve():
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies inside ``folder`` (both resolved)."""
+    return path.resolve().is_relative_to(folder.resolve())
 
 
 def check_writable_folder(option: str, path: str) -> Path:
@@ -134,6 +159,7 @@ def non_negative_float(text: str) -> float:
 #: The flag of every library parameter a command sets. Library errors name the Python
 #: parameter (``max_text_bytes``, ``num_targets``); the CLI prints its flag (:func:`with_flags`).
 PARAMETER_FLAGS: dict[str, str] = {
+    "sql": "--sql",
     "num_targets": "--targets",
     "num_targets T": "--targets",
     "sampling_rate": "--sampling",
@@ -159,6 +185,11 @@ PARAMETER_FLAGS: dict[str, str] = {
     "start_seed": "--data-seed",
     "num_centroids K": "--k",
     "num_iterations I": "--iterations",
+    "k": "--k",
+    "iterations": "--iterations",
+    "points": "--dataset",
+    "test_points": "--dataset",
+    "drop_non_finite": "--drop-non-finite",
     "idle_seconds": "--idle-seconds",
     "timeout": "--timeout",
     "max_left_out": "--max-left-out",
@@ -205,9 +236,10 @@ def with_flags(error: DpcommError) -> str:
     allows is rewritten by :func:`flags_in` (the value given is printed as it is).
     """
     text = str(error)
+    given = shown(error.given) if isinstance(error, InvalidParameterError) else ""
     if isinstance(error, InvalidParameterError) and text == (
-        f"invalid {error.name}: expected {error.allowed}, got {error.given!r}"
+        f"invalid {error.name}: expected {error.allowed}, got {given}"
     ):
         name = PARAMETER_FLAGS.get(error.name, error.name)
-        return f"invalid {name}: expected {flags_in(error.allowed)}, got {error.given!r}"
+        return f"invalid {name}: expected {flags_in(error.allowed)}, got {given}"
     return flags_in(text)

@@ -7,6 +7,7 @@ from typing import Any
 
 from dpcomm.cli.output import bounded_int, check_writable_folder
 from dpcomm.engine.network.pki import CertificateAuthority, issue_many
+from dpcomm.errors import InvalidParameterError
 
 
 def _command_init(args: argparse.Namespace) -> int:
@@ -20,8 +21,12 @@ def _command_init(args: argparse.Namespace) -> int:
 
 
 def _command_issue(args: argparse.Namespace) -> int:
+    names = [name.strip() for group in args.name for name in group.split(",")]
+    if not names or "" in names:
+        raise InvalidParameterError(
+            "--name", "node names, none empty (repeat --name or separate them by commas)", args.name
+        )
     authority = CertificateAuthority.load(args.dir)
-    names = [name for group in args.name for name in group.split(",") if name]
     out_dir = args.out if args.out is not None else args.dir
     check_writable_folder("--out", out_dir)
     issued = issue_many(authority, names, out_dir, valid_days=args.days, overwrite=args.force)

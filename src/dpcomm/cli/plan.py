@@ -18,7 +18,6 @@ from dpcomm.calibration import (
     plan_countermeasures,
 )
 from dpcomm.cli.output import (
-    MAX_COUNT,
     add_progress_options,
     bounded_int,
     check_writable_file,
@@ -28,6 +27,7 @@ from dpcomm.cli.output import (
 )
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
+from dpcomm.validation import MAX_COUNT, MAX_SOURCES
 
 PLAN_DESCRIPTION = """\
 Find the countermeasure of least network load that gives the whole plan (ε, δ)-DP.
@@ -50,9 +50,6 @@ configurations the search evaluated is printed too (its least-load members are e
 pruned configurations all cost more than the chosen one), and the `dpcomm run`
 command that runs the chosen configuration on a synthetic table of S_t rows.
 """
-
-#: Most tuples a plan is asked for (10^12: far beyond any deployment).
-MAX_SOURCES = 1_000_000_000_000
 
 #: File formats ``--plot`` draws (by the file's extension).
 PLOT_FORMATS = (".png", ".pdf", ".svg")

@@ -20,10 +20,11 @@ from dpcomm.cli.execute import (
     print_run,
     write_outputs,
 )
-from dpcomm.cli.output import MAX_COUNT, bounded_int, check_writable_file, non_negative_int
+from dpcomm.cli.output import bounded_int, check_writable_file, non_negative_int
 from dpcomm.data import synthetic_table, write_table
 from dpcomm.engine.engines import Engine, make_engine
 from dpcomm.errors import InvalidParameterError
+from dpcomm.validation import MAX_COUNT
 
 
 def engine_of_options(args: argparse.Namespace) -> Engine:

@@ -84,7 +84,7 @@ def check_shape(
     zipf_exponent: object,
 ) -> SyntheticShape:
     """Validate the parameters of a synthetic table (see :func:`synthetic_table`)."""
-    if distribution not in DISTRIBUTIONS:
+    if not isinstance(distribution, str) or distribution not in DISTRIBUTIONS:
         raise InvalidParameterError("distribution", "'uniform' or 'zipf'", distribution)
     num_groups = _check_int("num_grouping_columns", num_grouping_columns, minimum=1)
     intervals = _check_int("num_intervals", num_intervals, minimum=1)

@@ -439,7 +439,11 @@ def read_table(path: str | Path, *, name: str = "data") -> Table:
 
 
 def write_table(table: Table, path: str | Path) -> None:
-    """Write ``table`` as CSV or Parquet (chosen by the suffix) with DuckDB."""
+    """Write ``table`` as CSV or Parquet (chosen by the suffix) with DuckDB.
+
+    Raises:
+        DpcommError: DuckDB could not write the file (its message, on one line).
+    """
     file = Path(path)
     suffix = file.suffix.lstrip(".").upper()
     if suffix not in _SUPPORTED_SUFFIXES:
@@ -451,6 +455,8 @@ def write_table(table: Table, path: str | Path) -> None:
         table.register(connection, "__dpcomm_out")
         options = "(FORMAT CSV, HEADER)" if suffix == "CSV" else "(FORMAT PARQUET)"
         connection.execute(f"COPY __dpcomm_out TO '{_escape(str(file))}' {options}")
+    except duckdb.Error as error:  # e.g. a folder where nothing can be created (/proc)
+        raise DpcommError(f"cannot write {path}: {str(error).splitlines()[0]}") from error
     finally:
         connection.close()
 

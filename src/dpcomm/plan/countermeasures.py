@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from dpcomm.errors import InvalidParameterError
@@ -28,7 +28,7 @@ class NoCountermeasure:
     'none'
     """
 
-    name: CountermeasureName = "none"
+    name: CountermeasureName = field(default="none", init=False)
 
     @property
     def sampling_rate(self) -> float:
@@ -56,7 +56,7 @@ class LocalFlooding:
 
     sampling_rate: float
     num_dummies: int = 0
-    name: CountermeasureName = "local"
+    name: CountermeasureName = field(default="local", init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -91,7 +91,7 @@ class Scramblers:
     batch_size: int
     num_dummies: int = 0
     capped: bool = False
-    name: CountermeasureName = "scrambler"
+    name: CountermeasureName = field(default="scrambler", init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(

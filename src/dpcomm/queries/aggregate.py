@@ -37,6 +37,7 @@ from dpcomm.queries.aggregate_wire import (
 from dpcomm.queries.codec import MAX_STRING_BYTES, ColumnSpec
 from dpcomm.queries.groupby import (
     GroupPartials,
+    check_sums_fit,
     empty_partials,
     evaluate,
     finalize_partials,
@@ -48,7 +49,7 @@ from dpcomm.queries.groupby import (
 )
 from dpcomm.queries.program import IntArray, Row, register_program, spec_header
 from dpcomm.queries.query import BoundAggregate
-from dpcomm.validation import check_int
+from dpcomm.validation import MAX_COUNT, check_int
 
 __all__ = [
     "DEFAULT_NUM_TARGETS",
@@ -110,7 +111,7 @@ class AggregateProgram:
         query: the bound query.
         table: the sources' rows, one per source node; None where a node holds no data.
         num_targets: T, the targets (compute nodes) of every non-empty grouping set (the
-            empty set has one).
+            empty set has one), at most :data:`~dpcomm.validation.MAX_COUNT` (10^6).
         columns: how each column of the query travels (from the table's schema).
         num_sources: S (the table's rows when the table is given).
         max_groups: the public bound on the groups of one compute node's output (None: S,
@@ -133,7 +134,7 @@ class AggregateProgram:
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        check_int("num_targets", self.num_targets, minimum=1)
+        check_int("num_targets", self.num_targets, minimum=1, maximum=MAX_COUNT)
         check_int("max_text_bytes", self.max_text_bytes, minimum=1, maximum=MAX_STRING_BYTES)
         if self.table is not None:
             if self.table.num_rows == 0:
@@ -359,7 +360,8 @@ class AggregateProgram:
         """The union of the compute nodes' results: grouping-set order, then key order.
 
         The order is :func:`dpcomm.queries.groupby.evaluate`'s (NULLs last), whichever node
-        computed which group.
+        computed which group. A SUM beyond its SQL type (DECIMAL(38, s), HUGEINT) is refused as
+        DuckDB refuses it (:func:`dpcomm.queries.groupby.check_sums_fit`).
         """
         merged = state.as_dict()
         rows: list[Row] = []
@@ -372,6 +374,7 @@ class AggregateProgram:
             ]
             pairs.sort(key=lambda pair: key_order(pair[0]))
             rows.extend(dict(row) for _, row in pairs)
+        check_sums_fit(self.query, rows)
         return rows
 
     # ------------------------------------------------------------------ driver side

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.data.table import Column, Table, value_kind
+from dpcomm.data.table import Column, Table, decimal_scale, value_kind
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.exactsum import ExactSums, exact_sums, merge_exact_sums
 from dpcomm.queries.query import BoundAggregate
@@ -736,6 +736,52 @@ def _final_values(state: PartialState, function: str, *, double: bool) -> list[o
         else:
             listed = totals
     return [v if c else None for v, c in zip(listed, counts, strict=True)]
+
+
+#: The integers each SQL integer type holds (the types a SUM of integers can have).
+_INTEGER_RANGES: dict[str, tuple[int, int]] = {
+    "TINYINT": (-(2**7), 2**7 - 1),
+    "SMALLINT": (-(2**15), 2**15 - 1),
+    "INTEGER": (-(2**31), 2**31 - 1),
+    "BIGINT": (-(2**63), 2**63 - 1),
+    "HUGEINT": (-(2**127), 2**127 - 1),
+    "UTINYINT": (0, 2**8 - 1),
+    "USMALLINT": (0, 2**16 - 1),
+    "UINTEGER": (0, 2**32 - 1),
+    "UBIGINT": (0, 2**64 - 1),
+    "UHUGEINT": (0, 2**128 - 1),
+}
+
+
+def _fits(value: object, sql_type: str) -> bool:
+    """Whether an exact integer or DECIMAL ``value`` is a value of ``sql_type``."""
+    if value_kind(sql_type) == "decimal":
+        precision, scale = decimal_scale(sql_type)
+        return abs(Decimal(value)) < Decimal(f"1e{precision - scale}")  # type: ignore[arg-type]
+    low, high = _INTEGER_RANGES.get(sql_type.strip().upper(), (-math.inf, math.inf))
+    return low <= value <= high  # type: ignore[operator]
+
+
+def check_sums_fit(bound: BoundAggregate, rows: Sequence[Row]) -> None:
+    """InvalidParameterError naming ``sql`` if a SUM does not fit its SQL type.
+
+    Sums are exact here, so a SUM of DECIMAL(38, s) or HUGEINT values can exceed its type
+    (10^38, 2^127), where DuckDB refuses the query ("Overflow in HUGEINT addition"): the result
+    could be neither a value of its column nor a DataFrame's. A SUM of a DOUBLE column is not
+    bounded (its total is rounded; beyond the double range it is ±inf).
+    """
+    for name, sql_type, output in zip(
+        bound.output_names, bound.output_types, bound.outputs, strict=True
+    ):
+        if output.function != "sum" or value_kind(sql_type) not in ("int", "wideint", "decimal"):
+            continue
+        if any(row[name] is not None and not _fits(row[name], sql_type) for row in rows):
+            raise InvalidParameterError(
+                "sql",
+                f"sums that fit their type {sql_type}, as DuckDB requires (give column "
+                f"{output.column} as DOUBLE for a larger total)",
+                f"{name} of a group beyond {sql_type}",
+            )
 
 
 def _double(total: Any) -> float:

@@ -33,7 +33,7 @@ from dpcomm.protocol.roles import TargetStep
 from dpcomm.queries.codec import CodecError, VectorCodec
 from dpcomm.queries.exactsum import ExactSums, exact_row_sums, merge_exact_sums
 from dpcomm.queries.program import ArrayRows, IntArray, register_program, spec_header
-from dpcomm.validation import check_int, check_seed
+from dpcomm.validation import MAX_COUNT, check_int, check_seed
 
 FloatArray = npt.NDArray[np.float64]
 #: The sources' points: float32, what travels (half the memory of float64).
@@ -211,7 +211,7 @@ class KMeansProgram:
         points: the sources' points, one row per source (S x dimension), held as float32
             values; None where a node holds no data.
         num_centroids: K, also the number of compute nodes per iteration.
-        num_iterations: I.
+        num_iterations: I (at most :data:`~dpcomm.validation.MAX_COUNT`).
         seed: chooses the initial centroids (K distinct points of the sources, as in the
             paper's "K (random) points"); the same seed gives the same start with or without
             countermeasures.
@@ -229,7 +229,7 @@ class KMeansProgram:
     _exact: dict[str, FloatArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        check_int("num_iterations I", self.num_iterations, minimum=1)
+        check_int("num_iterations I", self.num_iterations, minimum=1, maximum=MAX_COUNT)
         object.__setattr__(self, "seed", check_seed(self.seed))
         if self.points is not None:
             points = np.asarray(self.points, dtype=np.float32)

@@ -35,3 +35,17 @@ def test_every_flag_exists_in_the_parser():
     everything = "".join(help_texts().values())
     for flag in set(PARAMETER_FLAGS.values()):
         assert flag in everything, flag
+
+
+def test_a_value_that_prints_on_many_lines_is_described_on_one():
+    import numpy as np
+
+    error = InvalidParameterError("seed", "an integer", np.zeros((3, 3)))
+    assert with_flags(error) == "invalid --seed: expected an integer, got <ndarray of shape (3, 3)>"
+
+
+def test_a_long_value_is_described_but_text_is_quoted_whole():
+    error = InvalidParameterError("labels", "one label per point", list(range(1000)))
+    assert str(error) == "invalid labels: expected one label per point, got <list of length 1000>"
+    sql = "SELECT " + "x, " * 100 + "COUNT(*) FROM t"
+    assert str(InvalidParameterError("sql", "a query", sql)).endswith(repr(sql))

@@ -6,6 +6,7 @@ from importlib import resources
 import numpy as np
 import pytest
 from scipy import stats
+from tests.conftest import idx_bytes, write_idx
 
 from dpcomm.data import (
     ImageDataset,
@@ -198,18 +199,6 @@ def test_generate_diabetes_rejects_bad_input(kwargs, name):
 
 
 # ---------------------------------------------------------------- IDX files
-
-
-def idx_bytes(array, type_code=0x08, dtype=">u1"):
-    header = bytes([0, 0, type_code, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
-    return header + np.asarray(array, dtype=dtype).tobytes()
-
-
-def write_idx(path, array, **kwargs):
-    data = idx_bytes(array, **kwargs)
-    if path.suffix == ".gz":
-        data = gzip.compress(data)
-    path.write_bytes(data)
 
 
 def write_directory(directory, *, gz, train=7, test=3, shape=(4, 5), seed=0):

@@ -17,6 +17,7 @@ from dpcomm.plan import (
     batch_size_counts,
     make_countermeasure,
 )
+from dpcomm.plan.builders import kmeans_plan
 from dpcomm.queries.kmeans import KMeansProgram
 
 
@@ -233,3 +234,25 @@ def test_scramblers_are_added_as_nodes():
     assert transformed.num_nodes == plan.num_nodes + 11
     # The sources no longer send S1's data-dependent message themselves: they are simple.
     assert transformed.is_simple("sources")
+
+
+def test_a_cycle_of_flows_is_refused():
+    groups = (
+        NodeGroup("sources", "source", 4, holds_data=True),
+        NodeGroup("C1", "compute", 2),
+        NodeGroup("C2", "compute", 2),
+    )
+    flows = (
+        Flow("S", "sources", "C1", "data"),
+        Flow("C1->C2", "C1", "C2", "fixed"),
+        Flow("C2->C1", "C2", "C1", "fixed"),
+    )
+    with pytest.raises(InvalidParameterError, match="a cycle through C1") as caught:
+        ExecutionPlan(groups, flows)
+    assert caught.value.name == "flows"
+
+
+def test_a_plan_deeper_than_the_recursion_limit_is_checked():
+    """K-means of I iterations is a path of about 2I groups: no RecursionError at I = 2000."""
+    plan = kmeans_plan(num_sources=10, num_centroids=2, num_iterations=2000, message_bytes=8)
+    assert len(plan.clusters) > 2000
