@@ -5,8 +5,8 @@ each node its part of the plan (the routes of :class:`~dpcomm.plan.routes.Routes
 scrambler batches, the peers' addresses and keys), decides which batches commit
 (:class:`~dpcomm.engine.network.commit.BatchCommit`), and finalizes each flow once every batch
 sender committed or was lost. In a large round a source's plan (which names infrastructure
-nodes only) goes out as soon as the infrastructure has registered, so that the sources connect
-to their scramblers while the others still register.
+nodes only) and a scrambler's go out as soon as the infrastructure has registered, so that the
+sources are batched while the others still register.
 
 Its phases end on progress, not on the clock: registration ends when every node registered or
 none did for the round's ``idle_seconds`` (T; an absent source is then left out, an absent
@@ -234,9 +234,11 @@ class Coordinator:
                 context.drops.add("late_registration")  # left out already
                 return
             self.register(peer, decode(hello.blob, Hello), channel)
-            # A source's plan names only infrastructure nodes: in a large round it goes out as
-            # soon as they have registered. The rest wait for every node.
-            early = self.large and self.expected[peer].role == "source"
+            # A source's plan names only infrastructure nodes, a scrambler's its members (by the
+            # plan's batches) and its targets: in a large round they go out as soon as the
+            # infrastructure has registered, so that sources are batched (and their links
+            # closed) while others still register. The rest wait for every node.
+            early = self.large and self.expected[peer].role in ("source", "scrambler")
             ready = self.infrastructure_ready if early else self.registered
             await asyncio.wait_for(ready.wait(), context.remaining())
             plan = encode(self.plan_for(self.expected[peer]))
