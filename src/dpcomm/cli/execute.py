@@ -618,7 +618,7 @@ def _write_rows(columns: list[str], rows: list[dict[str, Any]], path: Path) -> N
 def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: Path | None) -> None:
     """The result (``--out``) and the report (``--report``) of a run, if asked for."""
     if out is not None and isinstance(outcome, AggregateRun):
-        _write_rows(list(outcome.program.query.output_names), outcome.rows, out)
+        _write_rows(list(outcome.program.query.result_names), outcome.rows, out)
         print(f"wrote {len(outcome.rows):,} result rows to {out}", file=sys.stderr)
     elif out is not None and isinstance(outcome, KMeansRun):
         centroids = outcome.centroids

@@ -52,21 +52,33 @@ def unbiased_estimate(program: AggregateProgram, run: Run) -> tuple[list[Row], d
     AVG, MIN and MAX are left as they are (a ratio or an extreme of the delivered tuples).
     Returns the rows and P per grouping set.
     """
+    from dpcomm.errors import InvalidParameterError
+    from dpcomm.queries.postprocess import finish
+
+    if program.query.post is not None:
+        raise InvalidParameterError(
+            "estimate",
+            "'none' for a query with WHERE, expressions, HAVING, ORDER BY, LIMIT or GROUPING() "
+            "(unbiased estimates cover plain GROUP BY queries)",
+            "unbiased",
+        )
     probabilities = delivery_probabilities(program, run)
     scaled = estimated_columns(program)
-    rows: list[Row] = []
+    per_set: list[list[Row]] = []
     for name, flow_result in zip(program.flow_names, flow_rows(program, run.state), strict=True):
         factor = probabilities[name]
-        for row in flow_result:
-            rows.append(
+        per_set.append(
+            [
                 {
                     column: (
                         float(value) / factor if column in scaled and value is not None else value
                     )
                     for column, value in row.items()
                 }
-            )
-    return rows, probabilities
+                for row in flow_result
+            ]
+        )
+    return finish(program.query, per_set), probabilities
 
 
 def estimate_label(probabilities: dict[str, float]) -> str:

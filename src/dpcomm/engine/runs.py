@@ -78,9 +78,9 @@ class AggregateRun:
         query = self.program.query
         types = [
             "DOUBLE" if name in self.estimated else sql_type
-            for name, sql_type in zip(query.output_names, query.output_types, strict=True)
+            for name, sql_type in zip(query.result_names, query.result_types, strict=True)
         ]
-        return result_frame(self.rows, query.output_names, types)
+        return result_frame(self.rows, query.result_names, types)
 
     def with_unbiased_estimate(self) -> AggregateRun:
         """The same run with COUNT and SUM divided by the delivery probability P (estimates).
@@ -99,7 +99,7 @@ class AggregateRun:
         return {"result": json_ready(self.rows), "report": self.report.to_dict()}
 
     def __repr__(self) -> str:
-        columns = len(self.program.query.output_names)
+        columns = len(self.program.query.result_names)
         return f"AggregateRun({len(self.rows):,} rows × {columns} columns; {self.report.summary()})"
 
 

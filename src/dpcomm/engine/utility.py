@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -111,11 +112,12 @@ class KMeansUtility:
 
 def flow_rows(program: AggregateProgram, state: AggregateState) -> list[list[Row]]:
     """The result rows of every grouping set (in the result's order) from a final state."""
-    rows = []
-    for flow in program.flow_names:
-        only = tuple(item for item in state.outputs if item[0][0] == flow)
-        rows.append(program.result(AggregateState(only)))
-    return rows
+    return program.core_result(state)
+
+
+def _numeric(value: object) -> bool:
+    """Whether an aggregate's value has a relative error (not text, a date or a boolean)."""
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
 
 
 def _keyed(rows: list[Row], key_columns: list[str]) -> dict[tuple[Any, ...], Row]:
@@ -164,6 +166,9 @@ def aggregate_utility(
                 if truth is None or value is None:
                     if (truth is None) != (value is None):
                         errors[column].append(1.0)
+                    continue
+                if not _numeric(truth) or not _numeric(value):
+                    errors[column].append(0.0 if truth == value else 1.0)
                     continue
                 scale = abs(float(truth)) or 1.0
                 errors[column].append(abs(float(value) - float(truth)) / scale)

@@ -147,6 +147,8 @@ class AggregateProgram:
                 needed = {c.lower() for c in self.query.grouping_columns} | {
                     o.column.lower() for o in self.query.outputs if o.column
                 }
+                if self.query.filter_column is not None:
+                    needed.add(self.query.filter_column.lower())
                 check_int(
                     "max_text_bytes", self.max_text_bytes, minimum=1, maximum=MAX_STRING_BYTES
                 )
@@ -177,13 +179,13 @@ class AggregateProgram:
         are not read here: the query is bound to its schema, S is its number of rows, and an
         engine reads the rows partition by partition, checking each (:attr:`rows`).
         """
-        from dpcomm.queries.sql import bind_sql
+        from dpcomm.queries.sql import bind_sql, project
 
         table = data if isinstance(data, Table) else data.schema()
         bound = bind_sql(sql, table)
         program = cls(
             bound,
-            table.renamed(bound.table_name),
+            project(bound, table.renamed(bound.table_name)),
             num_targets,
             max_groups=max_groups,
             max_text_bytes=max_text_bytes,
@@ -356,15 +358,15 @@ class AggregateProgram:
         merged.update(outputs)
         return AggregateState(tuple(sorted(merged.items(), key=lambda item: item[0])))
 
-    def result(self, state: AggregateState) -> list[Row]:
-        """The union of the compute nodes' results: grouping-set order, then key order.
+    def core_result(self, state: AggregateState) -> list[list[Row]]:
+        """Each grouping set's rows as the compute nodes computed them, in key order.
 
         The order is :func:`dpcomm.queries.groupby.evaluate`'s (NULLs last), whichever node
         computed which group. A SUM beyond its SQL type (DECIMAL(38, s), HUGEINT) is refused as
         DuckDB refuses it (:func:`dpcomm.queries.groupby.check_sums_fit`).
         """
         merged = state.as_dict()
-        rows: list[Row] = []
+        per_set: list[list[Row]] = []
         for flow in self.flow_names:
             pairs = [
                 pair
@@ -373,9 +375,19 @@ class AggregateProgram:
                 for pair in zip(output.keys, output.rows, strict=True)
             ]
             pairs.sort(key=lambda pair: key_order(pair[0]))
-            rows.extend(dict(row) for _, row in pairs)
-        check_sums_fit(self.query, rows)
-        return rows
+            per_set.append([dict(row) for _, row in pairs])
+        check_sums_fit(self.query, [row for rows in per_set for row in rows])
+        return per_set
+
+    def result(self, state: AggregateState) -> list[Row]:
+        """The final result: :meth:`core_result` post-processed.
+
+        :func:`dpcomm.queries.postprocess.finish` adds the grouping-set column and runs an
+        analyst query's expressions, HAVING, ORDER BY and LIMIT in DuckDB.
+        """
+        from dpcomm.queries.postprocess import finish
+
+        return finish(self.query, self.core_result(state))
 
     # ------------------------------------------------------------------ driver side
 
@@ -385,7 +397,9 @@ class AggregateProgram:
         if self.table is not None:
             return AggregateRows(InMemoryRows(self.table), self.query, self.columns, None)
         if self.source is not None:
-            return AggregateRows(self.source, self.query, self.columns, self.max_text_bytes)
+            return AggregateRows(
+                self.source, self.query, self.columns, self.max_text_bytes, raw=True
+            )
         return None
 
     @cached_property
@@ -418,12 +432,15 @@ class AggregateRows:
         columns: the columns the query reads, as they travel.
         max_text_bytes: the public bound on a text value, checked on every range read (None:
             the whole table was checked when the program was built).
+        raw: whether ``source`` holds the raw rows, which an analyst query's row projection
+            turns into the rows it reads (a program's own table is projected already).
     """
 
     source: RowSource
     query: BoundAggregate
     columns: tuple[ColumnSpec, ...]
     max_text_bytes: int | None
+    raw: bool = False
 
     @property
     def num_rows(self) -> int:
@@ -440,8 +457,15 @@ class AggregateRows:
         What the program checks of a whole table: the bound schema, and text values of at
         most ``max_text_bytes`` bytes (InvalidParameterError otherwise).
         """
-        names = [c.name for c in self.columns]
-        rows = self.source.read(start, stop, names)
+        if self.raw and self.query.projection is not None:
+            from dpcomm.queries.sql import project
+
+            rows = project(self.query, self.source.read(start, stop))
+            names = [c.name for c in self.columns]
+            rows = rows.select(names)
+        else:
+            names = [c.name for c in self.columns]
+            rows = self.source.read(start, stop, names)
         if self.max_text_bytes is not None:
             needed = {name.lower() for name in names}
             self.query.check_table(rows, columns=needed)

@@ -424,6 +424,8 @@ class _Evaluator:
             raise InvalidParameterError("set_index", f"0..{bound.num_grouping_sets - 1}", set_index)
         columns = bound.grouping_sets[set_index]
         selected = _selected(rows, self.table.num_rows, f"mask of grouping set {set_index}")
+        if bound.filter_column is not None:
+            selected = selected[passes_filter(bound, self.table)[selected]]
         groups = _group([self.codes(c) for c in columns], selected, keep_empty=not columns)
         key_columns = [_key_values(self.table.column(c), groups) for c in columns]
         keys: tuple[tuple[object, ...], ...] = (
@@ -552,6 +554,15 @@ def _extremes(values: npt.NDArray[Any], starts: IntArray, function: str) -> npt.
             preferred, other = (-0.0, 0.0) if function == "min" else (0.0, -0.0)
             reduced[zero] = np.where(found[zero], preferred, other)
     return reduced
+
+
+def passes_filter(bound: BoundAggregate, table: Table) -> BoolArray:
+    """Which rows pass the query's WHERE (every row without one); NULL does not pass."""
+    if bound.filter_column is None:
+        return np.ones(table.num_rows, dtype=bool)
+    column = table.column(bound.filter_column)
+    passed: BoolArray = column.values.astype(bool) & ~column.is_null
+    return passed
 
 
 def _key_values(column: Column, groups: _Groups) -> list[object]:
@@ -884,12 +895,16 @@ def evaluate(bound: BoundAggregate, table: Table, masks: Sequence[npt.ArrayLike]
     grouping-set order, then key order with NULLs last. Float SUM and AVG are exact sums
     rounded once (:mod:`dpcomm.queries.exactsum`): the same bits however the rows are split.
     """
+    from dpcomm.queries.postprocess import finish
+
     _check_masks(bound, masks)
     evaluator = _Evaluator(bound, table)
-    result: list[Row] = []
-    for set_index, mask in enumerate(masks):
-        result.extend(finalize_partials(bound, evaluator.partials(set_index, mask))[0])
-    return result
+    per_set = [
+        finalize_partials(bound, evaluator.partials(set_index, mask))[0]
+        for set_index, mask in enumerate(masks)
+    ]
+    check_sums_fit(bound, [row for rows in per_set for row in rows])
+    return finish(bound, per_set)
 
 
 def _check_masks(bound: BoundAggregate, masks: Sequence[npt.ArrayLike]) -> None:
@@ -956,19 +971,21 @@ def reference_result(
     For each grouping set g, the rows where ``masks[g]`` is True are registered under the FROM
     name and :func:`grouping_set_sql` is run on them; rows are concatenated in grouping-set order.
     """
+    from dpcomm.queries.postprocess import finish
     from dpcomm.queries.sql import scratch_connection
 
     _check_masks(bound, masks)
     bound.check_table(table)
-    result: list[Row] = []
+    per_set: list[list[Row]] = []
     names = bound.output_names
+    passes = passes_filter(bound, table)
     with scratch_connection() as connection:
         for set_index, mask in enumerate(masks):
             selected = _selected(mask, table.num_rows, f"mask of grouping set {set_index}")
-            table.take(selected).register(connection, bound.table_name)
+            table.take(selected[passes[selected]]).register(connection, bound.table_name)
             fetched = connection.execute(grouping_set_sql(bound, set_index)).fetchall()
-            result.extend(dict(zip(names, row, strict=True)) for row in fetched)
-    return result
+            per_set.append([dict(zip(names, row, strict=True)) for row in fetched])
+    return finish(bound, per_set)
 
 
 def compare_results(

@@ -17,9 +17,16 @@ OutputKind = Literal["group", "aggregate"]
 AggregateFunction = Literal["count", "count_star", "sum", "avg", "min", "max"]
 
 _SUPPORTED = (
-    "supported: SELECT <grouping columns>, COUNT(*)|COUNT|SUM|AVG|MIN|MAX(<column>) [AS alias] "
-    "FROM <table> GROUP BY <columns | GROUPING SETS | ROLLUP | CUBE>"
+    "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] GROUP BY "
+    "<keys | GROUPING SETS | ROLLUP | CUBE> [HAVING] [ORDER BY] [LIMIT]; keys and aggregate "
+    "arguments may be any per-row expression; aggregates: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, "
+    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*"
 )
+
+
+#: The result column that names each row's grouping set when a query has several, so that a
+#: subtotal (a key left out of the set, NULL) is never confused with a NULL key.
+GROUPING_SET_COLUMN = "grouping_set"
 
 
 class UnsupportedQueryError(InvalidParameterError):
@@ -125,6 +132,44 @@ class AggregateQuery:
 
 
 @dataclass(frozen=True)
+class PostProcessing:
+    """What the result node runs (DuckDB) on the compute nodes' rows: the final result.
+
+    Attributes:
+        sql: a SELECT over the core result's columns (table ``__dpcomm_result``, with the
+            hidden columns ``__dpcomm_order`` and ``__dpcomm_g<i>`` of each GROUPING() call):
+            expressions over aggregates, HAVING, ORDER BY, LIMIT, OFFSET.
+        names: DuckDB's names of the final columns.
+        types: DuckDB's types of the final columns.
+        groupings: the core key columns each GROUPING() call reads, in order.
+    """
+
+    sql: str
+    names: tuple[str, ...]
+    types: tuple[str, ...]
+    groupings: tuple[tuple[str, ...], ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "sql": self.sql,
+            "names": list(self.names),
+            "types": list(self.types),
+            "groupings": [list(g) for g in self.groupings],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PostProcessing:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            str(data["sql"]),
+            tuple(str(n) for n in data["names"]),
+            tuple(str(t) for t in data["types"]),
+            tuple(tuple(str(c) for c in g) for g in data["groupings"]),
+        )
+
+
+@dataclass(frozen=True)
 class BoundAggregate:
     """An :class:`AggregateQuery` checked against a table's schema.
 
@@ -138,6 +183,13 @@ class BoundAggregate:
         outputs: the output columns, names from DuckDB, columns with the table's names.
         output_types: DuckDB's type of each output column.
         schema: ``(name, DuckDB type)`` of every table column, to check tables given later.
+        filter_column: the boolean column of the WHERE condition (rows where it is false are
+            sent as any row and left out by the compute node), or None.
+        post: the result node's post-processing of an analyst query, or None.
+        set_labels: each grouping set as the user wrote it (derived keys as their SQL).
+        projection: the row projection an analyst query's sources evaluate (DuckDB) on their
+            raw rows, or None; ``schema`` is then the projection's.
+        user_sql: the SQL as the user wrote it (``query.sql`` is the core query's).
     """
 
     query: AggregateQuery
@@ -146,6 +198,11 @@ class BoundAggregate:
     outputs: tuple[OutputColumn, ...]
     output_types: tuple[str, ...]
     schema: tuple[tuple[str, str], ...]
+    filter_column: str | None = None
+    post: PostProcessing | None = None
+    set_labels: tuple[str, ...] = ()
+    projection: str | None = None
+    user_sql: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -158,6 +215,25 @@ class BoundAggregate:
             raise InvalidParameterError(
                 "outputs", f"{len(self.query.outputs)} outputs with types", len(self.outputs)
             )
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Each grouping set as the user wrote it: ``(species, sex)``, ``()``."""
+        if self.set_labels:
+            return self.set_labels
+        return tuple("(" + ", ".join(s) + ")" for s in self.grouping_sets)
+
+    @property
+    def result_names(self) -> tuple[str, ...]:
+        """The names of the final result's columns (the grouping-set column last when G > 1)."""
+        names = self.post.names if self.post is not None else self.output_names
+        return (*names, GROUPING_SET_COLUMN) if self.num_grouping_sets > 1 else names
+
+    @property
+    def result_types(self) -> tuple[str, ...]:
+        """DuckDB's types of :attr:`result_names`."""
+        types = self.post.types if self.post is not None else self.output_types
+        return (*types, "VARCHAR") if self.num_grouping_sets > 1 else types
 
     @property
     def table_name(self) -> str:
@@ -191,6 +267,11 @@ class BoundAggregate:
             "outputs": [[o.name, o.kind, o.column, o.function] for o in self.outputs],
             "output_types": list(self.output_types),
             "schema": [list(item) for item in self.schema],
+            "filter_column": self.filter_column,
+            "post": None if self.post is None else self.post.to_dict(),
+            "set_labels": list(self.set_labels),
+            "projection": self.projection,
+            "user_sql": self.user_sql,
         }
 
     @classmethod
@@ -210,6 +291,11 @@ class BoundAggregate:
                 tuple(OutputColumn(*o) for o in data["outputs"]),
                 tuple(str(t) for t in data["output_types"]),
                 tuple((str(n), str(t)) for n, t in data["schema"]),
+                None if data.get("filter_column") is None else str(data["filter_column"]),
+                None if data.get("post") is None else PostProcessing.from_dict(data["post"]),
+                tuple(str(label) for label in data.get("set_labels", ())),
+                None if data.get("projection") is None else str(data["projection"]),
+                None if data.get("user_sql") is None else str(data["user_sql"]),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidParameterError(
@@ -219,7 +305,8 @@ class BoundAggregate:
     def carried_columns(self, set_index: int) -> tuple[str, ...]:
         """The columns a source sends for grouping set ``set_index``.
 
-        Its grouping columns, then the aggregated columns (each once, with the table's names).
+        Its grouping columns, then the aggregated columns (each once, with the table's names),
+        then the WHERE column if any.
         """
         names = list(self.grouping_sets[set_index])
         for output in self.outputs:
@@ -229,6 +316,8 @@ class BoundAggregate:
                 and output.column.lower() not in {n.lower() for n in names}
             ):
                 names.append(output.column)
+        if self.filter_column is not None:
+            names.append(self.filter_column)
         return tuple(names)
 
     def check_table(self, table: Table, *, columns: Iterable[str] | None = None) -> None:

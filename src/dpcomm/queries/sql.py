@@ -27,6 +27,7 @@ from sqlglot import exp
 from dpcomm.data.table import Table, check_carried
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.queries.query import (
+    GROUPING_SET_COLUMN,
     AggregateFunction,
     AggregateQuery,
     BoundAggregate,
@@ -43,7 +44,7 @@ _FUNCTIONS: dict[type[exp.Expression], AggregateFunction] = {
     exp.Min: "min",
     exp.Max: "max",
 }
-_NUMERIC_FUNCTIONS = frozenset({"sum", "avg", "min", "max"})
+_NUMERIC_FUNCTIONS = frozenset({"sum", "avg"})
 #: Limit on the number of grouping sets after expansion (DuckDB's own limit is 65535).
 MAX_GROUPING_SETS = 4096
 #: Clauses of a SELECT and the construct they are named by in error messages.
@@ -170,10 +171,17 @@ def _parse(sql: str) -> list[exp.Select]:
     return statements
 
 
-def _from_table(select: exp.Select) -> tuple[str, frozenset[str]]:
-    """The FROM table's name and the lower-case names a column may be qualified with."""
+def _from_table(
+    select: exp.Select, allowed: frozenset[str] = frozenset()
+) -> tuple[str, frozenset[str]]:
+    """The FROM table's name and the lower-case names a column may be qualified with.
+
+    Clauses other than SELECT, FROM and GROUP BY are refused, except those in ``allowed``.
+    """
     for key, value in select.args.items():
-        if key in _IGNORED_CLAUSES or value is None or value is False or value == []:
+        if key in _IGNORED_CLAUSES or key in allowed:
+            continue
+        if value is None or value is False or value == []:
             continue
         construct = _CLAUSES.get(key, key.upper().replace("_", " "))
         if key == "joins":
@@ -514,8 +522,139 @@ def scratch_connection() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def bind_sql(sql: str, table: Table) -> BoundAggregate:
-    """Parse ``sql`` and bind it to ``table`` (:func:`parse_aggregate` then :func:`bind`)."""
-    return bind(parse_aggregate(sql), table)
+    """Parse ``sql`` and bind it to ``table`` (:func:`parse_aggregate` then :func:`bind`).
+
+    A query outside the core class (WHERE, derived keys, HAVING, ORDER BY, LIMIT, GROUPING(),
+    variances, SUM of booleans) is rewritten (:mod:`dpcomm.queries.analyst`): the bound query
+    then holds its row projection, and reads the projection's rows (:func:`project`).
+    """
+    try:
+        query = parse_aggregate(sql)
+    except UnsupportedQueryError:
+        return _bind_analyst(sql, table)
+    if any(
+        o.function in ("sum", "avg")
+        and o.column is not None
+        and _column_type(table, o.column) == "BOOLEAN"
+        for o in query.outputs
+    ):
+        return _bind_analyst(sql, table)
+    bound = bind(query, table)
+    _check_result_names(bound)
+    return bound
+
+
+def _column_type(table: Table, name: str) -> str | None:
+    try:
+        return table.column(name).sql_type
+    except InvalidParameterError:
+        return None
+
+
+def _check_result_names(bound: BoundAggregate) -> None:
+    names = [n.lower() for n in (bound.post.names if bound.post else bound.output_names)]
+    if bound.num_grouping_sets > 1 and GROUPING_SET_COLUMN in names:
+        raise InvalidParameterError(
+            "select list",
+            f"no output named {GROUPING_SET_COLUMN} in a query with several grouping sets "
+            "(dpcomm adds that column; use an AS alias)",
+            GROUPING_SET_COLUMN,
+        )
+
+
+def _bind_analyst(sql: str, table: Table) -> BoundAggregate:
+    """Bind an analyst query: its projection, core query and post-processing."""
+    from dpcomm.queries.analyst import rewrite
+
+    _check_nesting(sql)
+    statements = _parse(sql)
+    if len(statements) != 1:
+        raise UnsupportedQueryError("several statements", f"{len(statements)} statements")
+    select = statements[0]
+    table_name, qualifiers = _from_table(
+        select, frozenset({"where", "having", "order", "limit", "offset"})
+    )
+    if select.find(exp.Subquery) is not None or any(
+        node is not select for node in select.find_all(exp.Select)
+    ):
+        raise UnsupportedQueryError("subquery")
+    raw = table.renamed(table_name)
+    names, types = _duckdb_result(sql, table_name, raw)
+    lowered = [n.lower() for n in names]
+    duplicates = sorted({n for n in names if lowered.count(n.lower()) > 1})
+    if duplicates:
+        raise InvalidParameterError(
+            "select list", "distinct output column names (use AS aliases)", duplicates
+        )
+    empty = raw.take(np.zeros(raw.num_rows, dtype=bool))
+
+    def typer(expression: str) -> str:
+        return _duckdb_result(f"SELECT {expression} FROM {_quoted(table_name)}", table_name, empty)[
+            1
+        ][0]
+
+    rewritten = rewrite(
+        select, raw, qualifiers, output_names=names, output_types=types, typer=typer
+    )
+    derived = _run_projection(rewritten.projection, empty)
+    core = bind(parse_aggregate(rewritten.core), derived)
+    labels = rewritten.key_labels
+    bound = replace(
+        core,
+        filter_column=rewritten.filter_column,
+        post=rewritten.post,
+        set_labels=tuple(
+            "(" + ", ".join(labels.get(c, c) for c in s) + ")" for s in core.grouping_sets
+        ),
+        projection=rewritten.projection,
+        user_sql=sql,
+    )
+    _check_result_names(bound)
+    return bound
+
+
+def _duckdb_result(sql: str, table_name: str, table: Table) -> tuple[list[str], list[str]]:
+    """DuckDB's output names and types of ``sql`` over a zero-row copy of ``table``."""
+    with scratch_connection() as connection:
+        try:
+            table.take(np.zeros(table.num_rows, dtype=bool)).register(connection, table_name)
+            relation = connection.sql(sql)
+            if relation is None:
+                raise InvalidParameterError("sql", "a query returning rows", sql)
+            return list(relation.columns), [str(t) for t in relation.types]
+        except duckdb.Error as error:
+            message = str(error).splitlines()[0]
+            raise InvalidParameterError("sql", "SQL that DuckDB accepts", message) from error
+
+
+def _run_projection(projection: str, table: Table) -> Table:
+    """The projection's rows over ``table`` (registered under its name), by DuckDB."""
+    from dpcomm.data.table import table_from_relation
+
+    with scratch_connection() as connection:
+        try:
+            table.register(connection, table.name)
+            return table_from_relation(connection.sql(projection), table.name)
+        except duckdb.Error as error:
+            message = str(error).splitlines()[0]
+            raise InvalidParameterError(
+                "data", "rows on which DuckDB evaluates the query's expressions", message
+            ) from error
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def project(bound: BoundAggregate, table: Table) -> Table:
+    """The rows the bound query reads: ``table`` itself, or its row projection (DuckDB).
+
+    Each derived row is a deterministic function of the raw row alone (what a source
+    evaluates on its own row); DuckDB evaluates them for all rows at once.
+    """
+    if bound.projection is None:
+        return table
+    return _run_projection(bound.projection, table.renamed(bound.table_name))
 
 
 __all__ = [
@@ -529,5 +668,6 @@ __all__ = [
     "bind",
     "bind_sql",
     "parse_aggregate",
+    "project",
     "scratch_connection",
 ]

@@ -1,0 +1,505 @@
+"""Analyst SQL: WHERE, derived keys and measures, HAVING, ORDER BY, LIMIT, GROUPING(), variances.
+
+The decentralized execution of the paper (Section 2.1) runs an Aggregate query whose grouping
+keys and aggregated values are columns of a source's row. An analyst's query is rewritten into
+three parts, each run where the paper's model allows it:
+
+1. **A row projection**, a deterministic function of one row that DuckDB evaluates (never
+   re-implemented): every derived grouping key (``FLOOR(age / 10)``, ``date_trunc``, ``CASE``,
+   string functions, casts), every derived aggregate argument (``SUM(m1 * 2)``), the squares a
+   variance needs, and the WHERE condition as a boolean column. A source's derived row depends
+   on its own row only.
+2. **The core Aggregate query** over the derived columns, run by the decentralized plan as
+   before. The WHERE column travels inside the sealed payload: a row that fails the filter is
+   routed and sent exactly as if it passed (its key chooses its compute node), and the compute
+   node leaves it out. The traffic is therefore the same function of the keys as without the
+   WHERE, and the reported (ε, δ) holds unchanged (``docs/accounting.md``).
+3. **Post-processing at the result node**, by DuckDB over the union of the compute nodes'
+   outputs: expressions over aggregates (a variance from its mergeable sums), GROUPING(),
+   HAVING, ORDER BY, LIMIT and OFFSET, DuckDB's output names and types. It reads only the
+   released result: it changes no privacy number.
+
+:func:`rewrite` returns ``None`` for a query already in the core class (nothing to rewrite).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import sqlglot
+from sqlglot import exp
+
+from dpcomm.data.table import Table
+from dpcomm.errors import InvalidParameterError
+from dpcomm.queries.query import PostProcessing, UnsupportedQueryError
+
+#: Prefix of every column dpcomm adds (derived keys, measures, the filter, hidden aggregates).
+HIDDEN_PREFIX = "__dpcomm_"
+#: The derived boolean column of the WHERE condition.
+FILTER_COLUMN = f"{HIDDEN_PREFIX}where"
+#: The table name the result rows take in post-processing.
+RESULT_TABLE = f"{HIDDEN_PREFIX}result"
+#: Hidden column of the result rows' canonical order (grouping set, then key).
+ORDER_COLUMN = f"{HIDDEN_PREFIX}order"
+#: Hidden column of the result rows' grouping set (its index), selected last by the post SQL.
+SET_COLUMN = f"{HIDDEN_PREFIX}set"
+
+#: Aggregates refused, with why and what to do instead.
+_REFUSED: dict[type, str] = {
+    exp.Median: "MEDIAN() has no mergeable partial state: compute nodes would have to ship "
+    "every value; use AVG(), or GROUP BY a binned column (FLOOR(x / w)) and read the "
+    "median off the counts",
+    exp.PercentileCont: "quantiles have no mergeable partial state; GROUP BY a binned column "
+    "and read the quantile off the counts",
+    exp.PercentileDisc: "quantiles have no mergeable partial state; GROUP BY a binned column "
+    "and read the quantile off the counts",
+    exp.Quantile: "quantiles have no mergeable partial state; GROUP BY a binned column and "
+    "read the quantile off the counts",
+    exp.Mode: "MODE() has no mergeable partial state; GROUP BY the column and take the "
+    "largest COUNT(*)",
+    exp.GroupConcat: "STRING_AGG() would ship every value to the result node; GROUP BY the "
+    "column instead",
+    exp.ArrayAgg: "LIST()/ARRAY_AGG() would ship every value to the result node; GROUP BY the "
+    "column instead",
+}
+_DISTINCT_ADVICE = (
+    "distinct values cannot be merged from per-node partials without shipping the values; "
+    "GROUP BY the column and count the groups instead"
+)
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """An analyst query as a row projection, a core Aggregate query and a post-processing.
+
+    Attributes:
+        projection: ``SELECT <derived columns> FROM "<table>"``: DuckDB evaluates it on rows.
+        core: the Aggregate query over the projection's columns (core class only).
+        filter_column: the WHERE column of the projection, or None without WHERE.
+        post: the result node's post-processing.
+        key_labels: each key column of the core query and the key as the user wrote it
+            (``floor((age / 10))``), to label grouping sets.
+    """
+
+    projection: str
+    core: str
+    filter_column: str | None
+    post: PostProcessing
+    key_labels: dict[str, str]
+
+
+def _sql(node: Any) -> str:
+    """``node`` as DuckDB SQL."""
+    return str(node.sql(dialect="duckdb"))
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _normal(node: exp.Expression, qualifiers: frozenset[str]) -> str:
+    """A key expression's text, columns unqualified and lower-case (to match repeats)."""
+    copy = node.copy()
+    for column in copy.find_all(exp.Column):
+        if column.table and column.table.lower() in qualifiers:
+            column.set("table", None)
+        column.set("this", exp.to_identifier(column.name.lower()))
+    while isinstance(copy, exp.Paren):
+        copy = copy.this
+    return _sql(copy)
+
+
+class _Rewriter:
+    """Builds the three parts of one query (see the module docstring)."""
+
+    def __init__(
+        self,
+        select: exp.Select,
+        table: Table,
+        qualifiers: frozenset[str],
+        typer: Callable[[str], str],
+    ) -> None:
+        self.select = select
+        self.table = table
+        self.typer = typer
+        self.qualifiers = qualifiers
+        self.columns = {c.name.lower(): c.name for c in table.columns}
+        for name in self.columns:
+            if name.startswith(HIDDEN_PREFIX):
+                raise InvalidParameterError(
+                    f"column {self.columns[name]}",
+                    f"a name that does not start with {HIDDEN_PREFIX} (dpcomm's own columns)",
+                    self.columns[name],
+                )
+        #: Derived column name -> its SQL over the table (projection order).
+        self.derived: dict[str, str] = {}
+        #: Normalized key expression -> derived (or plain) column name.
+        self.keys: dict[str, str] = {}
+        self.key_labels: dict[str, str] = {}
+        #: Measure SQL -> derived column.
+        self.measures: dict[str, str] = {}
+        #: Core aggregate SQL -> hidden result column.
+        self.aggregates: dict[str, str] = {}
+        self.groupings: list[tuple[str, ...]] = []
+
+    # ---------------------------------------------------------------- projection
+
+    def column_of(self, node: exp.Column, where: str) -> str:
+        if node.args.get("db") or node.args.get("catalog"):
+            raise UnsupportedQueryError("a qualified column name", _sql(node))
+        if node.table and node.table.lower() not in self.qualifiers:
+            raise UnsupportedQueryError("a column of another table", f"{_sql(node)} {where}")
+        name = self.columns.get(node.name.lower())
+        if name is None:
+            raise InvalidParameterError(
+                f"column {node.name} ({where})",
+                f"a column of the table: {', '.join(self.table.column_names)}",
+                node.name,
+            )
+        return name
+
+    def check_row_expression(self, node: exp.Expression, where: str) -> None:
+        """Refuse what is not a deterministic function of one row."""
+        for inner in node.walk():
+            if isinstance(inner, exp.Subquery | exp.Select | exp.Exists):
+                raise UnsupportedQueryError("subquery", f"{where}: {_sql(node)[:80]}")
+            if isinstance(inner, exp.Window):
+                raise UnsupportedQueryError(
+                    "window function", f"{_sql(inner)[:80]}: a source sees only its own row"
+                )
+            if isinstance(inner, exp.AggFunc):
+                raise UnsupportedQueryError(f"aggregate {where}", _sql(inner)[:80])
+            if isinstance(inner, exp.Rand):
+                raise UnsupportedQueryError(
+                    "a random function",
+                    f"{_sql(inner)}: a source's derived row must be "
+                    "a deterministic function of its row",
+                )
+            if isinstance(inner, exp.CurrentDate | exp.CurrentTimestamp | exp.CurrentTime):
+                raise UnsupportedQueryError(
+                    "the current date or time", f"{_sql(inner)}: not the same on every node"
+                )
+            if isinstance(inner, exp.Column):
+                self.column_of(inner, where)
+
+    def derive(self, prefix: str, node: exp.Expression, where: str) -> str:
+        """The column holding ``node``'s value for each row (a plain column is itself)."""
+        bare = node
+        while isinstance(bare, exp.Paren):
+            bare = bare.this
+        if isinstance(bare, exp.Column) and isinstance(bare.this, exp.Identifier):
+            return self.column_of(bare, where)
+        self.check_row_expression(bare, where)
+        text = _sql(bare)
+        for name, sql in self.derived.items():
+            if sql == text and name.startswith(f"{HIDDEN_PREFIX}{prefix}"):
+                return name
+        name = f"{HIDDEN_PREFIX}{prefix}{len(self.derived)}"
+        self.derived[name] = text
+        return name
+
+    # ---------------------------------------------------------------- grouping keys
+
+    def key(self, node: exp.Expression) -> exp.Column:
+        if isinstance(node, exp.Literal) and not node.is_string:
+            raise UnsupportedQueryError("positional GROUP BY", f"GROUP BY {_sql(node)}")
+        if isinstance(node, exp.AggFunc):
+            raise UnsupportedQueryError("aggregate in GROUP BY", _sql(node))
+        if isinstance(node, exp.Literal | exp.Null | exp.Boolean):
+            raise UnsupportedQueryError("constant in GROUP BY", _sql(node))
+        normal = _normal(node, self.qualifiers)
+        if normal not in self.keys:
+            name = self.derive("k", node, "in GROUP BY")
+            self.keys[normal] = name
+            bare = node
+            while isinstance(bare, exp.Paren):
+                bare = bare.this
+            self.key_labels[name] = name if name in self.table.column_names else _sql(bare)
+        return exp.column(self.keys[normal], quoted=True)
+
+    def rewrite_group(self, group: exp.Group) -> exp.Group:
+        """GROUP BY with every leaf key replaced by its derived column."""
+
+        def leaf(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.GroupingSets | exp.Rollup | exp.Cube):
+                return node.__class__(expressions=[leaf(e) for e in node.expressions])
+            if isinstance(node, exp.Tuple):
+                return exp.Tuple(expressions=[leaf(e) for e in node.expressions])
+            if isinstance(node, exp.Paren) and isinstance(node.this, exp.Tuple):
+                return leaf(node.this)
+            return self.key(node)
+
+        if group.args.get("all"):
+            raise UnsupportedQueryError("GROUP BY ALL", "list the grouping columns")
+        for key, value in group.args.items():
+            if key not in ("expressions", "all") and value:
+                raise UnsupportedQueryError(f"GROUP BY {key.upper()}", _sql(group))
+        if not group.expressions:
+            raise UnsupportedQueryError("an empty GROUP BY")
+        return exp.Group(expressions=[leaf(e) for e in group.expressions])
+
+    # ---------------------------------------------------------------- aggregates
+
+    def hidden(self, core_sql: str) -> exp.Column:
+        if core_sql not in self.aggregates:
+            self.aggregates[core_sql] = f"{HIDDEN_PREFIX}a{len(self.aggregates)}"
+        return exp.column(self.aggregates[core_sql], quoted=True)
+
+    def measure(self, argument: exp.Expression, function: str) -> str:
+        return _quoted(self.derive("m", argument, f"inside {function.upper()}()"))
+
+    def aggregate(self, node: Any) -> exp.Expression:
+        """The post-processing expression of one aggregate call over hidden core columns."""
+        text = _sql(node)[:80]
+        if type(node) in _REFUSED:
+            raise UnsupportedQueryError(f"{type(node).__name__.upper()}()", _REFUSED[type(node)])
+        argument = node.this
+        if isinstance(argument, exp.Distinct):
+            raise UnsupportedQueryError("DISTINCT inside an aggregate", _DISTINCT_ADVICE)
+        extra = [k for k, v in node.args.items() if k not in ("this", "big_int") and v]
+        if extra:
+            raise UnsupportedQueryError("extra arguments of an aggregate", text)
+        if isinstance(node, exp.Count):
+            if argument is None or isinstance(argument, exp.Star):
+                return self.hidden("COUNT(*)")
+            return self.hidden(f"COUNT({self.measure(argument, 'count')})")
+        if argument is None:
+            raise UnsupportedQueryError("an aggregate without argument", text)
+        if isinstance(node, exp.CountIf):
+            condition = exp.Case(ifs=[exp.If(this=argument.copy(), true=exp.true())])
+            return self.hidden(f"COUNT({self.measure(condition, 'count_if')})")
+        simple: dict[type, str] = {
+            exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
+        }  # fmt: skip
+        if type(node) in simple:
+            function = simple[type(node)]
+            if function in ("SUM", "AVG") and self.is_boolean(argument):
+                argument = exp.cast(argument.copy(), "INTEGER")
+            return self.hidden(f"{function}({self.measure(argument, function)})")
+        if isinstance(node, exp.LogicalAnd | exp.LogicalOr):
+            as_int = exp.cast(argument.copy(), "INTEGER")
+            function = "MIN" if isinstance(node, exp.LogicalAnd) else "MAX"
+            inner = self.hidden(f"{function}({self.measure(as_int, function)})")
+            return exp.cast(inner, "BOOLEAN")
+        if isinstance(node, exp.Variance | exp.VariancePop | exp.Stddev | exp.StddevSamp
+                      | exp.StddevPop):  # fmt: skip
+            return self.variance(node, argument)
+        name = node.sql_name() if hasattr(node, "sql_name") else type(node).__name__
+        raise UnsupportedQueryError(
+            f"aggregate function {name.lower()}()",
+            "supported: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, BOOL_AND, BOOL_OR, VAR_SAMP, "
+            "VAR_POP, STDDEV_SAMP, STDDEV_POP",
+        )
+
+    def is_boolean(self, argument: exp.Expression) -> bool:
+        return self.type_of(argument) == "BOOLEAN"
+
+    def type_of(self, argument: exp.Expression) -> str:
+        """DuckDB's type of a per-row expression over the table."""
+        return self.typer(_sql(argument))
+
+    def variance(self, node: exp.Expression, argument: exp.Expression) -> exp.Expression:
+        """VAR/STDDEV from COUNT, SUM and SUM of squares (exact sums, rounded once each).
+
+        Integer arguments are summed exactly as HUGEINT (x² too) and the variance formed from
+        exact integers (n·Σx² − (Σx)²) before one division; others in DOUBLE.
+        """
+        kind = self.type_of(argument)
+        integer = kind in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT",
+                           "UINTEGER", "UBIGINT", "HUGEINT")  # fmt: skip
+        target = "HUGEINT" if integer else "DOUBLE"
+        value = exp.cast(argument.copy(), target)
+        square = exp.Mul(this=exp.cast(argument.copy(), target), expression=value.copy())
+        count = self.hidden(f"COUNT({self.measure(value, 'var')})")
+        total = self.hidden(f"SUM({self.measure(value, 'var')})")
+        squares = self.hidden(f"SUM({self.measure(square, 'var')})")
+        c, s, q = (_sql(x) for x in (count, total, squares))
+        if integer:
+            spread = f"CAST({c} * {q} - {s} * {s} AS DOUBLE) / {c}"
+        else:
+            spread = f"({q} - {s} * {s} / {c})"
+        population = isinstance(node, exp.VariancePop | exp.StddevPop)
+        divisor = c if population else f"({c} - 1)"
+        floor = 0 if population else 1
+        variance = f"GREATEST({spread}, 0) / {divisor}"
+        if isinstance(node, exp.Stddev | exp.StddevSamp | exp.StddevPop):
+            variance = f"SQRT({variance})"
+        parsed = sqlglot.parse_one(f"CASE WHEN {c} > {floor} THEN {variance} END", read="duckdb")
+        return cast(exp.Expression, parsed)
+
+    # ---------------------------------------------------------------- outputs
+
+    def lift(self, node: exp.Expression, where: str) -> exp.Expression:
+        """``node`` over the core result's columns (aggregates and keys replaced)."""
+
+        def replace(inner: exp.Expression) -> exp.Expression:
+            if isinstance(inner, exp.Grouping):
+                columns = tuple(self.key(e).name for e in inner.expressions)
+                self.groupings.append(columns)
+                return exp.column(f"{HIDDEN_PREFIX}g{len(self.groupings) - 1}", quoted=True)
+            if isinstance(inner, exp.GroupingId):
+                raise UnsupportedQueryError("GROUPING_ID()", "use GROUPING(col, ...)")
+            if isinstance(inner, exp.Window):
+                raise UnsupportedQueryError(
+                    "window function", f"{_sql(inner)[:80]}: not supported over the result"
+                )
+            if isinstance(inner, exp.Subquery | exp.Select | exp.Exists):
+                raise UnsupportedQueryError("subquery", f"{where}: {_sql(inner)[:80]}")
+            if isinstance(inner, exp.Filter):
+                raise UnsupportedQueryError("FILTER", f"{_sql(inner)[:80]}: use WHERE or CASE")
+            if isinstance(inner, exp.AggFunc):
+                return self.aggregate(inner)
+            if isinstance(inner, exp.Anonymous) and inner.name.lower() in _AGGREGATE_NAMES:
+                raise UnsupportedQueryError(f"aggregate function {inner.name.lower()}()",
+                                            _sql(inner)[:80])  # fmt: skip
+            if isinstance(inner, exp.Star):
+                raise UnsupportedQueryError("SELECT *", where)
+            normal = _normal(inner, self.qualifiers)
+            if normal in self.keys:
+                return exp.column(self.keys[normal], quoted=True)
+            if isinstance(inner, exp.Column) and isinstance(inner.this, exp.Identifier):
+                name = self.column_of(inner, where)
+                raise UnsupportedQueryError(
+                    "a selected column outside every grouping set",
+                    f"column {name} must appear in the GROUP BY clause or be used in an "
+                    "aggregate function",
+                )
+            return inner
+
+        return node.copy().transform(replace)
+
+
+#: Function names sqlglot may leave anonymous but that DuckDB treats as aggregates.
+_AGGREGATE_NAMES = frozenset({
+    "approx_count_distinct", "approx_quantile", "arg_max", "arg_min", "argmax", "argmin",
+    "entropy", "favg", "fsum", "histogram", "kurtosis", "mad", "product", "skewness",
+    "reservoir_quantile", "sem", "bit_and", "bit_or", "bit_xor", "corr", "covar_pop",
+    "covar_samp", "regr_slope", "string_agg", "list", "arbitrary", "max_by", "min_by",
+})  # fmt: skip
+
+
+def rewrite(
+    select: exp.Select,
+    table: Table,
+    qualifiers: frozenset[str],
+    *,
+    output_names: list[str],
+    output_types: list[str],
+    typer: Callable[[str], str],
+) -> Rewritten:
+    """Split an analyst query into projection, core query and post-processing.
+
+    ``output_names``/``output_types`` are DuckDB's for the whole query (the post-processing
+    casts to them, so the result has DuckDB's names and types); ``typer`` gives DuckDB's type
+    of a per-row SQL expression over the table.
+    """
+    rewriter = _Rewriter(select, table, qualifiers, typer)
+    group = select.args.get("group")
+    if group is None:
+        raise UnsupportedQueryError("a query without GROUP BY", "add GROUP BY () for a total")
+    core_group = rewriter.rewrite_group(group)
+    finals = []
+    for item in select.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Star) or (
+            isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+        ):
+            raise UnsupportedQueryError("SELECT *", _sql(node))
+        if isinstance(node, exp.Literal | exp.Null | exp.Boolean):
+            raise UnsupportedQueryError("constant in the select list", _sql(node))
+        finals.append(rewriter.lift(node, "in the select list"))
+    where = select.args.get("where")
+    filter_column = None
+    if where is not None:
+        rewriter.check_row_expression(where.this, "in WHERE")
+        rewriter.derived[FILTER_COLUMN] = f"COALESCE(CAST(({_sql(where.this)}) AS BOOLEAN), FALSE)"
+        filter_column = FILTER_COLUMN
+    having = select.args.get("having")
+    having_sql = None if having is None else _sql(rewriter.lift(having.this, "in HAVING"))
+    order = select.args.get("order")
+    order_items: list[str] = []
+    if order is not None:
+        for ordered in order.expressions:
+            inner = ordered.this
+            term: exp.Expression
+            if isinstance(inner, exp.Literal) and not inner.is_string:
+                position = int(inner.name)
+                if not 1 <= position <= len(output_names):
+                    raise InvalidParameterError(
+                        "ORDER BY position", f"1..{len(output_names)}", position
+                    )
+                term = exp.column(output_names[position - 1], quoted=True)
+            elif (
+                isinstance(inner, exp.Column)
+                and not inner.table
+                and inner.name.lower() in {n.lower() for n in output_names}
+                and _normal(inner, qualifiers) not in rewriter.keys
+            ):
+                name = next(n for n in output_names if n.lower() == inner.name.lower())
+                term = exp.column(name, quoted=True)
+            else:
+                term = rewriter.lift(inner, "in ORDER BY")
+            item = ordered.copy()
+            item.set("this", term)
+            order_items.append(_sql(item))
+    limit = _count_clause(select.args.get("limit"), "LIMIT")
+    offset = _count_clause(select.args.get("offset"), "OFFSET")
+
+    key_columns = list(dict.fromkeys(rewriter.keys.values()))
+    projection_items = [f"{_quoted(c)}" for c in key_columns if c in table.column_names]
+    projection_items += [f"{sql} AS {_quoted(name)}" for name, sql in rewriter.derived.items()]
+    measured = {name.strip('"') for text in rewriter.aggregates for name in _inner_columns(text)}
+    projection_items += [
+        _quoted(c) for c in sorted(measured) if c in table.column_names and c not in key_columns
+    ]
+    projection = f"SELECT {', '.join(dict.fromkeys(projection_items))} FROM {_quoted(table.name)}"
+    if not rewriter.aggregates:
+        rewriter.hidden("COUNT(*)")  # a core query needs an aggregate; hidden
+    core_items = [_quoted(c) for c in key_columns] + [
+        f"{text} AS {_quoted(name)}" for text, name in rewriter.aggregates.items()
+    ]
+    core = (
+        f"SELECT {', '.join(core_items)} FROM {_quoted(table.name)} "
+        f"GROUP BY {_sql(core_group)[len('GROUP BY ') :]}"
+    )
+    post_items = [
+        f"CAST({_sql(final)} AS {sql_type}) AS {_quoted(name)}"
+        for final, name, sql_type in zip(finals, output_names, output_types, strict=True)
+    ]
+    post_items.append(_quoted(SET_COLUMN))
+    post_sql = f"SELECT {', '.join(post_items)} FROM {_quoted(RESULT_TABLE)}"
+    if having_sql is not None:
+        post_sql += f" WHERE {having_sql}"
+    post_sql += f" ORDER BY {', '.join([*order_items, _quoted(ORDER_COLUMN)])}"
+    if limit is not None:
+        post_sql += f" LIMIT {limit}"
+    if offset is not None:
+        post_sql += f" OFFSET {offset}"
+    labels = {name: rewriter.key_labels[name] for name in key_columns}
+    post = PostProcessing(
+        sql=post_sql,
+        names=tuple(output_names),
+        types=tuple(output_types),
+        groupings=tuple(rewriter.groupings),
+    )
+    return Rewritten(projection, core, filter_column, post, labels)
+
+
+def _inner_columns(core_sql: str) -> list[str]:
+    node = sqlglot.parse_one(core_sql, read="duckdb")
+    return [c.name for c in node.find_all(exp.Column)]
+
+
+def _count_clause(node: exp.Expression | None, what: str) -> int | None:
+    if node is None:
+        return None
+    value = node.expression if isinstance(node, exp.Limit | exp.Offset) else node
+    if isinstance(value, exp.Literal) and not value.is_string and value.name.isdigit():
+        return int(value.name)
+    text = _sql(value) if isinstance(value, exp.Expression) else str(value)
+    raise UnsupportedQueryError(f"a {what} that is not a whole number", text)
+
+
+__all__ = ["FILTER_COLUMN", "HIDDEN_PREFIX", "Rewritten", "rewrite"]

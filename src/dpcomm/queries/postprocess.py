@@ -1,0 +1,109 @@
+"""The result node's last step: the union of the grouping sets' rows, post-processed.
+
+A query in the core class gets its rows as the compute nodes computed them, in grouping-set
+order, then key order, with a :data:`~dpcomm.queries.query.GROUPING_SET_COLUMN` naming each
+row's grouping set when there are several. An analyst query's
+:class:`~dpcomm.queries.query.PostProcessing` runs in DuckDB over those rows: expressions over
+aggregates, GROUPING(), HAVING, ORDER BY, LIMIT, OFFSET, DuckDB's names and types. Only the
+released result is read: no privacy number changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dpcomm.errors import DpcommError
+from dpcomm.queries.query import GROUPING_SET_COLUMN, BoundAggregate, PostProcessing
+
+Row = dict[str, Any]
+
+#: Names the post-processing SQL reads (see :mod:`dpcomm.queries.analyst`).
+_PREFIX = "__dpcomm_"
+_RESULT_TABLE = f"{_PREFIX}result"
+_ORDER_COLUMN = f"{_PREFIX}order"
+_SET_COLUMN = f"{_PREFIX}set"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def grouping_value(columns: Sequence[str], grouping_set: Sequence[str]) -> int:
+    """GROUPING(columns) for a row of ``grouping_set`` (DuckDB's and the SQL standard's).
+
+    Bit i, from the left, is 1 when column i is not in the set.
+    """
+    inside = {c.lower() for c in grouping_set}
+    value = 0
+    for column in columns:
+        value = (value << 1) | (column.lower() not in inside)
+    return value
+
+
+def finish(bound: BoundAggregate, rows_by_set: Sequence[Sequence[Row]]) -> list[Row]:
+    """The final result from each grouping set's rows (in grouping-set order).
+
+    Without post-processing the rows are returned in order, labelled with their grouping set
+    when there are several; with it, DuckDB runs the post-processing SQL over them.
+    """
+    labels = bound.labels
+    several = bound.num_grouping_sets > 1
+    if bound.post is None:
+        if not several:
+            return [row for rows in rows_by_set for row in rows]
+        return [
+            {**row, GROUPING_SET_COLUMN: labels[index]}
+            for index, rows in enumerate(rows_by_set)
+            for row in rows
+        ]
+    return _post_process(bound, bound.post, rows_by_set)
+
+
+def _post_process(
+    bound: BoundAggregate, post: PostProcessing, rows_by_set: Sequence[Sequence[Row]]
+) -> list[Row]:
+    import duckdb
+
+    from dpcomm.queries.sql import scratch_connection
+
+    labels = bound.labels
+    several = bound.num_grouping_sets > 1
+    names = list(bound.output_names)
+    groupings = [
+        [grouping_value(columns, grouping_set) for grouping_set in bound.grouping_sets]
+        for columns in post.groupings
+    ]
+    definitions = [
+        f"{_quoted(name)} {sql_type}"
+        for name, sql_type in zip(names, bound.output_types, strict=True)
+    ]
+    definitions += [f"{_quoted(_ORDER_COLUMN)} BIGINT", f"{_quoted(_SET_COLUMN)} INTEGER"]
+    definitions += [f"{_quoted(f'{_PREFIX}g{i}')} BIGINT" for i in range(len(groupings))]
+    records: list[tuple[Any, ...]] = []
+    for index, rows in enumerate(rows_by_set):
+        extra = [values[index] for values in groupings]
+        for row in rows:
+            records.append((*(row[n] for n in names), len(records), index, *extra))
+    with scratch_connection() as connection:
+        try:
+            connection.execute(f"CREATE TABLE {_quoted(_RESULT_TABLE)} ({', '.join(definitions)})")
+            if records:
+                marks = ", ".join("?" * len(definitions))
+                connection.executemany(
+                    f"INSERT INTO {_quoted(_RESULT_TABLE)} VALUES ({marks})", records
+                )
+            fetched = connection.execute(post.sql).fetchall()
+        except duckdb.Error as error:
+            message = str(error).splitlines()[0]
+            raise DpcommError(f"post-processing the result failed: {message}") from error
+    result: list[Row] = []
+    for record in fetched:
+        row = dict(zip(post.names, record[:-1], strict=True))
+        if several:
+            row[GROUPING_SET_COLUMN] = labels[int(record[-1])]
+        result.append(row)
+    return result
+
+
+__all__ = ["finish", "grouping_value"]
