@@ -52,8 +52,9 @@ def main() -> None:
 
     # 4. Run the query with the planned countermeasure on the phones recruited: the run reports
     #    the planned ε. The counts are over the tuples that arrived (each with probability
-    #    P = 1 − σ + σ/T); estimate="unbiased" divides them by P. Neither is DP: the
-    #    countermeasures hide the traffic, not the values.
+    #    P = 1 − σ + σ/T); estimate="unbiased" divides them by P, in columns named
+    #    "residents (estimate)" with their standard error and 95% interval beside them.
+    #    Neither is DP: the countermeasures hide the traffic, not the values.
     phones = dpcomm.datasets.synthetic(rows=plan.sources_recruited, seed=1)
     run = dpcomm.run_sql(
         "SELECT g1 AS neighbourhood, COUNT(*) AS residents FROM phones GROUP BY g1",
@@ -64,10 +65,11 @@ def main() -> None:
         seed=2,
         estimate="unbiased",
     )
-    print(run.result.sort_values("neighbourhood").head(3).to_string(index=False))
+    shown = ["neighbourhood", "residents (estimate)", "residents (se)"]
+    print(run.result.sort_values("neighbourhood")[shown].head(3).to_string(index=False))
     print(f"  the run's ε = {run.report.privacy.epsilon:.4f} at δ = 1e-4")
     assert abs(run.report.privacy.epsilon - plan.epsilon) < 1e-9
-    estimated_total = run.result["residents"].sum()
+    estimated_total = run.result["residents (estimate)"].sum()
     assert abs(estimated_total - plan.sources_recruited) < 0.1 * plan.sources_recruited
 
 

@@ -155,10 +155,16 @@ def run_sql(
     ``target_epsilon`` warns when the plan's ε exceeds it.
 
     The result's values are exact over the tuples that arrived (not differentially private:
-    the countermeasures hide the traffic); with ``estimate="unbiased"`` COUNT and SUM are
-    divided by the probability P that a tuple arrives (floats, labelled ``report.estimate``;
-    AVG, MIN, MAX unchanged). Returns the :class:`~dpcomm.engine.runs.AggregateRun` that
-    ``dpcomm run aggregate`` prints: ``result`` (a DataFrame), ``rows``, ``report``.
+    the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
+    over every tuple (:mod:`dpcomm.engine.estimate`): COUNT and SUM divided by the known
+    probability P that a tuple arrives, AVG their ratio, each in a column
+    ``<name> (estimate)`` with ``<name> (se)``, ``<name> (95% low)`` and
+    ``<name> (95% high)`` beside it; groups of the table that received no tuple are
+    estimated as 0; MIN and MAX stay those of the delivered tuples. The report then
+    describes the estimates (``report.estimate``, ``report.result_semantics``, and the
+    utility's errors are the estimates'). Returns the
+    :class:`~dpcomm.engine.runs.AggregateRun` that ``dpcomm run aggregate`` prints:
+    ``result`` (a DataFrame), ``rows``, ``report``.
 
     >>> import dpcomm
     >>> import pandas as pd
@@ -171,7 +177,7 @@ def run_sql(
     >>> run.report.privacy.epsilon
     inf
     >>> run  # doctest: +ELLIPSIS
-    AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 tuples used, ...)
+    AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
     """
     from dpcomm.data.table import Table
     from dpcomm.engine.engines import make_engine

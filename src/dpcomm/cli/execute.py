@@ -279,13 +279,15 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     print(f"Countermeasure: {report.countermeasure}")
     _print_seed(report)
     print()
-    what = "exact over" if report.estimate is None else "estimated from"
-    print(
-        f"Result ({len(outcome.rows)} rows): {what} the tuples that reached their compute "
-        "node, not differentially private (the countermeasures hide the traffic, not the values)"
-    )
-    if report.estimate is not None:
-        print(f"  estimates: {report.estimate}")
+    if report.estimate is None:
+        print(
+            f"Result ({len(outcome.rows)} rows): exact over the tuples that reached their "
+            "compute node, not differentially private (the countermeasures hide the traffic, "
+            "not the values)"
+        )
+    else:
+        print(f"Result ({len(outcome.rows)} rows): {report.result_semantics}")
+        print(f"  estimates: {report.estimate.describe()}")
     _print_rows(outcome.rows, rows)
     print()
     _print_privacy(report.privacy)
@@ -301,7 +303,7 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     for column, error in utility.mean_relative_error.items():
         print(
             f"  {column}: mean relative error {error:.4f} "
-            f"(max {utility.max_relative_error[column]:.4f}) against the non-private result"
+            f"(max {utility.max_relative_error[column]:.4f}) against the exact result"
         )
     print()
     _print_efficiency(report.efficiency)
@@ -381,9 +383,12 @@ def add_aggregate_options(
             "--estimate",
             choices=["delivered", "unbiased"],
             default="delivered",
-            help="delivered: the values over the tuples that arrived (default); unbiased: COUNT "
-            "and SUM divided by the known probability P = 1 − σ + σ/T that a tuple arrives "
-            "(labelled as estimates; AVG, MIN, MAX unchanged)",
+            help="delivered: the values over the tuples that arrived (default); unbiased: "
+            "estimates over every tuple, COUNT and SUM divided by the known probability "
+            "P = 1 − σ + σ/T that a tuple arrives, AVG their ratio, each with its standard "
+            "error and 95%% interval (columns NAME (estimate), NAME (se), NAME (95%% low), "
+            "NAME (95%% high)); groups that received no tuple are estimated as 0; MIN, MAX "
+            "of the delivered tuples",
         )
 
 
@@ -618,7 +623,7 @@ def _write_rows(columns: list[str], rows: list[dict[str, Any]], path: Path) -> N
 def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: Path | None) -> None:
     """The result (``--out``) and the report (``--report``) of a run, if asked for."""
     if out is not None and isinstance(outcome, AggregateRun):
-        _write_rows(list(outcome.program.query.result_names), outcome.rows, out)
+        _write_rows(list(outcome.columns), outcome.rows, out)
         print(f"wrote {len(outcome.rows):,} result rows to {out}", file=sys.stderr)
     elif out is not None and isinstance(outcome, KMeansRun):
         centroids = outcome.centroids

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from dpcomm._json import json_ready
 from dpcomm.accounting.mechanisms import ScramblerMechanism
+from dpcomm.engine.estimate import ESTIMATE_SEMANTICS, EstimateReport
 from dpcomm.engine.run import Run, RunDetails
 from dpcomm.engine.utility import AggregateUtility, KMeansUtility
 from dpcomm.errors import InvalidParameterError
@@ -314,7 +315,7 @@ class Report(Generic[Utility]):
         utility: what the result lost (:class:`AggregateUtility` or :class:`KMeansUtility`).
         sql: the Aggregate query (None for K-means).
         estimate: how the result's values were estimated (None: exact over the delivered
-            tuples).
+            tuples); then ``result_semantics`` and ``utility`` describe the estimates.
         details: what only the engine measured (a deployment's wire, a Dask run's partitions).
     """
 
@@ -326,7 +327,7 @@ class Report(Generic[Utility]):
     efficiency: EfficiencyReport
     utility: Utility
     sql: str | None = None
-    estimate: str | None = None
+    estimate: EstimateReport | None = None
     details: RunDetails | None = None
 
     @property
@@ -337,7 +338,9 @@ class Report(Generic[Utility]):
     @property
     def result_semantics(self) -> str | None:
         """What the values of an Aggregate result are (None for K-means)."""
-        return None if self.sql is None else RESULT_SEMANTICS
+        if self.sql is None:
+            return None
+        return RESULT_SEMANTICS if self.estimate is None else ESTIMATE_SEMANTICS
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON, as the CLI's ``--json`` prints it (∞ is ``"inf"``).
@@ -364,21 +367,35 @@ class Report(Generic[Utility]):
         if self.details is not None:
             document.update(self.details.to_dict())
         if self.estimate is not None:
-            document["estimate"] = self.estimate
+            document["estimate"] = self.estimate.to_dict()
         ready: dict[str, Any] = json_ready(document)
         return ready
 
     def summary(self) -> str:
-        """One line: ε at δ (and the method), tuples used, messages sent."""
+        """One line: ε at δ (and the method), rows used per grouping set, messages sent."""
         privacy = self.privacy
         parts = [f"ε = {privacy.epsilon:.4g} at δ = {privacy.delta:g} ({privacy.method})"]
         if isinstance(self.utility, AggregateUtility) and self.utility.sources:
-            parts.append(f"{self.utility.tuples_used:,} of {self.utility.sources:,} tuples used")
+            parts.append(rows_used(self.utility))
         parts.append(f"{self.efficiency.messages:,} messages")
         return ", ".join(parts)
 
     def __repr__(self) -> str:
         return f"Report({self.summary()})"
+
+
+def rows_used(utility: AggregateUtility) -> str:
+    """``8,093 of 10,000 rows used``; per grouping set when there are several.
+
+    >>> from dpcomm.engine.utility import AggregateUtility
+    >>> rows_used(AggregateUtility(344, {"(a)": 300, "(b)": 290}, (), 0, 0, {}, {}))
+    '(a) 300, (b) 290 of 344 rows used'
+    """
+    used = utility.tuples_used
+    if len(used) == 1:
+        return f"{next(iter(used.values())):,} of {utility.sources:,} rows used"
+    shown = ", ".join(f"{name} {count:,}" for name, count in used.items())
+    return f"{shown} of {utility.sources:,} rows used"
 
 
 def run_report(

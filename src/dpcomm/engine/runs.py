@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.engine.engines import Engine, MemoryEngine
-from dpcomm.engine.estimate import estimate_label, estimated_columns, unbiased_estimate
+from dpcomm.engine.estimate import unbiased_estimate
 from dpcomm.engine.report import Report, run_report
 from dpcomm.engine.run import Run, RunOptions
 from dpcomm.engine.utility import (
@@ -48,11 +48,13 @@ class AggregateRun:
         run: the run (delivered tuples, traffic, guarantee).
         baseline: the same plan without countermeasures, not accounted.
         report: privacy, utility and efficiency.
-        estimated: the columns whose values are unbiased estimates (floats), if any.
+        estimate_columns: the columns of an estimated result and their DuckDB types (None:
+            the query's own, the values of the delivered tuples).
 
     ``result`` is the same rows as a pandas DataFrame: what DuckDB's ``.df()`` gives for them
     (DuckDB's column names; dates as ``datetime64``, DECIMAL as float, integers with NULLs as
-    ``Int64``, estimated columns as float).
+    ``Int64``). An estimated result (:meth:`with_unbiased_estimate`) names its columns
+    ``count_star() (estimate)``, ``count_star() (se)``, ``count_star() (95% low)``, ...
 
     >>> import dpcomm
     >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
@@ -60,7 +62,7 @@ class AggregateRun:
     >>> isinstance(run, dpcomm.AggregateRun), run.rows[0], run.result.shape
     (True, {'A': 20, 'count_star()': 605}, (7, 2))
     >>> run.report.utility.tuples_used, run.to_dict()["report"]["privacy"]["epsilon"]
-    (10000, 'inf')
+    ({'(A)': 10000}, 'inf')
     """
 
     program: AggregateProgram
@@ -68,7 +70,14 @@ class AggregateRun:
     run: Run
     baseline: Run
     report: Report[AggregateUtility]
-    estimated: frozenset[str] = frozenset()
+    estimate_columns: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The result's column names, in order."""
+        if self.estimate_columns is not None:
+            return tuple(name for name, _ in self.estimate_columns)
+        return self.program.query.result_names
 
     @cached_property
     def result(self) -> Any:
@@ -76,21 +85,34 @@ class AggregateRun:
         from dpcomm.data.frames import result_frame
 
         query = self.program.query
-        types = [
-            "DOUBLE" if name in self.estimated else sql_type
-            for name, sql_type in zip(query.result_names, query.result_types, strict=True)
-        ]
-        return result_frame(self.rows, query.result_names, types)
+        if self.estimate_columns is not None:
+            names, types = zip(*self.estimate_columns, strict=True)
+            return result_frame(self.rows, names, types)
+        return result_frame(self.rows, query.result_names, query.result_types)
 
     def with_unbiased_estimate(self) -> AggregateRun:
-        """The same run with COUNT and SUM divided by the delivery probability P (estimates).
+        """The same run with its result estimated over every tuple (unbiased for COUNT, SUM).
 
-        The report says so (``report.estimate``); AVG, MIN and MAX are unchanged
-        (:func:`dpcomm.engine.estimate.unbiased_estimate`).
+        COUNT and SUM are divided by the delivery probability P, AVG is their ratio; each
+        estimate has a standard error and a 95% interval beside it, and groups of the key
+        domain (the baseline's) that received no tuple are estimated as 0
+        (:func:`dpcomm.engine.estimate.unbiased_estimate`). The report says so
+        (``report.estimate``, ``report.result_semantics``), and its utility is that of the
+        estimates against the exact result. The privacy guarantee is unchanged
+        (post-processing).
         """
-        rows, probabilities = unbiased_estimate(self.program, self.run)
-        report = replace(self.report, estimate=estimate_label(probabilities))
-        return replace(self, rows=rows, report=report, estimated=estimated_columns(self.program))
+        estimate = unbiased_estimate(self.program, self.run, self.baseline)
+        utility = aggregate_utility(
+            self.program,
+            self.run,
+            self.baseline,
+            result_is_of_delivered_tuples=self.report.utility.result_is_of_delivered_tuples,
+            results=estimate.per_set,
+            column_names=estimate.report.columns,
+        )
+        report = replace(self.report, estimate=estimate.report, utility=utility)
+        columns = tuple(zip(estimate.columns, estimate.types, strict=True))
+        return replace(self, rows=estimate.rows, report=report, estimate_columns=columns)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"result": rows, "report": ...}``: the one JSON document of every run."""
@@ -99,7 +121,7 @@ class AggregateRun:
         return {"result": json_ready(self.rows), "report": self.report.to_dict()}
 
     def __repr__(self) -> str:
-        columns = len(self.program.query.result_names)
+        columns = len(self.columns)
         return f"AggregateRun({len(self.rows):,} rows × {columns} columns; {self.report.summary()})"
 
 

@@ -8,7 +8,7 @@ K-means' Rand indices from their final centroids. Nothing is evaluated a third t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any
@@ -52,21 +52,21 @@ class AggregateUtility:
     run's is *missing*.
 
     Attributes:
-        sources: S, the sources (rows).
-        tuples_used: real tuples counted, summed over the grouping sets.
-        tuples_nonprivate: S times the grouping sets (every tuple counted).
+        sources: S, the sources (the table's rows; every grouping set of the non-private
+            run counts all S).
+        tuples_used: real tuples counted, per grouping set (each out of S).
         grouping_sets: per grouping set.
         groups: groups of the non-private result.
         groups_missing: of those, the groups absent from the run's result.
-        mean_relative_error: per aggregate column, over the groups present in both.
+        mean_relative_error: per aggregate column of the result (for an estimated result,
+            the estimates' columns), over the groups present in both.
         max_relative_error: per aggregate column.
         result_is_of_delivered_tuples: whether the run's result is the result of the tuples it
             delivered (always, unless a result computed elsewhere lost an output).
     """
 
     sources: int
-    tuples_used: int
-    tuples_nonprivate: int
+    tuples_used: Mapping[str, int]
     grouping_sets: tuple[GroupingSetUtility, ...]
     groups: int
     groups_missing: int
@@ -137,11 +137,15 @@ def aggregate_utility(
     baseline: Run,
     *,
     result_is_of_delivered_tuples: bool = True,
+    results: Sequence[list[Row]] | None = None,
+    column_names: Mapping[str, str] | None = None,
 ) -> AggregateUtility:
     """Tuples used per grouping set and every aggregate's error against the baseline's.
 
     Both results come from the two runs' final states (the run's from the tuples it
-    delivered, the baseline's from every tuple): nothing is evaluated again.
+    delivered, the baseline's from every tuple): nothing is evaluated again. ``results``
+    (per grouping set, with the query's column names) replaces the run's, e.g. by its
+    estimates; ``column_names`` names their errors (an output's estimate column).
     """
     query = program.query
     group_names = [o.name for o in query.outputs if o.kind == "group"]
@@ -149,7 +153,8 @@ def aggregate_utility(
     errors: dict[str, list[float]] = {name: [] for name in value_names}
     used = run.tuples_used()
     per_set = []
-    exact_sets, private_sets = flow_rows(program, baseline.state), flow_rows(program, run.state)
+    exact_sets = flow_rows(program, baseline.state)
+    private_sets = flow_rows(program, run.state) if results is None else list(results)
     for name, exact_rows, private_rows in zip(
         program.flow_names, exact_sets, private_sets, strict=True
     ):
@@ -181,15 +186,19 @@ def aggregate_utility(
                 groups_missing=missing,
             )
         )
+    named = column_names or {}
     return AggregateUtility(
         sources=program.num_sources,
-        tuples_used=sum(p.tuples_used for p in per_set),
-        tuples_nonprivate=program.num_sources * len(per_set),
+        tuples_used={p.grouping_set: p.tuples_used for p in per_set},
         grouping_sets=tuple(per_set),
         groups=sum(p.groups for p in per_set),
         groups_missing=sum(p.groups_missing for p in per_set),
-        mean_relative_error={c: (float(np.mean(v)) if v else 0.0) for c, v in errors.items()},
-        max_relative_error={c: (float(np.max(v)) if v else 0.0) for c, v in errors.items()},
+        mean_relative_error={
+            named.get(c, c): (float(np.mean(v)) if v else 0.0) for c, v in errors.items()
+        },
+        max_relative_error={
+            named.get(c, c): (float(np.max(v)) if v else 0.0) for c, v in errors.items()
+        },
         result_is_of_delivered_tuples=result_is_of_delivered_tuples,
     )
 

@@ -9,7 +9,13 @@ import pytest
 
 from dpcomm.data import table_from_arrays
 from dpcomm.engine.engines import MemoryEngine, make_engine
-from dpcomm.engine.report import NO_COUNTERMEASURE_REASON, SEEDED_NOTE, Report
+from dpcomm.engine.estimate import ESTIMATE_SEMANTICS, EstimateReport
+from dpcomm.engine.report import (
+    NO_COUNTERMEASURE_REASON,
+    RESULT_SEMANTICS,
+    SEEDED_NOTE,
+    Report,
+)
 from dpcomm.engine.runs import AggregateRun, KMeansRun, run_aggregate, run_kmeans
 from dpcomm.engine.utility import KMeansUtility
 from dpcomm.errors import InvalidParameterError
@@ -63,7 +69,10 @@ def test_the_baseline_is_not_accounted_and_utility_is_read_from_both_runs():
     utility = outcome.report.utility
     used = outcome.run.tuples_used()
     assert [s.tuples_used for s in utility.grouping_sets] == [used["(a)"], used["(b)"]]
-    assert utility.tuples_used < utility.tuples_nonprivate == 800
+    assert utility.tuples_used == {"(a)": used["(a)"], "(b)": used["(b)"]}
+    assert max(utility.tuples_used.values()) < utility.sources == 400
+    summary = outcome.report.summary()
+    assert f"(a) {used['(a)']}, (b) {used['(b)']} of 400 rows used" in summary
     assert utility.result_is_of_delivered_tuples
     assert max(utility.mean_relative_error.values()) > 0  # σ = 0.5 lost tuples
 
@@ -74,10 +83,20 @@ def test_an_estimate_is_labelled_and_typed():
     )
     estimated = outcome.with_unbiased_estimate()
     assert isinstance(estimated, AggregateRun) and outcome.report.estimate is None
-    assert estimated.report.estimate.startswith("unbiased")
-    assert list(estimated.report.to_dict())[-1] == "estimate"
-    assert str(estimated.result["count_star()"].dtype) == "float64"
+    assert isinstance(estimated.report.estimate, EstimateReport)
+    assert estimated.report.result_semantics == ESTIMATE_SEMANTICS
+    assert outcome.report.result_semantics == RESULT_SEMANTICS
+    document = estimated.report.to_dict()
+    assert list(document)[-1] == "estimate"
+    assert document["estimate"]["method"] == "horvitz-thompson"
+    assert document["result_semantics"] == ESTIMATE_SEMANTICS
+    assert str(estimated.result["count_star() (estimate)"].dtype) == "float64"
+    assert list(estimated.result.columns) == list(estimated.columns)
     assert estimated.to_dict()["result"] == estimated.rows
+    assert set(estimated.report.utility.mean_relative_error) == {
+        "count_star() (estimate)",
+        "avg(x) (estimate)",
+    }
 
 
 def test_kmeans_without_labels_reports_no_rand_index():

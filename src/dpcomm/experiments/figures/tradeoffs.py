@@ -173,7 +173,7 @@ def aggregate_point(
         "messages_added": messages - baseline,
         "overhead_factor": messages / baseline,
         "max_scrambler_channels": efficiency.max_channels_by_role["scrambler"],
-        "tuples_used": utility.tuples_used / grouping_sets,
+        "tuples_used": sum(utility.tuples_used.values()) / grouping_sets,
         "avg_relative_error": utility.mean_relative_error["avg_m1"],
         "epsilon": privacy.epsilon,
         "delta": privacy.delta,
