@@ -192,7 +192,11 @@ def _from_table(
                 and not (join.args.get("side") or join.args.get("using") or join.args.get("method"))
             )
             construct = "multiple tables in FROM" if comma else "JOIN"
-            raise UnsupportedQueryError(construct, join.sql(dialect="duckdb")[:80])
+            raise UnsupportedQueryError(
+                construct,
+                f"{join.sql(dialect='duckdb')[:80]}: a source holds one row of one table; join "
+                "first (a DuckDB view, a DataFrame) and give dpcomm the joined table",
+            )
         detail = value.sql(dialect="duckdb")[:80] if isinstance(value, exp.Expression) else ""
         raise UnsupportedQueryError(construct, detail)
     source = select.args.get("from_")
@@ -200,7 +204,9 @@ def _from_table(
         raise UnsupportedQueryError("a query without FROM")
     table = source.this
     if isinstance(table, exp.Subquery | exp.Select):
-        raise UnsupportedQueryError("subquery", "in FROM")
+        raise UnsupportedQueryError(
+            "subquery", "in FROM: give dpcomm the subquery's result as the table"
+        )
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
         raise UnsupportedQueryError(
             "a FROM that is not a plain table name", table.sql(dialect="duckdb")[:80]
@@ -577,7 +583,12 @@ def _bind_analyst(sql: str, table: Table) -> BoundAggregate:
     if select.find(exp.Subquery) is not None or any(
         node is not select for node in select.find_all(exp.Select)
     ):
-        raise UnsupportedQueryError("subquery")
+        raise UnsupportedQueryError("subquery", "a source sees only its own row")
+    window = select.find(exp.Window)
+    if window is not None:
+        raise UnsupportedQueryError(
+            "window function", f"{window.sql(dialect='duckdb')[:80]}: a source sees only its row"
+        )
     raw = table.renamed(table_name)
     names, types = _duckdb_result(sql, table_name, raw)
     lowered = [n.lower() for n in names]

@@ -1,0 +1,138 @@
+"""The privacy of WHERE: a row that fails the filter is sent exactly as one that passes.
+
+Neighbouring tables that differ only in whether one row passes the WHERE give the observer the
+same traffic, run by run (same seed) in every mechanism, and the same exact output
+distribution (enumerated on tiny instances): the pair costs nothing (δ(0) = 0). Tables whose
+rows differ in the key too are an ordinary neighbouring pair: their exact hockey-stick
+divergence stays below the δ the accountant reports.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import dpcomm
+from dpcomm.accounting.accountant import account
+from dpcomm.accounting.brute_force import output_distribution
+from dpcomm.accounting.mechanisms import ScramblerMechanism
+from dpcomm.data.table import Table, table_from_arrays
+from dpcomm.queries.aggregate import AggregateProgram
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpcomm.errors.DpcommWarning")
+
+SQL = "SELECT k, COUNT(*) AS n, SUM(v) AS total FROM t WHERE v > 0 GROUP BY k"
+
+
+def table(keys: list[str], values: list[int]) -> Table:
+    return table_from_arrays(
+        "t", {"k": np.array(keys, dtype=object), "v": np.array(values, dtype=np.int64)}
+    )
+
+
+KEYS = ["a", "b", "c", "a", "b", "c", "a", "b", "c", "a", "b", "c"]
+VALUES = [5, 3, -1, 2, 7, 4, -6, 1, 8, 2, 2, 9]
+PASSES = table(KEYS, VALUES)
+FAILS = table(KEYS, [-5, *VALUES[1:]])  # row 0 fails the filter, same key
+
+
+def traffic(run: dpcomm.AggregateRun) -> list[tuple[str, list[int], list[int], list[int], int]]:
+    """What the observer sees: per flow, every edge and its message count, and the dummies."""
+    seen = []
+    for flow in run.run.traffic:
+        order = np.lexsort((flow.receivers, flow.senders))
+        seen.append(
+            (
+                flow.flow,
+                flow.senders[order].tolist(),
+                flow.receivers[order].tolist(),
+                flow.counts[order].tolist(),
+                flow.dummies,
+            )
+        )
+    return seen
+
+
+COUNTERMEASURES = [
+    dpcomm.LocalFlooding(sampling_rate=0.5),
+    dpcomm.LocalFlooding(sampling_rate=0.3, num_dummies=2),
+    dpcomm.Scramblers(sampling_rate=0.4, batch_size=4, num_dummies=3),
+    dpcomm.NoCountermeasure(),
+]
+
+
+@pytest.mark.parametrize("countermeasure", COUNTERMEASURES, ids=lambda c: type(c).__name__)
+def test_a_filtered_out_row_sends_as_if_it_passed(countermeasure: object) -> None:
+    for seed in range(40):
+        runs = [
+            dpcomm.run_sql(SQL, data, countermeasure=countermeasure, num_targets=3, seed=seed)
+            for data in (PASSES, FAILS)
+        ]
+        assert traffic(runs[0]) == traffic(runs[1]), f"seed {seed}"
+        assert runs[0].run.privacy == runs[1].run.privacy
+    # The results do differ: the compute node left the row out.
+    exact = [
+        dpcomm.run_sql(SQL, data, countermeasure=dpcomm.NoCountermeasure(), num_targets=3).rows
+        for data in (PASSES, FAILS)
+    ]
+    assert exact[0] != exact[1]
+    assert [r["n"] for r in exact[0] if r["k"] == "a"] == [3]
+    assert [r["n"] for r in exact[1] if r["k"] == "a"] == [2]
+
+
+def test_the_network_engine_sends_a_filtered_out_row_too() -> None:
+    scramblers = dpcomm.Scramblers(sampling_rate=0.4, batch_size=4, num_dummies=3)
+    runs = [
+        dpcomm.run_sql(SQL, data, countermeasure=scramblers, num_targets=3, seed=3, engine=engine)
+        for data in (PASSES, FAILS)
+        for engine in ("memory", "network")
+    ]
+    assert traffic(runs[0]) == traffic(runs[1]) == traffic(runs[2]) == traffic(runs[3])
+    assert runs[0].rows == runs[1].rows
+    assert runs[2].rows == runs[3].rows != runs[0].rows
+
+
+def _routes(data: Table) -> list[int]:
+    program = AggregateProgram.from_sql(SQL, data, num_targets=2)
+    flow = program.flow_names[0]
+    return [int(t) for t in program.route(program.initial_state(), flow, program.table)]
+
+
+def _hockey_stick(p: dict[object, float], q: dict[object, float], epsilon: float) -> float:
+    """max over both directions of Σ_o max(0, P(o) − e^ε Q(o))."""
+    outcomes = set(p) | set(q)
+    forward = sum(max(0.0, p.get(o, 0.0) - math.exp(epsilon) * q.get(o, 0.0)) for o in outcomes)
+    backward = sum(max(0.0, q.get(o, 0.0) - math.exp(epsilon) * p.get(o, 0.0)) for o in outcomes)
+    return max(forward, backward)
+
+
+def test_enumeration_filter_only_neighbours_are_indistinguishable() -> None:
+    """Three sources, one scrambler (n = 3, T = 2, d = 1): the exact output distributions."""
+    passes = table(["x", "y", "x"], [1, 1, 1])
+    fails = table(["x", "y", "x"], [-1, 1, 1])
+    assert _routes(passes) == _routes(fails)
+    mechanism = ScramblerMechanism(num_targets=2, sampling_rate=0.3, batch_size=3, num_dummies=1)
+    p = output_distribution(mechanism, _routes(passes))
+    q = output_distribution(mechanism, _routes(fails))
+    assert _hockey_stick(p, q, 0.0) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_enumeration_filter_and_key_neighbours_within_the_reported_bound() -> None:
+    """A row that fails the filter and changes its key: an ordinary neighbour (Section 4)."""
+    passes = table(["x", "y", "x"], [1, 1, 1])
+    routes = _routes(passes)
+    other_key = next(
+        k
+        for k in ("x", "y", "z", "w", "v")
+        if _routes(table([k, "y", "x"], [1, 1, 1]))[0] != routes[0]
+    )
+    moved = table([other_key, "y", "x"], [-1, 1, 1])
+    assert _routes(moved)[0] != routes[0] and _routes(moved)[1:] == routes[1:]
+    mechanism = ScramblerMechanism(num_targets=2, sampling_rate=0.3, batch_size=3, num_dummies=1)
+    p = output_distribution(mechanism, routes)
+    q = output_distribution(mechanism, _routes(moved))
+    report = account(mechanism, delta=1e-4, monte_carlo_samples=0)
+    assert _hockey_stick(p, q, report.guarantee.epsilon) <= report.guarantee.delta + 1e-12
+    assert _hockey_stick(p, q, 0.0) > 0  # the key change is visible without noise bound

@@ -1,0 +1,132 @@
+"""Analyst SQL: how a query splits into a row projection, a core query and post-processing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpcomm.data.table import Table, table_from_arrays
+from dpcomm.errors import InvalidParameterError
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.queries.analyst import FILTER_COLUMN
+from dpcomm.queries.postprocess import grouping_value
+from dpcomm.queries.query import GROUPING_SET_COLUMN, BoundAggregate
+from dpcomm.queries.sql import UnsupportedQueryError, bind_sql, project
+
+
+@pytest.fixture
+def table() -> Table:
+    return table_from_arrays(
+        "D",
+        {
+            "A": np.array([1, 2, 2, 3]),
+            "B": np.array(["x", "y", "x", "z"], dtype=object),
+            "I": np.array([1.5, 2.5, 3.0, -1.0]),
+            "F": np.array([True, False, True, True]),
+        },
+        ["INTEGER", "VARCHAR", "DOUBLE", "BOOLEAN"],
+    )
+
+
+def test_a_core_query_is_not_rewritten(table: Table) -> None:
+    bound = bind_sql("SELECT A, COUNT(*) FROM D GROUP BY A", table)
+    assert bound.projection is None and bound.post is None and bound.filter_column is None
+    assert project(bound, table) is table
+
+
+def test_where_becomes_a_carried_boolean_column(table: Table) -> None:
+    bound = bind_sql("SELECT B, COUNT(*) FROM D WHERE I > 0 GROUP BY B", table)
+    assert bound.filter_column == FILTER_COLUMN
+    assert FILTER_COLUMN in bound.carried_columns(0)
+    derived = project(bound, table)
+    assert derived.column(FILTER_COLUMN).values.tolist() == [True, True, True, False]
+    # Every row stays a source: the filtered-out row is sent, and left out at the compute node.
+    program = AggregateProgram.from_sql("SELECT B, COUNT(*) FROM D WHERE I > 0 GROUP BY B", table)
+    assert program.num_sources == 4
+    assert program.nonprivate_result() == [
+        {"B": "x", "count_star()": 2},
+        {"B": "y", "count_star()": 1},
+    ]
+
+
+def test_a_null_condition_does_not_pass(table: Table) -> None:
+    bound = bind_sql("SELECT B, COUNT(*) FROM D WHERE NULLIF(A, 2) > 0 GROUP BY B", table)
+    assert project(bound, table).column(FILTER_COLUMN).values.tolist() == [
+        True,
+        False,
+        False,
+        True,
+    ]
+
+
+def test_derived_keys_are_labelled_as_written(table: Table) -> None:
+    bound = bind_sql("SELECT FLOOR(I) AS f, B, COUNT(*) FROM D GROUP BY ROLLUP(FLOOR(I), B)", table)
+    assert bound.labels == ("()", "(FLOOR(I))", "(FLOOR(I), B)")
+    assert bound.result_names == ("f", "B", "count_star()", GROUPING_SET_COLUMN)
+
+
+def test_the_bound_query_travels_with_its_post_processing(table: Table) -> None:
+    bound = bind_sql(
+        "SELECT B, SUM(I) / COUNT(*) AS m FROM D WHERE F GROUP BY B HAVING COUNT(*) > 1 "
+        "ORDER BY m DESC LIMIT 1",
+        table,
+    )
+    again = BoundAggregate.from_dict(bound.to_dict())
+    assert again == bound
+    assert bound.post is not None and "LIMIT 1" in bound.post.sql
+
+
+def test_grouping_value_is_duckdbs() -> None:
+    assert grouping_value(("a", "b"), ("a", "b")) == 0
+    assert grouping_value(("a", "b"), ("a",)) == 1
+    assert grouping_value(("a", "b"), ("b",)) == 2
+    assert grouping_value(("a", "b"), ()) == 3
+
+
+@pytest.mark.parametrize(
+    ("sql", "construct", "why"),
+    [
+        ("SELECT A, COUNT(DISTINCT B) FROM D GROUP BY A", "DISTINCT", "GROUP BY the column"),
+        ("SELECT A, MEDIAN(I) FROM D GROUP BY A", "MEDIAN", "binned column"),
+        ("SELECT A, MODE(B) FROM D GROUP BY A", "MODE", "largest COUNT"),
+        ("SELECT A, STRING_AGG(B, ',') FROM D GROUP BY A", "STRING_AGG", "GROUP BY the column"),
+        ("SELECT A, SUM(I) OVER () FROM D GROUP BY A", "window function", "its row"),
+        ("SELECT A, COUNT(*) FROM D WHERE random() < 0.5 GROUP BY A", "random", "deterministic"),
+        (
+            "SELECT A, COUNT(*) FROM D WHERE current_date > DATE '2020-01-01' GROUP BY A",
+            "current date",
+            "every node",
+        ),
+        ("SELECT D.A, COUNT(*) FROM D JOIN D E ON D.A = E.A GROUP BY D.A", "JOIN", "join first"),
+        ("SELECT A, COUNT(*) FROM D GROUP BY A HAVING COUNT(DISTINCT B) > 1", "DISTINCT", ""),
+    ],
+)
+def test_refusals_say_why(table: Table, sql: str, construct: str, why: str) -> None:
+    with pytest.raises(UnsupportedQueryError) as raised:
+        bind_sql(sql, table)
+    message = str(raised.value)
+    assert construct.lower() in message.lower()
+    assert why.lower() in message.lower()
+    assert "\n" not in message
+
+
+def test_a_column_with_dpcomms_prefix_is_refused() -> None:
+    odd = table_from_arrays("D", {"__dpcomm_k0": np.array([1, 2])})
+    with pytest.raises(InvalidParameterError, match="__dpcomm_"):
+        bind_sql("SELECT __dpcomm_k0 + 1 AS k, COUNT(*) FROM D GROUP BY __dpcomm_k0 + 1", odd)
+
+
+def test_an_output_named_grouping_set_is_refused_with_several_sets(table: Table) -> None:
+    with pytest.raises(InvalidParameterError, match="grouping_set"):
+        bind_sql("SELECT A AS grouping_set, COUNT(*) FROM D GROUP BY ROLLUP(A)", table)
+    assert bind_sql("SELECT A AS grouping_set, COUNT(*) FROM D GROUP BY A", table)
+
+
+def test_sum_of_booleans_and_min_max_of_text(table: Table) -> None:
+    program = AggregateProgram.from_sql("SELECT A, SUM(F), MIN(B), MAX(B) FROM D GROUP BY A", table)
+    rows = program.nonprivate_result()
+    assert [(r["A"], r["sum(F)"], r["min(B)"], r["max(B)"]) for r in rows] == [
+        (1, 1, "x", "x"),
+        (2, 1, "x", "y"),
+        (3, 1, "z", "z"),
+    ]
