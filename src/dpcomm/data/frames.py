@@ -21,25 +21,37 @@ def result_frame(rows: Sequence[Any], names: Iterable[str], types: Iterable[str]
     ['datetime64[us]', 'Int64']
     """
     import duckdb
-    import pyarrow as pa
 
     names, types = list(names), list(types)
     columns = [
         [row[name] if isinstance(row, Mapping) else row[i] for row in rows]
         for i, name in enumerate(names)
     ]
+    connection = duckdb.connect()
+    connection.register("result_rows", arrow_columns(columns))
+    return connection.sql(f"SELECT {typed_columns(names, types)} FROM result_rows").df()
+
+
+def arrow_columns(columns: Sequence[Sequence[Any]]) -> Any:
+    """Columns of Python values as an Arrow table of columns ``c0, c1, ...``.
+
+    A column Arrow cannot hold (an integer beyond 64 bits, mixed values) goes as text, which
+    :func:`typed_columns` casts back to its SQL type in DuckDB.
+    """
+    import pyarrow as pa
+
     arrays = []
     for values in columns:
         try:
-            arrays.append(pa.array(values))
+            arrays.append(pa.array(list(values)))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
-    positional = [f"c{index}" for index in range(len(names))]
-    result_rows = pa.Table.from_arrays(arrays, names=positional)
-    connection = duckdb.connect()
-    connection.register("result_rows", result_rows)
-    select = ", ".join(
-        f'CAST({column} AS {sql_type}) AS "{name.replace(chr(34), chr(34) * 2)}"'
-        for column, sql_type, name in zip(positional, types, names, strict=True)
+    return pa.Table.from_arrays(arrays, names=[f"c{index}" for index in range(len(arrays))])
+
+
+def typed_columns(names: Sequence[str], types: Sequence[str]) -> str:
+    """The select list that casts :func:`arrow_columns`' ``c<i>`` to ``types`` as ``names``."""
+    return ", ".join(
+        f'CAST(c{index} AS {sql_type}) AS "{name.replace(chr(34), chr(34) * 2)}"'
+        for index, (name, sql_type) in enumerate(zip(names, types, strict=True))
     )
-    return connection.sql(f"SELECT {select} FROM result_rows").df()

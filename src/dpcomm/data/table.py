@@ -331,9 +331,19 @@ def table_from_relation(relation: duckdb.DuckDBPyRelation, name: str) -> Table:
     """Materialize a DuckDB relation as a :class:`Table` (types from DuckDB, NULLs kept).
 
     DECIMAL and wide integers are fetched as text and parsed exactly (DuckDB's numpy
-    conversion makes them float64); types no query can read are kept as DuckDB's text.
+    conversion makes them float64); an ENUM (a pandas ``category`` column) is read as its
+    labels, VARCHAR; types no query can read are kept as DuckDB's text.
     """
     types = [str(t) for t in relation.types]
+    enums = [i for i, sql_type in enumerate(types) if sql_type.upper().startswith("ENUM(")]
+    if enums:
+        relation = relation.project(
+            ", ".join(
+                f"CAST({_quote(c)} AS VARCHAR) AS {_quote(c)}" if i in enums else _quote(c)
+                for i, c in enumerate(relation.columns)
+            )
+        )
+        types = [str(t) for t in relation.types]
     names = list(relation.columns)
     projection = []
     for column_name, sql_type in zip(names, types, strict=True):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dpcomm.data.frames import arrow_columns, typed_columns
 from dpcomm.errors import DpcommError
 from dpcomm.queries.query import GROUPING_SET_COLUMN, BoundAggregate, PostProcessing
 
@@ -74,25 +75,30 @@ def _post_process(
         [grouping_value(columns, grouping_set) for grouping_set in bound.grouping_sets]
         for columns in post.groupings
     ]
-    definitions = [
-        f"{_quoted(name)} {sql_type}"
-        for name, sql_type in zip(names, bound.output_types, strict=True)
-    ]
-    definitions += [f"{_quoted(_ORDER_COLUMN)} BIGINT", f"{_quoted(_SET_COLUMN)} INTEGER"]
-    definitions += [f"{_quoted(f'{_PREFIX}g{i}')} BIGINT" for i in range(len(groupings))]
-    records: list[tuple[Any, ...]] = []
+    columns: list[list[Any]] = [[] for _ in names]
+    order: list[int] = []
+    sets: list[int] = []
+    extra: list[list[int]] = [[] for _ in groupings]
     for index, rows in enumerate(rows_by_set):
-        extra = [values[index] for values in groupings]
         for row in rows:
-            records.append((*(row[n] for n in names), len(records), index, *extra))
+            for values, name in zip(columns, names, strict=True):
+                values.append(row[name])
+            order.append(len(order))
+            sets.append(index)
+            for values, per_set in zip(extra, groupings, strict=True):
+                values.append(per_set[index])
+    hidden = [_ORDER_COLUMN, _SET_COLUMN, *(f"{_PREFIX}g{i}" for i in range(len(groupings)))]
+    types = [*bound.output_types, "BIGINT", "INTEGER", *(["BIGINT"] * len(groupings))]
+    arrow = arrow_columns([*columns, order, sets, *extra])
+    selected = typed_columns([*names, *hidden], types)
     with scratch_connection() as connection:
         try:
-            connection.execute(f"CREATE TABLE {_quoted(_RESULT_TABLE)} ({', '.join(definitions)})")
-            if records:
-                marks = ", ".join("?" * len(definitions))
-                connection.executemany(
-                    f"INSERT INTO {_quoted(_RESULT_TABLE)} VALUES ({marks})", records
-                )
+            connection.register(f"{_PREFIX}arrow", arrow)
+            connection.execute(
+                f"CREATE TABLE {_quoted(_RESULT_TABLE)} AS SELECT {selected} "
+                f"FROM {_quoted(f'{_PREFIX}arrow')}"
+            )
+            connection.unregister(f"{_PREFIX}arrow")
             fetched = connection.execute(post.sql).fetchall()
         except duckdb.Error as error:
             message = str(error).splitlines()[0]

@@ -130,3 +130,21 @@ def test_sum_of_booleans_and_min_max_of_text(table: Table) -> None:
         (2, 1, "x", "y"),
         (3, 1, "z", "z"),
     ]
+
+
+def test_a_pandas_category_column_is_read_as_text() -> None:
+    import pandas as pd
+
+    import dpcomm
+
+    frame = pd.DataFrame({"c": pd.Categorical(["a", "b", "a", None]), "v": [1, 2, 3, 4]})
+    run = dpcomm.run_sql(
+        "SELECT c, COUNT(*), SUM(v) FROM frame GROUP BY c",
+        frame,
+        countermeasure=dpcomm.NoCountermeasure(),
+    )
+    assert run.rows == [
+        {"c": "a", "count_star()": 2, "sum(v)": 4},
+        {"c": "b", "count_star()": 1, "sum(v)": 2},
+        {"c": None, "count_star()": 1, "sum(v)": 4},
+    ]
