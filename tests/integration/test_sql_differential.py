@@ -269,7 +269,7 @@ def test_dask_engine_matches_duckdb(
     assert_same_result(sql, run.rows, duckdb_rows(sql, name, tables[name]))
 
 
-@pytest.mark.parametrize(("name", "sql"), SAMPLE, ids=SAMPLE_IDS)
+@pytest.mark.parametrize(("name", "sql"), QUERIES, ids=QUERY_IDS)
 def test_network_engine_matches_duckdb(tables: dict[str, Any], name: str, sql: str) -> None:
     run = dpcomm.run_sql(
         sql,
