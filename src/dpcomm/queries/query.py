@@ -190,6 +190,8 @@ class BoundAggregate:
         projection: the row projection an analyst query's sources evaluate (DuckDB) on their
             raw rows, or None; ``schema`` is then the projection's.
         user_sql: the SQL as the user wrote it (``query.sql`` is the core query's).
+        aggregate_labels: each hidden aggregate column of an analyst query and the user's
+            aggregate it serves (``AVG(body_mass_g)``), to name it in reports.
     """
 
     query: AggregateQuery
@@ -203,6 +205,7 @@ class BoundAggregate:
     set_labels: tuple[str, ...] = ()
     projection: str | None = None
     user_sql: str | None = None
+    aggregate_labels: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -222,6 +225,10 @@ class BoundAggregate:
         if self.set_labels:
             return self.set_labels
         return tuple("(" + ", ".join(s) + ")" for s in self.grouping_sets)
+
+    def output_label(self, name: str) -> str:
+        """How reports name output ``name``: the user's aggregate for a hidden column."""
+        return dict(self.aggregate_labels).get(name, name)
 
     @property
     def result_names(self) -> tuple[str, ...]:
@@ -272,6 +279,7 @@ class BoundAggregate:
             "set_labels": list(self.set_labels),
             "projection": self.projection,
             "user_sql": self.user_sql,
+            "aggregate_labels": [list(item) for item in self.aggregate_labels],
         }
 
     @classmethod
@@ -296,6 +304,7 @@ class BoundAggregate:
                 tuple(str(label) for label in data.get("set_labels", ())),
                 None if data.get("projection") is None else str(data["projection"]),
                 None if data.get("user_sql") is None else str(data["user_sql"]),
+                tuple((str(n), str(label)) for n, label in data.get("aggregate_labels", ())),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidParameterError(

@@ -619,6 +619,7 @@ def _bind_analyst(sql: str, table: Table) -> BoundAggregate:
         ),
         projection=rewritten.projection,
         user_sql=sql,
+        aggregate_labels=tuple(rewritten.aggregate_labels.items()),
     )
     _check_result_names(bound)
     return bound
