@@ -220,3 +220,27 @@ def test_kmeans_on_fashion_mnist(cli):
     assert document["report"]["utility"]["sources"] == 60_000
     assert document["report"]["utility"]["test_points"] == 10_000
     assert document["report"]["utility"]["rand_index_nonprivate"] > 0.8
+
+
+def test_integer_keys_print_as_duckdb_prints_them(cli, tmp_path, package_file):
+    # mlxtend's Auto MPG: the model year as a four-digit year (70 -> 1970), a BIGINT key.
+    source = package_file("mlxtend", "data", "data", "autompg.csv.gz")
+    path = tmp_path / "cars.csv"
+    duckdb.sql(
+        f"COPY (SELECT 1900 + column5 AS year, column3 AS weight FROM read_csv('{source}', "
+        f"header = false)) TO '{path}' (HEADER)"
+    )
+    sql = "SELECT year, COUNT(*) AS n, SUM(weight) AS weight FROM cars GROUP BY year"
+    status, out, err = cli(
+        "run", "aggregate", "--data", path, "--sql", sql, "--mechanism", "none", "--seed", "1"
+    )
+    assert status == 0, err
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split() == ["year", "n", "weight"])
+    printed = [line.split() for line in lines[header + 1 : header + 14]]
+    # With no countermeasure every tuple is used: DuckDB's own result, keys as DuckDB prints them.
+    expected = duckdb.sql(sql.replace("cars", f"'{path}'") + " ORDER BY year").fetchall()
+    shown = str(duckdb.sql(sql.replace("cars", f"'{path}'") + " ORDER BY year")).splitlines()
+    assert [row[0] for row in sorted(printed)] == [line.split()[1] for line in shown[4:17]]
+    assert [row[0] for row in sorted(printed)] == [str(year) for year, _, _ in expected]
+    assert "1970" in out and "1,970" not in out
