@@ -77,6 +77,13 @@ def same_table() -> Callable[..., None]:
     return assert_same_table
 
 
+def without_grouping_set(rows: Any) -> list[dict[str, Any]]:
+    """Result rows without dpcomm's ``grouping_set`` column, to compare with DuckDB's own."""
+    from dpcomm.queries.query import GROUPING_SET_COLUMN
+
+    return [{k: v for k, v in dict(row).items() if k != GROUPING_SET_COLUMN} for row in rows]
+
+
 def find_package_file(package: str, *parts: str) -> Path:
     """A file shipped inside ``package`` (located without importing it), or skip."""
     spec = importlib.util.find_spec(package)

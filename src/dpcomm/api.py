@@ -17,7 +17,6 @@ True
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
@@ -27,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.calibration.configuration import PlanCandidate
-from dpcomm.errors import DpcommWarning, InvalidParameterError
+from dpcomm.errors import InvalidParameterError, warn
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
 from dpcomm.validation import (
@@ -266,11 +265,9 @@ def _usable(
     if unusable.all():
         raise InvalidParameterError(name, "at least one row of finite numbers", found)
     use = "K-means runs on" if name == "points" else "the Rand index is measured on"
-    warnings.warn(
+    warn(
         f"dropped {int(unusable.sum()):,} of {len(array):,} {name.replace('_', ' ')} ({found}): "
-        f"{use} the other {int((~unusable).sum()):,}",
-        DpcommWarning,
-        stacklevel=3,
+        f"{use} the other {int((~unusable).sum()):,}"
     )
     return array[~unusable], ~unusable
 

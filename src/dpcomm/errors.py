@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import warnings
+from pathlib import Path
 from typing import Any
 
 
@@ -83,3 +86,41 @@ class InvalidParameterError(DpcommError, ValueError):
 
 class DpcommWarning(UserWarning):
     """A documented outcome the user should know about (e.g. σ = 1 uses ~1/T of the tuples)."""
+
+
+class BalancedBatchesWarning(DpcommWarning):
+    """The scramblers' balanced batches give another ε than full batches of the n asked for.
+
+    S senders are cut into ⌈S/n⌉ batches whose sizes differ by at most one
+    (:func:`dpcomm.plan.balanced_batch_sizes`), each accounted at its own size: a table whose
+    size n does not divide runs smaller batches than asked for. Filter this category to
+    silence it (``warnings.simplefilter("ignore", BalancedBatchesWarning)``).
+    """
+
+
+#: The folder of the package: frames of files inside it are dpcomm's own.
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _inside_package(filename: str) -> bool:
+    try:
+        return Path(filename).resolve().is_relative_to(_PACKAGE)
+    except (OSError, ValueError):
+        return False
+
+
+def warn(message: str, category: type[Warning] = DpcommWarning) -> None:
+    """Warn ``message`` from the caller's own line: the first frame outside dpcomm.
+
+    A warning raised deep in the library points at the user's call of the public function
+    (``dpcomm.run_sql(...)`` in their script or test), not at a line of dpcomm, whatever the
+    depth of the call (Python 3.12's ``skip_file_prefixes``, computed here as a
+    ``stacklevel``). From dpcomm's own CLI, where every frame is the package's, it points at
+    the outermost one.
+    """
+    frame = sys._getframe(1)
+    level = 2  # stacklevel 2: the caller of this function
+    while frame.f_back is not None and _inside_package(frame.f_code.co_filename):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.conftest import without_grouping_set
 
 from dpcomm.data import Column, Table, diabetes_table
 from dpcomm.engine import run_aggregate, simulate
@@ -132,7 +133,7 @@ def test_decentralized_result_equals_duckdb_over_the_delivered_tuples(
     if isinstance(countermeasure, NoCountermeasure) or countermeasure.sampling_rate == 0.0:
         assert all(mask.all() for mask in masks)
         direct = duckdb_rows(table, sql)
-        assert compare_results(canonical(result), canonical(direct)) == []
+        assert compare_results(canonical(without_grouping_set(result)), canonical(direct)) == []
 
 
 def test_running_example_matches_duckdb_on_the_whole_table_without_sampling():
@@ -144,7 +145,7 @@ def test_running_example_matches_duckdb_on_the_whole_table_without_sampling():
     )
     assert outcome.report.utility.tuples_used == {"(A)": table.num_rows, "(B)": table.num_rows}
     direct = duckdb_rows(table.renamed("t"), sql.replace("diabetes", "t"))
-    assert compare_results(canonical(outcome.rows), canonical(direct)) == []
+    assert compare_results(canonical(without_grouping_set(outcome.rows)), canonical(direct)) == []
     for value in outcome.report.utility.mean_relative_error.values():
         assert value == 0.0
 

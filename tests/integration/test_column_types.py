@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pytest
+from tests.conftest import without_grouping_set
 
 from dpcomm.data import Table, read_table, table_from_relation
 from dpcomm.engine.memory import simulate
@@ -122,6 +123,7 @@ def same(a: Any, b: Any, *, approximate: bool) -> bool:
 def differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[str]:
     """Rows that differ (both sorted by their values, NULLs last); empty when they agree."""
     found = []
+    mine, theirs = without_grouping_set(mine), without_grouping_set(theirs)
     if len(mine) != len(theirs):
         found.append(f"{len(mine)} rows against {len(theirs)}")
     ordered = [

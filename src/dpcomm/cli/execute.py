@@ -14,9 +14,12 @@ import argparse
 import datetime
 import json
 import sys
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dpcomm.api import DEFAULT_DELTA, kmeans, run_sql
 from dpcomm.cli.output import (
@@ -177,12 +180,41 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
-def _print_rows(rows: list[dict[str, Any]], limit: int) -> None:
+def _key(value: Any, sql_type: str) -> str:
+    """A grouping key as DuckDB prints it: 2007, not 2,007 (years, identifiers, zip codes).
+
+    Integers without thousands separators, booleans as ``true``/``false``, a DOUBLE at its
+    shortest exact form (``0.1``, ``1e+20``, ``3.0``) and a FLOAT at float32's (``0.1``, not
+    ``0.10000000149011612``); any other value as :func:`_fmt` prints it (NULL, text, DECIMAL,
+    dates and times are already DuckDB's).
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(np.float32(value)) if sql_type.upper() in {"FLOAT", "REAL"} else repr(value)
+    return _fmt(value)
+
+
+def _print_rows(
+    rows: list[dict[str, Any]], limit: int, keys: Mapping[str, str] | None = None
+) -> None:
+    """The first ``limit`` rows as a table; ``keys``: grouping column -> SQL type, see :func:`_key`.
+
+    Grouping keys print as DuckDB prints them; aggregate values keep the report's formatting
+    (thousands separators, four decimals).
+    """
     if not rows:
         print("  (no rows)")
         return
     columns = list(rows[0])
-    print_table(columns, [[_fmt(row[c]) for c in columns] for row in rows[:limit]], indent="  ")
+    types = keys or {}
+    cells = [
+        [_key(row[c], types[c]) if c in types else _fmt(row[c]) for c in columns]
+        for row in rows[:limit]
+    ]
+    print_table(columns, cells, indent="  ")
     if len(rows) > limit:
         print(f"  ... {len(rows) - limit} more rows (--rows N to show more, --json for all)")
 
@@ -288,7 +320,7 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     else:
         print(f"Result ({len(outcome.rows)} rows): {report.result_semantics}")
         print(f"  estimates: {report.estimate.describe()}")
-    _print_rows(outcome.rows, rows)
+    _print_rows(outcome.rows, rows, outcome.program.query.result_key_types)
     print()
     _print_privacy(report.privacy)
     print()

@@ -31,7 +31,7 @@ from dpcomm.cli.output import bounded_int, non_negative_int, print_table, with_f
 from dpcomm.cli.pki import add_pki_command
 from dpcomm.cli.plan import add_plan_commands
 from dpcomm.cli.run import add_run_commands
-from dpcomm.errors import DpcommError, DpcommWarning, InvalidParameterError
+from dpcomm.errors import BalancedBatchesWarning, DpcommError, DpcommWarning, InvalidParameterError
 
 T = TypeVar("T")
 
@@ -297,9 +297,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", DpcommWarning)
             status = handler(args)
+        sys.stdout.flush()  # the notes follow the report, also in one merged stream
+        said: set[str] = set()
         for warning in caught:
             if issubclass(warning.category, DpcommWarning):
-                print(f"dpcomm: warning: {warning.message}", file=sys.stderr)
+                # One line each, said once; the balanced batches' ε is a note, not a fault.
+                kind = "note" if issubclass(warning.category, BalancedBatchesWarning) else "warning"
+                line = f"dpcomm: {kind}: {warning.message}"
+                if line not in said:
+                    said.add(line)
+                    print(line, file=sys.stderr)
             else:
                 warnings.showwarning(
                     warning.message, warning.category, warning.filename, warning.lineno

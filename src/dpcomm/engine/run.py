@@ -13,8 +13,7 @@ cannot drift apart:
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, Required, TypedDict, TypeVar
 
@@ -22,9 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.engine.traffic import Efficiency, FlowSummary, FlowTraffic, efficiency
-from dpcomm.errors import DpcommWarning, InvalidParameterError
+from dpcomm.errors import BalancedBatchesWarning, InvalidParameterError, warn
 from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure, Scramblers
-from dpcomm.plan.model import ROLES
+from dpcomm.plan.model import ROLES, ExecutionPlan
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.plan.transform import TransformedPlan, transform
 from dpcomm.protocol.roles import ProgramHooks
@@ -194,63 +193,129 @@ def prepare(
 ) -> Prepared:
     """Transform and account ``program``'s plan, and warn about outcomes easy to miss.
 
-    Warnings (:class:`~dpcomm.errors.DpcommWarning`): σ = 1 (only the tuples whose random
-    target is their own are used); scramblers whose balanced batches are smaller than the n
-    asked for (the table's size changes the guarantee: each batch is accounted at its own size);
-    a plan ε above ``target_epsilon``. With ``delta=None`` the plan is only transformed (no
-    guarantee, no warning): what a report's non-private baseline needs.
+    Warnings, each said once per run from the caller's line (:func:`dpcomm.errors.warn`):
+    σ = 1 (only the tuples whose random target is their own are used; a
+    :class:`~dpcomm.errors.DpcommWarning`); the ε the user asked for changed: with
+    ``target_epsilon`` (what ``dpcomm plan`` and :func:`dpcomm.calibrate` promise), a plan ε
+    above it; without, scramblers whose balanced batches give another ε than full batches of
+    the n asked for (:func:`balanced_batches_note`, a
+    :class:`~dpcomm.errors.BalancedBatchesWarning`). With ``delta=None`` the plan is only
+    transformed (no guarantee, no warning): what a report's non-private baseline needs.
     """
     plan = program.plan
     transformed = transform(plan, countermeasures)
     if delta is None:
         return Prepared(transformed, None)
     privacy = account_plan(plan, countermeasures, delta=delta)
+    certain: dict[str, int] = {}
     for cluster_guarantee in privacy.clusters:
         cluster = cluster_guarantee.cluster
         chosen = transformed.requested[cluster.name]
         if not cluster.data_dependent or cluster.num_targets == 1:
             continue
-        if isinstance(chosen, NoCountermeasure):
-            continue
-        if chosen.sampling_rate == 1.0:
-            warnings.warn(
-                f"sampling_rate σ = 1 in cluster {cluster.name}: every destination is drawn "
-                f"independently of the data, so only tuples whose random target is their own "
-                f"(1/T = 1/{cluster.num_targets} on average) are used",
-                DpcommWarning,
-                stacklevel=3,
-            )
-        if isinstance(chosen, Scramblers):
-            sizes = sorted(
-                {s for m in cluster.members for s in transformed.batches.get(m.flow.name, ())}
-            )
-            if sizes and max(sizes) < chosen.batch_size:
-                shown = " or ".join(str(s) for s in sizes)
-                count = transformed.num_scramblers(cluster.members[0].flow.name)
-                warnings.warn(
-                    f"batch_size n = {chosen.batch_size} with {cluster.num_senders} senders in "
-                    f"cluster {cluster.name}: {count} "
-                    f"balanced batches of {shown} sources, each accounted at its own size "
-                    f"(ε = {cluster_guarantee.guarantee.epsilon:.4g})",
-                    DpcommWarning,
-                    stacklevel=3,
-                )
-    warn_above_target(
-        privacy, target_epsilon, "the table's size or the configuration changed", stacklevel=4
-    )
+        if not isinstance(chosen, NoCountermeasure) and chosen.sampling_rate == 1.0:
+            certain[cluster.name] = cluster.num_targets
+    if certain:
+        targets = set(certain.values())
+        share = f"1/T = 1/{targets.pop()}" if len(targets) == 1 else "1/T"
+        warn(
+            f"sampling_rate σ = 1 in {_clusters(certain)}: every destination is drawn "
+            f"independently of the data, so only tuples whose random target is their own "
+            f"({share} on average) are used"
+        )
+    short = short_batches(plan, transformed)
+    if target_epsilon is None:
+        note = None if short is None else balanced_batches_note(short, privacy, delta=delta)
+        if note is not None:
+            warn(note, BalancedBatchesWarning)
+    else:  # the ε asked for is the target: the batches matter only if ε exceeds it
+        why = "the table's size or the configuration changed"
+        warn_above_target(privacy, target_epsilon, why if short is None else short.described)
     return Prepared(transformed, privacy)
 
 
-def warn_above_target(
-    privacy: PlanGuarantee, target_epsilon: float | None, why: str, *, stacklevel: int = 3
-) -> None:
+def _clusters(names: Iterable[str]) -> str:
+    listed = list(names)
+    return ("cluster " if len(listed) == 1 else "clusters ") + ", ".join(listed)
+
+
+@dataclass(frozen=True)
+class ShortBatches:
+    """The scramblers' balanced batches smaller than the n asked for, in every cluster.
+
+    Attributes:
+        plan: the plan.
+        countermeasures: its countermeasures, as the run was given them.
+        full: per cluster, its batches as if each held n sources (n → number of batches).
+        described: the clusters' batches, in words (clusters with the same batches together).
+    """
+
+    plan: ExecutionPlan
+    countermeasures: Countermeasure | Mapping[str, Countermeasure]
+    full: Mapping[str, Mapping[int, int]]
+    described: str
+
+
+def short_batches(plan: ExecutionPlan, transformed: TransformedPlan) -> ShortBatches | None:
+    """The clusters whose scramblers have a batch smaller than n (None: there are none).
+
+    Scramblers cut a cluster's S senders into ⌈S/n⌉ batches whose sizes differ by at most one
+    (:func:`dpcomm.plan.balanced_batch_sizes`), each accounted at its own size: a batch is
+    short when n does not divide S, or when n > S.
+    """
+    full: dict[str, dict[int, int]] = {}
+    same: dict[str, list[str]] = {}
+    for cluster in plan.clusters:
+        chosen = transformed.requested[cluster.name]
+        if not isinstance(chosen, Scramblers) or not cluster.data_dependent:
+            continue
+        if cluster.num_targets == 1:
+            continue
+        sizes = [s for m in cluster.members for s in transformed.batches.get(m.flow.name, ())]
+        if not sizes or min(sizes) == chosen.batch_size:
+            continue
+        full[cluster.name] = {chosen.batch_size: len(sizes)}
+        shown = " or ".join(str(s) for s in sorted(set(sizes)))
+        batches = (
+            f"1 batch of {shown} sources"
+            if len(sizes) == 1
+            else f"{len(sizes)} balanced batches of {shown} sources"
+        )
+        described = f"n = {chosen.batch_size}, {cluster.num_senders} senders: {batches}"
+        same.setdefault(described, []).append(cluster.name)
+    if not full:
+        return None
+    parts = "; ".join(f"{_clusters(names)}: {described}" for described, names in same.items())
+    return ShortBatches(plan, transformed.requested, full, parts)
+
+
+def balanced_batches_note(
+    short: ShortBatches, privacy: PlanGuarantee, *, delta: float
+) -> str | None:
+    """What the balanced batches changed in the plan's ε, or None when they changed nothing.
+
+    The plan is accounted again as if every batch held the n asked for (the ε a planner
+    promised for n); when the two ε agree to the four significant digits the note prints,
+    nothing is said: batches whose smaller sizes leave ε as it was (e.g. an ε that σ's local
+    randomizer gives whatever the batch size) are not worth a note.
+    """
+    asked = account_plan(short.plan, short.countermeasures, delta=delta, batch_sizes=short.full)
+    epsilon, requested = privacy.guarantee.epsilon, asked.guarantee.epsilon
+    if f"{epsilon:.4g}" == f"{requested:.4g}":
+        return None
+    return (
+        f"the plan's ε = {epsilon:.4g} at δ = {delta:g}, not the {requested:.4g} of full "
+        f"batches of the n asked for: scramblers run balanced batches, each accounted at its "
+        f"own size ({short.described})"
+    )
+
+
+def warn_above_target(privacy: PlanGuarantee, target_epsilon: float | None, why: str) -> None:
     """Warn (:class:`~dpcomm.errors.DpcommWarning`) when the plan's ε exceeds the target."""
     if target_epsilon is not None and privacy.guarantee.epsilon > target_epsilon:
-        warnings.warn(
+        warn(
             f"the plan's ε = {privacy.guarantee.epsilon:.4g} exceeds the target ε = "
-            f"{target_epsilon:g} asked for ({why})",
-            DpcommWarning,
-            stacklevel=stacklevel,
+            f"{target_epsilon:g} asked for ({why})"
         )
 
 

@@ -9,7 +9,6 @@ front door (``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prin
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Unpack, cast
@@ -27,7 +26,7 @@ from dpcomm.engine.utility import (
     aggregate_utility,
     kmeans_utility,
 )
-from dpcomm.errors import DpcommWarning
+from dpcomm.errors import warn
 from dpcomm.plan.countermeasures import Countermeasures
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, evaluate
@@ -218,12 +217,10 @@ def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
     masks = [run.delivered[name] for name in program.flow_names]
     differences = compare_results(run.result, evaluate(program.query, program.source_rows(), masks))
     if differences:
-        warnings.warn(
+        warn(
             f"the run's result differs from the result of the tuples it delivered "
             f"({len(differences)} differences, e.g. {differences[0]}): the utility "
-            f"reported is that of the delivered tuples",
-            DpcommWarning,
-            stacklevel=3,
+            f"reported is that of the delivered tuples"
         )
     return not differences
 

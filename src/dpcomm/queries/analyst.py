@@ -495,6 +495,11 @@ def rewrite(
         names=tuple(output_names),
         types=tuple(output_types),
         groupings=tuple(rewriter.groupings),
+        key_names=tuple(
+            name
+            for final, name in zip(finals, output_names, strict=True)
+            if isinstance(final, exp.Column) and final.name in key_columns
+        ),
     )
     return Rewritten(projection, core, filter_column, post, labels, dict(rewriter.hidden_labels))
 

@@ -142,12 +142,14 @@ class PostProcessing:
         names: DuckDB's names of the final columns.
         types: DuckDB's types of the final columns.
         groupings: the core key columns each GROUPING() call reads, in order.
+        key_names: the final columns that are grouping keys (printed as DuckDB prints keys).
     """
 
     sql: str
     names: tuple[str, ...]
     types: tuple[str, ...]
     groupings: tuple[tuple[str, ...], ...] = ()
+    key_names: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form."""
@@ -156,6 +158,7 @@ class PostProcessing:
             "names": list(self.names),
             "types": list(self.types),
             "groupings": [list(g) for g in self.groupings],
+            "key_names": list(self.key_names),
         }
 
     @classmethod
@@ -166,6 +169,7 @@ class PostProcessing:
             tuple(str(n) for n in data["names"]),
             tuple(str(t) for t in data["types"]),
             tuple(tuple(str(c) for c in g) for g in data["groupings"]),
+            tuple(str(n) for n in data.get("key_names", ())),
         )
 
 
@@ -235,6 +239,22 @@ class BoundAggregate:
         """The names of the final result's columns (the grouping-set column last when G > 1)."""
         names = self.post.names if self.post is not None else self.output_names
         return (*names, GROUPING_SET_COLUMN) if self.num_grouping_sets > 1 else names
+
+    @property
+    def result_key_types(self) -> dict[str, str]:
+        """The final result's grouping-key columns and their types (the grouping set's too)."""
+        if self.post is not None:
+            types = dict(zip(self.post.names, self.post.types, strict=True))
+            keys = {name: types[name] for name in self.post.key_names}
+        else:
+            keys = {
+                o.name: sql_type
+                for o, sql_type in zip(self.outputs, self.output_types, strict=True)
+                if o.kind == "group"
+            }
+        if self.num_grouping_sets > 1:
+            keys[GROUPING_SET_COLUMN] = "VARCHAR"
+        return keys
 
     @property
     def result_types(self) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ import pytest
 from dpcomm.data import table_from_arrays
 from dpcomm.engine import run_aggregate, simulate
 from dpcomm.engine.traffic import channel_degrees, observed_edges, sorted_unique
-from dpcomm.errors import DpcommWarning
+from dpcomm.errors import BalancedBatchesWarning, DpcommWarning
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -112,7 +112,7 @@ def test_documented_outcomes_are_warned():
     program = make_program(rows=50)
     with pytest.warns(DpcommWarning, match="sampling_rate σ = 1"):
         simulate(program, LocalFlooding(sampling_rate=1.0), delta=0, seed=0)
-    with pytest.warns(DpcommWarning, match="balanced batches of 50 sources"):
+    with pytest.warns(BalancedBatchesWarning, match="1 batch of 50 sources"):
         run = simulate(program, Scramblers(sampling_rate=0.2, batch_size=100), delta=1e-4, seed=0)
     assert run.privacy.cluster("(a)").parts[0].mechanism.batch_size == 50
     with pytest.warns(DpcommWarning, match="exceeds the target ε = 0.5"):

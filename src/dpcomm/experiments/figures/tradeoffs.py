@@ -37,7 +37,7 @@ from dpcomm.calibration import nonprivate_load, plan_costs
 from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, synthetic_table
 from dpcomm.engine import run_aggregate, simulate
 from dpcomm.engine.report import EfficiencyReport, efficiency_report, privacy_report
-from dpcomm.errors import DpcommError, DpcommWarning
+from dpcomm.errors import BalancedBatchesWarning, DpcommError
 from dpcomm.experiments.figures import base
 from dpcomm.experiments.figures.base import DELTA, NUM_TARGETS, FigureOutput, FigureSettings, Row
 from dpcomm.experiments.figures.thresholds import MAX_DUMMIES, least_dummies_for_plan
@@ -95,9 +95,7 @@ def _balanced_batches_expected() -> Iterator[None]:
     large the largest is (``largest_batch``). Every other warning goes through.
     """
     with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", message=r"batch_size n = .* balanced batches", category=DpcommWarning
-        )
+        warnings.simplefilter("ignore", BalancedBatchesWarning)
         yield
 
 
