@@ -14,6 +14,8 @@ The front door (names imported on first use, so ``import dpcomm`` stays light):
 * the countermeasures :class:`NoCountermeasure`, :class:`LocalFlooding` (sampling σ and d
   dummies per source, Section 3) and :class:`Scramblers` (n sources per scrambler, d dummies,
   Section 4);
+* :class:`Budget`: an (ε, δ) across queries, kept in a ledger file that every run given
+  ``budget=`` charges before it runs (a run beyond it raises :class:`BudgetExceededError`);
 * :func:`account` and the mechanisms :class:`LocalRandomizer`, :class:`ScramblerMechanism`:
   the (ε, δ) of one cluster's communication pattern (``dpcomm.accounting``);
 * :mod:`dpcomm.datasets`: synthetic tables, the diabetes table, MNIST-type digits.
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
     from dpcomm.api import calibrate as calibrate
     from dpcomm.api import kmeans as kmeans
     from dpcomm.api import run_sql as run_sql
+    from dpcomm.budget.budget import Budget as Budget
+    from dpcomm.budget.budget import BudgetExceededError as BudgetExceededError
     from dpcomm.engine.runs import AggregateRun as AggregateRun
     from dpcomm.engine.runs import KMeansRun as KMeansRun
     from dpcomm.plan.countermeasures import LocalFlooding as LocalFlooding
@@ -63,6 +67,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AggregateRun",
+    "Budget",
+    "BudgetExceededError",
     "Calibration",
     "DpcommError",
     "InvalidParameterError",

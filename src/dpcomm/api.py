@@ -39,6 +39,7 @@ from dpcomm.validation import (
 )
 
 if TYPE_CHECKING:
+    from dpcomm.budget.budget import Budget
     from dpcomm.engine.engines import Engine
     from dpcomm.engine.runs import AggregateRun, KMeansRun
 
@@ -125,6 +126,72 @@ def _target_epsilon(value: object) -> float | None:
     return None if value is None else check_number("target_epsilon", value, at_least=0.0)
 
 
+# --------------------------------------------------------------- a budget across queries
+#: Engines whose run reports the guarantee its plan had before it ran (a deployment's
+#: late nodes can make batches smaller, hence its ε larger, only known after the round).
+BUDGET_ENGINES = ("memory", "dask")
+
+
+def _budget(budget: object, engine: Engine) -> Budget | None:
+    """``budget``: None or a :class:`~dpcomm.budget.Budget`, on an engine it can charge."""
+    if budget is None:
+        return None
+    from dpcomm.budget.budget import Budget
+
+    if not isinstance(budget, Budget):
+        raise InvalidParameterError("budget", "None or a dpcomm.Budget(...)", budget)
+    if engine.name not in BUDGET_ENGINES:
+        raise InvalidParameterError(
+            "engine",
+            "'memory' or 'dask' with a budget (a deployment's ε is known only after it ran)",
+            engine.name,
+        )
+    return budget
+
+
+def _charge(
+    budget: Budget | None,
+    program: Any,
+    countermeasure: Countermeasure,
+    *,
+    delta: float,
+    kind: str,
+    query: str,
+) -> tuple[float, float] | None:
+    """Charge the plan's guarantee to ``budget`` before the run (refused: nothing runs).
+
+    The guarantee is the one the engine computes and the run reports
+    (:func:`dpcomm.engine.run.prepare`: :func:`dpcomm.plan.account_plan` at ``delta``).
+    """
+    if budget is None:
+        return None
+    from dpcomm.plan.privacy import account_plan
+
+    guarantee = account_plan(program.plan, countermeasure, delta=delta).guarantee
+    budget.charge(
+        epsilon=guarantee.epsilon,
+        delta=guarantee.delta,
+        kind=kind,
+        query=query,
+        method=guarantee.method,
+    )
+    return guarantee.epsilon, guarantee.delta
+
+
+def _charged_enough(charged: tuple[float, float] | None, privacy: Any) -> None:
+    """Check that the run reported no more than was charged (else the ledger would undercount)."""
+    if charged is not None and (privacy.epsilon > charged[0] or privacy.delta > charged[1]):
+        from dpcomm.errors import DpcommError
+
+        raise DpcommError(
+            f"the run reports ε = {privacy.epsilon:.6g}, δ = {privacy.delta:.3g}, more than the "
+            f"ε = {charged[0]:.6g}, δ = {charged[1]:.3g} charged to its budget before it ran"
+        )
+
+
+# ------------------------------------------------------------ end of a budget across queries
+
+
 def run_sql(
     sql: str,
     data: Any,
@@ -139,6 +206,7 @@ def run_sql(
     estimate: str = "delivered",
     progress: bool = False,
     target_epsilon: float | None = None,
+    budget: Budget | None = None,
 ) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
@@ -151,7 +219,9 @@ def run_sql(
     ``"dask"``, ``"network"`` or an engine object
     (:func:`~dpcomm.engine.engines.make_engine`). ``max_groups`` and ``max_text_bytes`` are
     public bounds every output and text field is padded to. ``progress`` shows a progress bar;
-    ``target_epsilon`` warns when the plan's ε exceeds it.
+    ``target_epsilon`` warns when the plan's ε exceeds it. ``budget``
+    (a :class:`~dpcomm.budget.Budget`) is charged the plan's (ε, δ) before the run executes; a
+    run beyond it raises :class:`~dpcomm.budget.BudgetExceededError` before anything runs.
 
     The result's values are exact over the tuples that arrived (not differentially private:
     the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
@@ -190,6 +260,7 @@ def run_sql(
     progress = _flag("progress", progress)
     target_epsilon = _target_epsilon(target_epsilon)
     runner = make_engine(engine)
+    budget = _budget(budget, runner)
     source = _rows(data, "data")
     bounds: dict[str, Any] = {
         "num_targets": num_targets,
@@ -199,6 +270,9 @@ def run_sql(
     if not isinstance(source, Table) and not runner.reads_row_sources:
         source = source.read(0, source.num_rows)  # else its workers read it, never this process
     program = AggregateProgram.from_sql(sql, source, **bounds)
+    charged = _charge(
+        budget, program, chosen, delta=delta, kind="aggregate", query=program.query.sql
+    )
     outcome = run_aggregate(
         program,
         chosen,
@@ -208,6 +282,7 @@ def run_sql(
         engine=runner,
         target_epsilon=target_epsilon,
     )
+    _charged_enough(charged, outcome.report.privacy)
     return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
 
 
@@ -307,6 +382,7 @@ def kmeans(
     progress: bool = False,
     target_epsilon: float | None = None,
     drop_non_finite: bool = False,
+    budget: Budget | None = None,
 ) -> KMeansRun:
     """K-means over ``points`` (one source per row), one cluster of the plan per iteration.
 
@@ -315,8 +391,8 @@ def kmeans(
     points; ``seed`` the run's draws. With ``labels`` (one per point, numbers or strings),
     ``rand_index`` compares the final clusters with them; with ``test_points`` and
     ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), it is measured on
-    those instead. ``engine``, ``delta``, ``progress`` and ``target_epsilon`` are those of
-    :func:`run_sql`. Returns the :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run
+    those instead. ``engine``, ``delta``, ``progress``, ``target_epsilon`` and ``budget`` are
+    those of :func:`run_sql`. Returns the :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run
     kmeans`` prints.
 
     Points travel as float32: a row with NaN or ±inf, or with a value beyond float32's range
@@ -349,6 +425,7 @@ def kmeans(
     iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
     start_seed = check_seed(start_seed, name="start_seed")
     runner = make_engine(engine)
+    budget = _budget(budget, runner)
     array = _points("points", points)
     truth: npt.NDArray[np.int64] | None = None
     if labels is not None:
@@ -373,7 +450,10 @@ def kmeans(
         truth = truth[kept_tests]
     elif truth is not None:
         tested, truth = array, truth[kept]
-    return run_kmeans(
+    described = f"K-means: k = {k}, {iterations} iterations, {array.shape[0]:,} points of "
+    described += f"dimension {array.shape[1]}, start_seed = {start_seed}"
+    charged = _charge(budget, program, chosen, delta=delta, kind="kmeans", query=described)
+    outcome = run_kmeans(
         program,
         chosen,
         test_points=tested,
@@ -384,6 +464,8 @@ def kmeans(
         engine=runner,
         target_epsilon=target_epsilon,
     )
+    _charged_enough(charged, outcome.report.privacy)
+    return outcome
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -73,6 +73,10 @@ def baseline(path: tuple[str, ...]) -> list[str]:
         ("deploy", "configs"): [
             "deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "20", "--out", fresh(),
         ],
+        ("budget",): [
+            "budget", "--ledger", fresh() + ".json", "--budget-epsilon", "1",
+            "--budget-delta", "1e-5",
+        ],
         ("node", "run"): [
             "node", "run", "--role", "source", "--config", fresh(), "--ssl-certfile", "a.pem",
             "--ssl-keyfile", "a.key", "--ssl-ca-certfile", "ca.pem",

@@ -10,13 +10,17 @@ parameters are enumerated from the signatures, so a new one is fuzzed too (with 
 function cannot be called: add one).
 """
 
+import atexit
 import contextlib
 import inspect
 import io
 import math
+import shutil
+import tempfile
 import warnings
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -37,14 +41,15 @@ BASELINES = {
         "sql": "SELECT g, COUNT(*), SUM(v) FROM t GROUP BY g", "data": FRAME,
         "countermeasure": NONE, "num_targets": 2, "delta": 1e-4, "seed": 1, "engine": "memory",
         "max_groups": None, "max_text_bytes": 255, "estimate": "delivered", "progress": False,
-        "target_epsilon": None,
+        "target_epsilon": None, "budget": None,
     },
     dpcomm.kmeans: {
         "points": POINTS, "k": 2, "iterations": 1, "countermeasure": NONE, "labels": None,
         "test_points": POINTS, "test_labels": [0] * 10 + [1] * 10, "seed": 1, "delta": 1e-4,
         "engine": "memory", "start_seed": 0, "progress": False, "target_epsilon": None,
-        "drop_non_finite": False,
+        "drop_non_finite": False, "budget": None,
     },
+    dpcomm.Budget: {"epsilon": 1.0, "delta": 1e-5, "ledger": "ledger.json"},
     dpcomm.account: {
         "mechanism": dpcomm.LocalRandomizer(num_targets=5, sampling_rate=0.5), "delta": 1e-4,
         "epsilon": None, "rounds": 1, "monte_carlo_samples": 0, "seed": 0,
@@ -70,6 +75,7 @@ PARTNERS = {
     (dpcomm.kmeans, "points"): {"k", "test_points"},  # fewer points than K; another dimension
     (dpcomm.kmeans, "test_points"): {"test_labels"},  # one label per test point
     (dpcomm.kmeans, "test_labels"): {"test_points"},
+    (dpcomm.Budget, "delta"): {"epsilon"},  # a budget other than the ledger's names both
 }
 
 #: Documented outcomes of valid values that a run or the planner cannot meet: the error's type
@@ -124,9 +130,14 @@ def test_every_parameter_of_the_front_door_is_fuzzed():
     assert (dpcomm.kmeans, "drop_non_finite") in OPTIONS
 
 
+#: Where relative paths (a ledger named "abc", "1", ...) are created.
+WORKDIR = Path(tempfile.mkdtemp(prefix="dpcomm-front-door-fuzz-"))
+atexit.register(shutil.rmtree, WORKDIR, ignore_errors=True)
+
+
 def call(function, parameter, value):
     arguments = {**BASELINES[function], parameter: value}
-    with warnings.catch_warnings():
+    with contextlib.chdir(WORKDIR), warnings.catch_warnings():
         warnings.simplefilter("ignore", DpcommWarning)  # documented warnings; numpy's still fail
         with contextlib.redirect_stderr(io.StringIO()):  # progress=True draws a bar
             return function(**arguments)

@@ -9,7 +9,8 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "dpcomm"
 #: Layer of every package; a module may import its own package and lower layers only
-#: (``data`` is a leaf beside ``accounting``: neither imports the other). The front door
+#: (``data`` is a leaf beside ``accounting``: neither imports the other; ``budget``, the
+#: ledger of a privacy budget, is another such leaf, which does I/O). The front door
 #: (``api``) sits below the CLI, which calls it.
 LAYERS = {
     "errors": 0,
@@ -19,6 +20,7 @@ LAYERS = {
     "_json": 0,
     "accounting": 1,
     "data": 1,
+    "budget": 1,
     "plan": 2,
     "calibration": 3,
     "protocol": 4,

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dpcomm.api import DEFAULT_DELTA, kmeans, run_sql
+from dpcomm.budget.budget import Budget
 from dpcomm.cli.output import (
     add_progress_options,
     bounded_int,
@@ -516,7 +517,9 @@ def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def execute_aggregate(args: argparse.Namespace, engine: Engine) -> tuple[AggregateRun, str]:
+def execute_aggregate(
+    args: argparse.Namespace, engine: Engine, budget: Budget | None = None
+) -> tuple[AggregateRun, str]:
     """:func:`dpcomm.run_sql` with the options, on ``engine``; also describe the data."""
     if args.sql is None:
         raise InvalidParameterError("--sql", "a query (required for an Aggregate run)", None)
@@ -534,11 +537,14 @@ def execute_aggregate(args: argparse.Namespace, engine: Engine) -> tuple[Aggrega
         estimate=args.estimate,
         progress=show_progress(args),
         target_epsilon=args.target_epsilon,
+        budget=budget,
     )
     return outcome, source
 
 
-def execute_kmeans(args: argparse.Namespace, engine: Engine) -> tuple[KMeansRun, str]:
+def execute_kmeans(
+    args: argparse.Namespace, engine: Engine, budget: Budget | None = None
+) -> tuple[KMeansRun, str]:
     """:func:`dpcomm.kmeans` on the first ``--sources`` training points, on ``engine``.
 
     The Rand indices are measured on the dataset's test set. Returns the run and a
@@ -568,6 +574,7 @@ def execute_kmeans(args: argparse.Namespace, engine: Engine) -> tuple[KMeansRun,
         progress=show_progress(args),
         target_epsilon=args.target_epsilon,
         drop_non_finite=args.drop_non_finite,
+        budget=budget,
     )
     every = "every training point" if len(points) == len(dataset.train_images) else None
     described = every or f"the first {len(points):,} training points"

@@ -24,6 +24,7 @@ from dpcomm.accounting import (
     report_with_method,
 )
 from dpcomm.cli.audit import add_audit_command
+from dpcomm.cli.budget import add_budget_command
 from dpcomm.cli.deploy import add_deploy_commands
 from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
@@ -274,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_commands(commands)
     add_pki_command(commands)
     add_deploy_commands(commands)
+    add_budget_command(commands)
     return parser
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from dpcomm.cli.budget import add_budget_options, budget_from_options, print_charge
 from dpcomm.cli.execute import (
     AGGREGATE_DEFAULTS,
     KMEANS_DEFAULTS,
@@ -71,8 +72,10 @@ def command_run(args: argparse.Namespace) -> int:
     """``dpcomm run aggregate|kmeans``."""
     out, report = output_paths(args)
     execute = execute_aggregate if args.kind == "aggregate" else execute_kmeans
-    outcome, data = execute(args, engine_of_options(args))
+    budget = budget_from_options(args)
+    outcome, data = execute(args, engine_of_options(args), budget)
     print_run(args, outcome, data)
+    print_charge(budget)
     write_outputs(outcome, out, report)
     return 0
 
@@ -124,6 +127,7 @@ def add_run_commands(commands: Any) -> None:
         add_data_seed_option(use_case, aggregate=is_aggregate, kmeans=not is_aggregate)
         add_countermeasure_options(use_case, defaults)
         add_engine_options(use_case)
+        add_budget_options(use_case)
         add_output_options(use_case)
         use_case.set_defaults(handler=command_run)
 

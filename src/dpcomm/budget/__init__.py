@@ -1,0 +1,35 @@
+"""A privacy budget across queries: a ledger on disk that every run on one population charges.
+
+Each run of :func:`dpcomm.run_sql`, :func:`dpcomm.kmeans` or ``dpcomm run`` reports its own
+(ε, δ); ten runs on the same population are ten separate guarantees. A :class:`Budget` ties
+them together: before a run executes, its plan's guarantee is charged to a ledger (a JSON file
+holding the budget and every charge), and a run that would take the charges beyond the budget
+is refused before anything runs. Charges compose by the basic composition filter
+(:mod:`dpcomm.budget.composition`), valid when queries and their parameters are chosen
+adaptively. This package does I/O (the ledger); the mathematics below it is pure.
+"""
+
+from typing import TYPE_CHECKING
+
+from dpcomm._lazy import attach
+
+if TYPE_CHECKING:
+    from dpcomm.budget.budget import Budget as Budget
+    from dpcomm.budget.budget import BudgetExceededError as BudgetExceededError
+    from dpcomm.budget.composition import COMPOSITION as COMPOSITION
+    from dpcomm.budget.composition import Spent as Spent
+    from dpcomm.budget.ledger import Charge as Charge
+    from dpcomm.budget.ledger import Ledger as Ledger
+    from dpcomm.budget.ledger import LedgerError as LedgerError
+
+__getattr__, __dir__ = attach(__name__, __file__)
+
+__all__ = [
+    "COMPOSITION",
+    "Budget",
+    "BudgetExceededError",
+    "Charge",
+    "Ledger",
+    "LedgerError",
+    "Spent",
+]
