@@ -41,7 +41,7 @@ class RunOptions(TypedDict, total=False):
             the non-private baseline of a report is not).
         seed: the same seed gives the same run in every engine; None draws fresh entropy.
         progress: show a progress bar.
-        target_epsilon: warn when the plan's ε exceeds it.
+        target_epsilon: refuse (before running) a plan whose ε exceeds it.
     """
 
     delta: Required[float | None]
@@ -196,9 +196,10 @@ def prepare(
 
     Warnings (:class:`~dpcomm.errors.DpcommWarning`): σ = 1 (only the tuples whose random
     target is their own are used); scramblers whose balanced batches are smaller than the n
-    asked for (the table's size changes the guarantee: each batch is accounted at its own size);
-    a plan ε above ``target_epsilon``. With ``delta=None`` the plan is only transformed (no
-    guarantee, no warning): what a report's non-private baseline needs.
+    asked for (the table's size changes the guarantee: each batch is accounted at its own size).
+    A plan ε above ``target_epsilon`` is refused (:func:`refuse_above_target`), before any
+    engine runs. With ``delta=None`` the plan is only transformed (no guarantee, no warning):
+    what a report's non-private baseline needs.
     """
     plan = program.plan
     transformed = transform(plan, countermeasures)
@@ -235,16 +236,34 @@ def prepare(
                     DpcommWarning,
                     stacklevel=3,
                 )
-    warn_above_target(
-        privacy, target_epsilon, "the table's size or the configuration changed", stacklevel=4
-    )
+    refuse_above_target(privacy, target_epsilon)
     return Prepared(transformed, privacy)
+
+
+def refuse_above_target(privacy: PlanGuarantee, target_epsilon: float | None) -> None:
+    """Refuse, before anything runs, a plan whose ε exceeds ``target_epsilon``.
+
+    An :class:`~dpcomm.errors.InvalidParameterError` naming ``target_epsilon``, on one line,
+    with the plan's ε (the table's size or the configuration changed the guarantee).
+    """
+    epsilon = privacy.guarantee.epsilon
+    if target_epsilon is not None and epsilon > target_epsilon:
+        raise InvalidParameterError(
+            "target_epsilon",
+            f"at least the plan's ε = {epsilon:.6g} at δ = {privacy.guarantee.delta:g} (the "
+            "table's size or the configuration gives more than the target; nothing ran)",
+            target_epsilon,
+        )
 
 
 def warn_above_target(
     privacy: PlanGuarantee, target_epsilon: float | None, why: str, *, stacklevel: int = 3
 ) -> None:
-    """Warn (:class:`~dpcomm.errors.DpcommWarning`) when the plan's ε exceeds the target."""
+    """Warn (:class:`~dpcomm.errors.DpcommWarning`) when the plan's ε exceeds the target.
+
+    Only after a run, whose guarantee changed while it ran (a deployment's batches as they
+    ran, when nodes were late or lost): before a run, :func:`refuse_above_target` refuses.
+    """
     if target_epsilon is not None and privacy.guarantee.epsilon > target_epsilon:
         warnings.warn(
             f"the plan's ε = {privacy.guarantee.epsilon:.4g} exceeds the target ε = "
