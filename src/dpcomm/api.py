@@ -554,12 +554,23 @@ def _pareto_frame(result: Any) -> Any:
     return frame
 
 
-def _query_shape(
-    sql: object, data: Any, *, num_targets: int | None, iterations: int | None
+def query_shape(
+    sql: object, data: Any, *, num_targets: int | None = None, iterations: int | None = None
 ) -> PlanShape:
     """The shape of the plan ``sql`` over ``data`` compiles to (what :func:`run_sql` runs).
 
-    Without ``sql``: K-means over the points ``data`` (what :func:`kmeans` runs).
+    What :func:`calibrate` and ``dpcomm plan --sql --data`` calibrate for: S = the table's
+    rows, T = ``num_targets`` (default 20), the non-empty grouping sets (composed) and the
+    empty one (free). Without ``sql``: K-means over the points ``data`` (what :func:`kmeans`
+    runs) with ``iterations`` and K = ``num_targets``. A query whose only grouping set is the
+    empty one is refused (naming ``sql``): its traffic needs no countermeasure.
+
+    >>> from dpcomm import datasets
+    >>> from dpcomm.api import query_shape
+    >>> people = datasets.synthetic(rows=300, seed=1)
+    >>> shape = query_shape("SELECT g1, COUNT(*) FROM t GROUP BY CUBE(g1, g2)", people)
+    >>> shape.num_sources, shape.num_clusters, shape.free_clusters
+    (300, 3, ('()',))
     """
     if sql is None:
         if iterations is None:
@@ -669,7 +680,7 @@ def calibrate(
         for name, value in (("sources", sources), ("grouping_sets", grouping_sets)):
             if value is not None:
                 raise InvalidParameterError(name, "None with data= (read from the data)", value)
-        shape = _query_shape(sql, data, num_targets=num_targets, iterations=iterations)
+        shape = query_shape(sql, data, num_targets=num_targets, iterations=iterations)
         sources, num_targets = shape.num_sources, shape.num_targets
         free = len(shape.free_clusters)
         if shape.workload == "aggregate":
