@@ -17,7 +17,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.calibration.configuration import PlanCandidate
-from dpcomm.errors import InvalidParameterError, warn
+from dpcomm.calibration.shape import PlanShape
+from dpcomm.errors import DpcommError, InvalidParameterError, warn
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
 from dpcomm.validation import (
@@ -40,8 +41,10 @@ from dpcomm.validation import (
 
 if TYPE_CHECKING:
     from dpcomm.budget.budget import Budget
+    from dpcomm.calibration.request import Workload
     from dpcomm.engine.engines import Engine
     from dpcomm.engine.runs import AggregateRun, KMeansRun
+    from dpcomm.plan.model import ExecutionPlan
 
 
 #: The whole plan's δ when none is given (every front-door function and CLI command).
@@ -190,15 +193,40 @@ def _charged_enough(charged: tuple[float, float] | None, privacy: Any) -> None:
 
 
 # ------------------------------------------------------------ end of a budget across queries
+def _calibrated(
+    countermeasure: object,
+    *,
+    num_targets: int | None,
+    delta: float | None,
+    target_epsilon: object,
+) -> tuple[Countermeasure, int, float, float | None]:
+    """The countermeasure, T, δ and target ε of a run: a calibration's, unless given.
+
+    A :class:`Calibration` gives its countermeasure, its T and δ (where the call gives none)
+    and its target ε (the smaller, when the call gives one too).
+    """
+    target = _target_epsilon(target_epsilon)
+    if isinstance(countermeasure, Calibration):
+        num_targets = countermeasure.shape.num_targets if num_targets is None else num_targets
+        delta = countermeasure.delta if delta is None else delta
+        planned = countermeasure.target_epsilon
+        target = planned if target is None else min(target, planned)
+        chosen = countermeasure.countermeasure
+    else:
+        chosen = _countermeasure(countermeasure)
+    targets = DEFAULT_NUM_TARGETS if num_targets is None else num_targets
+    # The plan's δ (a run is always accounted).
+    checked = check_delta("delta", DEFAULT_DELTA if delta is None else delta)
+    return chosen, targets, checked, target
 
 
 def run_sql(
     sql: str,
     data: Any,
     *,
-    countermeasure: Countermeasure,
-    num_targets: int = DEFAULT_NUM_TARGETS,
-    delta: float = DEFAULT_DELTA,
+    countermeasure: Countermeasure | Calibration,
+    num_targets: int | None = None,
+    delta: float | None = None,
     seed: int | None = None,
     engine: str | Engine = "memory",
     max_groups: int | None = None,
@@ -218,10 +246,17 @@ def run_sql(
     data-dependent cluster; ``delta`` is the whole plan's δ. ``engine``: ``"memory"``,
     ``"dask"``, ``"network"`` or an engine object
     (:func:`~dpcomm.engine.engines.make_engine`). ``max_groups`` and ``max_text_bytes`` are
-    public bounds every output and text field is padded to. ``progress`` shows a progress bar;
-    ``target_epsilon`` warns when the plan's ε exceeds it. ``budget``
+    public bounds every output and text field is padded to. ``progress`` shows a progress bar.
+    ``num_targets`` defaults to 20 and ``delta`` to 10⁻⁴ (or the calibration's). ``budget``
     (a :class:`~dpcomm.budget.Budget`) is charged the plan's (ε, δ) before the run executes; a
     run beyond it raises :class:`~dpcomm.budget.BudgetExceededError` before anything runs.
+
+    ``target_epsilon`` refuses, before anything runs, a plan whose ε exceeds it
+    (:class:`~dpcomm.errors.InvalidParameterError`). ``countermeasure`` may be a
+    :class:`Calibration` (:func:`calibrate`): its countermeasure runs, with its T and δ unless
+    given, and its target ε is the ``target_epsilon``; on a table of another size or a query
+    of another shape than it was made for (:attr:`Calibration.shape`) the plan is accounted
+    again and refused (naming ``countermeasure``) if its ε exceeds the calibration's target.
 
     The result's values are exact over the tuples that arrived (not differentially private:
     the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
@@ -253,12 +288,12 @@ def run_sql(
     from dpcomm.engine.runs import run_aggregate
     from dpcomm.queries.aggregate import AggregateProgram
 
-    chosen = _countermeasure(countermeasure)
+    chosen, num_targets, delta, target_epsilon = _calibrated(
+        countermeasure, num_targets=num_targets, delta=delta, target_epsilon=target_epsilon
+    )
     if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
-    delta = check_delta("delta", delta)  # the plan's δ (None would be an unaccounted run)
     progress = _flag("progress", progress)
-    target_epsilon = _target_epsilon(target_epsilon)
     runner = make_engine(engine)
     budget = _budget(budget, runner)
     source = _rows(data, "data")
@@ -270,6 +305,8 @@ def run_sql(
     if not isinstance(source, Table) and not runner.reads_row_sources:
         source = source.read(0, source.num_rows)  # else its workers read it, never this process
     program = AggregateProgram.from_sql(sql, source, **bounds)
+    if isinstance(countermeasure, Calibration):
+        countermeasure.check_plan(program.plan, workload="aggregate", delta=delta)
     charged = _charge(
         budget, program, chosen, delta=delta, kind="aggregate", query=program.query.sql
     )
@@ -371,12 +408,12 @@ def kmeans(
     *,
     k: int,
     iterations: int,
-    countermeasure: Countermeasure,
+    countermeasure: Countermeasure | Calibration,
     labels: npt.ArrayLike | None = None,
     test_points: npt.ArrayLike | None = None,
     test_labels: npt.ArrayLike | None = None,
     seed: int | None = None,
-    delta: float = DEFAULT_DELTA,
+    delta: float | None = None,
     engine: str | Engine = "memory",
     start_seed: int = 0,
     progress: bool = False,
@@ -392,8 +429,9 @@ def kmeans(
     ``rand_index`` compares the final clusters with them; with ``test_points`` and
     ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), it is measured on
     those instead. ``engine``, ``delta``, ``progress``, ``target_epsilon`` and ``budget`` are
-    those of :func:`run_sql`. Returns the :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run
-    kmeans`` prints.
+    those of :func:`run_sql`, and ``countermeasure`` may be a :class:`Calibration` as there
+    (made by ``calibrate(data=points, iterations=I, num_targets=K, ...)``). Returns the
+    :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run kmeans`` prints.
 
     Points travel as float32: a row with NaN or ±inf, or with a value beyond float32's range
     (about ±3.4e38), is refused (:class:`~dpcomm.errors.InvalidParameterError` saying how many
@@ -417,11 +455,11 @@ def kmeans(
     from dpcomm.engine.runs import run_kmeans
     from dpcomm.queries.kmeans import KMeansProgram
 
-    chosen = _countermeasure(countermeasure)
+    chosen, _, delta, target_epsilon = _calibrated(
+        countermeasure, num_targets=None, delta=delta, target_epsilon=target_epsilon
+    )
     drop = _flag("drop_non_finite", drop_non_finite)
-    delta = check_delta("delta", delta)
     progress = _flag("progress", progress)
-    target_epsilon = _target_epsilon(target_epsilon)
     iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
     start_seed = check_seed(start_seed, name="start_seed")
     runner = make_engine(engine)
@@ -435,6 +473,8 @@ def kmeans(
     if k > len(array):
         raise InvalidParameterError("k", f"an integer in [1, {len(array):,}] (the points)", k)
     program = KMeansProgram(array, k, iterations, seed=start_seed)
+    if isinstance(countermeasure, Calibration):
+        countermeasure.check_plan(program.plan, workload="kmeans", delta=delta)
     tested: npt.NDArray[np.float64] | None = None
     if (test_points is None) != (test_labels is None):
         missing = "test_labels" if test_labels is None else "test_points"
@@ -472,9 +512,16 @@ def kmeans(
 class Calibration(PlanCandidate):
     """The cheapest countermeasure meeting (ε, δ) under limits (:func:`calibrate`).
 
+    A calibration runs as it is: ``run_sql(sql, data, countermeasure=calibration)`` (or
+    ``kmeans(points, ..., countermeasure=calibration)``) runs its countermeasure with its T and
+    δ and refuses, before running, a plan whose ε would exceed the target it was made for.
+
     Attributes:
-        countermeasure: the chosen countermeasure, usable as is in :func:`run_sql` or
-            :func:`kmeans` on ``sources_recruited`` rows.
+        countermeasure: the chosen countermeasure.
+        shape: what it was made for (:class:`dpcomm.calibration.PlanShape`): the table's rows
+            (S_t), T, the data-dependent grouping sets or iterations that compose, and the free
+            ones (the empty grouping set).
+        target_epsilon: the ε asked for.
         sources_recruited: S_t, the sources to recruit so that ``sources`` tuples are used in
             expectation (Section 2.5); ``extra_consents`` = S_t − S.
         epsilon: the plan's ε with the chosen countermeasure at ``delta`` (what a run reports),
@@ -496,8 +543,11 @@ class Calibration(PlanCandidate):
     '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
     >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
     2
+    >>> plan.shape.describe()
+    '1,000 sources, 2 data-dependent iterations of T = 10'
     """
 
+    shape: PlanShape
     pareto: Any
     details: Any
 
@@ -511,6 +561,11 @@ class Calibration(PlanCandidate):
         """S_t, the sources to recruit."""
         return self.num_sources
 
+    @property
+    def target_epsilon(self) -> float:
+        """The ε asked for (the plan's ε is at most it)."""
+        return float(self.details.request.epsilon)
+
     def __repr__(self) -> str:
         return f"Calibration({self.describe()})"
 
@@ -521,6 +576,30 @@ class Calibration(PlanCandidate):
             f"{self.delta:g}, {self.network_load_messages:,} messages, "
             f"{self.sources_recruited:,} sources recruited"
         )
+
+    def check_plan(self, plan: ExecutionPlan, *, workload: Workload, delta: float) -> None:
+        """Refuse ``plan`` at ``delta`` if the calibration's countermeasure misses its target.
+
+        On the plan it was made for (same S, T, composed clusters, δ) the ε is the calibrated
+        one. On another (a table of another size, another query, T or δ) the plan is
+        accounted (:func:`dpcomm.plan.account_plan`) and an
+        :class:`~dpcomm.errors.InvalidParameterError` naming ``countermeasure`` says both
+        shapes and the ε when it exceeds :attr:`target_epsilon`.
+        """
+        shape = PlanShape.of_plan(plan, workload=workload)
+        if shape.same_accounting(self.shape) and delta == self.delta:
+            return
+        from dpcomm.plan.privacy import account_plan
+
+        epsilon = account_plan(plan, self.countermeasure, delta=delta).guarantee.epsilon
+        if epsilon > self.target_epsilon:
+            raise InvalidParameterError(
+                "countermeasure",
+                f"a calibration run on the plan it was made for ({self.shape.describe()}, "
+                f"δ = {self.delta:g}: ε ≤ {self.target_epsilon:g}), or on one where its ε "
+                f"stays within {self.target_epsilon:g}; calibrate again for this one",
+                f"{shape.describe()}, δ = {delta:g}: ε = {epsilon:.4g} (nothing ran)",
+            )
 
 
 def _pareto_frame(result: Any) -> Any:
@@ -552,12 +631,73 @@ def _pareto_frame(result: Any) -> Any:
     return frame
 
 
+def query_shape(
+    sql: object, data: Any, *, num_targets: int | None = None, iterations: int | None = None
+) -> PlanShape:
+    """The shape of the plan ``sql`` over ``data`` compiles to (what :func:`run_sql` runs).
+
+    What :func:`calibrate` and ``dpcomm plan --sql --data`` calibrate for: S = the table's
+    rows, T = ``num_targets`` (default 20), the non-empty grouping sets (composed) and the
+    empty one (free). Without ``sql``: K-means over the points ``data`` (what :func:`kmeans`
+    runs) with ``iterations`` and K = ``num_targets``. A query whose only grouping set is the
+    empty one is refused (naming ``sql``): its traffic needs no countermeasure.
+
+    >>> from dpcomm import datasets
+    >>> from dpcomm.api import query_shape
+    >>> people = datasets.synthetic(rows=300, seed=1)
+    >>> shape = query_shape("SELECT g1, COUNT(*) FROM t GROUP BY CUBE(g1, g2)", people)
+    >>> shape.num_sources, shape.num_clusters, shape.free_clusters
+    (300, 3, ('()',))
+    """
+    if sql is None:
+        if iterations is None:
+            raise InvalidParameterError(
+                "data",
+                "given with sql= (an Aggregate query over this table) or with iterations= and "
+                "num_targets= (K-means over these points)",
+                data,
+            )
+        if num_targets is None:
+            raise InvalidParameterError("num_targets", "K, the centroids (K-means)", None)
+        points = _points("data", data)
+        iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
+        return PlanShape(
+            workload="kmeans",
+            num_sources=len(points),
+            num_targets=check_int("num_targets", num_targets, minimum=2, maximum=MAX_COUNT),
+            clusters=tuple(f"iteration {i + 1}" for i in range(iterations)),
+        )
+    from dpcomm.queries.aggregate import AggregateProgram
+
+    if not isinstance(sql, str):
+        raise InvalidParameterError("sql", "an Aggregate query (text)", sql)
+    if data is None:
+        raise InvalidParameterError("data", f"with sql=: {DATA_ALLOWED}", data)
+    if iterations is not None:
+        raise InvalidParameterError("iterations", "None with sql= (an Aggregate query)", iterations)
+    source = _rows(data, "data")  # a row source is bound to its schema, S its rows: not read
+    program = AggregateProgram.from_sql(
+        sql, source, num_targets=DEFAULT_NUM_TARGETS if num_targets is None else num_targets
+    )
+    shape = PlanShape.of_plan(program.plan, workload="aggregate")
+    if not shape.clusters:
+        raise InvalidParameterError(
+            "sql",
+            "a query with a non-empty grouping set (the empty one's traffic is independent of "
+            "the data: run it with dpcomm.NoCountermeasure(), ε = 0)",
+            sql,
+        )
+    return shape
+
+
 def calibrate(
+    sql: str | None = None,
+    data: Any = None,
     *,
-    sources: int,
-    num_targets: int,
     epsilon: float,
     delta: float,
+    sources: int | None = None,
+    num_targets: int | None = None,
     grouping_sets: int | None = None,
     iterations: int | None = None,
     max_channels: int | None = None,
@@ -567,13 +707,25 @@ def calibrate(
 ) -> Calibration:
     """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
 
-    ``sources`` (S) tuples must be used, by an Aggregate query of ``grouping_sets`` (G,
-    default 1) grouping sets over ``num_targets`` (T) compute nodes, or by K-means of
-    ``iterations`` (I) with K = ``num_targets`` centroids. Limits: ``max_channels`` per node,
-    ``max_extra_consents`` (S_t − S), ``min_utility`` (expected tuples used / S, default 1).
-    Searches σ on a 0.01 grid, every number of scramblers and every d
-    (:func:`dpcomm.calibration.plan_countermeasures`, exact and valid accounting);
-    raises :class:`~dpcomm.DpcommError` naming the limit to relax when none is feasible.
+    From the query (the usual way): ``calibrate(sql, data, epsilon=..., delta=...)`` compiles
+    ``sql`` over ``data`` as :func:`run_sql` does (``num_targets`` T compute nodes per
+    grouping set, default 20) and reads the plan's shape (:class:`~dpcomm.calibration.PlanShape`):
+    S = the table's rows, G = its non-empty grouping sets. The empty grouping set ``()`` (of
+    ``ROLLUP`` or ``CUBE``) is free: its one compute node hears every source whatever its
+    data (ε = 0), so it is costed but not composed. With ``data`` the table is fixed:
+    ``max_extra_consents`` defaults to 0 (no source recruited beyond its rows). K-means:
+    ``calibrate(data=points, iterations=I, num_targets=K, ...)`` (S = the points).
+
+    By hand (the keyword form): ``sources`` (S) tuples must be used, by an Aggregate query of
+    ``grouping_sets`` (G, default 1, the non-empty grouping sets only) over ``num_targets``
+    (T) compute nodes, or by K-means of ``iterations`` (I) with K = ``num_targets`` centroids.
+
+    Limits: ``max_channels`` per node, ``max_extra_consents`` (S_t − S), ``min_utility``
+    (expected tuples used / S, default 1). Searches σ on a 0.01 grid, every number of
+    scramblers and every d (:func:`dpcomm.calibration.plan_countermeasures`, exact and valid
+    accounting); raises :class:`~dpcomm.DpcommError` naming the limit to relax when none is
+    feasible. The :class:`Calibration` records the shape it was made for and runs as it is:
+    ``run_sql(sql, data, countermeasure=calibration)``.
 
     >>> import dpcomm
     >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
@@ -583,13 +735,42 @@ def calibrate(
     Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
     >>> list(plan.pareto.columns[:5])
     ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
-    """
+    >>> from dpcomm import datasets
+    >>> people = datasets.synthetic(rows=500, seed=1)
+    >>> sql = "SELECT g1, g2, COUNT(*) FROM people GROUP BY ROLLUP(g1, g2)"
+    >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4)
+    >>> plan.shape.describe()
+    '500 sources, 2 data-dependent grouping sets of T = 20 ((g1), (g1, g2)); () is free (one compute node)'
+    >>> plan.extra_consents, plan.epsilon <= 1.0
+    (0, True)
+    >>> run = dpcomm.run_sql(sql, people, countermeasure=plan, seed=1)
+    >>> run.report.privacy.epsilon == plan.epsilon
+    True
+    """  # noqa: E501
     from dpcomm.calibration import plan_countermeasures
+    from dpcomm.calibration.costs import request_plan
 
-    sources = check_int("sources", sources, minimum=1, maximum=MAX_SOURCES)
     progress = _flag("progress", progress)
-    if grouping_sets is None and iterations is None:
-        grouping_sets = 1
+    shape: PlanShape | None = None
+    free = 0
+    if sql is not None or data is not None:
+        for name, value in (("sources", sources), ("grouping_sets", grouping_sets)):
+            if value is not None:
+                raise InvalidParameterError(name, "None with data= (read from the data)", value)
+        shape = query_shape(sql, data, num_targets=num_targets, iterations=iterations)
+        sources, num_targets = shape.num_sources, shape.num_targets
+        free = len(shape.free_clusters)
+        if shape.workload == "aggregate":
+            grouping_sets = shape.num_clusters
+        max_extra_consents = 0 if max_extra_consents is None else max_extra_consents
+    else:
+        if sources is None:
+            raise InvalidParameterError("sources", "S, the tuples used (or sql= and data=)", None)
+        if num_targets is None:
+            raise InvalidParameterError("num_targets", "T, the targets per cluster", None)
+        sources = check_int("sources", sources, minimum=1, maximum=MAX_SOURCES)
+        if grouping_sets is None and iterations is None:
+            grouping_sets = 1
     result = plan_countermeasures(
         num_sources=sources,
         num_targets=num_targets,
@@ -597,9 +778,25 @@ def calibrate(
         delta=delta,
         grouping_sets=grouping_sets,
         iterations=iterations,
+        free_grouping_sets=free,
         max_channels=max_channels,
         max_extra_consents=max_extra_consents,
         min_utility=1.0 if min_utility is None else min_utility,
         progress=progress,
     )
-    return Calibration(**result.candidate_fields(), pareto=_pareto_frame(result), details=result)
+    request = result.request
+    if request is None:
+        raise DpcommError("the planner answered without its request")  # never: it sets it
+    if shape is None:
+        planned = request_plan(
+            workload=request.workload,
+            num_sources=result.num_sources,
+            num_targets=request.num_targets,
+            num_clusters=request.num_clusters,
+        )
+        shape = PlanShape.of_plan(planned, workload=request.workload)
+    else:
+        shape = replace(shape, num_sources=result.num_sources)  # S_t: the rows a run needs
+    return Calibration(
+        **result.candidate_fields(), shape=shape, pareto=_pareto_frame(result), details=result
+    )

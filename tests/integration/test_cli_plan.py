@@ -57,6 +57,8 @@ def test_plan_json_has_exactly_the_documented_keys(cli):
         "sources_recruited",
         "batch_sizes",
         "run_command",
+        "grouping_sets",
+        "free_grouping_sets",
         "pareto",
     }
     configuration = document["configuration"]
@@ -95,6 +97,8 @@ def test_plan_json_has_exactly_the_documented_keys(cli):
             "pareto",
             "batch_sizes",
             "run_command",
+            "grouping_sets",  # the plan's shape: the same for every member
+            "free_grouping_sets",
             "epsilon_pld",  # how the chosen configuration's ε composes: for it alone
             "epsilon_basic",
             "epsilon_lower_bound",
@@ -208,7 +212,79 @@ def test_plan_infeasible_limit_is_a_one_line_error(cli):
 )
 def test_plan_needs_exactly_one_of_grouping_sets_and_iterations(cli, extra):
     status, _, err = cli("plan", *SMALL, *extra)
-    assert status == 2 and "grouping_sets/iterations" in err
+    assert status == 2 and "--grouping-sets/--iterations" in err and err.count("\n") == 1
+
+
+ROLLUP = "SELECT species, sex, COUNT(*) FROM penguins GROUP BY ROLLUP(species, sex)"
+
+
+@pytest.fixture(scope="module")
+def penguins_csv(openml_table, tmp_path_factory):
+    """The Palmer penguins (344 rows) as a CSV file."""
+    import pyarrow.csv
+
+    path = tmp_path_factory.mktemp("penguins") / "penguins.csv"
+    pyarrow.csv.write_csv(openml_table("id_42585"), path)
+    return path
+
+
+def test_plan_from_the_query_reads_its_shape_and_its_run_meets_the_target(cli, penguins_csv):
+    """ROLLUP(species, sex) over the 344 penguins: 2 composed grouping sets, () free, no
+    source recruited; the printed command runs it within the target."""
+    query = ("--sql", ROLLUP, "--data", penguins_csv, "--epsilon", "1", "--delta", "1e-4")
+    status, out, err = cli("plan", *query)
+    assert status == 0, err
+    assert "Aggregate, G = 2 grouping sets" in out
+    assert "344 sources, 2 data-dependent grouping sets of T = 20" in out
+    assert "() is free (one compute node)" in out
+    assert "sources recruited: S_t = 344 (0 extra consents)" in out
+    status, text, _ = cli("plan", *query, "--json")
+    plan = json.loads(text)
+    assert plan["grouping_sets"] == ["(species)", "(species, sex)"]
+    assert plan["free_grouping_sets"] == ["()"]
+    assert plan["extra_consents"] == 0 and plan["sources_recruited"] == 344
+    assert plan["epsilon"] <= 1.0
+    assert f"Run it:\n  {plan['run_command']}\n" in out
+    arguments = shlex.split(plan["run_command"])[1:]
+    assert arguments[:3] == ["run", "aggregate", "--data"] and ROLLUP in arguments
+    status, out, err = cli(*arguments, "--json", "--seed", "1")
+    assert status == 0, err
+    report = json.loads(out)["report"]
+    assert report["privacy"]["epsilon"] == pytest.approx(plan["epsilon"], rel=1e-12)
+    assert report["privacy"]["epsilon"] <= 1.0
+    assert report["efficiency"]["messages"] == plan["network_load_messages"]
+    assert report["efficiency"]["extra_consents"] == 0
+    # Fewer dummies than planned: the run is refused before it starts, naming the flag.
+    dummies = arguments.index("--dummies") + 1
+    arguments[dummies] = str(plan["configuration"]["num_dummies"] // 2)
+    status, out, err = cli(*arguments)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and "--target-epsilon" in err and "nothing ran" in err
+
+
+def test_plan_by_hand_recruits_sources_the_query_form_does_not(cli, penguins_csv):
+    by_hand = ("--sources", "344", "--targets", "20", "--grouping-sets", "2")
+    common = ("--epsilon", "1", "--delta", "1e-4", "--json")
+    status, out, _ = cli("plan", *by_hand, *common)
+    assert status == 0 and json.loads(out)["extra_consents"] > 0
+    status, out, _ = cli("plan", "--sql", ROLLUP, "--data", penguins_csv, *common)
+    assert status == 0 and json.loads(out)["extra_consents"] == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (("--sql", ROLLUP), "--data"),
+        (("--sql", ROLLUP, "--data", "DATA", "--sources", "10"), "--sources"),
+        (("--sql", ROLLUP, "--data", "DATA", "--grouping-sets", "3"), "--grouping-sets"),
+        (("--grouping-sets", "1", "--targets", "5"), "--sources"),
+        (("--sql", "SELECT COUNT(*) FROM penguins GROUP BY ()", "--data", "DATA"), "--sql"),
+    ],
+)
+def test_plan_from_the_query_refuses_what_it_reads_itself(cli, penguins_csv, extra, named):
+    extra = tuple(str(penguins_csv) if e == "DATA" else e for e in extra)
+    status, _, err = cli("plan", *extra, "--epsilon", "1", "--delta", "1e-4")
+    assert status == 2 and err.count("\n") == 1 and named in err, err
 
 
 def test_headline_prints_the_markdown_table(cli):

@@ -121,8 +121,8 @@ def test_same_seed_same_run_and_json_shape(cli):
     assert "seed" in first["report"]["randomness"]
 
 
-def test_run_warns_when_the_table_breaks_the_asked_guarantee(cli):
-    status, _, err = cli(
+def test_run_refuses_a_table_that_breaks_the_asked_guarantee(cli):
+    status, out, err = cli(
         "run",
         "aggregate",
         "--sql",
@@ -133,15 +133,11 @@ def test_run_warns_when_the_table_breaks_the_asked_guarantee(cli):
         "1",
         "--json",
     )
-    assert status == 0
-    # 10,000 sources in 65 balanced batches of 153 or 154 (not 156), and ε above 1: the ε asked
-    # for is the target, and one warning says why it is exceeded (for both grouping sets).
-    [line] = err.splitlines()
-    assert line.startswith("dpcomm: warning: the plan's ε = ")
-    assert line.endswith(
-        "exceeds the target ε = 1 asked for (clusters (A), (B): n = 156, 10000 senders: "
-        "65 balanced batches of 153 or 154 sources)"
-    )
+    # 10,000 sources in 65 balanced batches of 153 or 154 (not 156), and ε above 1: refused
+    # before running, in one line naming the flag.
+    assert status == 2 and out == "" and err.count("\n") == 1
+    error = err.splitlines()[-1]
+    assert error.startswith("dpcomm: error: invalid --target-epsilon") and "nothing ran" in error
 
 
 @pytest.mark.parametrize(

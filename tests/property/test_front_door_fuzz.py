@@ -55,9 +55,9 @@ BASELINES = {
         "epsilon": None, "rounds": 1, "monte_carlo_samples": 0, "seed": 0,
     },
     dpcomm.calibrate: {
-        "sources": 20, "num_targets": 3, "epsilon": 1.0, "delta": 1e-4, "grouping_sets": None,
-        "iterations": None, "max_channels": None, "max_extra_consents": None,
-        "min_utility": None, "progress": False,
+        "sql": None, "data": None, "epsilon": 1.0, "delta": 1e-4, "sources": 20,
+        "num_targets": 3, "grouping_sets": None, "iterations": None, "max_channels": None,
+        "max_extra_consents": None, "min_utility": None, "progress": False,
     },
     dpcomm.LocalFlooding: {"sampling_rate": 0.5, "num_dummies": 1},
     dpcomm.Scramblers: {"sampling_rate": 0.5, "batch_size": 10, "num_dummies": 1, "capped": False},
@@ -76,6 +76,9 @@ PARTNERS = {
     (dpcomm.kmeans, "test_points"): {"test_labels"},  # one label per test point
     (dpcomm.kmeans, "test_labels"): {"test_points"},
     (dpcomm.Budget, "delta"): {"epsilon"},  # a budget other than the ledger's names both
+    # sql= reads the table from data= (and the sources from it: sources= must then be None)
+    (dpcomm.calibrate, "sql"): {"data", "sources"},
+    (dpcomm.calibrate, "data"): {"sources"},
 }
 
 #: Documented outcomes of valid values that a run or the planner cannot meet: the error's type

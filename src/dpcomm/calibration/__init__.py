@@ -27,7 +27,9 @@ One module per job:
   and d;
 * :mod:`~dpcomm.calibration.pareto`: the order of candidates and the Pareto front;
 * :mod:`~dpcomm.calibration.advice`: what to relax, and by how much, when nothing is feasible;
-* :mod:`~dpcomm.calibration.planner`: :func:`plan_countermeasures` and its answer.
+* :mod:`~dpcomm.calibration.planner`: :func:`plan_countermeasures` and its answer;
+* :mod:`~dpcomm.calibration.shape`: what a calibration is made for (S, T, the composed and the
+  free clusters), read from the plan a query compiles to.
 
 Names are imported on first use (the search needs the accountant, hence scipy).
 """
@@ -85,6 +87,9 @@ if TYPE_CHECKING:
     from dpcomm.calibration.search import (
         least_satisfying as least_satisfying,
     )
+    from dpcomm.calibration.shape import (
+        PlanShape as PlanShape,
+    )
 
 __getattr__, __dir__ = attach(__name__, __file__)
 
@@ -94,6 +99,7 @@ __all__ = [
     "PlanCandidate",
     "PlanCosts",
     "PlanRequest",
+    "PlanShape",
     "PlannerResult",
     "SearchOptions",
     "describe_batches",

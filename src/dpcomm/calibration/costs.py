@@ -80,18 +80,27 @@ def utility_for(request: PlanRequest, sampling_rate: float, recruited: int) -> f
 
 
 def request_plan(
-    *, workload: Workload, num_sources: int, num_targets: int, num_clusters: int
+    *,
+    workload: Workload,
+    num_sources: int,
+    num_targets: int,
+    num_clusters: int,
+    free_clusters: int = 0,
 ) -> ExecutionPlan:
     """The plan the planner costs, by :mod:`dpcomm.plan.builders` (what the queries run).
 
-    Aggregate: G grouping sets of C = T compute nodes each; K-means: I iterations with K = T
-    centroids. ``num_sources`` is the number of source nodes (S_t once recruited).
+    Aggregate: G grouping sets of C = T compute nodes each, then ``free_clusters`` grouping
+    sets of one compute node (the empty grouping set: data-independent traffic); K-means: I
+    iterations with K = T centroids. ``num_sources`` is the number of source nodes (S_t once
+    recruited).
     """
     if workload == "aggregate":
+        flows = [f"grouping set {index + 1}" for index in range(num_clusters)]
+        flows += [f"free grouping set {index + 1}" for index in range(free_clusters)]
         return aggregate_plan(
             num_sources=num_sources,
-            flows=tuple(f"grouping set {index + 1}" for index in range(num_clusters)),
-            num_targets=(num_targets,) * num_clusters,
+            flows=flows,
+            num_targets=(num_targets,) * num_clusters + (1,) * free_clusters,
         )
     return kmeans_plan(
         num_sources=num_sources, num_centroids=num_targets, num_iterations=num_clusters
@@ -135,12 +144,14 @@ def _costs(
     num_targets: int,
     num_sources: int,
     countermeasure: Countermeasure,
+    free_clusters: int = 0,
 ) -> PlanCosts:
     plan = request_plan(
         workload=workload,
         num_sources=num_sources,
         num_targets=num_targets,
         num_clusters=num_clusters,
+        free_clusters=free_clusters,
     )
     transformed = transform(plan, countermeasure)
     return PlanCosts(
@@ -158,6 +169,7 @@ def plan_costs(
     num_targets: int,
     workload: Workload,
     num_clusters: int,
+    free_clusters: int = 0,
 ) -> PlanCosts:
     """The costs of ``countermeasure`` on the plan of the request, from the cost model.
 
@@ -165,9 +177,10 @@ def plan_costs(
     countermeasure (:func:`dpcomm.plan.transform`): the messages per routed flow are exact
     (Sections 3.3, 4.4 and 5.1: S_t (d + 1) per local cluster, 2 S_t + K·d through K balanced
     scramblers, the centroids of K-means broadcast back through the scramblers), the channels
-    an upper bound derived from the routed flows. Cached: the search costs many candidates.
+    an upper bound derived from the routed flows. ``free_clusters`` grouping sets of one
+    compute node are added (:func:`request_plan`). Cached: the search costs many candidates.
     """
-    return _costs(workload, num_clusters, num_targets, num_sources, countermeasure)
+    return _costs(workload, num_clusters, num_targets, num_sources, countermeasure, free_clusters)
 
 
 def costs_for(request: PlanRequest, countermeasure: Countermeasure, num_sources: int) -> PlanCosts:
@@ -178,11 +191,17 @@ def costs_for(request: PlanRequest, countermeasure: Countermeasure, num_sources:
         num_targets=request.num_targets,
         workload=request.workload,
         num_clusters=request.num_clusters,
+        free_clusters=request.free_clusters,
     )
 
 
 def nonprivate_load(
-    *, num_sources: int, num_targets: int, workload: Workload, num_clusters: int
+    *,
+    num_sources: int,
+    num_targets: int,
+    workload: Workload,
+    num_clusters: int,
+    free_clusters: int = 0,
 ) -> int:
     """Messages of the plan of S sources without countermeasures (:func:`plan_costs`)."""
     return plan_costs(
@@ -191,6 +210,7 @@ def nonprivate_load(
         num_targets=num_targets,
         workload=workload,
         num_clusters=num_clusters,
+        free_clusters=free_clusters,
     ).messages
 
 

@@ -110,6 +110,7 @@ def planned_privacy(request: PlanRequest, candidate: PlanCandidate) -> PlanGuara
         num_sources=candidate.num_sources,
         num_targets=request.num_targets,
         num_clusters=request.num_clusters,
+        free_clusters=request.free_clusters,
     )
     return account_plan(plan, candidate.configuration.countermeasure, delta=request.delta)
 
@@ -122,6 +123,7 @@ def plan_countermeasures(
     delta: float,
     grouping_sets: int | None = None,
     iterations: int | None = None,
+    free_grouping_sets: int = 0,
     max_channels: int | None = None,
     max_extra_consents: int | None = None,
     min_utility: float = 1.0,
@@ -141,6 +143,9 @@ def plan_countermeasures(
         delta: δ of the whole plan.
         grouping_sets: G, for an Aggregate plan (exclusive with ``iterations``).
         iterations: I, for a K-means plan with K = T centroids.
+        free_grouping_sets: grouping sets of one compute node besides the G (the empty
+            grouping set ``()``): their traffic is data-independent (ε = 0), so they are not
+            composed, but their messages and channels are costed (Aggregate only).
         max_channels: largest number of secure channels a node may have.
         max_extra_consents: c, largest S_t − S.
         min_utility: u, least expected tuples used / S (matters with ``max_extra_consents``).
@@ -176,6 +181,7 @@ def plan_countermeasures(
         max_channels=max_channels,
         max_extra_consents=max_extra_consents,
         min_utility=min_utility,
+        free_clusters=free_grouping_sets,
     )
     options = SearchOptions(
         sampling_rates=DEFAULT_SAMPLING_RATES if sampling_rates is None else sampling_rates,

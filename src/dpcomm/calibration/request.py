@@ -43,6 +43,10 @@ class PlanRequest:
         max_channels: limit on channels per node (None: no limit).
         max_extra_consents: limit c on S_t − S (None: no limit).
         min_utility: u in (0, 1], the least expected tuples used / S.
+        free_clusters: grouping sets of a single compute node (the empty grouping set ``()``)
+            besides the G data-dependent ones (Aggregate only): every source sends them one
+            message to the same node, traffic independent of the data (ε = 0, Section 2.4),
+            so they are costed (messages, channels) but not composed.
     """
 
     num_sources: int
@@ -54,6 +58,7 @@ class PlanRequest:
     max_channels: int | None = None
     max_extra_consents: int | None = None
     min_utility: float = 1.0
+    free_clusters: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -91,6 +96,16 @@ class PlanRequest:
             "min_utility",
             check_number("min_utility", self.min_utility, above=0.0, at_most=1.0),
         )
+
+        object.__setattr__(
+            self,
+            "free_clusters",
+            check_int("free_clusters", self.free_clusters, minimum=0, maximum=MAX_COUNT),
+        )
+        if self.free_clusters and self.workload != "aggregate":
+            raise InvalidParameterError(
+                "free_clusters", "0 for K-means (no grouping set)", self.free_clusters
+            )
 
     @property
     def cluster_epsilon(self) -> float:

@@ -144,7 +144,8 @@ def add_countermeasure_options(
         "--target-epsilon",
         type=non_negative_float,
         metavar="E",
-        help="warn when the plan's ε exceeds E (e.g. the table's size changed the batches)",
+        help="refuse, before running, a plan whose ε exceeds E (e.g. the table's size changed "
+        "the batches)",
     )
     parser.add_argument(
         "--seed",

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from dpcomm._json import json_ready
+from dpcomm.api import query_shape
 from dpcomm.calibration import (
     Configuration,
     PlanCandidate,
     PlannerResult,
+    PlanShape,
     describe_batches,
     plan_countermeasures,
 )
@@ -32,23 +34,29 @@ from dpcomm.validation import MAX_COUNT, MAX_SOURCES
 PLAN_DESCRIPTION = """\
 Find the countermeasure of least network load that gives the whole plan (ε, δ)-DP.
 
-S (--sources) is the number of real tuples the computation must use; the plan has G grouping
-sets (--grouping-sets, Aggregate) or I iterations (--iterations, K-means with K = T centroids):
-G identical data-dependent clusters of T targets. A configuration is local sampling + flooding
-(σ, d <= T - 1) or uncapped scramblers (σ, n, d): ceil(S_t/n) scramblers whose batches differ
-by at most one source (balanced), the largest n. S_t = ceil(S/(1 - σ + σ/T)) sources are
-recruited to keep the utility (extra consents S_t - S); with --max-extra-consents c at most
-S + c, and the expected utility min(1, S_t (1 - σ + σ/T)/S) must be at least --min-utility.
-The G clusters compose: a configuration is feasible when the whole plan reaches (ε, δ) by
-composing the clusters' privacy loss distributions (the Lemma 2 pair of the smallest balanced
-batch) or by Theorem 2 (each cluster at ε/G and δ/G, exact accounting of every batch size).
-The search is exact over σ = 0, 0.01, ..., 0.99, every number of scramblers and d <= 20,000,
-pruned by bounds that cannot remove the cheapest configuration. Network load counts every
-message of the plan with its countermeasure, as the engines send them; channels are the most
-secure channels of any node. The Pareto front over (load, channels, consents) of the feasible
-configurations the search evaluated is printed too (its least-load members are exact; the
-pruned configurations all cost more than the chosen one), and the `dpcomm run`
-command that runs the chosen configuration on a synthetic table of S_t rows.
+From the query: --sql and --data (a CSV or Parquet file) read the plan's shape as `dpcomm run
+aggregate` compiles it: S = the table's rows, G = its non-empty grouping sets, T = --targets
+(default 20). The empty grouping set () of ROLLUP or CUBE is free: its one compute node hears
+every source whatever its data (ε = 0), so it is costed but not composed. The table is fixed:
+--max-extra-consents defaults to 0. By hand: S (--sources) is the number of real tuples the
+computation must use; the plan has G grouping sets (--grouping-sets, Aggregate, the non-empty
+ones) or I iterations (--iterations, K-means with K = T centroids): G identical data-dependent
+clusters of T targets. A configuration is local sampling + flooding (σ, d <= T - 1) or uncapped
+scramblers (σ, n, d): ceil(S_t/n) scramblers whose batches differ by at most one source
+(balanced), the largest n. S_t = ceil(S/(1 - σ + σ/T)) sources are recruited to keep the utility
+(extra consents S_t - S); with --max-extra-consents c at most S + c, and the expected utility
+min(1, S_t (1 - σ + σ/T)/S) must be at least --min-utility. The G clusters compose: a
+configuration is feasible when the whole plan reaches (ε, δ) by composing the clusters' privacy
+loss distributions (the Lemma 2 pair of the smallest balanced batch) or by Theorem 2 (each
+cluster at ε/G and δ/G, exact accounting of every batch size). The search is exact over σ = 0,
+0.01, ..., 0.99, every number of scramblers and d <= 20,000, pruned by bounds that cannot remove
+the cheapest configuration. Network load counts every message of the plan with its
+countermeasure, as the engines send them; channels are the most secure channels of any node. The
+Pareto front over (load, channels, consents) of the feasible configurations the search evaluated
+is printed too (its least-load members are exact; the pruned configurations all cost more than
+the chosen one), and the `dpcomm run` command that runs the chosen configuration (on the table
+of --data, or on a synthetic table of S_t rows), with --target-epsilon: a run whose ε would
+exceed the target is refused.
 """
 
 #: File formats ``--plot`` draws (by the file's extension).
@@ -80,7 +88,7 @@ def synthetic_sql(grouping_sets: int) -> str | None:
     return f"SELECT {columns}, COUNT(*) AS n_rows FROM t GROUP BY GROUPING SETS ({listed})"
 
 
-def run_arguments(result: PlannerResult) -> list[str] | None:
+def run_arguments(result: PlannerResult, query: tuple[str, str] | None = None) -> list[str] | None:
     """The ``dpcomm run`` arguments that run the chosen configuration (None if none can).
 
     Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
@@ -89,13 +97,18 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
     are those of
     :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
-    ``--target-epsilon`` the ε asked for, so that a run whose ε exceeds it warns.
+    ``--target-epsilon`` the ε asked for, so that a run whose ε would exceed it is refused.
+    With ``query`` (the SQL and the ``--data`` file it was calibrated from), that query over
+    that file.
     """
     request = result.request
     if request is None:
         return None
     configuration = result.configuration
-    if request.workload == "aggregate":
+    if query is not None:
+        arguments = ["dpcomm", "run", "aggregate", "--data", query[1], "--sql", query[0]]
+        arguments += ["--targets", str(request.num_targets)]
+    elif request.workload == "aggregate":
         sql = synthetic_sql(request.num_clusters)
         if sql is None:
             return None
@@ -141,9 +154,9 @@ def run_arguments(result: PlannerResult) -> list[str] | None:
     return arguments
 
 
-def run_command(result: PlannerResult) -> str | None:
+def run_command(result: PlannerResult, query: tuple[str, str] | None = None) -> str | None:
     """:func:`run_arguments` as one shell command line."""
-    arguments = run_arguments(result)
+    arguments = run_arguments(result, query)
     return None if arguments is None else shlex.join(arguments)
 
 
@@ -173,7 +186,9 @@ def _number(value: float) -> str:
     return f"{value:.4f}"  # ∞ prints as inf
 
 
-def plan_json(result: PlannerResult) -> dict[str, Any]:
+def plan_json(
+    result: PlannerResult, query: tuple[str, str] | None = None, shape: PlanShape | None = None
+) -> dict[str, Any]:
     """The planner's answer as the JSON document ``dpcomm plan --json`` prints.
 
     ``epsilon`` is the smaller of ``epsilon_pld`` (the clusters' privacy loss distributions
@@ -181,7 +196,9 @@ def plan_json(result: PlannerResult) -> dict[str, Any]:
     δ/G); ``epsilon_lower_bound`` is certified (composed explicit pairs).
     ``batch_sizes`` lists the sources of every scrambler of one cluster (null for local),
     ``sources_recruited`` is S_t and ``run_command`` the ``dpcomm run`` command line that runs
-    the chosen configuration (null when no synthetic query has G grouping sets).
+    the chosen configuration (null when no synthetic query has G grouping sets). From a query
+    (``--sql``, ``--data``), ``grouping_sets`` names the composed grouping sets and
+    ``free_grouping_sets`` the free ones (null by hand).
     """
     sizes = result.configuration.batch_sizes
     privacy = result.privacy
@@ -198,7 +215,9 @@ def plan_json(result: PlannerResult) -> dict[str, Any]:
             "extra_consents": result.extra_consents,
             "sources_recruited": result.num_sources,
             "batch_sizes": None if sizes is None else list(sizes),
-            "run_command": run_command(result),
+            "run_command": run_command(result, query),
+            "grouping_sets": None if shape is None else list(shape.clusters),
+            "free_grouping_sets": None if shape is None else list(shape.free_clusters),
             "pareto": [_candidate_json(c) for c in result.pareto],
         }
     )
@@ -213,18 +232,29 @@ def _spread(items: tuple[PlanCandidate, ...], limit: int) -> list[PlanCandidate]
     return [items[round(i * step)] for i in range(limit)]
 
 
-def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
+def _print_plan(
+    args: argparse.Namespace,
+    result: PlannerResult,
+    query: tuple[str, str] | None = None,
+    shape: PlanShape | None = None,
+) -> None:
+    request = result.request
+    if request is None:
+        raise InvalidParameterError("result", "a planner's answer with its request", result)
+    aggregate = request.workload == "aggregate"
+    clusters = request.num_clusters
     kind = (
-        f"Aggregate, G = {args.grouping_sets} grouping sets"
-        if args.grouping_sets is not None
-        else f"K-means, I = {args.iterations} iterations"
+        f"Aggregate, G = {clusters} grouping sets"
+        if aggregate
+        else f"K-means, I = {clusters} iterations"
     )
     print(
-        f"Plan for {args.sources:,} tuples used, T = {args.targets} targets per cluster, {kind}; "
-        f"target ε ≤ {args.epsilon:g}, δ ≤ {args.delta:g}"
+        f"Plan for {request.num_sources:,} tuples used, T = {request.num_targets} targets per "
+        f"cluster, {kind}; target ε ≤ {request.epsilon:g}, δ ≤ {request.delta:g}"
     )
+    if shape is not None and query is not None:
+        print(f"  from the query over {query[1]}: {shape.describe()}")
     print(f"Chosen (least network load): {result.configuration.describe()}")
-    clusters = args.grouping_sets or args.iterations
     composed = "its cluster" if clusters == 1 else f"its {clusters} clusters composed"
     print(
         f"  privacy: ε = {result.epsilon:.4f}, δ = {result.delta:.3g} (the whole plan: {composed})"
@@ -251,24 +281,29 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
     )
     roles = ", ".join(f"{role} {count:,}" for role, count in result.channels_by_role.items())
     print(f"  max secure channels per node: {result.max_channels_per_node:,} ({roles})")
-    cluster = "grouping set" if args.grouping_sets is not None else "iteration"
+    cluster = "grouping set" if aggregate else "iteration"
     if result.configuration.batch_sizes is not None:
         print(f"  batches per {cluster}: {describe_batches(result.configuration.batch_sizes)}")
     print(
         f"  sources recruited: S_t = {result.num_sources:,} ({result.extra_consents:,} extra "
         f"consents), expected utility {result.utility:.1%}"
     )
-    command = run_command(result)
+    command = run_command(result, query)
     print()
     if command is None:
         print(
-            f"No synthetic query has {args.grouping_sets} grouping sets: run your own query "
+            f"No synthetic query has {clusters} grouping sets: run your own query "
             "over a table of S_t rows with the countermeasure above (dpcomm run aggregate)."
         )
     else:
         print("Run it:")
         print(f"  {command}")
-        if args.grouping_sets is not None:
+        if query is not None:
+            print(
+                "  (the same query over a table of another size gets other batches: the run "
+                "refuses it if its ε exceeds --target-epsilon)"
+            )
+        elif aggregate:
             print(
                 "  (any table of S_t rows and query with these grouping sets gives the same "
                 "batches and ε: replace --synthetic and --sql by --data and your query)"
@@ -276,8 +311,8 @@ def _print_plan(args: argparse.Namespace, result: PlannerResult) -> None:
         else:
             print(
                 "  (add --dataset with at least S_t points: the first S_t are the sources; "
-                "another number of sources changes the batches, and --target-epsilon warns if "
-                "ε exceeds the target)"
+                "another number of sources changes the batches, and --target-epsilon refuses "
+                "a run whose ε would exceed the target)"
             )
     print()
     shown = _spread(result.pareto, args.pareto_rows)
@@ -376,15 +411,51 @@ def command_plan(args: argparse.Namespace) -> int:
         plot = check_writable_file("--plot", args.plot)
         if plot.suffix.lower() not in PLOT_FORMATS:
             raise InvalidParameterError("--plot", f"a {', '.join(PLOT_FORMATS)} file", args.plot)
+    query: tuple[str, str] | None = None
+    shape: PlanShape | None = None
+    sources, grouping_sets = args.sources, args.grouping_sets
+    targets, free, consents = args.targets, 0, args.max_extra_consents
+    if args.sql is not None or args.data is not None:
+        if args.sql is None or args.data is None:
+            missing = "--sql" if args.sql is None else "--data"
+            raise InvalidParameterError(missing, "given with the other (the query's table)", None)
+        for flag, value in (
+            ("--sources", args.sources),
+            ("--grouping-sets", args.grouping_sets),
+            ("--iterations", args.iterations),
+        ):
+            if value is not None:
+                raise InvalidParameterError(
+                    flag, "not given with --sql (read from the query)", value
+                )
+        shape = query_shape(args.sql, args.data, num_targets=args.targets)
+        query = (args.sql, args.data)
+        sources, grouping_sets, targets = shape.num_sources, shape.num_clusters, shape.num_targets
+        free = len(shape.free_clusters)
+        consents = 0 if consents is None else consents  # the table is fixed
+    else:
+        if args.sources is None:
+            raise InvalidParameterError(
+                "--sources", "S, the tuples used (or --sql and --data)", None
+            )
+        if args.targets is None:
+            raise InvalidParameterError("--targets", "T, the targets per cluster", None)
+        if (args.grouping_sets is None) == (args.iterations is None):
+            raise InvalidParameterError(
+                "--grouping-sets/--iterations",
+                "exactly one of them (or --sql and --data)",
+                "both" if args.grouping_sets is not None else "neither",
+            )
     result = plan_countermeasures(
-        num_sources=args.sources,
-        num_targets=args.targets,
+        num_sources=sources,
+        num_targets=targets,
         epsilon=args.epsilon,
         delta=args.delta,
-        grouping_sets=args.grouping_sets,
+        grouping_sets=grouping_sets,
         iterations=args.iterations,
+        free_grouping_sets=free,
         max_channels=args.max_channels,
-        max_extra_consents=args.max_extra_consents,
+        max_extra_consents=consents,
         min_utility=args.min_utility,
         progress=show_progress(args),
         parameter_names=PLAN_FLAGS,
@@ -392,9 +463,9 @@ def command_plan(args: argparse.Namespace) -> int:
     if args.plot is not None:
         plot_pareto(result, args.plot)
     if args.json:
-        print(json.dumps(plan_json(result), indent=2))
+        print(json.dumps(plan_json(result, query, shape), indent=2))
         return 0
-    _print_plan(args, result)
+    _print_plan(args, result, query, shape)
     if args.plot is not None:
         print(f"Pareto front drawn to {args.plot}")
     return 0
@@ -439,16 +510,23 @@ def add_plan_commands(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     plan.add_argument(
+        "--sql",
+        help="an Aggregate query: its plan's shape is read from it, over --data",
+    )
+    plan.add_argument(
+        "--data",
+        metavar="FILE",
+        help="a CSV or Parquet file, the query's table (S = its rows)",
+    )
+    plan.add_argument(
         "--sources",
         type=bounded_int(None, MAX_SOURCES),
-        required=True,
-        help="S, real tuples the computation must use",
+        help="S, real tuples the computation must use (by hand, without --sql)",
     )
     plan.add_argument(
         "--targets",
         type=bounded_int(None, MAX_COUNT),
-        required=True,
-        help="T, targets (compute nodes) per cluster",
+        help="T, targets (compute nodes) per cluster (required by hand; with --sql, default 20)",
     )
     plan.add_argument(
         "--grouping-sets",
@@ -462,7 +540,9 @@ def add_plan_commands(commands: Any) -> None:
     plan.add_argument("--delta", type=float, required=True, help="δ of the whole plan, in (0, 1)")
     plan.add_argument("--max-channels", type=int, help="k, most secure channels per node")
     plan.add_argument(
-        "--max-extra-consents", type=int, help="c, most extra sources recruited (S_t - S)"
+        "--max-extra-consents",
+        type=int,
+        help="c, most extra sources recruited (S_t - S; default 0 with --data, else no limit)",
     )
     plan.add_argument(
         "--min-utility",

@@ -95,7 +95,7 @@ def simulate(
         seed: the same seed gives the same run, in this engine and every other; None draws
             fresh operating-system entropy.
         progress: show a progress bar over the stages.
-        target_epsilon: warn when the plan's ε exceeds it.
+        target_epsilon: refuse (before running) a plan whose ε exceeds it.
     """
     started = time.perf_counter()
     prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)

@@ -40,7 +40,7 @@ class RunOptions(TypedDict, total=False):
             the non-private baseline of a report is not).
         seed: the same seed gives the same run in every engine; None draws fresh entropy.
         progress: show a progress bar.
-        target_epsilon: warn when the plan's ε exceeds it.
+        target_epsilon: refuse (before running) a plan whose ε exceeds it.
     """
 
     delta: Required[float | None]
@@ -195,12 +195,13 @@ def prepare(
 
     Warnings, each said once per run from the caller's line (:func:`dpcomm.errors.warn`):
     σ = 1 (only the tuples whose random target is their own are used; a
-    :class:`~dpcomm.errors.DpcommWarning`); the ε the user asked for changed: with
+    :class:`~dpcomm.errors.DpcommWarning`); without ``target_epsilon``, scramblers whose
+    balanced batches give another ε than full batches of the n asked for
+    (:func:`balanced_batches_note`, a :class:`~dpcomm.errors.BalancedBatchesWarning`). With
     ``target_epsilon`` (what ``dpcomm plan`` and :func:`dpcomm.calibrate` promise), a plan ε
-    above it; without, scramblers whose balanced batches give another ε than full batches of
-    the n asked for (:func:`balanced_batches_note`, a
-    :class:`~dpcomm.errors.BalancedBatchesWarning`). With ``delta=None`` the plan is only
-    transformed (no guarantee, no warning): what a report's non-private baseline needs.
+    above it is refused (:func:`refuse_above_target`), before any engine runs. With
+    ``delta=None`` the plan is only transformed (no guarantee, no warning): what a report's
+    non-private baseline needs.
     """
     plan = program.plan
     transformed = transform(plan, countermeasures)
@@ -229,8 +230,7 @@ def prepare(
         if note is not None:
             warn(note, BalancedBatchesWarning)
     else:  # the ε asked for is the target: the batches matter only if ε exceeds it
-        why = "the table's size or the configuration changed"
-        warn_above_target(privacy, target_epsilon, why if short is None else short.described)
+        refuse_above_target(privacy, target_epsilon)
     return Prepared(transformed, privacy)
 
 
@@ -308,6 +308,22 @@ def balanced_batches_note(
         f"batches of the n asked for: scramblers run balanced batches, each accounted at its "
         f"own size ({short.described})"
     )
+
+
+def refuse_above_target(privacy: PlanGuarantee, target_epsilon: float | None) -> None:
+    """Refuse, before anything runs, a plan whose ε exceeds ``target_epsilon``.
+
+    An :class:`~dpcomm.errors.InvalidParameterError` naming ``target_epsilon``, on one line,
+    with the plan's ε (the table's size or the configuration gives more than the target).
+    """
+    epsilon = privacy.guarantee.epsilon
+    if target_epsilon is not None and epsilon > target_epsilon:
+        raise InvalidParameterError(
+            "target_epsilon",
+            f"at least the plan's ε = {epsilon:.6g} at δ = {privacy.guarantee.delta:g} (the "
+            "table's size or the configuration gives more than the target; nothing ran)",
+            target_epsilon,
+        )
 
 
 def warn_above_target(privacy: PlanGuarantee, target_epsilon: float | None, why: str) -> None:

@@ -6,7 +6,7 @@ import pytest
 from dpcomm.data import table_from_arrays
 from dpcomm.engine import run_aggregate, simulate
 from dpcomm.engine.traffic import channel_degrees, observed_edges, sorted_unique
-from dpcomm.errors import BalancedBatchesWarning, DpcommWarning
+from dpcomm.errors import BalancedBatchesWarning, DpcommWarning, InvalidParameterError
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -115,7 +115,8 @@ def test_documented_outcomes_are_warned():
     with pytest.warns(BalancedBatchesWarning, match="1 batch of 50 sources"):
         run = simulate(program, Scramblers(sampling_rate=0.2, batch_size=100), delta=1e-4, seed=0)
     assert run.privacy.cluster("(a)").parts[0].mechanism.batch_size == 50
-    with pytest.warns(DpcommWarning, match="exceeds the target ε = 0.5"):
+    # A plan above the target is refused before anything runs (one line naming the target).
+    with pytest.raises(InvalidParameterError, match=r"^invalid target_epsilon: .*nothing ran"):
         simulate(
             make_program(rows=100),
             Scramblers(sampling_rate=0.2, batch_size=50, num_dummies=2),
