@@ -18,6 +18,7 @@ True
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
@@ -140,6 +141,9 @@ def run_sql(
     estimate: str = "delivered",
     progress: bool = False,
     target_epsilon: float | None = None,
+    release: Any = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    keys: Mapping[str, Sequence[Any]] | None = None,
 ) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
@@ -162,7 +166,15 @@ def run_sql(
     ``<name> (95% high)`` beside it; groups of the table that received no tuple are
     estimated as 0; MIN and MAX stay those of the delivered tuples. The report then
     describes the estimates (``report.estimate``, ``report.result_semantics``, and the
-    utility's errors are the estimates'). Returns the
+    utility's errors are the estimates').
+
+    With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
+    delta=...)`` the result node releases the result with noise drawn by OpenDP
+    (:mod:`dpcomm.queries.release`): ``bounds`` clamp each column a SUM or AVG reads
+    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give every grouping
+    column's public domain (every key released, absent ones too), and ``report.release``
+    gives the release's (ε, δ), each aggregate's noise and the guarantee against an observer
+    of both traffic and release. Returns the
     :class:`~dpcomm.engine.runs.AggregateRun` that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
@@ -192,14 +204,19 @@ def run_sql(
     target_epsilon = _target_epsilon(target_epsilon)
     runner = make_engine(engine)
     source = _rows(data, "data")
-    bounds: dict[str, Any] = {
+    shape: dict[str, Any] = {
         "num_targets": num_targets,
         "max_groups": max_groups,
         "max_text_bytes": max_text_bytes,
+        "release": _release(release),
+        "bounds": bounds,
+        "keys": keys,
     }
+    if release is not None and estimate == "unbiased":
+        raise InvalidParameterError("estimate", "'delivered' under a noisy release", "unbiased")
     if not isinstance(source, Table) and not runner.reads_row_sources:
         source = source.read(0, source.num_rows)  # else its workers read it, never this process
-    program = AggregateProgram.from_sql(sql, source, **bounds)
+    program = AggregateProgram.from_sql(sql, source, **shape)
     outcome = run_aggregate(
         program,
         chosen,
@@ -214,6 +231,17 @@ def run_sql(
 
 #: Largest magnitude of a coordinate: points travel as float32 (:mod:`dpcomm.queries.kmeans`).
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _release(release: Any) -> Any:
+    """``release`` checked: None, :class:`Laplace` or :class:`Gaussian`."""
+    from dpcomm.accounting.release import Gaussian, Laplace
+
+    if release is None or isinstance(release, Laplace | Gaussian):
+        return release
+    raise InvalidParameterError(
+        "release", "dpcomm.Laplace(epsilon=...) or dpcomm.Gaussian(epsilon=..., delta=...)", release
+    )
 
 
 def _points(name: str, values: Any) -> npt.NDArray[np.float64]:

@@ -190,6 +190,8 @@ class BoundAggregate:
         projection: the row projection an analyst query's sources evaluate (DuckDB) on their
             raw rows, or None; ``schema`` is then the projection's.
         user_sql: the SQL as the user wrote it (``query.sql`` is the core query's).
+        clamps: under a noisy release, each clamped measure column, the column it reads
+            and its (lo, hi).
     """
 
     query: AggregateQuery
@@ -203,6 +205,7 @@ class BoundAggregate:
     set_labels: tuple[str, ...] = ()
     projection: str | None = None
     user_sql: str | None = None
+    clamps: tuple[tuple[str, str, float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -272,6 +275,7 @@ class BoundAggregate:
             "set_labels": list(self.set_labels),
             "projection": self.projection,
             "user_sql": self.user_sql,
+            "clamps": [list(c) for c in self.clamps],
         }
 
     @classmethod
@@ -296,6 +300,10 @@ class BoundAggregate:
                 tuple(str(label) for label in data.get("set_labels", ())),
                 None if data.get("projection") is None else str(data["projection"]),
                 None if data.get("user_sql") is None else str(data["user_sql"]),
+                tuple(
+                    (str(n), str(c), float(lo), float(hi))
+                    for n, c, lo, hi in data.get("clamps", ())
+                ),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidParameterError(
