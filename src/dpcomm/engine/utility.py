@@ -186,7 +186,7 @@ def aggregate_utility(
                 groups_missing=missing,
             )
         )
-    named = column_names or {}
+    named = column_names or {name: query.output_label(name) for name in value_names}
     return AggregateUtility(
         sources=program.num_sources,
         tuples_used={p.grouping_set: p.tuples_used for p in per_set},

@@ -83,6 +83,8 @@ class Rewritten:
             (``floor((age / 10))``), to label grouping sets.
         clamps: under a noisy release, each clamped measure column: the column it reads and
             its (lo, hi).
+        aggregate_labels: each hidden aggregate column and the user's aggregate it serves
+            (``AVG(body_mass_g)``), to name it in reports.
     """
 
     projection: str
@@ -91,6 +93,7 @@ class Rewritten:
     post: PostProcessing
     key_labels: dict[str, str]
     clamps: dict[str, tuple[str, float, float]]
+    aggregate_labels: dict[str, str]
 
 
 def _sql(node: Any) -> str:
@@ -151,6 +154,9 @@ class _Rewriter:
         #: Core aggregate SQL -> hidden result column.
         self.aggregates: dict[str, str] = {}
         self.groupings: list[tuple[str, ...]] = []
+        #: Hidden aggregate column -> the user's aggregate it serves (for reports).
+        self.hidden_labels: dict[str, str] = {}
+        self.current_label: str | None = None
 
     # ---------------------------------------------------------------- projection
 
@@ -252,7 +258,9 @@ class _Rewriter:
 
     def hidden(self, core_sql: str) -> exp.Column:
         if core_sql not in self.aggregates:
-            self.aggregates[core_sql] = f"{HIDDEN_PREFIX}a{len(self.aggregates)}"
+            name = f"{HIDDEN_PREFIX}a{len(self.aggregates)}"
+            self.aggregates[core_sql] = name
+            self.hidden_labels[name] = self.current_label or core_sql
         return exp.column(self.aggregates[core_sql], quoted=True)
 
     def measure(self, argument: exp.Expression, function: str) -> str:
@@ -408,7 +416,11 @@ class _Rewriter:
             if isinstance(inner, exp.Filter):
                 raise UnsupportedQueryError("FILTER", f"{_sql(inner)[:80]}: use WHERE or CASE")
             if isinstance(inner, exp.AggFunc):
-                return self.aggregate(inner)
+                self.current_label = _sql(inner)
+                try:
+                    return self.aggregate(inner)
+                finally:
+                    self.current_label = None
             if isinstance(inner, exp.Anonymous) and inner.name.lower() in _AGGREGATE_NAMES:
                 raise UnsupportedQueryError(f"aggregate function {inner.name.lower()}()",
                                             _sql(inner)[:80])  # fmt: skip
@@ -544,7 +556,15 @@ def rewrite(
         types=tuple(output_types),
         groupings=tuple(rewriter.groupings),
     )
-    return Rewritten(projection, core, filter_column, post, labels, dict(rewriter.clamps))
+    return Rewritten(
+        projection,
+        core,
+        filter_column,
+        post,
+        labels,
+        dict(rewriter.clamps),
+        dict(rewriter.hidden_labels),
+    )
 
 
 def _inner_columns(core_sql: str) -> list[str]:

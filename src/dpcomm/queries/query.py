@@ -192,6 +192,8 @@ class BoundAggregate:
         user_sql: the SQL as the user wrote it (``query.sql`` is the core query's).
         clamps: under a noisy release, each clamped measure column, the column it reads
             and its (lo, hi).
+        aggregate_labels: each hidden aggregate column of an analyst query and the user's
+            aggregate it serves (``AVG(body_mass_g)``), to name it in reports.
     """
 
     query: AggregateQuery
@@ -206,6 +208,7 @@ class BoundAggregate:
     projection: str | None = None
     user_sql: str | None = None
     clamps: tuple[tuple[str, str, float, float], ...] = ()
+    aggregate_labels: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -225,6 +228,10 @@ class BoundAggregate:
         if self.set_labels:
             return self.set_labels
         return tuple("(" + ", ".join(s) + ")" for s in self.grouping_sets)
+
+    def output_label(self, name: str) -> str:
+        """How reports name output ``name``: the user's aggregate for a hidden column."""
+        return dict(self.aggregate_labels).get(name, name)
 
     @property
     def result_names(self) -> tuple[str, ...]:
@@ -276,6 +283,7 @@ class BoundAggregate:
             "projection": self.projection,
             "user_sql": self.user_sql,
             "clamps": [list(c) for c in self.clamps],
+            "aggregate_labels": [list(item) for item in self.aggregate_labels],
         }
 
     @classmethod
@@ -304,6 +312,7 @@ class BoundAggregate:
                     (str(n), str(c), float(lo), float(hi))
                     for n, c, lo, hi in data.get("clamps", ())
                 ),
+                tuple((str(n), str(label)) for n, label in data.get("aggregate_labels", ())),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidParameterError(

@@ -634,6 +634,7 @@ def _bind_analyst(
         projection=rewritten.projection,
         user_sql=sql,
         clamps=tuple((name, *clamp) for name, clamp in rewritten.clamps.items()),
+        aggregate_labels=tuple(rewritten.aggregate_labels.items()),
     )
     _check_result_names(bound)
     return bound

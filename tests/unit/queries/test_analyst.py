@@ -148,3 +148,14 @@ def test_a_pandas_category_column_is_read_as_text() -> None:
         {"c": "b", "count_star()": 1, "sum(v)": 2},
         {"c": None, "count_star()": 1, "sum(v)": 4},
     ]
+
+
+def test_reports_name_hidden_aggregates_as_the_user_wrote_them(table: Table) -> None:
+    import dpcomm
+
+    run = dpcomm.run_sql(
+        "SELECT B, SUM(I) / COUNT(*) AS m, MAX(I) FROM D WHERE A > 0 GROUP BY B",
+        table,
+        countermeasure=dpcomm.NoCountermeasure(),
+    )
+    assert set(run.report.utility.mean_relative_error) == {"SUM(I)", "COUNT(*)", "MAX(I)"}
