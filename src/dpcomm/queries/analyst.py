@@ -341,8 +341,9 @@ class _Rewriter:
             )
         low, high = found
         clamped: exp.Expression = sqlglot.parse_one(  # type: ignore[assignment]
-            f"CAST(LEAST(GREATEST(CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) "
-            "AS DOUBLE)",
+            # GREATEST and LEAST skip NULLs in DuckDB: a NULL value stays NULL explicitly.
+            f"CASE WHEN {_quoted(column)} IS NOT NULL THEN CAST(LEAST(GREATEST("
+            f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) AS DOUBLE) END",
             read="duckdb",
         )
         name = self.derive("m", clamped, "inside SUM()")
