@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from dpcomm.accounting.accountant import account as account
     from dpcomm.accounting.mechanisms import LocalRandomizer as LocalRandomizer
     from dpcomm.accounting.mechanisms import ScramblerMechanism as ScramblerMechanism
+    from dpcomm.accounting.release import Gaussian as Gaussian
+    from dpcomm.accounting.release import Laplace as Laplace
     from dpcomm.api import Calibration as Calibration
     from dpcomm.api import calibrate as calibrate
     from dpcomm.api import kmeans as kmeans
@@ -71,8 +73,10 @@ __all__ = [
     "BudgetExceededError",
     "Calibration",
     "DpcommError",
+    "Gaussian",
     "InvalidParameterError",
     "KMeansRun",
+    "Laplace",
     "LocalFlooding",
     "LocalRandomizer",
     "NoCountermeasure",

@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from numbers import Real
 from pathlib import Path
@@ -170,15 +171,26 @@ def _charge(
         return None
     from dpcomm.plan.privacy import account_plan
 
-    guarantee = account_plan(program.plan, countermeasure, delta=delta).guarantee
-    budget.charge(
-        epsilon=guarantee.epsilon,
-        delta=guarantee.delta,
-        kind=kind,
-        query=query,
-        method=guarantee.method,
-    )
-    return guarantee.epsilon, guarantee.delta
+    privacy = account_plan(program.plan, countermeasure, delta=delta)
+    guarantee = privacy.guarantee
+    epsilon, spent, method = guarantee.epsilon, guarantee.delta, guarantee.method
+    if getattr(program, "release", None) is not None:
+        # Traffic and noisy release read the same rows: the run spends both, composed.
+        from dpcomm.engine.runs import release_report
+
+        both = release_report(program, privacy)
+        epsilon, spent = both.epsilon_total, both.composed_delta
+        method = f"{method} + {both.mechanism} release"
+    budget.charge(epsilon=epsilon, delta=spent, kind=kind, query=query, method=method)
+    return epsilon, spent
+
+
+@dataclass(frozen=True)
+class _Spent:
+    """An (ε, δ) a run reports spending (the traffic's, or traffic and release composed)."""
+
+    epsilon: float
+    delta: float
 
 
 def _charged_enough(charged: tuple[float, float] | None, privacy: Any) -> None:
@@ -235,6 +247,9 @@ def run_sql(
     progress: bool = False,
     target_epsilon: float | None = None,
     budget: Budget | None = None,
+    release: Any = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    keys: Mapping[str, Sequence[Any]] | None = None,
 ) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
@@ -266,7 +281,15 @@ def run_sql(
     ``<name> (95% high)`` beside it; groups of the table that received no tuple are
     estimated as 0; MIN and MAX stay those of the delivered tuples. The report then
     describes the estimates (``report.estimate``, ``report.result_semantics``, and the
-    utility's errors are the estimates'). Returns the
+    utility's errors are the estimates').
+
+    With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
+    delta=...)`` the result node releases the result with noise drawn by OpenDP
+    (:mod:`dpcomm.queries.release`): ``bounds`` clamp each column a SUM or AVG reads
+    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give every grouping
+    column's public domain (every key released, absent ones too), and ``report.release``
+    gives the release's (ε, δ), each aggregate's noise and the guarantee against an observer
+    of both traffic and release. Returns the
     :class:`~dpcomm.engine.runs.AggregateRun` that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
@@ -297,14 +320,19 @@ def run_sql(
     runner = make_engine(engine)
     budget = _budget(budget, runner)
     source = _rows(data, "data")
-    bounds: dict[str, Any] = {
+    shape: dict[str, Any] = {
         "num_targets": num_targets,
         "max_groups": max_groups,
         "max_text_bytes": max_text_bytes,
+        "release": _release(release),
+        "bounds": bounds,
+        "keys": keys,
     }
+    if release is not None and estimate == "unbiased":
+        raise InvalidParameterError("estimate", "'delivered' under a noisy release", "unbiased")
     if not isinstance(source, Table) and not runner.reads_row_sources:
         source = source.read(0, source.num_rows)  # else its workers read it, never this process
-    program = AggregateProgram.from_sql(sql, source, **bounds)
+    program = AggregateProgram.from_sql(sql, source, **shape)
     if isinstance(countermeasure, Calibration):
         countermeasure.check_plan(program.plan, workload="aggregate", delta=delta)
     charged = _charge(
@@ -319,12 +347,29 @@ def run_sql(
         engine=runner,
         target_epsilon=target_epsilon,
     )
-    _charged_enough(charged, outcome.report.privacy)
+    release_report = outcome.report.release
+    _charged_enough(
+        charged,
+        outcome.report.privacy
+        if release_report is None
+        else _Spent(release_report.epsilon_total, release_report.composed_delta),
+    )
     return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
 
 
 #: Largest magnitude of a coordinate: points travel as float32 (:mod:`dpcomm.queries.kmeans`).
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _release(release: Any) -> Any:
+    """``release`` checked: None, :class:`Laplace` or :class:`Gaussian`."""
+    from dpcomm.accounting.release import Gaussian, Laplace
+
+    if release is None or isinstance(release, Laplace | Gaussian):
+        return release
+    raise InvalidParameterError(
+        "release", "dpcomm.Laplace(epsilon=...) or dpcomm.Gaussian(epsilon=..., delta=...)", release
+    )
 
 
 def _points(name: str, values: Any) -> npt.NDArray[np.float64]:

@@ -306,6 +306,26 @@ def _print_seed(report: Report[Any]) -> None:
         )
 
 
+def _print_release(release: Any) -> None:
+    """The release's noise and the guarantee against an observer of traffic and release."""
+    print(
+        f"Release ({release.mechanism}, {release.keys}): ε = {release.epsilon:.4g}, "
+        f"δ = {release.delta:g} against a reader of the result"
+    )
+    composed = "n/a" if release.composed_epsilon is None else f"{release.composed_epsilon:.4f}"
+    print(
+        f"  traffic and release together: ε = {release.epsilon_total:.4f} at "
+        f"δ = {release.composed_delta:g} (PLD composition {composed}; "
+        f"sum {release.summed_epsilon:.4f})"
+    )
+    for item in release.aggregates:
+        print(
+            f"  {item.aggregate}: {item.noise} noise, scale {item.scale:.4g} "
+            f"(sensitivity L1 {item.sensitivity_l1:g}, L2 {item.sensitivity_l2:.4g}); "
+            f"95% of the noise within ±{item.half_width_95:.4g}"
+        )
+
+
 def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     """The text report of an Aggregate run (any engine)."""
     report = outcome.report
@@ -313,7 +333,9 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     print(f"Countermeasure: {report.countermeasure}")
     _print_seed(report)
     print()
-    if report.estimate is None:
+    if report.release is not None:
+        print(f"Result ({len(outcome.rows)} rows): {report.result_semantics}")
+    elif report.estimate is None:
         print(
             f"Result ({len(outcome.rows)} rows): exact over the tuples that reached their "
             "compute node, not differentially private (the countermeasures hide the traffic, "
@@ -325,6 +347,8 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     _print_rows(outcome.rows, rows, outcome.program.query.result_key_types)
     print()
     _print_privacy(report.privacy)
+    if report.release is not None:
+        _print_release(report.release)
     print()
     utility = report.utility
     print("Utility:")
@@ -423,6 +447,43 @@ def add_aggregate_options(
             "error and 95%% interval (columns NAME (estimate), NAME (se), NAME (95%% low), "
             "NAME (95%% high)); groups that received no tuple are estimated as 0; MIN, MAX "
             "of the delivered tuples",
+        )
+        parser.add_argument(
+            "--release",
+            choices=["laplace", "gaussian"],
+            default=None,
+            help="release the result with noise drawn by OpenDP at the result node (central "
+            "DP on top of the traffic's): COUNT, SUM and AVG only; needs --keys for every "
+            "grouping column and --bounds for every column a SUM or AVG reads",
+        )
+        parser.add_argument(
+            "--release-epsilon",
+            type=float,
+            default=1.0,
+            metavar="E",
+            help="ε of the release, split equally among its aggregates (default 1)",
+        )
+        parser.add_argument(
+            "--release-delta",
+            type=float,
+            default=1e-6,
+            metavar="D",
+            help="δ of a Gaussian release (default 1e-6)",
+        )
+        parser.add_argument(
+            "--bounds",
+            action="append",
+            default=[],
+            metavar="COL=LO:HI",
+            help="with --release: clamp COL to [LO, HI] on each source's row (repeatable)",
+        )
+        parser.add_argument(
+            "--keys",
+            action="append",
+            default=[],
+            metavar="COL=V1,V2,...",
+            help="with --release: the public values of grouping column COL; every one is "
+            "released, absent ones too, and no other (repeatable)",
         )
 
 
@@ -539,8 +600,44 @@ def execute_aggregate(
         progress=show_progress(args),
         target_epsilon=args.target_epsilon,
         budget=budget,
+        **release_options(args),
     )
     return outcome, source
+
+
+def release_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``release``, ``bounds`` and ``keys`` of :func:`dpcomm.run_sql` from the options."""
+    if args.release is None:
+        for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
+            if given:
+                raise InvalidParameterError(flag, "only with --release", given[0])
+        return {}
+    from dpcomm.accounting.release import Gaussian, Laplace
+
+    release = (
+        Laplace(args.release_epsilon)
+        if args.release == "laplace"
+        else Gaussian(args.release_epsilon, args.release_delta)
+    )
+    bounds: dict[str, tuple[float, float]] = {}
+    for item in args.bounds:
+        column, _, pair = item.rpartition("=")
+        low, colon, high = pair.partition(":")
+        try:
+            if not column or not colon:
+                raise ValueError(item)
+            bounds[column] = (float(low), float(high))
+        except ValueError:
+            raise InvalidParameterError(
+                "--bounds", "COL=LO:HI (e.g. mass=2500:6500)", item
+            ) from None
+    keys: dict[str, list[str]] = {}
+    for item in args.keys:
+        column, equals, values = item.partition("=")
+        if not column or not equals or not values:
+            raise InvalidParameterError("--keys", "COL=V1,V2,... (e.g. sex=FEMALE,MALE)", item)
+        keys[column] = values.split(",")
+    return {"release": release, "bounds": bounds, "keys": keys}
 
 
 def execute_kmeans(

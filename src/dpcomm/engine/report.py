@@ -38,6 +38,11 @@ NO_COUNTERMEASURE_REASON = (
 )
 
 #: What the values of an Aggregate result are (said in every report).
+RELEASE_SEMANTICS = (
+    "a differentially private release: every key of the public key domain, each COUNT and "
+    "SUM of the tuples that reached their compute node plus noise drawn by OpenDP at the "
+    "result node (AVG is the noisy SUM over the noisy COUNT); see report.release"
+)
 RESULT_SEMANTICS = (
     "exact over the tuples that reached their compute node; not differentially private: the "
     "countermeasures hide the traffic pattern, not the values"
@@ -329,6 +334,7 @@ class Report(Generic[Utility]):
     sql: str | None = None
     estimate: EstimateReport | None = None
     details: RunDetails | None = None
+    release: ReleaseReport | None = None
 
     @property
     def randomness(self) -> str:
@@ -340,6 +346,8 @@ class Report(Generic[Utility]):
         """What the values of an Aggregate result are (None for K-means)."""
         if self.sql is None:
             return None
+        if self.release is not None:
+            return RELEASE_SEMANTICS
         return RESULT_SEMANTICS if self.estimate is None else ESTIMATE_SEMANTICS
 
     def to_dict(self) -> dict[str, Any]:
@@ -368,6 +376,8 @@ class Report(Generic[Utility]):
             document.update(self.details.to_dict())
         if self.estimate is not None:
             document["estimate"] = self.estimate.to_dict()
+        if self.release is not None:
+            document["release"] = asdict(self.release)
         ready: dict[str, Any] = json_ready(document)
         return ready
 
@@ -375,6 +385,11 @@ class Report(Generic[Utility]):
         """One line: ε at δ (and the method), rows used per grouping set, messages sent."""
         privacy = self.privacy
         parts = [f"ε = {privacy.epsilon:.4g} at δ = {privacy.delta:g} ({privacy.method})"]
+        if self.release is not None:
+            parts.append(
+                f"with the noisy release ε = {self.release.epsilon:.4g} at "
+                f"δ = {self.release.delta:g}"
+            )
         if isinstance(self.utility, AggregateUtility) and self.utility.sources:
             parts.append(rows_used(self.utility))
         parts.append(f"{self.efficiency.messages:,} messages")
@@ -382,6 +397,66 @@ class Report(Generic[Utility]):
 
     def __repr__(self) -> str:
         return f"Report({self.summary()})"
+
+
+@dataclass(frozen=True)
+class ReleasedAggregate:
+    """One released aggregate's noise.
+
+    Attributes:
+        aggregate: what is released (``COUNT(*)``, ``SUM(body_mass_g in [2500, 6500])``).
+        noise: ``laplace``, ``gaussian``, with ``discrete`` for integer noise.
+        sensitivity_l1: L1 sensitivity of its vector over every grouping set.
+        sensitivity_l2: L2 sensitivity of the same vector.
+        scale: Laplace's b or the Gaussian's standard deviation.
+        standard_deviation: the noise's standard deviation (its expected error).
+        half_width_95: half-width of the noise's central 95% interval.
+        epsilon: its share of the release's ε.
+        delta: its share of the release's δ.
+    """
+
+    aggregate: str
+    noise: str
+    sensitivity_l1: float
+    sensitivity_l2: float
+    scale: float
+    standard_deviation: float
+    half_width_95: float
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True)
+class ReleaseReport:
+    """The noisy release and one guarantee for traffic and release.
+
+    Against an observer of the traffic only, the plan's (ε1, δ1) of ``report.privacy``;
+    against a reader of the release only, (``epsilon``, ``delta``) = (ε2, δ2); against an
+    observer of both, ``composed_epsilon`` at ``composed_delta`` = δ1 + δ2 (privacy loss
+    distributions composed; None where unavailable) and the paper's sum
+    (``summed_epsilon`` = ε1 + ε2 at the same δ), of which the smaller is the guarantee.
+
+    Attributes:
+        mechanism: ``laplace`` or ``gaussian``.
+        epsilon: ε2 of the release.
+        delta: δ2 of the release.
+        keys: how the released keys were chosen.
+        composed_epsilon: traffic and release composed by PLD, at ``composed_delta``.
+        composed_delta: δ1 + δ2.
+        summed_epsilon: ε1 + ε2 (basic composition, the paper's statement).
+        epsilon_total: the guarantee against an observer of both: the smaller of the two.
+        aggregates: every released aggregate's noise.
+    """
+
+    mechanism: str
+    epsilon: float
+    delta: float
+    keys: str
+    composed_epsilon: float | None
+    composed_delta: float
+    summed_epsilon: float
+    epsilon_total: float
+    aggregates: tuple[ReleasedAggregate, ...]
 
 
 def rows_used(utility: AggregateUtility) -> str:

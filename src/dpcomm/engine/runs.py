@@ -9,6 +9,7 @@ front door (``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prin
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Unpack, cast
@@ -18,7 +19,7 @@ import numpy.typing as npt
 
 from dpcomm.engine.engines import Engine, MemoryEngine
 from dpcomm.engine.estimate import unbiased_estimate
-from dpcomm.engine.report import Report, run_report
+from dpcomm.engine.report import ReleasedAggregate, ReleaseReport, Report, run_report
 from dpcomm.engine.run import Run, RunOptions
 from dpcomm.engine.utility import (
     AggregateUtility,
@@ -26,8 +27,9 @@ from dpcomm.engine.utility import (
     aggregate_utility,
     kmeans_utility,
 )
-from dpcomm.errors import warn
+from dpcomm.errors import InvalidParameterError, warn
 from dpcomm.plan.countermeasures import Countermeasures
+from dpcomm.plan.privacy import PlanGuarantee
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, evaluate
 from dpcomm.queries.kmeans import KMeansProgram
@@ -203,7 +205,8 @@ def _execute(
     """The run in ``engine`` (default: in memory) and its non-private baseline."""
     chosen: Engine = MemoryEngine() if engine is None else engine
     run = chosen.execute(program, countermeasure, **options)
-    return run, chosen.baseline(program, seed=options.get("seed"))
+    exact = program.without_release() if isinstance(program, AggregateProgram) else program
+    return run, chosen.baseline(exact, seed=options.get("seed"))
 
 
 def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
@@ -215,7 +218,8 @@ def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
     if run.result_computed_here:
         return True
     masks = [run.delivered[name] for name in program.flow_names]
-    differences = compare_results(run.result, evaluate(program.query, program.source_rows(), masks))
+    computed = program.without_release().result(run.state) if program.release else run.result
+    differences = compare_results(computed, evaluate(program.query, program.source_rows(), masks))
     if differences:
         warn(
             f"the run's result differs from the result of the tuples it delivered "
@@ -234,7 +238,64 @@ def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> Aggrega
         result_is_of_delivered_tuples=result_is_of_delivered_tuples(program, run),
     )
     report = run_report(run, baseline, utility, sql=program.query.sql)
+    if program.release is not None and run.privacy is not None:
+        report = replace(report, release=release_report(program, run.privacy))
     return AggregateRun(program, run.result, run, baseline, report)
+
+
+def release_report(program: AggregateProgram, privacy: PlanGuarantee) -> ReleaseReport:
+    """The release's noise and its composition with the traffic's guarantee ``privacy``."""
+    from dpcomm.accounting.release import release_pld
+    from dpcomm.plan.privacy import compose_with_traffic
+
+    release = program.release
+    if release is None:
+        raise InvalidParameterError("program", "a program with a noisy release", None)
+    traffic = privacy.guarantee
+    total_delta = traffic.delta + release.delta
+    composed = None
+    if math.isfinite(traffic.epsilon) and total_delta > 0.0:
+        composed = compose_with_traffic(privacy, release_pld(release.noises), total_delta)
+    summed = traffic.epsilon + release.epsilon
+    outputs = {o.name: o for o in program.query.outputs}
+    clamps = {name: (column, low, high) for name, column, low, high in program.query.clamps}
+    aggregates = []
+    for noise in release.noises:
+        output = outputs[noise.output]
+        if output.function == "count_star":
+            described = "COUNT(*)"
+        elif output.column in clamps:
+            column, low, high = clamps[output.column]
+            function = "SUM" if output.function == "sum" else "COUNT"
+            described = f"{function}({column} clamped to [{low:g}, {high:g}])"
+        else:
+            described = f"{(output.function or '').upper()}({output.column})"
+        kind = release.mechanism.name + (" (discrete)" if noise.integer else "")
+        aggregates.append(
+            ReleasedAggregate(
+                described,
+                kind,
+                noise.sensitivity.l1,
+                noise.sensitivity.l2,
+                noise.scale,
+                noise.standard_deviation,
+                noise.half_width_95,
+                noise.epsilon,
+                noise.delta,
+            )
+        )
+    sizes = " × ".join(str(len(values)) for _, values in release.domains)
+    return ReleaseReport(
+        mechanism=release.mechanism.name,
+        epsilon=release.epsilon,
+        delta=release.delta,
+        keys=f"public key domain ({sizes} keys: every key released, absent ones too)",
+        composed_epsilon=composed,
+        composed_delta=total_delta,
+        summed_epsilon=summed,
+        epsilon_total=summed if composed is None else min(summed, composed),
+        aggregates=tuple(aggregates),
+    )
 
 
 def run_aggregate(

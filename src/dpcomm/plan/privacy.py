@@ -98,6 +98,9 @@ class PlanGuarantee:
         pld_epsilon: the PLD composition on the worst path at δ (None where not available).
         lower_bound: a certified lower bound on the worst path's ε at δ (None if unavailable).
         notes: why a composition or bound is missing.
+        path_mechanisms: every data path's accounted mechanisms with their counts (None for
+            a path whose clusters lack one, e.g. without countermeasure), to compose further
+            mechanisms with the traffic (:func:`compose_with_traffic`).
     """
 
     clusters: tuple[ClusterGuarantee, ...]
@@ -109,6 +112,9 @@ class PlanGuarantee:
     pld_epsilon: float | None = None
     lower_bound: float | None = None
     notes: tuple[str, ...] = ()
+    path_mechanisms: tuple[
+        tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None, ...
+    ] = ()
 
     def cluster(self, name: str) -> ClusterGuarantee:
         """The guarantee of the cluster called ``name`` (or sending flow ``name``)."""
@@ -347,11 +353,13 @@ def account_plan(
     worst_basic = PrivacyGuarantee(0.0, 0.0, "no data")
     worst_pld: float | None = None
     worst_counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None = None
+    every_path: list[tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None] = []
     for names, path in paths.items():
         basic = compose_sequential(results[c.name].guarantee for c in path)
         composed: float | None = None
         mechanisms = _path_mechanisms(path, results)
         counted = None if mechanisms is None else _counted(mechanisms)
+        every_path.append(counted)
         if compose_pld and delta > 0.0 and counted and len(mechanisms or ()) > 1:
             try:
                 composed = _pld_epsilon(counted, delta)
@@ -399,4 +407,30 @@ def account_plan(
         pld_epsilon=worst_pld,
         lower_bound=lower,
         notes=tuple(notes),
+        path_mechanisms=tuple(every_path),
     )
+
+
+def compose_with_traffic(
+    plan: PlanGuarantee, extra: PrivacyLossDistribution, delta: float
+) -> float | None:
+    """ε at ``delta`` of the traffic composed with a further mechanism's PLD ``extra``.
+
+    The worst over data paths of the path's dominating pairs composed with ``extra`` (every
+    source's data is read by both: the release reads every row); None when a path has no
+    pair to compose (no countermeasure) or a pair is unavailable.
+    """
+    if not plan.path_mechanisms:
+        return None
+    worst = 0.0
+    for counted in plan.path_mechanisms:
+        if counted is None:
+            return None
+        try:
+            plds = [_mechanism_pld(m) for m, _ in counted]
+        except pld.PairUnavailableError:
+            return None
+        counts = [c for _, c in counted]
+        composed = pld.compose([*plds, extra], counts=[*counts, 1])
+        worst = max(worst, pld.epsilon_for_delta(composed, delta))
+    return worst

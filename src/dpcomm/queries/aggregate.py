@@ -15,13 +15,15 @@ every engine runs it through the same role steps.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcomm.accounting.release import ReleaseMechanism
 from dpcomm.data.partitioned import InMemoryRows, RowSource, row_range
 from dpcomm.data.table import Table, value_kind
 from dpcomm.errors import InvalidParameterError
@@ -49,6 +51,9 @@ from dpcomm.queries.groupby import (
 )
 from dpcomm.queries.program import IntArray, Row, register_program, spec_header
 from dpcomm.queries.query import BoundAggregate
+
+if TYPE_CHECKING:
+    from dpcomm.queries.release import Release
 from dpcomm.validation import MAX_COUNT, check_int
 
 __all__ = [
@@ -86,6 +91,26 @@ def _public_width(spec: ColumnSpec, text_bytes: int) -> ColumnSpec:
     return replace(spec, width=TEXT_FIELD_OVERHEAD + text_bytes)
 
 
+def _bounds(bounds: object) -> dict[str, tuple[float, float]]:
+    """``bounds`` checked: each column's finite (lo, hi) with lo <= hi."""
+    if bounds is None:
+        return {}
+    if not isinstance(bounds, Mapping):
+        raise InvalidParameterError("bounds", "a mapping from column to (lo, hi)", bounds)
+    checked: dict[str, tuple[float, float]] = {}
+    for name, pair in bounds.items():
+        try:
+            low, high = (float(v) for v in pair)
+        except (TypeError, ValueError):
+            raise InvalidParameterError(
+                f"bounds[{name!r}]", "a pair (lo, hi) of numbers", pair
+            ) from None
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise InvalidParameterError(f"bounds[{name!r}]", "finite lo <= hi", pair)
+        checked[str(name)] = (low, high)
+    return checked
+
+
 def grouping_set_label(columns: tuple[str, ...]) -> str:
     """``(A, B)`` for a grouping set, ``()`` for the empty one."""
     return "(" + ", ".join(columns) + ")"
@@ -121,6 +146,8 @@ class AggregateProgram:
             taken from the data would tell neighbouring tables apart by the frame size).
         source: where the rows are read by ranges when the program holds no table (Parquet
             files, synthetic rows read by the Dask engine's workers).
+        release: the noisy release of the result (:mod:`dpcomm.queries.release`), or None
+            for the exact result over the delivered tuples.
     """
 
     query: BoundAggregate
@@ -131,7 +158,11 @@ class AggregateProgram:
     max_groups: int | None = None
     max_text_bytes: int = DEFAULT_TEXT_BYTES
     source: RowSource | None = field(default=None, repr=False)
+    release: Release | None = field(default=None, repr=False)
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
+    _released: dict[int, tuple[AggregateState, list[list[Row]]]] = field(
+        default_factory=dict, repr=False
+    )
 
     def __post_init__(self) -> None:
         check_int("num_targets", self.num_targets, minimum=1, maximum=MAX_COUNT)
@@ -171,8 +202,15 @@ class AggregateProgram:
         num_targets: int = DEFAULT_NUM_TARGETS,
         max_groups: int | None = None,
         max_text_bytes: int = DEFAULT_TEXT_BYTES,
+        release: ReleaseMechanism | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        keys: Mapping[str, Sequence[object]] | None = None,
     ) -> AggregateProgram:
         """Parse ``sql``, bind it to ``data`` (renamed to the FROM table) and compile it.
+
+        ``release`` (Laplace or Gaussian) releases the result with noise: ``bounds`` clamp
+        the columns a SUM or AVG reads, ``keys`` give every grouping column's public domain
+        (:func:`dpcomm.queries.release.bind_release`).
 
         ``data`` is a :class:`~dpcomm.data.table.Table` the program holds, or a
         :class:`~dpcomm.data.partitioned.RowSource` (Parquet files, synthetic rows) whose rows
@@ -182,13 +220,23 @@ class AggregateProgram:
         from dpcomm.queries.sql import bind_sql, project
 
         table = data if isinstance(data, Table) else data.schema()
-        bound = bind_sql(sql, table)
+        if release is None and (bounds is not None or keys is not None):
+            raise InvalidParameterError(
+                "release", "Laplace(...) or Gaussian(...) when bounds or keys are given", None
+            )
+        bound = bind_sql(sql, table, bounds=None if release is None else _bounds(bounds))
+        noisy = None
+        if release is not None:
+            from dpcomm.queries.release import bind_release
+
+            noisy = bind_release(bound, release, keys if keys is not None else {})
         program = cls(
             bound,
             project(bound, table.renamed(bound.table_name)),
             num_targets,
             max_groups=max_groups,
             max_text_bytes=max_text_bytes,
+            release=noisy,
         )
         if isinstance(data, Table):
             return program
@@ -363,8 +411,26 @@ class AggregateProgram:
 
         The order is :func:`dpcomm.queries.groupby.evaluate`'s (NULLs last), whichever node
         computed which group. A SUM beyond its SQL type (DECIMAL(38, s), HUGEINT) is refused as
-        DuckDB refuses it (:func:`dpcomm.queries.groupby.check_sums_fit`).
+        DuckDB refuses it (:func:`dpcomm.queries.groupby.check_sums_fit`). Under a noisy
+        release, the released rows: the noise is drawn once per final state (the same rows
+        for the result and the report).
         """
+        if self.release is None:
+            return self._exact_result(state)
+        from dpcomm.queries.release import released_rows
+
+        cached = self._released.get(id(state))
+        if cached is not None and cached[0] is state:
+            return cached[1]
+        rows = released_rows(self.query, self.release, self._exact_result(state))
+        self._released[id(state)] = (state, rows)
+        return rows
+
+    def without_release(self) -> AggregateProgram:
+        """The same program releasing its exact result (the non-private baseline's)."""
+        return self if self.release is None else replace(self, release=None, _released={})
+
+    def _exact_result(self, state: AggregateState) -> list[list[Row]]:
         merged = state.as_dict()
         per_set: list[list[Row]] = []
         for flow in self.flow_names:

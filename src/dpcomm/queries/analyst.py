@@ -24,7 +24,7 @@ three parts, each run where the paper's model allows it:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -81,6 +81,8 @@ class Rewritten:
         post: the result node's post-processing.
         key_labels: each key column of the core query and the key as the user wrote it
             (``floor((age / 10))``), to label grouping sets.
+        clamps: under a noisy release, each clamped measure column: the column it reads and
+            its (lo, hi).
         aggregate_labels: each hidden aggregate column and the user's aggregate it serves
             (``AVG(body_mass_g)``), to name it in reports.
     """
@@ -90,6 +92,7 @@ class Rewritten:
     filter_column: str | None
     post: PostProcessing
     key_labels: dict[str, str]
+    clamps: dict[str, tuple[str, float, float]]
     aggregate_labels: dict[str, str]
 
 
@@ -123,10 +126,15 @@ class _Rewriter:
         table: Table,
         qualifiers: frozenset[str],
         typer: Callable[[str], str],
+        bounds: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         self.select = select
         self.table = table
         self.typer = typer
+        #: Under a noisy release, each bounded column's (lo, hi); None without a release.
+        self.bounds = bounds
+        #: Derived measure column -> the column it reads and the (lo, hi) it is clamped to.
+        self.clamps: dict[str, tuple[str, float, float]] = {}
         self.qualifiers = qualifiers
         self.columns = {c.name.lower(): c.name for c in table.columns}
         for name in self.columns:
@@ -278,6 +286,8 @@ class _Rewriter:
         if isinstance(node, exp.CountIf):
             condition = exp.Case(ifs=[exp.If(this=argument.copy(), true=exp.true())])
             return self.hidden(f"COUNT({self.measure(condition, 'count_if')})")
+        if self.bounds is not None:
+            return self.released(node, argument)
         simple: dict[type, str] = {
             exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
         }  # fmt: skip
@@ -299,6 +309,55 @@ class _Rewriter:
             f"aggregate function {name.lower()}()",
             "supported: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, BOOL_AND, BOOL_OR, VAR_SAMP, "
             "VAR_POP, STDDEV_SAMP, STDDEV_POP",
+        )
+
+    def released(self, node: Any, argument: exp.Expression) -> exp.Expression:
+        """SUM or AVG under a noisy release: of a bounded column, clamped on the source's row.
+
+        AVG becomes SUM / COUNT of the clamped values (both released with noise; NULL when
+        the noisy count is not positive).
+        """
+        if not isinstance(node, exp.Sum | exp.Avg):
+            raise UnsupportedQueryError(
+                f"{_sql(node)[:60]} under a noisy release",
+                "a release adds noise to COUNT, COUNT_IF, SUM and AVG of bounded columns",
+            )
+        bare = argument
+        while isinstance(bare, exp.Paren):
+            bare = bare.this
+        if not (isinstance(bare, exp.Column) and isinstance(bare.this, exp.Identifier)):
+            raise UnsupportedQueryError(
+                f"{_sql(node)[:60]} under a noisy release", "SUM and AVG of a column with bounds"
+            )
+        column = self.column_of(bare, "inside SUM()")
+        bounds = self.bounds or {}
+        found = next((v for k, v in bounds.items() if k.lower() == column.lower()), None)
+        if found is None:
+            raise InvalidParameterError(
+                "bounds",
+                f"a (lo, hi) for column {column}, whose values a noisy SUM or AVG reads "
+                f"(e.g. bounds={{{column!r}: (0, 100)}}, --bounds {column}=0:100)",
+                dict(bounds),
+            )
+        low, high = found
+        clamped: exp.Expression = sqlglot.parse_one(  # type: ignore[assignment]
+            # GREATEST and LEAST skip NULLs in DuckDB: a NULL value stays NULL explicitly.
+            f"CASE WHEN {_quoted(column)} IS NOT NULL THEN CAST(LEAST(GREATEST("
+            f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) AS DOUBLE) END",
+            read="duckdb",
+        )
+        name = self.derive("m", clamped, "inside SUM()")
+        self.clamps[name] = (column, float(low), float(high))
+        total = self.hidden(f"SUM({_quoted(name)})")
+        if isinstance(node, exp.Sum):
+            return total
+        count = self.hidden(f"COUNT({_quoted(name)})")
+        return cast(
+            exp.Expression,
+            sqlglot.parse_one(
+                f"CASE WHEN {_sql(count)} > 0 THEN {_sql(total)} / {_sql(count)} END",
+                read="duckdb",
+            ),
         )
 
     def is_boolean(self, argument: exp.Expression) -> bool:
@@ -400,14 +459,16 @@ def rewrite(
     output_names: list[str],
     output_types: list[str],
     typer: Callable[[str], str],
+    bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> Rewritten:
     """Split an analyst query into projection, core query and post-processing.
 
     ``output_names``/``output_types`` are DuckDB's for the whole query (the post-processing
     casts to them, so the result has DuckDB's names and types); ``typer`` gives DuckDB's type
-    of a per-row SQL expression over the table.
+    of a per-row SQL expression over the table. ``bounds`` (a noisy release) restricts the
+    aggregates to COUNT, SUM and AVG, and clamps each SUM's and AVG's column to its bounds.
     """
-    rewriter = _Rewriter(select, table, qualifiers, typer)
+    rewriter = _Rewriter(select, table, qualifiers, typer, bounds)
     group = select.args.get("group")
     if group is None:
         raise UnsupportedQueryError("a query without GROUP BY", "add GROUP BY () for a total")
@@ -501,7 +562,15 @@ def rewrite(
             if isinstance(final, exp.Column) and final.name in key_columns
         ),
     )
-    return Rewritten(projection, core, filter_column, post, labels, dict(rewriter.hidden_labels))
+    return Rewritten(
+        projection,
+        core,
+        filter_column,
+        post,
+        labels,
+        dict(rewriter.clamps),
+        dict(rewriter.hidden_labels),
+    )
 
 
 def _inner_columns(core_sql: str) -> list[str]:

@@ -194,6 +194,8 @@ class BoundAggregate:
         projection: the row projection an analyst query's sources evaluate (DuckDB) on their
             raw rows, or None; ``schema`` is then the projection's.
         user_sql: the SQL as the user wrote it (``query.sql`` is the core query's).
+        clamps: under a noisy release, each clamped measure column, the column it reads
+            and its (lo, hi).
         aggregate_labels: each hidden aggregate column of an analyst query and the user's
             aggregate it serves (``AVG(body_mass_g)``), to name it in reports.
     """
@@ -209,6 +211,7 @@ class BoundAggregate:
     set_labels: tuple[str, ...] = ()
     projection: str | None = None
     user_sql: str | None = None
+    clamps: tuple[tuple[str, str, float, float], ...] = ()
     aggregate_labels: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -299,6 +302,7 @@ class BoundAggregate:
             "set_labels": list(self.set_labels),
             "projection": self.projection,
             "user_sql": self.user_sql,
+            "clamps": [list(c) for c in self.clamps],
             "aggregate_labels": [list(item) for item in self.aggregate_labels],
         }
 
@@ -324,6 +328,10 @@ class BoundAggregate:
                 tuple(str(label) for label in data.get("set_labels", ())),
                 None if data.get("projection") is None else str(data["projection"]),
                 None if data.get("user_sql") is None else str(data["user_sql"]),
+                tuple(
+                    (str(n), str(c), float(lo), float(hi))
+                    for n, c, lo, hi in data.get("clamps", ())
+                ),
                 tuple((str(n), str(label)) for n, label in data.get("aggregate_labels", ())),
             )
         except (KeyError, TypeError, ValueError) as error:

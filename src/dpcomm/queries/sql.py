@@ -15,7 +15,7 @@ import itertools
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -527,13 +527,19 @@ def scratch_connection() -> Iterator[duckdb.DuckDBPyConnection]:
             cursor.close()
 
 
-def bind_sql(sql: str, table: Table) -> BoundAggregate:
+def bind_sql(
+    sql: str, table: Table, *, bounds: Mapping[str, tuple[float, float]] | None = None
+) -> BoundAggregate:
     """Parse ``sql`` and bind it to ``table`` (:func:`parse_aggregate` then :func:`bind`).
 
     A query outside the core class (WHERE, derived keys, HAVING, ORDER BY, LIMIT, GROUPING(),
     variances, SUM of booleans) is rewritten (:mod:`dpcomm.queries.analyst`): the bound query
     then holds its row projection, and reads the projection's rows (:func:`project`).
+    ``bounds`` (a noisy release: each bounded column's (lo, hi)) always rewrites, clamping the
+    values a SUM or AVG reads on each source's row.
     """
+    if bounds is not None:
+        return _bind_analyst(sql, table, bounds)
     try:
         query = parse_aggregate(sql)
     except UnsupportedQueryError:
@@ -568,7 +574,9 @@ def _check_result_names(bound: BoundAggregate) -> None:
         )
 
 
-def _bind_analyst(sql: str, table: Table) -> BoundAggregate:
+def _bind_analyst(
+    sql: str, table: Table, bounds: Mapping[str, tuple[float, float]] | None = None
+) -> BoundAggregate:
     """Bind an analyst query: its projection, core query and post-processing."""
     from dpcomm.queries.analyst import rewrite
 
@@ -605,7 +613,13 @@ def _bind_analyst(sql: str, table: Table) -> BoundAggregate:
         ][0]
 
     rewritten = rewrite(
-        select, raw, qualifiers, output_names=names, output_types=types, typer=typer
+        select,
+        raw,
+        qualifiers,
+        output_names=names,
+        output_types=types,
+        typer=typer,
+        bounds=bounds,
     )
     derived = _run_projection(rewritten.projection, empty)
     core = bind(parse_aggregate(rewritten.core), derived)
@@ -619,6 +633,7 @@ def _bind_analyst(sql: str, table: Table) -> BoundAggregate:
         ),
         projection=rewritten.projection,
         user_sql=sql,
+        clamps=tuple((name, *clamp) for name, clamp in rewritten.clamps.items()),
         aggregate_labels=tuple(rewritten.aggregate_labels.items()),
     )
     _check_result_names(bound)

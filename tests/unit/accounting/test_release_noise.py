@@ -1,0 +1,80 @@
+"""The release's sensitivities and noise, against OpenDP's own privacy maps."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dpcomm.accounting.pld import epsilon_for_delta
+from dpcomm.accounting.release import (
+    Gaussian,
+    Laplace,
+    aggregate_sensitivity,
+    calibrate_noise,
+    epsilon_of_rho,
+    release_pld,
+    rho_for,
+)
+from dpcomm.errors import InvalidParameterError
+
+dp = pytest.importorskip("opendp.prelude")
+dp.enable_features("contrib")
+
+
+def test_sensitivities_of_one_row_replaced() -> None:
+    sets = [("a",), ("a", "b"), ()]
+    count = aggregate_sensitivity("count_star", sets)
+    assert count.l1 == 2 + 2 + 1
+    assert count.l2 == pytest.approx(math.sqrt(2 + 2 + 1))
+    total = aggregate_sensitivity("sum", sets, bound=10.0, width=15.0)  # [-5, 10]
+    assert total.l1 == 10 + 10 + 10 + 10 + 15
+    assert total.l2 == pytest.approx(math.sqrt(4 * 100 + 225))
+
+
+def test_laplace_scale_is_what_opendp_accounts() -> None:
+    sensitivity = aggregate_sensitivity("count_star", [("a",), ("b",)])
+    (noise,) = calibrate_noise(Laplace(0.5), [("n", "count_star", sensitivity)])
+    measurement = dp.m.make_laplace(
+        dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=noise.scale
+    )
+    assert measurement.map(int(sensitivity.l1)) == pytest.approx(0.5)
+
+
+def test_gaussian_scale_is_what_opendp_accounts() -> None:
+    sensitivity = aggregate_sensitivity("sum", [("a",)], bound=100.0, width=100.0)
+    noises = calibrate_noise(
+        Gaussian(1.0, 1e-6), [("s", "sum", sensitivity), ("n", "count", sensitivity)]
+    )
+    for noise in noises:
+        measurement = dp.m.make_gaussian(
+            dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+            dp.l2_distance(T=float),
+            scale=noise.scale,
+        )
+        rho = measurement.map(sensitivity.l2)
+        assert rho <= rho_for(0.5, 0.5e-6) * (1 + 1e-9)
+        assert epsilon_of_rho(rho, 0.5e-6) <= 0.5 + 1e-9
+
+
+def test_the_release_pld_is_no_better_than_its_parts() -> None:
+    sensitivity = aggregate_sensitivity("count_star", [("a",)])
+    noises = calibrate_noise(Laplace(1.0), [("n", "count_star", sensitivity)] * 2)
+    pld = release_pld(noises)
+    # Two ε/2-DP parts: at most ε = 1 at δ = 0 ... and at least their best single part.
+    assert epsilon_for_delta(pld, 1e-9) <= 1.0 + 1e-6
+    assert epsilon_for_delta(pld, 1e-9) >= 0.5 - 1e-6
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Laplace(0.0), "epsilon"),
+        (lambda: Laplace(math.inf), "epsilon"),
+        (lambda: Gaussian(1.0, 0.0), "delta"),
+        (lambda: Gaussian(1.0, 1.0), "delta"),
+    ],
+)
+def test_bad_release_parameters(make: object, message: str) -> None:
+    with pytest.raises(InvalidParameterError, match=message):
+        make()  # type: ignore[operator]
