@@ -41,7 +41,7 @@ BASELINES = {
         "sql": "SELECT g, COUNT(*), SUM(v) FROM t GROUP BY g", "data": FRAME,
         "countermeasure": NONE, "num_targets": 2, "delta": 1e-4, "seed": 1, "engine": "memory",
         "max_groups": None, "max_text_bytes": 255, "estimate": "delivered", "progress": False,
-        "target_epsilon": None, "budget": None,
+        "target_epsilon": None, "budget": None, "release": None, "bounds": None, "keys": None,
     },
     dpcomm.kmeans: {
         "points": POINTS, "k": 2, "iterations": 1, "countermeasure": NONE, "labels": None,
@@ -50,6 +50,8 @@ BASELINES = {
         "drop_non_finite": False, "budget": None,
     },
     dpcomm.Budget: {"epsilon": 1.0, "delta": 1e-5, "ledger": "ledger.json"},
+    dpcomm.Laplace: {"epsilon": 1.0},
+    dpcomm.Gaussian: {"epsilon": 1.0, "delta": 1e-6},
     dpcomm.account: {
         "mechanism": dpcomm.LocalRandomizer(num_targets=5, sampling_rate=0.5), "delta": 1e-4,
         "epsilon": None, "rounds": 1, "monte_carlo_samples": 0, "seed": 0,
@@ -72,6 +74,8 @@ BASELINES = {
 #: What else an error may name when one parameter is bad: the parameter it must agree with.
 PARTNERS = {
     (dpcomm.run_sql, "data"): {"column"},  # a table without the query's column names the column
+    (dpcomm.run_sql, "bounds"): {"release"},  # bounds and keys need a release
+    (dpcomm.run_sql, "keys"): {"release"},
     (dpcomm.kmeans, "points"): {"k", "test_points"},  # fewer points than K; another dimension
     (dpcomm.kmeans, "test_points"): {"test_labels"},  # one label per test point
     (dpcomm.kmeans, "test_labels"): {"test_points"},
