@@ -19,7 +19,8 @@ from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
 
-pytestmark = pytest.mark.slow
+# The capture sees all of loopback: another test's round alongside would be counted too.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 SQL = "SELECT g1, COUNT(*), AVG(m1) FROM t GROUP BY g1"
 CLOSE_ALERT = 19  # an encrypted TLS 1.3 alert record: 2 bytes + inner type + 16-byte tag

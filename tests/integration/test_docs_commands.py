@@ -71,7 +71,8 @@ def test_the_docs_show_python():
 
 
 @pytest.mark.parametrize(("name", "index", "block"), PYTHON_BLOCKS, ids=lambda v: str(v)[:20])
-def test_a_documented_python_block_runs(name, index, block, capsys):
+def test_a_documented_python_block_runs(name, index, block, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # files a block writes (a ledger, ...) stay out of the checkout
     namespace: dict[str, object] = {}
     exec(compile(block, f"{name} python block {index + 1}", "exec"), namespace)
     if name == "index.md":  # the calibration's promise: the run reports the planned ε
