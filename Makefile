@@ -35,7 +35,7 @@ test: $(STAMP) capture-tools
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
-	$(BIN)/pytest -n auto -m "not serial"
+	$(BIN)/pytest -n auto --dist worksteal -m "not serial"
 	$(BIN)/pytest -m serial
 	$(MAKE) --no-print-directory docs
 

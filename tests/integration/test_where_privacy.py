@@ -65,7 +65,7 @@ COUNTERMEASURES = [
 
 @pytest.mark.parametrize("countermeasure", COUNTERMEASURES, ids=lambda c: type(c).__name__)
 def test_a_filtered_out_row_sends_as_if_it_passed(countermeasure: object) -> None:
-    for seed in range(40):
+    for seed in range(20):
         runs = [
             dpcomm.run_sql(SQL, data, countermeasure=countermeasure, num_targets=3, seed=seed)
             for data in (PASSES, FAILS)
