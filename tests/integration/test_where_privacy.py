@@ -94,8 +94,8 @@ def test_the_network_engine_sends_a_filtered_out_row_too() -> None:
     assert runs[2].rows == runs[3].rows != runs[0].rows
 
 
-def _routes(data: Table) -> list[int]:
-    program = AggregateProgram.from_sql(SQL, data, num_targets=2)
+def _routes(data: Table, num_targets: int = 2) -> list[int]:
+    program = AggregateProgram.from_sql(SQL, data, num_targets=num_targets)
     flow = program.flow_names[0]
     return [int(t) for t in program.route(program.initial_state(), flow, program.table)]
 
@@ -136,3 +136,65 @@ def test_enumeration_filter_and_key_neighbours_within_the_reported_bound() -> No
     report = account(mechanism, delta=1e-4, monte_carlo_samples=0)
     assert _hockey_stick(p, q, report.guarantee.epsilon) <= report.guarantee.delta + 1e-12
     assert _hockey_stick(p, q, 0.0) > 0  # the key change is visible without noise bound
+
+
+def _views(data: Table, countermeasure: object, seeds: range) -> list[tuple[int, ...]]:
+    """What the observer counts per run: messages into each node of the plan, in node order."""
+    views = []
+    for seed in seeds:
+        run = dpcomm.run_sql(SQL, data, countermeasure=countermeasure, num_targets=3, seed=seed)
+        received: dict[int, int] = {}
+        for flow in run.run.traffic:
+            for receiver, count in zip(flow.receivers.tolist(), flow.counts.tolist(), strict=True):
+                received[receiver] = received.get(receiver, 0) + count
+        views.append(tuple(received.get(node, 0) for node in sorted(received)))
+    return views
+
+
+def _empirical_epsilon(first: list[tuple[int, ...]], second: list[tuple[int, ...]]) -> float:
+    """A 95%-confidence lower bound on ε from two samples of views (the audit's method).
+
+    The event is the view most over-represented in the first half of the first sample against
+    the first half of the second; its frequencies are estimated on the second halves
+    (one-sided Clopper-Pearson bounds, Bonferroni over the two directions).
+    """
+    from collections import Counter
+
+    from scipy import stats
+
+    half = len(first) // 2
+    best = 0.0
+    for a, b in ((first, second), (second, first)):
+        select_a, select_b = Counter(a[:half]), Counter(b[:half])
+        event = max(select_a, key=lambda v: select_a[v] - select_b.get(v, 0))
+        trials = len(a) - half
+        hits_a = sum(v == event for v in a[half:])
+        hits_b = sum(v == event for v in b[half:])
+        low_a = stats.beta.ppf(0.0125, hits_a, trials - hits_a + 1) if hits_a else 0.0
+        high_b = stats.beta.ppf(0.9875, hits_b + 1, trials - hits_b) if hits_b < trials else 1.0
+        if low_a > 0:
+            best = max(best, math.log(low_a / high_b))
+    return best
+
+
+@pytest.mark.parametrize(
+    "countermeasure",
+    [dpcomm.LocalFlooding(sampling_rate=0.5), dpcomm.NoCountermeasure()],
+    ids=lambda c: type(c).__name__,
+)
+def test_empirical_audit_of_a_filter_only_neighbour(countermeasure: object) -> None:
+    """Independent runs on D and on D' (row 0 fails the filter): no ε is detectable, even
+    without a countermeasure; the same audit detects a row that changes its key."""
+    runs = 120
+    passes = _views(PASSES, countermeasure, range(runs))
+    fails = _views(FAILS, countermeasure, range(1000, 1000 + runs))
+    assert _empirical_epsilon(passes, fails) == 0.0
+    if isinstance(countermeasure, dpcomm.NoCountermeasure):
+        moved_key = next(
+            k
+            for k in ("b", "c", "d", "e")
+            if _routes(table([k, *KEYS[1:]], VALUES), 3)[0] != _routes(PASSES, 3)[0]
+        )
+        moved = table([moved_key, *KEYS[1:]], VALUES)
+        other = _views(moved, countermeasure, range(2000, 2000 + runs))
+        assert _empirical_epsilon(passes, other) > 2.0  # the audit has the power to see it
