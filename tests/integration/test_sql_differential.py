@@ -232,7 +232,9 @@ def _mechanisms() -> Iterator[Any]:
 @pytest.mark.parametrize(("name", "sql"), QUERIES, ids=QUERY_IDS)
 def test_memory_engine_matches_duckdb(tables: dict[str, Any], name: str, sql: str) -> None:
     names, expected = duckdb_result(sql, name, tables[name])
-    for countermeasure in _mechanisms():
+    # Scramblers at σ = 0 run for every query through the network engine's nodes below.
+    mechanisms = list(_mechanisms()) if (name, sql) in SAMPLE else [dpcomm.NoCountermeasure()]
+    for countermeasure in mechanisms:
         run = dpcomm.run_sql(sql, tables[name], countermeasure=countermeasure, seed=7)
         assert_same_result(sql, run.rows, expected)
         assert [c for c in run.result.columns if c != GROUPING_SET_COLUMN] == names

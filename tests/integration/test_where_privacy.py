@@ -185,7 +185,7 @@ def _empirical_epsilon(first: list[tuple[int, ...]], second: list[tuple[int, ...
 def test_empirical_audit_of_a_filter_only_neighbour(countermeasure: object) -> None:
     """Independent runs on D and on D' (row 0 fails the filter): no ε is detectable, even
     without a countermeasure; the same audit detects a row that changes its key."""
-    runs = 120
+    runs = 80
     passes = _views(PASSES, countermeasure, range(runs))
     fails = _views(FAILS, countermeasure, range(1000, 1000 + runs))
     assert _empirical_epsilon(passes, fails) == 0.0
