@@ -31,10 +31,11 @@ DPCOMM = str(Path(sys.executable).with_name("dpcomm"))
 
 def test_a_round_across_two_hosts(tmp_path, two_hosts):
     (host_a, address_a), (host_b, address_b) = two_hosts
-    table = synthetic_table(num_rows=24, seed=4)
+    # One process per node: 12 sources (two scramblers of 6) keep the round small.
+    table = synthetic_table(num_rows=12, seed=4)
     program = AggregateProgram.from_sql(SQL, table, num_targets=2)
     # σ = 0: every tuple is delivered, so the result is DuckDB's over the whole table.
-    countermeasure = Scramblers(sampling_rate=0.0, batch_size=12, num_dummies=2)
+    countermeasure = Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=2)
     paths = write_deployment(
         program,
         countermeasure,
