@@ -19,7 +19,8 @@ from __future__ import annotations
 import csv
 import gzip
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -75,6 +76,19 @@ def assert_same_table(got: Any, expected: Any, *, names: bool = False) -> None:
 def same_table() -> Callable[..., None]:
     """``same_table(got, expected, names=False)``: see :func:`assert_same_table`."""
     return assert_same_table
+
+
+@contextmanager
+def local_dask_client(*, processes: bool = True) -> Iterator[Any]:
+    """A client of a two-worker LocalCluster of its own (a free dashboard port), closed on exit."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as connected,
+    ):
+        yield connected
 
 
 def without_grouping_set(rows: Any) -> list[dict[str, Any]]:

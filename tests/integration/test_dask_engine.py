@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 from engine_contract import EngineContract, same_run
+from tests.conftest import local_dask_client
 
 from dpcomm.data import synthetic_table, write_table
 from dpcomm.engine.dask_engine import DaskEngine
@@ -40,13 +41,7 @@ SQL = (
 
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as connected,
-    ):
+    with local_dask_client() as connected:
         yield connected
 
 

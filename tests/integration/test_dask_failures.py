@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from tests.conftest import local_dask_client
 
 from dpcomm.engine.dask_engine import DaskEngine
 from dpcomm.engine.memory import simulate
@@ -34,12 +35,7 @@ CHOSEN = Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=5)
 @pytest.fixture(scope="module")
 def cluster_client() -> Iterator[distributed.Client]:
     """Two worker processes of their own: the tests kill them."""
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as connected,
-    ):
+    with local_dask_client() as connected:
         yield connected
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from tests.conftest import local_dask_client
 
 import dpcomm
 from dpcomm.queries.query import GROUPING_SET_COLUMN
@@ -247,14 +248,7 @@ def test_at_least_sixty_queries_on_four_tables() -> None:
 
 @pytest.fixture(scope="module")
 def dask_client() -> Iterator[Any]:
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with local_dask_client(processes=False) as client:
         yield client
 
 
