@@ -11,7 +11,7 @@ SOURCE = Path(__file__).resolve().parents[2] / "src" / "dpcomm"
 #: Layer of every package; a module may import its own package and lower layers only
 #: (``data`` is a leaf beside ``accounting``: neither imports the other; ``budget``, the
 #: ledger of a privacy budget, is another such leaf, which does I/O). The front door
-#: (``api``) sits below the CLI, which calls it.
+#: (``api``) sits below the CLI, which calls it; so does the explorer (a web app the CLI starts).
 LAYERS = {
     "errors": 0,
     "_lazy": 0,
@@ -28,7 +28,8 @@ LAYERS = {
     "engine": 6,
     "experiments": 7,
     "api": 7,
-    "cli": 8,
+    "explorer": 8,
+    "cli": 9,
 }
 
 

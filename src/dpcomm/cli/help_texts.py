@@ -7,13 +7,13 @@ the library; ``tests/integration/test_fast_start.py`` checks them against the pa
 HELP: dict[tuple[str, ...], str] = {
     (): (
         "usage: dpcomm [-h] [--version]\n"
-        "              {account,run,data,figures,audit,plan,headline,pki,deploy,node,budget}\n"
+        "              {account,run,data,figures,audit,plan,headline,pki,deploy,node,budget,explore}\n"
         "              ...\n"
         "\n"
         "Differential privacy for data-dependent communication patterns.\n"
         "\n"
         "positional arguments:\n"
-        "  {account,run,data,figures,audit,plan,headline,pki,deploy,node,budget}\n"
+        "  {account,run,data,figures,audit,plan,headline,pki,deploy,node,budget,explore}\n"
         "    account             (ε, δ) of a communication pattern under sampling,\n"
         "                        flooding and scramblers\n"
         "    run                 run a use case (Aggregate SQL, K-means) with\n"
@@ -34,6 +34,8 @@ HELP: dict[tuple[str, ...], str] = {
         "    node                run one node of a deployment\n"
         "    budget              a privacy budget across queries: create a ledger, or\n"
         "                        show what it has spent\n"
+        "    explore             the explorer: σ, n, d and the rest as controls,\n"
+        "                        privacy and costs live (a web app)\n"
         "\n"
         "options:\n"
         "  -h, --help            show this help message and exit\n"
@@ -828,5 +830,23 @@ HELP: dict[tuple[str, ...], str] = {
         "  --budget-epsilon E  ε, to create FILE\n"
         "  --budget-delta D    δ, to create FILE\n"
         "  --json              print the ledger as JSON\n"
+    ),
+    ("explore",): (
+        "usage: dpcomm explore [-h] [--host HOST] [--port PORT] [--open]\n"
+        "\n"
+        "Start the explorer, a local web app: controls for T, σ, n, d, δ, the grouping sets or\n"
+        "iterations and the sources; live, the best valid ε and the certified lower bound (one round and\n"
+        "composed), the network load and channels per node, the expected fraction of tuples used, and a\n"
+        "traffic-analysis attacker's success beside the most (ε, δ)-DP allows; the planner's least\n"
+        "network load against ε (choosing a point sets the controls); the dpcomm commands and the Python\n"
+        "code of the configuration; a query run with the countermeasure beside its exact answer. It\n"
+        "serves every script and style itself (no connection beyond this machine). Needs the optional\n"
+        "dependency Dash: pip install 'dpcomm[explore]'.\n"
+        "\n"
+        "options:\n"
+        "  -h, --help   show this help message and exit\n"
+        "  --host HOST  address to listen on (default 127.0.0.1)\n"
+        "  --port PORT  port to listen on (default 8050)\n"
+        "  --open       open the page in the default web browser\n"
     ),
 }

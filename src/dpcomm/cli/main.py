@@ -26,6 +26,7 @@ from dpcomm.accounting import (
 from dpcomm.cli.audit import add_audit_command
 from dpcomm.cli.budget import add_budget_command
 from dpcomm.cli.deploy import add_deploy_commands
+from dpcomm.cli.explore import add_explore_command
 from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
 from dpcomm.cli.output import bounded_int, non_negative_int, print_table, with_flags
@@ -276,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pki_command(commands)
     add_deploy_commands(commands)
     add_budget_command(commands)
+    add_explore_command(commands)
     return parser
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import shlex
 from pathlib import Path
@@ -27,6 +26,7 @@ from dpcomm.cli.output import (
     print_table,
     show_progress,
 )
+from dpcomm.data.synthetic import synthetic_sql
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
 from dpcomm.validation import MAX_COUNT, MAX_SOURCES
@@ -61,31 +61,6 @@ exceed the target is refused.
 
 #: File formats ``--plot`` draws (by the file's extension).
 PLOT_FORMATS = (".png", ".pdf", ".svg")
-
-#: Grouping columns of the synthetic table of ``dpcomm run aggregate --synthetic``.
-SYNTHETIC_GROUPING_COLUMNS = ("g1", "g2", "g3", "g4")
-
-
-def _synthetic_grouping_sets(count: int) -> list[tuple[str, ...]] | None:
-    """``count`` distinct non-empty grouping sets of the synthetic columns (None: too many)."""
-    sets = [
-        combination
-        for size in range(1, len(SYNTHETIC_GROUPING_COLUMNS) + 1)
-        for combination in itertools.combinations(SYNTHETIC_GROUPING_COLUMNS, size)
-    ]
-    return sets[:count] if count <= len(sets) else None
-
-
-def synthetic_sql(grouping_sets: int) -> str | None:
-    """An Aggregate query with G grouping sets over the synthetic table (None if G > 15)."""
-    sets = _synthetic_grouping_sets(grouping_sets)
-    if sets is None:
-        return None
-    columns = ", ".join(c for c in SYNTHETIC_GROUPING_COLUMNS if any(c in s for s in sets))
-    if len(sets) == 1:
-        return f"SELECT {columns}, COUNT(*) AS n_rows FROM t GROUP BY {columns}"
-    listed = ", ".join("(" + ", ".join(s) + ")" for s in sets)
-    return f"SELECT {columns}, COUNT(*) AS n_rows FROM t GROUP BY GROUPING SETS ({listed})"
 
 
 def run_arguments(result: PlannerResult, query: tuple[str, str] | None = None) -> list[str] | None:

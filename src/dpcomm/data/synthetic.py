@@ -11,6 +11,7 @@ become visible in the results.
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Sequence
@@ -347,3 +348,29 @@ class SyntheticRows:
 def _column(name: str, sql_type: str, values: npt.NDArray[Any]) -> Column:
     """A column without NULLs, built without copying ``values`` (10M rows stay cheap)."""
     return Column(name, sql_type, values, np.zeros(len(values), dtype=np.bool_))
+
+
+#: Grouping columns of the synthetic table of ``dpcomm run aggregate --synthetic``.
+SYNTHETIC_GROUPING_COLUMNS: Final = ("g1", "g2", "g3", "g4")
+
+
+def _synthetic_grouping_sets(count: int) -> list[tuple[str, ...]] | None:
+    """``count`` distinct non-empty grouping sets of the synthetic columns (None: too many)."""
+    sets = [
+        combination
+        for size in range(1, len(SYNTHETIC_GROUPING_COLUMNS) + 1)
+        for combination in itertools.combinations(SYNTHETIC_GROUPING_COLUMNS, size)
+    ]
+    return sets[:count] if count <= len(sets) else None
+
+
+def synthetic_sql(grouping_sets: int) -> str | None:
+    """An Aggregate query with G grouping sets over the synthetic table (None if G > 15)."""
+    sets = _synthetic_grouping_sets(grouping_sets)
+    if sets is None:
+        return None
+    columns = ", ".join(c for c in SYNTHETIC_GROUPING_COLUMNS if any(c in s for s in sets))
+    if len(sets) == 1:
+        return f"SELECT {columns}, COUNT(*) AS n_rows FROM t GROUP BY {columns}"
+    listed = ", ".join("(" + ", ".join(s) + ")" for s in sets)
+    return f"SELECT {columns}, COUNT(*) AS n_rows FROM t GROUP BY GROUPING SETS ({listed})"
