@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check unit docs lint typecheck bench data capture-tools clean
+.PHONY: demo test check unit docs lint typecheck bench data capture-tools browser-tools clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,9 +29,18 @@ capture-tools:
 	  apt-get install -y -qq tcpdump iproute2 >/dev/null || echo "warning: tcpdump not installed"; \
 	  else echo "warning: not root: tcpdump not installed, capture tests will be skipped"; fi; }
 
+# Headless Chromium and its driver (Debian's packages) for the tests that drive the explorer
+# (and the documentation site) in a real browser; they skip, saying why, where these cannot be
+# installed.
+browser-tools:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+	{ if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq chromium chromium-driver >/dev/null || echo "warning: chromium not installed"; \
+	  else echo "warning: not root: chromium not installed, browser tests will be skipped"; fi; }
+
 # The whole suite in parallel workers (one per core); then, alone, the tests that load the
 # machine or its network (marker serial); then the documentation site.
-test: $(STAMP) capture-tools
+test: $(STAMP) capture-tools browser-tools
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy

@@ -11,7 +11,10 @@ Helpers are fixtures here rather than functions copied into each test module:
 * ``csv_rows``: the rows of a CSV file as dictionaries of text;
 * :func:`write_idx`: an array as an IDX file (MNIST's format), raw or gzipped;
 * ``openml_table``: a table of scikit-learn's OpenML test data (the Palmer penguins are
-  ``id_42585``, with NaN measurements and text species), as an Arrow table read by DuckDB.
+  ``id_42585``, with NaN measurements and text species), as an Arrow table read by DuckDB;
+* ``chromium``: a headless Chromium (Debian's package, ``make browser-tools``) driven by
+  selenium through Debian's chromedriver, one per test session; a skip that says why where
+  Chromium is not installed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import csv
 import gzip
 import importlib.util
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -182,3 +186,43 @@ def write_idx(path: Path, array: Any, **kwargs: Any) -> None:
     if path.suffix == ".gz":
         data = gzip.compress(data)
     path.write_bytes(data)
+
+
+#: The browser window of ``chromium`` (its screenshots have this size).
+BROWSER_WINDOW = (1500, 1000)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """A headless Chromium driven by selenium (a ``WebDriver``), shared by the session.
+
+    Debian's ``chromium`` and ``chromium-driver`` (installed by ``make browser-tools``, which
+    ``make test`` runs); the test skips, saying so, where they are not installed. Nothing is
+    downloaded: the driver is the system's, so selenium's own driver manager never runs.
+    """
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if browser is None or driver is None:
+        pytest.skip(
+            "Chromium is not installed (make browser-tools installs Debian's chromium and "
+            "chromium-driver, as root)"
+        )
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    width, height = BROWSER_WINDOW
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",  # root in a container: Chromium's sandbox needs user namespaces
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--window-size={width},{height}",
+    ):
+        options.add_argument(argument)
+    session = webdriver.Chrome(service=Service(driver), options=options)
+    try:
+        yield session
+    finally:
+        session.quit()

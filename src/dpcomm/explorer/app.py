@@ -16,6 +16,10 @@ import io
 import json
 import logging
 import math
+import multiprocessing
+import threading
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
@@ -57,6 +61,8 @@ CONTROLS = (
 )
 
 DEFAULTS = ExplorerSettings()
+#: The controls the planner's front depends on.
+FRONT_CONTROLS = ("workload", "delta", "targets", "clusters", "sources")
 
 #: The example query of each table the query panel offers.
 EXAMPLE_QUERIES = {
@@ -99,6 +105,19 @@ def settings_of(values: dict[str, Any]) -> ExplorerSettings:
     )
 
 
+def controls_of_front(values: dict[str, Any]) -> dict[str, Any]:
+    """The controls of :data:`FRONT_CONTROLS` among ``values``."""
+    return {name: values[name] for name in FRONT_CONTROLS}
+
+
+def _current(values: dict[str, Any]) -> ExplorerNumbers | None:
+    """The numbers of the controls' configuration (None when it is not a valid one)."""
+    try:
+        return explore(settings_of(values))
+    except DpcommError:
+        return None
+
+
 def _settings_json(settings: ExplorerSettings) -> str:
     return json.dumps(asdict(settings), sort_keys=True)
 
@@ -117,8 +136,7 @@ def _number_input(id_: str, value: float, *, minimum: float, step: float | str) 
     )
 
 
-def _controls() -> html.Div:
-    settings = DEFAULTS
+def _controls(settings: ExplorerSettings) -> html.Div:
     return html.Div(
         [
             html.H2("Configuration"),
@@ -197,6 +215,7 @@ def _numbers_panel() -> html.Div:
     return html.Div(
         [
             html.H2("Privacy and costs"),
+            html.Div(id="address-problem", className="problem"),
             html.Div(id="problem", className="problem"),
             html.Div(id="numbers"),
             html.H3("Traffic-analysis attacker"),
@@ -274,10 +293,59 @@ def _query_panel() -> html.Div:
     )
 
 
+#: Every control's default value.
+_DEFAULT_CONTROLS: dict[str, Any] = {
+    "workload": DEFAULTS.workload,
+    "mechanism": DEFAULTS.mechanism,
+    "targets": DEFAULTS.num_targets,
+    "sampling": DEFAULTS.sampling_rate,
+    "batch": DEFAULTS.batch_size,
+    "dummies": DEFAULTS.num_dummies,
+    "delta": DEFAULTS.delta,
+    "clusters": DEFAULTS.num_clusters,
+    "sources": DEFAULTS.num_sources,
+}
+
+#: How each control's value is read from the page's address (``/?sampling=0.3&dummies=80``).
+QUERY_TYPES: dict[str, type] = {
+    "workload": str,
+    "mechanism": str,
+    "targets": int,
+    "sampling": float,
+    "batch": int,
+    "dummies": int,
+    "delta": float,
+    "clusters": int,
+    "sources": int,
+}
+
+
+def initial_settings(arguments: dict[str, str]) -> tuple[ExplorerSettings, str]:
+    """The settings the address asks for (the defaults for the others), and what was wrong.
+
+    ``arguments`` are the address's query parameters, named as the controls (:data:`CONTROLS`).
+    """
+    values = dict(_DEFAULT_CONTROLS)
+    try:
+        for name, text in arguments.items():
+            kind = QUERY_TYPES.get(name)
+            if kind is None:
+                raise InvalidParameterError(name, "one of " + ", ".join(CONTROLS), text)
+            try:
+                values[name] = kind(text)
+            except ValueError as error:
+                raise InvalidParameterError(name, f"a {kind.__name__}", text) from error
+        return settings_of(values), ""
+    except DpcommError as error:
+        return DEFAULTS, f"{error} (the defaults are shown)"
+
+
 def layout() -> html.Div:
-    """The page."""
+    """The page (its controls are then set from the address: :func:`initial_settings`)."""
+    settings = DEFAULTS
     return html.Div(
         [
+            dcc.Location(id="address", refresh=False),
             html.H1("dpcomm explorer"),
             html.P(
                 "Choose the countermeasure of a plan's data-dependent clusters; its privacy, "
@@ -285,7 +353,7 @@ def layout() -> html.Div:
                 className="lead",
             ),
             html.Div(
-                [_controls(), _numbers_panel(), _front_panel()],
+                [_controls(settings), _numbers_panel(), _front_panel()],
                 className="row",
             ),
             html.Div([_code_panel(), _query_panel()], className="row"),
@@ -390,45 +458,51 @@ def _attack_view(estimate: AttackEstimate) -> html.Div:
     )
 
 
-def _front_figure(points: tuple[FrontPoint, ...], current: ExplorerNumbers | None) -> Any:
-    import plotly.graph_objects as go
+def _marker(current: ExplorerNumbers | None) -> tuple[list[float], list[int]]:
+    """The current configuration's point (ε composed, load), none where ε = ∞."""
+    if current is None or not math.isfinite(current.composed.epsilon):
+        return [], []
+    return [current.composed.epsilon], [current.network_load_messages]
 
-    figure = go.Figure()
-    figure.add_trace(
-        go.Scatter(
-            x=[p.epsilon for p in points],
-            y=[p.network_load_messages for p in points],
-            mode="lines+markers",
-            name="least load (planner)",
-            marker={"size": 12},
-            customdata=list(range(len(points))),
-            text=[
-                f"{p.description}<br>fraction of tuples used {p.utility:.1%}, "
-                f"{p.max_channels_per_node:,} channels"
-                for p in points
-            ],
-            hovertemplate="ε = %{x:.4g}, %{y:,} messages<br>%{text}<extra></extra>",
-        )
-    )
-    if current is not None and math.isfinite(current.composed.epsilon):
-        figure.add_trace(
-            go.Scatter(
-                x=[current.composed.epsilon],
-                y=[current.network_load_messages],
-                mode="markers",
-                name="this configuration",
-                marker={"size": 14, "symbol": "x", "color": "crimson"},
-                hovertemplate="ε = %{x:.4g}, %{y:,} messages<extra>this configuration</extra>",
-            )
-        )
-    figure.update_layout(
-        margin={"l": 60, "r": 10, "t": 10, "b": 40},
-        xaxis_title="ε of the whole plan",
-        yaxis_title="network load (messages)",
-        legend={"orientation": "h", "y": -0.25},
-        clickmode="event",
-    )
-    return figure
+
+def _front_figure(points: tuple[FrontPoint, ...], current: ExplorerNumbers | None) -> Any:
+    """The front (trace 0) and the current configuration (trace 1), as Plotly's JSON."""
+    x, y = _marker(current)
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "x": [p.epsilon for p in points],
+                "y": [p.network_load_messages for p in points],
+                "mode": "lines+markers",
+                "name": "least load (planner)",
+                "marker": {"size": 12},
+                "customdata": list(range(len(points))),
+                "text": [
+                    f"{p.description}<br>fraction of tuples used {p.utility:.1%}, "
+                    f"{p.max_channels_per_node:,} channels"
+                    for p in points
+                ],
+                "hovertemplate": "ε = %{x:.4g}, %{y:,} messages<br>%{text}<extra></extra>",
+            },
+            {
+                "type": "scatter",
+                "x": x,
+                "y": y,
+                "mode": "markers",
+                "name": "this configuration",
+                "marker": {"size": 14, "symbol": "x", "color": "crimson"},
+                "hovertemplate": "ε = %{x:.4g}, %{y:,} messages<extra>this configuration</extra>",
+            },
+        ],
+        "layout": {
+            "margin": {"l": 60, "r": 10, "t": 10, "b": 40},
+            "xaxis": {"title": {"text": "ε of the whole plan"}},
+            "yaxis": {"title": {"text": "network load (messages)"}},
+            "legend": {"orientation": "h", "y": -0.25},
+            "clickmode": "event",
+        },
+    }
 
 
 def _front_table(points: tuple[FrontPoint, ...]) -> html.Table:
@@ -444,10 +518,15 @@ def _front_table(points: tuple[FrontPoint, ...]) -> html.Table:
                 ),
             ],
             className="front-point",
+            **_point_data(p),
         )
         for index, p in enumerate(points)
     ]
     return html.Table([header, *rows], className="front-list")
+
+
+def _point_data(point: FrontPoint) -> dict[str, Any]:
+    return {"data-point": json.dumps(asdict(point), sort_keys=True)}
 
 
 def _frame_table(frame: Any) -> html.Table:
@@ -466,9 +545,108 @@ def _frame_table(frame: Any) -> html.Table:
     return html.Table([header, *rows], className="result")
 
 
+# ------------------------------------------------------------------------- slow computations
+def _exit_with(parent: int) -> None:
+    """Exit this worker when its server (``parent``) is gone, however it ended."""
+    import os
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _warm() -> None:
+    """Import what the slow computations need (a worker's first job)."""
+    import dpcomm.calibration.planner
+    import dpcomm.engine.memory
+    import dpcomm.experiments.attacker  # noqa: F401
+
+
+class Worker:
+    """A process of its own for one kind of slow computation (the attacker, the front).
+
+    The page's other numbers are computed in the server's process; a computation of seconds
+    there would hold its interpreter lock and delay them. A job supersedes the jobs of the
+    same kind still queued (they are cancelled: their answer would be out of date), and the
+    worker keeps its caches between jobs.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+        self._queued: Future[Any] | None = None
+
+    def start(self) -> None:
+        """Start the process and import what it needs, in the background."""
+        self.submit(_warm)
+
+    def submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        """Queue ``function(*args, **kwargs)``, cancelling the job still queued before it."""
+        with self._lock:
+            if self._pool is None:
+                import os
+
+                context = multiprocessing.get_context("spawn")  # the server has threads
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=context,
+                    initializer=_exit_with,
+                    initargs=(os.getpid(),),
+                )
+            if self._queued is not None:
+                self._queued.cancel()
+            future = self._pool.submit(function, *args, **kwargs)
+            self._queued = future
+            return future
+
+    def run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``function(*args, **kwargs)`` in the worker (``PreventUpdate`` if superseded)."""
+        try:
+            return self.submit(function, *args, **kwargs).result()
+        except CancelledError as error:
+            raise dash.exceptions.PreventUpdate from error
+
+    def stop(self) -> None:
+        """Stop the process now, even in the middle of a job (queued jobs are cancelled)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # The executor would wait for a running job (seconds of planning) at exit: end it.
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 # ------------------------------------------------------------------------------- callbacks
-def _register(app: Dash) -> None:
+def _register(app: Dash, attacker: Worker, planner: Worker) -> None:
     inputs = [Input(name, "value") for name in CONTROLS]
+
+    @app.callback(
+        *[Output(name, "value") for name in CONTROLS],
+        Output("address-problem", "children"),
+        Input("address", "search"),
+    )
+    def from_address(search: str | None) -> tuple[Any, ...]:
+        from urllib.parse import parse_qsl
+
+        settings, problem = initial_settings(dict(parse_qsl((search or "").lstrip("?"))))
+        values = (
+            settings.workload,
+            settings.mechanism,
+            settings.num_targets,
+            settings.sampling_rate,
+            settings.batch_size,
+            settings.num_dummies,
+            settings.delta,
+            settings.num_clusters,
+            settings.num_sources,
+        )
+        return (*values, problem)
 
     @app.callback(
         Output("numbers", "children"),
@@ -489,7 +667,7 @@ def _register(app: Dash) -> None:
     def update_attack(*values: Any) -> Any:
         try:
             settings = settings_of(dict(zip(CONTROLS, values, strict=True)))
-            return _attack_view(attack(settings))
+            return _attack_view(attacker.run(attack, settings))
         except DpcommError as error:
             return html.Div(str(error), className="problem")
 
@@ -498,17 +676,20 @@ def _register(app: Dash) -> None:
         Output("front-table", "children"),
         Output("front-points", "data"),
         Input("min-utility", "value"),
-        *inputs,
+        *[Input(name, "value") for name in FRONT_CONTROLS],
+        *[State(name, "value") for name in CONTROLS],
     )
     def update_front(min_utility: Any, *values: Any) -> tuple[Any, Any, Any]:
+        # The front depends on S, T, G or I and δ only; the current point on every control.
+        controls = dict(zip(CONTROLS, values[len(FRONT_CONTROLS) :], strict=True))
         try:
-            settings = settings_of(dict(zip(CONTROLS, values, strict=True)))
+            front_settings = settings_of({**_DEFAULT_CONTROLS, **controls_of_front(controls)})
             if min_utility is None:
                 raise InvalidParameterError("min-utility", "a fraction in [0, 1]", None)
-            points = tradeoff_front(settings, min_utility=float(min_utility))
-            current = explore(settings)
+            points = planner.run(tradeoff_front, front_settings, min_utility=float(min_utility))
         except DpcommError as error:
             return _front_figure((), None), html.Div(str(error), className="problem"), []
+        current = _current(controls)
         if not points:
             note = html.Div(
                 "No configuration meets any ε of the grid with this fraction of tuples used.",
@@ -522,10 +703,22 @@ def _register(app: Dash) -> None:
         )
 
     @app.callback(
-        Output("mechanism", "value"),
-        Output("sampling", "value"),
-        Output("batch", "value"),
-        Output("dummies", "value"),
+        Output("front", "figure", allow_duplicate=True),
+        *inputs,
+        prevent_initial_call=True,
+    )
+    def update_marker(*values: Any) -> Any:
+        x, y = _marker(_current(dict(zip(CONTROLS, values, strict=True))))
+        figure = dash.Patch()
+        figure["data"][1]["x"] = x
+        figure["data"][1]["y"] = y
+        return figure
+
+    @app.callback(
+        Output("mechanism", "value", allow_duplicate=True),
+        Output("sampling", "value", allow_duplicate=True),
+        Output("batch", "value", allow_duplicate=True),
+        Output("dummies", "value", allow_duplicate=True),
         Input("front", "clickData"),
         Input({"kind": "use-point", "index": dash.ALL}, "n_clicks"),
         State("front-points", "data"),
@@ -621,8 +814,12 @@ def _query_data(table: str, contents: str | None, settings: ExplorerSettings) ->
         raise InvalidParameterError("upload", "a CSV file", f"unreadable ({error})") from error
 
 
-def make_app() -> Dash:
-    """The explorer as a Dash app (scripts and styles served from the installed packages)."""
+def make_app(*, attacker: Worker | None = None, planner: Worker | None = None) -> Dash:
+    """The explorer as a Dash app (scripts and styles served from the installed packages).
+
+    ``attacker`` and ``planner`` run the attacker and the planner's front (default: a worker
+    process each, started on first use).
+    """
     from pathlib import Path
 
     app = Dash(
@@ -632,12 +829,28 @@ def make_app() -> Dash:
         serve_locally=True,
         assets_folder=str(Path(__file__).with_name("assets")),
     )
-    app.layout = layout()
-    _register(app)
+    app.layout = layout
+    _register(app, attacker or Worker(), planner or Worker())
     return app
 
 
 def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serve the explorer at http://host:port/ until interrupted (Flask's threaded server)."""
+    """Serve the explorer at http://host:port/ until interrupted (Flask's threaded server).
+
+    The workers start, and the default configuration's numbers are computed, before the
+    server listens: the first page needs no import.
+    """
+    import signal
+    import sys
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-    make_app().run(host=host, port=port, debug=False)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the workers on the way out
+    attacker, planner = Worker(), Worker()
+    attacker.start()
+    planner.start()
+    explore(DEFAULTS)
+    try:
+        make_app(attacker=attacker, planner=planner).run(host=host, port=port, debug=False)
+    finally:
+        attacker.stop()
+        planner.stop()

@@ -1,0 +1,173 @@
+"""Benchmark: the explorer's update after a control change (goal: ≤ 300 ms for n, d ≤ 1,000).
+
+Two measurements:
+
+* library: :func:`dpcomm.experiments.explore.explore` (everything the numbers panel shows) for
+  every configuration of a grid with n, d ≤ 1,000 (σ, n, d, G = 1 and 4, S = 1,000 and 10,000),
+  each computed once (its own cache cleared; the library's caches warm as in a session), wall
+  and CPU time per update;
+* browser: ``dpcomm explore`` on a free port driven by headless Chromium (Debian's, as the
+  test suite drives it): σ and d are typed into their sliders' boxes one after the other, and
+  the time until the page shows the numbers of the new configuration is measured (server
+  round trip and drawing), with the server process's CPU time per update.
+
+Usage: python benchmarks/bench_explorer.py [--no-browser]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+from dpcomm.experiments.explore import ExplorerSettings, explore
+
+
+def _summary(values: list[float]) -> str:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return (
+        f"median {statistics.median(ordered) * 1e3:.0f} ms, p90 {p90 * 1e3:.0f} ms, "
+        f"max {ordered[-1] * 1e3:.0f} ms ({len(ordered)} updates)"
+    )
+
+
+def bench_library() -> None:
+    """``explore`` on a grid of configurations with n, d ≤ 1,000."""
+    explore(ExplorerSettings())  # imports and first-use caches out of the timing
+    walls: dict[int, list[float]] = {1: [], 4: []}
+    cpus: dict[int, list[float]] = {1: [], 4: []}
+    worst: tuple[float, ExplorerSettings] | None = None
+    grid = itertools.product(
+        (1, 4), (1_000, 10_000), (10, 100, 1_000), (0.05, 0.2, 0.5, 0.9), (0, 10, 100, 1_000)
+    )
+    for clusters, sources, batch, sigma, dummies in grid:
+        settings = ExplorerSettings(
+            num_targets=20,
+            sampling_rate=sigma,
+            batch_size=batch,
+            num_dummies=dummies,
+            num_clusters=clusters,
+            num_sources=sources,
+        )
+        explore.cache_clear()
+        wall, cpu = time.perf_counter(), time.process_time()
+        explore(settings)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        walls[clusters].append(wall)
+        cpus[clusters].append(cpu)
+        if worst is None or wall > worst[0]:
+            worst = (wall, settings)
+    for clusters in (1, 4):
+        print(f"library, G = {clusters}: wall {_summary(walls[clusters])}")
+        print(f"library, G = {clusters}: CPU  {_summary(cpus[clusters])}")
+    if worst is not None:
+        print(f"slowest: {worst[0] * 1e3:.0f} ms wall for {worst[1]}")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_browser() -> None:
+    """σ and d typed into the page one after the other; time until the page shows them."""
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if browser is None or driver is None:
+        print("browser: skipped (no chromium/chromedriver: make browser-tools)")
+        return
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "dpcomm", "explore", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(argument)
+    options.add_argument("--window-size=1500,1000")
+    session = webdriver.Chrome(service=Service(driver), options=options)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url, timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        # n = 1,000 sources per scrambler and d up to 1,000: the goal's largest instances.
+        session.get(f"{url}?sources=10000&batch=1000&dummies=100&sampling=0.2&clusters=1")
+
+        def shown() -> dict[str, object] | None:
+            found = session.find_elements(By.ID, "numbers-of")
+            try:
+                text = found[0].get_attribute("data-settings") if found else None
+            except Exception:
+                return None
+            return None if text is None else json.loads(text)
+
+        def wait_for(**expected: object) -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                settings = shown()
+                if settings and all(settings[k] == v for k, v in expected.items()):
+                    return
+                time.sleep(0.005)
+            raise RuntimeError(f"the page never showed {expected}")
+
+        wait_for(num_sources=10000, batch_size=1000)
+        time.sleep(5)  # the attacker and the front settle
+        walls: list[float] = []
+        cpus: list[float] = []
+        changes = [("sampling", "sampling_rate", s) for s in (0.3, 0.45, 0.6, 0.15, 0.05)]
+        changes += [("dummies", "num_dummies", d) for d in (200, 400, 700, 1000, 50)]
+        for control, field, value in changes:
+            box = session.find_element(By.CSS_SELECTOR, f"#{control} input")
+            box.send_keys(Keys.CONTROL, "a")
+            box.send_keys(str(value))
+            cpu = _cpu_seconds(server.pid)
+            started = time.perf_counter()
+            box.send_keys(Keys.TAB)
+            wait_for(**{field: value})
+            walls.append(time.perf_counter() - started)
+            cpus.append(_cpu_seconds(server.pid) - cpu)
+            time.sleep(1.0)
+        print(f"browser (S = 10,000, n = 1,000, d ≤ 1,000): wall {_summary(walls)}")
+        print(f"browser: server CPU per update {_summary(cpus)}")
+        print("browser: every update in ms: " + ", ".join(f"{w * 1e3:.0f}" for w in walls))
+    finally:
+        session.quit()
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--no-browser", action="store_true", help="the library part only")
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    bench_library()
+    if not args.no_browser:
+        bench_browser()
+
+
+if __name__ == "__main__":
+    main()
