@@ -153,7 +153,9 @@ def _check_against_library(chromium: Any, settings: ExplorerSettings) -> None:
     assert _value(chromium, "channels")[0] == costs.max_channels
 
 
-def test_the_explorer_shows_the_librarys_numbers(chromium: Any, explorer_url: str) -> None:
+def test_the_explorer_shows_the_librarys_numbers(
+    chromium: Any, explorer_url: str, cli: Any
+) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
@@ -207,15 +209,9 @@ def test_the_explorer_shows_the_librarys_numbers(chromium: Any, explorer_url: st
     # The page's `dpcomm run` command runs this configuration and reports the page's ε.
     commands = chromium.find_element(By.ID, "commands").text.splitlines()
     run_line = next(line for line in commands if line.startswith("dpcomm run "))
-    outcome = subprocess.run(
-        [sys.executable, "-m", "dpcomm", *shlex.split(run_line)[1:], "--json", "--quiet"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=WAIT,
-    )
-    assert outcome.returncode == 0, outcome.stderr
-    reported = json.loads(outcome.stdout)["report"]["privacy"]["epsilon"]
+    outcome = cli(*shlex.split(run_line)[1:], "--json", "--quiet")
+    assert outcome.status == 0, outcome.err
+    reported = json.loads(outcome.out)["report"]["privacy"]["epsilon"]
     assert reported == pytest.approx(_value(chromium, "epsilon-composed")[0], rel=1e-9)
 
     # Everything the page loaded came from the explorer itself (it works offline).

@@ -546,13 +546,28 @@ def _frame_table(frame: Any) -> html.Table:
 
 
 # ------------------------------------------------------------------------- slow computations
-def _exit_with(parent: int) -> None:
-    """Exit this worker when its server (``parent``) is gone, however it ended."""
+def _exit_with(server: int) -> None:
+    """Exit this worker when the explorer's server (process ``server``) is gone.
+
+    However the server ended: the worker's parent (a fork server, or the server) is then gone
+    too, and the worker would otherwise wait for jobs forever.
+    """
     import os
     import time
 
+    parent = os.getppid()
+
+    def alive() -> bool:
+        try:
+            os.kill(server, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # pragma: no cover - another user's process took the id
+            return False
+        return os.getppid() == parent
+
     def watch() -> None:
-        while os.getppid() == parent:
+        while alive():
             time.sleep(1.0)
         os._exit(0)
 
@@ -561,9 +576,27 @@ def _exit_with(parent: int) -> None:
 
 def _warm() -> None:
     """Import what the slow computations need (a worker's first job)."""
-    import dpcomm.calibration.planner
-    import dpcomm.engine.memory
-    import dpcomm.experiments.attacker  # noqa: F401
+    import importlib
+
+    for module in WORKER_PRELOAD:
+        importlib.import_module(module)
+
+
+#: What every worker imports once, in the process the workers are forked from.
+WORKER_PRELOAD = ["dpcomm.experiments.explore", "dpcomm.experiments.attacker", "dpcomm.engine"]
+
+
+def _worker_context() -> Any:
+    """Workers forked from a server process of their own that imported dpcomm once.
+
+    ``forkserver`` (where the platform has it) rather than ``fork``: the explorer's server has
+    threads by then; the fork server has none, and its imports are shared by every worker.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(WORKER_PRELOAD)
+    return context
 
 
 class Worker:
@@ -590,7 +623,7 @@ class Worker:
             if self._pool is None:
                 import os
 
-                context = multiprocessing.get_context("spawn")  # the server has threads
+                context = _worker_context()
                 self._pool = ProcessPoolExecutor(
                     max_workers=1,
                     mp_context=context,

@@ -23,7 +23,11 @@ def test_the_address_sets_the_controls() -> None:
 
 @pytest.mark.parametrize(
     ("arguments", "named"),
-    [({"dummies": "many"}, "dummies"), ({"colour": "red"}, "colour"), ({"sampling": "2"}, "sampling_rate")],
+    [
+        ({"dummies": "many"}, "dummies"),
+        ({"colour": "red"}, "colour"),
+        ({"sampling": "2"}, "sampling_rate"),
+    ],
 )
 def test_a_wrong_address_shows_the_defaults_and_says_why(arguments: dict, named: str) -> None:
     settings, problem = initial_settings(arguments)
