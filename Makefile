@@ -83,6 +83,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_audit.py
 	$(BIN)/python benchmarks/bench_deployment.py
 	$(BIN)/python benchmarks/bench_scrambler_throughput.py
+	$(BIN)/python benchmarks/bench_explorer.py
 
 # Fashion-MNIST (60k train / 10k test IDX files) from Debian's dataset-fashion-mnist package.
 data:

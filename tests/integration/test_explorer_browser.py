@@ -221,7 +221,18 @@ def test_the_explorer_shows_the_librarys_numbers(
     )
     assert loaded and all(name.startswith(origin) for name in loaded), loaded
 
+    # The query panel: a query over a synthetic table of S rows, the run beside DuckDB's answer.
+    chromium.find_element(By.CSS_SELECTOR, "#query-table input[value='synthetic']").click()
+    _wait(chromium, lambda d: "FROM t" in d.find_element(By.ID, "sql").get_attribute("value"), "")
+    chromium.find_element(By.ID, "run-query").click()
+    _wait(chromium, lambda d: d.find_elements(By.ID, "query-epsilon") or None, "the query's run")
+    query_epsilon = _value(chromium, "query-epsilon")[0]
+    assert query_epsilon == pytest.approx(_value(chromium, "epsilon-composed")[0], rel=1e-9)
+    header = chromium.find_element(By.CSS_SELECTOR, "#query-result table.result tr").text
+    assert "count_star() (exact)" in header
+
     _wait(chromium, lambda d: d.find_elements(By.ID, "attack-accuracy") or None, "the attacker")
+    ActionChains(chromium).move_to_element(chromium.find_element(By.TAG_NAME, "h1")).perform()
     _save_whole_page(chromium, SCREENSHOT)
 
 

@@ -4,7 +4,8 @@ Every number the explorer shows comes from a function of this module, which only
 library (the app draws them; a test compares the page with them and with ``dpcomm.account``):
 
 * :func:`explore`: the best valid ε and the certified lower bound of one round
-  (:func:`dpcomm.account`), and of the G grouping sets or I iterations composed
+  (:func:`dpcomm.account`, through :func:`dpcomm.plan.account_cluster`), and of the G grouping
+  sets or I iterations composed
   (:func:`dpcomm.plan.account_plan` on the plan :func:`dpcomm.calibration.request_plan` builds,
   the ε ``dpcomm run`` reports); the network load and channels per node from the cost model
   (:func:`dpcomm.calibration.plan_costs`); the expected fraction of tuples used
@@ -31,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
+from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
 from dpcomm.calibration.configuration import describe_batches
 from dpcomm.calibration.costs import (
     expected_utility,
@@ -44,7 +45,7 @@ from dpcomm.data.synthetic import synthetic_sql
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.costs import balanced_batch_sizes
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
-from dpcomm.plan.privacy import account_plan
+from dpcomm.plan.privacy import account_cluster, account_plan
 from dpcomm.validation import MAX_COUNT, check_delta, check_int, check_probability
 
 Workload = Literal["aggregate", "kmeans"]
@@ -210,9 +211,13 @@ class ExplorerNumbers:
 
 @lru_cache(maxsize=1024)
 def explore(settings: ExplorerSettings) -> ExplorerNumbers:
-    """The privacy, costs and utility of ``settings`` (module doc), cached."""
-    report = account(settings.mechanism_of_one_round, delta=settings.delta, monte_carlo_samples=0)
-    one_round = Bound(report.guarantee.epsilon, report.guarantee.method, report.lower_bound)
+    """The privacy, costs and utility of ``settings`` (module doc), cached.
+
+    One round is the first data-dependent cluster accounted at the plan's δ
+    (:func:`dpcomm.plan.account_cluster`: :func:`dpcomm.account` of each balanced batch size,
+    the worst one reported, each batch's certified lower bound a lower bound for the cluster);
+    with one cluster, the plan's own accounting reuses it.
+    """
     shape: dict[str, Any] = {
         "num_sources": settings.num_sources,
         "num_targets": settings.num_targets,
@@ -220,6 +225,11 @@ def explore(settings: ExplorerSettings) -> ExplorerNumbers:
         "num_clusters": settings.num_clusters,
     }
     plan = request_plan(**shape)
+    cluster = next(c for c in plan.clusters if c.data_dependent and c.num_targets > 1)
+    parts = account_cluster(cluster, settings.countermeasure, delta=settings.delta).parts
+    worst = max(parts, key=lambda part: part.guarantee.epsilon)
+    lower = [part.lower_bound for part in parts if part.lower_bound is not None]
+    one_round = Bound(worst.guarantee.epsilon, worst.guarantee.method, max(lower, default=None))
     privacy = account_plan(plan, settings.countermeasure, delta=settings.delta)
     composed = Bound(privacy.guarantee.epsilon, privacy.guarantee.method, privacy.lower_bound)
     costs = plan_costs(settings.countermeasure, **shape)

@@ -497,7 +497,7 @@ def _front_figure(points: tuple[FrontPoint, ...], current: ExplorerNumbers | Non
         ],
         "layout": {
             "margin": {"l": 60, "r": 10, "t": 10, "b": 40},
-            "xaxis": {"title": {"text": "ε of the whole plan"}},
+            "xaxis": {"title": {"text": "ε of the whole plan"}, "zeroline": False},
             "yaxis": {"title": {"text": "network load (messages)"}},
             "legend": {"orientation": "h", "y": -0.25},
             "clickmode": "event",
