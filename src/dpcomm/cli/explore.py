@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import ipaddress
+import signal
 import webbrowser
 from typing import Any
 
 from dpcomm.cli.output import bounded_int
-from dpcomm.errors import DpcommError
+from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.explorer import DEFAULT_HOST, DEFAULT_PORT
 
 EXPLORE_DESCRIPTION = """\
@@ -29,17 +31,43 @@ MISSING_DASH = (
 )
 
 
+def host_address(text: str) -> str:
+    """An argparse type: an IP address to listen on, or ``localhost``."""
+    if text == "localhost":
+        return text
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1) or "
+            f"localhost, got {text!r}"
+        ) from None
+
+
+def _stop(_signal: int, _frame: Any) -> None:
+    raise SystemExit(0)  # SIGTERM: leave as Ctrl+C does, stopping the worker processes
+
+
 def command_explore(args: argparse.Namespace) -> int:
-    """``dpcomm explore``: serve until interrupted."""
+    """``dpcomm explore``: serve until interrupted (or terminated)."""
     if importlib.util.find_spec("dash") is None:
         raise DpcommError(MISSING_DASH)
-    from dpcomm.explorer import serve
+    from dpcomm.explorer import check_free, serve
 
-    url = f"http://{args.host}:{args.port}/"
+    try:
+        check_free(host=args.host, port=args.port)
+    except InvalidParameterError as error:  # named by its flag
+        raise InvalidParameterError("--port", error.allowed, error.given) from error
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{host}:{args.port}/"
     print(f"dpcomm explorer: {url} (Ctrl+C stops it)", flush=True)
     if args.open:
         webbrowser.open(url)
-    serve(host=args.host, port=args.port)
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        serve(host=args.host, port=args.port)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
 
 
@@ -52,7 +80,11 @@ def add_explore_command(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     explore.add_argument(
-        "--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})"
+        "--host",
+        type=host_address,
+        default=DEFAULT_HOST,
+        help=f"IP address to listen on (default {DEFAULT_HOST}, this machine only; 0.0.0.0 "
+        "for every interface)",
     )
     explore.add_argument(
         "--port",

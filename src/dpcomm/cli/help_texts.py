@@ -845,7 +845,8 @@ HELP: dict[tuple[str, ...], str] = {
         "\n"
         "options:\n"
         "  -h, --help   show this help message and exit\n"
-        "  --host HOST  address to listen on (default 127.0.0.1)\n"
+        "  --host HOST  IP address to listen on (default 127.0.0.1, this machine only;\n"
+        "               0.0.0.0 for every interface)\n"
         "  --port PORT  port to listen on (default 8050)\n"
         "  --open       open the page in the default web browser\n"
     ),

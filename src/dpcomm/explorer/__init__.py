@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
+    from dpcomm.explorer.app import check_free as check_free
     from dpcomm.explorer.app import make_app as make_app
     from dpcomm.explorer.app import serve as serve
 
@@ -21,4 +22,4 @@ __getattr__, __dir__ = attach(__name__, __file__)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8050
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "make_app", "serve"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "check_free", "make_app", "serve"]

@@ -867,17 +867,28 @@ def make_app(*, attacker: Worker | None = None, planner: Worker | None = None) -
     return app
 
 
+def check_free(*, host: str, port: int) -> None:
+    """Refuse (naming ``port``) an address the server could not listen on."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise InvalidParameterError(
+                "port", f"a port free on {host}", f"{port} ({error.strerror or error})"
+            ) from error
+
+
 def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     """Serve the explorer at http://host:port/ until interrupted (Flask's threaded server).
 
     The workers start, and the default configuration's numbers are computed, before the
     server listens: the first page needs no import.
     """
-    import signal
-    import sys
-
+    check_free(host=host, port=port)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the workers on the way out
     attacker, planner = Worker(), Worker()
     attacker.start()
     planner.start()

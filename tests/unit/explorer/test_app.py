@@ -79,3 +79,21 @@ def test_without_dash_the_command_says_how_to_install_it(cli, monkeypatch) -> No
     assert outcome.status == 2
     assert outcome.err.count("\n") == 1
     assert "pip install 'dpcomm[explore]'" in outcome.err
+
+
+@pytest.mark.parametrize("host", ["", "0", "nan", "example host"])
+def test_a_host_that_is_no_address_is_refused_in_one_line(cli, host: str) -> None:
+    outcome = cli("explore", "--host", host)
+    assert outcome.status == 2
+    assert outcome.err.count("\n") == 1 and "--host" in outcome.err
+
+
+def test_a_port_in_use_is_refused_in_one_line(cli) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        outcome = cli("explore", "--port", taken.getsockname()[1])
+    assert outcome.status == 2
+    assert outcome.err.count("\n") == 1 and "--port" in outcome.err, outcome.err
