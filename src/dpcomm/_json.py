@@ -1,7 +1,7 @@
 """Values as JSON can hold them: what every record's ``to_dict()`` returns its values through.
 
 Records (a run's report, an accountant's answer, ...) keep their values as they are, ε = ∞ a
-float; :func:`json_ready` is the one place where a value becomes JSON, so that every document
+float; `json_ready` is the one place where a value becomes JSON, so that every document
 dpcomm prints spells infinity, NaN, DECIMAL values and dates the same way.
 """
 

@@ -62,10 +62,10 @@ DATA_ALLOWED = (
 def _rows(data: Any, name: str) -> Any:
     """``data`` as dpcomm's table, or as a row source (Parquet files) read only when needed.
 
-    A :class:`~dpcomm.data.table.Table` or a :class:`~dpcomm.data.partitioned.RowSource` is
+    A `dpcomm.data.table.Table` or a `dpcomm.data.partitioned.RowSource` is
     taken as it is; everything else is read through DuckDB (its types). What DuckDB cannot
     read as a table (a pandas Series, a DataFrame without columns, ...) is an
-    :class:`~dpcomm.errors.InvalidParameterError` naming ``data``.
+    `dpcomm.errors.InvalidParameterError` naming ``data``.
     """
     from dpcomm.data.partitioned import RowSource
     from dpcomm.data.table import Table
@@ -137,7 +137,7 @@ BUDGET_ENGINES = ("memory", "dask")
 
 
 def _budget(budget: object, engine: Engine) -> Budget | None:
-    """``budget``: None or a :class:`~dpcomm.budget.Budget`, on an engine it can charge."""
+    """``budget``: None or a `dpcomm.budget.Budget`, on an engine it can charge."""
     if budget is None:
         return None
     from dpcomm.budget.budget import Budget
@@ -165,7 +165,7 @@ def _charge(
     """Charge the plan's guarantee to ``budget`` before the run (refused: nothing runs).
 
     The guarantee is the one the engine computes and the run reports
-    (:func:`dpcomm.engine.run.prepare`: :func:`dpcomm.plan.account_plan` at ``delta``).
+    (`dpcomm.engine.run.prepare`: `dpcomm.plan.account_plan` at ``delta``).
     """
     if budget is None:
         return None
@@ -214,7 +214,7 @@ def _calibrated(
 ) -> tuple[Countermeasure, int, float, float | None]:
     """The countermeasure, T, δ and target ε of a run: a calibration's, unless given.
 
-    A :class:`Calibration` gives its countermeasure, its T and δ (where the call gives none)
+    A `Calibration` gives its countermeasure, its T and δ (where the call gives none)
     and its target ε (the smaller, when the call gives one too).
     """
     target = _target_epsilon(target_epsilon)
@@ -254,28 +254,28 @@ def run_sql(
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
     Every row of ``data`` is a source node (a pandas or polars DataFrame, a pyarrow Table, a
-    DuckDB relation, a CSV or Parquet path, a :class:`~dpcomm.data.table.Table`, or a
-    :class:`~dpcomm.data.partitioned.RowSource` that an engine reading row sources, such as
+    DuckDB relation, a CSV or Parquet path, a `dpcomm.data.table.Table`, or a
+    [`RowSource`][dpcomm.data.partitioned.RowSource] that an engine reading row sources, such as
     ``engine="dask"``, reads partition by partition). Each non-empty grouping set's keys are
     split among ``num_targets`` (T) compute nodes; ``countermeasure`` protects every
     data-dependent cluster; ``delta`` is the whole plan's δ. ``engine``: ``"memory"``,
     ``"dask"``, ``"network"`` or an engine object
-    (:func:`~dpcomm.engine.engines.make_engine`). ``max_groups`` and ``max_text_bytes`` are
+    ([`make_engine`][dpcomm.engine.engines.make_engine]). ``max_groups`` and ``max_text_bytes`` are
     public bounds every output and text field is padded to. ``progress`` shows a progress bar.
     ``num_targets`` defaults to 20 and ``delta`` to 10⁻⁴ (or the calibration's). ``budget``
-    (a :class:`~dpcomm.budget.Budget`) is charged the plan's (ε, δ) before the run executes; a
-    run beyond it raises :class:`~dpcomm.budget.BudgetExceededError` before anything runs.
+    (a [`Budget`][]) is charged the plan's (ε, δ) before the run executes; a
+    run beyond it raises [`BudgetExceededError`][] before anything runs.
 
     ``target_epsilon`` refuses, before anything runs, a plan whose ε exceeds it
-    (:class:`~dpcomm.errors.InvalidParameterError`). ``countermeasure`` may be a
-    :class:`Calibration` (:func:`calibrate`): its countermeasure runs, with its T and δ unless
+    ([`InvalidParameterError`][]). ``countermeasure`` may be a
+    [`Calibration`][] ([`calibrate`][]): its countermeasure runs, with its T and δ unless
     given, and its target ε is the ``target_epsilon``; on a table of another size or a query
-    of another shape than it was made for (:attr:`Calibration.shape`) the plan is accounted
+    of another shape than it was made for (`Calibration.shape`) the plan is accounted
     again and refused (naming ``countermeasure``) if its ε exceeds the calibration's target.
 
     The result's values are exact over the tuples that arrived (not differentially private:
     the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
-    over every tuple (:mod:`dpcomm.engine.estimate`): COUNT and SUM divided by the known
+    over every tuple ([`dpcomm.engine.estimate`][]): COUNT and SUM divided by the known
     probability P that a tuple arrives, AVG their ratio, each in a column
     ``<name> (estimate)`` with ``<name> (se)``, ``<name> (95% low)`` and
     ``<name> (95% high)`` beside it; groups of the table that received no tuple are
@@ -285,12 +285,12 @@ def run_sql(
 
     With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
     delta=...)`` the result node releases the result with noise drawn by OpenDP
-    (:mod:`dpcomm.queries.release`): ``bounds`` clamp each column a SUM or AVG reads
+    ([`dpcomm.queries.release`][]): ``bounds`` clamp each column a SUM or AVG reads
     (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give every grouping
     column's public domain (every key released, absent ones too), and ``report.release``
     gives the release's (ε, δ), each aggregate's noise and the guarantee against an observer
     of both traffic and release. Returns the
-    :class:`~dpcomm.engine.runs.AggregateRun` that ``dpcomm run aggregate`` prints:
+    [`AggregateRun`][] that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
     >>> import dpcomm
@@ -357,12 +357,12 @@ def run_sql(
     return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
 
 
-#: Largest magnitude of a coordinate: points travel as float32 (:mod:`dpcomm.queries.kmeans`).
+#: Largest magnitude of a coordinate: points travel as float32 (`dpcomm.queries.kmeans`).
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _release(release: Any) -> Any:
-    """``release`` checked: None, :class:`Laplace` or :class:`Gaussian`."""
+    """``release`` checked: None, `Laplace` or `Gaussian`."""
     from dpcomm.accounting.release import Gaussian, Laplace
 
     if release is None or isinstance(release, Laplace | Gaussian):
@@ -474,14 +474,14 @@ def kmeans(
     ``rand_index`` compares the final clusters with them; with ``test_points`` and
     ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), it is measured on
     those instead. ``engine``, ``delta``, ``progress``, ``target_epsilon`` and ``budget`` are
-    those of :func:`run_sql`, and ``countermeasure`` may be a :class:`Calibration` as there
+    those of [`run_sql`][], and ``countermeasure`` may be a [`Calibration`][] as there
     (made by ``calibrate(data=points, iterations=I, num_targets=K, ...)``). Returns the
-    :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run kmeans`` prints.
+    [`KMeansRun`][] that ``dpcomm run kmeans`` prints.
 
     Points travel as float32: a row with NaN or ±inf, or with a value beyond float32's range
-    (about ±3.4e38), is refused (:class:`~dpcomm.errors.InvalidParameterError` saying how many
+    (about ±3.4e38), is refused ([`InvalidParameterError`][] saying how many
     rows); with ``drop_non_finite=True`` such rows of ``points`` and ``test_points`` are dropped
-    with their labels, and a :class:`~dpcomm.errors.DpcommWarning` says how many.
+    with their labels, and a `dpcomm.errors.DpcommWarning` says how many.
 
     >>> import numpy as np, dpcomm
     >>> points = np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10])
@@ -555,7 +555,7 @@ def kmeans(
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class Calibration(PlanCandidate):
-    """The cheapest countermeasure meeting (ε, δ) under limits (:func:`calibrate`).
+    """The cheapest countermeasure meeting (ε, δ) under limits ([`calibrate`][]).
 
     A calibration runs as it is: ``run_sql(sql, data, countermeasure=calibration)`` (or
     ``kmeans(points, ..., countermeasure=calibration)``) runs its countermeasure with its T and
@@ -563,7 +563,7 @@ class Calibration(PlanCandidate):
 
     Attributes:
         countermeasure: the chosen countermeasure.
-        shape: what it was made for (:class:`dpcomm.calibration.PlanShape`): the table's rows
+        shape: what it was made for ([`dpcomm.calibration.PlanShape`][]): the table's rows
             (S_t), T, the data-dependent grouping sets or iterations that compose, and the free
             ones (the empty grouping set).
         target_epsilon: the ε asked for.
@@ -579,7 +579,7 @@ class Calibration(PlanCandidate):
         pareto: the Pareto front over (network load, channels, extra consents), one row per
             configuration, cheapest load first (the chosen one is the first row); its ``epsilon``
             is the accountant's for the first row and the target (met) for the others.
-        details: the planner's full answer (:class:`dpcomm.calibration.PlannerResult`).
+        details: the planner's full answer ([`dpcomm.calibration.PlannerResult`][]).
 
     >>> import dpcomm
     >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, iterations=2, epsilon=2.0,
@@ -627,9 +627,9 @@ class Calibration(PlanCandidate):
 
         On the plan it was made for (same S, T, composed clusters, δ) the ε is the calibrated
         one. On another (a table of another size, another query, T or δ) the plan is
-        accounted (:func:`dpcomm.plan.account_plan`) and an
-        :class:`~dpcomm.errors.InvalidParameterError` naming ``countermeasure`` says both
-        shapes and the ε when it exceeds :attr:`target_epsilon`.
+        accounted (`dpcomm.plan.account_plan`) and an
+        [`InvalidParameterError`][] naming ``countermeasure`` says both
+        shapes and the ε when it exceeds [`target_epsilon`][].
         """
         shape = PlanShape.of_plan(plan, workload=workload)
         if shape.same_accounting(self.shape) and delta == self.delta:
@@ -679,11 +679,11 @@ def _pareto_frame(result: Any) -> Any:
 def query_shape(
     sql: object, data: Any, *, num_targets: int | None = None, iterations: int | None = None
 ) -> PlanShape:
-    """The shape of the plan ``sql`` over ``data`` compiles to (what :func:`run_sql` runs).
+    """The shape of the plan ``sql`` over ``data`` compiles to (what [`run_sql`][] runs).
 
-    What :func:`calibrate` and ``dpcomm plan --sql --data`` calibrate for: S = the table's
+    What [`calibrate`][] and ``dpcomm plan --sql --data`` calibrate for: S = the table's
     rows, T = ``num_targets`` (default 20), the non-empty grouping sets (composed) and the
-    empty one (free). Without ``sql``: K-means over the points ``data`` (what :func:`kmeans`
+    empty one (free). Without ``sql``: K-means over the points ``data`` (what [`kmeans`][]
     runs) with ``iterations`` and K = ``num_targets``. A query whose only grouping set is the
     empty one is refused (naming ``sql``): its traffic needs no countermeasure.
 
@@ -753,8 +753,8 @@ def calibrate(
     """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
 
     From the query (the usual way): ``calibrate(sql, data, epsilon=..., delta=...)`` compiles
-    ``sql`` over ``data`` as :func:`run_sql` does (``num_targets`` T compute nodes per
-    grouping set, default 20) and reads the plan's shape (:class:`~dpcomm.calibration.PlanShape`):
+    ``sql`` over ``data`` as [`run_sql`][] does (``num_targets`` T compute nodes per
+    grouping set, default 20) and reads the plan's shape ([`PlanShape`][]):
     S = the table's rows, G = its non-empty grouping sets. The empty grouping set ``()`` (of
     ``ROLLUP`` or ``CUBE``) is free: its one compute node hears every source whatever its
     data (ε = 0), so it is costed but not composed. With ``data`` the table is fixed:
@@ -767,9 +767,9 @@ def calibrate(
 
     Limits: ``max_channels`` per node, ``max_extra_consents`` (S_t − S), ``min_utility``
     (expected tuples used / S, default 1). Searches σ on a 0.01 grid, every number of
-    scramblers and every d (:func:`dpcomm.calibration.plan_countermeasures`, exact and valid
-    accounting); raises :class:`~dpcomm.DpcommError` naming the limit to relax when none is
-    feasible. The :class:`Calibration` records the shape it was made for and runs as it is:
+    scramblers and every d ([`dpcomm.calibration.plan_countermeasures`][], exact and valid
+    accounting); raises [`DpcommError`][] naming the limit to relax when none is
+    feasible. The [`Calibration`][] records the shape it was made for and runs as it is:
     ``run_sql(sql, data, countermeasure=calibration)``.
 
     >>> import dpcomm

@@ -66,7 +66,7 @@ def shown(value: object) -> str:
 class InvalidParameterError(DpcommError, ValueError):
     """A parameter is outside its allowed range.
 
-    The message names the parameter, the allowed values and the value given (:func:`shown`),
+    The message names the parameter, the allowed values and the value given (`shown`),
     on one line.
 
     >>> import dpcomm
@@ -92,7 +92,7 @@ class BalancedBatchesWarning(DpcommWarning):
     """The scramblers' balanced batches give another ε than full batches of the n asked for.
 
     S senders are cut into ⌈S/n⌉ batches whose sizes differ by at most one
-    (:func:`dpcomm.plan.balanced_batch_sizes`), each accounted at its own size: a table whose
+    (`dpcomm.plan.balanced_batch_sizes`), each accounted at its own size: a table whose
     size n does not divide runs smaller batches than asked for. Filter this category to
     silence it (``warnings.simplefilter("ignore", BalancedBatchesWarning)``).
     """

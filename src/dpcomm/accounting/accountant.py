@@ -121,7 +121,7 @@ class AccountingReport:
         """Every known method name mapped to its value, None where it does not apply.
 
         The values of ``printed`` methods (``bennett-printed``, ``theorem-exact``: formulas as
-        the paper prints them, refuted by enumeration) are not bounds; :attr:`methods` holds
+        the paper prints them, refuted by enumeration) are not bounds; `methods` holds
         each one's status.
         """
         values: dict[str, float | None] = dict.fromkeys(METHOD_NAMES)
@@ -140,7 +140,7 @@ class AccountingReport:
         """Why the best valid ε is infinite, and the least changes that make it finite.
 
         None unless ε was asked for one round of a local randomizer or scrambler and every
-        valid method answered ∞ (whichever method :func:`report_with_method` shows).
+        valid method answered ∞ (whichever method `report_with_method` shows).
         """
         best = min((r.value for r in self.methods if r.status == "valid"), default=math.inf)
         mechanism = self.mechanism
@@ -158,7 +158,7 @@ class AccountingReport:
 
         The mechanism's parameters (null where its family has none), the fixed and the asked
         value, the method and whether it is a valid bound, the certified lower bound, every
-        method's value and status, and ``why_infinite`` when ε = ∞ (:meth:`why_infinite`).
+        method's value and status, and ``why_infinite`` when ε = ∞ (`why_infinite`).
         ∞ is the string ``"inf"``.
 
         >>> from dpcomm import LocalRandomizer, account
@@ -416,7 +416,7 @@ def _composed_rounds(
     Theorem 2 (basic composition): rounds that are each (ε_1, δ/R)-DP are (R·ε_1, δ)-DP
     together, and rounds that are each (ε/R, δ_1)-DP are (ε, R·δ_1)-DP. The PLD of the
     dominating pair composed R times is valid for every ε at once (module
-    :mod:`dpcomm.accounting.pld`). The lower bound composes explicit pairs.
+    `dpcomm.accounting.pld`). The lower bound composes explicit pairs.
     """
     from dpcomm.accounting import pld
 
@@ -465,7 +465,7 @@ def account(
     """Account ``mechanism``: ε for a fixed δ (default δ = 0, pure ε), or δ for a fixed ε.
 
     Args:
-        mechanism: any mechanism description of :mod:`dpcomm.accounting.mechanisms`.
+        mechanism: any mechanism description of `dpcomm.accounting.mechanisms`.
         delta: the target δ in [0, 1); with ``epsilon`` unset, every method reports its ε.
         epsilon: the target ε >= 0; every method reports its δ. Exclusive with ``delta``.
         rounds: R, identical rounds composed (each source takes part in every round with fresh
@@ -561,7 +561,7 @@ class FiniteChange:
         value: its new value.
         epsilon: the valid ε the accountant gives with it (same δ).
         least: True when no smaller value of the parameter gives a finite ε (d: the exact
-            least; σ: the least of :data:`SAMPLING_GRID`, any σ > 0 being finite when
+            least; σ: the least of `SAMPLING_GRID`, any σ > 0 being finite when
             ``least`` is False).
     """
 

@@ -7,7 +7,7 @@ Conventions (paper, Sections 3 and 4):
   other target gets σ/T.
 * The capped theorem (Theorem "theorem-exact") is written with a lie going to one of the T − 1
   other targets with probability σ'/(T − 1); the two are related by σ' = σ (T − 1) / T.
-  :attr:`LocalRandomizer.lie_rate` gives σ' so that the conversion is written once.
+  `LocalRandomizer.lie_rate` gives σ' so that the conversion is written once.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def run_arguments(result: PlannerResult, query: tuple[str, str] | None = None) -
     grouping sets of T compute nodes (``--targets``); K-means: K = T centroids and I iterations
     on the first S_t points of the default dataset (``--sources``). The countermeasure options
     are those of
-    :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
+    `dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
     ``--target-epsilon`` the ε asked for, so that a run whose ε would exceed it is refused.
     With ``query`` (the SQL and the ``--data`` file it was calibrated from), that query over
@@ -155,7 +155,7 @@ def run_arguments(result: PlannerResult, query: tuple[str, str] | None = None) -
 
 
 def run_command(result: PlannerResult, query: tuple[str, str] | None = None) -> str | None:
-    """:func:`run_arguments` as one shell command line."""
+    """`run_arguments` as one shell command line."""
     arguments = run_arguments(result, query)
     return None if arguments is None else shlex.join(arguments)
 

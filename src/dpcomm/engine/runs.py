@@ -1,10 +1,10 @@
 """The paper's two use cases run end to end: the run, its non-private baseline, one report.
 
-:func:`run_aggregate` and :func:`run_kmeans` run a compiled program on an engine (in memory
-unless given), run its non-private baseline where the engine says (:meth:`Engine.baseline
-<dpcomm.engine.engines.Engine.baseline>`: same plan, no countermeasure, not accounted), and
-build the report once. They return an :class:`AggregateRun` or a :class:`KMeansRun`: what the
-front door (``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prints.
+[`run_aggregate`][] and [`run_kmeans`][] run a compiled program on an engine (in memory
+unless given), run its non-private baseline where the engine says
+([`Engine.baseline`][]: same plan, no countermeasure, not accounted), and build the report
+once. They return an [`AggregateRun`][] or a [`KMeansRun`][]: what the front door
+(``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prints.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class AggregateRun:
 
     ``result`` is the same rows as a pandas DataFrame: what DuckDB's ``.df()`` gives for them
     (DuckDB's column names; dates as ``datetime64``, DECIMAL as float, integers with NULLs as
-    ``Int64``). An estimated result (:meth:`with_unbiased_estimate`) names its columns
+    ``Int64``). An estimated result ([`with_unbiased_estimate`][]) names its columns
     ``count_star() (estimate)``, ``count_star() (se)``, ``count_star() (95% low)``, ...
 
     >>> import dpcomm
@@ -97,7 +97,7 @@ class AggregateRun:
         COUNT and SUM are divided by the delivery probability P, AVG is their ratio; each
         estimate has a standard error and a 95% interval beside it, and groups of the key
         domain (the baseline's) that received no tuple are estimated as 0
-        (:func:`dpcomm.engine.estimate.unbiased_estimate`). The report says so
+        ([`dpcomm.engine.estimate.unbiased_estimate`][]). The report says so
         (``report.estimate``, ``report.result_semantics``), and its utility is that of the
         estimates against the exact result. The privacy guarantee is unchanged
         (post-processing).
@@ -212,7 +212,7 @@ def _execute(
 def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
     """Whether a result computed elsewhere is that of the tuples the run delivered.
 
-    True at once for a result computed here (:attr:`Run.result_computed_here`); else the query
+    True at once for a result computed here (`Run.result_computed_here`); else the query
     is evaluated over the delivered tuples, and a difference (an output was lost) warns.
     """
     if run.result_computed_here:
@@ -230,7 +230,7 @@ def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
 
 
 def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> AggregateRun:
-    """The :class:`AggregateRun` of ``run`` and its non-private ``baseline``, reported."""
+    """The [`AggregateRun`][] of ``run`` and its non-private ``baseline``, reported."""
     utility = aggregate_utility(
         program,
         run,
@@ -308,7 +308,7 @@ def run_aggregate(
     """Run an Aggregate query with ``countermeasure`` on every grouping set, and report.
 
     ``engine`` (default: in memory) runs it with ``options`` (``delta``, ``seed``, ...:
-    :class:`~dpcomm.engine.run.RunOptions`).
+    [`RunOptions`][]).
     """
     run, baseline = _execute(program, countermeasure, engine, options)
     return aggregate_run(program, run, baseline)
@@ -326,7 +326,7 @@ def run_kmeans(
     """Run K-means with ``countermeasure`` in every iteration, and report.
 
     With ``test_points`` and ``test_labels`` the report has both runs' Rand indices on them;
-    ``engine`` and ``options`` as in :func:`run_aggregate`.
+    ``engine`` and ``options`` as in [`run_aggregate`][].
     """
     run, baseline = _execute(program, countermeasure, engine, options)
     utility = kmeans_utility(

@@ -1,8 +1,8 @@
 """Countermeasures that can be attached to a cluster (Sections 3 and 4).
 
-* :class:`NoCountermeasure`: messages go straight to their data-chosen target.
-* :class:`LocalFlooding`: each source applies R_σ^d (sampling σ, d flooding dummies), Section 3.
-* :class:`Scramblers`: each source applies R_σ, then scramblers of n sources add d dummies and
+* `NoCountermeasure`: messages go straight to their data-chosen target.
+* `LocalFlooding`: each source applies R_σ^d (sampling σ, d flooding dummies), Section 3.
+* `Scramblers`: each source applies R_σ, then scramblers of n sources add d dummies and
   shuffle (A_σ^{n,d}, capped S̄_d or not S_d), Section 4.
 """
 

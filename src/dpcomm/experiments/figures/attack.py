@@ -2,10 +2,10 @@
 
 Not a figure of the paper (issue #6). For Aggregate (one grouping set over a uniform
 synthetic table, C = T = 20 compute nodes) and K-means (mnist5k, K = 10), each point is a
-simulated run attacked by :func:`dpcomm.experiments.attacker.attack_run`; its ε is the
+simulated run attacked by `dpcomm.experiments.attacker.attack_run`; its ε is the
 cluster's guarantee at δ = 1e-4 (the accountant's). Beside the points: the best guess from the
 prior (baseline) and the bound that (ε, δ)-DP puts on *any* attacker
-(:func:`dpcomm.experiments.attacker.dp_accuracy_bound`, evaluated with the empirical prior).
+(`dpcomm.experiments.attacker.dp_accuracy_bound`, evaluated with the empirical prior).
 """
 
 from __future__ import annotations
