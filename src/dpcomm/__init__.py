@@ -26,11 +26,12 @@ steps), ``dpcomm.queries`` (SQL and K-means programs), ``dpcomm.engine`` (in mem
 networked), ``dpcomm.experiments`` (figures, audits), ``dpcomm.cli`` (the ``dpcomm`` command);
 ``dpcomm.validation`` holds the parameter checks of every layer.
 
->>> import dpcomm
->>> mechanism = dpcomm.ScramblerMechanism(
-...     num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50)
->>> round(dpcomm.account(mechanism, delta=1e-4).guarantee.epsilon, 2)
-2.33
+Examples:
+    >>> import dpcomm
+    >>> mechanism = dpcomm.ScramblerMechanism(
+    ...     num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50)
+    >>> round(dpcomm.account(mechanism, delta=1e-4).guarantee.epsilon, 2)
+    2.33
 """
 
 import importlib

@@ -25,10 +25,11 @@ def json_ready(value: Any) -> Any:
     "inf" and "-inf" (null is None, SQL NULL); DECIMAL values, dates and times their exact
     text; mappings get text keys.
 
-    >>> import math
-    >>> from decimal import Decimal
-    >>> json_ready({"epsilon": math.inf, "values": (1.5, math.nan, None, Decimal("12.30"))})
-    {'epsilon': 'inf', 'values': [1.5, 'NaN', None, '12.30']}
+    Examples:
+        >>> import math
+        >>> from decimal import Decimal
+        >>> json_ready({"epsilon": math.inf, "values": (1.5, math.nan, None, Decimal("12.30"))})
+        {'epsilon': 'inf', 'values': [1.5, 'NaN', None, '12.30']}
     """
     if isinstance(value, float):
         if math.isnan(value):

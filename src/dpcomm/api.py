@@ -1,18 +1,19 @@
 """The front door: run an Aggregate query or K-means with countermeasures in a few lines.
 
->>> import dpcomm
->>> from dpcomm import datasets
->>> people = datasets.synthetic(rows=2000, seed=1)
->>> run = dpcomm.run_sql(
-...     "SELECT g1, COUNT(*) FROM people GROUP BY g1",
-...     people,
-...     countermeasure=dpcomm.Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=20),
-...     seed=7,
-... )
->>> list(run.result.columns)
-['g1', 'count_star()']
->>> run.report.privacy.epsilon == run.report.to_dict()["privacy"]["epsilon"]
-True
+Examples:
+    >>> import dpcomm
+    >>> from dpcomm import datasets
+    >>> people = datasets.synthetic(rows=2000, seed=1)
+    >>> run = dpcomm.run_sql(
+    ...     "SELECT g1, COUNT(*) FROM people GROUP BY g1",
+    ...     people,
+    ...     countermeasure=dpcomm.Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=20),
+    ...     seed=7,
+    ... )
+    >>> list(run.result.columns)
+    ['g1', 'count_star()']
+    >>> run.report.privacy.epsilon == run.report.to_dict()["privacy"]["epsilon"]
+    True
 """
 
 from __future__ import annotations
@@ -293,18 +294,19 @@ def run_sql(
     [`AggregateRun`][] that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
-    >>> import dpcomm
-    >>> import pandas as pd
-    >>> frame = pd.DataFrame({"city": ["a", "b", "a", "c"] * 50, "age": range(200)})
-    >>> run = dpcomm.run_sql("SELECT city, COUNT(*) FROM frame GROUP BY city", frame,
-    ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=2, seed=1)
-    >>> run.result.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
-    [{'city': 'a', 'count_star()': 100}, {'city': 'b', 'count_star()': 50},
-     {'city': 'c', 'count_star()': 50}]
-    >>> run.report.privacy.epsilon
-    inf
-    >>> run  # doctest: +ELLIPSIS
-    AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
+    Examples:
+        >>> import dpcomm
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"city": ["a", "b", "a", "c"] * 50, "age": range(200)})
+        >>> run = dpcomm.run_sql("SELECT city, COUNT(*) FROM frame GROUP BY city", frame,
+        ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=2, seed=1)
+        >>> run.result.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+        [{'city': 'a', 'count_star()': 100}, {'city': 'b', 'count_star()': 50},
+         {'city': 'c', 'count_star()': 50}]
+        >>> run.report.privacy.epsilon
+        inf
+        >>> run  # doctest: +ELLIPSIS
+        AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
     """
     from dpcomm.data.table import Table
     from dpcomm.engine.engines import make_engine
@@ -483,18 +485,19 @@ def kmeans(
     rows); with ``drop_non_finite=True`` such rows of ``points`` and ``test_points`` are dropped
     with their labels, and a `dpcomm.errors.DpcommWarning` says how many.
 
-    >>> import numpy as np, dpcomm
-    >>> points = np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10])
-    >>> run = dpcomm.kmeans(points, k=2, iterations=2, seed=1,
-    ...                     countermeasure=dpcomm.NoCountermeasure(), labels=[0] * 50 + [1] * 50)
-    >>> run.rand_index
-    1.0
-    >>> sorted(run.centroids[:, 0].tolist())
-    [0.0, 10.0]
-    >>> run.assignments[:3].tolist(), run.assignments[-3:].tolist()
-    ([0, 0, 0], [1, 1, 1])
-    >>> run  # doctest: +ELLIPSIS
-    KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
+    Examples:
+        >>> import numpy as np, dpcomm
+        >>> points = np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10])
+        >>> run = dpcomm.kmeans(points, k=2, iterations=2, seed=1, labels=[0] * 50 + [1] * 50,
+        ...                     countermeasure=dpcomm.NoCountermeasure())
+        >>> run.rand_index
+        1.0
+        >>> sorted(run.centroids[:, 0].tolist())
+        [0.0, 10.0]
+        >>> run.assignments[:3].tolist(), run.assignments[-3:].tolist()
+        ([0, 0, 0], [1, 1, 1])
+        >>> run  # doctest: +ELLIPSIS
+        KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
     """
     from dpcomm.engine.engines import make_engine
     from dpcomm.engine.runs import run_kmeans
@@ -581,15 +584,16 @@ class Calibration(PlanCandidate):
             is the accountant's for the first row and the target (met) for the others.
         details: the planner's full answer ([`dpcomm.calibration.PlannerResult`][]).
 
-    >>> import dpcomm
-    >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, iterations=2, epsilon=2.0,
-    ...                         delta=1e-4)
-    >>> plan.describe()
-    '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
-    >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
-    2
-    >>> plan.shape.describe()
-    '1,000 sources, 2 data-dependent iterations of T = 10'
+    Examples:
+        >>> import dpcomm
+        >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, iterations=2, epsilon=2.0,
+        ...                         delta=1e-4)
+        >>> plan.describe()
+        '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
+        >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
+        2
+        >>> plan.shape.describe()
+        '1,000 sources, 2 data-dependent iterations of T = 10'
     """
 
     shape: PlanShape
@@ -687,12 +691,13 @@ def query_shape(
     runs) with ``iterations`` and K = ``num_targets``. A query whose only grouping set is the
     empty one is refused (naming ``sql``): its traffic needs no countermeasure.
 
-    >>> from dpcomm import datasets
-    >>> from dpcomm.api import query_shape
-    >>> people = datasets.synthetic(rows=300, seed=1)
-    >>> shape = query_shape("SELECT g1, COUNT(*) FROM t GROUP BY CUBE(g1, g2)", people)
-    >>> shape.num_sources, shape.num_clusters, shape.free_clusters
-    (300, 3, ('()',))
+    Examples:
+        >>> from dpcomm import datasets
+        >>> from dpcomm.api import query_shape
+        >>> people = datasets.synthetic(rows=300, seed=1)
+        >>> shape = query_shape("SELECT g1, COUNT(*) FROM t GROUP BY CUBE(g1, g2)", people)
+        >>> shape.num_sources, shape.num_clusters, shape.free_clusters
+        (300, 3, ('()',))
     """
     if sql is None:
         if iterations is None:
@@ -772,25 +777,26 @@ def calibrate(
     feasible. The [`Calibration`][] records the shape it was made for and runs as it is:
     ``run_sql(sql, data, countermeasure=calibration)``.
 
-    >>> import dpcomm
-    >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
-    >>> plan.epsilon <= 1.0, plan.sources_recruited >= 1000
-    (True, True)
-    >>> plan.countermeasure  # doctest: +ELLIPSIS
-    Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
-    >>> list(plan.pareto.columns[:5])
-    ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
-    >>> from dpcomm import datasets
-    >>> people = datasets.synthetic(rows=500, seed=1)
-    >>> sql = "SELECT g1, g2, COUNT(*) FROM people GROUP BY ROLLUP(g1, g2)"
-    >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4)
-    >>> plan.shape.describe()
-    '500 sources, 2 data-dependent grouping sets of T = 20 ((g1), (g1, g2)); () is free (one compute node)'
-    >>> plan.extra_consents, plan.epsilon <= 1.0
-    (0, True)
-    >>> run = dpcomm.run_sql(sql, people, countermeasure=plan, seed=1)
-    >>> run.report.privacy.epsilon == plan.epsilon
-    True
+    Examples:
+        >>> import dpcomm
+        >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
+        >>> plan.epsilon <= 1.0, plan.sources_recruited >= 1000
+        (True, True)
+        >>> plan.countermeasure  # doctest: +ELLIPSIS
+        Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
+        >>> list(plan.pareto.columns[:5])
+        ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
+        >>> from dpcomm import datasets
+        >>> people = datasets.synthetic(rows=500, seed=1)
+        >>> sql = "SELECT g1, g2, COUNT(*) FROM people GROUP BY ROLLUP(g1, g2)"
+        >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4)
+        >>> plan.shape.describe()
+        '500 sources, 2 data-dependent grouping sets of T = 20 ((g1), (g1, g2)); () is free (one compute node)'
+        >>> plan.extra_consents, plan.epsilon <= 1.0
+        (0, True)
+        >>> run = dpcomm.run_sql(sql, people, countermeasure=plan, seed=1)
+        >>> run.report.privacy.epsilon == plan.epsilon
+        True
     """  # noqa: E501
     from dpcomm.calibration import plan_countermeasures
     from dpcomm.calibration.costs import request_plan

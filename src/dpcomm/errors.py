@@ -22,13 +22,14 @@ class DpcommError(Exception):
     Errors pickle whatever their constructor's arguments: an error raised in a Dask worker
     reaches the client as itself (its type, one-line message and attributes).
 
-    >>> import dpcomm
-    >>> try:
-    ...     dpcomm.calibrate(sources=50, num_targets=3, epsilon=1.0, delta=1e-4,
-    ...                      max_channels=3)
-    ... except dpcomm.DpcommError as error:
-    ...     print(str(error).split(": ")[-1])
-    relax max_channels by 7 (to 10)
+    Examples:
+        >>> import dpcomm
+        >>> try:
+        ...     dpcomm.calibrate(sources=50, num_targets=3, epsilon=1.0, delta=1e-4,
+        ...                      max_channels=3)
+        ... except dpcomm.DpcommError as error:
+        ...     print(str(error).split(": ")[-1])
+        relax max_channels by 7 (to 10)
     """
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -46,9 +47,10 @@ def shown(value: object) -> str:
     where a number or a short value was expected is described by its type and shape (or
     length), so that the message stays one readable line. Text is quoted whole.
 
-    >>> import numpy as np
-    >>> shown(1.5), shown("a"), shown(np.zeros((20, 3))), shown(list(range(1000)))
-    ('1.5', "'a'", '<ndarray of shape (20, 3)>', '<list of length 1000>')
+    Examples:
+        >>> import numpy as np
+        >>> shown(1.5), shown("a"), shown(np.zeros((20, 3))), shown(list(range(1000)))
+        ('1.5', "'a'", '<ndarray of shape (20, 3)>', '<list of length 1000>')
     """
     text = repr(value)
     if "\n" not in text and (len(text) <= SHOWN_LENGTH or isinstance(value, str)):
@@ -69,12 +71,13 @@ class InvalidParameterError(DpcommError, ValueError):
     The message names the parameter, the allowed values and the value given (`shown`),
     on one line.
 
-    >>> import dpcomm
-    >>> try:
-    ...     dpcomm.Scramblers(sampling_rate=1.5, batch_size=100)
-    ... except dpcomm.InvalidParameterError as error:
-    ...     print(error.name, "|", error.given)
-    sampling_rate | 1.5
+    Examples:
+        >>> import dpcomm
+        >>> try:
+        ...     dpcomm.Scramblers(sampling_rate=1.5, batch_size=100)
+        ... except dpcomm.InvalidParameterError as error:
+        ...     print(error.name, "|", error.given)
+        sampling_rate | 1.5
     """
 
     def __init__(self, name: str, allowed: str, given: object) -> None:

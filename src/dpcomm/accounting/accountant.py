@@ -161,11 +161,12 @@ class AccountingReport:
         method's value and status, and ``why_infinite`` when ε = ∞ (`why_infinite`).
         ∞ is the string ``"inf"``.
 
-        >>> from dpcomm import LocalRandomizer, account
-        >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.0), delta=1e-4)
-        >>> document = report.to_dict()
-        >>> document["epsilon"], document["why_infinite"]["changes"][0]["parameter"]
-        ('inf', 'sampling_rate')
+        Examples:
+            >>> from dpcomm import LocalRandomizer, account
+            >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.0), delta=1e-4)
+            >>> document = report.to_dict()
+            >>> document["epsilon"], document["why_infinite"]["changes"][0]["parameter"]
+            ('inf', 'sampling_rate')
         """
         mechanism = self.mechanism
         row: dict[str, Any] = {
@@ -473,13 +474,15 @@ def account(
         monte_carlo_samples: R of Algorithm 2 (0 skips the Monte Carlo estimate).
         seed: seed of the Monte Carlo estimate.
 
-    >>> from dpcomm import LocalRandomizer, account
-    >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.5, num_dummies=5),
-    ...                  delta=1e-4, rounds=4)
-    >>> report.guarantee.epsilon < 4 * account(report.mechanism, delta=1e-4 / 4).guarantee.epsilon
-    True
-    >>> report.lower_bound <= report.guarantee.epsilon
-    True
+    Examples:
+        >>> from dpcomm import LocalRandomizer, account
+        >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.5, num_dummies=5),
+        ...                  delta=1e-4, rounds=4)
+        >>> one_round = account(report.mechanism, delta=1e-4 / 4).guarantee.epsilon
+        >>> report.guarantee.epsilon < 4 * one_round
+        True
+        >>> report.lower_bound <= report.guarantee.epsilon
+        True
     """
     if not isinstance(mechanism, Mechanism):
         raise InvalidParameterError(

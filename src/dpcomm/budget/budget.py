@@ -24,15 +24,16 @@ class BudgetExceededError(DpcommError):
         spent: what the ledger's charges had spent.
         budget: the budget (ε, δ).
 
-    >>> import dpcomm, tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "ledger.json"
-    >>> budget = dpcomm.Budget(epsilon=1.0, delta=1e-5, ledger=path)
-    >>> before = path.read_bytes()
-    >>> try:
-    ...     budget.charge(epsilon=1.5, delta=0.0, kind="aggregate", query="q", method="exact")
-    ... except dpcomm.BudgetExceededError as error:
-    ...     print(error.epsilon, error.spent.charges, path.read_bytes() == before)
-    1.5 0 True
+    Examples:
+        >>> import dpcomm, tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "ledger.json"
+        >>> budget = dpcomm.Budget(epsilon=1.0, delta=1e-5, ledger=path)
+        >>> before = path.read_bytes()
+        >>> try:
+        ...     budget.charge(epsilon=1.5, delta=0.0, kind="aggregate", query="q", method="exact")
+        ... except dpcomm.BudgetExceededError as error:
+        ...     print(error.epsilon, error.spent.charges, path.read_bytes() == before)
+        1.5 0 True
     """
 
     def __init__(
@@ -99,18 +100,19 @@ class Budget:
         delta: the budget's δ, in [0, 1).
         ledger: the ledger file.
 
-    >>> import dpcomm, tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "population.json"
-    >>> budget = dpcomm.Budget(epsilon=3.0, delta=1e-5, ledger=path)
-    >>> budget.charge(epsilon=1.25, delta=1e-6, kind="aggregate", query="SELECT ...",
-    ...               method="pld(exact)").epsilon
-    1.25
-    >>> budget.spent()
-    Spent(epsilon=1.25, delta=1e-06, charges=1)
-    >>> budget.remaining()
-    (1.75, 9e-06)
-    >>> dpcomm.Budget(ledger=path).epsilon
-    3.0
+    Examples:
+        >>> import dpcomm, tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "population.json"
+        >>> budget = dpcomm.Budget(epsilon=3.0, delta=1e-5, ledger=path)
+        >>> budget.charge(epsilon=1.25, delta=1e-6, kind="aggregate", query="SELECT ...",
+        ...               method="pld(exact)").epsilon
+        1.25
+        >>> budget.spent()
+        Spent(epsilon=1.25, delta=1e-06, charges=1)
+        >>> budget.remaining()
+        (1.75, 9e-06)
+        >>> dpcomm.Budget(ledger=path).epsilon
+        3.0
     """
 
     epsilon: float

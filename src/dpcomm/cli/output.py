@@ -218,8 +218,9 @@ def flags_in(text: str) -> str:
     ``name=True`` becomes ``--flag``, ``name='value'`` ``--flag value``, and a parameter
     written as an identifier (``max_text_bytes``) its flag.
 
-    >>> flags_in("raise max_text_bytes, or pass force=True; only with engine='dask'")
-    'raise --max-text-bytes, or pass --force; only with --engine dask'
+    Examples:
+        >>> flags_in("raise max_text_bytes, or pass force=True; only with engine='dask'")
+        'raise --max-text-bytes, or pass --force; only with --engine dask'
     """
 
     def assigned(match: re.Match[str]) -> str:

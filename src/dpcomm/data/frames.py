@@ -13,12 +13,13 @@ def result_frame(rows: Sequence[Any], names: Iterable[str], types: Iterable[str]
     a HUGEINT beyond 64 bits), then DuckDB casts it to its SQL type and converts the table as
     it converts its own results; row order is kept (DuckDB preserves insertion order).
 
-    >>> from datetime import date
-    >>> from dpcomm.data.frames import result_frame
-    >>> frame = result_frame([(date(2024, 1, 2), None), (None, 3)], ["day", "n"],
-    ...                      ["DATE", "BIGINT"])
-    >>> [str(dtype) for dtype in frame.dtypes]
-    ['datetime64[us]', 'Int64']
+    Examples:
+        >>> from datetime import date
+        >>> from dpcomm.data.frames import result_frame
+        >>> frame = result_frame([(date(2024, 1, 2), None), (None, 3)], ["day", "n"],
+        ...                      ["DATE", "BIGINT"])
+        >>> [str(dtype) for dtype in frame.dtypes]
+        ['datetime64[us]', 'Int64']
     """
     import duckdb
 

@@ -117,13 +117,14 @@ def scheduler_address(address: object, name: str = "scheduler") -> str:
     a port in 1..65535. ``name`` is what the error names (the parameter, or the environment
     variable the address came from).
 
-    >>> scheduler_address("10.0.0.5:8786")
-    'tcp://10.0.0.5:8786'
-    >>> try:
-    ...     scheduler_address("http://x")
-    ... except InvalidParameterError as error:
-    ...     print(error.name, "|", error.given)
-    scheduler | http://x
+    Examples:
+        >>> scheduler_address("10.0.0.5:8786")
+        'tcp://10.0.0.5:8786'
+        >>> try:
+        ...     scheduler_address("http://x")
+        ... except InvalidParameterError as error:
+        ...     print(error.name, "|", error.given)
+        scheduler | http://x
     """
     if not isinstance(address, str):
         raise InvalidParameterError(name, _SCHEDULER_ALLOWED, address)

@@ -90,13 +90,14 @@ def make_engine(engine: str | Engine = "memory", **options: Any) -> Engine:
     `dpcomm.engine.network.deploy.NetworkEngine` (``transport``, ``timeout``,
     ``idle_seconds``, ``workdir``, ``faults``, ``force``, ``max_left_out``).
 
-    >>> from dpcomm.engine.engines import make_engine
-    >>> make_engine("memory").name
-    'memory'
-    >>> make_engine("memory", workers=2)
-    Traceback (most recent call last):
-    ...
-    dpcomm.errors.InvalidParameterError: invalid workers: expected only with engine='dask', got 2
+    Examples:
+        >>> from dpcomm.engine.engines import make_engine
+        >>> make_engine("memory").name
+        'memory'
+        >>> make_engine("memory", workers=2)
+        Traceback (most recent call last):
+        ...
+        dpcomm.errors.InvalidParameterError: invalid workers: expected only with engine='dask', ...
     """
     given = {name: value for name, value in options.items() if value is not None}
     if not isinstance(engine, str):

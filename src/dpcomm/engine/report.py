@@ -462,9 +462,10 @@ class ReleaseReport:
 def rows_used(utility: AggregateUtility) -> str:
     """``8,093 of 10,000 rows used``; per grouping set when there are several.
 
-    >>> from dpcomm.engine.utility import AggregateUtility
-    >>> rows_used(AggregateUtility(344, {"(a)": 300, "(b)": 290}, (), 0, 0, {}, {}))
-    '(a) 300, (b) 290 of 344 rows used'
+    Examples:
+        >>> from dpcomm.engine.utility import AggregateUtility
+        >>> rows_used(AggregateUtility(344, {"(a)": 300, "(b)": 290}, (), 0, 0, {}, {}))
+        '(a) 300, (b) 290 of 344 rows used'
     """
     used = utility.tuples_used
     if len(used) == 1:

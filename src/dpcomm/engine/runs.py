@@ -57,13 +57,14 @@ class AggregateRun:
     ``Int64``). An estimated result ([`with_unbiased_estimate`][]) names its columns
     ``count_star() (estimate)``, ``count_star() (se)``, ``count_star() (95% low)``, ...
 
-    >>> import dpcomm
-    >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
-    ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=3, seed=1)
-    >>> isinstance(run, dpcomm.AggregateRun), run.rows[0], run.result.shape
-    (True, {'A': 20, 'count_star()': 605}, (7, 2))
-    >>> run.report.utility.tuples_used, run.to_dict()["report"]["privacy"]["epsilon"]
-    ({'(A)': 10000}, 'inf')
+    Examples:
+        >>> import dpcomm
+        >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
+        ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=3, seed=1)
+        >>> isinstance(run, dpcomm.AggregateRun), run.rows[0], run.result.shape
+        (True, {'A': 20, 'count_star()': 605}, (7, 2))
+        >>> run.report.utility.tuples_used, run.to_dict()["report"]["privacy"]["epsilon"]
+        ({'(A)': 10000}, 'inf')
     """
 
     program: AggregateProgram
@@ -139,14 +140,15 @@ class KMeansRun:
     ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the Rand
     indices ``rand_index``, ``rand_index_nonprivate`` (None without labels) are read from it.
 
-    >>> import numpy as np, dpcomm
-    >>> points = np.vstack([np.zeros((20, 2)), np.ones((20, 2))])
-    >>> run = dpcomm.kmeans(points, k=2, iterations=1, seed=1,
-    ...                     countermeasure=dpcomm.NoCountermeasure())
-    >>> isinstance(run, dpcomm.KMeansRun), run.rand_index, run.centroids.shape
-    (True, None, (2, 2))
-    >>> sorted(set(run.assignments.tolist()))
-    [0, 1]
+    Examples:
+        >>> import numpy as np, dpcomm
+        >>> points = np.vstack([np.zeros((20, 2)), np.ones((20, 2))])
+        >>> run = dpcomm.kmeans(points, k=2, iterations=1, seed=1,
+        ...                     countermeasure=dpcomm.NoCountermeasure())
+        >>> isinstance(run, dpcomm.KMeansRun), run.rand_index, run.centroids.shape
+        (True, None, (2, 2))
+        >>> sorted(set(run.assignments.tolist()))
+        [0, 1]
     """
 
     program: KMeansProgram
