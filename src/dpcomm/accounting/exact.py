@@ -229,7 +229,7 @@ def _lower_quantiles(probability: float, trials: IntArray, success: float) -> In
 
 
 def _z_windows(sizes: IntArray, hit: float) -> tuple[IntArray, IntArray]:
-    """The Z kept exactly per N: [z_lo, z_hi] (z_hi as before issue 12, z_lo new)."""
+    """The Z kept exactly per N: [z_lo, z_hi], cut at the lower and upper tail probabilities."""
     z_hi = np.minimum(sizes, _upper_quantile(_TAIL_PROBABILITY, sizes, hit))
     z_lo = np.minimum(_lower_quantiles(_LOWER_TAIL_PROBABILITY, sizes, hit), z_hi)
     return z_lo, z_hi

@@ -1,4 +1,4 @@
-"""An observer of a run's traffic that guesses each source's compute node (issue #6).
+"""An observer of a run's traffic that guesses each source's compute node.
 
 The attacker sees every message's sender and receiver (never contents) and, as differential
 privacy allows, knows every *other* source's data: for each source and each data-dependent
