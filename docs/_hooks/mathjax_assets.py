@@ -10,6 +10,7 @@ load), the TeX extensions it loads on demand, and the menu and accessibility mod
 from importlib.resources import files
 from pathlib import Path
 
+from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
 #: Where the site holds MathJax (``extra_javascript`` names ``ASSETS/tex-svg.js``).
@@ -23,7 +24,7 @@ def mathjax_es5() -> Path:
     return Path(str(files("mathjax"))) / "static" / "mathjax" / "es5"
 
 
-def on_files(files: Files, config) -> Files:  # noqa: ANN001 (MkDocs' hook signature)
+def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Add MathJax's files to the site's."""
     root = mathjax_es5()
     for part in PARTS:
