@@ -250,6 +250,7 @@ def run_sql(
     release: Any = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
     keys: Mapping[str, Sequence[Any]] | None = None,
+    key_selection_delta: float | None = None,
 ) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
@@ -286,10 +287,13 @@ def run_sql(
     With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
     delta=...)`` the result node releases the result with noise drawn by OpenDP
     (:mod:`dpcomm.queries.release`): ``bounds`` clamp each column a SUM or AVG reads
-    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give every grouping
-    column's public domain (every key released, absent ones too), and ``report.release``
-    gives the release's (ε, δ), each aggregate's noise and the guarantee against an observer
-    of both traffic and release. Returns the
+    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give grouping
+    columns their public domains (every key released, absent ones too), and
+    ``report.release`` gives the release's (ε, δ), each aggregate's noise and the guarantee
+    against an observer of both traffic and release. Grouping sets with a column without a
+    domain need ``key_selection_delta`` (δ_sel, e.g. 1e-6): their keys are those whose
+    noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
+    δ_sel is part of the release's δ. Returns the
     :class:`~dpcomm.engine.runs.AggregateRun` that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
@@ -327,6 +331,7 @@ def run_sql(
         "release": _release(release),
         "bounds": bounds,
         "keys": keys,
+        "key_selection_delta": key_selection_delta,
     }
     if release is not None and estimate == "unbiased":
         raise InvalidParameterError("estimate", "'delivered' under a noisy release", "unbiased")

@@ -17,6 +17,14 @@ Laplace noise of scale L1 / ε_i (pure ε_i-DP), or Gaussian noise whose zero-co
 divergence ρ = L2² / (2 s²) converts to ε_i at δ_i (Bun and Steinke 2016, Prop. 1.3:
 ε = ρ + 2 √(ρ ln(1/δ))). The library that draws the noise (OpenDP) reports its own privacy map,
 which the tests compare with these numbers.
+
+Without a public key domain, a grouping set's keys are chosen by a threshold on noisy counts
+(:func:`selection_distances`, :func:`threshold_for`): the keys whose noisy COUNT(*) reaches
+τ are released, the others not. Replacing one row moves one tuple per grouping set from one
+key to another, so per selected grouping set the counts of at most 2 keys change, each by 1.
+A key that exists in one table only has count 1 there; the threshold makes the chance that
+any such key is released at most δ_sel (Rogers, Subramaniam and Winstanley 2023 analyse the
+mechanism; OpenDP's own privacy map of it is the one checked).
 """
 
 from __future__ import annotations
@@ -157,6 +165,8 @@ class AggregateNoise:
         integer: whether the noise is integer (counts: discrete Laplace or Gaussian).
         epsilon: its share ε_i of the release's ε.
         delta: its share δ_i of the release's δ (0 for Laplace).
+        selection_delta: the δ its threshold adds when its noisy values also select the
+            keys of grouping sets without a public domain (a COUNT(*); else 0).
     """
 
     output: str
@@ -166,6 +176,20 @@ class AggregateNoise:
     integer: bool
     epsilon: float
     delta: float
+    selection_delta: float = 0.0
+
+    @property
+    def total_delta(self) -> float:
+        """δ of this aggregate's release: its share δ_i and its threshold's δ_sel."""
+        return self.delta + self.selection_delta
+
+    @property
+    def variance(self) -> float:
+        """An upper bound on the noise's variance: 2b² (Laplace), s² (Gaussian).
+
+        The discrete versions' variances are no larger (Canonne, Kamath and Steinke 2020).
+        """
+        return self.standard_deviation**2
 
     @property
     def standard_deviation(self) -> float:
@@ -208,7 +232,10 @@ def release_pld(noises: Sequence[AggregateNoise]) -> object:
     Each aggregate is represented by the dominating pair of an (ε_i, δ_i)-DP mechanism
     (``from_privacy_parameters``), valid for any mechanism with that guarantee, whatever the
     shape of its noise or of its sensitivity (a vector's, integer or floating-point noise);
-    pessimistic, so δ(ε) is an upper bound.
+    pessimistic, so δ(ε) is an upper bound. A COUNT(*) whose noisy values also select keys
+    by a threshold is (ε_i, δ_i + δ_sel)-DP and is represented by that pair: the threshold
+    mechanism has no exact PLD here, and the pair dominates every mechanism with that
+    guarantee, so the composition stays an upper bound (conservative, not tight).
     """
     from dp_accounting.pld import privacy_loss_distribution as pld_module
     from dp_accounting.pld.common import DifferentialPrivacyParameters
@@ -216,7 +243,7 @@ def release_pld(noises: Sequence[AggregateNoise]) -> object:
     result = None
     for noise in noises:
         part = pld_module.from_privacy_parameters(
-            DifferentialPrivacyParameters(noise.epsilon, noise.delta),
+            DifferentialPrivacyParameters(noise.epsilon, noise.total_delta),
             value_discretization_interval=1e-4,
         )
         result = part if result is None else result.compose(part)
@@ -225,15 +252,89 @@ def release_pld(noises: Sequence[AggregateNoise]) -> object:
     return result
 
 
+@dataclass(frozen=True)
+class SelectionDistances:
+    """How far apart the thresholded count maps of two neighbouring tables can be.
+
+    Attributes:
+        l0: keys whose count changes (2 per selected grouping set).
+        l1: the sum of the changes (2 per selected grouping set).
+        linf: the largest change of one key's count (1).
+    """
+
+    l0: int
+    l1: int
+    linf: int
+
+    @property
+    def l2(self) -> float:
+        """√(Σ changes²) = √l0 (every change is 1)."""
+        return math.sqrt(self.l0)
+
+
+def selection_distances(num_selected_sets: int) -> SelectionDistances:
+    """(l0, l1, l∞) of the counts thresholded over ``num_selected_sets`` grouping sets.
+
+    One source sends one tuple per grouping set; replacing its row moves that tuple from one
+    key to another (or in or out of a WHERE): 2 keys change by 1 in each grouping set.
+
+    >>> selection_distances(2)
+    SelectionDistances(l0=4, l1=4, linf=1)
+    """
+    if (
+        isinstance(num_selected_sets, bool)
+        or not isinstance(num_selected_sets, int)
+        or num_selected_sets < 1
+    ):
+        raise InvalidParameterError("num_selected_sets", "an integer >= 1", num_selected_sets)
+    return SelectionDistances(2 * num_selected_sets, 2 * num_selected_sets, 1)
+
+
+def threshold_for(
+    *, scale: float, delta: float, distances: SelectionDistances, gaussian: bool
+) -> float:
+    """The threshold τ at which keys of one table only are released with probability ≤ δ.
+
+    The standard formula, which OpenDP's own privacy map then refines.
+
+    Such a key has count at most l∞ = 1 there, and there are at most l0 of them. Laplace of
+    scale b: l0 · ½ e^{−(τ − l∞)/b} ≤ δ gives τ = l∞ + b ln(l0 / (2δ)). Gaussian of standard
+    deviation s: l0 · P(N(0, s²) ≥ τ − l∞) ≤ δ gives τ = l∞ + s Φ⁻¹(1 − δ/l0).
+
+    >>> distances = selection_distances(1)
+    >>> round(threshold_for(scale=4.0, delta=1e-6, distances=distances, gaussian=False), 3)
+    56.262
+    """
+    check_key_selection_delta(delta)
+    _check_positive("scale", scale)
+    if gaussian:
+        from scipy.stats import norm
+
+        return distances.linf + scale * float(norm.isf(min(delta / distances.l0, 0.5)))
+    return distances.linf + scale * max(math.log(distances.l0 / (2.0 * delta)), 0.0)
+
+
+def check_key_selection_delta(value: object) -> float:
+    """``key_selection_delta`` checked: a number in (0, 1)."""
+    delta = check_delta("key_selection_delta", value)
+    if not 0.0 < delta < 1.0:
+        raise InvalidParameterError("key_selection_delta", "a number in (0, 1)", value)
+    return delta
+
+
 __all__ = [
     "AggregateNoise",
     "Gaussian",
     "Laplace",
     "ReleaseMechanism",
+    "SelectionDistances",
     "Sensitivity",
     "aggregate_sensitivity",
     "calibrate_noise",
+    "check_key_selection_delta",
     "epsilon_of_rho",
     "release_pld",
     "rho_for",
+    "selection_distances",
+    "threshold_for",
 ]
