@@ -293,7 +293,10 @@ def run_sql(
     against an observer of both traffic and release. Grouping sets with a column without a
     domain need ``key_selection_delta`` (δ_sel, e.g. 1e-6): their keys are those whose
     noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
-    δ_sel is part of the release's δ. Returns the
+    δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
+    estimated over every tuple, from released values only, each interval covering both the
+    sampling's and the noise's errors (:func:`dpcomm.engine.estimate.released_estimate`).
+    Returns the
     :class:`~dpcomm.engine.runs.AggregateRun` that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
@@ -333,8 +336,6 @@ def run_sql(
         "keys": keys,
         "key_selection_delta": key_selection_delta,
     }
-    if release is not None and estimate == "unbiased":
-        raise InvalidParameterError("estimate", "'delivered' under a noisy release", "unbiased")
     if not isinstance(source, Table) and not runner.reads_row_sources:
         source = source.read(0, source.num_rows)  # else its workers read it, never this process
     program = AggregateProgram.from_sql(sql, source, **shape)

@@ -141,17 +141,12 @@ def test_a_release_without_what_it_needs_is_refused(
         dpcomm.run_sql(SQL, penguins, countermeasure=SCRAMBLERS, **options)
 
 
-def test_min_and_estimates_are_refused_under_a_release(penguins: Any) -> None:
+def test_min_is_refused_under_a_release(penguins: Any) -> None:
     with pytest.raises(InvalidParameterError, match="COUNT, COUNT_IF, SUM and AVG"):
         dpcomm.run_sql(
             "SELECT species, MIN(body_mass_g) FROM penguins GROUP BY species", penguins,
             countermeasure=SCRAMBLERS, release=dpcomm.Laplace(1.0), bounds=BOUNDS,
             keys={"species": KEYS["species"]},
-        )  # fmt: skip
-    with pytest.raises(InvalidParameterError, match="estimate"):
-        dpcomm.run_sql(
-            SQL, penguins, countermeasure=SCRAMBLERS, release=dpcomm.Laplace(1.0),
-            bounds=BOUNDS, keys=KEYS, estimate="unbiased",
         )  # fmt: skip
 
 
@@ -253,7 +248,7 @@ def test_cli_key_selection(cli: Callable[..., Any], tmp_path: Path) -> None:
         "SELECT city, COUNT(*), AVG(age) FROM people GROUP BY city",
         "--mechanism", "scrambler", "--batch", "50", "--dummies", "5", "--sampling", "0.2",
         "--release", "laplace", "--bounds", "age=0:100", "--key-selection-delta", "1e-6",
-        "--seed", "1", "--json",
+        "--estimate", "unbiased", "--seed", "1", "--json",
     )  # fmt: skip
     assert outcome.status in (0, None), outcome.err
     import json
@@ -261,6 +256,11 @@ def test_cli_key_selection(cli: Callable[..., Any], tmp_path: Path) -> None:
     document = json.loads(outcome.out)
     assert [row["city"] for row in document["result"]] == ["a"]  # b's 3 rows: never released
     assert document["report"]["release"]["key_selection"]["selected_keys"] == {"(city)": [["a"]]}
+    (row,) = document["result"]  # estimates whose intervals cover sampling and noise
+    assert row["count_star() (95% low)"] < row["count_star() (estimate)"]
+    assert row["avg(age) (95% low)"] < row["avg(age) (estimate)"] < row["avg(age) (95% high)"]
+    assert document["report"]["estimate"]["method"] == "horvitz-thompson with release noise"
+    assert "noise" in document["report"]["result_semantics"]
     stray = cli(
         "run", "aggregate", "--data", path,
         "--sql", "SELECT city, COUNT(*) FROM people GROUP BY city", "--key-selection-delta", "1e-6",

@@ -337,6 +337,8 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     print()
     if report.release is not None:
         print(f"Result ({len(outcome.rows)} rows): {report.result_semantics}")
+        if report.estimate is not None:
+            print(f"  estimates: {report.estimate.describe()}")
     elif report.estimate is None:
         print(
             f"Result ({len(outcome.rows)} rows): exact over the tuples that reached their "
@@ -448,7 +450,8 @@ def add_aggregate_options(
             "P = 1 − σ + σ/T that a tuple arrives, AVG their ratio, each with its standard "
             "error and 95%% interval (columns NAME (estimate), NAME (se), NAME (95%% low), "
             "NAME (95%% high)); groups that received no tuple are estimated as 0; MIN, MAX "
-            "of the delivered tuples",
+            "of the delivered tuples; with --release, from the released values, the "
+            "intervals covering the noise too",
         )
         parser.add_argument(
             "--release",

@@ -44,6 +44,13 @@ RELEASE_SEMANTICS = (
     "SUM of the tuples that reached their compute node plus noise drawn by OpenDP at the "
     "result node (AVG is the noisy SUM over the noisy COUNT); see report.release"
 )
+RELEASE_ESTIMATE_SEMANTICS = (
+    "estimates over every tuple from a differentially private release: its noisy COUNT and "
+    "SUM divided by the known delivery probability P (Horvitz–Thompson), AVG their ratio, "
+    "each with a standard error and a 95% interval covering both the sampling's and the "
+    "noise's errors, computed from released values only (post-processing, as private as "
+    "the release); see report.release and report.estimate"
+)
 RESULT_SEMANTICS = (
     "exact over the tuples that reached their compute node; not differentially private: the "
     "countermeasures hide the traffic pattern, not the values"
@@ -348,7 +355,7 @@ class Report(Generic[Utility]):
         if self.sql is None:
             return None
         if self.release is not None:
-            return RELEASE_SEMANTICS
+            return RELEASE_SEMANTICS if self.estimate is None else RELEASE_ESTIMATE_SEMANTICS
         return RESULT_SEMANTICS if self.estimate is None else ESTIMATE_SEMANTICS
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.engine.engines import Engine, MemoryEngine
-from dpcomm.engine.estimate import unbiased_estimate
+from dpcomm.engine.estimate import released_estimate, unbiased_estimate
 from dpcomm.engine.report import (
     KeySelectionReport,
     ReleasedAggregate,
@@ -106,16 +106,21 @@ class AggregateRun:
         (:func:`dpcomm.engine.estimate.unbiased_estimate`). The report says so
         (``report.estimate``, ``report.result_semantics``), and its utility is that of the
         estimates against the exact result. The privacy guarantee is unchanged
-        (post-processing).
+        (post-processing). Under a noisy release the estimates are of the released values,
+        and their intervals cover the noise too
+        (:func:`dpcomm.engine.estimate.released_estimate`).
         """
-        estimate = unbiased_estimate(self.program, self.run, self.baseline)
+        if self.program.release is not None:
+            estimate = released_estimate(self.program, self.run)
+        else:
+            estimate = unbiased_estimate(self.program, self.run, self.baseline)
         utility = aggregate_utility(
             self.program,
             self.run,
             self.baseline,
             result_is_of_delivered_tuples=self.report.utility.result_is_of_delivered_tuples,
             results=estimate.per_set,
-            column_names=estimate.report.columns,
+            column_names=estimate.error_names or estimate.report.columns,
         )
         report = replace(self.report, estimate=estimate.report, utility=utility)
         columns = tuple(zip(estimate.columns, estimate.types, strict=True))
