@@ -30,6 +30,7 @@ not be private. A seeded run is therefore reproducible up to the release's noise
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -441,15 +442,21 @@ def _allowed(noise: AggregateNoise) -> float:
 
 def _vector_measurement(noise: AggregateNoise) -> Any:
     """OpenDP's Laplace or Gaussian measurement on a vector, of ``noise``'s scale."""
+    return _measurement(noise.scale, integer=noise.integer, gaussian=noise.delta > 0.0)
+
+
+@functools.lru_cache(maxsize=256)
+def _measurement(scale: float, *, integer: bool, gaussian: bool) -> Any:
+    """:func:`_vector_measurement`, built once per scale and kind (a run draws anew each call)."""
     dp = _opendp()
-    if noise.integer:
+    if integer:
         domain = dp.vector_domain(dp.atom_domain(T=int))
     else:
         domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
-    if noise.delta == 0.0:
-        metric = dp.l1_distance(T=int if noise.integer else float)
-        return dp.m.make_laplace(domain, metric, scale=noise.scale)
-    return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=noise.scale)
+    if not gaussian:
+        metric = dp.l1_distance(T=int if integer else float)
+        return dp.m.make_laplace(domain, metric, scale=scale)
+    return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=scale)
 
 
 def _vector_loss(
