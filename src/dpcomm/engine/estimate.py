@@ -648,6 +648,57 @@ def _avg_estimate(
     return estimate, error, width
 
 
+def _released_row(
+    context: _Released, forms: Mapping[str, _Form], names: Sequence[str], core: Row, final: Row
+) -> Row:
+    """One released row estimated: keys and expressions as released, COUNT, SUM and AVG not.
+
+    Each COUNT, SUM and AVG gets its estimate, standard error and interval (a COUNT's lower
+    end clipped at 0).
+    """
+    printed: Row = {}
+    for name in names:
+        form = forms.get(name, _Form("other"))
+        if form.kind in ("key", "other"):
+            printed[name] = final[name]
+            continue
+        value: float | None
+        if form.kind == "value":
+            value, error, width = _value_estimate(context, form.columns[0], core)
+        else:
+            total, count = form.columns
+            value, error, width = _avg_estimate(context, total, count, core)
+        low = high = None
+        if value is not None and width is not None:
+            low, high = value - width, value + width
+            if form.kind == "value" and context.functions[form.columns[0]] != "sum":
+                low = max(low, 0.0)
+        low_name, high_name = interval_names(name)
+        printed[estimate_name(name)] = value
+        printed[standard_error_name(name)] = error
+        printed[low_name], printed[high_name] = low, high
+    return printed
+
+
+def _released_columns(
+    names: Sequence[str], types: Sequence[str], estimated: Sequence[str], *, several: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The estimated release's column names and DuckDB types (estimates and errors DOUBLE)."""
+    columns: list[str] = []
+    kinds: list[str] = []
+    for name, sql_type in zip(names, types, strict=True):
+        if name in estimated:
+            columns.extend((estimate_name(name), standard_error_name(name), *interval_names(name)))
+            kinds.extend(["DOUBLE"] * 4)
+        else:
+            columns.append(name)
+            kinds.append(sql_type)
+    if several:
+        columns.append(GROUPING_SET_COLUMN)
+        kinds.append("VARCHAR")
+    return tuple(columns), tuple(kinds)
+
+
 def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
     """A noisy release's values estimated over every tuple, intervals covering both errors.
 
@@ -688,27 +739,7 @@ def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
         for core in released[index]:
             final = final_rows[position]
             position += 1
-            printed: Row = {}
-            for name in post.names:
-                form = forms.get(name, _Form("other"))
-                if form.kind in ("key", "other"):
-                    printed[name] = final[name]
-                    continue
-                value: float | None
-                if form.kind == "value":
-                    value, error, width = _value_estimate(context, form.columns[0], core)
-                else:
-                    total, count = form.columns
-                    value, error, width = _avg_estimate(context, total, count, core)
-                low = high = None
-                if value is not None and width is not None:
-                    low, high = value - width, value + width
-                    if form.kind == "value" and context.functions[form.columns[0]] != "sum":
-                        low = max(low, 0.0)
-                low_name, high_name = interval_names(name)
-                printed[estimate_name(name)] = value
-                printed[standard_error_name(name)] = error
-                printed[low_name], printed[high_name] = low, high
+            printed = _released_row(context, forms, post.names, core, final)
             if several:
                 printed[GROUPING_SET_COLUMN] = final[GROUPING_SET_COLUMN]
             rows.append(printed)
@@ -719,18 +750,7 @@ def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
         per_set.append(compared_rows)
     estimated = [n for n in post.names if forms.get(n, _Form("other")).kind in ("value", "avg")]
     others = tuple(n for n in post.names if forms.get(n, _Form("other")).kind == "other")
-    columns: list[str] = []
-    types: list[str] = []
-    for name, sql_type in zip(post.names, post.types, strict=True):
-        if name in estimated:
-            columns.extend((estimate_name(name), standard_error_name(name), *interval_names(name)))
-            types.extend(["DOUBLE"] * 4)
-        else:
-            columns.append(name)
-            types.append(sql_type)
-    if several:
-        columns.append(GROUPING_SET_COLUMN)
-        types.append("VARCHAR")
+    columns, types = _released_columns(post.names, post.types, estimated, several=several)
     no_interval = {
         estimate_name(name): "a SUM of a measure that takes both signs, without a released "
         "COUNT to bound its values' squares"
