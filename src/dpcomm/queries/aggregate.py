@@ -212,7 +212,7 @@ class AggregateProgram:
         ``release`` (Laplace or Gaussian) releases the result with noise: ``bounds`` clamp
         the columns a SUM or AVG reads, ``keys`` give grouping columns their public domains,
         and ``key_selection_delta`` selects the keys of grouping sets without one by a DP
-        threshold on their noisy COUNT(*) (:func:`dpcomm.queries.release.bind_release`).
+        threshold on a noisy COUNT (:func:`dpcomm.queries.release.bind_release`).
 
         ``data`` is a :class:`~dpcomm.data.table.Table` the program holds, or a
         :class:`~dpcomm.data.partitioned.RowSource` (Parquet files, synthetic rows) whose rows
