@@ -251,6 +251,7 @@ def run_sql(
     release: Any = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
     keys: Mapping[str, Sequence[Any]] | None = None,
+    key_selection_delta: float | None = None,
 ) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
@@ -287,11 +288,17 @@ def run_sql(
     With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
     delta=...)`` the result node releases the result with noise drawn by OpenDP
     ([`dpcomm.queries.release`][]): ``bounds`` clamp each column a SUM or AVG reads
-    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give every grouping
-    column's public domain (every key released, absent ones too), and ``report.release``
-    gives the release's (ε, δ), each aggregate's noise and the guarantee against an observer
-    of both traffic and release. Returns the
-    [`AggregateRun`][] that ``dpcomm run aggregate`` prints:
+    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give grouping
+    columns their public domains (every key released, absent ones too), and
+    ``report.release`` gives the release's (ε, δ), each aggregate's noise and the guarantee
+    against an observer of both traffic and release. Grouping sets with a column without a
+    domain need ``key_selection_delta`` (δ_sel, e.g. 1e-6): their keys are those whose
+    noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
+    δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
+    estimated over every tuple, from released values only, each interval covering both the
+    sampling's and the noise's errors ([`dpcomm.engine.estimate.released_estimate`][]).
+    Returns the
+    [`dpcomm.engine.runs.AggregateRun`][] that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
     Examples:
@@ -329,9 +336,8 @@ def run_sql(
         "release": _release(release),
         "bounds": bounds,
         "keys": keys,
+        "key_selection_delta": key_selection_delta,
     }
-    if release is not None and estimate == "unbiased":
-        raise InvalidParameterError("estimate", "'delivered' under a noisy release", "unbiased")
     if not isinstance(source, Table) and not runner.reads_row_sources:
         source = source.read(0, source.num_rows)  # else its workers read it, never this process
     program = AggregateProgram.from_sql(sql, source, **shape)

@@ -42,6 +42,7 @@ BASELINES = {
         "countermeasure": NONE, "num_targets": 2, "delta": 1e-4, "seed": 1, "engine": "memory",
         "max_groups": None, "max_text_bytes": 255, "estimate": "delivered", "progress": False,
         "target_epsilon": None, "budget": None, "release": None, "bounds": None, "keys": None,
+        "key_selection_delta": None,
     },
     dpcomm.kmeans: {
         "points": POINTS, "k": 2, "iterations": 1, "countermeasure": NONE, "labels": None,
@@ -76,6 +77,7 @@ PARTNERS = {
     (dpcomm.run_sql, "data"): {"column"},  # a table without the query's column names the column
     (dpcomm.run_sql, "bounds"): {"release"},  # bounds and keys need a release
     (dpcomm.run_sql, "keys"): {"release"},
+    (dpcomm.run_sql, "key_selection_delta"): {"release"},
     (dpcomm.kmeans, "points"): {"k", "test_points"},  # fewer points than K; another dimension
     (dpcomm.kmeans, "test_points"): {"test_labels"},  # one label per test point
     (dpcomm.kmeans, "test_labels"): {"test_points"},

@@ -324,6 +324,8 @@ def _print_release(release: Any) -> None:
             f"(sensitivity L1 {item.sensitivity_l1:g}, L2 {item.sensitivity_l2:.4g}); "
             f"95% of the noise within ±{item.half_width_95:.4g}"
         )
+    if release.key_selection is not None:
+        print(f"  {release.key_selection.describe()}")
 
 
 def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
@@ -335,6 +337,8 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     print()
     if report.release is not None:
         print(f"Result ({len(outcome.rows)} rows): {report.result_semantics}")
+        if report.estimate is not None:
+            print(f"  estimates: {report.estimate.describe()}")
     elif report.estimate is None:
         print(
             f"Result ({len(outcome.rows)} rows): exact over the tuples that reached their "
@@ -446,7 +450,8 @@ def add_aggregate_options(
             "P = 1 − σ + σ/T that a tuple arrives, AVG their ratio, each with its standard "
             "error and 95%% interval (columns NAME (estimate), NAME (se), NAME (95%% low), "
             "NAME (95%% high)); groups that received no tuple are estimated as 0; MIN, MAX "
-            "of the delivered tuples",
+            "of the delivered tuples; with --release, from the released values, the "
+            "intervals covering the noise too",
         )
         parser.add_argument(
             "--release",
@@ -454,7 +459,8 @@ def add_aggregate_options(
             default=None,
             help="release the result with noise drawn by OpenDP at the result node (central "
             "DP on top of the traffic's): COUNT, SUM and AVG only; needs --keys for every "
-            "grouping column and --bounds for every column a SUM or AVG reads",
+            "grouping column (or --key-selection-delta) and --bounds for every column a SUM "
+            "or AVG reads",
         )
         parser.add_argument(
             "--release-epsilon",
@@ -484,6 +490,15 @@ def add_aggregate_options(
             metavar="COL=V1,V2,...",
             help="with --release: the public values of grouping column COL; every one is "
             "released, absent ones too, and no other (repeatable)",
+        )
+        parser.add_argument(
+            "--key-selection-delta",
+            type=float,
+            default=None,
+            metavar="D",
+            help="with --release: select the keys of grouping sets whose columns have no "
+            "--keys by OpenDP's threshold on their noisy count, at δ = D (added to the "
+            "release's δ; e.g. 1e-6)",
         )
 
 
@@ -611,6 +626,10 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
         for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
             if given:
                 raise InvalidParameterError(flag, "only with --release", given[0])
+        if args.key_selection_delta is not None:
+            raise InvalidParameterError(
+                "--key-selection-delta", "only with --release", args.key_selection_delta
+            )
         return {}
     from dpcomm.accounting.release import Gaussian, Laplace
 
@@ -637,7 +656,12 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
         if not column or not equals or not values:
             raise InvalidParameterError("--keys", "COL=V1,V2,... (e.g. sex=FEMALE,MALE)", item)
         keys[column] = values.split(",")
-    return {"release": release, "bounds": bounds, "keys": keys}
+    return {
+        "release": release,
+        "bounds": bounds,
+        "keys": keys,
+        "key_selection_delta": args.key_selection_delta,
+    }
 
 
 def execute_kmeans(

@@ -39,9 +39,17 @@ NO_COUNTERMEASURE_REASON = (
 
 #: What the values of an Aggregate result are (said in every report).
 RELEASE_SEMANTICS = (
-    "a differentially private release: every key of the public key domain, each COUNT and "
+    "a differentially private release: every key of the public key domain (or the keys "
+    "whose noisy count passed OpenDP's threshold, where no domain was given), each COUNT and "
     "SUM of the tuples that reached their compute node plus noise drawn by OpenDP at the "
     "result node (AVG is the noisy SUM over the noisy COUNT); see report.release"
+)
+RELEASE_ESTIMATE_SEMANTICS = (
+    "estimates over every tuple from a differentially private release: its noisy COUNT and "
+    "SUM divided by the known delivery probability P (Horvitz–Thompson), AVG their ratio, "
+    "each with a standard error and a 95% interval covering both the sampling's and the "
+    "noise's errors, computed from released values only (post-processing, as private as "
+    "the release); see report.release and report.estimate"
 )
 RESULT_SEMANTICS = (
     "exact over the tuples that reached their compute node; not differentially private: the "
@@ -347,7 +355,7 @@ class Report(Generic[Utility]):
         if self.sql is None:
             return None
         if self.release is not None:
-            return RELEASE_SEMANTICS
+            return RELEASE_SEMANTICS if self.estimate is None else RELEASE_ESTIMATE_SEMANTICS
         return RESULT_SEMANTICS if self.estimate is None else ESTIMATE_SEMANTICS
 
     def to_dict(self) -> dict[str, Any]:
@@ -427,6 +435,48 @@ class ReleasedAggregate:
 
 
 @dataclass(frozen=True)
+class KeySelectionReport:
+    """How the keys of grouping sets without a public domain were selected.
+
+    OpenDP's threshold mechanism added the noise of ``count`` to the count of every key
+    that received a tuple and released the keys whose noisy count reached ``threshold``
+    (the result's rows of these grouping sets are exactly these keys).
+
+    Attributes:
+        mechanism: OpenDP's measurement (``make_laplace_threshold``, ...).
+        count: the released COUNT thresholded (``COUNT(*)``; ``added`` when the query has
+            none: a COUNT(*) released only to select keys, with its share of ε).
+        threshold: τ, the smallest integer whose OpenDP privacy map gives δ ≤ ``delta``.
+        delta: δ_sel, part of the release's δ.
+        opendp_delta: OpenDP's δ at ``threshold`` for one row replaced (at most ``delta``).
+        changed_keys: l0, the keys whose counts one replaced row changes (2 per grouping set).
+        grouping_sets: the grouping sets whose keys were selected.
+        selected_keys: per such grouping set, the keys released (None before the run).
+    """
+
+    mechanism: str
+    count: str
+    threshold: int
+    delta: float
+    opendp_delta: float
+    changed_keys: int
+    grouping_sets: tuple[str, ...]
+    selected_keys: Mapping[str, tuple[tuple[Any, ...], ...]] | None = None
+
+    def describe(self) -> str:
+        """``keys of (species) selected by a threshold τ = 57 on the noisy COUNT(*) ...``."""
+        sets = ", ".join(self.grouping_sets)
+        text = (
+            f"keys of {sets} selected by OpenDP's {self.mechanism}: released where the noisy "
+            f"{self.count} is at least τ = {self.threshold} (δ = {self.delta:g})"
+        )
+        if self.selected_keys is not None:
+            shown = ", ".join(f"{name} {len(k):,}" for name, k in self.selected_keys.items())
+            text += f"; keys released: {shown}"
+        return text
+
+
+@dataclass(frozen=True)
 class ReleaseReport:
     """The noisy release and one guarantee for traffic and release.
 
@@ -446,6 +496,8 @@ class ReleaseReport:
         summed_epsilon: ε1 + ε2 (basic composition, the paper's statement).
         epsilon_total: the guarantee against an observer of both: the smaller of the two.
         aggregates: every released aggregate's noise.
+        key_selection: how keys were selected by a threshold (None: every key released
+            comes from a public domain).
     """
 
     mechanism: str
@@ -457,6 +509,7 @@ class ReleaseReport:
     summed_epsilon: float
     epsilon_total: float
     aggregates: tuple[ReleasedAggregate, ...]
+    key_selection: KeySelectionReport | None = None
 
 
 def rows_used(utility: AggregateUtility) -> str:

@@ -18,8 +18,14 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.engine.engines import Engine, MemoryEngine
-from dpcomm.engine.estimate import unbiased_estimate
-from dpcomm.engine.report import ReleasedAggregate, ReleaseReport, Report, run_report
+from dpcomm.engine.estimate import released_estimate, unbiased_estimate
+from dpcomm.engine.report import (
+    KeySelectionReport,
+    ReleasedAggregate,
+    ReleaseReport,
+    Report,
+    run_report,
+)
 from dpcomm.engine.run import Run, RunOptions
 from dpcomm.engine.utility import (
     AggregateUtility,
@@ -101,16 +107,21 @@ class AggregateRun:
         ([`dpcomm.engine.estimate.unbiased_estimate`][]). The report says so
         (``report.estimate``, ``report.result_semantics``), and its utility is that of the
         estimates against the exact result. The privacy guarantee is unchanged
-        (post-processing).
+        (post-processing). Under a noisy release the estimates are of the released values,
+        and their intervals cover the noise too
+        ([`dpcomm.engine.estimate.released_estimate`][]).
         """
-        estimate = unbiased_estimate(self.program, self.run, self.baseline)
+        if self.program.release is not None:
+            estimate = released_estimate(self.program, self.run)
+        else:
+            estimate = unbiased_estimate(self.program, self.run, self.baseline)
         utility = aggregate_utility(
             self.program,
             self.run,
             self.baseline,
             result_is_of_delivered_tuples=self.report.utility.result_is_of_delivered_tuples,
             results=estimate.per_set,
-            column_names=estimate.report.columns,
+            column_names=estimate.error_names or estimate.report.columns,
         )
         report = replace(self.report, estimate=estimate.report, utility=utility)
         columns = tuple(zip(estimate.columns, estimate.types, strict=True))
@@ -241,12 +252,21 @@ def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> Aggrega
     )
     report = run_report(run, baseline, utility, sql=program.query.sql)
     if program.release is not None and run.privacy is not None:
-        report = replace(report, release=release_report(program, run.privacy))
+        released = program.core_result(run.state)  # the rows the run released (drawn once)
+        report = replace(report, release=release_report(program, run.privacy, released))
     return AggregateRun(program, run.result, run, baseline, report)
 
 
-def release_report(program: AggregateProgram, privacy: PlanGuarantee) -> ReleaseReport:
-    """The release's noise and its composition with the traffic's guarantee ``privacy``."""
+def release_report(
+    program: AggregateProgram,
+    privacy: PlanGuarantee,
+    released: list[list[Row]] | None = None,
+) -> ReleaseReport:
+    """The release's noise and its composition with the traffic's guarantee ``privacy``.
+
+    ``released`` (each grouping set's released core rows) gives the keys a threshold
+    selected; without it (before the run) the report has none.
+    """
     from dpcomm.accounting.release import release_pld
     from dpcomm.plan.privacy import compose_with_traffic
 
@@ -259,19 +279,13 @@ def release_report(program: AggregateProgram, privacy: PlanGuarantee) -> Release
     if math.isfinite(traffic.epsilon) and total_delta > 0.0:
         composed = compose_with_traffic(privacy, release_pld(release.noises), total_delta)
     summed = traffic.epsilon + release.epsilon
-    outputs = {o.name: o for o in program.query.outputs}
-    clamps = {name: (column, low, high) for name, column, low, high in program.query.clamps}
     aggregates = []
     for noise in release.noises:
-        output = outputs[noise.output]
-        if output.function == "count_star":
-            described = "COUNT(*)"
-        elif output.column in clamps:
-            column, low, high = clamps[output.column]
-            function = "SUM" if output.function == "sum" else "COUNT"
-            described = f"{function}({column} clamped to [{low:g}, {high:g}])"
-        else:
-            described = f"{(output.function or '').upper()}({output.column})"
+        described = _released_label(program, noise.output)
+        if release.selection is not None and noise.output == release.selection.count_output:
+            described += " (selects keys" + (
+                ", added for it)" if release.selection.count_added else ")"
+            )
         kind = release.mechanism.name + (" (discrete)" if noise.integer else "")
         aggregates.append(
             ReleasedAggregate(
@@ -283,20 +297,87 @@ def release_report(program: AggregateProgram, privacy: PlanGuarantee) -> Release
                 noise.standard_deviation,
                 noise.half_width_95,
                 noise.epsilon,
-                noise.delta,
+                noise.total_delta,
             )
         )
-    sizes = " × ".join(str(len(values)) for _, values in release.domains)
     return ReleaseReport(
         mechanism=release.mechanism.name,
         epsilon=release.epsilon,
         delta=release.delta,
-        keys=f"public key domain ({sizes} keys: every key released, absent ones too)",
+        keys=_keys_described(program),
         composed_epsilon=composed,
         composed_delta=total_delta,
         summed_epsilon=summed,
         epsilon_total=summed if composed is None else min(summed, composed),
         aggregates=tuple(aggregates),
+        key_selection=_key_selection_report(program, released),
+    )
+
+
+def _released_label(program: AggregateProgram, name: str) -> str:
+    """``COUNT(*)``, ``SUM(body_mass_g clamped to [2500, 6500])``: a released core column."""
+    output = next(o for o in program.query.outputs if o.name == name)
+    clamps = {name: (column, low, high) for name, column, low, high in program.query.clamps}
+    if output.function == "count_star":
+        return "COUNT(*)"
+    if output.column in clamps:
+        column, low, high = clamps[output.column]
+        function = "SUM" if output.function == "sum" else "COUNT"
+        return f"{function}({column} clamped to [{low:g}, {high:g}])"
+    return f"{(output.function or '').upper()}({output.column})"
+
+
+def _keys_described(program: AggregateProgram) -> str:
+    """How each grouping set's released keys were chosen, in a few words."""
+    release = program.release
+    if release is None:
+        raise InvalidParameterError("program", "a program with a noisy release", None)
+    selected = set() if release.selection is None else set(release.selection.grouping_sets)
+    domains = dict(release.domains)
+    public = [
+        " × ".join(str(len(domains[c])) for c in columns) if columns else "1"
+        for index, columns in enumerate(program.query.grouping_sets)
+        if index not in selected
+    ]
+    parts = []
+    if public:
+        parts.append(
+            f"public key domain ({' + '.join(public)} keys: every key released, absent ones too)"
+        )
+    if selected:
+        threshold = release.selection.threshold if release.selection else 0
+        sets = ", ".join(program.flow_names[i] for i in sorted(selected))
+        parts.append(f"keys of {sets} selected by a noisy-count threshold τ = {threshold}")
+    return "; ".join(parts)
+
+
+def _key_selection_report(
+    program: AggregateProgram, released: list[list[Row]] | None
+) -> KeySelectionReport | None:
+    """The key selection's threshold and δ, and the keys it released (None: no selection)."""
+    release = program.release
+    selection = None if release is None else release.selection
+    if release is None or selection is None:
+        return None
+    counted = _released_label(program, selection.count_output)
+    keys = None
+    if released is not None:
+        keys = {
+            program.flow_names[index]: tuple(
+                tuple(row[c] for c in program.query.grouping_sets[index]) for row in released[index]
+            )
+            for index in selection.grouping_sets
+        }
+    gaussian = release.mechanism.name == "gaussian"
+    return KeySelectionReport(
+        mechanism="make_gaussian_threshold" if gaussian else "make_laplace_threshold",
+        count=counted + (" (added)" if selection.count_added else ""),
+        threshold=selection.threshold,
+        delta=selection.delta,
+        opendp_delta=selection.accounted_delta,
+        changed_keys=selection.distances.l0,
+        grouping_sets=tuple(program.flow_names[i] for i in selection.grouping_sets),
+        selected_keys=keys,
     )
 
 

@@ -205,12 +205,14 @@ class AggregateProgram:
         release: ReleaseMechanism | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
         keys: Mapping[str, Sequence[object]] | None = None,
+        key_selection_delta: float | None = None,
     ) -> AggregateProgram:
         """Parse ``sql``, bind it to ``data`` (renamed to the FROM table) and compile it.
 
         ``release`` (Laplace or Gaussian) releases the result with noise: ``bounds`` clamp
-        the columns a SUM or AVG reads, ``keys`` give every grouping column's public domain
-        ([`dpcomm.queries.release.bind_release`][]).
+        the columns a SUM or AVG reads, ``keys`` give grouping columns their public domains,
+        and ``key_selection_delta`` selects the keys of grouping sets without one by a DP
+        threshold on a noisy COUNT ([`dpcomm.queries.release.bind_release`][]).
 
         ``data`` is a `dpcomm.data.table.Table` the program holds, or a
         [`RowSource`][] (Parquet files, synthetic rows) whose rows
@@ -220,16 +222,25 @@ class AggregateProgram:
         from dpcomm.queries.sql import bind_sql, project
 
         table = data if isinstance(data, Table) else data.schema()
-        if release is None and (bounds is not None or keys is not None):
+        if release is None and (
+            bounds is not None or keys is not None or key_selection_delta is not None
+        ):
             raise InvalidParameterError(
-                "release", "Laplace(...) or Gaussian(...) when bounds or keys are given", None
+                "release",
+                "Laplace(...) or Gaussian(...) when bounds, keys or key_selection_delta are given",
+                None,
             )
-        bound = bind_sql(sql, table, bounds=None if release is None else _bounds(bounds))
+        bound = bind_sql(
+            sql,
+            table,
+            bounds=None if release is None else _bounds(bounds),
+            count_rows=key_selection_delta is not None,
+        )
         noisy = None
         if release is not None:
             from dpcomm.queries.release import bind_release
 
-            noisy = bind_release(bound, release, keys if keys is not None else {})
+            noisy = bind_release(bound, release, keys, key_selection_delta=key_selection_delta)
         program = cls(
             bound,
             project(bound, table.renamed(bound.table_name)),

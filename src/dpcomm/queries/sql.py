@@ -528,7 +528,11 @@ def scratch_connection() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def bind_sql(
-    sql: str, table: Table, *, bounds: Mapping[str, tuple[float, float]] | None = None
+    sql: str,
+    table: Table,
+    *,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    count_rows: bool = False,
 ) -> BoundAggregate:
     """Parse ``sql`` and bind it to ``table`` (`parse_aggregate` then `bind`).
 
@@ -536,10 +540,11 @@ def bind_sql(
     variances, SUM of booleans) is rewritten (`dpcomm.queries.analyst`): the bound query
     then holds its row projection, and reads the projection's rows (`project`).
     ``bounds`` (a noisy release: each bounded column's (lo, hi)) always rewrites, clamping the
-    values a SUM or AVG reads on each source's row.
+    values a SUM or AVG reads on each source's row; ``count_rows`` (a release that selects
+    keys by a threshold on a COUNT) adds a hidden COUNT(*) if the query has no COUNT.
     """
     if bounds is not None:
-        return _bind_analyst(sql, table, bounds)
+        return _bind_analyst(sql, table, bounds, count_rows=count_rows)
     try:
         query = parse_aggregate(sql)
     except UnsupportedQueryError:
@@ -575,7 +580,11 @@ def _check_result_names(bound: BoundAggregate) -> None:
 
 
 def _bind_analyst(
-    sql: str, table: Table, bounds: Mapping[str, tuple[float, float]] | None = None
+    sql: str,
+    table: Table,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    *,
+    count_rows: bool = False,
 ) -> BoundAggregate:
     """Bind an analyst query: its projection, core query and post-processing."""
     from dpcomm.queries.analyst import rewrite
@@ -620,6 +629,7 @@ def _bind_analyst(
         output_types=types,
         typer=typer,
         bounds=bounds,
+        count_rows=count_rows,
     )
     derived = _run_projection(rewritten.projection, empty)
     core = bind(parse_aggregate(rewritten.core), derived)
