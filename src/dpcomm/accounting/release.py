@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from dpcomm.errors import InvalidParameterError
 from dpcomm.validation import check_delta
 
@@ -200,8 +202,37 @@ class AggregateNoise:
 
     @property
     def half_width_95(self) -> float:
-        """Half-width of the noise's central 95% interval: b ln 20 (Laplace), 1.96 s."""
-        return self.scale * math.log(20.0) if self.delta == 0.0 else 1.959963984540054 * self.scale
+        """Half-width h with P(|noise| > h) ≤ 5%: b ln 20 (Laplace), 1.96 s (Gaussian).
+
+        Integer noise has its own quantile, the least integer h with P(|Z| > h) ≤ 5%: for
+        the discrete Laplace of scale t, P(|Z| > h) = 2 q^(h+1) / (1 + q) with q = e^(−1/t);
+        for the discrete Gaussian, the tail summed (at most 1.96 s + 1 for large s). b ln 20
+        would leave 7.3% of the discrete Laplace's mass outside at t = 1.
+        """
+        if not self.integer:
+            if self.delta == 0.0:
+                return self.scale * math.log(20.0)
+            return _Z_95 * self.scale
+        if self.delta == 0.0:
+            ratio = math.exp(-1.0 / self.scale)
+            return float(max(0, math.ceil(self.scale * math.log(40.0 / (1.0 + ratio))) - 1))
+        return _discrete_gaussian_half_width(self.scale)
+
+
+_Z_95 = 1.959963984540054
+
+
+def _discrete_gaussian_half_width(scale: float) -> float:
+    """The least integer h with P(|Z| > h) ≤ 5% for Z discrete Gaussian of parameter s."""
+    if scale > 1_000.0:
+        return float(math.ceil(_Z_95 * scale) + 1)
+    support = np.arange(0, math.ceil(12.0 * scale) + 2, dtype=np.float64)
+    weights = np.exp(-(support**2) / (2.0 * scale**2))
+    mass = weights.copy()
+    mass[1:] *= 2.0  # ±z
+    mass /= mass.sum()
+    outside = 1.0 - np.cumsum(mass)  # P(|Z| > h) for h = 0, 1, ...
+    return float(np.argmax(outside <= 0.05))
 
 
 def calibrate_noise(
