@@ -532,7 +532,7 @@ def kmeans(
     k = check_int("k", k, minimum=1)
     if k > len(array):
         raise InvalidParameterError("k", f"an integer in [1, {len(array):,}] (the points)", k)
-    if init not in INIT_METHODS:
+    if not isinstance(init, str) or init not in INIT_METHODS:
         raise InvalidParameterError("init", " or ".join(repr(m) for m in INIT_METHODS), init)
     initial = None
     if init_points is not None:

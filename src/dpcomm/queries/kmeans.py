@@ -243,7 +243,7 @@ def choose_initial_centroids(
     exactly. The same pool, K, ``init`` and ``seed`` give the same centroids; they are
     computed once, where the program is built, and every engine receives them in the program.
     """
-    if init not in INIT_METHODS:
+    if not isinstance(init, str) or init not in INIT_METHODS:
         raise InvalidParameterError("init", " or ".join(repr(m) for m in INIT_METHODS), init)
     rows = np.asarray(pool, dtype=np.float32)
     if rows.ndim != 2 or len(rows) == 0:
@@ -302,7 +302,7 @@ class KMeansProgram:
     def __post_init__(self) -> None:
         check_int("num_iterations I", self.num_iterations, minimum=1, maximum=MAX_COUNT)
         object.__setattr__(self, "seed", check_seed(self.seed))
-        if self.init not in INIT_METHODS:
+        if not isinstance(self.init, str) or self.init not in INIT_METHODS:
             allowed = " or ".join(repr(m) for m in INIT_METHODS)
             raise InvalidParameterError("init", allowed, self.init)
         if not isinstance(self.init_public, bool):
