@@ -509,7 +509,7 @@ def kmeans(
     >>> run.assignments[:3].tolist(), run.assignments[-3:].tolist()
     ([0, 0, 0], [1, 1, 1])
     >>> run  # doctest: +ELLIPSIS
-    KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
+    KMeansRun(2 centroids in dimension 2, Rand index 1.0000, adjusted 1.0000; ε = inf at δ = ...)
     """
     from dpcomm.engine.engines import make_engine
     from dpcomm.engine.runs import run_kmeans
