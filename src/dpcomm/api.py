@@ -429,7 +429,10 @@ def _usable(
         raise InvalidParameterError(name, allowed, f"{found} (of {len(array):,})")
     if unusable.all():
         raise InvalidParameterError(name, "at least one row of finite numbers", found)
-    use = "K-means runs on" if name == "points" else "the Rand index is measured on"
+    use = {
+        "points": "K-means runs on",
+        "init_points": "the initial centroids are chosen among",
+    }.get(name, "the Rand index is measured on")
     warn(
         f"dropped {int(unusable.sum()):,} of {len(array):,} {name.replace('_', ' ')} ({found}): "
         f"{use} the other {int((~unusable).sum()):,}"
@@ -473,18 +476,30 @@ def kmeans(
     target_epsilon: float | None = None,
     drop_non_finite: bool = False,
     budget: Budget | None = None,
+    init: str = "random",
+    init_points: npt.ArrayLike | None = None,
 ) -> KMeansRun:
     """K-means over ``points`` (one source per row), one cluster of the plan per iteration.
 
     K = ``k`` centroids (and compute nodes per iteration, at most one per point),
-    I = ``iterations`` (at most 10^6). ``start_seed`` chooses the K initial centroids among the
-    points; ``seed`` the run's draws. With ``labels`` (one per point, numbers or strings),
-    ``rand_index`` compares the final clusters with them; with ``test_points`` and
-    ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), it is measured on
-    those instead. ``engine``, ``delta``, ``progress``, ``target_epsilon`` and ``budget`` are
+    I = ``iterations`` (at most 10^6). ``seed`` chooses the run's draws. With ``labels`` (one
+    per point, numbers or strings), ``rand_index``, ``adjusted_rand_index`` and
+    ``normalized_mutual_info`` compare the final clusters with them; with ``test_points`` and
+    ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), they are measured
+    on those instead. ``engine``, ``delta``, ``progress``, ``target_epsilon`` and ``budget`` are
     those of [`run_sql`][], and ``countermeasure`` may be a [`Calibration`][] as there
     (made by ``calibrate(data=points, iterations=I, num_targets=K, ...)``). Returns the
     [`KMeansRun`][] that ``dpcomm run kmeans`` prints.
+
+    The K initial centroids are chosen once, by ``start_seed``, before anything runs (every
+    engine starts from the same ones): ``init="random"`` (K distinct points drawn uniformly,
+    the paper's start) or ``init="k-means++"`` (D² seeding), among ``init_points`` when given
+    (public points of the same dimension; K of them given as ``init_points`` with
+    ``init="random"`` are the initial centroids, in their order), else among ``points``. Every
+    node receives the initial centroids, so chosen among ``points`` they are K sources' points
+    released as they are, and k-means++ also reads every point to choose them: the privacy
+    report then says that its guarantee does not cover them (a caveat). Chosen among public
+    ``init_points`` they reveal nothing about the sources.
 
     Points travel as float32: a row with NaN or ±inf, or with a value beyond float32's range
     (about ±3.4e38), is refused ([`InvalidParameterError`][] saying how many
@@ -503,11 +518,11 @@ def kmeans(
         >>> run.assignments[:3].tolist(), run.assignments[-3:].tolist()
         ([0, 0, 0], [1, 1, 1])
         >>> run  # doctest: +ELLIPSIS
-        KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
+        KMeansRun(2 centroids in dimension 2, Rand index 1.0000, adjusted 1.0000; ε = inf ...)
     """
     from dpcomm.engine.engines import make_engine
     from dpcomm.engine.runs import run_kmeans
-    from dpcomm.queries.kmeans import KMeansProgram
+    from dpcomm.queries.kmeans import INIT_METHODS, KMeansProgram, choose_initial_centroids
 
     chosen, _, delta, target_epsilon = _calibrated(
         countermeasure, num_targets=None, delta=delta, target_epsilon=target_epsilon
@@ -526,7 +541,30 @@ def kmeans(
     k = check_int("k", k, minimum=1)
     if k > len(array):
         raise InvalidParameterError("k", f"an integer in [1, {len(array):,}] (the points)", k)
-    program = KMeansProgram(array, k, iterations, seed=start_seed)
+    if not isinstance(init, str) or init not in INIT_METHODS:
+        raise InvalidParameterError("init", " or ".join(repr(m) for m in INIT_METHODS), init)
+    initial = None
+    if init_points is not None:
+        pool = _points("init_points", init_points)
+        if pool.shape[1] != array.shape[1]:
+            raise InvalidParameterError(
+                "init_points", f"points of dimension {array.shape[1]}", f"shape {pool.shape}"
+            )
+        pool, _ = _usable("init_points", pool, drop=drop)
+        if k > len(pool):
+            raise InvalidParameterError(
+                "k", f"an integer in [1, {len(pool):,}] (the init_points)", k
+            )
+        initial = choose_initial_centroids(pool, k, init=init, seed=start_seed)
+    program = KMeansProgram(
+        array,
+        k,
+        iterations,
+        seed=start_seed,
+        initial=initial,
+        init=init,
+        init_public=initial is not None,
+    )
     if isinstance(countermeasure, Calibration):
         countermeasure.check_plan(program.plan, workload="kmeans", delta=delta)
     tested: npt.NDArray[np.float64] | None = None
@@ -546,6 +584,8 @@ def kmeans(
         tested, truth = array, truth[kept]
     described = f"K-means: k = {k}, {iterations} iterations, {array.shape[0]:,} points of "
     described += f"dimension {array.shape[1]}, start_seed = {start_seed}"
+    if init != "random" or initial is not None:
+        described += f", init = {init}" + (" among public points" if initial is not None else "")
     charged = _charge(budget, program, chosen, delta=delta, kind="kmeans", query=described)
     outcome = run_kmeans(
         program,

@@ -48,7 +48,7 @@ BASELINES = {
         "points": POINTS, "k": 2, "iterations": 1, "countermeasure": NONE, "labels": None,
         "test_points": POINTS, "test_labels": [0] * 10 + [1] * 10, "seed": 1, "delta": 1e-4,
         "engine": "memory", "start_seed": 0, "progress": False, "target_epsilon": None,
-        "drop_non_finite": False, "budget": None,
+        "drop_non_finite": False, "budget": None, "init": "random", "init_points": None,
     },
     dpcomm.Budget: {"epsilon": 1.0, "delta": 1e-5, "ledger": "ledger.json"},
     dpcomm.Laplace: {"epsilon": 1.0},
@@ -81,6 +81,7 @@ PARTNERS = {
     (dpcomm.kmeans, "points"): {"k", "test_points"},  # fewer points than K; another dimension
     (dpcomm.kmeans, "test_points"): {"test_labels"},  # one label per test point
     (dpcomm.kmeans, "test_labels"): {"test_points"},
+    (dpcomm.kmeans, "init_points"): {"k"},  # fewer public points than K
     (dpcomm.Budget, "delta"): {"epsilon"},  # a budget other than the ledger's names both
     # sql= reads the table from data= (and the sources from it: sources= must then be None)
     (dpcomm.calibrate, "sql"): {"data", "sources"},

@@ -14,7 +14,8 @@ import argparse
 import datetime
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,8 @@ from dpcomm.cli.output import (
     show_progress,
     within,
 )
-from dpcomm.data import diabetes_table, load_image_dataset, read_table
+from dpcomm.data import diabetes_table, load_image_dataset, read_points, read_table
+from dpcomm.data.points import TablePoints
 from dpcomm.engine.engines import Engine
 from dpcomm.engine.report import EfficiencyReport, PrivacyReport, Report
 from dpcomm.engine.runs import AggregateRun, KMeansRun
@@ -42,6 +44,7 @@ from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
+from dpcomm.queries.kmeans import INIT_METHODS
 from dpcomm.validation import MAX_COUNT
 
 #: Defaults of the countermeasure options, per use case (the paper's settings, Section 5),
@@ -375,18 +378,32 @@ def print_kmeans(outcome: KMeansRun, dataset: str) -> None:
     """The text report of a K-means run (any engine)."""
     report = outcome.report
     utility = report.utility
-    tested = "" if utility.test_points is None else f", {utility.test_points:,} test points"
+    tested = "" if utility.test_points is None else f", {utility.test_points:,} labelled points"
     print(
         f"{report.query} on {dataset}: {utility.sources:,} sources{tested}; engine: {report.engine}"
     )
     print(f"Countermeasure: {report.countermeasure}")
     _print_seed(report)
     print()
-    if utility.rand_index is not None and utility.rand_index_nonprivate is not None:
+    if utility.rand_index is not None:
         print(
-            f"Rand index on the test set: {utility.rand_index:.4f} "
-            f"(non-private K-means from the same start: {utility.rand_index_nonprivate:.4f})"
+            f"Clusters of the {utility.test_points:,} labelled points against their labels "
+            "(non-private K-means from the same start):"
         )
+        for label, private, nonprivate in (
+            ("Rand index", utility.rand_index, utility.rand_index_nonprivate),
+            (
+                "adjusted Rand index",
+                utility.adjusted_rand_index,
+                utility.adjusted_rand_index_nonprivate,
+            ),
+            (
+                "normalized mutual information",
+                utility.normalized_mutual_info,
+                utility.normalized_mutual_info_nonprivate,
+            ),
+        ):
+            print(f"  {label}: {private:.4f} ({nonprivate:.4f})")
     used = ", ".join(f"{u:,}" for u in utility.tuples_used_per_iteration)
     print(f"Tuples used per iteration: {used} ({utility.tuples_used_fraction:.1%} on average)")
     print()
@@ -413,7 +430,11 @@ def add_aggregate_options(
         help="SELECT ... FROM t GROUP BY ..." + ("" if sql_required else " (Aggregate)"),
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--data", help="a CSV or Parquet file; the FROM table is bound to it")
+    source.add_argument(
+        "--data",
+        help="a CSV or Parquet file; the FROM table is bound to it"
+        + ("" if sql_required else " (K-means: the table whose --columns are the points)"),
+    )
     source.add_argument(
         "--synthetic", type=bounded_int(1, MAX_ROWS), metavar="ROWS",
         help="synthetic table of ROWS (g1..g4 grouping codes, m1, m2 measures)",
@@ -508,7 +529,7 @@ def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
         text
         for text, wanted in (
             ("the --synthetic table", aggregate),
-            ("the choice of the initial centroids among the points (K-means)", kmeans),
+            ("the choice of the initial centroids (K-means, --init)", kmeans),
         )
         if wanted
     )
@@ -517,22 +538,42 @@ def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
     )
 
 
-def add_kmeans_options(parser: Any) -> None:
-    """The K-means program: ``--dataset``, ``--k``, ``--iterations``, ``--sources``, ...
+def add_kmeans_options(parser: Any, *, data: bool = True) -> None:
+    """The K-means program and its points: ``--dataset`` or ``--data``, ``--k``, ``--init``, ...
 
-    ``--drop-non-finite`` too: what `dpcomm.kmeans` refuses unless asked to drop it.
+    ``--drop-non-finite`` too: what [`dpcomm.kmeans`][] refuses unless asked to drop it.
+    ``data``: also ``--data`` (``deploy local`` has it already, for either workload).
     """
     parser.add_argument(
         "--dataset",
-        default=KMEANS_DATASET,
         help=f"{KMEANS_DATASET} (embedded, 4,000 training and 1,000 test digits; the default), "
         "fashion-mnist (make data), or a directory of MNIST-format IDX files",
+    )
+    if data:
+        parser.add_argument(
+            "--data",
+            metavar="FILE.csv|FILE.parquet",
+            help="cluster the rows of this table instead of a dataset (one source per row), on "
+            "its --columns",
+        )
+    parser.add_argument(
+        "--columns",
+        metavar="C1,C2,...",
+        help="with --data: the numeric columns (integer, decimal, floating-point) that are "
+        "the points' coordinates",
+    )
+    parser.add_argument(
+        "--label-column",
+        metavar="L",
+        help="with --data: a column of labels (any type, no NULL) to score the clusters "
+        "against (Rand index, adjusted Rand index, NMI); never sent anywhere",
     )
     parser.add_argument(
         "--k",
         type=bounded_int(None, MAX_COUNT),
         default=KMEANS_CENTROIDS,
-        help=f"K, number of centroids (default {KMEANS_CENTROIDS})",
+        help=f"K, number of centroids and of compute nodes per iteration, at most one per "
+        f"source (default {KMEANS_CENTROIDS})",
     )
     parser.add_argument(
         "--iterations",
@@ -541,13 +582,30 @@ def add_kmeans_options(parser: Any) -> None:
         help=f"I, number of iterations (default {KMEANS_ITERATIONS})",
     )
     parser.add_argument(
-        "--sources", type=int, help="sources: the first N training points (default: all of them)"
+        "--init",
+        choices=INIT_METHODS,
+        default="random",
+        help="how --data-seed chooses the K initial centroids: random (K distinct points, the "
+        "default) or k-means++ (D² seeding, which reads every point); chosen among the "
+        "sources' points they are sent to every node as they are (the report's privacy notes "
+        "say so), unless chosen among --init-data",
+    )
+    parser.add_argument(
+        "--init-data",
+        metavar="FILE.csv|FILE.parquet",
+        help="with --data: public points (the same --columns) to choose the initial centroids "
+        "among, so that they reveal nothing about the sources",
+    )
+    parser.add_argument(
+        "--sources",
+        type=int,
+        help="sources: the first N training points or rows (default: all of them)",
     )
     parser.add_argument(
         "--drop-non-finite",
         action="store_true",
-        help="drop the images holding NaN, ±inf or a value beyond float32's range (a float IDX "
-        "file), saying how many, instead of refusing the dataset",
+        help="drop the points holding NULL, NaN, ±inf or a value beyond float32's range (a "
+        "float IDX file, a table's cells), saying how many, instead of refusing the data",
     )
 
 
@@ -664,43 +722,110 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def _named_by_flags(flags: Mapping[str, str], *, nulls: bool = False) -> Iterator[None]:
+    """Errors naming a parameter of ``flags`` re-raised naming its flag instead.
+
+    ``nulls``: the points had NULL cells (read as NaN), which an error about them says.
+    """
+    try:
+        yield
+    except InvalidParameterError as error:
+        if error.name not in flags:
+            raise
+        given = error.given
+        if nulls and error.name == "points":
+            given = f"{given}; NULL cells are read as NaN"
+        raise InvalidParameterError(flags[error.name], error.allowed, given) from None
+
+
+def _kmeans_table(args: argparse.Namespace) -> tuple[TablePoints, Any, str]:
+    """The points of ``--data``, the public points of ``--init-data``, and their columns."""
+    if args.dataset is not None:
+        raise InvalidParameterError(
+            "--dataset", "unset with --data (K-means runs on the table's --columns)", args.dataset
+        )
+    if args.columns is None:
+        raise InvalidParameterError(
+            "--columns", "the numeric columns to cluster on with --data, e.g. x,y", None
+        )
+    columns = [name.strip() for name in args.columns.split(",")]
+    flags = {"data": "--data", "columns": "--columns", "label_column": "--label-column"}
+    with _named_by_flags(flags):
+        table = read_points(args.data, columns, label_column=args.label_column)
+    public = None
+    if args.init_data is not None:
+        with _named_by_flags({"data": "--init-data", "columns": "--columns"}):
+            public = read_points(args.init_data, columns).points
+    described = f"; columns {', '.join(table.columns)}"
+    if table.label_column is not None:
+        described += f"; labels {table.label_column}"
+    return table, public, described
+
+
 def execute_kmeans(
     args: argparse.Namespace, engine: Engine, budget: Budget | None = None
 ) -> tuple[KMeansRun, str]:
-    """`dpcomm.kmeans` on the first ``--sources`` training points, on ``engine``.
+    """[`dpcomm.kmeans`][] on the first ``--sources`` points, on ``engine``.
 
-    The Rand indices are measured on the dataset's test set. Returns the run and a
-    description of its points.
+    The points are a dataset's training images, whose test set the scores are measured on, or
+    a table's ``--columns`` (``--data``), whose ``--label-column`` they are measured against.
+    Returns the run and a description of its points.
     """
-    dataset = load_image_dataset(args.dataset)
-    points = dataset.train_images
+    labels = test_points = test_labels = init_points = None
+    nulls = False
+    if args.data is not None:
+        table, init_points, detail = _kmeans_table(args)
+        points, labels, nulls, what = table.points, table.labels, table.null_rows > 0, "rows"
+        name = args.data
+    else:
+        for flag, value in (
+            ("--columns", args.columns),
+            ("--label-column", args.label_column),
+            ("--init-data", args.init_data),
+        ):
+            if value is not None:
+                raise InvalidParameterError(flag, "only with --data (a table's columns)", value)
+        dataset = load_image_dataset(args.dataset or KMEANS_DATASET)
+        points, test_points, test_labels = (
+            dataset.train_images,
+            dataset.test_images,
+            dataset.test_labels,
+        )
+        name, what, detail = dataset.name, "training points", ""
+    total = len(points)
     if args.sources is not None:
-        if not 1 <= args.sources <= len(points):
+        if not 1 <= args.sources <= total:
             raise InvalidParameterError(
-                "--sources",
-                f"an integer in [1, {len(points)}] (the training points of {args.dataset})",
-                args.sources,
+                "--sources", f"an integer in [1, {total}] (the {what} of {name})", args.sources
             )
         points = points[: args.sources]
-    outcome = kmeans(
-        points,
-        k=args.k,
-        iterations=args.iterations,
-        countermeasure=countermeasure_from_options(args, KMEANS_DEFAULTS),
-        test_points=dataset.test_images,
-        test_labels=dataset.test_labels,
-        seed=args.seed,
-        delta=args.delta,
-        engine=engine,
-        start_seed=args.data_seed,
-        progress=show_progress(args),
-        target_epsilon=args.target_epsilon,
-        drop_non_finite=args.drop_non_finite,
-        budget=budget,
+        labels = None if labels is None else labels[: args.sources]
+    flags = {"points": "--data", "labels": "--label-column", "init_points": "--init-data"}
+    with _named_by_flags(flags if args.data is not None else {}, nulls=nulls):
+        outcome = kmeans(
+            points,
+            k=args.k,
+            iterations=args.iterations,
+            countermeasure=countermeasure_from_options(args, KMEANS_DEFAULTS),
+            labels=labels,
+            test_points=test_points,
+            test_labels=test_labels,
+            seed=args.seed,
+            delta=args.delta,
+            engine=engine,
+            start_seed=args.data_seed,
+            progress=show_progress(args),
+            target_epsilon=args.target_epsilon,
+            drop_non_finite=args.drop_non_finite,
+            budget=budget,
+            init=args.init,
+            init_points=init_points,
+        )
+    described = (
+        f"every {what[:-1]}" if len(points) == total else f"the first {len(points):,} {what}"
     )
-    every = "every training point" if len(points) == len(dataset.train_images) else None
-    described = every or f"the first {len(points):,} training points"
-    return outcome, f"{dataset.name} ({described})"
+    return outcome, f"{name} ({described}{detail})"
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:

@@ -47,6 +47,12 @@ if TYPE_CHECKING:
     from dpcomm.data.partitioned import (
         RowSource as RowSource,
     )
+    from dpcomm.data.points import (
+        TablePoints as TablePoints,
+    )
+    from dpcomm.data.points import (
+        read_points as read_points,
+    )
     from dpcomm.data.synthetic import (
         SyntheticRows as SyntheticRows,
     )

@@ -146,10 +146,11 @@ class KMeansRun:
         program: the K-means program (its points are the sources).
         run: the run.
         baseline: non-private K-means from the same start, not accounted.
-        report: privacy, utility (Rand indices when labels were given) and efficiency.
+        report: privacy, utility (the label scores when labels were given) and efficiency.
 
-    ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the Rand
-    indices ``rand_index``, ``rand_index_nonprivate`` (None without labels) are read from it.
+    ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the scores
+    against the labels ``rand_index``, ``adjusted_rand_index``, ``normalized_mutual_info``
+    (None without labels; the non-private run's in ``report.utility``) are read from it.
 
     Examples:
         >>> import numpy as np, dpcomm
@@ -194,6 +195,16 @@ class KMeansRun:
         """Non-private K-means' Rand index from the same start (None: no labels)."""
         return self.report.utility.rand_index_nonprivate
 
+    @property
+    def adjusted_rand_index(self) -> float | None:
+        """The adjusted Rand index of the final clusters against the labels (None: no labels)."""
+        return self.report.utility.adjusted_rand_index
+
+    @property
+    def normalized_mutual_info(self) -> float | None:
+        """The normalized mutual information of the clusters and the labels (None: no labels)."""
+        return self.report.utility.normalized_mutual_info
+
     def to_dict(self) -> dict[str, Any]:
         """``{"result": {"centroids": ...}, "report": ...}``: the one JSON document of every run."""
         from dpcomm._json import json_ready
@@ -205,7 +216,9 @@ class KMeansRun:
 
     def __repr__(self) -> str:
         k, dimension = self.centroids.shape
-        rand = "" if self.rand_index is None else f", Rand index {self.rand_index:.4f}"
+        rand = ""
+        if self.rand_index is not None:
+            rand = f", Rand index {self.rand_index:.4f}, adjusted {self.adjusted_rand_index:.4f}"
         return f"KMeansRun({k} centroids in dimension {dimension}{rand}; {self.report.summary()})"
 
 
@@ -408,11 +421,18 @@ def run_kmeans(
 ) -> KMeansRun:
     """Run K-means with ``countermeasure`` in every iteration, and report.
 
-    With ``test_points`` and ``test_labels`` the report has both runs' Rand indices on them;
-    ``engine`` and ``options`` as in [`run_aggregate`][].
+    With ``test_points`` and ``test_labels`` the report has both runs' scores on them;
+    ``engine`` and ``options`` as in [`run_aggregate`][]. The privacy report's caveats say
+    what the guarantee does not cover of the initial centroids
+    ([`dpcomm.queries.kmeans.KMeansProgram.initialisation_caveat`][]).
     """
     run, baseline = _execute(program, countermeasure, engine, options)
     utility = kmeans_utility(
         program, run, baseline, test_points=test_points, test_labels=test_labels
     )
-    return KMeansRun(program, run, baseline, run_report(run, baseline, utility))
+    report = run_report(run, baseline, utility)
+    caveat = program.initialisation_caveat
+    if caveat is not None:
+        privacy = replace(report.privacy, caveats=(*report.privacy.caveats, caveat))
+        report = replace(report, privacy=privacy)
+    return KMeansRun(program, run, baseline, report)
