@@ -280,7 +280,7 @@ class KMeansProgram:
         points: the sources' points, one row per source (S x dimension), held as float32
             values; None where a node holds no data.
         num_centroids: K, also the number of compute nodes per iteration.
-        num_iterations: I (at most [`dpcomm.validation.MAX_COUNT`][]).
+        num_iterations: I (at most ``dpcomm.validation.MAX_COUNT``).
         seed: chooses the initial centroids ([`choose_initial_centroids`][]); the same
             seed gives the same start with or without countermeasures, in every engine.
         initial: the initial centroids (public: every node receives them); chosen among the
