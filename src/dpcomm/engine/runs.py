@@ -9,7 +9,6 @@ front door (``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prin
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Unpack, cast
@@ -245,18 +244,12 @@ def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> Aggrega
 
 def release_report(program: AggregateProgram, privacy: PlanGuarantee) -> ReleaseReport:
     """The release's noise and its composition with the traffic's guarantee ``privacy``."""
-    from dpcomm.accounting.release import release_pld
-    from dpcomm.plan.privacy import compose_with_traffic
+    from dpcomm.plan.privacy import compose_release
 
     release = program.release
     if release is None:
         raise InvalidParameterError("program", "a program with a noisy release", None)
-    traffic = privacy.guarantee
-    total_delta = traffic.delta + release.delta
-    composed = None
-    if math.isfinite(traffic.epsilon) and total_delta > 0.0:
-        composed = compose_with_traffic(privacy, release_pld(release.noises), total_delta)
-    summed = traffic.epsilon + release.epsilon
+    both = compose_release(privacy, release.noises)
     outputs = {o.name: o for o in program.query.outputs}
     clamps = {name: (column, low, high) for name, column, low, high in program.query.clamps}
     aggregates = []
@@ -290,10 +283,10 @@ def release_report(program: AggregateProgram, privacy: PlanGuarantee) -> Release
         epsilon=release.epsilon,
         delta=release.delta,
         keys=f"public key domain ({sizes} keys: every key released, absent ones too)",
-        composed_epsilon=composed,
-        composed_delta=total_delta,
-        summed_epsilon=summed,
-        epsilon_total=summed if composed is None else min(summed, composed),
+        composed_epsilon=both.composed_epsilon,
+        composed_delta=both.delta,
+        summed_epsilon=both.summed_epsilon,
+        epsilon_total=both.epsilon,
         aggregates=tuple(aggregates),
     )
 
