@@ -866,6 +866,7 @@ def calibrate(
     bounds: Mapping[str, tuple[float, float]] | None = None,
     keys: Mapping[str, Sequence[Any]] | None = None,
     progress: bool = False,
+    parameter_names: Mapping[str, str] | None = None,
 ) -> Calibration:
     """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
 
@@ -886,7 +887,8 @@ def calibrate(
     (expected tuples used / S, default 1), ``max_messages`` (the plan's network load, dummies
     included). Searches σ on a 0.01 grid, every number of scramblers and every d
     (:func:`dpcomm.calibration.plan_countermeasures`, exact and valid accounting); raises
-    :class:`~dpcomm.DpcommError` naming the limit to relax when none is feasible. The
+    :class:`~dpcomm.DpcommError` naming the limit to relax (as ``parameter_names`` spells
+    them: the CLI passes its flags) when none is feasible. The
     :class:`Calibration` records the shape it was made for and runs as it is:
     ``run_sql(sql, data, countermeasure=calibration)``.
 
@@ -932,11 +934,11 @@ def calibrate(
     True
     """  # noqa: E501
     from dpcomm.calibration import plan_countermeasures
+    from dpcomm.calibration.advice import PYTHON_PARAMETER_NAMES
     from dpcomm.calibration.costs import request_plan
 
     progress = _flag("progress", progress)
-    if max_messages is not None:
-        max_messages = check_int("max_messages", max_messages, minimum=1)
+    names = PYTHON_PARAMETER_NAMES if parameter_names is None else parameter_names
     kind = _release_kind(release)
     if kind is None and (bounds is not None or keys is not None):
         name = "bounds" if bounds is not None else "keys"
@@ -992,20 +994,16 @@ def calibrate(
             max_channels=max_channels,
             max_extra_consents=max_extra_consents,
             min_utility=1.0 if min_utility is None else min_utility,
+            max_messages=max_messages,
             progress=progress,
+            parameter_names=names,
         )
 
     split = None
     if kind is None:
         result = plan_traffic(epsilon, delta)
-        if max_messages is not None and result.network_load_messages > max_messages:
-            raise DpcommError(
-                f"no configuration meets ε ≤ {epsilon:g} at δ = {delta:g} within "
-                f"max_messages = {max_messages:,}: the least network load is "
-                f"{result.network_load_messages:,} messages (raise max_messages or epsilon)"
-            )
     else:
-        split = _split(kind, program, epsilon, delta, plan_traffic, max_messages)
+        split = _split(kind, program, epsilon, delta, plan_traffic)
         result = split.traffic
     request = result.request
     if request is None:
@@ -1069,7 +1067,6 @@ def _split(
     epsilon: float,
     delta: float,
     plan_traffic: Any,
-    max_messages: int | None,
 ) -> BudgetSplit:
     """:func:`~dpcomm.calibration.split.split_budget` for the release of ``program``."""
     import math
@@ -1105,5 +1102,4 @@ def _split(
         epsilon=check_number("epsilon", epsilon, above=0.0),
         delta=check_delta("delta", delta),
         plan_traffic=plan_traffic,
-        max_messages=max_messages,
     )

@@ -166,12 +166,14 @@ class BudgetSplit:
         delta: the target δ.
         chosen: the share chosen (least expected error).
         points: every share evaluated, by share.
+        shape: what the release publishes (the error model's input).
     """
 
     epsilon: float
     delta: float
     chosen: SplitPoint
     points: tuple[SplitPoint, ...]
+    shape: ReleaseShape
 
     def _chosen(self) -> tuple[PlannerResult, ReleaseMechanism, ReleaseComposition]:
         chosen = self.chosen
@@ -263,15 +265,14 @@ def split_budget(
     epsilon: float,
     delta: float,
     plan_traffic: Callable[[float, float], PlannerResult],
-    max_messages: int | None = None,
     shares: Sequence[float] = TRAFFIC_SHARES,
 ) -> BudgetSplit:
     """The split of (ε, δ) between traffic and release of least expected error (module doc).
 
     ``plan_traffic(ε1, δ1)`` is the planner under the user's limits (it raises
-    :class:`~dpcomm.errors.DpcommError` when nothing meets ε1); ``max_messages`` further
-    limits the plan's network load. Raises :class:`~dpcomm.errors.DpcommError` when no share
-    of the grid is feasible, with the planner's advice at the largest share.
+    :class:`~dpcomm.errors.DpcommError` when nothing meets ε1 within them). Raises
+    :class:`~dpcomm.errors.DpcommError` when no share of the grid is feasible, with the
+    planner's advice at the largest share.
     """
     release_delta = 0.0 if release == "laplace" else 0.5 * delta * (1.0 - 1e-9)
     traffic_delta = delta - release_delta
@@ -294,39 +295,25 @@ def split_budget(
                 infeasible=str(error),
             )
         else:
-            if max_messages is not None and traffic.network_load_messages > max_messages:
-                found = SplitPoint(
-                    traffic_share=share,
-                    traffic=None,
-                    release=None,
-                    composition=None,
-                    expected_relative_error=math.inf,
-                    infeasible=(
-                        f"the least network load for ε1 ≤ {share * epsilon:.4g} is "
-                        f"{traffic.network_load_messages:,} messages, above max_messages = "
-                        f"{max_messages:,}"
-                    ),
-                )
-            else:
-                if traffic.privacy is None:
-                    raise DpcommError("the planner answered without its privacy")  # never
-                mechanism, noises, composition = _largest_release(
-                    release,
-                    shape,
-                    traffic.privacy,
-                    epsilon=epsilon,
-                    delta=delta,
-                    release_delta=release_delta,
-                )
-                found = SplitPoint(
-                    traffic_share=share,
-                    traffic=traffic,
-                    release=mechanism,
-                    composition=composition,
-                    expected_relative_error=expected_relative_error(
-                        shape, noises, sampling_rate=traffic.configuration.sampling_rate
-                    ),
-                )
+            if traffic.privacy is None:
+                raise DpcommError("the planner answered without its privacy")  # never
+            mechanism, noises, composition = _largest_release(
+                release,
+                shape,
+                traffic.privacy,
+                epsilon=epsilon,
+                delta=delta,
+                release_delta=release_delta,
+            )
+            found = SplitPoint(
+                traffic_share=share,
+                traffic=traffic,
+                release=mechanism,
+                composition=composition,
+                expected_relative_error=expected_relative_error(
+                    shape, noises, sampling_rate=traffic.configuration.sampling_rate
+                ),
+            )
         evaluated[index] = found
         return found
 
@@ -360,7 +347,7 @@ def split_budget(
     if best is None or best.traffic is None:
         raise DpcommError("no feasible split")  # never: the largest share is feasible
     points = tuple(evaluated[i] for i in sorted(evaluated))
-    return BudgetSplit(epsilon=epsilon, delta=delta, chosen=best, points=points)
+    return BudgetSplit(epsilon=epsilon, delta=delta, chosen=best, points=points, shape=shape)
 
 
 __all__ = [

@@ -199,6 +199,10 @@ PARAMETER_FLAGS: dict[str, str] = {
     "valid_days": "--days",
     "runs": "--runs",
     "confidence": "--confidence",
+    "max_messages": "--max-messages",
+    "release": "--release",
+    "bounds": "--bounds",
+    "keys": "--keys",
 }
 
 #: Names replaced inside a message's text too (not only as the parameter an error names):
