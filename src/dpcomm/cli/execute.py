@@ -145,7 +145,7 @@ def add_countermeasure_options(
         type=non_negative_float,
         metavar="E",
         help="refuse, before running, a plan whose ε exceeds E (e.g. the table's size changed "
-        "the batches)",
+        "the batches; with --release, the ε of traffic and release together)",
     )
     parser.add_argument(
         "--seed",
