@@ -866,7 +866,6 @@ def calibrate(
     bounds: Mapping[str, tuple[float, float]] | None = None,
     keys: Mapping[str, Sequence[Any]] | None = None,
     progress: bool = False,
-    parameter_names: Mapping[str, str] | None = None,
 ) -> Calibration:
     """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
 
@@ -887,8 +886,7 @@ def calibrate(
     (expected tuples used / S, default 1), ``max_messages`` (the plan's network load, dummies
     included). Searches σ on a 0.01 grid, every number of scramblers and every d
     (:func:`dpcomm.calibration.plan_countermeasures`, exact and valid accounting); raises
-    :class:`~dpcomm.DpcommError` naming the limit to relax (as ``parameter_names`` spells
-    them: the CLI passes its flags) when none is feasible. The
+    :class:`~dpcomm.DpcommError` naming the limit to relax when none is feasible. The
     :class:`Calibration` records the shape it was made for and runs as it is:
     ``run_sql(sql, data, countermeasure=calibration)``.
 
@@ -934,15 +932,13 @@ def calibrate(
     True
     """  # noqa: E501
     from dpcomm.calibration import plan_countermeasures
-    from dpcomm.calibration.advice import PYTHON_PARAMETER_NAMES
     from dpcomm.calibration.costs import request_plan
 
     progress = _flag("progress", progress)
-    names = PYTHON_PARAMETER_NAMES if parameter_names is None else parameter_names
     kind = _release_kind(release)
     if kind is None and (bounds is not None or keys is not None):
-        name = "bounds" if bounds is not None else "keys"
-        raise InvalidParameterError(name, "None without release=", bounds or keys)
+        name, given = ("bounds", bounds) if bounds is not None else ("keys", keys)
+        raise InvalidParameterError(name, "None without release=", given)
     shape: PlanShape | None = None
     program: Any = None
     free = 0
@@ -996,7 +992,6 @@ def calibrate(
             min_utility=1.0 if min_utility is None else min_utility,
             max_messages=max_messages,
             progress=progress,
-            parameter_names=names,
         )
 
     split = None

@@ -607,8 +607,7 @@ def _plan_release(args: argparse.Namespace) -> int:
         bounds=parse_bounds(args.bounds),
         keys=parse_keys(args.keys),
         progress=show_progress(args),
-        parameter_names=PLAN_FLAGS,
-    )
+    )  # its errors name the flags (dpcomm.cli.output.with_flags)
     query = (args.sql, args.data)
     return _show_plan(args, calibration.details, query, calibration.shape, calibration)
 
