@@ -60,7 +60,9 @@ def test_plan_json_has_exactly_the_documented_keys(cli):
         "grouping_sets",
         "free_grouping_sets",
         "pareto",
+        "release",
     }
+    assert document["release"] is None  # without --release
     configuration = document["configuration"]
     assert set(configuration) == {
         "mechanism",
@@ -102,6 +104,7 @@ def test_plan_json_has_exactly_the_documented_keys(cli):
             "epsilon_pld",  # how the chosen configuration's ε composes: for it alone
             "epsilon_basic",
             "epsilon_lower_bound",
+            "release",  # the split of the budget with a release: the chosen configuration's
         }
 
 
