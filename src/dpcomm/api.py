@@ -1,18 +1,19 @@
 """The front door: run an Aggregate query or K-means with countermeasures in a few lines.
 
->>> import dpcomm
->>> from dpcomm import datasets
->>> people = datasets.synthetic(rows=2000, seed=1)
->>> run = dpcomm.run_sql(
-...     "SELECT g1, COUNT(*) FROM people GROUP BY g1",
-...     people,
-...     countermeasure=dpcomm.Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=20),
-...     seed=7,
-... )
->>> list(run.result.columns)
-['g1', 'count_star()']
->>> run.report.privacy.epsilon == run.report.to_dict()["privacy"]["epsilon"]
-True
+Examples:
+    >>> import dpcomm
+    >>> from dpcomm import datasets
+    >>> people = datasets.synthetic(rows=2000, seed=1)
+    >>> run = dpcomm.run_sql(
+    ...     "SELECT g1, COUNT(*) FROM people GROUP BY g1",
+    ...     people,
+    ...     countermeasure=dpcomm.Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=20),
+    ...     seed=7,
+    ... )
+    >>> list(run.result.columns)
+    ['g1', 'count_star()']
+    >>> run.report.privacy.epsilon == run.report.to_dict()["privacy"]["epsilon"]
+    True
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ DATA_ALLOWED = (
 def _rows(data: Any, name: str) -> Any:
     """``data`` as dpcomm's table, or as a row source (Parquet files) read only when needed.
 
-    A :class:`~dpcomm.data.table.Table` or a :class:`~dpcomm.data.partitioned.RowSource` is
+    A `dpcomm.data.table.Table` or a `dpcomm.data.partitioned.RowSource` is
     taken as it is; everything else is read through DuckDB (its types). What DuckDB cannot
     read as a table (a pandas Series, a DataFrame without columns, ...) is an
-    :class:`~dpcomm.errors.InvalidParameterError` naming ``data``.
+    `dpcomm.errors.InvalidParameterError` naming ``data``.
     """
     from dpcomm.data.partitioned import RowSource
     from dpcomm.data.table import Table
@@ -139,7 +140,7 @@ BUDGET_ENGINES = ("memory", "dask")
 
 
 def _budget(budget: object, engine: Engine) -> Budget | None:
-    """``budget``: None or a :class:`~dpcomm.budget.Budget`, on an engine it can charge."""
+    """``budget``: None or a `dpcomm.budget.Budget`, on an engine it can charge."""
     if budget is None:
         return None
     from dpcomm.budget.budget import Budget
@@ -167,7 +168,7 @@ def _charge(
     """Charge the plan's guarantee to ``budget`` before the run (refused: nothing runs).
 
     The guarantee is the one the engine computes and the run reports
-    (:func:`dpcomm.engine.run.prepare`: :func:`dpcomm.plan.account_plan` at ``delta``).
+    (`dpcomm.engine.run.prepare`: `dpcomm.plan.account_plan` at ``delta``).
     """
     if budget is None:
         return None
@@ -216,7 +217,7 @@ def _calibrated(
 ) -> tuple[Countermeasure, int, float, float | None]:
     """The countermeasure, T, δ and target ε of a run: a calibration's, unless given.
 
-    A :class:`Calibration` gives its countermeasure, its T and δ (where the call gives none)
+    A `Calibration` gives its countermeasure, its T and δ (where the call gives none)
     and its target ε (the smaller, when the call gives one too).
     """
     target = _target_epsilon(target_epsilon)
@@ -256,23 +257,23 @@ def run_sql(
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
     Every row of ``data`` is a source node (a pandas or polars DataFrame, a pyarrow Table, a
-    DuckDB relation, a CSV or Parquet path, a :class:`~dpcomm.data.table.Table`, or a
-    :class:`~dpcomm.data.partitioned.RowSource` that an engine reading row sources, such as
+    DuckDB relation, a CSV or Parquet path, a `dpcomm.data.table.Table`, or a
+    [`RowSource`][dpcomm.data.partitioned.RowSource] that an engine reading row sources, such as
     ``engine="dask"``, reads partition by partition). Each non-empty grouping set's keys are
     split among ``num_targets`` (T) compute nodes; ``countermeasure`` protects every
     data-dependent cluster; ``delta`` is the whole plan's δ. ``engine``: ``"memory"``,
     ``"dask"``, ``"network"`` or an engine object
-    (:func:`~dpcomm.engine.engines.make_engine`). ``max_groups`` and ``max_text_bytes`` are
+    ([`make_engine`][dpcomm.engine.engines.make_engine]). ``max_groups`` and ``max_text_bytes`` are
     public bounds every output and text field is padded to. ``progress`` shows a progress bar.
     ``num_targets`` defaults to 20 and ``delta`` to 10⁻⁴ (or the calibration's). ``budget``
-    (a :class:`~dpcomm.budget.Budget`) is charged the plan's (ε, δ) before the run executes; a
-    run beyond it raises :class:`~dpcomm.budget.BudgetExceededError` before anything runs.
+    (a [`Budget`][]) is charged the plan's (ε, δ) before the run executes; a
+    run beyond it raises [`BudgetExceededError`][] before anything runs.
 
     ``target_epsilon`` refuses, before anything runs, a plan whose ε exceeds it
-    (:class:`~dpcomm.errors.InvalidParameterError`). ``countermeasure`` may be a
-    :class:`Calibration` (:func:`calibrate`): its countermeasure runs, with its T and δ unless
+    ([`InvalidParameterError`][]). ``countermeasure`` may be a
+    [`Calibration`][] ([`calibrate`][]): its countermeasure runs, with its T and δ unless
     given, and its target ε is the ``target_epsilon``; on a table of another size or a query
-    of another shape than it was made for (:attr:`Calibration.shape`) the plan is accounted
+    of another shape than it was made for (`Calibration.shape`) the plan is accounted
     again and refused (naming ``countermeasure``) if its ε exceeds the calibration's target.
     A calibration made with a release (``calibrate(..., release=...)``) releases with its
     mechanism, bounds and keys unless the call gives them. With a release, ``target_epsilon``
@@ -281,7 +282,7 @@ def run_sql(
 
     The result's values are exact over the tuples that arrived (not differentially private:
     the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
-    over every tuple (:mod:`dpcomm.engine.estimate`): COUNT and SUM divided by the known
+    over every tuple ([`dpcomm.engine.estimate`][]): COUNT and SUM divided by the known
     probability P that a tuple arrives, AVG their ratio, each in a column
     ``<name> (estimate)`` with ``<name> (se)``, ``<name> (95% low)`` and
     ``<name> (95% high)`` beside it; groups of the table that received no tuple are
@@ -291,26 +292,27 @@ def run_sql(
 
     With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
     delta=...)`` the result node releases the result with noise drawn by OpenDP
-    (:mod:`dpcomm.queries.release`): ``bounds`` clamp each column a SUM or AVG reads
+    ([`dpcomm.queries.release`][]): ``bounds`` clamp each column a SUM or AVG reads
     (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give every grouping
     column's public domain (every key released, absent ones too), and ``report.release``
     gives the release's (ε, δ), each aggregate's noise and the guarantee against an observer
     of both traffic and release. Returns the
-    :class:`~dpcomm.engine.runs.AggregateRun` that ``dpcomm run aggregate`` prints:
+    [`AggregateRun`][] that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
-    >>> import dpcomm
-    >>> import pandas as pd
-    >>> frame = pd.DataFrame({"city": ["a", "b", "a", "c"] * 50, "age": range(200)})
-    >>> run = dpcomm.run_sql("SELECT city, COUNT(*) FROM frame GROUP BY city", frame,
-    ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=2, seed=1)
-    >>> run.result.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
-    [{'city': 'a', 'count_star()': 100}, {'city': 'b', 'count_star()': 50},
-     {'city': 'c', 'count_star()': 50}]
-    >>> run.report.privacy.epsilon
-    inf
-    >>> run  # doctest: +ELLIPSIS
-    AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
+    Examples:
+        >>> import dpcomm
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"city": ["a", "b", "a", "c"] * 50, "age": range(200)})
+        >>> run = dpcomm.run_sql("SELECT city, COUNT(*) FROM frame GROUP BY city", frame,
+        ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=2, seed=1)
+        >>> run.result.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+        [{'city': 'a', 'count_star()': 100}, {'city': 'b', 'count_star()': 50},
+         {'city': 'c', 'count_star()': 50}]
+        >>> run.report.privacy.epsilon
+        inf
+        >>> run  # doctest: +ELLIPSIS
+        AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
     """
     from dpcomm.data.table import Table
     from dpcomm.engine.engines import make_engine
@@ -374,8 +376,8 @@ def _refuse_release_above_target(
     """Refuse, before anything runs, a release whose ε with the traffic's exceeds the target.
 
     The guarantee against an observer of traffic and release, as the run reports it
-    (:func:`dpcomm.plan.privacy.compose_release` of the plan's guarantee at ``delta``): an
-    :class:`~dpcomm.errors.InvalidParameterError` naming ``target_epsilon``.
+    ([`dpcomm.plan.privacy.compose_release`][] of the plan's guarantee at ``delta``): an
+    [`InvalidParameterError`][] naming ``target_epsilon``.
     """
     if program.release is None or target_epsilon is None:
         return
@@ -393,12 +395,12 @@ def _refuse_release_above_target(
         )
 
 
-#: Largest magnitude of a coordinate: points travel as float32 (:mod:`dpcomm.queries.kmeans`).
+#: Largest magnitude of a coordinate: points travel as float32 (`dpcomm.queries.kmeans`).
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _release(release: Any) -> Any:
-    """``release`` checked: None, :class:`Laplace` or :class:`Gaussian`."""
+    """``release`` checked: None, `Laplace` or `Gaussian`."""
     from dpcomm.accounting.release import Gaussian, Laplace
 
     if release is None or isinstance(release, Laplace | Gaussian):
@@ -510,27 +512,28 @@ def kmeans(
     ``rand_index`` compares the final clusters with them; with ``test_points`` and
     ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), it is measured on
     those instead. ``engine``, ``delta``, ``progress``, ``target_epsilon`` and ``budget`` are
-    those of :func:`run_sql`, and ``countermeasure`` may be a :class:`Calibration` as there
+    those of [`run_sql`][], and ``countermeasure`` may be a [`Calibration`][] as there
     (made by ``calibrate(data=points, iterations=I, num_targets=K, ...)``). Returns the
-    :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run kmeans`` prints.
+    [`KMeansRun`][] that ``dpcomm run kmeans`` prints.
 
     Points travel as float32: a row with NaN or ±inf, or with a value beyond float32's range
-    (about ±3.4e38), is refused (:class:`~dpcomm.errors.InvalidParameterError` saying how many
+    (about ±3.4e38), is refused ([`InvalidParameterError`][] saying how many
     rows); with ``drop_non_finite=True`` such rows of ``points`` and ``test_points`` are dropped
-    with their labels, and a :class:`~dpcomm.errors.DpcommWarning` says how many.
+    with their labels, and a `dpcomm.errors.DpcommWarning` says how many.
 
-    >>> import numpy as np, dpcomm
-    >>> points = np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10])
-    >>> run = dpcomm.kmeans(points, k=2, iterations=2, seed=1,
-    ...                     countermeasure=dpcomm.NoCountermeasure(), labels=[0] * 50 + [1] * 50)
-    >>> run.rand_index
-    1.0
-    >>> sorted(run.centroids[:, 0].tolist())
-    [0.0, 10.0]
-    >>> run.assignments[:3].tolist(), run.assignments[-3:].tolist()
-    ([0, 0, 0], [1, 1, 1])
-    >>> run  # doctest: +ELLIPSIS
-    KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
+    Examples:
+        >>> import numpy as np, dpcomm
+        >>> points = np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10])
+        >>> run = dpcomm.kmeans(points, k=2, iterations=2, seed=1, labels=[0] * 50 + [1] * 50,
+        ...                     countermeasure=dpcomm.NoCountermeasure())
+        >>> run.rand_index
+        1.0
+        >>> sorted(run.centroids[:, 0].tolist())
+        [0.0, 10.0]
+        >>> run.assignments[:3].tolist(), run.assignments[-3:].tolist()
+        ([0, 0, 0], [1, 1, 1])
+        >>> run  # doctest: +ELLIPSIS
+        KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
     """
     from dpcomm.engine.engines import make_engine
     from dpcomm.engine.runs import run_kmeans
@@ -597,7 +600,7 @@ def kmeans(
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class Calibration(PlanCandidate):
-    """The cheapest countermeasure meeting (ε, δ) under limits (:func:`calibrate`).
+    """The cheapest countermeasure meeting (ε, δ) under limits ([`calibrate`][]).
 
     A calibration runs as it is: ``run_sql(sql, data, countermeasure=calibration)`` (or
     ``kmeans(points, ..., countermeasure=calibration)``) runs its countermeasure with its T and
@@ -605,7 +608,7 @@ class Calibration(PlanCandidate):
 
     Attributes:
         countermeasure: the chosen countermeasure.
-        shape: what it was made for (:class:`dpcomm.calibration.PlanShape`): the table's rows
+        shape: what it was made for ([`dpcomm.calibration.PlanShape`][]): the table's rows
             (S_t), T, the data-dependent grouping sets or iterations that compose, and the free
             ones (the empty grouping set).
         target_epsilon: the ε asked for.
@@ -621,25 +624,26 @@ class Calibration(PlanCandidate):
         pareto: the Pareto front over (network load, channels, extra consents), one row per
             configuration, cheapest load first (the chosen one is the first row); its ``epsilon``
             is the accountant's for the first row and the target (met) for the others.
-        details: the planner's full answer (:class:`dpcomm.calibration.PlannerResult`).
+        details: the planner's full answer ([`dpcomm.calibration.PlannerResult`][]).
         release: with ``calibrate(..., release=)``, the release a run makes
             (``dpcomm.Laplace(ε2)`` or ``dpcomm.Gaussian(ε2, δ2)``); None without.
-        bounds: the release's bounds (as given to :func:`calibrate`).
-        keys: the release's key domains (as given to :func:`calibrate`).
+        bounds: the release's bounds (as given to [`calibrate`][]).
+        keys: the release's key domains (as given to [`calibrate`][]).
         split: how (ε, δ) was split between traffic and release
-            (:class:`dpcomm.calibration.split.BudgetSplit`: the composed guarantee, the expected
-            relative error, every share evaluated); :attr:`target_epsilon` is then the ε of
-            both together, :attr:`epsilon` and :attr:`delta` the traffic's (ε1, δ1).
+            ([`dpcomm.calibration.split.BudgetSplit`][]: the composed guarantee, the expected
+            relative error, every share evaluated); `target_epsilon` is then the ε of
+            both together, `epsilon` and `delta` the traffic's (ε1, δ1).
 
-    >>> import dpcomm
-    >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, iterations=2, epsilon=2.0,
-    ...                         delta=1e-4)
-    >>> plan.describe()
-    '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
-    >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
-    2
-    >>> plan.shape.describe()
-    '1,000 sources, 2 data-dependent iterations of T = 10'
+    Examples:
+        >>> import dpcomm
+        >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, iterations=2, epsilon=2.0,
+        ...                         delta=1e-4)
+        >>> plan.describe()
+        '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
+        >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
+        2
+        >>> plan.shape.describe()
+        '1,000 sources, 2 data-dependent iterations of T = 10'
     """
 
     shape: PlanShape
@@ -725,9 +729,9 @@ class Calibration(PlanCandidate):
 
         On the plan it was made for (same S, T, composed clusters, δ) the ε is the calibrated
         one. On another (a table of another size, another query, T or δ) the plan is
-        accounted (:func:`dpcomm.plan.account_plan`) and an
-        :class:`~dpcomm.errors.InvalidParameterError` naming ``countermeasure`` says both
-        shapes and the ε when it exceeds :attr:`target_epsilon`.
+        accounted (`dpcomm.plan.account_plan`) and an
+        [`InvalidParameterError`][] naming ``countermeasure`` says both
+        shapes and the ε when it exceeds [`target_epsilon`][].
         """
         shape = PlanShape.of_plan(plan, workload=workload)
         if shape.same_accounting(self.shape) and delta == self.delta:
@@ -777,20 +781,21 @@ def _pareto_frame(result: Any) -> Any:
 def query_shape(
     sql: object, data: Any, *, num_targets: int | None = None, iterations: int | None = None
 ) -> PlanShape:
-    """The shape of the plan ``sql`` over ``data`` compiles to (what :func:`run_sql` runs).
+    """The shape of the plan ``sql`` over ``data`` compiles to (what [`run_sql`][] runs).
 
-    What :func:`calibrate` and ``dpcomm plan --sql --data`` calibrate for: S = the table's
+    What [`calibrate`][] and ``dpcomm plan --sql --data`` calibrate for: S = the table's
     rows, T = ``num_targets`` (default 20), the non-empty grouping sets (composed) and the
-    empty one (free). Without ``sql``: K-means over the points ``data`` (what :func:`kmeans`
+    empty one (free). Without ``sql``: K-means over the points ``data`` (what [`kmeans`][]
     runs) with ``iterations`` and K = ``num_targets``. A query whose only grouping set is the
     empty one is refused (naming ``sql``): its traffic needs no countermeasure.
 
-    >>> from dpcomm import datasets
-    >>> from dpcomm.api import query_shape
-    >>> people = datasets.synthetic(rows=300, seed=1)
-    >>> shape = query_shape("SELECT g1, COUNT(*) FROM t GROUP BY CUBE(g1, g2)", people)
-    >>> shape.num_sources, shape.num_clusters, shape.free_clusters
-    (300, 3, ('()',))
+    Examples:
+        >>> from dpcomm import datasets
+        >>> from dpcomm.api import query_shape
+        >>> people = datasets.synthetic(rows=300, seed=1)
+        >>> shape = query_shape("SELECT g1, COUNT(*) FROM t GROUP BY CUBE(g1, g2)", people)
+        >>> shape.num_sources, shape.num_clusters, shape.free_clusters
+        (300, 3, ('()',))
     """
     if sql is None:
         if iterations is None:
@@ -816,9 +821,9 @@ def query_shape(
 
 
 def _query_program(sql: object, data: Any, *, num_targets: int | None, **release: Any) -> Any:
-    """The :class:`~dpcomm.queries.aggregate.AggregateProgram` of ``sql`` over ``data``.
+    """The `dpcomm.queries.aggregate.AggregateProgram` of ``sql`` over ``data``.
 
-    ``release`` (``release``, ``bounds``, ``keys``) as :func:`run_sql` takes them.
+    ``release`` (``release``, ``bounds``, ``keys``) as `run_sql` takes them.
     """
     from dpcomm.queries.aggregate import AggregateProgram
 
@@ -836,7 +841,7 @@ def _query_program(sql: object, data: Any, *, num_targets: int | None, **release
 
 
 def _query_shape(program: Any, sql: object) -> PlanShape:
-    """The :class:`PlanShape` of a query's program; refused (naming ``sql``) without clusters."""
+    """The `PlanShape` of a query's program; refused (naming ``sql``) without clusters."""
     shape = PlanShape.of_plan(program.plan, workload="aggregate")
     if not shape.clusters:
         raise InvalidParameterError(
@@ -870,8 +875,8 @@ def calibrate(
     """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
 
     From the query (the usual way): ``calibrate(sql, data, epsilon=..., delta=...)`` compiles
-    ``sql`` over ``data`` as :func:`run_sql` does (``num_targets`` T compute nodes per
-    grouping set, default 20) and reads the plan's shape (:class:`~dpcomm.calibration.PlanShape`):
+    ``sql`` over ``data`` as [`run_sql`][] does (``num_targets`` T compute nodes per
+    grouping set, default 20) and reads the plan's shape ([`PlanShape`][]):
     S = the table's rows, G = its non-empty grouping sets. The empty grouping set ``()`` (of
     ``ROLLUP`` or ``CUBE``) is free: its one compute node hears every source whatever its
     data (ε = 0), so it is costed but not composed. With ``data`` the table is fixed:
@@ -885,51 +890,52 @@ def calibrate(
     Limits: ``max_channels`` per node, ``max_extra_consents`` (S_t − S), ``min_utility``
     (expected tuples used / S, default 1), ``max_messages`` (the plan's network load, dummies
     included). Searches σ on a 0.01 grid, every number of scramblers and every d
-    (:func:`dpcomm.calibration.plan_countermeasures`, exact and valid accounting); raises
-    :class:`~dpcomm.DpcommError` naming the limit to relax when none is feasible. The
-    :class:`Calibration` records the shape it was made for and runs as it is:
+    ([`dpcomm.calibration.plan_countermeasures`][], exact and valid accounting); raises
+    [`DpcommError`][] naming the limit to relax when none is feasible. The
+    [`Calibration`][] records the shape it was made for and runs as it is:
     ``run_sql(sql, data, countermeasure=calibration)``.
 
     With ``release="laplace"`` or ``"gaussian"`` (or the class ``dpcomm.Laplace`` or
-    ``dpcomm.Gaussian``), ``bounds`` and ``keys`` as :func:`run_sql` takes them, the result is
+    ``dpcomm.Gaussian``), ``bounds`` and ``keys`` as [`run_sql`][] takes them, the result is
     released with noise too, and (ε, δ) is the guarantee against an observer of both traffic and
     release: it is split between the traffic (ε1, δ1) and the release (ε2, δ2) for the least
     expected relative error of the released values, under the limits
-    (:func:`dpcomm.calibration.split.split_budget`: the traffic's share on a grid of 5% steps,
+    ([`dpcomm.calibration.split.split_budget`][]: the traffic's share on a grid of 5% steps,
     the release's ε2 the largest whose composition with the traffic, as the run reports it, is
-    at most ε). The calibration carries the release (:attr:`Calibration.release`, ``bounds``,
-    ``keys``, :attr:`Calibration.split`) and ``run_sql(sql, data, countermeasure=calibration)``
+    at most ε). The calibration carries the release (`Calibration.release`, ``bounds``,
+    ``keys``, `Calibration.split`) and ``run_sql(sql, data, countermeasure=calibration)``
     releases with it.
 
-    >>> import dpcomm
-    >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
-    >>> plan.epsilon <= 1.0, plan.sources_recruited >= 1000
-    (True, True)
-    >>> plan.countermeasure  # doctest: +ELLIPSIS
-    Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
-    >>> list(plan.pareto.columns[:5])
-    ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
-    >>> from dpcomm import datasets
-    >>> people = datasets.synthetic(rows=500, seed=1)
-    >>> sql = "SELECT g1, g2, COUNT(*) FROM people GROUP BY ROLLUP(g1, g2)"
-    >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4)
-    >>> plan.shape.describe()
-    '500 sources, 2 data-dependent grouping sets of T = 20 ((g1), (g1, g2)); () is free (one compute node)'
-    >>> plan.extra_consents, plan.epsilon <= 1.0
-    (0, True)
-    >>> run = dpcomm.run_sql(sql, people, countermeasure=plan, seed=1)
-    >>> run.report.privacy.epsilon == plan.epsilon
-    True
-    >>> sql = "SELECT g1, COUNT(*) AS n FROM people GROUP BY g1"
-    >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4, release="laplace",
-    ...                         keys={"g1": list(range(20))})
-    >>> plan.countermeasure.describe()  # no limit: flooding every compute node, ε1 = 0
-    'local sampling σ=0, flooding d=19'
-    >>> plan.split.describe()
-    'traffic ε1 = 0 at δ1 = 0.0001, laplace release ε2 = 1 at δ2 = 0: together ε = 1 at δ = 0.0001, expected relative error 11.3%'
-    >>> run = dpcomm.run_sql(sql, people, countermeasure=plan)
-    >>> run.report.release.epsilon_total == plan.split.composition.epsilon <= 1.0
-    True
+    Examples:
+        >>> import dpcomm
+        >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
+        >>> plan.epsilon <= 1.0, plan.sources_recruited >= 1000
+        (True, True)
+        >>> plan.countermeasure  # doctest: +ELLIPSIS
+        Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
+        >>> list(plan.pareto.columns[:5])
+        ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
+        >>> from dpcomm import datasets
+        >>> people = datasets.synthetic(rows=500, seed=1)
+        >>> sql = "SELECT g1, g2, COUNT(*) FROM people GROUP BY ROLLUP(g1, g2)"
+        >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4)
+        >>> plan.shape.describe()
+        '500 sources, 2 data-dependent grouping sets of T = 20 ((g1), (g1, g2)); () is free (one compute node)'
+        >>> plan.extra_consents, plan.epsilon <= 1.0
+        (0, True)
+        >>> run = dpcomm.run_sql(sql, people, countermeasure=plan, seed=1)
+        >>> run.report.privacy.epsilon == plan.epsilon
+        True
+        >>> sql = "SELECT g1, COUNT(*) AS n FROM people GROUP BY g1"
+        >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4, release="laplace",
+        ...                         keys={"g1": list(range(20))})
+        >>> plan.countermeasure.describe()  # no limit: flooding every compute node, ε1 = 0
+        'local sampling σ=0, flooding d=19'
+        >>> plan.split.describe()
+        'traffic ε1 = 0 at δ1 = 0.0001, laplace release ε2 = 1 at δ2 = 0: together ε = 1 at δ = 0.0001, expected relative error 11.3%'
+        >>> run = dpcomm.run_sql(sql, people, countermeasure=plan)
+        >>> run.report.release.epsilon_total == plan.split.composition.epsilon <= 1.0
+        True
     """  # noqa: E501
     from dpcomm.calibration import plan_countermeasures
     from dpcomm.calibration.costs import request_plan
@@ -1025,12 +1031,12 @@ def calibrate(
     )
 
 
-#: What ``release=`` of :func:`calibrate` takes.
+#: What ``release=`` of `calibrate` takes.
 RELEASE_KINDS = "'laplace' or 'gaussian' (or the class dpcomm.Laplace or dpcomm.Gaussian)"
 
 
 def _release_kind(release: object) -> ReleaseName | None:
-    """``release`` of :func:`calibrate` as ``"laplace"``, ``"gaussian"`` or None.
+    """``release`` of `calibrate` as ``"laplace"``, ``"gaussian"`` or None.
 
     A mechanism with its ε (``dpcomm.Laplace(epsilon=1)``) is refused: its ε is what the
     calibration chooses.
@@ -1063,7 +1069,7 @@ def _split(
     delta: float,
     plan_traffic: Any,
 ) -> BudgetSplit:
-    """:func:`~dpcomm.calibration.split.split_budget` for the release of ``program``."""
+    """`dpcomm.calibration.split.split_budget` for the release of ``program``."""
     import math
 
     from dpcomm.calibration.split import ReleaseShape, split_budget

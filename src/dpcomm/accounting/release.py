@@ -39,10 +39,11 @@ class Laplace:
     Attributes:
         epsilon: the release's ε (ε2), split equally among its aggregates.
 
-    >>> import dpcomm
-    >>> release = dpcomm.Laplace(epsilon=1.0)
-    >>> (release.name, release.epsilon, release.delta)
-    ('laplace', 1.0, 0.0)
+    Examples:
+        >>> import dpcomm
+        >>> release = dpcomm.Laplace(epsilon=1.0)
+        >>> (release.name, release.epsilon, release.delta)
+        ('laplace', 1.0, 0.0)
     """
 
     epsilon: float
@@ -69,10 +70,11 @@ class Gaussian:
         epsilon: the release's ε (ε2), split equally among its aggregates.
         delta: the release's δ (δ2), split equally among its aggregates.
 
-    >>> import dpcomm
-    >>> release = dpcomm.Gaussian(epsilon=1.0, delta=1e-6)
-    >>> (release.name, release.epsilon, release.delta)
-    ('gaussian', 1.0, 1e-06)
+    Examples:
+        >>> import dpcomm
+        >>> release = dpcomm.Gaussian(epsilon=1.0, delta=1e-6)
+        >>> (release.name, release.epsilon, release.delta)
+        ('gaussian', 1.0, 1e-06)
     """
 
     epsilon: float

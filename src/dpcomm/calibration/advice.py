@@ -1,6 +1,6 @@
 """What to relax, and by how much, when no configuration meets the target within the limits.
 
-:func:`infeasible_message` is the one line of the :class:`~dpcomm.errors.DpcommError` the
+`infeasible_message` is the one line of the `dpcomm.errors.DpcommError` the
 planner raises: the limit to relax (as the caller spells it: Python keywords, or the CLI's
 flags) and the least value that works, from searches without that limit.
 """

@@ -1,12 +1,12 @@
-"""The planner's entry point: :func:`plan_countermeasures` and its answer, :class:`PlannerResult`.
+"""The planner's entry point: `plan_countermeasures` and its answer, `PlannerResult`.
 
-The search (:mod:`dpcomm.calibration.search`) finds every feasible configuration worth costing;
-each is costed (:mod:`dpcomm.calibration.costs`), the candidates within the channel limit are
-ordered (:mod:`dpcomm.calibration.pareto`), and the best is checked again (d − 1 fails from
+The search (`dpcomm.calibration.search`) finds every feasible configuration worth costing;
+each is costed (`dpcomm.calibration.costs`), the candidates within the channel limit are
+ordered (`dpcomm.calibration.pareto`), and the best is checked again (d − 1 fails from
 scratch; d passes with the PLDs on the final grid) before its ε is computed. The reported ε of
-the chosen configuration is :func:`dpcomm.plan.account_plan`'s on the plan of S_t sources at
+the chosen configuration is `dpcomm.plan.account_plan`'s on the plan of S_t sources at
 the plan's δ: what ``dpcomm run`` reports for that configuration on S_t rows. When no
-configuration is feasible, the error says what to relax (:mod:`dpcomm.calibration.advice`).
+configuration is feasible, the error says what to relax (`dpcomm.calibration.advice`).
 """
 
 from __future__ import annotations
@@ -40,20 +40,20 @@ from dpcomm.validation import check_int
 
 @dataclass(frozen=True, kw_only=True)
 class PlannerResult(PlanCandidate):
-    """The planner's answer: the chosen configuration (a :class:`PlanCandidate`) and more.
+    """The planner's answer: the chosen configuration (a [`PlanCandidate`][]) and more.
 
     Attributes:
-        epsilon: the plan's ε, as :func:`dpcomm.plan.account_plan` reports it at the plan's δ
+        epsilon: the plan's ε, as `dpcomm.plan.account_plan` reports it at the plan's δ
             for the plan of S_t sources (the other fields are the candidate's).
         pareto: non-dominated feasible candidates over (load, channels, consents), by load,
             within the limits (``max_messages`` too); the chosen configuration is the first.
         nonprivate_load_messages: messages of the plan without countermeasures (S sources).
         num_candidates: candidates meeting the privacy target (before the channel limit).
         channels_by_role: the bound on the channels of one node, per role, of the chosen
-            configuration (:meth:`dpcomm.plan.TransformedPlan.channels_by_role`).
+            configuration (`dpcomm.plan.TransformedPlan.channels_by_role`).
         request: what was asked for.
         privacy: the chosen configuration's full account (PLD and basic composition, the
-            certified lower bound) by :func:`dpcomm.plan.account_plan`.
+            certified lower bound) by `dpcomm.plan.account_plan`.
     """
 
     pareto: tuple[PlanCandidate, ...]
@@ -103,9 +103,9 @@ def _verified(found: Found, search_check: Feasibility, final_check: Feasibility)
 
 
 def planned_privacy(request: PlanRequest, candidate: PlanCandidate) -> PlanGuarantee:
-    """:func:`dpcomm.plan.account_plan` of ``candidate`` on the plan of S_t sources at δ.
+    """`dpcomm.plan.account_plan` of ``candidate`` on the plan of S_t sources at δ.
 
-    Accounted on the plan of S_t sources (:func:`dpcomm.calibration.costs.request_plan`) with
+    Accounted on the plan of S_t sources (`dpcomm.calibration.costs.request_plan`) with
     ``delta`` the whole plan's δ: the very number ``dpcomm run --delta δ`` reports for this
     configuration on S_t rows (the accountant's ε is the least of its PLD composition and basic
     composition, each at least as loose as the planner's check, so it is at most the target).

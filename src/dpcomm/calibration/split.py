@@ -3,18 +3,18 @@
 A query whose result is released with noise spends its budget twice: the traffic's
 countermeasure (ε1, δ1) and the release (ε2, δ2) read the same rows, and an observer of both
 learns their composition (the paper's Related Work: at most (ε1 + ε2, δ1 + δ2)).
-:func:`split_budget` chooses the split for :func:`dpcomm.calibrate`:
+`split_budget` chooses the split for `dpcomm.calibrate`:
 
-* **Traffic.** For a share f of ε on the grid :data:`TRAFFIC_SHARES`, the planner
-  (:func:`dpcomm.calibration.plan_countermeasures`, under the user's limits) gives the
+* **Traffic.** For a share f of ε on the grid `TRAFFIC_SHARES`, the planner
+  (`dpcomm.calibration.plan_countermeasures`, under the user's limits) gives the
   countermeasure of least network load with ε1 ≤ f ε at δ1, and its accounted guarantee.
   Laplace releases take δ1 = δ (δ2 = 0); Gaussian ones δ1 = δ2 = δ/2.
 * **Release.** ε2 is the largest (bisection, to 0.1% of ε) whose composition with that
-  guarantee, :func:`dpcomm.plan.privacy.compose_release` (the smaller of the PLD composition
+  guarantee, `dpcomm.plan.privacy.compose_release` (the smaller of the PLD composition
   and the sum, the very function a run reports and a budget is charged with), is at most ε at
   δ1 + δ2 ≤ δ. It starts from ε − ε1, which the sum always allows: the split's guarantee is
   valid whatever the search does, because it is the number the run will report.
-* **Error.** :func:`expected_relative_error`: the root mean square, over every released COUNT
+* **Error.** `expected_relative_error`: the root mean square, over every released COUNT
   and SUM value, of its error relative to its typical value, noise and sampling together.
 
 The search, and why it may stop early: feasibility is monotone in f (a countermeasure meeting
@@ -28,7 +28,7 @@ its noise is no smaller, and its sampling error is not below 0. The argument hol
 and the planner's check; the accounted ε1 and the PLD composition (which gives every release at
 least what the sum gives) follow the same order without a proof that they always do, so the
 stop is a well-founded heuristic there. The split returned is valid either way: its guarantee is the
-number the run will report. :attr:`BudgetSplit.points` lists every share evaluated.
+number the run will report. `BudgetSplit.points` lists every share evaluated.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class ReleaseShape:
     Attributes:
         num_rows: S, the table's rows (one source each).
         aggregates: every released COUNT and SUM: its output, function and sensitivity (what
-            :func:`dpcomm.accounting.release.calibrate_noise` takes).
+            `dpcomm.accounting.release.calibrate_noise` takes).
         magnitudes: per aggregate, the typical value of one row: 1 for a COUNT, the mean of
             |lo| and |hi| for a SUM clamped to [lo, hi].
         grouping_sets: per grouping set, its released keys (the product of its columns'
@@ -107,11 +107,11 @@ def expected_relative_error(
 
     A released COUNT or SUM of a cell holding N = S/K rows is the sum over the tuples that
     arrived, plus noise. Under R_σ each tuple arrives independently with probability
-    P = 1 − σ + σ/T (:func:`dpcomm.plan.costs.delivery_probability`), so relative to the
+    P = 1 − σ + σ/T (`dpcomm.plan.costs.delivery_probability`), so relative to the
     cell's value N m (m the row's typical magnitude) its mean squared error is
     (1 − P)² (the lost tuples' bias) + P (1 − P)/N (their variance, the Horvitz–Thompson
-    variance of :mod:`dpcomm.engine.estimate` before division by P) + (s / (N m))² (the
-    noise's standard deviation s, :attr:`AggregateNoise.standard_deviation`). The mean is
+    variance of `dpcomm.engine.estimate` before division by P) + (s / (N m))² (the
+    noise's standard deviation s, `AggregateNoise.standard_deviation`). The mean is
     over every released value (each key of each grouping set, each aggregate); the root is
     returned. An AVG is the ratio of two such values.
     """
@@ -145,7 +145,7 @@ class SplitPoint:
         traffic: the planner's answer (None: nothing meets f ε within the limits).
         release: the release with its ε2 (and δ2) (None when infeasible).
         composition: the guarantee of traffic and release together (None when infeasible).
-        expected_relative_error: :func:`expected_relative_error` (∞ when infeasible).
+        expected_relative_error: `expected_relative_error` (∞ when infeasible).
         infeasible: why no countermeasure meets the share (None when one does).
     """
 
@@ -159,7 +159,7 @@ class SplitPoint:
 
 @dataclass(frozen=True, kw_only=True)
 class BudgetSplit:
-    """The split of (ε, δ) between traffic and release that :func:`split_budget` chose.
+    """The split of (ε, δ) between traffic and release that `split_budget` chose.
 
     Attributes:
         epsilon: the target ε of traffic and release together.
@@ -198,7 +198,7 @@ class BudgetSplit:
 
     @property
     def expected_relative_error(self) -> float:
-        """The chosen split's :func:`expected_relative_error`."""
+        """The chosen split's `expected_relative_error`."""
         return self.chosen.expected_relative_error
 
     def describe(self) -> str:
@@ -270,8 +270,8 @@ def split_budget(
     """The split of (ε, δ) between traffic and release of least expected error (module doc).
 
     ``plan_traffic(ε1, δ1)`` is the planner under the user's limits (it raises
-    :class:`~dpcomm.errors.DpcommError` when nothing meets ε1 within them). Raises
-    :class:`~dpcomm.errors.DpcommError` when no share of the grid is feasible, with the
+    `dpcomm.errors.DpcommError` when nothing meets ε1 within them). Raises
+    `dpcomm.errors.DpcommError` when no share of the grid is feasible, with the
     planner's advice at the largest share.
     """
     release_delta = 0.0 if release == "laplace" else 0.5 * delta * (1.0 - 1e-9)

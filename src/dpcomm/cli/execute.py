@@ -1,10 +1,10 @@
 """Shared by ``run`` and ``deploy``: the options, one call into the front door, the report.
 
 ``run aggregate|kmeans`` and ``deploy local aggregate|kmeans`` take the same data, program and
-countermeasure options with the same defaults (:func:`add_aggregate_options`,
-:func:`add_kmeans_options`, :func:`add_countermeasure_options`) and call the functions Python
-users call, :func:`dpcomm.run_sql` and :func:`dpcomm.kmeans`, on the engine their options name
-(:func:`dpcomm.engine.engines.make_engine`): the same flags and seed give the same run in every
+countermeasure options with the same defaults (`add_aggregate_options`,
+`add_kmeans_options`, `add_countermeasure_options`) and call the functions Python
+users call, `dpcomm.run_sql` and `dpcomm.kmeans`, on the engine their options name
+(`dpcomm.engine.engines.make_engine`): the same flags and seed give the same run in every
 command. The report prints as text or as the one JSON document of every run.
 """
 
@@ -187,7 +187,7 @@ def _key(value: Any, sql_type: str) -> str:
 
     Integers without thousands separators, booleans as ``true``/``false``, a DOUBLE at its
     shortest exact form (``0.1``, ``1e+20``, ``3.0``) and a FLOAT at float32's (``0.1``, not
-    ``0.10000000149011612``); any other value as :func:`_fmt` prints it (NULL, text, DECIMAL,
+    ``0.10000000149011612``); any other value as `_fmt` prints it (NULL, text, DECIMAL,
     dates and times are already DuckDB's).
     """
     if isinstance(value, bool):
@@ -202,7 +202,7 @@ def _key(value: Any, sql_type: str) -> str:
 def _print_rows(
     rows: list[dict[str, Any]], limit: int, keys: Mapping[str, str] | None = None
 ) -> None:
-    """The first ``limit`` rows as a table; ``keys``: grouping column -> SQL type, see :func:`_key`.
+    """The first ``limit`` rows as a table; ``keys``: grouping column -> SQL type, see `_key`.
 
     Grouping keys print as DuckDB prints them; aggregate values keep the report's formatting
     (thousands separators, four decimals).
@@ -505,7 +505,7 @@ def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
 def add_kmeans_options(parser: Any) -> None:
     """The K-means program: ``--dataset``, ``--k``, ``--iterations``, ``--sources``, ...
 
-    ``--drop-non-finite`` too: what :func:`dpcomm.kmeans` refuses unless asked to drop it.
+    ``--drop-non-finite`` too: what `dpcomm.kmeans` refuses unless asked to drop it.
     """
     parser.add_argument(
         "--dataset",
@@ -539,7 +539,7 @@ def add_kmeans_options(parser: Any) -> None:
 def aggregate_data(args: argparse.Namespace) -> tuple[Any, str]:
     """The rows of ``--data``, ``--synthetic`` or the diabetes table, and their description.
 
-    Parquet files and synthetic rows are row sources: :func:`dpcomm.run_sql` reads them whole,
+    Parquet files and synthetic rows are row sources: `dpcomm.run_sql` reads them whole,
     or leaves them to an engine whose workers read them partition by partition (Dask).
     """
     from dpcomm.data.partitioned import ParquetRows
@@ -582,7 +582,7 @@ def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
 def execute_aggregate(
     args: argparse.Namespace, engine: Engine, budget: Budget | None = None
 ) -> tuple[AggregateRun, str]:
-    """:func:`dpcomm.run_sql` with the options, on ``engine``; also describe the data."""
+    """`dpcomm.run_sql` with the options, on ``engine``; also describe the data."""
     if args.sql is None:
         raise InvalidParameterError("--sql", "a query (required for an Aggregate run)", None)
     data, source = aggregate_data(args)
@@ -606,7 +606,7 @@ def execute_aggregate(
 
 
 def release_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``release``, ``bounds`` and ``keys`` of :func:`dpcomm.run_sql` from the options."""
+    """``release``, ``bounds`` and ``keys`` of `dpcomm.run_sql` from the options."""
     if args.release is None:
         for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
             if given:
@@ -653,7 +653,7 @@ def parse_keys(items: list[str]) -> dict[str, list[str]]:
 def execute_kmeans(
     args: argparse.Namespace, engine: Engine, budget: Budget | None = None
 ) -> tuple[KMeansRun, str]:
-    """:func:`dpcomm.kmeans` on the first ``--sources`` training points, on ``engine``.
+    """`dpcomm.kmeans` on the first ``--sources`` training points, on ``engine``.
 
     The Rand indices are measured on the dataset's test set. Returns the run and a
     description of its points.
@@ -711,7 +711,7 @@ def assignments_path(out: Path) -> Path:
 def output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
     """``--out`` (.csv or .parquet) and ``--report`` (.json), checked before the run.
 
-    Each must be a file that can be written (:func:`check_writable_file`; for K-means, the
+    Each must be a file that can be written (`check_writable_file`; for K-means, the
     assignments file beside ``--out`` too), neither may be the input (``--data``, or a file
     inside a ``--data`` folder of Parquet files) nor the other one.
     """

@@ -111,7 +111,7 @@ def run_arguments(
     grouping sets of T compute nodes (``--targets``); K-means: K = T centroids and I iterations
     on the first S_t points of the default dataset (``--sources``). The countermeasure options
     are those of
-    :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
+    `dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
     ``--target-epsilon`` the ε asked for, so that a run whose ε would exceed it is refused.
     With ``query`` (the SQL and the ``--data`` file it was calibrated from), that query over
@@ -187,7 +187,7 @@ def run_command(
     query: tuple[str, str] | None = None,
     calibration: Calibration | None = None,
 ) -> str | None:
-    """:func:`run_arguments` as one shell command line."""
+    """`run_arguments` as one shell command line."""
     arguments = run_arguments(result, query, calibration)
     return None if arguments is None else shlex.join(arguments)
 
@@ -260,7 +260,7 @@ def plan_json(
     the chosen configuration (null when no synthetic query has G grouping sets). From a query
     (``--sql``, ``--data``), ``grouping_sets`` names the composed grouping sets and
     ``free_grouping_sets`` the free ones (null by hand). With ``--release``, ``release`` gives
-    the split (:func:`release_json`; null without), and ``epsilon``, ``delta`` stay the
+    the split (`release_json`; null without), and ``epsilon``, ``delta`` stay the
     traffic's (ε1, δ1).
     """
     sizes = result.configuration.batch_sizes
@@ -592,7 +592,7 @@ def command_plan(args: argparse.Namespace) -> int:
 
 
 def _plan_release(args: argparse.Namespace) -> int:
-    """``dpcomm plan --sql --data --release``: :func:`dpcomm.calibrate` with a release."""
+    """``dpcomm plan --sql --data --release``: `dpcomm.calibrate` with a release."""
     calibration = calibrate(
         args.sql,
         args.data,

@@ -1,6 +1,6 @@
 """Datasets: tables read and written through DuckDB, synthetic data, MNIST-format images.
 
-Sources read by ranges of rows (:class:`RowSource`: Parquet, synthetic, in memory) feed engines
+Sources read by ranges of rows ([`RowSource`][]: Parquet, synthetic, in memory) feed engines
 that never hold a whole table.
 
 Names are imported on first use.

@@ -1,7 +1,7 @@
 """Unbiased estimates of an Aggregate result, with standard errors and 95% intervals.
 
 Under local sampling R_σ each real tuple reaches its compute node independently with a known
-probability P = 1 − σ + σ/T (:func:`dpcomm.plan.costs.delivery_probability`; 1 for a cluster
+probability P = 1 − σ + σ/T (`dpcomm.plan.costs.delivery_probability`; 1 for a cluster
 without countermeasure or with a single target). The estimates go beyond the paper, which
 reports the values of the delivered tuples; they are valid because P is public and the same
 for every tuple of a grouping set:
@@ -138,7 +138,7 @@ class UnbiasedEstimate:
 
     Attributes:
         rows: the result rows: keys, each estimate with its standard error and interval,
-            MIN and MAX as delivered (columns :attr:`columns`).
+            MIN and MAX as delivered (columns `columns`).
         columns: the result's column names, in order.
         types: their DuckDB types (estimates and their errors are DOUBLE).
         per_set: per grouping set, the rows with the query's own column names and the

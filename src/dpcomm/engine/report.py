@@ -1,12 +1,12 @@
 """A run's report, typed: privacy, utility, efficiency (with the traffic of every flow).
 
-Every engine's run gets the same :class:`Report`, built once from the run and its non-private
+Every engine's run gets the same [`Report`][], built once from the run and its non-private
 baseline (the same plan without countermeasures, Section 2.5, not accounted): the plan's and
-every cluster's guarantee (:class:`PrivacyReport`), the utility measured on the two runs'
-results (:mod:`dpcomm.engine.utility`), the costs against the baseline
-(:class:`EfficiencyReport`), and what only the engine measured (``details``: a deployment's
+every cluster's guarantee ([`PrivacyReport`][]), the utility measured on the two runs'
+results ([`dpcomm.engine.utility`][]), the costs against the baseline
+([`EfficiencyReport`][]), and what only the engine measured (``details``: a deployment's
 wire, a Dask run's partitions). Values stay as they are (ε = ∞ is a float) until
-:meth:`Report.to_dict`, the JSON document ``--json`` prints.
+[`Report.to_dict`][], the JSON document ``--json`` prints.
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ Utility = TypeVar("Utility", AggregateUtility, KMeansUtility)
 
 @dataclass(frozen=True)
 class Report(Generic[Utility]):
-    """A run's report: privacy, utility, efficiency; :meth:`to_dict` for JSON.
+    """A run's report: privacy, utility, efficiency; [`to_dict`][] for JSON.
 
     Attributes:
         query: what ran (the program's name).
@@ -317,7 +317,7 @@ class Report(Generic[Utility]):
         seed: the seed every draw followed from (None: fresh operating-system entropy).
         privacy: the plan's and every cluster's guarantee.
         efficiency: the costs, beside the non-private baseline.
-        utility: what the result lost (:class:`AggregateUtility` or :class:`KMeansUtility`).
+        utility: what the result lost ([`AggregateUtility`][] or [`KMeansUtility`][]).
         sql: the Aggregate query (None for K-means).
         estimate: how the result's values were estimated (None: exact over the delivered
             tuples); then ``result_semantics`` and ``utility`` describe the estimates.
@@ -462,9 +462,10 @@ class ReleaseReport:
 def rows_used(utility: AggregateUtility) -> str:
     """``8,093 of 10,000 rows used``; per grouping set when there are several.
 
-    >>> from dpcomm.engine.utility import AggregateUtility
-    >>> rows_used(AggregateUtility(344, {"(a)": 300, "(b)": 290}, (), 0, 0, {}, {}))
-    '(a) 300, (b) 290 of 344 rows used'
+    Examples:
+        >>> from dpcomm.engine.utility import AggregateUtility
+        >>> rows_used(AggregateUtility(344, {"(a)": 300, "(b)": 290}, (), 0, 0, {}, {}))
+        '(a) 300, (b) 290 of 344 rows used'
     """
     used = utility.tuples_used
     if len(used) == 1:

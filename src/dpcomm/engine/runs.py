@@ -1,10 +1,10 @@
 """The paper's two use cases run end to end: the run, its non-private baseline, one report.
 
-:func:`run_aggregate` and :func:`run_kmeans` run a compiled program on an engine (in memory
-unless given), run its non-private baseline where the engine says (:meth:`Engine.baseline
-<dpcomm.engine.engines.Engine.baseline>`: same plan, no countermeasure, not accounted), and
-build the report once. They return an :class:`AggregateRun` or a :class:`KMeansRun`: what the
-front door (``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prints.
+[`run_aggregate`][] and [`run_kmeans`][] run a compiled program on an engine (in memory
+unless given), run its non-private baseline where the engine says
+([`Engine.baseline`][]: same plan, no countermeasure, not accounted), and build the report
+once. They return an [`AggregateRun`][] or a [`KMeansRun`][]: what the front door
+(``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prints.
 """
 
 from __future__ import annotations
@@ -53,16 +53,17 @@ class AggregateRun:
 
     ``result`` is the same rows as a pandas DataFrame: what DuckDB's ``.df()`` gives for them
     (DuckDB's column names; dates as ``datetime64``, DECIMAL as float, integers with NULLs as
-    ``Int64``). An estimated result (:meth:`with_unbiased_estimate`) names its columns
+    ``Int64``). An estimated result ([`with_unbiased_estimate`][]) names its columns
     ``count_star() (estimate)``, ``count_star() (se)``, ``count_star() (95% low)``, ...
 
-    >>> import dpcomm
-    >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
-    ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=3, seed=1)
-    >>> isinstance(run, dpcomm.AggregateRun), run.rows[0], run.result.shape
-    (True, {'A': 20, 'count_star()': 605}, (7, 2))
-    >>> run.report.utility.tuples_used, run.to_dict()["report"]["privacy"]["epsilon"]
-    ({'(A)': 10000}, 'inf')
+    Examples:
+        >>> import dpcomm
+        >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
+        ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=3, seed=1)
+        >>> isinstance(run, dpcomm.AggregateRun), run.rows[0], run.result.shape
+        (True, {'A': 20, 'count_star()': 605}, (7, 2))
+        >>> run.report.utility.tuples_used, run.to_dict()["report"]["privacy"]["epsilon"]
+        ({'(A)': 10000}, 'inf')
     """
 
     program: AggregateProgram
@@ -96,7 +97,7 @@ class AggregateRun:
         COUNT and SUM are divided by the delivery probability P, AVG is their ratio; each
         estimate has a standard error and a 95% interval beside it, and groups of the key
         domain (the baseline's) that received no tuple are estimated as 0
-        (:func:`dpcomm.engine.estimate.unbiased_estimate`). The report says so
+        ([`dpcomm.engine.estimate.unbiased_estimate`][]). The report says so
         (``report.estimate``, ``report.result_semantics``), and its utility is that of the
         estimates against the exact result. The privacy guarantee is unchanged
         (post-processing).
@@ -138,14 +139,15 @@ class KMeansRun:
     ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the Rand
     indices ``rand_index``, ``rand_index_nonprivate`` (None without labels) are read from it.
 
-    >>> import numpy as np, dpcomm
-    >>> points = np.vstack([np.zeros((20, 2)), np.ones((20, 2))])
-    >>> run = dpcomm.kmeans(points, k=2, iterations=1, seed=1,
-    ...                     countermeasure=dpcomm.NoCountermeasure())
-    >>> isinstance(run, dpcomm.KMeansRun), run.rand_index, run.centroids.shape
-    (True, None, (2, 2))
-    >>> sorted(set(run.assignments.tolist()))
-    [0, 1]
+    Examples:
+        >>> import numpy as np, dpcomm
+        >>> points = np.vstack([np.zeros((20, 2)), np.ones((20, 2))])
+        >>> run = dpcomm.kmeans(points, k=2, iterations=1, seed=1,
+        ...                     countermeasure=dpcomm.NoCountermeasure())
+        >>> isinstance(run, dpcomm.KMeansRun), run.rand_index, run.centroids.shape
+        (True, None, (2, 2))
+        >>> sorted(set(run.assignments.tolist()))
+        [0, 1]
     """
 
     program: KMeansProgram
@@ -211,7 +213,7 @@ def _execute(
 def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
     """Whether a result computed elsewhere is that of the tuples the run delivered.
 
-    True at once for a result computed here (:attr:`Run.result_computed_here`); else the query
+    True at once for a result computed here (`Run.result_computed_here`); else the query
     is evaluated over the delivered tuples, and a difference (an output was lost) warns.
     """
     if run.result_computed_here:
@@ -229,7 +231,7 @@ def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
 
 
 def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> AggregateRun:
-    """The :class:`AggregateRun` of ``run`` and its non-private ``baseline``, reported."""
+    """The [`AggregateRun`][] of ``run`` and its non-private ``baseline``, reported."""
     utility = aggregate_utility(
         program,
         run,
@@ -301,7 +303,7 @@ def run_aggregate(
     """Run an Aggregate query with ``countermeasure`` on every grouping set, and report.
 
     ``engine`` (default: in memory) runs it with ``options`` (``delta``, ``seed``, ...:
-    :class:`~dpcomm.engine.run.RunOptions`).
+    [`RunOptions`][]).
     """
     run, baseline = _execute(program, countermeasure, engine, options)
     return aggregate_run(program, run, baseline)
@@ -319,7 +321,7 @@ def run_kmeans(
     """Run K-means with ``countermeasure`` in every iteration, and report.
 
     With ``test_points`` and ``test_labels`` the report has both runs' Rand indices on them;
-    ``engine`` and ``options`` as in :func:`run_aggregate`.
+    ``engine`` and ``options`` as in [`run_aggregate`][].
     """
     run, baseline = _execute(program, countermeasure, engine, options)
     utility = kmeans_utility(

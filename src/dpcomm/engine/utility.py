@@ -1,7 +1,7 @@
 """What a run's result lost against its non-private baseline: the utility of its report.
 
 Both results are the two runs' own (the run's, from the tuples it delivered; the baseline's,
-from every tuple): an Aggregate's are read from their final states (:func:`flow_rows`), a
+from every tuple): an Aggregate's are read from their final states ([`flow_rows`][]), a
 K-means' Rand indices from their final centroids. Nothing is evaluated a third time.
 """
 

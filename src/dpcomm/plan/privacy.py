@@ -6,12 +6,12 @@
 * Scramblers: each scrambler with its n sources is accounted as A_σ^{n,d}; scramblers of one
   cluster see disjoint sources, so the cluster's guarantee is the worst one (parallel
   composition). Sources are cut into balanced batches
-  (:func:`dpcomm.plan.costs.balanced_batch_sizes`); every batch size is accounted on its own.
+  (`dpcomm.plan.costs.balanced_batch_sizes`); every batch size is accounted on its own.
 * Plan: ``delta`` is the whole plan's δ. For each data item, the clusters on its data path
   compose sequentially, two ways, and the smaller ε is reported (both are valid):
   basic composition (Theorem 2: each of the k accounted clusters of the longest path at δ/k,
   the ε add up), and the composition of the clusters' dominating pairs as privacy loss
-  distributions (:mod:`dpcomm.accounting.pld`, beyond the paper), at the whole δ. Within a
+  distributions (`dpcomm.accounting.pld`, beyond the paper), at the whole δ. Within a
   cluster the scramblers see disjoint sources (parallel composition): the smallest batch's pair
   dominates every batch of the cluster (the pair for n + 1 sources is a post-processing of the
   pair for n). The worst item gives the plan's guarantee; a certified lower bound composes
@@ -101,7 +101,7 @@ class PlanGuarantee:
         notes: why a composition or bound is missing.
         path_mechanisms: every data path's accounted mechanisms with their counts (None for
             a path whose clusters lack one, e.g. without countermeasure), to compose further
-            mechanisms with the traffic (:func:`compose_with_traffic`).
+            mechanisms with the traffic (`compose_with_traffic`).
     """
 
     clusters: tuple[ClusterGuarantee, ...]
@@ -321,7 +321,7 @@ def account_plan(
             from cluster (or flow) name to countermeasure; clusters not named get none.
         delta: the whole plan's δ (0 asks for pure ε, which adds up exactly).
         batch_sizes: per cluster (or flow) name, the batch sizes the scramblers actually had
-            (see :func:`account_cluster`); clusters not named use the planned batches.
+            (see `account_cluster`); clusters not named use the planned batches.
         compose_pld: also compose the dominating pairs' PLDs and certify a lower bound (False:
             basic composition only, for callers that only compare clusters).
     """
@@ -463,9 +463,9 @@ def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> Re
 
     At δ = δ1 + δ2, the smaller ε of two valid compositions: the paper's sum ε1 + ε2 (Related
     Work, "Differentially private data analysis") and the PLD composition of every data path's
-    dominating pairs with the release's (:func:`compose_with_traffic`,
-    :func:`dpcomm.accounting.release.release_pld`). What a run reports (``report.release``), a
-    budget is charged and :func:`dpcomm.calibrate` plans for: one function, one number.
+    dominating pairs with the release's (`compose_with_traffic`,
+    `dpcomm.accounting.release.release_pld`). What a run reports (``report.release``), a
+    budget is charged and `dpcomm.calibrate` plans for: one function, one number.
     """
     traffic = plan.guarantee
     release_epsilon = math.fsum(n.epsilon for n in noises)

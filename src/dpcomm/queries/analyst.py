@@ -19,7 +19,7 @@ three parts, each run where the paper's model allows it:
    HAVING, ORDER BY, LIMIT and OFFSET, DuckDB's output names and types. It reads only the
    released result: it changes no privacy number.
 
-:func:`rewrite` returns ``None`` for a query already in the core class (nothing to rewrite).
+[`rewrite`][] returns ``None`` for a query already in the core class (nothing to rewrite).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def _exact_less(point: FloatArray, first: FloatArray, second: FloatArray) -> int
     """Sign of ‖x − a‖² − ‖x − b‖², computed exactly (−1, 0 or 1).
 
     ‖x − a‖² − ‖x − b‖² = Σ a_i² − b_i² − 2 x_i (a_i − b_i); for float32 values every product
-    is exact in float64 and :func:`math.fsum` rounds the exact sum once, so the sign is exact.
+    is exact in float64 and `math.fsum` rounds the exact sum once, so the sign is exact.
     """
     terms = np.concatenate(
         [first * first, -(second * second), -2.0 * point * first, 2.0 * point * second]
@@ -116,7 +116,7 @@ def grouped_sums(
 ) -> dict[int, ExactSums]:
     """The exact per-coordinate sums of the points of each group in ``wanted``.
 
-    Each group's :class:`~dpcomm.queries.exactsum.ExactSums` has one entry per coordinate
+    Each group's `dpcomm.queries.exactsum.ExactSums` has one entry per coordinate
     (its count is the group's number of points, 0 for a group without points): a mergeable
     partial state. Points outside ``wanted`` are ignored.
     """
@@ -144,7 +144,7 @@ def exact_mean(sums: ExactSums) -> FloatArray | None:
     """The mean of a group's points from its exact per-coordinate sums; None without points.
 
     Each coordinate is the exact sum divided by the count, rounded once to the nearest double
-    (:meth:`~dpcomm.queries.exactsum.ExactSums.means`).
+    (`dpcomm.queries.exactsum.ExactSums.means`).
     """
     means = sums.means()
     if not means or means[0] is None:
@@ -160,7 +160,7 @@ def grouped_means(
     Each coordinate is the exact mean rounded once to the nearest double: it depends on the
     multiset of points only (not on the order they came in, a compute node's arrival order or
     the simulator's row order), and the exact per-coordinate sums of disjoint subsets of the
-    points merge into it (:func:`grouped_sums`).
+    points merge into it ([`grouped_sums`][]).
     """
     means: dict[int, FloatArray] = {}
     for target, sums in grouped_sums(points, groups, wanted).items():
@@ -171,7 +171,7 @@ def grouped_means(
 
 
 def canonical_mean(points: npt.ArrayLike) -> FloatArray:
-    """The mean of ``points`` (rows), correctly rounded per coordinate (:func:`grouped_means`)."""
+    """The mean of ``points`` (rows), correctly rounded per coordinate ([`grouped_means`][])."""
     data = _as_floats(points)
     return grouped_means(data, np.zeros(len(data), dtype=np.int64), [0])[0]
 
@@ -211,7 +211,7 @@ class KMeansProgram:
         points: the sources' points, one row per source (S x dimension), held as float32
             values; None where a node holds no data.
         num_centroids: K, also the number of compute nodes per iteration.
-        num_iterations: I (at most :data:`~dpcomm.validation.MAX_COUNT`).
+        num_iterations: I (at most `dpcomm.validation.MAX_COUNT`).
         seed: chooses the initial centroids (K distinct points of the sources, as in the
             paper's "K (random) points"); the same seed gives the same start with or without
             countermeasures.
@@ -277,7 +277,7 @@ class KMeansProgram:
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> KMeansProgram:
-        """Inverse of :meth:`to_spec` (without points)."""
+        """Inverse of [`to_spec`][] (without points)."""
         initial = np.frombuffer(bytes.fromhex(spec["initial"]), dtype=">f4").reshape(
             int(spec["num_centroids"]), int(spec["dimension"])
         )
@@ -336,10 +336,10 @@ class KMeansProgram:
     def target_partials(
         self, step: TargetStep, tuples: FloatArray, tuple_targets: IntArray
     ) -> dict[int, ExactSums]:
-        """Compute node k's partial from some of its points (:func:`grouped_sums`).
+        """Compute node k's partial from some of its points ([`grouped_sums`][]).
 
         Their exact per-coordinate sums and their number: a picklable
-        :class:`~dpcomm.queries.exactsum.ExactSums`.
+        `dpcomm.queries.exactsum.ExactSums`.
         """
         data = np.asarray(tuples)
         if data.size == 0:
@@ -415,11 +415,11 @@ class CentroidCodec:
         return self.dimension * COORDINATE_BYTES
 
     def encode(self, output: FloatArray) -> bytes:
-        """``output`` in :attr:`size` bytes."""
+        """``output`` in [`size`][] bytes."""
         return VectorCodec(self.dimension).encode(np.asarray(output).reshape(1, -1))[0]
 
     def decode(self, data: bytes) -> FloatArray:
-        """Inverse of :meth:`encode`; CodecError if malformed."""
+        """Inverse of [`encode`][]; CodecError if malformed."""
         if len(data) != self.size:
             raise CodecError(f"a centroid of {len(data)} bytes")
         centroid: FloatArray = VectorCodec(self.dimension).decode([data])[0].astype(np.float64)

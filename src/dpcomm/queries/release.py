@@ -6,7 +6,7 @@ tuple are released too (COUNT and SUM 0, plus noise), keys outside the domain ar
 set of released keys never depends on the data. Each COUNT and SUM gets noise drawn by OpenDP
 (integer noise for counts: discrete Laplace or discrete Gaussian), once, at the result node;
 an AVG is the noisy SUM over the noisy COUNT. The noise's scale follows from the query
-(:mod:`dpcomm.accounting.release`); OpenDP's own privacy map of every measurement is checked
+([`dpcomm.accounting.release`][]); OpenDP's own privacy map of every measurement is checked
 against it before any noise is drawn.
 
 The noise is drawn from OpenDP's cryptographically secure generator, never from the run's
