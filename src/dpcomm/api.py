@@ -42,8 +42,10 @@ from dpcomm.validation import (
 )
 
 if TYPE_CHECKING:
+    from dpcomm.accounting.release import ReleaseMechanism
     from dpcomm.budget.budget import Budget
     from dpcomm.calibration.request import Workload
+    from dpcomm.calibration.split import BudgetSplit, ReleaseName
     from dpcomm.engine.engines import Engine
     from dpcomm.engine.runs import AggregateRun, KMeansRun
     from dpcomm.plan.model import ExecutionPlan
@@ -274,6 +276,10 @@ def run_sql(
     given, and its target ε is the ``target_epsilon``; on a table of another size or a query
     of another shape than it was made for (`Calibration.shape`) the plan is accounted
     again and refused (naming ``countermeasure``) if its ε exceeds the calibration's target.
+    A calibration made with a release (``calibrate(..., release=...)``) releases with its
+    mechanism, bounds and keys unless the call gives them. With a release, ``target_epsilon``
+    (or the calibration's) refuses a run whose ε against an observer of traffic and release
+    (``report.release.epsilon_total``) exceeds it.
 
     The result's values are exact over the tuples that arrived (not differentially private:
     the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
@@ -323,6 +329,10 @@ def run_sql(
     chosen, num_targets, delta, target_epsilon = _calibrated(
         countermeasure, num_targets=num_targets, delta=delta, target_epsilon=target_epsilon
     )
+    if isinstance(countermeasure, Calibration) and countermeasure.release is not None:
+        release = countermeasure.release if release is None else release
+        bounds = countermeasure.bounds if bounds is None else bounds
+        keys = countermeasure.keys if keys is None else keys
     if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
     progress = _flag("progress", progress)
@@ -343,6 +353,7 @@ def run_sql(
     program = AggregateProgram.from_sql(sql, source, **shape)
     if isinstance(countermeasure, Calibration):
         countermeasure.check_plan(program.plan, workload="aggregate", delta=delta)
+    _refuse_release_above_target(program, chosen, delta=delta, target_epsilon=target_epsilon)
     charged = _charge(
         budget, program, chosen, delta=delta, kind="aggregate", query=program.query.sql
     )
@@ -363,6 +374,31 @@ def run_sql(
         else _Spent(release_report.epsilon_total, release_report.composed_delta),
     )
     return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
+
+
+def _refuse_release_above_target(
+    program: Any, countermeasure: Countermeasure, *, delta: float, target_epsilon: float | None
+) -> None:
+    """Refuse, before anything runs, a release whose ε with the traffic's exceeds the target.
+
+    The guarantee against an observer of traffic and release, as the run reports it
+    ([`dpcomm.plan.privacy.compose_release`][] of the plan's guarantee at ``delta``): an
+    [`InvalidParameterError`][] naming ``target_epsilon``.
+    """
+    if program.release is None or target_epsilon is None:
+        return
+    from dpcomm.plan.privacy import account_plan, compose_release
+
+    both = compose_release(
+        account_plan(program.plan, countermeasure, delta=delta), program.release.noises
+    )
+    if both.epsilon > target_epsilon:
+        raise InvalidParameterError(
+            "target_epsilon",
+            f"at least the ε = {both.epsilon:.6g} at δ = {both.delta:g} of traffic and release "
+            "together (nothing ran)",
+            target_epsilon,
+        )
 
 
 #: Largest magnitude of a coordinate: points travel as float32 (`dpcomm.queries.kmeans`).
@@ -566,6 +602,12 @@ def kmeans(
         init_public=initial is not None,
     )
     if isinstance(countermeasure, Calibration):
+        if countermeasure.release is not None:
+            raise InvalidParameterError(
+                "countermeasure",
+                "a calibration without a release (K-means releases no aggregates)",
+                countermeasure,
+            )
         countermeasure.check_plan(program.plan, workload="kmeans", delta=delta)
     tested: npt.NDArray[np.float64] | None = None
     if (test_points is None) != (test_labels is None):
@@ -629,6 +671,14 @@ class Calibration(PlanCandidate):
             configuration, cheapest load first (the chosen one is the first row); its ``epsilon``
             is the accountant's for the first row and the target (met) for the others.
         details: the planner's full answer ([`dpcomm.calibration.PlannerResult`][]).
+        release: with ``calibrate(..., release=)``, the release a run makes
+            (``dpcomm.Laplace(ε2)`` or ``dpcomm.Gaussian(ε2, δ2)``); None without.
+        bounds: the release's bounds (as given to [`calibrate`][]).
+        keys: the release's key domains (as given to [`calibrate`][]).
+        split: how (ε, δ) was split between traffic and release
+            ([`dpcomm.calibration.split.BudgetSplit`][]: the composed guarantee, the expected
+            relative error, every share evaluated); `target_epsilon` is then the ε of
+            both together, `epsilon` and `delta` the traffic's (ε1, δ1).
 
     Examples:
         >>> import dpcomm
@@ -645,6 +695,10 @@ class Calibration(PlanCandidate):
     shape: PlanShape
     pareto: Any
     details: Any
+    release: ReleaseMechanism | None = None
+    bounds: Mapping[str, tuple[float, float]] | None = None
+    keys: Mapping[str, Sequence[Any]] | None = None
+    split: BudgetSplit | None = None
 
     @property
     def countermeasure(self) -> Countermeasure:
@@ -658,19 +712,63 @@ class Calibration(PlanCandidate):
 
     @property
     def target_epsilon(self) -> float:
-        """The ε asked for (the plan's ε is at most it)."""
+        """The ε asked for: the plan's ε is at most it (with a release, traffic and release's)."""
+        if self.split is not None:
+            return self.split.epsilon
         return float(self.details.request.epsilon)
+
+    @property
+    def splits(self) -> Any:
+        """With a release, every traffic share evaluated, one row each (a DataFrame; else None).
+
+        Columns: ``traffic_share`` f, the traffic's ``epsilon1`` (accounted) and ``delta1``,
+        the release's ``epsilon2`` and ``delta2``, the guarantee of both (``epsilon``, PLD
+        composition or sum, at ``delta``), ``expected_relative_error``, the countermeasure
+        (``description``, ``network_load_messages``), ``chosen``, and why a share is
+        ``infeasible``.
+        """
+        if self.split is None:
+            return None
+        import pandas as pd
+
+        rows = []
+        for point in self.split.points:
+            traffic, release, both = point.traffic, point.release, point.composition
+            rows.append(
+                {
+                    "traffic_share": point.traffic_share,
+                    "epsilon1": traffic.epsilon if traffic is not None else None,
+                    "delta1": traffic.delta if traffic is not None else None,
+                    "epsilon2": release.epsilon if release is not None else None,
+                    "delta2": both.release_delta if both is not None else None,
+                    "epsilon": both.epsilon if both is not None else None,
+                    "delta": both.delta if both is not None else None,
+                    "expected_relative_error": point.expected_relative_error,
+                    "description": (
+                        traffic.configuration.describe() if traffic is not None else None
+                    ),
+                    "network_load_messages": (
+                        traffic.network_load_messages if traffic is not None else None
+                    ),
+                    "chosen": point is self.split.chosen,
+                    "infeasible": point.infeasible,
+                }
+            )
+        return pd.DataFrame(rows)
 
     def __repr__(self) -> str:
         return f"Calibration({self.describe()})"
 
     def describe(self) -> str:
-        """One line: the configuration, its ε and its costs."""
-        return (
+        """One line: the configuration, its ε and its costs (and the split, with a release)."""
+        text = (
             f"{self.details.configuration.describe()}: ε = {self.epsilon:.4g} at δ = "
             f"{self.delta:g}, {self.network_load_messages:,} messages, "
             f"{self.sources_recruited:,} sources recruited"
         )
+        if self.split is not None:
+            text += f"; {self.split.describe()}"
+        return text
 
     def check_plan(self, plan: ExecutionPlan, *, workload: Workload, delta: float) -> None:
         """Refuse ``plan`` at ``delta`` if the calibration's countermeasure misses its target.
@@ -763,18 +861,33 @@ def query_shape(
             num_targets=check_int("num_targets", num_targets, minimum=2, maximum=MAX_COUNT),
             clusters=tuple(f"iteration {i + 1}" for i in range(iterations)),
         )
+    if iterations is not None:
+        raise InvalidParameterError("iterations", "None with sql= (an Aggregate query)", iterations)
+    return _query_shape(_query_program(sql, data, num_targets=num_targets), sql)
+
+
+def _query_program(sql: object, data: Any, *, num_targets: int | None, **release: Any) -> Any:
+    """The `dpcomm.queries.aggregate.AggregateProgram` of ``sql`` over ``data``.
+
+    ``release`` (``release``, ``bounds``, ``keys``) as `run_sql` takes them.
+    """
     from dpcomm.queries.aggregate import AggregateProgram
 
     if not isinstance(sql, str):
         raise InvalidParameterError("sql", "an Aggregate query (text)", sql)
     if data is None:
         raise InvalidParameterError("data", f"with sql=: {DATA_ALLOWED}", data)
-    if iterations is not None:
-        raise InvalidParameterError("iterations", "None with sql= (an Aggregate query)", iterations)
     source = _rows(data, "data")  # a row source is bound to its schema, S its rows: not read
-    program = AggregateProgram.from_sql(
-        sql, source, num_targets=DEFAULT_NUM_TARGETS if num_targets is None else num_targets
+    return AggregateProgram.from_sql(
+        sql,
+        source,
+        num_targets=DEFAULT_NUM_TARGETS if num_targets is None else num_targets,
+        **release,
     )
+
+
+def _query_shape(program: Any, sql: object) -> PlanShape:
+    """The `PlanShape` of a query's program; refused (naming ``sql``) without clusters."""
     shape = PlanShape.of_plan(program.plan, workload="aggregate")
     if not shape.clusters:
         raise InvalidParameterError(
@@ -799,6 +912,10 @@ def calibrate(
     max_channels: int | None = None,
     max_extra_consents: int | None = None,
     min_utility: float | None = None,
+    max_messages: int | None = None,
+    release: Any = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    keys: Mapping[str, Sequence[Any]] | None = None,
     progress: bool = False,
 ) -> Calibration:
     """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
@@ -817,11 +934,23 @@ def calibrate(
     (T) compute nodes, or by K-means of ``iterations`` (I) with K = ``num_targets`` centroids.
 
     Limits: ``max_channels`` per node, ``max_extra_consents`` (S_t − S), ``min_utility``
-    (expected tuples used / S, default 1). Searches σ on a 0.01 grid, every number of
-    scramblers and every d ([`dpcomm.calibration.plan_countermeasures`][], exact and valid
-    accounting); raises [`DpcommError`][] naming the limit to relax when none is
-    feasible. The [`Calibration`][] records the shape it was made for and runs as it is:
+    (expected tuples used / S, default 1), ``max_messages`` (the plan's network load, dummies
+    included). Searches σ on a 0.01 grid, every number of scramblers and every d
+    ([`dpcomm.calibration.plan_countermeasures`][], exact and valid accounting); raises
+    [`DpcommError`][] naming the limit to relax when none is feasible. The
+    [`Calibration`][] records the shape it was made for and runs as it is:
     ``run_sql(sql, data, countermeasure=calibration)``.
+
+    With ``release="laplace"`` or ``"gaussian"`` (or the class ``dpcomm.Laplace`` or
+    ``dpcomm.Gaussian``), ``bounds`` and ``keys`` as [`run_sql`][] takes them, the result is
+    released with noise too, and (ε, δ) is the guarantee against an observer of both traffic and
+    release: it is split between the traffic (ε1, δ1) and the release (ε2, δ2) for the least
+    expected relative error of the released values, under the limits
+    ([`dpcomm.calibration.split.split_budget`][]: the traffic's share on a grid of 5% steps,
+    the release's ε2 the largest whose composition with the traffic, as the run reports it, is
+    at most ε). The calibration carries the release (`Calibration.release`, ``bounds``,
+    ``keys``, `Calibration.split`) and ``run_sql(sql, data, countermeasure=calibration)``
+    releases with it.
 
     Examples:
         >>> import dpcomm
@@ -843,18 +972,44 @@ def calibrate(
         >>> run = dpcomm.run_sql(sql, people, countermeasure=plan, seed=1)
         >>> run.report.privacy.epsilon == plan.epsilon
         True
+        >>> sql = "SELECT g1, COUNT(*) AS n FROM people GROUP BY g1"
+        >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4, release="laplace",
+        ...                         keys={"g1": list(range(20))})
+        >>> plan.countermeasure.describe()  # no limit: flooding every compute node, ε1 = 0
+        'local sampling σ=0, flooding d=19'
+        >>> plan.split.describe()
+        'traffic ε1 = 0 at δ1 = 0.0001, laplace release ε2 = 1 at δ2 = 0: together ε = 1 at δ = 0.0001, expected relative error 11.3%'
+        >>> run = dpcomm.run_sql(sql, people, countermeasure=plan)
+        >>> run.report.release.epsilon_total == plan.split.composition.epsilon <= 1.0
+        True
     """  # noqa: E501
     from dpcomm.calibration import plan_countermeasures
     from dpcomm.calibration.costs import request_plan
 
     progress = _flag("progress", progress)
+    kind = _release_kind(release)
+    if kind is None and (bounds is not None or keys is not None):
+        name, given = ("bounds", bounds) if bounds is not None else ("keys", keys)
+        raise InvalidParameterError(name, "None without release=", given)
     shape: PlanShape | None = None
+    program: Any = None
     free = 0
     if sql is not None or data is not None:
         for name, value in (("sources", sources), ("grouping_sets", grouping_sets)):
             if value is not None:
                 raise InvalidParameterError(name, "None with data= (read from the data)", value)
-        shape = query_shape(sql, data, num_targets=num_targets, iterations=iterations)
+        if kind is not None and sql is not None:
+            if iterations is not None:
+                raise InvalidParameterError(
+                    "iterations", "None with sql= (an Aggregate query)", iterations
+                )
+            placeholder = _release_placeholder(kind, delta)
+            program = _query_program(
+                sql, data, num_targets=num_targets, release=placeholder, bounds=bounds, keys=keys
+            )
+            shape = _query_shape(program, sql)
+        else:
+            shape = query_shape(sql, data, num_targets=num_targets, iterations=iterations)
         sources, num_targets = shape.num_sources, shape.num_targets
         free = len(shape.free_clusters)
         if shape.workload == "aggregate":
@@ -868,19 +1023,35 @@ def calibrate(
         sources = check_int("sources", sources, minimum=1, maximum=MAX_SOURCES)
         if grouping_sets is None and iterations is None:
             grouping_sets = 1
-    result = plan_countermeasures(
-        num_sources=sources,
-        num_targets=num_targets,
-        epsilon=epsilon,
-        delta=delta,
-        grouping_sets=grouping_sets,
-        iterations=iterations,
-        free_grouping_sets=free,
-        max_channels=max_channels,
-        max_extra_consents=max_extra_consents,
-        min_utility=1.0 if min_utility is None else min_utility,
-        progress=progress,
-    )
+    if kind is not None and program is None:
+        raise InvalidParameterError(
+            "release",
+            "None without sql= and data= (a release is calibrated from the query's aggregates)",
+            release,
+        )
+
+    def plan_traffic(epsilon: float, delta: float) -> Any:
+        return plan_countermeasures(
+            num_sources=sources,
+            num_targets=num_targets,
+            epsilon=epsilon,
+            delta=delta,
+            grouping_sets=grouping_sets,
+            iterations=iterations,
+            free_grouping_sets=free,
+            max_channels=max_channels,
+            max_extra_consents=max_extra_consents,
+            min_utility=1.0 if min_utility is None else min_utility,
+            max_messages=max_messages,
+            progress=progress,
+        )
+
+    split = None
+    if kind is None:
+        result = plan_traffic(epsilon, delta)
+    else:
+        split = _split(kind, program, epsilon, delta, plan_traffic)
+        result = split.traffic
     request = result.request
     if request is None:
         raise DpcommError("the planner answered without its request")  # never: it sets it
@@ -895,5 +1066,87 @@ def calibrate(
     else:
         shape = replace(shape, num_sources=result.num_sources)  # S_t: the rows a run needs
     return Calibration(
-        **result.candidate_fields(), shape=shape, pareto=_pareto_frame(result), details=result
+        **result.candidate_fields(),
+        shape=shape,
+        pareto=_pareto_frame(result),
+        details=result,
+        release=None if split is None else split.release,
+        bounds=None if split is None or bounds is None else dict(bounds),
+        keys=None if split is None or keys is None else {k: list(v) for k, v in keys.items()},
+        split=split,
+    )
+
+
+#: What ``release=`` of `calibrate` takes.
+RELEASE_KINDS = "'laplace' or 'gaussian' (or the class dpcomm.Laplace or dpcomm.Gaussian)"
+
+
+def _release_kind(release: object) -> ReleaseName | None:
+    """``release`` of `calibrate` as ``"laplace"``, ``"gaussian"`` or None.
+
+    A mechanism with its ε (``dpcomm.Laplace(epsilon=1)``) is refused: its ε is what the
+    calibration chooses.
+    """
+    from dpcomm.accounting.release import Gaussian, Laplace
+
+    if release is None:
+        return None
+    if release is Laplace or (isinstance(release, str) and release.lower() == "laplace"):
+        return "laplace"
+    if release is Gaussian or (isinstance(release, str) and release.lower() == "gaussian"):
+        return "gaussian"
+    if isinstance(release, Laplace | Gaussian):
+        raise InvalidParameterError("release", f"{RELEASE_KINDS}: calibrate chooses its ε", release)
+    raise InvalidParameterError("release", RELEASE_KINDS, release)
+
+
+def _release_placeholder(kind: ReleaseName, delta: float) -> Any:
+    """A release of the right kind to bind the query with (its ε is replaced by the split's)."""
+    from dpcomm.calibration.split import release_mechanism
+
+    checked = check_delta("delta", delta)
+    return release_mechanism(kind, epsilon=1.0, delta=0.5 * checked)
+
+
+def _split(
+    kind: ReleaseName,
+    program: Any,
+    epsilon: float,
+    delta: float,
+    plan_traffic: Any,
+) -> BudgetSplit:
+    """`dpcomm.calibration.split.split_budget` for the release of ``program``."""
+    import math
+
+    from dpcomm.calibration.split import ReleaseShape, split_budget
+
+    release = program.release
+    query = program.query
+    clamps = {name: (low, high) for name, _, low, high in query.clamps}
+    outputs = {o.name: o for o in query.outputs}
+    magnitudes = []
+    for noise in release.noises:
+        column = outputs[noise.output].column
+        if noise.function == "sum" and column in clamps:
+            low, high = clamps[column]
+            magnitudes.append(0.5 * (abs(low) + abs(high)))
+        else:
+            magnitudes.append(1.0)
+    domains = dict(release.domains)
+    grouping_sets = tuple(
+        (math.prod(len(domains[c]) for c in columns), program.targets_of(index))
+        for index, columns in enumerate(query.grouping_sets)
+    )
+    shape = ReleaseShape(
+        num_rows=program.num_sources,
+        aggregates=tuple((n.output, n.function, n.sensitivity) for n in release.noises),
+        magnitudes=tuple(magnitudes),
+        grouping_sets=grouping_sets,
+    )
+    return split_budget(
+        shape=shape,
+        release=kind,
+        epsilon=check_number("epsilon", epsilon, above=0.0),
+        delta=check_delta("delta", delta),
+        plan_traffic=plan_traffic,
     )

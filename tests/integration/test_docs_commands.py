@@ -62,7 +62,7 @@ def test_a_documented_command_parses(name, line, command):
 #: The Python blocks a reader copies whole (docs/dask-engine.md's is a sketch with a path).
 PYTHON_BLOCKS = [
     (path.name, index, block)
-    for path in (ROOT / "README.md", ROOT / "docs" / "index.md")
+    for path in (ROOT / "README.md", ROOT / "docs" / "index.md", ROOT / "docs" / "accounting.md")
     for index, block in enumerate(re.findall(r"```python\n(.*?)```", path.read_text(), re.S))
 ]
 
@@ -76,6 +76,10 @@ def test_a_documented_python_block_runs(name, index, block, capsys, tmp_path, mo
     monkeypatch.chdir(tmp_path)  # files a block writes (a ledger, ...) stay out of the checkout
     namespace: dict[str, object] = {}
     exec(compile(block, f"{name} python block {index + 1}", "exec"), namespace)
+    split = getattr(namespace.get("plan"), "split", None)
+    if split is not None:  # the split's promise: the run reports the guarantee planned
+        run = namespace["run"]
+        assert run.report.release.epsilon_total == split.composition.epsilon <= split.epsilon
     if name == "index.md":  # the calibration's promise: the run reports the planned ε
         plan, run = namespace["plan"], namespace["run"]
         assert plan.epsilon <= 2.0

@@ -29,7 +29,9 @@ One module per job:
 * `dpcomm.calibration.advice`: what to relax, and by how much, when nothing is feasible;
 * `dpcomm.calibration.planner`: [`plan_countermeasures`][] and its answer;
 * `dpcomm.calibration.shape`: what a calibration is made for (S, T, the composed and the
-  free clusters), read from the plan a query compiles to.
+  free clusters), read from the plan a query compiles to;
+* `dpcomm.calibration.split`: one (ε, δ) split between the traffic and a noisy release of
+  the result, for the least expected relative error of the released values.
 
 Names are imported on first use (the search needs the accountant, hence scipy).
 """

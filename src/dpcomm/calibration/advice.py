@@ -28,8 +28,30 @@ def _limits_text(request: PlanRequest) -> str:
 
 #: How the infeasibility advice names the parameters (Python keywords by default).
 PYTHON_PARAMETER_NAMES: Mapping[str, str] = {
-    name: name for name in ("epsilon", "delta", "max_channels", "max_extra_consents", "min_utility")
+    name: name
+    for name in (
+        "epsilon",
+        "delta",
+        "max_channels",
+        "max_extra_consents",
+        "min_utility",
+        "max_messages",
+    )
 }
+
+
+def too_many_messages(
+    request: PlanRequest,
+    least_load: int,
+    max_messages: int,
+    names: Mapping[str, str] = PYTHON_PARAMETER_NAMES,
+) -> str:
+    """One line: the least network load meeting the target exceeds the limit on it."""
+    return (
+        f"no configuration meets ε ≤ {request.epsilon:g} at δ = {request.delta:g} within "
+        f"{names['max_messages']} = {max_messages:,}: the least network load is "
+        f"{least_load:,} messages (raise {names['max_messages']} or {names['epsilon']})"
+    )
 
 
 def infeasible_message(

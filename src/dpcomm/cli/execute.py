@@ -148,7 +148,7 @@ def add_countermeasure_options(
         type=non_negative_float,
         metavar="E",
         help="refuse, before running, a plan whose ε exceeds E (e.g. the table's size changed "
-        "the batches)",
+        "the batches; with --release, the ε of traffic and release together)",
     )
     parser.add_argument(
         "--seed",
@@ -679,7 +679,7 @@ def execute_aggregate(
 
 
 def release_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``release``, ``bounds`` and ``keys`` of `dpcomm.run_sql` from the options."""
+    """``release``, ``bounds``, ``keys`` and ``key_selection_delta`` of `dpcomm.run_sql`."""
     if args.release is None:
         for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
             if given:
@@ -696,8 +696,18 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
         if args.release == "laplace"
         else Gaussian(args.release_epsilon, args.release_delta)
     )
+    return {
+        "release": release,
+        "bounds": parse_bounds(args.bounds),
+        "keys": parse_keys(args.keys),
+        "key_selection_delta": args.key_selection_delta,
+    }
+
+
+def parse_bounds(items: list[str]) -> dict[str, tuple[float, float]]:
+    """``--bounds COL=LO:HI`` (repeated) as ``{COL: (LO, HI)}``."""
     bounds: dict[str, tuple[float, float]] = {}
-    for item in args.bounds:
+    for item in items:
         column, _, pair = item.rpartition("=")
         low, colon, high = pair.partition(":")
         try:
@@ -708,18 +718,18 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
             raise InvalidParameterError(
                 "--bounds", "COL=LO:HI (e.g. mass=2500:6500)", item
             ) from None
+    return bounds
+
+
+def parse_keys(items: list[str]) -> dict[str, list[str]]:
+    """``--keys COL=V1,V2,...`` (repeated) as ``{COL: [V1, V2, ...]}``."""
     keys: dict[str, list[str]] = {}
-    for item in args.keys:
+    for item in items:
         column, equals, values = item.partition("=")
         if not column or not equals or not values:
             raise InvalidParameterError("--keys", "COL=V1,V2,... (e.g. sex=FEMALE,MALE)", item)
         keys[column] = values.split(",")
-    return {
-        "release": release,
-        "bounds": bounds,
-        "keys": keys,
-        "key_selection_delta": args.key_selection_delta,
-    }
+    return keys
 
 
 @contextmanager

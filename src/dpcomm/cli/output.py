@@ -199,6 +199,13 @@ PARAMETER_FLAGS: dict[str, str] = {
     "valid_days": "--days",
     "runs": "--runs",
     "confidence": "--confidence",
+    "max_messages": "--max-messages",
+    "max_channels": "--max-channels",
+    "max_extra_consents": "--max-extra-consents",
+    "min_utility": "--min-utility",
+    "release": "--release",
+    "bounds": "--bounds",
+    "keys": "--keys",
 }
 
 #: Names replaced inside a message's text too (not only as the parameter an error names):

@@ -9,7 +9,6 @@ once. They return an [`AggregateRun`][] or a [`KMeansRun`][]: what the front doo
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Unpack, cast
@@ -280,18 +279,12 @@ def release_report(
     ``released`` (each grouping set's released core rows) gives the keys a threshold
     selected; without it (before the run) the report has none.
     """
-    from dpcomm.accounting.release import release_pld
-    from dpcomm.plan.privacy import compose_with_traffic
+    from dpcomm.plan.privacy import compose_release
 
     release = program.release
     if release is None:
         raise InvalidParameterError("program", "a program with a noisy release", None)
-    traffic = privacy.guarantee
-    total_delta = traffic.delta + release.delta
-    composed = None
-    if math.isfinite(traffic.epsilon) and total_delta > 0.0:
-        composed = compose_with_traffic(privacy, release_pld(release.noises), total_delta)
-    summed = traffic.epsilon + release.epsilon
+    both = compose_release(privacy, release.noises)
     aggregates = []
     for noise in release.noises:
         described = _released_label(program, noise.output)
@@ -318,10 +311,10 @@ def release_report(
         epsilon=release.epsilon,
         delta=release.delta,
         keys=_keys_described(program),
-        composed_epsilon=composed,
-        composed_delta=total_delta,
-        summed_epsilon=summed,
-        epsilon_total=summed if composed is None else min(summed, composed),
+        composed_epsilon=both.composed_epsilon,
+        composed_delta=both.delta,
+        summed_epsilon=both.summed_epsilon,
+        epsilon_total=both.epsilon,
         aggregates=tuple(aggregates),
         key_selection=_key_selection_report(program, released),
     )

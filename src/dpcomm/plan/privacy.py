@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -36,6 +36,7 @@ from dpcomm.accounting import (
     compose_sequential,
     pld,
 )
+from dpcomm.accounting.release import AggregateNoise, release_pld
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.costs import batch_size_counts
 from dpcomm.plan.countermeasures import (
@@ -434,3 +435,51 @@ def compose_with_traffic(
         composed = pld.compose([*plds, extra], counts=[*counts, 1])
         worst = max(worst, pld.epsilon_for_delta(composed, delta))
     return worst
+
+
+@dataclass(frozen=True)
+class ReleaseComposition:
+    """Traffic and a noisy release composed: the guarantee against an observer of both.
+
+    Attributes:
+        release_epsilon: ε2, the sum of the release's aggregates' shares.
+        release_delta: δ2, likewise.
+        composed_epsilon: the PLD composition's ε at ``delta`` (None where unavailable).
+        summed_epsilon: ε1 + ε2, the paper's (basic) composition.
+        epsilon: the guarantee, the smaller of the two.
+        delta: δ1 + δ2.
+    """
+
+    release_epsilon: float
+    release_delta: float
+    composed_epsilon: float | None
+    summed_epsilon: float
+    epsilon: float
+    delta: float
+
+
+def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> ReleaseComposition:
+    """The plan's traffic guarantee (ε1, δ1) and the release of ``noises`` (ε2, δ2) composed.
+
+    At δ = δ1 + δ2, the smaller ε of two valid compositions: the paper's sum ε1 + ε2 (Related
+    Work, "Differentially private data analysis") and the PLD composition of every data path's
+    dominating pairs with the release's (`compose_with_traffic`,
+    `dpcomm.accounting.release.release_pld`). What a run reports (``report.release``), a
+    budget is charged and `dpcomm.calibrate` plans for: one function, one number.
+    """
+    traffic = plan.guarantee
+    release_epsilon = math.fsum(n.epsilon for n in noises)
+    release_delta = math.fsum(n.total_delta for n in noises)  # δ_i and a threshold's δ_sel
+    total_delta = traffic.delta + release_delta
+    composed = None
+    if math.isfinite(traffic.epsilon) and total_delta > 0.0:
+        composed = compose_with_traffic(plan, release_pld(noises), total_delta)
+    summed = traffic.epsilon + release_epsilon
+    return ReleaseComposition(
+        release_epsilon=release_epsilon,
+        release_delta=release_delta,
+        composed_epsilon=composed,
+        summed_epsilon=summed,
+        epsilon=summed if composed is None else min(summed, composed),
+        delta=total_delta,
+    )
