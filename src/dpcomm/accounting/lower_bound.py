@@ -96,9 +96,19 @@ def pair_delta(first: FloatArray, second: FloatArray, epsilon: float) -> float:
     if math.isinf(epsilon):
         return 0.0
     exp_eps = math.exp(epsilon)
-    forward = np.clip(first - exp_eps * second, 0.0, None).sum()
-    backward = np.clip(second - exp_eps * first, 0.0, None).sum()
-    return max(0.0, float(max(forward, backward)) - _ROUNDING_SLACK * (1.0 + exp_eps))
+    return max(
+        0.0,
+        max(_hockey_stick(first, second, exp_eps), _hockey_stick(second, first, exp_eps))
+        - _ROUNDING_SLACK * (1.0 + exp_eps),
+    )
+
+
+def _hockey_stick(first: FloatArray, second: FloatArray, exp_eps: float) -> float:
+    """Σ (first − e^ε second)_+ in one scratch array (the values of the written-out expression)."""
+    scratch = np.multiply(second, -exp_eps)
+    scratch += first
+    np.maximum(scratch, 0.0, out=scratch)
+    return float(scratch.sum())
 
 
 class ScramblerLowerBound:
@@ -214,11 +224,8 @@ class OwnTargetLowerBound:
 def _rescaled(values: FloatArray, log_scale: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Each row divided by its peak (rows without mass unchanged), the peak's log added."""
     peak = values.max(axis=1)
-    positive = peak > 0.0
-    divisor = np.where(positive, peak, 1.0)
-    with np.errstate(divide="ignore"):
-        shift = np.where(positive, np.log(divisor), 0.0)
-    return values / divisor[:, None], log_scale + shift
+    divisor = np.where(peak > 0.0, peak, 1.0)
+    return values / divisor[:, None], log_scale + np.log(divisor)
 
 
 def capped_two_target_outputs(
@@ -266,14 +273,18 @@ def capped_two_target_outputs(
     last_v = np.array([p[1] for f in families for p in f[1:]], dtype=float)
     state = message(state, last_u, last_v)
     state, log_scale = _rescaled(state, log_scale)
-    a = np.arange(n + 1)
-    u_open = a < n
-    for total in range(n, n + d):  # a + b = total before this dummy
-        v_open = total - a < n
-        allowed = num_targets - (~u_open).astype(float) - (~v_open).astype(float)
-        safe = np.maximum(allowed, 1.0)
-        step_u = np.where(u_open, 1.0 / safe, 0.0)
-        step_v = np.where(v_open, 1.0 / safe, 0.0)
+    # A dummy goes to each open target of u, v w.p. 1/(T − the full ones among u, v). Before
+    # the k-th dummy (k = 1..d) a + b = n + k − 1, so v = n + k − 1 − a is full iff a < k.
+    both_open, one_full = 1.0 / max(float(num_targets), 1.0), 1.0 / max(num_targets - 1.0, 1.0)
+    u_steps = np.full(n + 1, both_open)
+    u_steps[n] = 0.0  # u full
+    v_steps = np.full(n + 1, both_open)
+    v_steps[n] = one_full
+    for k in range(1, d + 1):
+        step_u = u_steps.copy()
+        step_u[: min(k, n)] = one_full
+        step_v = v_steps.copy()
+        step_v[:k] = 0.0
         moved = np.zeros_like(state)
         moved[:, 1:] = (step_u * state)[:, :-1]
         moved += step_v * state
@@ -347,7 +358,7 @@ class CappedLowerBound:
         exp_eps = math.exp(epsilon)
         for log_first, log_second in self.pairs:
             first, second = np.exp(log_first), np.exp(log_second)
-            forward = float(np.clip(first - exp_eps * second, 0.0, None).sum())
-            backward = float(np.clip(second - exp_eps * first, 0.0, None).sum())
+            forward = _hockey_stick(first, second, exp_eps)
+            backward = _hockey_stick(second, first, exp_eps)
             best = max(best, forward, backward)
         return max(0.0, best - _ROUNDING_SLACK * (1.0 + exp_eps))
