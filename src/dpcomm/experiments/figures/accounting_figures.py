@@ -158,9 +158,17 @@ def _plot(
         if curve == LOCAL_SAME_TOTAL_LABEL:  # drawn over ε0 where they coincide
             style.update(linestyle=":", marker="s", markerfacecolor="none", markersize=5)
         if curve == POST_PROCESSING_LABEL:  # a wide pale band: Bennett often equals it
-            style.update(linewidth=5.0, alpha=0.35, marker="", zorder=1)
+            style.update(linewidth=9.0, alpha=0.35, marker="", zorder=1)
         if curve == EXACT_LABEL:  # wider than the lower bound drawn on top of it
             style.update(linewidth=2.5)
+        # Bennett and Hoeffding both equal ε0 where neither amplifies: Bennett a wide line with
+        # open squares under Hoeffding's thin line with triangles, so both stay visible.
+        if curve == BENNETT_LABEL:
+            style.update(
+                linewidth=2.2, marker="s", markerfacecolor="none", markersize=6, zorder=2
+            )
+        if curve == HOEFFDING_LABEL:
+            style.update(linewidth=1.0, marker="^", markersize=4, zorder=3)
         if not any(p["plotted"] for p in points):
             axes.plot([], [], label=f"{label}: unusable at every point", **style)
             continue
