@@ -164,9 +164,7 @@ def _plot(
         # Bennett and Hoeffding both equal ε0 where neither amplifies: Bennett a wide line with
         # open squares under Hoeffding's thin line with triangles, so both stay visible.
         if curve == BENNETT_LABEL:
-            style.update(
-                linewidth=2.2, marker="s", markerfacecolor="none", markersize=6, zorder=2
-            )
+            style.update(linewidth=2.2, marker="s", markerfacecolor="none", markersize=6, zorder=2)
         if curve == HOEFFDING_LABEL:
             style.update(linewidth=1.0, marker="^", markersize=4, zorder=3)
         if not any(p["plotted"] for p in points):
