@@ -69,7 +69,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    """What :data:`__all__` lists, imported or not (tab completion in a notebook)."""
+    """What `__all__` lists, imported or not (tab completion in a notebook)."""
     return sorted(__all__)
 
 

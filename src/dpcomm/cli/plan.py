@@ -360,7 +360,7 @@ LOG_AXIS_RATIO = 10.0
 
 
 def pareto_axis_scale(values: list[int] | list[float]) -> str:
-    """``"log"`` when the values span a ratio of at least :data:`LOG_AXIS_RATIO`, else ``"linear"``.
+    """``"log"`` when the values span a ratio of at least `LOG_AXIS_RATIO`, else ``"linear"``.
 
     A log axis over a narrow range (say 199 to 200) only has ticks like ``1.992×10²``.
     """
@@ -383,7 +383,7 @@ def _format_axis(axes: Any, which: str, values: list[int] | list[float]) -> None
 def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
     """Draw the Pareto front (network load vs max channels, colour = extra consents) to a PNG.
 
-    Each axis is logarithmic only over a wide range (:func:`pareto_axis_scale`); the colour bar
+    Each axis is logarithmic only over a wide range (`pareto_axis_scale`); the colour bar
     is drawn when the extra consents differ between points (else the legend gives the value).
     """
     import matplotlib

@@ -81,7 +81,7 @@ class Scramblers:
         sampling_rate: σ in [0, 1].
         batch_size: n, most sources per scrambler (>= 1). S sources go to ⌈S/n⌉ scramblers
             in balanced batches whose sizes differ by at most one (none is short;
-            :func:`dpcomm.plan.balanced_batch_sizes`); each is accounted at its own size.
+            `dpcomm.plan.balanced_batch_sizes`); each is accounted at its own size.
         num_dummies: d, dummies added by each scrambler (>= 0).
         capped: True for S̄_d (no target receives more than n messages from one scrambler).
 
