@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from dpcomm.plan.countermeasures import NoCountermeasure as NoCountermeasure
     from dpcomm.plan.countermeasures import Scramblers as Scramblers
 
-_exported, __dir__ = attach(__name__, __file__)
+_exported, _ = attach(__name__, __file__)
 
 
 def __getattr__(name: str) -> Any:
@@ -66,6 +66,11 @@ def __getattr__(name: str) -> Any:
     if name == "datasets":
         return importlib.import_module("dpcomm.datasets")
     return _exported(name)
+
+
+def __dir__() -> list[str]:
+    """What `__all__` lists, imported or not (tab completion in a notebook)."""
+    return sorted(__all__)
 
 
 __all__ = [

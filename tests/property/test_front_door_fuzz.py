@@ -55,7 +55,7 @@ BASELINES = {
     dpcomm.Gaussian: {"epsilon": 1.0, "delta": 1e-6},
     dpcomm.account: {
         "mechanism": dpcomm.LocalRandomizer(num_targets=5, sampling_rate=0.5), "delta": 1e-4,
-        "epsilon": None, "rounds": 1, "monte_carlo_samples": 0, "seed": 0,
+        "epsilon": None, "rounds": 1, "all_methods": False, "monte_carlo_samples": 0, "seed": 0,
     },
     dpcomm.calibrate: {
         "sql": None, "data": None, "epsilon": 1.0, "delta": 1e-4, "sources": 20,

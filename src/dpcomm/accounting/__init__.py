@@ -11,6 +11,9 @@ from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
     from dpcomm.accounting.accountant import (
+        DEFAULT_MONTE_CARLO_SAMPLES as DEFAULT_MONTE_CARLO_SAMPLES,
+    )
+    from dpcomm.accounting.accountant import (
         MAX_ROUNDS as MAX_ROUNDS,
     )
     from dpcomm.accounting.accountant import (

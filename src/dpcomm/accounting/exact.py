@@ -200,6 +200,8 @@ _BLOCK_ROWS = 64
 _LOWER_TAIL_PROBABILITY = 1e-100
 #: Cells per chunk of the evaluation (bounds the temporaries' memory).
 _CHUNK_CELLS = 1 << 18
+#: Most (pair, row) cells a row group keeps across ε (two float64 tables: 16 MiB at most).
+_CACHED_CELLS = 1 << 20
 
 
 def _kept_blanket_range(batch_size: int, sampling_rate: float) -> tuple[int, int]:
@@ -387,6 +389,12 @@ class _RowGroup:
         self.pair_q0: FloatArray = self.q0[pair_block, pair_column]
         self.pair_q1: FloatArray = self.q1[pair_block, pair_column]
         del self.q0, self.q1
+        # Small groups keep every pair's row cells (ε-independent), which the blocks where k
+        # changes read at every ε instead of recomputing them.
+        self.pair_cells: tuple[FloatArray, FloatArray] | None = None
+        if len(self.pair_block) * rows <= _CACHED_CELLS:
+            weighted, row_sizes = self._cells(self.pair_block, self.pair_column)
+            self.pair_cells = (weighted / row_sizes, row_sizes)
 
     def _cells(self, blocks: IntArray, column: IntArray) -> tuple[FloatArray, FloatArray]:
         """W_N P(Bin(N, p) = z) (0 outside N's window) and N, per (block, z) pair and row."""
@@ -434,6 +442,7 @@ class _RowGroup:
         down = c2 * (1.0 - _ROUNDING)
         mixed_blocks: list[IntArray] = []
         mixed_columns: list[IntArray] = []
+        mixed_pairs: list[IntArray] = []
         # Pairs with c1 z + N c0 ≤ 0 (N the block's first; with a rounding margin) are 0 for
         # every row of the block: then (Σ L)_+ = 0 surely (H ≤ z), so skipping keeps the bound.
         for start in range(0, len(self.pair_z), _CHUNK_CELLS):
@@ -464,6 +473,7 @@ class _RowGroup:
                 sure[varies] = False
                 mixed_blocks.append(blocks[varies])
                 mixed_columns.append(self.pair_column[part][live][varies])
+                mixed_pairs.append(start + live[varies])
             at_k, beyond = lookup(z, k)
             intercept = up * k - down * (zf - k)
             q0, q1 = self.pair_q0[part][live], self.pair_q1[part][live]
@@ -472,15 +482,21 @@ class _RowGroup:
         if mixed_blocks:
             blocks_all = np.concatenate(mixed_blocks)
             columns_all = np.concatenate(mixed_columns)
+            pairs_all = np.concatenate(mixed_pairs)
             step = max(1, _CHUNK_CELLS // self.row_sizes.shape[1])
             for start in range(0, len(blocks_all), step):
                 blocks = blocks_all[start : start + step]
                 column = columns_all[start : start + step]
-                weighted, row_sizes = self._cells(blocks, column)
+                if self.pair_cells is None:
+                    weighted, row_sizes = self._cells(blocks, column)
+                    per_size = weighted / row_sizes
+                else:
+                    pairs = pairs_all[start : start + step]
+                    per_size, row_sizes = (cells[pairs] for cells in self.pair_cells)
                 z = np.broadcast_to((self.base[blocks] + column)[:, None], row_sizes.shape)
                 k, margin = _fast_threshold(np.ascontiguousarray(z), row_sizes, c0=c0, c1=c1, c2=c2)
                 at_k, beyond = lookup(z, k)
-                total += float(np.sum(weighted / row_sizes * (margin * at_k + a * beyond)))
+                total += float(np.sum(per_size * (margin * at_k + a * beyond)))
         return total + c1 * self.upper_charge
 
 

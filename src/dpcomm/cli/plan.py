@@ -471,8 +471,37 @@ def _print_plan(
     print("  (* = chosen)")
 
 
+#: An axis of the Pareto plot is logarithmic when its values span at least this ratio.
+LOG_AXIS_RATIO = 10.0
+
+
+def pareto_axis_scale(values: list[int] | list[float]) -> str:
+    """``"log"`` when the values span a ratio of at least `LOG_AXIS_RATIO`, else ``"linear"``.
+
+    A log axis over a narrow range (say 199 to 200) only has ticks like ``1.992×10²``.
+    """
+    low, high = min(values), max(values)
+    return "log" if low > 0 and high / low >= LOG_AXIS_RATIO else "linear"
+
+
+def _format_axis(axes: Any, which: str, values: list[int] | list[float]) -> None:
+    """Axis ``which`` (x or y): log or linear, linear ticks as integers with separators."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    if pareto_axis_scale(values) == "log":
+        (axes.set_xscale if which == "x" else axes.set_yscale)("log")
+        return
+    axis = axes.xaxis if which == "x" else axes.yaxis
+    axis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+    axis.set_major_formatter(FuncFormatter(lambda value, _position: f"{value:,.0f}"))
+
+
 def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
-    """Draw the Pareto front (network load vs max channels, colour = extra consents) to a PNG."""
+    """Draw the Pareto front (network load vs max channels, colour = extra consents) to a PNG.
+
+    Each axis is logarithmic only over a wide range (`pareto_axis_scale`); the colour bar
+    is drawn when the extra consents differ between points (else the legend gives the value).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -483,7 +512,16 @@ def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
     consents = [c.extra_consents for c in result.pareto]
     figure, axes = plt.subplots(figsize=(6.4, 4.4))
     try:
-        points = axes.scatter(loads, channels, c=consents, cmap="viridis", s=36, zorder=2)
+        varied = len(set(consents)) > 1
+        points = axes.scatter(
+            loads,
+            channels,
+            c=consents if varied else None,
+            cmap="viridis" if varied else None,
+            s=36,
+            zorder=2,
+            label=None if varied else f"extra consents: {consents[0]:,} at every point",
+        )
         axes.scatter(
             [result.network_load_messages],
             [result.max_channels_per_node],
@@ -494,10 +532,13 @@ def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
             zorder=3,
             label="chosen (minimal load)",
         )
-        figure.colorbar(points, ax=axes, label="extra consents")
+        if varied:
+            figure.colorbar(points, ax=axes, label="extra consents")
         axes.set_xlabel("network load (messages)")
         axes.set_ylabel("max secure channels per node")
-        axes.set_yscale("log")
+        _format_axis(axes, "x", loads)
+        _format_axis(axes, "y", channels)
+        axes.margins(0.08)
         axes.set_title(
             f"Pareto front, ε = {result.epsilon:.3g}, δ = {result.delta:.2g}", fontsize=10
         )

@@ -79,8 +79,9 @@ class Scramblers:
 
     Attributes:
         sampling_rate: σ in [0, 1].
-        batch_size: n, sources per scrambler (>= 1); when n does not divide the number of
-            sources the last scrambler is short and is accounted with its own batch size.
+        batch_size: n, most sources per scrambler (>= 1). S sources go to ⌈S/n⌉ scramblers
+            in balanced batches whose sizes differ by at most one (none is short;
+            `dpcomm.plan.balanced_batch_sizes`); each is accounted at its own size.
         num_dummies: d, dummies added by each scrambler (>= 0).
         capped: True for S̄_d (no target receives more than n messages from one scrambler).
 

@@ -138,4 +138,4 @@ def scrambler_epsilon(
         batch_size=batch_size,
         num_dummies=num_dummies,
     )
-    return account(mechanism, delta=delta, monte_carlo_samples=0).method_values()
+    return account(mechanism, delta=delta, all_methods=True).method_values()
