@@ -382,7 +382,10 @@ def add_deploy_commands(commands: Any) -> None:
             "machine), so the defaults are slow here: the embedded 10,000-row table takes "
             "minutes, K-means on all 4,000 digits over 10 iterations longer. For a quick round "
             "pass a smaller table (--synthetic 1000) or, for K-means, --sources 500 --k 4 "
-            "--iterations 2 (and the same options to `dpcomm run` to compare)."
+            "--iterations 2 (and the same options to `dpcomm run` to compare). With --ledger "
+            "FILE the round is charged before it starts, at the weakest guarantee it can "
+            "report (every scrambler at any batch size late sources could leave it); refused, "
+            "nothing starts."
         ),
     )
     local.add_argument(
