@@ -8,13 +8,13 @@ source's row, and puts an empirical lower bound on ε next to that claim, with t
 of :mod:`dpcomm.experiments.audit` (events selected on half the runs, estimated on the other
 half with Clopper-Pearson bounds, Bonferroni over the events).
 
-**The tables** (:func:`release_neighbours`): ``SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t
-GROUP BY k`` released over the public key domain {a, b, c}, SUM's values clamped to [0, M].
-Source 0 holds (a, 50·M) in D, beyond the bound (clamped to M), and (b, M) in D′; the other
-n − 1 sources hold (c, M/2). The keys are chosen so that a, b and c go to three different
-compute nodes (t = 0, t′ = T − 1, t″ = 1, as the traffic audit's pair): the row moves
-between two cells of each released aggregate, by the full sensitivity (1 for COUNT, M for
-SUM in each cell), and between two targets of the traffic.
+**The tables** (:func:`release_neighbours`): :data:`RELEASE_AUDIT_SQL` (or another query over
+``t(k, v)`` grouped by ``k``: COUNT, SUM, AVG) released over the public key domain {a, b, c},
+``v`` clamped to [0, M]. Source 0 holds (a, 50·M) in D, beyond the bound (clamped to M), and
+(b, M) in D′; the other n − 1 sources hold (c, M/2). The keys are chosen so that a, b and c go
+to three different compute nodes (t = 0, t′ = T − 1, t″ = 1, as the traffic audit's pair):
+the row moves between two cells of each released aggregate, by the full sensitivity (1 for
+COUNT, M for SUM in each cell), and between two targets of the traffic.
 
 **One run** is what :func:`dpcomm.run_sql` does with the same program, built the cheapest
 faithful way (:func:`release_runs`):
@@ -34,11 +34,11 @@ faithful way (:func:`release_runs`):
   checked), drawn for the cells of keys a and b of every run at once. OpenDP's noise is never
   seeded (by design), so the lower bound varies from audit to audit; the traffic does not.
 
-The observer's view is reduced to two features, each cut into bins at the quantiles of the
-selection half: the traffic's c_t − c_t′ (messages to a's and b's compute nodes) and the
-release's Σ_i (x_a,i − x_b,i)/b_i (each aggregate's noisy difference over its noise scale).
-Dropping the rest of the view (the other keys' values, the order of messages) is a
-post-processing: a lower bound for the reduced view is one for the whole view.
+The observer's view is reduced to three features, each cut into bins at the quantiles of the
+selection half (:data:`BINNINGS`): the traffic's c_t − c_t′ (messages to a's and b's compute
+nodes), and Σ_i x_a,i/b_i and Σ_i x_b,i/b_i (each released value of a, and of b, over its
+noise scale). Dropping the rest of the view (the other keys' values, the order of messages) is
+a post-processing: a lower bound for the reduced view is one for the whole view.
 
 Seeded faults are injected by the tests into the library code this audit calls (a
 sensitivity computed too small: noise of half the scale; the clamp skipped), never by an
@@ -54,6 +54,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.accounting.release import Gaussian, Laplace, ReleaseMechanism
+from dpcomm.data.table import Table, table_from_arrays
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments._common import FloatArray, IntArray
 from dpcomm.experiments.audit import (
@@ -117,10 +118,8 @@ class ReleaseNeighbours:
             text += f"; the {self.num_sources - 1} others hold ({c!r}, {self.bound / 2:g})"
         return text
 
-    def tables(self) -> tuple[object, object]:
-        """D and D′ (:class:`~dpcomm.data.table.Table`, FROM name ``t``)."""
-        from dpcomm.data.table import table_from_arrays
-
+    def tables(self) -> tuple[Table, Table]:
+        """D and D′ (FROM name ``t``)."""
         a, b, c = self.keys
         tables = []
         for key, value in ((a, self.out_of_bound), (b, self.bound)):
@@ -133,10 +132,10 @@ class ReleaseNeighbours:
 def release_neighbours(*, num_targets: int, num_sources: int, bound: float) -> ReleaseNeighbours:
     """The audit's tables: keys a, b, c on compute nodes 0, T − 1 and 1 (T >= 3).
 
-    The compute node of a key is a public hash of the key (:func:`partition_keys`); the keys
-    are the first of ``k0``, ``k1``, ... to fall on each node.
+    The compute node of a key is a public hash of the key
+    (:func:`~dpcomm.queries.groupby.partition_keys`); the keys are the first of ``k0``, ``k1``,
+    ... to fall on each node.
     """
-    from dpcomm.data.table import table_from_arrays
     from dpcomm.queries.groupby import partition_keys
 
     size = check_int("num_targets", num_targets, minimum=3)
@@ -159,7 +158,7 @@ def release_neighbours(*, num_targets: int, num_sources: int, bound: float) -> R
 
 
 def audited_program(
-    table: object,
+    table: Table,
     release: ReleaseMechanism,
     neighbours: ReleaseNeighbours,
     num_targets: int,
@@ -169,10 +168,6 @@ def audited_program(
 
     ``sql`` reads table ``t``, groups by ``k`` alone and releases COUNT, SUM or AVG of ``v``.
     """
-    from dpcomm.data.table import Table
-
-    if not isinstance(table, Table):
-        raise InvalidParameterError("table", "a dpcomm Table", type(table).__name__)
     program = AggregateProgram.from_sql(
         sql,
         table,
