@@ -11,7 +11,8 @@ Helpers are fixtures here rather than functions copied into each test module:
 * ``csv_rows``: the rows of a CSV file as dictionaries of text;
 * :func:`write_idx`: an array as an IDX file (MNIST's format), raw or gzipped;
 * ``openml_table``: a table of scikit-learn's OpenML test data (the Palmer penguins are
-  ``id_42585``, with NaN measurements and text species), as an Arrow table read by DuckDB.
+  ``id_42585``, with NaN measurements and text species), as an Arrow table read by DuckDB;
+* ``iris_csv``: scikit-learn's iris as a CSV file (:data:`IRIS_COLUMNS` and a text ``species``).
 """
 
 from __future__ import annotations
@@ -182,3 +183,23 @@ def write_idx(path: Path, array: Any, **kwargs: Any) -> None:
     if path.suffix == ".gz":
         data = gzip.compress(data)
     path.write_bytes(data)
+
+
+#: The numeric columns of the ``iris_csv`` file.
+IRIS_COLUMNS = ("sepal_length", "sepal_width", "petal_length", "petal_width")
+
+
+@pytest.fixture(scope="session")
+def iris_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """scikit-learn's iris (the 150 flowers it ships) as ``iris.csv``: four measurements in cm
+    (:data:`IRIS_COLUMNS`) and the ``species`` as text, in the file's order."""
+    from sklearn.datasets import load_iris
+
+    iris = load_iris()
+    path = tmp_path_factory.mktemp("iris") / "iris.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*IRIS_COLUMNS, "species"])
+        for row, target in zip(iris.data.tolist(), iris.target.tolist(), strict=True):
+            writer.writerow([*row, iris.target_names[target]])
+    return path

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from tests.conftest import without_grouping_set
+from tests.conftest import IRIS_COLUMNS, without_grouping_set
 
 pytestmark = pytest.mark.slow
 
@@ -37,9 +37,11 @@ def test_run_and_deploy_local_give_the_same_aggregate_run(cli):
     same_document(simulated, json.loads(out))
 
 
-def test_run_and_deploy_local_give_the_same_kmeans_run(cli):
+def test_run_and_deploy_local_give_the_same_kmeans_run(cli, iris_csv):
+    """K-means on a table's columns from a k-means++ start: the same run in both engines."""
     common = [
-        "--dataset", "mnist5k", "--sources", "120", "--k", "3", "--iterations", "2",
+        "--data", iris_csv, "--columns", ",".join(IRIS_COLUMNS), "--label-column", "species",
+        "--sources", "120", "--k", "3", "--iterations", "2", "--init", "k-means++",
         "--mechanism", "local", "--sampling", "0.5", "--dummies", "1", "--seed", "4", "--json",
     ]  # fmt: skip
     status, out, err = cli("run", "kmeans", *common)

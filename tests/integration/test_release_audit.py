@@ -1,5 +1,5 @@
 """The whole mechanism audited: traffic and noisy release observed together on neighbouring
-tables (:mod:`dpcomm.experiments.release_audit`).
+tables (`dpcomm.experiments.release_audit`).
 
 The correct mechanism's empirical lower bound stays below the composed ε its report claims;
 seeded faults injected into the library code a run calls (a sensitivity computed half as

@@ -121,7 +121,7 @@ class AccountingReport:
         """Every known method name mapped to its value, None where it does not apply.
 
         The values of ``printed`` methods (``bennett-printed``, ``theorem-exact``: formulas as
-        the paper prints them, refuted by enumeration) are not bounds; :attr:`methods` holds
+        the paper prints them, refuted by enumeration) are not bounds; `methods` holds
         each one's status.
         """
         values: dict[str, float | None] = dict.fromkeys(METHOD_NAMES)
@@ -140,7 +140,7 @@ class AccountingReport:
         """Why the best valid ε is infinite, and the least changes that make it finite.
 
         None unless ε was asked for one round of a local randomizer or scrambler and every
-        valid method answered ∞ (whichever method :func:`report_with_method` shows).
+        valid method answered ∞ (whichever method `report_with_method` shows).
         """
         best = min((r.value for r in self.methods if r.status == "valid"), default=math.inf)
         mechanism = self.mechanism
@@ -158,14 +158,15 @@ class AccountingReport:
 
         The mechanism's parameters (null where its family has none), the fixed and the asked
         value, the method and whether it is a valid bound, the certified lower bound, every
-        method's value and status, and ``why_infinite`` when ε = ∞ (:meth:`why_infinite`).
+        method's value and status, and ``why_infinite`` when ε = ∞ (`why_infinite`).
         ∞ is the string ``"inf"``.
 
-        >>> from dpcomm import LocalRandomizer, account
-        >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.0), delta=1e-4)
-        >>> document = report.to_dict()
-        >>> document["epsilon"], document["why_infinite"]["changes"][0]["parameter"]
-        ('inf', 'sampling_rate')
+        Examples:
+            >>> from dpcomm import LocalRandomizer, account
+            >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.0), delta=1e-4)
+            >>> document = report.to_dict()
+            >>> document["epsilon"], document["why_infinite"]["changes"][0]["parameter"]
+            ('inf', 'sampling_rate')
         """
         mechanism = self.mechanism
         row: dict[str, Any] = {
@@ -416,7 +417,7 @@ def _composed_rounds(
     Theorem 2 (basic composition): rounds that are each (ε_1, δ/R)-DP are (R·ε_1, δ)-DP
     together, and rounds that are each (ε/R, δ_1)-DP are (ε, R·δ_1)-DP. The PLD of the
     dominating pair composed R times is valid for every ε at once (module
-    :mod:`dpcomm.accounting.pld`). The lower bound composes explicit pairs.
+    `dpcomm.accounting.pld`). The lower bound composes explicit pairs.
     """
     from dpcomm.accounting import pld
 
@@ -465,7 +466,7 @@ def account(
     """Account ``mechanism``: ε for a fixed δ (default δ = 0, pure ε), or δ for a fixed ε.
 
     Args:
-        mechanism: any mechanism description of :mod:`dpcomm.accounting.mechanisms`.
+        mechanism: any mechanism description of `dpcomm.accounting.mechanisms`.
         delta: the target δ in [0, 1); with ``epsilon`` unset, every method reports its ε.
         epsilon: the target ε >= 0; every method reports its δ. Exclusive with ``delta``.
         rounds: R, identical rounds composed (each source takes part in every round with fresh
@@ -473,13 +474,15 @@ def account(
         monte_carlo_samples: R of Algorithm 2 (0 skips the Monte Carlo estimate).
         seed: seed of the Monte Carlo estimate.
 
-    >>> from dpcomm import LocalRandomizer, account
-    >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.5, num_dummies=5),
-    ...                  delta=1e-4, rounds=4)
-    >>> report.guarantee.epsilon < 4 * account(report.mechanism, delta=1e-4 / 4).guarantee.epsilon
-    True
-    >>> report.lower_bound <= report.guarantee.epsilon
-    True
+    Examples:
+        >>> from dpcomm import LocalRandomizer, account
+        >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.5, num_dummies=5),
+        ...                  delta=1e-4, rounds=4)
+        >>> one_round = account(report.mechanism, delta=1e-4 / 4).guarantee.epsilon
+        >>> report.guarantee.epsilon < 4 * one_round
+        True
+        >>> report.lower_bound <= report.guarantee.epsilon
+        True
     """
     if not isinstance(mechanism, Mechanism):
         raise InvalidParameterError(
@@ -561,7 +564,7 @@ class FiniteChange:
         value: its new value.
         epsilon: the valid ε the accountant gives with it (same δ).
         least: True when no smaller value of the parameter gives a finite ε (d: the exact
-            least; σ: the least of :data:`SAMPLING_GRID`, any σ > 0 being finite when
+            least; σ: the least of `SAMPLING_GRID`, any σ > 0 being finite when
             ``least`` is False).
     """
 

@@ -40,7 +40,7 @@ def _support_end(trials: int, success: float) -> int:
     return high
 
 
-#: Most counts per side of :class:`ScramblerLowerBound`'s (α, γ) window (2 float64 tables of
+#: Most counts per side of `ScramblerLowerBound`'s (α, γ) window (2 float64 tables of
 #: this size squared).
 _MAX_WINDOW = 3000
 
@@ -271,7 +271,7 @@ class CappedLowerBound:
     Restricting a hockey-stick sum, or a maximum of log-ratios, to some outputs can only lower
     it. Outputs whose probability underflows (below 1e-250 of the family's largest) are
     skipped, which also only lowers the value. When (n + d) n² exceeds
-    :data:`CAPPED_COST_LIMIT` no pair is evaluated and both bounds are 0.
+    `CAPPED_COST_LIMIT` no pair is evaluated and both bounds are 0.
     """
 
     def __init__(self, mechanism: ScramblerMechanism) -> None:

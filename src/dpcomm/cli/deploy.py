@@ -12,7 +12,6 @@ from dpcomm.cli.budget import add_budget_options, budget_from_options, print_cha
 from dpcomm.cli.execute import (
     AGGREGATE_DEFAULTS,
     KMEANS_CENTROIDS,
-    KMEANS_DATASET,
     KMEANS_DEFAULTS,
     KMEANS_ITERATIONS,
     add_aggregate_options,
@@ -133,15 +132,18 @@ def _check_workdir(args: argparse.Namespace) -> None:
 
 #: Options of one workload only, with their defaults: given to the other one, they are refused.
 KMEANS_ONLY_OPTIONS = {
-    "dataset": KMEANS_DATASET,
+    "dataset": None,
+    "columns": None,
+    "label_column": None,
     "k": KMEANS_CENTROIDS,
     "iterations": KMEANS_ITERATIONS,
+    "init": "random",
+    "init_data": None,
     "sources": None,
     "drop_non_finite": False,
 }
 AGGREGATE_ONLY_OPTIONS = {
     "sql": None,
-    "data": None,
     "synthetic": None,
     "diabetes": False,
     "distribution": "uniform",
@@ -397,7 +399,7 @@ def add_deploy_commands(commands: Any) -> None:
     )
     add_aggregate_options(local, sql_required=False)
     add_data_seed_option(local, aggregate=True, kmeans=True)
-    add_kmeans_options(local.add_argument_group("K-means (deploy local kmeans)"))
+    add_kmeans_options(local.add_argument_group("K-means (deploy local kmeans)"), data=False)
     _round_options(local)
     local.add_argument("--workdir", help="keep certificates here (default: temporary)")
     local.add_argument(

@@ -1,12 +1,12 @@
 """What a privacy budget charges for a run, before the run: at least what the run reports.
 
-A :class:`~dpcomm.budget.Budget` is charged before anything runs, so the charge must be known
-beforehand and bound what the run then reports (:func:`guarantee_to_charge`). In memory and on
+A `dpcomm.budget.Budget` is charged before anything runs, so the charge must be known
+beforehand and bound what the run then reports (`guarantee_to_charge`). In memory and on
 Dask a run reports its plan's guarantee. A deployed round reports the guarantee of its batches
-as they ran (:func:`dpcomm.engine.network.deploy.actual_batch_sizes`): a source late or absent
+as they ran (`dpcomm.engine.network.deploy.actual_batch_sizes`): a source late or absent
 leaves its scrambler with fewer sources, and a weaker guarantee, known only after the round;
-:func:`deployment_privacy` bounds every such outcome. On several hosts the coordinator charges
-(:func:`charge_round`).
+`deployment_privacy` bounds every such outcome. On several hosts the coordinator charges
+(`charge_round`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, Countermeasures
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.plan.privacy import PlanGuarantee, account_plan
+from dpcomm.plan.privacy import PlanGuarantee, account_plan, compose_release
 from dpcomm.queries.program import QueryProgram
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def deployment_privacy(
     flow is accounted at every such m that can run (a capped scrambler of m sources with
     d > (T − 1)·m stops before sending), so that no round reports more: a cluster's guarantee
     is the worst of its batch sizes', and the PLD composition takes its smallest batch, whose
-    dominating pair dominates the larger batches' (:func:`dpcomm.plan.account_plan`). Without
+    dominating pair dominates the larger batches' (`dpcomm.plan.account_plan`). Without
     scramblers late sources change nothing, and this is the plan's guarantee.
     """
     from dpcomm.plan.transform import transform
@@ -94,10 +94,10 @@ def guarantee_to_charge(
     """The (ε, δ) a budget charges for a run of ``program``, known before it runs.
 
     The plan's guarantee at ``delta``, by the call the engines make
-    (:func:`dpcomm.plan.account_plan`); for a deployed round (``deployed``), the weakest its
-    round can report whatever nodes are late (:func:`deployment_privacy`). Under a noisy
+    (`dpcomm.plan.account_plan`); for a deployed round (``deployed``), the weakest its
+    round can report whatever nodes are late (`deployment_privacy`). Under a noisy
     release, the traffic's and the release's composed as the report composes them
-    (:func:`dpcomm.engine.runs.release_report`).
+    (`dpcomm.plan.privacy.compose_release`).
     """
     from dpcomm.queries.aggregate import AggregateProgram
 
@@ -110,12 +110,10 @@ def guarantee_to_charge(
     guarantee = privacy.guarantee
     epsilon, spent, method = guarantee.epsilon, guarantee.delta, guarantee.method
     if isinstance(program, AggregateProgram) and program.release is not None:
-        from dpcomm.engine.runs import release_report
-
         # Traffic and noisy release read the same rows: the run spends both, composed.
-        both = release_report(program, privacy)
-        epsilon, spent = both.epsilon_total, both.composed_delta
-        method = f"{method} + {both.mechanism} release"
+        both = compose_release(privacy, program.release.noises)
+        epsilon, spent = both.epsilon, both.delta
+        method = f"{method} + {program.release.mechanism.name} release"
     return ChargedGuarantee(epsilon, spent, method + covers)
 
 
@@ -124,8 +122,8 @@ def charge_round(budget: Budget, spec: RoundSpec, *, delta: float) -> Charge:
 
     On several hosts (``dpcomm deploy configs``, ``dpcomm node run``) the coordinator
     charges: every round goes through it once, and no node can send before it has registered
-    them. The charge is :func:`guarantee_to_charge` of the round's public program with its
-    countermeasures, as deployed. Raises :class:`~dpcomm.budget.BudgetExceededError` beyond
+    them. The charge is `guarantee_to_charge` of the round's public program with its
+    countermeasures, as deployed. Raises `dpcomm.budget.BudgetExceededError` beyond
     the budget, the ledger then unchanged.
     """
     program = spec.public_program

@@ -7,18 +7,18 @@ Clopper-Pearson intervals (Bonferroni over the events tried). Every event gives
 largest of them is below the mechanism's true ε. The audit PASSes when that lower bound is at
 most the accountant's upper bound for the *declared* parameters (see docs/audit.md).
 
-Every run goes through the role steps every engine runs (:mod:`dpcomm.protocol.roles`), with
-the engines' randomness streams (:class:`~dpcomm.protocol.randomness.Randomness`) and scrambler
-batches (:class:`~dpcomm.plan.costs.ConsecutiveBatches`): run r is node r of one flow (the
+Every run goes through the role steps every engine runs (`dpcomm.protocol.roles`), with
+the engines' randomness streams (`dpcomm.protocol.randomness.Randomness`) and scrambler
+batches (`dpcomm.plan.costs.ConsecutiveBatches`): run r is node r of one flow (the
 source of R_σ^d, or the scrambler of sources r·n … r·n + n − 1), so many runs are one call of
-each step over many nodes, as the engines run a flow (:func:`dpcomm.engine.steps.flow_steps`).
+each step over many nodes, as the engines run a flow (`dpcomm.engine.steps.flow_steps`).
 
 It also reports the view of the paper's Appendix D: per distinct output, the counts c₀, c₁ under
 the two inputs and the log-ratio |ln(c₀/c₁)|, and the share of outputs never seen estimated by
 capture-recapture (two batches; share of new outputs in the second).
 
-Mechanisms are wrapped in :class:`AuditedMechanism`, which can inject the seeded faults the
-audit must catch (:data:`FAULT_KINDS`) into that wiring: non-uniform dummies (a broken dummy
+Mechanisms are wrapped in `AuditedMechanism`, which can inject the seeded faults the
+audit must catch (`FAULT_KINDS`) into that wiring: non-uniform dummies (a broken dummy
 step), no shuffle (the order step skipped), a lower sampling rate or fewer dummies than
 declared (the role steps given the wrong parameters). Each faulty variant claims the original
 guarantee.
@@ -83,7 +83,7 @@ class AuditedMechanism:
             place of the role's (None: the role's own step, uniform).
         shuffle: False skips the order step: messages leave in arrival order (the differing
             source first).
-        fault: a label for reports ("none" or one of :data:`FAULT_KINDS`).
+        fault: a label for reports ("none" or one of `FAULT_KINDS`).
     """
 
     declared: Declared
@@ -159,7 +159,7 @@ class AuditedMechanism:
         )
 
     def runs_per_chunk(self) -> int:
-        """Runs simulated at once (:data:`CHUNK_RUNS`, :data:`CHUNK_SOURCES`)."""
+        """Runs simulated at once (`CHUNK_RUNS`, `CHUNK_SOURCES`)."""
         declared = self.declared
         if isinstance(declared, LocalRandomizer):
             return CHUNK_RUNS
@@ -305,7 +305,7 @@ class AuditedMechanism:
         return weighted_dummies
 
 
-#: A scrambler dummy step: the arguments of :func:`dpcomm.protocol.roles.scrambler_dummies`.
+#: A scrambler dummy step: the arguments of `dpcomm.protocol.roles.scrambler_dummies`.
 DummyStep = Callable[..., IntArray]
 
 
@@ -314,7 +314,7 @@ class ScramblerRuns:
     """The source and scrambler steps of many runs, one scrambler per run.
 
     Attributes:
-        messages: the sources' messages (:func:`dpcomm.protocol.roles.source_messages`), run
+        messages: the sources' messages (`dpcomm.protocol.roles.source_messages`), run
             by run (the run's n sources in order).
         received: (runs, T) messages each run's scrambler received for each target.
         dummies: (runs, T) dummies each run's scrambler added (Algorithm 1).
@@ -347,11 +347,11 @@ def scrambler_runs(
 
     ``true_targets`` (runs, n) holds the true targets of each run's n sources. Run r is
     scrambler r of one flow and its sources are sources r·n … r·n + n − 1: the source step
-    (:func:`~dpcomm.protocol.roles.source_messages`), the coordinator's batches
-    (:class:`~dpcomm.plan.costs.ConsecutiveBatches`: n consecutive sources each) and the
-    scrambler step (``dummy_step``, :func:`~dpcomm.protocol.roles.scrambler_dummies` unless a
+    (`dpcomm.protocol.roles.source_messages`), the coordinator's batches
+    (`dpcomm.plan.costs.ConsecutiveBatches`: n consecutive sources each) and the
+    scrambler step (``dummy_step``, `dpcomm.protocol.roles.scrambler_dummies` unless a
     fault replaces it) over all of them at once, each node drawing from its own streams of
-    ``randomness``, as :func:`dpcomm.engine.steps.flow_steps` runs them. A run's outcome does
+    ``randomness``, as `dpcomm.engine.steps.flow_steps` runs them. A run's outcome does
     not depend on the runs simulated with it.
     """
     truth = np.asarray(true_targets, dtype=np.int64)
@@ -710,7 +710,7 @@ def estimate_events(
     """Candidate events selected on the first half of the runs, estimated on the second.
 
     Each categorization gives candidate events on the first half of the runs
-    (:func:`_select_events`); the :data:`EVENTS_PER_DIRECTION` candidates of each direction
+    (`_select_events`); the `EVENTS_PER_DIRECTION` candidates of each direction
     with the best selection-half bounds, whichever categorization gave them, are estimated on
     the other half with one-sided Clopper-Pearson bounds, each at level
     (1 − ``confidence``)/(2m), m the number of events estimated (Bonferroni; choosing among
@@ -769,12 +769,12 @@ def audit(
 
     Args:
         mechanism: a declared mechanism (audited as implemented) or an
-            :class:`AuditedMechanism` (possibly with a seeded fault).
+            `AuditedMechanism` (possibly with a seeded fault).
         runs: runs per neighbouring input (>= 100); half select events, half estimate them.
         confidence: probability that the reported lower bound is below the true ε, in (0, 1).
         delta: δ of the comparison; default 1e-4 for a scrambler, 0 (pure ε) for R_σ^d.
         rng: a numpy Generator, a seed, or None: the seed of the runs' randomness streams
-            (:class:`~dpcomm.protocol.randomness.Randomness`, one round per input) and of the
+            (`dpcomm.protocol.randomness.Randomness`, one round per input) and of the
             output hash.
         progress: show a progress bar over the chunks of runs.
     """

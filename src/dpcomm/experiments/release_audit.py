@@ -5,10 +5,10 @@ and the released values (what the noise covers, ε2); the report claims one guar
 (``report.release.epsilon_total``: their PLD composition, or the paper's sum ε1 + ε2). This
 audit runs the mechanism many times on two neighbouring tables, D and D′, that differ in one
 source's row, and puts an empirical lower bound on ε next to that claim, with the statistics
-of :mod:`dpcomm.experiments.audit` (events selected on half the runs, estimated on the other
+of `dpcomm.experiments.audit` (events selected on half the runs, estimated on the other
 half with Clopper-Pearson bounds, Bonferroni over the events).
 
-**The tables** (:func:`release_neighbours`): :data:`RELEASE_AUDIT_SQL` (or another query over
+**The tables** (`release_neighbours`): `RELEASE_AUDIT_SQL` (or another query over
 ``t(k, v)`` grouped by ``k``: COUNT, SUM, AVG) released over the public key domain {a, b, c},
 ``v`` clamped to [0, M]. Source 0 holds (a, 50·M) in D, beyond the bound (clamped to M), and
 (b, M) in D′; the other n − 1 sources hold (c, M/2). The keys are chosen so that a, b and c go
@@ -16,26 +16,26 @@ to three different compute nodes (t = 0, t′ = T − 1, t″ = 1, as the traffi
 the row moves between two cells of each released aggregate, by the full sensitivity (1 for
 COUNT, M for SUM in each cell), and between two targets of the traffic.
 
-**One run** is what :func:`dpcomm.run_sql` does with the same program, built the cheapest
-faithful way (:func:`release_runs`):
+**One run** is what `dpcomm.run_sql` does with the same program, built the cheapest
+faithful way (`release_runs`):
 
 * the traffic: the role steps every engine runs, with the engines' randomness streams, for
   run r as the traffic audit runs it (scrambler r and its sources r·n … r·n + n − 1, or the
-  sources of block r under local flooding; :func:`dpcomm.experiments.audit.scrambler_runs`).
+  sources of block r under local flooding; `dpcomm.experiments.audit.scrambler_runs`).
   A unit test checks that run 0 with the engine's seed *is* the in-memory engine's run: the
   same messages per target and the same exact result;
 * the exact result over the tuples the run delivered: COUNT and SUM add up over delivered
   tuples, so each source's contribution to each released cell is computed once by the
-  library's own evaluation (:func:`dpcomm.queries.groupby.evaluate_grouping_set` over the
+  library's own evaluation (`dpcomm.queries.groupby.evaluate_grouping_set` over the
   table the program projected, hence clamped as a run clamps it) and a run's result is its
   delivered sources' contributions added up;
-* the noise: the release layer's own noise (:func:`dpcomm.queries.release._noisy`: OpenDP's
+* the noise: the release layer's own noise (`dpcomm.queries.release._noisy`: OpenDP's
   measurement at the scale the program's release computed, after OpenDP's privacy map is
   checked), drawn for the cells of keys a and b of every run at once. OpenDP's noise is never
   seeded (by design), so the lower bound varies from audit to audit; the traffic does not.
 
 The observer's view is reduced to three features, each cut into bins at the quantiles of the
-selection half (:data:`BINNINGS`): the traffic's c_t − c_t′ (messages to a's and b's compute
+selection half (`BINNINGS`): the traffic's c_t − c_t′ (messages to a's and b's compute
 nodes), and Σ_i x_a,i/b_i and Σ_i x_b,i/b_i (each released value of a, and of b, over its
 noise scale). Dropping the rest of the view (the other keys' values, the order of messages) is
 a post-processing: a lower bound for the reduced view is one for the whole view.
@@ -133,7 +133,7 @@ def release_neighbours(*, num_targets: int, num_sources: int, bound: float) -> R
     """The audit's tables: keys a, b, c on compute nodes 0, T − 1 and 1 (T >= 3).
 
     The compute node of a key is a public hash of the key
-    (:func:`~dpcomm.queries.groupby.partition_keys`); the keys are the first of ``k0``, ``k1``,
+    (`dpcomm.queries.groupby.partition_keys`); the keys are the first of ``k0``, ``k1``,
     ... to fall on each node.
     """
     from dpcomm.queries.groupby import partition_keys
@@ -184,7 +184,7 @@ def audited_program(
 def contributions(program: AggregateProgram, keys: tuple[str, ...]) -> FloatArray:
     """(S, len(keys), A): what each source's tuple adds to each key's released aggregates.
 
-    Each source's row alone is evaluated by the library (:func:`evaluate_grouping_set`, over
+    Each source's row alone is evaluated by the library (`evaluate_grouping_set`, over
     the program's projected rows, hence clamped as a run clamps them); A follows the order of
     the release's noises. A NULL aggregate (no value) adds 0, as the release counts it.
     """
@@ -240,7 +240,7 @@ def release_runs(
 
     Run r draws as the engines draw for the nodes of block r of the program's flow: under
     scramblers, scrambler r and its n sources; under local flooding, sources r·S … r·S + S − 1.
-    ``added`` is :func:`contributions` of ``program`` and ``keys`` (computed if not given).
+    ``added`` is `contributions` of ``program`` and ``keys`` (computed if not given).
     """
     table = program.table
     if table is None:
@@ -298,7 +298,7 @@ def noisy_values(program: AggregateProgram, exact: FloatArray) -> FloatArray:
     """``exact`` (runs, keys, A) plus the release's noise: OpenDP's, as the result node adds it.
 
     Each aggregate's cells of every run are one vector given to the release layer's noise
-    (:func:`dpcomm.queries.release._noisy`): independent noise per cell, at the aggregate's
+    (`dpcomm.queries.release._noisy`): independent noise per cell, at the aggregate's
     scale, after OpenDP's privacy map is checked against the aggregate's share of ε2.
     """
     from dpcomm.queries.release import _noisy
@@ -370,7 +370,7 @@ def _bins(selection: FloatArray, count: int) -> FloatArray:
 
 
 def _categorizations(features: list[FloatArray], half: int) -> list[Categorization]:
-    """Each run's category under each of :data:`BINNINGS`, bins cut on the selection half.
+    """Each run's category under each of `BINNINGS`, bins cut on the selection half.
 
     A category is the run's quantile bin of each feature (c_t − c_t′, then a's and b's
     released values); the edges are the quantiles of both tables' selection halves.
@@ -413,13 +413,13 @@ def audit_release(
     """Audit traffic and noisy release together: empirical lower bound vs the reported ε.
 
     Args:
-        countermeasure: the traffic's: :class:`Scramblers` (the tables have n rows, one
-            batch) or :class:`LocalFlooding` (the tables have one row).
-        release: :class:`~dpcomm.Laplace` or :class:`~dpcomm.Gaussian`.
+        countermeasure: the traffic's: `Scramblers` (the tables have n rows, one
+            batch) or `LocalFlooding` (the tables have one row).
+        release: `dpcomm.Laplace` or `dpcomm.Gaussian`.
         num_targets: T >= 3, the compute nodes of the grouping set.
         bound: M: the SUM's values are clamped to [0, M].
         sql: the released query over ``t(k, v)``, grouped by ``k`` alone
-            (:data:`RELEASE_AUDIT_SQL`: one SUM).
+            (`RELEASE_AUDIT_SQL`: one SUM).
         runs: runs per table (>= 100); half select events, half estimate them.
         confidence: probability that the lower bound is below the true ε, in (0, 1).
         delta: the traffic's δ (the plan's, as ``run_sql``'s ``delta``); the comparison is

@@ -1,6 +1,6 @@
 """Figures 3a-b, 4a-c and 6a-c of the paper: ε of the local and scrambler algorithms.
 
-Every value comes from :func:`dpcomm.accounting.account`, with the status it reports (valid,
+Every value comes from `dpcomm.accounting.account`, with the status it reports (valid,
 estimate, printed); certified lower bounds come from the same report. The paper's refuted
 formulas (Theorem "theorem-exact", Lemma 3's Bennett bound as printed, see docs/accounting.md)
 are drawn dashed and labelled "as printed (refuted)". CSV columns: ``curve``, ``status``, the
@@ -126,7 +126,7 @@ def _local_epsilon(*, num_targets: int, sampling_rate: float, num_dummies: int) 
 
 
 def _local_row(curve: str, *, num_targets: int, sampling_rate: float, num_dummies: int) -> Row:
-    """The point of R_σ^d on ``curve``: its pure ε by :func:`_local_epsilon` (valid, exact)."""
+    """The point of R_σ^d on ``curve``: its pure ε by `_local_epsilon` (valid, exact)."""
     epsilon = _local_epsilon(
         num_targets=num_targets, sampling_rate=sampling_rate, num_dummies=num_dummies
     )
