@@ -134,9 +134,9 @@ def _target_epsilon(value: object) -> float | None:
 
 
 # --------------------------------------------------------------- a budget across queries
-#: Engines whose run reports the guarantee its plan had before it ran (a deployment's
-#: late nodes can make batches smaller, hence its ε larger, only known after the round).
-BUDGET_ENGINES = ("memory", "dask")
+#: Engines a budget can charge before they run: each reports a guarantee known beforehand
+#: (a deployment's at worst: `dpcomm.engine.network.deploy.deployment_privacy`).
+BUDGET_ENGINES = ("memory", "dask", "network")
 
 
 def _budget(budget: object, engine: Engine) -> Budget | None:
@@ -149,9 +149,7 @@ def _budget(budget: object, engine: Engine) -> Budget | None:
         raise InvalidParameterError("budget", "None or a dpcomm.Budget(...)", budget)
     if engine.name not in BUDGET_ENGINES:
         raise InvalidParameterError(
-            "engine",
-            "'memory' or 'dask' with a budget (a deployment's ε is known only after it ran)",
-            engine.name,
+            "engine", "'memory', 'dask' or 'network' with a budget", engine.name
         )
     return budget
 
@@ -164,28 +162,25 @@ def _charge(
     delta: float,
     kind: str,
     query: str,
+    engine: Engine,
 ) -> tuple[float, float] | None:
-    """Charge the plan's guarantee to ``budget`` before the run (refused: nothing runs).
+    """Charge the run's guarantee to ``budget`` before the run (refused: nothing runs).
 
-    The guarantee is the one the engine computes and the run reports
-    (`dpcomm.engine.run.prepare`: `dpcomm.plan.account_plan` at ``delta``).
+    [`guarantee_to_charge`][dpcomm.engine.charge.guarantee_to_charge]: the plan's guarantee,
+    the one the engine computes and the run reports; for a deployment, the weakest its round
+    can report.
     """
     if budget is None:
         return None
-    from dpcomm.plan.privacy import account_plan
+    from dpcomm.engine.charge import guarantee_to_charge
 
-    privacy = account_plan(program.plan, countermeasure, delta=delta)
-    guarantee = privacy.guarantee
-    epsilon, spent, method = guarantee.epsilon, guarantee.delta, guarantee.method
-    if getattr(program, "release", None) is not None:
-        # Traffic and noisy release read the same rows: the run spends both, composed.
-        from dpcomm.engine.runs import release_report
-
-        both = release_report(program, privacy)
-        epsilon, spent = both.epsilon_total, both.composed_delta
-        method = f"{method} + {both.mechanism} release"
-    budget.charge(epsilon=epsilon, delta=spent, kind=kind, query=query, method=method)
-    return epsilon, spent
+    charged = guarantee_to_charge(
+        program, countermeasure, delta=delta, deployed=engine.name == "network"
+    )
+    budget.charge(
+        epsilon=charged.epsilon, delta=charged.delta, kind=kind, query=query, method=charged.method
+    )
+    return charged.epsilon, charged.delta
 
 
 @dataclass(frozen=True)
@@ -355,7 +350,13 @@ def run_sql(
         countermeasure.check_plan(program.plan, workload="aggregate", delta=delta)
     _refuse_release_above_target(program, chosen, delta=delta, target_epsilon=target_epsilon)
     charged = _charge(
-        budget, program, chosen, delta=delta, kind="aggregate", query=program.query.sql
+        budget,
+        program,
+        chosen,
+        delta=delta,
+        kind="aggregate",
+        query=program.query.sql,
+        engine=runner,
     )
     outcome = run_aggregate(
         program,
@@ -628,7 +629,9 @@ def kmeans(
     described += f"dimension {array.shape[1]}, start_seed = {start_seed}"
     if init != "random" or initial is not None:
         described += f", init = {init}" + (" among public points" if initial is not None else "")
-    charged = _charge(budget, program, chosen, delta=delta, kind="kmeans", query=described)
+    charged = _charge(
+        budget, program, chosen, delta=delta, kind="kmeans", query=described, engine=runner
+    )
     outcome = run_kmeans(
         program,
         chosen,

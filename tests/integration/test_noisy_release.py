@@ -1,4 +1,5 @@
-"""Noisy releases end to end: keys, clamping, intervals, the composed guarantee, engines, CLI."""
+"""Noisy releases end to end: keys, clamping, intervals, the composed guarantee, CLI (every engine
+runs the same round up to the noise: the engine contract, tests/integration/engine_contract.py)."""
 
 from __future__ import annotations
 
@@ -148,25 +149,6 @@ def test_min_is_refused_under_a_release(penguins: Any) -> None:
             countermeasure=SCRAMBLERS, release=dpcomm.Laplace(1.0), bounds=BOUNDS,
             keys={"species": KEYS["species"]},
         )  # fmt: skip
-
-
-@pytest.mark.parametrize("engine", ["dask", "network"])
-def test_every_engine_runs_the_same_round_before_the_noise(penguins: Any, engine: str) -> None:
-    """Same seed: the same traffic and the same delivered tuples; the noise is OpenDP's own
-    (never seeded), with the same scales."""
-    from dpcomm.engine.engines import make_engine
-
-    options = {"release": dpcomm.Laplace(1.0), "bounds": BOUNDS, "keys": KEYS}
-    chosen = make_engine("network", transport="memory") if engine == "network" else engine
-    runs = [
-        dpcomm.run_sql(SQL, penguins, countermeasure=SCRAMBLERS, seed=3, engine=e, **options)
-        for e in ("memory", chosen)
-    ]
-    exact = [r.program.without_release().result(r.run.state) for r in runs]
-    assert exact[0] == exact[1]
-    for flow in runs[0].program.flow_names:
-        assert np.array_equal(runs[0].run.delivered[flow], runs[1].run.delivered[flow])
-    assert runs[0].report.release == runs[1].report.release
 
 
 def test_cli_release(cli: Callable[..., Any], tmp_path: Path) -> None:

@@ -105,6 +105,18 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def clamped_sql(column: str, low: float, high: float) -> str:
+    """DuckDB SQL of ``column`` clamped to [``low``, ``high``] on each row, as DOUBLE.
+
+    What bounds a noisy SUM's or AVG's sensitivity (`dpcomm.accounting.release`). A NULL
+    stays NULL (DuckDB's GREATEST and LEAST would skip it).
+    """
+    return (
+        f"CASE WHEN {_quoted(column)} IS NOT NULL THEN CAST(LEAST(GREATEST("
+        f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) AS DOUBLE) END"
+    )
+
+
 def _normal(node: exp.Expression, qualifiers: frozenset[str]) -> str:
     """A key expression's text, columns unqualified and lower-case (to match repeats)."""
     copy = node.copy()
@@ -341,10 +353,7 @@ class _Rewriter:
             )
         low, high = found
         clamped: exp.Expression = sqlglot.parse_one(  # type: ignore[assignment]
-            # GREATEST and LEAST skip NULLs in DuckDB: a NULL value stays NULL explicitly.
-            f"CASE WHEN {_quoted(column)} IS NOT NULL THEN CAST(LEAST(GREATEST("
-            f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) AS DOUBLE) END",
-            read="duckdb",
+            clamped_sql(column, low, high), read="duckdb"
         )
         name = self.derive("m", clamped, "inside SUM()")
         self.clamps[name] = (column, float(low), float(high))
