@@ -180,6 +180,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "estimate": "--estimate",
     "engine": "--engine",
     "scheduler": "--scheduler",
+    "connect_timeout": "--connect-timeout",
     "partitions": "--partitions",
     "workers": "--workers",
     "start_seed": "--data-seed",
