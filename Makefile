@@ -39,14 +39,14 @@ browser-tools:
 	  else echo "warning: not root: chromium not installed, browser tests will be skipped"; fi; }
 
 # The whole suite in parallel workers (one per core); then, alone, the tests that load the
-# machine or its network (marker serial); then the documentation site.
+# machine or its network (marker serial). The suite builds the documentation site strictly
+# (tests/integration/test_docs_site.py); `make docs` writes it to .venv/site.
 test: $(STAMP) capture-tools browser-tools
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/pytest -n auto --dist worksteal -m "not serial"
 	$(BIN)/pytest -m serial
-	$(MAKE) --no-print-directory docs
 
 # The inner loop (under two minutes): lint, types, unit and property tests.
 check: $(STAMP)
@@ -59,7 +59,8 @@ unit: $(STAMP)
 	$(BIN)/pytest -n auto tests/unit
 
 # The documentation site (mkdocs-material, the API reference from the docstrings by
-# mkdocstrings), built strictly: a broken link or an unrenderable docstring fails the build.
+# mkdocstrings, formulas by the MathJax copy it serves itself), built strictly: a broken link,
+# cross-reference or unrenderable docstring fails the build.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 	@echo "documentation site: $(VENV)/site/index.html"

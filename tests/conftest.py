@@ -14,7 +14,8 @@ Helpers are fixtures here rather than functions copied into each test module:
   ``id_42585``, with NaN measurements and text species), as an Arrow table read by DuckDB;
 * ``chromium``: a headless Chromium (Debian's package, ``make browser-tools``) driven by
   selenium through Debian's chromedriver, one per test session; a skip that says why where
-  Chromium is not installed.
+  Chromium is not installed;
+* ``iris_csv``: scikit-learn's iris as a CSV file (:data:`IRIS_COLUMNS` and a text ``species``).
 """
 
 from __future__ import annotations
@@ -226,3 +227,23 @@ def chromium() -> Iterator[Any]:
         yield session
     finally:
         session.quit()
+
+
+#: The numeric columns of the ``iris_csv`` file.
+IRIS_COLUMNS = ("sepal_length", "sepal_width", "petal_length", "petal_width")
+
+
+@pytest.fixture(scope="session")
+def iris_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """scikit-learn's iris (the 150 flowers it ships) as ``iris.csv``: four measurements in cm
+    (:data:`IRIS_COLUMNS`) and the ``species`` as text, in the file's order."""
+    from sklearn.datasets import load_iris
+
+    iris = load_iris()
+    path = tmp_path_factory.mktemp("iris") / "iris.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*IRIS_COLUMNS, "species"])
+        for row, target in zip(iris.data.tolist(), iris.target.tolist(), strict=True):
+            writer.writerow([*row, iris.target_names[target]])
+    return path

@@ -5,20 +5,20 @@ Decentralized Computing using Differential Privacy" (Ladjel, Anciaux, Bellet, Sc
 
 The front door (names imported on first use, so ``import dpcomm`` stays light):
 
-* :func:`run_sql` runs an Aggregate query (GROUP BY, GROUPING SETS) over a DataFrame, an Arrow
-  table, a DuckDB relation or a CSV/Parquet path; :func:`kmeans` runs K-means over points;
+* [`run_sql`][] runs an Aggregate query (GROUP BY, GROUPING SETS) over a DataFrame, an Arrow
+  table, a DuckDB relation or a CSV/Parquet path; [`kmeans`][] runs K-means over points;
   both return the result and a typed report (privacy, utility, efficiency): an
-  :class:`AggregateRun` or a :class:`KMeansRun`, what the ``dpcomm`` command prints;
-* :func:`calibrate` finds the countermeasure of least network load that makes a plan
+  [`AggregateRun`][] or a [`KMeansRun`][], what the ``dpcomm`` command prints;
+* [`calibrate`][] finds the countermeasure of least network load that makes a plan
   (ε, δ)-DP under limits on channels, consents and utility (the planner);
-* the countermeasures :class:`NoCountermeasure`, :class:`LocalFlooding` (sampling σ and d
-  dummies per source, Section 3) and :class:`Scramblers` (n sources per scrambler, d dummies,
+* the countermeasures [`NoCountermeasure`][], [`LocalFlooding`][] (sampling σ and d
+  dummies per source, Section 3) and [`Scramblers`][] (n sources per scrambler, d dummies,
   Section 4);
-* :class:`Budget`: an (ε, δ) across queries, kept in a ledger file that every run given
-  ``budget=`` charges before it runs (a run beyond it raises :class:`BudgetExceededError`);
-* :func:`account` and the mechanisms :class:`LocalRandomizer`, :class:`ScramblerMechanism`:
+* [`Budget`][]: an (ε, δ) across queries, kept in a ledger file that every run given
+  ``budget=`` charges before it runs (a run beyond it raises [`BudgetExceededError`][]);
+* [`account`][] and the mechanisms [`LocalRandomizer`][], [`ScramblerMechanism`][]:
   the (ε, δ) of one cluster's communication pattern (``dpcomm.accounting``);
-* :mod:`dpcomm.datasets`: synthetic tables, the diabetes table, MNIST-type digits.
+* [`dpcomm.datasets`][]: synthetic tables, the diabetes table, MNIST-type digits.
 
 Beneath: ``dpcomm.accounting`` (the accountant), ``dpcomm.plan`` (execution plans, costs,
 Theorem 2 over a plan), ``dpcomm.calibration`` (the planner), ``dpcomm.protocol`` (the role
@@ -26,11 +26,12 @@ steps), ``dpcomm.queries`` (SQL and K-means programs), ``dpcomm.engine`` (in mem
 networked), ``dpcomm.experiments`` (figures, audits), ``dpcomm.cli`` (the ``dpcomm`` command);
 ``dpcomm.validation`` holds the parameter checks of every layer.
 
->>> import dpcomm
->>> mechanism = dpcomm.ScramblerMechanism(
-...     num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50)
->>> round(dpcomm.account(mechanism, delta=1e-4).guarantee.epsilon, 2)
-2.33
+Examples:
+    >>> import dpcomm
+    >>> mechanism = dpcomm.ScramblerMechanism(
+    ...     num_targets=20, sampling_rate=0.2, batch_size=100, num_dummies=50)
+    >>> round(dpcomm.account(mechanism, delta=1e-4).guarantee.epsilon, 2)
+    2.33
 """
 
 import importlib
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from dpcomm.plan.countermeasures import NoCountermeasure as NoCountermeasure
     from dpcomm.plan.countermeasures import Scramblers as Scramblers
 
-_exported, __dir__ = attach(__name__, __file__)
+_exported, _ = attach(__name__, __file__)
 
 
 def __getattr__(name: str) -> Any:
@@ -65,6 +66,11 @@ def __getattr__(name: str) -> Any:
     if name == "datasets":
         return importlib.import_module("dpcomm.datasets")
     return _exported(name)
+
+
+def __dir__() -> list[str]:
+    """What `__all__` lists, imported or not (tab completion in a notebook)."""
+    return sorted(__all__)
 
 
 __all__ = [

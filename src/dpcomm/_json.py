@@ -1,7 +1,7 @@
 """Values as JSON can hold them: what every record's ``to_dict()`` returns its values through.
 
 Records (a run's report, an accountant's answer, ...) keep their values as they are, ε = ∞ a
-float; :func:`json_ready` is the one place where a value becomes JSON, so that every document
+float; `json_ready` is the one place where a value becomes JSON, so that every document
 dpcomm prints spells infinity, NaN, DECIMAL values and dates the same way.
 """
 
@@ -25,10 +25,11 @@ def json_ready(value: Any) -> Any:
     "inf" and "-inf" (null is None, SQL NULL); DECIMAL values, dates and times their exact
     text; mappings get text keys.
 
-    >>> import math
-    >>> from decimal import Decimal
-    >>> json_ready({"epsilon": math.inf, "values": (1.5, math.nan, None, Decimal("12.30"))})
-    {'epsilon': 'inf', 'values': [1.5, 'NaN', None, '12.30']}
+    Examples:
+        >>> import math
+        >>> from decimal import Decimal
+        >>> json_ready({"epsilon": math.inf, "values": (1.5, math.nan, None, Decimal("12.30"))})
+        {'epsilon': 'inf', 'values': [1.5, 'NaN', None, '12.30']}
     """
     if isinstance(value, float):
         if math.isnan(value):

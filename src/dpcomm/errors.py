@@ -22,13 +22,14 @@ class DpcommError(Exception):
     Errors pickle whatever their constructor's arguments: an error raised in a Dask worker
     reaches the client as itself (its type, one-line message and attributes).
 
-    >>> import dpcomm
-    >>> try:
-    ...     dpcomm.calibrate(sources=50, num_targets=3, epsilon=1.0, delta=1e-4,
-    ...                      max_channels=3)
-    ... except dpcomm.DpcommError as error:
-    ...     print(str(error).split(": ")[-1])
-    relax max_channels by 7 (to 10)
+    Examples:
+        >>> import dpcomm
+        >>> try:
+        ...     dpcomm.calibrate(sources=50, num_targets=3, epsilon=1.0, delta=1e-4,
+        ...                      max_channels=3)
+        ... except dpcomm.DpcommError as error:
+        ...     print(str(error).split(": ")[-1])
+        relax max_channels by 7 (to 10)
     """
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -46,9 +47,10 @@ def shown(value: object) -> str:
     where a number or a short value was expected is described by its type and shape (or
     length), so that the message stays one readable line. Text is quoted whole.
 
-    >>> import numpy as np
-    >>> shown(1.5), shown("a"), shown(np.zeros((20, 3))), shown(list(range(1000)))
-    ('1.5', "'a'", '<ndarray of shape (20, 3)>', '<list of length 1000>')
+    Examples:
+        >>> import numpy as np
+        >>> shown(1.5), shown("a"), shown(np.zeros((20, 3))), shown(list(range(1000)))
+        ('1.5', "'a'", '<ndarray of shape (20, 3)>', '<list of length 1000>')
     """
     text = repr(value)
     if "\n" not in text and (len(text) <= SHOWN_LENGTH or isinstance(value, str)):
@@ -66,15 +68,16 @@ def shown(value: object) -> str:
 class InvalidParameterError(DpcommError, ValueError):
     """A parameter is outside its allowed range.
 
-    The message names the parameter, the allowed values and the value given (:func:`shown`),
+    The message names the parameter, the allowed values and the value given (`shown`),
     on one line.
 
-    >>> import dpcomm
-    >>> try:
-    ...     dpcomm.Scramblers(sampling_rate=1.5, batch_size=100)
-    ... except dpcomm.InvalidParameterError as error:
-    ...     print(error.name, "|", error.given)
-    sampling_rate | 1.5
+    Examples:
+        >>> import dpcomm
+        >>> try:
+        ...     dpcomm.Scramblers(sampling_rate=1.5, batch_size=100)
+        ... except dpcomm.InvalidParameterError as error:
+        ...     print(error.name, "|", error.given)
+        sampling_rate | 1.5
     """
 
     def __init__(self, name: str, allowed: str, given: object) -> None:
@@ -92,7 +95,7 @@ class BalancedBatchesWarning(DpcommWarning):
     """The scramblers' balanced batches give another ε than full batches of the n asked for.
 
     S senders are cut into ⌈S/n⌉ batches whose sizes differ by at most one
-    (:func:`dpcomm.plan.balanced_batch_sizes`), each accounted at its own size: a table whose
+    (`dpcomm.plan.balanced_batch_sizes`), each accounted at its own size: a table whose
     size n does not divide runs smaller batches than asked for. Filter this category to
     silence it (``warnings.simplefilter("ignore", BalancedBatchesWarning)``).
     """

@@ -1,7 +1,7 @@
 """The optional progress bar of long loops (layer 0): off unless asked for (``progress=True``).
 
 Library code never prints; a function that takes ``progress`` wraps its long loop in
-:func:`with_progress`, and the command line turns it on (tqdm, on standard error).
+`with_progress`, and the command line turns it on (tqdm, on standard error).
 """
 
 from __future__ import annotations

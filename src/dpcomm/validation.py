@@ -1,8 +1,8 @@
 """The parameter checks of every package (layer 0): each returns the value or raises.
 
-Every check raises :class:`~dpcomm.errors.InvalidParameterError` with a one-line message naming
+Every check raises `dpcomm.errors.InvalidParameterError` with a one-line message naming
 the parameter, what is allowed and the value given. Seeds are checked in one place,
-:func:`check_seed`, so that the same bad seed gets the same message wherever it is given
+`check_seed`, so that the same bad seed gets the same message wherever it is given
 (a run, a deployment, a synthetic table, a dataset split, the initial centroids of K-means).
 """
 
@@ -20,10 +20,10 @@ from dpcomm.errors import InvalidParameterError
 MIN_POSITIVE_RATE = 1e-12
 
 #: Largest seed accepted: the randomness derivation encodes a seed on 16 bytes
-#: (:mod:`dpcomm.protocol.randomness`).
+#: (`dpcomm.protocol.randomness`).
 MAX_SEED = (1 << 127) - 1
 
-#: What :func:`check_seed` accepts, as its message says it.
+#: What `check_seed` accepts, as its message says it.
 SEED_ALLOWED = "an integer in [0, 2^127 - 1]"
 
 #: Largest count of nodes or clusters of one kind a plan may have (targets T of a cluster,
@@ -130,7 +130,7 @@ def check_delta(name: str, value: object) -> float:
 
 
 def check_epsilon(name: str, value: object) -> float:
-    """Return ``value`` as a float in [0, :data:`MAX_EPSILON`]."""
+    """Return ``value`` as a float in [0, `MAX_EPSILON`]."""
     return check_number(name, value, at_least=0.0, at_most=MAX_EPSILON)
 
 
@@ -147,7 +147,7 @@ def check_seed(value: object, *, name: str = "seed") -> int:
 
 
 def make_rng(rng: np.random.Generator | int | None, *, name: str = "rng") -> np.random.Generator:
-    """A numpy Generator from a Generator, a seed (:func:`check_seed`), or None (fresh entropy)."""
+    """A numpy Generator from a Generator, a seed (`check_seed`), or None (fresh entropy)."""
     if isinstance(rng, np.random.Generator):
         return rng
     if rng is None:

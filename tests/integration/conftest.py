@@ -1,5 +1,7 @@
-"""Fixtures of the integration tests (defined in :mod:`hosts`): two hosts, a lossy link."""
+"""Fixtures of the integration tests: two hosts, a lossy link (:mod:`hosts`), the built
+documentation site (:mod:`docs_site`)."""
 
+from docs_site import docs_site
 from hosts import lossy_hosts, two_hosts
 
-__all__ = ["lossy_hosts", "two_hosts"]
+__all__ = ["docs_site", "lossy_hosts", "two_hosts"]

@@ -10,6 +10,7 @@ K-means, at σ > 0, for every mechanism, and on a real public table.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import resources
 
 import numpy as np
@@ -17,7 +18,7 @@ import pytest
 
 from dpcomm.data import load_mnist5k, table_from_relation
 from dpcomm.engine.memory import simulate
-from dpcomm.engine.runs import run_aggregate, run_kmeans
+from dpcomm.engine.runs import release_report, run_aggregate, run_kmeans
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
@@ -77,6 +78,21 @@ def synthetic_program(rows: int = 180) -> AggregateProgram:
     table = Table("t", columns)
     sql = "SELECT k, s, COUNT(*), SUM(x), AVG(x) FROM t GROUP BY GROUPING SETS ((k), (s))"
     return AggregateProgram.from_sql(sql, table, num_targets=5)
+
+
+def release_program(rows: int = 120) -> AggregateProgram:
+    """:func:`synthetic_program`'s table released with Laplace noise over k's public domain."""
+    from dpcomm.accounting.release import Laplace
+
+    table = synthetic_program(rows).table
+    return AggregateProgram.from_sql(
+        "SELECT k, COUNT(*), AVG(x) FROM t GROUP BY k",
+        table,
+        num_targets=5,
+        release=Laplace(1.0),
+        bounds={"x": (-1000.0, 1000.0)},
+        keys={"k": list(range(10))},
+    )
 
 
 def edges(flow) -> list[tuple[int, int, int]]:
@@ -200,6 +216,21 @@ class EngineContract:
         )
         assert set(kmeans.report.to_dict()) >= {"privacy", "utility", "efficiency"}
         assert 0.0 <= kmeans.rand_index <= 1.0
+
+    def test_a_release_is_the_memory_run_up_to_its_noise(self):
+        program = release_program()
+        countermeasure = MECHANISMS["scramblers"]
+        run = self.engine().execute(program, countermeasure, delta=1e-4, seed=SEED)
+        reference = simulate(program, countermeasure, delta=1e-4, seed=SEED)
+        exact = program.without_release()
+        before_noise = [replace(r, result=exact.result(r.state)) for r in (reference, run)]
+        same_run(*before_noise)
+        assert release_report(program, run.privacy) == release_report(program, reference.privacy)
+        keys = [
+            [(row["k"], row["count_star()"] is None) for row in r.result] for r in (reference, run)
+        ]
+        assert keys[0] == keys[1] == [(k, False) for k in range(10)]  # the domain, nothing else
+        assert run.result != before_noise[1].result  # the noise was added
 
     def test_without_a_seed_the_draws_are_fresh(self):
         program = synthetic_program(120)

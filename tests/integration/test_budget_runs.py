@@ -1,6 +1,7 @@
 """A budget across queries: run_sql, kmeans and ``dpcomm run --ledger`` charge one ledger.
 
-The charge is the run's reported plan guarantee, made before the run; a run beyond the budget
+The charge is the run's reported plan guarantee (a deployment's at its weakest batches), made
+before the run; a run beyond the budget
 (or of ε = inf) is refused before anything runs and leaves the ledger byte for byte; two
 concurrent runs (two processes) charge it twice.
 """
@@ -67,10 +68,51 @@ def test_a_run_of_infinite_epsilon_is_refused(tmp_path, people):
     assert budget.ledger.read_bytes() == before
 
 
-def test_a_deployment_cannot_be_charged_before_it_runs(tmp_path, people):
+def test_a_deployment_is_charged_before_it_runs_at_its_weakest_batches(tmp_path, monkeypatch):
+    """Late sources can shrink a deployment's batches: it is charged for any batch it can run,
+    before its round starts, and reports no more. Refused, nothing runs (the network engine
+    over its in-memory transport: the same nodes as a TLS round)."""
+    from dpcomm.engine.charge import deployment_privacy
+    from dpcomm.engine.network.deploy import NetworkEngine
+
+    people = datasets.synthetic(rows=60, seed=1)
+    scramblers = dpcomm.Scramblers(sampling_rate=0.2, batch_size=20, num_dummies=5)
+    network = NetworkEngine(transport="memory", timeout=60, idle_seconds=5)
+    budget = Budget(epsilon=4.0, delta=1e-3, ledger=tmp_path / "population.json")
+    run = dpcomm.run_sql(
+        QUERY, people, countermeasure=scramblers, seed=1, engine=network, budget=budget
+    )
+    [charge] = budget.charges()
+    worst = deployment_privacy(run.program.plan, scramblers, delta=1e-4).guarantee
+    assert (charge.epsilon, charge.delta) == (worst.epsilon, worst.delta)
+    assert run.report.privacy.epsilon < charge.epsilon  # every batch full: the plan's ε
+    assert "every batch size a deployment can run" in charge.method
+    before = budget.ledger.read_bytes()
+
+    def never(*args, **kwargs):
+        raise AssertionError("a refused deployment must not start")
+
+    monkeypatch.setattr(NetworkEngine, "execute", never)
+    with pytest.raises(BudgetExceededError, match="nothing ran"):
+        dpcomm.run_sql(QUERY, people, countermeasure=scramblers, engine=network, budget=budget)
+    assert budget.ledger.read_bytes() == before
+
+
+def test_an_engine_object_of_unknown_kind_or_a_bad_budget_is_refused(tmp_path, people):
     budget = Budget(epsilon=100.0, delta=0.5, ledger=tmp_path / "population.json")
+
+    class Elsewhere:
+        name = "elsewhere"
+        reads_row_sources = False
+
+        def execute(self, program, countermeasures, **options):
+            raise AssertionError("never runs")
+
+        def baseline(self, program, *, seed=None):
+            raise AssertionError("never runs")
+
     with pytest.raises(InvalidParameterError) as caught:
-        dpcomm.run_sql(QUERY, people, countermeasure=SCRAMBLERS, engine="network", budget=budget)
+        dpcomm.run_sql(QUERY, people, countermeasure=SCRAMBLERS, engine=Elsewhere(), budget=budget)
     assert caught.value.name == "engine"
     with pytest.raises(InvalidParameterError) as caught:
         dpcomm.run_sql(QUERY, people, countermeasure=SCRAMBLERS, budget=str(budget.ledger))
@@ -142,3 +184,46 @@ def test_two_concurrent_cli_runs_charge_the_ledger_twice(tmp_path):
         _, err = run.communicate(timeout=300)
         assert run.returncode == 0, err
     assert len(Budget(ledger=ledger).charges()) == 2
+
+
+def test_on_several_hosts_the_coordinator_charges_before_the_round(tmp_path, cli, monkeypatch):
+    """`node run --role coordinator --ledger` charges before it starts the round (refused:
+    nothing runs, the ledger byte for byte as it was); no other node takes a ledger."""
+    from dpcomm.engine.network import launcher
+    from dpcomm.engine.network.spec import DeploymentError
+
+    out = tmp_path / "deployment"
+    status, _, err = cli(
+        "deploy", "configs", "--sql", "SELECT g1, COUNT(*) FROM t GROUP BY g1",
+        "--synthetic", "20", "--targets", "3", "--mechanism", "scrambler", "--batch", "10",
+        "--dummies", "5", "--sampling", "0.2", "--out", out,
+    )  # fmt: skip
+    assert status == 0, err
+
+    def node(role, name, *more):
+        pki = out / "pki"
+        return cli(
+            "node", "run", "--role", role, "--config", out / "configs" / f"{name}.json",
+            "--ssl-certfile", pki / f"{name}.pem", "--ssl-keyfile", pki / f"{name}.key",
+            "--ssl-ca-certfile", pki / "ca.pem", *more,
+        )  # fmt: skip
+
+    ledger = tmp_path / "population.json"
+    Budget(epsilon=4.0, delta=1e-3, ledger=ledger)
+    refused = node("scrambler", "scrambler-0-0", "--ledger", ledger)
+    assert refused.status == 2 and "--role coordinator" in refused.err
+    seen = []
+
+    def round_stub(configs, credentials):
+        seen.append(len(Budget(ledger=ledger).charges()))  # charged before the round
+        raise DeploymentError("stub: the round is not run here")
+
+    monkeypatch.setattr(launcher, "run_tls_group", round_stub)
+    first = node("coordinator", "coordinator", "--ledger", ledger, "--delta", "1e-5")
+    assert seen == [1] and "charged ε" in first.err and "stub" in first.err
+    [charge] = Budget(ledger=ledger).charges()
+    assert charge.delta == 1e-5 and "(round " in charge.query
+    before = ledger.read_bytes()
+    second = node("coordinator", "coordinator", "--ledger", ledger)  # 2 × ε ≈ 2.5 > 4
+    assert second.status != 0 and "refused by the budget" in second.err and seen == [1]
+    assert ledger.read_bytes() == before

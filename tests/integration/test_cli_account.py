@@ -133,3 +133,52 @@ def test_console_script_runs_as_a_process():
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.startswith("dpcomm: error: invalid --sampling")
+
+
+PAPER = ["account", "scrambler", "--targets", "20", "--sampling", "0.2", "--batch", "100",
+         "--dummies", "50", "--delta", "1e-4"]  # fmt: skip
+
+
+def test_default_prints_the_best_bound_and_the_lower_bound_only(cli):
+    code, out, err = cli(*PAPER)
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[1] == "ε at δ = 0.0001: 2.3268   (method: exact)"
+    assert lines[2] == "certified lower bound on ε: 2.3064"
+    assert len(lines) == 3  # no method table, no Monte Carlo estimate
+
+
+def test_all_methods_prints_every_method_but_no_monte_carlo(cli):
+    code, out, _ = cli(*PAPER, "--all-methods")
+    assert code == 0
+    names = {line.split()[0] for line in out.splitlines()[5:] if line.strip()}
+    assert {"exact", "post-processing", "hoeffding", "bennett", "bennett-printed"} <= names
+    assert "monte-carlo" not in names
+    assert "printed = formula as printed in the paper" in out
+
+
+def test_mc_samples_adds_the_estimate_only(cli):
+    code, out, _ = cli(*PAPER, "--mc-samples", "50")
+    assert code == 0
+    table = out.split("\n\n")[1].splitlines()
+    assert table[0].split()[0] == "method"
+    assert [line.split()[0] for line in table[1:]] == ["monte-carlo", "monte-carlo-upper"]
+    assert "(method: exact)" in out  # an estimate is never the answer
+    code, out, _ = cli(*PAPER, "--mc-samples", "50", "--dummies", "50,60")
+    assert out.splitlines()[0].split()[-2:] == ["monte-carlo", "monte-carlo-upper"]
+
+
+def test_method_monte_carlo_runs_the_estimate_without_mc_samples(cli):
+    code, out, _ = cli(*PAPER, "--method", "monte-carlo", "--json")
+    row = json.loads(out)[0]
+    assert code == 0 and row["method"] == "monte-carlo" and not row["method_is_valid_bound"]
+
+
+def test_a_million_sources_by_default(cli):
+    """n = 10^6 works with the defaults (the Monte Carlo estimate, limited there, is not run)."""
+    code, out, err = cli("account", "scrambler", "--targets", "1000", "--sampling", "0.2",
+        "--batch", "1000000", "--dummies", "50", "--delta", "1e-4", "--json")  # fmt: skip
+    assert code == 0, err
+    row = json.loads(out)[0]
+    assert row["method"] == "exact" and row["methods"]["monte-carlo"] is None
+    assert row["lower_bound"] <= row["epsilon"] <= row["lower_bound"] + 1e-3

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from tests.conftest import without_grouping_set
+from tests.conftest import IRIS_COLUMNS, without_grouping_set
 
 pytestmark = pytest.mark.slow
 
@@ -37,9 +37,11 @@ def test_run_and_deploy_local_give_the_same_aggregate_run(cli):
     same_document(simulated, json.loads(out))
 
 
-def test_run_and_deploy_local_give_the_same_kmeans_run(cli):
+def test_run_and_deploy_local_give_the_same_kmeans_run(cli, iris_csv):
+    """K-means on a table's columns from a k-means++ start: the same run in both engines."""
     common = [
-        "--dataset", "mnist5k", "--sources", "120", "--k", "3", "--iterations", "2",
+        "--data", iris_csv, "--columns", ",".join(IRIS_COLUMNS), "--label-column", "species",
+        "--sources", "120", "--k", "3", "--iterations", "2", "--init", "k-means++",
         "--mechanism", "local", "--sampling", "0.5", "--dummies", "1", "--seed", "4", "--json",
     ]  # fmt: skip
     status, out, err = cli("run", "kmeans", *common)
@@ -140,3 +142,37 @@ def test_run_and_deploy_local_share_their_defaults_on_a_real_table(cli, tmp_path
         deployed["report"]["countermeasure"]
         == "scramblers n=100, d=50 dummies each, sampling σ=0.2"
     )
+
+
+def test_deploy_local_releases_and_is_charged_before_its_round(cli, tmp_path):
+    """A release deployed is `run`'s up to its noise; the ledger is charged before the round
+    (scramblers at any batch the round could run, so at least what it reports), and a round
+    beyond the budget is refused before it starts, the ledger byte for byte as it was."""
+    common = [
+        "--synthetic", "40", "--sql", "SELECT g1, COUNT(*), AVG(m1) FROM t GROUP BY g1",
+        "--targets", "3", "--batch", "20", "--dummies", "5", "--sampling", "0.2", "--seed", "3",
+        "--release", "laplace", "--bounds", "m1=0:200", "--json",
+        "--keys", "g1=" + ",".join(map(str, range(20))),
+    ]  # fmt: skip
+    status, out, err = cli("run", "aggregate", *common)
+    assert status == 0, err
+    simulated = json.loads(out)
+    ledger = tmp_path / "population.json"
+    # The charge, 3.41, fits once in ε = 5.
+    budget = ["--ledger", ledger, "--budget-epsilon", "5", "--budget-delta", "1e-3"]
+    status, out, err = cli("deploy", "local", *common, "--idle-seconds", "10", *budget)
+    assert status == 0, err
+    deployed = json.loads(out)
+    for key in ("privacy", "release"):
+        assert deployed["report"][key] == simulated["report"][key], key
+    traffic = [r["report"]["efficiency"]["traffic"] for r in (deployed, simulated)]
+    assert traffic[0] == traffic[1]
+    assert [r["g1"] for r in deployed["result"]] == [r["g1"] for r in simulated["result"]]
+    [charge] = json.loads(ledger.read_text())["charges"]
+    release = deployed["report"]["release"]
+    assert charge["epsilon"] > release["epsilon_total"] and charge["delta"] == 1e-4
+    assert "every batch size a deployment can run" in charge["method"] and "charged ε" in err
+    before = ledger.read_bytes()
+    status, _, err = cli("deploy", "local", *common, "--ledger", ledger)
+    assert status != 0 and "refused by the budget" in err and err.count("\n") == 1
+    assert ledger.read_bytes() == before

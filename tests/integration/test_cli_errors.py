@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.conftest import write_idx
+from tests.conftest import IRIS_COLUMNS, write_idx
 
 from dpcomm.cli.main import build_parser
 
@@ -373,6 +373,40 @@ def test_kmeans_on_images_with_nan_is_refused_unless_asked_to_drop_them(cli, tmp
     assert "28 sources" in out
     status, _, err = cli(*argv, "--k", "29", "--drop-non-finite")
     assert_one_line_error(status, err, "invalid --k", "[1, 28]")
+
+
+IRIS = ",".join(IRIS_COLUMNS)
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ([], ("invalid --columns", "e.g. x,y")),
+        (["--columns", "sepal_length,petals"], ("invalid --columns", "'petals'", "species")),
+        (["--columns", "sepal_length,species"], ("invalid --columns", "species (VARCHAR)")),
+        (["--columns", IRIS, "--label-column", "colour"], ("invalid --label-column", "colour")),
+        (["--columns", IRIS, "--dataset", "mnist5k"], ("invalid --dataset", "unset with --data")),
+        (["--columns", IRIS, "--init-data", "absent.csv"], ("invalid --init-data", "existing")),
+        (["--columns", IRIS, "--k", "151"], ("invalid --k", "[1, 150]")),
+        (["--columns", IRIS, "--sources", "151"], ("invalid --sources", "[1, 150]", "rows")),
+        (["--columns", IRIS, "--init", "kmeans++"], ("--init", "k-means++")),
+    ],
+)
+def test_kmeans_on_a_table_errors_name_the_flag(cli, iris_csv, options, words):
+    status, _, err = cli("run", "kmeans", "--data", iris_csv, "--iterations", "1", *options)
+    assert_one_line_error(status, err, *words)
+
+
+def test_kmeans_table_flags_need_a_table(cli, tmp_path):
+    status, _, err = cli("run", "kmeans", "--columns", "x", "--k", "2")
+    assert_one_line_error(status, err, "invalid --columns", "only with --data")
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"PAR1 but not really")
+    status, _, err = cli("run", "kmeans", "--data", broken, "--columns", "x")
+    assert_one_line_error(status, err, "cannot read", "broken.parquet")
+    status, _, err = cli("deploy", "local", "--synthetic", "10", "--sql", SYNTHETIC_QUERY,
+                         "--columns", "g1")  # fmt: skip
+    assert_one_line_error(status, err, "invalid --columns", "unset for `deploy local aggregate`")
 
 
 def test_out_is_never_the_input(cli, tmp_path, csv_rows):

@@ -60,7 +60,9 @@ def test_plan_json_has_exactly_the_documented_keys(cli):
         "grouping_sets",
         "free_grouping_sets",
         "pareto",
+        "release",
     }
+    assert document["release"] is None  # without --release
     configuration = document["configuration"]
     assert set(configuration) == {
         "mechanism",
@@ -102,6 +104,7 @@ def test_plan_json_has_exactly_the_documented_keys(cli):
             "epsilon_pld",  # how the chosen configuration's ε composes: for it alone
             "epsilon_basic",
             "epsilon_lower_bound",
+            "release",  # the split of the budget with a release: the chosen configuration's
         }
 
 
@@ -282,6 +285,72 @@ def test_plan_by_hand_recruits_sources_the_query_form_does_not(cli, penguins_csv
     ],
 )
 def test_plan_from_the_query_refuses_what_it_reads_itself(cli, penguins_csv, extra, named):
+    extra = tuple(str(penguins_csv) if e == "DATA" else e for e in extra)
+    status, _, err = cli("plan", *extra, "--epsilon", "1", "--delta", "1e-4")
+    assert status == 2 and err.count("\n") == 1 and named in err, err
+
+
+BY_SPECIES = (
+    "SELECT species, COUNT(*) AS n, AVG(body_mass_g) AS mass FROM penguins GROUP BY species"
+)
+RELEASE = (
+    "--release",
+    "laplace",
+    "--bounds",
+    "body_mass_g=2500:6500",
+    "--keys",
+    "species=Adelie,Chinstrap,Gentoo",
+)
+
+
+def test_plan_with_a_release_prints_the_split_and_its_run_reports_it(cli, penguins_csv):
+    """The split of ε = 1 within 5,000 messages, the composed guarantee, the expected error and
+    the command; that command's run reports the composed ε planned, and a louder release is
+    refused before it runs."""
+    query = ("--sql", BY_SPECIES, "--data", penguins_csv, "--epsilon", "1", "--delta", "1e-4")
+    options = (*query, *RELEASE, "--max-messages", "5000")
+    status, text, err = cli("plan", *options, "--json")
+    assert status == 0, err
+    plan = json.loads(text)
+    release = plan["release"]
+    assert release["mechanism"] == "laplace" and release["traffic_epsilon"] == plan["epsilon"]
+    assert release["epsilon"] <= 1.0 and release["delta"] <= 1e-4
+    assert plan["network_load_messages"] <= 5000
+    status, out, _ = cli("plan", *options)
+    assert status == 0
+    for line in (
+        f"  traffic: ε1 = {plan['epsilon']:.4f}, δ1 = 0.0001",
+        f"  release: ε2 = {release['release_epsilon']:.4f}, δ2 = 0",
+        f"  together: ε = {release['epsilon']:.4f} at δ = 0.0001",
+        f"  expected relative error of the released values: "
+        f"{release['expected_relative_error']:.1%}",
+        f"Run it:\n  {plan['run_command']}\n",
+    ):
+        assert line in out
+    arguments = shlex.split(plan["run_command"])[1:]
+    assert arguments[arguments.index("--target-epsilon") + 1] == "1.0"
+    status, out, err = cli(*arguments, "--json", "--seed", "1")
+    assert status == 0, err
+    report = json.loads(out)["report"]
+    assert report["release"]["epsilon_total"] == release["epsilon"] <= 1.0
+    assert report["privacy"]["epsilon"] == plan["epsilon"]
+    louder = arguments.index("--release-epsilon") + 1
+    arguments[louder] = str(2 * release["release_epsilon"])
+    status, out, err = cli(*arguments)
+    assert status == 2 and out == "" and "--target-epsilon" in err and "together" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (("--sql", BY_SPECIES, "--data", "DATA", "--bounds", "body_mass_g=0:1"), "--bounds"),
+        (("--sources", "344", "--targets", "20", "--grouping-sets", "1", *RELEASE), "--release"),
+        (("--sql", BY_SPECIES, "--data", "DATA", *RELEASE[:2]), "--bounds"),
+        (("--sql", BY_SPECIES, "--data", "DATA", *RELEASE, "--max-messages", "500"),
+         "--max-messages"),
+    ],
+)  # fmt: skip
+def test_plan_release_options_are_checked(cli, penguins_csv, extra, named):
     extra = tuple(str(penguins_csv) if e == "DATA" else e for e in extra)
     status, _, err = cli("plan", *extra, "--epsilon", "1", "--delta", "1e-4")
     assert status == 2 and err.count("\n") == 1 and named in err, err

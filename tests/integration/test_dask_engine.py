@@ -28,7 +28,7 @@ from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.routes import Routes
 from dpcomm.plan.transform import scrambler_group_name, transform
 from dpcomm.queries.aggregate import AggregateProgram
-from dpcomm.queries.kmeans import KMeansProgram
+from dpcomm.queries.kmeans import KMeansProgram, choose_initial_centroids
 
 pytestmark = pytest.mark.slow
 
@@ -127,16 +127,22 @@ def test_the_reports_are_the_memory_engines(client):
 
 
 def test_kmeans_report_is_the_memory_engines(client):
+    """With k-means++: the start chosen once from the seed reaches the workers in the program's
+    public description, so both engines start from it and end at the same centroids."""
     rng = np.random.default_rng(4)
     points = rng.normal(size=(400, 3)).astype(np.float32)
     labels = (points[:, 0] > 0).astype(np.int64)
-    program = KMeansProgram(points, 2, 2, seed=1)
+    program = KMeansProgram(points, 2, 2, seed=1, init="k-means++")
+    assert np.array_equal(
+        program.initial_centroids, choose_initial_centroids(points, 2, init="k-means++", seed=1)
+    )
     chosen = Scramblers(sampling_rate=0.3, batch_size=40, num_dummies=4)
     options = {"test_points": points[:100], "test_labels": labels[:100], "delta": 1e-4}
     memory = run_kmeans(program, chosen, seed=SEED, **options)
     dask = run_kmeans(program, chosen, seed=SEED, engine=DaskEngine(client), **options)
     assert np.array_equal(dask.centroids, memory.centroids)
     assert dask.report.utility == memory.report.utility
+    assert dask.report.privacy.caveats == memory.report.privacy.caveats
 
 
 def test_partitions_hold_whole_scramblers():

@@ -13,6 +13,7 @@ import pytest
 from engine_contract import MECHANISMS, same_run
 
 from dpcomm.data import load_mnist5k, synthetic_table
+from dpcomm.engine.charge import deployment_privacy
 from dpcomm.engine.memory import simulate
 from dpcomm.engine.network.deploy import Faults, NetworkEngine, node_configs
 from dpcomm.engine.network.names import NodeName
@@ -179,6 +180,9 @@ def test_killed_scrambler_loses_its_batch_whole_and_late_source_is_left_out():
     dead_size = len([m for m in members if m != late])
     assert dead_size in g2_sizes and max(g2_sizes) <= COUNTERMEASURE.batch_size
     assert min(g2_sizes) < COUNTERMEASURE.batch_size  # the late source's scramblers
+    # What a budget charges a deployment before it runs bounds what this round reports.
+    charged = deployment_privacy(program.plan, COUNTERMEASURE, delta=1e-4).guarantee
+    assert privacy.epsilon <= charged.epsilon and privacy.delta <= charged.delta
 
 
 def test_kmeans_over_tls_is_the_memory_run():

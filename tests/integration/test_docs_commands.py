@@ -6,6 +6,7 @@ Parsing (not running) checks that every subcommand and option a user copies stil
 accepts the value shown.
 """
 
+import doctest
 import re
 import shlex
 from pathlib import Path
@@ -61,7 +62,7 @@ def test_a_documented_command_parses(name, line, command):
 #: The Python blocks a reader copies whole (docs/dask-engine.md's is a sketch with a path).
 PYTHON_BLOCKS = [
     (path.name, index, block)
-    for path in (ROOT / "README.md", ROOT / "docs" / "index.md")
+    for path in (ROOT / "README.md", ROOT / "docs" / "index.md", ROOT / "docs" / "accounting.md")
     for index, block in enumerate(re.findall(r"```python\n(.*?)```", path.read_text(), re.S))
 ]
 
@@ -75,9 +76,49 @@ def test_a_documented_python_block_runs(name, index, block, capsys, tmp_path, mo
     monkeypatch.chdir(tmp_path)  # files a block writes (a ledger, ...) stay out of the checkout
     namespace: dict[str, object] = {}
     exec(compile(block, f"{name} python block {index + 1}", "exec"), namespace)
+    split = getattr(namespace.get("plan"), "split", None)
+    if split is not None:  # the split's promise: the run reports the guarantee planned
+        run = namespace["run"]
+        assert run.report.release.epsilon_total == split.composition.epsilon <= split.epsilon
     if name == "index.md":  # the calibration's promise: the run reports the planned ε
         plan, run = namespace["plan"], namespace["run"]
         assert plan.epsilon <= 2.0
         assert run.report.privacy.epsilon == pytest.approx(plan.epsilon, rel=1e-9)
     elif "plan" in namespace:
         assert namespace["plan"].epsilon <= 1.0
+
+
+#: A page whose Python blocks are one session: they run in order in one namespace, and the
+#: ``text`` block right after a Python block is what that block prints.
+SESSION_PAGES = [ROOT / "docs" / "tutorial.md"]
+_SESSION_BLOCK = re.compile(r"```python\n(.*?)```\n(?:\n```text\n(.*?)```\n)?", re.S)
+
+
+def session_blocks(path: Path) -> list[tuple[str, str | None]]:
+    """The page's Python blocks in order, each with the text block that shows its output."""
+    return [(m.group(1), m.group(2)) for m in _SESSION_BLOCK.finditer(path.read_text())]
+
+
+def run_session(path: Path, capsys: pytest.CaptureFixture[str]) -> list[tuple[str, str]]:
+    """Run the page's blocks in one namespace: each block's code and what it printed."""
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    printed = []
+    for index, (code, _) in enumerate(session_blocks(path)):
+        exec(compile(code, f"{path.name} python block {index + 1}", "exec"), namespace)
+        printed.append((code, capsys.readouterr().out))
+    return printed
+
+
+@pytest.mark.parametrize("path", SESSION_PAGES, ids=lambda p: p.name)
+def test_a_session_page_prints_what_it_shows(path, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # files a block writes stay out of the checkout
+    blocks = session_blocks(path)
+    assert len(blocks) >= 5 and sum(shown is not None for _, shown in blocks) >= 5
+    checker = doctest.OutputChecker()
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    for (code, shown), (_, printed) in zip(blocks, run_session(path, capsys), strict=True):
+        if shown is None:
+            assert printed == "", f"{path.name}: a block prints but shows no output:\n{code}"
+        elif not checker.check_output(shown, printed, flags):
+            diff = checker.output_difference(doctest.Example(code, shown), printed, flags)
+            pytest.fail(f"{path.name}: a block prints other than it shows:\n{code}\n{diff}")

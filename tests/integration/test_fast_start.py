@@ -62,3 +62,25 @@ def test_everything_else_goes_to_the_full_cli(capsys):
 
     assert main(["account", "local", "--targets", "4", "--sampling", "0.5"]) == 0
     assert "Privacy of the local randomizer" in capsys.readouterr().out
+
+
+def test_account_imports_only_the_accountant():
+    """`dpcomm account` does not import the engines, DuckDB or the PLD library."""
+    code = (
+        "import sys\n"
+        "from dpcomm.cli.entry import main\n"
+        "status = main(['account', 'local', '--targets', '4', '--sampling', '0.5'])\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1:]))\n"
+        "engines = sorted(m for m in sys.modules if m.startswith('dpcomm.engine'))\n"
+        "print('LOADED', loaded, engines, status)\n"
+    )
+    unwanted = sorted(HEAVY - {"numpy", "scipy"} | {"dp_accounting", "matplotlib"})
+    done = subprocess.run(
+        [sys.executable, "-c", code, *unwanted],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "LOADED [] [] 0"

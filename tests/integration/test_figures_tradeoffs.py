@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -256,14 +257,15 @@ def test_8_thresholds_are_the_accountants_not_the_grids(
     assert "not read off the plotted grid" in note
     assert "G=1: d ≥ 275 " in note
     assert _plan_epsilon(1, 275) <= 1.0 < _plan_epsilon(1, 274)  # independent: the planner's plan
-    # The same note from fewer plotted points: the grid only says where the search starts.
+    # The same threshold from fewer plotted points: the grid only says where the search
+    # starts (the G=1 curve alone: each curve's search is its own).
     rows = read_rows(make("8").csv)
     sparse = [
         {**row, "grouping_sets": int(row["grouping_sets"]), "sources": int(row["sources"]),
          "num_dummies": int(row["num_dummies"]), "batch_size": int(row["batch_size"]),
          "sampling_rate": float(row["sampling_rate"]), "epsilon": float(row["epsilon"])}
         for row in rows
-        if int(row["num_dummies"]) != 100
+        if int(row["num_dummies"]) != 100 and int(row["grouping_sets"]) == 1
     ]  # fmt: skip
     settings = FigureSettings(out_dir=Path("unused"), quick=True)
     again = tradeoffs._reach_note(
@@ -271,7 +273,8 @@ def test_8_thresholds_are_the_accountants_not_the_grids(
         kind="Aggregate, σ = 0.2, n = 100",
         plan_of=tradeoffs._aggregate_plan(settings),
     )
-    assert again == note
+    (curve_one,) = re.findall(r"G=1: [^)]*\)", again)
+    assert curve_one in note
 
 
 def test_7a_threshold_loads_are_the_runs_cost_model(make: Callable[[str], FigureOutput]) -> None:

@@ -1,4 +1,5 @@
-"""Noisy releases end to end: keys, clamping, intervals, the composed guarantee, engines, CLI."""
+"""Noisy releases end to end: keys, clamping, intervals, the composed guarantee, CLI (every engine
+runs the same round up to the noise: the engine contract, tests/integration/engine_contract.py)."""
 
 from __future__ import annotations
 
@@ -141,37 +142,13 @@ def test_a_release_without_what_it_needs_is_refused(
         dpcomm.run_sql(SQL, penguins, countermeasure=SCRAMBLERS, **options)
 
 
-def test_min_and_estimates_are_refused_under_a_release(penguins: Any) -> None:
+def test_min_is_refused_under_a_release(penguins: Any) -> None:
     with pytest.raises(InvalidParameterError, match="COUNT, COUNT_IF, SUM and AVG"):
         dpcomm.run_sql(
             "SELECT species, MIN(body_mass_g) FROM penguins GROUP BY species", penguins,
             countermeasure=SCRAMBLERS, release=dpcomm.Laplace(1.0), bounds=BOUNDS,
             keys={"species": KEYS["species"]},
         )  # fmt: skip
-    with pytest.raises(InvalidParameterError, match="estimate"):
-        dpcomm.run_sql(
-            SQL, penguins, countermeasure=SCRAMBLERS, release=dpcomm.Laplace(1.0),
-            bounds=BOUNDS, keys=KEYS, estimate="unbiased",
-        )  # fmt: skip
-
-
-@pytest.mark.parametrize("engine", ["dask", "network"])
-def test_every_engine_runs_the_same_round_before_the_noise(penguins: Any, engine: str) -> None:
-    """Same seed: the same traffic and the same delivered tuples; the noise is OpenDP's own
-    (never seeded), with the same scales."""
-    from dpcomm.engine.engines import make_engine
-
-    options = {"release": dpcomm.Laplace(1.0), "bounds": BOUNDS, "keys": KEYS}
-    chosen = make_engine("network", transport="memory") if engine == "network" else engine
-    runs = [
-        dpcomm.run_sql(SQL, penguins, countermeasure=SCRAMBLERS, seed=3, engine=e, **options)
-        for e in ("memory", chosen)
-    ]
-    exact = [r.program.without_release().result(r.run.state) for r in runs]
-    assert exact[0] == exact[1]
-    for flow in runs[0].program.flow_names:
-        assert np.array_equal(runs[0].run.delivered[flow], runs[1].run.delivered[flow])
-    assert runs[0].report.release == runs[1].report.release
 
 
 def test_cli_release(cli: Callable[..., Any], tmp_path: Path) -> None:
@@ -206,3 +183,68 @@ def test_a_budget_is_charged_traffic_and_release_together(penguins: Any, tmp_pat
     assert spent.epsilon == pytest.approx(release.epsilon_total, rel=1e-9)
     assert spent.delta == pytest.approx(release.composed_delta, rel=1e-9)
     assert spent.epsilon > run.report.privacy.epsilon  # more than the traffic alone
+
+
+def test_key_selection_in_the_memory_engine(penguins: Any, tmp_path: Path) -> None:
+    """No domain for (species), (species, island): OpenDP's threshold chooses their keys; the
+    report names them and τ; δ_sel enters the release's δ, the composition and the budget."""
+    budget = dpcomm.Budget(epsilon=100.0, delta=1e-2, ledger=tmp_path / "ledger.json")
+    run = dpcomm.run_sql(
+        "SELECT species, island, COUNT(*) AS n FROM penguins "
+        "GROUP BY GROUPING SETS ((species), (species, island))",
+        penguins, countermeasure=SCRAMBLERS, seed=1, budget=budget,
+        release=dpcomm.Laplace(1.0), key_selection_delta=1e-6,
+    )  # fmt: skip
+    release = run.report.release
+    assert release is not None and release.key_selection is not None
+    selection = release.key_selection
+    assert selection.mechanism == "make_laplace_threshold" and selection.count == "COUNT(*)"
+    assert selection.changed_keys == 4 and selection.opendp_delta <= selection.delta == 1e-6
+    data = {(s, i) for s, i in zip(penguins.species, penguins.island, strict=True)}
+    released = {(r["species"], r["island"], r["grouping_set"]): r["n"] for r in run.rows}
+    assert all(n >= selection.threshold for n in released.values())
+    assert {(s, i) for s, i, g in released if g == "(species, island)"} <= data
+    assert {s for s, _, g in released if g == "(species)"} <= {s for s, _ in data}
+    assert ("Gentoo", "Biscoe", "(species, island)") in released  # 124 rows, τ about 60
+    assert selection.selected_keys is not None
+    assert {g: set(keys) for g, keys in selection.selected_keys.items()} == {
+        "(species)": {(s,) for s, _, g in released if g == "(species)"},
+        "(species, island)": {(s, i) for s, i, g in released if g == "(species, island)"},
+    }
+    assert release.delta == pytest.approx(1e-6) and release.epsilon == pytest.approx(1.0)
+    assert release.composed_epsilon is not None
+    assert release.composed_epsilon <= release.summed_epsilon + 1e-9
+    assert budget.spent().delta == pytest.approx(release.composed_delta)
+    assert release.composed_delta == pytest.approx(run.report.privacy.delta + 1e-6)
+    assert "selected by" in release.keys and "τ" in release.keys
+    document = run.to_dict()["report"]["release"]["key_selection"]
+    assert document["threshold"] == selection.threshold
+
+
+def test_cli_key_selection(cli: Callable[..., Any], tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    rows = ["city,age"] + [f"{c},{30 + i % 40}" for i, c in enumerate(["a"] * 150 + ["b"] * 3)]
+    path.write_text("\n".join(rows) + "\n")
+    outcome = cli(
+        "run", "aggregate", "--data", path, "--sql",
+        "SELECT city, COUNT(*), AVG(age) FROM people GROUP BY city",
+        "--mechanism", "scrambler", "--batch", "50", "--dummies", "5", "--sampling", "0.2",
+        "--release", "laplace", "--bounds", "age=0:100", "--key-selection-delta", "1e-6",
+        "--estimate", "unbiased", "--seed", "1", "--json",
+    )  # fmt: skip
+    assert outcome.status in (0, None), outcome.err
+    import json
+
+    document = json.loads(outcome.out)
+    assert [row["city"] for row in document["result"]] == ["a"]  # b's 3 rows: never released
+    assert document["report"]["release"]["key_selection"]["selected_keys"] == {"(city)": [["a"]]}
+    (row,) = document["result"]  # estimates whose intervals cover sampling and noise
+    assert row["count_star() (95% low)"] < row["count_star() (estimate)"]
+    assert row["avg(age) (95% low)"] < row["avg(age) (estimate)"] < row["avg(age) (95% high)"]
+    assert document["report"]["estimate"]["method"] == "horvitz-thompson with release noise"
+    assert "noise" in document["report"]["result_semantics"]
+    stray = cli(
+        "run", "aggregate", "--data", path,
+        "--sql", "SELECT city, COUNT(*) FROM people GROUP BY city", "--key-selection-delta", "1e-6",
+    )  # fmt: skip
+    assert stray.status == 2 and "only with --release" in stray.err

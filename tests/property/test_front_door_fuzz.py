@@ -42,24 +42,26 @@ BASELINES = {
         "countermeasure": NONE, "num_targets": 2, "delta": 1e-4, "seed": 1, "engine": "memory",
         "max_groups": None, "max_text_bytes": 255, "estimate": "delivered", "progress": False,
         "target_epsilon": None, "budget": None, "release": None, "bounds": None, "keys": None,
+        "key_selection_delta": None,
     },
     dpcomm.kmeans: {
         "points": POINTS, "k": 2, "iterations": 1, "countermeasure": NONE, "labels": None,
         "test_points": POINTS, "test_labels": [0] * 10 + [1] * 10, "seed": 1, "delta": 1e-4,
         "engine": "memory", "start_seed": 0, "progress": False, "target_epsilon": None,
-        "drop_non_finite": False, "budget": None,
+        "drop_non_finite": False, "budget": None, "init": "random", "init_points": None,
     },
     dpcomm.Budget: {"epsilon": 1.0, "delta": 1e-5, "ledger": "ledger.json"},
     dpcomm.Laplace: {"epsilon": 1.0},
     dpcomm.Gaussian: {"epsilon": 1.0, "delta": 1e-6},
     dpcomm.account: {
         "mechanism": dpcomm.LocalRandomizer(num_targets=5, sampling_rate=0.5), "delta": 1e-4,
-        "epsilon": None, "rounds": 1, "monte_carlo_samples": 0, "seed": 0,
+        "epsilon": None, "rounds": 1, "all_methods": False, "monte_carlo_samples": 0, "seed": 0,
     },
     dpcomm.calibrate: {
         "sql": None, "data": None, "epsilon": 1.0, "delta": 1e-4, "sources": 20,
         "num_targets": 3, "grouping_sets": None, "iterations": None, "max_channels": None,
-        "max_extra_consents": None, "min_utility": None, "progress": False,
+        "max_extra_consents": None, "min_utility": None, "max_messages": None, "release": None,
+        "bounds": None, "keys": None, "progress": False,
     },
     dpcomm.LocalFlooding: {"sampling_rate": 0.5, "num_dummies": 1},
     dpcomm.Scramblers: {"sampling_rate": 0.5, "batch_size": 10, "num_dummies": 1, "capped": False},
@@ -76,9 +78,11 @@ PARTNERS = {
     (dpcomm.run_sql, "data"): {"column"},  # a table without the query's column names the column
     (dpcomm.run_sql, "bounds"): {"release"},  # bounds and keys need a release
     (dpcomm.run_sql, "keys"): {"release"},
+    (dpcomm.run_sql, "key_selection_delta"): {"release"},
     (dpcomm.kmeans, "points"): {"k", "test_points"},  # fewer points than K; another dimension
     (dpcomm.kmeans, "test_points"): {"test_labels"},  # one label per test point
     (dpcomm.kmeans, "test_labels"): {"test_points"},
+    (dpcomm.kmeans, "init_points"): {"k"},  # fewer public points than K
     (dpcomm.Budget, "delta"): {"epsilon"},  # a budget other than the ledger's names both
     # sql= reads the table from data= (and the sources from it: sources= must then be None)
     (dpcomm.calibrate, "sql"): {"data", "sources"},

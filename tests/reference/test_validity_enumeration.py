@@ -119,9 +119,10 @@ def test_local_randomizer_is_exact(size, d, sigma):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sigma", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize("sigma", [0.0, 0.8])
 def test_full_tiny_cube(sigma):
-    """All of T <= 5, n <= 5, d <= 4, both scrambler variants."""
+    """All of T <= 5, n <= 5, d <= 4, both scrambler variants (σ = 0: the deterministic
+    route; 0.8: a heavy lie rate; the cover above takes every σ of SIGMAS)."""
     for size, n, d in itertools.product(range(2, 6), range(1, 6), range(5)):
         _check_scrambler(size, n, d, sigma)
         _check_capped(size, n, d, sigma)

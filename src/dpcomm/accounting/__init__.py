@@ -1,6 +1,6 @@
 """Layer 1: the privacy accountant for communication patterns (pure mathematics, no I/O).
 
-One module per family of bounds; :func:`account` dispatches a mechanism to every method
+One module per family of bounds; [`account`][] dispatches a mechanism to every method
 that applies and reports the smallest valid bound beside each method's own value. Names are
 imported on first use, so that a submodule can be imported without the accountant (scipy).
 """
@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
+    from dpcomm.accounting.accountant import (
+        DEFAULT_MONTE_CARLO_SAMPLES as DEFAULT_MONTE_CARLO_SAMPLES,
+    )
     from dpcomm.accounting.accountant import (
         MAX_ROUNDS as MAX_ROUNDS,
     )

@@ -34,7 +34,7 @@ from dpcomm.errors import InvalidParameterError
 Distribution = dict[Hashable, float]
 FloatArray = npt.NDArray[np.float64]
 
-#: Largest :func:`enumeration_cost` accepted (T = 5, n = 5, d = 4: about 3 s on 2 cores).
+#: Largest `enumeration_cost` accepted (T = 5, n = 5, d = 4: about 3 s on 2 cores).
 ENUMERATION_LIMIT = 50_000_000
 
 
@@ -54,7 +54,7 @@ def _dummy_distribution(mechanism: ScramblerMechanism | GenericScrambler) -> Flo
 
 
 def enumeration_cost(mechanism: Mechanism) -> int:
-    """A count proportional to the work of :func:`exact_delta` for ``mechanism``."""
+    """A count proportional to the work of `exact_delta` for ``mechanism``."""
     size = mechanism.num_targets
     if isinstance(mechanism, LocalRandomizer):
         return size * math.comb(size, mechanism.num_dummies + 1)
@@ -67,7 +67,7 @@ def enumeration_cost(mechanism: Mechanism) -> int:
 
 
 def _at_least(mechanism: Mechanism) -> int:
-    """A lower bound on :func:`enumeration_cost`, cheap for any size (no binomials)."""
+    """A lower bound on `enumeration_cost`, cheap for any size (no binomials)."""
     size = mechanism.num_targets
     if isinstance(mechanism, LocalRandomizer):
         return size * (size if mechanism.num_dummies <= size - 2 else 1)
@@ -194,7 +194,7 @@ def _dummy_expansion(
 def _with_dummies(
     mechanism: ScramblerMechanism | GenericScrambler, real: Distribution
 ) -> FloatArray:
-    """Probability of every final output (dense over :func:`_final_outputs`)."""
+    """Probability of every final output (dense over `_final_outputs`)."""
     result = np.zeros(len(_final_outputs(mechanism)[0]))
     for counts, p in real.items():
         assert isinstance(counts, tuple)
@@ -208,7 +208,7 @@ def _scrambler_distribution(
 ) -> Distribution:
     """One input's output distribution: the d dummies applied to the whole mixture.
 
-    (For many inputs, :func:`_input_groups` instead shares a per-count-vector expansion.)
+    (For many inputs, `_input_groups` instead shares a per-count-vector expansion.)
     """
     real = _real_distribution(mechanism, inputs)
     counts: dict[tuple[int, ...], float] = {}

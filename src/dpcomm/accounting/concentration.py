@@ -7,7 +7,7 @@ Lemma 2 (first form, valid for every σ including 0):
 where L is the privacy amplification random variable (Eq. 6) and γ the total variation
 similarity of the local randomizer (γ = σ for R_σ). Each function here bounds E[Σ L_i]_+
 by a concentration inequality. The printed Bennett formula of Lemma 3 is kept, labelled,
-in :func:`bennett_printed_delta`: it is not a valid bound (docs/accounting.md).
+in `bennett_printed_delta`: it is not a valid bound (docs/accounting.md).
 """
 
 from __future__ import annotations

@@ -100,11 +100,11 @@ def expected_positive_part(
 def _threshold(
     z_grid: IntArray, sizes: FloatArray, *, c0: float, c1: float, c2: float
 ) -> tuple[IntArray, FloatArray]:
-    """The k of :func:`expected_positive_part` per cell and its margin a k − b rounded up.
+    """The k of `expected_positive_part` per cell and its margin a k − b rounded up.
 
     k is the smallest of three candidates around ⌊b/a⌋ + 1 whose margin plus a rounding
     allowance is positive (Z + 1, margin 0, when none is). For fixed Z it is non-decreasing in
-    N (the margin plus allowance decreases in N when c0 ≤ 0), which :class:`ExactLemma2` uses.
+    N (the margin plus allowance decreases in N when c0 ≤ 0), which `ExactLemma2` uses.
     """
     a = c1 + c2
     zf = z_grid.astype(float)
@@ -125,11 +125,11 @@ def _threshold(
 def _fast_threshold(
     z: IntArray, sizes: FloatArray, *, c0: float, c1: float, c2: float
 ) -> tuple[IntArray, FloatArray]:
-    """:func:`_threshold`'s k and margin, with its three-candidate search only near integers.
+    """`_threshold`'s k and margin, with its three-candidate search only near integers.
 
     Away from an integer by more than the rounding of x = (c2 Z − N c0)/a, k = ⌊x⌋ + 1
     (clipped to [0, Z + 1]) is the only candidate whose margin plus allowance is positive and
-    is the smallest: the same k as :func:`_threshold`, and the same margin formula.
+    is the smallest: the same k as `_threshold`, and the same margin formula.
     """
     a = c1 + c2
     zf = z.astype(float)
@@ -200,6 +200,8 @@ _BLOCK_ROWS = 64
 _LOWER_TAIL_PROBABILITY = 1e-100
 #: Cells per chunk of the evaluation (bounds the temporaries' memory).
 _CHUNK_CELLS = 1 << 18
+#: Most (pair, row) cells a row group keeps across ε (two float64 tables: 16 MiB at most).
+_CACHED_CELLS = 1 << 20
 
 
 def _kept_blanket_range(batch_size: int, sampling_rate: float) -> tuple[int, int]:
@@ -229,7 +231,7 @@ def _lower_quantiles(probability: float, trials: IntArray, success: float) -> In
 
 
 def _z_windows(sizes: IntArray, hit: float) -> tuple[IntArray, IntArray]:
-    """The Z kept exactly per N: [z_lo, z_hi] (z_hi as before issue 12, z_lo new)."""
+    """The Z kept exactly per N: [z_lo, z_hi], cut at the lower and upper tail probabilities."""
     z_hi = np.minimum(sizes, _upper_quantile(_TAIL_PROBABILITY, sizes, hit))
     z_lo = np.minimum(_lower_quantiles(_LOWER_TAIL_PROBABILITY, sizes, hit), z_hi)
     return z_lo, z_hi
@@ -256,7 +258,7 @@ def _exact_cells(
 
 
 def _exact_fits(num_targets: int, sampling_rate: float, batch_size: int, num_dummies: int) -> bool:
-    """Whether :class:`ExactLemma2`'s tables for (T, σ, n, d) stay within the limits above."""
+    """Whether `ExactLemma2`'s tables for (T, σ, n, d) stay within the limits above."""
     if batch_size > MAX_EXACT_BATCH_SIZE:
         return False
     blocks, window = _exact_cells(num_targets, sampling_rate, batch_size, num_dummies)
@@ -387,6 +389,12 @@ class _RowGroup:
         self.pair_q0: FloatArray = self.q0[pair_block, pair_column]
         self.pair_q1: FloatArray = self.q1[pair_block, pair_column]
         del self.q0, self.q1
+        # Small groups keep every pair's row cells (ε-independent), which the blocks where k
+        # changes read at every ε instead of recomputing them.
+        self.pair_cells: tuple[FloatArray, FloatArray] | None = None
+        if len(self.pair_block) * rows <= _CACHED_CELLS:
+            weighted, row_sizes = self._cells(self.pair_block, self.pair_column)
+            self.pair_cells = (weighted / row_sizes, row_sizes)
 
     def _cells(self, blocks: IntArray, column: IntArray) -> tuple[FloatArray, FloatArray]:
         """W_N P(Bin(N, p) = z) (0 outside N's window) and N, per (block, z) pair and row."""
@@ -434,6 +442,7 @@ class _RowGroup:
         down = c2 * (1.0 - _ROUNDING)
         mixed_blocks: list[IntArray] = []
         mixed_columns: list[IntArray] = []
+        mixed_pairs: list[IntArray] = []
         # Pairs with c1 z + N c0 ≤ 0 (N the block's first; with a rounding margin) are 0 for
         # every row of the block: then (Σ L)_+ = 0 surely (H ≤ z), so skipping keeps the bound.
         for start in range(0, len(self.pair_z), _CHUNK_CELLS):
@@ -464,6 +473,7 @@ class _RowGroup:
                 sure[varies] = False
                 mixed_blocks.append(blocks[varies])
                 mixed_columns.append(self.pair_column[part][live][varies])
+                mixed_pairs.append(start + live[varies])
             at_k, beyond = lookup(z, k)
             intercept = up * k - down * (zf - k)
             q0, q1 = self.pair_q0[part][live], self.pair_q1[part][live]
@@ -472,15 +482,21 @@ class _RowGroup:
         if mixed_blocks:
             blocks_all = np.concatenate(mixed_blocks)
             columns_all = np.concatenate(mixed_columns)
+            pairs_all = np.concatenate(mixed_pairs)
             step = max(1, _CHUNK_CELLS // self.row_sizes.shape[1])
             for start in range(0, len(blocks_all), step):
                 blocks = blocks_all[start : start + step]
                 column = columns_all[start : start + step]
-                weighted, row_sizes = self._cells(blocks, column)
+                if self.pair_cells is None:
+                    weighted, row_sizes = self._cells(blocks, column)
+                    per_size = weighted / row_sizes
+                else:
+                    pairs = pairs_all[start : start + step]
+                    per_size, row_sizes = (cells[pairs] for cells in self.pair_cells)
                 z = np.broadcast_to((self.base[blocks] + column)[:, None], row_sizes.shape)
                 k, margin = _fast_threshold(np.ascontiguousarray(z), row_sizes, c0=c0, c1=c1, c2=c2)
                 at_k, beyond = lookup(z, k)
-                total += float(np.sum(weighted / row_sizes * (margin * at_k + a * beyond)))
+                total += float(np.sum(per_size * (margin * at_k + a * beyond)))
         return total + c1 * self.upper_charge
 
 
@@ -493,7 +509,7 @@ class ExactLemma2:
     weights Q0 = Σ W_N P(Z | N) and Q1 = Σ W_N P(Z | N)/N. For ε, the threshold k(N, Z) is
     constant over most blocks (it moves by one every a/|c0| rows), where the block's
     contribution is (α T_k + a S_{k+1}) Q1 + β T_k Q0 with the margin α + β N of
-    :func:`expected_positive_part`; the few blocks where k changes are evaluated row by row.
+    `expected_positive_part`; the few blocks where k changes are evaluated row by row.
     Both give the cell values of the former full-table evaluation (same k, same rounded-up
     margin), so the result is the same bound; memory stays O(blocks × Z window).
     """
@@ -538,7 +554,7 @@ class ExactLemma2:
         return min(1.0, total * _SAFETY)
 
     def epsilon_for_delta(self, delta: float, *, lower: float | None = None) -> float:
-        """The smallest ε (to 1e-6, rounded up) with :meth:`delta` ≤ ``delta``.
+        """The smallest ε (to 1e-6, rounded up) with `delta` ≤ ``delta``.
 
         The bisection is bracketed by Hoeffding's ε (Lemma 2 with Hoeffding's inequality bounds
         the same expectation this class computes exactly, so δ here is at most Hoeffding's at
@@ -645,7 +661,7 @@ def _binomial_window(trials: int, success: float) -> tuple[int, int]:
 
 
 class Lemma2AtEpsilon:
-    """Lemma 2's bound as :class:`~dpcomm.accounting.exact.ExactLemma2` computes it, at one ε.
+    """Lemma 2's bound as `dpcomm.accounting.exact.ExactLemma2` computes it, at one ε.
 
     ExactLemma2 builds, per mechanism, rows N = m + d + 1 and evaluates g(N) = E[Σ_{i≤N}
     L_i]_+/N exactly (App. E, Lemma 2). g depends only on (T, σ, ε, N), so for one (T, σ, ε)

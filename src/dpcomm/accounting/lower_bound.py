@@ -9,6 +9,7 @@ non-negative terms of a hockey-stick sum only lowers the value, so it stays a lo
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +41,7 @@ def _support_end(trials: int, success: float) -> int:
     return high
 
 
-#: Most counts per side of :class:`ScramblerLowerBound`'s (α, γ) window (2 float64 tables of
+#: Most counts per side of `ScramblerLowerBound`'s (α, γ) window (2 float64 tables of
 #: this size squared).
 _MAX_WINDOW = 3000
 
@@ -95,9 +96,19 @@ def pair_delta(first: FloatArray, second: FloatArray, epsilon: float) -> float:
     if math.isinf(epsilon):
         return 0.0
     exp_eps = math.exp(epsilon)
-    forward = np.clip(first - exp_eps * second, 0.0, None).sum()
-    backward = np.clip(second - exp_eps * first, 0.0, None).sum()
-    return max(0.0, float(max(forward, backward)) - _ROUNDING_SLACK * (1.0 + exp_eps))
+    return max(
+        0.0,
+        max(_hockey_stick(first, second, exp_eps), _hockey_stick(second, first, exp_eps))
+        - _ROUNDING_SLACK * (1.0 + exp_eps),
+    )
+
+
+def _hockey_stick(first: FloatArray, second: FloatArray, exp_eps: float) -> float:
+    """Σ (first − e^ε second)_+ in one scratch array (the values of the written-out expression)."""
+    scratch = np.multiply(second, -exp_eps)
+    scratch += first
+    np.maximum(scratch, 0.0, out=scratch)
+    return float(scratch.sum())
 
 
 class ScramblerLowerBound:
@@ -210,57 +221,81 @@ class OwnTargetLowerBound:
         return pair_delta(self.first, self.second, epsilon)
 
 
-def capped_two_target_distribution(
-    message_probabilities: list[tuple[float, float]],
+def _rescaled(values: FloatArray, log_scale: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Each row divided by its peak (rows without mass unchanged), the peak's log added."""
+    peak = values.max(axis=1)
+    divisor = np.where(peak > 0.0, peak, 1.0)
+    return values / divisor[:, None], log_scale + np.log(divisor)
+
+
+def capped_two_target_outputs(
+    families: Sequence[tuple[tuple[float, float], tuple[float, float], tuple[float, float]]],
     *,
     num_targets: int,
     batch_size: int,
     num_dummies: int,
-) -> tuple[FloatArray, float]:
-    """P(output puts a messages on u, b on v and none elsewhere), capped scrambler S̄_d.
+) -> tuple[FloatArray, FloatArray]:
+    """P(output puts a messages on u, n + d − a on v and none elsewhere), capped scrambler S̄_d.
 
-    ``message_probabilities`` gives, for each real message, its probability of landing on u
-    and on v. Dummies are then added one by one, uniform over the targets holding fewer than
-    n = ``batch_size`` messages. Returns ``(scaled, log_scale)``: the (n + 1) x (n + 1) array
-    indexed by (a, b) equals ``scaled * exp(log_scale)`` (rescaled at each step so that large
-    n does not underflow); only entries with a + b = n + d are outputs.
+    Each family is ``(others, first, second)``: the (to u, to v) probabilities of each of the
+    n − 1 other sources' messages, and of the distinguished source's message under the two
+    neighbouring inputs. Dummies are then added one by one, uniform over the targets holding
+    fewer than n = ``batch_size`` messages. Only outputs with every message on u or v are
+    followed, so after s messages a + b = s: the state is one anti-diagonal of the (a, b) table,
+    n + 1 entries, and each message or dummy costs O(n) (the same sums, term by term, as the
+    full (n + 1) x (n + 1) table, which cost O(n²)). Rows are rescaled by their peak at each
+    step so that large n does not underflow.
+
+    Returns ``(scaled, log_scale)``: row 2i (first) and 2i + 1 (second) of family i, entry j
+    for a = d + j (j = 0..n − d; none when d > n), equal to ``scaled * exp(log_scale)``.
     """
-    n = batch_size
-    state = np.zeros((n + 1, n + 1))
-    state[0, 0] = 1.0
-    log_scale = 0.0
+    n, d = batch_size, num_dummies
+    rows = len(families)
+    state = np.zeros((rows, n + 1))
+    state[:, 0] = 1.0
+    log_scale = np.zeros(rows)
 
-    def rescale(values: FloatArray) -> tuple[FloatArray, float]:
-        peak = float(values.max())
-        if peak <= 0.0:
-            return values, 0.0
-        return values / peak, math.log(peak)
+    def message(values: FloatArray, to_u: FloatArray, to_v: FloatArray) -> FloatArray:
+        # (a, b) -> (a + 1, b) with to_u, (a, b + 1) with to_v; indexed by a.
+        moved = np.zeros_like(values)
+        moved[:, 1:] = to_u[:, None] * values[:, :-1]
+        moved += to_v[:, None] * values
+        return moved
 
-    for to_u, to_v in message_probabilities:
+    others_u = np.array([f[0][0] for f in families], dtype=float)
+    others_v = np.array([f[0][1] for f in families], dtype=float)
+    for _ in range(n - 1):
+        state = message(state, others_u, others_v)
+        state, log_scale = _rescaled(state, log_scale)
+    state = np.repeat(state, 2, axis=0)
+    log_scale = np.repeat(log_scale, 2)
+    last_u = np.array([p[0] for f in families for p in f[1:]], dtype=float)
+    last_v = np.array([p[1] for f in families for p in f[1:]], dtype=float)
+    state = message(state, last_u, last_v)
+    state, log_scale = _rescaled(state, log_scale)
+    # A dummy goes to each open target of u, v w.p. 1/(T − the full ones among u, v). Before
+    # the k-th dummy (k = 1..d) a + b = n + k − 1, so v = n + k − 1 − a is full iff a < k.
+    both_open, one_full = 1.0 / max(float(num_targets), 1.0), 1.0 / max(num_targets - 1.0, 1.0)
+    u_steps = np.full(n + 1, both_open)
+    u_steps[n] = 0.0  # u full
+    v_steps = np.full(n + 1, both_open)
+    v_steps[n] = one_full
+    for k in range(1, d + 1):
+        step_u = u_steps.copy()
+        step_u[: min(k, n)] = one_full
+        step_v = v_steps.copy()
+        step_v[:k] = 0.0
         moved = np.zeros_like(state)
-        moved[1:, :] += to_u * state[:-1, :]
-        moved[:, 1:] += to_v * state[:, :-1]
-        state, shift = rescale(moved)
-        log_scale += shift
-    a = np.arange(n + 1)[:, None]
-    b = np.arange(n + 1)[None, :]
-    u_open = a < n
-    v_open = b < n
-    allowed = num_targets - (~u_open).astype(float) - (~v_open).astype(float)
-    safe = np.maximum(allowed, 1.0)
-    step_u = np.where(u_open, 1.0 / safe, 0.0)
-    step_v = np.where(v_open, 1.0 / safe, 0.0)
-    for _ in range(num_dummies):
-        moved = np.zeros_like(state)
-        moved[1:, :] += (step_u * state)[:-1, :]
-        moved[:, 1:] += (step_v * state)[:, :-1]
-        state, shift = rescale(moved)
-        log_scale += shift
-    return state, log_scale
+        moved[:, 1:] = (step_u * state)[:, :-1]
+        moved += step_v * state
+        state, log_scale = _rescaled(moved, log_scale)
+    if d > n:
+        return np.zeros((2 * rows, 0)), log_scale
+    return state[:, d:], log_scale
 
 
-#: Largest (n + d) * n² for which the capped lower bound is computed (about a second).
-CAPPED_COST_LIMIT = 4e8
+#: Largest (n + d) * n for which the capped lower bound is computed (tens of milliseconds).
+CAPPED_COST_LIMIT = 4e6
 
 
 class CappedLowerBound:
@@ -270,8 +305,8 @@ class CappedLowerBound:
     put every message on two targets, for three explicit pairs (the others at t'' or at t).
     Restricting a hockey-stick sum, or a maximum of log-ratios, to some outputs can only lower
     it. Outputs whose probability underflows (below 1e-250 of the family's largest) are
-    skipped, which also only lowers the value. When (n + d) n² exceeds
-    :data:`CAPPED_COST_LIMIT` no pair is evaluated and both bounds are 0.
+    skipped, which also only lowers the value. When (n + d) n exceeds
+    `CAPPED_COST_LIMIT` no pair is evaluated and both bounds are 0.
     """
 
     def __init__(self, mechanism: ScramblerMechanism) -> None:
@@ -280,27 +315,22 @@ class CappedLowerBound:
         n, d = mechanism.batch_size, mechanism.num_dummies
         truth, other = 1.0 - sigma + sigma / size, sigma / size
         # (others' (to u, to v)), distinguished under D, under D'
+        families: list[tuple[tuple[float, float], tuple[float, float], tuple[float, float]]]
         families = [((truth, other), (truth, other), (other, truth))]  # u=t, v=t', others at t
         if size >= 3:
             families.append(((other, truth), (truth, other), (other, other)))  # u=t, v=t''
             families.append(((other, other), (truth, other), (other, truth)))  # u=t, v=t'
-        self.evaluated = (n + d) * n * n <= CAPPED_COST_LIMIT
+        self.evaluated = (n + d) * n <= CAPPED_COST_LIMIT
         self.pairs: list[tuple[FloatArray, FloatArray]] = []  # log-probabilities per output
         self.structural_gap = False
         if not self.evaluated:
             return
-        a = np.arange(n + 1)[:, None]
-        b = np.arange(n + 1)[None, :]
-        outputs = (a + b) == n + d
-        for others, first, second in families:
-            shared = [others] * (n - 1)
-            p, log_p = capped_two_target_distribution(
-                [*shared, first], num_targets=size, batch_size=n, num_dummies=d
-            )
-            q, log_q = capped_two_target_distribution(
-                [*shared, second], num_targets=size, batch_size=n, num_dummies=d
-            )
-            p_out, q_out = p[outputs], q[outputs]
+        scaled, log_scale = capped_two_target_outputs(
+            families, num_targets=size, batch_size=n, num_dummies=d
+        )
+        for index in range(len(families)):
+            p_out, q_out = scaled[2 * index], scaled[2 * index + 1]
+            log_p, log_q = log_scale[2 * index], log_scale[2 * index + 1]
             visible_p, visible_q = p_out > 1e-250, q_out > 1e-250
             if sigma == 0.0 and np.any((visible_p & (q_out == 0)) | (visible_q & (p_out == 0))):
                 self.structural_gap = True  # with σ = 0 zeros are structural, not underflow
@@ -328,7 +358,7 @@ class CappedLowerBound:
         exp_eps = math.exp(epsilon)
         for log_first, log_second in self.pairs:
             first, second = np.exp(log_first), np.exp(log_second)
-            forward = float(np.clip(first - exp_eps * second, 0.0, None).sum())
-            backward = float(np.clip(second - exp_eps * first, 0.0, None).sum())
+            forward = _hockey_stick(first, second, exp_eps)
+            backward = _hockey_stick(second, first, exp_eps)
             best = max(best, forward, backward)
         return max(0.0, best - _ROUNDING_SLACK * (1.0 + exp_eps))

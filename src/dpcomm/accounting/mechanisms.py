@@ -7,7 +7,7 @@ Conventions (paper, Sections 3 and 4):
   other target gets σ/T.
 * The capped theorem (Theorem "theorem-exact") is written with a lie going to one of the T − 1
   other targets with probability σ'/(T − 1); the two are related by σ' = σ (T − 1) / T.
-  :attr:`LocalRandomizer.lie_rate` gives σ' so that the conversion is written once.
+  `LocalRandomizer.lie_rate` gives σ' so that the conversion is written once.
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ class LocalRandomizer:
         num_dummies: d, the number of flooding dummies sent to distinct other targets,
             in [0, T − 1]; d = T − 1 is a broadcast.
 
-    >>> from dpcomm import LocalRandomizer, account
-    >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.5, num_dummies=5),
-    ...                  delta=1e-4)
-    >>> round(report.guarantee.epsilon, 3), report.guarantee.method
-    (1.466, 'exact')
+    Examples:
+        >>> from dpcomm import LocalRandomizer, account
+        >>> report = account(LocalRandomizer(num_targets=20, sampling_rate=0.5, num_dummies=5),
+        ...                  delta=1e-4)
+        >>> round(report.guarantee.epsilon, 3), report.guarantee.method
+        (1.466, 'exact')
     """
 
     num_targets: int
@@ -119,11 +120,12 @@ class ScramblerMechanism:
         num_dummies: d (>= 0); when capped, at most (T − 1) n so that the cap can be met.
         capped: True for S̄_d.
 
-    >>> from dpcomm import ScramblerMechanism, account
-    >>> mechanism = ScramblerMechanism(num_targets=20, sampling_rate=0.2, batch_size=100,
-    ...                                num_dummies=50)
-    >>> round(account(mechanism, epsilon=2.0).guarantee.delta, 6)
-    0.001144
+    Examples:
+        >>> from dpcomm import ScramblerMechanism, account
+        >>> mechanism = ScramblerMechanism(num_targets=20, sampling_rate=0.2, batch_size=100,
+        ...                                num_dummies=50)
+        >>> round(account(mechanism, epsilon=2.0).guarantee.delta, 6)
+        0.001144
     """
 
     num_targets: int

@@ -13,11 +13,11 @@ adds to every H_{e^ε}, and composition is an FFT convolution whose truncated ta
 
 Pairs built here (each docstring says why it dominates):
 
-* :func:`local_randomizer_pair` — R_σ^d of Section 3 (App. B's output probabilities).
-* :func:`scrambler_pair` — the uncapped scrambler A_σ^{n,d}: the pair behind Lemma 2 (its
+* `local_randomizer_pair` — R_σ^d of Section 3 (App. B's output probabilities).
+* `scrambler_pair` — the uncapped scrambler A_σ^{n,d}: the pair behind Lemma 2 (its
   hockey-stick curve is Lemma 2's δ(ε), evaluated exactly); the capped scrambler falls back on
   its sources' R_σ (post-processing).
-* :func:`lower_bound_pairs` — exact output distributions of explicit neighbouring inputs, for
+* `lower_bound_pairs` — exact output distributions of explicit neighbouring inputs, for
   certified *lower* bounds (optimistic discretization).
 """
 
@@ -44,15 +44,15 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Width of the grid the privacy losses are rounded to (dp_accounting's default).
 DEFAULT_INTERVAL = 1e-4
-#: Tail mass of each binomial window of :func:`scrambler_pair`; what lies beyond is put at +∞.
+#: Tail mass of each binomial window of `scrambler_pair`; what lies beyond is put at +∞.
 _WINDOW_TAIL = 1e-30
-#: Cells of :func:`scrambler_pair` with a smaller P-mass are put at +∞ (they sum to < 1e-25).
+#: Cells of `scrambler_pair` with a smaller P-mass are put at +∞ (they sum to < 1e-25).
 _CELL_FLOOR = 1e-40
-#: Cells of :func:`scrambler_pair` above which its rows (values of m) are grouped (see there).
+#: Cells of `scrambler_pair` above which its rows (values of m) are grouped (see there).
 GROUPING_CELLS = 4_000_000
 #: Fewest rows kept when rows are grouped.
 MIN_PAIR_ROWS = 64
-#: Most (m, Z, a) cells :func:`scrambler_pair` evaluates (a few float64 arrays of this size).
+#: Most (m, Z, a) cells `scrambler_pair` evaluates (a few float64 arrays of this size).
 MAX_PAIR_CELLS = 30_000_000
 #: dp_accounting's bound on the tail mass dropped (pessimistic: put at +∞) per convolution.
 TAIL_MASS_TRUNCATION = 1e-15
@@ -62,7 +62,7 @@ _HUGE_EPSILON = 1e4
 _DIRECT_COMPOSITIONS = 3
 #: Rounding allowance on a computed loss before it is rounded up to the grid.
 _LOSS_GUARD = 1e-12
-#: P-mass put at +∞ for the floating-point error of the masses of :func:`scrambler_pair`.
+#: P-mass put at +∞ for the floating-point error of the masses of `scrambler_pair`.
 _FLOAT_ALLOWANCE = 1e-13
 #: Slack that a certified lower bound gives away for the floating-point error of an FFT.
 _LOWER_SLACK = 1e-12
@@ -143,7 +143,7 @@ def identity_pair(description: str = "no leakage") -> LossAtoms:
 def local_randomizer_pair(randomizer: LocalRandomizer) -> LossAtoms:
     """The pair of R_σ^d (Section 3): the output sets of a source at t and at t'.
 
-    Exact (App. B, as :func:`dpcomm.accounting.pure.local_delta`): the sets holding t but not
+    Exact (App. B, as `dpcomm.accounting.pure.local_delta`): the sets holding t but not
     t' have total mass s·m_t under t and s·m_o under t' (s = (T − 1 − d)/(T − 1),
     m_t = 1 − σ + (d + 1)σ/T, m_o = (d + 1)σ/T), the sets holding t' but not t the reverse, all
     others equal mass. Every pair of inputs is this one up to renaming targets, and the other
@@ -204,8 +204,8 @@ def _blanket_rows(
     """Values of m kept (the smallest of each group) and their probabilities.
 
     m ~ Bin(n − 1, σ) counts the other sources that took the σ-branch. Its window is the one
-    :class:`~dpcomm.accounting.exact.ExactLemma2` keeps; a wider window than
-    :data:`MAX_PAIR_ROWS` is cut into consecutive groups, each charged at its smallest m. That
+    `dpcomm.accounting.exact.ExactLemma2` keeps; a wider window than
+    `MAX_PAIR_ROWS` is cut into consecutive groups, each charged at its smallest m. That
     is valid: the pair for m + 1 is a post-processing of the pair for m (add one uniform draw
     to the counts and one to the announced m), so moving mass to a smaller m yields a pair
     that dominates. Rows are grouped only when there are more than ``max_rows``.
@@ -239,7 +239,7 @@ def _pair_rows(mechanism: ScramblerMechanism) -> int:
     """The most rows of m the pair keeps (grouping beyond); refuses pairs that are too large.
 
     Raises:
-        PairUnavailableError: the pair would take more than :data:`MAX_PAIR_CELLS` cells.
+        PairUnavailableError: the pair would take more than `MAX_PAIR_CELLS` cells.
     """
     rows, per_row = _row_cells(mechanism)
     max_rows = max(MIN_PAIR_ROWS, GROUPING_CELLS // max(per_row, 1))
@@ -266,7 +266,7 @@ def scrambler_pair(mechanism: ScramblerMechanism) -> LossAtoms:
         P(m, a, b) = P(m) · W_N(a, b) · ((1 − σ) T a/N + σ),  Q: a and b exchanged,
 
     so that P − e^ε Q = P(m) W_N (Σ_{i≤N} L_i)/N with Lemma 2's Σ L_i: the hockey-stick curve of
-    this pair is Lemma 2's δ(ε) exactly (tested against :class:`ExactLemma2`). Z = a + b ~
+    this pair is Lemma 2's δ(ε) exactly (tested against `ExactLemma2`). Z = a + b ~
     Bin(N, 2/T) and a | Z ~ Bin(Z, 1/2) under W; windows of each law with tails below 1e-30
     are kept and every mass outside them goes to +∞.
 
@@ -274,7 +274,7 @@ def scrambler_pair(mechanism: ScramblerMechanism) -> LossAtoms:
     of one source's R_σ, whose pair is returned.
 
     Raises:
-        PairUnavailableError: the pair would take more than :data:`MAX_PAIR_CELLS` cells.
+        PairUnavailableError: the pair would take more than `MAX_PAIR_CELLS` cells.
     """
     size, sigma = mechanism.num_targets, mechanism.sampling_rate
     n, d = mechanism.batch_size, mechanism.num_dummies
@@ -346,7 +346,7 @@ def _scrambler_pair_cached(size: int, sigma: float, n: int, d: int) -> LossAtoms
 
 @dataclass(frozen=True, eq=False)
 class _Row:
-    """One row N = m + d + 1 of :func:`scrambler_pair`, discretized, before its weight P(m).
+    """One row N = m + d + 1 of `scrambler_pair`, discretized, before its weight P(m).
 
     Attributes:
         lowest: grid index of ``probs[0]``.
@@ -367,11 +367,11 @@ class _Row:
 def _pessimistic_row(
     size: int, sigma: float, total: int, interval: float, z_lo: int, z_hi: int
 ) -> _Row:
-    """The cells of one row of :func:`scrambler_pair`, rounded up to the grid (cached).
+    """The cells of one row of `scrambler_pair`, rounded up to the grid (cached).
 
     The row depends on (T, σ, N) only, not on n or d: pairs of neighbouring (n, d), which the
     planner evaluates one after the other, share most of their rows. Same windows and
-    formulas as :func:`scrambler_pair`; a cell is dropped when its mass before the factor
+    formulas as `scrambler_pair`; a cell is dropped when its mass before the factor
     P(m) ≤ 1 is below 1e-40, so its mass in the pair is too (the tail bound holds).
     ``z_lo`` and ``z_hi`` are the row's Z window (functions of N, computed for many rows at
     once by the caller).
@@ -417,7 +417,7 @@ def _pessimistic_row(
 def _cached_blanket_rows(
     batch_size: int, sampling_rate: float, max_rows: int
 ) -> tuple[FloatArray, FloatArray]:
-    """:func:`_blanket_rows`, cached (the planner asks for the same (n, σ) at many d)."""
+    """`_blanket_rows`, cached (the planner asks for the same (n, σ) at many d)."""
     return _blanket_rows(batch_size, sampling_rate, max_rows=max_rows)
 
 
@@ -427,7 +427,7 @@ _WINDOWS: dict[tuple[int, int], tuple[int, int]] = {}
 def _row_windows(
     size: int, counts: FloatArray, dummies: int
 ) -> tuple[list[int], list[int], list[int]]:
-    """Per row m: N = m + d + 1 and its Z window (as :func:`scrambler_pair`), memoized per N."""
+    """Per row m: N = m + d + 1 and its Z window (as `scrambler_pair`), memoized per N."""
     hit = min(1.0, 2.0 / size)
     totals = [int(m) + dummies + 1 for m in counts]
     missing = sorted({t for t in totals if (size, t) not in _WINDOWS})
@@ -446,17 +446,17 @@ def _row_windows(
 def scrambler_pld(
     mechanism: ScramblerMechanism, *, interval: float = DEFAULT_INTERVAL
 ) -> PrivacyLossDistribution:
-    """The pessimistic PLD of :func:`scrambler_pair` (uncapped), built from cached rows.
+    """The pessimistic PLD of `scrambler_pair` (uncapped), built from cached rows.
 
     The same pair, discretized the same way (every loss rounded up to the grid), summed row
     by row: each row N = m + d + 1 is discretized once per (T, σ, N, grid) and weighted by
     P(m). Every mass left out (windows, dropped cells, rounding) goes to +∞ with the same
-    bounds as :func:`scrambler_pair`, so the result dominates the mechanism. Equal to
+    bounds as `scrambler_pair`, so the result dominates the mechanism. Equal to
     ``scrambler_pair(mechanism).pld(interval=interval)`` up to floating-point summation order
     (tested); much faster when many neighbouring (n, d) are evaluated, as the planner does.
 
     Raises:
-        PairUnavailableError: the pair would take more than :data:`MAX_PAIR_CELLS` cells.
+        PairUnavailableError: the pair would take more than `MAX_PAIR_CELLS` cells.
     """
     size, sigma = mechanism.num_targets, mechanism.sampling_rate
     n, d = mechanism.batch_size, mechanism.num_dummies

@@ -46,7 +46,7 @@ def local_delta(randomizer: LocalRandomizer, epsilon: float) -> float:
 
 
 def local_epsilon_for_delta(randomizer: LocalRandomizer, delta: float) -> float:
-    """Smallest ε with :func:`local_delta` ≤ δ (exact inversion of the formula above)."""
+    """Smallest ε with `local_delta` ≤ δ (exact inversion of the formula above)."""
     share, mass_true, mass_other = randomizer.distinguishing_masses
     if share == 0.0 or mass_true - mass_other <= 0.0:
         return 0.0
@@ -71,7 +71,7 @@ def pure_to_delta(epsilon0: float, epsilon: float) -> float:
 
 
 def pure_to_epsilon(epsilon0: float, delta: float) -> float:
-    """Smallest ε with :func:`pure_to_delta` ≤ δ."""
+    """Smallest ε with `pure_to_delta` ≤ δ."""
     if math.isinf(epsilon0):
         return math.inf
     value = math.exp(epsilon0) - delta * (1.0 + math.exp(epsilon0))
@@ -96,7 +96,7 @@ def capped_theorem_epsilon(
 
     PRINTED IN THE PAPER, NOT A VALID BOUND: exhaustive enumeration finds larger ε for
     T >= 3 (see docs/accounting.md). ``lie_rate`` is the theorem's σ (probability of going
-    to another target); from R_σ use :attr:`LocalRandomizer.lie_rate`. Defined for
+    to another target); from R_σ use `LocalRandomizer.lie_rate`. Defined for
     d ∈ {1, …, n − 1}; evaluated in log space so that large n does not underflow.
     """
     n, d = batch_size, num_dummies

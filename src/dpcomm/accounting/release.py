@@ -17,6 +17,14 @@ Laplace noise of scale L1 / ε_i (pure ε_i-DP), or Gaussian noise whose zero-co
 divergence ρ = L2² / (2 s²) converts to ε_i at δ_i (Bun and Steinke 2016, Prop. 1.3:
 ε = ρ + 2 √(ρ ln(1/δ))). The library that draws the noise (OpenDP) reports its own privacy map,
 which the tests compare with these numbers.
+
+Without a public key domain, a grouping set's keys are chosen by a threshold on noisy counts
+([`selection_distances`][], [`threshold_for`][]): the keys whose noisy COUNT(*) reaches
+τ are released, the others not. Replacing one row moves one tuple per grouping set from one
+key to another, so per selected grouping set the counts of at most 2 keys change, each by 1.
+A key that exists in one table only has count 1 there; the threshold makes the chance that
+any such key is released at most δ_sel (Rogers, Subramaniam and Winstanley 2023 analyse the
+mechanism; OpenDP's own privacy map of it is the one checked).
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from dpcomm.errors import InvalidParameterError
 from dpcomm.validation import check_delta
@@ -39,10 +49,11 @@ class Laplace:
     Attributes:
         epsilon: the release's ε (ε2), split equally among its aggregates.
 
-    >>> import dpcomm
-    >>> release = dpcomm.Laplace(epsilon=1.0)
-    >>> (release.name, release.epsilon, release.delta)
-    ('laplace', 1.0, 0.0)
+    Examples:
+        >>> import dpcomm
+        >>> release = dpcomm.Laplace(epsilon=1.0)
+        >>> (release.name, release.epsilon, release.delta)
+        ('laplace', 1.0, 0.0)
     """
 
     epsilon: float
@@ -69,10 +80,11 @@ class Gaussian:
         epsilon: the release's ε (ε2), split equally among its aggregates.
         delta: the release's δ (δ2), split equally among its aggregates.
 
-    >>> import dpcomm
-    >>> release = dpcomm.Gaussian(epsilon=1.0, delta=1e-6)
-    >>> (release.name, release.epsilon, release.delta)
-    ('gaussian', 1.0, 1e-06)
+    Examples:
+        >>> import dpcomm
+        >>> release = dpcomm.Gaussian(epsilon=1.0, delta=1e-6)
+        >>> (release.name, release.epsilon, release.delta)
+        ('gaussian', 1.0, 1e-06)
     """
 
     epsilon: float
@@ -157,6 +169,8 @@ class AggregateNoise:
         integer: whether the noise is integer (counts: discrete Laplace or Gaussian).
         epsilon: its share ε_i of the release's ε.
         delta: its share δ_i of the release's δ (0 for Laplace).
+        selection_delta: the δ its threshold adds when its noisy values also select the
+            keys of grouping sets without a public domain (a COUNT(*); else 0).
     """
 
     output: str
@@ -166,6 +180,20 @@ class AggregateNoise:
     integer: bool
     epsilon: float
     delta: float
+    selection_delta: float = 0.0
+
+    @property
+    def total_delta(self) -> float:
+        """δ of this aggregate's release: its share δ_i and its threshold's δ_sel."""
+        return self.delta + self.selection_delta
+
+    @property
+    def variance(self) -> float:
+        """An upper bound on the noise's variance: 2b² (Laplace), s² (Gaussian).
+
+        The discrete versions' variances are no larger (Canonne, Kamath and Steinke 2020).
+        """
+        return self.standard_deviation**2
 
     @property
     def standard_deviation(self) -> float:
@@ -174,8 +202,37 @@ class AggregateNoise:
 
     @property
     def half_width_95(self) -> float:
-        """Half-width of the noise's central 95% interval: b ln 20 (Laplace), 1.96 s."""
-        return self.scale * math.log(20.0) if self.delta == 0.0 else 1.959963984540054 * self.scale
+        """Half-width h with P(|noise| > h) ≤ 5%: b ln 20 (Laplace), 1.96 s (Gaussian).
+
+        Integer noise has its own quantile, the least integer h with P(|Z| > h) ≤ 5%: for
+        the discrete Laplace of scale t, P(|Z| > h) = 2 q^(h+1) / (1 + q) with q = e^(−1/t);
+        for the discrete Gaussian, the tail summed (at most 1.96 s + 1 for large s). b ln 20
+        would leave 7.3% of the discrete Laplace's mass outside at t = 1.
+        """
+        if not self.integer:
+            if self.delta == 0.0:
+                return self.scale * math.log(20.0)
+            return _Z_95 * self.scale
+        if self.delta == 0.0:
+            ratio = math.exp(-1.0 / self.scale)
+            return float(max(0, math.ceil(self.scale * math.log(40.0 / (1.0 + ratio))) - 1))
+        return _discrete_gaussian_half_width(self.scale)
+
+
+_Z_95 = 1.959963984540054
+
+
+def _discrete_gaussian_half_width(scale: float) -> float:
+    """The least integer h with P(|Z| > h) ≤ 5% for Z discrete Gaussian of parameter s."""
+    if scale > 1_000.0:
+        return float(math.ceil(_Z_95 * scale) + 1)
+    support = np.arange(0, math.ceil(12.0 * scale) + 2, dtype=np.float64)
+    weights = np.exp(-(support**2) / (2.0 * scale**2))
+    mass = weights.copy()
+    mass[1:] *= 2.0  # ±z
+    mass /= mass.sum()
+    outside = 1.0 - np.cumsum(mass)  # P(|Z| > h) for h = 0, 1, ...
+    return float(np.argmax(outside <= 0.05))
 
 
 def calibrate_noise(
@@ -208,7 +265,10 @@ def release_pld(noises: Sequence[AggregateNoise]) -> object:
     Each aggregate is represented by the dominating pair of an (ε_i, δ_i)-DP mechanism
     (``from_privacy_parameters``), valid for any mechanism with that guarantee, whatever the
     shape of its noise or of its sensitivity (a vector's, integer or floating-point noise);
-    pessimistic, so δ(ε) is an upper bound.
+    pessimistic, so δ(ε) is an upper bound. A COUNT(*) whose noisy values also select keys
+    by a threshold is (ε_i, δ_i + δ_sel)-DP and is represented by that pair: the threshold
+    mechanism has no exact PLD here, and the pair dominates every mechanism with that
+    guarantee, so the composition stays an upper bound (conservative, not tight).
     """
     from dp_accounting.pld import privacy_loss_distribution as pld_module
     from dp_accounting.pld.common import DifferentialPrivacyParameters
@@ -216,7 +276,7 @@ def release_pld(noises: Sequence[AggregateNoise]) -> object:
     result = None
     for noise in noises:
         part = pld_module.from_privacy_parameters(
-            DifferentialPrivacyParameters(noise.epsilon, noise.delta),
+            DifferentialPrivacyParameters(noise.epsilon, noise.total_delta),
             value_discretization_interval=1e-4,
         )
         result = part if result is None else result.compose(part)
@@ -225,15 +285,134 @@ def release_pld(noises: Sequence[AggregateNoise]) -> object:
     return result
 
 
+@dataclass(frozen=True)
+class SelectionDistances:
+    """How far apart the thresholded count maps of two neighbouring tables can be.
+
+    Attributes:
+        l0: keys whose count changes (2 per selected grouping set).
+        l1: the sum of the changes (2 per selected grouping set).
+        linf: the largest change of one key's count (1).
+    """
+
+    l0: int
+    l1: int
+    linf: int
+
+    @property
+    def l2(self) -> float:
+        """√(Σ changes²) = √l0 (every change is 1)."""
+        return math.sqrt(self.l0)
+
+
+def selection_distances(num_selected_sets: int) -> SelectionDistances:
+    """(l0, l1, l∞) of the counts thresholded over ``num_selected_sets`` grouping sets.
+
+    One source sends one tuple per grouping set; replacing its row moves that tuple from one
+    key to another (or in or out of a WHERE): 2 keys change by 1 in each grouping set.
+
+    Examples:
+        >>> selection_distances(2)
+        SelectionDistances(l0=4, l1=4, linf=1)
+    """
+    if (
+        isinstance(num_selected_sets, bool)
+        or not isinstance(num_selected_sets, int)
+        or num_selected_sets < 1
+    ):
+        raise InvalidParameterError("num_selected_sets", "an integer >= 1", num_selected_sets)
+    return SelectionDistances(2 * num_selected_sets, 2 * num_selected_sets, 1)
+
+
+def threshold_for(
+    *, scale: float, delta: float, distances: SelectionDistances, gaussian: bool
+) -> float:
+    """The threshold τ at which keys of one table only are released with probability ≤ δ.
+
+    The standard formula, which OpenDP's own privacy map then refines.
+
+    Such a key has count at most l∞ = 1 there, and there are at most l0 of them. Laplace of
+    scale b: l0 · ½ e^{−(τ − l∞)/b} ≤ δ gives τ = l∞ + b ln(l0 / (2δ)). Gaussian of standard
+    deviation s: l0 · P(N(0, s²) ≥ τ − l∞) ≤ δ gives τ = l∞ + s Φ⁻¹(1 − δ/l0).
+
+    Examples:
+        >>> distances = selection_distances(1)
+        >>> round(threshold_for(scale=4.0, delta=1e-6, distances=distances, gaussian=False), 3)
+        56.262
+    """
+    check_key_selection_delta(delta)
+    _check_positive("scale", scale)
+    if gaussian:
+        from scipy.stats import norm
+
+        return distances.linf + scale * float(norm.isf(min(delta / distances.l0, 0.5)))
+    return distances.linf + scale * max(math.log(distances.l0 / (2.0 * delta)), 0.0)
+
+
+def check_key_selection_delta(value: object) -> float:
+    """``key_selection_delta`` checked: a number in (0, 1)."""
+    delta = check_delta("key_selection_delta", value)
+    if not 0.0 < delta < 1.0:
+        raise InvalidParameterError("key_selection_delta", "a number in (0, 1)", value)
+    return delta
+
+
+def half_width(*, normal_sd: float, laplace_scale: float = 0.0, confidence: float = 0.95) -> float:
+    """The half-width h with P(|N(0, s²) + Laplace(b)| > h) = 1 − ``confidence``.
+
+    The central interval of a normal error (a Horvitz–Thompson estimate's, s) plus Laplace
+    noise (b): with X = N + L, P(X > h) = Φ(−h/s) + ½ e^{s²/2b² − h/b} Φ(h/s − s/b)
+    − ½ e^{s²/2b² + h/b} Φ(−h/s − s/b) (the convolution, in closed form), solved for h.
+    b = 0 gives z s, s = 0 gives b ln(1/(1 − confidence)); N and L are independent.
+
+    Examples:
+        >>> round(half_width(normal_sd=1.0), 4)
+        1.96
+        >>> round(half_width(normal_sd=0.0, laplace_scale=1.0), 4)
+        2.9957
+    """
+    from scipy.optimize import brentq
+    from scipy.special import log_ndtr, ndtri
+
+    alpha = 1.0 - confidence
+    if not 0.0 < alpha < 1.0:
+        raise InvalidParameterError("confidence", "a number in (0, 1)", confidence)
+    if not (normal_sd >= 0.0 and laplace_scale >= 0.0):
+        raise InvalidParameterError("normal_sd, laplace_scale", "numbers >= 0", normal_sd)
+    if laplace_scale == 0.0:
+        return float(normal_sd * -ndtri(alpha / 2.0))
+    if normal_sd == 0.0:
+        return laplace_scale * math.log(1.0 / alpha)
+    s, b = normal_sd, laplace_scale
+
+    def outside(h: float) -> float:
+        shift = s * s / (2.0 * b * b)
+        upper = (
+            math.exp(float(log_ndtr(-h / s)))
+            + 0.5 * math.exp(shift - h / b + float(log_ndtr(h / s - s / b)))
+            - 0.5 * math.exp(shift + h / b + float(log_ndtr(-h / s - s / b)))
+        )
+        return 2.0 * upper - alpha
+
+    # Union bound: N beyond z_{1−α/4} s and L beyond b ln(2/α) each have chance α/2.
+    high = s * float(-ndtri(alpha / 4.0)) + b * math.log(2.0 / alpha)
+    return float(brentq(outside, 0.0, high, xtol=1e-12 * high, rtol=1e-12))
+
+
 __all__ = [
     "AggregateNoise",
     "Gaussian",
     "Laplace",
     "ReleaseMechanism",
+    "SelectionDistances",
     "Sensitivity",
     "aggregate_sensitivity",
     "calibrate_noise",
+    "check_key_selection_delta",
     "epsilon_of_rho",
+    "half_width",
     "release_pld",
     "rho_for",
+    "selection_distances",
+    "threshold_for",
 ]

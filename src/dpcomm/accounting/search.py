@@ -67,15 +67,23 @@ def epsilon_for_delta(
     and another valid method's ε. Each is checked (δ(low) > target, δ(high) ≤ target) and
     ignored if it fails, so a hint can only save evaluations, never change validity.
     """
-    if delta_of_epsilon(0.0) <= target_delta:
-        return 0.0
     low_hint, high_hint = bracket
+    if high_hint is not None and not 0.0 < high_hint < upper:
+        high_hint = None
+    # With both hints, the low one is checked first: δ(low) > target makes the check at 0
+    # redundant for a monotone bound (and for any other, bisection keeps its answer valid).
+    low = 0.0
     if (
         high_hint is not None
-        and 0.0 < high_hint < upper
-        and delta_of_epsilon(high_hint) <= target_delta
+        and low_hint is not None
+        and 0.0 < low_hint < high_hint
+        and delta_of_epsilon(low_hint) > target_delta
     ):
-        return _bisect_from_hints(delta_of_epsilon, target_delta, low_hint, high_hint, tolerance)
+        low = low_hint
+    elif delta_of_epsilon(0.0) <= target_delta:
+        return 0.0
+    if high_hint is not None and delta_of_epsilon(high_hint) <= target_delta:
+        return _bisect_from_hints(delta_of_epsilon, target_delta, low, high_hint, tolerance)
     crossing = _crossing(delta_of_epsilon, target_delta, upper=upper, tolerance=tolerance)
     return math.inf if crossing is None else crossing[1]
 
@@ -83,14 +91,12 @@ def epsilon_for_delta(
 def _bisect_from_hints(
     delta_of_epsilon: Callable[[float], float],
     target_delta: float,
-    low_hint: float | None,
+    low: float,
     high: float,
     tolerance: float,
 ) -> float:
-    """Bisection on [low, high] with δ(high) ≤ target; low = the hint if δ(hint) > target."""
-    low = 0.0
-    if low_hint is not None and 0.0 < low_hint < high and delta_of_epsilon(low_hint) > target_delta:
-        low = low_hint
+    """Bisection on [low, high] with δ(high) ≤ target and δ(low) > target (or low = 0)."""
+    if low > 0.0:
         # A few probes just above a lower bound, often within tolerances of ε.
         step = tolerance
         for _ in range(_PROBES):

@@ -1,11 +1,11 @@
 """A privacy budget across queries: a ledger on disk that every run on one population charges.
 
-Each run of :func:`dpcomm.run_sql`, :func:`dpcomm.kmeans` or ``dpcomm run`` reports its own
-(ε, δ); ten runs on the same population are ten separate guarantees. A :class:`Budget` ties
+Each run of `dpcomm.run_sql`, `dpcomm.kmeans` or ``dpcomm run`` reports its own
+(ε, δ); ten runs on the same population are ten separate guarantees. A `Budget` ties
 them together: before a run executes, its plan's guarantee is charged to a ledger (a JSON file
 holding the budget and every charge), and a run that would take the charges beyond the budget
 is refused before anything runs. Charges compose by the basic composition filter
-(:mod:`dpcomm.budget.composition`), valid when queries and their parameters are chosen
+(`dpcomm.budget.composition`), valid when queries and their parameters are chosen
 adaptively. This package does I/O (the ledger); the mathematics below it is pure.
 """
 

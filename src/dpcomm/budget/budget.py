@@ -1,4 +1,4 @@
-"""A :class:`Budget`: an (ε, δ) for every run on one population, kept in a ledger file."""
+"""A [`Budget`][]: an (ε, δ) for every run on one population, kept in a ledger file."""
 
 from __future__ import annotations
 
@@ -24,15 +24,16 @@ class BudgetExceededError(DpcommError):
         spent: what the ledger's charges had spent.
         budget: the budget (ε, δ).
 
-    >>> import dpcomm, tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "ledger.json"
-    >>> budget = dpcomm.Budget(epsilon=1.0, delta=1e-5, ledger=path)
-    >>> before = path.read_bytes()
-    >>> try:
-    ...     budget.charge(epsilon=1.5, delta=0.0, kind="aggregate", query="q", method="exact")
-    ... except dpcomm.BudgetExceededError as error:
-    ...     print(error.epsilon, error.spent.charges, path.read_bytes() == before)
-    1.5 0 True
+    Examples:
+        >>> import dpcomm, tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "ledger.json"
+        >>> budget = dpcomm.Budget(epsilon=1.0, delta=1e-5, ledger=path)
+        >>> before = path.read_bytes()
+        >>> try:
+        ...     budget.charge(epsilon=1.5, delta=0.0, kind="aggregate", query="q", method="exact")
+        ... except dpcomm.BudgetExceededError as error:
+        ...     print(error.epsilon, error.spent.charges, path.read_bytes() == before)
+        1.5 0 True
     """
 
     def __init__(
@@ -87,30 +88,31 @@ class Budget:
     ``Budget(epsilon=, delta=, ledger=PATH)`` creates the ledger (a JSON file) with that
     budget if there is none at ``PATH``, and otherwise checks that the one there holds the same
     budget; ``Budget(ledger=PATH)`` opens an existing ledger with the budget it holds. Give it as
-    ``budget=`` to :func:`dpcomm.run_sql` or :func:`dpcomm.kmeans` (``--ledger`` on the
+    ``budget=`` to [`dpcomm.run_sql`][] or [`dpcomm.kmeans`][] (``--ledger`` on the
     command line): before the run executes, the plan's guarantee (ε_i, δ_i), what the run
     reports, is charged; a run that would take Σ ε_i beyond ε or Σ δ_i beyond δ, or whose ε is
-    inf, is refused (:class:`BudgetExceededError`) before anything runs, and the ledger is left
+    inf, is refused ([`BudgetExceededError`][]) before anything runs, and the ledger is left
     byte for byte as it was. The charges compose by the basic composition filter, valid when
-    queries and their parameters are chosen adaptively (:mod:`dpcomm.budget.composition`).
+    queries and their parameters are chosen adaptively ([`dpcomm.budget.composition`][]).
 
     Attributes:
         epsilon: the budget's ε (finite, >= 0).
         delta: the budget's δ, in [0, 1).
         ledger: the ledger file.
 
-    >>> import dpcomm, tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "population.json"
-    >>> budget = dpcomm.Budget(epsilon=3.0, delta=1e-5, ledger=path)
-    >>> budget.charge(epsilon=1.25, delta=1e-6, kind="aggregate", query="SELECT ...",
-    ...               method="pld(exact)").epsilon
-    1.25
-    >>> budget.spent()
-    Spent(epsilon=1.25, delta=1e-06, charges=1)
-    >>> budget.remaining()
-    (1.75, 9e-06)
-    >>> dpcomm.Budget(ledger=path).epsilon
-    3.0
+    Examples:
+        >>> import dpcomm, tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "population.json"
+        >>> budget = dpcomm.Budget(epsilon=3.0, delta=1e-5, ledger=path)
+        >>> budget.charge(epsilon=1.25, delta=1e-6, kind="aggregate", query="SELECT ...",
+        ...               method="pld(exact)").epsilon
+        1.25
+        >>> budget.spent()
+        Spent(epsilon=1.25, delta=1e-06, charges=1)
+        >>> budget.remaining()
+        (1.75, 9e-06)
+        >>> dpcomm.Budget(ledger=path).epsilon
+        3.0
     """
 
     epsilon: float
@@ -181,7 +183,7 @@ class Budget:
         """Charge (ε, δ) to the ledger, or refuse it leaving the ledger untouched.
 
         Under the ledger's lock: read, check that the charge fits (the basic composition
-        filter), append it, write atomically. Raises :class:`BudgetExceededError` when it does
+        filter), append it, write atomically. Raises [`BudgetExceededError`][] when it does
         not fit (or ε is inf); the file is then not written at all.
         """
         if not (isinstance(epsilon, int | float) and isinstance(delta, int | float)):

@@ -8,7 +8,7 @@ that stops before the budget would be exceeded is (ε, δ)-DP even when each que
 uses a budget. Goes beyond the paper (which accounts one plan); valid by that theorem.
 
 Tighter compositions are not used across queries: composing the runs' privacy loss
-distributions (what :mod:`dpcomm.plan.privacy` does inside one plan) is valid only when every
+distributions (what `dpcomm.plan.privacy` does inside one plan) is valid only when every
 mechanism is fixed in advance, and the natural PLD or f-DP filter is not valid in general
 under adaptively chosen parameters; filters matching advanced composition (Whitehouse, Ramdas,
 Rogers and Wu, ICML 2023) or for Rényi DP (Feldman and Zrnic, NeurIPS 2021) gain over the sum

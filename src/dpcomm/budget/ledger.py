@@ -9,7 +9,7 @@ The document (version 1)::
                   "method": "pld(exact)"}, ...]}
 
 ``method`` is how the run's (ε, δ) was obtained (the plan guarantee's method);
-``budget.composition`` how the charges compose (:mod:`dpcomm.budget.composition`).
+``budget.composition`` how the charges compose ([`dpcomm.budget.composition`][]).
 
 Writes go to a temporary file in the ledger's directory, which is flushed, fsynced and moved
 over the ledger (``os.replace``): a reader sees the old document or the new one, never half of
@@ -125,7 +125,7 @@ def _charge(item: object, index: int, path: Path) -> Charge:
 
 
 def parse_ledger(text: str, path: Path) -> Ledger:
-    """The ledger in ``text`` (read from ``path``), or a :class:`LedgerError` saying why not."""
+    """The ledger in ``text`` (read from ``path``), or a [`LedgerError`][] saying why not."""
     try:
         document = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
@@ -155,7 +155,7 @@ def parse_ledger(text: str, path: Path) -> Ledger:
 
 
 def read_ledger(path: Path) -> Ledger:
-    """The ledger at ``path`` (:class:`LedgerError` when missing, unreadable or corrupt)."""
+    """The ledger at ``path`` ([`LedgerError`][] when missing, unreadable or corrupt)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -1,7 +1,7 @@
 """Layer 3: the planner, the cheapest countermeasure that meets a privacy target under limits.
 
-:func:`plan_countermeasures` (behind :func:`dpcomm.calibrate` and ``dpcomm plan``) searches the
-countermeasures of :mod:`dpcomm.plan` for the one of least network load whose plan is
+[`plan_countermeasures`][] (behind [`dpcomm.calibrate`][] and ``dpcomm plan``) searches the
+countermeasures of [`dpcomm.plan`][] for the one of least network load whose plan is
 (ε, δ)-DP, within limits on channels per node, extra consents and utility. Semantics (paper,
 Sections 2.5, 3.3, 4.4 and 5):
 
@@ -12,24 +12,26 @@ Sections 2.5, 3.3, 4.4 and 5):
   the K = T centroids of an iteration).
 * A configuration is local sampling + flooding (σ, d ≤ T − 1, Section 3) or uncapped
   scramblers (σ, n, d, Section 4): ⌈S_t/n⌉ scramblers with balanced batches, whose sizes
-  differ by at most one and are at most n (:func:`dpcomm.plan.costs.balanced_batch_sizes`).
+  differ by at most one and are at most n (`dpcomm.plan.costs.balanced_batch_sizes`).
 
 One module per job:
 
-* :mod:`~dpcomm.calibration.request`: what is asked for (:class:`PlanRequest`, the limits) and
-  the search grid (:class:`SearchOptions`), validated;
-* :mod:`~dpcomm.calibration.configuration`: a configuration (a :mod:`dpcomm.plan`
+* `dpcomm.calibration.request`: what is asked for ([`PlanRequest`][], the limits) and
+  the search grid ([`SearchOptions`][]), validated;
+* `dpcomm.calibration.configuration`: a configuration (a [`dpcomm.plan`][]
   countermeasure with its balanced batches) and a costed candidate;
-* :mod:`~dpcomm.calibration.costs`: sources recruited, utility, network load and channels,
+* `dpcomm.calibration.costs`: sources recruited, utility, network load and channels,
   from the one cost model;
-* :mod:`~dpcomm.calibration.feasibility`: the privacy predicate (basic composition or PLDs);
-* :mod:`~dpcomm.calibration.search`: the exact pruned search over σ, the number of scramblers
+* `dpcomm.calibration.feasibility`: the privacy predicate (basic composition or PLDs);
+* `dpcomm.calibration.search`: the exact pruned search over σ, the number of scramblers
   and d;
-* :mod:`~dpcomm.calibration.pareto`: the order of candidates and the Pareto front;
-* :mod:`~dpcomm.calibration.advice`: what to relax, and by how much, when nothing is feasible;
-* :mod:`~dpcomm.calibration.planner`: :func:`plan_countermeasures` and its answer;
-* :mod:`~dpcomm.calibration.shape`: what a calibration is made for (S, T, the composed and the
-  free clusters), read from the plan a query compiles to.
+* `dpcomm.calibration.pareto`: the order of candidates and the Pareto front;
+* `dpcomm.calibration.advice`: what to relax, and by how much, when nothing is feasible;
+* `dpcomm.calibration.planner`: [`plan_countermeasures`][] and its answer;
+* `dpcomm.calibration.shape`: what a calibration is made for (S, T, the composed and the
+  free clusters), read from the plan a query compiles to;
+* `dpcomm.calibration.split`: one (ε, δ) split between the traffic and a noisy release of
+  the result, for the least expected relative error of the released values.
 
 Names are imported on first use (the search needs the accountant, hence scipy).
 """

@@ -1,6 +1,6 @@
 """What to relax, and by how much, when no configuration meets the target within the limits.
 
-:func:`infeasible_message` is the one line of the :class:`~dpcomm.errors.DpcommError` the
+`infeasible_message` is the one line of the `dpcomm.errors.DpcommError` the
 planner raises: the limit to relax (as the caller spells it: Python keywords, or the CLI's
 flags) and the least value that works, from searches without that limit.
 """
@@ -28,8 +28,30 @@ def _limits_text(request: PlanRequest) -> str:
 
 #: How the infeasibility advice names the parameters (Python keywords by default).
 PYTHON_PARAMETER_NAMES: Mapping[str, str] = {
-    name: name for name in ("epsilon", "delta", "max_channels", "max_extra_consents", "min_utility")
+    name: name
+    for name in (
+        "epsilon",
+        "delta",
+        "max_channels",
+        "max_extra_consents",
+        "min_utility",
+        "max_messages",
+    )
 }
+
+
+def too_many_messages(
+    request: PlanRequest,
+    least_load: int,
+    max_messages: int,
+    names: Mapping[str, str] = PYTHON_PARAMETER_NAMES,
+) -> str:
+    """One line: the least network load meeting the target exceeds the limit on it."""
+    return (
+        f"no configuration meets ε ≤ {request.epsilon:g} at δ = {request.delta:g} within "
+        f"{names['max_messages']} = {max_messages:,}: the least network load is "
+        f"{least_load:,} messages (raise {names['max_messages']} or {names['epsilon']})"
+    )
 
 
 def infeasible_message(

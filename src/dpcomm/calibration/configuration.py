@@ -1,8 +1,8 @@
 """A configuration the planner can choose, and a feasible one with its costs.
 
-A :class:`Configuration` is a countermeasure of :mod:`dpcomm.plan` (local sampling + flooding,
+A `Configuration` is a countermeasure of `dpcomm.plan` (local sampling + flooding,
 or uncapped scramblers) for every data-dependent cluster of the plan, with the balanced batch
-sizes its scramblers get for the sources recruited. A :class:`PlanCandidate` is a feasible
+sizes its scramblers get for the sources recruited. A `PlanCandidate` is a feasible
 configuration with its guarantee and its three costs (network load, channels, consents).
 """
 
@@ -22,10 +22,10 @@ class Configuration:
     """A countermeasure for every data-dependent cluster of the plan, with its batches.
 
     Attributes:
-        countermeasure: :class:`~dpcomm.plan.LocalFlooding` (σ, d per source, Section 3) or
-            uncapped :class:`~dpcomm.plan.Scramblers` (σ, n, d per scrambler, Section 4).
+        countermeasure: [`LocalFlooding`][] (σ, d per source, Section 3) or
+            uncapped [`Scramblers`][] (σ, n, d per scrambler, Section 4).
         batch_sizes: the balanced batch sizes of the scramblers of one cluster, largest first
-            (:func:`dpcomm.plan.costs.balanced_batch_sizes` of S_t and n; None for local).
+            (`dpcomm.plan.costs.balanced_batch_sizes` of S_t and n; None for local).
     """
 
     countermeasure: LocalFlooding | Scramblers
@@ -128,7 +128,7 @@ class PlanCandidate:
             ε it was checked against otherwise.
         delta: the plan's δ.
         network_load_messages: every message of the transformed plan
-            (:func:`dpcomm.calibration.costs.plan_costs`).
+            ([`dpcomm.calibration.costs.plan_costs`][]).
         max_channels_per_node: the largest number of secure channels of a node (upper bound).
         extra_consents: S_t − S.
         utility: expected tuples used / S, min(1, S_t (1 − σ + σ/T) / S).

@@ -5,12 +5,12 @@
   the paper writes S/(1 − σ), which ignores the redrawn targets that are the true one). With
   ``max_extra_consents`` c, S_t = min(⌈S/p⌉, S + c) and the expected utility
   min(1, S_t·p/S) must be at least ``min_utility`` u (default 1).
-* Costs come from the one cost model (:mod:`dpcomm.plan.costs`): the plan of the request is
-  built by :mod:`dpcomm.plan.builders` for S_t sources and transformed with the candidate
-  countermeasure (:func:`dpcomm.plan.transform`); the network load is every message of the
+* Costs come from the one cost model (`dpcomm.plan.costs`): the plan of the request is
+  built by `dpcomm.plan.builders` for S_t sources and transformed with the candidate
+  countermeasure (`dpcomm.plan.transform`); the network load is every message of the
   transformed plan (dummies included, exactly what the engines send), the max channels per node
   the largest of its per-role bounds on distinct peers (reached when every scrambler sends to
-  every target); see :func:`plan_costs`.
+  every target); see `plan_costs`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def recruited_sources(
 ) -> int:
     """S_t = ⌈S/p⌉ sources keep the utility in expectation (Sections 3.3, 4.4), at most S + c.
 
-    :func:`dpcomm.plan.costs.sources_needed` (what
-    :meth:`dpcomm.plan.TransformedPlan.sources_needed` and the engines' extra consents report):
+    `dpcomm.plan.costs.sources_needed` (what
+    `dpcomm.plan.TransformedPlan.sources_needed` and the engines' extra consents report):
     the paper writes S/(1 − σ); a redrawn target that is the true one also delivers the tuple,
     so ⌈S/(1 − σ + σ/T)⌉ suffices.
     """
@@ -60,7 +60,7 @@ def expected_utility(
 
 
 def recruited_for(request: PlanRequest, sampling_rate: float) -> int:
-    """S_t for the request at σ, within its consent limit (:func:`recruited_sources`)."""
+    """S_t for the request at σ, within its consent limit (`recruited_sources`)."""
     return recruited_sources(
         num_sources=request.num_sources,
         num_targets=request.num_targets,
@@ -70,7 +70,7 @@ def recruited_for(request: PlanRequest, sampling_rate: float) -> int:
 
 
 def utility_for(request: PlanRequest, sampling_rate: float, recruited: int) -> float:
-    """The request's expected utility at σ with S_t = ``recruited`` (:func:`expected_utility`)."""
+    """The request's expected utility at σ with S_t = ``recruited`` (`expected_utility`)."""
     return expected_utility(
         num_sources=request.num_sources,
         num_targets=request.num_targets,
@@ -87,7 +87,7 @@ def request_plan(
     num_clusters: int,
     free_clusters: int = 0,
 ) -> ExecutionPlan:
-    """The plan the planner costs, by :mod:`dpcomm.plan.builders` (what the queries run).
+    """The plan the planner costs, by `dpcomm.plan.builders` (what the queries run).
 
     Aggregate: G grouping sets of C = T compute nodes each, then ``free_clusters`` grouping
     sets of one compute node (the empty grouping set: data-independent traffic); K-means: I
@@ -108,7 +108,7 @@ def request_plan(
 
 
 def _first_flow(workload: Workload) -> str:
-    """The data-dependent flow of the first cluster of :func:`request_plan`."""
+    """The data-dependent flow of the first cluster of `request_plan`."""
     return "grouping set 1" if workload == "aggregate" else kmeans_flow(1)
 
 
@@ -118,9 +118,9 @@ class PlanCosts:
 
     Attributes:
         messages: every message of the plan, dummies included
-            (:attr:`dpcomm.plan.TransformedPlan.messages`).
+            (`dpcomm.plan.TransformedPlan.messages`).
         channels_by_role: upper bound on the secure channels of one node, per role
-            (:meth:`dpcomm.plan.TransformedPlan.channels_by_role`).
+            (`dpcomm.plan.TransformedPlan.channels_by_role`).
         batch_sizes: the balanced batch sizes of the scramblers of one cluster, largest first
             (None without scramblers).
         num_scramblers: scramblers of the whole plan (every cluster).
@@ -133,7 +133,7 @@ class PlanCosts:
 
     @property
     def max_channels(self) -> int:
-        """The largest of :attr:`channels_by_role`."""
+        """The largest of `channels_by_role`."""
         return max(self.channels_by_role.values(), default=0)
 
 
@@ -173,18 +173,18 @@ def plan_costs(
 ) -> PlanCosts:
     """The costs of ``countermeasure`` on the plan of the request, from the cost model.
 
-    The plan (:func:`request_plan`, ``num_sources`` = S_t) is transformed with the
-    countermeasure (:func:`dpcomm.plan.transform`): the messages per routed flow are exact
+    The plan ([`request_plan`][], ``num_sources`` = S_t) is transformed with the
+    countermeasure (`dpcomm.plan.transform`): the messages per routed flow are exact
     (Sections 3.3, 4.4 and 5.1: S_t (d + 1) per local cluster, 2 S_t + K·d through K balanced
     scramblers, the centroids of K-means broadcast back through the scramblers), the channels
     an upper bound derived from the routed flows. ``free_clusters`` grouping sets of one
-    compute node are added (:func:`request_plan`). Cached: the search costs many candidates.
+    compute node are added ([`request_plan`][]). Cached: the search costs many candidates.
     """
     return _costs(workload, num_clusters, num_targets, num_sources, countermeasure, free_clusters)
 
 
 def costs_for(request: PlanRequest, countermeasure: Countermeasure, num_sources: int) -> PlanCosts:
-    """:func:`plan_costs` of ``countermeasure`` on the request's plan of ``num_sources``."""
+    """`plan_costs` of ``countermeasure`` on the request's plan of ``num_sources``."""
     return plan_costs(
         countermeasure,
         num_sources=num_sources,
@@ -203,7 +203,7 @@ def nonprivate_load(
     num_clusters: int,
     free_clusters: int = 0,
 ) -> int:
-    """Messages of the plan of S sources without countermeasures (:func:`plan_costs`)."""
+    """Messages of the plan of S sources without countermeasures ([`plan_costs`][])."""
     return plan_costs(
         NoCountermeasure(),
         num_sources=num_sources,

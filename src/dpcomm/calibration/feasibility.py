@@ -8,12 +8,12 @@ whole plan is (ε, δ)-DP by either of two valid accountings (each an upper boun
   valid accounting the accountant reports: Lemma 2 evaluated exactly (``Lemma2AtEpsilon``,
   equal to ``ExactLemma2``) for every balanced batch size, or post-processing of one source's
   R_σ; the exact δ(ε) of R_σ^d (``pure.local_delta``) for the local randomizer;
-* composition of privacy loss distributions (G > 1 only, :mod:`dpcomm.accounting.pld`): the
+* composition of privacy loss distributions (G > 1 only, `dpcomm.accounting.pld`): the
   G-fold composition of the cluster's dominating pair reaches δ at ε. The cluster's pair is
   the Lemma 2 pair of its *smallest* balanced batch, or R_σ's pair (post-processing, valid for
   every n and d), or R_σ^d's for local flooding. The search discretizes losses on a grid of
-  :data:`SEARCH_INTERVAL` = 10⁻³, which rounds every loss up to a subset of the 10⁻⁴ grid
-  (:data:`dpcomm.accounting.pld.DEFAULT_INTERVAL`), hence dominates the finer PLD: a
+  `SEARCH_INTERVAL` = 10⁻³, which rounds every loss up to a subset of the 10⁻⁴ grid
+  (`dpcomm.accounting.pld.DEFAULT_INTERVAL`), hence dominates the finer PLD: a
   configuration feasible in the search stays feasible at 10⁻⁴, where the chosen one is checked
   again.
 
@@ -42,7 +42,7 @@ from dpcomm.accounting.exact import Lemma2AtEpsilon, SizeTable
 from dpcomm.calibration.configuration import Configuration
 from dpcomm.calibration.request import PlanRequest
 
-#: PLD grid of the search; a multiple of :data:`FINAL_INTERVAL`, so it dominates it.
+#: PLD grid of the search; a multiple of `FINAL_INTERVAL`, so it dominates it.
 SEARCH_INTERVAL = 1e-3
 #: PLD grid the chosen configuration is checked on (dp_accounting's and the accountant's).
 FINAL_INTERVAL = pld.DEFAULT_INTERVAL
@@ -51,15 +51,15 @@ EPSILON_MARGIN = 1e-6
 
 
 def _margin(epsilon: float) -> float:
-    """ε minus :data:`EPSILON_MARGIN` (minus ε/2 at most): where the checks are made."""
+    """ε minus `EPSILON_MARGIN` (minus ε/2 at most): where the checks are made."""
     return max(0.0, epsilon - min(EPSILON_MARGIN, epsilon / 2))
 
 
 class Feasibility:
     """The planner's privacy predicate for one request (module doc), with its caches.
 
-    ``interval`` is the PLD grid (:data:`SEARCH_INTERVAL` in the search; the chosen
-    configuration is checked again at :data:`FINAL_INTERVAL`).
+    ``interval`` is the PLD grid (`SEARCH_INTERVAL` in the search; the chosen
+    configuration is checked again at `FINAL_INTERVAL`).
     """
 
     def __init__(self, request: PlanRequest, *, interval: float = SEARCH_INTERVAL) -> None:

@@ -1,7 +1,7 @@
 """The order of the feasible candidates and their Pareto front.
 
 The answer is the feasible candidate of minimal network load (ties: fewer channels, then fewer
-consents, scramblers before local, smaller σ, smaller n: :func:`order_key`). The Pareto front
+consents, scramblers before local, smaller σ, smaller n: `order_key`). The Pareto front
 over (network load, max channels, extra consents) of the feasible candidates the search
 evaluated is returned with it: the pruned configurations all cost more than the answer, so the
 front's members of least load are exact, the rest a sample. This goes beyond the paper, which
@@ -29,7 +29,7 @@ def order_key(candidate: PlanCandidate) -> tuple[int, int, int, int, float, int]
 def pareto_front(candidates: Sequence[PlanCandidate]) -> tuple[PlanCandidate, ...]:
     """The candidates not dominated in (network load, max channels, extra consents), by load.
 
-    One candidate is kept per distinct cost vector (the first by :func:`order_key`).
+    One candidate is kept per distinct cost vector (the first by `order_key`).
     """
     ordered = sorted(candidates, key=order_key)
     front: list[PlanCandidate] = []

@@ -1,12 +1,12 @@
-"""The planner's entry point: :func:`plan_countermeasures` and its answer, :class:`PlannerResult`.
+"""The planner's entry point: `plan_countermeasures` and its answer, `PlannerResult`.
 
-The search (:mod:`dpcomm.calibration.search`) finds every feasible configuration worth costing;
-each is costed (:mod:`dpcomm.calibration.costs`), the candidates within the channel limit are
-ordered (:mod:`dpcomm.calibration.pareto`), and the best is checked again (d − 1 fails from
+The search (`dpcomm.calibration.search`) finds every feasible configuration worth costing;
+each is costed (`dpcomm.calibration.costs`), the candidates within the channel limit are
+ordered (`dpcomm.calibration.pareto`), and the best is checked again (d − 1 fails from
 scratch; d passes with the PLDs on the final grid) before its ε is computed. The reported ε of
-the chosen configuration is :func:`dpcomm.plan.account_plan`'s on the plan of S_t sources at
+the chosen configuration is `dpcomm.plan.account_plan`'s on the plan of S_t sources at
 the plan's δ: what ``dpcomm run`` reports for that configuration on S_t rows. When no
-configuration is feasible, the error says what to relax (:mod:`dpcomm.calibration.advice`).
+configuration is feasible, the error says what to relax (`dpcomm.calibration.advice`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from dpcomm.calibration.advice import PYTHON_PARAMETER_NAMES, infeasible_message
+from dpcomm.calibration.advice import (
+    PYTHON_PARAMETER_NAMES,
+    infeasible_message,
+    too_many_messages,
+)
 from dpcomm.calibration.configuration import PlanCandidate
 from dpcomm.calibration.costs import costs_for, request_plan, utility_for
 from dpcomm.calibration.feasibility import FINAL_INTERVAL, SEARCH_INTERVAL, Feasibility
@@ -31,24 +35,25 @@ from dpcomm.calibration.search import Found, least_satisfying, search
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.countermeasures import CountermeasureName, NoCountermeasure
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
+from dpcomm.validation import check_int
 
 
 @dataclass(frozen=True, kw_only=True)
 class PlannerResult(PlanCandidate):
-    """The planner's answer: the chosen configuration (a :class:`PlanCandidate`) and more.
+    """The planner's answer: the chosen configuration (a [`PlanCandidate`][]) and more.
 
     Attributes:
-        epsilon: the plan's ε, as :func:`dpcomm.plan.account_plan` reports it at the plan's δ
+        epsilon: the plan's ε, as `dpcomm.plan.account_plan` reports it at the plan's δ
             for the plan of S_t sources (the other fields are the candidate's).
-        pareto: non-dominated feasible candidates over (load, channels, consents), by load;
-            the chosen configuration is the first.
+        pareto: non-dominated feasible candidates over (load, channels, consents), by load,
+            within the limits (``max_messages`` too); the chosen configuration is the first.
         nonprivate_load_messages: messages of the plan without countermeasures (S sources).
         num_candidates: candidates meeting the privacy target (before the channel limit).
         channels_by_role: the bound on the channels of one node, per role, of the chosen
-            configuration (:meth:`dpcomm.plan.TransformedPlan.channels_by_role`).
+            configuration (`dpcomm.plan.TransformedPlan.channels_by_role`).
         request: what was asked for.
         privacy: the chosen configuration's full account (PLD and basic composition, the
-            certified lower bound) by :func:`dpcomm.plan.account_plan`.
+            certified lower bound) by `dpcomm.plan.account_plan`.
     """
 
     pareto: tuple[PlanCandidate, ...]
@@ -98,9 +103,9 @@ def _verified(found: Found, search_check: Feasibility, final_check: Feasibility)
 
 
 def planned_privacy(request: PlanRequest, candidate: PlanCandidate) -> PlanGuarantee:
-    """:func:`dpcomm.plan.account_plan` of ``candidate`` on the plan of S_t sources at δ.
+    """`dpcomm.plan.account_plan` of ``candidate`` on the plan of S_t sources at δ.
 
-    Accounted on the plan of S_t sources (:func:`dpcomm.calibration.costs.request_plan`) with
+    Accounted on the plan of S_t sources (`dpcomm.calibration.costs.request_plan`) with
     ``delta`` the whole plan's δ: the very number ``dpcomm run --delta δ`` reports for this
     configuration on S_t rows (the accountant's ε is the least of its PLD composition and basic
     composition, each at least as loose as the planner's check, so it is at most the target).
@@ -127,6 +132,7 @@ def plan_countermeasures(
     max_channels: int | None = None,
     max_extra_consents: int | None = None,
     min_utility: float = 1.0,
+    max_messages: int | None = None,
     sampling_rates: Sequence[float] | None = None,
     batch_sizes: Sequence[int] | None = None,
     mechanisms: Sequence[CountermeasureName] = SEARCHED_MECHANISMS,
@@ -149,6 +155,8 @@ def plan_countermeasures(
         max_channels: largest number of secure channels a node may have.
         max_extra_consents: c, largest S_t − S.
         min_utility: u, least expected tuples used / S (matters with ``max_extra_consents``).
+        max_messages: largest network load (every message of the plan, dummies included):
+            the least-load configuration must fit it.
         sampling_rates: σ grid (default 0, 0.01, ..., 0.99).
         batch_sizes: a restriction list of n: only the numbers of scramblers ⌈S_t/n⌉ of these
             (those above S_t skipped); default every number of scramblers.
@@ -169,6 +177,8 @@ def plan_countermeasures(
             "exactly one of them",
             "both" if grouping_sets is not None else "neither",
         )
+    if max_messages is not None:
+        max_messages = check_int("max_messages", max_messages, minimum=1)
     workload: Workload = "aggregate" if grouping_sets is not None else "kmeans"
     clusters = grouping_sets if grouping_sets is not None else iterations
     request = PlanRequest(
@@ -222,9 +232,17 @@ def plan_countermeasures(
         by_key[order_key(_candidate(request, checked))] = checked
         candidates = [_candidate(request, one) for one in by_key.values()]
         limited = [c for c in candidates if request.allows_channels(c.max_channels_per_node)]
+    if max_messages is not None and best.network_load_messages > max_messages:
+        raise DpcommError(
+            too_many_messages(request, best.network_load_messages, max_messages, parameter_names)
+        )
     privacy = planned_privacy(request, best)
     best = replace(best, epsilon=privacy.guarantee.epsilon, delta=privacy.guarantee.delta)
-    front = tuple(best if c.costs == best.costs else c for c in pareto_front(limited))
+    front = tuple(
+        best if c.costs == best.costs else c
+        for c in pareto_front(limited)
+        if max_messages is None or c.network_load_messages <= max_messages
+    )
     chosen_costs = costs_for(request, best.configuration.countermeasure, best.num_sources)
     return PlannerResult(
         **best.candidate_fields(),

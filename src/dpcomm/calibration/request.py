@@ -1,11 +1,11 @@
 """What the planner is asked for: the privacy target, the plan's shape, the limits, the grid.
 
-* :class:`PlanRequest`: S tuples used, T targets per cluster, G grouping sets or I iterations,
+* `PlanRequest`: S tuples used, T targets per cluster, G grouping sets or I iterations,
   the whole plan's (ε, δ), and the limits (channels per node, extra consents, utility).
-* :class:`SearchOptions`: the grid searched (σ values, an optional restriction list of batch
+* `SearchOptions`: the grid searched (σ values, an optional restriction list of batch
   sizes n, the mechanisms, the largest d).
 
-Both are frozen and validated on construction (:mod:`dpcomm.validation`).
+Both are frozen and validated on construction (`dpcomm.validation`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ Workload = Literal["aggregate", "kmeans"]
 DEFAULT_SAMPLING_RATES: tuple[float, ...] = tuple(round(0.01 * i, 2) for i in range(100))
 #: Largest d tried per scrambler (Table 1 goes to 1000).
 DEFAULT_MAX_DUMMIES = 20_000
-#: The countermeasures the planner chooses among (by :attr:`Countermeasure.name`).
+#: The countermeasures the planner chooses among (by `Countermeasure.name`).
 SEARCHED_MECHANISMS: tuple[CountermeasureName, ...] = ("scrambler", "local")
 
 
@@ -34,11 +34,11 @@ class PlanRequest:
 
     Attributes:
         num_sources: S, real tuples the computation must use (1 to 10^12,
-            :data:`~dpcomm.validation.MAX_SOURCES`).
-        num_targets: T, targets per cluster (2 to 10^6, :data:`~dpcomm.validation.MAX_COUNT`).
+            `dpcomm.validation.MAX_SOURCES`).
+        num_targets: T, targets per cluster (2 to 10^6, `dpcomm.validation.MAX_COUNT`).
         workload: ``"aggregate"`` (G grouping sets) or ``"kmeans"`` (I iterations).
         num_clusters: G or I (1 to 10^6).
-        epsilon: the plan's ε (> 0, at most :data:`~dpcomm.validation.MAX_EPSILON`).
+        epsilon: the plan's ε (> 0, at most `dpcomm.validation.MAX_EPSILON`).
         delta: the plan's δ in (0, 1).
         max_channels: limit on channels per node (None: no limit).
         max_extra_consents: limit c on S_t − S (None: no limit).
@@ -117,7 +117,7 @@ class PlanRequest:
         """δ/G: each cluster's δ in the basic-composition check (Theorem 2) only.
 
         ``delta`` is the whole plan's δ: the PLD check composes the G clusters at it, and the
-        reported guarantee is :func:`dpcomm.plan.account_plan`'s at it.
+        reported guarantee is `dpcomm.plan.account_plan`'s at it.
         """
         return self.delta / self.num_clusters
 

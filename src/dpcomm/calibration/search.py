@@ -7,11 +7,11 @@ every number K of scramblers and every d ≤ ``max_dummies``
 * σ on a 0.01 grid; for scramblers every K in 1..S_t that balanced batches realize
   (K = ⌈S_t/n⌉ for some n; the configuration is named by its largest batch n = ⌈S_t/K⌉).
 * The least feasible d is non-decreasing in K (batches shrink, and the pair of a smaller batch
-  dominates that of a larger one, :mod:`dpcomm.calibration.feasibility`), so the search over K
+  dominates that of a larger one, `dpcomm.calibration.feasibility`), so the search over K
   starts at the previous K's d, and the one-cluster check at ε and δ (necessary: composing only
   adds loss) gives a floor. δ is non-increasing in d (the pair for d + 1 is a post-processing of
   the pair for d: one more uniform dummy), so the least d is found by galloping and bisection
-  (:func:`least_satisfying`).
+  (`least_satisfying`).
 * Pruning, from the cost model's monotonicity (messages non-decreasing in d, in K at fixed d
   and in S_t; channels non-decreasing in d): a σ whose cheapest scrambler configuration
   (K = 1, d = 0) costs more than the best feasible configuration found so far within the
@@ -287,7 +287,7 @@ def search(
 ) -> list[Found]:
     """Every privacy-feasible (mechanism, σ, K) the pruned search evaluates, with its least d.
 
-    ``feasibility`` is the predicate (default: :class:`Feasibility` of ``request`` on the search
+    ``feasibility`` is the predicate (default: `Feasibility` of ``request`` on the search
     grid). ``by_channels``: prune by channels instead of load, to find the fewest channels that
     any feasible configuration needs (for the advice when the channel limit cannot be met).
     """

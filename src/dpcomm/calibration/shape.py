@@ -4,8 +4,8 @@ The planner needs S (sources), T (targets per cluster) and G data-dependent clus
 non-empty grouping sets of an Aggregate query, or the I iterations of K-means). A user who
 counts them by hand can get them wrong: ``ROLLUP(species, sex)`` has three grouping sets, but
 the empty one, ``()``, has a single compute node, so every source sends it one message to the
-same node whatever its data (ε = 0, Section 2.4): only two clusters compose. :class:`PlanShape`
-reads the shape from the :class:`~dpcomm.plan.ExecutionPlan` that the query compiles to (the
+same node whatever its data (ε = 0, Section 2.4): only two clusters compose. `PlanShape`
+reads the shape from the `dpcomm.plan.ExecutionPlan` that the query compiles to (the
 plan the engines run and the accountant accounts), so a calibration is made for exactly that
 plan, and a run on another table or query can be compared with it.
 """
@@ -41,9 +41,9 @@ class PlanShape:
 
     @classmethod
     def of_plan(cls, plan: ExecutionPlan, *, workload: Workload) -> PlanShape:
-        """The shape of ``plan`` (a query's compiled plan, :attr:`AggregateProgram.plan`).
+        """The shape of ``plan`` (a query's compiled plan, `AggregateProgram.plan`).
 
-        Raises :class:`~dpcomm.errors.InvalidParameterError` when the data-dependent clusters
+        Raises [`InvalidParameterError`][] when the data-dependent clusters
         do not all have the same T (the planner searches one T).
         """
         dependent = [c for c in plan.clusters if c.data_dependent and c.num_targets > 1]

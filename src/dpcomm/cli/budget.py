@@ -1,8 +1,10 @@
 """``--ledger`` on ``dpcomm run``, and ``dpcomm budget``: parse, call, print.
 
 A ledger file holds a privacy budget (ε, δ) for one population and every run charged to it
-(:class:`dpcomm.Budget`). ``dpcomm run aggregate|kmeans --ledger FILE`` charges the run's plan
-guarantee before it runs (refused beyond the budget: nothing runs);
+(`dpcomm.Budget`). ``dpcomm run aggregate|kmeans --ledger FILE`` charges the run's plan
+guarantee before it runs (refused beyond the budget: nothing runs); ``dpcomm deploy local
+--ledger FILE`` and ``dpcomm node run --role coordinator --ledger FILE`` charge a deployed
+round the weakest guarantee it can report (`dpcomm.engine.charge`);
 ``--budget-epsilon E --budget-delta D`` create FILE with that budget when it does not exist.
 ``dpcomm budget --ledger FILE`` prints the budget, what is spent and every charge.
 """
@@ -17,7 +19,7 @@ from typing import Any
 from dpcomm.budget.budget import Budget
 from dpcomm.cli.output import non_negative_float, print_table
 
-#: The flag of each parameter of :class:`~dpcomm.Budget`.
+#: The flag of each parameter of `dpcomm.Budget`.
 FLAGS = {
     "epsilon": "--budget-epsilon",
     "delta": "--budget-delta",
@@ -53,7 +55,7 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
 
 
 def budget_from_options(args: argparse.Namespace) -> Budget | None:
-    """The :class:`~dpcomm.Budget` of ``--ledger`` (created with ``--budget-*``), or None."""
+    """The `dpcomm.Budget` of ``--ledger`` (created with ``--budget-*``), or None."""
     from dpcomm.errors import InvalidParameterError
 
     epsilon, delta = args.budget_epsilon, args.budget_delta

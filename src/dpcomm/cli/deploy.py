@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dpcomm.api import DEFAULT_DELTA
+from dpcomm.cli.budget import add_budget_options, budget_from_options, print_charge
 from dpcomm.cli.execute import (
     AGGREGATE_DEFAULTS,
     KMEANS_CENTROIDS,
-    KMEANS_DATASET,
     KMEANS_DEFAULTS,
     KMEANS_ITERATIONS,
     add_aggregate_options,
@@ -131,15 +132,18 @@ def _check_workdir(args: argparse.Namespace) -> None:
 
 #: Options of one workload only, with their defaults: given to the other one, they are refused.
 KMEANS_ONLY_OPTIONS = {
-    "dataset": KMEANS_DATASET,
+    "dataset": None,
+    "columns": None,
+    "label_column": None,
     "k": KMEANS_CENTROIDS,
     "iterations": KMEANS_ITERATIONS,
+    "init": "random",
+    "init_data": None,
     "sources": None,
     "drop_non_finite": False,
 }
 AGGREGATE_ONLY_OPTIONS = {
     "sql": None,
-    "data": None,
     "synthetic": None,
     "diabetes": False,
     "distribution": "uniform",
@@ -167,13 +171,17 @@ def command_deploy_local(args: argparse.Namespace) -> int:
     _check_workload_options(args)
     out, report = output_paths(args)
     _check_workdir(args)
+    # Charged before the round starts (refused: nothing runs, the ledger unchanged).
+    budget = budget_from_options(args)
     if args.workload == "kmeans":
-        kmeans, dataset = execute_kmeans(args, _network_engine(args))
+        kmeans, dataset = execute_kmeans(args, _network_engine(args), budget)
         print_run(args, kmeans, dataset)
+        print_charge(budget)
         write_outputs(kmeans, out, report)
         return _finish(args, kmeans.report)
-    aggregate, source = execute_aggregate(args, _network_engine(args))
+    aggregate, source = execute_aggregate(args, _network_engine(args), budget)
     print_run(args, aggregate, f"{source}; deployed on this machine (loopback, mutual TLS 1.3)")
+    print_charge(budget)
     write_outputs(aggregate, out, report)
     return _finish(args, aggregate.report)
 
@@ -238,6 +246,7 @@ def command_node_run(args: argparse.Namespace) -> int:
     config = NodeConfig.load(args.config)
     if config.role != args.role:
         raise DeploymentError(f"config {args.config} is for a {config.role}, not a {args.role}")
+    budget, delta = _coordinator_budget(args)
     if config.round.seed is not None:
         # Said now, not after the round: the operator may stop the node before it draws.
         print(
@@ -248,6 +257,12 @@ def command_node_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+    if budget is not None:
+        from dpcomm.engine.charge import charge_round
+
+        # The coordinator charges the round before any node registers: refused, nothing runs.
+        charge_round(budget, config.round, delta=delta)
+        print_charge(budget)
     credentials = NodeCredentials(
         name=config.name,
         cert_path=Path(args.ssl_certfile),
@@ -269,6 +284,19 @@ def command_node_run(args: argparse.Namespace) -> int:
     if outcome.errors:
         return 1
     return _absent_sources_status(config, outcome)
+
+
+def _coordinator_budget(args: argparse.Namespace) -> tuple[Any, float]:
+    """The budget of ``--ledger`` and the δ to charge at: only the coordinator charges."""
+    from dpcomm.validation import check_delta
+
+    if args.ledger is not None and args.role != "coordinator":
+        allowed = "only with --role coordinator (the coordinator charges the round)"
+        raise InvalidParameterError("--ledger", allowed, args.ledger)
+    if args.delta is not None and args.ledger is None:
+        raise InvalidParameterError("--delta", "given with --ledger FILE", args.delta)
+    delta = check_delta("--delta", DEFAULT_DELTA if args.delta is None else args.delta)
+    return budget_from_options(args), delta
 
 
 def _absent_sources_status(config: Any, outcome: Any) -> int:
@@ -356,7 +384,10 @@ def add_deploy_commands(commands: Any) -> None:
             "machine), so the defaults are slow here: the embedded 10,000-row table takes "
             "minutes, K-means on all 4,000 digits over 10 iterations longer. For a quick round "
             "pass a smaller table (--synthetic 1000) or, for K-means, --sources 500 --k 4 "
-            "--iterations 2 (and the same options to `dpcomm run` to compare)."
+            "--iterations 2 (and the same options to `dpcomm run` to compare). With --ledger "
+            "FILE the round is charged before it starts, at the weakest guarantee it can "
+            "report (every scrambler at any batch size late sources could leave it); refused, "
+            "nothing starts."
         ),
     )
     local.add_argument(
@@ -368,7 +399,7 @@ def add_deploy_commands(commands: Any) -> None:
     )
     add_aggregate_options(local, sql_required=False)
     add_data_seed_option(local, aggregate=True, kmeans=True)
-    add_kmeans_options(local.add_argument_group("K-means (deploy local kmeans)"))
+    add_kmeans_options(local.add_argument_group("K-means (deploy local kmeans)"), data=False)
     _round_options(local)
     local.add_argument("--workdir", help="keep certificates here (default: temporary)")
     local.add_argument(
@@ -383,6 +414,7 @@ def add_deploy_commands(commands: Any) -> None:
         help="fault injection: scrambler K (global index) dies mid-forward",
     )
     add_countermeasure_options(local, AGGREGATE_DEFAULTS, kmeans_defaults=KMEANS_DEFAULTS)
+    add_budget_options(local)
     add_output_options(local)
     local.set_defaults(handler=command_deploy_local)
     configs = kinds.add_parser(
@@ -416,4 +448,12 @@ def add_deploy_commands(commands: Any) -> None:
     run.add_argument("--ssl-keyfile", required=True, help="the node's private key (PEM)")
     run.add_argument("--ssl-ca-certfile", required=True, help="the deployment's CA (PEM)")
     run.add_argument("--output", help="write the node's outcome (JSON) here")
+    add_budget_options(run)
+    run.add_argument(
+        "--delta",
+        type=float,
+        metavar="D",
+        help=f"with --ledger: δ of the whole plan the round is charged at (default "
+        f"{DEFAULT_DELTA:g}, as deploy configs' --delta)",
+    )
     run.set_defaults(handler=command_node_run)

@@ -1,10 +1,10 @@
 """Shared by ``run`` and ``deploy``: the options, one call into the front door, the report.
 
 ``run aggregate|kmeans`` and ``deploy local aggregate|kmeans`` take the same data, program and
-countermeasure options with the same defaults (:func:`add_aggregate_options`,
-:func:`add_kmeans_options`, :func:`add_countermeasure_options`) and call the functions Python
-users call, :func:`dpcomm.run_sql` and :func:`dpcomm.kmeans`, on the engine their options name
-(:func:`dpcomm.engine.engines.make_engine`): the same flags and seed give the same run in every
+countermeasure options with the same defaults (`add_aggregate_options`,
+`add_kmeans_options`, `add_countermeasure_options`) and call the functions Python
+users call, `dpcomm.run_sql` and `dpcomm.kmeans`, on the engine their options name
+(`dpcomm.engine.engines.make_engine`): the same flags and seed give the same run in every
 command. The report prints as text or as the one JSON document of every run.
 """
 
@@ -14,7 +14,8 @@ import argparse
 import datetime
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,8 @@ from dpcomm.cli.output import (
     show_progress,
     within,
 )
-from dpcomm.data import diabetes_table, load_image_dataset, read_table
+from dpcomm.data import diabetes_table, load_image_dataset, read_points, read_table
+from dpcomm.data.points import TablePoints
 from dpcomm.engine.engines import Engine
 from dpcomm.engine.report import EfficiencyReport, PrivacyReport, Report
 from dpcomm.engine.runs import AggregateRun, KMeansRun
@@ -42,6 +44,7 @@ from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
+from dpcomm.queries.kmeans import INIT_METHODS
 from dpcomm.validation import MAX_COUNT
 
 #: Defaults of the countermeasure options, per use case (the paper's settings, Section 5),
@@ -145,7 +148,7 @@ def add_countermeasure_options(
         type=non_negative_float,
         metavar="E",
         help="refuse, before running, a plan whose ε exceeds E (e.g. the table's size changed "
-        "the batches)",
+        "the batches; with --release, the ε of traffic and release together)",
     )
     parser.add_argument(
         "--seed",
@@ -187,7 +190,7 @@ def _key(value: Any, sql_type: str) -> str:
 
     Integers without thousands separators, booleans as ``true``/``false``, a DOUBLE at its
     shortest exact form (``0.1``, ``1e+20``, ``3.0``) and a FLOAT at float32's (``0.1``, not
-    ``0.10000000149011612``); any other value as :func:`_fmt` prints it (NULL, text, DECIMAL,
+    ``0.10000000149011612``); any other value as `_fmt` prints it (NULL, text, DECIMAL,
     dates and times are already DuckDB's).
     """
     if isinstance(value, bool):
@@ -202,7 +205,7 @@ def _key(value: Any, sql_type: str) -> str:
 def _print_rows(
     rows: list[dict[str, Any]], limit: int, keys: Mapping[str, str] | None = None
 ) -> None:
-    """The first ``limit`` rows as a table; ``keys``: grouping column -> SQL type, see :func:`_key`.
+    """The first ``limit`` rows as a table; ``keys``: grouping column -> SQL type, see `_key`.
 
     Grouping keys print as DuckDB prints them; aggregate values keep the report's formatting
     (thousands separators, four decimals).
@@ -324,6 +327,8 @@ def _print_release(release: Any) -> None:
             f"(sensitivity L1 {item.sensitivity_l1:g}, L2 {item.sensitivity_l2:.4g}); "
             f"95% of the noise within ±{item.half_width_95:.4g}"
         )
+    if release.key_selection is not None:
+        print(f"  {release.key_selection.describe()}")
 
 
 def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
@@ -335,6 +340,8 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     print()
     if report.release is not None:
         print(f"Result ({len(outcome.rows)} rows): {report.result_semantics}")
+        if report.estimate is not None:
+            print(f"  estimates: {report.estimate.describe()}")
     elif report.estimate is None:
         print(
             f"Result ({len(outcome.rows)} rows): exact over the tuples that reached their "
@@ -371,18 +378,32 @@ def print_kmeans(outcome: KMeansRun, dataset: str) -> None:
     """The text report of a K-means run (any engine)."""
     report = outcome.report
     utility = report.utility
-    tested = "" if utility.test_points is None else f", {utility.test_points:,} test points"
+    tested = "" if utility.test_points is None else f", {utility.test_points:,} labelled points"
     print(
         f"{report.query} on {dataset}: {utility.sources:,} sources{tested}; engine: {report.engine}"
     )
     print(f"Countermeasure: {report.countermeasure}")
     _print_seed(report)
     print()
-    if utility.rand_index is not None and utility.rand_index_nonprivate is not None:
+    if utility.rand_index is not None:
         print(
-            f"Rand index on the test set: {utility.rand_index:.4f} "
-            f"(non-private K-means from the same start: {utility.rand_index_nonprivate:.4f})"
+            f"Clusters of the {utility.test_points:,} labelled points against their labels "
+            "(non-private K-means from the same start):"
         )
+        for label, private, nonprivate in (
+            ("Rand index", utility.rand_index, utility.rand_index_nonprivate),
+            (
+                "adjusted Rand index",
+                utility.adjusted_rand_index,
+                utility.adjusted_rand_index_nonprivate,
+            ),
+            (
+                "normalized mutual information",
+                utility.normalized_mutual_info,
+                utility.normalized_mutual_info_nonprivate,
+            ),
+        ):
+            print(f"  {label}: {private:.4f} ({nonprivate:.4f})")
     used = ", ".join(f"{u:,}" for u in utility.tuples_used_per_iteration)
     print(f"Tuples used per iteration: {used} ({utility.tuples_used_fraction:.1%} on average)")
     print()
@@ -409,7 +430,11 @@ def add_aggregate_options(
         help="SELECT ... FROM t GROUP BY ..." + ("" if sql_required else " (Aggregate)"),
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--data", help="a CSV or Parquet file; the FROM table is bound to it")
+    source.add_argument(
+        "--data",
+        help="a CSV or Parquet file; the FROM table is bound to it"
+        + ("" if sql_required else " (K-means: the table whose --columns are the points)"),
+    )
     source.add_argument(
         "--synthetic", type=bounded_int(1, MAX_ROWS), metavar="ROWS",
         help="synthetic table of ROWS (g1..g4 grouping codes, m1, m2 measures)",
@@ -446,7 +471,8 @@ def add_aggregate_options(
             "P = 1 − σ + σ/T that a tuple arrives, AVG their ratio, each with its standard "
             "error and 95%% interval (columns NAME (estimate), NAME (se), NAME (95%% low), "
             "NAME (95%% high)); groups that received no tuple are estimated as 0; MIN, MAX "
-            "of the delivered tuples",
+            "of the delivered tuples; with --release, from the released values, the "
+            "intervals covering the noise too",
         )
         parser.add_argument(
             "--release",
@@ -454,7 +480,8 @@ def add_aggregate_options(
             default=None,
             help="release the result with noise drawn by OpenDP at the result node (central "
             "DP on top of the traffic's): COUNT, SUM and AVG only; needs --keys for every "
-            "grouping column and --bounds for every column a SUM or AVG reads",
+            "grouping column (or --key-selection-delta) and --bounds for every column a SUM "
+            "or AVG reads",
         )
         parser.add_argument(
             "--release-epsilon",
@@ -485,6 +512,15 @@ def add_aggregate_options(
             help="with --release: the public values of grouping column COL; every one is "
             "released, absent ones too, and no other (repeatable)",
         )
+        parser.add_argument(
+            "--key-selection-delta",
+            type=float,
+            default=None,
+            metavar="D",
+            help="with --release: select the keys of grouping sets whose columns have no "
+            "--keys by OpenDP's threshold on their noisy count, at δ = D (added to the "
+            "release's δ; e.g. 1e-6)",
+        )
 
 
 def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
@@ -493,7 +529,7 @@ def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
         text
         for text, wanted in (
             ("the --synthetic table", aggregate),
-            ("the choice of the initial centroids among the points (K-means)", kmeans),
+            ("the choice of the initial centroids (K-means, --init)", kmeans),
         )
         if wanted
     )
@@ -502,22 +538,42 @@ def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
     )
 
 
-def add_kmeans_options(parser: Any) -> None:
-    """The K-means program: ``--dataset``, ``--k``, ``--iterations``, ``--sources``, ...
+def add_kmeans_options(parser: Any, *, data: bool = True) -> None:
+    """The K-means program and its points: ``--dataset`` or ``--data``, ``--k``, ``--init``, ...
 
-    ``--drop-non-finite`` too: what :func:`dpcomm.kmeans` refuses unless asked to drop it.
+    ``--drop-non-finite`` too: what [`dpcomm.kmeans`][] refuses unless asked to drop it.
+    ``data``: also ``--data`` (``deploy local`` has it already, for either workload).
     """
     parser.add_argument(
         "--dataset",
-        default=KMEANS_DATASET,
         help=f"{KMEANS_DATASET} (embedded, 4,000 training and 1,000 test digits; the default), "
         "fashion-mnist (make data), or a directory of MNIST-format IDX files",
+    )
+    if data:
+        parser.add_argument(
+            "--data",
+            metavar="FILE.csv|FILE.parquet",
+            help="cluster the rows of this table instead of a dataset (one source per row), on "
+            "its --columns",
+        )
+    parser.add_argument(
+        "--columns",
+        metavar="C1,C2,...",
+        help="with --data: the numeric columns (integer, decimal, floating-point) that are "
+        "the points' coordinates",
+    )
+    parser.add_argument(
+        "--label-column",
+        metavar="L",
+        help="with --data: a column of labels (any type, no NULL) to score the clusters "
+        "against (Rand index, adjusted Rand index, NMI); never sent anywhere",
     )
     parser.add_argument(
         "--k",
         type=bounded_int(None, MAX_COUNT),
         default=KMEANS_CENTROIDS,
-        help=f"K, number of centroids (default {KMEANS_CENTROIDS})",
+        help=f"K, number of centroids and of compute nodes per iteration, at most one per "
+        f"source (default {KMEANS_CENTROIDS})",
     )
     parser.add_argument(
         "--iterations",
@@ -526,20 +582,37 @@ def add_kmeans_options(parser: Any) -> None:
         help=f"I, number of iterations (default {KMEANS_ITERATIONS})",
     )
     parser.add_argument(
-        "--sources", type=int, help="sources: the first N training points (default: all of them)"
+        "--init",
+        choices=INIT_METHODS,
+        default="random",
+        help="how --data-seed chooses the K initial centroids: random (K distinct points, the "
+        "default) or k-means++ (D² seeding, which reads every point); chosen among the "
+        "sources' points they are sent to every node as they are (the report's privacy notes "
+        "say so), unless chosen among --init-data",
+    )
+    parser.add_argument(
+        "--init-data",
+        metavar="FILE.csv|FILE.parquet",
+        help="with --data: public points (the same --columns) to choose the initial centroids "
+        "among, so that they reveal nothing about the sources",
+    )
+    parser.add_argument(
+        "--sources",
+        type=int,
+        help="sources: the first N training points or rows (default: all of them)",
     )
     parser.add_argument(
         "--drop-non-finite",
         action="store_true",
-        help="drop the images holding NaN, ±inf or a value beyond float32's range (a float IDX "
-        "file), saying how many, instead of refusing the dataset",
+        help="drop the points holding NULL, NaN, ±inf or a value beyond float32's range (a "
+        "float IDX file, a table's cells), saying how many, instead of refusing the data",
     )
 
 
 def aggregate_data(args: argparse.Namespace) -> tuple[Any, str]:
     """The rows of ``--data``, ``--synthetic`` or the diabetes table, and their description.
 
-    Parquet files and synthetic rows are row sources: :func:`dpcomm.run_sql` reads them whole,
+    Parquet files and synthetic rows are row sources: `dpcomm.run_sql` reads them whole,
     or leaves them to an engine whose workers read them partition by partition (Dask).
     """
     from dpcomm.data.partitioned import ParquetRows
@@ -582,7 +655,7 @@ def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
 def execute_aggregate(
     args: argparse.Namespace, engine: Engine, budget: Budget | None = None
 ) -> tuple[AggregateRun, str]:
-    """:func:`dpcomm.run_sql` with the options, on ``engine``; also describe the data."""
+    """`dpcomm.run_sql` with the options, on ``engine``; also describe the data."""
     if args.sql is None:
         raise InvalidParameterError("--sql", "a query (required for an Aggregate run)", None)
     data, source = aggregate_data(args)
@@ -606,11 +679,15 @@ def execute_aggregate(
 
 
 def release_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``release``, ``bounds`` and ``keys`` of :func:`dpcomm.run_sql` from the options."""
+    """``release``, ``bounds``, ``keys`` and ``key_selection_delta`` of `dpcomm.run_sql`."""
     if args.release is None:
         for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
             if given:
                 raise InvalidParameterError(flag, "only with --release", given[0])
+        if args.key_selection_delta is not None:
+            raise InvalidParameterError(
+                "--key-selection-delta", "only with --release", args.key_selection_delta
+            )
         return {}
     from dpcomm.accounting.release import Gaussian, Laplace
 
@@ -619,8 +696,18 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
         if args.release == "laplace"
         else Gaussian(args.release_epsilon, args.release_delta)
     )
+    return {
+        "release": release,
+        "bounds": parse_bounds(args.bounds),
+        "keys": parse_keys(args.keys),
+        "key_selection_delta": args.key_selection_delta,
+    }
+
+
+def parse_bounds(items: list[str]) -> dict[str, tuple[float, float]]:
+    """``--bounds COL=LO:HI`` (repeated) as ``{COL: (LO, HI)}``."""
     bounds: dict[str, tuple[float, float]] = {}
-    for item in args.bounds:
+    for item in items:
         column, _, pair = item.rpartition("=")
         low, colon, high = pair.partition(":")
         try:
@@ -631,52 +718,124 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
             raise InvalidParameterError(
                 "--bounds", "COL=LO:HI (e.g. mass=2500:6500)", item
             ) from None
+    return bounds
+
+
+def parse_keys(items: list[str]) -> dict[str, list[str]]:
+    """``--keys COL=V1,V2,...`` (repeated) as ``{COL: [V1, V2, ...]}``."""
     keys: dict[str, list[str]] = {}
-    for item in args.keys:
+    for item in items:
         column, equals, values = item.partition("=")
         if not column or not equals or not values:
             raise InvalidParameterError("--keys", "COL=V1,V2,... (e.g. sex=FEMALE,MALE)", item)
         keys[column] = values.split(",")
-    return {"release": release, "bounds": bounds, "keys": keys}
+    return keys
+
+
+@contextmanager
+def _named_by_flags(flags: Mapping[str, str], *, nulls: bool = False) -> Iterator[None]:
+    """Errors naming a parameter of ``flags`` re-raised naming its flag instead.
+
+    ``nulls``: the points had NULL cells (read as NaN), which an error about them says.
+    """
+    try:
+        yield
+    except InvalidParameterError as error:
+        if error.name not in flags:
+            raise
+        given = error.given
+        if nulls and error.name == "points":
+            given = f"{given}; NULL cells are read as NaN"
+        raise InvalidParameterError(flags[error.name], error.allowed, given) from None
+
+
+def _kmeans_table(args: argparse.Namespace) -> tuple[TablePoints, Any, str]:
+    """The points of ``--data``, the public points of ``--init-data``, and their columns."""
+    if args.dataset is not None:
+        raise InvalidParameterError(
+            "--dataset", "unset with --data (K-means runs on the table's --columns)", args.dataset
+        )
+    if args.columns is None:
+        raise InvalidParameterError(
+            "--columns", "the numeric columns to cluster on with --data, e.g. x,y", None
+        )
+    columns = [name.strip() for name in args.columns.split(",")]
+    flags = {"data": "--data", "columns": "--columns", "label_column": "--label-column"}
+    with _named_by_flags(flags):
+        table = read_points(args.data, columns, label_column=args.label_column)
+    public = None
+    if args.init_data is not None:
+        with _named_by_flags({"data": "--init-data", "columns": "--columns"}):
+            public = read_points(args.init_data, columns).points
+    described = f"; columns {', '.join(table.columns)}"
+    if table.label_column is not None:
+        described += f"; labels {table.label_column}"
+    return table, public, described
 
 
 def execute_kmeans(
     args: argparse.Namespace, engine: Engine, budget: Budget | None = None
 ) -> tuple[KMeansRun, str]:
-    """:func:`dpcomm.kmeans` on the first ``--sources`` training points, on ``engine``.
+    """[`dpcomm.kmeans`][] on the first ``--sources`` points, on ``engine``.
 
-    The Rand indices are measured on the dataset's test set. Returns the run and a
-    description of its points.
+    The points are a dataset's training images, whose test set the scores are measured on, or
+    a table's ``--columns`` (``--data``), whose ``--label-column`` they are measured against.
+    Returns the run and a description of its points.
     """
-    dataset = load_image_dataset(args.dataset)
-    points = dataset.train_images
+    labels = test_points = test_labels = init_points = None
+    nulls = False
+    if args.data is not None:
+        table, init_points, detail = _kmeans_table(args)
+        points, labels, nulls, what = table.points, table.labels, table.null_rows > 0, "rows"
+        name = args.data
+    else:
+        for flag, value in (
+            ("--columns", args.columns),
+            ("--label-column", args.label_column),
+            ("--init-data", args.init_data),
+        ):
+            if value is not None:
+                raise InvalidParameterError(flag, "only with --data (a table's columns)", value)
+        dataset = load_image_dataset(args.dataset or KMEANS_DATASET)
+        points, test_points, test_labels = (
+            dataset.train_images,
+            dataset.test_images,
+            dataset.test_labels,
+        )
+        name, what, detail = dataset.name, "training points", ""
+    total = len(points)
     if args.sources is not None:
-        if not 1 <= args.sources <= len(points):
+        if not 1 <= args.sources <= total:
             raise InvalidParameterError(
-                "--sources",
-                f"an integer in [1, {len(points)}] (the training points of {args.dataset})",
-                args.sources,
+                "--sources", f"an integer in [1, {total}] (the {what} of {name})", args.sources
             )
         points = points[: args.sources]
-    outcome = kmeans(
-        points,
-        k=args.k,
-        iterations=args.iterations,
-        countermeasure=countermeasure_from_options(args, KMEANS_DEFAULTS),
-        test_points=dataset.test_images,
-        test_labels=dataset.test_labels,
-        seed=args.seed,
-        delta=args.delta,
-        engine=engine,
-        start_seed=args.data_seed,
-        progress=show_progress(args),
-        target_epsilon=args.target_epsilon,
-        drop_non_finite=args.drop_non_finite,
-        budget=budget,
+        labels = None if labels is None else labels[: args.sources]
+    flags = {"points": "--data", "labels": "--label-column", "init_points": "--init-data"}
+    with _named_by_flags(flags if args.data is not None else {}, nulls=nulls):
+        outcome = kmeans(
+            points,
+            k=args.k,
+            iterations=args.iterations,
+            countermeasure=countermeasure_from_options(args, KMEANS_DEFAULTS),
+            labels=labels,
+            test_points=test_points,
+            test_labels=test_labels,
+            seed=args.seed,
+            delta=args.delta,
+            engine=engine,
+            start_seed=args.data_seed,
+            progress=show_progress(args),
+            target_epsilon=args.target_epsilon,
+            drop_non_finite=args.drop_non_finite,
+            budget=budget,
+            init=args.init,
+            init_points=init_points,
+        )
+    described = (
+        f"every {what[:-1]}" if len(points) == total else f"the first {len(points):,} {what}"
     )
-    every = "every training point" if len(points) == len(dataset.train_images) else None
-    described = every or f"the first {len(points):,} training points"
-    return outcome, f"{dataset.name} ({described})"
+    return outcome, f"{name} ({described}{detail})"
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -701,7 +860,7 @@ def assignments_path(out: Path) -> Path:
 def output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
     """``--out`` (.csv or .parquet) and ``--report`` (.json), checked before the run.
 
-    Each must be a file that can be written (:func:`check_writable_file`; for K-means, the
+    Each must be a file that can be written (`check_writable_file`; for K-means, the
     assignments file beside ``--out`` too), neither may be the input (``--data``, or a file
     inside a ``--data`` folder of Parquet files) nor the other one.
     """

@@ -14,6 +14,7 @@ from typing import NoReturn, TypeVar
 
 from dpcomm import __version__
 from dpcomm.accounting import (
+    DEFAULT_MONTE_CARLO_SAMPLES,
     MAX_ROUNDS,
     METHOD_DESCRIPTIONS,
     METHOD_NAMES,
@@ -23,16 +24,8 @@ from dpcomm.accounting import (
     account,
     report_with_method,
 )
-from dpcomm.cli.audit import add_audit_command
-from dpcomm.cli.budget import add_budget_command
-from dpcomm.cli.deploy import add_deploy_commands
-from dpcomm.cli.explore import add_explore_command
-from dpcomm.cli.figures import add_figures_command
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
 from dpcomm.cli.output import bounded_int, non_negative_int, print_table, with_flags
-from dpcomm.cli.pki import add_pki_command
-from dpcomm.cli.plan import add_plan_commands
-from dpcomm.cli.run import add_run_commands
 from dpcomm.errors import BalancedBatchesWarning, DpcommError, DpcommWarning, InvalidParameterError
 
 T = TypeVar("T")
@@ -64,7 +57,17 @@ def _format(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}f}"
 
 
-def _print_single(report: AccountingReport) -> None:
+#: What each status means, as the method table's legend says it.
+_STATUS_MEANINGS = {
+    "valid": "proven upper bound",
+    "estimate": "Monte Carlo, holds with the stated confidence",
+    "printed": "formula as printed in the paper, refuted (see docs/accounting.md)",
+}
+#: The Monte Carlo estimate's method names (shown whenever ``--mc-samples`` asks for it).
+_MONTE_CARLO_METHODS = ("monte-carlo", "monte-carlo-upper")
+
+
+def _print_single(report: AccountingReport, *, all_methods: bool) -> None:
     mechanism = report.mechanism
     assert isinstance(mechanism, LocalRandomizer | ScramblerMechanism)
     batch = (
@@ -99,22 +102,32 @@ def _print_single(report: AccountingReport) -> None:
     if why is not None:
         print(f"why ε = ∞: {why.describe()}")
     print(f"certified lower bound on {asked}: {_format(report.lower_bound)}")
-    print()
-    print(f"{'method':<16} {asked:>12}  {'status':<9} description")
-    for result in report.methods:
-        print(
-            f"{result.name:<16} {_format(result.value):>12}  {result.status:<9} "
-            f"{METHOD_DESCRIPTIONS[result.name]}"
-        )
+    shown_methods = [r for r in report.methods if all_methods or r.name in _MONTE_CARLO_METHODS]
+    if shown_methods:
+        print()
+        print(f"{'method':<16} {asked:>12}  {'status':<9} description")
+        for result in shown_methods:
+            print(
+                f"{result.name:<16} {_format(result.value):>12}  {result.status:<9} "
+                f"{METHOD_DESCRIPTIONS[result.name]}"
+            )
     for note in report.notes:
         print(f"note: {note}")
-    print()
-    print("valid = proven upper bound; estimate = Monte Carlo, holds with stated confidence;")
-    print("printed = formula as printed in the paper, refuted (see docs/accounting.md).")
+    statuses = {r.status for r in shown_methods}
+    if statuses:
+        print()
+    for status, meaning in _STATUS_MEANINGS.items():
+        if status in statuses:
+            print(f"{status} = {meaning}")
 
 
-def _print_table(reports: Sequence[AccountingReport]) -> None:
-    names = [n for n in METHOD_NAMES if any(r.name == n for rep in reports for r in rep.methods)]
+def _print_table(reports: Sequence[AccountingReport], *, all_methods: bool) -> None:
+    names = [
+        n
+        for n in METHOD_NAMES
+        if (all_methods or n in _MONTE_CARLO_METHODS)
+        and any(r.name == n for rep in reports for r in rep.methods)
+    ]
     asked = "epsilon" if reports[0].query == "epsilon" else "delta"
     fixed = "delta" if asked == "epsilon" else "epsilon"
     header = ["T", "sigma", "n", "d", "capped", fixed, asked, "method", "lower", *names]
@@ -173,6 +186,12 @@ def _command_account(args: argparse.Namespace) -> int:
         deltas = list(_parse_list("delta", args.delta, float)) if args.delta else [0.0]
     if args.method is not None and args.method not in METHOD_NAMES:
         raise InvalidParameterError("method", f"one of {', '.join(METHOD_NAMES)}", args.method)
+    # --method asks for one method's value: evaluate the printed formulas, and the Monte
+    # Carlo estimate (with the paper's R unless --mc-samples says otherwise), if it names one.
+    all_methods = args.all_methods or args.method is not None
+    samples = args.mc_samples
+    if samples is None:
+        samples = DEFAULT_MONTE_CARLO_SAMPLES if args.method in _MONTE_CARLO_METHODS else 0
     reports = []
     for size, sigma, dummy, batch, delta, epsilon in itertools.product(
         targets, samplings, dummies, batches, deltas, epsilons
@@ -189,7 +208,8 @@ def _command_account(args: argparse.Namespace) -> int:
             delta=delta,
             epsilon=epsilon,
             rounds=args.rounds,
-            monte_carlo_samples=args.mc_samples,
+            all_methods=all_methods,
+            monte_carlo_samples=samples,
             seed=args.seed,
         )
         if args.method is not None:
@@ -198,9 +218,9 @@ def _command_account(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([report.to_dict() for report in reports], indent=2))
     elif len(reports) == 1:
-        _print_single(reports[0])
+        _print_single(reports[0], all_methods=args.all_methods)
     else:
-        _print_table(reports)
+        _print_table(reports, all_methods=args.all_methods)
     return 0
 
 
@@ -215,8 +235,13 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``dpcomm`` command."""
+def build_parser(*, only_account: bool = False) -> argparse.ArgumentParser:
+    """The argument parser of the ``dpcomm`` command.
+
+    ``only_account``: the ``account`` command alone, which ``dpcomm account ...`` parses with, so
+    that its start-up does not import the other commands' modules (engines, DuckDB, the PLD
+    library): the accountant answers in milliseconds, and its import is most of the wait.
+    """
     parser = OneLineArgumentParser(
         prog="dpcomm",
         description="Differential privacy for data-dependent communication patterns.",
@@ -227,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
         "account",
         help="(ε, δ) of a communication pattern under sampling, flooding and scramblers",
         description=(
-            "Account the privacy of a cluster's communication pattern. Every numeric option "
+            "Account the privacy of a cluster's communication pattern: the best valid bound "
+            "and a certified lower bound (milliseconds for n, d <= 1,000). Every numeric option "
             "takes a comma-separated list; one row is printed per combination. With neither "
             "--delta nor --epsilon (or with --delta 0) the answer is pure ε."
         ),
@@ -246,14 +272,25 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--delta", help="target δ in [0, 1): report ε")
     query.add_argument("--epsilon", help="target ε >= 0: report δ")
     accounting.add_argument(
+        "--all-methods",
+        action="store_true",
+        help=(
+            "also print every method's value (valid bounds and the paper's printed formulas) "
+            "beside the best one"
+        ),
+    )
+    accounting.add_argument(
         "--method",
         help="report this method's value instead of the best valid one: " + ", ".join(METHOD_NAMES),
     )
     accounting.add_argument(
         "--mc-samples",
-        type=int,
-        default=5000,
-        help="R, Monte Carlo samples per m for Algorithm 2 (0 to skip; default 5000)",
+        type=non_negative_int,
+        metavar="R",
+        help=(
+            "also estimate by Monte Carlo (Algorithm 2, R samples per m; an estimate, never "
+            f"the answer; the paper's R is {DEFAULT_MONTE_CARLO_SAMPLES}; default: no estimate)"
+        ),
     )
     accounting.add_argument(
         "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"
@@ -270,6 +307,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     accounting.add_argument("--json", action="store_true", help="print a JSON list of rows")
     accounting.set_defaults(handler=_command_account)
+    if only_account:
+        return parser
+    from dpcomm.cli.audit import add_audit_command
+    from dpcomm.cli.budget import add_budget_command
+    from dpcomm.cli.deploy import add_deploy_commands
+    from dpcomm.cli.explore import add_explore_command
+    from dpcomm.cli.figures import add_figures_command
+    from dpcomm.cli.pki import add_pki_command
+    from dpcomm.cli.plan import add_plan_commands
+    from dpcomm.cli.run import add_run_commands
+
     add_run_commands(commands)
     add_figures_command(commands)
     add_audit_command(commands)
@@ -294,8 +342,9 @@ def _silence_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpcomm`` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only_account=arguments[:1] == ["account"])
+    args = parser.parse_args(arguments)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -366,7 +415,7 @@ def help_texts(parser: argparse.ArgumentParser | None = None) -> dict[tuple[str,
 
 
 def help_texts_source() -> str:
-    """The source of :mod:`dpcomm.cli.help_texts` (``make help-texts`` writes it)."""
+    """The source of `dpcomm.cli.help_texts` (``make help-texts`` writes it)."""
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "80"
     try:
@@ -379,7 +428,7 @@ def help_texts_source() -> str:
     lines = [
         '"""Generated by ``make help-texts`` from the parser (80 columns): do not edit.',
         "",
-        "The console script's front (:mod:`dpcomm.cli.entry`) prints these without importing",
+        "The console script's front (`dpcomm.cli.entry`) prints these without importing",
         "the library; ``tests/integration/test_fast_start.py`` checks them against the parser.",
         '"""',
         "",

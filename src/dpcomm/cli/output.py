@@ -32,7 +32,7 @@ def show_progress(args: argparse.Namespace) -> bool:
 
 
 def add_progress_options(parser: argparse.ArgumentParser) -> None:
-    """``--quiet`` and ``--progress``: the progress-bar policy of :func:`show_progress`."""
+    """``--quiet`` and ``--progress``: the progress-bar policy of `show_progress`."""
     parser.add_argument(
         "--quiet", action="store_true", help="no progress bar (default: one on a terminal)"
     )
@@ -157,7 +157,7 @@ def non_negative_float(text: str) -> float:
 
 
 #: The flag of every library parameter a command sets. Library errors name the Python
-#: parameter (``max_text_bytes``, ``num_targets``); the CLI prints its flag (:func:`with_flags`).
+#: parameter (``max_text_bytes``, ``num_targets``); the CLI prints its flag (`with_flags`).
 PARAMETER_FLAGS: dict[str, str] = {
     "sql": "--sql",
     "num_targets": "--targets",
@@ -180,6 +180,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "estimate": "--estimate",
     "engine": "--engine",
     "scheduler": "--scheduler",
+    "connect_timeout": "--connect-timeout",
     "partitions": "--partitions",
     "workers": "--workers",
     "start_seed": "--data-seed",
@@ -199,6 +200,13 @@ PARAMETER_FLAGS: dict[str, str] = {
     "valid_days": "--days",
     "runs": "--runs",
     "confidence": "--confidence",
+    "max_messages": "--max-messages",
+    "max_channels": "--max-channels",
+    "max_extra_consents": "--max-extra-consents",
+    "min_utility": "--min-utility",
+    "release": "--release",
+    "bounds": "--bounds",
+    "keys": "--keys",
 }
 
 #: Names replaced inside a message's text too (not only as the parameter an error names):
@@ -218,8 +226,9 @@ def flags_in(text: str) -> str:
     ``name=True`` becomes ``--flag``, ``name='value'`` ``--flag value``, and a parameter
     written as an identifier (``max_text_bytes``) its flag.
 
-    >>> flags_in("raise max_text_bytes, or pass force=True; only with engine='dask'")
-    'raise --max-text-bytes, or pass --force; only with --engine dask'
+    Examples:
+        >>> flags_in("raise max_text_bytes, or pass force=True; only with engine='dask'")
+        'raise --max-text-bytes, or pass --force; only with --engine dask'
     """
 
     def assigned(match: re.Match[str]) -> str:
@@ -232,8 +241,8 @@ def flags_in(text: str) -> str:
 def with_flags(error: DpcommError) -> str:
     """The message of ``error`` as the CLI prints it: parameters named by their flags.
 
-    An :class:`~dpcomm.errors.InvalidParameterError` names its parameter's flag, and what it
-    allows is rewritten by :func:`flags_in` (the value given is printed as it is).
+    An `dpcomm.errors.InvalidParameterError` names its parameter's flag, and what it
+    allows is rewritten by `flags_in` (the value given is printed as it is).
     """
     text = str(error)
     given = shown(error.given) if isinstance(error, InvalidParameterError) else ""

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcomm._json import json_ready
-from dpcomm.api import query_shape
+from dpcomm.api import Calibration, calibrate, query_shape
 from dpcomm.calibration import (
     Configuration,
     PlanCandidate,
@@ -18,6 +18,7 @@ from dpcomm.calibration import (
     describe_batches,
     plan_countermeasures,
 )
+from dpcomm.cli.execute import parse_bounds, parse_keys
 from dpcomm.cli.output import (
     add_progress_options,
     bounded_int,
@@ -56,25 +57,42 @@ Pareto front over (load, channels, consents) of the feasible configurations the 
 is printed too (its least-load members are exact; the pruned configurations all cost more than
 the chosen one), and the `dpcomm run` command that runs the chosen configuration (on the table
 of --data, or on a synthetic table of S_t rows), with --target-epsilon: a run whose ε would
-exceed the target is refused.
+exceed the target is refused. --max-messages limits the plan's network load.
+
+With --release laplace|gaussian (and --bounds, --keys as `dpcomm run aggregate` takes them) the
+result is released with noise too, and (ε, δ) is the guarantee against an observer of traffic
+and release together: it is split between the traffic (ε1, δ1) and the release (ε2, δ2) for the
+least expected relative error of the released values, under the limits. The traffic's share
+runs over 5%, 10%, ..., 95% of ε (δ1 = δ for Laplace, δ/2 for Gaussian), the release gets the
+largest ε2 whose composition with the traffic (PLD composition or sum, as the run reports it)
+is at most ε. Without limits the traffic takes the smallest share (on a small table, flooding
+every compute node: ε1 = 0, the release gets all of ε); --max-messages trades error for load.
+Printed: the split, the composed guarantee, the expected error, each share evaluated, and the
+run command with the release.
 """
 
 #: File formats ``--plot`` draws (by the file's extension).
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
-def run_arguments(result: PlannerResult, query: tuple[str, str] | None = None) -> list[str] | None:
+def run_arguments(
+    result: PlannerResult,
+    query: tuple[str, str] | None = None,
+    calibration: Calibration | None = None,
+) -> list[str] | None:
     """The ``dpcomm run`` arguments that run the chosen configuration (None if none can).
 
     Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
     grouping sets of T compute nodes (``--targets``); K-means: K = T centroids and I iterations
     on the first S_t points of the default dataset (``--sources``). The countermeasure options
     are those of
-    :func:`dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
+    `dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
     ``--target-epsilon`` the ε asked for, so that a run whose ε would exceed it is refused.
     With ``query`` (the SQL and the ``--data`` file it was calibrated from), that query over
-    that file.
+    that file. With a ``calibration`` that releases the result (``--release``), its release
+    (``--release``, ``--release-epsilon`` ε2, ``--release-delta`` δ2, ``--bounds``, ``--keys``)
+    and ``--target-epsilon`` the ε of traffic and release together.
     """
     request = result.request
     if request is None:
@@ -118,20 +136,34 @@ def run_arguments(result: PlannerResult, query: tuple[str, str] | None = None) -
     ]
     if configuration.batch_sizes is not None:
         arguments += ["--batch", str(max(configuration.batch_sizes))]
+    target = request.epsilon if calibration is None else calibration.target_epsilon
     arguments += [
         "--dummies",
         str(configuration.num_dummies),
         "--delta",
         repr(request.delta),
         "--target-epsilon",
-        repr(request.epsilon),
+        repr(target),
     ]
+    if calibration is not None and calibration.release is not None:
+        release = calibration.release
+        arguments += ["--release", release.name, "--release-epsilon", repr(release.epsilon)]
+        if release.delta > 0.0:
+            arguments += ["--release-delta", repr(release.delta)]
+        for column, (low, high) in (calibration.bounds or {}).items():
+            arguments += ["--bounds", f"{column}={low!r}:{high!r}"]
+        for column, values in (calibration.keys or {}).items():
+            arguments += ["--keys", f"{column}=" + ",".join(str(v) for v in values)]
     return arguments
 
 
-def run_command(result: PlannerResult, query: tuple[str, str] | None = None) -> str | None:
-    """:func:`run_arguments` as one shell command line."""
-    arguments = run_arguments(result, query)
+def run_command(
+    result: PlannerResult,
+    query: tuple[str, str] | None = None,
+    calibration: Calibration | None = None,
+) -> str | None:
+    """`run_arguments` as one shell command line."""
+    arguments = run_arguments(result, query, calibration)
     return None if arguments is None else shlex.join(arguments)
 
 
@@ -161,8 +193,37 @@ def _number(value: float) -> str:
     return f"{value:.4f}"  # ∞ prints as inf
 
 
+def release_json(calibration: Calibration) -> dict[str, Any] | None:
+    """The split of a calibration with a release, as ``dpcomm plan --json`` prints it."""
+    split, release = calibration.split, calibration.release
+    if split is None or release is None:
+        return None
+    both = split.composition
+    document: dict[str, Any] = json_ready(
+        {
+            "mechanism": release.name,
+            "target_epsilon": split.epsilon,
+            "target_delta": split.delta,
+            "traffic_epsilon": calibration.epsilon,
+            "traffic_delta": calibration.delta,
+            "release_epsilon": release.epsilon,
+            "release_delta": both.release_delta,
+            "epsilon": both.epsilon,
+            "delta": both.delta,
+            "composed_epsilon": both.composed_epsilon,
+            "summed_epsilon": both.summed_epsilon,
+            "expected_relative_error": split.expected_relative_error,
+            "splits": calibration.splits.to_dict("records"),
+        }
+    )
+    return document
+
+
 def plan_json(
-    result: PlannerResult, query: tuple[str, str] | None = None, shape: PlanShape | None = None
+    result: PlannerResult,
+    query: tuple[str, str] | None = None,
+    shape: PlanShape | None = None,
+    calibration: Calibration | None = None,
 ) -> dict[str, Any]:
     """The planner's answer as the JSON document ``dpcomm plan --json`` prints.
 
@@ -173,7 +234,9 @@ def plan_json(
     ``sources_recruited`` is S_t and ``run_command`` the ``dpcomm run`` command line that runs
     the chosen configuration (null when no synthetic query has G grouping sets). From a query
     (``--sql``, ``--data``), ``grouping_sets`` names the composed grouping sets and
-    ``free_grouping_sets`` the free ones (null by hand).
+    ``free_grouping_sets`` the free ones (null by hand). With ``--release``, ``release`` gives
+    the split (`release_json`; null without), and ``epsilon``, ``delta`` stay the
+    traffic's (ε1, δ1).
     """
     sizes = result.configuration.batch_sizes
     privacy = result.privacy
@@ -190,10 +253,11 @@ def plan_json(
             "extra_consents": result.extra_consents,
             "sources_recruited": result.num_sources,
             "batch_sizes": None if sizes is None else list(sizes),
-            "run_command": run_command(result, query),
+            "run_command": run_command(result, query, calibration),
             "grouping_sets": None if shape is None else list(shape.clusters),
             "free_grouping_sets": None if shape is None else list(shape.free_clusters),
             "pareto": [_candidate_json(c) for c in result.pareto],
+            "release": None if calibration is None else release_json(calibration),
         }
     )
     return document
@@ -207,11 +271,52 @@ def _spread(items: tuple[PlanCandidate, ...], limit: int) -> list[PlanCandidate]
     return [items[round(i * step)] for i in range(limit)]
 
 
+def _print_split(calibration: Calibration) -> None:
+    """The split of (ε, δ) between traffic and release, and every share evaluated."""
+    split, release = calibration.split, calibration.release
+    if split is None or release is None:
+        return
+    both = split.composition
+    composed = "n/a" if both.composed_epsilon is None else f"{both.composed_epsilon:.4f}"
+    print(
+        f"Split of ε = {split.epsilon:g}, δ = {split.delta:g} between the traffic and a "
+        f"{release.name} release (least expected relative error):"
+    )
+    print(f"  traffic: ε1 = {calibration.epsilon:.4f}, δ1 = {calibration.delta:.3g}")
+    print(f"  release: ε2 = {release.epsilon:.4f}, δ2 = {both.release_delta:.3g}")
+    print(
+        f"  together: ε = {both.epsilon:.4f} at δ = {both.delta:.3g} (PLD composition "
+        f"{composed}; sum {both.summed_epsilon:.4f})"
+    )
+    error = split.expected_relative_error
+    print(f"  expected relative error of the released values: {error:.1%}")
+    rows = []
+    for point in split.points:
+        traffic = point.traffic
+        if traffic is None or point.release is None or point.composition is None:
+            rows.append([f"{point.traffic_share:.0%}", "-", "-", "-", "-", "infeasible"])
+            continue
+        mark = "*" if point is split.chosen else " "
+        rows.append(
+            [
+                f"{mark}{point.traffic_share:.0%}",
+                f"{traffic.epsilon:.4f}",
+                f"{point.release.epsilon:.4f}",
+                f"{point.composition.epsilon:.4f}",
+                f"{point.expected_relative_error:.1%}",
+                f"{traffic.network_load_messages:,}",
+            ]
+        )
+    print("  traffic shares evaluated (* = chosen):")
+    print_table(["share", "ε1", "ε2", "ε", "error", "messages"], rows, indent="    ")
+
+
 def _print_plan(
     args: argparse.Namespace,
     result: PlannerResult,
     query: tuple[str, str] | None = None,
     shape: PlanShape | None = None,
+    calibration: Calibration | None = None,
 ) -> None:
     request = result.request
     if request is None:
@@ -223,9 +328,16 @@ def _print_plan(
         if aggregate
         else f"K-means, I = {clusters} iterations"
     )
+    target = f"target ε ≤ {request.epsilon:g}, δ ≤ {request.delta:g}"
+    split = None if calibration is None else calibration.split
+    if split is not None:
+        target = (
+            f"target ε ≤ {split.epsilon:g}, δ ≤ {split.delta:g} for traffic and release "
+            f"together, of which the traffic's ε1 ≤ {request.epsilon:.4g}, δ1 ≤ {request.delta:g}"
+        )
     print(
         f"Plan for {request.num_sources:,} tuples used, T = {request.num_targets} targets per "
-        f"cluster, {kind}; target ε ≤ {request.epsilon:g}, δ ≤ {request.delta:g}"
+        f"cluster, {kind}; {target}"
     )
     if shape is not None and query is not None:
         print(f"  from the query over {query[1]}: {shape.describe()}")
@@ -263,7 +375,9 @@ def _print_plan(
         f"  sources recruited: S_t = {result.num_sources:,} ({result.extra_consents:,} extra "
         f"consents), expected utility {result.utility:.1%}"
     )
-    command = run_command(result, query)
+    command = run_command(result, query, calibration)
+    if calibration is not None:
+        _print_split(calibration)
     print()
     if command is None:
         print(
@@ -276,7 +390,9 @@ def _print_plan(
         if query is not None:
             print(
                 "  (the same query over a table of another size gets other batches: the run "
-                "refuses it if its ε exceeds --target-epsilon)"
+                "refuses it if its ε"
+                + (" with the release's" if calibration is not None else "")
+                + " exceeds --target-epsilon)"
             )
         elif aggregate:
             print(
@@ -330,8 +446,37 @@ def _print_plan(
     print("  (* = chosen)")
 
 
+#: An axis of the Pareto plot is logarithmic when its values span at least this ratio.
+LOG_AXIS_RATIO = 10.0
+
+
+def pareto_axis_scale(values: list[int] | list[float]) -> str:
+    """``"log"`` when the values span a ratio of at least `LOG_AXIS_RATIO`, else ``"linear"``.
+
+    A log axis over a narrow range (say 199 to 200) only has ticks like ``1.992×10²``.
+    """
+    low, high = min(values), max(values)
+    return "log" if low > 0 and high / low >= LOG_AXIS_RATIO else "linear"
+
+
+def _format_axis(axes: Any, which: str, values: list[int] | list[float]) -> None:
+    """Axis ``which`` (x or y): log or linear, linear ticks as integers with separators."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    if pareto_axis_scale(values) == "log":
+        (axes.set_xscale if which == "x" else axes.set_yscale)("log")
+        return
+    axis = axes.xaxis if which == "x" else axes.yaxis
+    axis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+    axis.set_major_formatter(FuncFormatter(lambda value, _position: f"{value:,.0f}"))
+
+
 def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
-    """Draw the Pareto front (network load vs max channels, colour = extra consents) to a PNG."""
+    """Draw the Pareto front (network load vs max channels, colour = extra consents) to a PNG.
+
+    Each axis is logarithmic only over a wide range (`pareto_axis_scale`); the colour bar
+    is drawn when the extra consents differ between points (else the legend gives the value).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -342,7 +487,16 @@ def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
     consents = [c.extra_consents for c in result.pareto]
     figure, axes = plt.subplots(figsize=(6.4, 4.4))
     try:
-        points = axes.scatter(loads, channels, c=consents, cmap="viridis", s=36, zorder=2)
+        varied = len(set(consents)) > 1
+        points = axes.scatter(
+            loads,
+            channels,
+            c=consents if varied else None,
+            cmap="viridis" if varied else None,
+            s=36,
+            zorder=2,
+            label=None if varied else f"extra consents: {consents[0]:,} at every point",
+        )
         axes.scatter(
             [result.network_load_messages],
             [result.max_channels_per_node],
@@ -353,10 +507,13 @@ def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
             zorder=3,
             label="chosen (minimal load)",
         )
-        figure.colorbar(points, ax=axes, label="extra consents")
+        if varied:
+            figure.colorbar(points, ax=axes, label="extra consents")
         axes.set_xlabel("network load (messages)")
         axes.set_ylabel("max secure channels per node")
-        axes.set_yscale("log")
+        _format_axis(axes, "x", loads)
+        _format_axis(axes, "y", channels)
+        axes.margins(0.08)
         axes.set_title(
             f"Pareto front, ε = {result.epsilon:.3g}, δ = {result.delta:.2g}", fontsize=10
         )
@@ -377,6 +534,7 @@ PLAN_FLAGS = {
     "max_channels": "--max-channels",
     "max_extra_consents": "--max-extra-consents",
     "min_utility": "--min-utility",
+    "max_messages": "--max-messages",
 }
 
 
@@ -386,6 +544,16 @@ def command_plan(args: argparse.Namespace) -> int:
         plot = check_writable_file("--plot", args.plot)
         if plot.suffix.lower() not in PLOT_FORMATS:
             raise InvalidParameterError("--plot", f"a {', '.join(PLOT_FORMATS)} file", args.plot)
+    if args.release is None:
+        for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
+            if given:
+                raise InvalidParameterError(flag, "only with --release", given[0])
+    elif args.sql is None or args.data is None:
+        raise InvalidParameterError(
+            "--release", "given with --sql and --data (the query's aggregates)", args.release
+        )
+    else:
+        return _plan_release(args)
     query: tuple[str, str] | None = None
     shape: PlanShape | None = None
     sources, grouping_sets = args.sources, args.grouping_sets
@@ -432,15 +600,48 @@ def command_plan(args: argparse.Namespace) -> int:
         max_channels=args.max_channels,
         max_extra_consents=consents,
         min_utility=args.min_utility,
+        max_messages=args.max_messages,
         progress=show_progress(args),
         parameter_names=PLAN_FLAGS,
     )
+    return _show_plan(args, result, query, shape)
+
+
+def _plan_release(args: argparse.Namespace) -> int:
+    """``dpcomm plan --sql --data --release``: `dpcomm.calibrate` with a release."""
+    calibration = calibrate(
+        args.sql,
+        args.data,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        num_targets=args.targets,
+        max_channels=args.max_channels,
+        max_extra_consents=args.max_extra_consents,
+        min_utility=args.min_utility,
+        max_messages=args.max_messages,
+        release=args.release,
+        bounds=parse_bounds(args.bounds),
+        keys=parse_keys(args.keys),
+        progress=show_progress(args),
+    )  # its errors name the flags (dpcomm.cli.output.with_flags)
+    query = (args.sql, args.data)
+    return _show_plan(args, calibration.details, query, calibration.shape, calibration)
+
+
+def _show_plan(
+    args: argparse.Namespace,
+    result: PlannerResult,
+    query: tuple[str, str] | None,
+    shape: PlanShape | None,
+    calibration: Calibration | None = None,
+) -> int:
+    """Print (or draw) the planner's answer."""
     if args.plot is not None:
         plot_pareto(result, args.plot)
     if args.json:
-        print(json.dumps(plan_json(result, query, shape), indent=2))
+        print(json.dumps(plan_json(result, query, shape, calibration), indent=2))
         return 0
-    _print_plan(args, result, query, shape)
+    _print_plan(args, result, query, shape, calibration)
     if args.plot is not None:
         print(f"Pareto front drawn to {args.plot}")
     return 0
@@ -524,6 +725,33 @@ def add_plan_commands(commands: Any) -> None:
         type=float,
         default=1.0,
         help="u, least expected tuples used / S when --max-extra-consents limits S_t (default 1.0)",
+    )
+    plan.add_argument(
+        "--max-messages",
+        type=bounded_int(1, None),
+        help="most messages in the plan (network load, dummies included)",
+    )
+    plan.add_argument(
+        "--release",
+        choices=["laplace", "gaussian"],
+        default=None,
+        help="with --sql and --data: the result is released with noise too (as `dpcomm run "
+        "aggregate --release`); (ε, δ) is then split between the traffic and the release for "
+        "the least expected relative error of the released values",
+    )
+    plan.add_argument(
+        "--bounds",
+        action="append",
+        default=[],
+        metavar="COL=LO:HI",
+        help="with --release: clamp COL to [LO, HI] on each source's row (repeatable)",
+    )
+    plan.add_argument(
+        "--keys",
+        action="append",
+        default=[],
+        metavar="COL=V1,V2,...",
+        help="with --release: the public values of grouping column COL (repeatable)",
     )
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.add_argument("--plot", metavar="FILE.png", help="draw the Pareto front to a PNG")

@@ -29,14 +29,18 @@ from dpcomm.validation import MAX_COUNT
 
 
 def engine_of_options(args: argparse.Namespace) -> Engine:
-    """The engine of ``--engine``, ``--scheduler``, ``--partitions`` and ``--workers``."""
+    """The engine of the engine options (``--engine``, ``--scheduler``, ...)."""
     return make_engine(
-        args.engine, scheduler=args.scheduler, partitions=args.partitions, workers=args.workers
+        args.engine,
+        scheduler=args.scheduler,
+        connect_timeout=args.connect_timeout,
+        partitions=args.partitions,
+        workers=args.workers,
     )
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
-    """``--engine {memory,dask}``, ``--scheduler``, ``--partitions``, ``--workers``."""
+    """The engine options: ``--engine``, ``--scheduler``, ``--connect-timeout``, ..."""
     group = parser.add_argument_group("engine")
     group.add_argument(
         "--engine",
@@ -52,6 +56,13 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         help="with --engine dask: the address of a running Dask scheduler, started with "
         "`dask scheduler` (default: $DASK_SCHEDULER_ADDRESS, else a LocalCluster started for "
         "the run and closed after)",
+    )
+    group.add_argument(
+        "--connect-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --engine dask: how long to wait for the scheduler to answer before the run "
+        "fails in one line (default 10)",
     )
     group.add_argument(
         "--partitions",
@@ -113,9 +124,11 @@ def add_run_commands(commands: Any) -> None:
         ),
         (
             "kmeans",
-            "K-means on MNIST-format images",
-            "Run K-means decentralized: every training image is a source; K compute nodes per "
-            "iteration. Utility is the Rand index on the test set.",
+            "K-means on a table's numeric columns or on MNIST-format images",
+            "Run K-means decentralized: every point (a row of --data, or a training image of "
+            "--dataset) is a source; K compute nodes per iteration. Utility: the Rand index, "
+            "adjusted Rand index and normalized mutual information of the clusters against "
+            "the labels (--label-column, or the dataset's test set).",
             add_kmeans_options,
             KMEANS_DEFAULTS,
         ),

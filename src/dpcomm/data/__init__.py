@@ -1,6 +1,6 @@
 """Datasets: tables read and written through DuckDB, synthetic data, MNIST-format images.
 
-Sources read by ranges of rows (:class:`RowSource`: Parquet, synthetic, in memory) feed engines
+Sources read by ranges of rows ([`RowSource`][]: Parquet, synthetic, in memory) feed engines
 that never hold a whole table.
 
 Names are imported on first use.
@@ -46,6 +46,12 @@ if TYPE_CHECKING:
     )
     from dpcomm.data.partitioned import (
         RowSource as RowSource,
+    )
+    from dpcomm.data.points import (
+        TablePoints as TablePoints,
+    )
+    from dpcomm.data.points import (
+        read_points as read_points,
     )
     from dpcomm.data.synthetic import (
         SyntheticRows as SyntheticRows,

@@ -4,7 +4,7 @@ The paper's example is a diabetes study whose table has two grouping columns, ag
 and body-mass index ``B``, and one aggregated column, insulin rate ``I``; the query
 ``SELECT A, B, AVG(I) FROM D GROUP BY GROUPING SETS ((A), (B))`` is its running example. The
 paper ships no such data, so the package embeds ``diabetes.csv``: 10,000 **synthetic** patients
-drawn by :func:`generate_diabetes` (not real patients, no real person behind any row; the
+drawn by `generate_diabetes` (not real patients, no real person behind any row; the
 distributions are plausible, not fitted to any study). It was written, and can be rewritten
 byte for byte, by ``write_diabetes_csv("src/dpcomm/data/diabetes.csv")``.
 """
@@ -41,7 +41,7 @@ def generate_diabetes(*, num_rows: int = DIABETES_NUM_ROWS, seed: int = DIABETES
 
     The model, per patient:
 
-    - age uniform within a band of :data:`AGE_BANDS` drawn with weights 6, 10, 16, 22, 22, 16
+    - age uniform within a band of `AGE_BANDS` drawn with weights 6, 10, 16, 22, 22, 16
       and 8 %; ``A`` is the band's lower bound (BIGINT: 20, 30, ..., 80);
     - BMI ~ N(24 + 0.08·(age − 20), 5²) clipped to [15, 49.9] (kg/m², rising with age);
       ``B`` is the lower bound of its 5-unit band (BIGINT: 15, 20, ..., 45);
@@ -56,7 +56,7 @@ def generate_diabetes(*, num_rows: int = DIABETES_NUM_ROWS, seed: int = DIABETES
 
     Raises:
         InvalidParameterError: ``num_rows`` < 1 or ``seed`` is not a seed
-            (:func:`dpcomm.validation.check_seed`).
+            (`dpcomm.validation.check_seed`).
     """
     if isinstance(num_rows, bool) or not isinstance(num_rows, numbers.Integral) or num_rows < 1:
         raise InvalidParameterError("rows", "an integer >= 1", num_rows)
@@ -82,5 +82,5 @@ def diabetes_table() -> Table:
 
 
 def write_diabetes_csv(path: str | Path) -> None:
-    """Write the default :func:`generate_diabetes` table to ``path`` (how the CSV was made)."""
+    """Write the default `generate_diabetes` table to ``path`` (how the CSV was made)."""
     write_table(generate_diabetes(), path)

@@ -13,12 +13,13 @@ def result_frame(rows: Sequence[Any], names: Iterable[str], types: Iterable[str]
     a HUGEINT beyond 64 bits), then DuckDB casts it to its SQL type and converts the table as
     it converts its own results; row order is kept (DuckDB preserves insertion order).
 
-    >>> from datetime import date
-    >>> from dpcomm.data.frames import result_frame
-    >>> frame = result_frame([(date(2024, 1, 2), None), (None, 3)], ["day", "n"],
-    ...                      ["DATE", "BIGINT"])
-    >>> [str(dtype) for dtype in frame.dtypes]
-    ['datetime64[us]', 'Int64']
+    Examples:
+        >>> from datetime import date
+        >>> from dpcomm.data.frames import result_frame
+        >>> frame = result_frame([(date(2024, 1, 2), None), (None, 3)], ["day", "n"],
+        ...                      ["DATE", "BIGINT"])
+        >>> [str(dtype) for dtype in frame.dtypes]
+        ['datetime64[us]', 'Int64']
     """
     import duckdb
 
@@ -36,7 +37,7 @@ def arrow_columns(columns: Sequence[Sequence[Any]]) -> Any:
     """Columns of Python values as an Arrow table of columns ``c0, c1, ...``.
 
     A column Arrow cannot hold (an integer beyond 64 bits, mixed values) goes as text, which
-    :func:`typed_columns` casts back to its SQL type in DuckDB.
+    `typed_columns` casts back to its SQL type in DuckDB.
     """
     import pyarrow as pa
 
@@ -50,7 +51,7 @@ def arrow_columns(columns: Sequence[Sequence[Any]]) -> Any:
 
 
 def typed_columns(names: Sequence[str], types: Sequence[str]) -> str:
-    """The select list that casts :func:`arrow_columns`' ``c<i>`` to ``types`` as ``names``."""
+    """The select list that casts `arrow_columns`' ``c<i>`` to ``types`` as ``names``."""
     return ", ".join(
         f'CAST(c{index} AS {sql_type}) AS "{name.replace(chr(34), chr(34) * 2)}"'
         for index, (name, sql_type) in enumerate(zip(names, types, strict=True))

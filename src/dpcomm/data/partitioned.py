@@ -1,16 +1,16 @@
 """Tables read by ranges of rows: the sources of an engine that never holds the whole table.
 
-A :class:`RowSource` knows how many rows its table has and reads any contiguous range of them,
+A [`RowSource`][] knows how many rows its table has and reads any contiguous range of them,
 ``[start, stop)`` of the table's row order, optionally only some columns. A Dask task ships the
 (small, picklable) source to a worker and reads one partition there; the in-memory engine reads
 the whole table through the same method, so both see the same rows, values, types and order.
 
-* :class:`ParquetRows`: a Parquet file, or a directory of them, read one row group range at a
+* [`ParquetRows`][]: a Parquet file, or a directory of them, read one row group range at a
   time with pyarrow and converted by DuckDB, so that the values and types are exactly those
-  :func:`dpcomm.data.read_table` gives for the whole file;
-* :class:`SyntheticRows`: the synthetic table of :mod:`dpcomm.data.synthetic`, drawn block by
-  block (:data:`dpcomm.data.synthetic.BLOCK_ROWS` rows per block);
-* :class:`InMemoryRows`: a :class:`Table` already in memory.
+  `dpcomm.data.read_table` gives for the whole file;
+* `SyntheticRows`: the synthetic table of `dpcomm.data.synthetic`, drawn block by
+  block (`dpcomm.data.synthetic.BLOCK_ROWS` rows per block);
+* [`InMemoryRows`][]: a `Table` already in memory.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class RowRange:
 
     What an engine ships to another process for one partition: the source's own description
     (a few bytes for files or synthetic rows) and the range. A table in memory is cut instead
-    (:func:`row_range`), so that only the range's rows travel.
+    ([`row_range`][]), so that only the range's rows travel.
     """
 
     source: RowSource
@@ -97,7 +97,7 @@ class RowRange:
         return self.stop - self.start
 
     def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
-        """Rows [start, stop) of the range (see :meth:`RowSource.read`)."""
+        """Rows [start, stop) of the range (see [`RowSource.read`][])."""
         start, stop = check_range(start, stop, self.num_rows)
         return self.source.read(self.start + start, self.start + stop, columns)
 
@@ -107,7 +107,7 @@ class RowRange:
 
 
 def row_range(source: RowSource, start: int, stop: int) -> RowSource:
-    """Rows [start, stop) of ``source`` as a small row source (see :class:`RowRange`)."""
+    """Rows [start, stop) of ``source`` as a small row source (see [`RowRange`][])."""
     start, stop = check_range(start, stop, source.num_rows)
     if isinstance(source, InMemoryRows):
         return InMemoryRows(source.table.slice(start, stop))
@@ -118,7 +118,7 @@ def row_range(source: RowSource, start: int, stop: int) -> RowSource:
 
 
 class InMemoryRows:
-    """A :class:`Table` already in memory, read by ranges (slices share its arrays)."""
+    """A `Table` already in memory, read by ranges (slices share its arrays)."""
 
     def __init__(self, table: Table) -> None:
         if table.num_rows == 0:
@@ -141,7 +141,7 @@ class InMemoryRows:
         return self.table.column_names
 
     def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
-        """Rows ``[start, stop)`` (see :meth:`RowSource.read`), as views of the table's arrays."""
+        """Rows ``[start, stop)`` (see [`RowSource.read`][]), as views of the table's arrays."""
         start, stop = check_range(start, stop, self.num_rows)
         positions = column_positions(self.table.column_names, columns)
         if columns is not None:
@@ -204,7 +204,7 @@ class ParquetRows:
     global row offsets), and DuckDB's column names and types (those of ``read_parquet``). A
     read opens only the files and reads only the row groups and columns its range needs, with
     pyarrow, and converts them with DuckDB to exactly the values and types that
-    :func:`dpcomm.data.read_table` gives for the whole file.
+    `dpcomm.data.read_table` gives for the whole file.
 
     Args:
         path: a ``.parquet`` file or a directory.
@@ -278,7 +278,7 @@ class ParquetRows:
         return self.read(0, 1)
 
     def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
-        """Rows ``[start, stop)`` (see :meth:`RowSource.read`).
+        """Rows ``[start, stop)`` (see [`RowSource.read`][]).
 
         Raises:
             InvalidParameterError: ``start``, ``stop`` or ``columns`` is out of range.

@@ -25,7 +25,7 @@ from dpcomm.data.table import Column, Table, check_range, column_positions
 from dpcomm.errors import InvalidParameterError
 from dpcomm.validation import check_number, check_seed
 
-#: The grouping-value distributions :func:`synthetic_table` can draw from.
+#: The grouping-value distributions `synthetic_table` can draw from.
 DISTRIBUTIONS: Final = ("uniform", "zipf")
 
 #: Most values (rows × columns, 8 bytes each) of a synthetic table: 2.4 GB, 50 million rows of
@@ -84,7 +84,7 @@ def check_shape(
     num_measures: object,
     zipf_exponent: object,
 ) -> SyntheticShape:
-    """Validate the parameters of a synthetic table (see :func:`synthetic_table`)."""
+    """Validate the parameters of a synthetic table (see `synthetic_table`)."""
     if not isinstance(distribution, str) or distribution not in DISTRIBUTIONS:
         raise InvalidParameterError("distribution", "'uniform' or 'zipf'", distribution)
     num_groups = _check_int("num_grouping_columns", num_grouping_columns, minimum=1)
@@ -184,13 +184,13 @@ def synthetic_table(
 ) -> Table:
     """A synthetic Aggregate table (Section 5.1): grouping columns ``g1..`` and measures ``m1..``.
 
-    The table is :class:`dpcomm.data.partitioned.SyntheticRows` read whole: drawn per block of
-    :data:`BLOCK_ROWS` rows, each block by its own generator seeded by (seed, block index).
+    The table is `dpcomm.data.partitioned.SyntheticRows` read whole: drawn per block of
+    `BLOCK_ROWS` rows, each block by its own generator seeded by (seed, block index).
 
     Args:
         num_rows: number of rows, i.e. of source nodes (the paper uses 10k to 100k).
         distribution: ``'uniform'`` (every interval equally likely) or ``'zipf'`` (the paper's
-            biased case: a truncated Zipf law, see :func:`zipf_probabilities`, whose ranking
+            biased case: a truncated Zipf law, see `zipf_probabilities`, whose ranking
             of the intervals is a seeded permutation drawn independently per column).
         num_grouping_columns: number G of grouping columns ``g1..gG`` (the paper uses 4).
         num_intervals: number of intervals per grouping column (the paper uses 20); values
@@ -204,7 +204,7 @@ def synthetic_table(
 
     Raises:
         InvalidParameterError: a parameter is outside its range, or the table would hold more
-            than :data:`MAX_SYNTHETIC_VALUES` values.
+            than `MAX_SYNTHETIC_VALUES` values.
     """
     rows = _check_int("rows", num_rows, minimum=1)
     drawn = seed is None or isinstance(seed, np.random.Generator)
@@ -237,16 +237,16 @@ def synthetic_table(
 
 @dataclass(frozen=True)
 class SyntheticRows:
-    """The synthetic table of :func:`dpcomm.data.synthetic_table`, read by ranges.
+    """The synthetic table of `dpcomm.data.synthetic_table`, read by ranges.
 
     Block ``b`` of the table (rows ``b·BLOCK_ROWS`` up to ``(b+1)·BLOCK_ROWS``, 65,536 rows) is
     drawn by its own generator, ``default_rng(SeedSequence(seed, spawn_key=(1, b)))``, column
     after column; the Zipf rankings of the intervals (per grouping column) come from
     ``SeedSequence(seed, spawn_key=(0,))``. A range of rows draws only the blocks it overlaps,
     and equals the same rows of the whole table, for any split. The table has no size limit;
-    one read holds at most :data:`dpcomm.data.synthetic.MAX_SYNTHETIC_VALUES` values.
+    one read holds at most `dpcomm.data.synthetic.MAX_SYNTHETIC_VALUES` values.
 
-    Args: as :func:`dpcomm.data.synthetic_table`, but ``seed`` is an integer (no Generator).
+    Args: as `dpcomm.data.synthetic_table`, but ``seed`` is an integer (no Generator).
     """
 
     num_rows: int
@@ -287,7 +287,7 @@ class SyntheticRows:
         return self._shape.column_names
 
     def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
-        """Rows ``[start, stop)`` (see :meth:`RowSource.read`).
+        """Rows ``[start, stop)`` (see `RowSource.read`).
 
         Every block overlapping the range is drawn whole (all its columns: the draws of a block
         follow each other), and nothing else.

@@ -2,7 +2,7 @@
 
 Source nodes each hold one row. The simulator needs the rows as arrays (no Python object per
 row), and the reference results need the same rows back in DuckDB with their SQL types; a
-:class:`Table` keeps both views consistent: every column has its DuckDB type name, its values
+`Table` keeps both views consistent: every column has its DuckDB type name, its values
 and a NULL mask.
 """
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import duckdb
 
 _SUPPORTED_SUFFIXES = ("CSV", "PARQUET")
-#: File names :func:`read_table` reads, and DuckDB's reader of each.
+#: File names `read_table` reads, and DuckDB's reader of each.
 _READERS = {
     ".csv": "read_csv",
     ".tsv": "read_csv",
@@ -37,7 +37,7 @@ _READERS = {
     ".parquet": "read_parquet",
 }
 
-#: How the values of each DuckDB type a query can read are held (see :func:`value_kind`).
+#: How the values of each DuckDB type a query can read are held (see `value_kind`).
 _KINDS = {
     **dict.fromkeys(
         ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"), "int"
@@ -61,11 +61,11 @@ def value_kind(sql_type: str) -> str | None:
     """How values of ``sql_type`` are held, or None for a type no query can read.
 
     ``int``: int64; ``wideint`` (UBIGINT, HUGEINT, UHUGEINT): int64 when every value fits,
-    else Python ints; ``decimal``: :class:`decimal.Decimal` values with the type's scale;
+    else Python ints; ``decimal``: `decimal.Decimal` values with the type's scale;
     ``float``: float64; ``bool``; ``text``: str; ``date``: datetime64[D]; ``time``:
-    :class:`datetime.time`; ``timestamp``: datetime64 (s, ms or us). Every other type (BLOB,
+    `datetime.time`; ``timestamp``: datetime64 (s, ms or us). Every other type (BLOB,
     LIST, STRUCT, MAP, UUID, INTERVAL, TIMESTAMPTZ, TIMESTAMP_NS, ...) is held as DuckDB's text
-    of its values, enough to write the table back, and refused by :func:`check_carried`.
+    of its values, enough to write the table back, and refused by `check_carried`.
     """
     upper = sql_type.strip().upper()
     if _DECIMAL.fullmatch(upper):
@@ -97,7 +97,7 @@ def exact_integers(values: Sequence[int]) -> npt.NDArray[Any]:
 
 
 def check_carried(column: Column) -> None:
-    """Raise :class:`InvalidParameterError` unless a query can read ``column``'s type."""
+    """Raise `InvalidParameterError` unless a query can read ``column``'s type."""
     if value_kind(column.sql_type) is None:
         raise InvalidParameterError(
             f'column "{column.name}"',
@@ -328,7 +328,7 @@ def _frame(table: Table) -> Any:
 
 
 def table_from_relation(relation: duckdb.DuckDBPyRelation, name: str) -> Table:
-    """Materialize a DuckDB relation as a :class:`Table` (types from DuckDB, NULLs kept).
+    """Materialize a DuckDB relation as a `Table` (types from DuckDB, NULLs kept).
 
     DECIMAL and wide integers are fetched as text and parsed exactly (DuckDB's numpy
     conversion makes them float64); an ENUM (a pandas ``category`` column) is read as its
@@ -361,7 +361,7 @@ def table_from_relation(relation: duckdb.DuckDBPyRelation, name: str) -> Table:
 
 
 def _column_from_numpy(name: str, sql_type: str, raw: Any) -> Column:
-    """One fetched column as a :class:`Column` (filler 0, NaN or '' in NULL slots).
+    """One fetched column as a `Column` (filler 0, NaN or '' in NULL slots).
 
     DATE values are kept as ``datetime64[D]``: DuckDB's ``fetchnumpy`` gives them as
     ``datetime64[us]``, whose Python values are ``datetime.datetime`` at midnight, while

@@ -1,6 +1,6 @@
 """Layer 6: engines that execute a plan's roles: in memory, over a network, on Dask.
 
-Every engine returns a :class:`Run` and gets the same typed :class:`Report`. Names are imported
+Every engine returns a `Run` and gets the same typed `Report`. Names are imported
 on first use (a network worker imports only what it runs).
 """
 

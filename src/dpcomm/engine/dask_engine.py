@@ -1,12 +1,13 @@
 """The Dask engine: the roles of every partition of sources run as tasks on a Dask cluster.
 
 The sources are cut into partitions of consecutive rows that hold whole scramblers
-(:func:`dpcomm.engine.partition.partition_cuts`); per stage, one task per partition reads its
-rows (from the program's table, or from a :class:`~dpcomm.data.partitioned.RowSource` such as
-Parquet files or synthetic rows generated on the worker), routes them, runs the source and
-scrambler steps under the nodes' global indices and the targets' partial outputs
-(:func:`dpcomm.engine.partition.run_stage_part`). The client combines the partials into the
-targets' outputs (:meth:`~dpcomm.protocol.roles.ProgramHooks.combine_partials`), merges the
+(`dpcomm.engine.partition.partition_cuts`); per stage, one task per partition reads its
+rows (from the program's table, or from a
+[`RowSource`][dpcomm.data.partitioned.RowSource] such as Parquet files or synthetic rows
+generated on the worker), routes them, runs the source and scrambler steps under the nodes'
+global indices and the targets' partial outputs (`dpcomm.engine.partition.run_stage_part`).
+The client combines the partials into the targets' outputs
+([`combine_partials`][dpcomm.protocol.roles.ProgramHooks.combine_partials]), merges the
 state, and sums what the observer sees. With the same seed the run is the in-memory engine's:
 the same result, delivered tuples, traffic per flow and privacy report, whatever the number of
 partitions or workers.
@@ -14,8 +15,8 @@ partitions or workers.
 A small run (``collect_traffic``, by default up to a million sources) also gathers every
 partition's messages and records the traffic edge by edge as the in-memory engine does; a
 larger one keeps the edges on the workers and reports each flow's messages, dummies, edges and
-an order-free digest of its edges (:class:`~dpcomm.engine.traffic.FlowSummary`), and the
-channels per node reduced across partitions (:func:`dpcomm.engine.partition.reduce_efficiency`).
+an order-free digest of its edges (`dpcomm.engine.traffic.FlowSummary`), and the
+channels per node reduced across partitions (`dpcomm.engine.partition.reduce_efficiency`).
 """
 
 from __future__ import annotations
@@ -116,13 +117,14 @@ def scheduler_address(address: object, name: str = "scheduler") -> str:
     a port in 1..65535. ``name`` is what the error names (the parameter, or the environment
     variable the address came from).
 
-    >>> scheduler_address("10.0.0.5:8786")
-    'tcp://10.0.0.5:8786'
-    >>> try:
-    ...     scheduler_address("http://x")
-    ... except InvalidParameterError as error:
-    ...     print(error.name, "|", error.given)
-    scheduler | http://x
+    Examples:
+        >>> scheduler_address("10.0.0.5:8786")
+        'tcp://10.0.0.5:8786'
+        >>> try:
+        ...     scheduler_address("http://x")
+        ... except InvalidParameterError as error:
+        ...     print(error.name, "|", error.given)
+        scheduler | http://x
     """
     if not isinstance(address, str):
         raise InvalidParameterError(name, _SCHEDULER_ALLOWED, address)
@@ -264,14 +266,14 @@ class DaskDetails:
 
 
 class DaskEngine:
-    """The roles on a Dask cluster; the same :class:`~dpcomm.engine.run.Run` as ``simulate``.
+    """The roles on a Dask cluster; the same [`Run`][] as ``simulate``.
 
     Args:
         client: a connected ``distributed.Client`` (kept open).
         scheduler: the address of a running scheduler (``tcp://HOST:PORT``) when no client;
             default: the ``DASK_SCHEDULER_ADDRESS`` environment variable, else a LocalCluster.
             A malformed address is refused here; one where no Dask scheduler answers within
-            ``connect_timeout`` fails the run (both :class:`InvalidParameterError`).
+            ``connect_timeout`` fails the run (both [`InvalidParameterError`][]).
         partitions: partitions of the sources (default: one per 500,000 sources, at least
             one per worker); the run does not depend on it.
         workers: workers of the LocalCluster started for a run without client or scheduler
@@ -378,7 +380,7 @@ class _Inputs:
     """What the tasks need and only this process has: the run's context, each partition's rows.
 
     Both are scattered from here (the context to every worker), so Dask cannot recompute them
-    when the workers holding them are lost: :meth:`renew` sends them again.
+    when the workers holding them are lost: `renew` sends them again.
     """
 
     def __init__(
@@ -640,7 +642,7 @@ class _Execution:
         Dask itself runs a task again when the worker running it dies; what it cannot
         recompute is what this process scattered (the partition's rows, the run's context):
         the tasks that need them are cancelled. Their inputs are then sent again and the
-        caller resubmits the partition's task, at most :data:`MAX_RESUBMISSIONS` times (the
+        caller resubmits the partition's task, at most `MAX_RESUBMISSIONS` times (the
         partition is a pure function of the seed and its rows: the run is the same). An error
         raised by the task itself is raised here.
         """

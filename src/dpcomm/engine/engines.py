@@ -1,9 +1,9 @@
 """What an engine is, and the one place where an engine is chosen by its name.
 
-An engine runs a program's roles with countermeasures and returns a :class:`~dpcomm.engine.run.Run`
-(:meth:`Engine.execute`), and runs the same program without countermeasures and without
-accounting, the non-private baseline a report compares with (:meth:`Engine.baseline`, where the
-engine says where that run happens). :func:`make_engine` builds the engine of a name and its
+An engine runs a program's roles with countermeasures and returns a [`Run`][]
+([`Engine.execute`][]), and runs the same program without countermeasures and without
+accounting, the non-private baseline a report compares with ([`Engine.baseline`][], where the
+engine says where that run happens). [`make_engine`][] builds the engine of a name and its
 options: the front door (``dpcomm.run_sql(engine="dask")``) and every command of the CLI call it.
 """
 
@@ -31,7 +31,7 @@ class Engine(Protocol):
     def execute(
         self, program: QueryProgram, countermeasures: Countermeasures, **options: Unpack[RunOptions]
     ) -> Run:
-        """Run ``program`` with ``countermeasures``: the :class:`~dpcomm.engine.run.Run`."""
+        """Run ``program`` with ``countermeasures``: the [`Run`][]."""
         ...
 
     def baseline(self, program: QueryProgram, *, seed: int | None = None) -> Run:
@@ -40,7 +40,7 @@ class Engine(Protocol):
 
 
 class MemoryEngine:
-    """The in-memory engine (the vectorized simulator): :func:`dpcomm.engine.memory.simulate`."""
+    """The in-memory engine (the vectorized simulator): [`dpcomm.engine.memory.simulate`][]."""
 
     name = "memory"
     reads_row_sources = False
@@ -48,7 +48,7 @@ class MemoryEngine:
     def execute(
         self, program: QueryProgram, countermeasures: Countermeasures, **options: Unpack[RunOptions]
     ) -> Run:
-        """:func:`~dpcomm.engine.memory.simulate` ``program`` with ``countermeasures``."""
+        """[`simulate`][] ``program`` with ``countermeasures``."""
         return simulate(program, countermeasures, **options)
 
     def baseline(self, program: QueryProgram, *, seed: int | None = None) -> Run:
@@ -56,7 +56,7 @@ class MemoryEngine:
         return simulate(program, NoCountermeasure(), delta=None, seed=seed)
 
 
-#: The engines :func:`make_engine` builds by name, with the options each takes.
+#: The engines `make_engine` builds by name, with the options each takes.
 ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {
     "memory": (),
     "dask": (
@@ -85,18 +85,19 @@ def make_engine(engine: str | Engine = "memory", **options: Any) -> Engine:
 
     An engine object is returned as it is. Options set to None are unset; an option the engine
     does not take is refused, naming it. ``"dask"``: a
-    :class:`~dpcomm.engine.dask_engine.DaskEngine` (``scheduler``, ``partitions``, ``workers``,
+    [`DaskEngine`][] (``scheduler``, ``partitions``, ``workers``,
     ...; a scheduler's cluster has its own workers); ``"network"``: a
-    :class:`~dpcomm.engine.network.deploy.NetworkEngine` (``transport``, ``timeout``,
+    `dpcomm.engine.network.deploy.NetworkEngine` (``transport``, ``timeout``,
     ``idle_seconds``, ``workdir``, ``faults``, ``force``, ``max_left_out``).
 
-    >>> from dpcomm.engine.engines import make_engine
-    >>> make_engine("memory").name
-    'memory'
-    >>> make_engine("memory", workers=2)
-    Traceback (most recent call last):
-    ...
-    dpcomm.errors.InvalidParameterError: invalid workers: expected only with engine='dask', got 2
+    Examples:
+        >>> from dpcomm.engine.engines import make_engine
+        >>> make_engine("memory").name
+        'memory'
+        >>> make_engine("memory", workers=2)
+        Traceback (most recent call last):
+        ...
+        dpcomm.errors.InvalidParameterError: invalid workers: expected only with engine='dask', ...
     """
     given = {name: value for name, value in options.items() if value is not None}
     if not isinstance(engine, str):

@@ -1,7 +1,7 @@
 """Unbiased estimates of an Aggregate result, with standard errors and 95% intervals.
 
 Under local sampling R_σ each real tuple reaches its compute node independently with a known
-probability P = 1 − σ + σ/T (:func:`dpcomm.plan.costs.delivery_probability`; 1 for a cluster
+probability P = 1 − σ + σ/T (`dpcomm.plan.costs.delivery_probability`; 1 for a cluster
 without countermeasure or with a single target). The estimates go beyond the paper, which
 reports the values of the delivered tuples; they are valid because P is public and the same
 for every tuple of a grouping set:
@@ -30,6 +30,7 @@ unchanged. They are not differentially private either.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from dpcomm._json import json_ready
+from dpcomm.accounting.release import AggregateNoise, half_width
 from dpcomm.data.table import Column, Table
 from dpcomm.engine.run import Run
 from dpcomm.plan.countermeasures import NoCountermeasure
@@ -97,6 +99,8 @@ class EstimateReport:
             tuple, estimated as 0 (COUNT, SUM; AVG, MIN, MAX NULL).
         no_interval: estimate columns without a standard error, and why (a SUM or AVG needs
             the delivered values' squares, read where the program holds the table).
+        noise: under a noisy release, how the intervals cover the noise too (None: no
+            release).
     """
 
     method: str
@@ -107,10 +111,20 @@ class EstimateReport:
     key_domain: str | None
     groups_estimated_empty: Mapping[str, int]
     no_interval: Mapping[str, str]
+    noise: str | None = None
 
     def describe(self) -> str:
         """One line: P of every grouping set, the key domain, the groups estimated as 0."""
         shown = ", ".join(f"{name}: {p:.6g}" for name, p in self.delivery_probability.items())
+        if self.noise is not None:
+            text = (
+                f"Horvitz–Thompson on the noisy release, delivery probability P ({shown}); "
+                f"standard errors and {self.confidence:.0%} intervals {self.noise}; rows: "
+                f"{self.key_domain}"
+            )
+            if self.delivered_columns:
+                text += f"; released values (not estimates): {', '.join(self.delivered_columns)}"
+            return text
         text = f"Horvitz–Thompson, delivery probability P ({shown}); {self.confidence:.0%} normal"
         text += " intervals"
         if self.key_domain is None:
@@ -138,12 +152,14 @@ class UnbiasedEstimate:
 
     Attributes:
         rows: the result rows: keys, each estimate with its standard error and interval,
-            MIN and MAX as delivered (columns :attr:`columns`).
+            MIN and MAX as delivered (columns `columns`).
         columns: the result's column names, in order.
         types: their DuckDB types (estimates and their errors are DOUBLE).
         per_set: per grouping set, the rows with the query's own column names and the
             estimates as values (what the utility compares with the exact result).
         report: what the report says of the estimate.
+        error_names: how the utility names each compared column's error (None: the
+            report's ``columns``).
     """
 
     rows: list[Row]
@@ -151,6 +167,7 @@ class UnbiasedEstimate:
     types: tuple[str, ...]
     per_set: tuple[list[Row], ...]
     report: EstimateReport
+    error_names: Mapping[str, str] | None = None
 
 
 def delivery_probabilities(program: AggregateProgram, run: Run) -> dict[str, float]:
@@ -434,3 +451,324 @@ def unbiased_estimate(
     )
     columns, types = _result_columns(program)
     return UnbiasedEstimate(rows, columns, types, tuple(per_set), report)
+
+
+# ----------------------------------------------------------------- estimates of a noisy release
+#: What the report says of an estimated noisy release's intervals.
+RELEASE_ESTIMATE_NOTE = (
+    "covering both the sampling's error (normal; its variance bounded from released values "
+    "only: x² ≤ M·|x|, or M² per released count; (hi − lo)²/4 for AVG) and the noise's (its "
+    "variance σ²/P² added; the normal and Laplace convolution's quantile, one count wider "
+    "for integer noise)"
+)
+
+
+@dataclass(frozen=True)
+class _Form:
+    """What one final column of a released query is: a key, a COUNT or SUM, an AVG, other.
+
+    ``kind`` is ``key``, ``value`` (``columns`` its core column), ``avg`` (``columns`` the
+    SUM's and the COUNT's) or ``other`` (an expression: the released value, not estimated).
+    """
+
+    kind: str
+    columns: tuple[str, ...] = ()
+
+
+def _release_forms(program: AggregateProgram) -> dict[str, _Form]:
+    """Each final column's form, read from the post-processing of a released query.
+
+    Refuses a post-processing that filters, orders or limits rows (HAVING, ORDER BY, LIMIT,
+    OFFSET): the estimated rows are the released rows, in the released order.
+    """
+    from dpcomm.errors import InvalidParameterError
+
+    post = program.query.post
+    if post is None:  # a release always has its post-processing (the analyst rewrite)
+        raise InvalidParameterError("program", "a released query", "a query without one")
+    released = frozenset(n.output for n in program.release.noises) if program.release else None
+    return dict(_forms(post.sql, post.names, post.key_names, released or frozenset()))
+
+
+@functools.lru_cache(maxsize=64)
+def _forms(
+    sql: str, names: tuple[str, ...], key_names: tuple[str, ...], released: frozenset[str]
+) -> tuple[tuple[str, _Form], ...]:
+    """``_release_forms`` of a post-processing ``sql`` (parsed once per query)."""
+    import sqlglot
+    from sqlglot import exp
+
+    from dpcomm.errors import InvalidParameterError
+
+    select = sqlglot.parse_one(sql, read="duckdb")
+    order = select.args.get("order")
+    if any(select.args.get(c) for c in ("where", "limit", "offset")) or (
+        order is not None and len(order.expressions) > 1
+    ):
+        raise InvalidParameterError(
+            "estimate",
+            "'delivered' for a released query with HAVING, ORDER BY, LIMIT or OFFSET "
+            "(estimates cover the released rows as they are)",
+            "unbiased",
+        )
+    forms: dict[str, _Form] = {}
+    for item in select.expressions:
+        name = item.alias_or_name
+        if name not in names:
+            continue
+        node = item.this if isinstance(item, exp.Alias) else item
+        node = node.this if isinstance(node, exp.Cast) else node
+        if isinstance(node, exp.Column) and node.name in released:
+            forms[name] = _Form("value", (node.name,))
+        elif isinstance(node, exp.Column) and name in key_names:
+            forms[name] = _Form("key")
+        elif (
+            isinstance(node, exp.Case)
+            and node.args.get("default") is None
+            and len(node.args.get("ifs") or ()) == 1
+        ):
+            condition = node.args["ifs"][0]
+            test, value = condition.this, condition.args.get("true")
+            if (
+                isinstance(test, exp.GT)
+                and isinstance(test.this, exp.Column)
+                and isinstance(value, exp.Div)
+                and isinstance(value.this, exp.Column)
+                and isinstance(value.expression, exp.Column)
+                and value.expression.name == test.this.name
+                and {value.this.name, test.this.name} <= released
+            ):
+                forms[name] = _Form("avg", (value.this.name, test.this.name))
+            else:
+                forms[name] = _Form("other")
+        else:
+            forms[name] = _Form("key" if name in key_names else "other")
+    return tuple(forms.items())
+
+
+@dataclass(frozen=True)
+class _Released:
+    """What a released query's estimates need: P, each released column's noise, its clamp."""
+
+    p: float
+    noises: Mapping[str, AggregateNoise]
+    functions: Mapping[str, str]
+    clamps: Mapping[str, tuple[float, float]]  # measure column -> (lo, hi)
+    measure: Mapping[str, str | None]  # core column -> its measure column
+
+
+def _noise_half_width(sampling_sd: float, noise: AggregateNoise, scale: float) -> float:
+    """95% half-width of a normal sampling error (sd) plus ``noise`` scaled by ``scale``.
+
+    Laplace noise: the exact convolution ([`dpcomm.accounting.release.half_width`][]);
+    Gaussian noise: the normal with both variances. Integer noise Z is dominated by
+    |Z| ≤ |X| + 1 in distribution (X its continuous counterpart), hence one unit more.
+    """
+    if noise.delta == 0.0:
+        width = half_width(normal_sd=sampling_sd, laplace_scale=noise.scale * scale)
+    else:
+        total = math.sqrt(sampling_sd**2 + noise.variance * scale**2)
+        width = half_width(normal_sd=total)
+    return width + (scale if noise.integer else 0.0)
+
+
+def _sum_square_bound(context: _Released, column: str, row: Row) -> float | None:
+    """A bound on Σ x² over a SUM's delivered values, from released values only.
+
+    x in [lo, hi], M = max(|lo|, |hi|): Σ x² ≤ M·|Σ x| when lo ≥ 0 or hi ≤ 0, and
+    Σ x² ≤ M² · (non-NULL values) with a released COUNT of the same measure (or COUNT(*)).
+    The smaller of those available; None when neither is.
+    """
+    measure = context.measure.get(column)
+    if measure is None or measure not in context.clamps:
+        return None
+    low, high = context.clamps[measure]
+    bound = max(abs(low), abs(high))
+    candidates = []
+    if low >= 0.0 or high <= 0.0:
+        candidates.append(bound * abs(float(row[column])))
+    counts = [
+        c
+        for c, f in context.functions.items()
+        if (f == "count" and context.measure.get(c) == measure) or f == "count_star"
+    ]
+    if counts:
+        counted = min(max(float(row[c]), 0.0) for c in counts)
+        candidates.append(bound * bound * counted)
+    return min(candidates) if candidates else None
+
+
+def _value_estimate(
+    context: _Released, column: str, row: Row
+) -> tuple[float, float | None, float | None]:
+    """(estimate, se, half-width) of a released COUNT or SUM: ṽ/P, with both errors.
+
+    Sampling variance (1 − P)/P² · Σ x² (x = 1 for a COUNT: its count, clipped at 0); the
+    noise's variance σ²/P².
+    """
+    p, noise = context.p, context.noises[column]
+    value = float(row[column])
+    if context.functions[column] in ("count", "count_star"):
+        squares: float | None = max(value, 0.0)
+    else:
+        squares = _sum_square_bound(context, column, row)
+    if squares is None:
+        return value / p, None, None
+    sampling_sd = math.sqrt(squares * (1.0 - p)) / p
+    error = math.sqrt(sampling_sd**2 + noise.variance / p**2)
+    return value / p, error, _noise_half_width(sampling_sd, noise, 1.0 / p)
+
+
+def _avg_estimate(
+    context: _Released, total: str, count: str, row: Row
+) -> tuple[float | None, float | None, float | None]:
+    """(estimate, se, half-width) of AVG = S̃/C̃ by the delta method (None when C̃ ≤ 0).
+
+    Sampling variance (1 − P) σ_x² / C̃ with σ_x² ≤ (hi − lo)²/4 (Popoviciu); the noise's
+    (σ_S² + R² σ_C²)/C̃² with R the average clamped to [lo, hi]. The interval treats the
+    noise as Laplace of that variance (a Laplace mechanism) or normal (Gaussian).
+    """
+    denominator = float(row[count])
+    if denominator <= 0.0:
+        return None, None, None
+    estimate = float(row[total]) / denominator
+    measure = context.measure.get(total)
+    if measure is None or measure not in context.clamps:
+        return estimate, None, None
+    low, high = context.clamps[measure]
+    ratio = min(max(estimate, low), high)
+    sampling_sd = math.sqrt((1.0 - context.p) * (high - low) ** 2 / 4.0 / denominator)
+    sum_noise, count_noise = context.noises[total], context.noises[count]
+    noise_variance = (sum_noise.variance + ratio**2 * count_noise.variance) / denominator**2
+    error = math.sqrt(sampling_sd**2 + noise_variance)
+    if sum_noise.delta == 0.0:
+        width = half_width(normal_sd=sampling_sd, laplace_scale=math.sqrt(noise_variance / 2.0))
+    else:
+        width = half_width(normal_sd=error)
+    return estimate, error, width
+
+
+def _released_row(
+    context: _Released, forms: Mapping[str, _Form], names: Sequence[str], core: Row, final: Row
+) -> Row:
+    """One released row estimated: keys and expressions as released, COUNT, SUM and AVG not.
+
+    Each COUNT, SUM and AVG gets its estimate, standard error and interval (a COUNT's lower
+    end clipped at 0).
+    """
+    printed: Row = {}
+    for name in names:
+        form = forms.get(name, _Form("other"))
+        if form.kind in ("key", "other"):
+            printed[name] = final[name]
+            continue
+        value: float | None
+        if form.kind == "value":
+            value, error, width = _value_estimate(context, form.columns[0], core)
+        else:
+            total, count = form.columns
+            value, error, width = _avg_estimate(context, total, count, core)
+        low = high = None
+        if value is not None and width is not None:
+            low, high = value - width, value + width
+            if form.kind == "value" and context.functions[form.columns[0]] != "sum":
+                low = max(low, 0.0)
+        low_name, high_name = interval_names(name)
+        printed[estimate_name(name)] = value
+        printed[standard_error_name(name)] = error
+        printed[low_name], printed[high_name] = low, high
+    return printed
+
+
+def _released_columns(
+    names: Sequence[str], types: Sequence[str], estimated: Sequence[str], *, several: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The estimated release's column names and DuckDB types (estimates and errors DOUBLE)."""
+    columns: list[str] = []
+    kinds: list[str] = []
+    for name, sql_type in zip(names, types, strict=True):
+        if name in estimated:
+            columns.extend((estimate_name(name), standard_error_name(name), *interval_names(name)))
+            kinds.extend(["DOUBLE"] * 4)
+        else:
+            columns.append(name)
+            kinds.append(sql_type)
+    if several:
+        columns.append(GROUPING_SET_COLUMN)
+        kinds.append("VARCHAR")
+    return tuple(columns), tuple(kinds)
+
+
+def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
+    """A noisy release's values estimated over every tuple, intervals covering both errors.
+
+    The intervals cover the sampling's and the noise's errors. Every number comes from the
+    released (noisy) rows and public parameters, never from the table: estimates and
+    intervals are post-processing of the release, as private as it. COUNT and SUM are ṽ/P
+    (Horvitz–Thompson on the noisy values: unbiased, the noise having mean 0), AVG the
+    released S̃/C̃ (P cancels); their errors in ``_value_estimate`` and
+    ``_avg_estimate``. Other expressions over aggregates are the released values (not
+    estimated). The rows are the released rows (the public domain's keys, or those a
+    threshold selected: a selected key's count is conditioned on passing the threshold, and
+    biased upward when it is small).
+    """
+    release = program.release
+    post = program.query.post
+    if release is None or post is None:
+        from dpcomm.errors import InvalidParameterError
+
+        raise InvalidParameterError("program", "a program with a noisy release", None)
+    forms = _release_forms(program)
+    probabilities = delivery_probabilities(program, run)
+    released = program.core_result(run.state)  # the rows the run released (drawn once)
+    final_rows = list(run.result)
+    if len(final_rows) != sum(len(rows) for rows in released):
+        raise RuntimeError("the released result and its core rows differ in length")
+    outputs = {o.name: o for o in program.query.outputs}
+    clamps = {name: (low, high) for name, _, low, high in program.query.clamps}
+    noises = {n.output: n for n in release.noises}
+    functions = {n: outputs[n].function or "" for n in noises}
+    measures = {n: outputs[n].column for n in noises}
+    several = program.query.num_grouping_sets > 1
+    rows: list[Row] = []
+    per_set: list[list[Row]] = []
+    position = 0
+    for index, flow in enumerate(program.flow_names):
+        context = _Released(probabilities[flow], noises, functions, clamps, measures)
+        compared_rows = []
+        for core in released[index]:
+            final = final_rows[position]
+            position += 1
+            printed = _released_row(context, forms, post.names, core, final)
+            if several:
+                printed[GROUPING_SET_COLUMN] = final[GROUPING_SET_COLUMN]
+            rows.append(printed)
+            compared = dict(core)
+            for column in noises:
+                compared[column] = float(core[column]) / context.p
+            compared_rows.append(compared)
+        per_set.append(compared_rows)
+    estimated = [n for n in post.names if forms.get(n, _Form("other")).kind in ("value", "avg")]
+    others = tuple(n for n in post.names if forms.get(n, _Form("other")).kind == "other")
+    columns, types = _released_columns(post.names, post.types, estimated, several=several)
+    no_interval = {
+        estimate_name(name): "a SUM of a measure that takes both signs, without a released "
+        "COUNT to bound its values' squares"
+        for name in estimated
+        if forms[name].kind == "value"
+        and functions[forms[name].columns[0]] == "sum"
+        and any(row[standard_error_name(name)] is None for row in rows)
+    }
+    report = EstimateReport(
+        method="horvitz-thompson with release noise",
+        delivery_probability=probabilities,
+        confidence=CONFIDENCE,
+        columns={name: estimate_name(name) for name in estimated},
+        delivered_columns=others,
+        key_domain="the released keys",
+        groups_estimated_empty={},
+        no_interval=no_interval,
+        noise=RELEASE_ESTIMATE_NOTE,
+    )
+    error_names = {c: estimate_name(program.query.output_label(c)) for c in noises}
+    return UnbiasedEstimate(rows, tuple(columns), tuple(types), tuple(per_set), report, error_names)

@@ -1,8 +1,8 @@
 """The in-memory engine (the vectorized simulator): every role's step for all its nodes at once.
 
 No Python object is created per node or per message: each data-dependent flow is one call to
-each role step of :mod:`dpcomm.protocol.roles` over all its nodes, with the draws every node
-would make on its own (:class:`~dpcomm.protocol.randomness.Randomness`). The run records what
+each role step of [`dpcomm.protocol.roles`][] over all its nodes, with the draws every node
+would make on its own ([`Randomness`][]). The run records what
 the observer sees (messages per sender -> receiver edge, node ids of the transformed plan),
 which tuples were counted, and the program's final state and result. With a seed, the run is
 the networked runtime's run with the same seed, message for message.
@@ -89,7 +89,7 @@ def simulate(
         program: a compiled query holding its sources' rows.
         countermeasures: one countermeasure for every data-dependent cluster, or one per
             cluster (or flow) name.
-        delta: the whole plan's δ for the privacy report (:func:`dpcomm.plan.account_plan`);
+        delta: the whole plan's δ for the privacy report (`dpcomm.plan.account_plan`);
             None: the plan is not accounted (``run.privacy`` is None, as for the non-private
             baseline of a report).
         seed: the same seed gives the same run, in this engine and every other; None draws
@@ -124,7 +124,7 @@ def run_stages(
     """Every stage of ``program``: the flows through ``simulation``, then targets and merge.
 
     ``simulation.flow_steps`` (the source and scrambler steps) is what an engine may run
-    elsewhere (:mod:`dpcomm.engine.dask_engine`); the targets' outputs are computed here from
+    elsewhere ([`dpcomm.engine.dask_engine`][]); the targets' outputs are computed here from
     all the delivered tuples, so every engine gets the same outputs, state and result.
     """
     transformed = prepared.transformed

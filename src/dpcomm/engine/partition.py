@@ -1,22 +1,22 @@
 """One partition of a run: the role steps of a contiguous range of sources and their scramblers.
 
-An engine that cannot hold every source at once (:mod:`dpcomm.engine.dask_engine`) cuts the
+An engine that cannot hold every source at once (`dpcomm.engine.dask_engine`) cuts the
 sources into partitions of consecutive rows whose edges never cross: the coordinator assigns
-consecutive sources to each scrambler (:meth:`dpcomm.plan.routes.Routes.batches`), so a cut at
+consecutive sources to each scrambler (`dpcomm.plan.routes.Routes.batches`), so a cut at
 a batch boundary of every scrambled flow leaves each scrambler, with all of its
 sources, in one partition. A partition *owns* its sources and those scramblers; every other
 node (compute nodes, the result node) is *central*.
 
-Per stage, :func:`run_stage_part` makes, for the partition's nodes under their global indices,
+Per stage, `run_stage_part` makes, for the partition's nodes under their global indices,
 the calls the in-memory engine makes for all nodes: the program's route, the source and
-scrambler steps (:func:`dpcomm.engine.steps.flow_steps`), then the targets' partial outputs
-over the delivered tuples (:meth:`~dpcomm.protocol.roles.ProgramHooks.target_partials`).
+scrambler steps (`dpcomm.engine.steps.flow_steps`), then the targets' partial outputs
+over the delivered tuples (`dpcomm.protocol.roles.ProgramHooks.target_partials`).
 Nothing here depends on how many partitions there are: the draws of a node depend on its index
 only.
 
 What the observer sees is kept per partition and summed: every flow's messages, dummies, edges
-and an order-free digest of its edges (:class:`~dpcomm.engine.traffic.FlowSummary`), and the
-channels of every node (:func:`partition_channels`): an owned node's peers are all in its
+and an order-free digest of its edges (`dpcomm.engine.traffic.FlowSummary`), and the
+channels of every node (`partition_channels`): an owned node's peers are all in its
 partition, and a central node's peers in different partitions are different nodes, so degrees
 add up across partitions.
 """
@@ -53,7 +53,7 @@ class Partition:
         index: the partition's position (partitions are in source order).
         start: first source (row) index.
         stop: one past the last source.
-        ownership: the nodes it owns (:meth:`dpcomm.plan.routes.Routes.ownership`).
+        ownership: the nodes it owns (`dpcomm.plan.routes.Routes.ownership`).
     """
 
     index: int
@@ -358,9 +358,9 @@ def reduce_efficiency(
     parts: Sequence[Channels],
     traffic: Sequence[FlowSummary],
 ) -> Efficiency:
-    """The run's :class:`~dpcomm.engine.traffic.Efficiency` from the partitions' channels.
+    """The run's `dpcomm.engine.traffic.Efficiency` from the partitions' channels.
 
-    Equal to :func:`dpcomm.engine.run.run_efficiency` over the whole traffic: an owned node's
+    Equal to `dpcomm.engine.run.run_efficiency` over the whole traffic: an owned node's
     channels are all in its partition; a central node's are the sum of its partitions' (their
     owned peers differ) and of its channels to other central nodes (counted on the client).
     """

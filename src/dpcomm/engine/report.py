@@ -1,12 +1,12 @@
 """A run's report, typed: privacy, utility, efficiency (with the traffic of every flow).
 
-Every engine's run gets the same :class:`Report`, built once from the run and its non-private
+Every engine's run gets the same [`Report`][], built once from the run and its non-private
 baseline (the same plan without countermeasures, Section 2.5, not accounted): the plan's and
-every cluster's guarantee (:class:`PrivacyReport`), the utility measured on the two runs'
-results (:mod:`dpcomm.engine.utility`), the costs against the baseline
-(:class:`EfficiencyReport`), and what only the engine measured (``details``: a deployment's
+every cluster's guarantee ([`PrivacyReport`][]), the utility measured on the two runs'
+results ([`dpcomm.engine.utility`][]), the costs against the baseline
+([`EfficiencyReport`][]), and what only the engine measured (``details``: a deployment's
 wire, a Dask run's partitions). Values stay as they are (ε = ∞ is a float) until
-:meth:`Report.to_dict`, the JSON document ``--json`` prints.
+[`Report.to_dict`][], the JSON document ``--json`` prints.
 """
 
 from __future__ import annotations
@@ -39,9 +39,17 @@ NO_COUNTERMEASURE_REASON = (
 
 #: What the values of an Aggregate result are (said in every report).
 RELEASE_SEMANTICS = (
-    "a differentially private release: every key of the public key domain, each COUNT and "
+    "a differentially private release: every key of the public key domain (or the keys "
+    "whose noisy count passed OpenDP's threshold, where no domain was given), each COUNT and "
     "SUM of the tuples that reached their compute node plus noise drawn by OpenDP at the "
     "result node (AVG is the noisy SUM over the noisy COUNT); see report.release"
+)
+RELEASE_ESTIMATE_SEMANTICS = (
+    "estimates over every tuple from a differentially private release: its noisy COUNT and "
+    "SUM divided by the known delivery probability P (Horvitz–Thompson), AVG their ratio, "
+    "each with a standard error and a 95% interval covering both the sampling's and the "
+    "noise's errors, computed from released values only (post-processing, as private as "
+    "the release); see report.release and report.estimate"
 )
 RESULT_SEMANTICS = (
     "exact over the tuples that reached their compute node; not differentially private: the "
@@ -308,7 +316,7 @@ Utility = TypeVar("Utility", AggregateUtility, KMeansUtility)
 
 @dataclass(frozen=True)
 class Report(Generic[Utility]):
-    """A run's report: privacy, utility, efficiency; :meth:`to_dict` for JSON.
+    """A run's report: privacy, utility, efficiency; [`to_dict`][] for JSON.
 
     Attributes:
         query: what ran (the program's name).
@@ -317,7 +325,7 @@ class Report(Generic[Utility]):
         seed: the seed every draw followed from (None: fresh operating-system entropy).
         privacy: the plan's and every cluster's guarantee.
         efficiency: the costs, beside the non-private baseline.
-        utility: what the result lost (:class:`AggregateUtility` or :class:`KMeansUtility`).
+        utility: what the result lost ([`AggregateUtility`][] or [`KMeansUtility`][]).
         sql: the Aggregate query (None for K-means).
         estimate: how the result's values were estimated (None: exact over the delivered
             tuples); then ``result_semantics`` and ``utility`` describe the estimates.
@@ -347,7 +355,7 @@ class Report(Generic[Utility]):
         if self.sql is None:
             return None
         if self.release is not None:
-            return RELEASE_SEMANTICS
+            return RELEASE_SEMANTICS if self.estimate is None else RELEASE_ESTIMATE_SEMANTICS
         return RESULT_SEMANTICS if self.estimate is None else ESTIMATE_SEMANTICS
 
     def to_dict(self) -> dict[str, Any]:
@@ -427,6 +435,48 @@ class ReleasedAggregate:
 
 
 @dataclass(frozen=True)
+class KeySelectionReport:
+    """How the keys of grouping sets without a public domain were selected.
+
+    OpenDP's threshold mechanism added the noise of ``count`` to the count of every key
+    that received a tuple and released the keys whose noisy count reached ``threshold``
+    (the result's rows of these grouping sets are exactly these keys).
+
+    Attributes:
+        mechanism: OpenDP's measurement (``make_laplace_threshold``, ...).
+        count: the released COUNT thresholded (``COUNT(*)``; ``added`` when the query has
+            none: a COUNT(*) released only to select keys, with its share of ε).
+        threshold: τ, the smallest integer whose OpenDP privacy map gives δ ≤ ``delta``.
+        delta: δ_sel, part of the release's δ.
+        opendp_delta: OpenDP's δ at ``threshold`` for one row replaced (at most ``delta``).
+        changed_keys: l0, the keys whose counts one replaced row changes (2 per grouping set).
+        grouping_sets: the grouping sets whose keys were selected.
+        selected_keys: per such grouping set, the keys released (None before the run).
+    """
+
+    mechanism: str
+    count: str
+    threshold: int
+    delta: float
+    opendp_delta: float
+    changed_keys: int
+    grouping_sets: tuple[str, ...]
+    selected_keys: Mapping[str, tuple[tuple[Any, ...], ...]] | None = None
+
+    def describe(self) -> str:
+        """``keys of (species) selected by a threshold τ = 57 on the noisy COUNT(*) ...``."""
+        sets = ", ".join(self.grouping_sets)
+        text = (
+            f"keys of {sets} selected by OpenDP's {self.mechanism}: released where the noisy "
+            f"{self.count} is at least τ = {self.threshold} (δ = {self.delta:g})"
+        )
+        if self.selected_keys is not None:
+            shown = ", ".join(f"{name} {len(k):,}" for name, k in self.selected_keys.items())
+            text += f"; keys released: {shown}"
+        return text
+
+
+@dataclass(frozen=True)
 class ReleaseReport:
     """The noisy release and one guarantee for traffic and release.
 
@@ -446,6 +496,8 @@ class ReleaseReport:
         summed_epsilon: ε1 + ε2 (basic composition, the paper's statement).
         epsilon_total: the guarantee against an observer of both: the smaller of the two.
         aggregates: every released aggregate's noise.
+        key_selection: how keys were selected by a threshold (None: every key released
+            comes from a public domain).
     """
 
     mechanism: str
@@ -457,14 +509,16 @@ class ReleaseReport:
     summed_epsilon: float
     epsilon_total: float
     aggregates: tuple[ReleasedAggregate, ...]
+    key_selection: KeySelectionReport | None = None
 
 
 def rows_used(utility: AggregateUtility) -> str:
     """``8,093 of 10,000 rows used``; per grouping set when there are several.
 
-    >>> from dpcomm.engine.utility import AggregateUtility
-    >>> rows_used(AggregateUtility(344, {"(a)": 300, "(b)": 290}, (), 0, 0, {}, {}))
-    '(a) 300, (b) 290 of 344 rows used'
+    Examples:
+        >>> from dpcomm.engine.utility import AggregateUtility
+        >>> rows_used(AggregateUtility(344, {"(a)": 300, "(b)": 290}, (), 0, 0, {}, {}))
+        '(a) 300, (b) 290 of 344 rows used'
     """
     used = utility.tuples_used
     if len(used) == 1:

@@ -1,12 +1,12 @@
-"""What every engine returns: a :class:`Run`, and what every engine does before and after.
+"""What every engine returns: a [`Run`][], and what every engine does before and after.
 
 An engine (the in-memory simulator, the networked runtime, a distributed one) executes a query
 program's roles on its plan with countermeasures; the rest is shared here so that the engines
 cannot drift apart:
 
-* :func:`prepare`: the transformed plan (:func:`dpcomm.plan.transform`), the plan's guarantee
-  (:func:`dpcomm.plan.account_plan`), and the warnings about outcomes a user may not expect;
-* :class:`Run`: the result, the final state, which tuples were delivered, the traffic of every
+* [`prepare`][]: the transformed plan (`dpcomm.plan.transform`), the plan's guarantee
+  (`dpcomm.plan.account_plan`), and the warnings about outcomes a user may not expect;
+* [`Run`][]: the result, the final state, which tuples were delivered, the traffic of every
   routed flow as the observer sees it, the efficiency metrics and the guarantee (none for a
   run that was not accounted: the non-private baseline a report compares with).
 """
@@ -84,7 +84,7 @@ class PackedMasks(Mapping[str, BoolArray]):
 class RunDetails(Protocol):
     """What only one engine measured (a deployment's wire, a Dask run's partitions).
 
-    The run's report carries it as it is and adds its document (:meth:`to_dict`) to its own.
+    The run's report carries it as it is and adds its document ([`to_dict`][]) to its own.
     """
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,8 +107,8 @@ class Run:
         result: the program's result.
         delivered: per data-dependent flow, which sources' real tuples were counted.
         traffic: every routed flow's messages as the observer sees them, in plan order: its
-            edges (:class:`FlowTraffic`), or their summary where an engine keeps the edges
-            spread over machines (:class:`FlowSummary`, the Dask engine's large runs).
+            edges (`FlowTraffic`), or their summary where an engine keeps the edges
+            spread over machines (`FlowSummary`, the Dask engine's large runs).
         efficiency: messages, bytes and channels.
         seed: the seed the run was drawn from (None: fresh entropy, unpredictable).
         seconds: wall time of the execution.
@@ -193,13 +193,13 @@ def prepare(
 ) -> Prepared:
     """Transform and account ``program``'s plan, and warn about outcomes easy to miss.
 
-    Warnings, each said once per run from the caller's line (:func:`dpcomm.errors.warn`):
+    Warnings, each said once per run from the caller's line (`dpcomm.errors.warn`):
     σ = 1 (only the tuples whose random target is their own are used; a
-    :class:`~dpcomm.errors.DpcommWarning`); without ``target_epsilon``, scramblers whose
+    `dpcomm.errors.DpcommWarning`); without ``target_epsilon``, scramblers whose
     balanced batches give another ε than full batches of the n asked for
-    (:func:`balanced_batches_note`, a :class:`~dpcomm.errors.BalancedBatchesWarning`). With
-    ``target_epsilon`` (what ``dpcomm plan`` and :func:`dpcomm.calibrate` promise), a plan ε
-    above it is refused (:func:`refuse_above_target`), before any engine runs. With
+    ([`balanced_batches_note`][], a `dpcomm.errors.BalancedBatchesWarning`). With
+    ``target_epsilon`` (what ``dpcomm plan`` and [`dpcomm.calibrate`][] promise), a plan ε
+    above it is refused ([`refuse_above_target`][]), before any engine runs. With
     ``delta=None`` the plan is only transformed (no guarantee, no warning): what a report's
     non-private baseline needs.
     """
@@ -260,7 +260,7 @@ def short_batches(plan: ExecutionPlan, transformed: TransformedPlan) -> ShortBat
     """The clusters whose scramblers have a batch smaller than n (None: there are none).
 
     Scramblers cut a cluster's S senders into ⌈S/n⌉ batches whose sizes differ by at most one
-    (:func:`dpcomm.plan.balanced_batch_sizes`), each accounted at its own size: a batch is
+    (`dpcomm.plan.balanced_batch_sizes`), each accounted at its own size: a batch is
     short when n does not divide S, or when n > S.
     """
     full: dict[str, dict[int, int]] = {}
@@ -313,7 +313,7 @@ def balanced_batches_note(
 def refuse_above_target(privacy: PlanGuarantee, target_epsilon: float | None) -> None:
     """Refuse, before anything runs, a plan whose ε exceeds ``target_epsilon``.
 
-    An :class:`~dpcomm.errors.InvalidParameterError` naming ``target_epsilon``, on one line,
+    An [`InvalidParameterError`][] naming ``target_epsilon``, on one line,
     with the plan's ε (the table's size or the configuration gives more than the target).
     """
     epsilon = privacy.guarantee.epsilon
@@ -327,7 +327,7 @@ def refuse_above_target(privacy: PlanGuarantee, target_epsilon: float | None) ->
 
 
 def warn_above_target(privacy: PlanGuarantee, target_epsilon: float | None, why: str) -> None:
-    """Warn (:class:`~dpcomm.errors.DpcommWarning`) when the plan's ε exceeds the target."""
+    """Warn (`dpcomm.errors.DpcommWarning`) when the plan's ε exceeds the target."""
     if target_epsilon is not None and privacy.guarantee.epsilon > target_epsilon:
         warn(
             f"the plan's ε = {privacy.guarantee.epsilon:.4g} exceeds the target ε = "

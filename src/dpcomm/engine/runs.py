@@ -1,15 +1,14 @@
 """The paper's two use cases run end to end: the run, its non-private baseline, one report.
 
-:func:`run_aggregate` and :func:`run_kmeans` run a compiled program on an engine (in memory
-unless given), run its non-private baseline where the engine says (:meth:`Engine.baseline
-<dpcomm.engine.engines.Engine.baseline>`: same plan, no countermeasure, not accounted), and
-build the report once. They return an :class:`AggregateRun` or a :class:`KMeansRun`: what the
-front door (``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prints.
+[`run_aggregate`][] and [`run_kmeans`][] run a compiled program on an engine (in memory
+unless given), run its non-private baseline where the engine says
+([`Engine.baseline`][]: same plan, no countermeasure, not accounted), and build the report
+once. They return an [`AggregateRun`][] or a [`KMeansRun`][]: what the front door
+(``dpcomm.run_sql``, ``dpcomm.kmeans``) returns and what the CLI prints.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Unpack, cast
@@ -18,8 +17,14 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.engine.engines import Engine, MemoryEngine
-from dpcomm.engine.estimate import unbiased_estimate
-from dpcomm.engine.report import ReleasedAggregate, ReleaseReport, Report, run_report
+from dpcomm.engine.estimate import released_estimate, unbiased_estimate
+from dpcomm.engine.report import (
+    KeySelectionReport,
+    ReleasedAggregate,
+    ReleaseReport,
+    Report,
+    run_report,
+)
 from dpcomm.engine.run import Run, RunOptions
 from dpcomm.engine.utility import (
     AggregateUtility,
@@ -54,16 +59,17 @@ class AggregateRun:
 
     ``result`` is the same rows as a pandas DataFrame: what DuckDB's ``.df()`` gives for them
     (DuckDB's column names; dates as ``datetime64``, DECIMAL as float, integers with NULLs as
-    ``Int64``). An estimated result (:meth:`with_unbiased_estimate`) names its columns
+    ``Int64``). An estimated result ([`with_unbiased_estimate`][]) names its columns
     ``count_star() (estimate)``, ``count_star() (se)``, ``count_star() (95% low)``, ...
 
-    >>> import dpcomm
-    >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
-    ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=3, seed=1)
-    >>> isinstance(run, dpcomm.AggregateRun), run.rows[0], run.result.shape
-    (True, {'A': 20, 'count_star()': 605}, (7, 2))
-    >>> run.report.utility.tuples_used, run.to_dict()["report"]["privacy"]["epsilon"]
-    ({'(A)': 10000}, 'inf')
+    Examples:
+        >>> import dpcomm
+        >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
+        ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=3, seed=1)
+        >>> isinstance(run, dpcomm.AggregateRun), run.rows[0], run.result.shape
+        (True, {'A': 20, 'count_star()': 605}, (7, 2))
+        >>> run.report.utility.tuples_used, run.to_dict()["report"]["privacy"]["epsilon"]
+        ({'(A)': 10000}, 'inf')
     """
 
     program: AggregateProgram
@@ -97,19 +103,24 @@ class AggregateRun:
         COUNT and SUM are divided by the delivery probability P, AVG is their ratio; each
         estimate has a standard error and a 95% interval beside it, and groups of the key
         domain (the baseline's) that received no tuple are estimated as 0
-        (:func:`dpcomm.engine.estimate.unbiased_estimate`). The report says so
+        ([`dpcomm.engine.estimate.unbiased_estimate`][]). The report says so
         (``report.estimate``, ``report.result_semantics``), and its utility is that of the
         estimates against the exact result. The privacy guarantee is unchanged
-        (post-processing).
+        (post-processing). Under a noisy release the estimates are of the released values,
+        and their intervals cover the noise too
+        ([`dpcomm.engine.estimate.released_estimate`][]).
         """
-        estimate = unbiased_estimate(self.program, self.run, self.baseline)
+        if self.program.release is not None:
+            estimate = released_estimate(self.program, self.run)
+        else:
+            estimate = unbiased_estimate(self.program, self.run, self.baseline)
         utility = aggregate_utility(
             self.program,
             self.run,
             self.baseline,
             result_is_of_delivered_tuples=self.report.utility.result_is_of_delivered_tuples,
             results=estimate.per_set,
-            column_names=estimate.report.columns,
+            column_names=estimate.error_names or estimate.report.columns,
         )
         report = replace(self.report, estimate=estimate.report, utility=utility)
         columns = tuple(zip(estimate.columns, estimate.types, strict=True))
@@ -134,19 +145,21 @@ class KMeansRun:
         program: the K-means program (its points are the sources).
         run: the run.
         baseline: non-private K-means from the same start, not accounted.
-        report: privacy, utility (Rand indices when labels were given) and efficiency.
+        report: privacy, utility (the label scores when labels were given) and efficiency.
 
-    ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the Rand
-    indices ``rand_index``, ``rand_index_nonprivate`` (None without labels) are read from it.
+    ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the scores
+    against the labels ``rand_index``, ``adjusted_rand_index``, ``normalized_mutual_info``
+    (None without labels; the non-private run's in ``report.utility``) are read from it.
 
-    >>> import numpy as np, dpcomm
-    >>> points = np.vstack([np.zeros((20, 2)), np.ones((20, 2))])
-    >>> run = dpcomm.kmeans(points, k=2, iterations=1, seed=1,
-    ...                     countermeasure=dpcomm.NoCountermeasure())
-    >>> isinstance(run, dpcomm.KMeansRun), run.rand_index, run.centroids.shape
-    (True, None, (2, 2))
-    >>> sorted(set(run.assignments.tolist()))
-    [0, 1]
+    Examples:
+        >>> import numpy as np, dpcomm
+        >>> points = np.vstack([np.zeros((20, 2)), np.ones((20, 2))])
+        >>> run = dpcomm.kmeans(points, k=2, iterations=1, seed=1,
+        ...                     countermeasure=dpcomm.NoCountermeasure())
+        >>> isinstance(run, dpcomm.KMeansRun), run.rand_index, run.centroids.shape
+        (True, None, (2, 2))
+        >>> sorted(set(run.assignments.tolist()))
+        [0, 1]
     """
 
     program: KMeansProgram
@@ -181,6 +194,16 @@ class KMeansRun:
         """Non-private K-means' Rand index from the same start (None: no labels)."""
         return self.report.utility.rand_index_nonprivate
 
+    @property
+    def adjusted_rand_index(self) -> float | None:
+        """The adjusted Rand index of the final clusters against the labels (None: no labels)."""
+        return self.report.utility.adjusted_rand_index
+
+    @property
+    def normalized_mutual_info(self) -> float | None:
+        """The normalized mutual information of the clusters and the labels (None: no labels)."""
+        return self.report.utility.normalized_mutual_info
+
     def to_dict(self) -> dict[str, Any]:
         """``{"result": {"centroids": ...}, "report": ...}``: the one JSON document of every run."""
         from dpcomm._json import json_ready
@@ -192,7 +215,9 @@ class KMeansRun:
 
     def __repr__(self) -> str:
         k, dimension = self.centroids.shape
-        rand = "" if self.rand_index is None else f", Rand index {self.rand_index:.4f}"
+        rand = ""
+        if self.rand_index is not None:
+            rand = f", Rand index {self.rand_index:.4f}, adjusted {self.adjusted_rand_index:.4f}"
         return f"KMeansRun({k} centroids in dimension {dimension}{rand}; {self.report.summary()})"
 
 
@@ -212,7 +237,7 @@ def _execute(
 def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
     """Whether a result computed elsewhere is that of the tuples the run delivered.
 
-    True at once for a result computed here (:attr:`Run.result_computed_here`); else the query
+    True at once for a result computed here (`Run.result_computed_here`); else the query
     is evaluated over the delivered tuples, and a difference (an output was lost) warns.
     """
     if run.result_computed_here:
@@ -230,7 +255,7 @@ def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
 
 
 def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> AggregateRun:
-    """The :class:`AggregateRun` of ``run`` and its non-private ``baseline``, reported."""
+    """The [`AggregateRun`][] of ``run`` and its non-private ``baseline``, reported."""
     utility = aggregate_utility(
         program,
         run,
@@ -239,37 +264,34 @@ def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> Aggrega
     )
     report = run_report(run, baseline, utility, sql=program.query.sql)
     if program.release is not None and run.privacy is not None:
-        report = replace(report, release=release_report(program, run.privacy))
+        released = program.core_result(run.state)  # the rows the run released (drawn once)
+        report = replace(report, release=release_report(program, run.privacy, released))
     return AggregateRun(program, run.result, run, baseline, report)
 
 
-def release_report(program: AggregateProgram, privacy: PlanGuarantee) -> ReleaseReport:
-    """The release's noise and its composition with the traffic's guarantee ``privacy``."""
-    from dpcomm.accounting.release import release_pld
-    from dpcomm.plan.privacy import compose_with_traffic
+def release_report(
+    program: AggregateProgram,
+    privacy: PlanGuarantee,
+    released: list[list[Row]] | None = None,
+) -> ReleaseReport:
+    """The release's noise and its composition with the traffic's guarantee ``privacy``.
+
+    ``released`` (each grouping set's released core rows) gives the keys a threshold
+    selected; without it (before the run) the report has none.
+    """
+    from dpcomm.plan.privacy import compose_release
 
     release = program.release
     if release is None:
         raise InvalidParameterError("program", "a program with a noisy release", None)
-    traffic = privacy.guarantee
-    total_delta = traffic.delta + release.delta
-    composed = None
-    if math.isfinite(traffic.epsilon) and total_delta > 0.0:
-        composed = compose_with_traffic(privacy, release_pld(release.noises), total_delta)
-    summed = traffic.epsilon + release.epsilon
-    outputs = {o.name: o for o in program.query.outputs}
-    clamps = {name: (column, low, high) for name, column, low, high in program.query.clamps}
+    both = compose_release(privacy, release.noises)
     aggregates = []
     for noise in release.noises:
-        output = outputs[noise.output]
-        if output.function == "count_star":
-            described = "COUNT(*)"
-        elif output.column in clamps:
-            column, low, high = clamps[output.column]
-            function = "SUM" if output.function == "sum" else "COUNT"
-            described = f"{function}({column} clamped to [{low:g}, {high:g}])"
-        else:
-            described = f"{(output.function or '').upper()}({output.column})"
+        described = _released_label(program, noise.output)
+        if release.selection is not None and noise.output == release.selection.count_output:
+            described += " (selects keys" + (
+                ", added for it)" if release.selection.count_added else ")"
+            )
         kind = release.mechanism.name + (" (discrete)" if noise.integer else "")
         aggregates.append(
             ReleasedAggregate(
@@ -281,20 +303,87 @@ def release_report(program: AggregateProgram, privacy: PlanGuarantee) -> Release
                 noise.standard_deviation,
                 noise.half_width_95,
                 noise.epsilon,
-                noise.delta,
+                noise.total_delta,
             )
         )
-    sizes = " × ".join(str(len(values)) for _, values in release.domains)
     return ReleaseReport(
         mechanism=release.mechanism.name,
         epsilon=release.epsilon,
         delta=release.delta,
-        keys=f"public key domain ({sizes} keys: every key released, absent ones too)",
-        composed_epsilon=composed,
-        composed_delta=total_delta,
-        summed_epsilon=summed,
-        epsilon_total=summed if composed is None else min(summed, composed),
+        keys=_keys_described(program),
+        composed_epsilon=both.composed_epsilon,
+        composed_delta=both.delta,
+        summed_epsilon=both.summed_epsilon,
+        epsilon_total=both.epsilon,
         aggregates=tuple(aggregates),
+        key_selection=_key_selection_report(program, released),
+    )
+
+
+def _released_label(program: AggregateProgram, name: str) -> str:
+    """``COUNT(*)``, ``SUM(body_mass_g clamped to [2500, 6500])``: a released core column."""
+    output = next(o for o in program.query.outputs if o.name == name)
+    clamps = {name: (column, low, high) for name, column, low, high in program.query.clamps}
+    if output.function == "count_star":
+        return "COUNT(*)"
+    if output.column in clamps:
+        column, low, high = clamps[output.column]
+        function = "SUM" if output.function == "sum" else "COUNT"
+        return f"{function}({column} clamped to [{low:g}, {high:g}])"
+    return f"{(output.function or '').upper()}({output.column})"
+
+
+def _keys_described(program: AggregateProgram) -> str:
+    """How each grouping set's released keys were chosen, in a few words."""
+    release = program.release
+    if release is None:
+        raise InvalidParameterError("program", "a program with a noisy release", None)
+    selected = set() if release.selection is None else set(release.selection.grouping_sets)
+    domains = dict(release.domains)
+    public = [
+        " × ".join(str(len(domains[c])) for c in columns) if columns else "1"
+        for index, columns in enumerate(program.query.grouping_sets)
+        if index not in selected
+    ]
+    parts = []
+    if public:
+        parts.append(
+            f"public key domain ({' + '.join(public)} keys: every key released, absent ones too)"
+        )
+    if selected:
+        threshold = release.selection.threshold if release.selection else 0
+        sets = ", ".join(program.flow_names[i] for i in sorted(selected))
+        parts.append(f"keys of {sets} selected by a noisy-count threshold τ = {threshold}")
+    return "; ".join(parts)
+
+
+def _key_selection_report(
+    program: AggregateProgram, released: list[list[Row]] | None
+) -> KeySelectionReport | None:
+    """The key selection's threshold and δ, and the keys it released (None: no selection)."""
+    release = program.release
+    selection = None if release is None else release.selection
+    if release is None or selection is None:
+        return None
+    counted = _released_label(program, selection.count_output)
+    keys = None
+    if released is not None:
+        keys = {
+            program.flow_names[index]: tuple(
+                tuple(row[c] for c in program.query.grouping_sets[index]) for row in released[index]
+            )
+            for index in selection.grouping_sets
+        }
+    gaussian = release.mechanism.name == "gaussian"
+    return KeySelectionReport(
+        mechanism="make_gaussian_threshold" if gaussian else "make_laplace_threshold",
+        count=counted + (" (added)" if selection.count_added else ""),
+        threshold=selection.threshold,
+        delta=selection.delta,
+        opendp_delta=selection.accounted_delta,
+        changed_keys=selection.distances.l0,
+        grouping_sets=tuple(program.flow_names[i] for i in selection.grouping_sets),
+        selected_keys=keys,
     )
 
 
@@ -308,7 +397,7 @@ def run_aggregate(
     """Run an Aggregate query with ``countermeasure`` on every grouping set, and report.
 
     ``engine`` (default: in memory) runs it with ``options`` (``delta``, ``seed``, ...:
-    :class:`~dpcomm.engine.run.RunOptions`).
+    [`RunOptions`][]).
     """
     run, baseline = _execute(program, countermeasure, engine, options)
     return aggregate_run(program, run, baseline)
@@ -325,11 +414,18 @@ def run_kmeans(
 ) -> KMeansRun:
     """Run K-means with ``countermeasure`` in every iteration, and report.
 
-    With ``test_points`` and ``test_labels`` the report has both runs' Rand indices on them;
-    ``engine`` and ``options`` as in :func:`run_aggregate`.
+    With ``test_points`` and ``test_labels`` the report has both runs' scores on them;
+    ``engine`` and ``options`` as in [`run_aggregate`][]. The privacy report's caveats say
+    what the guarantee does not cover of the initial centroids
+    ([`dpcomm.queries.kmeans.KMeansProgram.initialisation_caveat`][]).
     """
     run, baseline = _execute(program, countermeasure, engine, options)
     utility = kmeans_utility(
         program, run, baseline, test_points=test_points, test_labels=test_labels
     )
-    return KMeansRun(program, run, baseline, run_report(run, baseline, utility))
+    report = run_report(run, baseline, utility)
+    caveat = program.initialisation_caveat
+    if caveat is not None:
+        privacy = replace(report.privacy, caveats=(*report.privacy.caveats, caveat))
+        report = replace(report, privacy=privacy)
+    return KMeansRun(program, run, baseline, report)

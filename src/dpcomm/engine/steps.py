@@ -1,9 +1,9 @@
 """The data-dependent half of a flow, for any set of its nodes: the role steps and their traffic.
 
-:func:`flow_steps` runs the source step (:func:`~dpcomm.protocol.roles.source_messages`) of
+`flow_steps` runs the source step (`dpcomm.protocol.roles.source_messages`) of
 some senders of a data-dependent flow and, under scramblers, the scrambler step
-(:func:`~dpcomm.protocol.roles.scrambler_dummies`) of the scramblers that batch them;
-:func:`record_data_flow` records what the observer sees of it. The in-memory engine calls them
+(`dpcomm.protocol.roles.scrambler_dummies`) of the scramblers that batch them;
+`record_data_flow` records what the observer sees of it. The in-memory engine calls them
 for all the nodes at once, the Dask engine for a partition of whole scramblers at a time: a
 node's draws depend on its index only, so both give the same messages.
 """
@@ -38,7 +38,7 @@ class FlowSteps:
     Attributes:
         flow: the data-dependent flow.
         sources: the senders' global indices (in the flow's sender group), in message order.
-        messages: their messages (:func:`dpcomm.protocol.roles.source_messages`).
+        messages: their messages (`dpcomm.protocol.roles.source_messages`).
         scramblers: under scramblers, the global indices of the scramblers that batch them.
         received: under scramblers, (K, T) messages each of them received for each target.
         dummies: under scramblers, (K, T) dummies each of them added (Algorithm 1).
@@ -64,7 +64,7 @@ def flow_steps(
 
     ``truth`` is each source's true target (the program's route). Under scramblers, the
     sources must be every member of the scramblers that batch them (consecutive batches:
-    :meth:`dpcomm.plan.routes.Routes.batches`).
+    `dpcomm.plan.routes.Routes.batches`).
     """
     chosen = routes.transformed.countermeasures[flow]
     targets = routes.num_targets(flow)

@@ -66,8 +66,8 @@ class FlowSummary:
         flow: the flow's name.
         messages: number of messages.
         dummies: how many of them are dummies.
-        edges: number of (sender, receiver) entries (as :class:`FlowTraffic` records them).
-        digest: :func:`edge_digest` of the entries: equal for the same entries in any order.
+        edges: number of (sender, receiver) entries (as `FlowTraffic` records them).
+        digest: `edge_digest` of the entries: equal for the same entries in any order.
     """
 
     flow: str

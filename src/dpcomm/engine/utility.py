@@ -1,7 +1,7 @@
 """What a run's result lost against its non-private baseline: the utility of its report.
 
 Both results are the two runs' own (the run's, from the tuples it delivered; the baseline's,
-from every tuple): an Aggregate's are read from their final states (:func:`flow_rows`), a
+from every tuple): an Aggregate's are read from their final states ([`flow_rows`][]), a
 K-means' Rand indices from their final centroids. Nothing is evaluated a third time.
 """
 
@@ -19,7 +19,12 @@ import numpy.typing as npt
 from dpcomm._json import json_ready
 from dpcomm.engine.run import Run
 from dpcomm.queries.aggregate import AggregateProgram, AggregateState
-from dpcomm.queries.kmeans import KMeansProgram, rand_index
+from dpcomm.queries.kmeans import (
+    KMeansProgram,
+    adjusted_rand_index,
+    normalized_mutual_info,
+    rand_index,
+)
 
 Row = dict[str, Any]
 
@@ -80,17 +85,38 @@ class AggregateUtility:
         return document
 
 
+#: The fields of [`KMeansUtility`][] that only labels give.
+LABEL_SCORES = (
+    "test_points",
+    "rand_index",
+    "rand_index_nonprivate",
+    "adjusted_rand_index",
+    "adjusted_rand_index_nonprivate",
+    "normalized_mutual_info",
+    "normalized_mutual_info_nonprivate",
+)
+
+
 @dataclass(frozen=True)
 class KMeansUtility:
     """What a K-means run's clusters lost against non-private K-means from the same start.
 
+    The clusters are compared with the labels by three scikit-learn scores: the Rand index
+    (share of point pairs on which they agree), the adjusted Rand index (0 for clusters drawn
+    at random, 1 for the labels' partition; it moves where the Rand index, dominated by the
+    pairs both split, barely does) and the normalized mutual information (arithmetic mean).
+
     Attributes:
         sources: S, the training points.
-        test_points: points the Rand indices are measured on (None: no labels were given).
+        test_points: points the scores are measured on (None: no labels were given).
         rand_index: the run's Rand index against the labels (None: no labels).
         rand_index_nonprivate: the non-private run's (None: no labels).
         tuples_used_per_iteration: real tuples counted in every iteration.
         tuples_used_fraction: their mean over S.
+        adjusted_rand_index: the run's adjusted Rand index (None: no labels).
+        adjusted_rand_index_nonprivate: the non-private run's (None: no labels).
+        normalized_mutual_info: the run's normalized mutual information (None: no labels).
+        normalized_mutual_info_nonprivate: the non-private run's (None: no labels).
     """
 
     sources: int
@@ -99,12 +125,16 @@ class KMeansUtility:
     rand_index_nonprivate: float | None
     tuples_used_per_iteration: tuple[int, ...]
     tuples_used_fraction: float
+    adjusted_rand_index: float | None = None
+    adjusted_rand_index_nonprivate: float | None = None
+    normalized_mutual_info: float | None = None
+    normalized_mutual_info_nonprivate: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The utility as JSON (without the Rand indices when there were no labels)."""
+        """The utility as JSON (without the scores when there were no labels)."""
         fields = asdict(self)
         if self.rand_index is None:
-            for name in ("test_points", "rand_index", "rand_index_nonprivate"):
+            for name in LABEL_SCORES:
                 del fields[name]
         document: dict[str, Any] = json_ready(fields)
         return document
@@ -211,21 +241,38 @@ def kmeans_utility(
     test_points: npt.NDArray[np.float64] | None,
     test_labels: npt.NDArray[np.int64] | None,
 ) -> KMeansUtility:
-    """Tuples used per iteration, and both runs' Rand indices on the labelled test points.
+    """Tuples used per iteration, and both runs' scores on the labelled test points.
 
-    Without ``test_points`` and ``test_labels`` the Rand indices are None.
+    The Rand index, adjusted Rand index and normalized mutual information of each run's
+    clusters of ``test_points`` against ``test_labels``; without them the scores are None.
     """
     used = run.tuples_used()
     per_iteration = tuple(used[program.flow_name(i + 1)] for i in range(program.num_iterations))
-    private = nonprivate = None
+    private: tuple[float, float, float] | None = None
+    nonprivate: tuple[float, float, float] | None = None
     if test_points is not None and test_labels is not None:
-        private = rand_index(test_labels, program.assign(run.state, test_points))
-        nonprivate = rand_index(test_labels, program.assign(baseline.state, test_points))
+        private = label_scores(test_labels, program.assign(run.state, test_points))
+        nonprivate = label_scores(test_labels, program.assign(baseline.state, test_points))
     return KMeansUtility(
         sources=program.num_sources,
         test_points=None if test_points is None else len(test_points),
-        rand_index=private,
-        rand_index_nonprivate=nonprivate,
+        rand_index=None if private is None else private[0],
+        rand_index_nonprivate=None if nonprivate is None else nonprivate[0],
         tuples_used_per_iteration=per_iteration,
         tuples_used_fraction=float(np.mean(per_iteration)) / program.num_sources,
+        adjusted_rand_index=None if private is None else private[1],
+        adjusted_rand_index_nonprivate=None if nonprivate is None else nonprivate[1],
+        normalized_mutual_info=None if private is None else private[2],
+        normalized_mutual_info_nonprivate=None if nonprivate is None else nonprivate[2],
+    )
+
+
+def label_scores(
+    labels: npt.NDArray[np.int64], clusters: npt.NDArray[np.int64]
+) -> tuple[float, float, float]:
+    """The Rand index, adjusted Rand index and normalized mutual information of ``clusters``."""
+    return (
+        rand_index(labels, clusters),
+        adjusted_rand_index(labels, clusters),
+        normalized_mutual_info(labels, clusters),
     )

@@ -1,4 +1,4 @@
-"""An observer of a run's traffic that guesses each source's compute node (issue #6).
+"""An observer of a run's traffic that guesses each source's compute node.
 
 The attacker sees every message's sender and receiver (never contents) and, as differential
 privacy allows, knows every *other* source's data: for each source and each data-dependent
@@ -16,7 +16,7 @@ maximum a posteriori guess under a stated model, not necessarily the optimal one
   product of R's exact per-target marginals (a convolution of three binomials), so
   P(c | x) ∝ q Σ_y ρ_y + (p − q) ρ_x with ρ_y = f_y(c_y − 1)/f_y(c_y).
 
-The bound beside it is what (ε, δ)-DP allows *any* attacker: see :func:`dp_accuracy_bound`.
+The bound beside it is what (ε, δ)-DP allows *any* attacker: see `dp_accuracy_bound`.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class FlowAttack(_Guessing):
         baseline: share of the most frequent compute node (the best guess from the prior).
         epsilon: the flow's cluster ε at ``delta`` (the accountant's guarantee).
         delta: δ of the cluster.
-        bound: :func:`dp_accuracy_bound` for the empirical prior at (ε, δ).
+        bound: `dp_accuracy_bound` for the empirical prior at (ε, δ).
     """
 
     flow: str

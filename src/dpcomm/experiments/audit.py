@@ -7,18 +7,18 @@ Clopper-Pearson intervals (Bonferroni over the events tried). Every event gives
 largest of them is below the mechanism's true ε. The audit PASSes when that lower bound is at
 most the accountant's upper bound for the *declared* parameters (see docs/audit.md).
 
-Every run goes through the role steps every engine runs (:mod:`dpcomm.protocol.roles`), with
-the engines' randomness streams (:class:`~dpcomm.protocol.randomness.Randomness`) and scrambler
-batches (:class:`~dpcomm.plan.costs.ConsecutiveBatches`): run r is node r of one flow (the
+Every run goes through the role steps every engine runs (`dpcomm.protocol.roles`), with
+the engines' randomness streams (`dpcomm.protocol.randomness.Randomness`) and scrambler
+batches (`dpcomm.plan.costs.ConsecutiveBatches`): run r is node r of one flow (the
 source of R_σ^d, or the scrambler of sources r·n … r·n + n − 1), so many runs are one call of
-each step over many nodes, as the engines run a flow (:func:`dpcomm.engine.steps.flow_steps`).
+each step over many nodes, as the engines run a flow (`dpcomm.engine.steps.flow_steps`).
 
 It also reports the view of the paper's Appendix D: per distinct output, the counts c₀, c₁ under
 the two inputs and the log-ratio |ln(c₀/c₁)|, and the share of outputs never seen estimated by
 capture-recapture (two batches; share of new outputs in the second).
 
-Mechanisms are wrapped in :class:`AuditedMechanism`, which can inject the seeded faults the
-audit must catch (:data:`FAULT_KINDS`) into that wiring: non-uniform dummies (a broken dummy
+Mechanisms are wrapped in `AuditedMechanism`, which can inject the seeded faults the
+audit must catch (`FAULT_KINDS`) into that wiring: non-uniform dummies (a broken dummy
 step), no shuffle (the order step skipped), a lower sampling rate or fewer dummies than
 declared (the role steps given the wrong parameters). Each faulty variant claims the original
 guarantee.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,7 +83,7 @@ class AuditedMechanism:
             place of the role's (None: the role's own step, uniform).
         shuffle: False skips the order step: messages leave in arrival order (the differing
             source first).
-        fault: a label for reports ("none" or one of :data:`FAULT_KINDS`).
+        fault: a label for reports ("none" or one of `FAULT_KINDS`).
     """
 
     declared: Declared
@@ -159,7 +159,7 @@ class AuditedMechanism:
         )
 
     def runs_per_chunk(self) -> int:
-        """Runs simulated at once (:data:`CHUNK_RUNS`, :data:`CHUNK_SOURCES`)."""
+        """Runs simulated at once (`CHUNK_RUNS`, `CHUNK_SOURCES`)."""
         declared = self.declared
         if isinstance(declared, LocalRandomizer):
             return CHUNK_RUNS
@@ -305,7 +305,7 @@ class AuditedMechanism:
         return weighted_dummies
 
 
-#: A scrambler dummy step: the arguments of :func:`dpcomm.protocol.roles.scrambler_dummies`.
+#: A scrambler dummy step: the arguments of `dpcomm.protocol.roles.scrambler_dummies`.
 DummyStep = Callable[..., IntArray]
 
 
@@ -314,7 +314,7 @@ class ScramblerRuns:
     """The source and scrambler steps of many runs, one scrambler per run.
 
     Attributes:
-        messages: the sources' messages (:func:`dpcomm.protocol.roles.source_messages`), run
+        messages: the sources' messages (`dpcomm.protocol.roles.source_messages`), run
             by run (the run's n sources in order).
         received: (runs, T) messages each run's scrambler received for each target.
         dummies: (runs, T) dummies each run's scrambler added (Algorithm 1).
@@ -347,11 +347,11 @@ def scrambler_runs(
 
     ``true_targets`` (runs, n) holds the true targets of each run's n sources. Run r is
     scrambler r of one flow and its sources are sources r·n … r·n + n − 1: the source step
-    (:func:`~dpcomm.protocol.roles.source_messages`), the coordinator's batches
-    (:class:`~dpcomm.plan.costs.ConsecutiveBatches`: n consecutive sources each) and the
-    scrambler step (``dummy_step``, :func:`~dpcomm.protocol.roles.scrambler_dummies` unless a
+    (`dpcomm.protocol.roles.source_messages`), the coordinator's batches
+    (`dpcomm.plan.costs.ConsecutiveBatches`: n consecutive sources each) and the
+    scrambler step (``dummy_step``, `dpcomm.protocol.roles.scrambler_dummies` unless a
     fault replaces it) over all of them at once, each node drawing from its own streams of
-    ``randomness``, as :func:`dpcomm.engine.steps.flow_steps` runs them. A run's outcome does
+    ``randomness``, as `dpcomm.engine.steps.flow_steps` runs them. A run's outcome does
     not depend on the runs simulated with it.
     """
     truth = np.asarray(true_targets, dtype=np.int64)
@@ -635,12 +635,13 @@ def _epsilon_bound(high_lower: FloatArray, low_upper: FloatArray, delta: float) 
 
 def _select_events(
     high: IntArray, low: IntArray, runs: int, alpha: float, delta: float, keep: int
-) -> list[npt.NDArray[np.bool_]]:
-    """Candidate events for one direction, from the selection half.
+) -> list[tuple[float, npt.NDArray[np.bool_]]]:
+    """Candidate events for one direction, from the selection half, with their bounds there.
 
     Categories are ranked by their empirical likelihood ratio (the Neyman-Pearson order); each
     prefix of the ranking is an event. The ``keep`` prefixes with the best selection-half
-    lower bound (computed at the same Bonferroni level as the estimation) are returned.
+    lower bound (computed at the same Bonferroni level as the estimation) are returned, each
+    with that bound.
     """
     seen = np.flatnonzero(high > 0)
     if seen.size == 0:
@@ -657,7 +658,7 @@ def _select_events(
     for index in best:
         mask = np.zeros(high.shape[0], dtype=bool)
         mask[order[: index + 1]] = True
-        events.append(mask)
+        events.append((float(bounds[index]), mask))
     return events
 
 
@@ -695,6 +696,66 @@ def _appendix_d(hashes0: npt.NDArray[np.uint64], hashes1: npt.NDArray[np.uint64]
     )
 
 
+#: One reduction of the runs to categories: each run's category under input 0, under input 1
+#: (in run order, the same number of runs), and the number of categories.
+Categorization = tuple[IntArray, IntArray, int]
+
+
+def estimate_events(
+    categorizations: Sequence[Categorization],
+    *,
+    confidence: float,
+    delta: float,
+) -> tuple[tuple[EventEstimate, ...], int]:
+    """Candidate events selected on the first half of the runs, estimated on the second.
+
+    Each categorization gives candidate events on the first half of the runs
+    (`_select_events`); the `EVENTS_PER_DIRECTION` candidates of each direction
+    with the best selection-half bounds, whichever categorization gave them, are estimated on
+    the other half with one-sided Clopper-Pearson bounds, each at level
+    (1 − ``confidence``)/(2m), m the number of events estimated (Bonferroni; choosing among
+    candidates on the selection half costs nothing, the estimation half being independent of
+    it): with probability at least ``confidence`` every event's ε_lb is at most the true ε
+    at ``delta``. Returns the estimated events and m.
+    """
+    count = categorizations[0][0].shape[0]
+    selection_runs = count // 2
+    estimation_runs = count - selection_runs
+    num_events = 2 * EVENTS_PER_DIRECTION
+    alpha = (1.0 - confidence) / (2 * num_events)
+    events: list[EventEstimate] = []
+    for direction, (a, b) in (("0>1", (0, 1)), ("1>0", (1, 0))):
+        candidates: list[tuple[float, int, npt.NDArray[np.bool_], IntArray, IntArray]] = []
+        for number, (codes0, codes1, categories) in enumerate(categorizations):
+            codes = (codes0, codes1)
+            selected = [np.bincount(c[:selection_runs], minlength=categories) for c in codes]
+            estimated = [np.bincount(c[selection_runs:], minlength=categories) for c in codes]
+            for bound, mask in _select_events(
+                selected[a], selected[b], selection_runs, alpha, delta, EVENTS_PER_DIRECTION
+            ):
+                candidates.append((bound, number, mask, estimated[a], estimated[b]))
+        candidates.sort(key=lambda candidate: (-candidate[0], candidate[1]))
+        for _, _, mask, high, low in candidates[:EVENTS_PER_DIRECTION]:
+            hit_high = int(high[mask].sum())
+            hit_low = int(low[mask].sum())
+            high_lower, _ = _clopper_pearson([hit_high], estimation_runs, alpha)
+            _, low_upper = _clopper_pearson([hit_low], estimation_runs, alpha)
+            epsilon = float(_epsilon_bound(high_lower, low_upper, delta)[0])
+            events.append(
+                EventEstimate(
+                    direction=direction,
+                    categories=int(mask.sum()),
+                    count_high=hit_high,
+                    count_low=hit_low,
+                    runs=estimation_runs,
+                    high_lower=float(high_lower[0]),
+                    low_upper=float(low_upper[0]),
+                    epsilon=epsilon,
+                )
+            )
+    return tuple(events), num_events
+
+
 def audit(
     mechanism: AuditedMechanism | Declared,
     *,
@@ -708,12 +769,12 @@ def audit(
 
     Args:
         mechanism: a declared mechanism (audited as implemented) or an
-            :class:`AuditedMechanism` (possibly with a seeded fault).
+            `AuditedMechanism` (possibly with a seeded fault).
         runs: runs per neighbouring input (>= 100); half select events, half estimate them.
         confidence: probability that the reported lower bound is below the true ε, in (0, 1).
         delta: δ of the comparison; default 1e-4 for a scrambler, 0 (pure ε) for R_σ^d.
         rng: a numpy Generator, a seed, or None: the seed of the runs' randomness streams
-            (:class:`~dpcomm.protocol.randomness.Randomness`, one round per input) and of the
+            (`dpcomm.protocol.randomness.Randomness`, one round per input) and of the
             output hash.
         progress: show a progress bar over the chunks of runs.
     """
@@ -755,36 +816,10 @@ def audit(
             code, categories = _categories(seen, inputs, clip=clip)
             codes[side].append(code)
             hashes[side].append(_hash_outputs(seen, coefficients))
-    all_codes = [np.concatenate(parts) for parts in codes]
-    selection_runs = count // 2
-    estimation_runs = count - selection_runs
-    num_events = 2 * EVENTS_PER_DIRECTION
-    alpha = (1.0 - level) / (2 * num_events)
-    selected = [np.bincount(c[:selection_runs], minlength=categories) for c in all_codes]
-    estimated = [np.bincount(c[selection_runs:], minlength=categories) for c in all_codes]
-    events: list[EventEstimate] = []
-    for direction, (a, b) in (("0>1", (0, 1)), ("1>0", (1, 0))):
-        masks = _select_events(
-            selected[a], selected[b], selection_runs, alpha, target_delta, EVENTS_PER_DIRECTION
-        )
-        for mask in masks:
-            hit_high = int(estimated[a][mask].sum())
-            hit_low = int(estimated[b][mask].sum())
-            high_lower, _ = _clopper_pearson([hit_high], estimation_runs, alpha)
-            _, low_upper = _clopper_pearson([hit_low], estimation_runs, alpha)
-            epsilon = float(_epsilon_bound(high_lower, low_upper, target_delta)[0])
-            events.append(
-                EventEstimate(
-                    direction=direction,
-                    categories=int(mask.sum()),
-                    count_high=hit_high,
-                    count_low=hit_low,
-                    runs=estimation_runs,
-                    high_lower=float(high_lower[0]),
-                    low_upper=float(low_upper[0]),
-                    epsilon=epsilon,
-                )
-            )
+    all_codes = (np.concatenate(codes[0]), np.concatenate(codes[1]))
+    events, num_events = estimate_events(
+        [(*all_codes, categories)], confidence=level, delta=target_delta
+    )
     best = max(events, key=lambda e: e.epsilon, default=None)
     lower = best.epsilon if best is not None else 0.0
     view = _appendix_d(np.concatenate(hashes[0]), np.concatenate(hashes[1]))
@@ -799,7 +834,7 @@ def audit(
         lower_bound=lower,
         events_tried=num_events,
         best_event=best if best is not None and best.epsilon > 0 else None,
-        events=tuple(events),
+        events=events,
         appendix_d=view,
         seconds=time.perf_counter() - start,
     )

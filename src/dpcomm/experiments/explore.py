@@ -3,23 +3,23 @@
 Every number the explorer shows comes from a function of this module, which only calls the
 library (the app draws them; a test compares the page with them and with ``dpcomm.account``):
 
-* :func:`explore`: the best valid ε and the certified lower bound of one round
-  (:func:`dpcomm.account`, through :func:`dpcomm.plan.account_cluster`), and of the G grouping
+* `explore`: the best valid ε and the certified lower bound of one round
+  (`dpcomm.account`, through `dpcomm.plan.account_cluster`), and of the G grouping
   sets or I iterations composed
-  (:func:`dpcomm.plan.account_plan` on the plan :func:`dpcomm.calibration.request_plan` builds,
+  (`dpcomm.plan.account_plan` on the plan `dpcomm.calibration.request_plan` builds,
   the ε ``dpcomm run`` reports); the network load and channels per node from the cost model
-  (:func:`dpcomm.calibration.plan_costs`); the expected fraction of tuples used
-  (:func:`dpcomm.calibration.expected_utility`);
-* :func:`attack`: the traffic-analysis attacker (:func:`dpcomm.experiments.attacker.attack_run`)
+  (`dpcomm.calibration.plan_costs`); the expected fraction of tuples used
+  (`dpcomm.calibration.expected_utility`);
+* `attack`: the traffic-analysis attacker (`dpcomm.experiments.attacker.attack_run`)
   on simulated rounds, beside the success that (ε, δ)-DP allows any attacker
-  (:func:`dpcomm.experiments.attacker.dp_accuracy_bound`);
-* :func:`tradeoff_front`: the least network load for each ε of a grid, by the planner
-  (:func:`dpcomm.calibration.plan_countermeasures`);
-* :func:`run_arguments`, :func:`account_arguments` and :func:`python_snippet`: the commands and
+  (`dpcomm.experiments.attacker.dp_accuracy_bound`);
+* `tradeoff_front`: the least network load for each ε of a grid, by the planner
+  (`dpcomm.calibration.plan_countermeasures`);
+* `run_arguments`, `account_arguments` and `python_snippet`: the commands and
   the code that run and account the configuration.
 
 The query panel's run beside DuckDB's exact answer is
-:func:`dpcomm.explorer.query.query_against_exact` (it calls the front door, :func:`dpcomm.run_sql`).
+`dpcomm.explorer.query.query_against_exact` (it calls the front door, `dpcomm.run_sql`).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class ExplorerSettings:
 
     @property
     def batch_sizes(self) -> tuple[int, ...] | None:
-        """The balanced batches of S sources (:func:`dpcomm.plan.costs.balanced_batch_sizes`)."""
+        """The balanced batches of S sources (`dpcomm.plan.costs.balanced_batch_sizes`)."""
         if self.mechanism != "scrambler":
             return None
         return balanced_batch_sizes(self.num_sources, self.batch_size)
@@ -140,7 +140,7 @@ class ExplorerSettings:
 
         Scramblers of one cluster see disjoint sources (parallel composition) and the smallest
         balanced batch's guarantee covers the larger ones (the Lemma 2 pair for n + 1 sources is
-        a post-processing of the pair for n: :mod:`dpcomm.calibration.feasibility`).
+        a post-processing of the pair for n: `dpcomm.calibration.feasibility`).
         """
         if self.mechanism == "local":
             return LocalRandomizer(
@@ -174,13 +174,13 @@ class Bound:
 
 @dataclass(frozen=True)
 class ExplorerNumbers:
-    """Everything the explorer shows for one configuration (:func:`explore`).
+    """Everything the explorer shows for one configuration (`explore`).
 
     Attributes:
         settings: the configuration.
-        one_round: one cluster at the plan's δ (:func:`dpcomm.account`).
+        one_round: one cluster at the plan's δ (`dpcomm.account`).
         composed: the whole plan, its G grouping sets or I iterations composed
-            (:func:`dpcomm.plan.account_plan`, what ``dpcomm run`` reports).
+            (`dpcomm.plan.account_plan`, what ``dpcomm run`` reports).
         network_load_messages: every message of the plan, dummies included (the cost model).
         nonprivate_load_messages: the plan's messages without countermeasures.
         max_channels_per_node: an upper bound on one node's secure channels.
@@ -214,7 +214,7 @@ def explore(settings: ExplorerSettings) -> ExplorerNumbers:
     """The privacy, costs and utility of ``settings`` (module doc), cached.
 
     One round is the first data-dependent cluster accounted at the plan's δ
-    (:func:`dpcomm.plan.account_cluster`: :func:`dpcomm.account` of each balanced batch size,
+    (`dpcomm.plan.account_cluster`: `dpcomm.account` of each balanced batch size,
     the worst one reported, each batch's certified lower bound a lower bound for the cluster);
     with one cluster, the plan's own accounting reuses it.
     """
@@ -274,7 +274,7 @@ class AttackEstimate:
         standard_error: the standard error of ``accuracy`` over the rounds.
         baseline: the best guess from the prior alone (the most frequent compute node).
         bound: the most any attacker can achieve under the round's (ε, δ)
-            (:func:`dpcomm.experiments.attacker.dp_accuracy_bound`, empirical prior).
+            (`dpcomm.experiments.attacker.dp_accuracy_bound`, empirical prior).
         epsilon: the round's ε (its cluster's guarantee at δ).
         delta: δ.
         rounds: simulated rounds.
@@ -308,9 +308,9 @@ def attack(settings: ExplorerSettings, *, rounds: int = ATTACK_ROUNDS) -> Attack
     """The attacker on ``rounds`` simulated rounds of one cluster of ``settings`` (cached).
 
     Each round is one grouping set of T compute nodes over a uniform synthetic table of S
-    sources (at most :data:`ATTACK_MAX_SOURCES`), run by the in-memory engine with the
+    sources (at most `ATTACK_MAX_SOURCES`), run by the in-memory engine with the
     configuration's countermeasure and seeds 0, 1, ...; the attacker
-    (:func:`dpcomm.experiments.attacker.attack_run`) sees all traffic and knows every other
+    (`dpcomm.experiments.attacker.attack_run`) sees all traffic and knows every other
     source's data. Its accuracy is a measurement (it varies from round to round); the bound
     is a guarantee for every attacker.
     """
@@ -340,13 +340,13 @@ def attack(settings: ExplorerSettings, *, rounds: int = ATTACK_ROUNDS) -> Attack
 
 
 # ------------------------------------------------------------------------ the trade-off front
-#: The ε targets of :func:`tradeoff_front`.
+#: The ε targets of `tradeoff_front`.
 FRONT_EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 @dataclass(frozen=True)
 class FrontPoint:
-    """The planner's least-load configuration for one target ε (:func:`tradeoff_front`).
+    """The planner's least-load configuration for one target ε (`tradeoff_front`).
 
     Attributes:
         target_epsilon: the ε asked for.
@@ -392,7 +392,7 @@ def tradeoff_front(
 ) -> tuple[FrontPoint, ...]:
     """The least network load against ε for the table of ``settings`` (its S, T, G or I, δ).
 
-    For each target ε the planner (:func:`dpcomm.calibration.plan_countermeasures`, exact search
+    For each target ε the planner (`dpcomm.calibration.plan_countermeasures`, exact search
     over σ, the number of scramblers and d) finds the configuration of least load whose whole
     plan is (ε, δ)-DP on the S sources as they are (no extra consent) with an expected fraction
     of tuples used of at least ``min_utility``; targets no configuration meets are left out,
@@ -447,7 +447,7 @@ def account_arguments(settings: ExplorerSettings) -> list[str]:
     """The ``dpcomm account`` command that prints one round's and the composed ε (G > 1).
 
     Its ``--rounds`` composition accounts the smallest balanced batch
-    (:attr:`ExplorerSettings.mechanism_of_one_round`) G times.
+    (`ExplorerSettings.mechanism_of_one_round`) G times.
     """
     mechanism = settings.mechanism_of_one_round
     arguments = ["dpcomm", "account", settings.mechanism, "--targets", str(settings.num_targets)]

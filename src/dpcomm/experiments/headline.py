@@ -4,8 +4,8 @@ Scenario (Section 5.2, Table 1): S = 10,000 tuples used, T = 20 targets (compute
 δ = 1e-4, uncapped scramblers of at most n = 100 sources with sampling σ = 0.2, one cluster
 (G = 1). Keeping 10,000 tuples in expectation takes S_t = ⌈S/(1 − σ + σ/T)⌉ = 12,346 sources,
 cut into ⌈S_t/n⌉ = 124 balanced batches (70 of 100 sources, 54 of 99:
-:func:`dpcomm.plan.costs.balanced_batch_sizes`); the cluster sends the messages of the
-transformed plan, 2·S_t + SC·d + C (:func:`dpcomm.calibration.plan_costs`), against
+`dpcomm.plan.costs.balanced_batch_sizes`); the cluster sends the messages of the
+transformed plan, 2·S_t + SC·d + C (`dpcomm.calibration.plan_costs`), against
 S + C without countermeasures.
 
 For each accounting method the table gives the least d with δ(ε = 1) ≤ 1e-4 for every batch

@@ -1,8 +1,8 @@
 """``dpcomm explore``: σ, n, d and the rest as controls, their privacy and costs live, in a browser.
 
 A local web app (Dash, whose scripts and styles it serves from the installed package: it works
-offline). Every number it shows is computed by :mod:`dpcomm.experiments.explore`; this package
-only lays them out. :func:`make_app` builds the app, :func:`serve` runs it.
+offline). Every number it shows is computed by `dpcomm.experiments.explore`; this package
+only lays them out. `make_app` builds the app, `serve` runs it.
 
 Dash is an optional dependency: ``pip install 'dpcomm[explore]'``.
 """

@@ -1,10 +1,10 @@
-"""The explorer's page: controls, the numbers of :mod:`dpcomm.experiments.explore`, the front.
+"""The explorer's page: controls, the numbers of `dpcomm.experiments.explore`, the front.
 
 Layout and callbacks only: every number shown is a field of
-:class:`~dpcomm.experiments.explore.ExplorerNumbers`,
-:class:`~dpcomm.experiments.explore.AttackEstimate`,
-:class:`~dpcomm.experiments.explore.FrontPoint` or
-:class:`~dpcomm.experiments.explore.QueryComparison`, formatted. Each shown number carries its
+`dpcomm.experiments.explore.ExplorerNumbers`,
+`dpcomm.experiments.explore.AttackEstimate`,
+`dpcomm.experiments.explore.FrontPoint` or
+`dpcomm.experiments.explore.QueryComparison`, formatted. Each shown number carries its
 full value in a ``data-value`` attribute (what the browser test reads).
 """
 
@@ -88,7 +88,7 @@ def _value(id_: str, value: float | int | None, text: str | None = None) -> html
 
 
 def settings_of(values: dict[str, Any]) -> ExplorerSettings:
-    """The controls' values as settings (an :class:`InvalidParameterError` names the control)."""
+    """The controls' values as settings (an `InvalidParameterError` names the control)."""
     for name, value in values.items():
         if value is None:
             raise InvalidParameterError(name, "a value", "nothing (empty or not a number)")
@@ -106,7 +106,7 @@ def settings_of(values: dict[str, Any]) -> ExplorerSettings:
 
 
 def controls_of_front(values: dict[str, Any]) -> dict[str, Any]:
-    """The controls of :data:`FRONT_CONTROLS` among ``values``."""
+    """The controls of `FRONT_CONTROLS` among ``values``."""
     return {name: values[name] for name in FRONT_CONTROLS}
 
 
@@ -323,7 +323,7 @@ QUERY_TYPES: dict[str, type] = {
 def initial_settings(arguments: dict[str, str]) -> tuple[ExplorerSettings, str]:
     """The settings the address asks for (the defaults for the others), and what was wrong.
 
-    ``arguments`` are the address's query parameters, named as the controls (:data:`CONTROLS`).
+    ``arguments`` are the address's query parameters, named as the controls (`CONTROLS`).
     """
     values = dict(_DEFAULT_CONTROLS)
     try:
@@ -341,7 +341,7 @@ def initial_settings(arguments: dict[str, str]) -> tuple[ExplorerSettings, str]:
 
 
 def layout() -> html.Div:
-    """The page (its controls are then set from the address: :func:`initial_settings`)."""
+    """The page (its controls are then set from the address: `initial_settings`)."""
     settings = DEFAULTS
     return html.Div(
         [

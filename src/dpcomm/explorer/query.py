@@ -50,7 +50,7 @@ def query_against_exact(
 ) -> QueryComparison:
     """Run ``sql`` over ``data`` (a DataFrame) with ``settings``' countermeasure, and exactly.
 
-    The run is :func:`dpcomm.run_sql` in the memory engine (T and δ of ``settings``); the exact
+    The run is `dpcomm.run_sql` in the memory engine (T and δ of ``settings``); the exact
     result is DuckDB's over the same DataFrame (registered under the query's table name).
     """
     import duckdb

@@ -1,6 +1,6 @@
 """The execution plans of the paper's two use cases (Sections 2.1 and 5.1), from their sizes.
 
-The query programs (:mod:`dpcomm.queries`) build their plans here, and so does the planner,
+The query programs (`dpcomm.queries`) build their plans here, and so does the planner,
 which only knows the sizes: one builder, so that what is planned is what runs.
 """
 

@@ -1,7 +1,7 @@
 """The one cost model: batches, scramblers, recruited sources, messages per flow, channels.
 
 Everything a planner, an engine or a figure needs to know about the *cost* of a plan with its
-countermeasures is derived here, once, from the transformed plan (:mod:`dpcomm.plan.transform`):
+countermeasures is derived here, once, from the transformed plan (`dpcomm.plan.transform`):
 
 * **balanced batches** (Section 4.1 assumes n divides S): S sources are cut into ⌈S/n⌉
   batches whose sizes differ by at most one, so the largest is ⌈S/⌈S/n⌉⌉ <= n and none is
@@ -47,7 +47,7 @@ def balanced_batch_sizes(num_sources: int, batch_size: int) -> tuple[int, ...]:
     With K = ⌈S/n⌉ batches, S mod K of them hold ⌈S/K⌉ sources and the others ⌊S/K⌋, so the
     largest holds ⌈S/K⌉ <= n sources and the smallest ⌊S/K⌋ >= n − ... (never a short
     remainder: e.g. S = 5,000, n = 156 gives 33 batches of 151 or 152, not 32 of 156 and one
-    of 8). Every batch is accounted at its own size (:func:`dpcomm.plan.account_cluster`).
+    of 8). Every batch is accounted at its own size (`dpcomm.plan.account_cluster`).
     """
     return ConsecutiveBatches.of(num_sources, batch_size).sizes
 
@@ -58,7 +58,7 @@ class ConsecutiveBatches:
 
     The coordinator's data-independent assignment (Section 4.1 only asks that it does not
     depend on the data): batch k holds sources ``first(k)`` to ``first(k + 1) − 1``, with the
-    sizes of :func:`balanced_batch_sizes`. Consecutive batches let an engine cut the sources
+    sizes of `balanced_batch_sizes`. Consecutive batches let an engine cut the sources
     into partitions of whole scramblers without moving a row.
 
     Attributes:
@@ -115,7 +115,7 @@ class ConsecutiveBatches:
 
 
 def batch_size_counts(num_sources: int, batch_size: int) -> dict[int, int]:
-    """Batch size -> number of scramblers of that size, for :func:`balanced_batch_sizes`."""
+    """Batch size -> number of scramblers of that size, for `balanced_batch_sizes`."""
     counts: dict[int, int] = {}
     for size in balanced_batch_sizes(num_sources, batch_size):
         counts[size] = counts.get(size, 0) + 1

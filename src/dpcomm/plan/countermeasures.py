@@ -1,8 +1,8 @@
 """Countermeasures that can be attached to a cluster (Sections 3 and 4).
 
-* :class:`NoCountermeasure`: messages go straight to their data-chosen target.
-* :class:`LocalFlooding`: each source applies R_σ^d (sampling σ, d flooding dummies), Section 3.
-* :class:`Scramblers`: each source applies R_σ, then scramblers of n sources add d dummies and
+* `NoCountermeasure`: messages go straight to their data-chosen target.
+* `LocalFlooding`: each source applies R_σ^d (sampling σ, d flooding dummies), Section 3.
+* `Scramblers`: each source applies R_σ, then scramblers of n sources add d dummies and
   shuffle (A_σ^{n,d}, capped S̄_d or not S_d), Section 4.
 """
 
@@ -23,9 +23,10 @@ CountermeasureName = Literal["none", "local", "scrambler"]
 class NoCountermeasure:
     """Messages are sent to their true target; the cluster's pattern reveals the data.
 
-    >>> from dpcomm import NoCountermeasure
-    >>> NoCountermeasure().describe()
-    'none'
+    Examples:
+        >>> from dpcomm import NoCountermeasure
+        >>> NoCountermeasure().describe()
+        'none'
     """
 
     name: CountermeasureName = field(default="none", init=False)
@@ -49,9 +50,10 @@ class LocalFlooding:
         num_dummies: d, flooding dummies per source to d distinct other targets (<= T − 1,
             checked against the cluster's T when the plan is accounted).
 
-    >>> from dpcomm import LocalFlooding
-    >>> LocalFlooding(sampling_rate=0.5, num_dummies=5).describe()
-    'local sampling σ=0.5, flooding d=5'
+    Examples:
+        >>> from dpcomm import LocalFlooding
+        >>> LocalFlooding(sampling_rate=0.5, num_dummies=5).describe()
+        'local sampling σ=0.5, flooding d=5'
     """
 
     sampling_rate: float
@@ -77,14 +79,16 @@ class Scramblers:
 
     Attributes:
         sampling_rate: σ in [0, 1].
-        batch_size: n, sources per scrambler (>= 1); when n does not divide the number of
-            sources the last scrambler is short and is accounted with its own batch size.
+        batch_size: n, most sources per scrambler (>= 1). S sources go to ⌈S/n⌉ scramblers
+            in balanced batches whose sizes differ by at most one (none is short;
+            `dpcomm.plan.balanced_batch_sizes`); each is accounted at its own size.
         num_dummies: d, dummies added by each scrambler (>= 0).
         capped: True for S̄_d (no target receives more than n messages from one scrambler).
 
-    >>> from dpcomm import Scramblers
-    >>> Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50).describe()
-    'scramblers n=100, d=50 dummies each, sampling σ=0.2'
+    Examples:
+        >>> from dpcomm import Scramblers
+        >>> Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=50).describe()
+        'scramblers n=100, d=50 dummies each, sampling σ=0.2'
     """
 
     sampling_rate: float

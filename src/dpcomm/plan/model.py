@@ -7,9 +7,9 @@ node identities are contiguous id ranges, one per physical group.
 
 * A node that sends several data-dependent messages is not simple (Definition "Simple node");
   it is split into logical simple nodes, one per message order number, that share the physical
-  node's identity and data (:meth:`ExecutionPlan.logical_groups`).
+  node's identity and data (`ExecutionPlan.logical_groups`).
 * A cluster (Definition "Cluster of nodes") is a set of simple logical nodes with the same
-  potential targets and disjoint data (:meth:`ExecutionPlan.clusters`). A flow whose receiver
+  potential targets and disjoint data (`ExecutionPlan.clusters`). A flow whose receiver
   does not depend on data (compute -> result, centroid broadcasts) is a perfectly private
   cluster.
 * The data path of a data item (Theorem 2) is every cluster whose nodes may process data
@@ -141,7 +141,7 @@ class Cluster:
         num_targets: T = the number of potential targets.
         data_dependent: False for clusters whose receivers do not depend on the data, which
             are perfectly private (ε = δ = 0).
-        depends_on_state: see :attr:`Flow.depends_on_state`.
+        depends_on_state: see `Flow.depends_on_state`.
     """
 
     name: str

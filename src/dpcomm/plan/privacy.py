@@ -6,12 +6,12 @@
 * Scramblers: each scrambler with its n sources is accounted as A_σ^{n,d}; scramblers of one
   cluster see disjoint sources, so the cluster's guarantee is the worst one (parallel
   composition). Sources are cut into balanced batches
-  (:func:`dpcomm.plan.costs.balanced_batch_sizes`); every batch size is accounted on its own.
+  (`dpcomm.plan.costs.balanced_batch_sizes`); every batch size is accounted on its own.
 * Plan: ``delta`` is the whole plan's δ. For each data item, the clusters on its data path
   compose sequentially, two ways, and the smaller ε is reported (both are valid):
   basic composition (Theorem 2: each of the k accounted clusters of the longest path at δ/k,
   the ε add up), and the composition of the clusters' dominating pairs as privacy loss
-  distributions (:mod:`dpcomm.accounting.pld`, beyond the paper), at the whole δ. Within a
+  distributions (`dpcomm.accounting.pld`, beyond the paper), at the whole δ. Within a
   cluster the scramblers see disjoint sources (parallel composition): the smallest batch's pair
   dominates every batch of the cluster (the pair for n + 1 sources is a post-processing of the
   pair for n). The worst item gives the plan's guarantee; a certified lower bound composes
@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -36,6 +36,7 @@ from dpcomm.accounting import (
     compose_sequential,
     pld,
 )
+from dpcomm.accounting.release import AggregateNoise, release_pld
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.costs import batch_size_counts
 from dpcomm.plan.countermeasures import (
@@ -100,7 +101,7 @@ class PlanGuarantee:
         notes: why a composition or bound is missing.
         path_mechanisms: every data path's accounted mechanisms with their counts (None for
             a path whose clusters lack one, e.g. without countermeasure), to compose further
-            mechanisms with the traffic (:func:`compose_with_traffic`).
+            mechanisms with the traffic (`compose_with_traffic`).
     """
 
     clusters: tuple[ClusterGuarantee, ...]
@@ -320,7 +321,7 @@ def account_plan(
             from cluster (or flow) name to countermeasure; clusters not named get none.
         delta: the whole plan's δ (0 asks for pure ε, which adds up exactly).
         batch_sizes: per cluster (or flow) name, the batch sizes the scramblers actually had
-            (see :func:`account_cluster`); clusters not named use the planned batches.
+            (see `account_cluster`); clusters not named use the planned batches.
         compose_pld: also compose the dominating pairs' PLDs and certify a lower bound (False:
             basic composition only, for callers that only compare clusters).
     """
@@ -434,3 +435,51 @@ def compose_with_traffic(
         composed = pld.compose([*plds, extra], counts=[*counts, 1])
         worst = max(worst, pld.epsilon_for_delta(composed, delta))
     return worst
+
+
+@dataclass(frozen=True)
+class ReleaseComposition:
+    """Traffic and a noisy release composed: the guarantee against an observer of both.
+
+    Attributes:
+        release_epsilon: ε2, the sum of the release's aggregates' shares.
+        release_delta: δ2, likewise.
+        composed_epsilon: the PLD composition's ε at ``delta`` (None where unavailable).
+        summed_epsilon: ε1 + ε2, the paper's (basic) composition.
+        epsilon: the guarantee, the smaller of the two.
+        delta: δ1 + δ2.
+    """
+
+    release_epsilon: float
+    release_delta: float
+    composed_epsilon: float | None
+    summed_epsilon: float
+    epsilon: float
+    delta: float
+
+
+def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> ReleaseComposition:
+    """The plan's traffic guarantee (ε1, δ1) and the release of ``noises`` (ε2, δ2) composed.
+
+    At δ = δ1 + δ2, the smaller ε of two valid compositions: the paper's sum ε1 + ε2 (Related
+    Work, "Differentially private data analysis") and the PLD composition of every data path's
+    dominating pairs with the release's (`compose_with_traffic`,
+    `dpcomm.accounting.release.release_pld`). What a run reports (``report.release``), a
+    budget is charged and `dpcomm.calibrate` plans for: one function, one number.
+    """
+    traffic = plan.guarantee
+    release_epsilon = math.fsum(n.epsilon for n in noises)
+    release_delta = math.fsum(n.total_delta for n in noises)  # δ_i and a threshold's δ_sel
+    total_delta = traffic.delta + release_delta
+    composed = None
+    if math.isfinite(traffic.epsilon) and total_delta > 0.0:
+        composed = compose_with_traffic(plan, release_pld(noises), total_delta)
+    summed = traffic.epsilon + release_epsilon
+    return ReleaseComposition(
+        release_epsilon=release_epsilon,
+        release_delta=release_delta,
+        composed_epsilon=composed,
+        summed_epsilon=summed,
+        epsilon=summed if composed is None else min(summed, composed),
+        delta=total_delta,
+    )

@@ -1,22 +1,22 @@
 """Who talks to whom: every route of a plan with its countermeasures, in node ids.
 
-The transformed plan (:mod:`dpcomm.plan.transform`) says which flows go on the wire; this
+The transformed plan (`dpcomm.plan.transform`) says which flows go on the wire; this
 module says, once for every engine, which node sends to which:
 
-* **data-independent flows** (:data:`STATIC_KINDS`): a ``fixed`` flow sends sender i's message
+* **data-independent flows** (`STATIC_KINDS`): a ``fixed`` flow sends sender i's message
   to receiver i mod R; a ``broadcast`` (also to a flow's scramblers) reaches every receiver; a
   broadcast's ``from scramblers`` part goes from each scrambler to each of its sources, one
   message per output relayed (Section 5.1: the K-means centroids go back through the
-  scramblers). :meth:`Routes.edges` gives their edges, whole or for a partition of the sources
-  (:class:`Ownership`);
-* **scrambler batches** (:meth:`Routes.batches`): the coordinator's data-independent
-  assignment of consecutive sources to each scrambler (:class:`~.costs.ConsecutiveBatches`);
+  scramblers). `Routes.edges` gives their edges, whole or for a partition of the sources
+  (`Ownership`);
+* **scrambler batches** (`Routes.batches`): the coordinator's data-independent
+  assignment of consecutive sources to each scrambler (`costs.ConsecutiveBatches`);
 * **outputs**: where the targets of a data flow send their outputs on
-  (:meth:`Routes.output_routes`), and which outputs the senders of a data flow wait for before
-  sending (:meth:`Routes.incoming_outputs`).
+  (`Routes.output_routes`), and which outputs the senders of a data flow wait for before
+  sending (`Routes.incoming_outputs`).
 
 Where a data-dependent message goes depends on the data and the draws: the engines record it
-from the role steps (:mod:`dpcomm.protocol.roles`), under the node ids given here.
+from the role steps (`dpcomm.protocol.roles`), under the node ids given here.
 """
 
 from __future__ import annotations

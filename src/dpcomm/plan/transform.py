@@ -8,9 +8,9 @@ scrambled flow goes through that flow's scramblers, as the paper routes K-means 
 (Section 5.1): each sender sends one message to every scrambler, which forwards it to each of
 its sources.
 
-:func:`transform` is the one place that says which flows a plan with countermeasures sends,
+`transform` is the one place that says which flows a plan with countermeasures sends,
 between which groups, and how many messages each carries; the engines log their traffic under
-these names and :mod:`dpcomm.plan.costs` derives every cost from it.
+these names and `dpcomm.plan.costs` derives every cost from it.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class RoutedFlow:
     Attributes:
         name: the name engines log its traffic under.
         origin: the plan flow it implements.
-        kind: how it is routed (see :data:`RoutedKind`).
+        kind: how it is routed (see `RoutedKind`).
         sender: name of the sending group (a scrambler group for ``scrambled`` flows).
         receiver: name of the receiving group.
         messages: the number of messages it carries (exact: it depends neither on the data
@@ -144,7 +144,7 @@ class TransformedPlan:
             cluster with a single potential target, or a data-independent one, runs none (its
             pattern does not depend on the data: a countermeasure would cost for nothing).
         batches: for every flow protected by scramblers, the balanced batch sizes of its
-            scramblers (:func:`dpcomm.plan.costs.balanced_batch_sizes`), scrambler k first.
+            scramblers (`dpcomm.plan.costs.balanced_batch_sizes`), scrambler k first.
         routed: the plan's groups plus one group of scramblers per scrambled flow (node ids
             of every engine are those of this plan).
         flows: every flow as routed, in plan order.
@@ -262,7 +262,7 @@ class TransformedPlan:
         return result
 
     def max_channels(self) -> int:
-        """The largest of :meth:`channels_by_role`."""
+        """The largest of `channels_by_role`."""
         return max(self.channels_by_role().values(), default=0)
 
 
@@ -283,7 +283,7 @@ def _effective(
 def transform(
     plan: ExecutionPlan, countermeasures: Countermeasure | Mapping[str, Countermeasure]
 ) -> TransformedPlan:
-    """``plan`` with ``countermeasures`` applied (see :func:`resolve_countermeasures`).
+    """``plan`` with ``countermeasures`` applied (see `resolve_countermeasures`).
 
     Scramblers of a flow with S senders and batch size n: ⌈S/n⌉ scramblers with balanced
     batches. Messages per routed flow (Sections 3.3, 4.4 and 5.1): direct S; local S first

@@ -14,7 +14,7 @@ any node's draws are computed alone in microseconds and all nodes' at once in on
   seed, the round, the role, the flow and the purpose: anyone who knows the seed can recompute
   every draw, so the privacy guarantee does not hold against them.
 * Without a seed, every stream key is 32 bytes of fresh operating-system entropy, drawn anew
-  for each :class:`Randomness` (one per node and round in a deployment): AES-CTR under a
+  for each [`Randomness`][] (one per node and round in a deployment): AES-CTR under a
   secret random key is a cryptographically secure generator.
 
 The cipher is the ``cryptography`` package's (OpenSSL): nothing here is home-made crypto.

@@ -2,31 +2,31 @@
 
 A role step is a function over arrays: the simulator calls it for all nodes of a role at once,
 the networked runtime for the nodes it hosts (often one), and any later engine for whatever it
-schedules. Its randomness comes from :class:`~dpcomm.protocol.randomness.Randomness`, one stream
+schedules. Its randomness comes from [`Randomness`][], one stream
 per (role, flow, purpose), so that a node draws the same values whichever engine runs it.
 
-* **source** (:func:`source_messages`): its true target comes from the query program
-  (:meth:`ProgramHooks.route`); then nothing (no countermeasure), R_σ (sampling), or R_σ^d
+* **source** ([`source_messages`][]): its true target comes from the query program
+  ([`ProgramHooks.route`][]); then nothing (no countermeasure), R_σ (sampling), or R_σ^d
   (sampling then d flooding dummies). Under scramblers the message goes to the source's
   scrambler, which the coordinator assigned (consecutive batches of the plan's routes,
-  :meth:`dpcomm.plan.routes.Routes.batches`).
-* **scrambler** (:func:`scrambler_dummies`, :func:`scrambler_shuffle`): Algorithm 1, d dummies
-  (capped or not) and a uniformly random order of its batch. :func:`source_first_sent` and
-  :func:`scrambler_first_forwarded` give the first message of the orders of many nodes at
+  `dpcomm.plan.routes.Routes.batches`).
+* **scrambler** ([`scrambler_dummies`][], [`scrambler_shuffle`][]): Algorithm 1, d dummies
+  (capped or not) and a uniformly random order of its batch. [`source_first_sent`][] and
+  [`scrambler_first_forwarded`][] give the first message of the orders of many nodes at
   once (what an observer of the order sees first), without sorting.
 * **target** (compute node): discards dummies, and computes its output from the real tuples of
-  the batches that committed (:func:`target_outputs`). The output can also be
+  the batches that committed ([`target_outputs`][]). The output can also be
   computed in parts: partial outputs of disjoint subsets of the tuples
-  (:meth:`ProgramHooks.target_partials`), combined into exactly the same output
-  (:meth:`ProgramHooks.combine_partials`) whatever the split, for an engine that processes the
+  ([`ProgramHooks.target_partials`][]), combined into exactly the same output
+  ([`ProgramHooks.combine_partials`][]) whatever the split, for an engine that processes the
   sources' rows by partition.
 * **result**, and every node that needs the program's state (K-means sources):
-  :meth:`ProgramHooks.merge` of the targets' outputs.
+  [`ProgramHooks.merge`][] of the targets' outputs.
 * **coordinator**: assigns sources to scramblers independently of the data (the plan's
-  consecutive batches, :class:`dpcomm.plan.costs.ConsecutiveBatches`); which batches commit is
+  consecutive batches, `dpcomm.plan.costs.ConsecutiveBatches`); which batches commit is
   the networked runtime's affair.
 
-A query program supplies the hooks of :class:`ProgramHooks`; the roles know nothing of SQL or of
+A query program supplies the hooks of [`ProgramHooks`][]; the roles know nothing of SQL or of
 centroids, the programs nothing of countermeasures.
 """
 
@@ -74,9 +74,9 @@ class ProgramHooks(Protocol):
     in one flow, ``state`` what every node knows before a stage (public, or derived from the
     previous stage's outputs), an *output* what a target (compute node) sends on after a stage.
     A target's output is computed in parts: partial outputs of disjoint subsets of its tuples
-    (:meth:`target_partials`), combined into exactly the same output whatever the split
-    (:meth:`combine_partials`), so that an engine may process the sources' rows by partition;
-    :func:`target_outputs` is the combination of one part.
+    ([`target_partials`][]), combined into exactly the same output whatever the split
+    ([`combine_partials`][]), so that an engine may process the sources' rows by partition;
+    [`target_outputs`][] is the combination of one part.
     """
 
     @property
@@ -146,7 +146,7 @@ def target_outputs(
     """Target step: the output of each of ``step.targets`` from every real tuple it received.
 
     The combination of the one partial of all the tuples
-    (:meth:`ProgramHooks.target_partials`, :meth:`ProgramHooks.combine_partials`).
+    ([`ProgramHooks.target_partials`][], [`ProgramHooks.combine_partials`][]).
     """
     return program.combine_partials(step, [program.target_partials(step, tuples, tuple_targets)])
 

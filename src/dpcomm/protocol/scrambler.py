@@ -1,12 +1,12 @@
 """The array function of the scrambler step: Algorithm 1 of Section 4.1 (S_d, S̄_d when capped).
 
-:func:`dpcomm.protocol.roles.scrambler_dummies` is built on it. Each scrambler collects the R_σ
+`dpcomm.protocol.roles.scrambler_dummies` is built on it. Each scrambler collects the R_σ
 outputs of its n sources (a batch of consecutive sources the coordinator assigned independently
 of the data), adds d dummies and shuffles. Dummies are uniform over the T targets with
 replacement (S_d), or, when capped (S̄_d, Algorithm 1 with B = True), drawn one at a time
 uniformly among the targets that currently hold fewer than n messages
-(:func:`scrambler_dummy_counts`, from uniforms the caller draws). The conventions are those of
-:class:`dpcomm.accounting.mechanisms.ScramblerMechanism`.
+(`scrambler_dummy_counts`, from uniforms the caller draws). The conventions are those of
+`dpcomm.accounting.mechanisms.ScramblerMechanism`.
 
 Everything is vectorized across scramblers; only the d dummy steps of S̄_d are a loop.
 """

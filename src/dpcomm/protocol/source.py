@@ -1,9 +1,9 @@
 """The array functions of the source step: the local randomizer R_σ^d of Section 3.
 
-:func:`dpcomm.protocol.roles.source_messages` is built on them: each works on all sources at
+`dpcomm.protocol.roles.source_messages` is built on them: each works on all sources at
 once (one entry per source), from uniforms the caller draws (the sources' streams of
-:class:`~dpcomm.protocol.randomness.Randomness`), and never loops per source. The conventions
-are those of :mod:`dpcomm.accounting.mechanisms`, whose privacy numbers are only valid for
+`dpcomm.protocol.randomness.Randomness`), and never loops per source. The conventions
+are those of `dpcomm.accounting.mechanisms`, whose privacy numbers are only valid for
 exactly this mechanism:
 
 * sampling (R_σ): with probability σ the source redraws its target uniformly from *all* T
@@ -27,7 +27,7 @@ from dpcomm.protocol._arrays import BoolArray, IntArray, as_index_array, read_on
 from dpcomm.protocol.randomness import uniform_integers
 from dpcomm.validation import check_int, check_probability
 
-#: Number of uniforms used at once by :func:`flood_in_chunks` (8 bytes each, so about 8 MB
+#: Number of uniforms used at once by `flood_in_chunks` (8 bytes each, so about 8 MB
 #: of keys plus a few such temporaries): memory stays O(chunk + S·d), not O(S·T).
 FLOOD_CHUNK_ELEMENTS = 1 << 20
 
@@ -137,10 +137,10 @@ def flood_in_chunks(
     num_targets: int,
     uniforms: Callable[[int, int], npt.NDArray[np.float64]],
 ) -> None:
-    """Fill ``out`` (S, d) with :func:`flood_from_uniforms` over chunks of sources.
+    """Fill ``out`` (S, d) with `flood_from_uniforms` over chunks of sources.
 
     ``uniforms(start, stop)`` gives the (stop − start, T − 1) uniforms of sources start..stop;
-    chunks of :data:`FLOOD_CHUNK_ELEMENTS` uniforms keep memory at O(chunk + S·d).
+    chunks of `FLOOD_CHUNK_ELEMENTS` uniforms keep memory at O(chunk + S·d).
     """
     count, dummies = out.shape
     if dummies == 0:

@@ -2,14 +2,14 @@
 
 Each grouping set is one vertical partition (one sub-query q = (G_q, V_q, F_q)); its grouping
 domain is split among T compute nodes by a public, data-independent function of the key
-(:func:`dpcomm.queries.groupby.partition_keys`). Every source holds one row and sends, for each
+([`dpcomm.queries.groupby.partition_keys`][]). Every source holds one row and sends, for each
 grouping set, the values it needs to the compute node of its key: one data-dependent message
 per grouping set, so a source is split into G logical simple nodes. The compute nodes
 aggregate the real tuples they receive and send their part of the result to the result node.
 An empty grouping set (the grand total of ROLLUP/CUBE) has a single compute node: its
 communication does not depend on the data.
 
-:class:`AggregateProgram` supplies the hooks of :class:`dpcomm.protocol.roles.ProgramHooks`:
+[`AggregateProgram`][] supplies the hooks of [`dpcomm.protocol.roles.ProgramHooks`][]:
 every engine runs it through the same role steps.
 """
 
@@ -136,7 +136,7 @@ class AggregateProgram:
         query: the bound query.
         table: the sources' rows, one per source node; None where a node holds no data.
         num_targets: T, the targets (compute nodes) of every non-empty grouping set (the
-            empty set has one), at most :data:`~dpcomm.validation.MAX_COUNT` (10^6).
+            empty set has one), at most `dpcomm.validation.MAX_COUNT` (10^6).
         columns: how each column of the query travels (from the table's schema).
         num_sources: S (the table's rows when the table is given).
         max_groups: the public bound on the groups of one compute node's output (None: S,
@@ -146,7 +146,7 @@ class AggregateProgram:
             taken from the data would tell neighbouring tables apart by the frame size).
         source: where the rows are read by ranges when the program holds no table (Parquet
             files, synthetic rows read by the Dask engine's workers).
-        release: the noisy release of the result (:mod:`dpcomm.queries.release`), or None
+        release: the noisy release of the result ([`dpcomm.queries.release`][]), or None
             for the exact result over the delivered tuples.
     """
 
@@ -205,31 +205,42 @@ class AggregateProgram:
         release: ReleaseMechanism | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
         keys: Mapping[str, Sequence[object]] | None = None,
+        key_selection_delta: float | None = None,
     ) -> AggregateProgram:
         """Parse ``sql``, bind it to ``data`` (renamed to the FROM table) and compile it.
 
         ``release`` (Laplace or Gaussian) releases the result with noise: ``bounds`` clamp
-        the columns a SUM or AVG reads, ``keys`` give every grouping column's public domain
-        (:func:`dpcomm.queries.release.bind_release`).
+        the columns a SUM or AVG reads, ``keys`` give grouping columns their public domains,
+        and ``key_selection_delta`` selects the keys of grouping sets without one by a DP
+        threshold on a noisy COUNT ([`dpcomm.queries.release.bind_release`][]).
 
-        ``data`` is a :class:`~dpcomm.data.table.Table` the program holds, or a
-        :class:`~dpcomm.data.partitioned.RowSource` (Parquet files, synthetic rows) whose rows
+        ``data`` is a `dpcomm.data.table.Table` the program holds, or a
+        [`RowSource`][] (Parquet files, synthetic rows) whose rows
         are not read here: the query is bound to its schema, S is its number of rows, and an
-        engine reads the rows partition by partition, checking each (:attr:`rows`).
+        engine reads the rows partition by partition, checking each ([`rows`][]).
         """
         from dpcomm.queries.sql import bind_sql, project
 
         table = data if isinstance(data, Table) else data.schema()
-        if release is None and (bounds is not None or keys is not None):
+        if release is None and (
+            bounds is not None or keys is not None or key_selection_delta is not None
+        ):
             raise InvalidParameterError(
-                "release", "Laplace(...) or Gaussian(...) when bounds or keys are given", None
+                "release",
+                "Laplace(...) or Gaussian(...) when bounds, keys or key_selection_delta are given",
+                None,
             )
-        bound = bind_sql(sql, table, bounds=None if release is None else _bounds(bounds))
+        bound = bind_sql(
+            sql,
+            table,
+            bounds=None if release is None else _bounds(bounds),
+            count_rows=key_selection_delta is not None,
+        )
         noisy = None
         if release is not None:
             from dpcomm.queries.release import bind_release
 
-            noisy = bind_release(bound, release, keys if keys is not None else {})
+            noisy = bind_release(bound, release, keys, key_selection_delta=key_selection_delta)
         program = cls(
             bound,
             project(bound, table.renamed(bound.table_name)),
@@ -258,7 +269,7 @@ class AggregateProgram:
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> AggregateProgram:
-        """Inverse of :meth:`to_spec` (without rows)."""
+        """Inverse of [`to_spec`][] (without rows)."""
         return cls(
             BoundAggregate.from_dict(spec["query"]),
             None,
@@ -330,7 +341,7 @@ class AggregateProgram:
         """The compute node of each row's key for the grouping set of ``flow``.
 
         The partition of keys is public and computed by each source from its own row
-        (:func:`dpcomm.queries.groupby.partition_keys`).
+        ([`dpcomm.queries.groupby.partition_keys`][]).
         """
         if rows is self.table and flow in self._routes:
             return self._routes[flow]
@@ -358,7 +369,7 @@ class AggregateProgram:
         Every group lies on one compute node (its key's, the target of any of its tuples),
         so one group-by over the tuples of all the ``targets``, split by node, gives each
         node's own partials. A node's partials are a
-        :class:`~dpcomm.queries.groupby.GroupPartials` (picklable).
+        [`GroupPartials`][] (picklable).
         """
         index = self.set_index(step.flow)
         selected = np.ones(tuples.num_rows, dtype=bool)
@@ -376,9 +387,9 @@ class AggregateProgram:
     ) -> dict[int, AggregateOutput]:
         """Each compute node's output from its partials over disjoint sets of its tuples.
 
-        Equal to :func:`~dpcomm.protocol.roles.target_outputs` over the union of the sets,
-        whatever the split and the order of ``partials``
-        (:func:`~dpcomm.queries.groupby.merge_partials`).
+        Equal to [`target_outputs`][dpcomm.protocol.roles.target_outputs] over the union of the
+        sets, whatever the split and the order of ``partials``
+        ([`merge_partials`][]).
         """
         index = self.set_index(step.flow)
         outputs: dict[int, AggregateOutput] = {}
@@ -409,9 +420,9 @@ class AggregateProgram:
     def core_result(self, state: AggregateState) -> list[list[Row]]:
         """Each grouping set's rows as the compute nodes computed them, in key order.
 
-        The order is :func:`dpcomm.queries.groupby.evaluate`'s (NULLs last), whichever node
+        The order is [`dpcomm.queries.groupby.evaluate`][]'s (NULLs last), whichever node
         computed which group. A SUM beyond its SQL type (DECIMAL(38, s), HUGEINT) is refused as
-        DuckDB refuses it (:func:`dpcomm.queries.groupby.check_sums_fit`). Under a noisy
+        DuckDB refuses it ([`dpcomm.queries.groupby.check_sums_fit`][]). Under a noisy
         release, the released rows: the noise is drawn once per final state (the same rows
         for the result and the report).
         """
@@ -446,9 +457,9 @@ class AggregateProgram:
         return per_set
 
     def result(self, state: AggregateState) -> list[Row]:
-        """The final result: :meth:`core_result` post-processed.
+        """The final result: [`core_result`][] post-processed.
 
-        :func:`dpcomm.queries.postprocess.finish` adds the grouping-set column and runs an
+        [`dpcomm.queries.postprocess.finish`][] adds the grouping-set column and runs an
         analyst query's expressions, HAVING, ORDER BY and LIMIT in DuckDB.
         """
         from dpcomm.queries.postprocess import finish

@@ -1,12 +1,12 @@
 """How an Aggregate run travels: tuples, the compute nodes' outputs and a source's row.
 
-Every output of a grouping set has one public size (:meth:`AggregateOutputCodec.size`): the
+Every output of a grouping set has one public size (`AggregateOutputCodec.size`): the
 compute → result traffic must not depend on the data. An output is its groups' rows, each its
 key and result values (tagged, exact: integers and floats in 8 bytes, text in its public width,
 anything else as tagged JSON), padded to a public bound on the groups of one compute node
 (``max_groups``, default S) and on the bytes of one row (from the public schema). A node with
 more groups, or a longer row, sends a blob of the same size that says so
-(:class:`OutputOverflowError`): never a longer one.
+(`OutputOverflowError`): never a longer one.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _ROW_LENGTH = struct.Struct(">I")
 
 
 def _value_bound(sql_type: str, width: int) -> int:
-    """Bytes :func:`_encode_value` takes at most for a value of ``sql_type``.
+    """Bytes `_encode_value` takes at most for a value of ``sql_type``.
 
     ``width`` is a text column's encoded width.
     """
@@ -53,7 +53,7 @@ def _encode_value(value: object) -> bytes:
     """One value of an output row.
 
     ``N`` (NULL); ``I`` + int64 or ``F`` + float64 (8 bytes, exact); ``S`` + a 2-byte length +
-    UTF-8 text; ``J`` + a 2-byte length + tagged JSON (:func:`dumps`) for anything else.
+    UTF-8 text; ``J`` + a 2-byte length + tagged JSON (`dumps`) for anything else.
     """
     if value is None:
         return b"N"
@@ -73,7 +73,7 @@ def _encode_value(value: object) -> bytes:
 
 
 def _decode_values(data: bytes) -> list[object]:
-    """Inverse of a row of :func:`_encode_value`; CodecError if malformed."""
+    """Inverse of a row of `_encode_value`; CodecError if malformed."""
     values: list[object] = []
     offset = 0
     while offset < len(data):
@@ -181,7 +181,7 @@ class AggregateCodec:
     def row_bound(self) -> int:
         """Bytes one output row may take, from the public schema.
 
-        A row is its key and its result values, each written by :func:`_encode_value`: an
+        A row is its key and its result values, each written by `_encode_value`: an
         integer of an int64 type or a float in 9 bytes, a text value of a column of encoded
         width w (``max_text_bytes`` + 3) in at most w, any other value (tagged JSON of an
         integer below 2^160, a decimal of 38 digits, a date, a time) in at most 3 + 64. The
@@ -215,11 +215,11 @@ class AggregateOutputCodec:
         return _OUTPUT_HEADER.size + groups * (_ROW_LENGTH.size + self.codec.row_bound)
 
     def encode(self, output: AggregateOutput) -> bytes:
-        """A compute node's output, padded to :attr:`size` whatever its groups.
+        """A compute node's output, padded to `size` whatever its groups.
 
         A node with more groups than the bound, or a row longer than the row bound, sends a
-        blob of the same length that says so (:meth:`decode` raises
-        :class:`OutputOverflowError`): never a longer one.
+        blob of the same length that says so (`decode` raises
+        `OutputOverflowError`): never a longer one.
         """
         rows = self._encoded_rows(output)
         size = self.size
@@ -237,7 +237,7 @@ class AggregateOutputCodec:
     def check(self, output: AggregateOutput) -> None:
         """OutputOverflowError if ``output`` does not fit the public bound of the flow.
 
-        That is what :meth:`encode` would withhold: every engine fails the same way.
+        That is what `encode` would withhold: every engine fails the same way.
         """
         error = self._overflow(self._encoded_rows(output))
         if error is not None:
@@ -258,7 +258,7 @@ class AggregateOutputCodec:
         return None
 
     def decode(self, data: bytes) -> AggregateOutput:
-        """Inverse of :meth:`encode`.
+        """Inverse of `encode`.
 
         Raises:
             CodecError: malformed bytes.

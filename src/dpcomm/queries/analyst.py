@@ -19,7 +19,7 @@ three parts, each run where the paper's model allows it:
    HAVING, ORDER BY, LIMIT and OFFSET, DuckDB's output names and types. It reads only the
    released result: it changes no privacy number.
 
-:func:`rewrite` returns ``None`` for a query already in the core class (nothing to rewrite).
+[`rewrite`][] returns ``None`` for a query already in the core class (nothing to rewrite).
 """
 
 from __future__ import annotations
@@ -103,6 +103,18 @@ def _sql(node: Any) -> str:
 
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def clamped_sql(column: str, low: float, high: float) -> str:
+    """DuckDB SQL of ``column`` clamped to [``low``, ``high``] on each row, as DOUBLE.
+
+    What bounds a noisy SUM's or AVG's sensitivity (`dpcomm.accounting.release`). A NULL
+    stays NULL (DuckDB's GREATEST and LEAST would skip it).
+    """
+    return (
+        f"CASE WHEN {_quoted(column)} IS NOT NULL THEN CAST(LEAST(GREATEST("
+        f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) AS DOUBLE) END"
+    )
 
 
 def _normal(node: exp.Expression, qualifiers: frozenset[str]) -> str:
@@ -341,10 +353,7 @@ class _Rewriter:
             )
         low, high = found
         clamped: exp.Expression = sqlglot.parse_one(  # type: ignore[assignment]
-            # GREATEST and LEAST skip NULLs in DuckDB: a NULL value stays NULL explicitly.
-            f"CASE WHEN {_quoted(column)} IS NOT NULL THEN CAST(LEAST(GREATEST("
-            f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) AS DOUBLE) END",
-            read="duckdb",
+            clamped_sql(column, low, high), read="duckdb"
         )
         name = self.derive("m", clamped, "inside SUM()")
         self.clamps[name] = (column, float(low), float(high))
@@ -460,6 +469,7 @@ def rewrite(
     output_types: list[str],
     typer: Callable[[str], str],
     bounds: Mapping[str, tuple[float, float]] | None = None,
+    count_rows: bool = False,
 ) -> Rewritten:
     """Split an analyst query into projection, core query and post-processing.
 
@@ -467,6 +477,7 @@ def rewrite(
     casts to them, so the result has DuckDB's names and types); ``typer`` gives DuckDB's type
     of a per-row SQL expression over the table. ``bounds`` (a noisy release) restricts the
     aggregates to COUNT, SUM and AVG, and clamps each SUM's and AVG's column to its bounds.
+    ``count_rows`` makes sure the core query has a COUNT (a hidden COUNT(*) if it has none).
     """
     rewriter = _Rewriter(select, table, qualifiers, typer, bounds)
     group = select.args.get("group")
@@ -528,8 +539,10 @@ def rewrite(
         _quoted(c) for c in sorted(measured) if c in table.column_names and c not in key_columns
     ]
     projection = f"SELECT {', '.join(dict.fromkeys(projection_items))} FROM {_quoted(table.name)}"
-    if not rewriter.aggregates:
-        rewriter.hidden("COUNT(*)")  # a core query needs an aggregate; hidden
+    counted = any(text.startswith("COUNT(") for text in rewriter.aggregates)
+    if not rewriter.aggregates or (count_rows and not counted):
+        rewriter.current_label = None
+        rewriter.hidden("COUNT(*)")  # a core query needs an aggregate (or a count); hidden
     core_items = [_quoted(c) for c in key_columns] + [
         f"{text} AS {_quoted(name)}" for text, name in rewriter.aggregates.items()
     ]

@@ -8,13 +8,13 @@ tuple is encoded at a fixed width per column, from the public schema:
   strings as a 2-byte length and their UTF-8 bytes padded to the column's width; UBIGINT,
   HUGEINT and UHUGEINT in 17 bytes (two's complement), DECIMAL(p,s) as its integer of units of
   10^-s in 8 bytes (p <= 18) or 17;
-* K-means points as float32 coordinates (:class:`VectorCodec`).
+* K-means points as float32 coordinates (`VectorCodec`).
 
 A decoded tuple is exactly the value the simulator reads from the table (a property test checks
 ``decode(encode(x)) == x`` on real data sets), so the two engines compute on the same values.
 
 Outputs of compute nodes (partial results, centroids) are variable-size control messages:
-:func:`dumps` / :func:`loads` write them as JSON with tagged values (floats by their exact
+`dumps` / `loads` write them as JSON with tagged values (floats by their exact
 hexadecimal form, dates in ISO form, integers of any size), never pickle: a peer's bytes are
 parsed, not executed. Integers outside int64 travel in hexadecimal (exact at any size).
 """
@@ -50,7 +50,7 @@ _LENGTH = struct.Struct(">H")
 _WIDE = 17
 #: Microseconds in a day, for TIME values.
 _MICROS_PER_SECOND = 1_000_000
-#: Integers in [-2^63, 2^63) travel as JSON numbers, the others tagged (see :func:`to_wire`).
+#: Integers in [-2^63, 2^63) travel as JSON numbers, the others tagged (see `to_wire`).
 _JSON_INT_LIMIT = 1 << 63
 #: Longest string value a tuple may carry (bytes of UTF-8).
 MAX_STRING_BYTES = 65_535
@@ -127,7 +127,7 @@ class ColumnSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ColumnSpec:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of `to_dict`."""
         return cls(str(data["name"]), str(data["sql_type"]), str(data["dtype"]), int(data["width"]))
 
 
@@ -390,11 +390,11 @@ class ArrayOutputCodec:
         return self.items.size
 
     def encode(self, output: npt.ArrayLike) -> bytes:
-        """``output`` in :attr:`size` bytes."""
+        """``output`` in `size` bytes."""
         return self.items.encode(np.asarray(output).reshape(1, *self.items.shape))[0]
 
     def decode(self, data: bytes) -> npt.NDArray[Any]:
-        """Inverse of :meth:`encode`; CodecError if malformed."""
+        """Inverse of `encode`; CodecError if malformed."""
         decoded: npt.NDArray[Any] = self.items.decode([data])[0]
         return decoded
 
@@ -433,7 +433,7 @@ class UniformCodec:
 
 
 def to_wire(value: Any) -> Any:
-    """``value`` as JSON-ready data with exact, tagged scalars (inverse: :func:`from_wire`)."""
+    """``value`` as JSON-ready data with exact, tagged scalars (inverse: `from_wire`)."""
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, np.generic):
@@ -469,7 +469,7 @@ def to_wire(value: Any) -> Any:
 
 
 def from_wire(data: Any) -> Any:
-    """Inverse of :func:`to_wire`; CodecError on anything else."""
+    """Inverse of `to_wire`; CodecError on anything else."""
     if data is None or isinstance(data, bool | str | int):
         return data
     if not isinstance(data, dict) or len(data) != 1:
@@ -512,12 +512,12 @@ def _hashable(value: Any) -> Any:
 
 
 def dumps(value: Any) -> bytes:
-    """``value`` as compact JSON bytes (:func:`to_wire`)."""
+    """``value`` as compact JSON bytes (`to_wire`)."""
     return json.dumps(to_wire(value), separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 def loads(data: bytes) -> Any:
-    """Inverse of :func:`dumps`; CodecError on malformed input."""
+    """Inverse of `dumps`; CodecError on malformed input."""
     try:
         parsed = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:

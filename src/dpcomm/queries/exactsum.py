@@ -4,16 +4,16 @@ A float sum computed by adding the values one after the other depends on their o
 sum of two partial sums is not the sum of the whole: a distributed engine reducing the partials
 of its partitions would not get the bits of the in-memory engine. Here the sum of a group of
 values is their **exact** sum rounded once to the nearest double (ties to even: what
-:func:`math.fsum` returns), and their mean is the exact sum divided by their count, rounded once.
+`math.fsum` returns), and their mean is the exact sum divided by their count, rounded once.
 Both depend only on the multiset of values: exact partial sums of disjoint parts add up exactly
-(:func:`merge_exact_sums`, associative and commutative), so any split of the values into parts,
+(`merge_exact_sums`, associative and commutative), so any split of the values into parts,
 reduced in any order, gives the same bits. They are also at least as accurate as any summation
 order of floats.
 
 Special values: a NaN, or both +inf and -inf, make the sum (and the mean) NaN; infinities of one
 sign make it that infinity; a finite exact sum beyond the double range rounds to ±inf (its mean
 is rounded from the exact sum, so it stays finite); values that are all -0.0 sum to -0.0 (IEEE
-754's sum, and DuckDB's), any other exact zero is +0.0. (Python 3.11's :func:`math.fsum` returns
+754's sum, and DuckDB's), any other exact zero is +0.0. (Python 3.11's `math.fsum` returns
 +0.0 for ``[-0.0]``; it raises where this rounds to ±inf or returns NaN.)
 
 How: every finite value x is m·2^k with an integer mantissa |m| < 2^53 and an exponent k (from
@@ -76,8 +76,8 @@ class ExactSums:
 
     Attributes:
         counts: int64 (G,) values of each group (finite or not).
-        flags: uint8 (G,) OR over each group's values of :data:`NAN`, :data:`POSITIVE_INFINITY`,
-            :data:`NEGATIVE_INFINITY` and :data:`NOT_NEGATIVE_ZERO`.
+        flags: uint8 (G,) OR over each group's values of `NAN`, `POSITIVE_INFINITY`,
+            `NEGATIVE_INFINITY` and `NOT_NEGATIVE_ZERO`.
         bin_groups: int64 (B,) the group of each bin; bins are sorted by (group, exponent),
             one per (group, exponent), and none is zero.
         bin_exponents: int64 (B,) the exponent of each bin's unit.
@@ -309,7 +309,7 @@ def exact_row_sums(matrix: npt.ArrayLike, row_groups: npt.ArrayLike, num_groups:
     """The exact per-column sums of the rows of each group of a (rows × D) float matrix.
 
     The result has ``num_groups · D`` groups: group ``g·D + d`` is column d of the rows with
-    ``row_groups`` = g (its count is their number). Equal to :func:`exact_sums` of the matrix's
+    ``row_groups`` = g (its count is their number). Equal to `exact_sums` of the matrix's
     values so labelled; when float64 sums of the values are exact (float32 data of a narrow
     range, such as K-means' points) it adds the rows of each group in float64, else it sums the
     values in chunks of rows.

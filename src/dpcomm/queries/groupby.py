@@ -5,25 +5,25 @@ by the values of the grouping attributes ``G_q``; the compute node ``c_q^i`` com
 aggregates of its partition ``D_q^i`` and the result is the union of the compute nodes' outputs.
 Since every group lies in exactly one partition, the union over the compute nodes of one grouping
 set equals the group-by over the tuples that reached them, which is what
-:func:`evaluate_grouping_set` computes (one sort by group id, then ``reduceat``).
+[`evaluate_grouping_set`][] computes (one sort by group id, then ``reduceat``).
 
 Semantics are DuckDB's: NULL is a grouping value of its own; COUNT(*) counts rows and COUNT(col)
 non-NULL values; SUM, AVG, MIN and MAX ignore NULLs and are NULL for a group without a non-NULL
 value; integer SUM, MIN and MAX are exact (Python ints beyond int64), DECIMAL sums too; the empty
-grouping set ``()`` yields one row even over no rows. :func:`reference_result` computes the same
+grouping set ``()`` yields one row even over no rows. [`reference_result`][] computes the same
 thing with DuckDB for testing.
 
 Floating-point SUM (and a SUM DuckDB types DOUBLE) is the **exact** sum of the group's values
-rounded once to the nearest double (like :func:`math.fsum`), AVG the exact sum divided by the
-count rounded once (:mod:`dpcomm.queries.exactsum`): a NaN, or +inf and -inf, give NaN, infinities
+rounded once to the nearest double (like `math.fsum`), AVG the exact sum divided by the
+count rounded once (`dpcomm.queries.exactsum`): a NaN, or +inf and -inf, give NaN, infinities
 of one sign that infinity, a finite exact sum beyond the double range ±inf. Unlike a float sum
 in some order, this depends on the multiset of values only, so it is *mergeable*: a group-by is
-computed as mergeable partials (:func:`grouping_set_partials`: per group its key, a
+computed as mergeable partials ([`grouping_set_partials`][]: per group its key, a
 representative row and one partial state per output), the partials of disjoint sets of rows
-merge exactly (:func:`merge_partials`, associative and commutative) and finalize
-(:func:`finalize_partials`) to the rows of the whole, bit for bit, whatever the split of the rows
+merge exactly ([`merge_partials`][], associative and commutative) and finalize
+([`finalize_partials`][]) to the rows of the whole, bit for bit, whatever the split of the rows
 into partitions and the order of the partitions. Every engine evaluates a grouping set this way
-(:func:`evaluate` is the finalized partials of one part); the result is also more accurate than
+([`evaluate`][] is the finalized partials of one part); the result is also more accurate than
 a sequential float sum. Float MIN and MAX order NaN above every value (as DuckDB) and are
 canonical too: the NaN is ``math.nan``, a zero is -0.0 for MIN (+0.0 for MAX) if the group has
 one.
@@ -256,7 +256,7 @@ def _encode_key(key: Sequence[object]) -> bytes:
 def assign_compute_nodes(table: Table, columns: Sequence[str], *, num_targets: int) -> IntArray:
     """Compute node of every row of ``table`` for the grouping set ``columns``.
 
-    Equal to :func:`partition_keys` applied to the row's key; every row goes to node 0 for the
+    Equal to [`partition_keys`][] applied to the row's key; every row goes to node 0 for the
     empty grouping set.
     """
     mask = np.ones(table.num_rows, dtype=bool)
@@ -307,7 +307,7 @@ class SumPartial:
 
 @dataclass(frozen=True, eq=False)
 class FloatSumPartial:
-    """SUM and AVG of a floating-point column: the exact sums of :mod:`dpcomm.queries.exactsum`."""
+    """SUM and AVG of a floating-point column: the exact sums of `dpcomm.queries.exactsum`."""
 
     sums: ExactSums
 
@@ -344,15 +344,15 @@ PartialState = CountPartial | SumPartial | FloatSumPartial | ExtremePartial
 class GroupPartials:
     """The mergeable partial result of one grouping set over some rows: one entry per group.
 
-    :func:`grouping_set_partials` computes it from rows, :func:`merge_partials` merges the
-    partials of disjoint sets of rows (associative and commutative), :func:`finalize_partials`
+    [`grouping_set_partials`][] computes it from rows, [`merge_partials`][] merges the
+    partials of disjoint sets of rows (associative and commutative), [`finalize_partials`][]
     gives the result rows: the same rows, bit for bit, whatever the split of the rows into
     parts and the order of the parts. Picklable (numpy arrays, Python values).
 
     Attributes:
         set_index: the grouping set.
         keys: each group's key (Python values of the set's columns, NULL as None), in key
-            order (:func:`key_order`, NULLs last).
+            order ([`key_order`][], NULLs last).
         representatives: int64, each group's smallest row index in the table its rows came
             from (over merged parts: the smallest of the parts'); −1 for the group of the empty
             grouping set over no rows. Its value gives the key (e.g. 0.0 or -0.0).
@@ -593,7 +593,7 @@ def merge_partials(parts: Sequence[GroupPartials]) -> GroupPartials:
 
     Groups with equal keys (NULL equal to NULL, NaN to NaN, 0.0 to -0.0) become one; its key
     and representative are those of the part with the smallest representative. Associative
-    and commutative: :func:`finalize_partials` of the result does not depend on how the rows
+    and commutative: [`finalize_partials`][] of the result does not depend on how the rows
     were split nor on the order of ``parts``.
     """
     if not parts:
@@ -728,7 +728,7 @@ def _final_values(state: PartialState, function: str, *, double: bool) -> list[o
     """One aggregate per group from its state; ``double`` when DuckDB's result is a DOUBLE.
 
     A float SUM is the exact sum rounded once, AVG the exact sum over the count rounded once
-    (:mod:`dpcomm.queries.exactsum`); a SUM of integers whose DuckDB type is DOUBLE (UHUGEINT)
+    (`dpcomm.queries.exactsum`); a SUM of integers whose DuckDB type is DOUBLE (UHUGEINT)
     is the exact integer sum rounded once.
     """
     if isinstance(state, CountPartial):
@@ -814,7 +814,7 @@ def _mean(total: Any, count: int) -> float:
 def empty_partials(bound: BoundAggregate, set_index: int) -> GroupPartials:
     """The partials of grouping set ``set_index`` over no rows.
 
-    What :func:`grouping_set_partials` gives for a table without rows: no group, except the
+    What [`grouping_set_partials`][] gives for a table without rows: no group, except the
     one group of the empty grouping set (representative −1).
     """
     columns = []
@@ -825,7 +825,7 @@ def empty_partials(bound: BoundAggregate, set_index: int) -> GroupPartials:
     return _Evaluator(bound, table, check=False).partials(set_index, np.zeros(0, dtype=bool))
 
 
-#: How :func:`empty_partials` holds the values of each kind of column (as tables do).
+#: How `empty_partials` holds the values of each kind of column (as tables do).
 _EMPTY_DTYPES: dict[str, Any] = {
     "int": np.int64,
     "wideint": np.int64,
@@ -843,7 +843,7 @@ def grouping_set_partials(
 
     ``table`` needs only the columns the grouping set reads (what a compute node receives).
     Partials of disjoint masks (or of the partitions of a table), merged in any order with
-    :func:`merge_partials`, finalize to exactly the rows of the whole.
+    [`merge_partials`][], finalize to exactly the rows of the whole.
     """
     needed = {c.lower() for c in bound.carried_columns(set_index)}
     bound.check_table(table, columns=needed)
@@ -864,12 +864,12 @@ def evaluate_grouping_set(
 def grouping_set_groups(
     bound: BoundAggregate, table: Table, set_index: int, rows: npt.ArrayLike
 ) -> tuple[list[Row], list[tuple[object, ...]], IntArray]:
-    """:func:`evaluate_grouping_set`, with each row's key values and a table row of its group.
+    """[`evaluate_grouping_set`][], with each row's key values and a table row of its group.
 
     ``table`` needs only the columns grouping set ``set_index`` reads (its grouping columns and
     the aggregated ones): what a compute node receives. The representative of the empty group
     of the empty grouping set over no rows is −1. Computed as
-    :func:`finalize_partials` of :func:`grouping_set_partials`.
+    [`finalize_partials`][] of [`grouping_set_partials`][].
     """
     partials = grouping_set_partials(bound, table, set_index, rows)
     result, keys = finalize_partials(bound, partials)
@@ -877,7 +877,7 @@ def grouping_set_groups(
 
 
 def key_order(key: Sequence[object]) -> tuple[tuple[bool, bool, object], ...]:
-    """A sort key giving grouping keys the order of :func:`evaluate` (NULLs last, NaN before)."""
+    """A sort key giving grouping keys the order of [`evaluate`][] (NULLs last, NaN before)."""
     return tuple(
         (
             value is None,
@@ -893,7 +893,7 @@ def evaluate(bound: BoundAggregate, table: Table, masks: Sequence[npt.ArrayLike]
 
     ``masks[g]`` says which tuples reached their compute nodes for grouping set g. Rows come in
     grouping-set order, then key order with NULLs last. Float SUM and AVG are exact sums
-    rounded once (:mod:`dpcomm.queries.exactsum`): the same bits however the rows are split.
+    rounded once (`dpcomm.queries.exactsum`): the same bits however the rows are split.
     """
     from dpcomm.queries.postprocess import finish
 
@@ -966,10 +966,10 @@ def grouping_set_sql(bound: BoundAggregate, set_index: int) -> str:
 def reference_result(
     bound: BoundAggregate, table: Table, masks: Sequence[npt.ArrayLike]
 ) -> list[Row]:
-    """The result of :func:`evaluate`, computed by DuckDB (for tests and audits).
+    """The result of [`evaluate`][], computed by DuckDB (for tests and audits).
 
     For each grouping set g, the rows where ``masks[g]`` is True are registered under the FROM
-    name and :func:`grouping_set_sql` is run on them; rows are concatenated in grouping-set order.
+    name and [`grouping_set_sql`][] is run on them; rows are concatenated in grouping-set order.
     """
     from dpcomm.queries.postprocess import finish
     from dpcomm.queries.sql import scratch_connection

@@ -4,8 +4,16 @@ Each source holds one point. In iteration i each source sends its point to the c
 its nearest current centroid (a data-dependent flow, one cluster per iteration); compute node k
 replaces centroid k by the mean of the real points it received (keeping the old one when it
 received none) and the new centroids are broadcast back to the sources (data-independent).
-After I iterations the centroids go to the result node. Utility is the Rand index of the final
-centroids' assignment of a held-out test set against its labels.
+After I iterations the centroids go to the result node. Utility is the Rand index, the adjusted
+Rand index and the normalized mutual information of the final centroids' assignment of a
+labelled set against its labels.
+
+The K initial centroids are chosen once, from the start seed, when the program is built
+([`choose_initial_centroids`][]), and travel in its public description: every engine starts
+from the same ones. They are chosen among the sources' own points unless the caller gives a
+pool of public points; either way they are sent to every node, so chosen among the sources'
+points they are K of those points released as they are (see
+[`KMeansProgram.initialisation_caveat`][]).
 
 Points and centroids travel as float32, so the program holds them as float32 values: what a
 source sends is exactly what the simulator computes with. Nearest centroids are exact (ties to
@@ -62,7 +70,7 @@ def _exact_less(point: FloatArray, first: FloatArray, second: FloatArray) -> int
     """Sign of ‖x − a‖² − ‖x − b‖², computed exactly (−1, 0 or 1).
 
     ‖x − a‖² − ‖x − b‖² = Σ a_i² − b_i² − 2 x_i (a_i − b_i); for float32 values every product
-    is exact in float64 and :func:`math.fsum` rounds the exact sum once, so the sign is exact.
+    is exact in float64 and `math.fsum` rounds the exact sum once, so the sign is exact.
     """
     terms = np.concatenate(
         [first * first, -(second * second), -2.0 * point * first, 2.0 * point * second]
@@ -116,7 +124,7 @@ def grouped_sums(
 ) -> dict[int, ExactSums]:
     """The exact per-coordinate sums of the points of each group in ``wanted``.
 
-    Each group's :class:`~dpcomm.queries.exactsum.ExactSums` has one entry per coordinate
+    Each group's `dpcomm.queries.exactsum.ExactSums` has one entry per coordinate
     (its count is the group's number of points, 0 for a group without points): a mergeable
     partial state. Points outside ``wanted`` are ignored.
     """
@@ -144,7 +152,7 @@ def exact_mean(sums: ExactSums) -> FloatArray | None:
     """The mean of a group's points from its exact per-coordinate sums; None without points.
 
     Each coordinate is the exact sum divided by the count, rounded once to the nearest double
-    (:meth:`~dpcomm.queries.exactsum.ExactSums.means`).
+    (`dpcomm.queries.exactsum.ExactSums.means`).
     """
     means = sums.means()
     if not means or means[0] is None:
@@ -160,7 +168,7 @@ def grouped_means(
     Each coordinate is the exact mean rounded once to the nearest double: it depends on the
     multiset of points only (not on the order they came in, a compute node's arrival order or
     the simulator's row order), and the exact per-coordinate sums of disjoint subsets of the
-    points merge into it (:func:`grouped_sums`).
+    points merge into it ([`grouped_sums`][]).
     """
     means: dict[int, FloatArray] = {}
     for target, sums in grouped_sums(points, groups, wanted).items():
@@ -171,7 +179,7 @@ def grouped_means(
 
 
 def canonical_mean(points: npt.ArrayLike) -> FloatArray:
-    """The mean of ``points`` (rows), correctly rounded per coordinate (:func:`grouped_means`)."""
+    """The mean of ``points`` (rows), correctly rounded per coordinate ([`grouped_means`][])."""
     data = _as_floats(points)
     return grouped_means(data, np.zeros(len(data), dtype=np.int64), [0])[0]
 
@@ -194,6 +202,67 @@ def rand_index(labels: npt.NDArray[np.int64], clusters: npt.NDArray[np.int64]) -
     return float(rand_score(labels, clusters))
 
 
+def adjusted_rand_index(labels: npt.NDArray[np.int64], clusters: npt.NDArray[np.int64]) -> float:
+    """The Rand index adjusted for chance (Hubert and Arabie): 0 for random clusters, 1 at best.
+
+    The plain Rand index counts the pairs of points split by both labelings as agreements; with
+    many clusters almost every pair is split by both, so it stays near 1 whatever the clusters
+    (scikit-learn's ``adjusted_rand_score``).
+    """
+    from sklearn.metrics import adjusted_rand_score
+
+    return float(adjusted_rand_score(labels, clusters))
+
+
+def normalized_mutual_info(labels: npt.NDArray[np.int64], clusters: npt.NDArray[np.int64]) -> float:
+    """The mutual information of two labelings over the mean of their entropies, in [0, 1].
+
+    scikit-learn's ``normalized_mutual_info_score`` (arithmetic mean); not adjusted for chance.
+    """
+    from sklearn.metrics import normalized_mutual_info_score
+
+    return float(normalized_mutual_info_score(labels, clusters))
+
+
+#: How the initial centroids are chosen among the points of their pool (``init``).
+INIT_METHODS = ("random", "k-means++")
+
+
+def choose_initial_centroids(
+    pool: npt.ArrayLike, num_centroids: int, *, init: str = "random", seed: int = 0
+) -> FloatArray:
+    """K = ``num_centroids`` initial centroids among the rows of ``pool``, chosen by ``seed``.
+
+    ``random``: K distinct rows drawn uniformly (the paper's "K (random) points", Section
+    5.1), in row order. ``k-means++``: the D² seeding of Arthur and Vassilvitskii (2007), as
+    scikit-learn's ``kmeans_plusplus`` runs it (the first row uniform, each next one among
+    2 + ⌊ln K⌋ candidates drawn with probability proportional to the squared distance to the
+    nearest row chosen, keeping the candidate that lowers the total most); its O(log K)
+    approximation in expectation gives fewer empty or split clusters than random rows. The
+    rows are rounded to float32 first (what travels), so the centroids are rows of the pool
+    exactly. The same pool, K, ``init`` and ``seed`` give the same centroids; they are
+    computed once, where the program is built, and every engine receives them in the program.
+    """
+    if not isinstance(init, str) or init not in INIT_METHODS:
+        raise InvalidParameterError("init", " or ".join(repr(m) for m in INIT_METHODS), init)
+    rows = np.asarray(pool, dtype=np.float32)
+    if rows.ndim != 2 or len(rows) == 0:
+        raise InvalidParameterError("points", "a non-empty 2-d array", rows.shape)
+    count = check_int("num_centroids K", num_centroids, minimum=1, maximum=len(rows))
+    seed = check_seed(seed)
+    if init == "random":
+        chosen = np.sort(np.random.default_rng(seed).choice(len(rows), size=count, replace=False))
+    else:
+        from sklearn.cluster import kmeans_plusplus
+
+        # The whole seed feeds the Mersenne Twister's seed sequence (not only 32 bits of it).
+        state = np.random.RandomState(np.random.MT19937(seed))
+        # float64 (exact for float32 values): scikit-learn computes float32 distances by
+        # upcasting the whole pool in chunks at every step, several times slower.
+        _, chosen = kmeans_plusplus(rows.astype(np.float64), count, random_state=state)
+    return as_float32_values(rows[np.asarray(chosen, dtype=np.int64)])
+
+
 @dataclass(frozen=True)
 class KMeansState:
     """The centroids after a number of completed iterations (float32 values)."""
@@ -211,13 +280,15 @@ class KMeansProgram:
         points: the sources' points, one row per source (S x dimension), held as float32
             values; None where a node holds no data.
         num_centroids: K, also the number of compute nodes per iteration.
-        num_iterations: I (at most :data:`~dpcomm.validation.MAX_COUNT`).
-        seed: chooses the initial centroids (K distinct points of the sources, as in the
-            paper's "K (random) points"); the same seed gives the same start with or without
-            countermeasures.
-        initial: the initial centroids (public; chosen from the points by the seed when the
-            points are given).
+        num_iterations: I (at most ``dpcomm.validation.MAX_COUNT``).
+        seed: chooses the initial centroids ([`choose_initial_centroids`][]); the same
+            seed gives the same start with or without countermeasures, in every engine.
+        initial: the initial centroids (public: every node receives them); chosen among the
+            points by ``init`` and the seed when the points are given without them.
         num_sources: S.
+        init: ``"random"`` (K distinct points, the default) or ``"k-means++"``.
+        init_public: whether ``initial`` was chosen among public points rather than the
+            sources' (False: they are K of the sources' points, released to every node).
     """
 
     points: npt.NDArray[Any] | None
@@ -226,11 +297,22 @@ class KMeansProgram:
     seed: int = 0
     initial: FloatArray | None = None
     num_sources: int = 0
+    init: str = "random"
+    init_public: bool = False
     _exact: dict[str, FloatArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         check_int("num_iterations I", self.num_iterations, minimum=1, maximum=MAX_COUNT)
         object.__setattr__(self, "seed", check_seed(self.seed))
+        if not isinstance(self.init, str) or self.init not in INIT_METHODS:
+            allowed = " or ".join(repr(m) for m in INIT_METHODS)
+            raise InvalidParameterError("init", allowed, self.init)
+        if not isinstance(self.init_public, bool):
+            raise InvalidParameterError("init_public", "True or False", self.init_public)
+        if self.init_public and self.initial is None:
+            raise InvalidParameterError(
+                "initial", "the centroids chosen among public points (init_public)", None
+            )
         if self.points is not None:
             points = np.asarray(self.points, dtype=np.float32)
             if points.ndim != 2 or len(points) == 0:
@@ -239,9 +321,10 @@ class KMeansProgram:
             object.__setattr__(self, "num_sources", len(points))
             check_int("num_centroids K", self.num_centroids, minimum=1, maximum=len(points))
             if self.initial is None:
-                rng = np.random.default_rng(self.seed)
-                chosen = rng.choice(len(points), size=self.num_centroids, replace=False)
-                object.__setattr__(self, "initial", points[np.sort(chosen)].copy())
+                initial = choose_initial_centroids(
+                    points, self.num_centroids, init=self.init, seed=self.seed
+                )
+                object.__setattr__(self, "initial", initial)
         check_int("num_centroids K", self.num_centroids, minimum=1)
         if self.initial is None:
             raise InvalidParameterError("initial", "initial centroids (or the points)", None)
@@ -273,11 +356,13 @@ class KMeansProgram:
             "initial": self.initial_centroids.astype(">f4").tobytes().hex(),
             "dimension": self.dimension,
             "num_sources": self.num_sources,
+            "init": self.init,
+            "init_public": self.init_public,
         }
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> KMeansProgram:
-        """Inverse of :meth:`to_spec` (without points)."""
+        """Inverse of [`to_spec`][] (without points)."""
         initial = np.frombuffer(bytes.fromhex(spec["initial"]), dtype=">f4").reshape(
             int(spec["num_centroids"]), int(spec["dimension"])
         )
@@ -288,12 +373,46 @@ class KMeansProgram:
             int(spec["seed"]),
             initial.astype(np.float64),
             int(spec["num_sources"]),
+            init=str(spec.get("init", "random")),
+            init_public=bool(spec.get("init_public", False)),
         )
 
     @property
     def name(self) -> str:
-        """Short description for reports."""
-        return f"K-means, K={self.num_centroids}, I={self.num_iterations}"
+        """Short description for reports (the start, unless K random points of the sources)."""
+        name = f"K-means, K={self.num_centroids}, I={self.num_iterations}"
+        if self.init != "random" or self.init_public:
+            name += f", {self.init} start" + (" from public points" if self.init_public else "")
+        return name
+
+    @property
+    def initialisation_caveat(self) -> str | None:
+        """What the guarantee does not cover of the initial centroids (None: public ones).
+
+        The paper's plan starts from "K (random) points" and treats the centroids as public
+        state: chosen among the sources' points, they are K of those points sent to every node
+        as they are, which no traffic countermeasure protects; k-means++ also reads every
+        source's point to choose them. Chosen among public points, they reveal nothing.
+        """
+        if self.init_public:
+            return None
+        remedy = (
+            "choose them among public points instead (init_points in Python, --init-data on "
+            "the command line) for a guarantee that covers every source"
+        )
+        if self.init == "random":
+            return (
+                f"the {self.num_centroids:,} initial centroids are sources' own points, chosen "
+                "by the start seed alone; every node receives them, so those sources' points "
+                f"are released as they are and the guarantee does not cover them; {remedy}"
+            )
+        return (
+            f"the {self.num_centroids:,} initial centroids are sources' own points chosen by "
+            "k-means++, which reads every source's point (each next centroid is drawn with "
+            "probability proportional to its squared distance to those already chosen); every "
+            "node receives them, so those points are released as they are, and the guarantee "
+            f"covers neither them nor what their choice reveals about the other sources; {remedy}"
+        )
 
     def flow_name(self, iteration: int) -> str:
         """Name of the data-dependent flow of ``iteration`` (1-based)."""
@@ -336,10 +455,10 @@ class KMeansProgram:
     def target_partials(
         self, step: TargetStep, tuples: FloatArray, tuple_targets: IntArray
     ) -> dict[int, ExactSums]:
-        """Compute node k's partial from some of its points (:func:`grouped_sums`).
+        """Compute node k's partial from some of its points ([`grouped_sums`][]).
 
         Their exact per-coordinate sums and their number: a picklable
-        :class:`~dpcomm.queries.exactsum.ExactSums`.
+        `dpcomm.queries.exactsum.ExactSums`.
         """
         data = np.asarray(tuples)
         if data.size == 0:
@@ -415,11 +534,11 @@ class CentroidCodec:
         return self.dimension * COORDINATE_BYTES
 
     def encode(self, output: FloatArray) -> bytes:
-        """``output`` in :attr:`size` bytes."""
+        """``output`` in [`size`][] bytes."""
         return VectorCodec(self.dimension).encode(np.asarray(output).reshape(1, -1))[0]
 
     def decode(self, data: bytes) -> FloatArray:
-        """Inverse of :meth:`encode`; CodecError if malformed."""
+        """Inverse of [`encode`][]; CodecError if malformed."""
         if len(data) != self.size:
             raise CodecError(f"a centroid of {len(data)} bytes")
         centroid: FloatArray = VectorCodec(self.dimension).decode([data])[0].astype(np.float64)

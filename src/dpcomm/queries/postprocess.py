@@ -1,9 +1,9 @@
 """The result node's last step: the union of the grouping sets' rows, post-processed.
 
 A query in the core class gets its rows as the compute nodes computed them, in grouping-set
-order, then key order, with a :data:`~dpcomm.queries.query.GROUPING_SET_COLUMN` naming each
+order, then key order, with a `dpcomm.queries.query.GROUPING_SET_COLUMN` naming each
 row's grouping set when there are several. An analyst query's
-:class:`~dpcomm.queries.query.PostProcessing` runs in DuckDB over those rows: expressions over
+`dpcomm.queries.query.PostProcessing` runs in DuckDB over those rows: expressions over
 aggregates, GROUPING(), HAVING, ORDER BY, LIMIT, OFFSET, DuckDB's names and types. Only the
 released result is read: no privacy number changes.
 """
@@ -19,7 +19,7 @@ from dpcomm.queries.query import GROUPING_SET_COLUMN, BoundAggregate, PostProces
 
 Row = dict[str, Any]
 
-#: Names the post-processing SQL reads (see :mod:`dpcomm.queries.analyst`).
+#: Names the post-processing SQL reads (see `dpcomm.queries.analyst`).
 _PREFIX = "__dpcomm_"
 _RESULT_TABLE = f"{_PREFIX}result"
 _ORDER_COLUMN = f"{_PREFIX}order"

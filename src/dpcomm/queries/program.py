@@ -1,19 +1,19 @@
 """What a compiled query gives an engine: the hooks of the roles, its rows, how it travels.
 
-An engine runs a program stage by stage through the role steps of :mod:`dpcomm.protocol.roles`:
+An engine runs a program stage by stage through the role steps of `dpcomm.protocol.roles`:
 in each stage every data-dependent flow of the stage sends one message per source to the target
-its data chooses (:meth:`~dpcomm.protocol.roles.ProgramHooks.route`); the countermeasures decide
+its data chooses (`dpcomm.protocol.roles.ProgramHooks.route`); the countermeasures decide
 what is actually sent; the targets compute their outputs from the real tuples that reached them
-(in parts, :meth:`~dpcomm.protocol.roles.ProgramHooks.target_partials`, combined by
-:meth:`~dpcomm.protocol.roles.ProgramHooks.combine_partials`); the outputs are merged into the
-next state (:meth:`~dpcomm.protocol.roles.ProgramHooks.merge`). Programs are immutable: the
+(in parts, `dpcomm.protocol.roles.ProgramHooks.target_partials`, combined by
+`dpcomm.protocol.roles.ProgramHooks.combine_partials`); the outputs are merged into the
+next state (`dpcomm.protocol.roles.ProgramHooks.merge`). Programs are immutable: the
 evolving state is passed in and returned.
 
-A :class:`QueryProgram` adds three members to those ten hooks: its ``rows`` (the sources' data,
+A `QueryProgram` adds three members to those ten hooks: its ``rows`` (the sources' data,
 where the program holds it), its ``codec`` (how tuples, outputs and a source's row travel in a
 networked run) and ``to_spec()`` (its public description). Programs join a registry
-(:func:`register_program`) from which every node rebuilds the public program
-(:func:`program_from_spec`): a new kind of computation needs no change to any engine.
+(`register_program`) from which every node rebuilds the public program
+(`program_from_spec`): a new kind of computation needs no change to any engine.
 """
 
 from __future__ import annotations
@@ -60,11 +60,11 @@ class OutputCodec(Protocol):
         ...
 
     def encode(self, output: Any) -> bytes:
-        """``output`` in :attr:`size` bytes."""
+        """``output`` in `size` bytes."""
         ...
 
     def decode(self, data: bytes) -> Any:
-        """Inverse of :meth:`encode` (CodecError if malformed)."""
+        """Inverse of `encode` (CodecError if malformed)."""
         ...
 
     def check(self, output: Any) -> None:
@@ -120,7 +120,7 @@ class QueryProgram(ProgramHooks, Protocol):
         ...
 
     def to_spec(self) -> dict[str, Any]:
-        """The public description, JSON-ready, with its ``kind`` (see :func:`register_program`)."""
+        """The public description, JSON-ready, with its ``kind`` (see `register_program`)."""
         ...
 
 
@@ -174,7 +174,7 @@ def register_program(kind: str) -> Callable[[ProgramClass], ProgramClass]:
     """Class decorator: programs of ``kind`` are rebuilt by the class's ``from_spec``.
 
     The class's module is named in every spec it writes (``to_spec`` returns
-    :func:`spec_header` first), so a process that has not imported it yet imports it.
+    `spec_header` first), so a process that has not imported it yet imports it.
     """
 
     def register(cls: ProgramClass) -> ProgramClass:
@@ -190,7 +190,7 @@ def spec_header(kind: str, cls: type) -> dict[str, Any]:
 
 
 def program_from_spec(spec: Mapping[str, Any]) -> QueryProgram:
-    """The public program described by ``spec`` (from :meth:`QueryProgram.to_spec`).
+    """The public program described by ``spec`` (from `QueryProgram.to_spec`).
 
     A kind not registered yet in this process is registered by importing the module the spec
     names (a node's config is written by the round's operator, like the code it runs).

@@ -1,7 +1,7 @@
 """The value of an Aggregate query once parsed and bound: plain data, no parser, no DuckDB.
 
-:mod:`dpcomm.queries.sql` builds these from SQL text (sqlglot) and a table (DuckDB); a node of a
-deployment rebuilds them from their JSON form (:meth:`BoundAggregate.from_dict`) without either.
+`dpcomm.queries.sql` builds these from SQL text (sqlglot) and a table (DuckDB); a node of a
+deployment rebuilds them from their JSON form (`BoundAggregate.from_dict`) without either.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ class OutputColumn:
     """One column of the query result.
 
     Attributes:
-        name: the result column's name. After :func:`bind` it is exactly DuckDB's name (the alias,
-            or e.g. ``avg(I)``, ``count_star()``); after :func:`parse_aggregate` alone it is the
+        name: the result column's name. After `bind` it is exactly DuckDB's name (the alias,
+            or e.g. ``avg(I)``, ``count_star()``); after `parse_aggregate` alone it is the
             alias or a guess of it.
         kind: ``"group"`` for a grouping column, ``"aggregate"`` for a statistical function.
         column: the column read (``None`` for ``COUNT(*)``).
@@ -163,7 +163,7 @@ class PostProcessing:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PostProcessing:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of `to_dict`."""
         return cls(
             str(data["sql"]),
             tuple(str(n) for n in data["names"]),
@@ -175,7 +175,7 @@ class PostProcessing:
 
 @dataclass(frozen=True)
 class BoundAggregate:
-    """An :class:`AggregateQuery` checked against a table's schema.
+    """An `AggregateQuery` checked against a table's schema.
 
     Column names are those of the table (DuckDB matches identifiers case-insensitively); output
     names and types are the ones DuckDB reports for the query.
@@ -261,7 +261,7 @@ class BoundAggregate:
 
     @property
     def result_types(self) -> tuple[str, ...]:
-        """DuckDB's types of :attr:`result_names`."""
+        """DuckDB's types of `result_names`."""
         types = self.post.types if self.post is not None else self.output_types
         return (*types, "VARCHAR") if self.num_grouping_sets > 1 else types
 
@@ -308,7 +308,7 @@ class BoundAggregate:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BoundAggregate:
-        """Inverse of :meth:`to_dict`; InvalidParameterError if malformed."""
+        """Inverse of `to_dict`; InvalidParameterError if malformed."""
         try:
             query = AggregateQuery(
                 str(data["sql"]),
@@ -358,7 +358,7 @@ class BoundAggregate:
         return tuple(names)
 
     def check_table(self, table: Table, *, columns: Iterable[str] | None = None) -> None:
-        """Raise :class:`InvalidParameterError` unless ``table`` has the bound schema.
+        """Raise `InvalidParameterError` unless ``table`` has the bound schema.
 
         With ``columns`` (lower-case names), only those columns are required.
         """

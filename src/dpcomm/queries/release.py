@@ -1,13 +1,27 @@
 """A noisy release of an Aggregate result: central DP on what the result node publishes.
 
-The result node releases, for every grouping set, one row per key of a **public key domain**
-given by the user (the product of each key column's listed values): keys that received no
-tuple are released too (COUNT and SUM 0, plus noise), keys outside the domain are not, so the
-set of released keys never depends on the data. Each COUNT and SUM gets noise drawn by OpenDP
-(integer noise for counts: discrete Laplace or discrete Gaussian), once, at the result node;
-an AVG is the noisy SUM over the noisy COUNT. The noise's scale follows from the query
-(:mod:`dpcomm.accounting.release`); OpenDP's own privacy map of every measurement is checked
-against it before any noise is drawn.
+The result node releases, for every grouping set, the rows of its keys, chosen one of two ways:
+
+* **A public key domain** given by the user (the product of each key column's listed
+  values): keys that received no tuple are released too (COUNT and SUM 0, plus noise), keys
+  outside the domain are not, so the set of released keys never depends on the data.
+* **Key selection** (``key_selection_delta``), for a grouping set with a column without a
+  domain: OpenDP's threshold mechanism (``make_laplace_threshold``,
+  ``make_gaussian_threshold``) adds a released COUNT's noise (COUNT(*) if the query has one,
+  else another COUNT, else a COUNT(*) added for it) to the count of every key that received
+  a tuple and releases the keys whose noisy count reaches a threshold τ, with that noisy
+  count; τ is the smallest whose OpenDP privacy map gives δ ≤ ``key_selection_delta``
+  for the distances of one row replaced ([`dpcomm.accounting.release.selection_distances`][]).
+  A key held by a few rows is released only with small probability; its presence is then
+  covered by δ_sel. The other aggregates are released, with noise, for the selected keys.
+
+Each COUNT and SUM gets noise drawn by OpenDP (integer noise for counts: discrete Laplace or
+discrete Gaussian), once, at the result node; an AVG is the noisy SUM over the noisy COUNT.
+The noise's scale follows from the query ([`dpcomm.accounting.release`][]); OpenDP's own
+privacy map of every measurement is checked against it before any noise is drawn. Under key
+selection that COUNT's noise is the threshold mechanism's on the selected grouping sets and
+plain noise of the same scale on the others: their privacy maps add up to the COUNT's share
+of the budget (ε_i for Laplace, the zCDP ρ_i for the Gaussian), plus δ_sel.
 
 The noise is drawn from OpenDP's cryptographically secure generator, never from the run's
 seed: a seeded noise would be predictable by whoever holds the seed, and the release would
@@ -16,25 +30,61 @@ not be private. A seeded run is therefore reproducible up to the release's noise
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dpcomm.accounting.release import (
     AggregateNoise,
     ReleasedFunction,
     ReleaseMechanism,
+    SelectionDistances,
+    Sensitivity,
     aggregate_sensitivity,
     calibrate_noise,
+    check_key_selection_delta,
     rho_for,
+    selection_distances,
+    threshold_for,
 )
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.queries.groupby import key_order
 from dpcomm.queries.query import BoundAggregate
 
 Row = dict[str, Any]
+
+#: The largest threshold tried (OpenDP's integer counts are 32-bit).
+MAX_THRESHOLD = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class KeySelection:
+    """Keys chosen by OpenDP's threshold mechanism, for grouping sets without a public domain.
+
+    Attributes:
+        delta: δ_sel, as given: a bound on the chance that a key some neighbouring table
+            lacks is released.
+        grouping_sets: the indices of the grouping sets whose keys are selected.
+        count_output: the COUNT column whose noisy values are thresholded (and released).
+        count_added: whether that COUNT was added for the selection (the query has none).
+        threshold: τ: a key is released when its noisy count is at least τ.
+        distances: (l0, l1, l∞) of the thresholded counts of neighbouring tables.
+        accounted_loss: OpenDP's map of the threshold measurement at these distances: its ε
+            (Laplace) or zCDP ρ (Gaussian).
+        accounted_delta: OpenDP's δ at τ (at most ``delta``).
+    """
+
+    delta: float
+    grouping_sets: tuple[int, ...]
+    count_output: str
+    count_added: bool
+    threshold: int
+    distances: SelectionDistances
+    accounted_loss: float
+    accounted_delta: float
 
 
 @dataclass(frozen=True)
@@ -44,35 +94,46 @@ class Release:
     Attributes:
         mechanism: Laplace or Gaussian, with the release's budget (ε2, δ2).
         noises: the noise of every released aggregate (core output columns).
-        domains: each key column of the query (core names) and its public values.
+        domains: key columns of the query (core names) with their public values.
+        selection: how the keys of grouping sets without a public domain are selected (None:
+            every grouping set has a domain).
     """
 
     mechanism: ReleaseMechanism
     noises: tuple[AggregateNoise, ...]
     domains: tuple[tuple[str, tuple[object, ...]], ...]
+    selection: KeySelection | None = None
 
     @property
     def epsilon(self) -> float:
-        """ε2: the sum of the aggregates' shares."""
+        """ε2: the sum of the aggregates' shares (the key selection's is its COUNT's)."""
         return math.fsum(n.epsilon for n in self.noises)
 
     @property
     def delta(self) -> float:
-        """δ2: the sum of the aggregates' shares."""
-        return math.fsum(n.delta for n in self.noises)
+        """δ2: the sum of the aggregates' shares, and the key selection's δ_sel."""
+        return math.fsum(n.total_delta for n in self.noises)
 
 
 def bind_release(
     bound: BoundAggregate,
     mechanism: ReleaseMechanism,
-    keys: Mapping[str, Sequence[object]],
+    keys: Mapping[str, Sequence[object]] | None,
+    *,
+    key_selection_delta: float | None = None,
 ) -> Release:
     """The release of ``bound`` (a query bound with ``bounds``, see ``bind_sql``).
 
+    ``keys`` gives grouping columns their public domains; a grouping set with a column
+    without one has its keys selected by a threshold when ``key_selection_delta`` is given
+    (``bound`` then has a COUNT, see ``bind_sql(count_rows=True)``).
+
     Raises:
-        InvalidParameterError: a grouping column without a key domain, a domain for a column
-            the query does not group by, or an aggregate a release cannot carry.
+        InvalidParameterError: a grouping column without a key domain (and no key
+            selection), a key selection nothing needs, a domain for a column the query does
+            not group by, or an aggregate a release cannot carry.
     """
+    keys = {} if keys is None else keys
     if not isinstance(keys, Mapping):
         raise InvalidParameterError(
             "keys", "a mapping from each grouping column to its public values", keys
@@ -91,16 +152,41 @@ def bind_release(
             raise InvalidParameterError(f"keys[{name!r}]", "a non-empty list of values", values)
         sql_type = dict(bound.schema).get(column, "VARCHAR")
         domains[column] = tuple(dict.fromkeys(_typed(v, sql_type, column) for v in values))
-    missing = [c for c in bound.grouping_columns if c not in domains]
-    if missing:
+    selected = tuple(
+        index
+        for index, columns in enumerate(bound.grouping_sets)
+        if any(c not in domains for c in columns)
+    )
+    if selected and key_selection_delta is None:
+        missing = [c for c in bound.grouping_columns if c not in domains]
         raise InvalidParameterError(
             "keys",
-            "a public domain for every grouping column under a noisy release (keys that "
-            "occur in the data are never released as they are)",
+            "a public domain for every grouping column under a noisy release, or "
+            "key_selection_delta= (--key-selection-delta) to select keys by a DP threshold "
+            "(keys that occur in the data are never released as they are)",
             f"none for {', '.join(missing)}",
         )
+    if key_selection_delta is not None:
+        key_selection_delta = check_key_selection_delta(key_selection_delta)
+        if not selected:
+            raise InvalidParameterError(
+                "key_selection_delta",
+                "None when every grouping set's keys have a public domain (keys=)",
+                key_selection_delta,
+            )
+    noises = calibrate_noise(mechanism, _released_aggregates(bound))
+    release = Release(mechanism, noises, tuple(sorted(domains.items())))
+    if key_selection_delta is None:
+        return release
+    return _with_selection(bound, release, selected, key_selection_delta)
+
+
+def _released_aggregates(
+    bound: BoundAggregate,
+) -> list[tuple[str, ReleasedFunction, Sensitivity]]:
+    """Every aggregate of ``bound`` with its function and sensitivity."""
     clamps = {name: (lo, hi) for name, _, lo, hi in bound.clamps}
-    aggregates: list[tuple[str, ReleasedFunction, Any]] = []
+    aggregates: list[tuple[str, ReleasedFunction, Sensitivity]] = []
     for output in bound.outputs:
         if output.kind != "aggregate":
             continue
@@ -117,9 +203,113 @@ def bind_release(
                 "release", "COUNT, SUM and AVG of bounded columns", output.name
             )
         aggregates.append((output.name, function, sensitivity))
-    return Release(
-        mechanism, calibrate_noise(mechanism, aggregates), tuple(sorted(domains.items()))
+    return aggregates
+
+
+def _with_selection(
+    bound: BoundAggregate, release: Release, selected: tuple[int, ...], delta: float
+) -> Release:
+    """``release`` whose COUNT also selects the keys of the ``selected`` grouping sets."""
+    counts = [n for n in release.noises if n.function in ("count_star", "count")]
+    counts.sort(key=lambda n: n.function != "count_star")  # COUNT(*) first
+    count = counts[0] if counts else None
+    if count is None:
+        raise InvalidParameterError(
+            "release", "a COUNT to select keys with (bind_sql(count_rows=True))", None
+        )
+    distances = selection_distances(len(selected))
+    threshold = _smallest_threshold(count, distances, delta)
+    loss, accounted = _threshold_map(_threshold_measurement(count, threshold), count, distances)
+    rest = _rest_sensitivity(count.sensitivity, distances)
+    spent = loss + (0.0 if rest is None else _vector_loss(count, rest))
+    if spent > _allowed(count) * (1.0 + 1e-9) or accounted > delta:
+        raise DpcommError(
+            f"OpenDP accounts {spent:.6g} (δ {accounted:.3g}) for the COUNT that selects "
+            f"keys, above the {_allowed(count):.6g} (δ {delta:.3g}) it was calibrated to"
+        )
+    post = bound.post
+    count_added = post is not None and f'"{count.output}"' not in post.sql
+    selection = KeySelection(
+        delta, selected, count.output, count_added, threshold, distances, loss, accounted
     )
+    noises = tuple(replace(n, selection_delta=delta) if n is count else n for n in release.noises)
+    return replace(release, noises=noises, selection=selection)
+
+
+def _rest_sensitivity(whole: Sensitivity, distances: SelectionDistances) -> Sensitivity | None:
+    """The COUNT's sensitivity on the grouping sets not selected (None: there are none).
+
+    Every cell of a COUNT's vector changes by at most 1, so removing the selected sets'
+    cells removes l1 from the L1 and l0 from the squared L2 sensitivity.
+    """
+    l1 = whole.l1 - distances.l1
+    if l1 <= 0.0:
+        return None
+    return Sensitivity(l1, math.sqrt(max(whole.l2**2 - distances.l0, 0.0)))
+
+
+def _opendp() -> Any:
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+def _threshold_measurement(noise: AggregateNoise, threshold: int) -> Any:
+    """OpenDP's threshold mechanism on integer counts keyed by integers, of ``noise``'s scale."""
+    dp = _opendp()
+    domain = dp.map_domain(dp.atom_domain(T=int), dp.atom_domain(T=int))
+    if noise.delta == 0.0:
+        metric = dp.l01inf_distance(dp.absolute_distance(T=int))
+        return dp.m.make_laplace_threshold(domain, metric, scale=noise.scale, threshold=threshold)
+    metric = dp.l02inf_distance(dp.absolute_distance(T=int))
+    return dp.m.make_gaussian_threshold(domain, metric, scale=noise.scale, threshold=threshold)
+
+
+def _threshold_map(
+    measurement: Any, noise: AggregateNoise, distances: SelectionDistances
+) -> tuple[float, float]:
+    """OpenDP's (ε, δ) (Laplace) or (ρ, δ) (Gaussian) of the threshold measurement.
+
+    The Gaussian's L2 distance is given as the integer ⌈√l0⌉ (the metric is over integers);
+    OpenDP uses the smaller of its square and l0·l∞², here l0, the exact squared distance.
+    """
+    if noise.delta == 0.0:
+        given = (distances.l0, distances.l1, distances.linf)
+    else:
+        given = (distances.l0, math.ceil(distances.l2), distances.linf)
+    loss, delta = measurement.map(given)
+    return float(loss), float(delta)
+
+
+def _smallest_threshold(noise: AggregateNoise, distances: SelectionDistances, delta: float) -> int:
+    """The smallest integer τ whose OpenDP map gives δ ≤ ``delta`` (δ falls as τ grows).
+
+    The search starts at the standard formula's τ ([`threshold_for`][]).
+    """
+
+    def accepted(threshold: int) -> bool:
+        measurement = _threshold_measurement(noise, threshold)
+        return _threshold_map(measurement, noise, distances)[1] <= delta
+
+    start = threshold_for(
+        scale=noise.scale, delta=delta, distances=distances, gaussian=noise.delta > 0.0
+    )
+    high = min(max(math.ceil(start), 1), MAX_THRESHOLD)
+    while not accepted(high):
+        if high >= MAX_THRESHOLD:
+            raise InvalidParameterError(
+                "key_selection_delta", "a δ some threshold of 32-bit counts reaches", delta
+            )
+        high = min(2 * high, MAX_THRESHOLD)
+    low = 0  # not accepted (or below the counts' range)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if accepted(middle):
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def _typed(value: object, sql_type: str, column: str) -> object:
@@ -149,65 +339,159 @@ def _typed(value: object, sql_type: str, column: str) -> object:
     return value
 
 
+def _selected_keys(
+    bound: BoundAggregate, release: Release, rows_by_set: Sequence[Sequence[Row]]
+) -> dict[int, list[tuple[tuple[object, ...], Row, int]]]:
+    """Per selected grouping set, its released keys: (key, exact row, noisy count).
+
+    Keys with a positive count (and, for columns that have a domain, a value in it) enter
+    OpenDP's threshold mechanism, numbered; those it releases come back with their count
+    plus noise, at least τ.
+    """
+    selection = release.selection
+    if selection is None:
+        return {}
+    domains = {c: set(values) for c, values in release.domains}
+    entries: list[tuple[int, tuple[object, ...], Row]] = []
+    counts: dict[int, int] = {}
+    for set_index in selection.grouping_sets:
+        columns = bound.grouping_sets[set_index]
+        for row in rows_by_set[set_index]:
+            key = tuple(row[c] for c in columns)
+            if any(c in domains and v not in domains[c] for c, v in zip(columns, key, strict=True)):
+                continue
+            count = row[selection.count_output]
+            if count is not None and int(count) > 0:
+                counts[len(entries)] = int(count)
+                entries.append((set_index, key, row))
+    noise = next(n for n in release.noises if n.output == selection.count_output)
+    measurement = _threshold_measurement(noise, selection.threshold)
+    loss, delta = _threshold_map(measurement, noise, selection.distances)
+    if loss > selection.accounted_loss * (1.0 + 1e-9) or delta > selection.delta:
+        raise DpcommError(
+            f"OpenDP accounts ({loss:.6g}, {delta:.3g}) for the key selection, above the "
+            f"({selection.accounted_loss:.6g}, {selection.delta:.3g}) it was calibrated to"
+        )
+    released: Mapping[int, int] = measurement(counts) if counts else {}
+    chosen: dict[int, list[tuple[tuple[object, ...], Row, int]]] = {
+        i: [] for i in selection.grouping_sets
+    }
+    for number, noisy in released.items():
+        set_index, key, row = entries[number]
+        chosen[set_index].append((key, row, int(noisy)))
+    for items in chosen.values():
+        items.sort(key=lambda item: key_order(item[0]))
+    return chosen
+
+
 def released_rows(
     bound: BoundAggregate, release: Release, rows_by_set: Sequence[Sequence[Row]]
 ) -> list[list[Row]]:
-    """Each grouping set's released rows: every key of the domain, its aggregates noisy."""
+    """Each grouping set's released rows, their aggregates noisy.
+
+    The rows of every key of the domain, or of the keys the threshold selected.
+    """
     domains = dict(release.domains)
+    selected = _selected_keys(bound, release, rows_by_set)
+    count_output = None if release.selection is None else release.selection.count_output
     completed: list[list[Row]] = []
+    thresholded: list[bool] = []  # per released row: its thresholded COUNT is already noisy
     for set_index, rows in enumerate(rows_by_set):
         columns = bound.grouping_sets[set_index]
-        present = {tuple(row[c] for c in columns): row for row in rows}
-        keys = list(itertools.product(*(domains[c] for c in columns))) if columns else [()]
-        keys.sort(key=key_order)
+        items: list[tuple[tuple[object, ...], Row | None, int | None]]
+        if set_index in selected:
+            items = [(key, found, noisy) for key, found, noisy in selected[set_index]]
+        else:
+            present = {tuple(row[c] for c in columns): row for row in rows}
+            keys = list(itertools.product(*(domains[c] for c in columns))) if columns else [()]
+            keys.sort(key=key_order)
+            items = [(key, present.get(key), None) for key in keys]
         released = []
-        for key in keys:
+        for key, found, noisy in items:
             row: Row = dict.fromkeys(bound.grouping_columns)
             row.update(zip(columns, key, strict=True))
-            found = present.get(key)
             for noise in release.noises:
                 value = None if found is None else found[noise.output]
                 row[noise.output] = 0 if value is None else value
+            if noisy is not None:
+                row[count_output or ""] = noisy
             released.append(row)
+            thresholded.append(noisy is not None)
         completed.append(released)
     flat = [row for rows in completed for row in rows]
     for noise in release.noises:
-        values = [row[noise.output] for row in flat]
-        for row, noisy in zip(flat, _noisy(noise, values), strict=True):
+        if noise.output == count_output and release.selection is not None:
+            rest = _rest_sensitivity(noise.sensitivity, release.selection.distances)
+            cells = [row for row, done in zip(flat, thresholded, strict=True) if not done]
+            spent = release.selection.accounted_loss
+            if rest is None or not cells:
+                continue
+        else:
+            rest, cells, spent = None, flat, 0.0
+        values = [row[noise.output] for row in cells]
+        for row, noisy in zip(cells, _noisy(noise, values, rest, spent), strict=True):
             row[noise.output] = noisy
     names = bound.output_names
     return [[{name: row.get(name) for name in names} for row in rows] for rows in completed]
 
 
-def _noisy(noise: AggregateNoise, values: list[Any]) -> list[Any]:
-    """``values`` plus OpenDP's noise, after checking OpenDP's privacy map of the measurement."""
-    import opendp.prelude as dp
+def _allowed(noise: AggregateNoise) -> float:
+    """What ``noise`` was calibrated to: ε_i (Laplace) or the zCDP ρ_i (Gaussian)."""
+    return noise.epsilon if noise.delta == 0.0 else rho_for(noise.epsilon, noise.delta)
 
-    dp.enable_features("contrib")
-    if not values:
-        return []
-    if noise.integer:
+
+def _vector_measurement(noise: AggregateNoise) -> Any:
+    """OpenDP's Laplace or Gaussian measurement on a vector, of ``noise``'s scale."""
+    return _measurement(noise.scale, integer=noise.integer, gaussian=noise.delta > 0.0)
+
+
+@functools.lru_cache(maxsize=256)
+def _measurement(scale: float, *, integer: bool, gaussian: bool) -> Any:
+    """``_vector_measurement``, built once per scale and kind (a run draws anew each call)."""
+    dp = _opendp()
+    if integer:
         domain = dp.vector_domain(dp.atom_domain(T=int))
-        data: list[Any] = [int(v) for v in values]
     else:
         domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
-        data = [float(v) for v in values]
+    if not gaussian:
+        metric = dp.l1_distance(T=int if integer else float)
+        return dp.m.make_laplace(domain, metric, scale=scale)
+    return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=scale)
+
+
+def _vector_loss(
+    noise: AggregateNoise, sensitivity: Sensitivity, measurement: Any | None = None
+) -> float:
+    """OpenDP's map of the vector measurement at ``sensitivity``: ε (Laplace) or ρ."""
+    chosen = _vector_measurement(noise) if measurement is None else measurement
     if noise.delta == 0.0:
-        metric = dp.l1_distance(T=int if noise.integer else float)
-        measurement: Any = dp.m.make_laplace(domain, metric, scale=noise.scale)
-        shift = math.ceil(noise.sensitivity.l1) if noise.integer else noise.sensitivity.l1
-        spent, allowed = float(measurement.map(shift)), noise.epsilon
-    else:
-        metric = dp.l2_distance(T=float)
-        measurement = dp.m.make_gaussian(domain, metric, scale=noise.scale)
-        spent = float(measurement.map(noise.sensitivity.l2))
-        allowed = rho_for(noise.epsilon, noise.delta)
-    if spent > allowed * (1.0 + 1e-9):
+        shift = math.ceil(sensitivity.l1) if noise.integer else sensitivity.l1
+        return float(chosen.map(shift))
+    return float(chosen.map(sensitivity.l2))
+
+
+def _noisy(
+    noise: AggregateNoise,
+    values: list[Any],
+    sensitivity: Sensitivity | None = None,
+    spent: float = 0.0,
+) -> list[Any]:
+    """``values`` plus OpenDP's noise, after checking OpenDP's privacy map of the measurement.
+
+    ``sensitivity`` is that of these values (default the aggregate's), ``spent`` what the
+    aggregate's other measurement (its key selection) already accounts.
+    """
+    if not values:
+        return []
+    data: list[Any] = [int(v) for v in values] if noise.integer else [float(v) for v in values]
+    measurement = _vector_measurement(noise)
+    total = spent + _vector_loss(noise, sensitivity or noise.sensitivity, measurement)
+    if total > _allowed(noise) * (1.0 + 1e-9):
         raise DpcommError(
-            f"OpenDP accounts {spent:.6g} for the noise of {noise.output}, above the "
-            f"{allowed:.6g} it was calibrated to: refusing to release"
+            f"OpenDP accounts {total:.6g} for the noise of {noise.output}, above the "
+            f"{_allowed(noise):.6g} it was calibrated to: refusing to release"
         )
     return list(measurement(data))
 
 
-__all__ = ["Release", "bind_release", "released_rows"]
+__all__ = ["KeySelection", "Release", "bind_release", "released_rows"]

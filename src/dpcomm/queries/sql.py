@@ -3,10 +3,10 @@
 An Aggregate query ``Q = {q}`` is a set of sub-queries ``q = (G_q, V_q, F_q)``: statistical
 functions ``F_q`` over aggregate attributes ``V_q`` grouped by attributes ``G_q``. In SQL this is
 ``SELECT <grouping columns>, <aggregates> FROM <table> GROUP BY GROUPING SETS (...)``; each
-grouping set is one sub-query. :func:`parse_aggregate` reads such SQL with sqlglot (DuckDB
+grouping set is one sub-query. `parse_aggregate` reads such SQL with sqlglot (DuckDB
 dialect), expands ROLLUP, CUBE and their cross products into grouping sets in DuckDB's order, and
-rejects every construct outside this class with an error naming it. :func:`bind` checks the query
-against a :class:`~dpcomm.data.table.Table` and asks DuckDB for the output column names.
+rejects every construct outside this class with an error naming it. `bind` checks the query
+against a `dpcomm.data.table.Table` and asks DuckDB for the output column names.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ MAX_SQL_NESTING = 100
 
 
 def _check_nesting(sql: str) -> None:
-    """Refuse parentheses nested deeper than :data:`MAX_SQL_NESTING` (outside quoted text)."""
+    """Refuse parentheses nested deeper than `MAX_SQL_NESTING` (outside quoted text)."""
     depth = deepest = 0
     quote: str | None = None
     for character in sql:
@@ -528,18 +528,23 @@ def scratch_connection() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def bind_sql(
-    sql: str, table: Table, *, bounds: Mapping[str, tuple[float, float]] | None = None
+    sql: str,
+    table: Table,
+    *,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    count_rows: bool = False,
 ) -> BoundAggregate:
-    """Parse ``sql`` and bind it to ``table`` (:func:`parse_aggregate` then :func:`bind`).
+    """Parse ``sql`` and bind it to ``table`` (`parse_aggregate` then `bind`).
 
     A query outside the core class (WHERE, derived keys, HAVING, ORDER BY, LIMIT, GROUPING(),
-    variances, SUM of booleans) is rewritten (:mod:`dpcomm.queries.analyst`): the bound query
-    then holds its row projection, and reads the projection's rows (:func:`project`).
+    variances, SUM of booleans) is rewritten (`dpcomm.queries.analyst`): the bound query
+    then holds its row projection, and reads the projection's rows (`project`).
     ``bounds`` (a noisy release: each bounded column's (lo, hi)) always rewrites, clamping the
-    values a SUM or AVG reads on each source's row.
+    values a SUM or AVG reads on each source's row; ``count_rows`` (a release that selects
+    keys by a threshold on a COUNT) adds a hidden COUNT(*) if the query has no COUNT.
     """
     if bounds is not None:
-        return _bind_analyst(sql, table, bounds)
+        return _bind_analyst(sql, table, bounds, count_rows=count_rows)
     try:
         query = parse_aggregate(sql)
     except UnsupportedQueryError:
@@ -575,7 +580,11 @@ def _check_result_names(bound: BoundAggregate) -> None:
 
 
 def _bind_analyst(
-    sql: str, table: Table, bounds: Mapping[str, tuple[float, float]] | None = None
+    sql: str,
+    table: Table,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    *,
+    count_rows: bool = False,
 ) -> BoundAggregate:
     """Bind an analyst query: its projection, core query and post-processing."""
     from dpcomm.queries.analyst import rewrite
@@ -620,6 +629,7 @@ def _bind_analyst(
         output_types=types,
         typer=typer,
         bounds=bounds,
+        count_rows=count_rows,
     )
     derived = _run_projection(rewritten.projection, empty)
     core = bind(parse_aggregate(rewritten.core), derived)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from dpcomm.accounting.pld import epsilon_for_delta
@@ -78,3 +79,59 @@ def test_the_release_pld_is_no_better_than_its_parts() -> None:
 def test_bad_release_parameters(make: object, message: str) -> None:
     with pytest.raises(InvalidParameterError, match=message):
         make()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("normal_sd", "laplace_scale"), [(1.0, 1.0), (3.0, 0.5), (0.2, 2.0), (1.0, 0.0), (0.0, 2.0)]
+)
+def test_half_width_of_a_normal_plus_laplace_error(normal_sd: float, laplace_scale: float) -> None:
+    """The closed-form convolution's 95% half-width against 400,000 draws of N + L."""
+    from dpcomm.accounting.release import half_width
+
+    width = half_width(normal_sd=normal_sd, laplace_scale=laplace_scale)
+    rng = np.random.default_rng(7)
+    draws = rng.normal(0.0, normal_sd, 400_000) + rng.laplace(0.0, laplace_scale, 400_000)
+    assert np.mean(np.abs(draws) > width) == pytest.approx(0.05, abs=0.0015)
+    # Between the two errors' own half-widths and their sum.
+    alone = max(1.959963984540054 * normal_sd, laplace_scale * math.log(20.0))
+    assert (
+        alone - 1e-9
+        <= width
+        <= 1.959963984540054 * normal_sd + laplace_scale * math.log(20.0) + 1e-9
+    )
+
+
+def _tail(weights: np.ndarray, half_width: float) -> float:
+    """P(|Z| > h) for a pmf ∝ weights over the integers -N..N."""
+    support = np.arange(len(weights)) - len(weights) // 2
+    return float(weights[np.abs(support) > half_width].sum() / weights.sum())
+
+
+@pytest.mark.parametrize("scale", [0.4, 1.0, 3.0, 10.0, 55.5])
+def test_integer_noise_half_width_is_its_own_quantile(scale: float) -> None:
+    """The discrete noise's 95% half-width: at most 5% outside, more than 5% one count in."""
+    support = np.arange(-int(60 * scale) - 20, int(60 * scale) + 21)
+    sensitivity = aggregate_sensitivity("count_star", [("a",)])
+    shapes = {
+        "laplace": (Laplace(1.0), np.exp(-np.abs(support) / scale)),
+        "gaussian": (Gaussian(1.0, 1e-6), np.exp(-(support**2) / (2 * scale**2))),
+    }
+    for release, weights in shapes.values():
+        (noise,) = calibrate_noise(release, [("n", "count_star", sensitivity)])
+        noise = type(noise)(**{**noise.__dict__, "scale": scale})
+        assert noise.integer
+        half = noise.half_width_95
+        assert half == int(half)
+        assert _tail(weights, half) <= 0.05 < _tail(weights, half - 1)
+
+
+def test_integer_noise_interval_covers_opendps_draws() -> None:
+    draws = dp.m.make_laplace(
+        dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=1.0
+    )([0] * 20_000)
+    (noise,) = calibrate_noise(
+        Laplace(2.0), [("n", "count_star", aggregate_sensitivity("count_star", [("a",)]))]
+    )
+    assert noise.scale == pytest.approx(1.0)
+    outside = np.mean(np.abs(np.asarray(draws)) > noise.half_width_95)
+    assert outside <= 0.05 + 4 * math.sqrt(0.05 * 0.95 / 20_000)

@@ -144,3 +144,18 @@ def test_results_are_immutable():
         result.epsilon = 0.0  # type: ignore[misc]
     with pytest.raises(AttributeError):
         result.configuration.num_dummies = 0  # type: ignore[misc]
+
+
+def test_a_load_limit_keeps_the_choice_and_the_front_within_it_or_says_the_least_load():
+    common = {"num_sources": 400, "num_targets": 5, "grouping_sets": 1, "delta": 1e-4}
+    free = plan_countermeasures(**common, epsilon=1.0)
+    limit = free.pareto[-1].network_load_messages  # the front's dearest member is cut off
+    limited = plan_countermeasures(**common, epsilon=1.0, max_messages=limit - 1)
+    assert limited.network_load_messages == free.network_load_messages
+    assert all(c.network_load_messages < limit for c in limited.pareto)
+    assert len(limited.pareto) == len(free.pareto) - 1
+    least = free.network_load_messages
+    with pytest.raises(DpcommError, match=rf"max_messages = {least - 1:,}.*{least:,} messages"):
+        plan_countermeasures(**common, epsilon=1.0, max_messages=least - 1)
+    with pytest.raises(InvalidParameterError, match="max_messages"):
+        plan_countermeasures(**common, epsilon=1.0, max_messages=0)

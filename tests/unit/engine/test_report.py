@@ -104,8 +104,40 @@ def test_kmeans_without_labels_reports_no_rand_index():
     outcome = run_kmeans(KMeansProgram(points, 2, 2), NoCountermeasure(), delta=1e-4, seed=1)
     assert isinstance(outcome, KMeansRun) and outcome.rand_index is None
     assert isinstance(outcome.report.utility, KMeansUtility)
-    assert "rand_index" not in outcome.report.to_dict()["utility"]
+    utility = outcome.report.to_dict()["utility"]
+    assert not {"rand_index", "adjusted_rand_index", "normalized_mutual_info"} & set(utility)
+    assert outcome.adjusted_rand_index is None and outcome.normalized_mutual_info is None
     assert outcome.assignments.shape == (60,) and outcome.centroids.dtype == np.float64
+
+
+def test_kmeans_scores_are_scikit_learns_against_the_labels():
+    """Iris, K = 3: the three scores of the run and of its baseline, as scikit-learn computes
+    them from the labels and each run's clusters."""
+    from sklearn.datasets import load_iris
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score, rand_score
+
+    iris = load_iris()
+    program = KMeansProgram(iris.data, 3, 3, seed=2)
+    chosen = Scramblers(sampling_rate=0.5, batch_size=30, num_dummies=3)
+    outcome = run_kmeans(
+        program, chosen, test_points=iris.data, test_labels=iris.target, delta=1e-4, seed=4
+    )
+    utility = outcome.report.utility
+    for suffix, state in (("", outcome.run.state), ("_nonprivate", outcome.baseline.state)):
+        clusters = program.assign(state, iris.data)
+        for name, score in (
+            ("rand_index", rand_score),
+            ("adjusted_rand_index", adjusted_rand_score),
+            ("normalized_mutual_info", normalized_mutual_info_score),
+        ):
+            assert getattr(utility, name + suffix) == score(iris.target, clusters), name + suffix
+    assert outcome.adjusted_rand_index == utility.adjusted_rand_index
+    assert outcome.normalized_mutual_info == utility.normalized_mutual_info
+    assert f"adjusted {utility.adjusted_rand_index:.4f};" in repr(outcome)
+    assert set(outcome.report.to_dict()["utility"]) >= {
+        "adjusted_rand_index_nonprivate",
+        "normalized_mutual_info_nonprivate",
+    }
 
 
 def test_a_run_without_guarantee_cannot_be_reported():

@@ -1,13 +1,13 @@
-"""Sending as the round's two-phase batch commit asks (:mod:`dpcomm.engine.network.commit`).
+"""Sending as the round's two-phase batch commit asks (`dpcomm.engine.network.commit`).
 
-* :func:`forward_batch`: a batch sender (a scrambler, or a source sending straight to its
+* `forward_batch`: a batch sender (a scrambler, or a source sending straight to its
   targets) writes its DATA frames, then a PREPARE to every target, and waits for PREPARED;
-* :func:`request_commit`: then it asks the coordinator to COMMIT its batch;
-* :func:`send_output`: a compute node's output, one OUTPUT blob per receiver, until acknowledged;
-* :class:`ScramblerCoordinator`: a scrambler's channel to the coordinator, read by one task (the
+* `request_commit`: then it asks the coordinator to COMMIT its batch;
+* `send_output`: a compute node's output, one OUTPUT blob per receiver, until acknowledged;
+* `ScramblerCoordinator`: a scrambler's channel to the coordinator, read by one task (the
   coordinator may close its collection window at any time).
 
-A link that fails is opened again (after a :class:`~.node.Backoff` pause) and the very same
+A link that fails is opened again (after a `node.Backoff` pause) and the very same
 frames (same message ids) are written, so a target holds each frame at most once; a target
 unreachable for the round's ``idle_seconds`` counts as gone.
 """
@@ -40,7 +40,7 @@ class Message:
 
 
 class _Batch:
-    """One batch on its way to its targets (see :func:`forward_batch`)."""
+    """One batch on its way to its targets (see `forward_batch`)."""
 
     def __init__(
         self, context: NodeContext, flow: str, messages: Sequence[Message], targets: Sequence[Peer]

@@ -6,9 +6,9 @@ longer be that of the mechanism the accountant analysed:
 
 1. the batch sender writes its DATA frames to every target, then PREPARE (how many frames
    and a digest of their message ids) to each; a target answers PREPARED when what it holds from
-   that sender matches (:class:`BatchIntake`);
+   that sender matches (`BatchIntake`);
 2. once every target is prepared the sender asks the coordinator to COMMIT; the coordinator is
-   the single commit point (:class:`BatchCommit`): a batch counts iff the coordinator recorded its
+   the single commit point (`BatchCommit`): a batch counts iff the coordinator recorded its
    commit before finalizing the flow;
 3. the coordinator's FINALIZE names the committed senders; a target opens and counts only their
    frames, and discards the rest (a scrambler that died mid-forward loses its batch whole).

@@ -1,11 +1,11 @@
 """A compute node (target) of a deployed round: hold the batches, count the committed tuples.
 
-A compute node holds every batch sender's frames (:class:`~.commit.BatchIntake`) and answers
+A compute node holds every batch sender's frames (`commit.BatchIntake`) and answers
 PREPARE. Once the coordinator's FINALIZE for a flow names the committed senders, it opens the
-frames of the senders that prepared and committed (:meth:`~.commit.BatchIntake.release`),
+frames of the senders that prepared and committed (`commit.BatchIntake.release`),
 discards the dummies, and computes its output from the real tuples with the program's target
 step; the frames of the other senders are opened only to count their dummies
-(:meth:`~.commit.BatchIntake.discarded`). Its output goes on over the routes of its plan: to
+(`commit.BatchIntake.discarded`). Its output goes on over the routes of its plan: to
 the result node, or broadcast to the next stage's sources (through their scramblers). It never
 learns which source sent a tuple when scramblers are used: payloads carry the tuple only.
 """
@@ -235,8 +235,8 @@ class Compute:
     def counted(self, flow: str, committed: frozenset[str]) -> tuple[list[bytes], int]:
         """The real tuples of the committed batches, and every dummy held.
 
-        The tuples are those of :meth:`~.commit.BatchIntake.release` (senders that prepared and
-        committed) whose message is real (:func:`~dpcomm.protocol.roles.delivered`); the other
+        The tuples are those of `commit.BatchIntake.release` (senders that prepared and
+        committed) whose message is real (`dpcomm.protocol.roles.delivered`); the other
         senders' frames are opened only to count their dummies (what the observer saw).
         """
         intake = self.intakes[flow]

@@ -1,9 +1,9 @@
 """The coordinator of a deployed round: registration, the plans, the commit point.
 
 It never sees data. It registers every node (its address; a compute node's public key), sends
-each node its part of the plan (the routes of :class:`~dpcomm.plan.routes.Routes`, the
+each node its part of the plan (the routes of `dpcomm.plan.routes.Routes`, the
 scrambler batches, the peers' addresses and keys), decides which batches commit
-(:class:`~dpcomm.engine.network.commit.BatchCommit`), and finalizes each flow once every batch
+(`dpcomm.engine.network.commit.BatchCommit`), and finalizes each flow once every batch
 sender committed or was lost. In a large round a source's plan (which names infrastructure
 nodes only) and a scrambler's go out as soon as the infrastructure has registered, so that the
 sources are batched while the others still register.

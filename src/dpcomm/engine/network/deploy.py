@@ -1,6 +1,6 @@
-"""The network engine: a round of a program over a network of nodes, as a :class:`Run`.
+"""The network engine: a round of a program over a network of nodes, as a `Run`.
 
-:class:`NetworkEngine` runs the same program, with the same roles and the same draws, as the
+`NetworkEngine` runs the same program, with the same roles and the same draws, as the
 in-memory engine, but every node is a program of its own that only sends messages:
 
 * ``transport="memory"``: every node a coroutine of one event loop (the engine contract test,
@@ -12,7 +12,7 @@ The run it returns is assembled from what the nodes measured: the result the res
 merged, which tuples were counted (each source's draw and whether its batch committed), the
 messages of every routed flow as sent, the dummies as their openers counted them, and the wire
 itself (frames and bytes per link, drops). Its guarantee is that of the batches as they ran.
-:func:`write_deployment` writes the certificates and configs of a round for several hosts.
+`write_deployment` writes the certificates and configs of a round for several hosts.
 """
 
 from __future__ import annotations
@@ -315,9 +315,9 @@ def assemble_run(
     target_epsilon: float | None = None,
     max_left_out: float = 0.0,
 ) -> Run:
-    """The :class:`Run` of a round from what its nodes reported.
+    """The `Run` of a round from what its nodes reported.
 
-    ``run.details`` is the round's :class:`~dpcomm.engine.network.report.DeploymentDetails`;
+    ``run.details`` is the round's `dpcomm.engine.network.report.DeploymentDetails`;
     its ``failures`` say why the round failed, if it did.
     """
     errors = {**errors, **outcome.errors}
@@ -429,10 +429,10 @@ class NetworkEngine:
     Args:
         transport: ``"tls"`` (separate processes, mutual TLS 1.3 on loopback) or ``"memory"``
             (one event loop, no sockets).
-        timeout: the cap on the whole round, in seconds (None: :func:`round_deadlines`).
+        timeout: the cap on the whole round, in seconds (None: `round_deadlines`).
         idle_seconds: T, how long a phase of the round waits without progress: no
             registration, no message at a scrambler, a peer unreachable (None:
-            :data:`DEFAULT_IDLE_SECONDS`).
+            `DEFAULT_IDLE_SECONDS`).
         workdir: where certificates go (default: a temporary directory, removed); a folder
             that already holds a certificate authority is refused unless ``force``.
         faults: injected faults.
@@ -483,7 +483,7 @@ class NetworkEngine:
         self.max_left_out = float(max_left_out)
 
     def deadlines(self, program: QueryProgram) -> tuple[float, float]:
-        """The round's (idle_seconds, timeout): those given, or :func:`round_deadlines`."""
+        """The round's (idle_seconds, timeout): those given, or `round_deadlines`."""
         idle, timeout = round_deadlines(num_sources(program), stages=len(program.stages))
         if self.idle_seconds is not None:
             idle = self.idle_seconds
@@ -595,8 +595,8 @@ def write_deployment(
     ``listen_port`` and ``advertise_host`` in a node's config to place it. Returns the config
     path of every node. No seed is written: every node draws fresh operating-system entropy.
     The CA key (``pki/ca.key``) must stay with the operator. Without ``idle_seconds``, T is
-    :data:`HAND_STARTED_IDLE_SECONDS` (hosts are started by hand); without ``timeout``, the cap
-    is :func:`round_deadlines`'s. ``max_left_out``: the fraction of the sources that may be
+    `HAND_STARTED_IDLE_SECONDS` (hosts are started by hand); without ``timeout``, the cap
+    is `round_deadlines`'s. ``max_left_out``: the fraction of the sources that may be
     absent before the coordinator's node reports the round failed.
     """
     folder = Path(directory)

@@ -1,7 +1,7 @@
 """Faults injected into a deployed round, as wrappers around a node's transport and links.
 
 The node programs never test for a fault: a faulty node runs the same program over a transport
-that misbehaves (:func:`faulty`):
+that misbehaves (`faulty`):
 
 * **late**: the source's links (except to the coordinator) open only after the collection
   deadline, so its scrambler refuses its frame and it is left out;
@@ -82,7 +82,7 @@ class FaultyLink:
         await self.inner.drain(timeout=timeout)
 
     async def read(self, size: int) -> bytes:
-        """Exactly ``size`` bytes (see :class:`Link`)."""
+        """Exactly ``size`` bytes (see `Link`)."""
         return await self.inner.read(size)
 
     def closing(self) -> bool:
@@ -126,7 +126,7 @@ class FaultyTransport:
         raise NodeCrashedError("injected crash")
 
     async def listen(self, endpoint: Endpoint, handler: Handler) -> Listener:
-        """Start accepting links to ``endpoint`` (see :class:`Transport`)."""
+        """Start accepting links to ``endpoint`` (see `Transport`)."""
 
         async def wrapped(link: Link) -> None:
             await handler(self._wrap(link))
@@ -134,7 +134,7 @@ class FaultyTransport:
         return await self.inner.listen(endpoint, wrapped)
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
-        """A link from node ``name`` to node ``peer`` (see :class:`Transport`)."""
+        """A link from node ``name`` to node ``peer`` (see `Transport`)."""
         if peer != str(COORDINATOR):
             if self.faults.late and not self._delayed:
                 self._delayed = True

@@ -3,7 +3,7 @@
 Every frame of a deployment has the same total length (``frame_size``), so the TLS records an
 observer sees all have the same length whatever a frame carries (Section 2.3: the adversary
 "cannot distinguish between a true message and a random message of the same size"). Layout,
-big-endian (:data:`HEADER_SIZE` = 32 bytes of header)::
+big-endian (`HEADER_SIZE` = 32 bytes of header)::
 
     magic   2 bytes  b"DC"
     version 1 byte   FRAME_VERSION
@@ -13,8 +13,8 @@ big-endian (:data:`HEADER_SIZE` = 32 bytes of header)::
     length  4 bytes  uint32 body length
     body    length bytes, then zero padding up to frame_size
 
-:func:`decode_frame` rejects anything else with a :class:`FrameError` whose ``reason`` is one of
-:data:`FRAME_ERROR_REASONS`; it never raises anything else on bytes input.
+`decode_frame` rejects anything else with a `FrameError` whose ``reason`` is one of
+`FRAME_ERROR_REASONS`; it never raises anything else on bytes input.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ MAX_FRAME_SIZE = 16 * 1024 * 1024
 _MAX_ROUND_ID = 2**64 - 1
 
 FRAME_ERROR_REASONS = ("truncated", "oversized", "magic", "version", "kind", "length", "padding")
-"""Why :func:`decode_frame` or :func:`read_frame` dropped a frame."""
+"""Why `decode_frame` or `read_frame` dropped a frame."""
 
 
 class FrameKind(IntEnum):
@@ -57,7 +57,7 @@ class FrameKind(IntEnum):
 
 
 class FrameError(DpcommError):
-    """A malformed frame; ``reason`` is one of :data:`FRAME_ERROR_REASONS`."""
+    """A malformed frame; ``reason`` is one of `FRAME_ERROR_REASONS`."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         if reason not in FRAME_ERROR_REASONS:
@@ -146,7 +146,7 @@ _KINDS = frozenset(int(kind) for kind in FrameKind)
 
 
 def decode_frame(data: bytes, *, frame_size: int) -> Frame:
-    """Parse one frame of exactly ``frame_size`` bytes; raise :class:`FrameError` if malformed."""
+    """Parse one frame of exactly ``frame_size`` bytes; raise `FrameError` if malformed."""
     _check_frame_size(frame_size)
     if not isinstance(data, bytes | bytearray | memoryview):
         raise FrameError("length", f"expected bytes, got {type(data).__name__}")
@@ -175,7 +175,7 @@ def decode_frame(data: bytes, *, frame_size: int) -> Frame:
 async def read_frame(reader: asyncio.StreamReader, *, frame_size: int) -> bytes:
     """Read exactly one frame's ``frame_size`` bytes from ``reader``.
 
-    Raises :class:`StreamClosedError` if the stream ends cleanly before the frame's first byte
+    Raises `StreamClosedError` if the stream ends cleanly before the frame's first byte
     and ``FrameError('truncated')`` if it ends in the middle of a frame.
     """
     _check_frame_size(frame_size)
@@ -198,13 +198,13 @@ DEFAULT_REPLAY_CAPACITY = 1 << 20
 class ReplayCache:
     """Remembers (round id, message id) pairs to reject replayed frames.
 
-    ``window`` rounds are accepted: after :meth:`advance` to round r, frames of rounds older
+    ``window`` rounds are accepted: after `advance` to round r, frames of rounds older
     than ``r - window + 1`` are rejected as stale and their ids forgotten. At most ``capacity``
     ids are kept; to stay safe when full, the oldest rounds are forgotten *and* become stale
     (never is a replay accepted), and if the current rounds alone fill it, new ids are refused
     (``'overflow'``, an overload: the node as a whole is out of room).
 
-    Ids are accounted per authenticated peer (the ``peer`` of :meth:`admit`): a peer may have
+    Ids are accounted per authenticated peer (the ``peer`` of `admit`): a peer may have
     at most ``peer_quota`` ids in the accepted rounds; beyond it, its new frames are refused
     (``'replay_quota'``, an attack: no honest peer sends more than the round plans) and only
     its own. An id is a replay whichever peer sent it first. With ``capacity`` at least the
@@ -239,7 +239,7 @@ class ReplayCache:
 
     @property
     def current_round(self) -> int | None:
-        """The latest round passed to :meth:`advance` (None before the first)."""
+        """The latest round passed to `advance` (None before the first)."""
         return self._current
 
     @property
@@ -338,7 +338,7 @@ def split_drops(drops: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, d
     """Per-node drop counts split into ``{"attacks": ..., "overload": ...}``.
 
     ``drops`` is ``{node: {reason: count}}`` (a round report's ``dropped``); the split keeps
-    the reasons of :data:`ATTACK_REASONS` and :data:`OVERLOAD_REASONS` (nodes without any left
+    the reasons of `ATTACK_REASONS` and `OVERLOAD_REASONS` (nodes without any left
     out).
     """
     split: dict[str, dict[str, dict[str, int]]] = {"attacks": {}, "overload": {}}
@@ -365,7 +365,7 @@ class DropCounters:
         self._counts[reason] = self._counts.get(reason, 0) + count
 
     def count_error(self, error: FrameError) -> None:
-        """Count a :class:`FrameError` under its reason."""
+        """Count a `FrameError` under its reason."""
         self.add(error.reason)
 
     def __getitem__(self, reason: str) -> int:
@@ -381,11 +381,11 @@ class DropCounters:
         return dict(sorted(self._counts.items()))
 
     def attacks(self) -> dict[str, int]:
-        """The counts of :data:`ATTACK_REASONS` (a misbehaving peer), sorted by reason."""
+        """The counts of `ATTACK_REASONS` (a misbehaving peer), sorted by reason."""
         return {r: n for r, n in self.as_dict().items() if r in ATTACK_REASONS and n}
 
     def overload(self) -> dict[str, int]:
-        """The counts of :data:`OVERLOAD_REASONS` (a node out of room), sorted by reason."""
+        """The counts of `OVERLOAD_REASONS` (a node out of room), sorted by reason."""
         return {r: n for r, n in self.as_dict().items() if r in OVERLOAD_REASONS and n}
 
     def __repr__(self) -> str:

@@ -1,13 +1,13 @@
 """Starting the nodes of a round: in one event loop, or in separate processes over TLS.
 
-* :func:`run_in_memory`: every node a coroutine of one event loop, linked by
-  :class:`~dpcomm.engine.network.transport.MemoryTransport` (seconds, no sockets);
-* :func:`run_tls_group`: the nodes given, in this process, over mutually authenticated TLS 1.3
+* `run_in_memory`: every node a coroutine of one event loop, linked by
+  `dpcomm.engine.network.transport.MemoryTransport` (seconds, no sockets);
+* `run_tls_group`: the nodes given, in this process, over mutually authenticated TLS 1.3
   (``dpcomm node run`` runs one node this way on its host);
-* :func:`launch`: a whole round on this machine: one certificate per node, the coordinator,
+* `launch`: a whole round on this machine: one certificate per node, the coordinator,
   result node, compute nodes and scramblers in one process (a crashing node in its own), the
-  sources in more, at most :data:`SOURCES_PER_PROCESS` each; each process a fresh interpreter
-  running :mod:`dpcomm.engine.network.worker`, which imports only what its nodes run.
+  sources in more, at most `SOURCES_PER_PROCESS` each; each process a fresh interpreter
+  running `dpcomm.engine.network.worker`, which imports only what its nodes run.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _START_TIMEOUT = 60.0
 
 
 def source_processes(num_sources: int) -> int:
-    """Processes the sources take: one per :data:`SOURCES_PER_PROCESS` (at most 4)."""
+    """Processes the sources take: one per `SOURCES_PER_PROCESS` (at most 4)."""
     return max(1, min(MAX_SOURCE_PROCESSES, math.ceil(num_sources / SOURCES_PER_PROCESS)))
 
 
@@ -57,14 +57,14 @@ class RoundInterruptedError(DeploymentError):
 
 @contextlib.contextmanager
 def terminated_as_error() -> Iterator[None]:
-    """While the block runs, SIGTERM or SIGHUP raises :class:`RoundInterruptedError` (main thread).
+    """While the block runs, SIGTERM or SIGHUP raises `RoundInterruptedError` (main thread).
 
     Python's default SIGTERM and SIGHUP end the process at once, without ``finally`` blocks:
     the worker processes would run on until their deadline and the temporary folder, with
     every node's private key and the CA key, would stay. Raised as an exception, they unwind
     like Ctrl-C (SIGINT, KeyboardInterrupt): workers stopped, keys removed. Outside the main
     thread (where handlers cannot be set) nothing changes; the folder's guard removes it
-    anyway when the process ends (:mod:`dpcomm.engine.network.scratch`).
+    anyway when the process ends (`dpcomm.engine.network.scratch`).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -221,12 +221,12 @@ def run_tls_group(
 def process_groups(spec: RoundSpec, configs: Mapping[str, NodeConfig]) -> dict[str, list[str]]:
     """Which nodes share a process: the infrastructure, crashing nodes, the sources.
 
-    Above :data:`LARGE_ROUND_SOURCES` sources, the coordinator and the result node take
+    Above `LARGE_ROUND_SOURCES` sources, the coordinator and the result node take
     one process, the compute nodes and scramblers another: every node registers with the
     coordinator while the sources already connect to their scramblers, two streams of TLS
     handshakes that two cores run side by side (below, one process starts faster). The
     sources (the most numerous, each with its own TLS connections) take the others, at most
-    :data:`SOURCES_PER_PROCESS` each (and :data:`MAX_SOURCE_PROCESSES` processes); a node set
+    `SOURCES_PER_PROCESS` each (and `MAX_SOURCE_PROCESSES` processes); a node set
     to crash gets a process of its own.
     """
     names = spec.node_names()
@@ -295,7 +295,7 @@ def _reader(
 class Workers:
     """Worker interpreters started ahead of a round: they import while the round is prepared.
 
-    Each runs :mod:`dpcomm.engine.network.worker` and waits for the path of its group file.
+    Each runs `dpcomm.engine.network.worker` and waits for the path of its group file.
     """
 
     def __init__(self, count: int) -> None:
@@ -313,7 +313,7 @@ class Workers:
 
     @staticmethod
     def count_for(num_sources: int, crashing: int = 0) -> int:
-        """The workers a round of ``num_sources`` sources needs (see :func:`process_groups`)."""
+        """The workers a round of ``num_sources`` sources needs (see `process_groups`)."""
         infrastructure = 2 if num_sources > LARGE_ROUND_SOURCES else 1
         return infrastructure + crashing + source_processes(num_sources)
 
@@ -429,7 +429,7 @@ def launch(
 ) -> tuple[GroupOutcome, dict[str, str], dict[str, float]]:
     """Certify every node and run the nodes of ``configs`` in worker processes on loopback.
 
-    Each process group is a fresh interpreter running :mod:`dpcomm.engine.network.worker`
+    Each process group is a fresh interpreter running `dpcomm.engine.network.worker`
     (``workers``, if given, were started earlier; more are started if they are too few).
     Returns the outcome of every process's nodes, the errors of the processes (a crashing
     node's process is expected to die and is not an error) and the timings. A ``workdir``

@@ -3,7 +3,7 @@
 A node's name is its identity: the common name of its certificate, checked on every TLS
 connection. Names are written ``coordinator``, ``result``, ``source-<i>``, ``scrambler-<f>-<k>``
 (scrambler k of the round's f-th data flow) and ``compute-<g>-<k>`` (node k of the round's g-th
-physical group of compute nodes); :meth:`NodeName.parse` is their only parser.
+physical group of compute nodes); `NodeName.parse` is their only parser.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """What every node of a deployed round shares: its context, registration, and output blobs.
 
-A :class:`NodeContext` is one node's view of the round: its config and the round's public spec
-(with the routes every node derives from it, :class:`~dpcomm.plan.routes.Routes`), the
+A `NodeContext` is one node's view of the round: its config and the round's public spec
+(with the routes every node derives from it, `dpcomm.plan.routes.Routes`), the
 transport it talks over, the wire counters of its process, the deadline, and its randomness
-(:class:`~dpcomm.protocol.randomness.Randomness`: the streams every engine draws from). Its
+(`dpcomm.protocol.randomness.Randomness`: the streams every engine draws from). Its
 methods open channels, listen, and register with the coordinator.
 """
 
@@ -121,7 +121,7 @@ class NodeContext:
         return self.channel(link)
 
     async def connect_retrying(self, peer: Peer) -> Channel:
-        """A channel to ``peer``, retried (:class:`Backoff`) until it answers.
+        """A channel to ``peer``, retried (`Backoff`) until it answers.
 
         DeploymentError once the peer stayed unreachable for the round's ``idle_seconds``.
         """
@@ -142,7 +142,7 @@ class NodeContext:
     ) -> Any:
         """Start this node's listener; remember and report its address.
 
-        A peer that hangs up or stalls ends its own link, nothing more (:data:`LINK_ERRORS`).
+        A peer that hangs up or stalls ends its own link, nothing more (`LINK_ERRORS`).
         """
 
         async def on_link(link: Link) -> None:
@@ -193,7 +193,7 @@ class Backoff:
     The n-th pause is drawn uniformly in [0, min(2^n · 50 ms, 2 s)], so that nodes refused at
     once (a listener's backlog full, a slow machine) do not all come back at once. The attempts
     end when nothing succeeded for the round's ``idle_seconds`` (T: the peer counts as gone) or
-    at the round's deadline; :meth:`progress` restarts that clock. The jitter is timing only:
+    at the round's deadline; `progress` restarts that clock. The jitter is timing only:
     no draw of the run depends on it.
     """
 

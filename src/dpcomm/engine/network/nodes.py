@@ -1,16 +1,16 @@
 """The nodes of a deployed round, run together in one event loop (one process, or a test).
 
-Each role is a small class of its own module, over the shared :class:`~.node.NodeContext`:
+Each role is a small class of its own module, over the shared `node.NodeContext`:
 
-* :mod:`~.coordinator`: registers every node, sends the plans, decides which batches commit;
-* :mod:`~.source`: the source step of :mod:`dpcomm.protocol.roles` once per flow, sealed;
-* :mod:`~.scrambler`: Algorithm 1 (dummies, shuffle) and the batch's forwarding and commit;
-* :mod:`~.compute`: holds the batches, counts the committed real tuples, sends its output;
-* :mod:`~.result`: collects the last outputs.
+* `coordinator`: registers every node, sends the plans, decides which batches commit;
+* `source`: the source step of `dpcomm.protocol.roles` once per flow, sealed;
+* `scrambler`: Algorithm 1 (dummies, shuffle) and the batch's forwarding and commit;
+* `compute`: holds the batches, counts the committed real tuples, sends its output;
+* `result`: collects the last outputs.
 
 The steps, their randomness and the query program's hooks are those every engine calls; the
-routes are the plan's (:class:`~dpcomm.plan.routes.Routes`). :func:`run_nodes` runs the nodes
-of one process and gathers their typed outcomes (:class:`~.records.GroupOutcome`).
+routes are the plan's (`dpcomm.plan.routes.Routes`). `run_nodes` runs the nodes
+of one process and gathers their typed outcomes (`records.GroupOutcome`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ async def run_nodes(
 ) -> GroupOutcome:
     """Run the nodes ``configs`` concurrently in this event loop; their outcomes and the wire.
 
-    Every node uses ``transport``, wrapped with its injected faults (:func:`.faults.faulty`;
+    Every node uses ``transport``, wrapped with its injected faults (`faults.faulty`;
     ``crash`` is how a crashing node dies).
     """
     stats = WireStats()

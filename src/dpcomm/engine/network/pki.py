@@ -4,8 +4,8 @@ Section 2.3 of the paper assumes node identifiers cannot be forged, "typically a
 the use of a public key infrastructure". This module is that PKI for a deployment: one local CA
 (``ca.pem``, ``ca.key``) signs one certificate per node. A node's name (``source-17``,
 ``scrambler-(A)-3``, ``result``, ...) is the certificate subject's common name, which
-:func:`peer_identity` reads back from an authenticated TLS connection; a DNS subject
-alternative name derived from it (:func:`certificate_safe`) is added for tools that expect one.
+`peer_identity` reads back from an authenticated TLS connection; a DNS subject
+alternative name derived from it (`certificate_safe`) is added for tools that expect one.
 """
 
 from __future__ import annotations
@@ -114,12 +114,12 @@ def _write_file(path: Path, data: bytes, *, mode: int, overwrite: bool) -> None:
 
 
 def _write_private(path: Path, data: bytes, *, overwrite: bool = False) -> None:
-    """Write a private key readable by the owner only (0600); see :func:`_write_file`."""
+    """Write a private key readable by the owner only (0600); see `_write_file`."""
     _write_file(path, data, mode=0o600, overwrite=overwrite)
 
 
 def _write_public(path: Path, data: bytes, *, overwrite: bool = False) -> None:
-    """Write a certificate (0644); see :func:`_write_file`."""
+    """Write a certificate (0644); see `_write_file`."""
     _write_file(path, data, mode=0o644, overwrite=overwrite)
 
 
@@ -307,7 +307,7 @@ class CertificateAuthority:
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> CertificateAuthority:
-        """Load the CA stored in ``directory`` by :meth:`create`."""
+        """Load the CA stored in ``directory`` by `create`."""
         folder = Path(directory)
         certificate = _read_certificate(folder / CA_CERT_FILE)
         try:
@@ -336,7 +336,7 @@ class CertificateAuthority:
         """Issue a certificate for ``node_name`` into ``out_dir``.
 
         Writes ``<name>.pem``, ``<name>.key`` (0600) and a copy of the CA certificate
-        (``ca.pem``). Existing files are refused (:class:`PkiError`) unless ``overwrite``;
+        (``ca.pem``). Existing files are refused (`PkiError`) unless ``overwrite``;
         files are never written through a symbolic link.
         The certificate is valid from ``not_before`` (default: now - 5 min) to ``not_after``
         (default: ``valid_days`` later) for both TLS server and client authentication.
@@ -444,8 +444,8 @@ def peer_identity(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str:
     """The node name (certificate common name) of the authenticated peer of a TLS connection.
 
     Only meaningful on a context with ``verify_mode = CERT_REQUIRED`` (see
-    :mod:`dpcomm.engine.network.tls`): the handshake has then verified the certificate against
-    the project CA. Raises :class:`PeerIdentityError` when there is no verified certificate or
+    `dpcomm.engine.network.tls`): the handshake has then verified the certificate against
+    the project CA. Raises `PeerIdentityError` when there is no verified certificate or
     its common name is not a valid node name.
     """
     if ssl_object is None:

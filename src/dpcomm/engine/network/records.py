@@ -2,9 +2,9 @@
 
 Every control message (a node's HELLO, its part of the plan, PREPARE, COMMIT, FINALIZE), every
 node's outcome, and what a worker process reports to its launcher is a frozen dataclass here.
-:func:`encode` and :func:`decode` are the only way they become bytes and back (JSON, by
+`encode` and `decode` are the only way they become bytes and back (JSON, by
 msgspec, which checks every field's type on the way in): a malformed message is a
-:class:`DeploymentError`, never a ``KeyError`` deep in a node.
+`DeploymentError`, never a ``KeyError`` deep in a node.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def to_text(record: Any) -> str:
 
 
 def decode(data: bytes | str, kind: type[Record]) -> Record:
-    """The record of type ``kind`` that ``data`` encodes; :class:`DeploymentError` if not."""
+    """The record of type ``kind`` that ``data`` encodes; `DeploymentError` if not."""
     try:
         return msgspec.json.decode(data, type=kind)
     except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError) as error:
@@ -52,7 +52,7 @@ class Peer:
     """Another node as a node knows it: its name, where it listens, the key to seal for it.
 
     Attributes:
-        name: the node's name (:class:`~dpcomm.engine.network.names.NodeName`).
+        name: the node's name (`dpcomm.engine.network.names.NodeName`).
         address: where it listens (None when the node never connects to it).
         key: a compute node's public sealing key (None for other roles).
     """

@@ -1,9 +1,9 @@
 """What a deployment adds to its run's report: the wire as measured, and how the round went.
 
-:func:`wire_report` turns the frames and bytes every node counted into a :class:`WireReport`
-(per link, channels per node, drops, timings); :class:`DeploymentDetails` is the run's
+[`wire_report`][] turns the frames and bytes every node counted into a [`WireReport`][]
+(per link, channels per node, drops, timings); [`DeploymentDetails`][] is the run's
 ``details`` (the wire, lost scramblers, left-out sources, missing outputs, node errors), with
-:func:`round_failures` saying why a round failed. Values stay as measured until ``to_dict()``.
+[`round_failures`][] saying why a round failed. Values stay as measured until ``to_dict()``.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class DeploymentDetails:
         missing_outputs: (flow, target) of every output the result node lacks; ``("*", -1)``
             when the result node itself did not report.
         errors: the error of every node that failed, by node name.
-        failures: why the round failed (:func:`round_failures`); empty when it did not.
+        failures: why the round failed ([`round_failures`][]); empty when it did not.
     """
 
     wire: WireReport
@@ -211,8 +211,8 @@ def round_failures(
     fraction of S) of the sources were left out (absent at registration, late, unreachable,
     or behind a dead scrambler), when the result node lacks an output, or when a node other
     than a source failed (a failed source is a source left out). Node errors start with the
-    phase the node was in (:attr:`~dpcomm.engine.network.node.NodeContext.phase`). The phrases
-    name the :class:`~dpcomm.engine.network.deploy.NetworkEngine` parameters to change.
+    phase the node was in (`dpcomm.engine.network.node.NodeContext.phase`). The phrases
+    name the `dpcomm.engine.network.deploy.NetworkEngine` parameters to change.
     """
     failures = []
     left = set().union(*(set(rows) for rows in left_out_sources.values()))

@@ -1,8 +1,8 @@
 """The result node of a deployed round: it collects the last compute nodes' outputs.
 
 The outputs it expects are those of the data flows whose targets send to it
-(:meth:`~dpcomm.plan.routes.Routes.result_outputs`), one per target; the launcher merges them
-with the program (:meth:`~dpcomm.protocol.roles.ProgramHooks.merge`).
+(`dpcomm.plan.routes.Routes.result_outputs`), one per target; the launcher merges them
+with the program (`dpcomm.protocol.roles.ProgramHooks.merge`).
 """
 
 from __future__ import annotations

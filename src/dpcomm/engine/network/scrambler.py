@@ -3,8 +3,8 @@
 A scrambler relays the outputs broadcast to its sources (the K-means centroids of the previous
 iteration), collects its sources' sealed messages until all arrived or the coordinator closes
 the collection window (nothing progressed in the round for its ``idle_seconds``), adds the
-scrambler step's dummies (:func:`~dpcomm.protocol.roles.scrambler_dummies`) sealed for their
-targets, shuffles (:func:`~dpcomm.protocol.roles.scrambler_shuffle`) and forwards the batch as
+scrambler step's dummies (`dpcomm.protocol.roles.scrambler_dummies`) sealed for their
+targets, shuffles (`dpcomm.protocol.roles.scrambler_shuffle`) and forwards the batch as
 one unit, then asks the coordinator to commit it. It cannot open the messages it relays: they
 are sealed for the targets.
 """

@@ -1,21 +1,21 @@
 """The private folder of a local round: its keys and its sources' rows are never left behind.
 
-A local deployment (:func:`dpcomm.engine.network.launcher.launch`) writes the CA key, one key
+A local deployment (`dpcomm.engine.network.launcher.launch`) writes the CA key, one key
 per node and each worker's group file (with its sources' rows) to a temporary folder. How it
 is kept private and removed, however the launcher ends:
 
 * the folder is created with mode 0700, in memory (``/dev/shm``) where the system has it, and
   named after its owner's process: ``dpcomm-deploy-<pid namespace>-<pid>-<random>``; files
-  in it are written with mode 0600 (:func:`write_private`);
+  in it are written with mode 0600 (`write_private`);
 * the launcher removes it when the round ends, fails or is interrupted (SIGINT, and SIGTERM and
-  SIGHUP turned into an error: :func:`dpcomm.engine.network.launcher.terminated_as_error`);
+  SIGHUP turned into an error: `dpcomm.engine.network.launcher.terminated_as_error`);
 * a *guard* outlives the launcher: a small process in a session of its own (a terminal's
   hangup or Ctrl-C does not reach it) that waits for a pipe only the launcher writes to. When
   the launcher's process ends, however it ends (SIGKILL included), the kernel closes the pipe
   and the guard removes the folder at once;
 * should the guard die with it (both killed at once, or the guard could not run), the next
   round started by the same user removes the folders whose owner process no longer exists
-  (:func:`sweep`).
+  (`sweep`).
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ def sweep(base: Path | None = None) -> list[Path]:
 
 
 class PrivateFolder:
-    """A round's folder (mode 0700), removed by :meth:`remove` or, at the latest, by its guard.
+    """A round's folder (mode 0700), removed by `remove` or, at the latest, by its guard.
 
-    Creating one first sweeps the folders left by processes that are gone (:func:`sweep`).
+    Creating one first sweeps the folders left by processes that are gone (`sweep`).
     """
 
     def __init__(self, base: Path | None = None) -> None:

@@ -8,7 +8,7 @@ message is a dummy. Every plaintext is padded to the same ``payload_size`` befor
     content length bytes, then zero padding up to payload_size
 
 so every sealed blob is ``payload_size + SEAL_OVERHEAD`` bytes. A dummy is built the same way
-with random content; the target opens it and :func:`open_payload` returns None. Only PyNaCl
+with random content; the target opens it and `open_payload` returns None. Only PyNaCl
 primitives are used (X25519 + XSalsa20-Poly1305 with an ephemeral sender key).
 """
 
@@ -58,7 +58,7 @@ def _check_payload_size(payload_size: int) -> int:
 
 
 def max_content_size(payload_size: int) -> int:
-    """The longest payload :func:`seal_payload` accepts for ``payload_size`` (minus 5 bytes)."""
+    """The longest payload `seal_payload` accepts for ``payload_size`` (minus 5 bytes)."""
     return _check_payload_size(payload_size) - PAYLOAD_HEADER_SIZE
 
 
@@ -76,7 +76,7 @@ def payload_size_for(content_size: int) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class TargetKeys:
-    """A target's X25519 key pair; sources seal to :attr:`public_key`, the target opens."""
+    """A target's X25519 key pair; sources seal to `public_key`, the target opens."""
 
     private_key: bytes = field(repr=False)
 
@@ -116,7 +116,7 @@ class TargetKeys:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TargetKeys:
-        """Read a key written by :meth:`save`."""
+        """Read a key written by `save`."""
         try:
             data = Path(path).read_bytes()
         except OSError as error:
@@ -171,7 +171,7 @@ def open_payload(
 ) -> bytes | None:
     """Open a sealed blob: the payload, or None for a dummy.
 
-    Raises :class:`SealError` if the blob was not sealed for this key, was altered, or its
+    Raises `SealError` if the blob was not sealed for this key, was altered, or its
     plaintext is malformed (unknown kind, length beyond the padding, non-zero padding, or a
     size other than ``payload_size`` when given).
     """

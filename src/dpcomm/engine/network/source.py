@@ -2,8 +2,8 @@
 
 Per stage, a source merges the outputs broadcast to it (the K-means centroids, relayed by its
 scramblers or sent directly), routes its row with the program under the state it knows
-(:meth:`~dpcomm.protocol.roles.ProgramHooks.route`), applies the source step once per flow
-(:func:`~dpcomm.protocol.roles.source_messages`: R_σ and its flooding dummies), seals its tuple
+(`dpcomm.protocol.roles.ProgramHooks.route`), applies the source step once per flow
+(`dpcomm.protocol.roles.source_messages`: R_σ and its flooding dummies), seals its tuple
 (or a dummy) for the drawn target, and sends it to its scrambler (the very same frame until
 acknowledged) or straight to the targets as one batch that it then asks to commit.
 """

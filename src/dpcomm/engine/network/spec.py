@@ -1,10 +1,10 @@
 """What every node of a deployed round is told: the round's public parameters and its config.
 
-A :class:`RoundSpec` is public (the plan is public, Section 2.1): the program's public
+A `RoundSpec` is public (the plan is public, Section 2.1): the program's public
 description (the query, or K and the initial centroids), the countermeasure of every data flow,
 the payload and frame sizes and the deadlines. Every node rebuilds the same program and the same
-transformed plan from it (:attr:`RoundSpec.transformed`), so node names, node ids, batch sizes
-and routed flows are computed once, in :mod:`dpcomm.plan`. A :class:`NodeConfig` adds the node's
+transformed plan from it (`RoundSpec.transformed`), so node names, node ids, batch sizes
+and routed flows are computed once, in `dpcomm.plan`. A `NodeConfig` adds the node's
 name, where the coordinator listens and, for a source, its own row.
 """
 
@@ -100,7 +100,7 @@ class RoundSpec:
         round_number: the round's number in the randomness derivation (0 for a single run).
         seed: None (every node draws fresh operating-system entropy: the default), or a seed for
             a reproducible test round (whoever knows it can predict the traffic).
-        program: the program's public description (:meth:`QueryProgram.to_spec`).
+        program: the program's public description (`QueryProgram.to_spec`).
         countermeasures: the countermeasure of every data-dependent flow, by flow name.
         payload_size: padded plaintext size of every sealed payload.
         frame_size: the length of every frame on the wire.
@@ -310,7 +310,7 @@ class RoundSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class NodeFaults:
-    """Faults a node injects, for tests and demonstrations (:mod:`dpcomm.engine.network.faults`).
+    """Faults a node injects, for tests and demonstrations (`dpcomm.engine.network.faults`).
 
     Attributes:
         late: a source sends only after the collection deadline (it is left out).
@@ -392,7 +392,7 @@ class NodeConfig(NodeSettings):
 
     @classmethod
     def from_json(cls, text: str) -> NodeConfig:
-        """Inverse of :meth:`to_json`; DeploymentError if malformed."""
+        """Inverse of `to_json`; DeploymentError if malformed."""
         try:
             return decode(text, cls)
         except InvalidParameterError as error:
@@ -400,7 +400,7 @@ class NodeConfig(NodeSettings):
 
     @classmethod
     def load(cls, path: str | Path) -> NodeConfig:
-        """Read a config file written with :meth:`to_json`."""
+        """Read a config file written with `to_json`."""
         try:
             text = Path(path).read_text()
         except OSError as error:

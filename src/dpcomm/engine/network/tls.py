@@ -3,17 +3,17 @@
 Both sides require a certificate signed by the project CA (``verify_mode = CERT_REQUIRED``),
 so every hop is a secure channel with two-way authentication as Section 2.3 of the paper
 assumes. Host names are not checked (nodes are named by their certificate, not by DNS): the
-caller reads the authenticated name with :func:`dpcomm.engine.network.pki.peer_identity`.
+caller reads the authenticated name with `dpcomm.engine.network.pki.peer_identity`.
 Expired certificates, certificates of another CA and missing client certificates are refused
 by the handshake itself.
 
-:func:`start_tls_server` accepts TCP connections, runs the TLS handshake per connection and
+`start_tls_server` accepts TCP connections, runs the TLS handshake per connection and
 counts every refused handshake (reason ``'handshake'``) or unauthorized peer (reason
-``'unauthorized'``) in a :class:`~dpcomm.engine.network.frames.DropCounters`, so a failed
+``'unauthorized'``) in a `dpcomm.engine.network.frames.DropCounters`, so a failed
 handshake never reaches the handler and never stops the server.
 
-Connections not yet authenticated are bounded per listener (:class:`ConnectionLimits`,
-enforced by a :class:`ConnectionGate`): at most ``max_pending`` handshakes at once, new
+Connections not yet authenticated are bounded per listener (`ConnectionLimits`,
+enforced by a `ConnectionGate`): at most ``max_pending`` handshakes at once, new
 connections admitted by a token bucket per remote address (``rate`` per second, ``burst`` at
 once), each handshake given ``handshake_timeout`` seconds. A connection beyond them is aborted
 before any TLS work and counted as an overload (``pending_cap``, ``connection_rate``); when the
@@ -104,16 +104,16 @@ class ConnectionLimits:
     """What unauthenticated (and authenticated) connections may hold of one listener.
 
     Attributes:
-        max_pending: TLS handshakes under way at once (:data:`DEFAULT_MAX_PENDING`).
-        rate: new connections admitted per second (:data:`DEFAULT_CONNECTION_RATE`).
-        burst: new connections admitted at once (:data:`DEFAULT_CONNECTION_BURST`).
+        max_pending: TLS handshakes under way at once (`DEFAULT_MAX_PENDING`).
+        rate: new connections admitted per second (`DEFAULT_CONNECTION_RATE`).
+        burst: new connections admitted at once (`DEFAULT_CONNECTION_BURST`).
         handshake_timeout: seconds a peer has to complete its handshake
-            (:data:`DEFAULT_HANDSHAKE_TIMEOUT`); past half of it, a handshake may be aborted
+            (`DEFAULT_HANDSHAKE_TIMEOUT`); past half of it, a handshake may be aborted
             to make room for a new connection when ``max_pending`` are under way.
         links_per_peer: authenticated links at once per peer name
-            (:data:`DEFAULT_LINKS_PER_PEER`; beyond: ``peer_links``, an attack).
+            (`DEFAULT_LINKS_PER_PEER`; beyond: ``peer_links``, an attack).
         log_interval: seconds between two log lines about refusals
-            (:data:`DEFAULT_LOG_INTERVAL`).
+            (`DEFAULT_LOG_INTERVAL`).
     """
 
     max_pending: int = DEFAULT_MAX_PENDING
@@ -145,7 +145,7 @@ class _Pending:
 
 
 class ConnectionGate:
-    """Admission of new connections to one listener (see :class:`ConnectionLimits`).
+    """Admission of new connections to one listener (see `ConnectionLimits`).
 
     Counts refusals in ``drops`` and logs them at most once per ``log_interval``. ``peak`` is
     the most handshakes ever under way at once (never above ``max_pending``).
@@ -402,7 +402,7 @@ async def start_tls_server(
 
     Each connection is handed to ``handler(reader, writer, peer_name)`` after a successful
     handshake; the writer is closed when the handler returns. Connections are admitted by
-    ``gate`` (default: a :class:`ConnectionGate` of ``limits`` counting in ``counters``, whose
+    ``gate`` (default: a `ConnectionGate` of ``limits`` counting in ``counters``, whose
     handshake timeout ``handshake_timeout`` overrides; a given gate counts in its own).
     Refused handshakes are counted as ``'handshake'``, timed-out ones as
     ``'handshake_timeout'``, peers not in ``allowed_peers`` as ``'unauthorized'``, all logged
@@ -463,7 +463,7 @@ async def open_tls_connection(
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
     """Connect with mutual TLS 1.3; return reader, writer and the server's node name.
 
-    Raises :class:`HandshakeError` if the handshake fails or the server is not
+    Raises `HandshakeError` if the handshake fails or the server is not
     ``expected_peer``. With TLS 1.3 the server verifies the client's certificate after the
     client has finished its handshake: a refused client sees the connection closed (or an
     ``ssl.SSLError``) on its first read, not here.
@@ -494,7 +494,7 @@ async def open_tls_connection(
 
 
 class TlsLink:
-    """A :class:`~dpcomm.engine.network.transport.Link` over one TLS connection."""
+    """A `dpcomm.engine.network.transport.Link` over one TLS connection."""
 
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, local: str, peer: str
@@ -520,7 +520,7 @@ class TlsLink:
             raise LinkClosedError(f"{self.local} -> {self.peer}: {error}") from error
 
     async def read(self, size: int) -> bytes:
-        """Exactly ``size`` bytes (see :class:`Link`)."""
+        """Exactly ``size`` bytes (see `Link`)."""
         try:
             return await read_frame(self.reader, frame_size=size)
         except ssl.SSLError as error:
@@ -557,8 +557,8 @@ class TlsTransport:
     """Mutually authenticated TLS 1.3 over TCP for the nodes whose credentials it holds.
 
     ``advertise`` is the host other nodes reach a listener at (default: the host it binds).
-    Every listener admits connections by its own :class:`ConnectionGate` of ``limits``
-    (:attr:`gates`, by node name), counting refusals in the node's drop counters.
+    Every listener admits connections by its own `ConnectionGate` of ``limits``
+    (`gates`, by node name), counting refusals in the node's drop counters.
     """
 
     def __init__(
@@ -595,7 +595,7 @@ class TlsTransport:
         return context
 
     async def listen(self, endpoint: Endpoint, handler: Handler) -> Listener:
-        """Start accepting links to ``endpoint`` (see :class:`Transport`)."""
+        """Start accepting links to ``endpoint`` (see `Transport`)."""
         name, host = endpoint.name, endpoint.host
         credentials = self.credentials[name]
 
@@ -618,7 +618,7 @@ class TlsTransport:
         return _TlsListener(server, self.advertise.get(name, host))
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
-        """A link from node ``name`` to node ``peer`` (see :class:`Transport`)."""
+        """A link from node ``name`` to node ``peer`` (see `Transport`)."""
         context = self._client(name)
         host, port = str(address[0]), int(address[1])
         try:

@@ -1,15 +1,15 @@
 """How nodes reach each other: a transport of authenticated links carrying fixed-size frames.
 
-The node programs (:mod:`dpcomm.engine.network.nodes`) only see :class:`Link` objects: a
+The node programs (`dpcomm.engine.network.nodes`) only see `Link` objects: a
 bidirectional byte stream between two named nodes whose identities the transport vouches for.
 Two transports implement it:
 
-* :class:`dpcomm.engine.network.tls.TlsTransport`: mutually authenticated TLS 1.3 over TCP, the
+* `dpcomm.engine.network.tls.TlsTransport`: mutually authenticated TLS 1.3 over TCP, the
   identity being the certificate's name (a real deployment);
-* :class:`MemoryTransport`: queues between coroutines of one event loop (the engine contract
+* `MemoryTransport`: queues between coroutines of one event loop (the engine contract
   test runs a whole round in seconds, without sockets; identities are given by construction).
 
-Faults (:mod:`dpcomm.engine.network.faults`) wrap a transport or its links; the node programs do
+Faults (`dpcomm.engine.network.faults`) wrap a transport or its links; the node programs do
 not know about them.
 """
 
@@ -149,7 +149,7 @@ class MemoryLink:
         await asyncio.sleep(0)
 
     async def read(self, size: int) -> bytes:
-        """Exactly ``size`` bytes (see :class:`Link`)."""
+        """Exactly ``size`` bytes (see `Link`)."""
         while len(self._buffer) < size and not self._ended:
             chunk = await self._incoming.get()
             if chunk is None:  # the end of the stream
@@ -196,7 +196,7 @@ class _MemoryListener:
 class MemoryTransport:
     """Links between the coroutines of one event loop; a node's address is its name.
 
-    Identities are vouched for by construction (whoever calls :meth:`connect` with a name is
+    Identities are vouched for by construction (whoever calls `connect` with a name is
     that node), so this transport is for tests and the engine contract, never for a deployment.
     """
 
@@ -205,12 +205,12 @@ class MemoryTransport:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def listen(self, endpoint: Endpoint, handler: Handler) -> Listener:
-        """Start accepting links to ``endpoint`` (see :class:`Transport`)."""
+        """Start accepting links to ``endpoint`` (see `Transport`)."""
         self._listeners[endpoint.name] = (handler, endpoint.allowed, endpoint.drops)
         return _MemoryListener(self, endpoint.name)
 
     async def connect(self, name: str, peer: str, address: Address, *, timeout: float) -> Link:
-        """A link from node ``name`` to node ``peer`` (see :class:`Transport`)."""
+        """A link from node ``name`` to node ``peer`` (see `Transport`)."""
         target = str(address[0]) if address else peer
         entry = self._listeners.get(target)
         if entry is None or target != peer:

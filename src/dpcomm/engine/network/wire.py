@@ -1,22 +1,22 @@
 """The wire format of a round: fixed-length frames over a link, control blobs, counting.
 
-A :class:`Channel` is one link (:mod:`dpcomm.engine.network.transport`) between two named
+A `Channel` is one link (`dpcomm.engine.network.transport`) between two named
 nodes. It writes and reads frames of the round's single ``frame_size``, counts every frame and
 byte it writes (per link), checks the round id and the replay cache of the receiving node on
 every frame, and drops (and counts) malformed, stale and replayed frames. A DATA frame's body
-starts with :data:`DATA_HEADER`: the routed flow the message belongs to and the index of the
+starts with `DATA_HEADER`: the routed flow the message belongs to and the index of the
 target (compute node) its sealed payload is for.
 
 Control messages (plan, acknowledgements, commits, partial results) are *blobs*: a 1-byte
 operation and a payload cut into as many fixed-length frames as needed, so that control and
 data frames have the same length on the wire.
 
-Resources a peer can make a channel hold are bounded (:class:`ChannelLimits`): a blob may not
+Resources a peer can make a channel hold are bounded (`ChannelLimits`): a blob may not
 declare more bytes than the protocol sends for its operation (``oversized_blob``), its buffer
 grows with the chunks that arrive (never to the declared size up front), and at most
 ``max_partial_blobs`` blobs are in reassembly at once per channel (``partial_blobs``); either
 closes the channel. A peer past its quota of fresh frames in the node's replay cache
-(:class:`~dpcomm.engine.network.frames.ReplayCache`, ``replay_quota``) has its channel closed
+(`dpcomm.engine.network.frames.ReplayCache`, ``replay_quota``) has its channel closed
 too; other peers' frames are still accepted.
 """
 
@@ -137,12 +137,12 @@ class ChannelLimits:
     Attributes:
         max_blob: the largest blob accepted (bytes), whatever its operation; set it from the
             round's spec for the node's role (e.g. the padded size of the OUTPUT blobs it
-            receives). Default :data:`DEFAULT_MAX_BLOB`.
-        max_blob_by_op: tighter caps per operation (default :data:`PROTOCOL_BLOB_LIMITS`).
+            receives). Default `DEFAULT_MAX_BLOB`.
+        max_blob_by_op: tighter caps per operation (default `PROTOCOL_BLOB_LIMITS`).
         max_partial_blobs: blobs in reassembly at once (default
-            :data:`DEFAULT_MAX_PARTIAL_BLOBS`).
+            `DEFAULT_MAX_PARTIAL_BLOBS`).
         max_junk_frames: malformed frames or blobs, or frames of another round, a channel
-            drops before it closes (default :data:`DEFAULT_MAX_JUNK_FRAMES`): TLS delivers an
+            drops before it closes (default `DEFAULT_MAX_JUNK_FRAMES`): TLS delivers an
             honest peer's frames intact, so junk comes from a misbehaving peer only.
 
     A channel holds at most ``max_partial_blobs`` buffers, each at most the bytes the peer
@@ -169,7 +169,7 @@ class ChannelLimits:
 
 
 BASE_BLOB = 1 << 20
-"""The part of :func:`channel_limits_for`'s blob cap that does not grow with the round."""
+"""The part of `channel_limits_for`'s blob cap that does not grow with the round."""
 BLOB_BYTES_PER_NODE = 512
 """Per node of the round, bytes a blob may hold on top of twice the payload size."""
 
@@ -178,7 +178,7 @@ OUTPUT_BLOB_HEADER = 4
 """Bytes before a program's output in an OUTPUT blob: the data flow and the target index."""
 
 CONTROL_FRAMES_PER_BLOB_CAP = 4
-"""Blobs of the largest size one peer may send a node in a round, in :func:`peer_frame_quota`."""
+"""Blobs of the largest size one peer may send a node in a round, in `peer_frame_quota`."""
 
 
 @dataclass
@@ -359,7 +359,7 @@ class Channel:
         Malformed frames, frames of another round, replayed frames and malformed blobs are
         dropped and counted under the local node. Raises ChannelClosedError when the stream
         ends or breaks, or after counting an attack by the peer (``oversized_blob``,
-        ``partial_blobs``, ``replay_quota``, ``junk_quota``: see :class:`ChannelLimits`);
+        ``partial_blobs``, ``replay_quota``, ``junk_quota``: see `ChannelLimits`);
         TimeoutError after
         ``timeout`` seconds.
         """

@@ -1,6 +1,6 @@
 """A worker process of a local deployment: ``python -m dpcomm.engine.network.worker [GROUP.json]``.
 
-The launcher (:func:`dpcomm.engine.network.launcher.launch`) writes each process's node configs
+The launcher (`dpcomm.engine.network.launcher.launch`) writes each process's node configs
 and credential paths to a file and starts this module with a fresh interpreter, so that a worker
 imports only what its nodes run (not the command line, the accountant or DuckDB's planner). The
 protocol with the launcher is one JSON object per line:

@@ -1,6 +1,6 @@
 """Figures 3a-b, 4a-c and 6a-c of the paper: ε of the local and scrambler algorithms.
 
-Every value comes from :func:`dpcomm.accounting.account`, with the status it reports (valid,
+Every value comes from `dpcomm.accounting.account`, with the status it reports (valid,
 estimate, printed); certified lower bounds come from the same report. The paper's refuted
 formulas (Theorem "theorem-exact", Lemma 3's Bennett bound as printed, see docs/accounting.md)
 are drawn dashed and labelled "as printed (refuted)". CSV columns: ``curve``, ``status``, the
@@ -126,7 +126,7 @@ def _local_epsilon(*, num_targets: int, sampling_rate: float, num_dummies: int) 
 
 
 def _local_row(curve: str, *, num_targets: int, sampling_rate: float, num_dummies: int) -> Row:
-    """The point of R_σ^d on ``curve``: its pure ε by :func:`_local_epsilon` (valid, exact)."""
+    """The point of R_σ^d on ``curve``: its pure ε by `_local_epsilon` (valid, exact)."""
     epsilon = _local_epsilon(
         num_targets=num_targets, sampling_rate=sampling_rate, num_dummies=num_dummies
     )
@@ -158,9 +158,15 @@ def _plot(
         if curve == LOCAL_SAME_TOTAL_LABEL:  # drawn over ε0 where they coincide
             style.update(linestyle=":", marker="s", markerfacecolor="none", markersize=5)
         if curve == POST_PROCESSING_LABEL:  # a wide pale band: Bennett often equals it
-            style.update(linewidth=5.0, alpha=0.35, marker="", zorder=1)
+            style.update(linewidth=9.0, alpha=0.35, marker="", zorder=1)
         if curve == EXACT_LABEL:  # wider than the lower bound drawn on top of it
             style.update(linewidth=2.5)
+        # Bennett and Hoeffding both equal ε0 where neither amplifies: Bennett a wide line with
+        # open squares under Hoeffding's thin line with triangles, so both stay visible.
+        if curve == BENNETT_LABEL:
+            style.update(linewidth=2.2, marker="s", markerfacecolor="none", markersize=6, zorder=2)
+        if curve == HOEFFDING_LABEL:
+            style.update(linewidth=1.0, marker="^", markersize=4, zorder=3)
         if not any(p["plotted"] for p in points):
             axes.plot([], [], label=f"{label}: unusable at every point", **style)
             continue
@@ -334,7 +340,7 @@ def _capped_rows(*, sigma: float, batch_size: int, num_dummies: int) -> list[Row
     mechanism = ScramblerMechanism(
         num_targets=NUM_TARGETS, sampling_rate=sigma, batch_size=n, num_dummies=d, capped=True
     )
-    report = account(mechanism, delta=0.0)
+    report = account(mechanism, delta=0.0, all_methods=True)
     values = report.method_values()
     common: dict[str, Any] = {
         "num_targets": NUM_TARGETS,
@@ -558,7 +564,9 @@ def _scrambler_rows(
     mechanism = ScramblerMechanism(
         num_targets=NUM_TARGETS, sampling_rate=sigma, batch_size=n, num_dummies=d
     )
-    report = account(mechanism, delta=DELTA, monte_carlo_samples=samples, seed=seed)
+    report = account(
+        mechanism, delta=DELTA, all_methods=True, monte_carlo_samples=samples, seed=seed
+    )
     values = report.method_values()
     statuses = {m.name: m.status for m in report.methods}
     common: dict[str, Any] = {

@@ -1,18 +1,18 @@
 """Figure 5 and Appendix D ("Details of Numerical Simulation"): outputs of A_σ^{n,d} by simulation.
 
 The uncapped scrambler (T = 4, σ = 0.2, d = 20, n = 20) is run many times on two neighbouring
-inputs through the role steps every engine runs (:func:`dpcomm.protocol.roles.source_messages`,
-the coordinator's consecutive batches and :func:`~dpcomm.protocol.roles.scrambler_dummies`, one
+inputs through the role steps every engine runs (`dpcomm.protocol.roles.source_messages`,
+the coordinator's consecutive batches and `dpcomm.protocol.roles.scrambler_dummies`, one
 scrambler per run, with the engines' randomness streams:
-:func:`dpcomm.experiments.audit.scrambler_runs`). The observer sees the
+`dpcomm.experiments.audit.scrambler_runs`). The observer sees the
 count vector of the n + d messages over the T targets (the scrambler shuffles), encoded as one
 integer. For
 each output O, c1(O) and c2(O) count its occurrences under each input and
 r(O) = |ln(c1(O)/c2(O))| estimates its log-ratio of probabilities.
 
 Beyond the paper: since n + d = 40 messages over T = 4 targets have only C(43, 3) = 12,341
-possible outputs, the exact output distributions are computed (:func:`exact_count_distribution`,
-a dense numpy version of :func:`dpcomm.accounting.brute_force.output_distribution`, which takes
+possible outputs, the exact output distributions are computed (`exact_count_distribution`,
+a dense numpy version of `dpcomm.accounting.brute_force.output_distribution`, which takes
 minutes at this size since it expands the dummies once per count vector of the real messages).
 They give the exact log-ratio of every output, the exact pure ε of this pair and the exact
 probability mass of the outputs a simulation never saw, against which the paper's
@@ -92,7 +92,7 @@ def encode(counts: npt.NDArray[np.integer[Any]]) -> IntArray:
 
 
 def decode(codes: IntArray) -> IntArray:
-    """The (len(codes), T) count vectors of integer codes (inverse of :func:`encode`)."""
+    """The (len(codes), T) count vectors of integer codes (inverse of `encode`)."""
     first = np.stack(np.unravel_index(codes, _encoding_dims()), axis=1).astype(np.int64)
     last = BATCH_SIZE + NUM_DUMMIES - first.sum(axis=1, keepdims=True)
     return np.concatenate([first, last], axis=1)
@@ -104,7 +104,7 @@ def simulate_outputs(
     """Occurrences of each output code in the first and the second half of ``runs`` runs.
 
     Run r is scrambler r of one flow, its n sources holding ``inputs``, drawing from the
-    streams of ``randomness`` (:func:`dpcomm.experiments.audit.scrambler_runs`).
+    streams of ``randomness`` (`dpcomm.experiments.audit.scrambler_runs`).
     """
     countermeasure = Scramblers(
         sampling_rate=SAMPLING_RATE, batch_size=BATCH_SIZE, num_dummies=NUM_DUMMIES
@@ -139,7 +139,7 @@ def exact_count_distribution(
     j. Each source's message follows R_σ (its target with probability 1 − σ + σ/T, every other
     with σ/T) and each dummy is uniform, all independent (Algorithm 1 without cap), so the
     distribution is built by adding one message at a time. This is the distribution that
-    :func:`dpcomm.accounting.brute_force.output_distribution` enumerates, computed densely
+    `dpcomm.accounting.brute_force.output_distribution` enumerates, computed densely
     with numpy (the tests check that the two agree).
     """
     local = LocalRandomizer(num_targets=num_targets, sampling_rate=sampling_rate)

@@ -1,11 +1,11 @@
 """Figure "attack": an observer's accuracy at guessing each source's compute node, vs ε.
 
-Not a figure of the paper (issue #6). For Aggregate (one grouping set over a uniform
+Not a figure of the paper. For Aggregate (one grouping set over a uniform
 synthetic table, C = T = 20 compute nodes) and K-means (mnist5k, K = 10), each point is a
-simulated run attacked by :func:`dpcomm.experiments.attacker.attack_run`; its ε is the
+simulated run attacked by `dpcomm.experiments.attacker.attack_run`; its ε is the
 cluster's guarantee at δ = 1e-4 (the accountant's). Beside the points: the best guess from the
 prior (baseline) and the bound that (ε, δ)-DP puts on *any* attacker
-(:func:`dpcomm.experiments.attacker.dp_accuracy_bound`, evaluated with the empirical prior).
+(`dpcomm.experiments.attacker.dp_accuracy_bound`, evaluated with the empirical prior).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def figure_attack(settings: FigureSettings) -> FigureOutput:
         name="attack",
         title=ATTACK_TITLE,
         caption=(
-            "Not in the paper (issue #6). An observer of all traffic who knows every other "
+            "Not in the paper. An observer of all traffic who knows every other "
             "source's data guesses each source's compute node (MAP guess, docs/audit.md). "
             "Points: measured accuracy of simulated runs; dashed: the (ε, δ)-DP bound on any "
             "attacker for the run's empirical prior; dotted: the prior's best guess. "

@@ -143,8 +143,8 @@ def readability_problems(figure: Any) -> list[str]:
     """What makes ``figure`` hard to read: no title, unlabelled axes, a missing or crowded legend.
 
     Every axes drawing more than one labelled line, bar or point set needs a legend (its own or
-    the figure's) of at most :data:`MAX_LEGEND_ENTRIES` entries in at least
-    :data:`MIN_LEGEND_FONT` points; every axes needs axis labels; the figure needs a title.
+    the figure's) of at most `MAX_LEGEND_ENTRIES` entries in at least
+    `MIN_LEGEND_FONT` points; every axes needs axis labels; the figure needs a title.
     """
     problems = []
     if not figure.get_suptitle().strip():
@@ -191,7 +191,7 @@ def save_figure(
 ) -> tuple[Path, Path]:
     """Title the figure ("Figure 3a: ..."), check it reads well, write the PNG and the CSV.
 
-    Raises :class:`DpcommError` naming what :func:`readability_problems` finds.
+    Raises `DpcommError` naming what `readability_problems` finds.
     """
     figure.suptitle(f"Figure {name}: {title}", fontsize=11)
     problems = readability_problems(figure)

@@ -2,7 +2,7 @@
 
 A plan with G grouping sets (or I K-means iterations) sends each source's data through G
 scrambler rounds. Theorem 2 adds the rounds' ε (each at δ/R); composing the rounds' dominating
-pairs as privacy loss distributions (:mod:`dpcomm.accounting.pld`) is valid too and much
+pairs as privacy loss distributions (`dpcomm.accounting.pld`) is valid too and much
 tighter; the certified lower bound composes explicit neighbouring pairs.
 """
 

@@ -5,7 +5,7 @@ few points): the least value is found by galloping and bisection on the accounta
 numbers, and the note gives the accountant's value at the threshold and one step below it.
 Bisection finds *the* least value when the predicate is monotone in the parameter; for the
 dummies d this holds for the mechanism (one more dummy is a post-processing of the output,
-:func:`dpcomm.accounting.accountant.explain_infinite`), and the value one step below is checked
+`dpcomm.accounting.accountant.explain_infinite`), and the value one step below is checked
 explicitly, so the stated threshold is exact wherever the computed bound is monotone.
 """
 
@@ -79,7 +79,7 @@ def least_real(
     high: float,
     tolerance: float,
 ) -> Threshold | None:
-    """Least multiple of ``tolerance`` in [low, high] with the predicate (:func:`least_integer`)."""
+    """Least multiple of ``tolerance`` in [low, high] with the predicate (`least_integer`)."""
     first, last = math.ceil(low / tolerance - 1e-9), math.floor(high / tolerance + 1e-9)
 
     def scaled(step: int) -> float:
@@ -113,7 +113,7 @@ def least_dummies_for_plan(
 ) -> Threshold | None:
     """Least d per scrambler whose plan ε (what a run reports) is at most ``target_epsilon``.
 
-    ε is :func:`dpcomm.plan.account_plan`'s for the plan with uncapped scramblers (σ, n, d) at
+    ε is `dpcomm.plan.account_plan`'s for the plan with uncapped scramblers (σ, n, d) at
     the whole plan's ``delta``, exactly the number the run's report prints.
     """
 
@@ -138,4 +138,4 @@ def scrambler_epsilon(
         batch_size=batch_size,
         num_dummies=num_dummies,
     )
-    return account(mechanism, delta=delta, monte_carlo_samples=0).method_values()
+    return account(mechanism, delta=delta, all_methods=True).method_values()

@@ -1,7 +1,7 @@
 """Figures 7a-f and 8 of the paper: trade-offs between privacy, utility and efficiency (§5.2).
 
-Every plotted point is a simulated run (:func:`dpcomm.engine.run_aggregate` or
-:func:`dpcomm.engine.simulate` for K-means): messages, secure channels, consents and tuples used
+Every plotted point is a simulated run (`dpcomm.engine.run_aggregate` or
+`dpcomm.engine.simulate` for K-means): messages, secure channels, consents and tuples used
 are counted by the simulator; ε is the run's plan guarantee (the exact accountant per scrambler
 at δ = 1e-4, composed by Theorem 2 over the G grouping sets or I iterations).
 
@@ -14,7 +14,7 @@ Choices shared by the Aggregate figures (C = T = 20 compute nodes per grouping s
   differ by at most one, every size accounted: no short scrambler dominates ε);
 * scramblers are the uncapped S_d of Section 4;
 * message counts and scrambler counts come from the one cost model (the transformed plan,
-  :func:`dpcomm.calibration.plan_costs`), the plotted ones from the simulated runs.
+  `dpcomm.calibration.plan_costs`), the plotted ones from the simulated runs.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ PAPER_CAPTION = "Trade-offs between privacy, utility and efficiency in Aggregate
 def sources_for(sampling_rate: float, *, used: int = TARGET_TUPLES) -> int:
     """S_t: sources for ``used`` tuples in expectation (Sections 3.3 and 4.4).
 
-    ⌈used / (1 − σ + σ/T)⌉ (:func:`dpcomm.plan.costs.sources_needed`, with the σ/T of tuples
+    ⌈used / (1 − σ + σ/T)⌉ (`dpcomm.plan.costs.sources_needed`, with the σ/T of tuples
     whose redrawn target is their own); the scramblers cut them into balanced batches.
     """
     return sources_needed(tuples=used, sampling_rate=sampling_rate, num_targets=NUM_TARGETS)
@@ -73,7 +73,7 @@ def scrambled_messages(
 
     Per grouping set (Section 4.4): sources → scramblers (S_t), scramblers → compute nodes
     (their S_t messages plus d dummies each, SC = ⌈S_t/n⌉) and compute → result (C); read from
-    the transformed plan (:func:`dpcomm.calibration.plan_costs`).
+    the transformed plan (`dpcomm.calibration.plan_costs`).
     """
     # σ changes which messages are dummies, never how many.
     countermeasure = Scramblers(sampling_rate=0.0, batch_size=batch_size, num_dummies=num_dummies)
@@ -144,7 +144,7 @@ def aggregate_point(
 ) -> Row:
     """Simulate one Aggregate configuration; the CSV row of its measured metrics.
 
-    ``num_sources`` defaults to :func:`sources_for` (10k tuples used in expectation).
+    ``num_sources`` defaults to `sources_for` (10k tuples used in expectation).
     """
     sources = sources_for(sampling_rate) if num_sources is None else num_sources
     program = _program(settings.seed, grouping_sets, sources)
@@ -438,7 +438,7 @@ def _reach_note(
     """ε ≤ 1 on every curve: the least d, by the accountant on the curve's plan (any grid).
 
     Each curve's plan is the one its runs execute, so the ε is what a run reports
-    (:func:`dpcomm.experiments.figures.thresholds.least_dummies_for_plan`); the plotted points
+    (`dpcomm.experiments.figures.thresholds.least_dummies_for_plan`); the plotted points
     only tell the search where to start. ``load_of`` gives the messages added at a d (the
     cost model of the runs).
     """
@@ -617,7 +617,7 @@ def figure_7b(settings: FigureSettings) -> FigureOutput:
 def dummies_for_budget(*, sources: int, batch_size: int, budget: int) -> int:
     """The largest d keeping the messages added at most ``budget`` (G = 1), or -1 if none.
 
-    Messages added = 2·S_t + SC·d + C − (S + C) with SC = ⌈S_t/n⌉ (:func:`scrambled_messages`
+    Messages added = 2·S_t + SC·d + C − (S + C) with SC = ⌈S_t/n⌉ (`scrambled_messages`
     and the non-private plan of S = 10k sources, both from the cost model): affine in d, one
     more dummy per scrambler adds SC messages.
     """
@@ -635,7 +635,7 @@ def dummies_for_budget(*, sources: int, batch_size: int, budget: int) -> int:
 
 
 def _budget_point(settings: FigureSettings, *, budget: int, **configuration: Any) -> Row:
-    """:func:`aggregate_point`, with the overhead ``budget`` its d was chosen for (7c)."""
+    """`aggregate_point`, with the overhead ``budget`` its d was chosen for (7c)."""
     return {**aggregate_point(settings, **configuration), "budget": budget}
 
 

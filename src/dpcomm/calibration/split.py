@@ -1,0 +1,362 @@
+"""One (ε, δ) split between the traffic and a noisy release, for the least expected error.
+
+A query whose result is released with noise spends its budget twice: the traffic's
+countermeasure (ε1, δ1) and the release (ε2, δ2) read the same rows, and an observer of both
+learns their composition (the paper's Related Work: at most (ε1 + ε2, δ1 + δ2)).
+`split_budget` chooses the split for `dpcomm.calibrate`:
+
+* **Traffic.** For a share f of ε on the grid `TRAFFIC_SHARES`, the planner
+  (`dpcomm.calibration.plan_countermeasures`, under the user's limits) gives the
+  countermeasure of least network load with ε1 ≤ f ε at δ1, and its accounted guarantee.
+  Laplace releases take δ1 = δ (δ2 = 0); Gaussian ones δ1 = δ2 = δ/2.
+* **Release.** ε2 is the largest (bisection, to 0.1% of ε) whose composition with that
+  guarantee, `dpcomm.plan.privacy.compose_release` (the smaller of the PLD composition
+  and the sum, the very function a run reports and a budget is charged with), is at most ε at
+  δ1 + δ2 ≤ δ. It starts from ε − ε1, which the sum always allows: the split's guarantee is
+  valid whatever the search does, because it is the number the run will report.
+* **Error.** `expected_relative_error`: the root mean square, over every released COUNT
+  and SUM value, of its error relative to its typical value, noise and sampling together.
+
+The search, and why it may stop early: feasibility is monotone in f (a countermeasure meeting
+f ε meets every larger share, and the least load can only fall as the target grows), so the
+least feasible share is found by bisection over the grid. From there the grid is scanned
+upwards, and the scan stops at the first share f whose countermeasure samples nothing (σ = 0:
+every tuple arrives, no sampling error). A larger share's countermeasure fails the planner's
+check at f ε (else it, no dearer, would have been chosen at f): by that check its ε1 exceeds
+f ε, so the paper's sum leaves its release less than ε − f ε, which f's release has at least;
+its noise is no smaller, and its sampling error is not below 0. The argument holds for the sum
+and the planner's check; the accounted ε1 and the PLD composition (which gives every release at
+least what the sum gives) follow the same order without a proof that they always do, so the
+stop is a well-founded heuristic there. The split returned is valid either way: its guarantee is the
+number the run will report. `BudgetSplit.points` lists every share evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from dpcomm.accounting.release import (
+    AggregateNoise,
+    Gaussian,
+    Laplace,
+    ReleasedFunction,
+    ReleaseMechanism,
+    Sensitivity,
+    calibrate_noise,
+)
+from dpcomm.calibration.planner import PlannerResult
+from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.plan.costs import delivery_probability
+from dpcomm.plan.privacy import PlanGuarantee, ReleaseComposition, compose_release
+
+ReleaseName = Literal["laplace", "gaussian"]
+
+#: The traffic's shares f of ε searched: 5%, 10%, ..., 95%.
+TRAFFIC_SHARES: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 20))
+
+#: The bisection of ε2 stops when its bracket is narrower than this fraction of ε.
+RELEASE_TOLERANCE = 1e-3
+
+#: The bracket of ε2 is doubled at most this many times (the sum bounds it long before).
+MAX_DOUBLINGS = 30
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseShape:
+    """What a release publishes, as the error model sees it: public quantities only.
+
+    The split must not depend on the data beyond what the plan already reveals (the table's
+    size S): a split chosen from the values would itself leak. So each cell of a grouping set
+    with K keys is taken to hold S/K rows, and each SUM row its bounds' typical magnitude.
+
+    Attributes:
+        num_rows: S, the table's rows (one source each).
+        aggregates: every released COUNT and SUM: its output, function and sensitivity (what
+            `dpcomm.accounting.release.calibrate_noise` takes).
+        magnitudes: per aggregate, the typical value of one row: 1 for a COUNT, the mean of
+            |lo| and |hi| for a SUM clamped to [lo, hi].
+        grouping_sets: per grouping set, its released keys (the product of its columns'
+            domains; 1 for ``()``) and its T (1 for the empty set's single compute node).
+    """
+
+    num_rows: int
+    aggregates: tuple[tuple[str, ReleasedFunction, Sensitivity], ...]
+    magnitudes: tuple[float, ...]
+    grouping_sets: tuple[tuple[int, int], ...]
+
+    def __post_init__(self) -> None:
+        if self.num_rows < 1:
+            raise InvalidParameterError("num_rows", "at least 1 row", self.num_rows)
+        if not self.aggregates or len(self.magnitudes) != len(self.aggregates):
+            raise InvalidParameterError(
+                "magnitudes", "one per released aggregate (at least one)", self.magnitudes
+            )
+        if not self.grouping_sets or any(k < 1 or t < 1 for k, t in self.grouping_sets):
+            raise InvalidParameterError(
+                "grouping_sets", "(keys >= 1, T >= 1) per grouping set", self.grouping_sets
+            )
+
+
+def expected_relative_error(
+    shape: ReleaseShape, noises: Sequence[AggregateNoise], *, sampling_rate: float
+) -> float:
+    """The root mean square relative error of every released value (model beyond the paper).
+
+    A released COUNT or SUM of a cell holding N = S/K rows is the sum over the tuples that
+    arrived, plus noise. Under R_σ each tuple arrives independently with probability
+    P = 1 − σ + σ/T (`dpcomm.plan.costs.delivery_probability`), so relative to the
+    cell's value N m (m the row's typical magnitude) its mean squared error is
+    (1 − P)² (the lost tuples' bias) + P (1 − P)/N (their variance, the Horvitz–Thompson
+    variance of `dpcomm.engine.estimate` before division by P) + (s / (N m))² (the
+    noise's standard deviation s, `AggregateNoise.standard_deviation`). The mean is
+    over every released value (each key of each grouping set, each aggregate); the root is
+    returned. An AVG is the ratio of two such values.
+    """
+    total = 0.0
+    cells = 0
+    for noise, magnitude in zip(noises, shape.magnitudes, strict=True):
+        for keys, num_targets in shape.grouping_sets:
+            rows = shape.num_rows / keys
+            arrives = delivery_probability(sampling_rate=sampling_rate, num_targets=num_targets)
+            deviation = noise.standard_deviation
+            relative_noise = 0.0 if deviation == 0.0 else deviation / (rows * magnitude)
+            if math.isnan(relative_noise):  # a SUM of [0, 0] and no noise
+                relative_noise = 0.0
+            squared = (1.0 - arrives) ** 2 + arrives * (1.0 - arrives) / rows
+            total += keys * (squared + relative_noise**2)
+            cells += keys
+    return math.sqrt(total / cells)
+
+
+def release_mechanism(name: ReleaseName, *, epsilon: float, delta: float) -> ReleaseMechanism:
+    """``Laplace(epsilon)`` or ``Gaussian(epsilon, delta)``."""
+    return Laplace(epsilon) if name == "laplace" else Gaussian(epsilon, delta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitPoint:
+    """One share of the grid, evaluated.
+
+    Attributes:
+        traffic_share: f: the traffic's countermeasure meets ε1 ≤ f ε.
+        traffic: the planner's answer (None: nothing meets f ε within the limits).
+        release: the release with its ε2 (and δ2) (None when infeasible).
+        composition: the guarantee of traffic and release together (None when infeasible).
+        expected_relative_error: `expected_relative_error` (∞ when infeasible).
+        infeasible: why no countermeasure meets the share (None when one does).
+    """
+
+    traffic_share: float
+    traffic: PlannerResult | None
+    release: ReleaseMechanism | None
+    composition: ReleaseComposition | None
+    expected_relative_error: float
+    infeasible: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetSplit:
+    """The split of (ε, δ) between traffic and release that `split_budget` chose.
+
+    Attributes:
+        epsilon: the target ε of traffic and release together.
+        delta: the target δ.
+        chosen: the share chosen (least expected error).
+        points: every share evaluated, by share.
+        shape: what the release publishes (the error model's input).
+    """
+
+    epsilon: float
+    delta: float
+    chosen: SplitPoint
+    points: tuple[SplitPoint, ...]
+    shape: ReleaseShape
+
+    def _chosen(self) -> tuple[PlannerResult, ReleaseMechanism, ReleaseComposition]:
+        chosen = self.chosen
+        if chosen.traffic is None or chosen.release is None or chosen.composition is None:
+            raise DpcommError("the chosen split has no traffic plan")  # never: chosen is feasible
+        return chosen.traffic, chosen.release, chosen.composition
+
+    @property
+    def traffic(self) -> PlannerResult:
+        """The traffic's plan (the planner's answer at the chosen share)."""
+        return self._chosen()[0]
+
+    @property
+    def release(self) -> ReleaseMechanism:
+        """The release's mechanism with its ε2 (and δ2)."""
+        return self._chosen()[1]
+
+    @property
+    def composition(self) -> ReleaseComposition:
+        """Traffic and release together: the guarantee the run will report."""
+        return self._chosen()[2]
+
+    @property
+    def expected_relative_error(self) -> float:
+        """The chosen split's `expected_relative_error`."""
+        return self.chosen.expected_relative_error
+
+    def describe(self) -> str:
+        """One line: (ε1, δ1) + (ε2, δ2) → the composed guarantee, and the expected error."""
+        traffic, release, both = self._chosen()
+        return (
+            f"traffic ε1 = {traffic.epsilon:.4g} at δ1 = {traffic.delta:g}, "
+            f"{release.name} release ε2 = {release.epsilon:.4g} at δ2 = {both.release_delta:g}: "
+            f"together ε = {both.epsilon:.4g} at δ = {both.delta:g}, expected relative error "
+            f"{self.expected_relative_error:.1%}"
+        )
+
+
+def _largest_release(
+    name: ReleaseName,
+    shape: ReleaseShape,
+    privacy: PlanGuarantee,
+    *,
+    epsilon: float,
+    delta: float,
+    release_delta: float,
+) -> tuple[ReleaseMechanism, tuple[AggregateNoise, ...], ReleaseComposition]:
+    """The largest ε2 whose release composed with ``privacy`` stays within (ε, δ)."""
+
+    def evaluate(
+        release_epsilon: float,
+    ) -> tuple[ReleaseMechanism, tuple[AggregateNoise, ...], ReleaseComposition]:
+        mechanism = release_mechanism(name, epsilon=release_epsilon, delta=release_delta)
+        noises = calibrate_noise(mechanism, shape.aggregates)
+        return mechanism, noises, compose_release(privacy, noises)
+
+    def fits(composition: ReleaseComposition) -> bool:
+        return composition.epsilon <= epsilon and composition.delta <= delta
+
+    low = epsilon - privacy.guarantee.epsilon  # the sum allows it (up to rounding)
+    if not low > 0.0:
+        raise DpcommError(f"the traffic's ε = {privacy.guarantee.epsilon:g} leaves no release")
+    best = evaluate(low)
+    while not fits(best[2]):  # rounding of the aggregates' shares: a hair less
+        low *= 1.0 - 1e-9
+        best = evaluate(low)
+    high = 2.0 * low
+    for _ in range(MAX_DOUBLINGS):  # the PLD composition may leave more than the sum
+        tried = evaluate(high)
+        if not fits(tried[2]):
+            break
+        low, best, high = high, tried, 2.0 * high
+    else:
+        return best
+    while high - low > RELEASE_TOLERANCE * epsilon:
+        middle = 0.5 * (low + high)
+        tried = evaluate(middle)
+        if fits(tried[2]):
+            low, best = middle, tried
+        else:
+            high = middle
+    return best
+
+
+def split_budget(
+    *,
+    shape: ReleaseShape,
+    release: ReleaseName,
+    epsilon: float,
+    delta: float,
+    plan_traffic: Callable[[float, float], PlannerResult],
+    shares: Sequence[float] = TRAFFIC_SHARES,
+) -> BudgetSplit:
+    """The split of (ε, δ) between traffic and release of least expected error (module doc).
+
+    ``plan_traffic(ε1, δ1)`` is the planner under the user's limits (it raises
+    `dpcomm.errors.DpcommError` when nothing meets ε1 within them). Raises
+    `dpcomm.errors.DpcommError` when no share of the grid is feasible, with the
+    planner's advice at the largest share.
+    """
+    release_delta = 0.0 if release == "laplace" else 0.5 * delta * (1.0 - 1e-9)
+    traffic_delta = delta - release_delta
+    ordered = sorted(shares)
+    evaluated: dict[int, SplitPoint] = {}
+
+    def point(index: int) -> SplitPoint:
+        if index in evaluated:
+            return evaluated[index]
+        share = ordered[index]
+        try:
+            traffic = plan_traffic(share * epsilon, traffic_delta)
+        except DpcommError as error:
+            found = SplitPoint(
+                traffic_share=share,
+                traffic=None,
+                release=None,
+                composition=None,
+                expected_relative_error=math.inf,
+                infeasible=str(error),
+            )
+        else:
+            if traffic.privacy is None:
+                raise DpcommError("the planner answered without its privacy")  # never
+            mechanism, noises, composition = _largest_release(
+                release,
+                shape,
+                traffic.privacy,
+                epsilon=epsilon,
+                delta=delta,
+                release_delta=release_delta,
+            )
+            found = SplitPoint(
+                traffic_share=share,
+                traffic=traffic,
+                release=mechanism,
+                composition=composition,
+                expected_relative_error=expected_relative_error(
+                    shape, noises, sampling_rate=traffic.configuration.sampling_rate
+                ),
+            )
+        evaluated[index] = found
+        return found
+
+    # The least feasible share: feasibility is monotone in the share.
+    low, high = 0, len(ordered) - 1
+    if point(low).traffic is not None:
+        high = low
+    else:
+        last = point(high)
+        if last.traffic is None:
+            raise DpcommError(
+                f"no split of ε = {epsilon:g} between traffic and release meets the limits: "
+                f"even ε1 ≤ {ordered[high] * epsilon:.4g} for the traffic fails "
+                f"({last.infeasible})"
+            )
+        low += 1
+    while low < high:
+        middle = (low + high) // 2
+        if point(middle).traffic is None:
+            low = middle + 1
+        else:
+            high = middle
+    best: SplitPoint | None = None
+    for index in range(low, len(ordered)):
+        candidate = point(index)
+        if best is None or candidate.expected_relative_error < best.expected_relative_error:
+            best = candidate
+        traffic = candidate.traffic
+        if traffic is not None and traffic.configuration.sampling_rate == 0.0:
+            break  # every larger share leaves the release less (module doc)
+    if best is None or best.traffic is None:
+        raise DpcommError("no feasible split")  # never: the largest share is feasible
+    points = tuple(evaluated[i] for i in sorted(evaluated))
+    return BudgetSplit(epsilon=epsilon, delta=delta, chosen=best, points=points, shape=shape)
+
+
+__all__ = [
+    "TRAFFIC_SHARES",
+    "BudgetSplit",
+    "ReleaseName",
+    "ReleaseShape",
+    "SplitPoint",
+    "expected_relative_error",
+    "release_mechanism",
+    "split_budget",
+]

@@ -1,0 +1,114 @@
+"""The release audit's runs are runs of the program: run 0 with the engine's seed is the
+in-memory engine's run (same messages per compute node, same delivered tuples, same exact
+result); its neighbouring tables differ in one row; its parameters are checked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dpcomm
+from dpcomm.data.table import table_from_arrays
+from dpcomm.engine.memory import simulate
+from dpcomm.errors import InvalidParameterError
+from dpcomm.experiments.release_audit import (
+    audit_release,
+    audited_program,
+    contributions,
+    release_neighbours,
+    release_runs,
+)
+from dpcomm.protocol.randomness import Randomness
+from dpcomm.queries.groupby import partition_keys
+
+COUNTERMEASURES = [
+    dpcomm.Scramblers(sampling_rate=0.5, batch_size=6, num_dummies=4),
+    dpcomm.LocalFlooding(sampling_rate=0.5, num_dummies=1),
+]
+SQL = "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k"
+
+
+def _per_target(run, flow: str) -> list[int]:
+    """Messages each compute node of ``flow`` received, in target order (the observer's view)."""
+    from dpcomm.plan.routes import Routes
+
+    receiver = run.transformed.plan.flow(flow).receiver
+    computes = Routes(run.transformed).node_ids(receiver).tolist()
+    received = dict.fromkeys(computes, 0)
+    for traffic in run.traffic:
+        for node, count in zip(traffic.receivers.tolist(), traffic.counts.tolist(), strict=True):
+            if node in received and traffic.flow != f"{flow} result":
+                received[node] += count
+    return [received[node] for node in computes]
+
+
+@pytest.mark.parametrize("countermeasure", COUNTERMEASURES, ids=lambda c: type(c).__name__)
+def test_run_zero_is_the_memory_engines_run(countermeasure) -> None:
+    sources = countermeasure.batch_size if isinstance(countermeasure, dpcomm.Scramblers) else 1
+    neighbours = release_neighbours(num_targets=4, num_sources=sources, bound=10.0)
+    for table in neighbours.tables():
+        program = audited_program(table, dpcomm.Laplace(1.0), neighbours, 4, SQL)
+        flow = program.flow_names[0]
+        noises = program.release.noises
+        for seed in (0, 1):
+            runs = release_runs(
+                program, countermeasure, keys=neighbours.keys, runs=3, randomness=Randomness(seed)
+            )
+            run = simulate(program, countermeasure, delta=1e-4, seed=seed)
+            assert runs.counts[0].tolist() == _per_target(run, flow)
+            assert np.array_equal(runs.delivered[0], run.delivered[flow])
+            exact = {
+                row["k"]: [row[n.output] for n in noises]
+                for row in program.without_release().core_result(run.state)[0]
+            }
+            for index, key in enumerate(neighbours.keys):
+                assert runs.exact[0, index].tolist() == exact.get(key, [0, 0])
+
+
+def test_contributions_are_clamped_as_a_run_clamps() -> None:
+    neighbours = release_neighbours(num_targets=3, num_sources=3, bound=10.0)
+    d, d_prime = (
+        audited_program(t, dpcomm.Laplace(1.0), neighbours, 3, SQL) for t in neighbours.tables()
+    )
+    # Source 0: (a, 500) clamped to 10 in D, (b, 10) in D′; the others (c, 5). Cells (n, s).
+    assert contributions(d, neighbours.keys)[:, :, :].tolist() == [
+        [[1, 10], [0, 0], [0, 0]],
+        [[0, 0], [0, 0], [1, 5]],
+        [[0, 0], [0, 0], [1, 5]],
+    ]
+    assert contributions(d_prime, neighbours.keys)[0].tolist() == [[0, 0], [1, 10], [0, 0]]
+
+
+def test_neighbours_differ_in_one_row_on_the_boundary_targets() -> None:
+    neighbours = release_neighbours(num_targets=5, num_sources=4, bound=2.0)
+    keys = table_from_arrays("keys", {"k": np.array(neighbours.keys, dtype=object)})
+    assert partition_keys(keys, 5).tolist() == [0, 4, 1] == list(neighbours.targets)
+    d, d_prime = neighbours.tables()
+    assert d.column("k").values[1:].tolist() == d_prime.column("k").values[1:].tolist()
+    assert d.column("v").values.tolist() == [100.0, 1.0, 1.0, 1.0]
+    assert d_prime.column("v").values[0] == 2.0
+    assert "clamped to 2" in neighbours.describe()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"countermeasure": dpcomm.NoCountermeasure()}, "countermeasure"),
+        ({"release": 1.0}, "release"),
+        ({"runs": 99}, "runs"),
+        ({"num_targets": 2}, "num_targets"),
+        ({"bound": 0.0}, "bound"),
+        ({"confidence": 1.0}, "confidence"),
+        ({"sql": "SELECT k, COUNT(*) FROM t GROUP BY ROLLUP (k)"}, "sql"),
+    ],
+)
+def test_invalid_parameters(kwargs, name) -> None:
+    arguments = {
+        "countermeasure": COUNTERMEASURES[0],
+        "release": dpcomm.Laplace(1.0),
+        "runs": 100,
+        **kwargs,
+    }
+    with pytest.raises(InvalidParameterError) as error:
+        audit_release(**arguments)
+    assert error.value.name == name

@@ -1,0 +1,51 @@
+"""Every third-party package the library imports is a declared dependency of ``pip install .``.
+
+A package that only the development toolchain brings (pytest, mkdocs, ...) or that another
+dependency happens to pull in would work under ``make`` and fail for a user who installs the
+library alone.
+"""
+
+import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def imported_packages() -> dict[str, set[str]]:
+    """Top-level modules imported by ``src/dpcomm`` (outside the standard library), with where."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "src" / "dpcomm").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top != "dpcomm" and top not in sys.stdlib_module_names:
+                    found.setdefault(top, set()).add(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_every_imported_package_is_declared():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {_normalized(re.split(r"[<>=!~\[; ]", d)[0]) for d in project["dependencies"]}
+    distributions = packages_distributions()
+    imported = imported_packages()
+    assert {"numpy", "pandas", "duckdb"} <= set(imported)
+    undeclared = {
+        module: sorted(files)
+        for module, files in imported.items()
+        if not {_normalized(d) for d in distributions.get(module, [module])} & declared
+    }
+    assert not undeclared, f"imported but not in [project] dependencies: {undeclared}"
