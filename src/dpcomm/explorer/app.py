@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import io
 import json
 import logging
@@ -110,10 +111,21 @@ def controls_of_front(values: dict[str, Any]) -> dict[str, Any]:
     return {name: values[name] for name in FRONT_CONTROLS}
 
 
+#: One computation of the numbers at a time: two callbacks asking for the same configuration
+#: at once would otherwise both compute it (the second now finds it in the cache).
+_NUMBERS_LOCK = threading.Lock()
+
+
+def numbers_of(settings: ExplorerSettings) -> ExplorerNumbers:
+    """`explore` of ``settings``, one computation at a time in this process."""
+    with _NUMBERS_LOCK:
+        return explore(settings)
+
+
 def _current(values: dict[str, Any]) -> ExplorerNumbers | None:
     """The numbers of the controls' configuration (None when it is not a valid one)."""
     try:
-        return explore(settings_of(values))
+        return numbers_of(settings_of(values))
     except DpcommError:
         return None
 
@@ -237,7 +249,12 @@ def _front_panel() -> html.Div:
                 className="inline",
             ),
             dcc.Loading(
-                dcc.Graph(id="front", config={"displaylogo": False}, style={"height": "340px"}),
+                dcc.Graph(
+                    id="front",
+                    figure=_front_figure((), None),  # trace 1, the current point, from the start
+                    config={"displaylogo": False},
+                    style={"height": "340px"},
+                ),
                 type="dot",
             ),
             html.Div(id="front-table"),
@@ -546,14 +563,19 @@ def _frame_table(frame: Any) -> html.Table:
 
 
 # ------------------------------------------------------------------------- slow computations
-def _exit_with(server: int) -> None:
-    """Exit this worker when the explorer's server (process ``server``) is gone.
+def _start_worker(server: int) -> None:
+    """Set up a worker: a lower priority than the server's, and an exit with the server.
 
-    However the server ended: the worker's parent (a fork server, or the server) is then gone
-    too, and the worker would otherwise wait for jobs forever.
+    The worker yields the processor to the server (and to the browser, on the same machine),
+    whose numbers panel answers every change. It exits when the explorer's server (process
+    ``server``) is gone, however the server ended: the worker's parent (a fork server, or the
+    server) is then gone too, and the worker would otherwise wait for jobs forever.
     """
     import os
     import time
+
+    with contextlib.suppress(OSError):
+        os.nice(10)
 
     parent = os.getppid()
 
@@ -627,7 +649,7 @@ class Worker:
                 self._pool = ProcessPoolExecutor(
                     max_workers=1,
                     mp_context=context,
-                    initializer=_exit_with,
+                    initializer=_start_worker,
                     initargs=(os.getpid(),),
                 )
             if self._queued is not None:
@@ -686,15 +708,27 @@ def _register(app: Dash, attacker: Worker, planner: Worker) -> None:
         Output("problem", "children"),
         Output("commands", "children"),
         Output("snippet", "children"),
+        Output("front", "figure", allow_duplicate=True),
         *inputs,
+        prevent_initial_call="initial_duplicate",
     )
     def update_numbers(*values: Any) -> tuple[Any, ...]:
         try:
             settings = settings_of(dict(zip(CONTROLS, values, strict=True)))
-            numbers = explore(settings)
+            numbers = numbers_of(settings)
         except DpcommError as error:
-            return dash.no_update, str(error), dash.no_update, dash.no_update
-        return _numbers_view(numbers), "", command_lines(settings), python_snippet(settings)
+            return dash.no_update, str(error), dash.no_update, dash.no_update, dash.no_update
+        x, y = _marker(numbers)  # the current configuration's point beside the front
+        figure = dash.Patch()
+        figure["data"][1]["x"] = x
+        figure["data"][1]["y"] = y
+        return (
+            _numbers_view(numbers),
+            "",
+            command_lines(settings),
+            python_snippet(settings),
+            figure,
+        )
 
     @app.callback(Output("attack", "children"), *inputs)
     def update_attack(*values: Any) -> Any:
@@ -734,18 +768,6 @@ def _register(app: Dash, attacker: Worker, planner: Worker) -> None:
             _front_table(points),
             [asdict(p) for p in points],
         )
-
-    @app.callback(
-        Output("front", "figure", allow_duplicate=True),
-        *inputs,
-        prevent_initial_call=True,
-    )
-    def update_marker(*values: Any) -> Any:
-        x, y = _marker(_current(dict(zip(CONTROLS, values, strict=True))))
-        figure = dash.Patch()
-        figure["data"][1]["x"] = x
-        figure["data"][1]["y"] = y
-        return figure
 
     @app.callback(
         Output("mechanism", "value", allow_duplicate=True),
