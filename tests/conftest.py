@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import gzip
 import importlib.util
+import io
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -247,3 +248,26 @@ def iris_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for row, target in zip(iris.data.tolist(), iris.target.tolist(), strict=True):
             writer.writerow([*row, iris.target_names[target]])
     return path
+
+
+#: Largest difference of one colour channel between two screenshots of the same page.
+SAME_PIXEL = 40
+
+
+def same_picture(old: bytes, new: bytes) -> bool:
+    """Whether two PNG screenshots show the same page (anti-aliasing differs run to run)."""
+    from PIL import Image, ImageChops
+
+    with Image.open(io.BytesIO(old)) as first, Image.open(io.BytesIO(new)) as second:
+        if first.size != second.size:
+            return False
+        difference = ImageChops.difference(first.convert("RGB"), second.convert("RGB"))
+        return max(high for _, high in difference.getextrema()) <= SAME_PIXEL
+
+
+def keep_screenshot(path: Path, png: bytes) -> None:
+    """Write ``png`` to ``path`` unless the file already shows the same page, so that a run
+    leaves no new binary in the checkout for nothing."""
+    if not (path.exists() and same_picture(path.read_bytes(), png)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)

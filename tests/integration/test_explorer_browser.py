@@ -9,7 +9,6 @@ loads nothing from another origin. The test saves the screenshot the README show
 
 from __future__ import annotations
 
-import io
 import json
 import shlex
 import socket
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import keep_screenshot
 
 import dpcomm
 from dpcomm.calibration import plan_costs
@@ -240,9 +240,7 @@ def test_the_explorer_shows_the_librarys_numbers(
 def _save_whole_page(chromium: Any, path: Path) -> None:
     """A screenshot of the whole page (the window grown to its height, then restored).
 
-    Written unless the file already shows the same page (no pixel off by more than
-    :data:`SAME_PIXEL`: anti-aliasing differs from run to run), so that a run does not leave
-    a new binary in the checkout for nothing.
+    Written unless the file already shows the same page (``keep_screenshot``).
     """
     size = chromium.get_window_size()
     height = chromium.execute_script("return document.documentElement.scrollHeight")
@@ -251,20 +249,4 @@ def _save_whole_page(chromium: Any, path: Path) -> None:
         png = chromium.get_screenshot_as_png()
     finally:
         chromium.set_window_size(size["width"], size["height"])
-    if not (path.exists() and _same_picture(path.read_bytes(), png)):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(png)
-
-
-#: Largest difference of one colour channel between two screenshots of the same page.
-SAME_PIXEL = 40
-
-
-def _same_picture(old: bytes, new: bytes) -> bool:
-    from PIL import Image, ImageChops
-
-    with Image.open(io.BytesIO(old)) as first, Image.open(io.BytesIO(new)) as second:
-        if first.size != second.size:
-            return False
-        difference = ImageChops.difference(first.convert("RGB"), second.convert("RGB"))
-        return max(high for _, high in difference.getextrema()) <= SAME_PIXEL
+    keep_screenshot(path, png)
