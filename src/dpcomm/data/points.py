@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.data.table import _quote, _reader, table_from_relation, value_kind
+from dpcomm.data.table import _quote, readable_file, table_from_relation, value_kind
 from dpcomm.errors import DpcommError, InvalidParameterError
 
 #: The value kinds a point's coordinate may have (``dpcomm.data.table.value_kind``).
@@ -82,14 +82,7 @@ def read_points(
             named twice or not numeric, the label column holds NULL, the table has no rows.
         DpcommError: DuckDB could not read the file (its message, on one line).
     """
-    file = Path(path)
-    reader = _reader(file)
-    if reader is None:
-        raise InvalidParameterError(
-            "data", "a .csv, .tsv (optionally .gz or .zst) or .parquet file", str(path)
-        )
-    if not file.is_file():
-        raise InvalidParameterError("data", "an existing file", str(path))
+    file, reader = readable_file(path)
     if isinstance(columns, str) or not columns:
         raise InvalidParameterError("columns", "one or more column names", columns)
     import duckdb

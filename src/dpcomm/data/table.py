@@ -419,12 +419,8 @@ def _reader(file: Path) -> str | None:
     return None
 
 
-def read_table(path: str | Path, *, name: str = "data") -> Table:
-    """Read a CSV (``.csv``, ``.tsv``, compressed ``.gz`` or ``.zst``) or Parquet file with DuckDB.
-
-    Raises:
-        InvalidParameterError: the file is missing, its suffix unsupported, or it has no rows.
-    """
+def readable_file(path: str | Path) -> tuple[Path, str]:
+    """``path`` and DuckDB's reader of it; an unsupported suffix or no such file is an error."""
     file = Path(path)
     reader = _reader(file)
     if reader is None:
@@ -433,6 +429,16 @@ def read_table(path: str | Path, *, name: str = "data") -> Table:
         )
     if not file.is_file():
         raise InvalidParameterError("data", "an existing file", str(path))
+    return file, reader
+
+
+def read_table(path: str | Path, *, name: str = "data") -> Table:
+    """Read a CSV (``.csv``, ``.tsv``, compressed ``.gz`` or ``.zst``) or Parquet file with DuckDB.
+
+    Raises:
+        InvalidParameterError: the file is missing, its suffix unsupported, or it has no rows.
+    """
+    file, reader = readable_file(path)
     import duckdb
 
     connection = duckdb.connect()
