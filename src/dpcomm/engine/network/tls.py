@@ -54,20 +54,33 @@ from dpcomm.errors import InvalidParameterError
 LOGGER = logging.getLogger("dpcomm.network")
 
 
-class _HalfCloseUnderTls(logging.Filter):
-    """Drops asyncio's notice that a half-close is ignored under TLS.
+class _ConnectionNotices(logging.Filter):
+    """Drops asyncio's warnings about connections a round has already given up on.
 
-    asyncio's stream protocol asks to keep a connection half-open when its peer stops writing;
-    under TLS that request is ignored and asyncio says so at warning level, once per
-    connection. A peer hanging up is how every round ends (and how a failed round ends early),
-    so the notice would print one stderr line per connection; nothing is lost without it.
+    - A half-close is ignored under TLS: asyncio's stream protocol asks to keep a connection
+      half-open when its peer stops writing, and asyncio says at warning level, once per
+      connection, that TLS ignores the request. A peer hanging up is how every round ends.
+    - Writes after a connection was lost: asyncio discards them and, from the fifth on, logs
+      ``socket.send() raised exception.`` (or ``SSL connection is closed``) once per write. A
+      node learns of the loss in the same loop turn through `TlsLink.drain` or `TlsLink.read`
+      (`LinkClosedError`), and a failed round says so in one line; a loaded machine can fit
+      dozens of discarded writes into that turn, one stderr line each.
+
+    Nothing is lost without them: the data they concern was already discarded.
     """
 
+    _NOTICES = (
+        "returning true from eof_received() has no effect",
+        "socket.send() raised exception.",
+        "SSL connection is closed",
+    )
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return "returning true from eof_received() has no effect" not in record.getMessage()
+        message = record.getMessage()
+        return not any(notice in message for notice in self._NOTICES)
 
 
-logging.getLogger("asyncio").addFilter(_HalfCloseUnderTls())
+logging.getLogger("asyncio").addFilter(_ConnectionNotices())
 #: A handshake that failed because the peer went away (reset, closed, end of stream).
 _PEER_GONE = (
     ConnectionResetError,
