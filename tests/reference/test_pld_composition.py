@@ -73,13 +73,19 @@ TINY = [
 )
 def test_composed_pld_is_never_below_enumeration(mechanism, rounds):
     upper = pld.compose([pld.dominating_pair(mechanism).pld()], counts=[rounds])
+    sparse_upper = pld.compose_pairs([pld.dominating_pair(mechanism)], counts=[rounds])
     lowers = [
         pld.compose([pair.pld(pessimistic=False)], counts=[rounds])
+        for pair in pld.lower_bound_pairs(mechanism)
+    ]
+    lowers += [
+        pld.compose_pairs([pair], counts=[rounds], pessimistic=False)
         for pair in pld.lower_bound_pairs(mechanism)
     ]
     for epsilon in EPSILONS:
         truth = _composed_truth([mechanism] * rounds, epsilon)
         assert float(upper.get_delta_for_epsilon(epsilon)) >= truth - SLACK, epsilon
+        assert float(sparse_upper.get_delta_for_epsilon(epsilon)) >= truth - SLACK, epsilon
         for lower in lowers:
             assert float(lower.get_delta_for_epsilon(epsilon)) - SLACK <= truth + SLACK
 

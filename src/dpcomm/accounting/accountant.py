@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 from dpcomm._json import json_ready
 from dpcomm.accounting import concentration, pure
-from dpcomm.accounting.exact import ExactLemma2
+from dpcomm.accounting.exact import exact_lemma2
 from dpcomm.accounting.guarantee import PrivacyGuarantee
 from dpcomm.accounting.lower_bound import (
     CappedLowerBound,
-    OwnTargetLowerBound,
-    ScramblerLowerBound,
+    own_target_lower_bound,
+    scrambler_lower_bound,
 )
 from dpcomm.accounting.mechanisms import (
     GenericLocalRandomizer,
@@ -272,7 +272,7 @@ def _scrambler_methods(
                 )
             )
     else:
-        exact = ExactLemma2(mechanism)
+        exact = exact_lemma2(mechanism)
         methods += [
             _Method("exact", "valid", exact.delta),
             _Method("bennett", "valid", lambda eps: concentration.bennett_delta(mechanism, eps)),
@@ -358,10 +358,10 @@ def _lower_bound_curve(mechanism: Mechanism) -> DeltaCurve | None:
     if isinstance(mechanism, ScramblerMechanism):
         if mechanism.capped:
             return CappedLowerBound(mechanism).delta
-        third = ScramblerLowerBound(mechanism)
+        third = scrambler_lower_bound(mechanism)
         if mechanism.num_targets < 3:  # T = 2: the third-target pair is the own-target one
             return third.delta
-        own = OwnTargetLowerBound(mechanism)
+        own = own_target_lower_bound(mechanism)
         return lambda eps: max(third.delta(eps), own.delta(eps))
     return None
 
@@ -455,7 +455,7 @@ def _composed_rounds(
     except pld.PairUnavailableError as error:
         notes.append(f"pld: {error}")
     else:
-        composed = pld.compose([pair.pld()], counts=[rounds])
+        composed = pld.compose_pairs([pair], counts=[rounds])
         if query == "epsilon":
             value = pld.epsilon_for_delta(composed, fixed)
         else:

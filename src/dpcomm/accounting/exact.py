@@ -574,6 +574,12 @@ class ExactLemma2:
         return epsilon_for_delta(self.delta, delta, upper=limit, bracket=(lower, high))
 
 
+@lru_cache(maxsize=32)
+def exact_lemma2(mechanism: ScramblerMechanism) -> ExactLemma2:
+    """`ExactLemma2` of ``mechanism``, shared (its ε-independent part is built once)."""
+    return ExactLemma2(mechanism)
+
+
 def exact_delta(mechanism: ScramblerMechanism, epsilon: float) -> float:
     """δ(ε) of the uncapped scrambler: Lemma 2's bound evaluated exactly (see module doc)."""
     return ExactLemma2(mechanism).delta(epsilon)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -219,6 +220,18 @@ class OwnTargetLowerBound:
     def delta(self, epsilon: float) -> float:
         """A lower bound on the mechanism's δ(ε)."""
         return pair_delta(self.first, self.second, epsilon)
+
+
+@lru_cache(maxsize=32)
+def scrambler_lower_bound(mechanism: ScramblerMechanism) -> ScramblerLowerBound:
+    """`ScramblerLowerBound` of ``mechanism``, shared (the accountant at each δ, the PLDs)."""
+    return ScramblerLowerBound(mechanism)
+
+
+@lru_cache(maxsize=32)
+def own_target_lower_bound(mechanism: ScramblerMechanism) -> OwnTargetLowerBound:
+    """`OwnTargetLowerBound` of ``mechanism``, shared likewise."""
+    return OwnTargetLowerBound(mechanism)
 
 
 def _rescaled(values: FloatArray, log_scale: FloatArray) -> tuple[FloatArray, FloatArray]:

@@ -6,8 +6,11 @@ import math
 from collections.abc import Callable
 
 _ABSOLUTE_TOLERANCE = 1e-6
-#: Probes above a lower-bound hint (at 1, 8 and 64 tolerances) before bisecting.
-_PROBES = 3
+
+
+def _log_gap(delta: float, log_target: float) -> float:
+    """The log-ratio ln δ − ln target (−∞ for δ = 0)."""
+    return math.log(delta) - log_target if delta > 0.0 else -math.inf
 
 
 def _bisect(
@@ -16,14 +19,48 @@ def _bisect(
     low: float,
     high: float,
     tolerance: float,
+    *,
+    low_delta: float | None = None,
+    high_delta: float | None = None,
 ) -> tuple[float, float]:
-    """Bisection keeping δ(low) > target ≥ δ(high), until high − low ≤ ``tolerance``."""
+    """Shrinks [low, high] keeping δ(low) > target ≥ δ(high), until high − low ≤ ``tolerance``.
+
+    Each step evaluates one point inside the bracket and replaces the end on its side, so the
+    invariant holds for any bound, monotone or not. The point interpolates ln δ linearly in ε
+    between the ends where both are known and finite (the Illinois rule halves the weight of
+    an end kept twice in a row, so both ends converge), else it is the midpoint; it stays at
+    least tolerance/2 inside the bracket. A smooth δ(ε) takes a handful of evaluations where
+    bisection takes log2(width / tolerance). ``low_delta`` and ``high_delta`` are δ at the
+    ends, when already evaluated.
+    """
+    log_target = math.log(target_delta) if target_delta > 0.0 else -math.inf
+    gap_low = None if low_delta is None else _log_gap(low_delta, log_target)
+    gap_high = None if high_delta is None else _log_gap(high_delta, log_target)
+    kept = 0  # +1: the low end was kept by the last step, −1: the high end
     while high - low > tolerance:
-        middle = 0.5 * (low + high)
-        if delta_of_epsilon(middle) <= target_delta:
-            high = middle
+        width = high - low
+        if (
+            gap_low is not None
+            and gap_high is not None
+            and math.isfinite(gap_low)
+            and math.isfinite(gap_high)
+            and gap_low > 0.0 > gap_high
+        ):
+            middle = low + width * gap_low / (gap_low - gap_high)
         else:
-            low = middle
+            middle = low + 0.5 * width
+        middle = min(max(middle, low + 0.5 * tolerance), high - 0.5 * tolerance)
+        value = delta_of_epsilon(middle)
+        if value <= target_delta:
+            high, gap_high = middle, _log_gap(value, log_target)
+            if kept == 1 and gap_low is not None:
+                gap_low *= 0.5
+            kept = 1
+        else:
+            low, gap_low = middle, _log_gap(value, log_target)
+            if kept == -1 and gap_high is not None:
+                gap_high *= 0.5
+            kept = -1
     return low, high
 
 
@@ -33,21 +70,33 @@ def _crossing(
     *,
     upper: float,
     tolerance: float,
+    low_delta: float | None = None,
 ) -> tuple[float, float] | None:
-    """Bisection: ``(low, high)`` within ``tolerance``, δ(low) > target ≥ δ(high).
+    """`_bisect` from 0: ``(low, high)`` within ``tolerance``, δ(low) > target ≥ δ(high).
 
-    Assumes δ(0) > target. None when no end point in (0, upper] has δ ≤ target (for an
-    infinite ``upper``, doubling from 1 up to 256, beyond which e^(2ε) would overflow).
+    Assumes δ(0) > target (``low_delta``: δ(0), if evaluated). None when no end point in
+    (0, upper] has δ ≤ target (for an infinite ``upper``, doubling from 1 up to 256, beyond
+    which e^(2ε) would overflow).
     """
+    low = 0.0
     if math.isinf(upper):
         upper = 1.0
-        while delta_of_epsilon(upper) > target_delta:
+        while (high_delta := delta_of_epsilon(upper)) > target_delta:
+            low, low_delta = upper, high_delta
             upper *= 2.0
             if upper > 256.0:
                 return None
-    elif delta_of_epsilon(upper) > target_delta:
+    elif (high_delta := delta_of_epsilon(upper)) > target_delta:
         return None
-    return _bisect(delta_of_epsilon, target_delta, 0.0, upper, tolerance)
+    return _bisect(
+        delta_of_epsilon,
+        target_delta,
+        low,
+        upper,
+        tolerance,
+        low_delta=low_delta,
+        high_delta=high_delta,
+    )
 
 
 def epsilon_for_delta(
@@ -73,41 +122,35 @@ def epsilon_for_delta(
     # With both hints, the low one is checked first: δ(low) > target makes the check at 0
     # redundant for a monotone bound (and for any other, bisection keeps its answer valid).
     low = 0.0
-    if (
-        high_hint is not None
-        and low_hint is not None
-        and 0.0 < low_hint < high_hint
-        and delta_of_epsilon(low_hint) > target_delta
-    ):
-        low = low_hint
-    elif delta_of_epsilon(0.0) <= target_delta:
-        return 0.0
-    if high_hint is not None and delta_of_epsilon(high_hint) <= target_delta:
-        return _bisect_from_hints(delta_of_epsilon, target_delta, low, high_hint, tolerance)
-    crossing = _crossing(delta_of_epsilon, target_delta, upper=upper, tolerance=tolerance)
+    low_delta: float | None = None
+    if high_hint is not None and low_hint is not None and 0.0 < low_hint < high_hint:
+        low_delta = delta_of_epsilon(low_hint)
+        if low_delta > target_delta:
+            low = low_hint
+        else:
+            low_delta = None
+    if low_delta is None:
+        low_delta = delta_of_epsilon(0.0)
+        if low_delta <= target_delta:
+            return 0.0
+    if high_hint is not None:
+        high_delta = delta_of_epsilon(high_hint)
+        if high_delta <= target_delta:
+            return _bisect(
+                delta_of_epsilon,
+                target_delta,
+                low,
+                high_hint,
+                tolerance,
+                low_delta=low_delta,
+                high_delta=high_delta,
+            )[1]
+    if low > 0.0:  # the low hint held, but the high one did not: from 0 again
+        low_delta = None
+    crossing = _crossing(
+        delta_of_epsilon, target_delta, upper=upper, tolerance=tolerance, low_delta=low_delta
+    )
     return math.inf if crossing is None else crossing[1]
-
-
-def _bisect_from_hints(
-    delta_of_epsilon: Callable[[float], float],
-    target_delta: float,
-    low: float,
-    high: float,
-    tolerance: float,
-) -> float:
-    """Bisection on [low, high] with δ(high) ≤ target and δ(low) > target (or low = 0)."""
-    if low > 0.0:
-        # A few probes just above a lower bound, often within tolerances of ε.
-        step = tolerance
-        for _ in range(_PROBES):
-            if low + step >= high:
-                break
-            if delta_of_epsilon(low + step) <= target_delta:
-                high = low + step
-                break
-            low += step
-            step *= 8.0
-    return _bisect(delta_of_epsilon, target_delta, low, high, tolerance)[1]
 
 
 def lower_epsilon_for_delta(
@@ -122,9 +165,12 @@ def lower_epsilon_for_delta(
     Any mechanism whose true δ(ε) exceeds the target at ε cannot be (ε, target)-DP, so the
     true ε for the target is at least the returned value.
     """
-    if lower_delta_of_epsilon(0.0) <= target_delta:
+    at_zero = lower_delta_of_epsilon(0.0)
+    if at_zero <= target_delta:
         return 0.0
-    crossing = _crossing(lower_delta_of_epsilon, target_delta, upper=upper, tolerance=tolerance)
+    crossing = _crossing(
+        lower_delta_of_epsilon, target_delta, upper=upper, tolerance=tolerance, low_delta=at_zero
+    )
     if crossing is None:
         return math.inf if math.isinf(upper) else upper
     return crossing[0]

@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeGuard
 
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
@@ -248,9 +249,14 @@ def _counted(
     return tuple(sorted(counts.items(), key=repr))
 
 
+def _row_cached(mechanism: LocalRandomizer | ScramblerMechanism) -> TypeGuard[ScramblerMechanism]:
+    """Whether the mechanism's PLD is built from cached rows (`pld.scrambler_pld`)."""
+    return isinstance(mechanism, ScramblerMechanism) and not mechanism.capped
+
+
 def _mechanism_pld(mechanism: LocalRandomizer | ScramblerMechanism) -> PrivacyLossDistribution:
     """The pessimistic PLD of the mechanism's dominating pair (row-cached for scramblers)."""
-    if isinstance(mechanism, ScramblerMechanism) and not mechanism.capped:
+    if _row_cached(mechanism):
         return pld.scrambler_pld(mechanism)
     return pld.dominating_pair(mechanism).pld()
 
@@ -266,16 +272,17 @@ def _pld_epsilon(
     differ only where Lemma 2's pair gains nothing over R_σ, by its rounding allowances).
     """
     counts = [c for _, c in counted]
-    plds = [_mechanism_pld(m) for m, _ in counted]
-    best = pld.epsilon_for_delta(pld.compose(plds, counts=counts), delta)
+    if any(_row_cached(m) for m, _ in counted):
+        composed = pld.compose([_mechanism_pld(m) for m, _ in counted], counts=counts)
+    else:  # explicit pairs (R_σ's three atoms): sparse where that is cheaper
+        composed = pld.compose_pairs([pld.dominating_pair(m) for m, _ in counted], counts=counts)
+    best = pld.epsilon_for_delta(composed, delta)
     if any(isinstance(m, ScramblerMechanism) for m, _ in counted):
         local = [
-            pld.dominating_pair(
-                m.local_randomizer if isinstance(m, ScramblerMechanism) else m
-            ).pld()
+            pld.dominating_pair(m.local_randomizer if isinstance(m, ScramblerMechanism) else m)
             for m, _ in counted
         ]
-        best = min(best, pld.epsilon_for_delta(pld.compose(local, counts=counts), delta))
+        best = min(best, pld.epsilon_for_delta(pld.compose_pairs(local, counts=counts), delta))
     return best
 
 
@@ -296,10 +303,8 @@ def _lower_epsilon(
         return None
     best: float | None = None
     for index in range(max(len(pairs) for _, _, pairs in families)):
-        plds = [
-            pairs[min(index, len(pairs) - 1)].pld(pessimistic=False) for _, _, pairs in families
-        ]
-        composed = pld.compose(plds, counts=[c for _, c, _ in families])
+        chosen = [pairs[min(index, len(pairs) - 1)] for _, _, pairs in families]
+        composed = pld.compose_pairs(chosen, counts=[c for _, c, _ in families], pessimistic=False)
         value = pld.lower_epsilon_for_delta(composed, delta)
         best = value if best is None else max(best, value)
     return best
