@@ -43,11 +43,11 @@ def _summary(values: list[float]) -> str:
 
 
 def _clear_caches() -> None:
-    """Clear every functools cache of every dpcomm module imported."""
+    """Clear the caches of every dpcomm module imported (functools caches, the PLD rows)."""
     for name, module in list(sys.modules.items()):
         if name.startswith("dpcomm"):
             for value in list(vars(module).values()):
-                if callable(getattr(value, "cache_clear", None)):
+                if callable(getattr(value, "cache_clear", None)) and not isinstance(value, type):
                     value.cache_clear()
 
 

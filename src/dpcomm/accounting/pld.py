@@ -24,6 +24,7 @@ Pairs built here (each docstring says why it dominates):
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -125,7 +126,7 @@ class LossAtoms:
                 scaled = (self.losses - _LOSS_GUARD * (1.0 + np.abs(self.losses))) / interval
                 index = np.floor(scaled).astype(np.int64)
             lowest = int(index.min())
-            probs = np.bincount(index - lowest, weights=self.masses).astype(float)
+            probs = np.asarray(np.bincount(index - lowest, weights=self.masses), dtype=float)
         infinity_mass = self.infinity_mass
         # Tails of mass at most TAIL_MASS_TRUNCATION each are cut, as dp_accounting cuts them
         # after every convolution: pessimistic, the top tail goes to +∞ and the bottom tail
@@ -360,18 +361,27 @@ class _Row:
     """One row N = m + d + 1 of `scrambler_pair`, discretized, before its weight P(m).
 
     Attributes:
-        lowest: grid index of ``probs[0]``.
-        probs: the P-mass (without the factor P(m)) on each grid index, losses rounded up.
+        lowest: grid index of the row's lowest loss.
+        cells: each kept cell's grid index (its loss rounded up), less ``lowest``; cells may
+            share an index (a row's few thousand cells can spread over ~10^5 grid points at
+            small σ: only the cells are kept, not the grid between them).
+        masses: the P-mass (without the factor P(m)) of each of ``cells``.
         infinity: the P-mass where Q = 0.
         kept: every P-mass of the row that was kept (finite or at +∞).
         z_high: the upper end of the row's Z window.
     """
 
     lowest: int
-    probs: FloatArray
+    cells: npt.NDArray[np.int32]
+    masses: FloatArray
     infinity: float
     kept: float
     z_high: int
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of the row's arrays."""
+        return int(self.cells.nbytes + self.masses.nbytes)
 
 
 #: Largest Z whose half-binomial log-masses are kept in one shared table (8 bytes per cell:
@@ -407,11 +417,45 @@ def _log_half_block(z_lo: int, z_hi: int) -> FloatArray:
     return block
 
 
-@lru_cache(maxsize=8192)
+class _RowCache:
+    """Rows of `scrambler_pld` by their arguments; the least recently used beyond a budget go.
+
+    Rows have from one to tens of thousands of cells, so the cache is bounded by bytes, not
+    by a count of rows.
+    """
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self._rows: OrderedDict[tuple[int, float, int, float, int, int], _Row] = OrderedDict()
+        self._bytes = 0
+
+    def row(
+        self, size: int, sigma: float, total: int, interval: float, z_lo: int, z_hi: int
+    ) -> _Row:
+        """`_pessimistic_row` of these arguments, from the cache if there."""
+        key = (size, sigma, total, interval, z_lo, z_hi)
+        found = self._rows.get(key)
+        if found is not None:
+            self._rows.move_to_end(key)
+            return found
+        found = _pessimistic_row(*key)
+        self._rows[key] = found
+        self._bytes += found.nbytes
+        while self._bytes > self.budget_bytes and len(self._rows) > 1:
+            _, dropped = self._rows.popitem(last=False)
+            self._bytes -= dropped.nbytes
+        return found
+
+    def cache_clear(self) -> None:
+        """Forget every row."""
+        self._rows.clear()
+        self._bytes = 0
+
+
 def _pessimistic_row(
     size: int, sigma: float, total: int, interval: float, z_lo: int, z_hi: int
 ) -> _Row:
-    """The cells of one row of `scrambler_pair`, rounded up to the grid (cached).
+    """The cells of one row of `scrambler_pair`, rounded up to the grid (cached: `_ROWS`).
 
     The row depends on (T, σ, N) only, not on n or d: pairs of neighbouring (n, d), which the
     planner evaluates one after the other, share most of their rows. Same windows and
@@ -440,14 +484,17 @@ def _pessimistic_row(
     losses = log_numerator[columns[finite]] - log_denominator[others[finite]]
     masses_finite = masses[finite]
     if losses.size == 0:
-        return _Row(0, np.zeros(1), infinity, infinity, z_hi)
+        return _Row(0, np.zeros(1, dtype=np.int32), np.zeros(1), infinity, infinity, z_hi)
     scaled = (losses + _LOSS_GUARD * (1.0 + np.abs(losses))) / interval
     index = np.ceil(scaled).astype(np.int64)
     lowest = int(index.min())
-    probs = np.bincount(index - lowest, weights=masses_finite).astype(float)
     # Pairwise summation: its error (~1e-16 relative) is far inside _FLOAT_ALLOWANCE.
     kept = float(np.sum(masses_finite)) + infinity
-    return _Row(lowest, probs, infinity, kept, z_hi)
+    return _Row(lowest, (index - lowest).astype(np.int32), masses_finite, infinity, kept, z_hi)
+
+
+#: Rows kept for `scrambler_pld` (256 MiB of cells).
+_ROWS = _RowCache(256 * 2**20)
 
 
 @lru_cache(maxsize=1024)
@@ -504,16 +551,17 @@ def scrambler_pld(
     counts, weights = _cached_blanket_rows(n, sigma, max_rows)
     totals, z_lows, z_highs = _row_windows(size, counts, d)
     parts = [
-        (float(weight), _pessimistic_row(size, sigma, total, interval, z_lo, z_hi))
+        (float(weight), _ROWS.row(size, sigma, total, interval, z_lo, z_hi))
         for weight, total, z_lo, z_hi in zip(weights, totals, z_lows, z_highs, strict=True)
         if weight > 0.0
     ]
     lowest = min(row.lowest for _, row in parts)
-    highest = max(row.lowest + len(row.probs) for _, row in parts)
-    probs = np.zeros(highest - lowest)
-    for weight, row in parts:
-        start = row.lowest - lowest
-        probs[start : start + len(row.probs)] += weight * row.probs
+    highest = max(row.lowest + int(row.cells.max()) + 1 for _, row in parts)
+    positions = np.concatenate([row.cells + (row.lowest - lowest) for _, row in parts])
+    values = np.concatenate([weight * row.masses for weight, row in parts])
+    probs = np.asarray(
+        np.bincount(positions, weights=values, minlength=highest - lowest), dtype=float
+    )
     infinite = math.fsum(weight * row.infinity for weight, row in parts)
     kept = math.fsum(weight * row.kept for weight, row in parts)
     z_high = max(z_highs)
@@ -606,7 +654,7 @@ def compose(
                 part = _power(pld, count)
             else:
                 part = pld.self_compose(count, TAIL_MASS_TRUNCATION)
-            result = part if result is None else result.compose(part, TAIL_MASS_TRUNCATION)
+            result = part if result is None else _compose_two(result, part)
     if result is None:
         raise InvalidParameterError("counts", "at least one count >= 1", times)
     return result
@@ -635,13 +683,69 @@ def _power(pld: PrivacyLossDistribution, count: int) -> PrivacyLossDistribution:
     power = pld
     while True:
         if count & 1:
-            result = power if result is None else result.compose(power, TAIL_MASS_TRUNCATION)
+            result = power if result is None else _compose_two(result, power)
         count >>= 1
         if not count:
             break
-        power = power.compose(power, TAIL_MASS_TRUNCATION)
+        power = _compose_two(power, power)
     assert result is not None
     return result
+
+
+def _compose_two(
+    first: PrivacyLossDistribution, second: PrivacyLossDistribution
+) -> PrivacyLossDistribution:
+    """``first.compose(second, TAIL_MASS_TRUNCATION)``, its tail scan vectorized.
+
+    dp_accounting convolves two dense PMFs, then finds the tails to truncate element by
+    element in Python; here it convolves without truncating and `_truncate_tails` cuts the
+    same tails with cumulative sums.
+    """
+    # pylint: disable=protected-access: dp_accounting has no public accessor for its PMFs.
+    pmfs = (first._pmf_remove, second._pmf_remove)
+    dense = all(isinstance(pmf, pld_pmf.DensePLDPmf) for pmf in pmfs)
+    if not (dense and first._symmetric and second._symmetric):
+        return first.compose(second, TAIL_MASS_TRUNCATION)
+    composed = first.compose(second, 0.0)._pmf_remove
+    assert isinstance(composed, pld_pmf.DensePLDPmf)
+    pessimistic = composed._pessimistic_estimate
+    offset, probs, right_tail = _truncate_tails(
+        np.asarray(composed._probs, dtype=float), TAIL_MASS_TRUNCATION, pessimistic
+    )
+    pmf = pld_pmf.DensePLDPmf(
+        composed._discretization,
+        composed._lower_loss + offset,
+        probs,
+        composed._infinity_mass + right_tail,
+        pessimistic,
+    )
+    return PrivacyLossDistribution(pmf)
+
+
+def _truncate_tails(
+    probs: FloatArray, tail_mass_truncation: float, pessimistic: bool
+) -> tuple[int, FloatArray, float]:
+    """dp_accounting's ``pld_pmf._truncate_tails``, with cumulative sums.
+
+    Cuts the longest prefix and suffix whose running sums stay at most half the truncation
+    each (the same sequential sums); pessimistic, the prefix's mass moves to the first cell
+    kept and the suffix's goes to +∞; optimistic, the suffix's moves to the last cell kept.
+    """
+    threshold = tail_mass_truncation / 2
+    size = probs.size
+    rising = np.cumsum(probs) > threshold
+    left = int(np.argmax(rising)) if rising.any() else size
+    falling = np.cumsum(probs[::-1]) > threshold
+    right = size - (int(np.argmax(falling)) if falling.any() else size)
+    right = max(right, left + 1)
+    left_mass = float(np.sum(probs[:left]))
+    right_mass = float(np.sum(probs[right:]))
+    kept = probs[left:right].copy()
+    if pessimistic:
+        kept[0] += left_mass
+        return left, kept, right_mass
+    kept[-1] += right_mass
+    return left, kept, 0.0
 
 
 def _sparse(
@@ -754,7 +858,7 @@ def lower_epsilon_for_delta(pld: PrivacyLossDistribution, delta: float) -> float
 
     The optimistic PLD's δ(ε) is at most the pair's; the slack covers the FFT's rounding.
     """
-    return float(pld.get_epsilon_for_delta(delta + _LOWER_SLACK))
+    return epsilon_for_delta(pld, delta + _LOWER_SLACK)
 
 
 def composed_lower_epsilon(

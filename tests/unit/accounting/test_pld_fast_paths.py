@@ -126,13 +126,38 @@ def test_rows_read_from_the_shared_table_are_the_rows_computed_alone(monkeypatch
     mechanism = ScramblerMechanism(
         num_targets=20, sampling_rate=0.3, batch_size=200, num_dummies=40
     )
-    pld._pessimistic_row.cache_clear()
+    pld._ROWS.cache_clear()
     shared = pld.scrambler_pld(mechanism)
-    pld._pessimistic_row.cache_clear()
+    pld._ROWS.cache_clear()
     monkeypatch.setattr(pld, "_HALF_TABLE_MAX", 0)  # every row computes its own block
     alone = pld.scrambler_pld(mechanism)
-    pld._pessimistic_row.cache_clear()
+    pld._ROWS.cache_clear()
     for epsilon in EPSILONS:
         assert float(shared.get_delta_for_epsilon(epsilon)) == float(
             alone.get_delta_for_epsilon(epsilon)
         )
+
+
+def test_the_row_cache_stays_within_its_budget(monkeypatch):
+    monkeypatch.setattr(pld, "_ROWS", pld._RowCache(2_000_000))
+    mechanism = ScramblerMechanism(
+        num_targets=20, sampling_rate=0.05, batch_size=300, num_dummies=10
+    )
+    first = pld.scrambler_pld(mechanism)
+    assert 0 < pld._ROWS._bytes <= 2_000_000
+    again = pld.scrambler_pld(mechanism)  # rows dropped are computed again, the same
+    assert float(first.get_delta_for_epsilon(1.0)) == float(again.get_delta_for_epsilon(1.0))
+
+
+@pytest.mark.parametrize("pessimistic", [True, False])
+def test_the_vectorized_tail_cut_is_dp_accountings(pessimistic):
+    mechanism = ScramblerMechanism(
+        num_targets=20, sampling_rate=0.05, batch_size=300, num_dummies=10
+    )
+    pairs = [pld.dominating_pair(mechanism), *pld.lower_bound_pairs(mechanism)]
+    first, second = (pair.pld(pessimistic=pessimistic) for pair in pairs[:2])
+    ours = pld._compose_two(first, second)._pmf_remove
+    theirs = first.compose(second, pld.TAIL_MASS_TRUNCATION)._pmf_remove
+    assert ours._lower_loss == theirs._lower_loss
+    assert ours._infinity_mass == theirs._infinity_mass
+    np.testing.assert_array_equal(ours._probs, theirs._probs)
