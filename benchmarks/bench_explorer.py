@@ -3,7 +3,8 @@
 Two measurements:
 
 * library: :func:`dpcomm.experiments.explore.explore` (everything the numbers panel shows) for
-  every configuration of a grid with n, d ≤ 1,000 (σ, n, d, G = 1 and 4, S = 1,000 and 10,000),
+  every configuration of a grid with n, d ≤ 1,000 (σ, n, d, G = 1, 4 and 20, S = 1,000 and
+  10,000),
   each computed once, wall and CPU time per update: "session" keeps the library's caches as a
   session does (configurations sharing a batch size share its accounting), "cold" clears every
   cache of dpcomm before each update;
@@ -33,6 +34,10 @@ import urllib.request
 from dpcomm.experiments.explore import ExplorerSettings, explore
 
 
+#: Grouping sets composed (G) in the measured configurations.
+CLUSTERS = (1, 4, 20)
+
+
 def _summary(values: list[float]) -> str:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
@@ -54,11 +59,11 @@ def _clear_caches() -> None:
 def bench_library(*, cold: bool) -> None:
     """``explore`` on a grid of configurations with n, d ≤ 1,000."""
     explore(ExplorerSettings())  # imports and first-use caches out of the timing
-    walls: dict[int, list[float]] = {1: [], 4: []}
-    cpus: dict[int, list[float]] = {1: [], 4: []}
+    walls: dict[int, list[float]] = {g: [] for g in CLUSTERS}
+    cpus: dict[int, list[float]] = {g: [] for g in CLUSTERS}
     worst: tuple[float, ExplorerSettings] | None = None
     grid = itertools.product(
-        (1, 4), (1_000, 10_000), (10, 100, 1_000), (0.05, 0.2, 0.5, 0.9), (0, 10, 100, 1_000)
+        CLUSTERS, (1_000, 10_000), (10, 100, 1_000), (0.05, 0.2, 0.5, 0.9), (0, 10, 100, 1_000)
     )
     for clusters, sources, batch, sigma, dummies in grid:
         settings = ExplorerSettings(
@@ -80,7 +85,7 @@ def bench_library(*, cold: bool) -> None:
         if worst is None or wall > worst[0]:
             worst = (wall, settings)
     kind = "cold" if cold else "session"
-    for clusters in (1, 4):
+    for clusters in CLUSTERS:
         print(f"library ({kind}), G = {clusters}: wall {_summary(walls[clusters])}")
         print(f"library ({kind}), G = {clusters}: CPU  {_summary(cpus[clusters])}")
     if worst is not None:
@@ -205,8 +210,8 @@ def main() -> None:
     bench_library(cold=False)
     bench_library(cold=True)
     if not args.no_browser:
-        bench_browser(1)
-        bench_browser(4)
+        for clusters in CLUSTERS:
+            bench_browser(clusters)
 
 
 if __name__ == "__main__":
