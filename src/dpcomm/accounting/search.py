@@ -8,9 +8,30 @@ from collections.abc import Callable
 _ABSOLUTE_TOLERANCE = 1e-6
 
 
-def _log_gap(delta: float, log_target: float) -> float:
-    """The log-ratio ln δ − ln target (−∞ for δ = 0)."""
-    return math.log(delta) - log_target if delta > 0.0 else -math.inf
+def _secant_point(
+    low: float,
+    high: float,
+    low_delta: float | None,
+    high_delta: float | None,
+    target: float,
+    weights: tuple[float, float],
+) -> float | None:
+    """Where the line through the ends crosses the target (None without both ends' δ).
+
+    In ln δ where both δ are positive, else in δ itself (a bound that reaches 0 at ε0).
+    ``weights`` scale each end's distance to the target (the Illinois rule).
+    """
+    if low_delta is None or high_delta is None or not low_delta > target >= high_delta:
+        return None
+    if high_delta > 0.0 and target > 0.0:
+        above = weights[0] * (math.log(low_delta) - math.log(target))
+        below = weights[1] * (math.log(high_delta) - math.log(target))
+    else:
+        above = weights[0] * (low_delta - target)
+        below = weights[1] * (high_delta - target)
+    if not (math.isfinite(above) and math.isfinite(below)) or above <= below:
+        return None
+    return low + (high - low) * above / (above - below)
 
 
 def _bisect(
@@ -26,40 +47,31 @@ def _bisect(
     """Shrinks [low, high] keeping δ(low) > target ≥ δ(high), until high − low ≤ ``tolerance``.
 
     Each step evaluates one point inside the bracket and replaces the end on its side, so the
-    invariant holds for any bound, monotone or not. The point interpolates ln δ linearly in ε
-    between the ends where both are known and finite (the Illinois rule halves the weight of
-    an end kept twice in a row, so both ends converge), else it is the midpoint; it stays at
-    least tolerance/2 inside the bracket. A smooth δ(ε) takes a handful of evaluations where
+    invariant holds for any bound, monotone or not. The point is where the line through the
+    ends crosses the target (`_secant_point`; the Illinois rule halves the weight of an end
+    kept twice in a row, so both ends converge), else the midpoint; it stays at least
+    tolerance/2 inside the bracket. A smooth δ(ε) takes a handful of evaluations where
     bisection takes log2(width / tolerance). ``low_delta`` and ``high_delta`` are δ at the
     ends, when already evaluated.
     """
-    log_target = math.log(target_delta) if target_delta > 0.0 else -math.inf
-    gap_low = None if low_delta is None else _log_gap(low_delta, log_target)
-    gap_high = None if high_delta is None else _log_gap(high_delta, log_target)
+    weights = [1.0, 1.0]
     kept = 0  # +1: the low end was kept by the last step, −1: the high end
     while high - low > tolerance:
-        width = high - low
-        if (
-            gap_low is not None
-            and gap_high is not None
-            and math.isfinite(gap_low)
-            and math.isfinite(gap_high)
-            and gap_low > 0.0 > gap_high
-        ):
-            middle = low + width * gap_low / (gap_low - gap_high)
-        else:
-            middle = low + 0.5 * width
+        point = _secant_point(
+            low, high, low_delta, high_delta, target_delta, (weights[0], weights[1])
+        )
+        middle = low + 0.5 * (high - low) if point is None else point
         middle = min(max(middle, low + 0.5 * tolerance), high - 0.5 * tolerance)
         value = delta_of_epsilon(middle)
         if value <= target_delta:
-            high, gap_high = middle, _log_gap(value, log_target)
-            if kept == 1 and gap_low is not None:
-                gap_low *= 0.5
+            high, high_delta, weights[1] = middle, value, 1.0
+            if kept == 1:
+                weights[0] *= 0.5
             kept = 1
         else:
-            low, gap_low = middle, _log_gap(value, log_target)
-            if kept == -1 and gap_high is not None:
-                gap_high *= 0.5
+            low, low_delta, weights[0] = middle, value, 1.0
+            if kept == -1:
+                weights[1] *= 0.5
             kept = -1
     return low, high
 
