@@ -556,7 +556,7 @@ class ExactLemma2:
     def epsilon_for_delta(self, delta: float, *, lower: float | None = None) -> float:
         """The smallest ε (to 1e-6, rounded up) with `delta` ≤ ``delta``.
 
-        The bisection is bracketed by Hoeffding's ε (Lemma 2 with Hoeffding's inequality bounds
+        The search is bracketed by Hoeffding's ε (Lemma 2 with Hoeffding's inequality bounds
         the same expectation this class computes exactly, so δ here is at most Hoeffding's at
         every ε) and by ``lower`` (a certified lower bound on ε, if known); both are checked
         before use. Large ε are the costly ones at large n (the threshold k moves with every

@@ -34,7 +34,7 @@ def _secant_point(
     return low + (high - low) * above / (above - below)
 
 
-def _bisect(
+def _narrow_bracket(
     delta_of_epsilon: Callable[[float], float],
     target_delta: float,
     low: float,
@@ -84,7 +84,7 @@ def _crossing(
     tolerance: float,
     low_delta: float | None = None,
 ) -> tuple[float, float] | None:
-    """`_bisect` from 0: ``(low, high)`` within ``tolerance``, δ(low) > target ≥ δ(high).
+    """`_narrow_bracket` from 0: ``(low, high)`` within ``tolerance``, δ(low) > target ≥ δ(high).
 
     Assumes δ(0) > target (``low_delta``: δ(0), if evaluated). None when no end point in
     (0, upper] has δ ≤ target (for an infinite ``upper``, doubling from 1 up to 256, beyond
@@ -100,7 +100,7 @@ def _crossing(
                 return None
     elif (high_delta := delta_of_epsilon(upper)) > target_delta:
         return None
-    return _bisect(
+    return _narrow_bracket(
         delta_of_epsilon,
         target_delta,
         low,
@@ -121,10 +121,11 @@ def epsilon_for_delta(
 ) -> float:
     """Smallest ε (up to ``tolerance``, rounded up) in [0, upper] with δ(ε) ≤ target.
 
-    Returns ``math.inf`` when δ(upper) > target. Bisection keeps an ε whose bound is at most
-    the target as its upper end, so the answer is valid even if the bound is not monotone.
+    Returns ``math.inf`` when δ(upper) > target. The search (`_narrow_bracket`) keeps an ε
+    whose bound is at most the target as its upper end, so the answer is valid even if the
+    bound is not monotone.
 
-    ``bracket`` (low, high) are hints that shorten the bisection: a certified lower bound on ε
+    ``bracket`` (low, high) are hints that shorten the search: a certified lower bound on ε
     and another valid method's ε. Each is checked (δ(low) > target, δ(high) ≤ target) and
     ignored if it fails, so a hint can only save evaluations, never change validity.
     """
@@ -132,7 +133,7 @@ def epsilon_for_delta(
     if high_hint is not None and not 0.0 < high_hint < upper:
         high_hint = None
     # With both hints, the low one is checked first: δ(low) > target makes the check at 0
-    # redundant for a monotone bound (and for any other, bisection keeps its answer valid).
+    # redundant for a monotone bound (and for any other, the search keeps its answer valid).
     low = 0.0
     low_delta: float | None = None
     if high_hint is not None and low_hint is not None and 0.0 < low_hint < high_hint:
@@ -148,7 +149,7 @@ def epsilon_for_delta(
     if high_hint is not None:
         high_delta = delta_of_epsilon(high_hint)
         if high_delta <= target_delta:
-            return _bisect(
+            return _narrow_bracket(
                 delta_of_epsilon,
                 target_delta,
                 low,
