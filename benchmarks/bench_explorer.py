@@ -33,7 +33,6 @@ import urllib.request
 
 from dpcomm.experiments.explore import ExplorerSettings, explore
 
-
 #: Grouping sets composed (G) in the measured configurations.
 CLUSTERS = (1, 4, 20)
 
