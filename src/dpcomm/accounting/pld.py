@@ -364,7 +364,8 @@ class _Row:
         lowest: grid index of the row's lowest loss.
         cells: each kept cell's grid index (its loss rounded up), less ``lowest``; cells may
             share an index (a row's few thousand cells can spread over ~10^5 grid points at
-            small σ: only the cells are kept, not the grid between them).
+            small σ: only the cells are kept, not the grid between them). None for a dense
+            row, whose ``masses`` are then those of the grid points from ``lowest`` on.
         masses: the P-mass (without the factor P(m)) of each of ``cells``.
         infinity: the P-mass where Q = 0.
         kept: every P-mass of the row that was kept (finite or at +∞).
@@ -372,7 +373,7 @@ class _Row:
     """
 
     lowest: int
-    cells: npt.NDArray[np.int32]
+    cells: npt.NDArray[np.int32] | None
     masses: FloatArray
     infinity: float
     kept: float
@@ -381,40 +382,65 @@ class _Row:
     @property
     def nbytes(self) -> int:
         """Memory of the row's arrays."""
-        return int(self.cells.nbytes + self.masses.nbytes)
+        return int(self.masses.nbytes + (0 if self.cells is None else self.cells.nbytes))
+
+    @property
+    def end(self) -> int:
+        """One past the grid index of the row's highest loss."""
+        last = self.masses.size - 1 if self.cells is None else int(self.cells.max())
+        return self.lowest + last + 1
 
 
-#: Largest Z whose half-binomial log-masses are kept in one shared table (8 bytes per cell:
-#: 32 MiB at 2,048); rows with a larger Z window compute their own.
+#: Largest Z whose half-binomial log-masses are kept in one shared table (every cell a ≤ z of
+#: every z below it, 16 bytes per cell: 32 MiB at 2,048); a row with a larger Z window
+#: computes its own.
 _HALF_TABLE_MAX = 2_048
-_half_table: FloatArray = np.zeros((0, 0))
 
 
-def _log_half_binomial(z_lo: int, z_hi: int) -> FloatArray:
-    """The half-binomial ln P(a | Z = z) = ln C(z, a) − z ln 2 for the rows z_lo..z_hi.
+@dataclass(frozen=True, eq=False)
+class _HalfCells:
+    """The cells (z, a) with a ≤ z of consecutive z, row by row, and ln P(a | Z = z).
 
-    Rows of `scrambler_pld` share these values (they depend on z and a only): they are
-    read from one table, grown on demand, up to `_HALF_TABLE_MAX`. The same gammaln values,
-    combined in the same order, as a row computes on its own; a in [0, z_hi], −∞ for a > z.
+    P(a | Z = z) = C(z, a) 2^−z: how many of the z messages of the two targets in question
+    go to the first (`scrambler_pair`).
+    """
+
+    z: npt.NDArray[np.int32]
+    a: npt.NDArray[np.int32]
+    log_half: FloatArray
+
+
+def _half_cells_block(z_lo: int, z_hi: int) -> _HalfCells:
+    """`_HalfCells` of z = z_lo..z_hi, computed."""
+    log_factorial = gammaln(np.arange(z_hi + 1, dtype=float) + 1.0)
+    values = np.arange(z_lo, z_hi + 1)
+    z = np.repeat(values, values + 1)
+    starts = np.cumsum(values + 1) - (values + 1)
+    a = np.arange(z.size) - np.repeat(starts, values + 1)
+    log_half = log_factorial[z] - log_factorial[a] - log_factorial[z - a] - z * math.log(2.0)
+    return _HalfCells(z.astype(np.int32), a.astype(np.int32), log_half)
+
+
+#: The shared table: z = 0, 1, ..., its first element − 1.
+_half_table: tuple[int, _HalfCells] = (0, _half_cells_block(0, -1))
+
+
+def _half_cells(z_lo: int, z_hi: int) -> _HalfCells:
+    """`_HalfCells` of z = z_lo..z_hi, read from a table shared by the rows of `scrambler_pld`.
+
+    The table grows on demand up to `_HALF_TABLE_MAX`; its values are the same gammaln values,
+    combined in the same order, as a row computing its own.
     """
     global _half_table
     if z_hi >= _HALF_TABLE_MAX:
-        return _log_half_block(z_lo, z_hi)
-    if _half_table.shape[0] <= z_hi:
-        size = min(_HALF_TABLE_MAX, max(2 * _half_table.shape[0], z_hi + 1, 64))
-        _half_table = _log_half_block(0, size - 1)
-    return _half_table[z_lo : z_hi + 1, : z_hi + 1]
-
-
-def _log_half_block(z_lo: int, z_hi: int) -> FloatArray:
-    """`_log_half_binomial` computed directly."""
-    log_factorial = gammaln(np.arange(z_hi + 1, dtype=float) + 1.0)
-    zi = np.arange(z_lo, z_hi + 1)[:, None]
-    ai = np.arange(0, z_hi + 1)[None, :]
-    rest = np.where(ai <= zi, zi - ai, 0)
-    log_half = log_factorial[zi] - log_factorial[ai] - log_factorial[rest] - zi * math.log(2.0)
-    block: FloatArray = np.where(ai <= zi, log_half, -np.inf)
-    return block
+        return _half_cells_block(z_lo, z_hi)
+    size, table = _half_table
+    if size <= z_hi:
+        size = min(_HALF_TABLE_MAX, max(2 * size, z_hi + 1, 64))
+        table = _half_cells_block(0, size - 1)
+        _half_table = (size, table)
+    start, end = z_lo * (z_lo + 1) // 2, (z_hi + 1) * (z_hi + 2) // 2  # z_lo..z_hi, row by row
+    return _HalfCells(table.z[start:end], table.a[start:end], table.log_half[start:end])
 
 
 class _RowCache:
@@ -467,30 +493,36 @@ def _pessimistic_row(
     """
     hit = min(1.0, 2.0 / size)
     scale = (1.0 - sigma) * size
-    z = np.arange(z_lo, z_hi + 1, dtype=float)[:, None]
+    z = np.arange(z_lo, z_hi + 1, dtype=float)
     a = np.arange(0, z_hi + 1, dtype=float)
     numerator = scale * a + total * sigma
-    log_w = _log_binomial_pmf(z, np.array(float(total)), hit) + _log_half_binomial(z_lo, z_hi)
+    half = _half_cells(z_lo, z_hi)
+    log_w = _log_binomial_pmf(z, np.array(float(total)), hit)[half.z - z_lo] + half.log_half
     with np.errstate(divide="ignore"):
-        p = np.exp(log_w + np.log(numerator / total)[None, :])  # −∞ (a > z) gives 0
+        p = np.exp(log_w + np.log(numerator / total)[half.a])
         log_numerator = np.log(numerator)
         denominator = scale * a + total * sigma  # of k = z − a, the same values as numerator
         log_denominator = np.log(np.maximum(denominator, 0.0))
-    rows, columns = np.nonzero(p >= _CELL_FLOOR)
-    masses = p[rows, columns]
-    others = rows + z_lo - columns  # z − a
+    kept_cells = np.flatnonzero(p >= _CELL_FLOOR)
+    masses = p[kept_cells]
+    columns = half.a[kept_cells]
+    others = half.z[kept_cells] - columns  # z − a
     finite = denominator[others] > 0.0
     infinity = float(masses[~finite].sum())
     losses = log_numerator[columns[finite]] - log_denominator[others[finite]]
     masses_finite = masses[finite]
     if losses.size == 0:
-        return _Row(0, np.zeros(1, dtype=np.int32), np.zeros(1), infinity, infinity, z_hi)
+        return _Row(0, None, np.zeros(1), infinity, infinity, z_hi)
     scaled = (losses + _LOSS_GUARD * (1.0 + np.abs(losses))) / interval
     index = np.ceil(scaled).astype(np.int64)
     lowest = int(index.min())
+    offsets = index - lowest
     # Pairwise summation: its error (~1e-16 relative) is far inside _FLOAT_ALLOWANCE.
     kept = float(np.sum(masses_finite)) + infinity
-    return _Row(lowest, (index - lowest).astype(np.int32), masses_finite, infinity, kept, z_hi)
+    if int(offsets.max()) < 2 * offsets.size:  # dense: the grid points, summed
+        dense = np.asarray(np.bincount(offsets, weights=masses_finite), dtype=float)
+        return _Row(lowest, None, dense, infinity, kept, z_hi)
+    return _Row(lowest, offsets.astype(np.int32), masses_finite, infinity, kept, z_hi)
 
 
 #: Rows kept for `scrambler_pld` (256 MiB of cells).
@@ -556,12 +588,18 @@ def scrambler_pld(
         if weight > 0.0
     ]
     lowest = min(row.lowest for _, row in parts)
-    highest = max(row.lowest + int(row.cells.max()) + 1 for _, row in parts)
-    positions = np.concatenate([row.cells + (row.lowest - lowest) for _, row in parts])
-    values = np.concatenate([weight * row.masses for weight, row in parts])
-    probs = np.asarray(
-        np.bincount(positions, weights=values, minlength=highest - lowest), dtype=float
-    )
+    highest = max(row.end for _, row in parts)
+    probs = np.zeros(highest - lowest)
+    for weight, row in parts:
+        if row.cells is None:
+            start = row.lowest - lowest
+            probs[start : start + row.masses.size] += weight * row.masses
+    positions = [row.cells + (row.lowest - lowest) for _, row in parts if row.cells is not None]
+    if positions:
+        values = [weight * row.masses for weight, row in parts if row.cells is not None]
+        probs += np.bincount(
+            np.concatenate(positions), weights=np.concatenate(values), minlength=highest - lowest
+        )
     infinite = math.fsum(weight * row.infinity for weight, row in parts)
     kept = math.fsum(weight * row.kept for weight, row in parts)
     z_high = max(z_highs)
