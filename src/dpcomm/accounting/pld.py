@@ -739,25 +739,41 @@ def _compose_two(
     element in Python; here it convolves without truncating and `_truncate_tails` cuts the
     same tails with cumulative sums.
     """
-    # pylint: disable=protected-access: dp_accounting has no public accessor for its PMFs.
-    pmfs = (first._pmf_remove, second._pmf_remove)
-    dense = all(isinstance(pmf, pld_pmf.DensePLDPmf) for pmf in pmfs)
-    if not (dense and first._symmetric and second._symmetric):
+    if _dense_pmf(first) is None or _dense_pmf(second) is None:
         return first.compose(second, TAIL_MASS_TRUNCATION)
-    composed = first.compose(second, 0.0)._pmf_remove
-    assert isinstance(composed, pld_pmf.DensePLDPmf)
-    pessimistic = composed._pessimistic_estimate
-    offset, probs, right_tail = _truncate_tails(
-        np.asarray(composed._probs, dtype=float), TAIL_MASS_TRUNCATION, pessimistic
-    )
+    composed = _dense_pmf(first.compose(second, 0.0))
+    if composed is None:
+        return first.compose(second, TAIL_MASS_TRUNCATION)
+    lowest, probs, infinity_mass, discretization, pessimistic = composed
+    offset, kept, right_tail = _truncate_tails(probs, TAIL_MASS_TRUNCATION, pessimistic)
     pmf = pld_pmf.DensePLDPmf(
-        composed._discretization,
-        composed._lower_loss + offset,
-        probs,
-        composed._infinity_mass + right_tail,
-        pessimistic,
+        discretization, lowest + offset, kept, infinity_mass + right_tail, pessimistic
     )
     return PrivacyLossDistribution(pmf)
+
+
+def _dense_pmf(
+    distribution: PrivacyLossDistribution,
+) -> tuple[int, FloatArray, float, float, bool] | None:
+    """A symmetric PLD's dense PMF: its first grid index, masses, mass at +∞, grid, rounding.
+
+    None for any other PLD (sparse, asymmetric), or if dp_accounting's private attributes
+    (it has no public accessor for a PLD's PMF) are not where they were: callers then use
+    dp_accounting's own, slower, functions.
+    """
+    try:
+        pmf = distribution._pmf_remove
+        if not (distribution._symmetric and isinstance(pmf, pld_pmf.DensePLDPmf)):
+            return None
+        return (
+            int(pmf._lower_loss),
+            np.asarray(pmf._probs, dtype=float),
+            float(pmf._infinity_mass),
+            float(pmf._discretization),
+            bool(pmf._pessimistic_estimate),
+        )
+    except AttributeError:  # pragma: no cover - another dp_accounting
+        return None
 
 
 def _truncate_tails(
@@ -841,20 +857,15 @@ def compose_pairs(
 def epsilon_for_delta(pld: PrivacyLossDistribution, delta: float) -> float:
     """The smallest ε with the PLD's δ(ε) ≤ δ (inf if none).
 
-    dp_accounting's answer (the larger over its remove and add PMFs), with its scan of a
-    dense grid done by `_dense_epsilon_for_delta` rather than point by point in Python.
+    dp_accounting's answer, with its scan of a dense grid done by `_dense_epsilon_for_delta`
+    rather than point by point in Python.
     """
-    # pylint: disable=protected-access: dp_accounting has no public accessor for its PMFs.
-    pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
-    return max(_pmf_epsilon_for_delta(pmf, delta) for pmf in pmfs)
-
-
-def _pmf_epsilon_for_delta(pmf: pld_pmf.PLDPmf, delta: float) -> float:
-    if not isinstance(pmf, pld_pmf.DensePLDPmf):
-        return float(pmf.get_epsilon_for_delta(delta))
-    probs = np.asarray(pmf._probs, dtype=float)
-    losses = (np.arange(probs.size) + pmf._lower_loss) * pmf._discretization
-    return _dense_epsilon_for_delta(float(pmf._infinity_mass), losses, probs, delta)
+    dense = _dense_pmf(pld)
+    if dense is None:
+        return float(pld.get_epsilon_for_delta(delta))
+    lowest, probs, infinity_mass, discretization, _ = dense
+    losses = np.asarray((np.arange(probs.size) + lowest) * discretization, dtype=np.float64)
+    return _dense_epsilon_for_delta(infinity_mass, losses, probs, delta)
 
 
 def _dense_epsilon_for_delta(
