@@ -95,6 +95,27 @@ def release_program(rows: int = 120) -> AggregateProgram:
     )
 
 
+def key_selection_program(rows: int = 360) -> AggregateProgram:
+    """:func:`synthetic_program`'s table, its text keys released without a public domain:
+    OpenDP's threshold selects them (4 keys of about 90 rows each and one, "rare", of 2 rows;
+    τ is about 28)."""
+    from dpcomm.accounting.release import Laplace
+    from dpcomm.data import Column, Table
+
+    table = synthetic_program(rows).table
+    text = table.column("s")
+    values = text.values.copy()
+    values[:2] = "rare"
+    table = Table("t", [Column("s", "VARCHAR", values, text.is_null)])
+    return AggregateProgram.from_sql(
+        "SELECT s, COUNT(*) AS n FROM t GROUP BY s",
+        table,
+        num_targets=5,
+        release=Laplace(1.0),
+        key_selection_delta=1e-6,
+    )
+
+
 def edges(flow) -> list[tuple[int, int, int]]:
     """A routed flow's (sender, receiver, messages) edges, sorted."""
     columns = (flow.senders.tolist(), flow.receivers.tolist(), flow.counts.tolist())
@@ -231,6 +252,26 @@ class EngineContract:
         ]
         assert keys[0] == keys[1] == [(k, False) for k in range(10)]  # the domain, nothing else
         assert run.result != before_noise[1].result  # the noise was added
+
+    def test_key_selection_is_the_memory_run_up_to_its_noise(self):
+        program = key_selection_program()
+        countermeasure = MECHANISMS["scramblers"]
+        run = self.engine().execute(program, countermeasure, delta=1e-4, seed=SEED)
+        reference = simulate(program, countermeasure, delta=1e-4, seed=SEED)
+        exact = program.without_release()
+        same_run(*[replace(r, result=exact.result(r.state)) for r in (reference, run)])
+        report = release_report(program, run.privacy)
+        assert report == release_report(program, reference.privacy)
+        assert report.key_selection is not None and report.delta == pytest.approx(1e-6)
+        counts = {row["s"]: row["n"] for row in exact.result(reference.state)}
+        assert counts["rare"] <= 2 and min(n for n in counts.values() if n > 2) > 60
+        for result in (reference.result, run.result):
+            released = {row["s"]: row["n"] for row in result}
+            # Every key far above τ, not the rare one (raw keys would show it; P ≈ 1e-6 under
+            # the threshold), none outside the data. (That the counts are noisy: the release
+            # test above; an integer noise is 0 for all four keys one time in 300.)
+            assert set(released) == set(counts) - {"rare"}
+            assert all(n >= report.key_selection.threshold for n in released.values())
 
     def test_without_a_seed_the_draws_are_fresh(self):
         program = synthetic_program(120)
