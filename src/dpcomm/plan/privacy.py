@@ -57,6 +57,10 @@ STATE_CAVEAT = (
 )
 
 
+#: Every data path's accounted mechanisms with their counts (`PlanGuarantee.path_mechanisms`).
+PathMechanisms = tuple[tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None, ...]
+
+
 @dataclass(frozen=True)
 class MechanismPart:
     """One accounted mechanism inside a cluster.
@@ -114,9 +118,7 @@ class PlanGuarantee:
     pld_epsilon: float | None = None
     lower_bound: float | None = None
     notes: tuple[str, ...] = ()
-    path_mechanisms: tuple[
-        tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None, ...
-    ] = ()
+    path_mechanisms: PathMechanisms = ()
 
     def cluster(self, name: str) -> ClusterGuarantee:
         """The guarantee of the cluster called ``name`` (or sending flow ``name``)."""
@@ -426,10 +428,17 @@ def compose_with_traffic(
     source's data is read by both: the release reads every row); None when a path has no
     pair to compose (no countermeasure) or a pair is unavailable.
     """
-    if not plan.path_mechanisms:
+    return _paths_with(plan.path_mechanisms, extra, delta)
+
+
+def _paths_with(
+    path_mechanisms: PathMechanisms, extra: PrivacyLossDistribution, delta: float
+) -> float | None:
+    """`compose_with_traffic` of the paths ``path_mechanisms``."""
+    if not path_mechanisms:
         return None
     worst = 0.0
-    for counted in plan.path_mechanisms:
+    for counted in path_mechanisms:
         if counted is None:
             return None
         try:
@@ -440,6 +449,17 @@ def compose_with_traffic(
         composed = pld.compose([*plds, extra], counts=[*counts, 1])
         worst = max(worst, pld.epsilon_for_delta(composed, delta))
     return worst
+
+
+@lru_cache(maxsize=64)
+def _traffic_with_release(
+    path_mechanisms: PathMechanisms, noises: tuple[AggregateNoise, ...], delta: float
+) -> float | None:
+    """`compose_with_traffic` of the release of ``noises``, cached.
+
+    A run's target check, its budget's charge and its report ask for the same composition.
+    """
+    return _paths_with(path_mechanisms, release_pld(noises), delta)
 
 
 @dataclass(frozen=True)
@@ -478,7 +498,7 @@ def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> Re
     total_delta = traffic.delta + release_delta
     composed = None
     if math.isfinite(traffic.epsilon) and total_delta > 0.0:
-        composed = compose_with_traffic(plan, release_pld(noises), total_delta)
+        composed = _traffic_with_release(plan.path_mechanisms, tuple(noises), total_delta)
     summed = traffic.epsilon + release_epsilon
     return ReleaseComposition(
         release_epsilon=release_epsilon,
