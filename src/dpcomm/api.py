@@ -328,6 +328,8 @@ def run_sql(
         release = countermeasure.release if release is None else release
         bounds = countermeasure.bounds if bounds is None else bounds
         keys = countermeasure.keys if keys is None else keys
+        if key_selection_delta is None:
+            key_selection_delta = countermeasure.key_selection_delta
     if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
     progress = _flag("progress", progress)
@@ -678,6 +680,8 @@ class Calibration(PlanCandidate):
             (``dpcomm.Laplace(ε2)`` or ``dpcomm.Gaussian(ε2, δ2)``); None without.
         bounds: the release's bounds (as given to [`calibrate`][]).
         keys: the release's key domains (as given to [`calibrate`][]).
+        key_selection_delta: δ_sel of the release's DP key selection (as given to
+            [`calibrate`][]; None without).
         split: how (ε, δ) was split between traffic and release
             ([`dpcomm.calibration.split.BudgetSplit`][]: the composed guarantee, the expected
             relative error, every share evaluated); `target_epsilon` is then the ε of
@@ -701,6 +705,7 @@ class Calibration(PlanCandidate):
     release: ReleaseMechanism | None = None
     bounds: Mapping[str, tuple[float, float]] | None = None
     keys: Mapping[str, Sequence[Any]] | None = None
+    key_selection_delta: float | None = None
     split: BudgetSplit | None = None
 
     @property
@@ -919,6 +924,7 @@ def calibrate(
     release: Any = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
     keys: Mapping[str, Sequence[Any]] | None = None,
+    key_selection_delta: float | None = None,
     progress: bool = False,
 ) -> Calibration:
     """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
@@ -953,7 +959,9 @@ def calibrate(
     the release's ε2 the largest whose composition with the traffic, as the run reports it, is
     at most ε). The calibration carries the release (`Calibration.release`, ``bounds``,
     ``keys``, `Calibration.split`) and ``run_sql(sql, data, countermeasure=calibration)``
-    releases with it.
+    releases with it. Grouping sets without a key domain in ``keys`` need
+    ``key_selection_delta`` (δ_sel), as in [`run_sql`][]: their keys are selected by a DP
+    threshold whose δ_sel is set aside from δ first (δ1 + δ2 = δ − δ_sel).
 
     Examples:
         >>> import dpcomm
@@ -991,9 +999,14 @@ def calibrate(
 
     progress = _flag("progress", progress)
     kind = _release_kind(release)
-    if kind is None and (bounds is not None or keys is not None):
-        name, given = ("bounds", bounds) if bounds is not None else ("keys", keys)
-        raise InvalidParameterError(name, "None without release=", given)
+    if kind is None:
+        for name, given in (
+            ("bounds", bounds),
+            ("keys", keys),
+            ("key_selection_delta", key_selection_delta),
+        ):
+            if given is not None:
+                raise InvalidParameterError(name, "None without release=", given)
     shape: PlanShape | None = None
     program: Any = None
     free = 0
@@ -1008,7 +1021,13 @@ def calibrate(
                 )
             placeholder = _release_placeholder(kind, delta)
             program = _query_program(
-                sql, data, num_targets=num_targets, release=placeholder, bounds=bounds, keys=keys
+                sql,
+                data,
+                num_targets=num_targets,
+                release=placeholder,
+                bounds=bounds,
+                keys=keys,
+                key_selection_delta=key_selection_delta,
             )
             shape = _query_shape(program, sql)
         else:
@@ -1076,6 +1095,7 @@ def calibrate(
         release=None if split is None else split.release,
         bounds=None if split is None or bounds is None else dict(bounds),
         keys=None if split is None or keys is None else {k: list(v) for k, v in keys.items()},
+        key_selection_delta=None if split is None else key_selection_delta,
         split=split,
     )
 
@@ -1137,14 +1157,21 @@ def _split(
             magnitudes.append(1.0)
     domains = dict(release.domains)
     grouping_sets = tuple(
-        (math.prod(len(domains[c]) for c in columns), program.targets_of(index))
+        (
+            math.prod(len(domains[c]) for c in columns)
+            if all(c in domains for c in columns)
+            else program.targets_of(index),  # keys selected by a threshold: not public
+            program.targets_of(index),
+        )
         for index, columns in enumerate(query.grouping_sets)
     )
+    selection = release.selection
     shape = ReleaseShape(
         num_rows=program.num_sources,
         aggregates=tuple((n.output, n.function, n.sensitivity) for n in release.noises),
         magnitudes=tuple(magnitudes),
         grouping_sets=grouping_sets,
+        selection=None if selection is None else (selection.count_output, selection.delta),
     )
     return split_budget(
         shape=shape,

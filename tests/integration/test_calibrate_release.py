@@ -125,6 +125,39 @@ def test_the_gaussian_split_shares_delta_and_meets_the_target(penguins, penguins
     assert both.epsilon <= 1.0 and both.delta <= 1e-4
 
 
+@pytest.mark.parametrize("release", ["laplace", "gaussian"])
+def test_key_selection_is_planned_within_delta(penguins, release):
+    """No key domain: the calibration sets δ_sel aside, the run selects the keys with it, and
+    what it reports (traffic, release and δ_sel together) is what was planned."""
+    query = "SELECT island, COUNT(*) AS n, AVG(body_mass_g) AS mass FROM penguins GROUP BY island"
+    calibration = dpcomm.calibrate(
+        query, penguins, epsilon=1.0, delta=1e-4, release=release,
+        bounds=RELEASE["bounds"], key_selection_delta=1e-6, max_messages=MAX_MESSAGES,
+    )  # fmt: skip
+    assert calibration.key_selection_delta == 1e-6
+    planned = calibration.split.composition
+    assert planned.epsilon <= 1.0 and planned.delta <= 1e-4
+    assert calibration.delta + planned.release_delta <= 1e-4  # δ1 + δ2 + δ_sel
+    assert planned.release_delta >= 1e-6  # δ_sel is in the release's δ
+    run = dpcomm.run_sql(query, penguins, countermeasure=calibration, seed=1)
+    report = run.report.release
+    assert report is not None and report.key_selection is not None
+    assert report.key_selection.delta == 1e-6
+    assert report.epsilon_total == planned.epsilon and report.composed_delta == planned.delta
+    islands = set(penguins.island)
+    assert {row["island"] for row in run.rows} <= islands  # no key outside the data
+
+
+def test_key_selection_needs_a_release_and_room_in_delta(penguins):
+    with pytest.raises(InvalidParameterError, match="key_selection_delta"):
+        dpcomm.calibrate(SQL, penguins, epsilon=1.0, delta=1e-4, key_selection_delta=1e-6)
+    with pytest.raises(InvalidParameterError, match="key_selection_delta"):
+        dpcomm.calibrate(
+            "SELECT island, COUNT(*) AS n FROM penguins GROUP BY island", penguins,
+            epsilon=1.0, delta=1e-6, release="laplace", key_selection_delta=1e-6,
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [

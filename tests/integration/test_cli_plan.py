@@ -340,9 +340,28 @@ def test_plan_with_a_release_prints_the_split_and_its_run_reports_it(cli, pengui
     assert status == 2 and out == "" and "--target-epsilon" in err and "together" in err
 
 
+def test_plan_with_key_selection_sets_its_delta_aside_and_the_command_selects(cli, penguins_csv):
+    by_island = "SELECT island, COUNT(*) AS n FROM penguins GROUP BY island"
+    options = ("--sql", by_island, "--data", penguins_csv, "--epsilon", "1", "--delta", "1e-4")
+    options += ("--release", "laplace", "--key-selection-delta", "1e-6", "--max-messages", "5000")
+    status, text, err = cli("plan", *options, "--json")
+    assert status == 0, err
+    plan = json.loads(text)
+    assert plan["delta"] + plan["release"]["release_delta"] <= 1e-4
+    arguments = shlex.split(plan["run_command"])[1:]
+    assert arguments[arguments.index("--key-selection-delta") + 1] == "1e-06"
+    status, out, err = cli(*arguments, "--json", "--seed", "1")
+    assert status == 0, err
+    report = json.loads(out)["report"]
+    assert report["release"]["epsilon_total"] == plan["release"]["epsilon"] <= 1.0
+    assert report["release"]["key_selection"]["delta"] == 1e-6
+
+
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
+        (("--sql", BY_SPECIES, "--data", "DATA", "--key-selection-delta", "1e-6"),
+         "--key-selection-delta"),
         (("--sql", BY_SPECIES, "--data", "DATA", "--bounds", "body_mass_g=0:1"), "--bounds"),
         (("--sources", "344", "--targets", "20", "--grouping-sets", "1", *RELEASE), "--release"),
         (("--sql", BY_SPECIES, "--data", "DATA", *RELEASE[:2]), "--bounds"),

@@ -8,7 +8,8 @@ learns their composition (the paper's Related Work: at most (ε1 + ε2, δ1 + δ
 * **Traffic.** For a share f of ε on the grid `TRAFFIC_SHARES`, the planner
   (`dpcomm.calibration.plan_countermeasures`, under the user's limits) gives the
   countermeasure of least network load with ε1 ≤ f ε at δ1, and its accounted guarantee.
-  Laplace releases take δ1 = δ (δ2 = 0); Gaussian ones δ1 = δ2 = δ/2.
+  Laplace releases take δ1 = δ (δ2 = 0); Gaussian ones δ1 = δ2 = δ/2. A DP key selection's
+  δ_sel (`ReleaseShape.selection`) is set aside first: δ1 + δ2 = δ − δ_sel.
 * **Release.** ε2 is the largest (bisection, to 0.1% of ε) whose composition with that
   guarantee, `dpcomm.plan.privacy.compose_release` (the smaller of the PLD composition
   and the sum, the very function a run reports and a budget is charged with), is at most ε at
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from dpcomm.accounting.release import (
@@ -79,13 +80,17 @@ class ReleaseShape:
         magnitudes: per aggregate, the typical value of one row: 1 for a COUNT, the mean of
             |lo| and |hi| for a SUM clamped to [lo, hi].
         grouping_sets: per grouping set, its released keys (the product of its columns'
-            domains; 1 for ``()``) and its T (1 for the empty set's single compute node).
+            domains; 1 for ``()``; T for a set whose keys a threshold selects: their number is
+            not public) and its T (1 for the empty set's single compute node).
+        selection: with DP key selection, the COUNT whose noisy values select keys and
+            δ_sel (`dpcomm.queries.release.KeySelection`); None without.
     """
 
     num_rows: int
     aggregates: tuple[tuple[str, ReleasedFunction, Sensitivity], ...]
     magnitudes: tuple[float, ...]
     grouping_sets: tuple[tuple[int, int], ...]
+    selection: tuple[str, float] | None = None
 
     def __post_init__(self) -> None:
         if self.num_rows < 1:
@@ -228,6 +233,12 @@ def _largest_release(
     ) -> tuple[ReleaseMechanism, tuple[AggregateNoise, ...], ReleaseComposition]:
         mechanism = release_mechanism(name, epsilon=release_epsilon, delta=release_delta)
         noises = calibrate_noise(mechanism, shape.aggregates)
+        if shape.selection is not None:  # the COUNT that selects keys also spends δ_sel
+            output, selection_delta = shape.selection
+            noises = tuple(
+                replace(n, selection_delta=selection_delta) if n.output == output else n
+                for n in noises
+            )
         return mechanism, noises, compose_release(privacy, noises)
 
     def fits(composition: ReleaseComposition) -> bool:
@@ -237,6 +248,8 @@ def _largest_release(
     if not low > 0.0:
         raise DpcommError(f"the traffic's ε = {privacy.guarantee.epsilon:g} leaves no release")
     best = evaluate(low)
+    if best[2].delta > delta:  # never: δ1, δ2 and δ_sel were split from δ
+        raise DpcommError(f"the release's δ {best[2].delta:g} exceeds δ = {delta:g}")
     while not fits(best[2]):  # rounding of the aggregates' shares: a hair less
         low *= 1.0 - 1e-9
         best = evaluate(low)
@@ -274,8 +287,18 @@ def split_budget(
     `dpcomm.errors.DpcommError` when no share of the grid is feasible, with the
     planner's advice at the largest share.
     """
-    release_delta = 0.0 if release == "laplace" else 0.5 * delta * (1.0 - 1e-9)
-    traffic_delta = delta - release_delta
+    selection_delta = 0.0 if shape.selection is None else shape.selection[1]
+    if not selection_delta < delta:
+        raise InvalidParameterError(
+            "key_selection_delta",
+            f"below δ = {delta:g} (traffic and release need some)",
+            selection_delta,
+        )
+    available = delta - selection_delta
+    release_delta = 0.0 if release == "laplace" else 0.5 * available * (1.0 - 1e-9)
+    traffic_delta = available - release_delta
+    if selection_delta > 0.0:  # δ1 + δ2 + δ_sel, added in floating point, stays within δ
+        traffic_delta *= 1.0 - 1e-9
     ordered = sorted(shares)
     evaluated: dict[int, SplitPoint] = {}
 

@@ -207,6 +207,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "release": "--release",
     "bounds": "--bounds",
     "keys": "--keys",
+    "key_selection_delta": "--key-selection-delta",
 }
 
 #: Names replaced inside a message's text too (not only as the parameter an error names):

@@ -59,15 +59,16 @@ the chosen one), and the `dpcomm run` command that runs the chosen configuration
 of --data, or on a synthetic table of S_t rows), with --target-epsilon: a run whose ε would
 exceed the target is refused. --max-messages limits the plan's network load.
 
-With --release laplace|gaussian (and --bounds, --keys as `dpcomm run aggregate` takes them) the
-result is released with noise too, and (ε, δ) is the guarantee against an observer of traffic
-and release together: it is split between the traffic (ε1, δ1) and the release (ε2, δ2) for the
-least expected relative error of the released values, under the limits. The traffic's share
-runs over 5%, 10%, ..., 95% of ε (δ1 = δ for Laplace, δ/2 for Gaussian), the release gets the
-largest ε2 whose composition with the traffic (PLD composition or sum, as the run reports it)
-is at most ε. Without limits the traffic takes the smallest share (on a small table, flooding
-every compute node: ε1 = 0, the release gets all of ε); --max-messages trades error for load.
-Printed: the split, the composed guarantee, the expected error, each share evaluated, and the
+With --release laplace|gaussian (and --bounds, --keys, --key-selection-delta as `dpcomm run
+aggregate` takes them) the result is released with noise too, and (ε, δ) is the guarantee
+against an observer of traffic and release together: it is split between the traffic (ε1, δ1)
+and the release (ε2, δ2) for the least expected relative error of the released values, under
+the limits. The traffic's share runs over 5%, 10%, ..., 95% of ε (δ1 = δ for Laplace, δ/2 for
+Gaussian, after a key selection's δ is set aside), the release gets the largest ε2 whose
+composition with the traffic (PLD composition or sum, as the run reports it) is at most ε.
+Without limits the traffic takes the smallest share (on a small table, flooding every compute
+node: ε1 = 0, the release gets all of ε); --max-messages trades error for load. Printed: the
+split, the composed guarantee, the expected error, each share evaluated, and the
 run command with the release.
 """
 
@@ -91,7 +92,8 @@ def run_arguments(
     ``--target-epsilon`` the ε asked for, so that a run whose ε would exceed it is refused.
     With ``query`` (the SQL and the ``--data`` file it was calibrated from), that query over
     that file. With a ``calibration`` that releases the result (``--release``), its release
-    (``--release``, ``--release-epsilon`` ε2, ``--release-delta`` δ2, ``--bounds``, ``--keys``)
+    (``--release``, ``--release-epsilon`` ε2, ``--release-delta`` δ2, ``--bounds``, ``--keys``,
+    ``--key-selection-delta``)
     and ``--target-epsilon`` the ε of traffic and release together.
     """
     request = result.request
@@ -154,6 +156,8 @@ def run_arguments(
             arguments += ["--bounds", f"{column}={low!r}:{high!r}"]
         for column, values in (calibration.keys or {}).items():
             arguments += ["--keys", f"{column}=" + ",".join(str(v) for v in values)]
+        if calibration.key_selection_delta is not None:
+            arguments += ["--key-selection-delta", repr(calibration.key_selection_delta)]
     return arguments
 
 
@@ -548,6 +552,10 @@ def command_plan(args: argparse.Namespace) -> int:
         for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
             if given:
                 raise InvalidParameterError(flag, "only with --release", given[0])
+        if args.key_selection_delta is not None:
+            raise InvalidParameterError(
+                "--key-selection-delta", "only with --release", args.key_selection_delta
+            )
     elif args.sql is None or args.data is None:
         raise InvalidParameterError(
             "--release", "given with --sql and --data (the query's aggregates)", args.release
@@ -622,6 +630,7 @@ def _plan_release(args: argparse.Namespace) -> int:
         release=args.release,
         bounds=parse_bounds(args.bounds),
         keys=parse_keys(args.keys),
+        key_selection_delta=args.key_selection_delta,
         progress=show_progress(args),
     )  # its errors name the flags (dpcomm.cli.output.with_flags)
     query = (args.sql, args.data)
@@ -752,6 +761,14 @@ def add_plan_commands(commands: Any) -> None:
         default=[],
         metavar="COL=V1,V2,...",
         help="with --release: the public values of grouping column COL (repeatable)",
+    )
+    plan.add_argument(
+        "--key-selection-delta",
+        type=float,
+        default=None,
+        metavar="D",
+        help="with --release: grouping sets whose columns have no --keys get their keys by "
+        "OpenDP's threshold at δ = D, set aside from --delta first (e.g. 1e-6)",
     )
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.add_argument("--plot", metavar="FILE.png", help="draw the Pareto front to a PNG")
