@@ -61,7 +61,7 @@ BASELINES = {
         "sql": None, "data": None, "epsilon": 1.0, "delta": 1e-4, "sources": 20,
         "num_targets": 3, "grouping_sets": None, "iterations": None, "max_channels": None,
         "max_extra_consents": None, "min_utility": None, "max_messages": None, "release": None,
-        "bounds": None, "keys": None, "progress": False,
+        "bounds": None, "keys": None, "key_selection_delta": None, "progress": False,
     },
     dpcomm.LocalFlooding: {"sampling_rate": 0.5, "num_dummies": 1},
     dpcomm.Scramblers: {"sampling_rate": 0.5, "batch_size": 10, "num_dummies": 1, "capped": False},
