@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,14 @@ from dpcomm.cli.execute import (
     add_data_seed_option,
     add_kmeans_options,
     add_output_options,
+    add_release_options,
     aggregate_data,
     countermeasure_from_options,
     execute_aggregate,
     execute_kmeans,
     output_paths,
     print_run,
+    release_options,
     write_outputs,
 )
 from dpcomm.cli.output import (
@@ -211,10 +214,22 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
         num_targets=args.targets,
         max_groups=args.max_groups,
         max_text_bytes=args.max_text_bytes,
+        **release_options(args),
     )
     # The plan is accounted before any key is written: a bad --delta is refused, and the
     # operator sees the guarantee the configs are for.
-    privacy = account_plan(program.plan, countermeasure, delta=args.delta).guarantee
+    accounted = account_plan(program.plan, countermeasure, delta=args.delta)
+    privacy = accounted.guarantee
+    guarantee = f"the plan's guarantee: ε = {privacy.epsilon:.4g}, δ = {privacy.delta:.3g}"
+    if program.release is not None:
+        from dpcomm.plan.privacy import compose_release
+
+        both = compose_release(accounted, program.release.noises)
+        guarantee += (
+            f"; the release (drawn by the result node): ε2 = {both.release_epsilon:.4g}, "
+            f"δ2 = {both.release_delta:.3g}; traffic and release together: ε = "
+            f"{both.epsilon:.4g} at δ = {both.delta:.3g} (with every batch as planned)"
+        )
     paths = write_deployment(
         program,
         countermeasure,
@@ -227,8 +242,7 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
     )
     print(
         f"wrote {len(paths):,} node configs to {Path(args.out) / 'configs'} and certificates "
-        f"to {Path(args.out) / 'pki'}; the plan's guarantee: ε = {privacy.epsilon:.4g}, "
-        f"δ = {privacy.delta:.3g}",
+        f"to {Path(args.out) / 'pki'}; {guarantee}",
         file=sys.stderr,
     )
     return 0
@@ -236,6 +250,7 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
 
 def command_node_run(args: argparse.Namespace) -> int:
     """``dpcomm node run``."""
+    from dpcomm.engine.network.deploy import published_result
     from dpcomm.engine.network.launcher import run_tls_group
     from dpcomm.engine.network.pki import NodeCredentials
     from dpcomm.engine.network.records import to_text
@@ -270,7 +285,9 @@ def command_node_run(args: argparse.Namespace) -> int:
         ca_path=Path(args.ssl_ca_certfile),
     )
     outcome = run_tls_group([config], {config.name: credentials})
-    text = to_text(outcome)
+    published = published_result(config.round, outcome) if config.role == "result" else None
+    # Under a noisy release the result node publishes the released rows, not the exact ones.
+    text = to_text(outcome) if published is None else json.dumps(published, indent=2)
     if args.output:
         try:
             Path(args.output).write_text(text)
@@ -422,6 +439,7 @@ def add_deploy_commands(commands: Any) -> None:
         help="write certificates and one config per node, for `dpcomm node run` on many hosts",
     )
     add_aggregate_options(configs, running=False)
+    add_release_options(configs)
     add_data_seed_option(configs, aggregate=True, kmeans=False)
     _round_options(configs)
     add_countermeasure_options(configs, AGGREGATE_DEFAULTS)

@@ -474,53 +474,62 @@ def add_aggregate_options(
             "of the delivered tuples; with --release, from the released values, the "
             "intervals covering the noise too",
         )
-        parser.add_argument(
-            "--release",
-            choices=["laplace", "gaussian"],
-            default=None,
-            help="release the result with noise drawn by OpenDP at the result node (central "
-            "DP on top of the traffic's): COUNT, SUM and AVG only; needs --keys for every "
-            "grouping column (or --key-selection-delta) and --bounds for every column a SUM "
-            "or AVG reads",
-        )
-        parser.add_argument(
-            "--release-epsilon",
-            type=float,
-            default=1.0,
-            metavar="E",
-            help="ε of the release, split equally among its aggregates (default 1)",
-        )
-        parser.add_argument(
-            "--release-delta",
-            type=float,
-            default=1e-6,
-            metavar="D",
-            help="δ of a Gaussian release (default 1e-6)",
-        )
-        parser.add_argument(
-            "--bounds",
-            action="append",
-            default=[],
-            metavar="COL=LO:HI",
-            help="with --release: clamp COL to [LO, HI] on each source's row (repeatable)",
-        )
-        parser.add_argument(
-            "--keys",
-            action="append",
-            default=[],
-            metavar="COL=V1,V2,...",
-            help="with --release: the public values of grouping column COL; every one is "
-            "released, absent ones too, and no other (repeatable)",
-        )
-        parser.add_argument(
-            "--key-selection-delta",
-            type=float,
-            default=None,
-            metavar="D",
-            help="with --release: select the keys of grouping sets whose columns have no "
-            "--keys by OpenDP's threshold on their noisy count, at δ = D (added to the "
-            "release's δ; e.g. 1e-6)",
-        )
+        add_release_options(parser)
+
+
+def add_release_options(parser: argparse.ArgumentParser) -> None:
+    """The noisy release's options (what `release_options` reads).
+
+    ``--release``, ``--release-epsilon``, ``--release-delta``, ``--bounds``, ``--keys`` and
+    ``--key-selection-delta``.
+    """
+    parser.add_argument(
+        "--release",
+        choices=["laplace", "gaussian"],
+        default=None,
+        help="release the result with noise drawn by OpenDP at the result node (central "
+        "DP on top of the traffic's): COUNT, SUM and AVG only; needs --keys for every "
+        "grouping column (or --key-selection-delta) and --bounds for every column a SUM "
+        "or AVG reads",
+    )
+    parser.add_argument(
+        "--release-epsilon",
+        type=float,
+        default=1.0,
+        metavar="E",
+        help="ε of the release, split equally among its aggregates (default 1)",
+    )
+    parser.add_argument(
+        "--release-delta",
+        type=float,
+        default=1e-6,
+        metavar="D",
+        help="δ of a Gaussian release (default 1e-6)",
+    )
+    parser.add_argument(
+        "--bounds",
+        action="append",
+        default=[],
+        metavar="COL=LO:HI",
+        help="with --release: clamp COL to [LO, HI] on each source's row (repeatable)",
+    )
+    parser.add_argument(
+        "--keys",
+        action="append",
+        default=[],
+        metavar="COL=V1,V2,...",
+        help="with --release: the public values of grouping column COL; every one is "
+        "released, absent ones too, and no other (repeatable)",
+    )
+    parser.add_argument(
+        "--key-selection-delta",
+        type=float,
+        default=None,
+        metavar="D",
+        help="with --release: select the keys of grouping sets whose columns have no "
+        "--keys by OpenDP's threshold on their noisy count, at δ = D (added to the "
+        "release's δ; e.g. 1e-6)",
+    )
 
 
 def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:

@@ -285,6 +285,59 @@ def release_report(
     if release is None:
         raise InvalidParameterError("program", "a program with a noisy release", None)
     both = compose_release(privacy, release.noises)
+    return ReleaseReport(
+        mechanism=release.mechanism.name,
+        epsilon=release.epsilon,
+        delta=release.delta,
+        keys=_keys_described(program),
+        composed_epsilon=both.composed_epsilon,
+        composed_delta=both.delta,
+        summed_epsilon=both.summed_epsilon,
+        epsilon_total=both.epsilon,
+        aggregates=_aggregates_report(program),
+        key_selection=_key_selection_report(program, released),
+    )
+
+
+def published_release(program: AggregateProgram, state: Any) -> dict[str, Any]:
+    """What the result node of a deployment publishes under a noisy release (JSON-ready).
+
+    The released rows and the release's own guarantee (ε2, δ2, each aggregate's noise, the
+    keys and their selection). The noise is drawn here, in the result node's process, once
+    per state (`AggregateProgram.core_result`): the exact aggregates do not leave the node.
+    Not the composition with the traffic: it depends on the batches the scramblers actually
+    ran, which the coordinator knows (``dpcomm deploy configs`` prints the planned one).
+    """
+    from dataclasses import asdict
+
+    from dpcomm._json import json_ready
+
+    release = program.release
+    if release is None:
+        raise InvalidParameterError("program", "a program with a noisy release", None)
+    released = program.core_result(state)
+    selection = _key_selection_report(program, released)
+    published: dict[str, Any] = json_ready(
+        {
+            "rows": program.result(state),
+            "release": {
+                "mechanism": release.mechanism.name,
+                "epsilon": release.epsilon,
+                "delta": release.delta,
+                "keys": _keys_described(program),
+                "aggregates": [asdict(a) for a in _aggregates_report(program)],
+                "key_selection": None if selection is None else asdict(selection),
+            },
+        }
+    )
+    return published
+
+
+def _aggregates_report(program: AggregateProgram) -> tuple[ReleasedAggregate, ...]:
+    """Every released aggregate's noise, described."""
+    release = program.release
+    if release is None:
+        raise InvalidParameterError("program", "a program with a noisy release", None)
     aggregates = []
     for noise in release.noises:
         described = _released_label(program, noise.output)
@@ -306,18 +359,7 @@ def release_report(
                 noise.total_delta,
             )
         )
-    return ReleaseReport(
-        mechanism=release.mechanism.name,
-        epsilon=release.epsilon,
-        delta=release.delta,
-        keys=_keys_described(program),
-        composed_epsilon=both.composed_epsilon,
-        composed_delta=both.delta,
-        summed_epsilon=both.summed_epsilon,
-        epsilon_total=both.epsilon,
-        aggregates=tuple(aggregates),
-        key_selection=_key_selection_report(program, released),
-    )
+    return tuple(aggregates)
 
 
 def _released_label(program: AggregateProgram, name: str) -> str:

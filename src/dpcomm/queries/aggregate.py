@@ -257,6 +257,8 @@ class AggregateProgram:
 
     def to_spec(self) -> dict[str, Any]:
         """The public description, JSON-ready (a node rebuilds the program from it)."""
+        from dpcomm.queries.release import release_spec
+
         return {
             **spec_header("aggregate", AggregateProgram),
             "query": self.query.to_dict(),
@@ -265,19 +267,25 @@ class AggregateProgram:
             "num_sources": self.num_sources,
             "max_groups": self.max_groups,
             "max_text_bytes": self.max_text_bytes,
+            "release": None if self.release is None else release_spec(self.release),
         }
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> AggregateProgram:
-        """Inverse of [`to_spec`][] (without rows)."""
+        """Inverse of [`to_spec`][] (without rows; a release is bound again)."""
+        from dpcomm.queries.release import release_from_spec
+
+        bound = BoundAggregate.from_dict(spec["query"])
+        release = spec.get("release")
         return cls(
-            BoundAggregate.from_dict(spec["query"]),
+            bound,
             None,
             int(spec["num_targets"]),
             tuple(ColumnSpec.from_dict(c) for c in spec["columns"]),
             int(spec["num_sources"]),
             None if spec.get("max_groups") is None else int(spec["max_groups"]),
             int(spec.get("max_text_bytes", DEFAULT_TEXT_BYTES)),
+            release=None if release is None else release_from_spec(bound, release),
         )
 
     @property

@@ -115,6 +115,57 @@ class Release:
         return math.fsum(n.total_delta for n in self.noises)
 
 
+def release_spec(release: Release) -> dict[str, Any]:
+    """The public description of ``release``, JSON-ready (`release_from_spec` rebinds it).
+
+    Its mechanism with (ε2, δ2), each key domain (values as text, as the CLI takes them) and
+    the key selection's δ_sel: what `bind_release` needs to bind the same release again.
+    """
+    mechanism = release.mechanism
+    return {
+        "mechanism": mechanism.name,
+        "epsilon": mechanism.epsilon,
+        "delta": mechanism.delta,
+        "keys": {column: [_key_text(v) for v in values] for column, values in release.domains},
+        "key_selection_delta": None if release.selection is None else release.selection.delta,
+    }
+
+
+def release_from_spec(bound: BoundAggregate, spec: Mapping[str, Any]) -> Release:
+    """The release `release_spec` describes, bound again to ``bound``."""
+    from dpcomm.accounting.release import Gaussian, Laplace
+
+    name = spec.get("mechanism")
+    if name not in ("laplace", "gaussian"):
+        raise InvalidParameterError("release mechanism", "'laplace' or 'gaussian'", name)
+    epsilon = float(spec["epsilon"])
+    mechanism: ReleaseMechanism = (
+        Laplace(epsilon) if name == "laplace" else Gaussian(epsilon, float(spec["delta"]))
+    )
+    selection = spec.get("key_selection_delta")
+    return bind_release(
+        bound,
+        mechanism,
+        spec.get("keys") or None,
+        key_selection_delta=None if selection is None else float(selection),
+    )
+
+
+def _key_text(value: object) -> object:
+    """A key value as `_typed` reads it back: text, or None (NULL)."""
+    import datetime
+
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime.date | datetime.datetime):
+        return value.isoformat()
+    return str(value)
+
+
 def bind_release(
     bound: BoundAggregate,
     mechanism: ReleaseMechanism,
@@ -494,4 +545,11 @@ def _noisy(
     return list(measurement(data))
 
 
-__all__ = ["KeySelection", "Release", "bind_release", "released_rows"]
+__all__ = [
+    "KeySelection",
+    "Release",
+    "bind_release",
+    "release_from_spec",
+    "release_spec",
+    "released_rows",
+]

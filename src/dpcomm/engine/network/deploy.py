@@ -325,12 +325,7 @@ def assemble_run(
     transformed = prepared.transformed
     traffic = observed_traffic(spec, merged)
     delivered = delivered_tuples(spec, outcome)
-    outputs = {}
-    if outcome.result is not None:
-        for item in outcome.result.outputs:
-            codec = program.codec.outputs(item.flow)
-            outputs[(item.flow, item.target)] = codec.decode(item.data)
-    state = program.merge(program.initial_state(), len(program.stages) - 1, outputs)
+    state = result_state(program, outcome)
     actual = actual_batch_sizes(
         spec, outcome, _worst_batch_size(program.plan, countermeasures, delta)
     )
@@ -578,6 +573,37 @@ class NetworkEngine:
         )
 
 
+def result_state(program: QueryProgram, outcome: GroupOutcome) -> Any:
+    """The program's final state from the outputs the result node merged (empty without)."""
+    outputs = {}
+    if outcome.result is not None:
+        for item in outcome.result.outputs:
+            codec = program.codec.outputs(item.flow)
+            outputs[(item.flow, item.target)] = codec.decode(item.data)
+    return program.merge(program.initial_state(), len(program.stages) - 1, outputs)
+
+
+def published_result(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, Any] | None:
+    """What the result node of a round with a noisy release publishes (None without one).
+
+    The released rows and the release's guarantee (`dpcomm.engine.runs.published_release`:
+    the noise is drawn here, at the result node), the outputs it never got, and the errors
+    of its process; not the exact outputs, which ``dpcomm node run`` prints otherwise.
+    """
+    from dpcomm.engine.runs import published_release
+    from dpcomm.queries.aggregate import AggregateProgram
+
+    program = spec.public_program
+    if not isinstance(program, AggregateProgram) or program.release is None:
+        return None
+    if outcome.result is None:
+        return {"rows": None, "release": None, "missing": None, "errors": dict(outcome.errors)}
+    published = published_release(program, result_state(program, outcome))
+    published["missing"] = [list(item) for item in outcome.result.missing]
+    published["errors"] = dict(outcome.errors)
+    return published
+
+
 def write_deployment(
     program: QueryProgram,
     countermeasure: Countermeasure | Mapping[str, Countermeasure],
@@ -647,5 +673,7 @@ __all__ = [
     "actual_batch_sizes",
     "assemble_run",
     "node_configs",
+    "published_result",
+    "result_state",
     "write_deployment",
 ]
