@@ -18,7 +18,8 @@ import pytest
 
 from dpcomm.data import load_mnist5k, table_from_relation
 from dpcomm.engine.memory import simulate
-from dpcomm.engine.runs import release_report, run_aggregate, run_kmeans
+from dpcomm.engine.released import release_report
+from dpcomm.engine.runs import run_aggregate, run_kmeans
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result

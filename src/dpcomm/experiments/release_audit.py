@@ -427,7 +427,7 @@ def audit_release(
         rng: a numpy Generator, a seed, or None: the seed of the traffic's randomness streams
             (the release's noise is OpenDP's, never seeded).
     """
-    from dpcomm.engine.runs import release_report
+    from dpcomm.engine.released import release_report
     from dpcomm.plan.privacy import account_plan
 
     if not isinstance(countermeasure, Scramblers | LocalFlooding):

@@ -9,7 +9,7 @@ from dpcomm.budget import Budget, BudgetExceededError
 from dpcomm.data import synthetic_table
 from dpcomm.engine.charge import charge_round, deployment_privacy, guarantee_to_charge
 from dpcomm.engine.network.spec import RoundSpec
-from dpcomm.engine.runs import release_report
+from dpcomm.engine.released import release_report
 from dpcomm.plan import account_plan
 from dpcomm.queries.aggregate import AggregateProgram
 

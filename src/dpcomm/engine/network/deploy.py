@@ -590,7 +590,7 @@ def published_result(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, Any] |
     the noise is drawn here, at the result node), the outputs it never got, and the errors
     of its process; not the exact outputs, which ``dpcomm node run`` prints otherwise.
     """
-    from dpcomm.engine.runs import published_release
+    from dpcomm.engine.released import published_release
     from dpcomm.queries.aggregate import AggregateProgram
 
     program = spec.public_program
