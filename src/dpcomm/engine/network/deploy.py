@@ -586,7 +586,7 @@ def result_state(program: QueryProgram, outcome: GroupOutcome) -> Any:
 def published_result(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, Any] | None:
     """What the result node of a round with a noisy release publishes (None without one).
 
-    The released rows and the release's guarantee (`dpcomm.engine.runs.published_release`:
+    The released rows and the release's guarantee (`dpcomm.engine.released.published_release`:
     the noise is drawn here, at the result node), the outputs it never got, and the errors
     of its process; not the exact outputs, which ``dpcomm node run`` prints otherwise.
     """
