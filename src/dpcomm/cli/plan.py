@@ -18,7 +18,7 @@ from dpcomm.calibration import (
     describe_batches,
     plan_countermeasures,
 )
-from dpcomm.cli.execute import parse_bounds, parse_keys
+from dpcomm.cli.execute import parse_bounds, parse_keys, release_options
 from dpcomm.cli.output import (
     add_progress_options,
     bounded_int,
@@ -549,13 +549,7 @@ def command_plan(args: argparse.Namespace) -> int:
         if plot.suffix.lower() not in PLOT_FORMATS:
             raise InvalidParameterError("--plot", f"a {', '.join(PLOT_FORMATS)} file", args.plot)
     if args.release is None:
-        for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
-            if given:
-                raise InvalidParameterError(flag, "only with --release", given[0])
-        if args.key_selection_delta is not None:
-            raise InvalidParameterError(
-                "--key-selection-delta", "only with --release", args.key_selection_delta
-            )
+        release_options(args)  # refuses --bounds, --keys, --key-selection-delta without it
     elif args.sql is None or args.data is None:
         raise InvalidParameterError(
             "--release", "given with --sql and --data (the query's aggregates)", args.release
