@@ -989,7 +989,7 @@ def calibrate(
         >>> plan.countermeasure.describe()  # no limit: flooding every compute node, ε1 = 0
         'local sampling σ=0, flooding d=19'
         >>> plan.split.describe()
-        'traffic ε1 = 0 at δ1 = 0.0001, laplace release ε2 = 1 at δ2 = 0: together ε = 1 at δ = 0.0001, expected relative error 11.3%'
+        'traffic ε1 = 0 at δ1 = 0.0001, laplace release ε2 = 1 at δ2 = 0: together ε = 1 at δ = 0.0001, expected relative error 17.0%'
         >>> run = dpcomm.run_sql(sql, people, countermeasure=plan)
         >>> run.report.release.epsilon_total == plan.split.composition.epsilon <= 1.0
         True

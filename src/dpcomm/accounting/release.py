@@ -5,12 +5,26 @@ the communication patterns composes with central DP on the released result: (ε1
 traffic and (ε2, δ2) for the release give (ε1 + ε2, δ1 + δ2) against an observer of both.
 
 Neighbouring tables here are the traffic's: one source's row replaced by any other (bounded
-DP). A source sends one tuple per grouping set, so in a grouping set with keys its row moves
-from one group to another: a COUNT changes by 1 in two cells, a SUM clamped to [lo, hi] by at
-most M = max(|lo|, |hi|) in two cells (or by hi − lo in one); in the empty grouping set (one
-group) a COUNT changes by at most 1 (a row that fails a WHERE, or a NULL value, counts 0) and a
-SUM by max(hi − lo, M). The released vector of one aggregate over every grouping set has the
-sum of these as its L1 sensitivity and the root of the sum of squares as its L2 sensitivity.
+DP). The release is computed over the tuples the traffic *delivered*, and which tuples are
+delivered is the traffic's own randomness (R_σ's redraws): traffic and release share coins,
+and composing them needs a theorem about the joint view (docs/accounting.md, "Noisy releases:
+the joint view"). Its proof couples the two neighbouring tables so that, given what the
+observer sees of the traffic, the delivered tuples differ in the replaced row *and at most one
+other source's tuple*, delivered in one world and not in the other, on the compute node of the
+row's old or new key (`JointView`). The sensitivities below are those of that coupled
+difference, per grouping set with keys, for a row's contribution c in C = [lo, hi] ∪ {0} (a
+NULL value or a row failing the WHERE adds 0), M = max |c| and W = max |c − c'| =
+max(hi − lo, M) (COUNT: M = W = 1):
+
+| view | L1 | L2 |
+|---|---|---|
+| ``own-row`` | 2M | max(√2·M, W) |
+| ``one-other`` | M + W | √(M² + W²) |
+| ``one-other-shared-node`` | 3M | max(√3·M, √(M² + W²)) |
+
+In the empty grouping set (one group, one compute node, every tuple delivered) the change is
+W in one cell. The released vector of one aggregate over every grouping set has the sum of
+these as its L1 sensitivity and the root of the sum of squares as its L2 sensitivity.
 
 Each aggregate's noise is calibrated to its share of the release's budget (equal shares):
 Laplace noise of scale L1 / ε_i (pure ε_i-DP), or Gaussian noise whose zero-concentrated
@@ -20,11 +34,11 @@ which the tests compare with these numbers.
 
 Without a public key domain, a grouping set's keys are chosen by a threshold on noisy counts
 ([`selection_distances`][], [`threshold_for`][]): the keys whose noisy COUNT(*) reaches
-τ are released, the others not. Replacing one row moves one tuple per grouping set from one
-key to another, so per selected grouping set the counts of at most 2 keys change, each by 1.
-A key that exists in one table only has count 1 there; the threshold makes the chance that
-any such key is released at most δ_sel (Rogers, Subramaniam and Winstanley 2023 analyse the
-mechanism; OpenDP's own privacy map of it is the one checked).
+τ are released, the others not. In the coupled view the counts of at most 3 keys per selected
+grouping set change, each by 1 (the replaced row's two keys and the other source's). A key that
+exists in one table only has count 1 there; the threshold makes the chance that any such key is
+released at most δ_sel (Rogers, Subramaniam and Winstanley 2023 analyse the mechanism; OpenDP's
+own privacy map of it is the one checked).
 """
 
 from __future__ import annotations
@@ -122,27 +136,88 @@ class Sensitivity:
     l2: float
 
 
+#: How far one row's replacement reaches into a grouping set's released cells, for an observer
+#: of both the traffic and the release (module docstring; docs/accounting.md, "the joint view"):
+#:
+#: * ``own-row``: only the replaced row's tuple differs: every other source's delivery is
+#:   independent of that row given the traffic view (no countermeasure, local sampling and
+#:   flooding, scramblers without sampling, and any traffic accounted through R_σ's own pair);
+#: * ``one-other``: the scramblers' shared blanket (σ > 0) can also move one other source's
+#:   tuple in or out of delivery, on the compute node of the row's old or new key, and every
+#:   compute node owns at most one released key of the grouping set (the same cell);
+#: * ``one-other-shared-node``: likewise, where a compute node owns several released keys (or
+#:   the keys are not public), so the other tuple can sit in a third cell.
+JointView = Literal["own-row", "one-other", "one-other-shared-node"]
+
+JOINT_VIEWS: tuple[JointView, ...] = ("own-row", "one-other", "one-other-shared-node")
+
+
+def keyed_set_sensitivity(view: JointView, *, bound: float, width: float) -> Sensitivity:
+    """The (L1, L2) change of one grouping set with keys, in the coupled ``view``.
+
+    ``bound`` is M = max |c| and ``width`` W = max |c − c′| over the contributions c a row can
+    make (module docstring). Replaced row: its old cell loses c0 and its new one gains c0′
+    (2M, or |c0 − c0′| ≤ W in one cell). The other source's tuple j adds or removes c_j in the
+    cell of its key, which is on the compute node of the old or the new key: in the same cell
+    as one of the row's (one key per node) the two make c0 − c_j (at most W) next to c0′ (at
+    most M); on a node with several keys it can be a third cell.
+
+    Examples:
+        >>> keyed_set_sensitivity("one-other", bound=1.0, width=2.0)
+        Sensitivity(l1=3.0, l2=2.23606797749979)
+    """
+    if view not in JOINT_VIEWS:
+        raise InvalidParameterError("view", f"one of {', '.join(JOINT_VIEWS)}", view)
+    if view == "own-row":
+        return Sensitivity(max(2.0 * bound, width), max(math.sqrt(2.0) * bound, width))
+    if view == "one-other":
+        return Sensitivity(bound + width, math.hypot(bound, width))
+    return Sensitivity(
+        max(3.0 * bound, bound + width), max(math.sqrt(3.0) * bound, math.hypot(bound, width))
+    )
+
+
 def aggregate_sensitivity(
     function: ReleasedFunction,
     grouping_sets: Sequence[Sequence[str]],
     bound: float | None = None,
     width: float | None = None,
+    *,
+    views: Sequence[JointView] | None = None,
 ) -> Sensitivity:
     """Sensitivity of COUNT(*), COUNT(x) or SUM(x) over ``grouping_sets`` (module docstring).
 
-    ``bound`` is M = max(|lo|, |hi|) and ``width`` hi − lo of a SUM's clamped values.
+    ``bound`` is M = max(|lo|, |hi|) and ``width`` hi − lo of a SUM's clamped values (W is
+    max(hi − lo, M): a NULL or a row failing the WHERE contributes 0). ``views`` gives each
+    grouping set's `JointView` (default: ``one-other-shared-node``, valid for every
+    countermeasure and key layout); the empty grouping set's is irrelevant (one cell, W).
+
+    Examples:
+        >>> aggregate_sensitivity("count_star", [("a",), ()], views=["one-other", "own-row"])
+        Sensitivity(l1=3.0, l2=1.7320508075688772)
     """
+    if views is None:
+        views = ["one-other-shared-node"] * len(grouping_sets)
+    if len(views) != len(grouping_sets):
+        raise InvalidParameterError(
+            "views", f"one per grouping set ({len(grouping_sets)})", len(views)
+        )
+    if function == "sum":
+        if bound is None or width is None:
+            raise InvalidParameterError("bounds", "a (lo, hi) for every SUM", None)
+        magnitude, spread = bound, max(width, bound)
+    else:
+        magnitude, spread = 1.0, 1.0
     l1 = 0.0
     squares = 0.0
-    for grouping_set in grouping_sets:
-        if function == "sum":
-            if bound is None or width is None:
-                raise InvalidParameterError("bounds", "a (lo, hi) for every SUM", None)
-            cells = (bound, bound) if grouping_set else (max(width, bound),)
+    for grouping_set, view in zip(grouping_sets, views, strict=True):
+        if grouping_set:
+            cells = keyed_set_sensitivity(view, bound=magnitude, width=spread)
+            l1 += cells.l1
+            squares += cells.l2**2
         else:
-            cells = (1.0, 1.0) if grouping_set else (1.0,)
-        l1 += math.fsum(cells)
-        squares += math.fsum(c * c for c in cells)
+            l1 += spread
+            squares += spread**2
     return Sensitivity(l1, math.sqrt(squares))
 
 
@@ -290,8 +365,8 @@ class SelectionDistances:
     """How far apart the thresholded count maps of two neighbouring tables can be.
 
     Attributes:
-        l0: keys whose count changes (2 per selected grouping set).
-        l1: the sum of the changes (2 per selected grouping set).
+        l0: keys whose count changes (3 per selected grouping set in the joint view).
+        l1: the sum of the changes (likewise).
         linf: the largest change of one key's count (1).
     """
 
@@ -305,15 +380,23 @@ class SelectionDistances:
         return math.sqrt(self.l0)
 
 
+#: Keys whose count changes per selected grouping set: the replaced row's old and new key,
+#: and the key of the one other source whose delivery the coupling moves (`JointView`
+#: ``one-other-shared-node``: selected keys are not public, so they may share a node).
+SELECTED_SET_CELLS = 3
+
+
 def selection_distances(num_selected_sets: int) -> SelectionDistances:
     """(l0, l1, l∞) of the counts thresholded over ``num_selected_sets`` grouping sets.
 
     One source sends one tuple per grouping set; replacing its row moves that tuple from one
-    key to another (or in or out of a WHERE): 2 keys change by 1 in each grouping set.
+    key to another (or in or out of a WHERE), and in the joint view with the traffic one other
+    source's tuple may be delivered in one table's run only: at most 3 keys change by 1 in
+    each grouping set.
 
     Examples:
         >>> selection_distances(2)
-        SelectionDistances(l0=4, l1=4, linf=1)
+        SelectionDistances(l0=6, l1=6, linf=1)
     """
     if (
         isinstance(num_selected_sets, bool)
@@ -321,7 +404,8 @@ def selection_distances(num_selected_sets: int) -> SelectionDistances:
         or num_selected_sets < 1
     ):
         raise InvalidParameterError("num_selected_sets", "an integer >= 1", num_selected_sets)
-    return SelectionDistances(2 * num_selected_sets, 2 * num_selected_sets, 1)
+    cells = SELECTED_SET_CELLS * num_selected_sets
+    return SelectionDistances(cells, cells, 1)
 
 
 def threshold_for(
@@ -400,8 +484,10 @@ def half_width(*, normal_sd: float, laplace_scale: float = 0.0, confidence: floa
 
 
 __all__ = [
+    "JOINT_VIEWS",
     "AggregateNoise",
     "Gaussian",
+    "JointView",
     "Laplace",
     "ReleaseMechanism",
     "SelectionDistances",
@@ -411,6 +497,7 @@ __all__ = [
     "check_key_selection_delta",
     "epsilon_of_rho",
     "half_width",
+    "keyed_set_sensitivity",
     "release_pld",
     "rho_for",
     "selection_distances",

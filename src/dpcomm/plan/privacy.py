@@ -483,6 +483,31 @@ class ReleaseComposition:
     delta: float
 
 
+def _joint_traffic_epsilon(plan: PlanGuarantee) -> float:
+    """The traffic's ε at its δ for an observer who also reads the release.
+
+    The joint theorem (docs/accounting.md, "the joint view") composes the release with a
+    traffic guarantee that holds for a view in which the observer is also told which sources
+    took R_σ's uniform branch (Lemma 2's pair) or every source's R_σ output (the
+    post-processing pair): every accountant's method is of that kind except the exact
+    enumeration of a capped scrambler, which bounds the scrambler's output alone. A plan with
+    such a cluster is therefore accounted here through its paths' pairs, in which a capped
+    scrambler is represented by its sources' R_σ (`dpcomm.accounting.pld.scrambler_pair`).
+    """
+    traffic = plan.guarantee
+    enumerated = any(
+        isinstance(part.mechanism, ScramblerMechanism)
+        and part.mechanism.capped
+        and part.guarantee.method != "post-processing"
+        for cluster in plan.clusters
+        for part in cluster.parts
+    )
+    if not enumerated or math.isinf(traffic.epsilon):
+        return traffic.epsilon
+    alone = _paths_with(plan.path_mechanisms, pld.identity_pair().pld(), traffic.delta)
+    return math.inf if alone is None else alone
+
+
 def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> ReleaseComposition:
     """The plan's traffic guarantee (ε1, δ1) and the release of ``noises`` (ε2, δ2) composed.
 
@@ -499,7 +524,7 @@ def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> Re
     composed = None
     if math.isfinite(traffic.epsilon) and total_delta > 0.0:
         composed = _traffic_with_release(plan.path_mechanisms, tuple(noises), total_delta)
-    summed = traffic.epsilon + release_epsilon
+    summed = _joint_traffic_epsilon(plan) + release_epsilon
     return ReleaseComposition(
         release_epsilon=release_epsilon,
         release_delta=release_delta,

@@ -240,7 +240,13 @@ class AggregateProgram:
         if release is not None:
             from dpcomm.queries.release import bind_release
 
-            noisy = bind_release(bound, release, keys, key_selection_delta=key_selection_delta)
+            noisy = bind_release(
+                bound,
+                release,
+                keys,
+                key_selection_delta=key_selection_delta,
+                num_targets=num_targets,
+            )
         program = cls(
             bound,
             project(bound, table.renamed(bound.table_name)),
@@ -285,7 +291,9 @@ class AggregateProgram:
             int(spec["num_sources"]),
             None if spec.get("max_groups") is None else int(spec["max_groups"]),
             int(spec.get("max_text_bytes", DEFAULT_TEXT_BYTES)),
-            release=None if release is None else release_from_spec(bound, release),
+            release=None
+            if release is None
+            else release_from_spec(bound, release, num_targets=int(spec["num_targets"])),
         )
 
     @property

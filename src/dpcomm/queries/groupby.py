@@ -224,9 +224,14 @@ def partition_keys(key_table: Table, num_targets: int) -> IntArray:
     listed = [_python_values(c) for c in key_table.columns]
     nodes = np.empty(key_table.num_rows, dtype=np.int64)
     for index, key in enumerate(zip(*listed, strict=True)):
-        digest = hashlib.blake2b(_encode_key(key), digest_size=8).digest()
-        nodes[index] = int.from_bytes(digest, "big") % int(num_targets)
+        nodes[index] = node_of_key(key, int(num_targets))
     return nodes
+
+
+def node_of_key(key: Sequence[object], num_targets: int) -> int:
+    """The compute node of one key tuple (Python values, None for NULL): see `partition_keys`."""
+    digest = hashlib.blake2b(_encode_key(key), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % num_targets
 
 
 def _encode_key(key: Sequence[object]) -> bytes:

@@ -39,6 +39,7 @@ from typing import Any
 
 from dpcomm.accounting.release import (
     AggregateNoise,
+    JointView,
     ReleasedFunction,
     ReleaseMechanism,
     SelectionDistances,
@@ -51,7 +52,7 @@ from dpcomm.accounting.release import (
     threshold_for,
 )
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.queries.groupby import key_order
+from dpcomm.queries.groupby import key_order, node_of_key
 from dpcomm.queries.query import BoundAggregate
 
 Row = dict[str, Any]
@@ -131,8 +132,10 @@ def release_spec(release: Release) -> dict[str, Any]:
     }
 
 
-def release_from_spec(bound: BoundAggregate, spec: Mapping[str, Any]) -> Release:
-    """The release `release_spec` describes, bound again to ``bound``."""
+def release_from_spec(
+    bound: BoundAggregate, spec: Mapping[str, Any], *, num_targets: int
+) -> Release:
+    """The release `release_spec` describes, bound again to ``bound`` over T = ``num_targets``."""
     from dpcomm.accounting.release import Gaussian, Laplace
 
     name = spec.get("mechanism")
@@ -148,6 +151,7 @@ def release_from_spec(bound: BoundAggregate, spec: Mapping[str, Any]) -> Release
         mechanism,
         spec.get("keys") or None,
         key_selection_delta=None if selection is None else float(selection),
+        num_targets=num_targets,
     )
 
 
@@ -172,12 +176,15 @@ def bind_release(
     keys: Mapping[str, Sequence[object]] | None,
     *,
     key_selection_delta: float | None = None,
+    num_targets: int,
 ) -> Release:
     """The release of ``bound`` (a query bound with ``bounds``, see ``bind_sql``).
 
     ``keys`` gives grouping columns their public domains; a grouping set with a column
     without one has its keys selected by a threshold when ``key_selection_delta`` is given
-    (``bound`` then has a COUNT, see ``bind_sql(count_rows=True)``).
+    (``bound`` then has a COUNT, see ``bind_sql(count_rows=True)``). ``num_targets`` is T, the
+    compute nodes of each grouping set with keys: whether one of them owns several released
+    keys sets the sensitivity ([`joint_views`][]).
 
     Raises:
         InvalidParameterError: a grouping column without a key domain (and no key
@@ -225,17 +232,92 @@ def bind_release(
                 "None when every grouping set's keys have a public domain (keys=)",
                 key_selection_delta,
             )
-    noises = calibrate_noise(mechanism, _released_aggregates(bound))
+    views = joint_views(bound, domains, selected, num_targets=num_targets)
+    noises = calibrate_noise(mechanism, _released_aggregates(bound, views))
     release = Release(mechanism, noises, tuple(sorted(domains.items())))
     if key_selection_delta is None:
         return release
     return _with_selection(bound, release, selected, key_selection_delta)
 
 
-def _released_aggregates(
+def joint_views(
     bound: BoundAggregate,
+    domains: Mapping[str, Sequence[object]],
+    selected: Sequence[int],
+    *,
+    num_targets: int,
+) -> tuple[JointView, ...]:
+    """Each grouping set's `JointView` for the sensitivity, valid for every countermeasure.
+
+    The release is bound before the countermeasure is chosen, so the view is the one that
+    holds under scramblers with sampling (``one-other``; the smaller ``own-row`` of local
+    sampling and flooding is not used). A grouping set whose keys are selected by a threshold
+    (not public), or whose public domain puts two keys on one compute node (hashed as the
+    sources hash them, `node_of_key`), is ``one-other-shared-node``. The empty set's view
+    does not matter (one cell).
+    """
+    types = dict(bound.schema)
+    views: list[JointView] = []
+    for index, columns in enumerate(bound.grouping_sets):
+        if not columns:
+            views.append("own-row")
+        elif index in selected or _shares_a_node(
+            [[_row_value(v, types.get(c, "VARCHAR")) for v in domains[c]] for c in columns],
+            num_targets=num_targets,
+        ):
+            views.append("one-other-shared-node")
+        else:
+            views.append("one-other")
+    return tuple(views)
+
+
+class _Unsure:
+    """A key value whose row form is not certain (it is then assumed to share a node)."""
+
+
+def _row_value(value: object, sql_type: str) -> object:
+    """``value`` as a source holds it in a column of ``sql_type`` (what it hashes), or _Unsure."""
+    import datetime
+    from decimal import Decimal
+
+    from dpcomm.data.table import value_kind
+
+    kind = value_kind(sql_type)
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if kind in ("int", "wideint") and float(value).is_integer():
+            return int(value)
+        if kind == "float":
+            return float(value)
+    wanted: dict[str | None, type | tuple[type, ...]] = {
+        "text": str,
+        "bool": bool,
+        "decimal": Decimal,
+        "timestamp": datetime.datetime,
+    }
+    if kind == "date" and type(value) is datetime.date:
+        return value
+    if kind in wanted and isinstance(value, wanted[kind]):
+        return value
+    return _Unsure()
+
+
+def _shares_a_node(domains: Sequence[Sequence[object]], *, num_targets: int) -> bool:
+    """Whether some compute node may own two keys of the product of ``domains``."""
+    size = math.prod(len(d) for d in domains)
+    if size > num_targets:
+        return True  # pigeonhole
+    if any(isinstance(v, _Unsure) for d in domains for v in d):
+        return True
+    nodes = [node_of_key(key, num_targets) for key in itertools.product(*domains)]
+    return len(set(nodes)) < len(nodes)
+
+
+def _released_aggregates(
+    bound: BoundAggregate, views: Sequence[JointView]
 ) -> list[tuple[str, ReleasedFunction, Sensitivity]]:
-    """Every aggregate of ``bound`` with its function and sensitivity."""
+    """Every aggregate of ``bound`` with its function and sensitivity in ``views``."""
     clamps = {name: (lo, hi) for name, _, lo, hi in bound.clamps}
     aggregates: list[tuple[str, ReleasedFunction, Sensitivity]] = []
     for output in bound.outputs:
@@ -243,11 +325,15 @@ def _released_aggregates(
             continue
         function = output.function
         if function == "count_star" or function == "count":
-            sensitivity = aggregate_sensitivity(function, bound.grouping_sets)
+            sensitivity = aggregate_sensitivity(function, bound.grouping_sets, views=views)
         elif function == "sum" and output.column in clamps:
             low, high = clamps[output.column]
             sensitivity = aggregate_sensitivity(
-                "sum", bound.grouping_sets, bound=max(abs(low), abs(high)), width=high - low
+                "sum",
+                bound.grouping_sets,
+                bound=max(abs(low), abs(high)),
+                width=high - low,
+                views=views,
             )
         else:
             raise InvalidParameterError(

@@ -23,14 +23,62 @@ dp = pytest.importorskip("opendp.prelude")
 dp.enable_features("contrib")
 
 
-def test_sensitivities_of_one_row_replaced() -> None:
-    sets = [("a",), ("a", "b"), ()]
-    count = aggregate_sensitivity("count_star", sets)
-    assert count.l1 == 2 + 2 + 1
-    assert count.l2 == pytest.approx(math.sqrt(2 + 2 + 1))
-    total = aggregate_sensitivity("sum", sets, bound=10.0, width=15.0)  # [-5, 10]
-    assert total.l1 == 10 + 10 + 10 + 10 + 15
-    assert total.l2 == pytest.approx(math.sqrt(4 * 100 + 225))
+# Per grouping set with keys, the coupled difference of the joint view (docs/accounting.md,
+# "Noisy releases: the joint view"): the replaced row's old cell (c0, |c0| <= M) and new cell
+# (c0', |c0'| <= M), or both in one cell (|c0 - c0'| <= W); in the scramblers' views one other
+# source's c_j on the old or new key's node: in the same cell as the row's (|c0 - c_j| <= W
+# next to |c0'| <= M) or, where a node owns several keys, in a third cell (M). The empty set
+# is one cell changed by at most W. For [-5, 10]: M = 10, W = max(hi - lo, M) = 15.
+SETS = [("a",), ("a", "b"), ()]
+
+
+@pytest.mark.parametrize(
+    ("view", "count_l1", "count_l2_squared", "sum_l1", "sum_l2_squared"),
+    [
+        # own row: COUNT 1 + 1 per keyed set; SUM max(2M, W) = 20 in L1, max(2M², W²) = 225
+        # in L2² (the row keeps its key and moves from lo to hi: one cell by 15 > √2·10).
+        ("own-row", 2 + 2 + 1, 2 + 2 + 1, 20 + 20 + 15, 225 + 225 + 225),
+        # one other in the same cell: M + W = 25, M² + W² = 325.
+        ("one-other", 2 + 2 + 1, 2 + 2 + 1, 25 + 25 + 15, 325 + 325 + 225),
+        # one other in a third cell: 3M = 30, max(3M², M² + W²) = 325; COUNT 3 and 3.
+        ("one-other-shared-node", 3 + 3 + 1, 3 + 3 + 1, 30 + 30 + 15, 325 + 325 + 225),
+    ],
+)
+def test_sensitivities_of_one_row_replaced(
+    view: str, count_l1: float, count_l2_squared: float, sum_l1: float, sum_l2_squared: float
+) -> None:
+    views = [view, view, "own-row"]
+    count = aggregate_sensitivity("count_star", SETS, views=views)  # type: ignore[arg-type]
+    assert count.l1 == count_l1
+    assert count.l2 == pytest.approx(math.sqrt(count_l2_squared))
+    total = aggregate_sensitivity("sum", SETS, bound=10.0, width=15.0, views=views)  # type: ignore[arg-type]
+    assert total.l1 == sum_l1
+    assert total.l2 == pytest.approx(math.sqrt(sum_l2_squared))
+
+
+def test_default_view_is_the_largest() -> None:
+    assert aggregate_sensitivity("sum", SETS, bound=10.0, width=15.0) == aggregate_sensitivity(
+        "sum", SETS, bound=10.0, width=15.0, views=["one-other-shared-node"] * 2 + ["own-row"]
+    )
+
+
+def test_one_signed_bounds_keep_two_m() -> None:
+    # [0, M]: W = M, so one other source in the same cell costs M + W = 2M, as the row alone.
+    for view in ("own-row", "one-other"):
+        sensitivity = aggregate_sensitivity(
+            "sum",
+            [("a",)],
+            bound=4.0,
+            width=4.0,
+            views=[view],  # type: ignore[list-item]
+        )
+        assert sensitivity.l1 == 8.0
+        assert sensitivity.l2 == pytest.approx(math.sqrt(32.0) if view == "own-row" else 32**0.5)
+
+
+def test_unknown_view_is_refused() -> None:
+    with pytest.raises(InvalidParameterError, match="view"):
+        aggregate_sensitivity("count_star", [("a",)], views=["shuffled"])  # type: ignore[list-item]
 
 
 def test_laplace_scale_is_what_opendp_accounts() -> None:
@@ -130,7 +178,8 @@ def test_integer_noise_interval_covers_opendps_draws() -> None:
         dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=1.0
     )([0] * 20_000)
     (noise,) = calibrate_noise(
-        Laplace(2.0), [("n", "count_star", aggregate_sensitivity("count_star", [("a",)]))]
+        Laplace(2.0),
+        [("n", "count_star", aggregate_sensitivity("count_star", [("a",)], views=["one-other"]))],
     )
     assert noise.scale == pytest.approx(1.0)
     outside = np.mean(np.abs(np.asarray(draws)) > noise.half_width_95)
