@@ -246,6 +246,9 @@ class AggregateNoise:
         delta: its share δ_i of the release's δ (0 for Laplace).
         selection_delta: the δ its threshold adds when its noisy values also select the
             keys of grouping sets without a public domain (a COUNT(*); else 0).
+        shared_blanket: whether the sensitivity covers traffic by scramblers with sampling
+            (one other source's tuple, `JointView` ``one-other``); False: only traffic that
+            delivers each tuple independently of the others (``own-row``).
     """
 
     output: str
@@ -256,6 +259,7 @@ class AggregateNoise:
     epsilon: float
     delta: float
     selection_delta: float = 0.0
+    shared_blanket: bool = True
 
     @property
     def total_delta(self) -> float:
@@ -313,8 +317,14 @@ def _discrete_gaussian_half_width(scale: float) -> float:
 def calibrate_noise(
     mechanism: ReleaseMechanism,
     aggregates: Sequence[tuple[str, ReleasedFunction, Sensitivity]],
+    *,
+    shared_blanket: bool = True,
 ) -> tuple[AggregateNoise, ...]:
-    """Each aggregate's noise for its equal share of ``mechanism``'s budget."""
+    """Each aggregate's noise for its equal share of ``mechanism``'s budget.
+
+    ``shared_blanket`` says whether the sensitivities cover scramblers with sampling
+    (`AggregateNoise.shared_blanket`).
+    """
     if not aggregates:
         raise InvalidParameterError("release", "a query with COUNT or SUM to release", "none")
     share = mechanism.epsilon / len(aggregates)
@@ -323,13 +333,27 @@ def calibrate_noise(
         integer = function != "sum"
         if isinstance(mechanism, Laplace):
             scale = sensitivity.l1 / share
-            noises.append(AggregateNoise(output, function, sensitivity, scale, integer, share, 0.0))
+            noises.append(
+                AggregateNoise(
+                    output, function, sensitivity, scale, integer, share, 0.0, 0.0, shared_blanket
+                )
+            )
         else:
             delta_share = mechanism.delta / len(aggregates)
             rho = rho_for(share, delta_share)
             scale = sensitivity.l2 / math.sqrt(2.0 * rho)
             noises.append(
-                AggregateNoise(output, function, sensitivity, scale, integer, share, delta_share)
+                AggregateNoise(
+                    output,
+                    function,
+                    sensitivity,
+                    scale,
+                    integer,
+                    share,
+                    delta_share,
+                    0.0,
+                    shared_blanket,
+                )
             )
     return tuple(noises)
 
@@ -386,13 +410,15 @@ class SelectionDistances:
 SELECTED_SET_CELLS = 3
 
 
-def selection_distances(num_selected_sets: int) -> SelectionDistances:
+def selection_distances(
+    num_selected_sets: int, *, cells_per_set: int = SELECTED_SET_CELLS
+) -> SelectionDistances:
     """(l0, l1, l∞) of the counts thresholded over ``num_selected_sets`` grouping sets.
 
     One source sends one tuple per grouping set; replacing its row moves that tuple from one
-    key to another (or in or out of a WHERE), and in the joint view with the traffic one other
-    source's tuple may be delivered in one table's run only: at most 3 keys change by 1 in
-    each grouping set.
+    key to another (or in or out of a WHERE): 2 keys change by 1 (``cells_per_set`` = 2, the
+    ``own-row`` view). Under scramblers with sampling, in the joint view with the traffic one
+    other source's tuple may be delivered in one table's run only: 3 keys (the default).
 
     Examples:
         >>> selection_distances(2)
@@ -404,7 +430,9 @@ def selection_distances(num_selected_sets: int) -> SelectionDistances:
         or num_selected_sets < 1
     ):
         raise InvalidParameterError("num_selected_sets", "an integer >= 1", num_selected_sets)
-    cells = SELECTED_SET_CELLS * num_selected_sets
+    if cells_per_set not in (2, 3):
+        raise InvalidParameterError("cells_per_set", "2 or 3", cells_per_set)
+    cells = cells_per_set * num_selected_sets
     return SelectionDistances(cells, cells, 1)
 
 

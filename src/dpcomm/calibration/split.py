@@ -51,6 +51,7 @@ from dpcomm.accounting.release import (
 from dpcomm.calibration.planner import PlannerResult
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.costs import delivery_probability
+from dpcomm.plan.countermeasures import shares_blanket
 from dpcomm.plan.privacy import PlanGuarantee, ReleaseComposition, compose_release
 
 ReleaseName = Literal["laplace", "gaussian"]
@@ -84,6 +85,10 @@ class ReleaseShape:
             not public) and its T (1 for the empty set's single compute node).
         selection: with DP key selection, the COUNT whose noisy values select keys and
             δ_sel (`dpcomm.queries.release.KeySelection`); None without.
+        independent_aggregates: the same aggregates with the sensitivities of traffic that
+            delivers each tuple independently (every countermeasure but scramblers with
+            sampling: `dpcomm.accounting.release.JointView` ``own-row``); None: those of
+            ``aggregates``.
     """
 
     num_rows: int
@@ -91,6 +96,21 @@ class ReleaseShape:
     magnitudes: tuple[float, ...]
     grouping_sets: tuple[tuple[int, int], ...]
     selection: tuple[str, float] | None = None
+    independent_aggregates: tuple[tuple[str, ReleasedFunction, Sensitivity], ...] | None = None
+
+    def noises(
+        self, mechanism: ReleaseMechanism, privacy: PlanGuarantee
+    ) -> tuple[AggregateNoise, ...]:
+        """The aggregates' noise for ``mechanism`` next to the traffic ``privacy`` accounts.
+
+        The sensitivities are those of its countermeasures: ``aggregates`` where some cluster
+        runs scramblers with sampling, else ``independent_aggregates``.
+        """
+        blanket = any(shares_blanket(c.countermeasure) for c in privacy.clusters)
+        chosen = self.aggregates
+        if not blanket and self.independent_aggregates is not None:
+            chosen = self.independent_aggregates
+        return calibrate_noise(mechanism, chosen, shared_blanket=blanket)
 
     def __post_init__(self) -> None:
         if self.num_rows < 1:
@@ -232,7 +252,7 @@ def _largest_release(
         release_epsilon: float,
     ) -> tuple[ReleaseMechanism, tuple[AggregateNoise, ...], ReleaseComposition]:
         mechanism = release_mechanism(name, epsilon=release_epsilon, delta=release_delta)
-        noises = calibrate_noise(mechanism, shape.aggregates)
+        noises = shape.noises(mechanism, privacy)
         if shape.selection is not None:  # the COUNT that selects keys also spends δ_sel
             output, selection_delta = shape.selection
             noises = tuple(

@@ -214,6 +214,7 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
         num_targets=args.targets,
         max_groups=args.max_groups,
         max_text_bytes=args.max_text_bytes,
+        countermeasure=countermeasure,
         **release_options(args),
     )
     # The plan is accounted before any key is written: a bad --delta is refused, and the

@@ -122,6 +122,20 @@ Countermeasure = NoCountermeasure | LocalFlooding | Scramblers
 Countermeasures = Countermeasure | Mapping[str, Countermeasure]
 
 
+def shares_blanket(countermeasures: Countermeasures) -> bool:
+    """Whether some cluster's sources share R_σ's uniform draws behind a shuffle.
+
+    True for uncapped scramblers with σ > 0: there, what the observer sees of one source's
+    message also tells which *other* sources' tuples arrived, and a release over the
+    delivered tuples must cover one other source's tuple (`dpcomm.accounting.release`,
+    ``JointView`` ``one-other``). Every other countermeasure delivers each source's tuple
+    independently of the others given the traffic (capped scramblers are composed with a
+    release through their sources' R_σ).
+    """
+    items = countermeasures.values() if isinstance(countermeasures, Mapping) else [countermeasures]
+    return any(isinstance(c, Scramblers) and not c.capped and c.sampling_rate > 0.0 for c in items)
+
+
 def make_countermeasure(
     mechanism: str,
     *,

@@ -45,6 +45,7 @@ from dpcomm.plan.countermeasures import (
     LocalFlooding,
     NoCountermeasure,
     Scramblers,
+    shares_blanket,
 )
 from dpcomm.plan.model import Cluster, ExecutionPlan
 from dpcomm.plan.transform import resolve_countermeasures
@@ -483,6 +484,24 @@ class ReleaseComposition:
     delta: float
 
 
+def _check_bound_for(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> None:
+    """Refuse a release calibrated without the scramblers' shared blanket on traffic with it.
+
+    Its sensitivities cover the replaced row only (`AggregateNoise.shared_blanket` False), a
+    bound that does not hold when scramblers with sampling deliver the tuples.
+    """
+    if all(n.shared_blanket for n in noises):
+        return
+    for item in plan.clusters:
+        if _accounted(item.cluster) and shares_blanket(item.countermeasure):
+            raise InvalidParameterError(
+                "countermeasure",
+                "the countermeasure the release was bound for (its noise covers traffic that "
+                "delivers each tuple independently; bind the release with this countermeasure)",
+                item.countermeasure.describe(),
+            )
+
+
 def _joint_traffic_epsilon(plan: PlanGuarantee) -> float:
     """The traffic's ε at its δ for an observer who also reads the release.
 
@@ -517,6 +536,7 @@ def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> Re
     `dpcomm.accounting.release.release_pld`). What a run reports (``report.release``), a
     budget is charged and `dpcomm.calibrate` plans for: one function, one number.
     """
+    _check_bound_for(plan, noises)
     traffic = plan.guarantee
     release_epsilon = math.fsum(n.epsilon for n in noises)
     release_delta = math.fsum(n.total_delta for n in noises)  # δ_i and a threshold's δ_sel

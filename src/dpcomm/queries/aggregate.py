@@ -28,6 +28,7 @@ from dpcomm.data.partitioned import InMemoryRows, RowSource, row_range
 from dpcomm.data.table import Table, value_kind
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
+from dpcomm.plan.countermeasures import Countermeasures, shares_blanket
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.protocol.roles import TargetStep
 from dpcomm.queries.aggregate_wire import (
@@ -206,13 +207,17 @@ class AggregateProgram:
         bounds: Mapping[str, tuple[float, float]] | None = None,
         keys: Mapping[str, Sequence[object]] | None = None,
         key_selection_delta: float | None = None,
+        countermeasure: Countermeasures | None = None,
     ) -> AggregateProgram:
         """Parse ``sql``, bind it to ``data`` (renamed to the FROM table) and compile it.
 
         ``release`` (Laplace or Gaussian) releases the result with noise: ``bounds`` clamp
         the columns a SUM or AVG reads, ``keys`` give grouping columns their public domains,
         and ``key_selection_delta`` selects the keys of grouping sets without one by a DP
-        threshold on a noisy COUNT ([`dpcomm.queries.release.bind_release`][]).
+        threshold on a noisy COUNT ([`dpcomm.queries.release.bind_release`][]). The
+        release's sensitivities are those of ``countermeasure`` (None: any countermeasure,
+        scramblers with sampling included); a program bound for one countermeasure is run
+        with it (`dpcomm.plan.countermeasures.shares_blanket`).
 
         ``data`` is a `dpcomm.data.table.Table` the program holds, or a
         [`RowSource`][] (Parquet files, synthetic rows) whose rows
@@ -246,6 +251,7 @@ class AggregateProgram:
                 keys,
                 key_selection_delta=key_selection_delta,
                 num_targets=num_targets,
+                shared_blanket=countermeasure is None or shares_blanket(countermeasure),
             )
         program = cls(
             bound,

@@ -98,12 +98,17 @@ class Release:
         domains: key columns of the query (core names) with their public values.
         selection: how the keys of grouping sets without a public domain are selected (None:
             every grouping set has a domain).
+        views: each grouping set's `JointView`, which set the sensitivities.
+        shared_blanket: whether the sensitivities cover scramblers with sampling (one other
+            source's tuple; `dpcomm.plan.countermeasures.shares_blanket`).
     """
 
     mechanism: ReleaseMechanism
     noises: tuple[AggregateNoise, ...]
     domains: tuple[tuple[str, tuple[object, ...]], ...]
     selection: KeySelection | None = None
+    views: tuple[JointView, ...] = ()
+    shared_blanket: bool = True
 
     @property
     def epsilon(self) -> float:
@@ -129,6 +134,7 @@ def release_spec(release: Release) -> dict[str, Any]:
         "delta": mechanism.delta,
         "keys": {column: [_key_text(v) for v in values] for column, values in release.domains},
         "key_selection_delta": None if release.selection is None else release.selection.delta,
+        "shared_blanket": release.shared_blanket,
     }
 
 
@@ -152,6 +158,7 @@ def release_from_spec(
         spec.get("keys") or None,
         key_selection_delta=None if selection is None else float(selection),
         num_targets=num_targets,
+        shared_blanket=bool(spec.get("shared_blanket", True)),
     )
 
 
@@ -177,14 +184,15 @@ def bind_release(
     *,
     key_selection_delta: float | None = None,
     num_targets: int,
+    shared_blanket: bool = True,
 ) -> Release:
     """The release of ``bound`` (a query bound with ``bounds``, see ``bind_sql``).
 
     ``keys`` gives grouping columns their public domains; a grouping set with a column
     without one has its keys selected by a threshold when ``key_selection_delta`` is given
     (``bound`` then has a COUNT, see ``bind_sql(count_rows=True)``). ``num_targets`` is T, the
-    compute nodes of each grouping set with keys: whether one of them owns several released
-    keys sets the sensitivity ([`joint_views`][]).
+    compute nodes of each grouping set with keys, and ``shared_blanket`` whether the traffic
+    may run scramblers with sampling: they set the sensitivities ([`joint_views`][]).
 
     Raises:
         InvalidParameterError: a grouping column without a key domain (and no key
@@ -232,9 +240,15 @@ def bind_release(
                 "None when every grouping set's keys have a public domain (keys=)",
                 key_selection_delta,
             )
-    views = joint_views(bound, domains, selected, num_targets=num_targets)
-    noises = calibrate_noise(mechanism, _released_aggregates(bound, views))
-    release = Release(mechanism, noises, tuple(sorted(domains.items())))
+    views = joint_views(
+        bound, domains, selected, num_targets=num_targets, shared_blanket=shared_blanket
+    )
+    noises = calibrate_noise(
+        mechanism, _released_aggregates(bound, views), shared_blanket=shared_blanket
+    )
+    release = Release(
+        mechanism, noises, tuple(sorted(domains.items())), None, views, shared_blanket
+    )
     if key_selection_delta is None:
         return release
     return _with_selection(bound, release, selected, key_selection_delta)
@@ -246,20 +260,21 @@ def joint_views(
     selected: Sequence[int],
     *,
     num_targets: int,
+    shared_blanket: bool = True,
 ) -> tuple[JointView, ...]:
-    """Each grouping set's `JointView` for the sensitivity, valid for every countermeasure.
+    """Each grouping set's `JointView` for the sensitivity.
 
-    The release is bound before the countermeasure is chosen, so the view is the one that
-    holds under scramblers with sampling (``one-other``; the smaller ``own-row`` of local
-    sampling and flooding is not used). A grouping set whose keys are selected by a threshold
-    (not public), or whose public domain puts two keys on one compute node (hashed as the
-    sources hash them, `node_of_key`), is ``one-other-shared-node``. The empty set's view
-    does not matter (one cell).
+    Without ``shared_blanket`` (no scramblers with sampling: each source's tuple arrives
+    independently of the others given the traffic) every set is ``own-row``. With it, a set
+    whose keys are selected by a threshold (not public), or whose public domain puts two keys
+    on one compute node (hashed as the sources hash them, `node_of_key`), is
+    ``one-other-shared-node``, the others ``one-other``. The empty set's view does not
+    matter (one cell).
     """
     types = dict(bound.schema)
     views: list[JointView] = []
     for index, columns in enumerate(bound.grouping_sets):
-        if not columns:
+        if not columns or not shared_blanket:
             views.append("own-row")
         elif index in selected or _shares_a_node(
             [[_row_value(v, types.get(c, "VARCHAR")) for v in domains[c]] for c in columns],
@@ -354,7 +369,7 @@ def _with_selection(
         raise InvalidParameterError(
             "release", "a COUNT to select keys with (bind_sql(count_rows=True))", None
         )
-    distances = selection_distances(len(selected))
+    distances = selection_distances(len(selected), cells_per_set=3 if release.shared_blanket else 2)
     threshold = _smallest_threshold(count, distances, delta)
     loss, accounted = _threshold_map(_threshold_measurement(count, threshold), count, distances)
     rest = _rest_sensitivity(count.sensitivity, distances)
