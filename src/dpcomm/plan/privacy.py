@@ -484,6 +484,11 @@ class ReleaseComposition:
     delta: float
 
 
+#: Scrambler methods whose bound holds for the view the joint theorem augments: Lemma 2's
+#: (the blanket told) and R_σ's (every source's output told).
+JOINT_VIEW_METHODS = frozenset({"exact", "hoeffding", "bennett", "post-processing"})
+
+
 def _check_bound_for(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> None:
     """Refuse a release calibrated without the scramblers' shared blanket on traffic with it.
 
@@ -509,15 +514,14 @@ def _joint_traffic_epsilon(plan: PlanGuarantee) -> float:
     traffic guarantee that holds for a view in which the observer is also told which sources
     took R_σ's uniform branch (Lemma 2's pair) or every source's R_σ output (the
     post-processing pair): every accountant's method is of that kind except the exact
-    enumeration of a capped scrambler, which bounds the scrambler's output alone. A plan with
-    such a cluster is therefore accounted here through its paths' pairs, in which a capped
-    scrambler is represented by its sources' R_σ (`dpcomm.accounting.pld.scrambler_pair`).
+    enumeration of a (tiny) scrambler, which bounds the scrambler's output alone. A plan with
+    such a cluster is therefore accounted here through its paths' pairs: Lemma 2's for an
+    uncapped scrambler, its sources' R_σ for a capped one (`dpcomm.accounting.pld.scrambler_pair`).
     """
     traffic = plan.guarantee
     enumerated = any(
         isinstance(part.mechanism, ScramblerMechanism)
-        and part.mechanism.capped
-        and part.guarantee.method != "post-processing"
+        and part.guarantee.method not in JOINT_VIEW_METHODS
         for cluster in plan.clusters
         for part in cluster.parts
     )
