@@ -491,7 +491,12 @@ class AggregateProgram:
     def codec(self) -> AggregateCodec:
         """How the tuples, outputs and sources' rows travel."""
         return AggregateCodec(
-            self.query, self.columns, self.flow_names, self.num_sources, self.max_groups
+            self.query,
+            self.columns,
+            self.flow_names,
+            self.num_sources,
+            self.max_groups,
+            released=self.release is not None,
         )
 
     def source_rows(self) -> Table:
