@@ -40,6 +40,7 @@ from dpcomm.data.points import TablePoints
 from dpcomm.engine.engines import Engine
 from dpcomm.engine.report import EfficiencyReport, PrivacyReport, Report
 from dpcomm.engine.runs import AggregateRun, KMeansRun
+from dpcomm.engine.utility import ReleaseUtility
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
@@ -279,9 +280,14 @@ def _print_efficiency(efficiency: EfficiencyReport) -> None:
     )
     print(
         f"  secure channels per node: max {efficiency.max_channels_per_node:,}, "
-        f"mean {efficiency.mean_channels_per_node:.2f} "
-        f"(non-private: max {efficiency.max_channels_per_node_nonprivate:,}, "
-        f"mean {efficiency.mean_channels_per_node_nonprivate:.2f})"
+        f"mean {efficiency.mean_channels_per_node:.2f}"
+        + (
+            ""
+            if efficiency.max_channels_per_node_nonprivate is None
+            or efficiency.mean_channels_per_node_nonprivate is None
+            else f" (non-private: max {efficiency.max_channels_per_node_nonprivate:,}, "
+            f"mean {efficiency.mean_channels_per_node_nonprivate:.2f})"
+        )
     )
     roles = ", ".join(f"{k} {v:,}" for k, v in efficiency.max_channels_by_role.items())
     print(f"  max channels by role: {roles}")
@@ -294,10 +300,13 @@ def _print_efficiency(efficiency: EfficiencyReport) -> None:
         + (f" (sources per scrambler: {batches})" if batches else "")
         + f"; extra consents to keep the non-private utility: {efficiency.extra_consents:,}"
     )
-    print(
-        f"  {efficiency.engine} engine: {efficiency.seconds:.2f} s "
-        f"({efficiency.messages_per_second:,.0f} messages/s)"
-    )
+    if efficiency.seconds is None or efficiency.messages_per_second is None:
+        print(f"  {efficiency.engine} engine (its timing is withheld under a noisy release)")
+    else:
+        print(
+            f"  {efficiency.engine} engine: {efficiency.seconds:.2f} s "
+            f"({efficiency.messages_per_second:,.0f} messages/s)"
+        )
 
 
 def _print_seed(report: Report[Any]) -> None:
@@ -331,6 +340,26 @@ def _print_release(release: Any) -> None:
         print(f"  {release.key_selection.describe()}")
 
 
+def _print_expected_utility(utility: ReleaseUtility) -> None:
+    """A release's expected utility: public quantities only, never a comparison with the data."""
+    print("Utility (expected, from public quantities; the release is not compared with the data):")
+    for name, p in utility.delivery_probability.items():
+        bias = utility.sampling_relative_bias[name]
+        text = (
+            f"  {name}: delivery probability P = {p:.4g}, about "
+            f"{utility.expected_tuples_used[name]:,.0f} of {utility.sources:,} tuples used; "
+            f"{utility.groups_released[name]:,} groups released"
+        )
+        if bias > 0:
+            text += f"; COUNT and SUM expected {bias:.1%} below their value over every tuple"
+        print(text)
+    for label, deviation in utility.noise_standard_deviation.items():
+        print(
+            f"  {label}: noise standard deviation {deviation:.4g} "
+            f"(95% within ±{utility.noise_half_width_95[label]:.4g})"
+        )
+
+
 def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     """The text report of an Aggregate run (any engine)."""
     report = outcome.report
@@ -358,6 +387,11 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
         _print_release(report.release)
     print()
     utility = report.utility
+    if isinstance(utility, ReleaseUtility):
+        _print_expected_utility(utility)
+        print()
+        _print_efficiency(report.efficiency)
+        return
     print("Utility:")
     for item in utility.grouping_sets:
         print(
