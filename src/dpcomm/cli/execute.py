@@ -511,6 +511,11 @@ def add_aggregate_options(
         add_release_options(parser)
 
 
+#: ε of a release without ``--release-epsilon``, δ of a Gaussian one without ``--release-delta``.
+DEFAULT_RELEASE_EPSILON = 1.0
+DEFAULT_RELEASE_DELTA = 1e-6
+
+
 def add_release_options(parser: argparse.ArgumentParser) -> None:
     """The noisy release's options (what `release_options` reads).
 
@@ -529,16 +534,17 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--release-epsilon",
         type=float,
-        default=1.0,
+        default=None,
         metavar="E",
-        help="ε of the release, split equally among its aggregates (default 1)",
+        help="with --release: ε of the release, split equally among its aggregates "
+        f"(default {DEFAULT_RELEASE_EPSILON:g})",
     )
     parser.add_argument(
         "--release-delta",
         type=float,
-        default=1e-6,
+        default=None,
         metavar="D",
-        help="δ of a Gaussian release (default 1e-6)",
+        help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
     )
     parser.add_argument(
         "--bounds",
@@ -721,24 +727,40 @@ def execute_aggregate(
     return outcome, source
 
 
+#: The options of a noisy release that mean nothing without ``--release`` (flag, attribute).
+RELEASE_ONLY_OPTIONS = (
+    ("--release-epsilon", "release_epsilon"),
+    ("--release-delta", "release_delta"),
+    ("--bounds", "bounds"),
+    ("--keys", "keys"),
+    ("--key-selection-delta", "key_selection_delta"),
+)
+
+
 def release_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``release``, ``bounds``, ``keys`` and ``key_selection_delta`` of `dpcomm.run_sql`."""
-    if args.release is None:
-        for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
-            if given:
-                raise InvalidParameterError(flag, "only with --release", given[0])
-        if args.key_selection_delta is not None:
-            raise InvalidParameterError(
-                "--key-selection-delta", "only with --release", args.key_selection_delta
-            )
+    """``release``, ``bounds``, ``keys`` and ``key_selection_delta`` of `dpcomm.run_sql`.
+
+    Every release option without ``--release`` is refused (it would run exactly and print
+    exact values), as is ``--release-delta`` with a Laplace release (whose δ is 0).
+    """
+    if getattr(args, "release", None) is None:
+        for flag, name in RELEASE_ONLY_OPTIONS:
+            given = getattr(args, name, None)
+            if given is not None and given != []:
+                shown = given[0] if isinstance(given, list) else given
+                raise InvalidParameterError(flag, "only with --release", shown)
         return {}
     from dpcomm.accounting.release import Gaussian, Laplace
 
-    release = (
-        Laplace(args.release_epsilon)
-        if args.release == "laplace"
-        else Gaussian(args.release_epsilon, args.release_delta)
-    )
+    epsilon = DEFAULT_RELEASE_EPSILON if args.release_epsilon is None else args.release_epsilon
+    if args.release == "laplace" and args.release_delta is not None:
+        raise InvalidParameterError(
+            "--release-delta",
+            "only with --release gaussian (a Laplace release has δ = 0)",
+            args.release_delta,
+        )
+    delta = DEFAULT_RELEASE_DELTA if args.release_delta is None else args.release_delta
+    release = Laplace(epsilon) if args.release == "laplace" else Gaussian(epsilon, delta)
     return {
         "release": release,
         "bounds": parse_bounds(args.bounds),
