@@ -111,6 +111,19 @@ def _bounds(bounds: object) -> dict[str, tuple[float, float]]:
     return checked
 
 
+def _check_bounds_read(bounds: object, bound: BoundAggregate) -> None:
+    """Refuse a bound on a column no SUM or AVG reads (it would be ignored)."""
+    if not isinstance(bounds, Mapping):
+        return
+    clamped = {column.lower() for _, column, _, _ in bound.clamps}
+    for name in bounds:
+        if str(name).lower() not in clamped:
+            read = ", ".join(sorted({column for _, column, _, _ in bound.clamps})) or "none"
+            raise InvalidParameterError(
+                "bounds", f"bounds of the columns a SUM or AVG reads ({read})", name
+            )
+
+
 def grouping_set_label(columns: tuple[str, ...]) -> str:
     """``(A, B)`` for a grouping set, ``()`` for the empty one."""
     return "(" + ", ".join(columns) + ")"
@@ -239,6 +252,8 @@ class AggregateProgram:
         noisy = None
         if release is not None:
             from dpcomm.queries.release import bind_release
+
+            _check_bounds_read(bounds, bound)
 
             noisy = bind_release(bound, release, keys, key_selection_delta=key_selection_delta)
         program = cls(
