@@ -275,7 +275,9 @@ def _print_efficiency(efficiency: EfficiencyReport) -> None:
     print("Efficiency (against the same plan without countermeasures):")
     print(
         f"  messages: {efficiency.messages:,} vs {efficiency.messages_nonprivate:,} "
-        f"(×{efficiency.message_overhead:.2f}; {efficiency.dummy_messages:,} dummies); "
+        f"(×{efficiency.message_overhead:.2f}"
+        + ("" if efficiency.dummy_messages is None else f"; {efficiency.dummy_messages:,} dummies")
+        + "); "
         f"bytes: {efficiency.bytes:,} ({efficiency.frame_bytes} B frames)"
     )
     print(

@@ -216,11 +216,15 @@ def privacy_report(privacy: PlanGuarantee) -> PrivacyReport:
 
 @dataclass(frozen=True)
 class FlowTrafficReport:
-    """What the observer saw of one routed flow: messages, dummies among them, edges."""
+    """What the observer saw of one routed flow: messages, dummies among them, edges.
+
+    ``dummies`` is None under a noisy release: the observer cannot tell dummies from real
+    messages, and their count follows the data (where the sampled tuples went).
+    """
 
     flow: str
     messages: int
-    dummies: int
+    dummies: int | None
     edges: int
 
 
@@ -232,7 +236,8 @@ class EfficiencyReport:
         messages: every message sent, dummies included.
         messages_nonprivate: the baseline's messages.
         message_overhead: ``messages / messages_nonprivate`` (NaN without baseline messages).
-        dummy_messages: messages that carry no real tuple.
+        dummy_messages: messages that carry no real tuple (None under a noisy release: the
+            observer cannot tell them apart, and their count follows the data).
         bytes: messages times the frame size.
         bytes_nonprivate: the baseline's bytes.
         frame_bytes: the size every message is padded to.
@@ -255,7 +260,7 @@ class EfficiencyReport:
     messages: int
     messages_nonprivate: int
     message_overhead: float
-    dummy_messages: int
+    dummy_messages: int | None
     bytes: int
     bytes_nonprivate: int
     frame_bytes: int
@@ -282,9 +287,10 @@ def efficiency_report(run: Run, baseline: Run, *, released: bool = False) -> Eff
     """Messages, bytes, channels and consents of ``run``, beside the non-private ``baseline``.
 
     ``released`` (a noisy release): only what the observer of the traffic sees (accounted by
-    the plan's guarantee, composed with the release's), what public parameters give and
-    counts of the countermeasure's own coins; not the baseline's channels (the traffic of
-    the exact data) nor the wall time (which may depend on the data).
+    the plan's guarantee, composed with the release's) and what public parameters give; not
+    the dummies among the messages (the observer cannot tell them apart, and their count
+    follows the data), the baseline's channels (the traffic of the exact data) nor the wall
+    time (which may depend on the data).
     """
     mine, base = run.efficiency, baseline.efficiency
     seconds = None if released else run.seconds
@@ -292,7 +298,7 @@ def efficiency_report(run: Run, baseline: Run, *, released: bool = False) -> Eff
         messages=mine.messages,
         messages_nonprivate=base.messages,
         message_overhead=mine.messages / base.messages if base.messages else math.nan,
-        dummy_messages=mine.dummy_messages,
+        dummy_messages=None if released else mine.dummy_messages,
         bytes=mine.bytes,
         bytes_nonprivate=base.bytes,
         frame_bytes=mine.frame_bytes,
@@ -313,7 +319,9 @@ def efficiency_report(run: Run, baseline: Run, *, released: bool = False) -> Eff
         if seconds is None
         else (mine.messages / seconds if seconds > 0 else math.nan),
         traffic=tuple(
-            FlowTrafficReport(flow.flow, flow.messages, flow.dummies, flow.edges)
+            FlowTrafficReport(
+                flow.flow, flow.messages, None if released else flow.dummies, flow.edges
+            )
             for flow in run.traffic
         ),
     )
