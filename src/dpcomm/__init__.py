@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from dpcomm.budget.budget import BudgetExceededError as BudgetExceededError
     from dpcomm.engine.runs import AggregateRun as AggregateRun
     from dpcomm.engine.runs import KMeansRun as KMeansRun
+    from dpcomm.engine.runs import compare_with_exact as compare_with_exact
     from dpcomm.plan.countermeasures import LocalFlooding as LocalFlooding
     from dpcomm.plan.countermeasures import NoCountermeasure as NoCountermeasure
     from dpcomm.plan.countermeasures import Scramblers as Scramblers
@@ -91,6 +92,7 @@ __all__ = [
     "__version__",
     "account",
     "calibrate",
+    "compare_with_exact",
     "datasets",
     "kmeans",
     "run_sql",

@@ -71,6 +71,12 @@ BASELINES = {
         "capped": False,
     },
     dpcomm.datasets.synthetic: {"rows": 10, "seed": 1, "distribution": "uniform"},
+    dpcomm.compare_with_exact: {
+        "run": dpcomm.run_sql(
+            "SELECT g, COUNT(*) FROM t GROUP BY g", FRAME, countermeasure=NONE, num_targets=2,
+            seed=1, release=dpcomm.Laplace(1.0), keys={"g": [1, 2, 3]},
+        ),
+    },
 }  # fmt: skip
 
 #: What else an error may name when one parameter is bad: the parameter it must agree with.

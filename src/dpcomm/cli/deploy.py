@@ -145,7 +145,7 @@ KMEANS_ONLY_OPTIONS = {
     "sources": None,
     "drop_non_finite": False,
 }
-AGGREGATE_ONLY_OPTIONS = {
+AGGREGATE_ONLY_OPTIONS: dict[str, object] = {
     "sql": None,
     "synthetic": None,
     "diabetes": False,
@@ -155,6 +155,12 @@ AGGREGATE_ONLY_OPTIONS = {
     "max_text_bytes": DEFAULT_TEXT_BYTES,
     "rows": 20,
     "estimate": "delivered",
+    "release": None,
+    "release_epsilon": None,
+    "release_delta": None,
+    "bounds": [],
+    "keys": [],
+    "key_selection_delta": None,
 }
 
 

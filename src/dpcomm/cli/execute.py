@@ -40,6 +40,7 @@ from dpcomm.data.points import TablePoints
 from dpcomm.engine.engines import Engine
 from dpcomm.engine.report import EfficiencyReport, PrivacyReport, Report
 from dpcomm.engine.runs import AggregateRun, KMeansRun
+from dpcomm.engine.utility import ReleaseUtility
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
@@ -274,14 +275,21 @@ def _print_efficiency(efficiency: EfficiencyReport) -> None:
     print("Efficiency (against the same plan without countermeasures):")
     print(
         f"  messages: {efficiency.messages:,} vs {efficiency.messages_nonprivate:,} "
-        f"(×{efficiency.message_overhead:.2f}; {efficiency.dummy_messages:,} dummies); "
+        f"(×{efficiency.message_overhead:.2f}"
+        + ("" if efficiency.dummy_messages is None else f"; {efficiency.dummy_messages:,} dummies")
+        + "); "
         f"bytes: {efficiency.bytes:,} ({efficiency.frame_bytes} B frames)"
     )
     print(
         f"  secure channels per node: max {efficiency.max_channels_per_node:,}, "
-        f"mean {efficiency.mean_channels_per_node:.2f} "
-        f"(non-private: max {efficiency.max_channels_per_node_nonprivate:,}, "
-        f"mean {efficiency.mean_channels_per_node_nonprivate:.2f})"
+        f"mean {efficiency.mean_channels_per_node:.2f}"
+        + (
+            ""
+            if efficiency.max_channels_per_node_nonprivate is None
+            or efficiency.mean_channels_per_node_nonprivate is None
+            else f" (non-private: max {efficiency.max_channels_per_node_nonprivate:,}, "
+            f"mean {efficiency.mean_channels_per_node_nonprivate:.2f})"
+        )
     )
     roles = ", ".join(f"{k} {v:,}" for k, v in efficiency.max_channels_by_role.items())
     print(f"  max channels by role: {roles}")
@@ -294,10 +302,13 @@ def _print_efficiency(efficiency: EfficiencyReport) -> None:
         + (f" (sources per scrambler: {batches})" if batches else "")
         + f"; extra consents to keep the non-private utility: {efficiency.extra_consents:,}"
     )
-    print(
-        f"  {efficiency.engine} engine: {efficiency.seconds:.2f} s "
-        f"({efficiency.messages_per_second:,.0f} messages/s)"
-    )
+    if efficiency.seconds is None or efficiency.messages_per_second is None:
+        print(f"  {efficiency.engine} engine (its timing is withheld under a noisy release)")
+    else:
+        print(
+            f"  {efficiency.engine} engine: {efficiency.seconds:.2f} s "
+            f"({efficiency.messages_per_second:,.0f} messages/s)"
+        )
 
 
 def _print_seed(report: Report[Any]) -> None:
@@ -331,6 +342,26 @@ def _print_release(release: Any) -> None:
         print(f"  {release.key_selection.describe()}")
 
 
+def _print_expected_utility(utility: ReleaseUtility) -> None:
+    """A release's expected utility: public quantities only, never a comparison with the data."""
+    print("Utility (expected, from public quantities; the release is not compared with the data):")
+    for name, p in utility.delivery_probability.items():
+        bias = utility.sampling_relative_bias[name]
+        text = (
+            f"  {name}: delivery probability P = {p:.4g}, about "
+            f"{utility.expected_tuples_used[name]:,.0f} of {utility.sources:,} tuples used; "
+            f"{utility.groups_released[name]:,} groups released"
+        )
+        if bias > 0:
+            text += f"; COUNT and SUM expected {bias:.1%} below their value over every tuple"
+        print(text)
+    for label, deviation in utility.noise_standard_deviation.items():
+        print(
+            f"  {label}: noise standard deviation {deviation:.4g} "
+            f"(95% within ±{utility.noise_half_width_95[label]:.4g})"
+        )
+
+
 def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
     """The text report of an Aggregate run (any engine)."""
     report = outcome.report
@@ -358,6 +389,11 @@ def print_aggregate(outcome: AggregateRun, source: str, rows: int) -> None:
         _print_release(report.release)
     print()
     utility = report.utility
+    if isinstance(utility, ReleaseUtility):
+        _print_expected_utility(utility)
+        print()
+        _print_efficiency(report.efficiency)
+        return
     print("Utility:")
     for item in utility.grouping_sets:
         print(
@@ -477,6 +513,11 @@ def add_aggregate_options(
         add_release_options(parser)
 
 
+#: ε of a release without ``--release-epsilon``, δ of a Gaussian one without ``--release-delta``.
+DEFAULT_RELEASE_EPSILON = 1.0
+DEFAULT_RELEASE_DELTA = 1e-6
+
+
 def add_release_options(parser: argparse.ArgumentParser) -> None:
     """The noisy release's options (what `release_options` reads).
 
@@ -495,16 +536,17 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--release-epsilon",
         type=float,
-        default=1.0,
+        default=None,
         metavar="E",
-        help="ε of the release, split equally among its aggregates (default 1)",
+        help="with --release: ε of the release, split equally among its aggregates "
+        f"(default {DEFAULT_RELEASE_EPSILON:g})",
     )
     parser.add_argument(
         "--release-delta",
         type=float,
-        default=1e-6,
+        default=None,
         metavar="D",
-        help="δ of a Gaussian release (default 1e-6)",
+        help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
     )
     parser.add_argument(
         "--bounds",
@@ -687,24 +729,40 @@ def execute_aggregate(
     return outcome, source
 
 
+#: The options of a noisy release that mean nothing without ``--release`` (flag, attribute).
+RELEASE_ONLY_OPTIONS = (
+    ("--release-epsilon", "release_epsilon"),
+    ("--release-delta", "release_delta"),
+    ("--bounds", "bounds"),
+    ("--keys", "keys"),
+    ("--key-selection-delta", "key_selection_delta"),
+)
+
+
 def release_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``release``, ``bounds``, ``keys`` and ``key_selection_delta`` of `dpcomm.run_sql`."""
-    if args.release is None:
-        for flag, given in (("--bounds", args.bounds), ("--keys", args.keys)):
-            if given:
-                raise InvalidParameterError(flag, "only with --release", given[0])
-        if args.key_selection_delta is not None:
-            raise InvalidParameterError(
-                "--key-selection-delta", "only with --release", args.key_selection_delta
-            )
+    """``release``, ``bounds``, ``keys`` and ``key_selection_delta`` of `dpcomm.run_sql`.
+
+    Every release option without ``--release`` is refused (it would run exactly and print
+    exact values), as is ``--release-delta`` with a Laplace release (whose δ is 0).
+    """
+    if getattr(args, "release", None) is None:
+        for flag, name in RELEASE_ONLY_OPTIONS:
+            given = getattr(args, name, None)
+            if given is not None and given != []:
+                shown = given[0] if isinstance(given, list) else given
+                raise InvalidParameterError(flag, "only with --release", shown)
         return {}
     from dpcomm.accounting.release import Gaussian, Laplace
 
-    release = (
-        Laplace(args.release_epsilon)
-        if args.release == "laplace"
-        else Gaussian(args.release_epsilon, args.release_delta)
-    )
+    epsilon = DEFAULT_RELEASE_EPSILON if args.release_epsilon is None else args.release_epsilon
+    if args.release == "laplace" and args.release_delta is not None:
+        raise InvalidParameterError(
+            "--release-delta",
+            "only with --release gaussian (a Laplace release has δ = 0)",
+            args.release_delta,
+        )
+    delta = DEFAULT_RELEASE_DELTA if args.release_delta is None else args.release_delta
+    release = Laplace(epsilon) if args.release == "laplace" else Gaussian(epsilon, delta)
     return {
         "release": release,
         "bounds": parse_bounds(args.bounds),

@@ -549,7 +549,7 @@ def command_plan(args: argparse.Namespace) -> int:
         if plot.suffix.lower() not in PLOT_FORMATS:
             raise InvalidParameterError("--plot", f"a {', '.join(PLOT_FORMATS)} file", args.plot)
     if args.release is None:
-        release_options(args)  # refuses --bounds, --keys, --key-selection-delta without it
+        release_options(args)  # refuses every release option without it
     elif args.sql is None or args.data is None:
         raise InvalidParameterError(
             "--release", "given with --sql and --data (the query's aggregates)", args.release

@@ -20,7 +20,7 @@ from dpcomm._json import json_ready
 from dpcomm.accounting.mechanisms import ScramblerMechanism
 from dpcomm.engine.estimate import ESTIMATE_SEMANTICS, EstimateReport
 from dpcomm.engine.run import Run, RunDetails
-from dpcomm.engine.utility import AggregateUtility, KMeansUtility
+from dpcomm.engine.utility import AggregateUtility, KMeansUtility, ReleaseUtility
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import NoCountermeasure
 from dpcomm.plan.privacy import ClusterGuarantee, PlanGuarantee
@@ -216,11 +216,15 @@ def privacy_report(privacy: PlanGuarantee) -> PrivacyReport:
 
 @dataclass(frozen=True)
 class FlowTrafficReport:
-    """What the observer saw of one routed flow: messages, dummies among them, edges."""
+    """What the observer saw of one routed flow: messages, dummies among them, edges.
+
+    ``dummies`` is None under a noisy release: the observer cannot tell dummies from real
+    messages, and their count follows the data (where the sampled tuples went).
+    """
 
     flow: str
     messages: int
-    dummies: int
+    dummies: int | None
     edges: int
 
 
@@ -232,42 +236,45 @@ class EfficiencyReport:
         messages: every message sent, dummies included.
         messages_nonprivate: the baseline's messages.
         message_overhead: ``messages / messages_nonprivate`` (NaN without baseline messages).
-        dummy_messages: messages that carry no real tuple.
+        dummy_messages: messages that carry no real tuple (None under a noisy release: the
+            observer cannot tell them apart, and their count follows the data).
         bytes: messages times the frame size.
         bytes_nonprivate: the baseline's bytes.
         frame_bytes: the size every message is padded to.
         max_channels_per_node: the most secure channels (distinct peers) of one node.
         mean_channels_per_node: their mean over the nodes that have any.
-        max_channels_per_node_nonprivate: the baseline's most channels of one node.
-        mean_channels_per_node_nonprivate: the baseline's mean.
+        max_channels_per_node_nonprivate: the baseline's most channels of one node (None
+            under a noisy release: the non-private traffic is the data's).
+        mean_channels_per_node_nonprivate: the baseline's mean (None under a release).
         max_channels_by_role: the most channels of one node, per role.
         num_scramblers: scramblers of the plan.
         batch_sizes: per scrambled flow, the distinct batch sizes, largest first.
         extra_consents: S_t − S, the sources to add to keep the non-private utility.
         engine: the engine's name.
-        seconds: wall time of the run.
-        messages_per_second: ``messages / seconds``.
+        seconds: wall time of the run (None under a noisy release: a timing may depend on
+            the data).
+        messages_per_second: ``messages / seconds`` (None under a noisy release).
         traffic: every routed flow's messages, in plan order.
     """
 
     messages: int
     messages_nonprivate: int
     message_overhead: float
-    dummy_messages: int
+    dummy_messages: int | None
     bytes: int
     bytes_nonprivate: int
     frame_bytes: int
     max_channels_per_node: int
     mean_channels_per_node: float
-    max_channels_per_node_nonprivate: int
-    mean_channels_per_node_nonprivate: float
+    max_channels_per_node_nonprivate: int | None
+    mean_channels_per_node_nonprivate: float | None
     max_channels_by_role: Mapping[str, int]
     num_scramblers: int
     batch_sizes: Mapping[str, tuple[int, ...]]
     extra_consents: int
     engine: str
-    seconds: float
-    messages_per_second: float
+    seconds: float | None
+    messages_per_second: float | None
     traffic: tuple[FlowTrafficReport, ...]
 
     def to_dict(self) -> dict[str, Any]:
@@ -276,22 +283,29 @@ class EfficiencyReport:
         return document
 
 
-def efficiency_report(run: Run, baseline: Run) -> EfficiencyReport:
-    """Messages, bytes, channels and consents of ``run``, beside the non-private ``baseline``."""
+def efficiency_report(run: Run, baseline: Run, *, released: bool = False) -> EfficiencyReport:
+    """Messages, bytes, channels and consents of ``run``, beside the non-private ``baseline``.
+
+    ``released`` (a noisy release): only what the observer of the traffic sees (accounted by
+    the plan's guarantee, composed with the release's) and what public parameters give; not
+    the dummies among the messages (the observer cannot tell them apart, and their count
+    follows the data), the baseline's channels (the traffic of the exact data) nor the wall
+    time (which may depend on the data).
+    """
     mine, base = run.efficiency, baseline.efficiency
-    seconds = run.seconds
+    seconds = None if released else run.seconds
     return EfficiencyReport(
         messages=mine.messages,
         messages_nonprivate=base.messages,
         message_overhead=mine.messages / base.messages if base.messages else math.nan,
-        dummy_messages=mine.dummy_messages,
+        dummy_messages=None if released else mine.dummy_messages,
         bytes=mine.bytes,
         bytes_nonprivate=base.bytes,
         frame_bytes=mine.frame_bytes,
         max_channels_per_node=mine.max_channels,
         mean_channels_per_node=mine.mean_channels,
-        max_channels_per_node_nonprivate=base.max_channels,
-        mean_channels_per_node_nonprivate=base.mean_channels,
+        max_channels_per_node_nonprivate=None if released else base.max_channels,
+        mean_channels_per_node_nonprivate=None if released else base.mean_channels,
         max_channels_by_role=dict(mine.max_channels_by_role),
         num_scramblers=run.transformed.num_scramblers(),
         batch_sizes={
@@ -301,9 +315,13 @@ def efficiency_report(run: Run, baseline: Run) -> EfficiencyReport:
         extra_consents=run.extra_consents(),
         engine=run.engine,
         seconds=seconds,
-        messages_per_second=mine.messages / seconds if seconds > 0 else math.nan,
+        messages_per_second=None
+        if seconds is None
+        else (mine.messages / seconds if seconds > 0 else math.nan),
         traffic=tuple(
-            FlowTrafficReport(flow.flow, flow.messages, flow.dummies, flow.edges)
+            FlowTrafficReport(
+                flow.flow, flow.messages, None if released else flow.dummies, flow.edges
+            )
             for flow in run.traffic
         ),
     )
@@ -311,7 +329,7 @@ def efficiency_report(run: Run, baseline: Run) -> EfficiencyReport:
 
 # ----------------------------------------------------------------------------------- report
 
-Utility = TypeVar("Utility", AggregateUtility, KMeansUtility)
+Utility = TypeVar("Utility", AggregateUtility, KMeansUtility, ReleaseUtility)
 
 
 @dataclass(frozen=True)
@@ -325,7 +343,8 @@ class Report(Generic[Utility]):
         seed: the seed every draw followed from (None: fresh operating-system entropy).
         privacy: the plan's and every cluster's guarantee.
         efficiency: the costs, beside the non-private baseline.
-        utility: what the result lost ([`AggregateUtility`][] or [`KMeansUtility`][]).
+        utility: what the result lost ([`AggregateUtility`][] or [`KMeansUtility`][]); under
+            a noisy release, the expected error from public quantities ([`ReleaseUtility`][]).
         sql: the Aggregate query (None for K-means).
         estimate: how the result's values were estimated (None: exact over the delivered
             tuples); then ``result_semantics`` and ``utility`` describe the estimates.
@@ -398,7 +417,7 @@ class Report(Generic[Utility]):
                 f"with the noisy release ε = {self.release.epsilon:.4g} at "
                 f"δ = {self.release.delta:g}"
             )
-        if isinstance(self.utility, AggregateUtility) and self.utility.sources:
+        if isinstance(self.utility, AggregateUtility | ReleaseUtility) and self.utility.sources:
             parts.append(rows_used(self.utility))
         parts.append(f"{self.efficiency.messages:,} messages")
         return ", ".join(parts)
@@ -512,14 +531,22 @@ class ReleaseReport:
     key_selection: KeySelectionReport | None = None
 
 
-def rows_used(utility: AggregateUtility) -> str:
+def rows_used(utility: AggregateUtility | ReleaseUtility) -> str:
     """``8,093 of 10,000 rows used``; per grouping set when there are several.
+
+    Under a noisy release, the rows expected used (P × S: public), never the count.
 
     Examples:
         >>> from dpcomm.engine.utility import AggregateUtility
         >>> rows_used(AggregateUtility(344, {"(a)": 300, "(b)": 290}, (), 0, 0, {}, {}))
         '(a) 300, (b) 290 of 344 rows used'
     """
+    if isinstance(utility, ReleaseUtility):
+        expected = utility.expected_tuples_used
+        if len(expected) == 1:
+            return f"about {next(iter(expected.values())):,.0f} of {utility.sources:,} rows used"
+        shown = ", ".join(f"{name} {count:,.0f}" for name, count in expected.items())
+        return f"about {shown} of {utility.sources:,} rows used"
     used = utility.tuples_used
     if len(used) == 1:
         return f"{next(iter(used.values())):,} of {utility.sources:,} rows used"
@@ -528,9 +555,13 @@ def rows_used(utility: AggregateUtility) -> str:
 
 
 def run_report(
-    run: Run, baseline: Run, utility: Utility, *, sql: str | None = None
+    run: Run, baseline: Run, utility: Utility, *, sql: str | None = None, released: bool = False
 ) -> Report[Utility]:
-    """The report of ``run`` against its non-private ``baseline``, with its ``utility``."""
+    """The report of ``run`` against its non-private ``baseline``, with its ``utility``.
+
+    ``released``: the run has a noisy release (the efficiency says nothing of the data:
+    [`efficiency_report`][]).
+    """
     if run.privacy is None:
         raise InvalidParameterError(
             "run", "an accounted run (delta given)", "a run without privacy"
@@ -547,7 +578,7 @@ def run_report(
         countermeasure=described[0] if len(described) == 1 else countermeasures,
         seed=run.seed,
         privacy=privacy_report(run.privacy),
-        efficiency=efficiency_report(run, baseline),
+        efficiency=efficiency_report(run, baseline, released=released),
         utility=utility,
         sql=sql,
         details=run.details,

@@ -17,17 +17,19 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.engine.engines import Engine, MemoryEngine
-from dpcomm.engine.estimate import released_estimate, unbiased_estimate
+from dpcomm.engine.estimate import delivery_probabilities, released_estimate, unbiased_estimate
 from dpcomm.engine.released import release_report
-from dpcomm.engine.report import Report, run_report
+from dpcomm.engine.report import ReleaseReport, Report, run_report
 from dpcomm.engine.run import Run, RunOptions
 from dpcomm.engine.utility import (
     AggregateUtility,
     KMeansUtility,
+    ReleaseUtility,
     aggregate_utility,
     kmeans_utility,
+    release_utility,
 )
-from dpcomm.errors import warn
+from dpcomm.errors import InvalidParameterError, warn
 from dpcomm.plan.countermeasures import Countermeasures
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, evaluate
@@ -47,7 +49,9 @@ class AggregateRun:
             dates): what ``--json`` prints.
         run: the run (delivered tuples, traffic, guarantee).
         baseline: the same plan without countermeasures, not accounted.
-        report: privacy, utility and efficiency.
+        report: privacy, utility and efficiency (under a noisy release, the utility is the
+            expected error from public quantities: [`ReleaseUtility`][]; the published values
+            against the exact result are [`compare_with_exact`][]'s, never the report's).
         estimate_columns: the columns of an estimated result and their DuckDB types (None:
             the query's own, the values of the delivered tuples).
 
@@ -70,7 +74,7 @@ class AggregateRun:
     rows: list[Row]
     run: Run
     baseline: Run
-    report: Report[AggregateUtility]
+    report: Report[AggregateUtility] | Report[ReleaseUtility]
     estimate_columns: tuple[tuple[str, str], ...] | None = None
 
     @property
@@ -102,21 +106,33 @@ class AggregateRun:
         estimates against the exact result. The privacy guarantee is unchanged
         (post-processing). Under a noisy release the estimates are of the released values,
         and their intervals cover the noise too
-        ([`dpcomm.engine.estimate.released_estimate`][]).
+        ([`dpcomm.engine.estimate.released_estimate`][]); the utility stays the expected
+        one (without the sampling's bias, which the estimates remove).
         """
+        columns: tuple[tuple[str, str], ...]
         if self.program.release is not None:
             estimate = released_estimate(self.program, self.run)
+            release = self.report.release
+            if release is None:
+                raise InvalidParameterError("run", "a run whose report has its release", None)
+            released = self.program.core_result(self.run.state)  # drawn once, cached
+            expected = _expected_utility(self.program, self.run, release, released, True)
+            released_report = cast("Report[ReleaseUtility]", self.report)
+            report: Report[AggregateUtility] | Report[ReleaseUtility] = replace(
+                released_report, estimate=estimate.report, utility=expected
+            )
         else:
             estimate = unbiased_estimate(self.program, self.run, self.baseline)
-        utility = aggregate_utility(
-            self.program,
-            self.run,
-            self.baseline,
-            result_is_of_delivered_tuples=self.report.utility.result_is_of_delivered_tuples,
-            results=estimate.per_set,
-            column_names=estimate.error_names or estimate.report.columns,
-        )
-        report = replace(self.report, estimate=estimate.report, utility=utility)
+            utility = aggregate_utility(
+                self.program,
+                self.run,
+                self.baseline,
+                result_is_of_delivered_tuples=_delivered_flag(self.report.utility),
+                results=estimate.per_set,
+                column_names=estimate.error_names or estimate.report.columns,
+            )
+            measured = cast("Report[AggregateUtility]", self.report)
+            report = replace(measured, estimate=estimate.report, utility=utility)
         columns = tuple(zip(estimate.columns, estimate.types, strict=True))
         return replace(self, rows=estimate.rows, report=report, estimate_columns=columns)
 
@@ -248,8 +264,45 @@ def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
     return not differences
 
 
+def _delivered_flag(utility: AggregateUtility | ReleaseUtility) -> bool:
+    """``result_is_of_delivered_tuples`` of a utility (True for a release's expected one)."""
+    return utility.result_is_of_delivered_tuples if isinstance(utility, AggregateUtility) else True
+
+
+def _expected_utility(
+    program: AggregateProgram,
+    run: Run,
+    release: ReleaseReport,
+    released: list[list[Row]],
+    estimated: bool,
+) -> ReleaseUtility:
+    """A release's expected utility: S, P, the released rows' count and the noises only."""
+    return release_utility(
+        sources=program.num_sources,
+        delivery_probability=delivery_probabilities(program, run),
+        released={name: len(rows) for name, rows in zip(program.flow_names, released, strict=True)},
+        noises=[(a.aggregate, a.standard_deviation, a.half_width_95) for a in release.aggregates],
+        estimated=estimated,
+    )
+
+
 def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> AggregateRun:
-    """The [`AggregateRun`][] of ``run`` and its non-private ``baseline``, reported."""
+    """The [`AggregateRun`][] of ``run`` and its non-private ``baseline``, reported.
+
+    Under a noisy release the noise is drawn once (the released rows are the result's and the
+    report's), and nothing of the report compares them with the data: the utility is the
+    expected one ([`ReleaseUtility`][]); [`compare_with_exact`][] is the separate call that
+    does compare them.
+    """
+    if program.release is not None and run.privacy is not None:
+        released = program.core_result(run.state)  # the rows the run released (drawn once)
+        release = release_report(program, run.privacy, released)
+        expected = _expected_utility(program, run, release, released, False)
+        report: Report[AggregateUtility] | Report[ReleaseUtility] = replace(
+            run_report(run, baseline, expected, sql=program.query.sql, released=True),
+            release=release,
+        )
+        return AggregateRun(program, run.result, run, baseline, report)
     utility = aggregate_utility(
         program,
         run,
@@ -257,10 +310,46 @@ def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> Aggrega
         result_is_of_delivered_tuples=result_is_of_delivered_tuples(program, run),
     )
     report = run_report(run, baseline, utility, sql=program.query.sql)
-    if program.release is not None and run.privacy is not None:
-        released = program.core_result(run.state)  # the rows the run released (drawn once)
-        report = replace(report, release=release_report(program, run.privacy, released))
     return AggregateRun(program, run.result, run, baseline, report)
+
+
+def compare_with_exact(run: AggregateRun) -> AggregateUtility:
+    """The published values of ``run`` against the exact result over every tuple.
+
+    For whoever holds the data (benchmarks, tests): every aggregate's relative error
+    against the non-private baseline's exact result, and the groups the run lost. The
+    published values are the run's own (under a noisy release, the rows it released: the
+    noise is not drawn again; estimates when the run has them). Under a release this reveals
+    the data beyond the release: no report, ``--json`` or published output contains it.
+
+    Examples:
+        >>> import dpcomm
+        >>> run = dpcomm.run_sql("SELECT A, COUNT(*) FROM t GROUP BY A", dpcomm.datasets.diabetes(),
+        ...                      countermeasure=dpcomm.NoCountermeasure(), num_targets=3, seed=1,
+        ...                      release=dpcomm.Laplace(1e9), keys={"A": [20, 30]})
+        >>> dpcomm.compare_with_exact(run).mean_relative_error["COUNT(*)"] < 1e-6
+        True
+    """
+    if not isinstance(run, AggregateRun):
+        raise InvalidParameterError("run", "an AggregateRun (what dpcomm.run_sql returns)", run)
+    program = run.program
+    results = None
+    column_names = None
+    if run.report.estimate is not None:
+        if program.release is not None:
+            estimate = released_estimate(program, run.run)
+        else:
+            estimate = unbiased_estimate(program, run.run, run.baseline)
+        results = estimate.per_set
+        column_names = estimate.error_names or estimate.report.columns
+    return aggregate_utility(
+        program,
+        run.run,
+        run.baseline,
+        result_is_of_delivered_tuples=result_is_of_delivered_tuples(program, run.run),
+        results=results,
+        column_names=column_names,
+    )
 
 
 def run_aggregate(

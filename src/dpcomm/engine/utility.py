@@ -3,6 +3,11 @@
 Both results are the two runs' own (the run's, from the tuples it delivered; the baseline's,
 from every tuple): an Aggregate's are read from their final states ([`flow_rows`][]), a
 K-means' Rand indices from their final centroids. Nothing is evaluated a third time.
+
+Under a noisy release the report never compares the published values with the data (nor with
+another draw of the noise): its utility is the *expected* error of what is published, from
+public quantities only ([`ReleaseUtility`][]). A comparison with the exact result is a separate
+call for whoever holds the data (``dpcomm.compare_with_exact``).
 """
 
 from __future__ import annotations
@@ -140,6 +145,75 @@ class KMeansUtility:
         return document
 
 
+@dataclass(frozen=True)
+class ReleaseUtility:
+    """The expected error of a noisy release, from public quantities only.
+
+    Every number is a function of public parameters (S, the countermeasure's delivery
+    probability P, the noise of every released aggregate) and of the released rows (how many
+    there are): none compares the release with the data, so printing it reveals nothing beyond
+    the release. A published COUNT or SUM counts the delivered tuples, each with probability P:
+    it is expected P times the exact value over every tuple (a relative bias of 1 − P; 0 for
+    an estimate, which divides by P, and for AVG, where P cancels), plus noise of the standard
+    deviation given (absolute, in the aggregate's unit).
+
+    Attributes:
+        sources: S, the sources (the table's rows, public).
+        delivery_probability: P per grouping set (1 − σ + σ/T under local sampling σ).
+        expected_tuples_used: P × S per grouping set.
+        sampling_relative_bias: per grouping set, the expected relative error of a published
+            COUNT or SUM from the tuples not delivered (1 − P; 0 for estimates).
+        groups: the rows released, over every grouping set.
+        groups_released: the rows released per grouping set.
+        noise_standard_deviation: per released aggregate, its noise's standard deviation.
+        noise_half_width_95: per released aggregate, half-width of its noise's 95% interval.
+        estimated: whether the values are estimates over every tuple (``--estimate``).
+    """
+
+    sources: int
+    delivery_probability: Mapping[str, float]
+    expected_tuples_used: Mapping[str, float]
+    sampling_relative_bias: Mapping[str, float]
+    groups: int
+    groups_released: Mapping[str, int]
+    noise_standard_deviation: Mapping[str, float]
+    noise_half_width_95: Mapping[str, float]
+    estimated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The expected utility as JSON."""
+        document: dict[str, Any] = json_ready(asdict(self))
+        return document
+
+
+def release_utility(
+    *,
+    sources: int,
+    delivery_probability: Mapping[str, float],
+    released: Mapping[str, int],
+    noises: Sequence[tuple[str, float, float]],
+    estimated: bool = False,
+) -> ReleaseUtility:
+    """The [`ReleaseUtility`][] of a release: no data, no second draw.
+
+    ``released`` is the count of released rows per grouping set, ``noises`` each released
+    aggregate's (label, standard deviation, 95% half-width) (`ReleaseReport.aggregates`).
+    """
+    return ReleaseUtility(
+        sources=sources,
+        delivery_probability=dict(delivery_probability),
+        expected_tuples_used={n: p * sources for n, p in delivery_probability.items()},
+        sampling_relative_bias={
+            n: 0.0 if estimated else 1.0 - p for n, p in delivery_probability.items()
+        },
+        groups=sum(released.values()),
+        groups_released=dict(released),
+        noise_standard_deviation={label: sd for label, sd, _ in noises},
+        noise_half_width_95={label: width for label, _, width in noises},
+        estimated=estimated,
+    )
+
+
 def flow_rows(program: AggregateProgram, state: AggregateState) -> list[list[Row]]:
     """The result rows of every grouping set (in the result's order) from a final state."""
     return program.core_result(state)
@@ -183,7 +257,7 @@ def aggregate_utility(
     errors: dict[str, list[float]] = {name: [] for name in value_names}
     used = run.tuples_used()
     per_set = []
-    exact_sets = flow_rows(program, baseline.state)
+    exact_sets = flow_rows(program.without_release(), baseline.state)  # never a noisy draw
     private_sets = flow_rows(program, run.state) if results is None else list(results)
     for name, exact_rows, private_rows in zip(
         program.flow_names, exact_sets, private_sets, strict=True

@@ -168,12 +168,16 @@ def audited_program(
 
     ``sql`` reads table ``t``, groups by ``k`` alone and releases COUNT, SUM or AVG of ``v``.
     """
+    from dpcomm.queries.sql import bind_sql
+
+    bounds = {"v": (0.0, neighbours.bound)}
+    clamped = {column for _, column, _, _ in bind_sql(sql, table, bounds=bounds).clamps}
     program = AggregateProgram.from_sql(
         sql,
         table,
         num_targets=num_targets,
         release=release,
-        bounds={"v": (0.0, neighbours.bound)},
+        bounds=bounds if "v" in clamped else None,  # a bound no SUM or AVG reads is refused
         keys={"k": list(neighbours.keys)},
     )
     if program.query.grouping_sets != (("k",),):

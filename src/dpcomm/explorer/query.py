@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpcomm.api import run_sql
+from dpcomm.engine.utility import AggregateUtility
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.explore import ExplorerSettings
 
@@ -84,6 +85,8 @@ def query_against_exact(
     ordered = keys + [name for c in values for name in (c, f"{c} (exact)")] + others
     merged = merged[ordered]
     utility = run.report.utility
+    if not isinstance(utility, AggregateUtility):  # no release here: measured utility
+        raise TypeError(f"expected an AggregateUtility, got {type(utility).__name__}")
     return QueryComparison(
         result=merged.reset_index(drop=True),
         epsilon=run.report.privacy.epsilon,

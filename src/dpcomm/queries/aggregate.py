@@ -112,6 +112,19 @@ def _bounds(bounds: object) -> dict[str, tuple[float, float]]:
     return checked
 
 
+def _check_bounds_read(bounds: object, bound: BoundAggregate) -> None:
+    """Refuse a bound on a column no SUM or AVG reads (it would be ignored)."""
+    if not isinstance(bounds, Mapping):
+        return
+    clamped = {column.lower() for _, column, _, _ in bound.clamps}
+    for name in bounds:
+        if str(name).lower() not in clamped:
+            read = ", ".join(sorted({column for _, column, _, _ in bound.clamps})) or "none"
+            raise InvalidParameterError(
+                "bounds", f"bounds of the columns a SUM or AVG reads ({read})", name
+            )
+
+
 def grouping_set_label(columns: tuple[str, ...]) -> str:
     """``(A, B)`` for a grouping set, ``()`` for the empty one."""
     return "(" + ", ".join(columns) + ")"
@@ -244,6 +257,8 @@ class AggregateProgram:
         noisy = None
         if release is not None:
             from dpcomm.queries.release import bind_release
+
+            _check_bounds_read(bounds, bound)
 
             noisy = bind_release(
                 bound,
@@ -505,7 +520,12 @@ class AggregateProgram:
     def codec(self) -> AggregateCodec:
         """How the tuples, outputs and sources' rows travel."""
         return AggregateCodec(
-            self.query, self.columns, self.flow_names, self.num_sources, self.max_groups
+            self.query,
+            self.columns,
+            self.flow_names,
+            self.num_sources,
+            self.max_groups,
+            released=self.release is not None,
         )
 
     def source_rows(self) -> Table:

@@ -108,11 +108,28 @@ def _decode_values(data: bytes) -> list[object]:
 
 
 class OutputOverflowError(DpcommError):
-    """A compute node held more groups (or a longer row) than the public output bound."""
+    """A compute node held more groups (or a longer row) than the public output bound.
 
-    def __init__(self, flow: str, count: int, longest: int, *, groups: int, row: int) -> None:
-        if count > groups:
+    ``released`` (a noisy release): the message says which bound was exceeded, not by how
+    much: the count of a node's groups is what a release (its key selection) hides.
+    """
+
+    def __init__(
+        self,
+        flow: str,
+        count: int,
+        longest: int,
+        *,
+        groups: int,
+        row: int,
+        released: bool = False,
+    ) -> None:
+        if count > groups and released:
+            what = f"more groups than the public bound of {groups:,} (max_groups)"
+        elif count > groups:
             what = f"{count:,} groups, more than the public bound of {groups:,} (max_groups)"
+        elif released:
+            what = f"a result row longer than the bound of {row:,} bytes"
         else:
             what = f"a result row of {longest:,} bytes, more than the bound of {row:,}"
         super().__init__(
@@ -144,6 +161,8 @@ class AggregateCodec:
         flow_names: the grouping sets' flows, in query order.
         num_sources: S (the default bound on the groups of one output).
         max_groups: the public bound on the groups of one compute node's output (None: S).
+        released: whether the result is released with noise (an overflow's error then states
+            no count of the data: `OutputOverflowError`).
     """
 
     query: BoundAggregate
@@ -151,6 +170,7 @@ class AggregateCodec:
     flow_names: tuple[str, ...]
     num_sources: int
     max_groups: int | None = None
+    released: bool = False
 
     def tuples(self, flow: str) -> TableCodec:
         """How a source's tuple of ``flow`` travels (fixed size, exact values)."""
@@ -254,7 +274,10 @@ class AggregateOutputCodec:
         longest = max((len(r) for r in rows), default=0)
         groups, width = self.codec.groups_bound(self.flow), self.codec.row_bound
         if len(rows) > groups or longest > width:
-            return OutputOverflowError(self.flow, len(rows), longest, groups=groups, row=width)
+            released = self.codec.released
+            return OutputOverflowError(
+                self.flow, len(rows), longest, groups=groups, row=width, released=released
+            )
         return None
 
     def decode(self, data: bytes) -> AggregateOutput:
@@ -270,7 +293,9 @@ class AggregateOutputCodec:
         count, overflow, longest = _OUTPUT_HEADER.unpack_from(data)
         groups = codec.groups_bound(flow)
         if overflow:
-            raise OutputOverflowError(flow, count, longest, groups=groups, row=codec.row_bound)
+            raise OutputOverflowError(
+                flow, count, longest, groups=groups, row=codec.row_bound, released=codec.released
+            )
         if count > groups:
             raise CodecError(f"an output of {count} groups, at most {groups}")
         names = list(codec.query.output_names)

@@ -464,31 +464,82 @@ def _smallest_threshold(noise: AggregateNoise, distances: SelectionDistances, de
     return high
 
 
+#: What a key value of each kind of column is, in a few words (for `_typed`'s errors).
+_KEY_TYPES = {
+    "text": "text",
+    "int": "integers",
+    "wideint": "integers",
+    "float": "numbers",
+    "decimal": "numbers",
+    "bool": "booleans",
+    "date": "dates",
+    "timestamp": "timestamps",
+    "time": "times of day",
+}
+
+
 def _typed(value: object, sql_type: str, column: str) -> object:
-    """A key value given as text (the CLI's) as the column's Python value."""
+    """A key value (the CLI's text, or a Python value) as the column's Python value.
+
+    A value of another type than the column's (``keys={"species": [1, 2]}`` for a text
+    column) is refused: its key could never occur, so the release would publish pure noise
+    for it and drop every real row.
+    """
     import datetime
+    import numbers
+    from decimal import Decimal, InvalidOperation
 
     from dpcomm.data.table import value_kind
 
-    if not isinstance(value, str) or value_kind(sql_type) in ("text", None):
-        return value
     kind = value_kind(sql_type)
-    try:
-        if kind in ("int", "wideint"):
-            return int(value)
-        if kind == "float":
-            return float(value)
-        if kind == "bool":
-            return {"true": True, "false": False}[value.strip().lower()]
-        if kind == "date":
-            return datetime.date.fromisoformat(value)
-        if kind == "timestamp":
-            return datetime.datetime.fromisoformat(value)
-    except (ValueError, KeyError):
-        raise InvalidParameterError(
-            f"keys[{column!r}]", f"values of the column's type {sql_type}", value
-        ) from None
-    return value
+    if value is None or kind is None:
+        return value
+    refused = InvalidParameterError(
+        f"keys[{column!r}]", f"{_KEY_TYPES[kind]} (the column's type is {sql_type})", value
+    )
+    if isinstance(value, str):
+        try:
+            if kind == "text":
+                return value
+            if kind in ("int", "wideint"):
+                return int(value)
+            if kind == "float":
+                return float(value)
+            if kind == "decimal":
+                return Decimal(value)
+            if kind == "bool":
+                return {"true": True, "false": False}[value.strip().lower()]
+            if kind == "date":
+                return datetime.date.fromisoformat(value)
+            if kind == "timestamp":
+                return datetime.datetime.fromisoformat(value)
+            if kind == "time":
+                return datetime.time.fromisoformat(value)
+        except (ValueError, KeyError, InvalidOperation):
+            raise refused from None
+        return value
+    is_bool = isinstance(value, bool) or type(value).__name__ == "bool_"
+    if kind == "bool" and is_bool:
+        return bool(value)
+    if is_bool or kind == "text":
+        raise refused
+    if kind in ("int", "wideint") and isinstance(value, numbers.Integral):
+        return int(value)
+    if kind == "float" and isinstance(value, numbers.Real):
+        return float(value)
+    if kind == "decimal" and isinstance(value, Decimal | numbers.Integral):
+        return Decimal(int(value)) if isinstance(value, numbers.Integral) else value
+    if kind == "decimal" and isinstance(value, numbers.Real):
+        return Decimal(repr(float(value)))
+    if kind == "date" and isinstance(value, datetime.date):
+        if isinstance(value, datetime.datetime):
+            raise refused
+        return value
+    if kind == "timestamp" and isinstance(value, datetime.datetime):
+        return value
+    if kind == "time" and isinstance(value, datetime.time):
+        return value
+    raise refused
 
 
 def _selected_keys(

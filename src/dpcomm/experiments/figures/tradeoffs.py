@@ -37,6 +37,7 @@ from dpcomm.calibration import nonprivate_load, plan_costs
 from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, synthetic_table
 from dpcomm.engine import run_aggregate, simulate
 from dpcomm.engine.report import EfficiencyReport, efficiency_report, privacy_report
+from dpcomm.engine.utility import AggregateUtility
 from dpcomm.errors import BalancedBatchesWarning, DpcommError
 from dpcomm.experiments.figures import base
 from dpcomm.experiments.figures.base import DELTA, NUM_TARGETS, FigureOutput, FigureSettings, Row
@@ -154,6 +155,8 @@ def aggregate_point(
     with _balanced_batches_expected():
         report = run_aggregate(program, countermeasure, delta=DELTA, seed=settings.seed).report
     privacy, utility, efficiency = report.privacy, report.utility, report.efficiency
+    if not isinstance(utility, AggregateUtility):  # no release here: measured utility
+        raise TypeError(f"expected an AggregateUtility, got {type(utility).__name__}")
     baseline = _nonprivate_messages(settings.seed, grouping_sets)
     messages = efficiency.messages
     return {
