@@ -1,5 +1,5 @@
 """Under a noisy release every printed byte is a function of the released rows and the public
-configuration (issue 30, item 5).
+configuration.
 
 The noise draw is forced (``released_rows`` patched to publish fixed values whatever the
 table), so that two *different* tables publish the same rows: the whole output of the run (the

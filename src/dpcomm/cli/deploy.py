@@ -77,7 +77,7 @@ def _print_wire(report: Report[Any]) -> None:
         if drops:
             print(f"  of which {kind}: {dict(drops)}")
     timings = ", ".join(f"{k.removesuffix('_seconds')} {v:.2f} s" for k, v in wire.timings.items())
-    print(f"  timings: {timings}")
+    print(f"  timings: {timings or 'withheld under a noisy release (they may depend on the data)'}")
 
 
 def _network_engine(args: argparse.Namespace) -> Engine:

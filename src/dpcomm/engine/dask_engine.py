@@ -264,6 +264,10 @@ class DaskDetails:
             "resubmitted": self.resubmitted,
         }
 
+    def released(self) -> DaskDetails:
+        """Itself: partitions, workers and the traffic's form are public."""
+        return self
+
 
 class DaskEngine:
     """The roles on a Dask cluster; the same [`Run`][] as ``simulate``.

@@ -581,5 +581,5 @@ def run_report(
         efficiency=efficiency_report(run, baseline, released=released),
         utility=utility,
         sql=sql,
-        details=run.details,
+        details=run.details if run.details is None or not released else run.details.released(),
     )

@@ -91,6 +91,10 @@ class RunDetails(Protocol):
         """The details as JSON, merged into the report's document."""
         ...
 
+    def released(self) -> RunDetails:
+        """The details a run with a noisy release may print: what the observer sees anyway."""
+        ...
+
 
 @dataclass(frozen=True, eq=False)
 class Run:

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -110,6 +110,14 @@ class DeploymentDetails:
     missing_outputs: tuple[tuple[str, int], ...]
     errors: Mapping[str, str]
     failures: tuple[str, ...]
+
+    def released(self) -> DeploymentDetails:
+        """The details without the round's timings (they may depend on the data).
+
+        Under a noisy release every printed value is a function of the released rows and of
+        what the observer sees of the traffic (frames, bytes, links, channels).
+        """
+        return replace(self, wire=replace(self.wire, timings={}))
 
     def to_dict(self) -> dict[str, Any]:
         """The details as JSON, merged into the run's report.
