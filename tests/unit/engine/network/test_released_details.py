@@ -7,8 +7,8 @@ from dpcomm.engine.network.report import DeploymentDetails, wire_report
 
 def test_released_details_drop_the_timings_only() -> None:
     merged = {
-        "sent": {("source-0", "scrambler-0"): [3, 2, 300]},
-        "received": {("source-0", "scrambler-0"): 3},
+        "sent": {("source-0", "scrambler-0-0"): [3, 2, 300]},
+        "received": {("source-0", "scrambler-0-0"): 3},
         "lengths": {100},
         "drops": {},
     }
