@@ -639,6 +639,8 @@ AVG_REASONS = {
 #: The test level of AVG's confidence set, and the points of its grid over [lo, hi].
 _ALPHA = 1.0 - CONFIDENCE
 _AVG_GRID = 401
+#: The largest relative error of the noisy count for which AVG's standard error is given.
+_AVG_SE_CV = 0.25
 
 
 def no_interval_name(name: str) -> str:
@@ -783,9 +785,11 @@ def _avg_estimate(context: _Released, total: str, count: str, row: Row) -> _AvgE
     the plug-in sampling variance would be 0) or when no R in [lo, hi] fits.
 
     The standard error is the delta method's, (1 − P)(hi − lo)²/4 / C̃ (Popoviciu) plus
-    (σ_S² + R̂² σ_C²)/C̃², R̂ clamped to [lo, hi]; it is given only when C̃ exceeds the count
-    noise's 95% half-width (a ratio whose denominator is within its noise of 0 has no
-    useful standard error: its spread is in the tails). The interval does not use it.
+    (σ_S² + R̂² σ_C²)/C̃², R̂ clamped to [lo, hi]. It is given only when the count's own
+    error, √(σ_C² + (1 − P) C̃), is at most a quarter of C̃: the delta method expands 1/C̃
+    to first order, and E[1/(1 + e)²] ≈ 1 + 3 CV² understates the variance by ~20% at a
+    coefficient of variation of 0.25, by far more beyond (a ratio whose denominator is
+    within its noise of 0 has no useful standard error). The interval does not use it.
     """
     denominator = float(row[count])
     if denominator <= 0.0:
@@ -800,7 +804,8 @@ def _avg_estimate(context: _Released, total: str, count: str, row: Row) -> _AvgE
     sampling_variance = (1.0 - context.p) * (high - low) ** 2 / 4.0 / denominator
     noise_variance = (sum_noise.variance + ratio**2 * count_noise.variance) / denominator**2
     delta_method = math.sqrt(sampling_variance + noise_variance)
-    error = delta_method if denominator > count_noise.half_width_95 else None
+    count_error = math.sqrt(count_noise.variance + (1.0 - context.p) * denominator)
+    error = delta_method if count_error <= _AVG_SE_CV * denominator else None
     test = _Ratio(float(row[total]), denominator, context.p, sum_noise, count_noise, low, high)
     interval = test.interval(estimate, delta_method)
     if interval is None:
