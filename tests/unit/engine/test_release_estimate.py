@@ -44,10 +44,11 @@ def released_program(table: Any, sql: str = SQL, release: Any = None) -> Aggrega
 
 
 def test_intervals_cover_sampling_and_noise_over_200_seeds(table: Any) -> None:
-    """Both errors matter here: Laplace noise (ε 2/3 per aggregate, a count's noise sd
-    √2·3/P ≈ 7.7) and the sampling's (sd ≈ 11 for a group of 150 rows at P = 0.55). Over
-    1,000 seeds, intervals without the noise covered 88% (COUNT), 83% (SUM), 70% (AVG);
-    without the sampling's error 88% (COUNT); with both, 96% (AVG's Fieller-type: 97%)."""
+    """Both errors matter here: Laplace noise (ε 2/3 per aggregate, a count's noise scale
+    4.5, sd √2·4.5/P ≈ 11.6) and the sampling's (sd ≈ 11 for a group of 150 rows at
+    P = 0.55). Over 1,000 seeds, intervals without the noise covered 88% (COUNT), 83% (SUM),
+    70% (AVG), without the sampling's error 88% (COUNT), at a count noise scale of 3; with
+    both, at 4.5, 96% (COUNT, SUM, and AVG's Fieller-type interval)."""
     program = released_program(table)
     engine = MemoryEngine()
     exact = engine.baseline(program.without_release(), seed=0)
@@ -123,11 +124,11 @@ def small_groups() -> Any:
 
 def test_avg_intervals_of_small_groups_cover_or_say_why_not() -> None:
     """12 rows per key at P = 0.4 (σ = 0.8, T = 4) with Laplace ε2 = 1: a group delivers ~5
-    rows, its count's noise has sd ≈ 8.5 and its sum's ≈ 85. The delta method's ± 1.96 se
-    covered 70% (no interval where the noisy count was ≤ 0, one time in four). Now an AVG
-    either has an interval within [lo, hi] or says why not; over 1,000 seeds the given ones
-    covered 97.8% (27% withheld: 26% noisy count ≤ 0, 1% no fit). OpenDP's noise is not
-    seeded: the numbers move from run to run."""
+    rows, its count's noise has scale 9 (sd 12.7) and its sum's 90. The delta method's
+    ± 1.96 se covered 65% (no interval where the noisy count was ≤ 0, one time in three).
+    Now an AVG either has an interval within [lo, hi] or says why not; over 1,000 seeds the
+    given ones covered 97.5% (33.5% withheld: 32.5% noisy count ≤ 0, 1% no fit). OpenDP's
+    noise is not seeded: the numbers move from run to run."""
     table = small_groups()
     program = AggregateProgram.from_sql(
         SQL, table, num_targets=4, release=dpcomm.Laplace(1.0),
