@@ -297,7 +297,9 @@ def run_sql(
     noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
     δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
     estimated over every tuple, from released values only, each interval covering both the
-    sampling's and the noise's errors ([`dpcomm.engine.estimate.released_estimate`][]).
+    sampling's and the noise's errors ([`dpcomm.engine.estimate.released_estimate`][]); an
+    AVG's interval is withheld where it would not be reliable, its column
+    ``<name> (no interval)`` saying why (NULL where the interval is given).
     Returns the
     [`dpcomm.engine.runs.AggregateRun`][] that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.

@@ -124,6 +124,8 @@ class EstimateReport:
             )
             if self.delivered_columns:
                 text += f"; released values (not estimates): {', '.join(self.delivered_columns)}"
+            for column, why in self.no_interval.items():
+                text += f"; {column}: no interval ({why})"
             return text
         text = f"Horvitz–Thompson, delivery probability P ({shown}); {self.confidence:.0%} normal"
         text += " intervals"
@@ -457,9 +459,10 @@ def unbiased_estimate(
 #: What the report says of an estimated noisy release's intervals.
 RELEASE_ESTIMATE_NOTE = (
     "covering both the sampling's error (normal; its variance bounded from released values "
-    "only: x² ≤ M·|x|, or M² per released count; (hi − lo)²/4 for AVG) and the noise's (its "
-    "variance σ²/P² added; the normal and Laplace convolution's quantile, one count wider "
-    "for integer noise)"
+    "only: x² ≤ M·|x|, or M² per released count) and the noise's (its variance σ²/P² added; "
+    "the normal and Laplace convolution's quantile, one count wider for integer noise); "
+    "AVG's interval is the averages in [lo, hi] consistent with the released SUM and COUNT "
+    "(Fieller-type), withheld with its reason where the noisy count is too small"
 )
 
 
@@ -619,33 +622,195 @@ def _value_estimate(
     return value / p, error, _noise_half_width(sampling_sd, noise, 1.0 / p)
 
 
-def _avg_estimate(
-    context: _Released, total: str, count: str, row: Row
-) -> tuple[float | None, float | None, float | None]:
-    """(estimate, se, half-width) of AVG = S̃/C̃ by the delta method (None when C̃ ≤ 0).
+#: Why an AVG's interval is withheld, as its ``(no interval)`` column says it.
+AVG_COUNT_TOO_SMALL = "noisy count ≤ 0, too small for an interval"
+AVG_NO_FIT = "no average within the bounds fits the released SUM and COUNT"
+AVG_NO_BOUNDS = "no bounds known for its values"
 
-    Sampling variance (1 − P) σ_x² / C̃ with σ_x² ≤ (hi − lo)²/4 (Popoviciu); the noise's
-    (σ_S² + R² σ_C²)/C̃² with R the average clamped to [lo, hi]. The interval treats the
-    noise as Laplace of that variance (a Laplace mechanism) or normal (Gaussian).
+#: The same reasons, as the report explains them.
+AVG_REASONS = {
+    AVG_COUNT_TOO_SMALL: "the noisy COUNT is ≤ 0: no average is released, and the sampling "
+    "error of its values cannot be sized",
+    AVG_NO_FIT: "no average in the bounds [lo, hi] agrees at 95% with the released SUM and "
+    "COUNT (their noise was unusually large)",
+    AVG_NO_BOUNDS: "no bounds [lo, hi] are known for its values",
+}
+
+#: The test level of AVG's confidence set, and the points of its grid over [lo, hi].
+_ALPHA = 1.0 - CONFIDENCE
+_AVG_GRID = 401
+#: The largest relative error of the noisy count for which AVG's standard error is given.
+_AVG_SE_CV = 0.25
+
+
+def no_interval_name(name: str) -> str:
+    """The column that says why an AVG's interval is withheld: ``m (no interval)``."""
+    return f"{name} (no interval)"
+
+
+@dataclass(frozen=True)
+class _AvgEstimate:
+    """AVG's estimate, standard error and interval; ``reason`` when the interval is withheld."""
+
+    value: float | None
+    error: float | None = None
+    low: float | None = None
+    high: float | None = None
+    reason: str | None = None
+
+
+def _normal_laplace_tail(
+    s: np.ndarray[Any, Any], b: np.ndarray[Any, Any], h: np.ndarray[Any, Any]
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """P(|N(0, s²) + Laplace(b)| > h), elementwise: the convolution in closed form.
+
+    As in [`dpcomm.accounting.release.half_width`][]: P(X > h) = Φ(−h/s) + ½ e^{s²/2b² −
+    h/b} Φ(h/s − s/b) − ½ e^{s²/2b² + h/b} Φ(−h/s − s/b); b = 0 gives 2Φ(−h/s), s = 0
+    gives e^{−h/b}.
+    """
+    from scipy.special import log_ndtr
+
+    s, b, h = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (s, b, h)))
+    tail = np.where(h > 0.0, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        normal = (b == 0.0) & (s > 0.0)
+        tail = np.where(normal, 2.0 * np.exp(log_ndtr(-h / s)), tail)
+        laplace = (s == 0.0) & (b > 0.0)
+        tail = np.where(laplace, np.exp(-h / b), tail)
+        both = (s > 0.0) & (b > 0.0)
+        shift = s * s / (2.0 * b * b)
+        upper = (
+            np.exp(log_ndtr(-h / s))
+            + 0.5 * np.exp(shift - h / b + log_ndtr(h / s - s / b))
+            - 0.5 * np.exp(shift + h / b + log_ndtr(-h / s - s / b))
+        )
+        tail = np.where(both, 2.0 * upper, tail)
+    return np.clip(tail, 0.0, 1.0)
+
+
+def _two_laplace_tail(
+    s: np.ndarray[Any, Any], b1: np.ndarray[Any, Any], b2: np.ndarray[Any, Any], h: Any
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """P(|N(0, s²) + L1 + L2| > h), L1 and L2 Laplace of scales b1, b2, all independent.
+
+    The density of L1 + L2 (b1 > b2) is the signed mixture w1 f_b1 + w2 f_b2 of Laplace
+    densities, w1 = b1²/(b1² − b2²), w2 = −b2²/(b1² − b2²); so is the tail once the normal
+    is added. Scales closer than 0.1% are made that far apart by raising the larger: a
+    larger scale only widens (conservative), and the weights stay below 10³.
+    """
+    s, b1, b2 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (s, b1, b2)))
+    small, large = np.minimum(b1, b2), np.maximum(b1, b2)
+    large = np.maximum(large, small * (1.0 + 1e-3))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weight = np.where(small > 0.0, small**2 / (large**2 - small**2), 0.0)
+    mixed = (1.0 + weight) * _normal_laplace_tail(s, large, h)
+    mixed -= weight * _normal_laplace_tail(s, small, h)
+    return np.clip(mixed, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class _Ratio:
+    """What AVG's confidence set is tested with: released SUM S̃ and COUNT C̃, their noises."""
+
+    total: float
+    count: float
+    p: float
+    sum_noise: AggregateNoise
+    count_noise: AggregateNoise
+    low: float
+    high: float
+
+    def p_values(self, ratios: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """P(|E(R)| ≥ |S̃ − R C̃|) per candidate average R (see ``_avg_estimate``)."""
+        ratios = np.asarray(ratios, dtype=np.float64)
+        deviation = np.abs(self.total - ratios * self.count)
+        # Integer noise Z is dominated by |Z| ≤ |X| + 1 (X continuous): 1 for S̃, |R| for R C̃.
+        deviation -= float(self.sum_noise.integer) + np.abs(ratios) * self.count_noise.integer
+        deviation = np.maximum(deviation, 0.0)
+        spread = np.maximum((self.high - ratios) * (ratios - self.low), 0.0)  # Bhatia–Davis
+        sampling_variance = (1.0 - self.p) * max(self.count, 0.0) * spread
+        if self.sum_noise.delta == 0.0:
+            return _two_laplace_tail(
+                np.sqrt(sampling_variance),
+                np.full_like(ratios, self.sum_noise.scale),
+                np.abs(ratios) * self.count_noise.scale,
+                deviation,
+            )
+        variance = (
+            sampling_variance + self.sum_noise.variance + ratios**2 * self.count_noise.variance
+        )
+        return _normal_laplace_tail(np.sqrt(variance), np.zeros_like(ratios), deviation)
+
+    def interval(self, estimate: float, error: float) -> tuple[float, float] | None:
+        """The hull of {R in [lo, hi]: p-value > 5%}, its ends found to 10⁻¹⁰; None: empty.
+
+        The grid is [lo, hi] in 400 steps, plus points around the estimate (within 4
+        standard errors), so that a set narrower than a step is not missed.
+        """
+        from scipy.optimize import brentq
+
+        near = estimate + error * np.array([0.0, -0.25, 0.25, -0.5, 0.5, -1.0, 1.0, -2, 2, -4, 4])
+        grid = np.union1d(
+            np.linspace(self.low, self.high, _AVG_GRID), np.clip(near, self.low, self.high)
+        )
+        accepted = np.flatnonzero(self.p_values(grid) > _ALPHA)
+        if accepted.size == 0:
+            return None
+
+        def excess(ratio: float) -> float:
+            return float(self.p_values(np.array([ratio]))[0]) - _ALPHA
+
+        first, last = int(accepted[0]), int(accepted[-1])
+        low, high = float(grid[first]), float(grid[last])
+        tolerance = 1e-10 * max(self.high - self.low, 1e-300)
+        if first > 0:
+            low = float(brentq(excess, float(grid[first - 1]), low, xtol=tolerance))
+        if last < grid.size - 1:
+            high = float(brentq(excess, high, float(grid[last + 1]), xtol=tolerance))
+        return low, high
+
+
+def _avg_estimate(context: _Released, total: str, count: str, row: Row) -> _AvgEstimate:
+    """AVG = S̃/C̃ with its standard error and a Fieller-type interval, or why not.
+
+    The estimate is the released ratio (None when C̃ ≤ 0). Its interval inverts a test:
+    for the true average R of the values (clamped to [lo, hi]), E(R) = S̃ − R C̃ is
+    Σ_delivered (x − R) + Z_S − R Z_C, of mean 0: a sampling error of variance
+    P(1 − P) Σ_all (x − R)² ≤ (1 − P) C̃ (hi − R)(R − lo) (Bhatia–Davis; P·N estimated by
+    C̃), taken as normal, plus the noise (two Laplace, their convolution with the normal
+    in closed form; or normal). The interval is the hull of every R in [lo, hi] whose
+    p-value exceeds 5%: a denominator near 0 makes it wide (up to [lo, hi] itself), not
+    wrong, unlike the delta method's ± 1.96 se (which covered 70% at 12 rows per key,
+    P = 0.4, ε2 = 1). Withheld, with the reason, when C̃ ≤ 0 (no average is released, and
+    the plug-in sampling variance would be 0) or when no R in [lo, hi] fits.
+
+    The standard error is the delta method's, (1 − P)(hi − lo)²/4 / C̃ (Popoviciu) plus
+    (σ_S² + R̂² σ_C²)/C̃², R̂ clamped to [lo, hi]. It is given only when the count's own
+    error, √(σ_C² + (1 − P) C̃), is at most a quarter of C̃: the delta method expands 1/C̃
+    to first order, and E[1/(1 + e)²] ≈ 1 + 3 CV² understates the variance by ~20% at a
+    coefficient of variation of 0.25, by far more beyond (a ratio whose denominator is
+    within its noise of 0 has no useful standard error). The interval does not use it.
     """
     denominator = float(row[count])
     if denominator <= 0.0:
-        return None, None, None
+        return _AvgEstimate(None, reason=AVG_COUNT_TOO_SMALL)
     estimate = float(row[total]) / denominator
     measure = context.measure.get(total)
     if measure is None or measure not in context.clamps:
-        return estimate, None, None
+        return _AvgEstimate(estimate, reason=AVG_NO_BOUNDS)
+    count_noise, sum_noise = context.noises[count], context.noises[total]
     low, high = context.clamps[measure]
     ratio = min(max(estimate, low), high)
-    sampling_sd = math.sqrt((1.0 - context.p) * (high - low) ** 2 / 4.0 / denominator)
-    sum_noise, count_noise = context.noises[total], context.noises[count]
+    sampling_variance = (1.0 - context.p) * (high - low) ** 2 / 4.0 / denominator
     noise_variance = (sum_noise.variance + ratio**2 * count_noise.variance) / denominator**2
-    error = math.sqrt(sampling_sd**2 + noise_variance)
-    if sum_noise.delta == 0.0:
-        width = half_width(normal_sd=sampling_sd, laplace_scale=math.sqrt(noise_variance / 2.0))
-    else:
-        width = half_width(normal_sd=error)
-    return estimate, error, width
+    delta_method = math.sqrt(sampling_variance + noise_variance)
+    count_error = math.sqrt(count_noise.variance + (1.0 - context.p) * denominator)
+    error = delta_method if count_error <= _AVG_SE_CV * denominator else None
+    test = _Ratio(float(row[total]), denominator, context.p, sum_noise, count_noise, low, high)
+    interval = test.interval(estimate, delta_method)
+    if interval is None:
+        return _AvgEstimate(estimate, error, reason=AVG_NO_FIT)
+    return _AvgEstimate(estimate, error, *interval)
 
 
 def _released_row(
@@ -654,7 +819,7 @@ def _released_row(
     """One released row estimated: keys and expressions as released, COUNT, SUM and AVG not.
 
     Each COUNT, SUM and AVG gets its estimate, standard error and interval (a COUNT's lower
-    end clipped at 0).
+    end clipped at 0); an AVG also says why its interval is withheld, or None.
     """
     printed: Row = {}
     for name in names:
@@ -662,18 +827,21 @@ def _released_row(
         if form.kind in ("key", "other"):
             printed[name] = final[name]
             continue
-        value: float | None
-        if form.kind == "value":
-            value, error, width = _value_estimate(context, form.columns[0], core)
-        else:
-            total, count = form.columns
-            value, error, width = _avg_estimate(context, total, count, core)
-        low = high = None
-        if value is not None and width is not None:
-            low, high = value - width, value + width
-            if form.kind == "value" and context.functions[form.columns[0]] != "sum":
-                low = max(low, 0.0)
         low_name, high_name = interval_names(name)
+        if form.kind == "avg":
+            total, count = form.columns
+            average = _avg_estimate(context, total, count, core)
+            printed[estimate_name(name)] = average.value
+            printed[standard_error_name(name)] = average.error
+            printed[low_name], printed[high_name] = average.low, average.high
+            printed[no_interval_name(name)] = average.reason
+            continue
+        value, error, width = _value_estimate(context, form.columns[0], core)
+        low = high = None
+        if width is not None:
+            low, high = value - width, value + width
+            if context.functions[form.columns[0]] != "sum":
+                low = max(low, 0.0)
         printed[estimate_name(name)] = value
         printed[standard_error_name(name)] = error
         printed[low_name], printed[high_name] = low, high
@@ -681,15 +849,26 @@ def _released_row(
 
 
 def _released_columns(
-    names: Sequence[str], types: Sequence[str], estimated: Sequence[str], *, several: bool
+    names: Sequence[str],
+    types: Sequence[str],
+    estimated: Sequence[str],
+    averages: Sequence[str],
+    *,
+    several: bool,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The estimated release's column names and DuckDB types (estimates and errors DOUBLE)."""
+    """The estimated release's column names and DuckDB types (estimates and errors DOUBLE).
+
+    An AVG (of ``averages``) has a fifth column, VARCHAR: why its interval is withheld.
+    """
     columns: list[str] = []
     kinds: list[str] = []
     for name, sql_type in zip(names, types, strict=True):
         if name in estimated:
             columns.extend((estimate_name(name), standard_error_name(name), *interval_names(name)))
             kinds.extend(["DOUBLE"] * 4)
+            if name in averages:
+                columns.append(no_interval_name(name))
+                kinds.append("VARCHAR")
         else:
             columns.append(name)
             kinds.append(sql_type)
@@ -750,7 +929,8 @@ def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
         per_set.append(compared_rows)
     estimated = [n for n in post.names if forms.get(n, _Form("other")).kind in ("value", "avg")]
     others = tuple(n for n in post.names if forms.get(n, _Form("other")).kind == "other")
-    columns, types = _released_columns(post.names, post.types, estimated, several=several)
+    averages = [n for n in estimated if forms[n].kind == "avg"]
+    columns, types = _released_columns(post.names, post.types, estimated, averages, several=several)
     no_interval = {
         estimate_name(name): "a SUM of a measure that takes both signs, without a released "
         "COUNT to bound its values' squares"
@@ -759,6 +939,14 @@ def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
         and functions[forms[name].columns[0]] == "sum"
         and any(row[standard_error_name(name)] is None for row in rows)
     }
+    for name in averages:
+        reasons = [r for r in AVG_REASONS if any(row[no_interval_name(name)] == r for row in rows)]
+        if reasons:
+            withheld = sum(row[no_interval_name(name)] is not None for row in rows)
+            no_interval[estimate_name(name)] = (
+                f"withheld in {withheld:,} of {len(rows):,} rows, as {no_interval_name(name)!r} "
+                "says: " + "; ".join(f"{r}: {AVG_REASONS[r]}" for r in reasons)
+            )
     report = EstimateReport(
         method="horvitz-thompson with release noise",
         delivery_probability=probabilities,
