@@ -45,7 +45,9 @@ def _per_target(run, flow: str) -> list[int]:
 @pytest.mark.parametrize("countermeasure", COUNTERMEASURES, ids=lambda c: type(c).__name__)
 def test_run_zero_is_the_memory_engines_run(countermeasure) -> None:
     sources = countermeasure.batch_size if isinstance(countermeasure, dpcomm.Scramblers) else 1
-    neighbours = release_neighbours(num_targets=4, num_sources=sources, bound=10.0)
+    neighbours = release_neighbours(
+        num_targets=4, num_sources=sources, bounds=(-10.0, 10.0), pair="others-on-destination"
+    )
     for table in neighbours.tables():
         program = audited_program(table, dpcomm.Laplace(1.0), neighbours, 4, SQL)
         flow = program.flow_names[0]
@@ -87,7 +89,7 @@ def test_neighbours_differ_in_one_row_on_the_boundary_targets() -> None:
     assert d.column("k").values[1:].tolist() == d_prime.column("k").values[1:].tolist()
     assert d.column("v").values.tolist() == [100.0, 1.0, 1.0, 1.0]
     assert d_prime.column("v").values[0] == 2.0
-    assert "clamped to 2" in neighbours.describe()
+    assert "clamped to [0, 2]" in neighbours.describe()
 
 
 @pytest.mark.parametrize(
@@ -96,8 +98,9 @@ def test_neighbours_differ_in_one_row_on_the_boundary_targets() -> None:
         ({"countermeasure": dpcomm.NoCountermeasure()}, "countermeasure"),
         ({"release": 1.0}, "release"),
         ({"runs": 99}, "runs"),
-        ({"num_targets": 2}, "num_targets"),
-        ({"bound": 0.0}, "bound"),
+        ({"num_targets": 1}, "num_targets"),
+        ({"bounds": (1.0, 1.0)}, "bounds"),
+        ({"pairs": ["nowhere"]}, "pairs"),
         ({"confidence": 1.0}, "confidence"),
         ({"sql": "SELECT k, COUNT(*) FROM t GROUP BY ROLLUP (k)"}, "sql"),
     ],
