@@ -777,10 +777,13 @@ def audit_release(
     generator = make_rng(rng)
     seed = int(generator.integers(0, 1 << 62))
     start = time.perf_counter()
-    programs = {
-        n.pair.name: tuple(audited_program(t, release, n, size, sql) for t in n.tables())
-        for n in candidates
-    }
+    programs: dict[str, tuple[AggregateProgram, AggregateProgram]] = {}
+    for candidate in candidates:
+        d, d_prime = candidate.tables()
+        programs[candidate.pair.name] = (
+            audited_program(d, release, candidate, size, sql),
+            audited_program(d_prime, release, candidate, size, sql),
+        )
     first = programs[candidates[0].pair.name][0]
     privacy = account_plan(first.plan, countermeasure, delta=traffic_delta)
     claimed = release_report(first, privacy)

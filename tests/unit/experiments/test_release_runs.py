@@ -115,3 +115,39 @@ def test_invalid_parameters(kwargs, name) -> None:
     with pytest.raises(InvalidParameterError) as error:
         audit_release(**arguments)
     assert error.value.name == name
+
+
+def test_candidate_pairs_for_signed_and_nonnegative_bounds() -> None:
+    from dpcomm.experiments.release_audit import candidate_pairs
+
+    signed = {p.name: p for p in candidate_pairs((-10.0, 10.0))}
+    assert list(signed) == ["third-key", "signed", "others-on-destination", "others-on-source"]
+    # The counterexample's shape: the row moves from (a, +M) to (b, −M), the others on b at +M.
+    assert signed["others-on-destination"].values == (500.0, -10.0)
+    assert signed["others-on-destination"].others == (1, 10.0)
+    assert signed["others-on-source"].values == (-500.0, 10.0)
+    assert signed["others-on-source"].others == (0, 10.0)
+    assert signed["third-key"].others == (2, 0.0)
+    assert "signed" not in {p.name for p in candidate_pairs((0.0, 10.0))}
+
+
+def test_with_two_compute_nodes_the_third_key_shares_the_first_ones_node() -> None:
+    neighbours = release_neighbours(num_targets=2, num_sources=3, pair="others-on-destination")
+    assert neighbours.targets == (0, 1, 0) and len(set(neighbours.keys)) == 3
+    keys = table_from_arrays("keys", {"k": np.array(neighbours.keys, dtype=object)})
+    assert partition_keys(keys, 2).tolist() == [0, 1, 0]
+    d, d_prime = neighbours.tables()
+    assert d.column("v").values.tolist() == [500.0, 10.0, 10.0]
+    assert d_prime.column("k").values.tolist() == [neighbours.keys[1]] * 3
+    assert d_prime.column("v").values.tolist() == [-10.0, 10.0, 10.0]
+
+
+def test_exact_results_add_up_the_delivered_contributions() -> None:
+    from dpcomm.experiments.release_audit import exact_results
+
+    rng = np.random.default_rng(0)
+    added = rng.integers(-2, 3, size=(7, 3, 2)).astype(float)
+    added[3:] = added[3]  # identical contributions are counted together
+    delivered = rng.random((50, 7)) < 0.6
+    expected = np.einsum("rs,ska->rka", delivered.astype(float), added)
+    assert np.allclose(exact_results(delivered, added), expected)
