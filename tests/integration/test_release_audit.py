@@ -98,7 +98,7 @@ def test_the_own_row_sensitivity_for_signed_bounds_is_caught(own_row_only: None)
     assert report.reported_epsilon == pytest.approx(3.291, abs=2e-3)  # still claimed
     assert not report.passed
     assert report.neighbours.pair.name in ("others-on-destination", "others-on-source")
-    assert report.lower_bound > report.reported_epsilon + 0.2
+    assert report.lower_bound > report.reported_epsilon + 0.1  # 3.70 – 3.93 measured
 
 
 def test_the_correct_mechanism_stays_below_the_composed_epsilon() -> None:
