@@ -8,13 +8,19 @@ source's row, and puts an empirical lower bound on ε next to that claim, with t
 of `dpcomm.experiments.audit` (events selected on half the runs, estimated on the other
 half with Clopper-Pearson bounds, Bonferroni over the events).
 
-**The tables** (`release_neighbours`): `RELEASE_AUDIT_SQL` (or another query over
-``t(k, v)`` grouped by ``k``: COUNT, SUM, AVG) released over the public key domain {a, b, c},
-``v`` clamped to [0, M]. Source 0 holds (a, 50·M) in D, beyond the bound (clamped to M), and
-(b, M) in D′; the other n − 1 sources hold (c, M/2). The keys are chosen so that a, b and c go
-to three different compute nodes (t = 0, t′ = T − 1, t″ = 1, as the traffic audit's pair):
-the row moves between two cells of each released aggregate, by the full sensitivity (1 for
-COUNT, M for SUM in each cell), and between two targets of the traffic.
+**The tables** (`release_neighbours`, `candidate_pairs`): `RELEASE_AUDIT_SQL` (or another
+query over ``t(k, v)`` grouped by ``k``: COUNT, SUM, AVG) released over the public key domain
+{a, b, c}, ``v`` clamped to [lo, hi] (signed by default). Source 0 holds a value on key a in D
+(beyond the bound when it is the bound of largest magnitude) and one on key b in D′; the other
+n − 1 sources hold the same row, on c (``third-key``, ``signed``), on b (the row's new key,
+``others-on-destination``: the counterexample's shape at T = 2) or on a (its old key,
+``others-on-source``). a and b go to compute nodes 0 and T − 1, c to node 1 (node 0 when
+T = 2). Given the traffic, the scramblers' redraws can move one other source's tuple in or out
+of delivery on a's or b's node, which the last two pairs show.
+
+**The search**: every candidate pair is run on the first half of the runs of each table, its
+view reduced in several ways (`_Reduction`) and its best event's bound computed there; the pair
+with the largest is run on the second half, which estimates its selected events.
 
 **One run** is what `dpcomm.run_sql` does with the same program, built the cheapest
 faithful way (`release_runs`):
@@ -34,15 +40,18 @@ faithful way (`release_runs`):
   checked), drawn for the cells of keys a and b of every run at once. OpenDP's noise is never
   seeded (by design), so the lower bound varies from audit to audit; the traffic does not.
 
-The observer's view is reduced to three features, each cut into bins at the quantiles of the
-selection half (`BINNINGS`): the traffic's c_t − c_t′ (messages to a's and b's compute
-nodes), and Σ_i x_a,i/b_i and Σ_i x_b,i/b_i (each released value of a, and of b, over its
-noise scale). Dropping the rest of the view (the other keys' values, the order of messages) is
-a post-processing: a lower bound for the reduced view is one for the whole view.
+The observer's view is reduced to features, each cut into bins at the quantiles of the
+selection half (`BINNINGS`, `RESIDUAL_BINNINGS`): the traffic's c_t − c_t′ (messages to a's
+and b's compute nodes), Σ_i x_k,i/b_i for each observed key k (each released value over its
+noise scale), and the same less its least-squares prediction from the counts per compute node
+(the release given the traffic). Dropping the rest of the view (the other keys' values, the
+order of messages) is a post-processing: a lower bound for the reduced view is one for the
+whole view.
 
-Seeded faults are injected by the tests into the library code this audit calls (a
-sensitivity computed too small: noise of half the scale; the clamp skipped), never by an
-option of a run; each faulty program still claims the declared guarantee.
+Seeded faults are injected by the tests into the library code this audit calls (the
+sensitivity of the row's own change alone, 2M for signed bounds; a sensitivity computed half
+as large; the clamp skipped), never by an option of a run; each faulty program still claims
+the declared guarantee.
 """
 
 from __future__ import annotations
