@@ -6,7 +6,12 @@ the scale; the clamp skipped), one JSON line: the empirical lower bound on ε ag
 reported composed ε, and the CPU and wall time of the audit. The release's noise is OpenDP's,
 never seeded: lower bounds vary from run to run (``--repeat`` audits each setting several times).
 
-Usage: python benchmarks/bench_release_audit.py [--runs N] [--repeat K]
+``--default`` audits the audit's default configuration instead (T = 2, one scrambler of 2,000
+sources, signed bounds; `dpcomm.experiments.release_audit.DEFAULT_COUNTERMEASURE`): the correct
+mechanism and the own-row sensitivity (2M for signed bounds instead of M + W), at the default
+number of runs unless ``--runs`` is given.
+
+Usage: python benchmarks/bench_release_audit.py [--runs N] [--repeat K] [--default]
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from unittest import mock
 import dpcomm
 import dpcomm.queries.analyst
 import dpcomm.queries.release
-from dpcomm.experiments.release_audit import RELEASE_AUDIT_SQL, audit_release
+from dpcomm.experiments.release_audit import DEFAULT_RUNS, RELEASE_AUDIT_SQL, audit_release
+
+#: The small settings' traffic and bounds: T = 3, SUM's values in [0, 10], δ = 1e-4.
+SMALL = {"num_targets": 3, "bounds": (0.0, 10.0), "delta": 1e-4}
 
 SETTINGS: list[dict[str, Any]] = [
     {
@@ -59,6 +67,24 @@ def seeded_fault(kind: str) -> Iterator[None]:
     if kind == "none":
         yield
         return
+    if kind == "own-row-sensitivity":
+        computed = dpcomm.queries.release.aggregate_sensitivity
+
+        def own_row(
+            function: Any,
+            grouping_sets: Any,
+            bound: Any = None,
+            width: Any = None,
+            *,
+            views: Any = None,
+        ) -> Any:
+            return computed(
+                function, grouping_sets, bound, width, views=["own-row"] * len(grouping_sets)
+            )
+
+        with mock.patch.object(dpcomm.queries.release, "aggregate_sensitivity", own_row):
+            yield
+        return
     if kind == "half-noise-scale":
         computed = dpcomm.queries.release.aggregate_sensitivity
 
@@ -80,36 +106,49 @@ def seeded_fault(kind: str) -> Iterator[None]:
 def main() -> None:
     """Audit every setting under every fault and print one JSON line each."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=40_000, help="runs per table")
+    parser.add_argument("--runs", type=int, help="runs per table (default 40,000)")
     parser.add_argument("--repeat", type=int, default=1, help="audits per setting and fault")
+    parser.add_argument("--default", action="store_true", help="the default configuration")
     args = parser.parse_args()
-    for setting in SETTINGS:
-        for fault in ("none", "half-noise-scale", "unclamped"):
+    if args.default:
+        settings: list[dict[str, Any]] = [{"name": "default configuration", "options": {}}]
+        faults: tuple[str, ...] = ("none", "own-row-sensitivity")
+        runs = DEFAULT_RUNS if args.runs is None else args.runs
+    else:
+        settings = [{**s, "options": SMALL} for s in SETTINGS]
+        faults = ("none", "half-noise-scale", "unclamped")
+        runs = 40_000 if args.runs is None else args.runs
+    for setting in settings:
+        for fault in faults:
             bounds = []
+            chosen: list[str] = []
             cpu = wall = 0.0
             for seed in range(args.repeat):
                 start, clock = time.process_time(), time.perf_counter()
                 with seeded_fault(fault):
                     report = audit_release(
-                        setting["countermeasure"],
-                        setting["release"],
-                        sql=setting["sql"],
-                        runs=args.runs,
+                        setting.get("countermeasure"),
+                        setting.get("release"),
+                        sql=setting.get("sql", RELEASE_AUDIT_SQL),
+                        runs=runs,
                         rng=seed,
+                        **setting["options"],
                     )
                 cpu += time.process_time() - start
                 wall += time.perf_counter() - clock
                 bounds.append(report.lower_bound)
+                chosen.append(report.neighbours.pair.name)
             print(
                 json.dumps(
                     {
                         "setting": setting["name"],
                         "fault": fault,
-                        "runs_per_table": args.runs,
+                        "runs_per_table": runs,
                         "traffic_epsilon": round(report.traffic_epsilon, 4),
                         "release_epsilon": report.release_epsilon,
                         "reported_epsilon": round(report.reported_epsilon, 4),
                         "lower_bounds": [round(b, 3) for b in bounds],
+                        "pairs_chosen": chosen,
                         "verdict": "PASS" if max(bounds) <= report.reported_epsilon else "FAIL",
                         "cpu_seconds_per_audit": round(cpu / args.repeat, 2),
                         "wall_seconds_per_audit": round(wall / args.repeat, 2),

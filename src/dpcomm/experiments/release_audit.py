@@ -8,13 +8,19 @@ source's row, and puts an empirical lower bound on ε next to that claim, with t
 of `dpcomm.experiments.audit` (events selected on half the runs, estimated on the other
 half with Clopper-Pearson bounds, Bonferroni over the events).
 
-**The tables** (`release_neighbours`): `RELEASE_AUDIT_SQL` (or another query over
-``t(k, v)`` grouped by ``k``: COUNT, SUM, AVG) released over the public key domain {a, b, c},
-``v`` clamped to [0, M]. Source 0 holds (a, 50·M) in D, beyond the bound (clamped to M), and
-(b, M) in D′; the other n − 1 sources hold (c, M/2). The keys are chosen so that a, b and c go
-to three different compute nodes (t = 0, t′ = T − 1, t″ = 1, as the traffic audit's pair):
-the row moves between two cells of each released aggregate, by the full sensitivity (1 for
-COUNT, M for SUM in each cell), and between two targets of the traffic.
+**The tables** (`release_neighbours`, `candidate_pairs`): `RELEASE_AUDIT_SQL` (or another
+query over ``t(k, v)`` grouped by ``k``: COUNT, SUM, AVG) released over the public key domain
+{a, b, c}, ``v`` clamped to [lo, hi] (signed by default). Source 0 holds a value on key a in D
+(beyond the bound when it is the bound of largest magnitude) and one on key b in D′; the other
+n − 1 sources hold the same row, on c (``third-key``, ``signed``), on b (the row's new key,
+``others-on-destination``: the counterexample's shape at T = 2) or on a (its old key,
+``others-on-source``). a and b go to compute nodes 0 and T − 1, c to node 1 (node 0 when
+T = 2). Given the traffic, the scramblers' redraws can move one other source's tuple in or out
+of delivery on a's or b's node, which the last two pairs show.
+
+**The search**: every candidate pair is run on the first half of the runs of each table, its
+view reduced in several ways (`_Reduction`) and its best event's bound computed there; the pair
+with the largest is run on the second half, which estimates its selected events.
 
 **One run** is what `dpcomm.run_sql` does with the same program, built the cheapest
 faithful way (`release_runs`):
@@ -34,20 +40,24 @@ faithful way (`release_runs`):
   checked), drawn for the cells of keys a and b of every run at once. OpenDP's noise is never
   seeded (by design), so the lower bound varies from audit to audit; the traffic does not.
 
-The observer's view is reduced to three features, each cut into bins at the quantiles of the
-selection half (`BINNINGS`): the traffic's c_t − c_t′ (messages to a's and b's compute
-nodes), and Σ_i x_a,i/b_i and Σ_i x_b,i/b_i (each released value of a, and of b, over its
-noise scale). Dropping the rest of the view (the other keys' values, the order of messages) is
-a post-processing: a lower bound for the reduced view is one for the whole view.
+The observer's view is reduced to features, each cut into bins at the quantiles of the
+selection half (`BINNINGS`, `RESIDUAL_BINNINGS`): the traffic's c_t − c_t′ (messages to a's
+and b's compute nodes), Σ_i x_k,i/b_i for each observed key k (each released value over its
+noise scale), and the same less its least-squares prediction from the counts per compute node
+(the release given the traffic). Dropping the rest of the view (the other keys' values, the
+order of messages) is a post-processing: a lower bound for the reduced view is one for the
+whole view.
 
-Seeded faults are injected by the tests into the library code this audit calls (a
-sensitivity computed too small: noise of half the scale; the clamp skipped), never by an
-option of a run; each faulty program still claims the declared guarantee.
+Seeded faults are injected by the tests into the library code this audit calls (the
+sensitivity of the row's own change alone, 2M for signed bounds; a sensitivity computed half
+as large; the clamp skipped), never by an option of a run; each faulty program still claims
+the declared guarantee.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,8 +69,10 @@ from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments._common import FloatArray, IntArray
 from dpcomm.experiments.audit import (
     CHUNK_SOURCES,
+    EVENTS_PER_DIRECTION,
     Categorization,
     EventEstimate,
+    _select_events,
     estimate_events,
     scrambler_runs,
 )
@@ -74,16 +86,87 @@ from dpcomm.validation import check_delta, check_int, check_number, check_probab
 #: in two cells (a's SUM and b's), which few runs can show.
 RELEASE_AUDIT_SQL = "SELECT k, SUM(v) AS s FROM t GROUP BY k"
 
-#: Source 0's value in D, as a multiple of the bound M: beyond it, so that clamping matters.
+#: Source 0's value in D, as a multiple of a bound: beyond it, so that clamping matters.
 OUT_OF_BOUND_FACTOR = 50.0
+
+#: The bounds [lo, hi] of the audited SUM by default: signed, where a row's value and another
+#: source's can cancel or add up (the joint view's sensitivity is M + W = 3M there).
+DEFAULT_BOUNDS = (-10.0, 10.0)
+
+#: The audit's configuration by default (module docstring, "The default configuration"): one
+#: scrambler of n = 2,000 sources without dummies over T = 2 compute nodes at σ = 0.04, and a
+#: Laplace release of ε2 = 3, compared at δ = 10⁻²: the other sources' redraws hide the
+#: audited message (ε1 = 0.30 at that δ) while each of them is the one other tuple the traffic
+#: can move in or out of delivery, so that the release's sensitivity is what the runs show.
+DEFAULT_COUNTERMEASURE = Scramblers(sampling_rate=0.04, batch_size=2000, num_dummies=0)
+DEFAULT_RELEASE = Laplace(3.0)
+DEFAULT_TARGETS = 2
+DEFAULT_DELTA = 1e-2
+DEFAULT_RUNS = 40_000
 
 #: Quantile bins of (the traffic's feature, each released value's): coarse binnings keep
 #: enough runs per category for few runs to show an event; the release alone, the traffic
 #: alone, and both together (events are chosen among all of them on the selection half).
 BINNINGS = ((1, 6), (8, 1), (2, 5), (4, 4))
 
+#: Binnings of the released values *given the traffic* (each value less its least-squares
+#: prediction from the counts per compute node, fitted on the selection half): (bins of the
+#: traffic's feature, bins of each residual). The traffic can move other sources' tuples in
+#: or out of delivery; given the counts, what remains of the released values is the row's
+#: change and the coupled other tuple's.
+RESIDUAL_BINNINGS = ((1, 4), (1, 6), (2, 4))
+
 BoolArray = npt.NDArray[np.bool_]
 Countermeasure = Scramblers | LocalFlooding
+
+#: Names of the candidate neighbouring pairs, in the order they are tried (`candidate_pairs`).
+PAIR_NAMES = ("third-key", "signed", "others-on-destination", "others-on-source")
+
+
+@dataclass(frozen=True)
+class NeighbourPair:
+    """How source 0's row and the other sources' rows are laid out on the keys (a, b, c).
+
+    Attributes:
+        name: one of `PAIR_NAMES`.
+        values: source 0's value in D (on key a) and in D′ (on key b), before clamping.
+        others: the other sources' key (0 = a, 1 = b, 2 = c) and value.
+    """
+
+    name: str
+    values: tuple[float, float]
+    others: tuple[int, float]
+
+
+def candidate_pairs(bounds: tuple[float, float]) -> tuple[NeighbourPair, ...]:
+    """The neighbouring pairs the audit tries for SUM's values clamped to ``bounds``.
+
+    With u the bound of largest magnitude M (hi on a tie) and w the other one (|u − w| = W),
+    source 0 holds (a, 50·u) in D (beyond the bound, clamped to u) and:
+
+    * ``third-key``: (b, u) in D′, the others (c, (lo + hi)/2): the row moves by 2M, the
+      others away from it (on a third compute node when T >= 3);
+    * ``signed``: (b, w) in D′, the others as above: the row changes sign (only when
+      lo < 0 < hi);
+    * ``others-on-destination``: (b, w) in D′, the others (b, u): the traffic can move one
+      other tuple of key b in or out of delivery, which adds u − w to the row's change in b's
+      cell (M + W in all);
+    * ``others-on-source``: source 0 holds (a, 50·w) in D and (b, u) in D′, the others (a, u):
+      likewise in a's cell.
+
+    With T = 2, ``others-on-destination`` is the shape of the counterexample to a sensitivity
+    of 2M for signed bounds (docs/audit.md).
+    """
+    low, high = bounds
+    far, near = (high, low) if abs(high) >= abs(low) else (low, high)
+    middle = (low + high) / 2.0
+    beyond = OUT_OF_BOUND_FACTOR
+    pairs = [NeighbourPair("third-key", (beyond * far, far), (2, middle))]
+    if low < 0.0 < high:
+        pairs.append(NeighbourPair("signed", (beyond * far, near), (2, middle)))
+    pairs.append(NeighbourPair("others-on-destination", (beyond * far, near), (1, far)))
+    pairs.append(NeighbourPair("others-on-source", (beyond * near, far), (0, far)))
+    return tuple(pairs)
 
 
 @dataclass(frozen=True)
@@ -91,70 +174,118 @@ class ReleaseNeighbours:
     """The two neighbouring tables of the audit.
 
     Attributes:
-        keys: (a, b, c): source 0's key in D, its key in D′, the other sources' key.
+        keys: (a, b, c): source 0's key in D, its key in D′, a third key.
         targets: the compute node of each of them (t, t′, t″).
-        bound: M: the SUM's values are clamped to [0, M].
+        bounds: [lo, hi]: the SUM's values are clamped to it.
         num_sources: S, the table's rows (n for scramblers: one batch).
+        pair: where source 0's row and the others' rows are (`candidate_pairs`).
     """
 
     keys: tuple[str, str, str]
     targets: tuple[int, int, int]
-    bound: float
+    bounds: tuple[float, float]
     num_sources: int
+    pair: NeighbourPair
+
+    @property
+    def bound(self) -> float:
+        """M = max(|lo|, |hi|)."""
+        return max(abs(self.bounds[0]), abs(self.bounds[1]))
 
     @property
     def out_of_bound(self) -> float:
-        """Source 0's value in D: 50·M (clamped to M)."""
-        return OUT_OF_BOUND_FACTOR * self.bound
+        """Source 0's value in D (clamped to the bounds)."""
+        return self.pair.values[0]
+
+    @property
+    def cells(self) -> tuple[int, ...]:
+        """The keys whose released cells the audit observes: a and b, and c if others are on c."""
+        return (0, 1, 2) if self.pair.others[0] == 2 else (0, 1)
 
     def describe(self) -> str:
         """One line for reports."""
-        a, b, c = self.keys
+        low, high = self.bounds
+        first, second = self.pair.values
         text = (
-            f"source 0 holds ({a!r}, {self.out_of_bound:g}) in D, clamped to {self.bound:g}, "
-            f"and ({b!r}, {self.bound:g}) in D′"
+            f"{self.pair.name}: source 0 holds ({self.keys[0]!r}, {first:g}) in D, clamped to "
+            f"[{low:g}, {high:g}], and ({self.keys[1]!r}, {second:g}) in D′"
         )
         if self.num_sources > 1:
-            text += f"; the {self.num_sources - 1} others hold ({c!r}, {self.bound / 2:g})"
+            key, value = self.pair.others
+            text += f"; the {self.num_sources - 1} others hold ({self.keys[key]!r}, {value:g})"
         return text
 
     def tables(self) -> tuple[Table, Table]:
         """D and D′ (FROM name ``t``)."""
-        a, b, c = self.keys
+        key, value = self.pair.others
         tables = []
-        for key, value in ((a, self.out_of_bound), (b, self.bound)):
-            keys = np.array([key] + [c] * (self.num_sources - 1), dtype=object)
-            values = np.array([value] + [self.bound / 2] * (self.num_sources - 1))
+        for own, row in zip((0, 1), self.pair.values, strict=True):
+            keys = np.array(
+                [self.keys[own]] + [self.keys[key]] * (self.num_sources - 1), dtype=object
+            )
+            values = np.array([row] + [value] * (self.num_sources - 1))
             tables.append(table_from_arrays("t", {"k": keys, "v": values}))
         return tables[0], tables[1]
 
 
-def release_neighbours(*, num_targets: int, num_sources: int, bound: float) -> ReleaseNeighbours:
-    """The audit's tables: keys a, b, c on compute nodes 0, T − 1 and 1 (T >= 3).
+def release_neighbours(
+    *,
+    num_targets: int,
+    num_sources: int,
+    bound: float | None = None,
+    bounds: tuple[float, float] | None = None,
+    pair: str = "third-key",
+) -> ReleaseNeighbours:
+    """The audit's tables: keys a and b on compute nodes 0 and T − 1, c on node 1 (T >= 3).
 
-    The compute node of a key is a public hash of the key
+    With T = 2, c is on node 0, with a. ``bounds`` are the SUM's [lo, hi] (``bound`` = M gives
+    [0, M]; default `DEFAULT_BOUNDS`); ``pair`` one of `PAIR_NAMES` (`candidate_pairs`). The
+    compute node of a key is a public hash of the key
     (`dpcomm.queries.groupby.partition_keys`); the keys are the first of ``k0``, ``k1``,
     ... to fall on each node.
     """
     from dpcomm.queries.groupby import partition_keys
 
-    size = check_int("num_targets", num_targets, minimum=3)
+    size = check_int("num_targets", num_targets, minimum=2)
     count = check_int("num_sources", num_sources, minimum=1)
-    limit = check_number("bound", bound, above=0.0)
-    wanted = (0, size - 1, 1)
-    found: dict[int, str] = {}
+    limits = _check_bounds(bound, bounds)
+    chosen = [p for p in candidate_pairs(limits) if p.name == pair]
+    if not chosen:
+        raise InvalidParameterError(
+            "pair", f"one of {', '.join(p.name for p in candidate_pairs(limits))}", pair
+        )
+    wanted = (0, size - 1, 1 if size >= 3 else 0)
+    found: list[str | None] = [None, None, None]
     start = 0
-    while len(found) < len(wanted):
+    while None in found:
         names = [f"k{i}" for i in range(start, start + 64)]
         nodes = partition_keys(
             table_from_arrays("keys", {"k": np.array(names, dtype=object)}), size
         )
         for name, node in zip(names, nodes.tolist(), strict=True):
-            if node in wanted and node not in found:
-                found[node] = name
+            slot = next((i for i, t in enumerate(wanted) if t == node and found[i] is None), None)
+            if slot is not None:
+                found[slot] = name
         start += 64
-    a, b, c = (found[t] for t in wanted)
-    return ReleaseNeighbours((a, b, c), (0, size - 1, 1), limit, count)
+    a, b, c = (str(name) for name in found)
+    return ReleaseNeighbours((a, b, c), wanted, limits, count, chosen[0])
+
+
+def _check_bounds(bound: float | None, bounds: tuple[float, float] | None) -> tuple[float, float]:
+    """[lo, hi] from ``bounds``, or [0, ``bound``], or `DEFAULT_BOUNDS`."""
+    if bound is not None and bounds is not None:
+        raise InvalidParameterError("bounds", "bound= or bounds=, not both", (bound, bounds))
+    if bound is not None:
+        return (0.0, check_number("bound", bound, above=0.0))
+    if bounds is None:
+        return DEFAULT_BOUNDS
+    if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+        raise InvalidParameterError("bounds", "a pair (lo, hi)", bounds)
+    low = check_number("bounds", bounds[0])
+    high = check_number("bounds", bounds[1])
+    if not low < high:
+        raise InvalidParameterError("bounds", "a pair (lo, hi) with lo < hi", bounds)
+    return (low, high)
 
 
 def audited_program(
@@ -170,7 +301,7 @@ def audited_program(
     """
     from dpcomm.queries.sql import bind_sql
 
-    bounds = {"v": (0.0, neighbours.bound)}
+    bounds = {"v": neighbours.bounds}
     clamped = {column for _, column, _, _ in bind_sql(sql, table, bounds=bounds).clamps}
     program = AggregateProgram.from_sql(
         sql,
@@ -201,17 +332,61 @@ def contributions(program: AggregateProgram, keys: tuple[str, ...]) -> FloatArra
     column = program.query.grouping_sets[0][0]
     outputs = [noise.output for noise in release.noises]
     result = np.zeros((table.num_rows, len(keys), len(outputs)))
-    for source in range(table.num_rows):
+    # A source's contribution depends on its row alone: each distinct row is evaluated once.
+    rows = list(
+        zip(
+            *(
+                [
+                    None if null else value
+                    for value, null in zip(c.values.tolist(), c.is_null, strict=True)
+                ]
+                for c in table.columns
+            ),
+            strict=True,
+        )
+    )
+    first: dict[tuple[object, ...], int] = {}
+    for source, row in enumerate(rows):
+        if row in first:
+            result[source] = result[first[row]]
+            continue
+        first[row] = source
         alone = np.zeros(table.num_rows, dtype=bool)
         alone[source] = True
-        for row in evaluate_grouping_set(program.query, table, 0, alone):
-            key = row[column]
+        for evaluated in evaluate_grouping_set(program.query, table, 0, alone):
+            key = evaluated[column]
             if isinstance(key, str) and key in keys:
-                values = [row[o] for o in outputs]
+                values = [evaluated[o] for o in outputs]
                 result[source, keys.index(key)] = [
                     float(v) if isinstance(v, int | float) else 0.0 for v in values
                 ]
     return result
+
+
+def exact_results(delivered: BoolArray, added: FloatArray) -> FloatArray:
+    """(runs, keys, A): each run's exact aggregates, its delivered sources' ``added`` summed.
+
+    Sources with the same contribution are counted together (the runs' delivered sources of
+    each distinct contribution, times it), which is the sum over sources without a
+    (runs × S) floating-point product.
+    """
+    sources = added.shape[0]
+    flat = added.reshape(sources, -1)
+    distinct, inverse = np.unique(flat, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    sizes = np.bincount(inverse, minlength=distinct.shape[0])
+    largest = int(np.argmax(sizes))
+    total = np.count_nonzero(delivered, axis=1)
+    exact = np.zeros((delivered.shape[0], flat.shape[1]))
+    rest = total.copy()
+    for group in range(distinct.shape[0]):
+        if group == largest:
+            continue
+        hits = np.count_nonzero(delivered[:, inverse == group], axis=1)
+        rest -= hits
+        exact += hits[:, None] * distinct[group][None, :]
+    exact += rest[:, None] * distinct[largest][None, :]
+    return exact.reshape(delivered.shape[0], *added.shape[1:])
 
 
 @dataclass(frozen=True, eq=False)
@@ -230,21 +405,18 @@ class ReleaseRuns:
     exact: FloatArray
 
 
-def release_runs(
+def traffic_runs(
     program: AggregateProgram,
     countermeasure: Countermeasure,
     *,
-    keys: tuple[str, ...],
     runs: int,
     randomness: Randomness,
     first_run: int = 0,
-    added: FloatArray | None = None,
-) -> ReleaseRuns:
-    """Runs ``first_run`` … ``first_run + runs − 1`` of ``program`` (module docstring).
+) -> tuple[IntArray, BoolArray]:
+    """The traffic of runs ``first_run`` … of ``program``: counts (runs, T), delivered (runs, S).
 
-    Run r draws as the engines draw for the nodes of block r of the program's flow: under
-    scramblers, scrambler r and its n sources; under local flooding, sources r·S … r·S + S − 1.
-    ``added`` is `contributions` of ``program`` and ``keys`` (computed if not given).
+    What `release_runs` adds up over; it depends on the table only through its sources' true
+    compute nodes, so tables with the same keys' nodes share it.
     """
     table = program.table
     if table is None:
@@ -292,9 +464,31 @@ def release_runs(
             "countermeasure", "Scramblers(...) or LocalFlooding(...)", countermeasure
         )
     delivered = roles.delivered(real, np.ones(real.shape[0], dtype=bool)).reshape(count, sources)
+    return counts, delivered
+
+
+def release_runs(
+    program: AggregateProgram,
+    countermeasure: Countermeasure,
+    *,
+    keys: tuple[str, ...],
+    runs: int,
+    randomness: Randomness,
+    first_run: int = 0,
+    added: FloatArray | None = None,
+) -> ReleaseRuns:
+    """Runs ``first_run`` … ``first_run + runs − 1`` of ``program`` (module docstring).
+
+    Run r draws as the engines draw for the nodes of block r of the program's flow: under
+    scramblers, scrambler r and its n sources; under local flooding, sources r·S … r·S + S − 1.
+    ``added`` is `contributions` of ``program`` and ``keys`` (computed if not given).
+    """
+    counts, delivered = traffic_runs(
+        program, countermeasure, runs=runs, randomness=randomness, first_run=first_run
+    )
     if added is None:
         added = contributions(program, keys)
-    exact = (delivered.astype(float) @ added.reshape(sources, -1)).reshape(count, *added.shape[1:])
+    exact = exact_results(delivered, added)
     return ReleaseRuns(counts=counts, delivered=delivered, exact=exact)
 
 
@@ -319,15 +513,29 @@ def noisy_values(program: AggregateProgram, exact: FloatArray) -> FloatArray:
 
 
 @dataclass(frozen=True)
+class PairSelection:
+    """One candidate neighbouring pair and how well it did on the selection half.
+
+    Attributes:
+        name: the pair's name (`PAIR_NAMES`).
+        selection_bound: the best event's lower bound on the selection half (at the
+            estimation's Bonferroni level): the pair with the largest one is estimated.
+    """
+
+    name: str
+    selection_bound: float
+
+
+@dataclass(frozen=True)
 class ReleaseAuditReport:
     """The audit of traffic and release together.
 
     Attributes:
         countermeasure: the traffic's countermeasure.
         release: the release's mechanism (its claimed ε2, δ2).
-        neighbours: the neighbouring tables.
+        neighbours: the neighbouring tables the search chose (estimated on the second half).
         num_targets: T.
-        runs: runs per table (half select events, half estimate them).
+        runs: runs per table (half select pairs and events, half estimate them).
         confidence: the confidence of the lower bound.
         delta: δ of the comparison: the composed δ the report gives (δ1 + δ2).
         traffic_epsilon: ε1, the traffic's, as the run reports it.
@@ -340,6 +548,7 @@ class ReleaseAuditReport:
         events_tried: events estimated (the Bonferroni factor).
         best_event: the event that gave the lower bound, or None if none beat 0.
         events: every estimated event.
+        pairs: every candidate pair tried on the selection half, with its selection bound.
         seconds: wall-clock time of the audit.
     """
 
@@ -359,7 +568,8 @@ class ReleaseAuditReport:
     events_tried: int
     best_event: EventEstimate | None
     events: tuple[EventEstimate, ...]
-    seconds: float = field(compare=False)
+    pairs: tuple[PairSelection, ...] = ()
+    seconds: float = field(default=0.0, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -373,67 +583,188 @@ def _bins(selection: FloatArray, count: int) -> FloatArray:
     return np.unique(inner)
 
 
-def _categorizations(features: list[FloatArray], half: int) -> list[Categorization]:
-    """Each run's category under each of `BINNINGS`, bins cut on the selection half.
+@dataclass(frozen=True, eq=False)
+class _View:
+    """What the audit keeps of runs of one table: the counts, and each observed cell's value.
 
-    A category is the run's quantile bin of each feature (c_t − c_t′, then a's and b's
-    released values); the edges are the quantiles of both tables' selection halves.
+    ``released`` (runs, cells): Σ_i x_k,i / b_i for each observed key k (`ReleaseNeighbours.cells`).
     """
-    result: list[Categorization] = []
-    for traffic_bins, release_bins in BINNINGS:
-        codes = [np.zeros(f.shape[0], dtype=np.int64) for f in features]
-        categories = 1
-        for column, bins in enumerate((traffic_bins, release_bins, release_bins)):
-            edges = _bins(np.concatenate([f[:half, column] for f in features]), bins)
-            for side, values in enumerate(features):
-                found = np.searchsorted(edges, values[:, column], side="right")
-                codes[side] = codes[side] * (edges.shape[0] + 1) + found
-            categories *= edges.shape[0] + 1
-        result.append((codes[0], codes[1], categories))
-    return result
+
+    counts: IntArray
+    released: FloatArray
+
+    def __len__(self) -> int:
+        return int(self.counts.shape[0])
+
+    def join(self, other: _View) -> _View:
+        return _View(
+            np.concatenate([self.counts, other.counts]),
+            np.concatenate([self.released, other.released]),
+        )
 
 
-def _features(
-    counts: IntArray, noisy: FloatArray, scales: FloatArray, targets: tuple[int, int]
-) -> FloatArray:
-    """(runs, 3): the traffic's c_t − c_t′, and Σ_i x_a,i/b_i and Σ_i x_b,i/b_i."""
-    traffic = (counts[:, targets[0]] - counts[:, targets[1]]).astype(float)
-    released = (noisy / scales[None, None, :]).sum(axis=2)
-    return np.column_stack([traffic, released[:, 0], released[:, 1]])
+@dataclass(frozen=True, eq=False)
+class _Reduction:
+    """The reduction of a view to categories, fitted on the selection half of both tables.
+
+    The features are the traffic's c_t − c_t′, each observed cell's released value, and each
+    value less its least-squares prediction from the counts per compute node (the residual:
+    the release given the traffic). Each binning cuts some of them at quantiles of both
+    tables' selection halves; a run's category is its bin of each.
+    """
+
+    targets: tuple[int, int]
+    coefficients: FloatArray
+    binnings: tuple[tuple[tuple[int, FloatArray], ...], ...]
+
+    @classmethod
+    def fit(cls, selection: tuple[_View, _View], targets: tuple[int, int]) -> _Reduction:
+        counts = np.concatenate([view.counts for view in selection]).astype(float)
+        released = np.concatenate([view.released for view in selection])
+        design = np.column_stack([np.ones(counts.shape[0]), counts])
+        coefficients = np.linalg.lstsq(design, released, rcond=None)[0]
+        partial = cls(targets, coefficients, ())
+        features = np.concatenate([partial.features(view) for view in selection])
+        cells = released.shape[1]
+        traffic, raw, residual = 0, list(range(1, 1 + cells)), list(range(1 + cells, 1 + 2 * cells))
+        specs: list[tuple[tuple[int, int], ...]] = []
+        for traffic_bins, release_bins in BINNINGS:
+            specs.append(((traffic, traffic_bins), *((c, release_bins) for c in raw[:2])))
+        for traffic_bins, release_bins in RESIDUAL_BINNINGS:
+            specs.append(((traffic, traffic_bins), *((c, release_bins) for c in residual[:2])))
+        if cells > 2:
+            specs.append(tuple((c, 3) for c in residual))
+        binnings = tuple(
+            tuple((column, _bins(features[:, column], bins)) for column, bins in spec if bins > 1)
+            for spec in specs
+        )
+        return cls(targets, coefficients, binnings)
+
+    def features(self, view: _View) -> FloatArray:
+        """(runs, 1 + 2·cells): c_t − c_t′, the released values, their residuals."""
+        traffic = (view.counts[:, self.targets[0]] - view.counts[:, self.targets[1]]).astype(float)
+        design = np.column_stack([np.ones(len(view)), view.counts.astype(float)])
+        residual = view.released - design @ self.coefficients
+        return np.column_stack([traffic, view.released, residual])
+
+    def categorizations(self, views: tuple[_View, _View]) -> list[Categorization]:
+        """Each run's category under each binning (both tables, in run order)."""
+        features = [self.features(view) for view in views]
+        result: list[Categorization] = []
+        for binning in self.binnings:
+            codes = [np.zeros(len(view), dtype=np.int64) for view in views]
+            categories = 1
+            for column, edges in binning:
+                for side, values in enumerate(features):
+                    found = np.searchsorted(edges, values[:, column], side="right")
+                    codes[side] = codes[side] * (edges.shape[0] + 1) + found
+                categories *= edges.shape[0] + 1
+            result.append((codes[0], codes[1], categories))
+        return result
+
+
+def _selection_bound(
+    categorizations: list[Categorization], *, confidence: float, delta: float
+) -> float:
+    """The best event's lower bound on these (selection) runs, at the estimation's level."""
+    alpha = (1.0 - confidence) / (4 * EVENTS_PER_DIRECTION)
+    best = 0.0
+    for codes0, codes1, categories in categorizations:
+        counts = [np.bincount(c, minlength=categories) for c in (codes0, codes1)]
+        runs = codes0.shape[0]
+        for a, b in ((0, 1), (1, 0)):
+            for bound, _ in _select_events(counts[a], counts[b], runs, alpha, delta, 1):
+                best = max(best, bound)
+    return best
+
+
+def _views(
+    neighbours: ReleaseNeighbours,
+    programs: tuple[AggregateProgram, AggregateProgram],
+    traffic: tuple[tuple[IntArray, BoolArray], tuple[IntArray, BoolArray]],
+    scales: FloatArray,
+) -> tuple[_View, _View]:
+    """Both tables' views of runs whose traffic is ``traffic``: the release's noise drawn."""
+    keys = tuple(neighbours.keys[k] for k in neighbours.cells)
+    views = []
+    for program, (counts, delivered) in zip(programs, traffic, strict=True):
+        noisy = noisy_values(program, exact_results(delivered, contributions(program, keys)))
+        views.append(_View(counts, (noisy / scales[None, None, :]).sum(axis=2)))
+    return views[0], views[1]
+
+
+def _traffic(
+    program: AggregateProgram,
+    countermeasure: Countermeasure,
+    *,
+    first: int,
+    stop: int,
+    randomness: Randomness,
+) -> tuple[IntArray, BoolArray]:
+    """`traffic_runs` of runs ``first`` … ``stop − 1``, in chunks of `CHUNK_SOURCES` sources."""
+    table = program.table
+    sources = 1 if table is None else table.num_rows
+    step = max(1, CHUNK_SOURCES // sources)
+    counts: list[IntArray] = []
+    delivered: list[BoolArray] = []
+    for low in range(first, stop, step):
+        high = min(stop, low + step)
+        done = traffic_runs(
+            program, countermeasure, runs=high - low, randomness=randomness, first_run=low
+        )
+        counts.append(done[0])
+        delivered.append(done[1])
+    return np.concatenate(counts), np.concatenate(delivered)
 
 
 def audit_release(
-    countermeasure: Countermeasure,
-    release: ReleaseMechanism,
+    countermeasure: Countermeasure | None = None,
+    release: ReleaseMechanism | None = None,
     *,
-    num_targets: int = 3,
-    bound: float = 10.0,
+    num_targets: int = DEFAULT_TARGETS,
+    bounds: tuple[float, float] | None = None,
     sql: str = RELEASE_AUDIT_SQL,
-    runs: int = 4000,
+    runs: int = DEFAULT_RUNS,
     confidence: float = 0.95,
-    delta: float = 1e-4,
+    delta: float = DEFAULT_DELTA,
+    pairs: Sequence[str] | None = None,
     rng: np.random.Generator | int | None = None,
 ) -> ReleaseAuditReport:
     """Audit traffic and noisy release together: empirical lower bound vs the reported ε.
 
+    The neighbouring pair and the events are chosen by search on the first half of the runs
+    of each table: every candidate pair (`candidate_pairs`) is run, its views reduced under
+    every binning (`_Reduction`) and its best event's bound computed there; the pair with the
+    largest is run again on the second half, which estimates its selected events
+    (Clopper-Pearson, Bonferroni over the events; one pair is estimated, so its choice costs
+    nothing).
+
     Args:
         countermeasure: the traffic's: `Scramblers` (the tables have n rows, one
-            batch) or `LocalFlooding` (the tables have one row).
-        release: `dpcomm.Laplace` or `dpcomm.Gaussian`.
-        num_targets: T >= 3, the compute nodes of the grouping set.
-        bound: M: the SUM's values are clamped to [0, M].
+            batch) or `LocalFlooding` (the tables have one row); default
+            `DEFAULT_COUNTERMEASURE`.
+        release: `dpcomm.Laplace` or `dpcomm.Gaussian`; default `DEFAULT_RELEASE`.
+        num_targets: T >= 2, the compute nodes of the grouping set.
+        bounds: [lo, hi]: the SUM's values are clamped to it (default `DEFAULT_BOUNDS`,
+            signed).
         sql: the released query over ``t(k, v)``, grouped by ``k`` alone
             (`RELEASE_AUDIT_SQL`: one SUM).
-        runs: runs per table (>= 100); half select events, half estimate them.
+        runs: runs per table (>= 100); half select the pair and events, half estimate them.
         confidence: probability that the lower bound is below the true ε, in (0, 1).
         delta: the traffic's δ (the plan's, as ``run_sql``'s ``delta``); the comparison is
             at the composed δ the report gives.
+        pairs: the names of the candidate pairs to try (default: every one of
+            `candidate_pairs`).
         rng: a numpy Generator, a seed, or None: the seed of the traffic's randomness streams
             (the release's noise is OpenDP's, never seeded).
     """
     from dpcomm.engine.released import release_report
     from dpcomm.plan.privacy import account_plan
 
+    if countermeasure is None:
+        countermeasure = DEFAULT_COUNTERMEASURE
+    if release is None:
+        release = DEFAULT_RELEASE
     if not isinstance(countermeasure, Scramblers | LocalFlooding):
         raise InvalidParameterError(
             "countermeasure", "Scramblers(...) or LocalFlooding(...)", countermeasure
@@ -445,41 +776,82 @@ def audit_release(
     if not 0.0 < level < 1.0:
         raise InvalidParameterError("confidence", "a number in (0, 1)", confidence)
     traffic_delta = check_delta("delta", delta)
-    size = check_int("num_targets", num_targets, minimum=3)
+    size = check_int("num_targets", num_targets, minimum=2)
+    limits = _check_bounds(None, bounds)
     sources = countermeasure.batch_size if isinstance(countermeasure, Scramblers) else 1
-    neighbours = release_neighbours(num_targets=size, num_sources=sources, bound=bound)
+    names = [p.name for p in candidate_pairs(limits)]
+    wanted = names if pairs is None else list(pairs)
+    if not wanted or any(name not in names for name in wanted):
+        raise InvalidParameterError("pairs", f"names among {', '.join(names)}", pairs)
+    candidates = [
+        release_neighbours(num_targets=size, num_sources=sources, bounds=limits, pair=name)
+        for name in wanted
+    ]
     generator = make_rng(rng)
     seed = int(generator.integers(0, 1 << 62))
     start = time.perf_counter()
-    programs = [audited_program(t, release, neighbours, size, sql) for t in neighbours.tables()]
-    privacy = account_plan(programs[0].plan, countermeasure, delta=traffic_delta)
-    claimed = release_report(programs[0], privacy)
-    noises = programs[0].release.noises if programs[0].release is not None else ()
+    programs: dict[str, tuple[AggregateProgram, AggregateProgram]] = {}
+    for candidate in candidates:
+        d, d_prime = candidate.tables()
+        programs[candidate.pair.name] = (
+            audited_program(d, release, candidate, size, sql),
+            audited_program(d_prime, release, candidate, size, sql),
+        )
+    first = programs[candidates[0].pair.name][0]
+    privacy = account_plan(first.plan, countermeasure, delta=traffic_delta)
+    claimed = release_report(first, privacy)
+    noises = first.release.noises if first.release is not None else ()
     scales = np.array([noise.scale for noise in noises])
-    keys = neighbours.keys[:2]
-    step = max(1, CHUNK_SOURCES // sources)
-    features: list[FloatArray] = []
-    for side, program in enumerate(programs):
-        # The two tables' runs draw from two rounds of one seed: independent runs.
-        randomness = Randomness(seed, round=side)
-        added = contributions(program, keys)
-        parts: list[FloatArray] = []
-        for low in range(0, count, step):
-            high = min(count, low + step)
-            done = release_runs(
-                program,
-                countermeasure,
-                keys=keys,
-                runs=high - low,
-                randomness=randomness,
-                first_run=low,
-                added=added,
+    # The two tables' runs draw from two rounds of one seed: independent runs.
+    randomness = (Randomness(seed, round=0), Randomness(seed, round=1))
+    half = count // 2
+    # Selection: every pair on runs 0 … half − 1; pairs whose tables put every source on the
+    # same compute nodes share their traffic (the same runs of the same streams).
+    shared: dict[tuple[int, bytes], tuple[IntArray, BoolArray]] = {}
+    selections: list[PairSelection] = []
+    fitted: list[tuple[_Reduction, tuple[_View, _View]]] = []
+    for neighbours in candidates:
+        pair_programs = programs[neighbours.pair.name]
+        traffic = []
+        for side, program in enumerate(pair_programs):
+            table = program.table
+            layout = (
+                b""
+                if table is None
+                else program.route(program.initial_state(), program.flow_names[0], table).tobytes()
             )
-            noisy = noisy_values(program, done.exact)
-            parts.append(_features(done.counts, noisy, scales, neighbours.targets[:2]))
-        features.append(np.concatenate(parts))
+            if (side, layout) not in shared:
+                shared[side, layout] = _traffic(
+                    program, countermeasure, first=0, stop=half, randomness=randomness[side]
+                )
+            traffic.append(shared[side, layout])
+        views = _views(neighbours, pair_programs, (traffic[0], traffic[1]), scales)
+        reduction = _Reduction.fit(views, (neighbours.targets[0], neighbours.targets[1]))
+        bound = _selection_bound(
+            reduction.categorizations(views), confidence=level, delta=claimed.composed_delta
+        )
+        selections.append(PairSelection(neighbours.pair.name, bound))
+        fitted.append((reduction, views))
+    chosen = max(range(len(candidates)), key=lambda i: (selections[i].selection_bound, -i))
+    neighbours = candidates[chosen]
+    reduction, selected = fitted[chosen]
+    pair_programs = programs[neighbours.pair.name]
+    estimation = _views(
+        neighbours,
+        pair_programs,
+        (
+            _traffic(
+                pair_programs[0], countermeasure, first=half, stop=count, randomness=randomness[0]
+            ),
+            _traffic(
+                pair_programs[1], countermeasure, first=half, stop=count, randomness=randomness[1]
+            ),
+        ),
+        scales,
+    )
+    joined = (selected[0].join(estimation[0]), selected[1].join(estimation[1]))
     events, num_events = estimate_events(
-        _categorizations(features, count // 2), confidence=level, delta=claimed.composed_delta
+        reduction.categorizations(joined), confidence=level, delta=claimed.composed_delta
     )
     best = max(events, key=lambda e: e.epsilon, default=None)
     return ReleaseAuditReport(
@@ -499,19 +871,31 @@ def audit_release(
         events_tried=num_events,
         best_event=best if best is not None and best.epsilon > 0 else None,
         events=events,
+        pairs=tuple(selections),
         seconds=time.perf_counter() - start,
     )
 
 
 __all__ = [
+    "DEFAULT_BOUNDS",
+    "DEFAULT_COUNTERMEASURE",
+    "DEFAULT_DELTA",
+    "DEFAULT_RELEASE",
+    "DEFAULT_RUNS",
+    "DEFAULT_TARGETS",
+    "PAIR_NAMES",
     "RELEASE_AUDIT_SQL",
+    "NeighbourPair",
+    "PairSelection",
     "ReleaseAuditReport",
     "ReleaseNeighbours",
     "ReleaseRuns",
     "audit_release",
     "audited_program",
+    "candidate_pairs",
     "contributions",
     "noisy_values",
     "release_neighbours",
     "release_runs",
+    "traffic_runs",
 ]

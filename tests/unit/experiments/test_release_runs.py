@@ -45,7 +45,9 @@ def _per_target(run, flow: str) -> list[int]:
 @pytest.mark.parametrize("countermeasure", COUNTERMEASURES, ids=lambda c: type(c).__name__)
 def test_run_zero_is_the_memory_engines_run(countermeasure) -> None:
     sources = countermeasure.batch_size if isinstance(countermeasure, dpcomm.Scramblers) else 1
-    neighbours = release_neighbours(num_targets=4, num_sources=sources, bound=10.0)
+    neighbours = release_neighbours(
+        num_targets=4, num_sources=sources, bounds=(-10.0, 10.0), pair="others-on-destination"
+    )
     for table in neighbours.tables():
         program = audited_program(table, dpcomm.Laplace(1.0), neighbours, 4, SQL)
         flow = program.flow_names[0]
@@ -87,7 +89,7 @@ def test_neighbours_differ_in_one_row_on_the_boundary_targets() -> None:
     assert d.column("k").values[1:].tolist() == d_prime.column("k").values[1:].tolist()
     assert d.column("v").values.tolist() == [100.0, 1.0, 1.0, 1.0]
     assert d_prime.column("v").values[0] == 2.0
-    assert "clamped to 2" in neighbours.describe()
+    assert "clamped to [0, 2]" in neighbours.describe()
 
 
 @pytest.mark.parametrize(
@@ -96,8 +98,9 @@ def test_neighbours_differ_in_one_row_on_the_boundary_targets() -> None:
         ({"countermeasure": dpcomm.NoCountermeasure()}, "countermeasure"),
         ({"release": 1.0}, "release"),
         ({"runs": 99}, "runs"),
-        ({"num_targets": 2}, "num_targets"),
-        ({"bound": 0.0}, "bound"),
+        ({"num_targets": 1}, "num_targets"),
+        ({"bounds": (1.0, 1.0)}, "bounds"),
+        ({"pairs": ["nowhere"]}, "pairs"),
         ({"confidence": 1.0}, "confidence"),
         ({"sql": "SELECT k, COUNT(*) FROM t GROUP BY ROLLUP (k)"}, "sql"),
     ],
@@ -112,3 +115,39 @@ def test_invalid_parameters(kwargs, name) -> None:
     with pytest.raises(InvalidParameterError) as error:
         audit_release(**arguments)
     assert error.value.name == name
+
+
+def test_candidate_pairs_for_signed_and_nonnegative_bounds() -> None:
+    from dpcomm.experiments.release_audit import candidate_pairs
+
+    signed = {p.name: p for p in candidate_pairs((-10.0, 10.0))}
+    assert list(signed) == ["third-key", "signed", "others-on-destination", "others-on-source"]
+    # The counterexample's shape: the row moves from (a, +M) to (b, −M), the others on b at +M.
+    assert signed["others-on-destination"].values == (500.0, -10.0)
+    assert signed["others-on-destination"].others == (1, 10.0)
+    assert signed["others-on-source"].values == (-500.0, 10.0)
+    assert signed["others-on-source"].others == (0, 10.0)
+    assert signed["third-key"].others == (2, 0.0)
+    assert "signed" not in {p.name for p in candidate_pairs((0.0, 10.0))}
+
+
+def test_with_two_compute_nodes_the_third_key_shares_the_first_ones_node() -> None:
+    neighbours = release_neighbours(num_targets=2, num_sources=3, pair="others-on-destination")
+    assert neighbours.targets == (0, 1, 0) and len(set(neighbours.keys)) == 3
+    keys = table_from_arrays("keys", {"k": np.array(neighbours.keys, dtype=object)})
+    assert partition_keys(keys, 2).tolist() == [0, 1, 0]
+    d, d_prime = neighbours.tables()
+    assert d.column("v").values.tolist() == [500.0, 10.0, 10.0]
+    assert d_prime.column("k").values.tolist() == [neighbours.keys[1]] * 3
+    assert d_prime.column("v").values.tolist() == [-10.0, 10.0, 10.0]
+
+
+def test_exact_results_add_up_the_delivered_contributions() -> None:
+    from dpcomm.experiments.release_audit import exact_results
+
+    rng = np.random.default_rng(0)
+    added = rng.integers(-2, 3, size=(7, 3, 2)).astype(float)
+    added[3:] = added[3]  # identical contributions are counted together
+    delivered = rng.random((50, 7)) < 0.6
+    expected = np.einsum("rs,ska->rka", delivered.astype(float), added)
+    assert np.allclose(exact_results(delivered, added), expected)
