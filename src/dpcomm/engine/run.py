@@ -188,6 +188,17 @@ class Prepared:
     privacy: PlanGuarantee | None
 
 
+def _check_release(
+    program: ProgramHooks, countermeasures: Countermeasure | Mapping[str, Countermeasure]
+) -> None:
+    """A noisy release runs only with countermeasures its noise was calibrated for."""
+    from dpcomm.queries.aggregate import AggregateProgram
+    from dpcomm.queries.release import check_release_for
+
+    if isinstance(program, AggregateProgram) and program.release is not None:
+        check_release_for(program.release, countermeasures)
+
+
 def prepare(
     program: ProgramHooks,
     countermeasures: Countermeasure | Mapping[str, Countermeasure],
@@ -209,6 +220,7 @@ def prepare(
     """
     plan = program.plan
     transformed = transform(plan, countermeasures)
+    _check_release(program, countermeasures)
     if delta is None:
         return Prepared(transformed, None)
     privacy = account_plan(plan, countermeasures, delta=delta)

@@ -245,7 +245,8 @@ def _encode_key(key: Sequence[object]) -> bytes:
         elif isinstance(value, int):
             tag, payload = b"i", str(value).encode()
         elif isinstance(value, float):
-            tag, payload = b"f", float.hex(value).encode()
+            # −0.0 == 0.0 is one group (as DuckDB groups them), on one node.
+            tag, payload = b"f", float.hex(value + 0.0).encode()
         elif isinstance(value, str):
             tag, payload = b"s", value.encode("utf-8")
         elif isinstance(value, Decimal) and value.is_finite():

@@ -52,6 +52,7 @@ from dpcomm.accounting.release import (
     threshold_for,
 )
 from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.plan.countermeasures import Countermeasures, shares_blanket
 from dpcomm.queries.groupby import key_order, node_of_key
 from dpcomm.queries.query import BoundAggregate
 
@@ -119,6 +120,23 @@ class Release:
     def delta(self) -> float:
         """δ2: the sum of the aggregates' shares, and the key selection's δ_sel."""
         return math.fsum(n.total_delta for n in self.noises)
+
+
+def check_release_for(release: Release, countermeasures: Countermeasures) -> None:
+    """Refuse to run ``release`` with ``countermeasures`` it was not calibrated for.
+
+    A release bound for traffic that delivers each tuple independently (``shared_blanket``
+    False: its sensitivities cover the replaced row only) does not hold under scramblers with
+    sampling (`dpcomm.plan.countermeasures.shares_blanket`).
+    """
+    if release.shared_blanket or not shares_blanket(countermeasures):
+        return
+    raise InvalidParameterError(
+        "countermeasure",
+        "the countermeasure the release was bound for (its noise covers traffic that delivers "
+        "each tuple independently; bind the release with this countermeasure)",
+        "scramblers with sampling",
+    )
 
 
 def release_spec(release: Release) -> dict[str, Any]:
@@ -300,20 +318,20 @@ def _row_value(value: object, sql_type: str) -> object:
     kind = value_kind(sql_type)
     if value is None:
         return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if kind in ("int", "wideint") and float(value).is_integer():
-            return int(value)
+    if type(value) in (int, float):  # not bool, not numpy's or pandas' number types
+        number = float(value)  # type: ignore[arg-type]
+        if kind in ("int", "wideint") and number.is_integer():
+            return int(value)  # type: ignore[call-overload]
         if kind == "float":
-            return float(value)
-    wanted: dict[str | None, type | tuple[type, ...]] = {
+            return number + 0.0  # −0.0 is 0.0 (one group; `node_of_key` hashes them alike)
+    exact: dict[str | None, type] = {
         "text": str,
         "bool": bool,
         "decimal": Decimal,
         "timestamp": datetime.datetime,
+        "date": datetime.date,
     }
-    if kind == "date" and type(value) is datetime.date:
-        return value
-    if kind in wanted and isinstance(value, wanted[kind]):
+    if kind in exact and type(value) is exact[kind]:  # subclasses (pandas' Timestamp) differ
         return value
     return _Unsure()
 

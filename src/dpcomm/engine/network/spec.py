@@ -141,6 +141,7 @@ class RoundSpec:
         if round_id is None:
             round_id = secrets.randbelow(1 << 62) + 1
         transformed = transform(program.plan, countermeasures)
+        _check_release(program, transformed.countermeasures)
         payload = payload_size_for(largest_tuple(program))
         body = max(DATA_HEADER.size + sealed_size(payload), MIN_BODY_SIZE, BLOB_HEADER.size + 16)
         return cls(
@@ -170,7 +171,9 @@ class RoundSpec:
     def transformed(self) -> TransformedPlan:
         """The plan with its countermeasures (the same on every node)."""
         chosen = {n: c.countermeasure() for n, c in self.countermeasures.items()}
-        return transform(self.public_program.plan, chosen)
+        program = self.public_program
+        _check_release(program, chosen)  # every node: a config's release fits its traffic
+        return transform(program.plan, chosen)
 
     @cached_property
     def routes(self) -> Routes:
@@ -410,3 +413,14 @@ class NodeConfig(NodeSettings):
 
 def _settings_values(settings: NodeSettings) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in dataclasses.fields(NodeSettings)}
+
+
+def _check_release(
+    program: QueryProgram, countermeasures: Countermeasure | Mapping[str, Countermeasure]
+) -> None:
+    """A noisy release runs only with countermeasures its noise was calibrated for."""
+    from dpcomm.queries.aggregate import AggregateProgram
+    from dpcomm.queries.release import check_release_for
+
+    if isinstance(program, AggregateProgram) and program.release is not None:
+        check_release_for(program.release, countermeasures)
