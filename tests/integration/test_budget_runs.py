@@ -42,7 +42,7 @@ def test_run_sql_charges_what_the_run_reports(tmp_path, people):
         (run.report.privacy.epsilon, run.report.privacy.delta) for run in (first, second)
     ]
     assert charges[0].method == first.report.privacy.method
-    assert charges[0].kind == "aggregate" and charges[0].query == first.program.query.sql
+    assert charges[0].kind == "aggregate" and charges[0].query == QUERY
     assert budget.spent().charges == 2
 
 
