@@ -973,6 +973,13 @@ def calibrate(
     ``key_selection_delta`` (δ_sel), as in [`run_sql`][]: their keys are selected by a DP
     threshold whose δ_sel is set aside from δ first (δ1 + δ2 = δ − δ_sel).
 
+    ``delta=0`` plans a pure ε-DP plan: local flooding (R_σ^d, pure by Theorem 1), or
+    scramblers without dummies whose ε is that of their sources' R_σ (post-processing);
+    scramblers that need dummies are infeasible at δ = 0 (`dpcomm.calibration.feasibility`).
+    With a release, δ = 0 takes ``release="laplace"``; a Gaussian release (δ2 > 0) or a DP
+    key selection (δ_sel > 0) is refused, naming ``delta``. A run of such a calibration
+    reports, and a [`Budget`][] is charged, δ = 0.
+
     Examples:
         >>> import dpcomm
         >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
@@ -1009,6 +1016,14 @@ def calibrate(
 
     progress = _flag("progress", progress)
     kind = _release_kind(release)
+    if check_delta("delta", delta) == 0.0 and (kind == "gaussian" or key_selection_delta):
+        what = "a Gaussian release" if kind == "gaussian" else "a DP key selection (δ_sel)"
+        raise InvalidParameterError(
+            "delta",
+            f"> 0 with {what}, which is never pure; δ = 0 (a pure plan) takes "
+            "release='laplace' with public keys",
+            delta,
+        )
     if kind is None:
         for name, given in (
             ("bounds", bounds),
