@@ -244,8 +244,13 @@ def test_a_charge_records_the_query_as_written_and_the_delta_it_uses(tmp_path, p
     assert charge.query == sql and charge.engine == "memory" and charge.delta == 0.0
     assert run.report.release.composed_delta == 1e-4
     assert run.report.release.epsilon_total <= charge.epsilon
-    assert charge.countermeasure == {"mechanism": "local", "sampling_rate": 0.5,
-                                     "batch_size": None, "num_dummies": 2, "capped": False}
+    assert charge.countermeasure == {
+        "mechanism": "local",
+        "sampling_rate": 0.5,
+        "batch_size": None,
+        "num_dummies": 2,
+        "capped": False,
+    }
     assert charge.release["mechanism"] == "laplace" and charge.release["epsilon"] == 1.0
     assert charge.release["bounds"] == {"m1": [0.0, 10.0]}
     assert charge.release["keys"]["g1"] == [str(v) for v in range(10)]

@@ -154,7 +154,8 @@ def test_a_charge_records_what_it_was_for(tmp_path):
     release = {"mechanism": "laplace", "epsilon": 1.0, "delta": 0.0, "bounds": {"x": [0, 1]},
                "keys": {}, "key_selection_delta": None}  # fmt: skip
     made = budget.charge(
-        epsilon=1.5, delta=0.0, kind="aggregate", query="SELECT a, SUM(x) FROM t WHERE b GROUP BY a",
+        epsilon=1.5, delta=0.0, kind="aggregate",
+        query="SELECT a, SUM(x) FROM t WHERE b GROUP BY a",
         method="theorem-2(theorem-1)", countermeasure=countermeasure, release=release,
         engine="memory",
     )  # fmt: skip
