@@ -166,21 +166,27 @@ def _charge(
 ) -> tuple[float, float] | None:
     """Charge the run's guarantee to ``budget`` before the run (refused: nothing runs).
 
-    [`guarantee_to_charge`][dpcomm.engine.charge.guarantee_to_charge]: the plan's guarantee,
-    the one the engine computes and the run reports; for a deployment, the weakest its round
-    can report.
+    [`charge_run`][dpcomm.engine.charge.charge_run]: the plan's guarantee, the one the
+    engine computes and the run reports (for a deployment, the weakest its round can report),
+    with δ = 0 for traffic that is pure by Theorem 1; recorded with ``query`` (as the analyst
+    wrote it), the countermeasure, the release and the engine. Returns the (ε, δ) the run may
+    report (None without a budget).
     """
     if budget is None:
         return None
-    from dpcomm.engine.charge import guarantee_to_charge
+    from dpcomm.engine.charge import charge_run
 
-    charged = guarantee_to_charge(
-        program, countermeasure, delta=delta, deployed=engine.name == "network"
+    charged, _ = charge_run(
+        budget,
+        program,
+        countermeasure,
+        delta=delta,
+        kind=kind,
+        engine=engine.name,
+        query=query,
+        deployed=engine.name == "network",
     )
-    budget.charge(
-        epsilon=charged.epsilon, delta=charged.delta, kind=kind, query=query, method=charged.method
-    )
-    return charged.epsilon, charged.delta
+    return charged.reported_epsilon, charged.reported_delta
 
 
 @dataclass(frozen=True)
@@ -192,13 +198,17 @@ class _Spent:
 
 
 def _charged_enough(charged: tuple[float, float] | None, privacy: Any) -> None:
-    """Check that the run reported no more than was charged (else the ledger would undercount)."""
+    """Check that the run reported no more than its guarantee at its δ, computed with the charge.
+
+    (Else the ledger's charge, derived from that same accounting, could undercount.)
+    """
     if charged is not None and (privacy.epsilon > charged[0] or privacy.delta > charged[1]):
         from dpcomm.errors import DpcommError
 
         raise DpcommError(
             f"the run reports ε = {privacy.epsilon:.6g}, δ = {privacy.delta:.3g}, more than the "
-            f"ε = {charged[0]:.6g}, δ = {charged[1]:.3g} charged to its budget before it ran"
+            f"ε = {charged[0]:.6g}, δ = {charged[1]:.3g} accounted when its budget was charged "
+            "before it ran"
         )
 
 
@@ -359,7 +369,7 @@ def run_sql(
         chosen,
         delta=delta,
         kind="aggregate",
-        query=program.query.sql,
+        query=sql,
         engine=runner,
     )
     outcome = run_aggregate(
@@ -965,6 +975,13 @@ def calibrate(
     ``key_selection_delta`` (δ_sel), as in [`run_sql`][]: their keys are selected by a DP
     threshold whose δ_sel is set aside from δ first (δ1 + δ2 = δ − δ_sel).
 
+    ``delta=0`` plans a pure ε-DP plan: local flooding (R_σ^d, pure by Theorem 1), or
+    scramblers without dummies whose ε is that of their sources' R_σ (post-processing);
+    scramblers that need dummies are infeasible at δ = 0 (`dpcomm.calibration.feasibility`).
+    With a release, δ = 0 takes ``release="laplace"``; a Gaussian release (δ2 > 0) or a DP
+    key selection (δ_sel > 0) is refused, naming ``delta``. A run of such a calibration
+    reports, and a [`Budget`][] is charged, δ = 0.
+
     Examples:
         >>> import dpcomm
         >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
@@ -1001,6 +1018,14 @@ def calibrate(
 
     progress = _flag("progress", progress)
     kind = _release_kind(release)
+    if check_delta("delta", delta) == 0.0 and (kind == "gaussian" or key_selection_delta):
+        what = "a Gaussian release" if kind == "gaussian" else "a DP key selection (δ_sel)"
+        raise InvalidParameterError(
+            "delta",
+            f"> 0 with {what}, which is never pure; δ = 0 (a pure plan) takes "
+            "release='laplace' with public keys",
+            delta,
+        )
     if kind is None:
         for name, given in (
             ("bounds", bounds),

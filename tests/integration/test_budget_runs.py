@@ -42,7 +42,7 @@ def test_run_sql_charges_what_the_run_reports(tmp_path, people):
         (run.report.privacy.epsilon, run.report.privacy.delta) for run in (first, second)
     ]
     assert charges[0].method == first.report.privacy.method
-    assert charges[0].kind == "aggregate" and charges[0].query == first.program.query.sql
+    assert charges[0].kind == "aggregate" and charges[0].query == QUERY
     assert budget.spent().charges == 2
 
 
@@ -227,3 +227,84 @@ def test_on_several_hosts_the_coordinator_charges_before_the_round(tmp_path, cli
     second = node("coordinator", "coordinator", "--ledger", ledger)  # 2 × ε ≈ 2.5 > 4
     assert second.status != 0 and "refused by the budget" in second.err and seen == [1]
     assert ledger.read_bytes() == before
+
+
+def test_a_charge_records_the_query_as_written_and_the_delta_it_uses(tmp_path, people):
+    """Local flooding is pure (Theorem 1) and a Laplace release too: δ = 0 is charged, though
+    the run reports its guarantee at δ = 1e-4; a budget of δ = 0 admits it."""
+    budget = Budget(epsilon=10.0, delta=0.0, ledger=tmp_path / "population.json")
+    sql = "SELECT g1, AVG(m1) AS mean FROM people WHERE g2 > 0 GROUP BY g1"
+    local = dpcomm.LocalFlooding(sampling_rate=0.5, num_dummies=2)
+    run = dpcomm.run_sql(
+        sql, people, countermeasure=local, num_targets=4, seed=1, budget=budget,
+        release=dpcomm.Laplace(epsilon=1.0), bounds={"m1": (0, 10)},
+        keys={"g1": list(range(10))},
+    )  # fmt: skip
+    [charge] = budget.charges()
+    assert charge.query == sql and charge.engine == "memory" and charge.delta == 0.0
+    assert run.report.release.composed_delta == 1e-4
+    assert run.report.release.epsilon_total <= charge.epsilon
+    assert charge.countermeasure == {
+        "mechanism": "local",
+        "sampling_rate": 0.5,
+        "batch_size": None,
+        "num_dummies": 2,
+        "capped": False,
+    }
+    assert charge.release["mechanism"] == "laplace" and charge.release["epsilon"] == 1.0
+    assert charge.release["bounds"] == {"m1": [0.0, 10.0]}
+    assert charge.release["keys"]["g1"] == [str(v) for v in range(10)]
+    assert "theorem-1" in charge.method and "laplace release" in charge.method
+
+
+def test_a_calibration_at_delta_zero_runs_and_is_charged_pure(tmp_path, people):
+    sql = "SELECT g1, COUNT(*) AS n FROM people GROUP BY g1"
+    keys = {"g1": list(range(20))}
+    plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=0.0, release="laplace", keys=keys)
+    assert plan.delta == 0.0 and plan.split.composition.delta == 0.0
+    budget = Budget(epsilon=1.0, delta=0.0, ledger=tmp_path / "population.json")
+    run = dpcomm.run_sql(sql, people, countermeasure=plan, budget=budget, seed=1)
+    [charge] = budget.charges()
+    assert (charge.epsilon, charge.delta) == (run.report.release.epsilon_total, 0.0)
+    assert charge.epsilon <= 1.0
+    assert run.report.privacy.delta == 0.0
+    with pytest.raises(InvalidParameterError) as caught:
+        dpcomm.calibrate(sql, people, epsilon=1.0, delta=0.0, release="gaussian")
+    assert caught.value.name == "delta" and "never pure" in str(caught.value)
+
+
+def test_the_cli_shows_what_was_charged_and_refuses_an_edited_ledger(tmp_path, cli):
+    ledger = tmp_path / "population.json"
+    sql = "SELECT g1, COUNT(*) AS n FROM t WHERE g2 > 1 GROUP BY g1"
+    run = [
+        "run", "aggregate", "--synthetic", "300", "--sql", sql, "--targets", "4",
+        "--mechanism", "local", "--sampling", "0.5", "--dummies", "2", "--release", "laplace",
+        "--release-epsilon", "1", "--keys", "g1=0,1,2,3,4", "--seed", "1", "--ledger", ledger,
+    ]  # fmt: skip
+    first = cli(*run, "--budget-epsilon", "3", "--budget-delta", "0")
+    assert first.status == 0, first.err
+    assert "δ = 0;" in first.err  # charged δ = 0 (pure traffic, Laplace release)
+    shown = cli("budget", "--ledger", ledger)
+    assert shown.status == 0, shown.err
+    for text in (
+        f"query:          {sql}",
+        "countermeasure: local sampling σ=0.5, flooding d=2",
+        "release:        laplace ε2 = 1, δ2 = 0; keys g1 (5 values)",
+        "aggregate on memory",
+        "method:         theorem-2(",
+    ):
+        assert text in shown.out, shown.out
+    # Someone raises the budget's ε from 3 to 100 in an editor: refused in one line.
+    document = json.loads(ledger.read_text())
+    document["budget"]["epsilon"] = 100.0
+    ledger.write_text(json.dumps(document, indent=2))
+    edited = ledger.read_bytes()
+    for refused in (cli(*run), cli("budget", "--ledger", ledger)):
+        assert refused.status != 0 and refused.err.count("\n") == 1
+        assert str(ledger) in refused.err and "--accept-edits" in refused.err
+    assert ledger.read_bytes() == edited
+    accepted = cli("budget", "--ledger", ledger, "--accept-edits", "--json")
+    assert accepted.status == 0, accepted.err
+    assert json.loads(accepted.out)["budget"]["epsilon"] == 100.0
+    assert "accepted ledger" in accepted.err
+    assert cli(*run).status == 0 and len(Budget(ledger=ledger).charges()) == 2

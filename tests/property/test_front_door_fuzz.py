@@ -50,7 +50,7 @@ BASELINES = {
         "engine": "memory", "start_seed": 0, "progress": False, "target_epsilon": None,
         "drop_non_finite": False, "budget": None, "init": "random", "init_points": None,
     },
-    dpcomm.Budget: {"epsilon": 1.0, "delta": 1e-5, "ledger": "ledger.json"},
+    dpcomm.Budget: {"epsilon": 1.0, "delta": 1e-5, "ledger": "ledger.json", "accept_edits": False},
     dpcomm.Laplace: {"epsilon": 1.0},
     dpcomm.Gaussian: {"epsilon": 1.0, "delta": 1e-6},
     dpcomm.account: {

@@ -6,7 +6,10 @@ them together: before a run executes, its plan's guarantee is charged to a ledge
 holding the budget and every charge), and a run that would take the charges beyond the budget
 is refused before anything runs. Charges compose by the basic composition filter
 (`dpcomm.budget.composition`), valid when queries and their parameters are chosen
-adaptively. This package does I/O (the ledger); the mathematics below it is pure.
+adaptively. Each charge records the query as written, its countermeasure, release, engine
+and method, and the ledger carries a digest of its content, so that a ledger edited outside
+dpcomm is refused until its edits are accepted (`dpcomm.budget.ledger`). This package does
+I/O (the ledger); the mathematics below it is pure.
 """
 
 from typing import TYPE_CHECKING

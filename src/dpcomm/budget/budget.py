@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from dpcomm.budget.composition import COMPOSITION, Spent, admits, spent
 from dpcomm.budget.ledger import Charge, Ledger, LedgerError, locked, read_ledger, write_ledger
@@ -125,8 +127,11 @@ class Budget:
         epsilon: float | None = None,
         delta: float | None = None,
         ledger: str | os.PathLike[str],
+        accept_edits: bool = False,
     ) -> None:
         path = _path(ledger)
+        if not isinstance(accept_edits, bool):
+            raise InvalidParameterError("accept_edits", "True or False", accept_edits)
         if (epsilon is None) != (delta is None):
             missing = "delta" if delta is None else "epsilon"
             raise InvalidParameterError(missing, "given with the other (a budget's ε and δ)", None)
@@ -135,7 +140,7 @@ class Budget:
             asked = (check_number("epsilon", epsilon, at_least=0.0), check_delta("delta", delta))
         with locked(path):
             if path.exists():
-                stored = read_ledger(path)
+                stored = read_ledger(path, accept_edits=accept_edits)
                 held = (stored.epsilon, stored.delta)
                 if asked is not None and asked != held:
                     raise InvalidParameterError(
@@ -144,6 +149,8 @@ class Budget:
                         "or no budget to open it",
                         f"ε = {asked[0]:g}, δ = {asked[1]:g}",
                     )
+                if accept_edits:
+                    write_ledger(path, stored)  # signed again, as the current version
             elif asked is None:
                 raise LedgerError(path, "no such file (give a budget's ε and δ to create it)")
             else:
@@ -179,12 +186,25 @@ class Budget:
             left(self.delta, [c.delta for c in charges]),
         )
 
-    def charge(self, *, epsilon: float, delta: float, kind: str, query: str, method: str) -> Charge:
+    def charge(
+        self,
+        *,
+        epsilon: float,
+        delta: float,
+        kind: str,
+        query: str,
+        method: str,
+        countermeasure: Mapping[str, Any] | None = None,
+        release: Mapping[str, Any] | None = None,
+        engine: str | None = None,
+    ) -> Charge:
         """Charge (ε, δ) to the ledger, or refuse it leaving the ledger untouched.
 
-        Under the ledger's lock: read, check that the charge fits (the basic composition
-        filter), append it, write atomically. Raises [`BudgetExceededError`][] when it does
-        not fit (or ε is inf); the file is then not written at all.
+        Under the ledger's lock: read (refused if its content was edited since dpcomm wrote
+        it), check that the charge fits (the basic composition filter), append it, write
+        atomically. Raises [`BudgetExceededError`][] when it does not fit (or ε is inf);
+        the file is then not written at all. ``countermeasure``, ``release`` and ``engine``
+        are recorded with it ([`Charge`][]).
         """
         if not (isinstance(epsilon, int | float) and isinstance(delta, int | float)):
             raise InvalidParameterError("epsilon", "a number (the run's ε and δ)", epsilon)
@@ -209,7 +229,17 @@ class Budget:
                     spent(pairs),
                     (self.epsilon, self.delta),
                 )
-            charge = Charge(_now(), kind, query, float(epsilon), float(delta), method)
+            charge = Charge(
+                _now(),
+                kind,
+                query,
+                float(epsilon),
+                float(delta),
+                method,
+                None if countermeasure is None else dict(countermeasure),
+                None if release is None else dict(release),
+                engine,
+            )
             write_ledger(self.ledger, current.with_charge(charge))
         return charge
 

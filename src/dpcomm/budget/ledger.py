@@ -1,15 +1,36 @@
-"""The ledger file: a budget and its charges as versioned JSON, written atomically, locked.
+"""The ledger file: a budget and its charges as versioned JSON, signed, written atomically, locked.
 
-The document (version 1)::
+The document (version 2)::
 
-    {"version": 1,
+    {"version": 2,
      "budget": {"epsilon": 3.0, "delta": 1e-05, "composition": "basic"},
      "charges": [{"time": "2026-11-26T10:00:00.000000+00:00", "kind": "aggregate",
-                  "query": "SELECT ...", "epsilon": 1.2, "delta": 1e-06,
-                  "method": "pld(exact)"}, ...]}
+                  "query": "SELECT city, COUNT(*) FROM people WHERE age > 17 GROUP BY city",
+                  "epsilon": 1.2, "delta": 0.0, "method": "theorem-2(...) + laplace release",
+                  "countermeasure": {"mechanism": "local", "sampling_rate": 0.2,
+                                     "batch_size": null, "num_dummies": 5, "capped": false},
+                  "release": {"mechanism": "laplace", "epsilon": 1.0, "delta": 0.0,
+                              "bounds": {}, "keys": {"city": ["a", "b"]},
+                              "key_selection_delta": null},
+                  "engine": "memory"}, ...],
+     "digest": "sha256:9f2c..."}
 
-``method`` is how the run's (ε, δ) was obtained (the plan guarantee's method);
-``budget.composition`` how the charges compose ([`dpcomm.budget.composition`][]).
+A charge says what was charged and for what: ``query`` the analyst's query as written (SQL
+text; K-means' parameters), ``method`` how the run's (ε, δ) was obtained (the guarantee's
+method), ``countermeasure`` its dict form (`dpcomm.engine.network.spec.CountermeasureSpec`:
+one for every data-dependent cluster, or one per flow name when they differ), ``release`` the
+noisy release (mechanism, ε2, δ2, the bounds of its SUM and AVG columns, the key domains or
+δ_sel of a DP key selection; null without), ``engine`` the engine that ran it.
+``budget.composition`` is how the charges compose ([`dpcomm.budget.composition`][]).
+
+``digest`` is the SHA-256 of the document's content (everything but ``digest``) as canonical
+JSON (`content_digest`). A ledger whose content does not match it was edited by something
+else than dpcomm and is refused ([`LedgerError`][]) until its edits are accepted
+(``accept_edits``: ``dpcomm budget --ledger FILE --accept-edits`` or
+``dpcomm.Budget(ledger=FILE, accept_edits=True)``), which signs it again. The digest has no
+key: it detects accidental and naive edits (a budget raised in an editor, a charge deleted),
+not someone who recomputes it. Version 1 ledgers (no digest, charges without countermeasure,
+release or engine) are refused likewise, and accepting them upgrades them to version 2.
 
 Writes go to a temporary file in the ledger's directory, which is flushed, fsynced and moved
 over the ledger (``os.replace``): a reader sees the old document or the new one, never half of
@@ -22,11 +43,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +56,12 @@ from typing import Any
 from dpcomm.budget.composition import COMPOSITION
 from dpcomm.errors import DpcommError
 
-#: The version of the ledger document this module reads and writes.
-VERSION = 1
+#: The version of the ledger document this module writes (and reads without accepting edits).
+VERSION = 2
+#: Older versions it reads only to accept them (``accept_edits``), upgrading them.
+OLD_VERSIONS = (1,)
+#: The prefix of the stored digest (the hash function it names).
+DIGEST_PREFIX = "sha256:"
 
 
 class LedgerError(DpcommError):
@@ -47,6 +73,14 @@ class LedgerError(DpcommError):
         super().__init__(f"ledger {self.path}: {problem}")
 
 
+def accept_hint(path: Path | str) -> str:
+    """How to accept a ledger's edits (the command, and the Python call)."""
+    return (
+        f"dpcomm budget --ledger {path} --accept-edits "
+        f"(Python: dpcomm.Budget(ledger=..., accept_edits=True))"
+    )
+
+
 @dataclass(frozen=True)
 class Charge:
     """One run charged to a ledger.
@@ -54,10 +88,17 @@ class Charge:
     Attributes:
         time: when it was charged (ISO 8601, UTC).
         kind: ``aggregate`` or ``kmeans``.
-        query: the query or program, described (an SQL text, K-means' parameters).
-        epsilon: the run's plan ε (what it reports).
-        delta: the run's plan δ.
+        query: the query or program as the analyst gave it (the SQL text as written,
+            K-means' parameters).
+        epsilon: the ε charged.
+        delta: the δ charged: the δ the run's guarantee uses (0 for a pure one).
         method: how that (ε, δ) was obtained (the guarantee's method, e.g. ``pld(exact)``).
+        countermeasure: the countermeasure's dict form (one for every data-dependent cluster,
+            or one per flow name), or None (not recorded: a charge made by hand, or a
+            version 1 ledger's).
+        release: the noisy release (mechanism, epsilon, delta, bounds, keys,
+            key_selection_delta), or None (no release, or not recorded).
+        engine: the engine that ran it (``memory``, ``dask``, ``network``), or None.
     """
 
     time: str
@@ -66,6 +107,9 @@ class Charge:
     epsilon: float
     delta: float
     method: str
+    countermeasure: Mapping[str, Any] | None = None
+    release: Mapping[str, Any] | None = None
+    engine: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The charge as it is stored."""
@@ -76,6 +120,9 @@ class Charge:
             "epsilon": self.epsilon,
             "delta": self.delta,
             "method": self.method,
+            "countermeasure": None if self.countermeasure is None else dict(self.countermeasure),
+            "release": None if self.release is None else dict(self.release),
+            "engine": self.engine,
         }
 
 
@@ -88,8 +135,8 @@ class Ledger:
     charges: tuple[Charge, ...] = ()
     composition: str = COMPOSITION
 
-    def to_dict(self) -> dict[str, Any]:
-        """The document as it is stored."""
+    def content(self) -> dict[str, Any]:
+        """The document without its digest (what the digest covers)."""
         return {
             "version": VERSION,
             "budget": {
@@ -100,9 +147,27 @@ class Ledger:
             "charges": [charge.to_dict() for charge in self.charges],
         }
 
+    def to_dict(self) -> dict[str, Any]:
+        """The document as it is stored: its content and the content's digest."""
+        content = self.content()
+        return {**content, "digest": content_digest(content)}
+
     def with_charge(self, charge: Charge) -> Ledger:
         """The same ledger with ``charge`` appended."""
         return Ledger(self.epsilon, self.delta, (*self.charges, charge), self.composition)
+
+
+def content_digest(content: Mapping[str, Any]) -> str:
+    """``sha256:`` and the hex SHA-256 of ``content`` as canonical JSON.
+
+    Canonical: keys sorted, no whitespace, ASCII escapes, floats as Python writes them (the
+    shortest text that reads back the same float), so that formatting, key order and
+    indentation do not change it and any change of a value does.
+    """
+    text = json.dumps(
+        content, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+    return DIGEST_PREFIX + hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def _number(value: object, *, upper: float) -> float | None:
@@ -121,21 +186,65 @@ def _charge(item: object, index: int, path: Path) -> Charge:
     delta = _number(item.get("delta"), upper=1.0)
     if epsilon is None or delta is None:
         raise LedgerError(path, f"charge {index} has no finite ε >= 0 and δ in [0, 1]")
-    return Charge(item["time"], item["kind"], item["query"], epsilon, delta, item["method"])
+    countermeasure, release = item.get("countermeasure"), item.get("release")
+    engine = item.get("engine")
+    if not (
+        (countermeasure is None or isinstance(countermeasure, dict))
+        and (release is None or isinstance(release, dict))
+        and (engine is None or isinstance(engine, str))
+    ):
+        raise LedgerError(
+            path, f"charge {index} has a countermeasure or release that is not an object"
+        )
+    return Charge(
+        item["time"],
+        item["kind"],
+        item["query"],
+        epsilon,
+        delta,
+        item["method"],
+        countermeasure,
+        release,
+        engine,
+    )
 
 
-def parse_ledger(text: str, path: Path) -> Ledger:
-    """The ledger in ``text`` (read from ``path``), or a [`LedgerError`][] saying why not."""
+def parse_ledger(text: str, path: Path, *, accept_edits: bool = False) -> Ledger:
+    """The ledger in ``text`` (read from ``path``), or a [`LedgerError`][] saying why not.
+
+    Its digest must match its content, and its version be `VERSION`, unless
+    ``accept_edits`` (then a ledger of a version in `OLD_VERSIONS`, or whose content was
+    edited, is read as it is: the caller signs it again by writing it).
+    """
     try:
         document = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         raise LedgerError(path, "not JSON (corrupt, or not a dpcomm ledger)") from None
     if not isinstance(document, dict) or "version" not in document or "budget" not in document:
         raise LedgerError(path, 'not a dpcomm ledger (no "version" and "budget")')
-    if document["version"] != VERSION:
-        raise LedgerError(
-            path, f"ledger version {document['version']!r}; this dpcomm reads version {VERSION}"
-        )
+    version = document["version"]
+    if version != VERSION and not (accept_edits and version in OLD_VERSIONS):
+        if version in OLD_VERSIONS:
+            raise LedgerError(
+                path,
+                f"ledger version {version!r} has no digest, so edits to it cannot be detected; "
+                f"check it, then upgrade it to version {VERSION}: {accept_hint(path)}",
+            )
+        raise LedgerError(path, f"ledger version {version!r}; this dpcomm reads version {VERSION}")
+    if version == VERSION and not accept_edits:
+        content = {key: value for key, value in document.items() if key != "digest"}
+        stored = document.get("digest")
+        try:
+            expected = content_digest(content)
+        except ValueError:  # NaN or infinity: not what dpcomm writes
+            expected = None
+        if stored != expected:
+            why = "has no digest" if stored is None else "does not match its digest"
+            raise LedgerError(
+                path,
+                f"its content {why}: it was edited by hand or by another program; if the edit "
+                f"is intended, accept it: {accept_hint(path)}",
+            )
     budget = document["budget"]
     if not isinstance(budget, dict):
         raise LedgerError(path, '"budget" is not an object with epsilon and delta')
@@ -154,15 +263,19 @@ def parse_ledger(text: str, path: Path) -> Ledger:
     return Ledger(epsilon, delta, tuple(_charge(c, i, path) for i, c in enumerate(charges)))
 
 
-def read_ledger(path: Path) -> Ledger:
-    """The ledger at ``path`` ([`LedgerError`][] when missing, unreadable or corrupt)."""
+def read_ledger(path: Path, *, accept_edits: bool = False) -> Ledger:
+    """The ledger at ``path`` ([`LedgerError`][] when missing, unreadable, corrupt or edited).
+
+    ``accept_edits``: read it even if its content was edited or its version is older
+    (`parse_ledger`).
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise LedgerError(path, "no such file (give a budget's ε and δ to create it)") from None
     except (OSError, UnicodeDecodeError) as error:
         raise LedgerError(path, f"cannot be read ({type(error).__name__})") from None
-    return parse_ledger(text, path)
+    return parse_ledger(text, path, accept_edits=accept_edits)
 
 
 def serialize(ledger: Ledger) -> bytes:

@@ -29,6 +29,13 @@ non-increasing in d.
 
 With G = 1 both accountings coincide with the exact one-cluster check (no composition). Checks
 are made at ε − 10⁻⁶ so that the accountant's bisections (tolerance 10⁻⁶) report at most ε.
+
+At δ = 0 (a pure plan) the checks are those of pure ε, exactly: R_σ^d is ε0-DP with ε0 its
+Theorem 1 value (`pure.local_pure_epsilon`), and G pure clusters compose to G·ε0 (basic
+composition, tight for pure DP, so the PLDs add nothing); a scrambler is feasible at δ = 0
+only as a post-processing of R_σ, whose pure ε bounds it: the uncapped scrambler's pure ε
+equals R_σ's (the accountant's pure lower bound), so Lemma 2, whose tails need δ > 0, is not
+used and scramblers with dummies are infeasible at δ = 0.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ class Feasibility:
     def __init__(self, request: PlanRequest, *, interval: float = SEARCH_INTERVAL) -> None:
         self.request = request
         self.interval = interval
+        self.pure = request.delta == 0.0
         self.clusters = request.num_clusters
         self.epsilon_check = _margin(request.epsilon)
         self.cluster_epsilon_check = _margin(request.epsilon / self.clusters)
@@ -116,6 +124,8 @@ class Feasibility:
             sampling_rate=sampling_rate,
             num_dummies=num_dummies,
         )
+        if self.pure:  # G clusters of ε0-DP compose to G·ε0 (module doc)
+            return self.clusters * pure.local_pure_epsilon(local) <= self.epsilon_check
         if self.clusters == 1:
             return pure.local_delta(local, self.epsilon_check) <= self.request.delta
         if pure.local_delta(local, self.cluster_epsilon_check) <= self.cluster_delta:
@@ -128,7 +138,12 @@ class Feasibility:
         )
 
     def scrambler_basic(self, sampling_rate: float, batches: Sequence[int], dummies: int) -> bool:
-        """Every batch size meets (ε/G, δ/G) by Lemma 2 evaluated exactly (G = 1: (ε, δ))."""
+        """Every batch size meets (ε/G, δ/G) by Lemma 2 evaluated exactly (G = 1: (ε, δ)).
+
+        False at δ = 0: there a scrambler is feasible only as a post-processing of R_σ.
+        """
+        if self.pure:
+            return False
         evaluator = self.evaluator(sampling_rate, self.cluster_epsilon_check)
         return all(
             evaluator.delta(batch_size=b, num_dummies=dummies) <= self.cluster_delta
@@ -142,8 +157,10 @@ class Feasibility:
         of all G), so a configuration whose one cluster misses (ε, δ) is infeasible by the
         PLD check, and a fortiori by basic composition. ``Lemma2AtEpsilon`` is the pair's
         hockey-stick curve plus tail charges below 10⁻²⁸ and a factor 1 + 10⁻⁹; the test
-        allows 10⁻⁶ relative for them.
+        allows 10⁻⁶ relative for them. False at δ = 0 (`scrambler_basic`).
         """
+        if self.pure:
+            return False
         evaluator = self.evaluator(sampling_rate, self.epsilon_check)
         value = evaluator.delta(batch_size=batch, num_dummies=dummies)
         return value <= self.request.delta * (1.0 + 1e-6) + 1e-25

@@ -39,7 +39,7 @@ class PlanRequest:
         workload: ``"aggregate"`` (G grouping sets) or ``"kmeans"`` (I iterations).
         num_clusters: G or I (1 to 10^6).
         epsilon: the plan's ε (> 0, at most `dpcomm.validation.MAX_EPSILON`).
-        delta: the plan's δ in (0, 1).
+        delta: the plan's δ in [0, 1) (0: a pure ε-DP plan, `dpcomm.calibration.feasibility`).
         max_channels: limit on channels per node (None: no limit).
         max_extra_consents: limit c on S_t − S (None: no limit).
         min_utility: u in (0, 1], the least expected tuples used / S.
@@ -80,7 +80,9 @@ class PlanRequest:
         object.__setattr__(
             self, "epsilon", check_number("epsilon", self.epsilon, above=0.0, at_most=MAX_EPSILON)
         )
-        object.__setattr__(self, "delta", check_number("delta", self.delta, above=0.0, below=1.0))
+        object.__setattr__(
+            self, "delta", check_number("delta", self.delta, at_least=0.0, below=1.0)
+        )
         if self.max_channels is not None:
             object.__setattr__(
                 self, "max_channels", check_int("max_channels", self.max_channels, minimum=1)

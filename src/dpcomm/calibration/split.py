@@ -9,7 +9,8 @@ learns their composition (the paper's Related Work: at most (ε1 + ε2, δ1 + δ
   (`dpcomm.calibration.plan_countermeasures`, under the user's limits) gives the
   countermeasure of least network load with ε1 ≤ f ε at δ1, and its accounted guarantee.
   Laplace releases take δ1 = δ (δ2 = 0); Gaussian ones δ1 = δ2 = δ/2. A DP key selection's
-  δ_sel (`ReleaseShape.selection`) is set aside first: δ1 + δ2 = δ − δ_sel.
+  δ_sel (`ReleaseShape.selection`) is set aside first: δ1 + δ2 = δ − δ_sel. At δ = 0 (a
+  pure plan: Laplace, no key selection) δ1 = δ2 = 0.
 * **Release.** ε2 is the largest (bisection, to 0.1% of ε) whose composition with that
   guarantee, `dpcomm.plan.privacy.compose_release` (the smaller of the PLD composition
   and the sum, the very function a run reports and a budget is charged with), is at most ε at
@@ -308,7 +309,7 @@ def split_budget(
     planner's advice at the largest share.
     """
     selection_delta = 0.0 if shape.selection is None else shape.selection[1]
-    if not selection_delta < delta:
+    if selection_delta > 0.0 and not selection_delta < delta:
         raise InvalidParameterError(
             "key_selection_delta",
             f"below δ = {delta:g} (traffic and release need some)",

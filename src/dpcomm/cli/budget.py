@@ -6,7 +6,9 @@ guarantee before it runs (refused beyond the budget: nothing runs); ``dpcomm dep
 --ledger FILE`` and ``dpcomm node run --role coordinator --ledger FILE`` charge a deployed
 round the weakest guarantee it can report (`dpcomm.engine.charge`);
 ``--budget-epsilon E --budget-delta D`` create FILE with that budget when it does not exist.
-``dpcomm budget --ledger FILE`` prints the budget, what is spent and every charge.
+``dpcomm budget --ledger FILE`` prints the budget, what is spent and every charge (its query as
+written, countermeasure, release, engine and method); ``--accept-edits`` accepts a ledger whose
+content was edited outside dpcomm (or of version 1) and signs it again.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpcomm.budget.budget import Budget
-from dpcomm.cli.output import non_negative_float, print_table
+from dpcomm.budget.ledger import Charge
+from dpcomm.cli.output import non_negative_float
 
 #: The flag of each parameter of `dpcomm.Budget`.
 FLAGS = {
@@ -88,8 +92,78 @@ def print_charge(budget: Budget | None) -> None:
     )
 
 
+def _countermeasure_text(record: Mapping[str, Any] | None) -> str:
+    """A recorded countermeasure as ``dpcomm run`` describes it (per flow when they differ)."""
+    from dpcomm.engine.network.spec import CountermeasureSpec
+
+    if record is None:
+        return "(not recorded)"
+
+    def one(spec: Any) -> str:
+        try:
+            return str(CountermeasureSpec(**spec).countermeasure().describe())
+        except (TypeError, ValueError):  # an accepted hand edit: shown as stored
+            return json.dumps(spec)
+
+    if "mechanism" in record:
+        return one(record)
+    return "; ".join(f"{flow}: {one(spec)}" for flow, spec in record.items())
+
+
+def _release_text(record: Mapping[str, Any] | None) -> str:
+    """A recorded release: mechanism, ε2, δ2, bounds, keys or δ_sel."""
+    if record is None:
+        return "none"
+    parts = [
+        f"{record.get('mechanism')} ε2 = {record.get('epsilon'):g}, δ2 = {record.get('delta'):g}"
+    ]
+    bounds = record.get("bounds") or {}
+    if bounds:
+        parts.append(
+            "bounds " + ", ".join(f"{c} in [{lo:g}, {hi:g}]" for c, (lo, hi) in bounds.items())
+        )
+    keys = record.get("keys") or {}
+    if keys:
+        parts.append("keys " + ", ".join(f"{c} ({len(v):,} values)" for c, v in keys.items()))
+    if record.get("key_selection_delta") is not None:
+        parts.append(f"keys selected at δ_sel = {record['key_selection_delta']:g}")
+    return "; ".join(parts)
+
+
+def _print_charges(charges: Sequence[Charge]) -> None:
+    for number, charge in enumerate(charges, start=1):
+        engine = f" on {charge.engine}" if charge.engine else ""
+        when = charge.time[:19].replace("T", " ")
+        print()
+        print(
+            f"  charge {number}, {when} UTC, {charge.kind}{engine}: "
+            f"ε = {charge.epsilon:.6g}, δ = {charge.delta:.3g}"
+        )
+        print(f"    query:          {charge.query}")
+        print(f"    countermeasure: {_countermeasure_text(charge.countermeasure)}")
+        if charge.kind != "kmeans":
+            print(f"    release:        {_release_text(charge.release)}")
+        print(f"    method:         {charge.method}")
+
+
 def command_budget(args: argparse.Namespace) -> int:
     """``dpcomm budget``: the budget of a ledger, what is spent and left, and its charges."""
+    if args.accept_edits:
+        from dpcomm.budget.ledger import VERSION
+
+        epsilon, delta = args.budget_epsilon, args.budget_delta
+        if epsilon is not None or delta is not None:
+            from dpcomm.errors import InvalidParameterError
+
+            flag = "--budget-epsilon" if epsilon is not None else "--budget-delta"
+            raise InvalidParameterError(
+                flag, "not given with --accept-edits (it accepts the ledger as it is)", epsilon
+            )
+        Budget(ledger=args.ledger, accept_edits=True)
+        print(
+            f"accepted ledger {args.ledger} as it is now: signed again (version {VERSION})",
+            file=sys.stderr,
+        )
     budget = budget_from_options(args)
     assert budget is not None  # --ledger is required
     ledger = budget.read()
@@ -107,13 +181,7 @@ def command_budget(args: argparse.Namespace) -> int:
     print(f"  budget:    ε = {budget.epsilon:g}, δ = {budget.delta:g}; {COMPOSITION_TEXT}")
     print(f"  spent:     ε = {spent.epsilon:.6g}, δ = {spent.delta:.3g} by {spent.charges} runs")
     print(f"  remaining: ε = {left[0]:.6g}, δ = {left[1]:.3g}")
-    if ledger.charges:
-        print()
-        rows = [
-            [c.time[:19], c.kind, f"{c.epsilon:.4g}", f"{c.delta:.3g}", c.method, c.query[:60]]
-            for c in ledger.charges
-        ]
-        print_table(["time (UTC)", "kind", "ε", "δ", "method", "query"], rows, indent="  ")
+    _print_charges(ledger.charges)
     return 0
 
 
@@ -136,4 +204,11 @@ def add_budget_command(commands: Any) -> None:
         "--budget-delta", type=non_negative_float, metavar="D", help="δ, to create FILE"
     )
     parser.add_argument("--json", action="store_true", help="print the ledger as JSON")
+    parser.add_argument(
+        "--accept-edits",
+        action="store_true",
+        help="accept FILE as it is now although its content does not match its digest (it was "
+        "edited outside dpcomm), or it is of version 1, and sign it again; check the edits "
+        "first: the digest has no key, it detects accidental and naive edits only",
+    )
     parser.set_defaults(handler=command_budget)

@@ -516,7 +516,7 @@ HELP: dict[tuple[str, ...], str] = {
         "  --iterations ITERATIONS\n"
         "                        I, iterations (K-means with K = T)\n"
         "  --epsilon EPSILON     ε of the whole plan (> 0)\n"
-        "  --delta DELTA         δ of the whole plan, in (0, 1)\n"
+        "  --delta DELTA         δ of the whole plan, in [0, 1) (0: a pure plan)\n"
         "  --max-channels MAX_CHANNELS\n"
         "                        k, most secure channels per node\n"
         "  --max-extra-consents MAX_EXTRA_CONSENTS\n"
@@ -982,7 +982,7 @@ HELP: dict[tuple[str, ...], str] = {
     ),
     ("budget",): (
         "usage: dpcomm budget [-h] --ledger FILE [--budget-epsilon E]\n"
-        "                     [--budget-delta D] [--json]\n"
+        "                     [--budget-delta D] [--json] [--accept-edits]\n"
         "\n"
         "Show a budget's ledger: its (ε, δ), what the runs charged to it (dpcomm run\n"
         "... --ledger FILE) have spent, what is left, and every charge. With --budget-\n"
@@ -996,6 +996,11 @@ HELP: dict[tuple[str, ...], str] = {
         "  --budget-epsilon E  ε, to create FILE\n"
         "  --budget-delta D    δ, to create FILE\n"
         "  --json              print the ledger as JSON\n"
+        "  --accept-edits      accept FILE as it is now although its content does not\n"
+        "                      match its digest (it was edited outside dpcomm), or it\n"
+        "                      is of version 1, and sign it again; check the edits\n"
+        "                      first: the digest has no key, it detects accidental and\n"
+        "                      naive edits only\n"
     ),
     ("explore",): (
         "usage: dpcomm explore [-h] [--host HOST] [--port PORT] [--open]\n"

@@ -716,7 +716,9 @@ def add_plan_commands(commands: Any) -> None:
         "--iterations", type=bounded_int(None, MAX_COUNT), help="I, iterations (K-means with K = T)"
     )
     plan.add_argument("--epsilon", type=float, required=True, help="ε of the whole plan (> 0)")
-    plan.add_argument("--delta", type=float, required=True, help="δ of the whole plan, in (0, 1)")
+    plan.add_argument(
+        "--delta", type=float, required=True, help="δ of the whole plan, in [0, 1) (0: a pure plan)"
+    )
     plan.add_argument("--max-channels", type=int, help="k, most secure channels per node")
     plan.add_argument(
         "--max-extra-consents",

@@ -7,16 +7,27 @@ as they ran (`dpcomm.engine.network.deploy.actual_batch_sizes`): a source late o
 leaves its scrambler with fewer sources, and a weaker guarantee, known only after the round;
 `deployment_privacy` bounds every such outcome. On several hosts the coordinator charges
 (`charge_round`).
+
+The δ charged is the δ the guarantee uses, not the run's ``delta`` argument: local flooding
+is pure ε-DP (Theorem 1, R_σ^d), so a plan whose every data-dependent cluster has local
+flooding is charged its pure guarantee, at δ = 0 for the traffic (`pure_traffic`); with
+a Laplace release, or none, the run is charged δ = 0, and with a Gaussian release or a DP key
+selection only their δ2 and δ_sel. The run still reports its guarantee at its δ, whose ε can
+be a little smaller (the exact δ(ε) of R_σ^d trades a δ for a smaller ε): both are valid for
+the same mechanism, and the ledger keeps the one that spends no δ. Scramblers' guarantees at
+δ > 0 are charged as reported, δ included; a run at ``delta=0`` is charged δ = 0 for its
+traffic whatever its countermeasure.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure, Countermeasures
+from dpcomm.plan.countermeasures import Countermeasure, Countermeasures, LocalFlooding
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import PlanGuarantee, account_plan, compose_release
 from dpcomm.queries.program import QueryProgram
@@ -69,19 +80,52 @@ def deployment_privacy(
     return account_plan(plan, countermeasures, delta=delta, batch_sizes=sizes)
 
 
+def pure_traffic(
+    plan: ExecutionPlan, countermeasures: Countermeasure | Mapping[str, Countermeasure]
+) -> PlanGuarantee | None:
+    """The plan's pure guarantee (at δ = 0) when its traffic is pure by Theorem 1, else None.
+
+    Pure by Theorem 1: every data-dependent cluster of more than one target has local
+    flooding (R_σ^d is ε0-DP); the others are (0, 0). None when some cluster has scramblers
+    or no countermeasure, or when the pure ε is infinite.
+    """
+    from dpcomm.plan.transform import resolve_countermeasures
+
+    chosen = resolve_countermeasures(plan, countermeasures)
+    if not all(
+        isinstance(chosen[c.name], LocalFlooding)
+        for c in plan.clusters
+        if c.data_dependent and c.num_targets > 1
+    ):
+        return None
+    privacy = account_plan(plan, countermeasures, delta=0.0)
+    return privacy if math.isfinite(privacy.guarantee.epsilon) else None
+
+
 @dataclass(frozen=True)
 class ChargedGuarantee:
-    """What a budget charges for a run before it runs (at least what the run then reports).
+    """What a budget charges for a run before it runs, and what the run may then report.
 
     Attributes:
-        epsilon: ε: the traffic's, or traffic and noisy release composed.
-        delta: δ: the plan's, or the composed δ1 + δ2.
+        epsilon: ε charged: the traffic's, or traffic and noisy release composed.
+        delta: δ charged: the δ the guarantee uses (0 for pure traffic without a release or
+            with a Laplace one; δ2 and δ_sel of a release).
         method: how it was obtained (the plan guarantee's method, and what it covers).
+        reported_epsilon: the ε the run reports at its δ (at most ``epsilon``).
+        reported_delta: the δ the run reports (its ``delta``, and its release's).
     """
 
     epsilon: float
     delta: float
     method: str
+    reported_epsilon: float = math.nan
+    reported_delta: float = math.nan
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.reported_epsilon):
+            object.__setattr__(self, "reported_epsilon", self.epsilon)
+        if math.isnan(self.reported_delta):
+            object.__setattr__(self, "reported_delta", self.delta)
 
 
 def guarantee_to_charge(
@@ -97,7 +141,10 @@ def guarantee_to_charge(
     (`dpcomm.plan.account_plan`); for a deployed round (``deployed``), the weakest its
     round can report whatever nodes are late (`deployment_privacy`). Under a noisy
     release, the traffic's and the release's composed as the report composes them
-    (`dpcomm.plan.privacy.compose_release`).
+    (`dpcomm.plan.privacy.compose_release`). Traffic that is pure by Theorem 1
+    (`pure_traffic`) is charged its pure guarantee instead (module doc): δ = 0 for it.
+    ``reported_epsilon`` and ``reported_delta`` are the guarantee at ``delta``, which the
+    run's report must not exceed.
     """
     from dpcomm.queries.aggregate import AggregateProgram
 
@@ -107,14 +154,109 @@ def guarantee_to_charge(
     else:
         privacy = account_plan(program.plan, countermeasures, delta=delta)
         covers = ""
-    guarantee = privacy.guarantee
-    epsilon, spent, method = guarantee.epsilon, guarantee.delta, guarantee.method
-    if isinstance(program, AggregateProgram) and program.release is not None:
+    pure = pure_traffic(program.plan, countermeasures) if delta > 0.0 else None
+    release = program.release if isinstance(program, AggregateProgram) else None
+
+    def spent(traffic: PlanGuarantee) -> tuple[float, float, str]:
+        guarantee = traffic.guarantee
+        if release is None:
+            return guarantee.epsilon, guarantee.delta, guarantee.method
         # Traffic and noisy release read the same rows: the run spends both, composed.
-        both = compose_release(privacy, program.release.noises)
-        epsilon, spent = both.epsilon, both.delta
-        method = f"{method} + {program.release.mechanism.name} release"
-    return ChargedGuarantee(epsilon, spent, method + covers)
+        both = compose_release(traffic, release.noises)
+        return both.epsilon, both.delta, f"{guarantee.method} + {release.mechanism.name} release"
+
+    reported = spent(privacy)
+    epsilon, charged_delta, method = reported if pure is None else spent(pure)
+    if pure is not None:
+        method += "; pure traffic (Theorem 1) charged at δ = 0"
+    return ChargedGuarantee(
+        epsilon,
+        charged_delta,
+        method + covers,
+        reported_epsilon=reported[0],
+        reported_delta=reported[1],
+    )
+
+
+def countermeasure_record(
+    countermeasures: Countermeasure | Mapping[str, Countermeasure],
+) -> dict[str, Any]:
+    """The countermeasure's dict form for a ledger (`CountermeasureSpec`, the one codec).
+
+    One countermeasure for every cluster: its dict; one per flow: ``{flow: dict}``, or the one
+    dict when they are all the same.
+    """
+    from dpcomm.engine.network.spec import CountermeasureSpec
+
+    if isinstance(countermeasures, Mapping):
+        specs = {name: asdict(CountermeasureSpec.of(c)) for name, c in countermeasures.items()}
+        distinct = {repr(sorted(spec.items())) for spec in specs.values()}
+        if len(distinct) == 1:
+            return next(iter(specs.values()))
+        return specs
+    return asdict(CountermeasureSpec.of(countermeasures))
+
+
+def release_record(program: QueryProgram) -> dict[str, Any] | None:
+    """The noisy release of ``program`` for a ledger, or None without one.
+
+    Its mechanism with ε2 and δ2, the bounds of the columns its SUM and AVG read
+    (``{column: [lo, hi]}``), the public key domains (``{column: [values as text]}``) and
+    the δ_sel of its DP key selection (None without).
+    """
+    from dpcomm.queries.aggregate import AggregateProgram
+    from dpcomm.queries.release import release_spec
+
+    if not isinstance(program, AggregateProgram) or program.release is None:
+        return None
+    spec = release_spec(program.release)
+    return {
+        "mechanism": spec["mechanism"],
+        "epsilon": spec["epsilon"],
+        "delta": spec["delta"],
+        "bounds": {column: [low, high] for _, column, low, high in program.query.clamps},
+        "keys": spec["keys"],
+        "key_selection_delta": spec["key_selection_delta"],
+    }
+
+
+def query_record(program: QueryProgram) -> str:
+    """The query as the analyst wrote it (its SQL text), else the program's name."""
+    query = getattr(program, "query", None)
+    return getattr(query, "user_sql", None) or getattr(query, "sql", None) or str(program.name)
+
+
+def charge_run(
+    budget: Budget,
+    program: QueryProgram,
+    countermeasures: Countermeasures,
+    *,
+    delta: float,
+    kind: str,
+    engine: str,
+    query: str | None = None,
+    deployed: bool = False,
+) -> tuple[ChargedGuarantee, Charge]:
+    """Charge ``budget`` for a run of ``program`` before it runs, recording what it is.
+
+    The charge is `guarantee_to_charge`'s, with the query as written (``query``, else
+    `query_record`), the countermeasure (`countermeasure_record`), the release
+    (`release_record`), the engine and the guarantee's method. Raises
+    `dpcomm.budget.BudgetExceededError` beyond the budget, the ledger then unchanged.
+    Returns the guarantee charged and the ledger's charge.
+    """
+    charged = guarantee_to_charge(program, countermeasures, delta=delta, deployed=deployed)
+    charge = budget.charge(
+        epsilon=charged.epsilon,
+        delta=charged.delta,
+        kind=kind,
+        query=query_record(program) if query is None else query,
+        method=charged.method,
+        countermeasure=countermeasure_record(countermeasures),
+        release=release_record(program),
+        engine=engine,
+    )
+    return charged, charge
 
 
 def charge_round(budget: Budget, spec: RoundSpec, *, delta: float) -> Charge:
@@ -128,15 +270,27 @@ def charge_round(budget: Budget, spec: RoundSpec, *, delta: float) -> Charge:
     """
     program = spec.public_program
     chosen = {name: item.countermeasure() for name, item in spec.countermeasures.items()}
-    charged = guarantee_to_charge(program, chosen, delta=delta, deployed=True)
-    query = getattr(getattr(program, "query", None), "sql", None) or program.name
-    return budget.charge(
-        epsilon=charged.epsilon,
-        delta=charged.delta,
+    _, charge = charge_run(
+        budget,
+        program,
+        chosen,
+        delta=delta,
         kind=str(spec.program.get("kind", "round")),
-        query=f"{query} (round {spec.round_id})",
-        method=charged.method,
+        engine="network (several hosts)",
+        query=f"{query_record(program)} (round {spec.round_id})",
+        deployed=True,
     )
+    return charge
 
 
-__all__ = ["ChargedGuarantee", "charge_round", "deployment_privacy", "guarantee_to_charge"]
+__all__ = [
+    "ChargedGuarantee",
+    "charge_round",
+    "charge_run",
+    "countermeasure_record",
+    "deployment_privacy",
+    "guarantee_to_charge",
+    "pure_traffic",
+    "query_record",
+    "release_record",
+]

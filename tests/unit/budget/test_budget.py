@@ -1,5 +1,6 @@
 """A Budget: creating and opening a ledger, charging it, refusing what does not fit."""
 
+import json
 import math
 import pickle
 
@@ -115,3 +116,53 @@ def test_the_error_pickles(tmp_path):
         charge(budget, 2.0)
     again = pickle.loads(pickle.dumps(caught.value))
     assert str(again) == str(caught.value) and again.epsilon == 2.0
+
+
+def _raise_budget(path, epsilon):
+    """Edit the ledger as someone with an editor would: its budget's ε."""
+    document = json.loads(path.read_text())
+    document["budget"]["epsilon"] = epsilon
+    path.write_text(json.dumps(document, indent=2))
+
+
+def test_a_hand_edited_budget_is_refused_until_its_edits_are_accepted(tmp_path):
+    path = tmp_path / "l.json"
+    budget = Budget(epsilon=1.0, delta=1e-5, ledger=path)
+    charge(budget, 0.5)
+    _raise_budget(path, 100.0)
+    edited = path.read_bytes()
+    for opening in (lambda: Budget(ledger=path), lambda: charge(budget, 0.1)):
+        with pytest.raises(LedgerError, match="edited by hand") as caught:
+            opening()
+        assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+        assert "--accept-edits" in str(caught.value)
+    assert path.read_bytes() == edited  # nothing written
+    with pytest.raises(InvalidParameterError) as caught:
+        Budget(epsilon=1.0, delta=1e-5, ledger=path, accept_edits=True)  # not what it holds now
+    assert caught.value.name == "epsilon and delta" and path.read_bytes() == edited
+    accepted = Budget(ledger=path, accept_edits=True)
+    assert accepted.epsilon == 100.0 and Budget(ledger=path).spent().epsilon == 0.5
+    with pytest.raises(InvalidParameterError) as caught:
+        Budget(ledger=path, accept_edits="yes")
+    assert caught.value.name == "accept_edits"
+
+
+def test_a_charge_records_what_it_was_for(tmp_path):
+    budget = Budget(epsilon=3.0, delta=1e-5, ledger=tmp_path / "l.json")
+    countermeasure = {"mechanism": "local", "sampling_rate": 0.1, "batch_size": None,
+                      "num_dummies": 2, "capped": False}  # fmt: skip
+    release = {"mechanism": "laplace", "epsilon": 1.0, "delta": 0.0, "bounds": {"x": [0, 1]},
+               "keys": {}, "key_selection_delta": None}  # fmt: skip
+    made = budget.charge(
+        epsilon=1.5, delta=0.0, kind="aggregate",
+        query="SELECT a, SUM(x) FROM t WHERE b GROUP BY a",
+        method="theorem-2(theorem-1)", countermeasure=countermeasure, release=release,
+        engine="memory",
+    )  # fmt: skip
+    [stored] = Budget(ledger=budget.ledger).charges()
+    assert stored == made
+    assert (stored.countermeasure, stored.release, stored.engine) == (
+        countermeasure,
+        release,
+        "memory",
+    )

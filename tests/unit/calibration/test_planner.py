@@ -107,7 +107,7 @@ def test_utility_below_one_allows_fewer_consents():
     [
         ({"epsilon": 0.0}, "epsilon"),
         ({"epsilon": -1.0}, "epsilon"),
-        ({"delta": 0.0}, "delta"),
+        ({"delta": -1e-4}, "delta"),
         ({"delta": 1.0}, "delta"),
         ({"num_sources": 0}, "num_sources"),
         ({"num_targets": 1}, "num_targets"),
@@ -159,3 +159,49 @@ def test_a_load_limit_keeps_the_choice_and_the_front_within_it_or_says_the_least
         plan_countermeasures(**common, epsilon=1.0, max_messages=least - 1)
     with pytest.raises(InvalidParameterError, match="max_messages"):
         plan_countermeasures(**common, epsilon=1.0, max_messages=0)
+
+
+def test_delta_zero_plans_a_pure_plan():
+    """δ = 0: every candidate is pure ε-DP (local flooding by Theorem 1, scramblers without
+    dummies as a post-processing of R_σ), and the chosen plan's ε at δ = 0 meets the target."""
+    from dpcomm.accounting import LocalRandomizer, pure
+    from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
+
+    result = plan_countermeasures(
+        num_sources=1000, num_targets=10, grouping_sets=2, epsilon=2.0, delta=0.0,
+        max_extra_consents=0,
+    )  # fmt: skip
+    assert result.delta == 0.0 and result.epsilon <= 2.0
+    assert result.privacy is not None and result.privacy.guarantee.delta == 0.0
+    for candidate in result.pareto:
+        countermeasure = candidate.configuration.countermeasure
+        assert isinstance(countermeasure, LocalFlooding | Scramblers)
+        if isinstance(countermeasure, Scramblers):
+            assert countermeasure.num_dummies == 0  # dummies need δ > 0 (Lemma 2)
+        local = LocalRandomizer(
+            num_targets=10,
+            sampling_rate=countermeasure.sampling_rate,
+            num_dummies=getattr(countermeasure, "num_dummies", 0)
+            if isinstance(countermeasure, LocalFlooding)
+            else 0,
+        )
+        assert 2 * pure.local_pure_epsilon(local) <= 2.0
+
+
+def test_scramblers_needing_delta_are_infeasible_at_delta_zero():
+    from dpcomm.calibration.feasibility import Feasibility
+    from dpcomm.calibration.request import PlanRequest
+
+    def request(delta):
+        return PlanRequest(
+            num_sources=1000, num_targets=10, workload="aggregate", num_clusters=1,
+            epsilon=1.0, delta=delta,
+        )  # fmt: skip
+
+    pure_check, approximate = Feasibility(request(0.0)), Feasibility(request(1e-4))
+    # σ = 0.5: R_σ alone is not 1-DP, but enough dummies make the scrambler (1, 1e-4)-DP.
+    assert not approximate.post_processing_ok(0.5)
+    assert approximate.scrambler_ok(0.5, [1000], 2000)
+    assert not pure_check.scrambler_ok(0.5, [1000], 2000)
+    assert not pure_check.scrambler_one_cluster(0.5, 1000, 2000)
+    assert pure_check.local_ok(0.0, 9)  # flooding every target: ε = 0
