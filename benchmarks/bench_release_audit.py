@@ -2,14 +2,15 @@
 
 For each setting, the correct mechanism and each seeded fault (injected into the library code
 a run calls, as the tests inject them: a sensitivity computed half as large, hence noise of half
-the scale; the clamp skipped), one JSON line: the empirical lower bound on ε against the
-reported composed ε, and the CPU and wall time of the audit. The release's noise is OpenDP's,
+the scale; the clamp skipped; or the library's own, ``audit_release(fault=...)``), one JSON
+line: the empirical lower bound on ε against the reported composed ε, and the CPU and wall
+time of the audit. The release's noise is OpenDP's,
 never seeded: lower bounds vary from run to run (``--repeat`` audits each setting several times).
 
 ``--default`` audits the audit's default configuration instead (T = 2, one scrambler of 2,000
 sources, signed bounds; `dpcomm.experiments.release_audit.DEFAULT_COUNTERMEASURE`): the correct
-mechanism and the own-row sensitivity (2M for signed bounds instead of M + W), at the default
-number of runs unless ``--runs`` is given.
+mechanism and the library's seeded fault ``old-sensitivity`` (every view own-row: 2M for
+signed bounds instead of M + W), at the default number of runs unless ``--runs`` is given.
 
 Usage: python benchmarks/bench_release_audit.py [--runs N] [--repeat K] [--default]
 """
@@ -28,7 +29,12 @@ from unittest import mock
 import dpcomm
 import dpcomm.queries.analyst
 import dpcomm.queries.release
-from dpcomm.experiments.release_audit import DEFAULT_RUNS, RELEASE_AUDIT_SQL, audit_release
+from dpcomm.experiments.release_audit import (
+    DEFAULT_RUNS,
+    RELEASE_AUDIT_SQL,
+    RELEASE_FAULT_KINDS,
+    audit_release,
+)
 
 #: The small settings' traffic and bounds: T = 3, SUM's values in [0, 10], δ = 1e-4.
 SMALL = {"num_targets": 3, "bounds": (0.0, 10.0), "delta": 1e-4}
@@ -63,27 +69,12 @@ SETTINGS: list[dict[str, Any]] = [
 
 @contextlib.contextmanager
 def seeded_fault(kind: str) -> Iterator[None]:
-    """The fault ``kind`` injected into the library for the duration (as the tests do)."""
-    if kind == "none":
+    """The fault ``kind`` injected into the library for the duration (as the tests do).
+
+    The library's own faults (`RELEASE_FAULT_KINDS`) are audit_release's ``fault=``.
+    """
+    if kind == "none" or kind in RELEASE_FAULT_KINDS:
         yield
-        return
-    if kind == "own-row-sensitivity":
-        computed = dpcomm.queries.release.aggregate_sensitivity
-
-        def own_row(
-            function: Any,
-            grouping_sets: Any,
-            bound: Any = None,
-            width: Any = None,
-            *,
-            views: Any = None,
-        ) -> Any:
-            return computed(
-                function, grouping_sets, bound, width, views=["own-row"] * len(grouping_sets)
-            )
-
-        with mock.patch.object(dpcomm.queries.release, "aggregate_sensitivity", own_row):
-            yield
         return
     if kind == "half-noise-scale":
         computed = dpcomm.queries.release.aggregate_sensitivity
@@ -112,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.default:
         settings: list[dict[str, Any]] = [{"name": "default configuration", "options": {}}]
-        faults: tuple[str, ...] = ("none", "own-row-sensitivity")
+        faults: tuple[str, ...] = ("none", *RELEASE_FAULT_KINDS)
         runs = DEFAULT_RUNS if args.runs is None else args.runs
     else:
         settings = [{**s, "options": SMALL} for s in SETTINGS]
@@ -131,6 +122,7 @@ def main() -> None:
                         setting.get("release"),
                         sql=setting.get("sql", RELEASE_AUDIT_SQL),
                         runs=runs,
+                        fault=fault if fault in RELEASE_FAULT_KINDS else "none",
                         rng=seed,
                         **setting["options"],
                     )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 
 import pytest
 
 from dpcomm.cli.audit import add_audit_command
 from dpcomm.errors import InvalidParameterError
+from dpcomm.experiments import release_audit
 
 
 def parse(*args):
@@ -67,3 +69,123 @@ def test_invalid_combinations_raise():
     args = parse("audit", "local", "--targets", "1", "--sampling", "0.5")
     with pytest.raises(InvalidParameterError, match="num_targets"):
         args.handler(args)
+
+
+# ------------------------------------------------------------------- audit release
+
+#: A small, fast configuration of the release audit: scramblers of 10 sources, 400 runs.
+SMALL_RELEASE = ("audit", "release", "--batch", "10", "--runs", "400")
+
+
+def test_release_text_report(capsys):
+    code, out = run(capsys, *SMALL_RELEASE)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "Audit of traffic and noisy release together"
+    assert "traffic: scramblers n=10, d=0 dummies each, sampling σ=0.04, T=2" in out
+    assert "  SUM(v clamped to [-10, 10]): noise scale 10" in lines
+    tried = lines[lines.index("pairs tried (best event's lower bound on the selection half):") :]
+    names = [line.split()[0] for line in tried[1:5]]
+    assert names == ["third-key", "signed", "others-on-destination", "others-on-source"]
+    assert all(" ε >= " in line for line in tried[1:5])
+    chosen = [line.split()[0] for line in tried[1:5] if line.endswith("<- chosen")]
+    assert len(chosen) == 1
+    assert f"chosen pair: {chosen[0]}: source 0 holds" in out
+    assert "claimed ε (traffic and release together, δ = 0.01): " in out
+    assert "Bonferroni over 10 events): ε >= " in out
+    assert "verdict: PASS" in out
+    assert "seeded fault" not in out
+
+
+def test_release_json_report(capsys):
+    code, out = run(
+        capsys, *SMALL_RELEASE, "--targets", "3", "--bounds", "0:10", "--release", "gaussian",
+        "--release-epsilon", "2", "--release-delta", "1e-5", "--delta", "1e-4", "--json",
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads(out)
+    assert report["kind"] == "release" and report["fault"] == "none"
+    assert report["countermeasure"] == {
+        "name": "scrambler", "sampling_rate": 0.04, "batch_size": 10, "num_dummies": 0,
+        "capped": False,
+    }  # fmt: skip
+    assert report["release"] == {"mechanism": "gaussian", "epsilon": 2.0, "delta": 1e-5}
+    assert report["num_targets"] == 3 and report["bounds"] == [0.0, 10.0]
+    assert report["runs_per_table"] == 400 and report["confidence"] == 0.95
+    assert report["delta"] == pytest.approx(1e-4 + 1e-5)  # the composed δ the run reports
+    assert list(report["noise_scales"]) == ["SUM(v clamped to [0, 10])"]
+    # [0, 10]: no signed pair.
+    assert [p["name"] for p in report["pairs"]] == [
+        "third-key", "others-on-destination", "others-on-source",
+    ]  # fmt: skip
+    chosen = [p["name"] for p in report["pairs"] if p["chosen"]]
+    assert chosen == [report["chosen_pair"]["name"]]
+    assert report["verdict"] == "PASS"
+    assert 0 <= report["lower_bound"] <= report["reported_epsilon"] <= report["summed_epsilon"]
+    assert report["events_tried"] == 10
+
+
+def test_release_defaults_are_the_librarys():
+    args = parse("audit", "release")
+    defaults = inspect.signature(release_audit.audit_release).parameters
+    traffic = release_audit.DEFAULT_COUNTERMEASURE
+    assert (args.targets, args.batch, args.sampling, args.dummies) == (
+        release_audit.DEFAULT_TARGETS,
+        traffic.batch_size,
+        traffic.sampling_rate,
+        traffic.num_dummies,
+    )
+    release = release_audit.DEFAULT_RELEASE
+    assert (args.release, args.release_epsilon) == (release.name, release.epsilon) == ("laplace", 3)
+    assert args.release_delta is None  # Laplace: δ2 = 0
+    assert args.bounds == release_audit.DEFAULT_BOUNDS
+    assert args.runs == defaults["runs"].default == release_audit.DEFAULT_RUNS
+    assert args.delta == defaults["delta"].default == release_audit.DEFAULT_DELTA
+    assert args.confidence == defaults["confidence"].default
+    assert args.fault is None and args.seed == 0
+
+
+def test_release_bounds_take_a_negative_low_after_an_equals_sign():
+    assert parse("audit", "release", "--bounds=-5:5").bounds == (-5.0, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        (["--bounds", "5:1"], "--bounds"),
+        (["--bounds", "0-10"], "--bounds"),
+        (["--release-delta", "1e-6"], "--release-delta"),
+        (["--release", "gaussian", "--release-delta", "2"], "--release-delta"),
+        (["--release-epsilon", "0"], "--release-epsilon"),
+        (["--release", "uniform"], "--release"),
+        (["--targets", "1"], "--targets"),
+        (["--sampling", "1.5"], "--sampling"),
+        (["--batch", "0"], "--batch"),
+        (["--dummies", "-1"], "--dummies"),
+        (["--runs", "10"], "--runs"),
+        (["--confidence", "1"], "--confidence"),
+        (["--delta", "1"], "--delta"),
+        (["--fault", "no-shuffle"], "--fault"),
+        (["--seed", "-1"], "--seed"),
+    ],
+)
+def test_release_bad_input_is_one_line(cli, options, flag):
+    status, out, err = cli("audit", "release", *options)
+    assert status not in (0, None), err
+    assert out == ""
+    assert "Traceback" not in err
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "error" in err and flag in err, err
+
+
+@pytest.mark.slow
+def test_release_old_sensitivity_fails_at_the_default_configuration(cli):
+    """The default configuration (about 25 s of CPU): the fault's bound, 3.70 – 3.93 measured,
+    is far above the claimed 3.291 (docs/audit.md); exit status 1."""
+    status, out, err = cli("audit", "release", "--fault", "old-sensitivity", "--json")
+    assert status == 1, err
+    report = json.loads(out)
+    assert report["fault"] == "old-sensitivity" and report["verdict"] == "FAIL"
+    assert report["noise_scales"] == {"SUM(v clamped to [-10, 10])": pytest.approx(20.0 / 3.0)}
+    assert report["reported_epsilon"] == pytest.approx(3.291, abs=2e-3)  # still claimed
+    assert report["lower_bound"] > report["reported_epsilon"] + 0.1

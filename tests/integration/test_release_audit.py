@@ -9,8 +9,9 @@ lower bound exceeds it:
   σ = 0.04, no dummies, T = 2, a Laplace release of ε2 = 3 of SUM(v) clamped to [−10, 10],
   reported ε = 3.29 at δ = 10⁻²), the sensitivity of a row's own change alone (2M, as if the
   traffic could not move another source's tuple in or out of delivery; the right one is
-  M + W = 3M). The search finds the pair that shows it (the other sources on the row's new
-  key) on the selection half;
+  M + W = 3M): the library's seeded fault ``old-sensitivity`` (`seeded_release_fault`). The
+  search finds the pair that shows it (the other sources on the row's new or old key) on
+  the selection half;
 * at T = 3 with scramblers of n = 5 at σ = 0.1 and d = 400 dummies, SUM(v) clamped to [0, 10]
   (traffic ε1 = 0.31, reported ε = 2.31 at δ = 1e-4): a sensitivity computed half as large,
   and the clamp skipped.
@@ -49,24 +50,6 @@ def half_noise_scale(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def own_row_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sensitivity of the replaced row's own change alone: 2M per grouping set with keys.
-
-    What the release computed before the joint view of traffic and release: as if the traffic
-    could not move one other source's tuple in or out of delivery. Every view is ``own-row``
-    (max(2M, W) = 2M for signed bounds, against M + W = 3M); OpenDP's map agrees with it.
-    """
-    computed = dpcomm.queries.release.aggregate_sensitivity
-
-    def own_row(function, grouping_sets, bound=None, width=None, *, views=None):  # type: ignore[no-untyped-def]
-        return computed(
-            function, grouping_sets, bound, width, views=["own-row"] * len(grouping_sets)
-        )
-
-    monkeypatch.setattr(dpcomm.queries.release, "aggregate_sensitivity", own_row)
-
-
-@pytest.fixture
 def unclamped(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bound declared (and the sensitivity computed from it) but the values not clamped."""
     monkeypatch.setattr(
@@ -92,8 +75,11 @@ def test_the_default_audit_passes_the_correct_mechanism() -> None:
     assert report.lower_bound > 2.0  # the audit sees the release
 
 
-def test_the_own_row_sensitivity_for_signed_bounds_is_caught(own_row_only: None) -> None:
-    report = audit_release(rng=0)
+def test_the_own_row_sensitivity_for_signed_bounds_is_caught() -> None:
+    """The library's seeded fault ``old-sensitivity`` (`seeded_release_fault`): every view
+    ``own-row``, max(2M, W) = 2M for signed bounds against M + W = 3M."""
+    report = audit_release(fault="old-sensitivity", rng=0)
+    assert report.fault == "old-sensitivity"
     assert report.noise_scales[0][1] == pytest.approx(20.0 / 3.0)  # L1 = 2M = 20, ε2 = 3
     assert report.reported_epsilon == pytest.approx(3.291, abs=2e-3)  # still claimed
     assert not report.passed

@@ -56,9 +56,14 @@ def baseline(path: tuple[str, ...]) -> list[str]:
         ],
         ("data", "synthetic"): ["data", "synthetic", "--rows", "10", "--out", fresh() + ".csv"],
         ("figures",): ["figures", "--only", "3a", "--quick", "--quiet", "--out", fresh()],
-        ("audit",): [
+        ("audit", "local"): [
             "audit", "local", "--targets", "5", "--sampling", "0.5", "--runs", "1000", "--quiet",
         ],
+        ("audit", "scrambler"): [
+            "audit", "scrambler", "--targets", "5", "--sampling", "0.5", "--batch", "10",
+            "--runs", "1000", "--quiet",
+        ],
+        ("audit", "release"): ["audit", "release", "--batch", "10", "--runs", "200", "--quiet"],
         ("plan",): [
             "plan", "--sources", "100", "--targets", "5", "--grouping-sets", "1",
             "--epsilon", "1", "--delta", "1e-4",

@@ -1,4 +1,9 @@
-"""``dpcomm audit local|scrambler``: empirical lower bound on ε vs the accountant's bound."""
+"""``dpcomm audit local|scrambler|release``: empirical lower bound on ε vs the claimed bound.
+
+``local`` and ``scrambler`` audit the traffic against the accountant's upper bound
+(`dpcomm.experiments.audit`); ``release`` audits the traffic and a noisy release observed
+together against the composed ε a run reports (`dpcomm.experiments.release_audit`).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,32 @@ from typing import Any
 
 from dpcomm._json import json_ready
 from dpcomm.accounting import ScramblerMechanism
+from dpcomm.accounting.release import Gaussian, Laplace, ReleaseMechanism
+from dpcomm.cli.execute import DEFAULT_RELEASE_DELTA
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
 from dpcomm.cli.output import add_progress_options, non_negative_int, show_progress
-from dpcomm.experiments.audit import FAULT_KINDS, AuditedMechanism, AuditReport, audit, seeded_fault
+from dpcomm.errors import InvalidParameterError
+from dpcomm.experiments.audit import (
+    FAULT_KINDS,
+    AuditedMechanism,
+    AuditReport,
+    EventEstimate,
+    audit,
+    seeded_fault,
+)
+from dpcomm.experiments.release_audit import (
+    DEFAULT_BOUNDS,
+    DEFAULT_COUNTERMEASURE,
+    DEFAULT_DELTA,
+    DEFAULT_RELEASE,
+    DEFAULT_RUNS,
+    DEFAULT_TARGETS,
+    RELEASE_AUDIT_SQL,
+    RELEASE_FAULT_KINDS,
+    ReleaseAuditReport,
+    audit_release,
+)
+from dpcomm.plan.countermeasures import Scramblers
 from dpcomm.validation import MAX_COUNT
 
 
@@ -66,13 +94,7 @@ def _print(report: AuditReport) -> None:
         f"lower bound ({100 * report.confidence:g}% confidence, Clopper-Pearson, Bonferroni over "
         f"{report.events_tried} events): ε >= {report.lower_bound:.4f}"
     )
-    event = report.best_event
-    if event is not None:
-        print(
-            f"  best event: {event.categories} categories, likelier under input "
-            f"{event.direction[0]}: {event.count_high}/{event.runs} vs {event.count_low}/"
-            f"{event.runs}; P >= {event.high_lower:.3g} vs P <= {event.low_upper:.3g}"
-        )
+    _print_event(report.best_event, "input")
     print(f"verdict: {verdict} (PASS when the lower bound is at most the upper bound)")
     view = report.appendix_d
     print()
@@ -94,8 +116,19 @@ def _print(report: AuditReport) -> None:
         print(f"    c0 = {c0:>8,}  c1 = {c1:>8,}  log-ratio {ratio:.3f}")
 
 
+def _print_event(event: EventEstimate | None, side: str) -> None:
+    """The event that gave the lower bound, if one beat 0 (``side``: input, table)."""
+    if event is not None:
+        categories = f"{event.categories} categor{'y' if event.categories == 1 else 'ies'}"
+        print(
+            f"  best event: {categories}, likelier under {side} "
+            f"{event.direction[0]}: {event.count_high}/{event.runs} vs {event.count_low}/"
+            f"{event.runs}; P >= {event.high_lower:.3g} vs P <= {event.low_upper:.3g}"
+        )
+
+
 def command_audit(args: argparse.Namespace) -> int:
-    """``dpcomm audit``."""
+    """``dpcomm audit local|scrambler``."""
     check_family_options(args, "audit")
     declared = declared_mechanism(
         num_targets=args.targets,
@@ -122,6 +155,149 @@ def command_audit(args: argparse.Namespace) -> int:
     else:
         _print(report)
     # Exit status 1 on FAIL, so that scripts and CI can gate on the audit.
+    return 0 if report.passed else 1
+
+
+def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
+    """The release audit's report as JSON-ready data."""
+    neighbours = report.neighbours
+    chosen = neighbours.pair.name
+    document: dict[str, Any] = json_ready(
+        {
+            "kind": "release",
+            "countermeasure": {
+                "name": report.countermeasure.name,
+                **{k: v for k, v in asdict(report.countermeasure).items() if k != "name"},
+            },
+            "release": {
+                "mechanism": report.release.name,
+                "epsilon": report.release.epsilon,
+                "delta": report.release.delta,
+            },
+            "num_targets": report.num_targets,
+            "bounds": list(neighbours.bounds),
+            "sql": RELEASE_AUDIT_SQL,
+            "fault": report.fault,
+            "runs_per_table": report.runs,
+            "confidence": report.confidence,
+            "delta": report.delta,
+            "traffic_epsilon": report.traffic_epsilon,
+            "release_epsilon": report.release_epsilon,
+            "reported_epsilon": report.reported_epsilon,
+            "summed_epsilon": report.summed_epsilon,
+            "noise_scales": dict(report.noise_scales),
+            "pairs": [
+                {
+                    "name": pair.name,
+                    "selection_bound": pair.selection_bound,
+                    "chosen": pair.name == chosen,
+                }
+                for pair in report.pairs
+            ],
+            "chosen_pair": {
+                "name": chosen,
+                "description": neighbours.describe(),
+                "keys": list(neighbours.keys),
+                "targets": list(neighbours.targets),
+            },
+            "lower_bound": report.lower_bound,
+            "verdict": "PASS" if report.passed else "FAIL",
+            "events_tried": report.events_tried,
+            "best_event": None if report.best_event is None else asdict(report.best_event),
+            "seconds": report.seconds,
+        }
+    )
+    return document
+
+
+def _print_release(report: ReleaseAuditReport) -> None:
+    countermeasure = report.countermeasure
+    neighbours = report.neighbours
+    release = report.release
+    budget = f"ε2 = {release.epsilon:g}"
+    if isinstance(release, Gaussian):
+        budget += f", δ2 = {release.delta:g}"
+    verdict = "PASS" if report.passed else "FAIL"
+    print("Audit of traffic and noisy release together")
+    print(f"traffic: {countermeasure.describe()}, T={report.num_targets} compute nodes")
+    print(f"release: {release.name.capitalize()}, {budget}, of {RELEASE_AUDIT_SQL}")
+    for aggregate, scale in report.noise_scales:
+        print(f"  {aggregate}: noise scale {scale:.4g}")
+    if report.fault != "none":
+        print(f"seeded fault: {report.fault} (claims the declared guarantee)")
+    print(
+        f"runs: {report.runs:,} per table (half choose the pair and events, half estimate "
+        f"them), {report.seconds:.1f} s"
+    )
+    print("pairs tried (best event's lower bound on the selection half):")
+    width = max(len(pair.name) for pair in report.pairs)
+    for pair in report.pairs:
+        mark = "  <- chosen" if pair.name == neighbours.pair.name else ""
+        print(f"  {pair.name:<{width}}  ε >= {pair.selection_bound:.4f}{mark}")
+    print(f"chosen pair: {neighbours.describe()}")
+    print(
+        f"claimed ε (traffic and release together, δ = {report.delta:g}): "
+        f"{report.reported_epsilon:.4f} (traffic ε1 = {report.traffic_epsilon:.4f}, release "
+        f"ε2 = {report.release_epsilon:g}, sum {report.summed_epsilon:.4f})"
+    )
+    print(
+        f"lower bound ({100 * report.confidence:g}% confidence, Clopper-Pearson, Bonferroni over "
+        f"{report.events_tried} events): ε >= {report.lower_bound:.4f}"
+    )
+    _print_event(report.best_event, "table")
+    print(f"verdict: {verdict} (PASS when the lower bound is at most the claimed ε)")
+    print(
+        "note: the release's noise is OpenDP's and never seeded; the lower bound varies from "
+        "audit to audit"
+    )
+
+
+#: The library parameters of a release mechanism and the flags that set them.
+_RELEASE_FLAGS = {"epsilon": "--release-epsilon", "delta": "--release-delta"}
+
+
+def _release_mechanism(args: argparse.Namespace) -> ReleaseMechanism:
+    """``--release``, ``--release-epsilon`` and ``--release-delta`` as the release's mechanism."""
+    if args.release == "laplace" and args.release_delta is not None:
+        raise InvalidParameterError(
+            "--release-delta",
+            "only with --release gaussian (a Laplace release has δ = 0)",
+            args.release_delta,
+        )
+    delta = DEFAULT_RELEASE_DELTA if args.release_delta is None else args.release_delta
+    try:
+        if args.release == "laplace":
+            return Laplace(args.release_epsilon)
+        return Gaussian(args.release_epsilon, delta)
+    except InvalidParameterError as error:
+        flag = _RELEASE_FLAGS.get(error.name)
+        if flag is None:
+            raise
+        raise InvalidParameterError(flag, error.allowed, error.given) from None
+
+
+def command_audit_release(args: argparse.Namespace) -> int:
+    """``dpcomm audit release``."""
+    countermeasure = Scramblers(
+        sampling_rate=args.sampling, batch_size=args.batch, num_dummies=args.dummies
+    )
+    report = audit_release(
+        countermeasure,
+        _release_mechanism(args),
+        num_targets=args.targets,
+        bounds=args.bounds,
+        runs=args.runs,
+        confidence=args.confidence,
+        delta=args.delta,
+        fault="none" if args.fault is None else args.fault,
+        rng=args.seed,
+        progress=not args.json and show_progress(args),
+    )
+    if args.json:
+        print(json.dumps(release_report_dict(report), indent=2))
+    else:
+        _print_release(report)
+    # Exit status 1 on FAIL, as the traffic audit's.
     return 0 if report.passed else 1
 
 
@@ -152,20 +328,19 @@ def _count(maximum: int) -> Callable[[str], int]:
     return convert
 
 
-def add_audit_command(commands: Any) -> None:
-    """Register ``audit`` on the top-level subparsers."""
-    parser = commands.add_parser(
-        "audit",
-        help="statistical audit: empirical lower bound on ε vs the accountant's upper bound",
-        description=(
-            "Run the mechanism many times on two neighbouring inputs, through the role steps "
-            "and randomness streams every engine runs, estimate a lower bound on "
-            "ε (Clopper-Pearson on selected output events, Bonferroni over the events tried) "
-            "and compare it with the accountant's upper bound: PASS when lower <= upper. Also "
-            "prints the paper's Appendix D view (per-output log-ratios, never-seen share)."
-        ),
-    )
-    parser.add_argument("kind", choices=["local", "scrambler"], help="mechanism family")
+def _bounds(text: str) -> tuple[float, float]:
+    """An argparse type: ``LO:HI`` as (lo, hi) (lo < hi is checked by the library)."""
+    low, colon, high = text.partition(":")
+    try:
+        if not colon:
+            raise ValueError(text)
+        return (float(low), float(high))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO:HI (e.g. -10:10), got {text!r}") from None
+
+
+def _add_traffic_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``audit local`` and ``audit scrambler`` (the same for both)."""
     parser.add_argument(
         "--targets", type=_count(MAX_COUNT), required=True, help="T, number of targets"
     )
@@ -193,3 +368,140 @@ def add_audit_command(commands: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     add_progress_options(parser)
     parser.set_defaults(handler=command_audit)
+
+
+def _add_release_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``audit release``; their defaults are `audit_release`'s."""
+    traffic = DEFAULT_COUNTERMEASURE
+    low, high = DEFAULT_BOUNDS
+    parser.add_argument(
+        "--targets",
+        type=_count(MAX_COUNT),
+        default=DEFAULT_TARGETS,
+        help=f"T, compute nodes of the grouping set (default {DEFAULT_TARGETS})",
+    )
+    parser.add_argument(
+        "--batch",
+        type=_count(MAX_COUNT),
+        default=traffic.batch_size,
+        help=f"n, sources per scrambler: the tables' rows (default {traffic.batch_size:,})",
+    )
+    parser.add_argument(
+        "--sampling",
+        type=float,
+        default=traffic.sampling_rate,
+        help=f"σ, sampling rate (default {traffic.sampling_rate:g})",
+    )
+    parser.add_argument(
+        "--dummies",
+        type=_count(MAX_COUNT),
+        default=traffic.num_dummies,
+        help=f"d, dummies per scrambler (default {traffic.num_dummies})",
+    )
+    parser.add_argument(
+        "--release",
+        choices=["laplace", "gaussian"],
+        default=DEFAULT_RELEASE.name,
+        help=f"the release's noise, drawn by OpenDP (default {DEFAULT_RELEASE.name})",
+    )
+    parser.add_argument(
+        "--release-epsilon",
+        type=float,
+        default=DEFAULT_RELEASE.epsilon,
+        metavar="E",
+        help=f"ε2, the release's ε (default {DEFAULT_RELEASE.epsilon:g})",
+    )
+    parser.add_argument(
+        "--release-delta",
+        type=float,
+        metavar="D",
+        help=f"with --release gaussian: δ2, the release's δ (default {DEFAULT_RELEASE_DELTA:g})",
+    )
+    parser.add_argument(
+        "--bounds",
+        type=_bounds,
+        default=DEFAULT_BOUNDS,
+        metavar="LO:HI",
+        help=f"SUM(v)'s values are clamped to [LO, HI] (default {low:g}:{high:g}; a negative LO "
+        "is written --bounds=-5:5)",
+    )
+    parser.add_argument(
+        "--delta",
+        type=float,
+        default=DEFAULT_DELTA,
+        help=(
+            f"the traffic's δ, as a run's --delta (default {DEFAULT_DELTA:g}); the comparison "
+            "is at the composed δ the run reports"
+        ),
+    )
+    parser.add_argument(
+        "--runs",
+        type=_count(MAX_RUNS),
+        default=DEFAULT_RUNS,
+        help=f"runs per table (>= 100; default {DEFAULT_RUNS:,}): half choose the pair and "
+        "events, half estimate them",
+    )
+    parser.add_argument(
+        "--confidence", type=float, default=0.95, help="confidence of the lower bound"
+    )
+    parser.add_argument(
+        "--fault",
+        choices=list(RELEASE_FAULT_KINDS),
+        help="inject a seeded fault (the faulty program still claims the declared guarantee): "
+        "old-sensitivity, the release's sensitivity computed as if each tuple arrived "
+        "independently of the others",
+    )
+    parser.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the traffic's runs (the release's noise is OpenDP's, never seeded)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_progress_options(parser)
+    parser.set_defaults(handler=command_audit_release)
+
+
+def add_audit_command(commands: Any) -> None:
+    """Register ``audit local|scrambler|release`` on the top-level subparsers."""
+    parser = commands.add_parser(
+        "audit",
+        help="statistical audit: empirical lower bound on ε vs the claimed upper bound",
+        description=(
+            "Run a mechanism many times on two neighbouring inputs, through the role steps "
+            "and randomness streams every engine runs, estimate a lower bound on ε "
+            "(Clopper-Pearson on selected output events, Bonferroni over the events tried) "
+            "and compare it with the guarantee claimed: PASS when lower <= claimed, exit "
+            "status 1 on FAIL."
+        ),
+    )
+    kinds = parser.add_subparsers(dest="kind", required=True)
+    traffic = (
+        ("local", "the local randomizer R_σ^d (sampling and flooding at each source)"),
+        ("scrambler", "a scrambler of n sources adding d dummies (--batch n)"),
+    )
+    for name, what in traffic:
+        _add_traffic_options(
+            kinds.add_parser(
+                name,
+                help=f"the traffic of {what}",
+                description=(
+                    f"Audit the traffic of {what}: the empirical lower bound on ε against the "
+                    "accountant's upper bound. Also prints the paper's Appendix D view "
+                    "(per-output log-ratios, never-seen share)."
+                ),
+            )
+        )
+    _add_release_options(
+        kinds.add_parser(
+            "release",
+            help="traffic and noisy release observed together",
+            description=(
+                "Audit traffic and a noisy release observed together: two neighbouring tables "
+                f"t(k, v) released by {RELEASE_AUDIT_SQL!r} over the public keys, one "
+                "scrambler of --batch sources each, searched among several neighbouring "
+                "pairs on half the runs; the empirical lower bound on ε against the composed "
+                "ε the run reports (traffic and release together)."
+            ),
+        )
+    )

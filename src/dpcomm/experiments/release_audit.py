@@ -48,22 +48,30 @@ noise scale), and the same less its least-squares prediction from the counts per
 order of messages) is a post-processing: a lower bound for the reduced view is one for the
 whole view.
 
-Seeded faults are injected by the tests into the library code this audit calls (the
-sensitivity of the row's own change alone, 2M for signed bounds; a sensitivity computed half
-as large; the clamp skipped), never by an option of a run; each faulty program still claims
-the declared guarantee.
+Seeded faults: `seeded_release_fault` builds the faulty program of ``old-sensitivity``
+(`RELEASE_FAULT_KINDS`: the release calibrated to the sensitivity of the row's own change
+alone, 2M for signed bounds, as before the joint view), which ``audit_release(fault=...)``
+and ``dpcomm audit release --fault`` audit. The tests inject two more into the library code
+this audit calls (a sensitivity computed half as large; the clamp skipped). Never an option
+of a run; each faulty program still claims the declared guarantee.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting.release import Gaussian, Laplace, ReleaseMechanism
+from dpcomm.accounting.release import (
+    Gaussian,
+    JointView,
+    Laplace,
+    ReleaseMechanism,
+    calibrate_noise,
+)
 from dpcomm.data.table import Table, table_from_arrays
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments._common import FloatArray, IntArray
@@ -77,6 +85,7 @@ from dpcomm.experiments.audit import (
     scrambler_runs,
 )
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
+from dpcomm.progress import with_progress
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
 from dpcomm.queries.aggregate import AggregateProgram
@@ -121,6 +130,10 @@ Countermeasure = Scramblers | LocalFlooding
 
 #: Names of the candidate neighbouring pairs, in the order they are tried (`candidate_pairs`).
 PAIR_NAMES = ("third-key", "signed", "others-on-destination", "others-on-source")
+
+#: The seeded faults of the release `seeded_release_fault` builds (``--fault`` of
+#: ``dpcomm audit release``).
+RELEASE_FAULT_KINDS: tuple[str, ...] = ("old-sensitivity",)
 
 
 @dataclass(frozen=True)
@@ -294,10 +307,13 @@ def audited_program(
     neighbours: ReleaseNeighbours,
     num_targets: int,
     sql: str = RELEASE_AUDIT_SQL,
+    *,
+    fault: str = "none",
 ) -> AggregateProgram:
     """The program a run of ``sql`` with ``release`` builds for ``table`` (as run_sql does).
 
     ``sql`` reads table ``t``, groups by ``k`` alone and releases COUNT, SUM or AVG of ``v``.
+    ``fault``: ``"none"``, or one of `RELEASE_FAULT_KINDS` (`seeded_release_fault`).
     """
     from dpcomm.queries.sql import bind_sql
 
@@ -313,7 +329,38 @@ def audited_program(
     )
     if program.query.grouping_sets != (("k",),):
         raise InvalidParameterError("sql", "a query over t grouped by k alone (GROUP BY k)", sql)
-    return program
+    return program if fault == "none" else seeded_release_fault(program, fault)
+
+
+def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgram:
+    """``program`` with the seeded fault ``kind``; it still claims the declared guarantee.
+
+    ``old-sensitivity``: the release's sensitivity computed as if each tuple arrived
+    independently of the others given the traffic, the sensitivity before the joint view of
+    traffic and release: every grouping set's `JointView` is ``own-row`` (max(2M, W) for a
+    SUM, 2M for signed bounds, against M + W), and each aggregate's noise is calibrated to it
+    by the library's own calibration, so OpenDP's privacy map, checked against that
+    sensitivity, agrees. The release keeps its mechanism (ε2, δ2), its views and its
+    countermeasure's coverage, hence the report's claim (ε1, ε2 and their composition) is
+    the correct program's. Under key selection the threshold would keep the correct
+    sensitivity: refused.
+    """
+    from dpcomm.queries.release import _released_aggregates
+
+    if kind not in RELEASE_FAULT_KINDS:
+        raise InvalidParameterError("fault", f"one of {', '.join(RELEASE_FAULT_KINDS)}", kind)
+    release = program.release
+    if release is None or release.selection is not None:
+        raise InvalidParameterError(
+            "program", "a program with a noisy release over public key domains", program
+        )
+    views: list[JointView] = ["own-row"] * len(program.query.grouping_sets)
+    noises = calibrate_noise(
+        release.mechanism,
+        _released_aggregates(program.query, views),
+        shared_blanket=release.shared_blanket,
+    )
+    return replace(program, release=replace(release, noises=noises), _released={})
 
 
 def contributions(program: AggregateProgram, keys: tuple[str, ...]) -> FloatArray:
@@ -543,12 +590,15 @@ class ReleaseAuditReport:
         reported_epsilon: the run's claim against an observer of both
             (``report.release.epsilon_total``).
         summed_epsilon: ε1 + ε2.
-        noise_scales: each released aggregate (core name) and the scale of its noise.
+        noise_scales: each released aggregate (as the run's report describes it, e.g.
+            ``SUM(v clamped to [-10, 10])``) and the scale of its noise.
         lower_bound: the empirical lower bound on ε (holds with probability >= confidence).
         events_tried: events estimated (the Bonferroni factor).
         best_event: the event that gave the lower bound, or None if none beat 0.
         events: every estimated event.
         pairs: every candidate pair tried on the selection half, with its selection bound.
+        fault: ``"none"``, or the seeded fault audited (`RELEASE_FAULT_KINDS`); the
+            reported ε is then the declared mechanism's, which the faulty one claims.
         seconds: wall-clock time of the audit.
     """
 
@@ -569,6 +619,7 @@ class ReleaseAuditReport:
     best_event: EventEstimate | None
     events: tuple[EventEstimate, ...]
     pairs: tuple[PairSelection, ...] = ()
+    fault: str = "none"
     seconds: float = field(default=0.0, compare=False)
 
     @property
@@ -728,7 +779,9 @@ def audit_release(
     confidence: float = 0.95,
     delta: float = DEFAULT_DELTA,
     pairs: Sequence[str] | None = None,
+    fault: str = "none",
     rng: np.random.Generator | int | None = None,
+    progress: bool = False,
 ) -> ReleaseAuditReport:
     """Audit traffic and noisy release together: empirical lower bound vs the reported ε.
 
@@ -755,8 +808,12 @@ def audit_release(
             at the composed δ the report gives.
         pairs: the names of the candidate pairs to try (default: every one of
             `candidate_pairs`).
+        fault: ``"none"`` (the mechanism as the library runs it), or a seeded fault of
+            `RELEASE_FAULT_KINDS` (`seeded_release_fault`), which claims the same ε.
         rng: a numpy Generator, a seed, or None: the seed of the traffic's randomness streams
             (the release's noise is OpenDP's, never seeded).
+        progress: show a progress bar over the pairs (each pair's selection half, then the
+            chosen pair's estimation half).
     """
     from dpcomm.engine.released import release_report
     from dpcomm.plan.privacy import account_plan
@@ -771,6 +828,10 @@ def audit_release(
         )
     if not isinstance(release, Laplace | Gaussian):
         raise InvalidParameterError("release", "dpcomm.Laplace(...) or Gaussian(...)", release)
+    if fault != "none" and fault not in RELEASE_FAULT_KINDS:
+        raise InvalidParameterError(
+            "fault", f"'none' or one of {', '.join(RELEASE_FAULT_KINDS)}", fault
+        )
     count = check_int("runs", runs, minimum=100)
     level = check_probability("confidence", confidence)
     if not 0.0 < level < 1.0:
@@ -794,8 +855,8 @@ def audit_release(
     for candidate in candidates:
         d, d_prime = candidate.tables()
         programs[candidate.pair.name] = (
-            audited_program(d, release, candidate, size, sql),
-            audited_program(d_prime, release, candidate, size, sql),
+            audited_program(d, release, candidate, size, sql, fault=fault),
+            audited_program(d_prime, release, candidate, size, sql, fault=fault),
         )
     first = programs[candidates[0].pair.name][0]
     privacy = account_plan(first.plan, countermeasure, delta=traffic_delta)
@@ -810,7 +871,13 @@ def audit_release(
     shared: dict[tuple[int, bytes], tuple[IntArray, BoolArray]] = {}
     selections: list[PairSelection] = []
     fitted: list[tuple[_Reduction, tuple[_View, _View]]] = []
+    # The progress bar's steps: each pair's selection half, then the chosen pair's estimation
+    # half (a step is counted done when the next one is taken).
+    steps = with_progress(
+        range(len(candidates) + 1), enabled=progress, description="release audit", unit="pair"
+    )
     for neighbours in candidates:
+        next(steps)
         pair_programs = programs[neighbours.pair.name]
         traffic = []
         for side, program in enumerate(pair_programs):
@@ -836,6 +903,7 @@ def audit_release(
     neighbours = candidates[chosen]
     reduction, selected = fitted[chosen]
     pair_programs = programs[neighbours.pair.name]
+    next(steps)
     estimation = _views(
         neighbours,
         pair_programs,
@@ -850,6 +918,8 @@ def audit_release(
         scales,
     )
     joined = (selected[0].join(estimation[0]), selected[1].join(estimation[1]))
+    for _ in steps:  # the last step done: the bar ends
+        pass
     events, num_events = estimate_events(
         reduction.categorizations(joined), confidence=level, delta=claimed.composed_delta
     )
@@ -866,12 +936,13 @@ def audit_release(
         release_epsilon=claimed.epsilon,
         reported_epsilon=claimed.epsilon_total,
         summed_epsilon=claimed.summed_epsilon,
-        noise_scales=tuple((noise.output, noise.scale) for noise in noises),
+        noise_scales=tuple((a.aggregate, a.scale) for a in claimed.aggregates),
         lower_bound=best.epsilon if best is not None else 0.0,
         events_tried=num_events,
         best_event=best if best is not None and best.epsilon > 0 else None,
         events=events,
         pairs=tuple(selections),
+        fault=fault,
         seconds=time.perf_counter() - start,
     )
 
@@ -885,6 +956,7 @@ __all__ = [
     "DEFAULT_TARGETS",
     "PAIR_NAMES",
     "RELEASE_AUDIT_SQL",
+    "RELEASE_FAULT_KINDS",
     "NeighbourPair",
     "PairSelection",
     "ReleaseAuditReport",
@@ -897,5 +969,6 @@ __all__ = [
     "noisy_values",
     "release_neighbours",
     "release_runs",
+    "seeded_release_fault",
     "traffic_runs",
 ]

@@ -4,6 +4,8 @@ result); its neighbouring tables differ in one row; its parameters are checked."
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -103,6 +105,7 @@ def test_neighbours_differ_in_one_row_on_the_boundary_targets() -> None:
         ({"pairs": ["nowhere"]}, "pairs"),
         ({"confidence": 1.0}, "confidence"),
         ({"sql": "SELECT k, COUNT(*) FROM t GROUP BY ROLLUP (k)"}, "sql"),
+        ({"fault": "no-shuffle"}, "fault"),
     ],
 )
 def test_invalid_parameters(kwargs, name) -> None:
@@ -151,3 +154,34 @@ def test_exact_results_add_up_the_delivered_contributions() -> None:
     delivered = rng.random((50, 7)) < 0.6
     expected = np.einsum("rs,ska->rka", delivered.astype(float), added)
     assert np.allclose(exact_results(delivered, added), expected)
+
+
+def test_the_old_sensitivity_fault_claims_the_declared_guarantee() -> None:
+    """``old-sensitivity``: noise calibrated to 2M (every view own-row), the claim unchanged."""
+    from dpcomm.engine.released import release_report
+    from dpcomm.experiments.release_audit import (
+        DEFAULT_COUNTERMEASURE,
+        DEFAULT_RELEASE,
+        seeded_release_fault,
+    )
+    from dpcomm.plan.privacy import account_plan
+
+    neighbours = release_neighbours(num_targets=2, num_sources=3, pair="others-on-destination")
+    table = neighbours.tables()[0]
+    correct = audited_program(table, DEFAULT_RELEASE, neighbours, 2)
+    faulty = audited_program(table, DEFAULT_RELEASE, neighbours, 2, fault="old-sensitivity")
+    assert seeded_release_fault(correct, "old-sensitivity").release == faulty.release
+    (right,), (wrong,) = correct.release.noises, faulty.release.noises
+    # Three keys on T = 2 nodes: one node owns two, 3M (= M + W for [−10, 10]).
+    assert correct.release.views == ("one-other-shared-node",)
+    assert right.sensitivity.l1 == pytest.approx(30.0)
+    assert wrong.sensitivity.l1 == pytest.approx(20.0)  # 2M: the row's own change alone
+    assert wrong.scale == pytest.approx(20.0 / 3.0) and right.scale == pytest.approx(10.0)
+    assert faulty.release.views == correct.release.views  # the views it claims
+    privacy = account_plan(correct.plan, DEFAULT_COUNTERMEASURE, delta=1e-2)
+    claimed = release_report(correct, privacy)
+    assert release_report(faulty, privacy) == dataclasses.replace(
+        claimed, aggregates=release_report(faulty, privacy).aggregates
+    )
+    with pytest.raises(InvalidParameterError, match="fault"):
+        seeded_release_fault(correct, "half-noise")
