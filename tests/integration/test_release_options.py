@@ -156,3 +156,20 @@ def test_max_groups_error_under_a_release_states_no_count(
     assert "3" not in released.err
     exact = cli(*common)
     assert exact.status == 2 and "had 3 groups" in exact.err
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (("--release", "laplace", "--release-epsilon", "-1"), "--release-epsilon"),
+        (("--release", "gaussian", "--release-delta", "2"), "--release-delta"),
+    ],
+)
+def test_the_release_budget_errors_name_their_own_flags(cli, flags, named):
+    outcome = cli(
+        "run", "aggregate", "--sql", "SELECT A, COUNT(*) FROM diabetes GROUP BY A", *flags,
+        "--keys", "A=1,2",
+    )  # fmt: skip
+    assert outcome.status not in (0, None)
+    (line,) = outcome.err.strip().splitlines()
+    assert f"invalid {named}:" in line

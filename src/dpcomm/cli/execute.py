@@ -762,7 +762,12 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
             args.release_delta,
         )
     delta = DEFAULT_RELEASE_DELTA if args.release_delta is None else args.release_delta
-    release = Laplace(epsilon) if args.release == "laplace" else Gaussian(epsilon, delta)
+    try:
+        release = Laplace(epsilon) if args.release == "laplace" else Gaussian(epsilon, delta)
+    except InvalidParameterError as error:  # the release's ε and δ have their own flags
+        flags = {"epsilon": "--release-epsilon", "delta": "--release-delta"}
+        flag = flags.get(error.name, error.name)
+        raise InvalidParameterError(flag, error.allowed, error.given) from None
     return {
         "release": release,
         "bounds": parse_bounds(args.bounds),
