@@ -90,9 +90,7 @@ class Instance:
     @property
     def rows(self) -> tuple[tuple[int, int], ...]:
         """Every row (key index, contribution)."""
-        return tuple(
-            (k, c) for k in range(len(self.keys)) for c in self.contributions
-        )
+        return tuple((k, c) for k in range(len(self.keys)) for c in self.contributions)
 
     def home(self, key: int) -> int:
         return self.keys[key][1]
@@ -274,13 +272,13 @@ class JointLaw:
         """(views, cells...) after every source: dummies added, the view axis flattened."""
         instance = self.instance
         if instance.mechanism == "local":
-            return state.reshape((-1,) + state.shape[state.ndim - self.cells :])
+            return state.reshape((-1, *state.shape[state.ndim - self.cells :]))
         size, total = instance.nodes, instance.batch + instance.dummies
         pad = [(0, instance.dummies)] * size + [(0, 0)] * self.cells
         state = np.pad(state, pad)
         for _ in range(instance.dummies):
             state = sum(_shift(state, node, 1) for node in range(size)) / size
-        flat = state.reshape(((total + 1) ** size,) + state.shape[size:])
+        flat = state.reshape(((total + 1) ** size, *state.shape[size:]))
         return flat[self._final]
 
     def table(self, others: FloatArray, row: tuple[int, int]) -> FloatArray:
@@ -352,9 +350,9 @@ def neighbouring_laws(
         yield others, [with_noise(law.table(base, row), kernel) for row in instance.rows]
 
 
-def worst_pairs(instance: Instance, epsilons: Sequence[float], scale: float) -> tuple[
-    list[Worst], int, float
-]:
+def worst_pairs(
+    instance: Instance, epsilons: Sequence[float], scale: float
+) -> tuple[list[Worst], int, float]:
     """The worst exact δ at each ε over every neighbouring pair; the pairs; the tail mass.
 
     The δ's are sums over the kept outputs: each true δ is at most its value plus the tail
@@ -416,7 +414,9 @@ def _positive_line_integral(weights: FloatArray, scale: float) -> FloatArray:
 
         # ∫_u^w of A e^{−v/b} + C e^{v/b} dv
         def piece(u: FloatArray, w: FloatArray, a: FloatArray = a, c: FloatArray = c) -> FloatArray:
-            return a * b * (np.exp(-u / b) - np.exp(-w / b)) + c * b * (np.exp(w / b) - np.exp(u / b))
+            return a * b * (np.exp(-u / b) - np.exp(-w / b)) + c * b * (
+                np.exp(w / b) - np.exp(u / b)
+            )
 
         zero, one = np.zeros(rows), np.ones(rows)
         with np.errstate(divide="ignore", invalid="ignore"):

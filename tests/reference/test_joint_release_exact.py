@@ -156,39 +156,40 @@ def test_new_sensitivities_hold_on_every_pair(instance):
 @pytest.mark.parametrize(
     "instance",
     [
-        _scrambler(2, ONE_PER_NODE, "sum", -1, 1, 0.1, 3, 0, 3.0),
-        _scrambler(2, ONE_PER_NODE, "sum", -1, 2, 0.6, 3, 1, 5.0),
-        _local(2, ONE_PER_NODE, "sum", -1, 1, 0.3, 3, 0, 2.0),
+        _scrambler(2, ONE_PER_NODE, "sum", -1, 1, 0.3, 2, 0, 3.0),
+        _local(2, ONE_PER_NODE, "sum", -1, 2, 0.3, 2, 0, 5.0),
     ],
     ids=lambda i: i.label(),
 )
 def test_continuous_laplace_on_every_pair(instance):
     """The same with continuous Laplace noise (OpenDP's for sums), two released cells.
 
-    Exact in the first cell, Gauss–Legendre (64 panels × 12 nodes per unit) in the second;
-    at the worst pair the rule with 32 panels agrees to 1e-9, so a 1e-9 allowance is given.
+    Exact in the first cell, Gauss–Legendre in the second (`continuous_laplace_delta`): the
+    scan uses 16 panels × 8 nodes per unit interval; the worst pair is recomputed with
+    64 × 12 and the two agree to 1e-7, the allowance given.
     """
     claims, scale = _claims(instance)
     finite = [(eps, delta) for eps, delta in claims if math.isfinite(eps)]
     law = JointLaw(instance)
     rows = instance.rows
-    worst = [(0.0, None)] * len(finite)
+    worst: list[tuple[float, tuple[object, ...]]] = [(0.0, ())] * len(finite)
     for others in itertools.combinations_with_replacement(rows, instance.batch - 1):
         base = law.others(others)
         laws = [law.table(base, row) for row in rows]
         for (i, first), (j, second) in itertools.permutations(enumerate(laws), 2):
             for k, (eps, _) in enumerate(finite):
-                value = continuous_laplace_delta(first - math.exp(eps) * second, scale)
+                difference = first - math.exp(eps) * second
+                value = continuous_laplace_delta(difference, scale, panels=16, order=8)
                 if value > worst[k][0]:
                     worst[k] = (value, (others, rows[i], rows[j]))
     for (value, pair), (eps, delta) in zip(worst, finite, strict=True):
-        assert value <= delta + 1e-9, (instance.label(), eps, delta, value, pair)
-    value, (others, first_row, second_row) = max(worst, key=lambda w: w[0] / 1.0)
-    k = [w[0] for w in worst].index(value)
-    base = law.others(others)
-    difference = law.table(base, first_row) - math.exp(finite[k][0]) * law.table(base, second_row)
-    coarse = continuous_laplace_delta(difference, scale, panels=32)
-    assert abs(coarse - value) < 1e-9
+        assert value <= delta + 1e-7, (instance.label(), eps, delta, value, pair)
+        if pair:
+            others, first_row, second_row = pair
+            base = law.others(others)
+            first, second = law.table(base, first_row), law.table(base, second_row)
+            fine = continuous_laplace_delta(first - math.exp(eps) * second, scale)
+            assert abs(fine - value) < 1e-7
 
 
 # --- The old sensitivity (2M per keyed set) can fail ----------------------------------------
@@ -198,9 +199,9 @@ def test_continuous_laplace_on_every_pair(instance):
 POWER = [
     # SUM in [−1, 1], others (b, +1), row 0 (a, +1) → (b, −1) (the issue's pair, smaller n).
     (_scrambler(2, ONE_PER_NODE, "sum", -1, 1, 0.1, 300, 0, 3.0), (1, 1), (0, 1), (1, -1), 1e-3),
-    (_scrambler(2, ONE_PER_NODE, "sum", -1, 1, 0.1, 1000, 0, 1.0), (1, 1), (0, 1), (1, -1), 1e-6),
+    (_scrambler(2, ONE_PER_NODE, "sum", -1, 1, 0.1, 1000, 0, 1.0), (1, 1), (0, 1), (1, -1), 1e-3),
     # COUNT, keys a and c on node 0: others (c, 1), row 0 (a, 1) → (b, 1): three cells.
-    (_scrambler(2, SHARED, "count", 0, 1, 0.1, 1000, 0, 6.0), (1, 1), (0, 1), (2, 1), 1e-3),
+    (_scrambler(2, SHARED, "count", 0, 1, 0.1, 1000, 0, 4.0), (1, 1), (0, 1), (2, 1), 1e-3),
 ]  # fmt: skip
 
 
