@@ -79,7 +79,7 @@ INSTANCES = [
     _local(3, TWO_OF_THREE, "sum", -1, 2, 0.0, 3, 2, 4.0),  # broadcast: ε1 = 0
 ]  # fmt: skip
 
-#: Larger grids (three released cells, d = 24, n = 4): about 4 minutes on one core.
+#: Larger grids (three released cells, d = 24, n = 4): about 80 s on 2 cores (-m slow).
 SLOW_INSTANCES = [
     _scrambler(2, ONE_PER_NODE, "sum", -1, 1, 0.3, 4, 1, 3.0),
     _scrambler(2, ONE_PER_NODE, "sum", -1, 2, 0.3, 3, 2, 5.0),
