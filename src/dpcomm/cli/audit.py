@@ -15,11 +15,10 @@ from typing import Any
 
 from dpcomm._json import json_ready
 from dpcomm.accounting import ScramblerMechanism
-from dpcomm.accounting.release import Gaussian, Laplace, ReleaseMechanism
-from dpcomm.cli.execute import DEFAULT_RELEASE_DELTA
+from dpcomm.accounting.release import Gaussian
+from dpcomm.cli.execute import DEFAULT_RELEASE_DELTA, release_mechanism
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
 from dpcomm.cli.output import add_progress_options, non_negative_int, show_progress
-from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.audit import (
     FAULT_KINDS,
     AuditedMechanism,
@@ -252,30 +251,6 @@ def _print_release(report: ReleaseAuditReport) -> None:
     )
 
 
-#: The library parameters of a release mechanism and the flags that set them.
-_RELEASE_FLAGS = {"epsilon": "--release-epsilon", "delta": "--release-delta"}
-
-
-def _release_mechanism(args: argparse.Namespace) -> ReleaseMechanism:
-    """``--release``, ``--release-epsilon`` and ``--release-delta`` as the release's mechanism."""
-    if args.release == "laplace" and args.release_delta is not None:
-        raise InvalidParameterError(
-            "--release-delta",
-            "only with --release gaussian (a Laplace release has δ = 0)",
-            args.release_delta,
-        )
-    delta = DEFAULT_RELEASE_DELTA if args.release_delta is None else args.release_delta
-    try:
-        if args.release == "laplace":
-            return Laplace(args.release_epsilon)
-        return Gaussian(args.release_epsilon, delta)
-    except InvalidParameterError as error:
-        flag = _RELEASE_FLAGS.get(error.name)
-        if flag is None:
-            raise
-        raise InvalidParameterError(flag, error.allowed, error.given) from None
-
-
 def command_audit_release(args: argparse.Namespace) -> int:
     """``dpcomm audit release``."""
     countermeasure = Scramblers(
@@ -283,7 +258,7 @@ def command_audit_release(args: argparse.Namespace) -> int:
     )
     report = audit_release(
         countermeasure,
-        _release_mechanism(args),
+        release_mechanism(args),
         num_targets=args.targets,
         bounds=args.bounds,
         runs=args.runs,

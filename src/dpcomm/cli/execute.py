@@ -752,6 +752,20 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
                 shown = given[0] if isinstance(given, list) else given
                 raise InvalidParameterError(flag, "only with --release", shown)
         return {}
+    return {
+        "release": release_mechanism(args),
+        "bounds": parse_bounds(args.bounds),
+        "keys": parse_keys(args.keys),
+        "key_selection_delta": args.key_selection_delta,
+    }
+
+
+def release_mechanism(args: argparse.Namespace) -> Any:
+    """``--release``, ``--release-epsilon`` and ``--release-delta`` as the release's mechanism.
+
+    ``--release-delta`` is refused with a Laplace release (whose δ is 0); an invalid ε or δ is
+    named by its flag.
+    """
     from dpcomm.accounting.release import Gaussian, Laplace
 
     epsilon = DEFAULT_RELEASE_EPSILON if args.release_epsilon is None else args.release_epsilon
@@ -763,17 +777,12 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
         )
     delta = DEFAULT_RELEASE_DELTA if args.release_delta is None else args.release_delta
     try:
-        release = Laplace(epsilon) if args.release == "laplace" else Gaussian(epsilon, delta)
+        return Laplace(epsilon) if args.release == "laplace" else Gaussian(epsilon, delta)
     except InvalidParameterError as error:  # the release's ε and δ have their own flags
         flags = {"epsilon": "--release-epsilon", "delta": "--release-delta"}
-        flag = flags.get(error.name, error.name)
-        raise InvalidParameterError(flag, error.allowed, error.given) from None
-    return {
-        "release": release,
-        "bounds": parse_bounds(args.bounds),
-        "keys": parse_keys(args.keys),
-        "key_selection_delta": args.key_selection_delta,
-    }
+        raise InvalidParameterError(
+            flags.get(error.name, error.name), error.allowed, error.given
+        ) from None
 
 
 def parse_bounds(items: list[str]) -> dict[str, tuple[float, float]]:
