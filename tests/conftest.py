@@ -15,18 +15,26 @@ Helpers are fixtures here rather than functions copied into each test module:
 * ``chromium``: a headless Chromium (Debian's package, ``make browser-tools``) driven by
   selenium through Debian's chromedriver, one per test session; a skip that says why where
   Chromium is not installed;
-* ``iris_csv``: scikit-learn's iris as a CSV file (:data:`IRIS_COLUMNS` and a text ``species``).
+* ``iris_csv``: scikit-learn's iris as a CSV file (:data:`IRIS_COLUMNS` and a text ``species``);
+* ``aggregate_program``: GROUPING SETS over random data (:func:`random_aggregate_program`);
+* :func:`canonical`: a value for bit-exact comparison (floats by their bits, NaN payloads too);
+* :func:`same`: equal values of the same types (floats by their bits, any NaN the same);
+* :func:`canonical_rows`: result rows in one order whatever their own, for a multiset comparison.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import gzip
 import importlib.util
 import io
+import math
 import shutil
+import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -271,3 +279,87 @@ def keep_screenshot(path: Path, png: bytes) -> None:
     if not (path.exists() and same_picture(path.read_bytes(), png)):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
+
+
+def random_aggregate_program(rows: int, grouping_sets: int, compute: int, seed: int = 0) -> Any:
+    """``COUNT(*), AVG(x)`` by ``grouping_sets`` single-column grouping sets of random keys (3
+    per compute node each), over ``rows`` sources, with ``compute`` compute nodes."""
+    from dpcomm.data import table_from_arrays
+    from dpcomm.queries.aggregate import AggregateProgram
+
+    rng = np.random.default_rng(seed)
+    columns = {f"g{i}": rng.integers(0, 3 * compute, rows) for i in range(grouping_sets)}
+    columns["x"] = rng.normal(size=rows)
+    sets = ", ".join(f"(g{i})" for i in range(grouping_sets))
+    sql = f"SELECT COUNT(*), AVG(x) FROM t GROUP BY GROUPING SETS ({sets})"
+    return AggregateProgram.from_sql(sql, table_from_arrays("t", columns), num_targets=compute)
+
+
+@pytest.fixture
+def aggregate_program() -> Callable[..., Any]:
+    """``aggregate_program(rows, grouping_sets, compute, seed=0)``: see
+    :func:`random_aggregate_program`."""
+    return random_aggregate_program
+
+
+def canonical(value: object) -> object:
+    """A value for bit-exact comparison (``canonical(a) == canonical(b)``), with its type:
+    floats by their bits (NaNs by theirs, payload and sign included), Decimals by their digits
+    and exponent, datetimes with their zone, numpy arrays by dtype, shape and bytes; tuples,
+    lists and dicts (keys in any order) value by value."""
+    if isinstance(value, float):
+        return ("float", struct.pack(">d", value))
+    if isinstance(value, Decimal):
+        return ("decimal", value.as_tuple())
+    if isinstance(value, datetime.datetime):
+        return ("datetime", value, value.tzinfo, value.utcoffset())
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, tuple):
+        return tuple(canonical(v) for v in value)
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    return (type(value).__name__, value)
+
+
+def same(a: object, b: object, *, rel_tol: float = 0.0) -> bool:
+    """Equal values of the same types, as :func:`canonical` compares them, except that any NaN
+    is the same as any other, dicts have their keys in the same order and, with ``rel_tol``,
+    floats are the same within that relative tolerance (``math.isclose``)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        if rel_tol:
+            return math.isclose(a, b, rel_tol=rel_tol)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(
+            same(x, y, rel_tol=rel_tol) for x, y in zip(a, b, strict=True)
+        )
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(same(a[k], b[k], rel_tol=rel_tol) for k in a)
+    return canonical(a) == canonical(b)
+
+
+def canonical_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Result rows in one order whatever their own (for a multiset comparison): sorted by their
+    values, NaNs then NULLs last, floats and Decimals rounded to 6 decimals so that two results
+    that differ only by float rounding sort alike."""
+
+    def key(row: dict[str, object]) -> tuple[tuple[int, Any], ...]:
+        parts: list[tuple[int, Any]] = []
+        for value in row.values():
+            if value is None:
+                parts.append((2, 0))
+            elif isinstance(value, float | Decimal) and math.isnan(value):
+                parts.append((1, 0))
+            elif isinstance(value, float | Decimal):
+                parts.append((0, round(float(value), 6)))
+            else:
+                parts.append((0, value))
+        return tuple(parts)
+
+    return sorted(rows, key=key)

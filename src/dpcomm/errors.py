@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import warnings
 from pathlib import Path
@@ -85,6 +86,28 @@ class InvalidParameterError(DpcommError, ValueError):
         self.allowed = allowed
         self.given = given
         super().__init__(f"invalid {name}: expected {allowed}, got {shown(given)}")
+
+
+#: The packages each optional extra of ``pip install 'dpcomm[EXTRA]'`` brings (pyproject.toml).
+EXTRA_PACKAGES = {"figures": ("matplotlib", "mlxtend")}
+
+
+def require_extra(extra: str, needed_by: str, modules: tuple[str, ...] | None = None) -> None:
+    """Refuse, in one line naming the extra to install, when a package of it is missing.
+
+    ``modules``: the extra's packages ``needed_by`` imports (by default all of them).
+
+    Raises:
+        DpcommError: one of them cannot be imported.
+    """
+    wanted = EXTRA_PACKAGES[extra] if modules is None else modules
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
+    if missing:
+        raise DpcommError(
+            f"{needed_by} needs the optional dependencies of dpcomm[{extra}] "
+            f"({', '.join(missing)} missing): pip install 'dpcomm[{extra}]' "
+            "(or, in a checkout, make, which installs the dev extras)"
+        )
 
 
 class DpcommWarning(UserWarning):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.conftest import without_grouping_set
+from tests.conftest import canonical_rows, without_grouping_set
 
 from dpcomm.data import Column, Table, diabetes_table
 from dpcomm.engine import run_aggregate, simulate
@@ -108,10 +108,6 @@ def duckdb_rows(table, sql):
     return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
 
 
-def canonical(rows):
-    return sorted(rows, key=lambda r: [(v is None, str(type(v)), str(v)) for v in r.values()])
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table=tables(), sql=queries(), countermeasure=countermeasures, seed=st.integers(0, 99))
 def test_decentralized_result_equals_duckdb_over_the_delivered_tuples(
@@ -133,7 +129,8 @@ def test_decentralized_result_equals_duckdb_over_the_delivered_tuples(
     if isinstance(countermeasure, NoCountermeasure) or countermeasure.sampling_rate == 0.0:
         assert all(mask.all() for mask in masks)
         direct = duckdb_rows(table, sql)
-        assert compare_results(canonical(without_grouping_set(result)), canonical(direct)) == []
+        got = canonical_rows(without_grouping_set(result))
+        assert compare_results(got, canonical_rows(direct)) == []
 
 
 def test_running_example_matches_duckdb_on_the_whole_table_without_sampling():
@@ -145,7 +142,8 @@ def test_running_example_matches_duckdb_on_the_whole_table_without_sampling():
     )
     assert outcome.report.utility.tuples_used == {"(A)": table.num_rows, "(B)": table.num_rows}
     direct = duckdb_rows(table.renamed("t"), sql.replace("diabetes", "t"))
-    assert compare_results(canonical(without_grouping_set(outcome.rows)), canonical(direct)) == []
+    got = canonical_rows(without_grouping_set(outcome.rows))
+    assert compare_results(got, canonical_rows(direct)) == []
     for value in outcome.report.utility.mean_relative_error.values():
         assert value == 0.0
 

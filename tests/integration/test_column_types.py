@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 import subprocess
 import sys
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
 import pytest
-from tests.conftest import without_grouping_set
+from tests.conftest import same, without_grouping_set
 
 from dpcomm.data import Table, read_table, table_from_relation
 from dpcomm.engine.memory import simulate
@@ -93,6 +91,10 @@ EVERYTHING = (
 )
 
 
+#: AVG's floats (DOUBLEs) are the same within this relative tolerance; every other value exactly.
+AVG_TOLERANCE = 1e-12
+
+
 def duckdb_table(create: str, sql: str) -> tuple[Table, list[dict[str, Any]]]:
     """Table ``t`` made by DuckDB from ``create``, and DuckDB's own answer to ``sql``."""
     connection = duckdb.connect()
@@ -105,19 +107,6 @@ def duckdb_table(create: str, sql: str) -> tuple[Table, list[dict[str, Any]]]:
     finally:
         connection.close()
     return table, rows
-
-
-def same(a: Any, b: Any, *, approximate: bool) -> bool:
-    """The same value of the same type; DECIMAL with its scale; floats of AVG within 1e-12."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return math.isclose(a, b, rel_tol=1e-12) if approximate else a == b
-    if isinstance(a, Decimal):
-        return str(a) == str(b)
-    return bool(a == b)
 
 
 def differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[str]:
@@ -134,7 +123,8 @@ def differences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> lis
             found.append(f"columns {list(left)} against {list(right)}")
             continue
         for name in left:
-            if not same(left[name], right[name], approximate=name.lower().startswith("avg")):
+            tolerance = AVG_TOLERANCE if name.lower().startswith("avg") else 0.0
+            if not same(left[name], right[name], rel_tol=tolerance):
                 found.append(f"{name}: {left[name]!r} against {right[name]!r}")
     return found
 

@@ -45,7 +45,7 @@ def client():
         yield connected
 
 
-def aggregate_program(rows: int = 3000) -> AggregateProgram:
+def zipf_program(rows: int = 3000) -> AggregateProgram:
     table = synthetic_table(num_rows=rows, distribution="zipf", seed=3)
     return AggregateProgram.from_sql(SQL, table, num_targets=6)
 
@@ -77,7 +77,7 @@ COUNTERMEASURES = {
 @pytest.mark.parametrize("partitions", [1, 3, 7])
 @pytest.mark.parametrize("countermeasure", sorted(COUNTERMEASURES))
 def test_aggregate_is_the_memory_run(client, partitions, countermeasure, collect):
-    program = aggregate_program()
+    program = zipf_program()
     chosen = COUNTERMEASURES[countermeasure]
     run = DaskEngine(client, partitions=partitions, collect_traffic=collect).execute(
         program, chosen, delta=1e-4, seed=SEED
@@ -106,7 +106,7 @@ def test_kmeans_is_the_memory_run(client, partitions, countermeasure, collect):
 
 
 def test_the_reports_are_the_memory_engines(client):
-    program = aggregate_program()
+    program = zipf_program()
     chosen = COUNTERMEASURES["scramblers"]
     memory = run_aggregate(program, chosen, delta=1e-4, seed=SEED)
     dask = run_aggregate(
@@ -177,7 +177,7 @@ def test_partitions_hold_whole_scramblers():
 
 
 def test_a_local_cluster_for_the_run():
-    program = aggregate_program()
+    program = zipf_program()
     chosen = COUNTERMEASURES["scramblers"]
     run = DaskEngine(workers=2).execute(program, chosen, delta=1e-4, seed=SEED)
     assert_same(simulate(program, chosen, delta=1e-4, seed=SEED), run, edges=True)
@@ -306,7 +306,7 @@ def test_an_external_scheduler_and_two_workers(tmp_path):
 
         with Client(address, timeout=60) as connected:
             connected.wait_for_workers(2, timeout=60)
-            program = aggregate_program(4000)
+            program = zipf_program(4000)
             chosen = COUNTERMEASURES["scramblers"]
             run = DaskEngine(scheduler=address, partitions=5).execute(
                 program, chosen, delta=1e-4, seed=SEED

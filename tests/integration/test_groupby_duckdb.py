@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.conftest import without_grouping_set
+from tests.conftest import canonical_rows, without_grouping_set
 
 from dpcomm.data.table import Column, Table, decimal_of, table_from_arrays
 from dpcomm.errors import InvalidParameterError
@@ -125,25 +125,6 @@ def raw_duckdb(bound: BoundAggregate, table: Table) -> list[dict[str, object]]:
     return [dict(zip(bound.output_names, row, strict=True)) for row in rows]
 
 
-def canonical(rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    """Rows sorted by a key that tolerates float rounding (for multiset comparison)."""
-
-    def key(row: dict[str, object]) -> tuple[tuple[int, Any], ...]:
-        parts = []
-        for value in row.values():
-            if value is None:
-                parts.append((1, 0))
-            elif isinstance(value, str):
-                parts.append((0, value))
-            elif isinstance(value, float | Decimal):
-                parts.append((0, round(float(value), 6)))
-            else:
-                parts.append((0, value))
-        return tuple(parts)
-
-    return sorted(rows, key=key)
-
-
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     sql=queries(),
@@ -165,11 +146,11 @@ def test_evaluate_matches_duckdb(
     everything = [np.ones(num_rows, dtype=bool)] * bound.num_grouping_sets
     full = without_grouping_set(evaluate(bound, table, everything))
     raw = raw_duckdb(bound, table)
-    assert compare_results(canonical(full), canonical(raw)) == []
+    assert compare_results(canonical_rows(full), canonical_rows(raw)) == []
     assert (
         compare_results(
-            canonical(without_grouping_set(reference_result(bound, table, everything))),
-            canonical(raw),
+            canonical_rows(without_grouping_set(reference_result(bound, table, everything))),
+            canonical_rows(raw),
         )
         == []
     )
@@ -233,13 +214,13 @@ def test_all_true_reference_equals_raw_sql(table: Table) -> None:
     raw = raw_duckdb(bound, table)
     assert (
         compare_results(
-            canonical(without_grouping_set(reference_result(bound, table, everything))),
-            canonical(raw),
+            canonical_rows(without_grouping_set(reference_result(bound, table, everything))),
+            canonical_rows(raw),
         )
         == []
     )
     full = without_grouping_set(evaluate(bound, table, everything))
-    assert compare_results(canonical(full), canonical(raw)) == []
+    assert compare_results(canonical_rows(full), canonical_rows(raw)) == []
 
 
 def test_integer_sums_are_exact_beyond_int64() -> None:

@@ -190,7 +190,7 @@ def duckdb_rows(sql: str, name: str, table: Any) -> list[tuple[Any, ...]]:
     return duckdb_result(sql, name, table)[1]
 
 
-def _canonical(value: Any) -> Any:
+def _comparable(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return "NaN"
     if isinstance(value, Decimal):
@@ -203,7 +203,7 @@ def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _close(x: Any, y: Any) -> bool:
-    x, y = _canonical(x), _canonical(y)
+    x, y = _comparable(x), _comparable(y)
     if x is None or y is None:
         return x is None and y is None
     if isinstance(x, bool) or isinstance(y, bool):
@@ -219,8 +219,8 @@ def assert_same_result(sql: str, got: list[dict[str, Any]], expected: list[tuple
     rows = [tuple(v for k, v in row.items() if k != GROUPING_SET_COLUMN) for row in got]
     assert len(rows) == len(expected), f"{sql}: {len(rows)} rows against DuckDB's {len(expected)}"
     if not re.search(r"\bORDER\s+BY\b", sql, re.IGNORECASE):
-        rows = sorted(rows, key=lambda r: _sort_key(tuple(_canonical(v) for v in r)))
-        expected = sorted(expected, key=lambda r: _sort_key(tuple(_canonical(v) for v in r)))
+        rows = sorted(rows, key=lambda r: _sort_key(tuple(_comparable(v) for v in r)))
+        expected = sorted(expected, key=lambda r: _sort_key(tuple(_comparable(v) for v in r)))
     for index, (left, right) in enumerate(zip(rows, expected, strict=True)):
         assert len(left) == len(right), f"{sql}: row {index}: {left} against {right}"
         for x, y in zip(left, right, strict=True):

@@ -1,11 +1,10 @@
-"""Reference float sums and means, from Fractions, and a bit-exact comparison of values."""
+"""Reference float sums and means, from Fractions (compared by tests.conftest.canonical)."""
 
 from __future__ import annotations
 
 import math
 import struct
 from collections.abc import Sequence
-from decimal import Decimal
 from fractions import Fraction
 
 #: NaNs other than math.nan: negative, and with a payload.
@@ -59,22 +58,6 @@ def reference_mean(values: Sequence[float]) -> float | None:
     if exact == 0:
         return -0.0 if all(is_negative_zero(v) for v in values) else 0.0
     return _nearest(exact / len(values))
-
-
-def canonical(value: object) -> object:
-    """A value for bit-exact comparison: floats by their bits (NaNs too), Decimals by their
-    digits and exponent, other values as they are (with their type)."""
-    if isinstance(value, float):
-        return ("float", struct.pack(">d", value))
-    if isinstance(value, Decimal):
-        return ("decimal", value.as_tuple())
-    if isinstance(value, tuple):
-        return tuple(canonical(v) for v in value)
-    if isinstance(value, dict):
-        return {k: canonical(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [canonical(v) for v in value]
-    return (type(value).__name__, value)
 
 
 def loose(value: object) -> object:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
-import struct
 import warnings
 from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.conftest import same
 
 from dpcomm.data.table import Column, Table, decimal_of, exact_integers, table_from_arrays
 from dpcomm.engine.memory import simulate
@@ -310,25 +310,6 @@ VALUES = st.recursive(
     ),
     max_leaves=20,
 )
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal values of the same types; floats by their bits (NaN: any NaN)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        if math.isnan(a):
-            return math.isnan(b)
-        return struct.pack(">d", a) == struct.pack(">d", b)
-    if isinstance(a, decimal.Decimal):
-        return a.as_tuple() == b.as_tuple()
-    if isinstance(a, datetime.datetime):
-        return a == b and a.tzinfo == b.tzinfo and a.utcoffset() == b.utcoffset()
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return bool(a == b)
 
 
 @settings(max_examples=300, deadline=None)

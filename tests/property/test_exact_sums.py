@@ -15,9 +15,10 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from _float_reference import canonical, reference_mean, reference_sum
+from _float_reference import reference_mean, reference_sum
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import canonical
 
 from dpcomm.queries import exactsum
 from dpcomm.queries.exactsum import exact_row_sums, exact_sums, merge_exact_sums

@@ -18,13 +18,13 @@ import numpy as np
 from _float_reference import (
     NEGATIVE_NAN,
     PAYLOAD_NAN,
-    canonical,
     loose,
     reference_mean,
     reference_sum,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import canonical
 
 from dpcomm.data.table import Column, Table, decimal_of, exact_integers
 from dpcomm.queries.groupby import (

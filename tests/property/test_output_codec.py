@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import same
 
 from dpcomm.data.table import Column, Table
 from dpcomm.queries.aggregate import AggregateOutput, AggregateProgram, OutputOverflowError
@@ -62,12 +63,6 @@ def _output(program: AggregateProgram, items: list[tuple[object, ...]]) -> Aggre
     return AggregateOutput(keys, rows)
 
 
-def _same(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and np.isnan(a):
-        return bool(np.isnan(b))
-    return a == b and type(a) is type(b)
-
-
 @settings(max_examples=150, deadline=None)
 @given(groups)
 def test_outputs_round_trip_exactly_at_one_size(items):
@@ -84,7 +79,7 @@ def test_outputs_round_trip_exactly_at_one_size(items):
     back = program.codec.outputs(flow).decode(data)
     assert back.keys == output.keys
     for got, want in zip(back.rows, output.rows, strict=True):
-        assert all(_same(got[n], want[n]) for n in want)
+        assert all(same(got[n], want[n]) for n in want)
 
 
 def test_more_groups_than_the_bound_fail_with_a_blob_of_the_same_size():

@@ -39,7 +39,14 @@ def imported_packages() -> dict[str, set[str]]:
 
 
 #: The package of dpcomm each optional extra serves (only it may import the extra's packages).
-EXTRA_HOMES = {"explore": "src/dpcomm/explorer/"}
+EXTRA_HOMES = {
+    "explore": ("src/dpcomm/explorer/",),
+    "figures": (
+        "src/dpcomm/experiments/figures/",
+        "src/dpcomm/cli/plan.py",
+        "src/dpcomm/data/images.py",
+    ),
+}
 
 
 def _names(requirements: list[str]) -> set[str]:
@@ -58,8 +65,22 @@ def test_every_imported_package_is_declared():
         names = {_normalized(d) for d in distributions.get(module, [module])}
         if names & declared:
             continue
-        homes = [EXTRA_HOMES[extra] for extra, packages in extras.items() if names & packages]
+        homes = [
+            h for extra, packages in extras.items() if names & packages for h in EXTRA_HOMES[extra]
+        ]
         outside = sorted(f for f in files if not any(f.startswith(home) for home in homes))
         if outside:
             undeclared[module] = outside
     assert not undeclared, f"imported but not in [project] dependencies: {undeclared}"
+
+
+def test_the_figures_extra_is_the_one_its_commands_name():
+    from dpcomm.errors import EXTRA_PACKAGES
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    for extra, packages in EXTRA_PACKAGES.items():
+        assert _names(extras[extra]) == {_normalized(p) for p in packages}
+        # `make` installs the dev extra, which brings this one (the tests need it).
+        own = [re.fullmatch(r"dpcomm\[(.*)\]", d) for d in extras["dev"]]
+        assert extra in [e.strip() for m in own if m for e in m.group(1).split(",")]

@@ -11,6 +11,7 @@ from dpcomm.cli.output import (
     non_negative_int,
     show_progress,
 )
+from dpcomm.errors import require_extra
 from dpcomm.experiments.figures import (
     FigureSettings,
     make_figures,
@@ -21,6 +22,7 @@ from dpcomm.experiments.figures import (
 
 def command_figures(args: argparse.Namespace) -> int:
     """``dpcomm figures``."""
+    require_extra("figures", "dpcomm figures")
     only = [name.strip() for name in args.only.split(",")] if args.only is not None else None
     names = select_figures(only)
     settings = FigureSettings(

