@@ -878,6 +878,33 @@ def _released_columns(
     return tuple(columns), tuple(kinds)
 
 
+def _released_without_interval(
+    rows: Sequence[Row],
+    estimated: Sequence[str],
+    averages: Sequence[str],
+    forms: Mapping[str, _Form],
+    functions: Mapping[str, str],
+) -> dict[str, str]:
+    """Why some released estimates have no interval, by estimate column (none: omitted)."""
+    no_interval = {
+        estimate_name(name): "a SUM of a measure that takes both signs, without a released "
+        "COUNT to bound its values' squares"
+        for name in estimated
+        if forms[name].kind == "value"
+        and functions[forms[name].columns[0]] == "sum"
+        and any(row[standard_error_name(name)] is None for row in rows)
+    }
+    for name in averages:
+        reasons = [r for r in AVG_REASONS if any(row[no_interval_name(name)] == r for row in rows)]
+        if reasons:
+            withheld = sum(row[no_interval_name(name)] is not None for row in rows)
+            no_interval[estimate_name(name)] = (
+                f"withheld in {withheld:,} of {len(rows):,} rows, as {no_interval_name(name)!r} "
+                "says: " + "; ".join(f"{r}: {AVG_REASONS[r]}" for r in reasons)
+            )
+    return no_interval
+
+
 def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
     """A noisy release's values estimated over every tuple, intervals covering both errors.
 
@@ -931,22 +958,7 @@ def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
     others = tuple(n for n in post.names if forms.get(n, _Form("other")).kind == "other")
     averages = [n for n in estimated if forms[n].kind == "avg"]
     columns, types = _released_columns(post.names, post.types, estimated, averages, several=several)
-    no_interval = {
-        estimate_name(name): "a SUM of a measure that takes both signs, without a released "
-        "COUNT to bound its values' squares"
-        for name in estimated
-        if forms[name].kind == "value"
-        and functions[forms[name].columns[0]] == "sum"
-        and any(row[standard_error_name(name)] is None for row in rows)
-    }
-    for name in averages:
-        reasons = [r for r in AVG_REASONS if any(row[no_interval_name(name)] == r for row in rows)]
-        if reasons:
-            withheld = sum(row[no_interval_name(name)] is not None for row in rows)
-            no_interval[estimate_name(name)] = (
-                f"withheld in {withheld:,} of {len(rows):,} rows, as {no_interval_name(name)!r} "
-                "says: " + "; ".join(f"{r}: {AVG_REASONS[r]}" for r in reasons)
-            )
+    no_interval = _released_without_interval(rows, estimated, averages, forms, functions)
     report = EstimateReport(
         method="horvitz-thompson with release noise",
         delivery_probability=probabilities,
