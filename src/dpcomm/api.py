@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from numbers import Real
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,7 +27,8 @@ import numpy.typing as npt
 
 from dpcomm.calibration.configuration import PlanCandidate
 from dpcomm.calibration.shape import PlanShape
-from dpcomm.errors import DpcommError, InvalidParameterError, warn
+from dpcomm.data.inputs import DATA_ALLOWED, points_of, table_of
+from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
 from dpcomm.validation import (
@@ -42,73 +41,19 @@ from dpcomm.validation import (
 )
 
 if TYPE_CHECKING:
-    from dpcomm.accounting.release import ReleaseMechanism
     from dpcomm.budget.budget import Budget
     from dpcomm.calibration.request import Workload
     from dpcomm.calibration.split import BudgetSplit, ReleaseName
     from dpcomm.engine.engines import Engine
-    from dpcomm.engine.runs import AggregateRun, KMeansRun
+    from dpcomm.pipeline.job import ReleaseSpec
+    from dpcomm.pipeline.runs import AggregateRun, KMeansRun
     from dpcomm.plan.model import ExecutionPlan
+    from dpcomm.queries.kmeans import KMeansProgram
+    from dpcomm.release.mechanisms import ReleaseMechanism
 
 
 #: The whole plan's δ when none is given (every front-door function and CLI command).
 DEFAULT_DELTA = 1e-4
-
-
-#: What ``data`` may be (every error about it says so).
-DATA_ALLOWED = (
-    "a pandas or polars DataFrame, a pyarrow Table, a DuckDB relation, a CSV/Parquet path, "
-    "a dpcomm Table or a row source"
-)
-
-
-def _rows(data: Any, name: str) -> Any:
-    """``data`` as dpcomm's table, or as a row source (Parquet files) read only when needed.
-
-    A `dpcomm.data.table.Table` or a `dpcomm.data.partitioned.RowSource` is
-    taken as it is; everything else is read through DuckDB (its types). What DuckDB cannot
-    read as a table (a pandas Series, a DataFrame without columns, ...) is an
-    `dpcomm.errors.InvalidParameterError` naming ``data``.
-    """
-    from dpcomm.data.partitioned import RowSource
-    from dpcomm.data.table import Table
-
-    if isinstance(data, Table | RowSource):
-        return data
-    import duckdb
-
-    from dpcomm.data import read_table
-    from dpcomm.data.table import table_from_relation
-
-    if isinstance(data, str | Path):
-        if str(data) == "":
-            raise InvalidParameterError("data", "a CSV or Parquet path (not empty)", data)
-        path = Path(data)
-        if path.is_dir() or path.suffix.lower() == ".parquet":
-            from dpcomm.data.partitioned import ParquetRows
-
-            try:
-                return ParquetRows(path, name=name)
-            except InvalidParameterError as error:  # named after ParquetRows' own parameter
-                raise InvalidParameterError("data", error.allowed, data) from error
-        return read_table(path, name=name)
-    if isinstance(data, duckdb.DuckDBPyRelation):
-        return table_from_relation(data, name)
-    readers = {
-        "pandas": lambda: duckdb.from_df(data),
-        "pyarrow": lambda: duckdb.from_arrow(data),
-        "polars": lambda: duckdb.from_arrow(data.to_arrow()),
-    }
-    reader = readers.get(type(data).__module__.split(".")[0])
-    if reader is None:
-        raise InvalidParameterError("data", DATA_ALLOWED, type(data).__name__)
-    try:
-        relation = reader()
-    except (duckdb.Error, TypeError, ValueError, AttributeError) as error:
-        # DuckDB reads DataFrames and Arrow tables, not a Series, an Array, a frame without
-        # columns, ...: what it says is kept as the cause.
-        raise InvalidParameterError("data", DATA_ALLOWED, type(data).__name__) from error
-    return table_from_relation(relation, name)
 
 
 def _countermeasure(countermeasure: Any) -> Countermeasure:
@@ -128,91 +73,6 @@ def _flag(name: str, value: object) -> bool:
     return bool(value)
 
 
-def _target_epsilon(value: object) -> float | None:
-    """``target_epsilon``: None, or a finite number >= 0 (the plan's ε is compared with it)."""
-    return None if value is None else check_number("target_epsilon", value, at_least=0.0)
-
-
-# --------------------------------------------------------------- a budget across queries
-#: Engines a budget can charge before they run: each reports a guarantee known beforehand
-#: (a deployment's at worst: `dpcomm.engine.network.deploy.deployment_privacy`).
-BUDGET_ENGINES = ("memory", "dask", "network")
-
-
-def _budget(budget: object, engine: Engine) -> Budget | None:
-    """``budget``: None or a `dpcomm.budget.Budget`, on an engine it can charge."""
-    if budget is None:
-        return None
-    from dpcomm.budget.budget import Budget
-
-    if not isinstance(budget, Budget):
-        raise InvalidParameterError("budget", "None or a dpcomm.Budget(...)", budget)
-    if engine.name not in BUDGET_ENGINES:
-        raise InvalidParameterError(
-            "engine", "'memory', 'dask' or 'network' with a budget", engine.name
-        )
-    return budget
-
-
-def _charge(
-    budget: Budget | None,
-    program: Any,
-    countermeasure: Countermeasure,
-    *,
-    delta: float,
-    kind: str,
-    query: str,
-    engine: Engine,
-) -> tuple[float, float] | None:
-    """Charge the run's guarantee to ``budget`` before the run (refused: nothing runs).
-
-    [`charge_run`][dpcomm.engine.charge.charge_run]: the plan's guarantee, the one the
-    engine computes and the run reports (for a deployment, the weakest its round can report),
-    with δ = 0 for traffic that is pure by Theorem 1; recorded with ``query`` (as the analyst
-    wrote it), the countermeasure, the release and the engine. Returns the (ε, δ) the run may
-    report (None without a budget).
-    """
-    if budget is None:
-        return None
-    from dpcomm.engine.charge import charge_run
-
-    charged, _ = charge_run(
-        budget,
-        program,
-        countermeasure,
-        delta=delta,
-        kind=kind,
-        engine=engine.name,
-        query=query,
-        deployed=engine.name == "network",
-    )
-    return charged.reported_epsilon, charged.reported_delta
-
-
-@dataclass(frozen=True)
-class _Spent:
-    """An (ε, δ) a run reports spending (the traffic's, or traffic and release composed)."""
-
-    epsilon: float
-    delta: float
-
-
-def _charged_enough(charged: tuple[float, float] | None, privacy: Any) -> None:
-    """Check that the run reported no more than its guarantee at its δ, computed with the charge.
-
-    (Else the ledger's charge, derived from that same accounting, could undercount.)
-    """
-    if charged is not None and (privacy.epsilon > charged[0] or privacy.delta > charged[1]):
-        from dpcomm.errors import DpcommError
-
-        raise DpcommError(
-            f"the run reports ε = {privacy.epsilon:.6g}, δ = {privacy.delta:.3g}, more than the "
-            f"ε = {charged[0]:.6g}, δ = {charged[1]:.3g} accounted when its budget was charged "
-            "before it ran"
-        )
-
-
-# ------------------------------------------------------------ end of a budget across queries
 def _calibrated(
     countermeasure: object,
     *,
@@ -225,7 +85,11 @@ def _calibrated(
     A `Calibration` gives its countermeasure, its T and δ (where the call gives none)
     and its target ε (the smaller, when the call gives one too).
     """
-    target = _target_epsilon(target_epsilon)
+    target = (
+        None
+        if target_epsilon is None
+        else check_number("target_epsilon", target_epsilon, at_least=0.0)
+    )
     if isinstance(countermeasure, Calibration):
         num_targets = countermeasure.shape.num_targets if num_targets is None else num_targets
         delta = countermeasure.delta if delta is None else delta
@@ -238,6 +102,21 @@ def _calibrated(
     # The plan's δ (a run is always accounted).
     checked = check_delta("delta", DEFAULT_DELTA if delta is None else delta)
     return chosen, targets, checked, target
+
+
+def _release_asked(countermeasure: object, release: object, **given: Any) -> ReleaseSpec | None:
+    """The release a run makes: the call's, else its calibration's (with its bounds and keys)."""
+    from dpcomm.pipeline.job import ReleaseSpec
+
+    if isinstance(countermeasure, Calibration) and countermeasure.release is not None:
+        release = countermeasure.release if release is None else release
+        calibrated = {
+            "bounds": countermeasure.bounds,
+            "keys": countermeasure.keys,
+            "key_selection_delta": countermeasure.key_selection_delta,
+        }
+        given = {name: calibrated[name] if v is None else v for name, v in given.items()}
+    return ReleaseSpec.of(release, **given)
 
 
 def run_sql(
@@ -288,7 +167,7 @@ def run_sql(
 
     The result's values are exact over the tuples that arrived (not differentially private:
     the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
-    over every tuple ([`dpcomm.engine.estimate`][]): COUNT and SUM divided by the known
+    over every tuple ([`dpcomm.pipeline.estimate`][]): COUNT and SUM divided by the known
     probability P that a tuple arrives, AVG their ratio, each in a column
     ``<name> (estimate)`` with ``<name> (se)``, ``<name> (95% low)`` and
     ``<name> (95% high)`` beside it; groups of the table that received no tuple are
@@ -298,7 +177,7 @@ def run_sql(
 
     With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
     delta=...)`` the result node releases the result with noise drawn by OpenDP
-    ([`dpcomm.queries.release`][]): ``bounds`` clamp each column a SUM or AVG reads
+    ([`dpcomm.release.noise`][]): ``bounds`` clamp each column a SUM or AVG reads
     (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give grouping
     columns their public domains (every key released, absent ones too), and
     ``report.release`` gives the release's (ε, δ), each aggregate's noise and the guarantee
@@ -307,11 +186,11 @@ def run_sql(
     noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
     δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
     estimated over every tuple, from released values only, each interval covering both the
-    sampling's and the noise's errors ([`dpcomm.engine.estimate.released_estimate`][]); an
+    sampling's and the noise's errors ([`dpcomm.pipeline.estimate.released_estimate`][]); an
     AVG's interval is withheld where it would not be reliable, its column
     ``<name> (no interval)`` saying why (NULL where the interval is given).
     Returns the
-    [`dpcomm.engine.runs.AggregateRun`][] that ``dpcomm run aggregate`` prints:
+    [`dpcomm.pipeline.runs.AggregateRun`][] that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
     Examples:
@@ -328,186 +207,39 @@ def run_sql(
         >>> run  # doctest: +ELLIPSIS
         AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
     """
+    from dpcomm.data.inputs import table_of
     from dpcomm.data.table import Table
     from dpcomm.engine.engines import make_engine
-    from dpcomm.engine.runs import run_aggregate
-    from dpcomm.queries.aggregate import AggregateProgram
+    from dpcomm.pipeline.job import Job, check_budget, compile_aggregate, prepare
+    from dpcomm.pipeline.runs import execute_aggregate
 
     chosen, num_targets, delta, target_epsilon = _calibrated(
         countermeasure, num_targets=num_targets, delta=delta, target_epsilon=target_epsilon
     )
-    if isinstance(countermeasure, Calibration) and countermeasure.release is not None:
-        release = countermeasure.release if release is None else release
-        bounds = countermeasure.bounds if bounds is None else bounds
-        keys = countermeasure.keys if keys is None else keys
-        if key_selection_delta is None:
-            key_selection_delta = countermeasure.key_selection_delta
+    asked = _release_asked(
+        countermeasure, release, bounds=bounds, keys=keys, key_selection_delta=key_selection_delta
+    )
     if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
     progress = _flag("progress", progress)
     runner = make_engine(engine)
-    budget = _budget(budget, runner)
-    source = _rows(data, "data")
-    shape: dict[str, Any] = {
-        "num_targets": num_targets,
-        "max_groups": max_groups,
-        "max_text_bytes": max_text_bytes,
-        "release": _release(release),
-        "bounds": bounds,
-        "keys": keys,
-        "key_selection_delta": key_selection_delta,
-    }
+    budget = check_budget(budget, runner)
+    source = table_of(data, "data")
     if not isinstance(source, Table) and not runner.reads_row_sources:
         source = source.read(0, source.num_rows)  # else its workers read it, never this process
-    program = AggregateProgram.from_sql(sql, source, countermeasure=chosen, **shape)
-    if isinstance(countermeasure, Calibration):
-        countermeasure.check_plan(program.plan, workload="aggregate", delta=delta)
-    _refuse_release_above_target(program, chosen, delta=delta, target_epsilon=target_epsilon)
-    charged = _charge(
-        budget,
-        program,
-        chosen,
-        delta=delta,
-        kind="aggregate",
-        query=sql,
-        engine=runner,
+    program = compile_aggregate(
+        sql,
+        source,
+        release=asked,
+        countermeasure=chosen,
+        num_targets=num_targets,
+        max_groups=max_groups,
+        max_text_bytes=max_text_bytes,
     )
-    outcome = run_aggregate(
-        program,
-        chosen,
-        delta=delta,
-        seed=seed,
-        progress=progress,
-        engine=runner,
-        target_epsilon=target_epsilon,
-    )
-    release_report = outcome.report.release
-    _charged_enough(
-        charged,
-        outcome.report.privacy
-        if release_report is None
-        else _Spent(release_report.epsilon_total, release_report.composed_delta),
-    )
-    return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
-
-
-def _refuse_release_above_target(
-    program: Any, countermeasure: Countermeasure, *, delta: float, target_epsilon: float | None
-) -> None:
-    """Refuse, before anything runs, a release whose ε with the traffic's exceeds the target.
-
-    The guarantee against an observer of traffic and release, as the run reports it
-    ([`dpcomm.plan.privacy.compose_release`][] of the plan's guarantee at ``delta``): an
-    [`InvalidParameterError`][] naming ``target_epsilon``.
-    """
-    if program.release is None or target_epsilon is None:
-        return
-    from dpcomm.plan.privacy import account_plan, compose_release
-
-    both = compose_release(
-        account_plan(program.plan, countermeasure, delta=delta), program.release.noises
-    )
-    if both.epsilon > target_epsilon:
-        raise InvalidParameterError(
-            "target_epsilon",
-            f"at least the ε = {both.epsilon:.6g} at δ = {both.delta:g} of traffic and release "
-            "together (nothing ran)",
-            target_epsilon,
-        )
-
-
-#: Largest magnitude of a coordinate: points travel as float32 (`dpcomm.queries.kmeans`).
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-def _release(release: Any) -> Any:
-    """``release`` checked: None, `Laplace` or `Gaussian`."""
-    from dpcomm.accounting.release import Gaussian, Laplace
-
-    if release is None or isinstance(release, Laplace | Gaussian):
-        return release
-    raise InvalidParameterError(
-        "release", "dpcomm.Laplace(epsilon=...) or dpcomm.Gaussian(epsilon=..., delta=...)", release
-    )
-
-
-def _points(name: str, values: Any) -> npt.NDArray[np.float64]:
-    """``values`` as a non-empty 2-d float64 array (one row per point), or the error naming it."""
-    allowed = "a non-empty 2-d array of numbers (one row per point)"
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as error:
-        raise InvalidParameterError(name, allowed, values) from error
-    if array.ndim != 2 or 0 in array.shape:
-        raise InvalidParameterError(name, allowed, f"shape {array.shape}")
-    return array
-
-
-def _unusable_rows(array: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.bool_], int, int]:
-    """Rows holding NaN or ±inf, or a value float32 cannot hold; how many of each."""
-    non_finite = ~np.isfinite(array).all(axis=1)
-    too_large = np.zeros(len(array), dtype=bool)
-    finite_rows = ~non_finite
-    too_large[finite_rows] = (np.abs(array[finite_rows]) > FLOAT32_MAX).any(axis=1)
-    return non_finite | too_large, int(non_finite.sum()), int(too_large.sum())
-
-
-def _usable(
-    name: str, array: npt.NDArray[np.float64], *, drop: bool
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """The rows of ``array`` K-means can use, and which they are.
-
-    A row with NaN or ±inf, or with a value beyond float32's range (points travel as float32:
-    it would become ±inf), is refused, or dropped with a warning saying how many when
-    ``drop`` (``drop_non_finite=True``).
-    """
-    unusable, non_finite, too_large = _unusable_rows(array)
-    if not unusable.any():
-        return array, ~unusable
-    found = " and ".join(
-        text
-        for count, text in (
-            (non_finite, f"{non_finite:,} rows with NaN or inf"),
-            (too_large, f"{too_large:,} rows with a value beyond float32's range"),
-        )
-        if count
-    )
-    allowed = (
-        f"finite numbers within float32's range (|x| <= {FLOAT32_MAX:.7g}); "
-        "drop_non_finite=True drops the rows that are not"
-    )
-    if not drop:
-        raise InvalidParameterError(name, allowed, f"{found} (of {len(array):,})")
-    if unusable.all():
-        raise InvalidParameterError(name, "at least one row of finite numbers", found)
-    use = {
-        "points": "K-means runs on",
-        "init_points": "the initial centroids are chosen among",
-    }.get(name, "the Rand index is measured on")
-    warn(
-        f"dropped {int(unusable.sum()):,} of {len(array):,} {name.replace('_', ' ')} ({found}): "
-        f"{use} the other {int((~unusable).sum()):,}"
-    )
-    return array[~unusable], ~unusable
-
-
-def _label_codes(name: str, labels: Any, count: int, what: str) -> npt.NDArray[np.int64]:
-    """One integer code per label: labels of any kind that sort (numbers, strings).
-
-    The Rand index only asks whether two points share a label, so the codes (the labels'
-    ranks) give the same index as the labels.
-    """
-    allowed = f"one label per {what} ({count:,}): numbers or strings"
-    try:
-        values = np.asarray(labels).reshape(-1)
-        if values.dtype.kind == "O" and not all(isinstance(v, str | Real) for v in values):
-            raise TypeError("labels of another kind than numbers and strings")
-        _, codes = np.unique(values, return_inverse=True)
-    except (TypeError, ValueError) as error:  # ragged, or text and numbers mixed in objects
-        raise InvalidParameterError(name, allowed, labels) from error
-    if len(values) != count:
-        raise InvalidParameterError(name, allowed, f"{len(values):,} labels")
-    return np.asarray(codes, dtype=np.int64).reshape(-1)
+    calibration = countermeasure if isinstance(countermeasure, Calibration) else None
+    job = Job(program, chosen, delta, runner, "aggregate", sql, seed, progress, target_epsilon)
+    job = replace(job, budget=budget, calibration=calibration, estimate=estimate)
+    return execute_aggregate(prepare(job))
 
 
 def kmeans(
@@ -572,8 +304,8 @@ def kmeans(
         KMeansRun(2 centroids in dimension 2, Rand index 1.0000, adjusted 1.0000; ε = inf ...)
     """
     from dpcomm.engine.engines import make_engine
-    from dpcomm.engine.runs import run_kmeans
-    from dpcomm.queries.kmeans import INIT_METHODS, KMeansProgram, choose_initial_centroids
+    from dpcomm.pipeline.job import Job, check_budget, prepare
+    from dpcomm.pipeline.runs import execute_kmeans
 
     chosen, _, delta, target_epsilon = _calibrated(
         countermeasure, num_targets=None, delta=delta, target_epsilon=target_epsilon
@@ -583,12 +315,44 @@ def kmeans(
     iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
     start_seed = check_seed(start_seed, name="start_seed")
     runner = make_engine(engine)
-    budget = _budget(budget, runner)
-    array = _points("points", points)
-    truth: npt.NDArray[np.int64] | None = None
-    if labels is not None:
-        truth = _label_codes("labels", labels, len(array), "point")
-    array, kept = _usable("points", array, drop=drop)
+    budget = check_budget(budget, runner)
+    program, array, truth, kept = _kmeans_program(
+        points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop
+    )
+    if isinstance(countermeasure, Calibration) and countermeasure.release is not None:
+        raise InvalidParameterError(
+            "countermeasure",
+            "a calibration without a release (K-means releases no aggregates)",
+            countermeasure,
+        )
+    calibration = countermeasure if isinstance(countermeasure, Calibration) else None
+    tested, truth = _test_set(test_points, test_labels, array, truth, kept, drop=drop)
+    described = _kmeans_described(program, array)
+    job = Job(program, chosen, delta, runner, "kmeans", described, seed, progress, target_epsilon)
+    job = replace(job, budget=budget, calibration=calibration)
+    return execute_kmeans(prepare(job), test_points=tested, test_labels=truth)
+
+
+def _kmeans_program(
+    points: npt.ArrayLike,
+    k: int,
+    iterations: int,
+    labels: npt.ArrayLike | None,
+    init: str,
+    init_points: npt.ArrayLike | None,
+    *,
+    start_seed: int,
+    drop: bool,
+) -> tuple[
+    KMeansProgram, npt.NDArray[np.float64], npt.NDArray[np.int64] | None, npt.NDArray[np.bool_]
+]:
+    """K-means over the usable ``points``: the program, those points, labels' codes, kept."""
+    from dpcomm.data.inputs import label_codes, points_of, usable_rows
+    from dpcomm.queries.kmeans import INIT_METHODS, KMeansProgram, choose_initial_centroids
+
+    array = points_of("points", points)
+    truth = None if labels is None else label_codes("labels", labels, len(array), "point")
+    array, kept = usable_rows("points", array, drop=drop)
     k = check_int("k", k, minimum=1)
     if k > len(array):
         raise InvalidParameterError("k", f"an integer in [1, {len(array):,}] (the points)", k)
@@ -596,12 +360,12 @@ def kmeans(
         raise InvalidParameterError("init", " or ".join(repr(m) for m in INIT_METHODS), init)
     initial = None
     if init_points is not None:
-        pool = _points("init_points", init_points)
+        pool = points_of("init_points", init_points)
         if pool.shape[1] != array.shape[1]:
             raise InvalidParameterError(
                 "init_points", f"points of dimension {array.shape[1]}", f"shape {pool.shape}"
             )
-        pool, _ = _usable("init_points", pool, drop=drop)
+        pool, _ = usable_rows("init_points", pool, drop=drop)
         if k > len(pool):
             raise InvalidParameterError(
                 "k", f"an integer in [1, {len(pool):,}] (the init_points)", k
@@ -616,49 +380,47 @@ def kmeans(
         init=init,
         init_public=initial is not None,
     )
-    if isinstance(countermeasure, Calibration):
-        if countermeasure.release is not None:
-            raise InvalidParameterError(
-                "countermeasure",
-                "a calibration without a release (K-means releases no aggregates)",
-                countermeasure,
-            )
-        countermeasure.check_plan(program.plan, workload="kmeans", delta=delta)
-    tested: npt.NDArray[np.float64] | None = None
+    return program, array, truth, kept
+
+
+def _test_set(
+    test_points: npt.ArrayLike | None,
+    test_labels: npt.ArrayLike | None,
+    array: npt.NDArray[np.float64],
+    truth: npt.NDArray[np.int64] | None,
+    kept: npt.NDArray[np.bool_],
+    *,
+    drop: bool,
+) -> tuple[npt.NDArray[np.float64] | None, npt.NDArray[np.int64] | None]:
+    """The labelled points the Rand index is measured on: the test set, else the points."""
+    from dpcomm.data.inputs import label_codes, points_of, usable_rows
+
     if (test_points is None) != (test_labels is None):
         missing = "test_labels" if test_labels is None else "test_points"
         raise InvalidParameterError(missing, "given with the other (a labelled test set)", None)
     if test_points is not None and test_labels is not None:
-        tested = _points("test_points", test_points)
+        tested = points_of("test_points", test_points)
         if tested.shape[1] != array.shape[1]:
             raise InvalidParameterError(
                 "test_points", f"points of dimension {array.shape[1]}", f"shape {tested.shape}"
             )
-        truth = _label_codes("test_labels", test_labels, len(tested), "test point")
-        tested, kept_tests = _usable("test_points", tested, drop=drop)
-        truth = truth[kept_tests]
-    elif truth is not None:
-        tested, truth = array, truth[kept]
-    described = f"K-means: k = {k}, {iterations} iterations, {array.shape[0]:,} points of "
-    described += f"dimension {array.shape[1]}, start_seed = {start_seed}"
-    if init != "random" or initial is not None:
-        described += f", init = {init}" + (" among public points" if initial is not None else "")
-    charged = _charge(
-        budget, program, chosen, delta=delta, kind="kmeans", query=described, engine=runner
-    )
-    outcome = run_kmeans(
-        program,
-        chosen,
-        test_points=tested,
-        test_labels=truth,
-        delta=delta,
-        seed=seed,
-        progress=progress,
-        engine=runner,
-        target_epsilon=target_epsilon,
-    )
-    _charged_enough(charged, outcome.report.privacy)
-    return outcome
+        codes = label_codes("test_labels", test_labels, len(tested), "test point")
+        tested, kept_tests = usable_rows("test_points", tested, drop=drop)
+        return tested, codes[kept_tests]
+    if truth is not None:
+        return array, truth[kept]
+    return None, None
+
+
+def _kmeans_described(program: KMeansProgram, array: npt.NDArray[np.float64]) -> str:
+    """The K-means run as a ledger records it (k, I, the points, the start)."""
+    described = f"K-means: k = {program.num_centroids}, {program.num_iterations} iterations, "
+    described += f"{array.shape[0]:,} points of dimension {array.shape[1]}, "
+    described += f"start_seed = {program.seed}"
+    if program.init != "random" or program.init_public:
+        public = " among public points" if program.init_public else ""
+        described += f", init = {program.init}{public}"
+    return described
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -873,7 +635,7 @@ def query_shape(
             )
         if num_targets is None:
             raise InvalidParameterError("num_targets", "K, the centroids (K-means)", None)
-        points = _points("data", data)
+        points = points_of("data", data)
         iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
         return PlanShape(
             workload="kmeans",
@@ -891,18 +653,20 @@ def _query_program(sql: object, data: Any, *, num_targets: int | None, **release
 
     ``release`` (``release``, ``bounds``, ``keys``) as `run_sql` takes them.
     """
-    from dpcomm.queries.aggregate import AggregateProgram
+    from dpcomm.pipeline.job import ReleaseSpec, compile_aggregate
 
     if not isinstance(sql, str):
         raise InvalidParameterError("sql", "an Aggregate query (text)", sql)
     if data is None:
         raise InvalidParameterError("data", f"with sql=: {DATA_ALLOWED}", data)
-    source = _rows(data, "data")  # a row source is bound to its schema, S its rows: not read
-    return AggregateProgram.from_sql(
+    source = table_of(data, "data")  # a row source is bound to its schema, S its rows: not read
+    asked = ReleaseSpec.of(release.pop("release", None), **release)
+    return compile_aggregate(
         sql,
         source,
+        release=asked,
+        countermeasure=None,
         num_targets=DEFAULT_NUM_TARGETS if num_targets is None else num_targets,
-        **release,
     )
 
 
@@ -1137,7 +901,7 @@ def _release_kind(release: object) -> ReleaseName | None:
     A mechanism with its ε (``dpcomm.Laplace(epsilon=1)``) is refused: its ε is what the
     calibration chooses.
     """
-    from dpcomm.accounting.release import Gaussian, Laplace
+    from dpcomm.release.mechanisms import Gaussian, Laplace
 
     if release is None:
         return None
@@ -1168,8 +932,8 @@ def _split(
     """`dpcomm.calibration.split.split_budget` for the release of ``program``."""
     import math
 
-    from dpcomm.accounting.release import aggregate_sensitivity
     from dpcomm.calibration.split import ReleaseShape, split_budget
+    from dpcomm.release.mechanisms import aggregate_sensitivity
 
     release = program.release
     query = program.query

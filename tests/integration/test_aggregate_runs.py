@@ -152,7 +152,7 @@ def test_a_result_that_is_not_of_the_delivered_tuples_is_flagged():
     """An engine computing the result elsewhere is checked: a lost output does not pass."""
     import dataclasses
 
-    from dpcomm.engine.runs import aggregate_run
+    from dpcomm.pipeline.runs import aggregate_run
 
     program = AggregateProgram.from_sql(
         "SELECT A, COUNT(*) FROM diabetes GROUP BY A", diabetes_table(), num_targets=4

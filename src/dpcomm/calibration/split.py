@@ -12,7 +12,7 @@ learns their composition (the paper's Related Work: at most (ε1 + ε2, δ1 + δ
   δ_sel (`ReleaseShape.selection`) is set aside first: δ1 + δ2 = δ − δ_sel. At δ = 0 (a
   pure plan: Laplace, no key selection) δ1 = δ2 = 0.
 * **Release.** ε2 is the largest (bisection, to 0.1% of ε) whose composition with that
-  guarantee, `dpcomm.plan.privacy.compose_release` (the smaller of the PLD composition
+  guarantee, `dpcomm.release.compose.compose_release` (the smaller of the PLD composition
   and the sum, the very function a run reports and a budget is charged with), is at most ε at
   δ1 + δ2 ≤ δ. It starts from ε − ε1, which the sum always allows: the split's guarantee is
   valid whatever the search does, because it is the number the run will report.
@@ -40,7 +40,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from dpcomm.accounting.release import (
+from dpcomm.calibration.planner import PlannerResult
+from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.plan.costs import delivery_probability
+from dpcomm.plan.countermeasures import shares_blanket
+from dpcomm.plan.privacy import PlanGuarantee
+from dpcomm.release.compose import ReleaseComposition, compose_release
+from dpcomm.release.mechanisms import (
     AggregateNoise,
     Gaussian,
     Laplace,
@@ -49,11 +55,6 @@ from dpcomm.accounting.release import (
     Sensitivity,
     calibrate_noise,
 )
-from dpcomm.calibration.planner import PlannerResult
-from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.plan.costs import delivery_probability
-from dpcomm.plan.countermeasures import shares_blanket
-from dpcomm.plan.privacy import PlanGuarantee, ReleaseComposition, compose_release
 
 ReleaseName = Literal["laplace", "gaussian"]
 
@@ -78,17 +79,17 @@ class ReleaseShape:
     Attributes:
         num_rows: S, the table's rows (one source each).
         aggregates: every released COUNT and SUM: its output, function and sensitivity (what
-            `dpcomm.accounting.release.calibrate_noise` takes).
+            `dpcomm.release.mechanisms.calibrate_noise` takes).
         magnitudes: per aggregate, the typical value of one row: 1 for a COUNT, the mean of
             |lo| and |hi| for a SUM clamped to [lo, hi].
         grouping_sets: per grouping set, its released keys (the product of its columns'
             domains; 1 for ``()``; T for a set whose keys a threshold selects: their number is
             not public) and its T (1 for the empty set's single compute node).
         selection: with DP key selection, the COUNT whose noisy values select keys and
-            δ_sel (`dpcomm.queries.release.KeySelection`); None without.
+            δ_sel (`dpcomm.release.noise.KeySelection`); None without.
         independent_aggregates: the same aggregates with the sensitivities of traffic that
             delivers each tuple independently (every countermeasure but scramblers with
-            sampling: `dpcomm.accounting.release.JointView` ``own-row``); None: those of
+            sampling: `dpcomm.release.mechanisms.JointView` ``own-row``); None: those of
             ``aggregates``.
     """
 
@@ -136,7 +137,7 @@ def expected_relative_error(
     P = 1 − σ + σ/T (`dpcomm.plan.costs.delivery_probability`), so relative to the
     cell's value N m (m the row's typical magnitude) its mean squared error is
     (1 − P)² (the lost tuples' bias) + P (1 − P)/N (their variance, the Horvitz–Thompson
-    variance of `dpcomm.engine.estimate` before division by P) + (s / (N m))² (the
+    variance of `dpcomm.pipeline.estimate` before division by P) + (s / (N m))² (the
     noise's standard deviation s, `AggregateNoise.standard_deviation`). The mean is
     over every released value (each key of each grouping set, each aggregate); the root is
     returned. An AVG is the ratio of two such values.

@@ -15,7 +15,6 @@ from typing import Any
 
 from dpcomm._json import json_ready
 from dpcomm.accounting import ScramblerMechanism
-from dpcomm.accounting.release import Gaussian
 from dpcomm.cli.execute import DEFAULT_RELEASE_DELTA, release_mechanism
 from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
 from dpcomm.cli.output import add_progress_options, non_negative_int, show_progress
@@ -40,6 +39,7 @@ from dpcomm.experiments.release_audit import (
     audit_release,
 )
 from dpcomm.plan.countermeasures import Scramblers
+from dpcomm.release.mechanisms import Gaussian
 from dpcomm.validation import MAX_COUNT
 
 

@@ -35,7 +35,7 @@ faithful way (`release_runs`):
   library's own evaluation (`dpcomm.queries.groupby.evaluate_grouping_set` over the
   table the program projected, hence clamped as a run clamps it) and a run's result is its
   delivered sources' contributions added up;
-* the noise: the release layer's own noise (`dpcomm.queries.release._noisy`: OpenDP's
+* the noise: the release layer's own noise (`dpcomm.release.noise._noisy`: OpenDP's
   measurement at the scale the program's release computed, after OpenDP's privacy map is
   checked), drawn for the cells of keys a and b of every run at once. OpenDP's noise is never
   seeded (by design), so the lower bound varies from audit to audit; the traffic does not.
@@ -65,13 +65,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting.release import (
-    Gaussian,
-    JointView,
-    Laplace,
-    ReleaseMechanism,
-    calibrate_noise,
-)
 from dpcomm.data.table import Table, table_from_arrays
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments._common import FloatArray, IntArray
@@ -89,6 +82,13 @@ from dpcomm.progress import with_progress
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
 from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.release.mechanisms import (
+    Gaussian,
+    JointView,
+    Laplace,
+    ReleaseMechanism,
+    calibrate_noise,
+)
 from dpcomm.validation import check_delta, check_int, check_number, check_probability, make_rng
 
 #: The audited query by default: one noisy aggregate, so that the release's privacy loss sits
@@ -316,10 +316,11 @@ def audited_program(
     ``fault``: ``"none"``, or one of `RELEASE_FAULT_KINDS` (`seeded_release_fault`).
     """
     from dpcomm.queries.sql import bind_sql
+    from dpcomm.release.noise import noisy_program
 
     bounds = {"v": neighbours.bounds}
     clamped = {column for _, column, _, _ in bind_sql(sql, table, bounds=bounds).clamps}
-    program = AggregateProgram.from_sql(
+    program = noisy_program(
         sql,
         table,
         num_targets=num_targets,
@@ -345,12 +346,12 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
     the correct program's. Under key selection the threshold would keep the correct
     sensitivity: refused.
     """
-    from dpcomm.queries.release import _released_aggregates
+    from dpcomm.release.noise import Release, _released_aggregates
 
     if kind not in RELEASE_FAULT_KINDS:
         raise InvalidParameterError("fault", f"one of {', '.join(RELEASE_FAULT_KINDS)}", kind)
     release = program.release
-    if release is None or release.selection is not None:
+    if not isinstance(release, Release) or release.selection is not None:
         raise InvalidParameterError(
             "program", "a program with a noisy release over public key domains", program
         )
@@ -543,10 +544,10 @@ def noisy_values(program: AggregateProgram, exact: FloatArray) -> FloatArray:
     """``exact`` (runs, keys, A) plus the release's noise: OpenDP's, as the result node adds it.
 
     Each aggregate's cells of every run are one vector given to the release layer's noise
-    (`dpcomm.queries.release._noisy`): independent noise per cell, at the aggregate's
+    (`dpcomm.release.noise._noisy`): independent noise per cell, at the aggregate's
     scale, after OpenDP's privacy map is checked against the aggregate's share of ε2.
     """
-    from dpcomm.queries.release import _noisy
+    from dpcomm.release.noise import _noisy
 
     release = program.release
     if release is None:
@@ -815,8 +816,8 @@ def audit_release(
         progress: show a progress bar over the pairs (each pair's selection half, then the
             chosen pair's estimation half).
     """
-    from dpcomm.engine.released import release_report
     from dpcomm.plan.privacy import account_plan
+    from dpcomm.release.report import release_report
 
     if countermeasure is None:
         countermeasure = DEFAULT_COUNTERMEASURE

@@ -108,7 +108,7 @@ def _quoted(name: str) -> str:
 def clamped_sql(column: str, low: float, high: float) -> str:
     """DuckDB SQL of ``column`` clamped to [``low``, ``high``] on each row, as DOUBLE.
 
-    What bounds a noisy SUM's or AVG's sensitivity (`dpcomm.accounting.release`). A NULL
+    What bounds a noisy SUM's or AVG's sensitivity (`dpcomm.release.mechanisms`). A NULL
     stays NULL (DuckDB's GREATEST and LEAST would skip it).
     """
     return (

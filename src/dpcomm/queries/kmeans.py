@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import kmeans_flow, kmeans_plan
+from dpcomm.plan.countermeasures import Countermeasures
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.protocol.roles import TargetStep
 from dpcomm.queries.codec import CodecError, VectorCodec
@@ -345,6 +346,13 @@ class KMeansProgram:
         """The K initial centroids."""
         assert self.initial is not None
         return self.initial
+
+    def check_countermeasures(self, countermeasures: Countermeasures) -> None:
+        """Any countermeasure runs K-means (nothing is released beyond its centroids)."""
+
+    def published(self, state: Any) -> dict[str, Any] | None:
+        """None: the result node publishes the centroids as they are."""
+        return None
 
     def to_spec(self) -> dict[str, Any]:
         """The public description, JSON-ready."""
