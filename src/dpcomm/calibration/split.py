@@ -293,22 +293,8 @@ def _largest_release(
     return best
 
 
-def split_budget(
-    *,
-    shape: ReleaseShape,
-    release: ReleaseName,
-    epsilon: float,
-    delta: float,
-    plan_traffic: Callable[[float, float], PlannerResult],
-    shares: Sequence[float] = TRAFFIC_SHARES,
-) -> BudgetSplit:
-    """The split of (ε, δ) between traffic and release of least expected error (module doc).
-
-    ``plan_traffic(ε1, δ1)`` is the planner under the user's limits (it raises
-    `dpcomm.errors.DpcommError` when nothing meets ε1 within them). Raises
-    `dpcomm.errors.DpcommError` when no share of the grid is feasible, with the
-    planner's advice at the largest share.
-    """
+def _split_deltas(shape: ReleaseShape, release: ReleaseName, delta: float) -> tuple[float, float]:
+    """(δ2, δ1): the release's and the traffic's δ, out of δ less the key selection's δ_sel."""
     selection_delta = 0.0 if shape.selection is None else shape.selection[1]
     if selection_delta > 0.0 and not selection_delta < delta:
         raise InvalidParameterError(
@@ -321,48 +307,57 @@ def split_budget(
     traffic_delta = available - release_delta
     if selection_delta > 0.0:  # δ1 + δ2 + δ_sel, added in floating point, stays within δ
         traffic_delta *= 1.0 - 1e-9
-    ordered = sorted(shares)
-    evaluated: dict[int, SplitPoint] = {}
+    return release_delta, traffic_delta
 
-    def point(index: int) -> SplitPoint:
-        if index in evaluated:
-            return evaluated[index]
-        share = ordered[index]
-        try:
-            traffic = plan_traffic(share * epsilon, traffic_delta)
-        except DpcommError as error:
-            found = SplitPoint(
-                traffic_share=share,
-                traffic=None,
-                release=None,
-                composition=None,
-                expected_relative_error=math.inf,
-                infeasible=str(error),
-            )
-        else:
-            if traffic.privacy is None:
-                raise DpcommError("the planner answered without its privacy")  # never
-            mechanism, noises, composition = _largest_release(
-                release,
-                shape,
-                traffic.privacy,
-                epsilon=epsilon,
-                delta=delta,
-                release_delta=release_delta,
-            )
-            found = SplitPoint(
-                traffic_share=share,
-                traffic=traffic,
-                release=mechanism,
-                composition=composition,
-                expected_relative_error=expected_relative_error(
-                    shape, noises, sampling_rate=traffic.configuration.sampling_rate
-                ),
-            )
-        evaluated[index] = found
-        return found
 
-    # The least feasible share: feasibility is monotone in the share.
+def _split_point(
+    share: float,
+    *,
+    shape: ReleaseShape,
+    release: ReleaseName,
+    epsilon: float,
+    delta: float,
+    release_delta: float,
+    traffic_delta: float,
+    plan_traffic: Callable[[float, float], PlannerResult],
+) -> SplitPoint:
+    """The traffic planned at ε1 = ``share`` · ε and the largest release the rest allows."""
+    try:
+        traffic = plan_traffic(share * epsilon, traffic_delta)
+    except DpcommError as error:
+        return SplitPoint(
+            traffic_share=share,
+            traffic=None,
+            release=None,
+            composition=None,
+            expected_relative_error=math.inf,
+            infeasible=str(error),
+        )
+    if traffic.privacy is None:
+        raise DpcommError("the planner answered without its privacy")  # never
+    mechanism, noises, composition = _largest_release(
+        release,
+        shape,
+        traffic.privacy,
+        epsilon=epsilon,
+        delta=delta,
+        release_delta=release_delta,
+    )
+    return SplitPoint(
+        traffic_share=share,
+        traffic=traffic,
+        release=mechanism,
+        composition=composition,
+        expected_relative_error=expected_relative_error(
+            shape, noises, sampling_rate=traffic.configuration.sampling_rate
+        ),
+    )
+
+
+def _least_feasible(
+    point: Callable[[int], SplitPoint], ordered: Sequence[float], epsilon: float
+) -> int:
+    """The index of the least feasible share (feasibility is monotone in the share)."""
     low, high = 0, len(ordered) - 1
     if point(low).traffic is not None:
         high = low
@@ -381,8 +376,45 @@ def split_budget(
             low = middle + 1
         else:
             high = middle
+    return low
+
+
+def split_budget(
+    *,
+    shape: ReleaseShape,
+    release: ReleaseName,
+    epsilon: float,
+    delta: float,
+    plan_traffic: Callable[[float, float], PlannerResult],
+    shares: Sequence[float] = TRAFFIC_SHARES,
+) -> BudgetSplit:
+    """The split of (ε, δ) between traffic and release of least expected error (module doc).
+
+    ``plan_traffic(ε1, δ1)`` is the planner under the user's limits (it raises
+    `dpcomm.errors.DpcommError` when nothing meets ε1 within them). Raises
+    `dpcomm.errors.DpcommError` when no share of the grid is feasible, with the
+    planner's advice at the largest share.
+    """
+    release_delta, traffic_delta = _split_deltas(shape, release, delta)
+    ordered = sorted(shares)
+    evaluated: dict[int, SplitPoint] = {}
+
+    def point(index: int) -> SplitPoint:
+        if index not in evaluated:
+            evaluated[index] = _split_point(
+                ordered[index],
+                shape=shape,
+                release=release,
+                epsilon=epsilon,
+                delta=delta,
+                release_delta=release_delta,
+                traffic_delta=traffic_delta,
+                plan_traffic=plan_traffic,
+            )
+        return evaluated[index]
+
     best: SplitPoint | None = None
-    for index in range(low, len(ordered)):
+    for index in range(_least_feasible(point, ordered, epsilon), len(ordered)):
         candidate = point(index)
         if best is None or candidate.expected_relative_error < best.expected_relative_error:
             best = candidate

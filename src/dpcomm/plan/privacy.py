@@ -311,6 +311,100 @@ def _lower_epsilon(
     return best
 
 
+def _actual_batches(
+    cluster: Cluster, batch_sizes: Mapping[str, Mapping[int, int]] | None
+) -> Mapping[int, int] | None:
+    """The batch sizes ``cluster``'s scramblers had: by its name, else by a member flow's."""
+    if batch_sizes is None:
+        return None
+    actual = batch_sizes.get(cluster.name)
+    if actual is None:
+        actual = next(
+            (batch_sizes[m.flow.name] for m in cluster.members if m.flow.name in batch_sizes),
+            None,
+        )
+    return actual
+
+
+@dataclass(frozen=True)
+class _WorstPath:
+    """The data path of the largest (ε, δ), and what the composition learnt on the way.
+
+    Attributes:
+        names: its clusters' names (empty for a plan without data path).
+        basic: Theorem 2 on it (each cluster at δ/k).
+        pld_epsilon: the PLD composition on it at δ (None where not available).
+        counted: its accounted mechanisms with their counts (None without countermeasure).
+        notes: why the PLD composition was not used on a path.
+        every_path: every path's accounted mechanisms with their counts.
+    """
+
+    names: tuple[str, ...]
+    basic: PrivacyGuarantee
+    pld_epsilon: float | None
+    counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None
+    notes: tuple[str, ...]
+    every_path: PathMechanisms
+
+
+def _worst_path(
+    paths: Mapping[tuple[str, ...], tuple[Cluster, ...]],
+    results: Mapping[str, ClusterGuarantee],
+    *,
+    delta: float,
+    compose_pld: bool,
+) -> _WorstPath:
+    """Each data path composed both ways (basic, and PLD when asked); the worst path."""
+    notes: list[str] = []
+    worst: tuple[float, float] | None = None
+    worst_path: tuple[str, ...] = ()
+    worst_basic = PrivacyGuarantee(0.0, 0.0, "no data")
+    worst_pld: float | None = None
+    worst_counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None = None
+    every_path: list[tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None] = []
+    for names, path in paths.items():
+        basic = compose_sequential(results[c.name].guarantee for c in path)
+        composed: float | None = None
+        mechanisms = _path_mechanisms(path, results)
+        counted = None if mechanisms is None else _counted(mechanisms)
+        every_path.append(counted)
+        if compose_pld and delta > 0.0 and counted and len(mechanisms or ()) > 1:
+            try:
+                composed = _pld_epsilon(counted, delta)
+            except pld.PairUnavailableError as error:
+                notes.append(f"PLD composition not used on path {', '.join(names)}: {error}")
+        epsilon = basic.epsilon if composed is None else min(basic.epsilon, composed)
+        key = (epsilon, basic.delta)
+        if worst is None or key > worst:
+            worst, worst_path, worst_basic, worst_pld = key, names, basic, composed
+            worst_counted = counted
+    return _WorstPath(
+        worst_path, worst_basic, worst_pld, worst_counted, tuple(notes), tuple(every_path)
+    )
+
+
+def _worst_lower_bound(
+    worst: _WorstPath,
+    results: Mapping[str, ClusterGuarantee],
+    *,
+    delta: float,
+    compose_pld: bool,
+) -> float | None:
+    """A certified lower bound on the worst path's ε at δ (None if unavailable)."""
+    if math.isinf(worst.basic.epsilon) and worst.counted is None:
+        return math.inf  # a data-dependent cluster without countermeasure reveals the data
+    if not (compose_pld and worst.counted):
+        return None
+    if delta == 0.0:
+        parts = [
+            p.lower_bound
+            for name in worst.names
+            for p in results[name].parts[-1:]  # the smallest batch
+        ]
+        return math.fsum(p for p in parts if p is not None) if parts else None
+    return _lower_epsilon(worst.counted, delta)
+
+
 def account_plan(
     plan: ExecutionPlan,
     countermeasures: Countermeasure | Mapping[str, Countermeasure],
@@ -338,66 +432,23 @@ def account_plan(
     delta_per_cluster = delta / max(longest, 1)
     results: dict[str, ClusterGuarantee] = {}
     for cluster in plan.clusters:
-        chosen = requested[cluster.name]
-        actual = None
-        if batch_sizes is not None:
-            actual = batch_sizes.get(cluster.name)
-            if actual is None:
-                actual = next(
-                    (
-                        batch_sizes[m.flow.name]
-                        for m in cluster.members
-                        if m.flow.name in batch_sizes
-                    ),
-                    None,
-                )
         results[cluster.name] = account_cluster(
-            cluster, chosen, delta=delta_per_cluster, batch_sizes=actual
+            cluster,
+            requested[cluster.name],
+            delta=delta_per_cluster,
+            batch_sizes=_actual_batches(cluster, batch_sizes),
         )
-    notes: list[str] = []
-    worst: tuple[float, float] | None = None
-    worst_path: tuple[str, ...] = ()
-    worst_basic = PrivacyGuarantee(0.0, 0.0, "no data")
-    worst_pld: float | None = None
-    worst_counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None = None
-    every_path: list[tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None] = []
-    for names, path in paths.items():
-        basic = compose_sequential(results[c.name].guarantee for c in path)
-        composed: float | None = None
-        mechanisms = _path_mechanisms(path, results)
-        counted = None if mechanisms is None else _counted(mechanisms)
-        every_path.append(counted)
-        if compose_pld and delta > 0.0 and counted and len(mechanisms or ()) > 1:
-            try:
-                composed = _pld_epsilon(counted, delta)
-            except pld.PairUnavailableError as error:
-                notes.append(f"PLD composition not used on path {', '.join(names)}: {error}")
-        epsilon = basic.epsilon if composed is None else min(basic.epsilon, composed)
-        key = (epsilon, basic.delta)
-        if worst is None or key > worst:
-            worst, worst_path, worst_basic, worst_pld = key, names, basic, composed
-            worst_counted = counted
+    worst = _worst_path(paths, results, delta=delta, compose_pld=compose_pld)
+    worst_basic, worst_pld = worst.basic, worst.pld_epsilon
     epsilon = worst_basic.epsilon if worst_pld is None else min(worst_basic.epsilon, worst_pld)
-    lower: float | None = None
-    if math.isinf(worst_basic.epsilon) and worst_counted is None:
-        lower = math.inf  # a data-dependent cluster without countermeasure reveals the data
-    elif compose_pld and worst_counted:
-        if delta == 0.0:
-            parts = [
-                p.lower_bound
-                for name in worst_path
-                for p in results[name].parts[-1:]  # the smallest batch
-            ]
-            lower = math.fsum(p for p in parts if p is not None) if parts else None
-        else:
-            lower = _lower_epsilon(worst_counted, delta)
+    lower = _worst_lower_bound(worst, results, delta=delta, compose_pld=compose_pld)
     stateful = [
         c.name
         for c in plan.clusters
-        if c.data_dependent and c.depends_on_state and c.name in worst_path
+        if c.data_dependent and c.depends_on_state and c.name in worst.names
     ]
     caveats = (STATE_CAVEAT.format(names=", ".join(stateful)),) if stateful else ()
-    methods = ",".join(sorted({results[name].guarantee.method for name in worst_path}))
+    methods = ",".join(sorted({results[name].guarantee.method for name in worst.names}))
     if worst_pld is not None and worst_pld < worst_basic.epsilon:
         plan_guarantee = PrivacyGuarantee(epsilon, delta, f"pld({methods})")
     else:
@@ -407,14 +458,14 @@ def account_plan(
     return PlanGuarantee(
         tuple(results.values()),
         plan_guarantee,
-        worst_path,
+        worst.names,
         delta_per_cluster,
         caveats,
         basic_epsilon=worst_basic.epsilon,
         pld_epsilon=worst_pld,
         lower_bound=lower,
-        notes=tuple(notes),
-        path_mechanisms=tuple(every_path),
+        notes=worst.notes,
+        path_mechanisms=worst.every_path,
     )
 
 
