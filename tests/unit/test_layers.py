@@ -22,14 +22,14 @@ LAYERS = {
     "data": 1,
     "budget": 1,
     "plan": 2,
-    "calibration": 3,
     "protocol": 4,
     "queries": 5,
     "engine": 6,
-    "experiments": 7,
-    "api": 7,
-    "explorer": 8,
-    "cli": 9,
+    "calibration": 7,
+    "experiments": 8,
+    "api": 8,
+    "explorer": 9,
+    "cli": 10,
 }
 
 
