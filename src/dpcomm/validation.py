@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpcomm.errors import InvalidParameterError
 
@@ -153,3 +155,22 @@ def make_rng(rng: np.random.Generator | int | None, *, name: str = "rng") -> np.
     if rng is None:
         return np.random.default_rng()
     return np.random.default_rng(check_seed(rng, name=name))
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` if it is True or False (a truthy DataFrame is not)."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidParameterError(name, "True or False", value)
+    return bool(value)
+
+
+def check_points(name: str, values: Any) -> npt.NDArray[np.float64]:
+    """``values`` as a non-empty 2-d float64 array (one row per point), or the error naming it."""
+    allowed = "a non-empty 2-d array of numbers (one row per point)"
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise InvalidParameterError(name, allowed, values) from error
+    if array.ndim != 2 or 0 in array.shape:
+        raise InvalidParameterError(name, allowed, f"shape {array.shape}")
+    return array
