@@ -30,23 +30,5 @@ if TYPE_CHECKING:
     from dpcomm.engine.run import (
         prepare as prepare,
     )
-    from dpcomm.pipeline.report import (
-        Report as Report,
-    )
-    from dpcomm.pipeline.report import (
-        privacy_report as privacy_report,
-    )
-    from dpcomm.pipeline.runs import (
-        AggregateRun as AggregateRun,
-    )
-    from dpcomm.pipeline.runs import (
-        KMeansRun as KMeansRun,
-    )
-    from dpcomm.pipeline.runs import (
-        run_aggregate as run_aggregate,
-    )
-    from dpcomm.pipeline.runs import (
-        run_kmeans as run_kmeans,
-    )
 
 __getattr__, __dir__ = attach(__name__, __file__)
