@@ -44,12 +44,12 @@ if TYPE_CHECKING:
     from dpcomm.accounting.accountant import account as account
     from dpcomm.accounting.mechanisms import LocalRandomizer as LocalRandomizer
     from dpcomm.accounting.mechanisms import ScramblerMechanism as ScramblerMechanism
-    from dpcomm.api import Calibration as Calibration
-    from dpcomm.api import calibrate as calibrate
     from dpcomm.api import kmeans as kmeans
     from dpcomm.api import run_sql as run_sql
     from dpcomm.budget.budget import Budget as Budget
     from dpcomm.budget.budget import BudgetExceededError as BudgetExceededError
+    from dpcomm.calibration.calibrate import Calibration as Calibration
+    from dpcomm.calibration.calibrate import calibrate as calibrate
     from dpcomm.pipeline.runs import AggregateRun as AggregateRun
     from dpcomm.pipeline.runs import KMeansRun as KMeansRun
     from dpcomm.pipeline.runs import compare_with_exact as compare_with_exact

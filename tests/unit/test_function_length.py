@@ -12,7 +12,6 @@ MAX_LINES = 80
 #: must only shrink: a function here may get shorter (then write its new length, or remove it
 #: once it is within MAX_LINES), never longer, and no function is ever added.
 ALLOWED = {
-    "dpcomm.api.calibrate": 206,
     "dpcomm.api.kmeans": 149,
     "dpcomm.api.run_sql": 149,
     "dpcomm.cli.audit._add_release_options": 90,
