@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from dpcomm.errors import InvalidParameterError
 
@@ -162,15 +160,3 @@ def check_flag(name: str, value: object) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise InvalidParameterError(name, "True or False", value)
     return bool(value)
-
-
-def check_points(name: str, values: Any) -> npt.NDArray[np.float64]:
-    """``values`` as a non-empty 2-d float64 array (one row per point), or the error naming it."""
-    allowed = "a non-empty 2-d array of numbers (one row per point)"
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as error:
-        raise InvalidParameterError(name, allowed, values) from error
-    if array.ndim != 2 or 0 in array.shape:
-        raise InvalidParameterError(name, allowed, f"shape {array.shape}")
-    return array

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpcomm.calibration.configuration import PlanCandidate
 from dpcomm.calibration.query import program_shape, query_program, query_shape
-from dpcomm.calibration.release import release_kind, release_placeholder, split_release
+from dpcomm.calibration.release_split import release_kind, release_placeholder, split_release
 from dpcomm.calibration.shape import PlanShape
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure

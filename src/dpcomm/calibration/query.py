@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from dpcomm.calibration.shape import PlanShape
-from dpcomm.data.inputs import DATA_ALLOWED, table_of
+from dpcomm.data.inputs import DATA_ALLOWED, points_of, table_of
 from dpcomm.errors import InvalidParameterError
-from dpcomm.validation import MAX_COUNT, check_int, check_points
+from dpcomm.validation import MAX_COUNT, check_int
 
 
 def query_shape(
@@ -45,7 +45,7 @@ def query_shape(
             )
         if num_targets is None:
             raise InvalidParameterError("num_targets", "K, the centroids (K-means)", None)
-        points = check_points("data", data)
+        points = points_of("data", data)
         iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
         return PlanShape(
             workload="kmeans",
