@@ -206,11 +206,6 @@ class ReleaseNeighbours:
         return max(abs(self.bounds[0]), abs(self.bounds[1]))
 
     @property
-    def out_of_bound(self) -> float:
-        """Source 0's value in D (clamped to the bounds)."""
-        return self.pair.values[0]
-
-    @property
     def cells(self) -> tuple[int, ...]:
         """The keys whose released cells the audit observes: a and b, and c if others are on c."""
         return (0, 1, 2) if self.pair.others[0] == 2 else (0, 1)

@@ -105,7 +105,7 @@ class PlanGuarantee:
         notes: why a composition or bound is missing.
         path_mechanisms: every data path's accounted mechanisms with their counts (None for
             a path whose clusters lack one, e.g. without countermeasure), to compose further
-            mechanisms with the traffic (`compose_with_traffic`).
+            mechanisms with the traffic (`paths_with`).
     """
 
     clusters: tuple[ClusterGuarantee, ...]
@@ -469,22 +469,15 @@ def account_plan(
     )
 
 
-def compose_with_traffic(
-    plan: PlanGuarantee, extra: PrivacyLossDistribution, delta: float
+def paths_with(
+    path_mechanisms: PathMechanisms, extra: PrivacyLossDistribution, delta: float
 ) -> float | None:
-    """ε at ``delta`` of the traffic composed with a further mechanism's PLD ``extra``.
+    """ε at ``delta`` of the traffic of ``path_mechanisms`` composed with the PLD ``extra``.
 
     The worst over data paths of the path's dominating pairs composed with ``extra`` (every
     source's data is read by both: the release reads every row); None when a path has no
     pair to compose (no countermeasure) or a pair is unavailable.
     """
-    return paths_with(plan.path_mechanisms, extra, delta)
-
-
-def paths_with(
-    path_mechanisms: PathMechanisms, extra: PrivacyLossDistribution, delta: float
-) -> float | None:
-    """`compose_with_traffic` of the paths ``path_mechanisms``."""
     if not path_mechanisms:
         return None
     worst = 0.0

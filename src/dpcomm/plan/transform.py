@@ -173,10 +173,6 @@ class TransformedPlan:
         """Every message of the plan, dummies included."""
         return sum(f.messages for f in self.flows)
 
-    def messages_per_flow(self) -> dict[str, int]:
-        """Messages of every routed flow, by name."""
-        return {f.name: f.messages for f in self.flows}
-
     def num_scramblers(self, flow: str | None = None) -> int:
         """Scramblers of ``flow`` (a plan flow), or of every scrambled flow."""
         if flow is not None:

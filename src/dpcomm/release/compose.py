@@ -24,7 +24,7 @@ from dpcomm.release.mechanisms import AggregateNoise, release_pld
 def _traffic_with_release(
     path_mechanisms: PathMechanisms, noises: tuple[AggregateNoise, ...], delta: float
 ) -> float | None:
-    """`compose_with_traffic` of the release of ``noises``, cached.
+    """`dpcomm.plan.privacy.paths_with` of the release of ``noises``, cached.
 
     A run's target check, its budget's charge and its report ask for the same composition.
     """
@@ -105,7 +105,7 @@ def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> Re
 
     At δ = δ1 + δ2, the smaller ε of two valid compositions: the paper's sum ε1 + ε2 (Related
     Work, "Differentially private data analysis") and the PLD composition of every data path's
-    dominating pairs with the release's (`compose_with_traffic`,
+    dominating pairs with the release's (`dpcomm.plan.privacy.paths_with`,
     `dpcomm.release.mechanisms.release_pld`). What a run reports (``report.release``), a
     budget is charged and `dpcomm.calibrate` plans for: one function, one number.
     """
