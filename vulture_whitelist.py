@@ -37,12 +37,13 @@ outputs_sent  # engine/network/records.py
 result_received  # engine/network/records.py
 frames_received  # engine/network/report.py
 dropped_total  # engine/network/report.py
-bytes_nonprivate  # engine/report.py
-opendp_delta  # engine/report.py
-changed_keys  # engine/report.py
+bytes_nonprivate  # pipeline/report.py
+opendp_delta  # release/report.py
+changed_keys  # release/report.py
 num_values  # experiments/attacker.py
 iterations_done  # queries/kmeans.py
 CENTROIDS  # engine/network/frames.py: a frame kind of the wire format
+deployment  # pipeline/job.py: Guarantee.deployment (set by pipeline/charge.py, read by none)
 
 # Attributes set for a library that reads them.
 _.writeable  # numpy's array flags (data/images.py)
@@ -52,5 +53,5 @@ _.prec  # decimal.Context (queries/groupby.py)
 _.Emax  # decimal.Context (queries/groupby.py)
 _.Emin  # decimal.Context (queries/groupby.py)
 
-# No caller, in modules being moved: to delete there.
+# No caller, in a module others are changing: to delete there.
 _.flow_traffic  # engine/run.py: Run.flow_traffic
