@@ -19,6 +19,7 @@ _.num_classes  # dpcomm.data.ImageDataset
 _.current_round  # dpcomm.engine.network.ReplayCache
 _.oldest_round  # dpcomm.engine.network.ReplayCache
 UniformCodec  # dpcomm.queries.codec: a custom program's codec (examples/custom_plan.py)
+run_kmeans  # dpcomm.pipeline.runs: K-means on an engine (docs/deployment.md, benchmarks)
 
 # References the tests check the library against, and maintenance tools.
 exact_pure_epsilon  # accounting/brute_force.py: ε by enumeration (tests/reference)
