@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from tests.conftest import canonical_rows, without_grouping_set
 
 from dpcomm.data import Column, Table, diabetes_table
-from dpcomm.engine import run_aggregate, simulate
+from dpcomm.engine import simulate
 from dpcomm.errors import DpcommWarning, InvalidParameterError
+from dpcomm.pipeline.runs import run_aggregate
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers, batch_size_counts
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result

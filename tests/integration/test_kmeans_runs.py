@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from dpcomm.data import load_mnist5k
-from dpcomm.engine import run_kmeans
 from dpcomm.errors import InvalidParameterError
+from dpcomm.pipeline.runs import run_kmeans
 from dpcomm.plan import NoCountermeasure, Scramblers
 from dpcomm.queries.kmeans import KMeansProgram, nearest_centroid, rand_index
 

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from dpcomm.data import table_from_arrays
-from dpcomm.engine import run_aggregate, simulate
+from dpcomm.engine import simulate
 from dpcomm.engine.traffic import channel_degrees, sorted_unique
 from dpcomm.errors import BalancedBatchesWarning, DpcommWarning, InvalidParameterError
+from dpcomm.pipeline.runs import run_aggregate
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
