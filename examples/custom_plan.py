@@ -75,6 +75,13 @@ class BusLines:
         """The public program (no lines)."""
         return cls(None, int(spec["phones"]))
 
+    def check_countermeasures(self, countermeasures: Any) -> None:
+        """Any countermeasure protects the counts (nothing is released but the result)."""
+
+    def published(self, state: np.ndarray) -> None:
+        """The result node publishes the counts as they are."""
+        return None
+
     def initial_state(self) -> np.ndarray:
         """Nothing counted yet."""
         return np.zeros(LINES, dtype=np.int64)

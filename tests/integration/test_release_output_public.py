@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import dpcomm
-from dpcomm.queries import release as release_module
+from dpcomm.release import noise as release_module
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpcomm.errors.DpcommWarning")
 

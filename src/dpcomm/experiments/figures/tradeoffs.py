@@ -35,7 +35,8 @@ from dpcomm.accounting import ScramblerMechanism
 from dpcomm.accounting.accountant import explain_infinite
 from dpcomm.calibration import nonprivate_load, plan_costs
 from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, synthetic_table
-from dpcomm.engine import run_aggregate, simulate
+from dpcomm.engine import simulate
+from dpcomm.pipeline.runs import run_aggregate
 from dpcomm.errors import BalancedBatchesWarning, DpcommError
 from dpcomm.experiments.figures import base
 from dpcomm.experiments.figures.base import DELTA, NUM_TARGETS, FigureOutput, FigureSettings, Row
