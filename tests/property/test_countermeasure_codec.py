@@ -1,0 +1,51 @@
+"""The countermeasure codec round-trips every countermeasure (dict form and CLI options)."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpcomm.cli.execute import AGGREGATE_DEFAULTS, countermeasure_from_options
+from dpcomm.cli.main import build_parser
+from dpcomm.data.synthetic import synthetic_sql
+from dpcomm.plan.codec import (
+    countermeasure_arguments,
+    countermeasure_from_dict,
+    countermeasure_to_dict,
+)
+from dpcomm.plan.countermeasures import LocalFlooding, NoCountermeasure, Scramblers
+
+RATES = st.one_of(st.sampled_from([0.0, 1.0, 0.1, 1e-12]), st.floats(1e-12, 1.0))
+COUNTS = st.integers(0, 10**9)
+
+COUNTERMEASURES = st.one_of(
+    st.just(NoCountermeasure()),
+    st.builds(LocalFlooding, sampling_rate=RATES, num_dummies=COUNTS),
+    st.builds(
+        Scramblers,
+        sampling_rate=RATES,
+        batch_size=st.integers(1, 10**12),
+        num_dummies=COUNTS,
+        capped=st.booleans(),
+    ),
+)
+PARSER = build_parser()
+SQL = synthetic_sql(1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(countermeasure=COUNTERMEASURES)
+def test_the_dict_form_round_trips(countermeasure):
+    form = countermeasure_to_dict(countermeasure)
+    assert countermeasure_from_dict(form) == countermeasure
+    assert countermeasure_from_dict(json.loads(json.dumps(form))) == countermeasure
+
+
+@settings(max_examples=300, deadline=None)
+@given(countermeasure=COUNTERMEASURES)
+def test_the_options_round_trip_through_the_run_parser(countermeasure):
+    arguments = countermeasure_arguments(countermeasure)
+    args = PARSER.parse_args(["run", "aggregate", "--synthetic", "10", "--sql", SQL, *arguments])
+    assert countermeasure_from_options(args, AGGREGATE_DEFAULTS) == countermeasure
