@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 from dpcomm.cli.execute import AGGREGATE_DEFAULTS, countermeasure_from_options
 from dpcomm.cli.main import build_parser
 from dpcomm.data.synthetic import synthetic_sql
+from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.codec import (
+    COUNTERMEASURE_KEYS,
     countermeasure_arguments,
     countermeasure_from_dict,
     countermeasure_to_dict,
@@ -49,3 +51,29 @@ def test_the_options_round_trip_through_the_run_parser(countermeasure):
     arguments = countermeasure_arguments(countermeasure)
     args = PARSER.parse_args(["run", "aggregate", "--synthetic", "10", "--sql", SQL, *arguments])
     assert countermeasure_from_options(args, AGGREGATE_DEFAULTS) == countermeasure
+
+
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**13),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.sampled_from(["none", "local", "scrambler"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.dictionaries(
+        st.one_of(st.sampled_from(COUNTERMEASURE_KEYS), st.text(max_size=5)), VALUES, max_size=6
+    )
+)
+def test_any_dict_reads_as_a_countermeasure_or_is_refused_in_one_line(data):
+    try:
+        countermeasure = countermeasure_from_dict(data)
+    except InvalidParameterError as error:
+        assert "\n" not in str(error)
+    else:  # what is read writes back to what was given, up to the defaults
+        assert countermeasure_from_dict(countermeasure_to_dict(countermeasure)) == countermeasure
+        assert countermeasure.name == data["mechanism"]
