@@ -69,6 +69,7 @@ def test_plan_json_has_exactly_the_documented_keys(cli):
         "sampling_rate",
         "batch_size",
         "num_dummies",
+        "capped",
         "num_scramblers",
     }
     assert configuration["mechanism"] in ("scrambler", "local")

@@ -19,7 +19,6 @@ ALLOWED = {
     "dpcomm.cli.main.build_parser": 92,
     "dpcomm.cli.plan._print_plan": 133,
     "dpcomm.cli.plan.add_plan_commands": 114,
-    "dpcomm.cli.plan.run_arguments": 83,
 }
 
 

@@ -17,7 +17,7 @@ The document (version 2)::
 
 A charge says what was charged and for what: ``query`` the analyst's query as written (SQL
 text; K-means' parameters), ``method`` how the run's (ε, δ) was obtained (the guarantee's
-method), ``countermeasure`` its dict form (`dpcomm.engine.network.spec.CountermeasureSpec`:
+method), ``countermeasure`` its dict form (`dpcomm.plan.codec.countermeasure_to_dict`:
 one for every data-dependent cluster, or one per flow name when they differ), ``release`` the
 noisy release (mechanism, ε2, δ2, the bounds of its SUM and AVG columns, the key domains or
 δ_sel of a DP key selection; null without), ``engine`` the engine that ran it.

@@ -35,8 +35,8 @@ Examples:
     (True, True)
     >>> plan.countermeasure  # doctest: +ELLIPSIS
     Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
-    >>> list(plan.pareto.columns[:5])
-    ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
+    >>> list(plan.pareto.columns[:6])
+    ['mechanism', 'sampling_rate', 'batch_size', 'num_dummies', 'capped', 'num_scramblers']
     >>> from dpcomm import datasets
     >>> people = datasets.synthetic(rows=500, seed=1)
     >>> sql = "SELECT g1, COUNT(*) AS n FROM people GROUP BY g1"
@@ -230,16 +230,15 @@ class Calibration(PlanCandidate):
 def _pareto_frame(result: Any) -> Any:
     import pandas as pd
 
+    from dpcomm.plan.codec import countermeasure_to_dict
+
     rows = []
     for candidate in result.pareto:
         configuration = candidate.configuration
         rows.append(
             {
-                "mechanism": configuration.mechanism,
-                "sampling_rate": configuration.sampling_rate,
-                "batch_size": configuration.batch_size,
+                **countermeasure_to_dict(configuration.countermeasure),
                 "num_scramblers": configuration.num_scramblers,
-                "num_dummies": configuration.num_dummies,
                 "sources_recruited": candidate.num_sources,
                 "epsilon": candidate.epsilon,
                 "delta": candidate.delta,

@@ -16,7 +16,7 @@ from typing import Any
 from dpcomm._json import json_ready
 from dpcomm.accounting import ScramblerMechanism
 from dpcomm.cli.execute import DEFAULT_RELEASE_DELTA, release_mechanism
-from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
+from dpcomm.cli.mechanisms import declared_mechanism, mechanism_kind
 from dpcomm.cli.output import add_progress_options, non_negative_int, show_progress
 from dpcomm.experiments.audit import (
     FAULT_KINDS,
@@ -128,8 +128,8 @@ def _print_event(event: EventEstimate | None, side: str) -> None:
 
 def command_audit(args: argparse.Namespace) -> int:
     """``dpcomm audit local|scrambler``."""
-    check_family_options(args, "audit")
     declared = declared_mechanism(
+        kind=args.kind,
         num_targets=args.targets,
         sampling_rate=args.sampling,
         num_dummies=args.dummies,

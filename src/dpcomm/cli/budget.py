@@ -94,14 +94,14 @@ def print_charge(budget: Budget | None) -> None:
 
 def _countermeasure_text(record: Mapping[str, Any] | None) -> str:
     """A recorded countermeasure as ``dpcomm run`` describes it (per flow when they differ)."""
-    from dpcomm.engine.network.spec import CountermeasureSpec
+    from dpcomm.plan.codec import countermeasure_from_dict
 
     if record is None:
         return "(not recorded)"
 
     def one(spec: Any) -> str:
         try:
-            return str(CountermeasureSpec(**spec).countermeasure().describe())
+            return countermeasure_from_dict(spec).describe()
         except (TypeError, ValueError):  # an accepted hand edit: shown as stored
             return json.dumps(spec)
 

@@ -42,7 +42,7 @@ from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.pipeline.report import EfficiencyReport, PrivacyReport, Report
 from dpcomm.pipeline.runs import AggregateRun, KMeansRun
 from dpcomm.pipeline.utility import ReleaseUtility
-from dpcomm.plan import make_countermeasure
+from dpcomm.plan.codec import countermeasure_from_arguments
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
 from dpcomm.queries.kmeans import INIT_METHODS
@@ -64,29 +64,13 @@ def countermeasure_from_options(
     args: argparse.Namespace, defaults: dict[str, float]
 ) -> Countermeasure:
     """The countermeasure of the options; unset options take the use case's defaults."""
-    if args.mechanism == "none":
-        return make_countermeasure(
-            "none",
-            sampling_rate=0.0 if args.sampling is None else args.sampling,
-            batch_size=args.batch,
-            num_dummies=0 if args.dummies is None else args.dummies,
-            capped=args.capped,
-        )
-    sampling = defaults["sampling"] if args.sampling is None else args.sampling
-    if args.mechanism == "local":
-        return make_countermeasure(
-            "local",
-            sampling_rate=sampling,
-            batch_size=args.batch,
-            num_dummies=0 if args.dummies is None else args.dummies,
-            capped=args.capped,
-        )
-    return make_countermeasure(
-        args.mechanism,
-        sampling_rate=sampling,
-        batch_size=int(defaults["batch"]) if args.batch is None else args.batch,
-        num_dummies=int(defaults["dummies"]) if args.dummies is None else args.dummies,
+    return countermeasure_from_arguments(
+        mechanism=args.mechanism,
+        sampling=args.sampling,
+        batch=args.batch,
+        dummies=args.dummies,
         capped=args.capped,
+        defaults=defaults,
     )
 
 

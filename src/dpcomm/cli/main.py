@@ -24,7 +24,7 @@ from dpcomm.accounting import (
     account,
     report_with_method,
 )
-from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
+from dpcomm.cli.mechanisms import declared_mechanism, mechanism_kind
 from dpcomm.cli.output import bounded_int, non_negative_int, print_table, with_flags
 from dpcomm.errors import BalancedBatchesWarning, DpcommError, DpcommWarning, InvalidParameterError
 
@@ -172,9 +172,8 @@ def _command_account(args: argparse.Namespace) -> int:
     targets = _parse_list("targets", args.targets, _as_int)
     samplings = _parse_list("sampling", args.sampling, float)
     dummies = _parse_list("dummies", args.dummies, _as_int)
-    check_family_options(args, "account")
     batches: list[int | None] = [None]
-    if args.kind == "scrambler":
+    if args.batch is not None:
         batches = list(_parse_list("batch", args.batch, _as_int))
     if args.delta is not None and args.epsilon is not None:
         raise InvalidParameterError("--epsilon", "unset when --delta is given", args.epsilon)
@@ -197,6 +196,7 @@ def _command_account(args: argparse.Namespace) -> int:
         targets, samplings, dummies, batches, deltas, epsilons
     ):
         mechanism = declared_mechanism(
+            kind=args.kind,
             num_targets=size,
             sampling_rate=sigma,
             num_dummies=dummy,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from dpcomm.cli.output import (
 from dpcomm.data.synthetic import synthetic_sql
 from dpcomm.errors import InvalidParameterError, require_extra
 from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
+from dpcomm.plan import codec
+from dpcomm.plan.countermeasures import Scramblers
 from dpcomm.validation import MAX_COUNT, MAX_SOURCES
 
 PLAN_DESCRIPTION = """\
@@ -85,9 +88,8 @@ def run_arguments(
 
     Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
     grouping sets of T compute nodes (``--targets``); K-means: K = T centroids and I iterations
-    on the first S_t points of the default dataset (``--sources``). The countermeasure options
-    are those of
-    `dpcomm.cli.execute.add_countermeasure_options`: ``--delta`` is the whole plan's δ,
+    on the first S_t points of the default dataset (``--sources``); the command is built by
+    `dpcomm.plan.codec.run_command`. ``--delta`` is the whole plan's δ,
     ``--batch`` the largest balanced batch (the same batches as the planned n), and
     ``--target-epsilon`` the ε asked for, so that a run whose ε would exceed it is refused.
     With ``query`` (the SQL and the ``--data`` file it was calibrated from), that query over
@@ -100,64 +102,49 @@ def run_arguments(
     if request is None:
         return None
     configuration = result.configuration
+    countermeasure = configuration.countermeasure
+    if isinstance(countermeasure, Scramblers) and configuration.batch_sizes is not None:
+        countermeasure = replace(countermeasure, batch_size=max(configuration.batch_sizes))
+    options: dict[str, Any] = {
+        "num_targets": request.num_targets,
+        "delta": request.delta,
+        "target_epsilon": request.epsilon if calibration is None else calibration.target_epsilon,
+        "options": [] if calibration is None else release_arguments(calibration),
+    }
     if query is not None:
-        arguments = ["dpcomm", "run", "aggregate", "--data", query[1], "--sql", query[0]]
-        arguments += ["--targets", str(request.num_targets)]
-    elif request.workload == "aggregate":
+        return codec.run_command(
+            "aggregate", countermeasure, data=query[1], sql=query[0], **options
+        )
+    if request.workload == "aggregate":
         sql = synthetic_sql(request.num_clusters)
         if sql is None:
             return None
-        arguments = [
-            "dpcomm",
-            "run",
-            "aggregate",
-            "--synthetic",
-            str(result.num_sources),
-            "--sql",
-            sql,
-            "--targets",
-            str(request.num_targets),
-        ]
-    else:
-        arguments = [
-            "dpcomm",
-            "run",
-            "kmeans",
-            "--sources",
-            str(result.num_sources),
-            "--k",
-            str(request.num_targets),
-            "--iterations",
-            str(request.num_clusters),
-        ]
-    arguments += [
-        "--mechanism",
-        configuration.mechanism,
-        "--sampling",
-        repr(configuration.sampling_rate),
-    ]
-    if configuration.batch_sizes is not None:
-        arguments += ["--batch", str(max(configuration.batch_sizes))]
-    target = request.epsilon if calibration is None else calibration.target_epsilon
-    arguments += [
-        "--dummies",
-        str(configuration.num_dummies),
-        "--delta",
-        repr(request.delta),
-        "--target-epsilon",
-        repr(target),
-    ]
-    if calibration is not None and calibration.release is not None:
-        release = calibration.release
-        arguments += ["--release", release.name, "--release-epsilon", repr(release.epsilon)]
-        if release.delta > 0.0:
-            arguments += ["--release-delta", repr(release.delta)]
-        for column, (low, high) in (calibration.bounds or {}).items():
-            arguments += ["--bounds", f"{column}={low!r}:{high!r}"]
-        for column, values in (calibration.keys or {}).items():
-            arguments += ["--keys", f"{column}=" + ",".join(str(v) for v in values)]
-        if calibration.key_selection_delta is not None:
-            arguments += ["--key-selection-delta", repr(calibration.key_selection_delta)]
+        return codec.run_command(
+            "aggregate", countermeasure, synthetic=result.num_sources, sql=sql, **options
+        )
+    return codec.run_command(
+        "kmeans",
+        countermeasure,
+        sources=result.num_sources,
+        iterations=request.num_clusters,
+        **options,
+    )
+
+
+def release_arguments(calibration: Calibration) -> list[str]:
+    """The ``dpcomm run`` options of ``calibration``'s release (none without one)."""
+    release = calibration.release
+    if release is None:
+        return []
+    arguments = ["--release", release.name, "--release-epsilon", repr(release.epsilon)]
+    if release.delta > 0.0:
+        arguments += ["--release-delta", repr(release.delta)]
+    for column, (low, high) in (calibration.bounds or {}).items():
+        arguments += ["--bounds", f"{column}={low!r}:{high!r}"]
+    for column, values in (calibration.keys or {}).items():
+        arguments += ["--keys", f"{column}=" + ",".join(str(v) for v in values)]
+    if calibration.key_selection_delta is not None:
+        arguments += ["--key-selection-delta", repr(calibration.key_selection_delta)]
     return arguments
 
 
@@ -172,11 +159,9 @@ def run_command(
 
 
 def _configuration_json(configuration: Configuration) -> dict[str, Any]:
+    """The countermeasure's dict form (`dpcomm.plan.codec`) and its number of scramblers."""
     return {
-        "mechanism": configuration.mechanism,
-        "sampling_rate": configuration.sampling_rate,
-        "batch_size": configuration.batch_size,
-        "num_dummies": configuration.num_dummies,
+        **codec.countermeasure_to_dict(configuration.countermeasure),
         "num_scramblers": configuration.num_scramblers,
     }
 

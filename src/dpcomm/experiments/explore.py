@@ -43,6 +43,7 @@ from dpcomm.calibration.costs import (
 )
 from dpcomm.data.synthetic import synthetic_sql
 from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.plan.codec import run_command
 from dpcomm.plan.costs import balanced_batch_sizes
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
 from dpcomm.plan.privacy import account_cluster, account_plan
@@ -450,32 +451,37 @@ def account_arguments(settings: ExplorerSettings) -> list[str]:
     return arguments
 
 
-def _countermeasure_arguments(settings: ExplorerSettings) -> list[str]:
-    arguments = ["--mechanism", settings.mechanism, "--sampling", repr(settings.sampling_rate)]
-    if settings.mechanism == "scrambler":
-        arguments += ["--batch", str(settings.batch_size)]
-    return [*arguments, "--dummies", str(settings.num_dummies), "--delta", repr(settings.delta)]
-
-
 def run_arguments(settings: ExplorerSettings, *, seed: int = 1) -> list[str] | None:
     """The ``dpcomm run`` command that runs ``settings`` (None: no embedded data fits it).
 
     Aggregate: G grouping sets of the synthetic table's columns over S synthetic rows (G at
     most 15); K-means: the first S of the embedded digits (S at most 4,000), K = T.
     """
+    options: dict[str, Any] = {
+        "num_targets": settings.num_targets,
+        "delta": settings.delta,
+        "seed": seed,
+    }
     if settings.workload == "aggregate":
         sql = synthetic_sql(settings.num_clusters)
         if sql is None:
             return None
-        arguments = ["dpcomm", "run", "aggregate", "--synthetic", str(settings.num_sources)]
-        arguments += ["--sql", sql, "--targets", str(settings.num_targets)]
-    else:
-        if settings.num_sources > EMBEDDED_DIGITS:
-            return None
-        arguments = ["dpcomm", "run", "kmeans", "--sources", str(settings.num_sources)]
-        arguments += ["--k", str(settings.num_targets)]
-        arguments += ["--iterations", str(settings.num_clusters)]
-    return [*arguments, *_countermeasure_arguments(settings), "--seed", str(seed)]
+        return run_command(
+            "aggregate",
+            settings.countermeasure,
+            synthetic=settings.num_sources,
+            sql=sql,
+            **options,
+        )
+    if settings.num_sources > EMBEDDED_DIGITS:
+        return None
+    return run_command(
+        "kmeans",
+        settings.countermeasure,
+        sources=settings.num_sources,
+        iterations=settings.num_clusters,
+        **options,
+    )
 
 
 def command_lines(settings: ExplorerSettings) -> str:

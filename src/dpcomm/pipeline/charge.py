@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dpcomm.errors import InvalidParameterError
+from dpcomm.plan.codec import countermeasure_to_dict
 from dpcomm.plan.countermeasures import Countermeasure, Countermeasures, LocalFlooding
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
@@ -253,20 +254,18 @@ def _record(
 def countermeasure_record(
     countermeasures: Countermeasure | Mapping[str, Countermeasure],
 ) -> dict[str, Any]:
-    """The countermeasure's dict form for a ledger (`CountermeasureSpec`, the one codec).
+    """The countermeasure's dict form for a ledger (`dpcomm.plan.codec`, the one codec).
 
     One countermeasure for every cluster: its dict; one per flow: ``{flow: dict}``, or the one
     dict when they are all the same.
     """
-    from dpcomm.engine.network.spec import CountermeasureSpec
-
     if isinstance(countermeasures, Mapping):
-        specs = {name: asdict(CountermeasureSpec.of(c)) for name, c in countermeasures.items()}
-        distinct = {repr(sorted(spec.items())) for spec in specs.values()}
+        forms = {name: countermeasure_to_dict(c) for name, c in countermeasures.items()}
+        distinct = {repr(sorted(form.items())) for form in forms.values()}
         if len(distinct) == 1:
-            return next(iter(specs.values()))
-        return specs
-    return asdict(CountermeasureSpec.of(countermeasures))
+            return next(iter(forms.values()))
+        return forms
+    return countermeasure_to_dict(countermeasures)
 
 
 def release_record(program: QueryProgram) -> dict[str, Any] | None:

@@ -8,6 +8,21 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
+    from dpcomm.plan.codec import (
+        countermeasure_arguments as countermeasure_arguments,
+    )
+    from dpcomm.plan.codec import (
+        countermeasure_from_arguments as countermeasure_from_arguments,
+    )
+    from dpcomm.plan.codec import (
+        countermeasure_from_dict as countermeasure_from_dict,
+    )
+    from dpcomm.plan.codec import (
+        countermeasure_to_dict as countermeasure_to_dict,
+    )
+    from dpcomm.plan.codec import (
+        run_command as run_command,
+    )
     from dpcomm.plan.costs import (
         balanced_batch_sizes as balanced_batch_sizes,
     )
@@ -34,9 +49,6 @@ if TYPE_CHECKING:
     )
     from dpcomm.plan.countermeasures import (
         Scramblers as Scramblers,
-    )
-    from dpcomm.plan.countermeasures import (
-        make_countermeasure as make_countermeasure,
     )
     from dpcomm.plan.model import (
         Cluster as Cluster,

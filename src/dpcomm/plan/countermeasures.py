@@ -15,7 +15,8 @@ from typing import Literal
 from dpcomm.errors import InvalidParameterError
 from dpcomm.validation import check_int, check_probability
 
-#: The names of the countermeasures (their ``name``; the CLI's ``--mechanism``).
+#: The names of the countermeasures (their ``name``; the CLI's ``--mechanism``; their dict
+#: forms and options: `dpcomm.plan.codec`).
 CountermeasureName = Literal["none", "local", "scrambler"]
 
 
@@ -134,38 +135,3 @@ def shares_blanket(countermeasures: Countermeasures) -> bool:
     """
     items = countermeasures.values() if isinstance(countermeasures, Mapping) else [countermeasures]
     return any(isinstance(c, Scramblers) and not c.capped and c.sampling_rate > 0.0 for c in items)
-
-
-def make_countermeasure(
-    mechanism: str,
-    *,
-    sampling_rate: float = 0.0,
-    batch_size: int | None = None,
-    num_dummies: int = 0,
-    capped: bool = False,
-) -> Countermeasure:
-    """A countermeasure from the CLI's names: ``none``, ``local`` or ``scrambler``."""
-    if mechanism == "none":
-        if sampling_rate != 0.0 or num_dummies != 0 or batch_size is not None or capped:
-            raise InvalidParameterError(
-                "mechanism",
-                "'local' or 'scrambler' when sampling, dummies, batch or capped are set",
-                mechanism,
-            )
-        return NoCountermeasure()
-    if mechanism == "local":
-        if batch_size is not None or capped:
-            raise InvalidParameterError(
-                "batch", "unset for the local mechanism (no scramblers)", batch_size
-            )
-        return LocalFlooding(sampling_rate=sampling_rate, num_dummies=num_dummies)
-    if mechanism == "scrambler":
-        if batch_size is None:
-            raise InvalidParameterError("batch", "a batch size n >= 1 for scramblers", None)
-        return Scramblers(
-            sampling_rate=sampling_rate,
-            batch_size=batch_size,
-            num_dummies=num_dummies,
-            capped=capped,
-        )
-    raise InvalidParameterError("mechanism", "one of none, local, scrambler", mechanism)

@@ -15,7 +15,7 @@ from dpcomm.plan import (
     Scramblers,
     account_plan,
     batch_size_counts,
-    make_countermeasure,
+    countermeasure_from_arguments,
 )
 from dpcomm.plan.builders import kmeans_plan
 from dpcomm.queries.kmeans import KMeansProgram
@@ -212,11 +212,11 @@ def test_invalid_plans_and_countermeasures_are_rejected():
     with pytest.raises(InvalidParameterError, match="sampling_rate"):
         Scramblers(sampling_rate=1.5, batch_size=10)
     with pytest.raises(InvalidParameterError, match="mechanism"):
-        make_countermeasure("magic")
-    with pytest.raises(InvalidParameterError, match="batch"):
-        make_countermeasure("scrambler", sampling_rate=0.2)
-    with pytest.raises(InvalidParameterError, match="mechanism"):
-        make_countermeasure("none", sampling_rate=0.2)
+        countermeasure_from_arguments(mechanism="magic")
+    with pytest.raises(InvalidParameterError, match="batch_size"):
+        countermeasure_from_arguments(mechanism="scrambler", sampling=0.2)
+    with pytest.raises(InvalidParameterError, match="sampling_rate"):
+        countermeasure_from_arguments(mechanism="none", sampling=0.2)
 
 
 def test_scramblers_are_added_as_nodes():

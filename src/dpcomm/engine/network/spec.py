@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from dpcomm.engine.network.frames import HEADER_SIZE, frame_size_for
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
@@ -35,12 +35,8 @@ from dpcomm.engine.network.wire import (
     ChannelLimits,
 )
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import (
-    Countermeasure,
-    LocalFlooding,
-    NoCountermeasure,
-    make_countermeasure,
-)
+from dpcomm.plan.codec import countermeasure_from_dict, countermeasure_to_dict
+from dpcomm.plan.countermeasures import Countermeasure, CountermeasureName
 from dpcomm.plan.routes import Routes
 from dpcomm.plan.transform import TransformedPlan, scrambler_group_name, transform
 from dpcomm.queries.program import QueryProgram, largest_tuple, program_from_spec
@@ -57,9 +53,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CountermeasureSpec:
-    """A countermeasure as a round's spec carries it (the names of ``dpcomm run``'s options)."""
+    """A countermeasure as a round's spec carries it: its dict form (`dpcomm.plan.codec`).
 
-    mechanism: Literal["none", "local", "scrambler"]
+    A typed record, so that a malformed spec is refused as it is decoded; its fields are the
+    keys of `dpcomm.plan.codec.COUNTERMEASURE_KEYS`, in their order.
+    """
+
+    mechanism: CountermeasureName
     sampling_rate: float = 0.0
     batch_size: int | None = None
     num_dummies: int = 0
@@ -67,28 +67,12 @@ class CountermeasureSpec:
 
     @classmethod
     def of(cls, countermeasure: Countermeasure) -> CountermeasureSpec:
-        """The spec of ``countermeasure``."""
-        if isinstance(countermeasure, NoCountermeasure):
-            return cls("none")
-        if isinstance(countermeasure, LocalFlooding):
-            return cls("local", countermeasure.sampling_rate, None, countermeasure.num_dummies)
-        return cls(
-            "scrambler",
-            countermeasure.sampling_rate,
-            countermeasure.batch_size,
-            countermeasure.num_dummies,
-            countermeasure.capped,
-        )
+        """The spec of ``countermeasure`` (its dict form, `dpcomm.plan.codec`)."""
+        return cls(**countermeasure_to_dict(countermeasure))
 
     def countermeasure(self) -> Countermeasure:
-        """The countermeasure this spec describes (checked as any countermeasure is)."""
-        return make_countermeasure(
-            self.mechanism,
-            sampling_rate=self.sampling_rate,
-            batch_size=self.batch_size,
-            num_dummies=self.num_dummies,
-            capped=self.capped,
-        )
+        """The countermeasure this spec describes (checked as any dict form is)."""
+        return countermeasure_from_dict(dataclasses.asdict(self))
 
 
 @dataclass(frozen=True, kw_only=True)

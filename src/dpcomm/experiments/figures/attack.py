@@ -67,14 +67,6 @@ def _grid(quick: bool) -> dict[str, list[tuple[str, Countermeasure]]]:
     return {"Aggregate": aggregate, "K-means": kmeans}
 
 
-def _parameters(countermeasure: Countermeasure) -> Row:
-    return {
-        "sampling_rate": getattr(countermeasure, "sampling_rate", 0.0),
-        "batch_size": getattr(countermeasure, "batch_size", ""),
-        "num_dummies": getattr(countermeasure, "num_dummies", 0),
-    }
-
-
 @base.register("attack")
 def figure_attack(settings: FigureSettings) -> FigureOutput:
     """Attacker accuracy vs cluster ε, with the DP bound, for Aggregate and K-means."""
@@ -102,7 +94,7 @@ def figure_attack(settings: FigureSettings) -> FigureOutput:
             {
                 "query": query,
                 "curve": curve,
-                **_parameters(countermeasure),
+                **base.countermeasure_columns(countermeasure),
                 "cluster_epsilon": result.epsilon,
                 "plan_epsilon": result.plan_epsilon,
                 "delta": DELTA,

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dpcomm.errors import DpcommError, InvalidParameterError, require_extra
+from dpcomm.plan.codec import countermeasure_to_dict
+from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.progress import with_progress
 
 T = TypeVar("T")
@@ -95,6 +97,21 @@ def group_curves(rows: Iterable[Row]) -> dict[str, list[Row]]:
     for row in rows:
         grouped.setdefault(str(row["curve"]), []).append(row)
     return grouped
+
+
+def countermeasure_columns(countermeasure: Countermeasure) -> dict[str, Any]:
+    """σ, n and d of ``countermeasure``, as a figure's CSV has them.
+
+    From its dict form (`dpcomm.plan.codec.countermeasure_to_dict`); n is empty without
+    scramblers.
+    """
+    form = countermeasure_to_dict(countermeasure)
+    batch_size = form["batch_size"]
+    return {
+        "sampling_rate": form["sampling_rate"],
+        "batch_size": "" if batch_size is None else batch_size,
+        "num_dummies": form["num_dummies"],
+    }
 
 
 def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
