@@ -31,10 +31,9 @@ One module per job:
 * `dpcomm.calibration.shape`: what a calibration is made for (S, T, the composed and the
   free clusters), read from the plan a query compiles to;
 * `dpcomm.calibration.split`: one (ε, δ) split between the traffic and a noisy release of
-  the result, for the least expected relative error of the released values;
+  the result, for the least expected relative error of the released values (and
+  ``release=`` of [`dpcomm.calibrate`][] read, the split of a query's release);
 * `dpcomm.calibration.query`: the shape of the plan a query (or K-means' points) compiles to;
-* `dpcomm.calibration.release_split`: ``release=`` of [`dpcomm.calibrate`][] and the split
-  for a query's release;
 * `dpcomm.calibration.calibrate`: [`dpcomm.calibrate`][] and the [`dpcomm.Calibration`][]
   it returns (what ``run_sql(sql, data, countermeasure=calibration)`` runs).
 

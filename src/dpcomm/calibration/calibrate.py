@@ -59,7 +59,6 @@ from typing import TYPE_CHECKING, Any
 
 from dpcomm.calibration.configuration import PlanCandidate
 from dpcomm.calibration.query import program_shape, query_program, query_shape
-from dpcomm.calibration.release_split import release_kind, release_placeholder, split_release
 from dpcomm.calibration.shape import PlanShape
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure
@@ -68,9 +67,8 @@ from dpcomm.validation import MAX_SOURCES, check_delta, check_flag, check_int
 if TYPE_CHECKING:
     from dpcomm.calibration.planner import PlannerResult
     from dpcomm.calibration.request import Workload
-    from dpcomm.calibration.split import BudgetSplit, ReleaseName
+    from dpcomm.calibration.split import BudgetSplit, ReleaseMechanism, ReleaseName
     from dpcomm.plan.model import ExecutionPlan
-    from dpcomm.release.mechanisms import ReleaseMechanism
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -353,6 +351,8 @@ def _release_request(
     key_selection_delta: float | None,
 ) -> _Release:
     """The release asked for, checked against δ: parameters of a release only with one."""
+    from dpcomm.calibration.split import release_kind
+
     kind = release_kind(release)
     if check_delta("delta", delta) == 0.0 and (kind == "gaussian" or key_selection_delta):
         what = "a Gaussian release" if kind == "gaussian" else "a DP key selection (δ_sel)"
@@ -409,6 +409,8 @@ class _Sized:
 
 def _of_query(sql: str | None, data: Any, counts: _Counts, wanted: _Release) -> _Sized:
     """The sizes of the plan ``sql`` over ``data`` compiles to (or of K-means' points)."""
+    from dpcomm.calibration.split import release_placeholder
+
     for name, value in (("sources", counts.sources), ("grouping_sets", counts.grouping_sets)):
         if value is not None:
             raise InvalidParameterError(name, "None with data= (read from the data)", value)
@@ -504,6 +506,8 @@ def _split(
     plan_traffic: Callable[[float, float], PlannerResult],
 ) -> BudgetSplit | None:
     """With a release, (ε, δ) split between the traffic and the release; None without."""
+    from dpcomm.calibration.split import split_release
+
     if wanted.kind is None:
         return None
     if sized.program is None:
