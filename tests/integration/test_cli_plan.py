@@ -7,8 +7,8 @@ import pytest
 
 from dpcomm.calibration import describe_batches
 from dpcomm.cli.main import build_parser
-from dpcomm.cli.plan import synthetic_sql
 from dpcomm.data import synthetic_table
+from dpcomm.data.synthetic import synthetic_sql
 from dpcomm.plan import balanced_batch_sizes
 from dpcomm.queries.aggregate import AggregateProgram
 

@@ -11,36 +11,31 @@ import argparse
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpcomm._json import json_ready
-from dpcomm.accounting import ScramblerMechanism
-from dpcomm.accounting.release import Gaussian
-from dpcomm.cli.execute import DEFAULT_RELEASE_DELTA, release_mechanism
-from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
-from dpcomm.cli.output import add_progress_options, non_negative_int, show_progress
-from dpcomm.experiments.audit import (
+from dpcomm.cli.defaults import (
     FAULT_KINDS,
-    AuditedMechanism,
-    AuditReport,
-    EventEstimate,
-    audit,
-    seeded_fault,
-)
-from dpcomm.experiments.release_audit import (
-    DEFAULT_BOUNDS,
-    DEFAULT_COUNTERMEASURE,
-    DEFAULT_DELTA,
-    DEFAULT_RELEASE,
-    DEFAULT_RUNS,
-    DEFAULT_TARGETS,
+    MAX_COUNT,
+    RELEASE_AUDIT_BATCH,
+    RELEASE_AUDIT_BOUNDS,
+    RELEASE_AUDIT_DELTA,
+    RELEASE_AUDIT_DUMMIES,
+    RELEASE_AUDIT_EPSILON,
+    RELEASE_AUDIT_MECHANISM,
+    RELEASE_AUDIT_RUNS,
+    RELEASE_AUDIT_SAMPLING,
     RELEASE_AUDIT_SQL,
+    RELEASE_AUDIT_TARGETS,
     RELEASE_FAULT_KINDS,
-    ReleaseAuditReport,
-    audit_release,
 )
-from dpcomm.plan.countermeasures import Scramblers
-from dpcomm.validation import MAX_COUNT
+from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
+from dpcomm.cli.options import DEFAULT_RELEASE_DELTA
+from dpcomm.cli.output import add_progress_options, non_negative_int, show_progress
+
+if TYPE_CHECKING:
+    from dpcomm.experiments.audit import AuditReport, EventEstimate
+    from dpcomm.experiments.release_audit import ReleaseAuditReport
 
 
 def report_dict(report: AuditReport) -> dict[str, Any]:
@@ -70,6 +65,8 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
 
 
 def _print(report: AuditReport) -> None:
+    from dpcomm.accounting import ScramblerMechanism
+
     declared = report.mechanism.declared
     batch = f", n={declared.batch_size}" if isinstance(declared, ScramblerMechanism) else ""
     title = (
@@ -128,6 +125,8 @@ def _print_event(event: EventEstimate | None, side: str) -> None:
 
 def command_audit(args: argparse.Namespace) -> int:
     """``dpcomm audit local|scrambler``."""
+    from dpcomm.experiments.audit import AuditedMechanism, audit, seeded_fault
+
     check_family_options(args, "audit")
     declared = declared_mechanism(
         num_targets=args.targets,
@@ -210,6 +209,8 @@ def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
 
 
 def _print_release(report: ReleaseAuditReport) -> None:
+    from dpcomm.accounting.release import Gaussian
+
     countermeasure = report.countermeasure
     neighbours = report.neighbours
     release = report.release
@@ -253,6 +254,10 @@ def _print_release(report: ReleaseAuditReport) -> None:
 
 def command_audit_release(args: argparse.Namespace) -> int:
     """``dpcomm audit release``."""
+    from dpcomm.cli.execute import release_mechanism
+    from dpcomm.experiments.release_audit import audit_release
+    from dpcomm.plan.countermeasures import Scramblers
+
     countermeasure = Scramblers(
         sampling_rate=args.sampling, batch_size=args.batch, num_dummies=args.dummies
     )
@@ -347,44 +352,43 @@ def _add_traffic_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_release_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``audit release``; their defaults are `audit_release`'s."""
-    traffic = DEFAULT_COUNTERMEASURE
-    low, high = DEFAULT_BOUNDS
+    low, high = RELEASE_AUDIT_BOUNDS
     parser.add_argument(
         "--targets",
         type=_count(MAX_COUNT),
-        default=DEFAULT_TARGETS,
-        help=f"T, compute nodes of the grouping set (default {DEFAULT_TARGETS})",
+        default=RELEASE_AUDIT_TARGETS,
+        help=f"T, compute nodes of the grouping set (default {RELEASE_AUDIT_TARGETS})",
     )
     parser.add_argument(
         "--batch",
         type=_count(MAX_COUNT),
-        default=traffic.batch_size,
-        help=f"n, sources per scrambler: the tables' rows (default {traffic.batch_size:,})",
+        default=RELEASE_AUDIT_BATCH,
+        help=f"n, sources per scrambler: the tables' rows (default {RELEASE_AUDIT_BATCH:,})",
     )
     parser.add_argument(
         "--sampling",
         type=float,
-        default=traffic.sampling_rate,
-        help=f"σ, sampling rate (default {traffic.sampling_rate:g})",
+        default=RELEASE_AUDIT_SAMPLING,
+        help=f"σ, sampling rate (default {RELEASE_AUDIT_SAMPLING:g})",
     )
     parser.add_argument(
         "--dummies",
         type=_count(MAX_COUNT),
-        default=traffic.num_dummies,
-        help=f"d, dummies per scrambler (default {traffic.num_dummies})",
+        default=RELEASE_AUDIT_DUMMIES,
+        help=f"d, dummies per scrambler (default {RELEASE_AUDIT_DUMMIES})",
     )
     parser.add_argument(
         "--release",
         choices=["laplace", "gaussian"],
-        default=DEFAULT_RELEASE.name,
-        help=f"the release's noise, drawn by OpenDP (default {DEFAULT_RELEASE.name})",
+        default=RELEASE_AUDIT_MECHANISM,
+        help=f"the release's noise, drawn by OpenDP (default {RELEASE_AUDIT_MECHANISM})",
     )
     parser.add_argument(
         "--release-epsilon",
         type=float,
-        default=DEFAULT_RELEASE.epsilon,
+        default=RELEASE_AUDIT_EPSILON,
         metavar="E",
-        help=f"ε2, the release's ε (default {DEFAULT_RELEASE.epsilon:g})",
+        help=f"ε2, the release's ε (default {RELEASE_AUDIT_EPSILON:g})",
     )
     parser.add_argument(
         "--release-delta",
@@ -395,7 +399,7 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bounds",
         type=_bounds,
-        default=DEFAULT_BOUNDS,
+        default=RELEASE_AUDIT_BOUNDS,
         metavar="LO:HI",
         help=f"SUM(v)'s values are clamped to [LO, HI] (default {low:g}:{high:g}; a negative LO "
         "is written --bounds=-5:5)",
@@ -403,17 +407,17 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--delta",
         type=float,
-        default=DEFAULT_DELTA,
+        default=RELEASE_AUDIT_DELTA,
         help=(
-            f"the traffic's δ, as a run's --delta (default {DEFAULT_DELTA:g}); the comparison "
-            "is at the composed δ the run reports"
+            f"the traffic's δ, as a run's --delta (default {RELEASE_AUDIT_DELTA:g}); the "
+            "comparison is at the composed δ the run reports"
         ),
     )
     parser.add_argument(
         "--runs",
         type=_count(MAX_RUNS),
-        default=DEFAULT_RUNS,
-        help=f"runs per table (>= 100; default {DEFAULT_RUNS:,}): half choose the pair and "
+        default=RELEASE_AUDIT_RUNS,
+        help=f"runs per table (>= 100; default {RELEASE_AUDIT_RUNS:,}): half choose the pair and "
         "events, half estimate them",
     )
     parser.add_argument(

@@ -17,11 +17,14 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpcomm.budget.budget import Budget
-from dpcomm.budget.ledger import Charge
 from dpcomm.cli.output import non_negative_float
+from dpcomm.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    from dpcomm.budget.budget import Budget
+    from dpcomm.budget.ledger import Charge
 
 #: The flag of each parameter of `dpcomm.Budget`.
 FLAGS = {
@@ -60,7 +63,7 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
 
 def budget_from_options(args: argparse.Namespace) -> Budget | None:
     """The `dpcomm.Budget` of ``--ledger`` (created with ``--budget-*``), or None."""
-    from dpcomm.errors import InvalidParameterError
+    from dpcomm.budget.budget import Budget
 
     epsilon, delta = args.budget_epsilon, args.budget_delta
     if args.ledger is None:
@@ -148,13 +151,13 @@ def _print_charges(charges: Sequence[Charge]) -> None:
 
 def command_budget(args: argparse.Namespace) -> int:
     """``dpcomm budget``: the budget of a ledger, what is spent and left, and its charges."""
+    from dpcomm.budget.budget import Budget
+
     if args.accept_edits:
         from dpcomm.budget.ledger import VERSION
 
         epsilon, delta = args.budget_epsilon, args.budget_delta
         if epsilon is not None or delta is not None:
-            from dpcomm.errors import InvalidParameterError
-
             flag = "--budget-epsilon" if epsilon is not None else "--budget-delta"
             raise InvalidParameterError(
                 flag, "not given with --accept-edits (it accepts the ledger as it is)", epsilon

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
 from dpcomm.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
 
 
 def check_family_options(args: argparse.Namespace, command: str) -> None:
@@ -28,6 +31,8 @@ def declared_mechanism(
     capped: bool,
 ) -> LocalRandomizer | ScramblerMechanism:
     """The local randomizer when ``batch_size`` is None, else the (capped) scrambler."""
+    from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
+
     if batch_size is None:
         return LocalRandomizer(
             num_targets=num_targets, sampling_rate=sampling_rate, num_dummies=num_dummies
@@ -43,6 +48,8 @@ def declared_mechanism(
 
 def mechanism_kind(mechanism: LocalRandomizer | ScramblerMechanism) -> str:
     """``local randomizer``, ``scrambler`` or ``capped scrambler``."""
+    from dpcomm.accounting import LocalRandomizer
+
     if isinstance(mechanism, LocalRandomizer):
         return "local randomizer"
     return "capped scrambler" if mechanism.capped else "scrambler"

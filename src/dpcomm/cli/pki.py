@@ -6,11 +6,12 @@ import argparse
 from typing import Any
 
 from dpcomm.cli.output import bounded_int, check_writable_folder
-from dpcomm.engine.network.pki import CertificateAuthority, issue_many
 from dpcomm.errors import InvalidParameterError
 
 
 def _command_init(args: argparse.Namespace) -> int:
+    from dpcomm.engine.network.pki import CertificateAuthority
+
     check_writable_folder("--dir", args.dir)
     authority = CertificateAuthority.create(
         args.dir, name=args.ca_name, valid_days=args.days, overwrite=args.force
@@ -21,6 +22,8 @@ def _command_init(args: argparse.Namespace) -> int:
 
 
 def _command_issue(args: argparse.Namespace) -> int:
+    from dpcomm.engine.network.pki import CertificateAuthority, issue_many
+
     names = [name.strip() for group in args.name for name in group.split(",")]
     if not names or "" in names:
         raise InvalidParameterError(

@@ -6,19 +6,10 @@ import argparse
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpcomm._json import json_ready
-from dpcomm.api import Calibration, calibrate, query_shape
-from dpcomm.calibration import (
-    Configuration,
-    PlanCandidate,
-    PlannerResult,
-    PlanShape,
-    describe_batches,
-    plan_countermeasures,
-)
-from dpcomm.cli.execute import parse_bounds, parse_keys, release_options
+from dpcomm.cli.defaults import MAX_COUNT, MAX_SOURCES
 from dpcomm.cli.output import (
     add_progress_options,
     bounded_int,
@@ -27,10 +18,12 @@ from dpcomm.cli.output import (
     print_table,
     show_progress,
 )
-from dpcomm.data.synthetic import synthetic_sql
 from dpcomm.errors import InvalidParameterError, require_extra
-from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
-from dpcomm.validation import MAX_COUNT, MAX_SOURCES
+
+if TYPE_CHECKING:
+    from dpcomm.api import Calibration
+    from dpcomm.calibration import Configuration, PlanCandidate, PlannerResult, PlanShape
+    from dpcomm.experiments.headline import HeadlineRow
 
 PLAN_DESCRIPTION = """\
 Find the countermeasure of least network load that gives the whole plan (ε, δ)-DP.
@@ -96,6 +89,8 @@ def run_arguments(
     ``--key-selection-delta``)
     and ``--target-epsilon`` the ε of traffic and release together.
     """
+    from dpcomm.data.synthetic import synthetic_sql
+
     request = result.request
     if request is None:
         return None
@@ -374,6 +369,8 @@ def _print_plan(
     print(f"  max secure channels per node: {result.max_channels_per_node:,} ({roles})")
     cluster = "grouping set" if aggregate else "iteration"
     if result.configuration.batch_sizes is not None:
+        from dpcomm.calibration import describe_batches
+
         print(f"  batches per {cluster}: {describe_batches(result.configuration.batch_sizes)}")
     print(
         f"  sources recruited: S_t = {result.num_sources:,} ({result.extra_consents:,} extra "
@@ -544,6 +541,10 @@ PLAN_FLAGS = {
 
 def command_plan(args: argparse.Namespace) -> int:
     """``dpcomm plan``."""
+    from dpcomm.api import query_shape
+    from dpcomm.calibration import plan_countermeasures
+    from dpcomm.cli.execute import release_options
+
     if args.plot is not None:
         require_extra("figures", "--plot", ("matplotlib",))
         plot = check_writable_file("--plot", args.plot)
@@ -612,6 +613,9 @@ def command_plan(args: argparse.Namespace) -> int:
 
 def _plan_release(args: argparse.Namespace) -> int:
     """``dpcomm plan --sql --data --release``: `dpcomm.calibrate` with a release."""
+    from dpcomm.api import calibrate
+    from dpcomm.cli.execute import parse_bounds, parse_keys
+
     calibration = calibrate(
         args.sql,
         args.data,
@@ -673,6 +677,8 @@ def headline_json(rows: tuple[HeadlineRow, ...]) -> list[dict[str, Any]]:
 
 def command_headline(args: argparse.Namespace) -> int:
     """``dpcomm headline``."""
+    from dpcomm.experiments.headline import headline_markdown, headline_rows
+
     rows = headline_rows(monte_carlo_samples=args.mc_samples, seed=args.seed)
     if args.json:
         print(json.dumps(headline_json(rows), indent=2))
