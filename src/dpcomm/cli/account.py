@@ -167,13 +167,13 @@ def command_account(args: argparse.Namespace) -> int:
     from dpcomm.accounting import account, report_with_method
     from dpcomm.cli.mechanisms import check_family_options, declared_mechanism
 
-    targets = _parse_list("targets", args.targets, _as_int)
-    samplings = _parse_list("sampling", args.sampling, float)
-    dummies = _parse_list("dummies", args.dummies, _as_int)
+    targets = _parse_list("targets", args.num_targets, _as_int)
+    samplings = _parse_list("sampling", args.sampling_rate, float)
+    dummies = _parse_list("dummies", args.num_dummies, _as_int)
     check_family_options(args, "account")
     batches: list[int | None] = [None]
     if args.kind == "scrambler":
-        batches = list(_parse_list("batch", args.batch, _as_int))
+        batches = list(_parse_list("batch", args.batch_size, _as_int))
     if args.delta is not None and args.epsilon is not None:
         raise InvalidParameterError("--epsilon", "unset when --delta is given", args.epsilon)
     deltas: list[float | None] = [None]
@@ -187,7 +187,7 @@ def command_account(args: argparse.Namespace) -> int:
     # --method asks for one method's value: evaluate the printed formulas, and the Monte
     # Carlo estimate (with the paper's R unless --mc-samples says otherwise), if it names one.
     all_methods = args.all_methods or args.method is not None
-    samples = args.mc_samples
+    samples = args.monte_carlo_samples
     if samples is None:
         samples = DEFAULT_MONTE_CARLO_SAMPLES if args.method in _MONTE_CARLO_METHODS else 0
     reports = []
@@ -235,12 +235,33 @@ def add_account_command(commands: Any) -> None:
         ),
     )
     accounting.add_argument("kind", choices=["local", "scrambler"], help="mechanism family")
-    accounting.add_argument("--targets", required=True, help="T, number of targets (>= 2)")
-    accounting.add_argument("--sampling", required=True, help="σ, sampling rate in [0, 1]")
     accounting.add_argument(
-        "--dummies", default="0", help="d, dummies per source (local) or per scrambler"
+        "--targets",
+        dest="num_targets",
+        metavar="TARGETS",
+        required=True,
+        help="T, number of targets (>= 2)",
     )
-    accounting.add_argument("--batch", help="n, sources per scrambler (scrambler only)")
+    accounting.add_argument(
+        "--sampling",
+        dest="sampling_rate",
+        metavar="SAMPLING",
+        required=True,
+        help="σ, sampling rate in [0, 1]",
+    )
+    accounting.add_argument(
+        "--dummies",
+        dest="num_dummies",
+        metavar="DUMMIES",
+        default="0",
+        help="d, dummies per source (local) or per scrambler",
+    )
+    accounting.add_argument(
+        "--batch",
+        dest="batch_size",
+        metavar="BATCH",
+        help="n, sources per scrambler (scrambler only)",
+    )
     accounting.add_argument(
         "--capped", action="store_true", help="cap messages per target at n (scrambler S̄_d)"
     )
@@ -261,6 +282,7 @@ def add_account_command(commands: Any) -> None:
     )
     accounting.add_argument(
         "--mc-samples",
+        dest="monte_carlo_samples",
         type=non_negative_int,
         metavar="R",
         help=(

@@ -129,10 +129,10 @@ def command_audit(args: argparse.Namespace) -> int:
 
     check_family_options(args, "audit")
     declared = declared_mechanism(
-        num_targets=args.targets,
-        sampling_rate=args.sampling,
-        num_dummies=args.dummies,
-        batch_size=args.batch,
+        num_targets=args.num_targets,
+        sampling_rate=args.sampling_rate,
+        num_dummies=args.num_dummies,
+        batch_size=args.batch_size,
         capped=args.capped,
     )
     mechanism = (
@@ -259,12 +259,12 @@ def command_audit_release(args: argparse.Namespace) -> int:
     from dpcomm.plan.countermeasures import Scramblers
 
     countermeasure = Scramblers(
-        sampling_rate=args.sampling, batch_size=args.batch, num_dummies=args.dummies
+        sampling_rate=args.sampling_rate, batch_size=args.batch_size, num_dummies=args.num_dummies
     )
     report = audit_release(
         countermeasure,
         release_mechanism(args),
-        num_targets=args.targets,
+        num_targets=args.num_targets,
         bounds=args.bounds,
         runs=args.runs,
         confidence=args.confidence,
@@ -322,13 +322,36 @@ def _bounds(text: str) -> tuple[float, float]:
 def _add_traffic_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``audit local`` and ``audit scrambler`` (the same for both)."""
     parser.add_argument(
-        "--targets", type=_count(MAX_COUNT), required=True, help="T, number of targets"
+        "--targets",
+        dest="num_targets",
+        metavar="TARGETS",
+        type=_count(MAX_COUNT),
+        required=True,
+        help="T, number of targets",
     )
-    parser.add_argument("--sampling", type=float, required=True, help="σ, sampling rate")
     parser.add_argument(
-        "--dummies", type=_int, default=0, help="d, dummies per source (local) or per scrambler"
+        "--sampling",
+        dest="sampling_rate",
+        metavar="SAMPLING",
+        type=float,
+        required=True,
+        help="σ, sampling rate",
     )
-    parser.add_argument("--batch", type=_int, help="n, sources per scrambler (scrambler only)")
+    parser.add_argument(
+        "--dummies",
+        dest="num_dummies",
+        metavar="DUMMIES",
+        type=_int,
+        default=0,
+        help="d, dummies per source (local) or per scrambler",
+    )
+    parser.add_argument(
+        "--batch",
+        dest="batch_size",
+        metavar="BATCH",
+        type=_int,
+        help="n, sources per scrambler (scrambler only)",
+    )
     parser.add_argument("--capped", action="store_true", help="capped scrambler S̄_d")
     parser.add_argument(
         "--delta", type=float, help="δ of the comparison (default 1e-4 scrambler, 0 local)"
@@ -355,24 +378,32 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     low, high = RELEASE_AUDIT_BOUNDS
     parser.add_argument(
         "--targets",
+        dest="num_targets",
+        metavar="TARGETS",
         type=_count(MAX_COUNT),
         default=RELEASE_AUDIT_TARGETS,
         help=f"T, compute nodes of the grouping set (default {RELEASE_AUDIT_TARGETS})",
     )
     parser.add_argument(
         "--batch",
+        dest="batch_size",
+        metavar="BATCH",
         type=_count(MAX_COUNT),
         default=RELEASE_AUDIT_BATCH,
         help=f"n, sources per scrambler: the tables' rows (default {RELEASE_AUDIT_BATCH:,})",
     )
     parser.add_argument(
         "--sampling",
+        dest="sampling_rate",
+        metavar="SAMPLING",
         type=float,
         default=RELEASE_AUDIT_SAMPLING,
         help=f"σ, sampling rate (default {RELEASE_AUDIT_SAMPLING:g})",
     )
     parser.add_argument(
         "--dummies",
+        dest="num_dummies",
+        metavar="DUMMIES",
         type=_count(MAX_COUNT),
         default=RELEASE_AUDIT_DUMMIES,
         help=f"d, dummies per scrambler (default {RELEASE_AUDIT_DUMMIES})",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,13 +27,6 @@ if TYPE_CHECKING:
     from dpcomm.budget.budget import Budget
     from dpcomm.budget.ledger import Charge
 
-#: The flag of each parameter of `dpcomm.Budget`.
-FLAGS = {
-    "epsilon": "--budget-epsilon",
-    "delta": "--budget-delta",
-    "epsilon and delta": "--budget-epsilon and --budget-delta",
-    "ledger": "--ledger",
-}
 COMPOSITION_TEXT = "charges add up (basic composition, a filter valid for adaptive queries)"
 
 
@@ -76,8 +70,8 @@ def budget_from_options(args: argparse.Namespace) -> Budget | None:
         raise InvalidParameterError(missing, "given with the other (the budget's ε and δ)", None)
     try:
         return Budget(epsilon=epsilon, delta=delta, ledger=args.ledger)
-    except InvalidParameterError as error:  # named by the flags that gave them
-        name = FLAGS.get(error.name, error.name)
+    except InvalidParameterError as error:  # named by the options that gave them
+        name = re.sub(r"\b(epsilon|delta)\b", r"budget_\1", error.name)
         raise InvalidParameterError(name, error.allowed, error.given) from None
 
 

@@ -49,7 +49,7 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
     program = AggregateProgram.from_sql(
         args.sql,
         table,
-        num_targets=args.targets,
+        num_targets=args.num_targets,
         max_groups=args.max_groups,
         max_text_bytes=args.max_text_bytes,
         countermeasure=countermeasure,

@@ -57,25 +57,25 @@ def countermeasure_from_options(
     if args.mechanism == "none":
         return make_countermeasure(
             "none",
-            sampling_rate=0.0 if args.sampling is None else args.sampling,
-            batch_size=args.batch,
-            num_dummies=0 if args.dummies is None else args.dummies,
+            sampling_rate=0.0 if args.sampling_rate is None else args.sampling_rate,
+            batch_size=args.batch_size,
+            num_dummies=0 if args.num_dummies is None else args.num_dummies,
             capped=args.capped,
         )
-    sampling = defaults["sampling"] if args.sampling is None else args.sampling
+    sampling = defaults["sampling"] if args.sampling_rate is None else args.sampling_rate
     if args.mechanism == "local":
         return make_countermeasure(
             "local",
             sampling_rate=sampling,
-            batch_size=args.batch,
-            num_dummies=0 if args.dummies is None else args.dummies,
+            batch_size=args.batch_size,
+            num_dummies=0 if args.num_dummies is None else args.num_dummies,
             capped=args.capped,
         )
     return make_countermeasure(
         args.mechanism,
         sampling_rate=sampling,
-        batch_size=int(defaults["batch"]) if args.batch is None else args.batch,
-        num_dummies=int(defaults["dummies"]) if args.dummies is None else args.dummies,
+        batch_size=int(defaults["batch"]) if args.batch_size is None else args.batch_size,
+        num_dummies=int(defaults["dummies"]) if args.num_dummies is None else args.num_dummies,
         capped=args.capped,
     )
 
@@ -383,7 +383,7 @@ def aggregate_data(args: argparse.Namespace) -> tuple[Any, str]:
             return files, f"{args.data} ({files.num_rows:,} rows)"
         return read_table(args.data), args.data
     if args.synthetic is not None:
-        drawn = SyntheticRows(args.synthetic, seed=args.data_seed, distribution=args.distribution)
+        drawn = SyntheticRows(args.synthetic, seed=args.start_seed, distribution=args.distribution)
         return drawn, f"synthetic ({args.synthetic:,} rows, {args.distribution})"
     return diabetes_table(), "embedded diabetes table (synthetic patients)"
 
@@ -399,7 +399,7 @@ def execute_aggregate(
         args.sql,
         data,
         countermeasure=countermeasure_from_options(args, AGGREGATE_DEFAULTS),
-        num_targets=args.targets,
+        num_targets=args.num_targets,
         delta=args.delta,
         seed=args.seed,
         engine=engine,
@@ -414,14 +414,8 @@ def execute_aggregate(
     return outcome, source
 
 
-#: The options of a noisy release that mean nothing without ``--release`` (flag, attribute).
-RELEASE_ONLY_OPTIONS = (
-    ("--release-epsilon", "release_epsilon"),
-    ("--release-delta", "release_delta"),
-    ("--bounds", "bounds"),
-    ("--keys", "keys"),
-    ("--key-selection-delta", "key_selection_delta"),
-)
+#: The options of a noisy release that mean nothing without ``--release``, by destination.
+RELEASE_ONLY_OPTIONS = ("release_epsilon", "release_delta", "bounds", "keys", "key_selection_delta")
 
 
 def release_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -431,11 +425,11 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
     exact values), as is ``--release-delta`` with a Laplace release (whose δ is 0).
     """
     if getattr(args, "release", None) is None:
-        for flag, name in RELEASE_ONLY_OPTIONS:
+        for name in RELEASE_ONLY_OPTIONS:
             given = getattr(args, name, None)
             if given is not None and given != []:
                 shown = given[0] if isinstance(given, list) else given
-                raise InvalidParameterError(flag, "only with --release", shown)
+                raise InvalidParameterError(name, "only with --release", shown)
         return {}
     return {
         "release": release_mechanism(args),
@@ -463,11 +457,9 @@ def release_mechanism(args: argparse.Namespace) -> Any:
     delta = DEFAULT_RELEASE_DELTA if args.release_delta is None else args.release_delta
     try:
         return Laplace(epsilon) if args.release == "laplace" else Gaussian(epsilon, delta)
-    except InvalidParameterError as error:  # the release's ε and δ have their own flags
-        flags = {"epsilon": "--release-epsilon", "delta": "--release-delta"}
-        raise InvalidParameterError(
-            flags.get(error.name, error.name), error.allowed, error.given
-        ) from None
+    except InvalidParameterError as error:  # the release's ε and δ have their own options
+        name = f"release_{error.name}" if error.name in ("epsilon", "delta") else error.name
+        raise InvalidParameterError(name, error.allowed, error.given) from None
 
 
 def parse_bounds(items: list[str]) -> dict[str, tuple[float, float]]:
@@ -499,20 +491,22 @@ def parse_keys(items: list[str]) -> dict[str, list[str]]:
 
 
 @contextmanager
-def _named_by_flags(flags: Mapping[str, str], *, nulls: bool = False) -> Iterator[None]:
-    """Errors naming a parameter of ``flags`` re-raised naming its flag instead.
+def _named_by_options(options: Mapping[str, str], *, nulls: bool = False) -> Iterator[None]:
+    """Errors naming a parameter of ``options`` re-raised naming its option's destination.
 
-    ``nulls``: the points had NULL cells (read as NaN), which an error about them says.
+    ``options``: the library parameter -> the destination of the option that gave it in this
+    call (the printed error then names that option's flag). ``nulls``: the points had NULL
+    cells (read as NaN), which an error about them says.
     """
     try:
         yield
     except InvalidParameterError as error:
-        if error.name not in flags:
+        if error.name not in options:
             raise
         given = error.given
         if nulls and error.name == "points":
             given = f"{given}; NULL cells are read as NaN"
-        raise InvalidParameterError(flags[error.name], error.allowed, given) from None
+        raise InvalidParameterError(options[error.name], error.allowed, given) from None
 
 
 def _kmeans_table(args: argparse.Namespace) -> tuple[TablePoints, Any, str]:
@@ -526,12 +520,10 @@ def _kmeans_table(args: argparse.Namespace) -> tuple[TablePoints, Any, str]:
             "--columns", "the numeric columns to cluster on with --data, e.g. x,y", None
         )
     columns = [name.strip() for name in args.columns.split(",")]
-    flags = {"data": "--data", "columns": "--columns", "label_column": "--label-column"}
-    with _named_by_flags(flags):
-        table = read_points(args.data, columns, label_column=args.label_column)
+    table = read_points(args.data, columns, label_column=args.label_column)
     public = None
     if args.init_data is not None:
-        with _named_by_flags({"data": "--init-data", "columns": "--columns"}):
+        with _named_by_options({"data": "init_data"}):
             public = read_points(args.init_data, columns).points
     described = f"; columns {', '.join(table.columns)}"
     if table.label_column is not None:
@@ -577,8 +569,10 @@ def execute_kmeans(
             )
         points = points[: args.sources]
         labels = None if labels is None else labels[: args.sources]
-    flags = {"points": "--data", "labels": "--label-column", "init_points": "--init-data"}
-    with _named_by_flags(flags if args.data is not None else {}, nulls=nulls):
+    given = {"points": "data", "labels": "label_column", "init_points": "init_data"}
+    if args.data is None:
+        given = {"points": "dataset", "test_points": "dataset"}
+    with _named_by_options(given, nulls=nulls):
         outcome = kmeans(
             points,
             k=args.k,
@@ -590,7 +584,7 @@ def execute_kmeans(
             seed=args.seed,
             delta=args.delta,
             engine=engine,
-            start_seed=args.data_seed,
+            start_seed=args.start_seed,
             progress=show_progress(args),
             target_epsilon=args.target_epsilon,
             drop_non_finite=args.drop_non_finite,
@@ -750,5 +744,6 @@ def finish_deployment(args: argparse.Namespace, report: Report[Any]) -> int:
     details = report.details
     failures = details.failures if isinstance(details, DeploymentDetails) else ()
     if failures:
-        print(f"dpcomm: error: the round failed: {flags_in('; '.join(failures))}", file=sys.stderr)
+        failed = flags_in("; ".join(failures), args.flags)
+        print(f"dpcomm: error: the round failed: {failed}", file=sys.stderr)
     return 0 if not failures else 1

@@ -16,7 +16,7 @@ from dpcomm.cli.budget import add_budget_command
 from dpcomm.cli.deploy import add_deploy_commands
 from dpcomm.cli.explore import add_explore_command
 from dpcomm.cli.figures import add_figures_command
-from dpcomm.cli.output import with_flags
+from dpcomm.cli.output import command_flags, with_flags
 from dpcomm.cli.pki import add_pki_command
 from dpcomm.cli.plan import add_plan_commands
 from dpcomm.cli.run import add_run_commands
@@ -75,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(arguments)
+    # Errors name the library's parameters; they are printed with the flags of this command,
+    # which its handler may read too (the planner's advice names them).
+    flags = command_flags(parser, args)
+    args.flags = flags
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -97,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
         return status
     except DpcommError as error:
-        print(f"dpcomm: error: {with_flags(error)}", file=sys.stderr)
+        print(f"dpcomm: error: {with_flags(error, flags)}", file=sys.stderr)
         return 2
     except (OverflowError, MemoryError) as error:
         # A value too large for the computation that no parameter check caught.

@@ -14,11 +14,11 @@ if TYPE_CHECKING:
 def check_family_options(args: argparse.Namespace, command: str) -> None:
     """``--batch`` and ``--capped`` only for ``scrambler``, which needs ``--batch``."""
     if args.kind == "local":
-        if args.batch is not None:
-            raise InvalidParameterError("--batch", f"unset for '{command} local'", args.batch)
+        if args.batch_size is not None:
+            raise InvalidParameterError("--batch", f"unset for '{command} local'", args.batch_size)
         if args.capped:
             raise InvalidParameterError("--capped", f"unset for '{command} local'", True)
-    elif args.batch is None:
+    elif args.batch_size is None:
         raise InvalidParameterError("--batch", "a batch size n >= 1 for a scrambler", None)
 
 

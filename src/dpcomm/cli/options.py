@@ -63,16 +63,22 @@ def add_countermeasure_options(parser: argparse.ArgumentParser, defaults: dict[s
     )
     group.add_argument(
         "--sampling",
+        dest="sampling_rate",
+        metavar="SAMPLING",
         type=float,
         help=f"σ, sampling rate in [0, 1] ({default('sampling')}; 0 for none)",
     )
     group.add_argument(
         "--batch",
+        dest="batch_size",
+        metavar="BATCH",
         type=int,
         help=f"n, sources per scrambler (scrambler only; {default('batch', int)})",
     )
     group.add_argument(
         "--dummies",
+        dest="num_dummies",
+        metavar="DUMMIES",
         type=int,
         help=f"d, dummies per scrambler ({default('dummies', int)}) or flooding dummies per "
         "source (local; default 0)",
@@ -145,6 +151,8 @@ def add_aggregate_options(parser: argparse.ArgumentParser, *, running: bool = Tr
     )
     parser.add_argument(
         "--targets",
+        dest="num_targets",
+        metavar="TARGETS",
         type=bounded_int(None, MAX_COUNT),
         default=DEFAULT_NUM_TARGETS,
         help=f"T, targets (compute nodes) per grouping set (default {DEFAULT_NUM_TARGETS})",
@@ -243,7 +251,12 @@ def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
         if wanted
     )
     parser.add_argument(
-        "--data-seed", type=non_negative_int, default=0, help=f"seed of {what} (default 0)"
+        "--data-seed",
+        dest="start_seed",
+        metavar="DATA_SEED",
+        type=non_negative_int,
+        default=0,
+        help=f"seed of {what} (default 0)",
     )
 
 

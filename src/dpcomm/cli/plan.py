@@ -528,21 +528,11 @@ def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
     return output
 
 
-#: The planner's advice names these flags.
-PLAN_FLAGS = {
-    "epsilon": "--epsilon",
-    "delta": "--delta",
-    "max_channels": "--max-channels",
-    "max_extra_consents": "--max-extra-consents",
-    "min_utility": "--min-utility",
-    "max_messages": "--max-messages",
-}
-
-
 def command_plan(args: argparse.Namespace) -> int:
     """``dpcomm plan``."""
     from dpcomm.api import query_shape
     from dpcomm.calibration import plan_countermeasures
+    from dpcomm.calibration.advice import PYTHON_PARAMETER_NAMES
     from dpcomm.cli.execute import release_options
 
     if args.plot is not None:
@@ -561,7 +551,7 @@ def command_plan(args: argparse.Namespace) -> int:
     query: tuple[str, str] | None = None
     shape: PlanShape | None = None
     sources, grouping_sets = args.sources, args.grouping_sets
-    targets, free, consents = args.targets, 0, args.max_extra_consents
+    targets, free, consents = args.num_targets, 0, args.max_extra_consents
     if args.sql is not None or args.data is not None:
         if args.sql is None or args.data is None:
             missing = "--sql" if args.sql is None else "--data"
@@ -575,7 +565,7 @@ def command_plan(args: argparse.Namespace) -> int:
                 raise InvalidParameterError(
                     flag, "not given with --sql (read from the query)", value
                 )
-        shape = query_shape(args.sql, args.data, num_targets=args.targets)
+        shape = query_shape(args.sql, args.data, num_targets=args.num_targets)
         query = (args.sql, args.data)
         sources, grouping_sets, targets = shape.num_sources, shape.num_clusters, shape.num_targets
         free = len(shape.free_clusters)
@@ -585,7 +575,7 @@ def command_plan(args: argparse.Namespace) -> int:
             raise InvalidParameterError(
                 "--sources", "S, the tuples used (or --sql and --data)", None
             )
-        if args.targets is None:
+        if args.num_targets is None:
             raise InvalidParameterError("--targets", "T, the targets per cluster", None)
         if (args.grouping_sets is None) == (args.iterations is None):
             raise InvalidParameterError(
@@ -606,7 +596,7 @@ def command_plan(args: argparse.Namespace) -> int:
         min_utility=args.min_utility,
         max_messages=args.max_messages,
         progress=show_progress(args),
-        parameter_names=PLAN_FLAGS,
+        parameter_names={name: args.flags[name] for name in PYTHON_PARAMETER_NAMES},
     )
     return _show_plan(args, result, query, shape)
 
@@ -621,7 +611,7 @@ def _plan_release(args: argparse.Namespace) -> int:
         args.data,
         epsilon=args.epsilon,
         delta=args.delta,
-        num_targets=args.targets,
+        num_targets=args.num_targets,
         max_channels=args.max_channels,
         max_extra_consents=args.max_extra_consents,
         min_utility=args.min_utility,
@@ -679,7 +669,7 @@ def command_headline(args: argparse.Namespace) -> int:
     """``dpcomm headline``."""
     from dpcomm.experiments.headline import headline_markdown, headline_rows
 
-    rows = headline_rows(monte_carlo_samples=args.mc_samples, seed=args.seed)
+    rows = headline_rows(monte_carlo_samples=args.monte_carlo_samples, seed=args.seed)
     if args.json:
         print(json.dumps(headline_json(rows), indent=2))
     else:
@@ -711,6 +701,8 @@ def add_plan_commands(commands: Any) -> None:
     )
     plan.add_argument(
         "--targets",
+        dest="num_targets",
+        metavar="TARGETS",
         type=bounded_int(None, MAX_COUNT),
         help="T, targets (compute nodes) per cluster (required by hand; with --sql, default 20)",
     )
@@ -795,7 +787,12 @@ def add_plan_commands(commands: Any) -> None:
     )
     headline.add_argument("--json", action="store_true", help="print the rows as JSON")
     headline.add_argument(
-        "--mc-samples", type=int, default=5000, help="R of Algorithm 2 (default 5000)"
+        "--mc-samples",
+        dest="monte_carlo_samples",
+        metavar="MC_SAMPLES",
+        type=int,
+        default=5000,
+        help="R of Algorithm 2 (default 5000)",
     )
     headline.add_argument(
         "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"

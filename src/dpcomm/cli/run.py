@@ -38,9 +38,12 @@ def engine_of_options(args: argparse.Namespace) -> Engine:
     from dpcomm.engine.engines import make_engine
 
     network = args.engine == "network"
-    for flag, given in (("--kill-scrambler", args.kill_scrambler), ("--force", args.force)):
-        if not network and given not in (None, False):
-            raise InvalidParameterError(flag, "only with --engine network", given)
+    if not network and args.kill_scrambler is not None:
+        raise InvalidParameterError(
+            "kill_scrambler", "only with --engine network", args.kill_scrambler
+        )
+    if not network and args.force:
+        raise InvalidParameterError("force", "only with --engine network", True)
     faults = None
     if network:
         from dpcomm.engine.network.deploy import Faults
