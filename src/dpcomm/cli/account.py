@@ -222,6 +222,83 @@ def command_account(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_mechanism_options(parser: argparse.ArgumentParser) -> None:
+    """The mechanism (``local|scrambler``, T, σ, d, n, capped) and the (ε or δ) asked for."""
+    parser.add_argument("kind", choices=["local", "scrambler"], help="mechanism family")
+    parser.add_argument(
+        "--targets",
+        dest="num_targets",
+        metavar="TARGETS",
+        required=True,
+        help="T, number of targets (>= 2)",
+    )
+    parser.add_argument(
+        "--sampling",
+        dest="sampling_rate",
+        metavar="SAMPLING",
+        required=True,
+        help="σ, sampling rate in [0, 1]",
+    )
+    parser.add_argument(
+        "--dummies",
+        dest="num_dummies",
+        metavar="DUMMIES",
+        default="0",
+        help="d, dummies per source (local) or per scrambler",
+    )
+    parser.add_argument(
+        "--batch",
+        dest="batch_size",
+        metavar="BATCH",
+        help="n, sources per scrambler (scrambler only)",
+    )
+    parser.add_argument(
+        "--capped", action="store_true", help="cap messages per target at n (scrambler S̄_d)"
+    )
+    query = parser.add_mutually_exclusive_group()
+    query.add_argument("--delta", help="target δ in [0, 1): report ε")
+    query.add_argument("--epsilon", help="target ε >= 0: report δ")
+
+
+def _add_method_options(parser: argparse.ArgumentParser) -> None:
+    """How the answer is computed: the methods, the Monte Carlo estimate, the rounds."""
+    parser.add_argument(
+        "--all-methods",
+        action="store_true",
+        help=(
+            "also print every method's value (valid bounds and the paper's printed formulas) "
+            "beside the best one"
+        ),
+    )
+    parser.add_argument(
+        "--method",
+        help="report this method's value instead of the best valid one: " + ", ".join(METHOD_NAMES),
+    )
+    parser.add_argument(
+        "--mc-samples",
+        dest="monte_carlo_samples",
+        type=non_negative_int,
+        metavar="R",
+        help=(
+            "also estimate by Monte Carlo (Algorithm 2, R samples per m; an estimate, never "
+            f"the answer; the paper's R is {DEFAULT_MONTE_CARLO_SAMPLES}; default: no estimate)"
+        ),
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=bounded_int(1, MAX_ROUNDS),
+        default=1,
+        help=(
+            "R, identical rounds composed (a source in every round, fresh randomness): ε and δ "
+            "are the whole composition's; methods are summed by Theorem 2 and the 'pld' method "
+            f"composes privacy loss distributions (1 to {MAX_ROUNDS:,}; default 1)"
+        ),
+    )
+
+
 def add_account_command(commands: Any) -> None:
     """Register ``account`` on the top-level subparsers."""
     accounting = commands.add_parser(
@@ -234,74 +311,7 @@ def add_account_command(commands: Any) -> None:
             "--delta nor --epsilon (or with --delta 0) the answer is pure ε."
         ),
     )
-    accounting.add_argument("kind", choices=["local", "scrambler"], help="mechanism family")
-    accounting.add_argument(
-        "--targets",
-        dest="num_targets",
-        metavar="TARGETS",
-        required=True,
-        help="T, number of targets (>= 2)",
-    )
-    accounting.add_argument(
-        "--sampling",
-        dest="sampling_rate",
-        metavar="SAMPLING",
-        required=True,
-        help="σ, sampling rate in [0, 1]",
-    )
-    accounting.add_argument(
-        "--dummies",
-        dest="num_dummies",
-        metavar="DUMMIES",
-        default="0",
-        help="d, dummies per source (local) or per scrambler",
-    )
-    accounting.add_argument(
-        "--batch",
-        dest="batch_size",
-        metavar="BATCH",
-        help="n, sources per scrambler (scrambler only)",
-    )
-    accounting.add_argument(
-        "--capped", action="store_true", help="cap messages per target at n (scrambler S̄_d)"
-    )
-    query = accounting.add_mutually_exclusive_group()
-    query.add_argument("--delta", help="target δ in [0, 1): report ε")
-    query.add_argument("--epsilon", help="target ε >= 0: report δ")
-    accounting.add_argument(
-        "--all-methods",
-        action="store_true",
-        help=(
-            "also print every method's value (valid bounds and the paper's printed formulas) "
-            "beside the best one"
-        ),
-    )
-    accounting.add_argument(
-        "--method",
-        help="report this method's value instead of the best valid one: " + ", ".join(METHOD_NAMES),
-    )
-    accounting.add_argument(
-        "--mc-samples",
-        dest="monte_carlo_samples",
-        type=non_negative_int,
-        metavar="R",
-        help=(
-            "also estimate by Monte Carlo (Algorithm 2, R samples per m; an estimate, never "
-            f"the answer; the paper's R is {DEFAULT_MONTE_CARLO_SAMPLES}; default: no estimate)"
-        ),
-    )
-    accounting.add_argument(
-        "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"
-    )
-    accounting.add_argument(
-        "--rounds",
-        type=bounded_int(1, MAX_ROUNDS),
-        default=1,
-        help=(
-            "R, identical rounds composed (a source in every round, fresh randomness): ε and δ "
-            "are the whole composition's; methods are summed by Theorem 2 and the 'pld' method "
-            f"composes privacy loss distributions (1 to {MAX_ROUNDS:,}; default 1)"
-        ),
-    )
+    _add_mechanism_options(accounting)
+    _add_method_options(accounting)
     accounting.add_argument("--json", action="store_true", help="print a JSON list of rows")
     accounting.set_defaults(handler=command_account)

@@ -373,9 +373,8 @@ def _add_traffic_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=command_audit)
 
 
-def _add_release_options(parser: argparse.ArgumentParser) -> None:
-    """The options of ``audit release``; their defaults are `audit_release`'s."""
-    low, high = RELEASE_AUDIT_BOUNDS
+def _add_release_traffic_options(parser: argparse.ArgumentParser) -> None:
+    """``audit release``'s traffic: T, n, σ and d, with `audit_release`'s defaults."""
     parser.add_argument(
         "--targets",
         dest="num_targets",
@@ -408,6 +407,11 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         default=RELEASE_AUDIT_DUMMIES,
         help=f"d, dummies per scrambler (default {RELEASE_AUDIT_DUMMIES})",
     )
+
+
+def _add_release_noise_options(parser: argparse.ArgumentParser) -> None:
+    """``audit release``'s release: its noise, ε2, δ2 and the bounds of SUM(v)."""
+    low, high = RELEASE_AUDIT_BOUNDS
     parser.add_argument(
         "--release",
         choices=["laplace", "gaussian"],
@@ -435,6 +439,12 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         help=f"SUM(v)'s values are clamped to [LO, HI] (default {low:g}:{high:g}; a negative LO "
         "is written --bounds=-5:5)",
     )
+
+
+def _add_release_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``audit release``; their defaults are `audit_release`'s."""
+    _add_release_traffic_options(parser)
+    _add_release_noise_options(parser)
     parser.add_argument(
         "--delta",
         type=float,

@@ -89,42 +89,13 @@ def run_arguments(
     ``--key-selection-delta``)
     and ``--target-epsilon`` the ε of traffic and release together.
     """
-    from dpcomm.data.synthetic import synthetic_sql
-
     request = result.request
     if request is None:
         return None
     configuration = result.configuration
-    if query is not None:
-        arguments = ["dpcomm", "run", "aggregate", "--data", query[1], "--sql", query[0]]
-        arguments += ["--targets", str(request.num_targets)]
-    elif request.workload == "aggregate":
-        sql = synthetic_sql(request.num_clusters)
-        if sql is None:
-            return None
-        arguments = [
-            "dpcomm",
-            "run",
-            "aggregate",
-            "--synthetic",
-            str(result.num_sources),
-            "--sql",
-            sql,
-            "--targets",
-            str(request.num_targets),
-        ]
-    else:
-        arguments = [
-            "dpcomm",
-            "run",
-            "kmeans",
-            "--sources",
-            str(result.num_sources),
-            "--k",
-            str(request.num_targets),
-            "--iterations",
-            str(request.num_clusters),
-        ]
+    arguments = _workload_arguments(result, query)
+    if arguments is None:
+        return None
     arguments += [
         "--mechanism",
         configuration.mechanism,
@@ -142,17 +113,65 @@ def run_arguments(
         "--target-epsilon",
         repr(target),
     ]
-    if calibration is not None and calibration.release is not None:
-        release = calibration.release
-        arguments += ["--release", release.name, "--release-epsilon", repr(release.epsilon)]
-        if release.delta > 0.0:
-            arguments += ["--release-delta", repr(release.delta)]
-        for column, (low, high) in (calibration.bounds or {}).items():
-            arguments += ["--bounds", f"{column}={low!r}:{high!r}"]
-        for column, values in (calibration.keys or {}).items():
-            arguments += ["--keys", f"{column}=" + ",".join(str(v) for v in values)]
-        if calibration.key_selection_delta is not None:
-            arguments += ["--key-selection-delta", repr(calibration.key_selection_delta)]
+    if calibration is not None:
+        arguments += _release_arguments(calibration)
+    return arguments
+
+
+def _workload_arguments(result: PlannerResult, query: tuple[str, str] | None) -> list[str] | None:
+    """``dpcomm run aggregate|kmeans`` and its data's and program's options, or None.
+
+    None when no synthetic query has the plan's grouping sets (see `run_arguments`).
+    """
+    from dpcomm.data.synthetic import synthetic_sql
+
+    request = result.request
+    assert request is not None  # checked by run_arguments
+    if query is not None:
+        arguments = ["dpcomm", "run", "aggregate", "--data", query[1], "--sql", query[0]]
+        return [*arguments, "--targets", str(request.num_targets)]
+    if request.workload == "aggregate":
+        sql = synthetic_sql(request.num_clusters)
+        if sql is None:
+            return None
+        return [
+            "dpcomm",
+            "run",
+            "aggregate",
+            "--synthetic",
+            str(result.num_sources),
+            "--sql",
+            sql,
+            "--targets",
+            str(request.num_targets),
+        ]
+    return [
+        "dpcomm",
+        "run",
+        "kmeans",
+        "--sources",
+        str(result.num_sources),
+        "--k",
+        str(request.num_targets),
+        "--iterations",
+        str(request.num_clusters),
+    ]
+
+
+def _release_arguments(calibration: Calibration) -> list[str]:
+    """The options of a calibration's release (none without one), as `run_arguments` ends."""
+    release = calibration.release
+    if release is None:
+        return []
+    arguments = ["--release", release.name, "--release-epsilon", repr(release.epsilon)]
+    if release.delta > 0.0:
+        arguments += ["--release-delta", repr(release.delta)]
+    for column, (low, high) in (calibration.bounds or {}).items():
+        arguments += ["--bounds", f"{column}={low!r}:{high!r}"]
+    for column, values in (calibration.keys or {}).items():
+        arguments += ["--keys", f"{column}=" + ",".join(str(v) for v in values)]
+    if calibration.key_selection_delta is not None:
+        arguments += ["--key-selection-delta", repr(calibration.key_selection_delta)]
     return arguments
 
 
@@ -310,21 +329,19 @@ def _print_split(calibration: Calibration) -> None:
     print_table(["share", "ε1", "ε2", "ε", "error", "messages"], rows, indent="    ")
 
 
-def _print_plan(
-    args: argparse.Namespace,
+def _print_request(
     result: PlannerResult,
-    query: tuple[str, str] | None = None,
-    shape: PlanShape | None = None,
-    calibration: Calibration | None = None,
+    query: tuple[str, str] | None,
+    shape: PlanShape | None,
+    calibration: Calibration | None,
 ) -> None:
+    """The plan asked for: its size, its workload and the (ε, δ) it must reach."""
     request = result.request
-    if request is None:
-        raise InvalidParameterError("result", "a planner's answer with its request", result)
-    aggregate = request.workload == "aggregate"
+    assert request is not None  # checked by _print_plan
     clusters = request.num_clusters
     kind = (
         f"Aggregate, G = {clusters} grouping sets"
-        if aggregate
+        if request.workload == "aggregate"
         else f"K-means, I = {clusters} iterations"
     )
     target = f"target ε ≤ {request.epsilon:g}, δ ≤ {request.delta:g}"
@@ -340,6 +357,10 @@ def _print_plan(
     )
     if shape is not None and query is not None:
         print(f"  from the query over {query[1]}: {shape.describe()}")
+
+
+def _print_chosen(result: PlannerResult, clusters: int, cluster: str) -> None:
+    """The chosen configuration: its privacy (composed over ``clusters``) and its costs."""
     print(f"Chosen (least network load): {result.configuration.describe()}")
     composed = "its cluster" if clusters == 1 else f"its {clusters} clusters composed"
     print(
@@ -367,7 +388,6 @@ def _print_plan(
     )
     roles = ", ".join(f"{role} {count:,}" for role, count in result.channels_by_role.items())
     print(f"  max secure channels per node: {result.max_channels_per_node:,} ({roles})")
-    cluster = "grouping set" if aggregate else "iteration"
     if result.configuration.batch_sizes is not None:
         from dpcomm.calibration import describe_batches
 
@@ -376,38 +396,43 @@ def _print_plan(
         f"  sources recruited: S_t = {result.num_sources:,} ({result.extra_consents:,} extra "
         f"consents), expected utility {result.utility:.1%}"
     )
-    command = run_command(result, query, calibration)
-    if calibration is not None:
-        _print_split(calibration)
-    print()
+
+
+def _print_run_command(
+    command: str | None, clusters: int, *, aggregate: bool, query: bool, release: bool
+) -> None:
+    """The ``dpcomm run`` command of the chosen configuration, and what it runs on."""
     if command is None:
         print(
             f"No synthetic query has {clusters} grouping sets: run your own query "
             "over a table of S_t rows with the countermeasure above (dpcomm run aggregate)."
         )
+        return
+    print("Run it:")
+    print(f"  {command}")
+    if query:
+        print(
+            "  (the same query over a table of another size gets other batches: the run "
+            "refuses it if its ε"
+            + (" with the release's" if release else "")
+            + " exceeds --target-epsilon)"
+        )
+    elif aggregate:
+        print(
+            "  (any table of S_t rows and query with these grouping sets gives the same "
+            "batches and ε: replace --synthetic and --sql by --data and your query)"
+        )
     else:
-        print("Run it:")
-        print(f"  {command}")
-        if query is not None:
-            print(
-                "  (the same query over a table of another size gets other batches: the run "
-                "refuses it if its ε"
-                + (" with the release's" if calibration is not None else "")
-                + " exceeds --target-epsilon)"
-            )
-        elif aggregate:
-            print(
-                "  (any table of S_t rows and query with these grouping sets gives the same "
-                "batches and ε: replace --synthetic and --sql by --data and your query)"
-            )
-        else:
-            print(
-                "  (add --dataset with at least S_t points: the first S_t are the sources; "
-                "another number of sources changes the batches, and --target-epsilon refuses "
-                "a run whose ε would exceed the target)"
-            )
-    print()
-    shown = _spread(result.pareto, args.pareto_rows)
+        print(
+            "  (add --dataset with at least S_t points: the first S_t are the sources; "
+            "another number of sources changes the batches, and --target-epsilon refuses "
+            "a run whose ε would exceed the target)"
+        )
+
+
+def _print_pareto(result: PlannerResult, limit: int) -> None:
+    """At most ``limit`` rows of the Pareto front, the chosen configuration marked."""
+    shown = _spread(result.pareto, limit)
     print(
         f"Pareto front over (network load, channels, extra consents): {len(result.pareto)} of "
         f"{result.num_candidates} feasible configurations"
@@ -418,22 +443,13 @@ def _print_plan(
         )
     )
     header = ["mechanism", "σ", "n", "d", "scramblers", "messages", "channels", "consents"]
+    chosen = (result.network_load_messages, result.max_channels_per_node, result.extra_consents)
     rows = []
     for candidate in shown:
         c = candidate.configuration
-        mark = (
-            "*"
-            if candidate.costs
-            == (
-                result.network_load_messages,
-                result.max_channels_per_node,
-                result.extra_consents,
-            )
-            else " "
-        )
         rows.append(
             [
-                mark + c.mechanism,
+                ("*" if candidate.costs == chosen else " ") + c.mechanism,
                 f"{c.sampling_rate:g}",
                 "-" if c.batch_size is None else f"{c.batch_size:,}",
                 f"{c.num_dummies:,}",
@@ -445,6 +461,35 @@ def _print_plan(
         )
     print_table(header, rows, indent="  ")
     print("  (* = chosen)")
+
+
+def _print_plan(
+    args: argparse.Namespace,
+    result: PlannerResult,
+    query: tuple[str, str] | None = None,
+    shape: PlanShape | None = None,
+    calibration: Calibration | None = None,
+) -> None:
+    """The planner's answer as text: the request, the choice, its command, the Pareto front."""
+    request = result.request
+    if request is None:
+        raise InvalidParameterError("result", "a planner's answer with its request", result)
+    aggregate = request.workload == "aggregate"
+    _print_request(result, query, shape, calibration)
+    _print_chosen(result, request.num_clusters, "grouping set" if aggregate else "iteration")
+    command = run_command(result, query, calibration)
+    if calibration is not None:
+        _print_split(calibration)
+    print()
+    _print_run_command(
+        command,
+        request.num_clusters,
+        aggregate=aggregate,
+        query=query is not None,
+        release=calibration is not None,
+    )
+    print()
+    _print_pareto(result, args.pareto_rows)
 
 
 #: An axis of the Pareto plot is logarithmic when its values span at least this ratio.
@@ -677,65 +722,67 @@ def command_headline(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_plan_commands(commands: Any) -> None:
-    """Register ``plan`` and ``headline`` on the top-level subparsers."""
-    plan = commands.add_parser(
-        "plan",
-        help="the cheapest countermeasure meeting (ε, δ) under channel and consent limits",
-        description=PLAN_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    plan.add_argument(
+def _add_shape_options(parser: argparse.ArgumentParser) -> None:
+    """The plan's shape: from a query (``--sql``, ``--data``) or by hand (S, T, G or I)."""
+    parser.add_argument(
         "--sql",
         help="an Aggregate query: its plan's shape is read from it, over --data",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--data",
         metavar="FILE",
         help="a CSV or Parquet file, the query's table (S = its rows)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--sources",
         type=bounded_int(None, MAX_SOURCES),
         help="S, real tuples the computation must use (by hand, without --sql)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--targets",
         dest="num_targets",
         metavar="TARGETS",
         type=bounded_int(None, MAX_COUNT),
         help="T, targets (compute nodes) per cluster (required by hand; with --sql, default 20)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--grouping-sets",
         type=bounded_int(None, MAX_COUNT),
         help="G, grouping sets (Aggregate; exclusive with --iterations)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--iterations", type=bounded_int(None, MAX_COUNT), help="I, iterations (K-means with K = T)"
     )
-    plan.add_argument("--epsilon", type=float, required=True, help="ε of the whole plan (> 0)")
-    plan.add_argument(
+
+
+def _add_limit_options(parser: argparse.ArgumentParser) -> None:
+    """The (ε, δ) the plan must reach and the limits on its costs and utility."""
+    parser.add_argument("--epsilon", type=float, required=True, help="ε of the whole plan (> 0)")
+    parser.add_argument(
         "--delta", type=float, required=True, help="δ of the whole plan, in [0, 1) (0: a pure plan)"
     )
-    plan.add_argument("--max-channels", type=int, help="k, most secure channels per node")
-    plan.add_argument(
+    parser.add_argument("--max-channels", type=int, help="k, most secure channels per node")
+    parser.add_argument(
         "--max-extra-consents",
         type=int,
         help="c, most extra sources recruited (S_t - S; default 0 with --data, else no limit)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--min-utility",
         type=float,
         default=1.0,
         help="u, least expected tuples used / S when --max-extra-consents limits S_t (default 1.0)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--max-messages",
         type=bounded_int(1, None),
         help="most messages in the plan (network load, dummies included)",
     )
-    plan.add_argument(
+
+
+def _add_release_options(parser: argparse.ArgumentParser) -> None:
+    """``--release`` and its options, as ``dpcomm run aggregate`` takes them."""
+    parser.add_argument(
         "--release",
         choices=["laplace", "gaussian"],
         default=None,
@@ -743,21 +790,21 @@ def add_plan_commands(commands: Any) -> None:
         "aggregate --release`); (ε, δ) is then split between the traffic and the release for "
         "the least expected relative error of the released values",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--bounds",
         action="append",
         default=[],
         metavar="COL=LO:HI",
         help="with --release: clamp COL to [LO, HI] on each source's row (repeatable)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--keys",
         action="append",
         default=[],
         metavar="COL=V1,V2,...",
         help="with --release: the public values of grouping column COL (repeatable)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--key-selection-delta",
         type=float,
         default=None,
@@ -765,17 +812,23 @@ def add_plan_commands(commands: Any) -> None:
         help="with --release: grouping sets whose columns have no --keys get their keys by "
         "OpenDP's threshold at δ = D, set aside from --delta first (e.g. 1e-6)",
     )
-    plan.add_argument("--json", action="store_true", help="print one JSON document")
-    plan.add_argument("--plot", metavar="FILE.png", help="draw the Pareto front to a PNG")
-    plan.add_argument(
+
+
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    """What is printed or drawn: ``--json``, ``--plot``, ``--pareto-rows``, progress."""
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw the Pareto front to a PNG")
+    parser.add_argument(
         "--pareto-rows",
         type=non_negative_int,
         default=20,
         help="Pareto rows to print (default 20)",
     )
-    add_progress_options(plan)
-    plan.set_defaults(handler=command_plan)
+    add_progress_options(parser)
 
+
+def _add_headline_command(commands: Any) -> None:
+    """Register ``headline``: the dummies needed for ε ≤ 1 per accounting method."""
     headline = commands.add_parser(
         "headline",
         help="dummies needed for ε ≤ 1 in the paper's scenario, per accounting method",
@@ -798,3 +851,19 @@ def add_plan_commands(commands: Any) -> None:
         "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"
     )
     headline.set_defaults(handler=command_headline)
+
+
+def add_plan_commands(commands: Any) -> None:
+    """Register ``plan`` and ``headline`` on the top-level subparsers."""
+    plan = commands.add_parser(
+        "plan",
+        help="the cheapest countermeasure meeting (ε, δ) under channel and consent limits",
+        description=PLAN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_shape_options(plan)
+    _add_limit_options(plan)
+    _add_release_options(plan)
+    _add_output_options(plan)
+    plan.set_defaults(handler=command_plan)
+    _add_headline_command(commands)
