@@ -205,10 +205,10 @@ def test_a_network_run_prints_the_deployments_report(cli):
     )
 
     def section(text, title):
-        lines = text.split("\n\n")
-        return next(part for part in lines if part.startswith(title))
+        return next(part for part in text.split("\n\n") if part.startswith(title))
 
-    for title in ("Countermeasure:", "Result (", "Privacy (", "Utility:"):
+    assert network.split("\n\n")[0].splitlines()[1:] == memory.split("\n\n")[0].splitlines()[1:]
+    for title in ("Result (", "Privacy (", "Utility:"):
         assert section(network, title) == section(memory, title), title
     wire = section(network, "Measured on the wire")
     for line in (
