@@ -2,8 +2,8 @@
 
 A ledger file holds a privacy budget (ε, δ) for one population and every run charged to it
 (`dpcomm.Budget`). ``dpcomm run aggregate|kmeans --ledger FILE`` charges the run's plan
-guarantee before it runs (refused beyond the budget: nothing runs); ``dpcomm deploy local
---ledger FILE`` and ``dpcomm node run --role coordinator --ledger FILE`` charge a deployed
+guarantee before it runs (refused beyond the budget: nothing runs); with ``--engine
+network``, and ``dpcomm node run --role coordinator --ledger FILE``, they charge a deployed
 round the weakest guarantee it can report (`dpcomm.engine.charge`);
 ``--budget-epsilon E --budget-delta D`` create FILE with that budget when it does not exist.
 ``dpcomm budget --ledger FILE`` prints the budget, what is spent and every charge (its query as
