@@ -5,7 +5,10 @@ Each command runs in a fresh interpreter as the console script runs it (``dpcomm
 scrambler: T = 20, σ = 0.2, n = 100, d = 50, δ = 1e-4), whose answer takes milliseconds: the
 rest is importing what it computes with. Run it after ``make`` (byte code compiled).
 
-Usage: python benchmarks/bench_cli_startup.py [--repeat N]
+``--entry MODULE`` times another console script's module (``dpcomm.cli.entry`` on a checkout
+from before the parser was built without the library, with ``PYTHONPATH=/path/to/src``).
+
+Usage: python benchmarks/bench_cli_startup.py [--repeat N] [--entry MODULE]
 """
 
 from __future__ import annotations
@@ -18,17 +21,17 @@ import subprocess
 import sys
 import time
 
-SCRIPT = "import sys; from dpcomm.cli.main import main; sys.exit(main())"
+SCRIPT = "import sys; from {entry} import main; sys.exit(main())"
 ACCOUNT = ["account", "scrambler", "--targets", "20", "--sampling", "0.2", "--batch", "100",
            "--dummies", "50", "--delta", "1e-4"]  # fmt: skip
-COMMANDS = {
-    "python -c pass": [sys.executable, "-c", "pass"],
-    "dpcomm --version": [sys.executable, "-c", SCRIPT, "--version"],
-    "dpcomm --help": [sys.executable, "-c", SCRIPT, "--help"],
-    "dpcomm run aggregate --help": [sys.executable, "-c", SCRIPT, "run", "aggregate", "--help"],
-    "dpcomm account scrambler ...": [sys.executable, "-c", SCRIPT, *ACCOUNT],
+COMMANDS: dict[str, list[str] | None] = {
+    "python -c pass": None,
+    "dpcomm --version": ["--version"],
+    "dpcomm --help": ["--help"],
+    "dpcomm run aggregate --help": ["run", "aggregate", "--help"],
+    "dpcomm account scrambler ...": ACCOUNT,
     "dpcomm account local --targets 20 --sampling 0.2": [
-        sys.executable, "-c", SCRIPT, "account", "local", "--targets", "20", "--sampling", "0.2",
+        "account", "local", "--targets", "20", "--sampling", "0.2",
     ],
 }  # fmt: skip
 
@@ -47,15 +50,19 @@ def main() -> None:
     """Time every command and print one JSON line."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5, help="runs per command (best kept)")
+    parser.add_argument("--entry", default="dpcomm.cli.main", help="the console script's module")
     args = parser.parse_args()
-    seconds = {
-        name: round(best_seconds(command, args.repeat), 3) for name, command in COMMANDS.items()
-    }
+    script = SCRIPT.format(entry=args.entry)
+    seconds = {}
+    for name, argv in COMMANDS.items():
+        command = [sys.executable, "-c", "pass" if argv is None else script, *(argv or [])]
+        seconds[name] = round(best_seconds(command, args.repeat), 3)
     version = seconds["dpcomm --version"]
     print(
         json.dumps(
             {
                 "best_of": args.repeat,
+                "entry": args.entry,
                 "seconds": seconds,
                 "account_over_version": round(seconds["dpcomm account scrambler ..."] - version, 3),
                 "load_average": round(os.getloadavg()[0], 2),
