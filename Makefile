@@ -45,14 +45,17 @@ test: $(STAMP) capture-tools browser-tools
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
+	$(BIN)/vulture src vulture_whitelist.py --min-confidence 60
 	$(BIN)/pytest -n auto --dist worksteal -m "not serial"
 	$(BIN)/pytest -m serial
 
-# The inner loop (under two minutes): lint, types, unit and property tests.
+# The inner loop (under two minutes): lint, types, dead code (vulture: code in src/ that
+# nothing calls; what must stay is in vulture_whitelist.py, with why), unit and property tests.
 check: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
+	$(BIN)/vulture src vulture_whitelist.py --min-confidence 60
 	$(BIN)/pytest -n auto tests/unit tests/property
 
 unit: $(STAMP)

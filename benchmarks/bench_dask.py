@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from dpcomm.data.partitioned import SyntheticRows
-    from dpcomm.engine.runs import run_aggregate
+    from dpcomm.pipeline.runs import run_aggregate
     from dpcomm.plan import Scramblers
     from dpcomm.queries.aggregate import AggregateProgram
 

@@ -28,7 +28,7 @@ from unittest import mock
 
 import dpcomm
 import dpcomm.queries.analyst
-import dpcomm.queries.release
+import dpcomm.release.noise
 from dpcomm.experiments.release_audit import (
     DEFAULT_RUNS,
     RELEASE_AUDIT_SQL,
@@ -77,13 +77,13 @@ def seeded_fault(kind: str) -> Iterator[None]:
         yield
         return
     if kind == "half-noise-scale":
-        computed = dpcomm.queries.release.aggregate_sensitivity
+        computed = dpcomm.release.noise.aggregate_sensitivity
 
         def halved(*args: Any, **kwargs: Any) -> Any:
             sensitivity = computed(*args, **kwargs)
             return dataclasses.replace(sensitivity, l1=sensitivity.l1 / 2, l2=sensitivity.l2 / 2)
 
-        with mock.patch.object(dpcomm.queries.release, "aggregate_sensitivity", halved):
+        with mock.patch.object(dpcomm.release.noise, "aggregate_sensitivity", halved):
             yield
         return
     with mock.patch.object(

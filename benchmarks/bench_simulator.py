@@ -36,7 +36,7 @@ def run_scenario(name: str, quick: bool) -> dict[str, object]:
     start = time.perf_counter()
     if name == "aggregate-1m":
         from dpcomm.data import synthetic_table
-        from dpcomm.engine import run_aggregate
+        from dpcomm.pipeline.runs import run_aggregate
         from dpcomm.queries.aggregate import AggregateProgram
 
         rows = 100_000 if quick else 1_000_000
@@ -51,7 +51,7 @@ def run_scenario(name: str, quick: bool) -> dict[str, object]:
         extra = {"sources": rows, "result_rows": len(outcome.rows)}
     else:
         from dpcomm.data import load_fashion_mnist
-        from dpcomm.engine import run_kmeans
+        from dpcomm.pipeline.runs import run_kmeans
         from dpcomm.queries.kmeans import KMeansProgram
 
         dataset = load_fashion_mnist()

@@ -13,7 +13,7 @@ import numpy as np
 
 from dpcomm.data import synthetic_table
 from dpcomm.engine.network.deploy import NetworkEngine
-from dpcomm.engine.runs import run_aggregate
+from dpcomm.pipeline.runs import run_aggregate
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 

@@ -19,22 +19,20 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from numbers import Real
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.calibration.configuration import PlanCandidate
-from dpcomm.calibration.shape import PlanShape
-from dpcomm.errors import DpcommError, InvalidParameterError, warn
+from dpcomm.calibration.calibrate import Calibration as Calibration
+from dpcomm.calibration.calibrate import calibrate as calibrate
+from dpcomm.calibration.query import query_shape as query_shape
+from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
 from dpcomm.validation import (
     MAX_COUNT,
-    MAX_SOURCES,
     check_delta,
     check_int,
     check_number,
@@ -42,73 +40,15 @@ from dpcomm.validation import (
 )
 
 if TYPE_CHECKING:
-    from dpcomm.accounting.release import ReleaseMechanism
     from dpcomm.budget.budget import Budget
-    from dpcomm.calibration.request import Workload
-    from dpcomm.calibration.split import BudgetSplit, ReleaseName
     from dpcomm.engine.engines import Engine
-    from dpcomm.engine.runs import AggregateRun, KMeansRun
-    from dpcomm.plan.model import ExecutionPlan
+    from dpcomm.pipeline.job import ReleaseSpec
+    from dpcomm.pipeline.runs import AggregateRun, KMeansRun
+    from dpcomm.queries.kmeans import KMeansProgram
 
 
 #: The whole plan's δ when none is given (every front-door function and CLI command).
 DEFAULT_DELTA = 1e-4
-
-
-#: What ``data`` may be (every error about it says so).
-DATA_ALLOWED = (
-    "a pandas or polars DataFrame, a pyarrow Table, a DuckDB relation, a CSV/Parquet path, "
-    "a dpcomm Table or a row source"
-)
-
-
-def _rows(data: Any, name: str) -> Any:
-    """``data`` as dpcomm's table, or as a row source (Parquet files) read only when needed.
-
-    A `dpcomm.data.table.Table` or a `dpcomm.data.partitioned.RowSource` is
-    taken as it is; everything else is read through DuckDB (its types). What DuckDB cannot
-    read as a table (a pandas Series, a DataFrame without columns, ...) is an
-    `dpcomm.errors.InvalidParameterError` naming ``data``.
-    """
-    from dpcomm.data.partitioned import RowSource
-    from dpcomm.data.table import Table
-
-    if isinstance(data, Table | RowSource):
-        return data
-    import duckdb
-
-    from dpcomm.data import read_table
-    from dpcomm.data.table import table_from_relation
-
-    if isinstance(data, str | Path):
-        if str(data) == "":
-            raise InvalidParameterError("data", "a CSV or Parquet path (not empty)", data)
-        path = Path(data)
-        if path.is_dir() or path.suffix.lower() == ".parquet":
-            from dpcomm.data.partitioned import ParquetRows
-
-            try:
-                return ParquetRows(path, name=name)
-            except InvalidParameterError as error:  # named after ParquetRows' own parameter
-                raise InvalidParameterError("data", error.allowed, data) from error
-        return read_table(path, name=name)
-    if isinstance(data, duckdb.DuckDBPyRelation):
-        return table_from_relation(data, name)
-    readers = {
-        "pandas": lambda: duckdb.from_df(data),
-        "pyarrow": lambda: duckdb.from_arrow(data),
-        "polars": lambda: duckdb.from_arrow(data.to_arrow()),
-    }
-    reader = readers.get(type(data).__module__.split(".")[0])
-    if reader is None:
-        raise InvalidParameterError("data", DATA_ALLOWED, type(data).__name__)
-    try:
-        relation = reader()
-    except (duckdb.Error, TypeError, ValueError, AttributeError) as error:
-        # DuckDB reads DataFrames and Arrow tables, not a Series, an Array, a frame without
-        # columns, ...: what it says is kept as the cause.
-        raise InvalidParameterError("data", DATA_ALLOWED, type(data).__name__) from error
-    return table_from_relation(relation, name)
 
 
 def _countermeasure(countermeasure: Any) -> Countermeasure:
@@ -128,91 +68,6 @@ def _flag(name: str, value: object) -> bool:
     return bool(value)
 
 
-def _target_epsilon(value: object) -> float | None:
-    """``target_epsilon``: None, or a finite number >= 0 (the plan's ε is compared with it)."""
-    return None if value is None else check_number("target_epsilon", value, at_least=0.0)
-
-
-# --------------------------------------------------------------- a budget across queries
-#: Engines a budget can charge before they run: each reports a guarantee known beforehand
-#: (a deployment's at worst: `dpcomm.engine.network.deploy.deployment_privacy`).
-BUDGET_ENGINES = ("memory", "dask", "network")
-
-
-def _budget(budget: object, engine: Engine) -> Budget | None:
-    """``budget``: None or a `dpcomm.budget.Budget`, on an engine it can charge."""
-    if budget is None:
-        return None
-    from dpcomm.budget.budget import Budget
-
-    if not isinstance(budget, Budget):
-        raise InvalidParameterError("budget", "None or a dpcomm.Budget(...)", budget)
-    if engine.name not in BUDGET_ENGINES:
-        raise InvalidParameterError(
-            "engine", "'memory', 'dask' or 'network' with a budget", engine.name
-        )
-    return budget
-
-
-def _charge(
-    budget: Budget | None,
-    program: Any,
-    countermeasure: Countermeasure,
-    *,
-    delta: float,
-    kind: str,
-    query: str,
-    engine: Engine,
-) -> tuple[float, float] | None:
-    """Charge the run's guarantee to ``budget`` before the run (refused: nothing runs).
-
-    [`charge_run`][dpcomm.engine.charge.charge_run]: the plan's guarantee, the one the
-    engine computes and the run reports (for a deployment, the weakest its round can report),
-    with δ = 0 for traffic that is pure by Theorem 1; recorded with ``query`` (as the analyst
-    wrote it), the countermeasure, the release and the engine. Returns the (ε, δ) the run may
-    report (None without a budget).
-    """
-    if budget is None:
-        return None
-    from dpcomm.engine.charge import charge_run
-
-    charged, _ = charge_run(
-        budget,
-        program,
-        countermeasure,
-        delta=delta,
-        kind=kind,
-        engine=engine.name,
-        query=query,
-        deployed=engine.name == "network",
-    )
-    return charged.reported_epsilon, charged.reported_delta
-
-
-@dataclass(frozen=True)
-class _Spent:
-    """An (ε, δ) a run reports spending (the traffic's, or traffic and release composed)."""
-
-    epsilon: float
-    delta: float
-
-
-def _charged_enough(charged: tuple[float, float] | None, privacy: Any) -> None:
-    """Check that the run reported no more than its guarantee at its δ, computed with the charge.
-
-    (Else the ledger's charge, derived from that same accounting, could undercount.)
-    """
-    if charged is not None and (privacy.epsilon > charged[0] or privacy.delta > charged[1]):
-        from dpcomm.errors import DpcommError
-
-        raise DpcommError(
-            f"the run reports ε = {privacy.epsilon:.6g}, δ = {privacy.delta:.3g}, more than the "
-            f"ε = {charged[0]:.6g}, δ = {charged[1]:.3g} accounted when its budget was charged "
-            "before it ran"
-        )
-
-
-# ------------------------------------------------------------ end of a budget across queries
 def _calibrated(
     countermeasure: object,
     *,
@@ -225,7 +80,11 @@ def _calibrated(
     A `Calibration` gives its countermeasure, its T and δ (where the call gives none)
     and its target ε (the smaller, when the call gives one too).
     """
-    target = _target_epsilon(target_epsilon)
+    target = (
+        None
+        if target_epsilon is None
+        else check_number("target_epsilon", target_epsilon, at_least=0.0)
+    )
     if isinstance(countermeasure, Calibration):
         num_targets = countermeasure.shape.num_targets if num_targets is None else num_targets
         delta = countermeasure.delta if delta is None else delta
@@ -238,6 +97,21 @@ def _calibrated(
     # The plan's δ (a run is always accounted).
     checked = check_delta("delta", DEFAULT_DELTA if delta is None else delta)
     return chosen, targets, checked, target
+
+
+def _release_asked(countermeasure: object, release: object, **given: Any) -> ReleaseSpec | None:
+    """The release a run makes: the call's, else its calibration's (with its bounds and keys)."""
+    from dpcomm.pipeline.job import ReleaseSpec
+
+    if isinstance(countermeasure, Calibration) and countermeasure.release is not None:
+        release = countermeasure.release if release is None else release
+        calibrated = {
+            "bounds": countermeasure.bounds,
+            "keys": countermeasure.keys,
+            "key_selection_delta": countermeasure.key_selection_delta,
+        }
+        given = {name: calibrated[name] if v is None else v for name, v in given.items()}
+    return ReleaseSpec.of(release, **given)
 
 
 def run_sql(
@@ -288,7 +162,7 @@ def run_sql(
 
     The result's values are exact over the tuples that arrived (not differentially private:
     the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
-    over every tuple ([`dpcomm.engine.estimate`][]): COUNT and SUM divided by the known
+    over every tuple ([`dpcomm.pipeline.estimate`][]): COUNT and SUM divided by the known
     probability P that a tuple arrives, AVG their ratio, each in a column
     ``<name> (estimate)`` with ``<name> (se)``, ``<name> (95% low)`` and
     ``<name> (95% high)`` beside it; groups of the table that received no tuple are
@@ -298,7 +172,7 @@ def run_sql(
 
     With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
     delta=...)`` the result node releases the result with noise drawn by OpenDP
-    ([`dpcomm.queries.release`][]): ``bounds`` clamp each column a SUM or AVG reads
+    ([`dpcomm.release.noise`][]): ``bounds`` clamp each column a SUM or AVG reads
     (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give grouping
     columns their public domains (every key released, absent ones too), and
     ``report.release`` gives the release's (ε, δ), each aggregate's noise and the guarantee
@@ -307,11 +181,11 @@ def run_sql(
     noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
     δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
     estimated over every tuple, from released values only, each interval covering both the
-    sampling's and the noise's errors ([`dpcomm.engine.estimate.released_estimate`][]); an
+    sampling's and the noise's errors ([`dpcomm.pipeline.estimate.released_estimate`][]); an
     AVG's interval is withheld where it would not be reliable, its column
     ``<name> (no interval)`` saying why (NULL where the interval is given).
     Returns the
-    [`dpcomm.engine.runs.AggregateRun`][] that ``dpcomm run aggregate`` prints:
+    [`dpcomm.pipeline.runs.AggregateRun`][] that ``dpcomm run aggregate`` prints:
     ``result`` (a DataFrame), ``rows``, ``report``.
 
     Examples:
@@ -328,186 +202,39 @@ def run_sql(
         >>> run  # doctest: +ELLIPSIS
         AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
     """
+    from dpcomm.data.inputs import table_of
     from dpcomm.data.table import Table
     from dpcomm.engine.engines import make_engine
-    from dpcomm.engine.runs import run_aggregate
-    from dpcomm.queries.aggregate import AggregateProgram
+    from dpcomm.pipeline.job import Job, check_budget, compile_aggregate, prepare
+    from dpcomm.pipeline.runs import execute_aggregate
 
     chosen, num_targets, delta, target_epsilon = _calibrated(
         countermeasure, num_targets=num_targets, delta=delta, target_epsilon=target_epsilon
     )
-    if isinstance(countermeasure, Calibration) and countermeasure.release is not None:
-        release = countermeasure.release if release is None else release
-        bounds = countermeasure.bounds if bounds is None else bounds
-        keys = countermeasure.keys if keys is None else keys
-        if key_selection_delta is None:
-            key_selection_delta = countermeasure.key_selection_delta
+    asked = _release_asked(
+        countermeasure, release, bounds=bounds, keys=keys, key_selection_delta=key_selection_delta
+    )
     if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
     progress = _flag("progress", progress)
     runner = make_engine(engine)
-    budget = _budget(budget, runner)
-    source = _rows(data, "data")
-    shape: dict[str, Any] = {
-        "num_targets": num_targets,
-        "max_groups": max_groups,
-        "max_text_bytes": max_text_bytes,
-        "release": _release(release),
-        "bounds": bounds,
-        "keys": keys,
-        "key_selection_delta": key_selection_delta,
-    }
+    budget = check_budget(budget, runner)
+    source = table_of(data, "data")
     if not isinstance(source, Table) and not runner.reads_row_sources:
         source = source.read(0, source.num_rows)  # else its workers read it, never this process
-    program = AggregateProgram.from_sql(sql, source, countermeasure=chosen, **shape)
-    if isinstance(countermeasure, Calibration):
-        countermeasure.check_plan(program.plan, workload="aggregate", delta=delta)
-    _refuse_release_above_target(program, chosen, delta=delta, target_epsilon=target_epsilon)
-    charged = _charge(
-        budget,
-        program,
-        chosen,
-        delta=delta,
-        kind="aggregate",
-        query=sql,
-        engine=runner,
+    program = compile_aggregate(
+        sql,
+        source,
+        release=asked,
+        countermeasure=chosen,
+        num_targets=num_targets,
+        max_groups=max_groups,
+        max_text_bytes=max_text_bytes,
     )
-    outcome = run_aggregate(
-        program,
-        chosen,
-        delta=delta,
-        seed=seed,
-        progress=progress,
-        engine=runner,
-        target_epsilon=target_epsilon,
-    )
-    release_report = outcome.report.release
-    _charged_enough(
-        charged,
-        outcome.report.privacy
-        if release_report is None
-        else _Spent(release_report.epsilon_total, release_report.composed_delta),
-    )
-    return outcome.with_unbiased_estimate() if estimate == "unbiased" else outcome
-
-
-def _refuse_release_above_target(
-    program: Any, countermeasure: Countermeasure, *, delta: float, target_epsilon: float | None
-) -> None:
-    """Refuse, before anything runs, a release whose ε with the traffic's exceeds the target.
-
-    The guarantee against an observer of traffic and release, as the run reports it
-    ([`dpcomm.plan.privacy.compose_release`][] of the plan's guarantee at ``delta``): an
-    [`InvalidParameterError`][] naming ``target_epsilon``.
-    """
-    if program.release is None or target_epsilon is None:
-        return
-    from dpcomm.plan.privacy import account_plan, compose_release
-
-    both = compose_release(
-        account_plan(program.plan, countermeasure, delta=delta), program.release.noises
-    )
-    if both.epsilon > target_epsilon:
-        raise InvalidParameterError(
-            "target_epsilon",
-            f"at least the ε = {both.epsilon:.6g} at δ = {both.delta:g} of traffic and release "
-            "together (nothing ran)",
-            target_epsilon,
-        )
-
-
-#: Largest magnitude of a coordinate: points travel as float32 (`dpcomm.queries.kmeans`).
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-def _release(release: Any) -> Any:
-    """``release`` checked: None, `Laplace` or `Gaussian`."""
-    from dpcomm.accounting.release import Gaussian, Laplace
-
-    if release is None or isinstance(release, Laplace | Gaussian):
-        return release
-    raise InvalidParameterError(
-        "release", "dpcomm.Laplace(epsilon=...) or dpcomm.Gaussian(epsilon=..., delta=...)", release
-    )
-
-
-def _points(name: str, values: Any) -> npt.NDArray[np.float64]:
-    """``values`` as a non-empty 2-d float64 array (one row per point), or the error naming it."""
-    allowed = "a non-empty 2-d array of numbers (one row per point)"
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as error:
-        raise InvalidParameterError(name, allowed, values) from error
-    if array.ndim != 2 or 0 in array.shape:
-        raise InvalidParameterError(name, allowed, f"shape {array.shape}")
-    return array
-
-
-def _unusable_rows(array: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.bool_], int, int]:
-    """Rows holding NaN or ±inf, or a value float32 cannot hold; how many of each."""
-    non_finite = ~np.isfinite(array).all(axis=1)
-    too_large = np.zeros(len(array), dtype=bool)
-    finite_rows = ~non_finite
-    too_large[finite_rows] = (np.abs(array[finite_rows]) > FLOAT32_MAX).any(axis=1)
-    return non_finite | too_large, int(non_finite.sum()), int(too_large.sum())
-
-
-def _usable(
-    name: str, array: npt.NDArray[np.float64], *, drop: bool
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """The rows of ``array`` K-means can use, and which they are.
-
-    A row with NaN or ±inf, or with a value beyond float32's range (points travel as float32:
-    it would become ±inf), is refused, or dropped with a warning saying how many when
-    ``drop`` (``drop_non_finite=True``).
-    """
-    unusable, non_finite, too_large = _unusable_rows(array)
-    if not unusable.any():
-        return array, ~unusable
-    found = " and ".join(
-        text
-        for count, text in (
-            (non_finite, f"{non_finite:,} rows with NaN or inf"),
-            (too_large, f"{too_large:,} rows with a value beyond float32's range"),
-        )
-        if count
-    )
-    allowed = (
-        f"finite numbers within float32's range (|x| <= {FLOAT32_MAX:.7g}); "
-        "drop_non_finite=True drops the rows that are not"
-    )
-    if not drop:
-        raise InvalidParameterError(name, allowed, f"{found} (of {len(array):,})")
-    if unusable.all():
-        raise InvalidParameterError(name, "at least one row of finite numbers", found)
-    use = {
-        "points": "K-means runs on",
-        "init_points": "the initial centroids are chosen among",
-    }.get(name, "the Rand index is measured on")
-    warn(
-        f"dropped {int(unusable.sum()):,} of {len(array):,} {name.replace('_', ' ')} ({found}): "
-        f"{use} the other {int((~unusable).sum()):,}"
-    )
-    return array[~unusable], ~unusable
-
-
-def _label_codes(name: str, labels: Any, count: int, what: str) -> npt.NDArray[np.int64]:
-    """One integer code per label: labels of any kind that sort (numbers, strings).
-
-    The Rand index only asks whether two points share a label, so the codes (the labels'
-    ranks) give the same index as the labels.
-    """
-    allowed = f"one label per {what} ({count:,}): numbers or strings"
-    try:
-        values = np.asarray(labels).reshape(-1)
-        if values.dtype.kind == "O" and not all(isinstance(v, str | Real) for v in values):
-            raise TypeError("labels of another kind than numbers and strings")
-        _, codes = np.unique(values, return_inverse=True)
-    except (TypeError, ValueError) as error:  # ragged, or text and numbers mixed in objects
-        raise InvalidParameterError(name, allowed, labels) from error
-    if len(values) != count:
-        raise InvalidParameterError(name, allowed, f"{len(values):,} labels")
-    return np.asarray(codes, dtype=np.int64).reshape(-1)
+    calibration = countermeasure if isinstance(countermeasure, Calibration) else None
+    job = Job(program, chosen, delta, runner, "aggregate", sql, seed, progress, target_epsilon)
+    job = replace(job, budget=budget, calibration=calibration, estimate=estimate)
+    return execute_aggregate(prepare(job))
 
 
 def kmeans(
@@ -572,8 +299,8 @@ def kmeans(
         KMeansRun(2 centroids in dimension 2, Rand index 1.0000, adjusted 1.0000; ε = inf ...)
     """
     from dpcomm.engine.engines import make_engine
-    from dpcomm.engine.runs import run_kmeans
-    from dpcomm.queries.kmeans import INIT_METHODS, KMeansProgram, choose_initial_centroids
+    from dpcomm.pipeline.job import Job, check_budget, prepare
+    from dpcomm.pipeline.runs import execute_kmeans
 
     chosen, _, delta, target_epsilon = _calibrated(
         countermeasure, num_targets=None, delta=delta, target_epsilon=target_epsilon
@@ -583,12 +310,44 @@ def kmeans(
     iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
     start_seed = check_seed(start_seed, name="start_seed")
     runner = make_engine(engine)
-    budget = _budget(budget, runner)
-    array = _points("points", points)
-    truth: npt.NDArray[np.int64] | None = None
-    if labels is not None:
-        truth = _label_codes("labels", labels, len(array), "point")
-    array, kept = _usable("points", array, drop=drop)
+    budget = check_budget(budget, runner)
+    program, array, truth, kept = _kmeans_program(
+        points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop
+    )
+    if isinstance(countermeasure, Calibration) and countermeasure.release is not None:
+        raise InvalidParameterError(
+            "countermeasure",
+            "a calibration without a release (K-means releases no aggregates)",
+            countermeasure,
+        )
+    calibration = countermeasure if isinstance(countermeasure, Calibration) else None
+    tested, truth = _test_set(test_points, test_labels, array, truth, kept, drop=drop)
+    described = _kmeans_described(program, array)
+    job = Job(program, chosen, delta, runner, "kmeans", described, seed, progress, target_epsilon)
+    job = replace(job, budget=budget, calibration=calibration)
+    return execute_kmeans(prepare(job), test_points=tested, test_labels=truth)
+
+
+def _kmeans_program(
+    points: npt.ArrayLike,
+    k: int,
+    iterations: int,
+    labels: npt.ArrayLike | None,
+    init: str,
+    init_points: npt.ArrayLike | None,
+    *,
+    start_seed: int,
+    drop: bool,
+) -> tuple[
+    KMeansProgram, npt.NDArray[np.float64], npt.NDArray[np.int64] | None, npt.NDArray[np.bool_]
+]:
+    """K-means over the usable ``points``: the program, those points, labels' codes, kept."""
+    from dpcomm.data.inputs import label_codes, points_of, usable_rows
+    from dpcomm.queries.kmeans import INIT_METHODS, KMeansProgram, choose_initial_centroids
+
+    array = points_of("points", points)
+    truth = None if labels is None else label_codes("labels", labels, len(array), "point")
+    array, kept = usable_rows("points", array, drop=drop)
     k = check_int("k", k, minimum=1)
     if k > len(array):
         raise InvalidParameterError("k", f"an integer in [1, {len(array):,}] (the points)", k)
@@ -596,12 +355,12 @@ def kmeans(
         raise InvalidParameterError("init", " or ".join(repr(m) for m in INIT_METHODS), init)
     initial = None
     if init_points is not None:
-        pool = _points("init_points", init_points)
+        pool = points_of("init_points", init_points)
         if pool.shape[1] != array.shape[1]:
             raise InvalidParameterError(
                 "init_points", f"points of dimension {array.shape[1]}", f"shape {pool.shape}"
             )
-        pool, _ = _usable("init_points", pool, drop=drop)
+        pool, _ = usable_rows("init_points", pool, drop=drop)
         if k > len(pool):
             raise InvalidParameterError(
                 "k", f"an integer in [1, {len(pool):,}] (the init_points)", k
@@ -616,608 +375,44 @@ def kmeans(
         init=init,
         init_public=initial is not None,
     )
-    if isinstance(countermeasure, Calibration):
-        if countermeasure.release is not None:
-            raise InvalidParameterError(
-                "countermeasure",
-                "a calibration without a release (K-means releases no aggregates)",
-                countermeasure,
-            )
-        countermeasure.check_plan(program.plan, workload="kmeans", delta=delta)
-    tested: npt.NDArray[np.float64] | None = None
+    return program, array, truth, kept
+
+
+def _test_set(
+    test_points: npt.ArrayLike | None,
+    test_labels: npt.ArrayLike | None,
+    array: npt.NDArray[np.float64],
+    truth: npt.NDArray[np.int64] | None,
+    kept: npt.NDArray[np.bool_],
+    *,
+    drop: bool,
+) -> tuple[npt.NDArray[np.float64] | None, npt.NDArray[np.int64] | None]:
+    """The labelled points the Rand index is measured on: the test set, else the points."""
+    from dpcomm.data.inputs import label_codes, points_of, usable_rows
+
     if (test_points is None) != (test_labels is None):
         missing = "test_labels" if test_labels is None else "test_points"
         raise InvalidParameterError(missing, "given with the other (a labelled test set)", None)
     if test_points is not None and test_labels is not None:
-        tested = _points("test_points", test_points)
+        tested = points_of("test_points", test_points)
         if tested.shape[1] != array.shape[1]:
             raise InvalidParameterError(
                 "test_points", f"points of dimension {array.shape[1]}", f"shape {tested.shape}"
             )
-        truth = _label_codes("test_labels", test_labels, len(tested), "test point")
-        tested, kept_tests = _usable("test_points", tested, drop=drop)
-        truth = truth[kept_tests]
-    elif truth is not None:
-        tested, truth = array, truth[kept]
-    described = f"K-means: k = {k}, {iterations} iterations, {array.shape[0]:,} points of "
-    described += f"dimension {array.shape[1]}, start_seed = {start_seed}"
-    if init != "random" or initial is not None:
-        described += f", init = {init}" + (" among public points" if initial is not None else "")
-    charged = _charge(
-        budget, program, chosen, delta=delta, kind="kmeans", query=described, engine=runner
-    )
-    outcome = run_kmeans(
-        program,
-        chosen,
-        test_points=tested,
-        test_labels=truth,
-        delta=delta,
-        seed=seed,
-        progress=progress,
-        engine=runner,
-        target_epsilon=target_epsilon,
-    )
-    _charged_enough(charged, outcome.report.privacy)
-    return outcome
+        codes = label_codes("test_labels", test_labels, len(tested), "test point")
+        tested, kept_tests = usable_rows("test_points", tested, drop=drop)
+        return tested, codes[kept_tests]
+    if truth is not None:
+        return array, truth[kept]
+    return None, None
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
-class Calibration(PlanCandidate):
-    """The cheapest countermeasure meeting (ε, δ) under limits ([`calibrate`][]).
-
-    A calibration runs as it is: ``run_sql(sql, data, countermeasure=calibration)`` (or
-    ``kmeans(points, ..., countermeasure=calibration)``) runs its countermeasure with its T and
-    δ and refuses, before running, a plan whose ε would exceed the target it was made for.
-
-    Attributes:
-        countermeasure: the chosen countermeasure.
-        shape: what it was made for ([`dpcomm.calibration.PlanShape`][]): the table's rows
-            (S_t), T, the data-dependent grouping sets or iterations that compose, and the free
-            ones (the empty grouping set).
-        target_epsilon: the ε asked for.
-        sources_recruited: S_t, the sources to recruit so that ``sources`` tuples are used in
-            expectation (Section 2.5); ``extra_consents`` = S_t − S.
-        epsilon: the plan's ε with the chosen countermeasure at ``delta`` (what a run reports),
-            at most the target.
-        delta: the plan's δ.
-        network_load_messages: every message of the plan, dummies included.
-        max_channels_per_node: the most secure channels of one node (an upper bound).
-        extra_consents: S_t − S.
-        utility: expected tuples used / S.
-        pareto: the Pareto front over (network load, channels, extra consents), one row per
-            configuration, cheapest load first (the chosen one is the first row); its ``epsilon``
-            is the accountant's for the first row and the target (met) for the others.
-        details: the planner's full answer ([`dpcomm.calibration.PlannerResult`][]).
-        release: with ``calibrate(..., release=)``, the release a run makes
-            (``dpcomm.Laplace(ε2)`` or ``dpcomm.Gaussian(ε2, δ2)``); None without.
-        bounds: the release's bounds (as given to [`calibrate`][]).
-        keys: the release's key domains (as given to [`calibrate`][]).
-        key_selection_delta: δ_sel of the release's DP key selection (as given to
-            [`calibrate`][]; None without).
-        split: how (ε, δ) was split between traffic and release
-            ([`dpcomm.calibration.split.BudgetSplit`][]: the composed guarantee, the expected
-            relative error, every share evaluated); `target_epsilon` is then the ε of
-            both together, `epsilon` and `delta` the traffic's (ε1, δ1).
-
-    Examples:
-        >>> import dpcomm
-        >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, iterations=2, epsilon=2.0,
-        ...                         delta=1e-4)
-        >>> plan.describe()
-        '1 scrambler of n=1000, d=..., sampling σ=...: ε = ... at δ = 0.0001, ... messages, ...'
-        >>> plan.pareto[["mechanism", "network_load_messages"]].shape[1]
-        2
-        >>> plan.shape.describe()
-        '1,000 sources, 2 data-dependent iterations of T = 10'
-    """
-
-    shape: PlanShape
-    pareto: Any
-    details: Any
-    release: ReleaseMechanism | None = None
-    bounds: Mapping[str, tuple[float, float]] | None = None
-    keys: Mapping[str, Sequence[Any]] | None = None
-    key_selection_delta: float | None = None
-    split: BudgetSplit | None = None
-
-    @property
-    def countermeasure(self) -> Countermeasure:
-        """The chosen countermeasure."""
-        return self.configuration.countermeasure
-
-    @property
-    def sources_recruited(self) -> int:
-        """S_t, the sources to recruit."""
-        return self.num_sources
-
-    @property
-    def target_epsilon(self) -> float:
-        """The ε asked for: the plan's ε is at most it (with a release, traffic and release's)."""
-        if self.split is not None:
-            return self.split.epsilon
-        return float(self.details.request.epsilon)
-
-    @property
-    def splits(self) -> Any:
-        """With a release, every traffic share evaluated, one row each (a DataFrame; else None).
-
-        Columns: ``traffic_share`` f, the traffic's ``epsilon1`` (accounted) and ``delta1``,
-        the release's ``epsilon2`` and ``delta2``, the guarantee of both (``epsilon``, PLD
-        composition or sum, at ``delta``), ``expected_relative_error``, the countermeasure
-        (``description``, ``network_load_messages``), ``chosen``, and why a share is
-        ``infeasible``.
-        """
-        if self.split is None:
-            return None
-        import pandas as pd
-
-        rows = []
-        for point in self.split.points:
-            traffic, release, both = point.traffic, point.release, point.composition
-            rows.append(
-                {
-                    "traffic_share": point.traffic_share,
-                    "epsilon1": traffic.epsilon if traffic is not None else None,
-                    "delta1": traffic.delta if traffic is not None else None,
-                    "epsilon2": release.epsilon if release is not None else None,
-                    "delta2": both.release_delta if both is not None else None,
-                    "epsilon": both.epsilon if both is not None else None,
-                    "delta": both.delta if both is not None else None,
-                    "expected_relative_error": point.expected_relative_error,
-                    "description": (
-                        traffic.configuration.describe() if traffic is not None else None
-                    ),
-                    "network_load_messages": (
-                        traffic.network_load_messages if traffic is not None else None
-                    ),
-                    "chosen": point is self.split.chosen,
-                    "infeasible": point.infeasible,
-                }
-            )
-        return pd.DataFrame(rows)
-
-    def __repr__(self) -> str:
-        return f"Calibration({self.describe()})"
-
-    def describe(self) -> str:
-        """One line: the configuration, its ε and its costs (and the split, with a release)."""
-        text = (
-            f"{self.details.configuration.describe()}: ε = {self.epsilon:.4g} at δ = "
-            f"{self.delta:g}, {self.network_load_messages:,} messages, "
-            f"{self.sources_recruited:,} sources recruited"
-        )
-        if self.split is not None:
-            text += f"; {self.split.describe()}"
-        return text
-
-    def check_plan(self, plan: ExecutionPlan, *, workload: Workload, delta: float) -> None:
-        """Refuse ``plan`` at ``delta`` if the calibration's countermeasure misses its target.
-
-        On the plan it was made for (same S, T, composed clusters, δ) the ε is the calibrated
-        one. On another (a table of another size, another query, T or δ) the plan is
-        accounted (`dpcomm.plan.account_plan`) and an
-        [`InvalidParameterError`][] naming ``countermeasure`` says both
-        shapes and the ε when it exceeds [`target_epsilon`][].
-        """
-        shape = PlanShape.of_plan(plan, workload=workload)
-        if shape.same_accounting(self.shape) and delta == self.delta:
-            return
-        from dpcomm.plan.privacy import account_plan
-
-        epsilon = account_plan(plan, self.countermeasure, delta=delta).guarantee.epsilon
-        if epsilon > self.target_epsilon:
-            raise InvalidParameterError(
-                "countermeasure",
-                f"a calibration run on the plan it was made for ({self.shape.describe()}, "
-                f"δ = {self.delta:g}: ε ≤ {self.target_epsilon:g}), or on one where its ε "
-                f"stays within {self.target_epsilon:g}; calibrate again for this one",
-                f"{shape.describe()}, δ = {delta:g}: ε = {epsilon:.4g} (nothing ran)",
-            )
-
-
-def _pareto_frame(result: Any) -> Any:
-    import pandas as pd
-
-    rows = []
-    for candidate in result.pareto:
-        configuration = candidate.configuration
-        rows.append(
-            {
-                "mechanism": configuration.mechanism,
-                "sampling_rate": configuration.sampling_rate,
-                "batch_size": configuration.batch_size,
-                "num_scramblers": configuration.num_scramblers,
-                "num_dummies": configuration.num_dummies,
-                "sources_recruited": candidate.num_sources,
-                "epsilon": candidate.epsilon,
-                "delta": candidate.delta,
-                "network_load_messages": candidate.network_load_messages,
-                "max_channels_per_node": candidate.max_channels_per_node,
-                "extra_consents": candidate.extra_consents,
-                "utility": candidate.utility,
-                "description": configuration.describe(),
-            }
-        )
-    frame = pd.DataFrame(rows)
-    for column in ("batch_size", "num_scramblers"):
-        frame[column] = frame[column].astype("Int64")
-    return frame
-
-
-def query_shape(
-    sql: object, data: Any, *, num_targets: int | None = None, iterations: int | None = None
-) -> PlanShape:
-    """The shape of the plan ``sql`` over ``data`` compiles to (what [`run_sql`][] runs).
-
-    What [`calibrate`][] and ``dpcomm plan --sql --data`` calibrate for: S = the table's
-    rows, T = ``num_targets`` (default 20), the non-empty grouping sets (composed) and the
-    empty one (free). Without ``sql``: K-means over the points ``data`` (what [`kmeans`][]
-    runs) with ``iterations`` and K = ``num_targets``. A query whose only grouping set is the
-    empty one is refused (naming ``sql``): its traffic needs no countermeasure.
-
-    Examples:
-        >>> from dpcomm import datasets
-        >>> from dpcomm.api import query_shape
-        >>> people = datasets.synthetic(rows=300, seed=1)
-        >>> shape = query_shape("SELECT g1, COUNT(*) FROM t GROUP BY CUBE(g1, g2)", people)
-        >>> shape.num_sources, shape.num_clusters, shape.free_clusters
-        (300, 3, ('()',))
-    """
-    if sql is None:
-        if iterations is None:
-            raise InvalidParameterError(
-                "data",
-                "given with sql= (an Aggregate query over this table) or with iterations= and "
-                "num_targets= (K-means over these points)",
-                data,
-            )
-        if num_targets is None:
-            raise InvalidParameterError("num_targets", "K, the centroids (K-means)", None)
-        points = _points("data", data)
-        iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
-        return PlanShape(
-            workload="kmeans",
-            num_sources=len(points),
-            num_targets=check_int("num_targets", num_targets, minimum=2, maximum=MAX_COUNT),
-            clusters=tuple(f"iteration {i + 1}" for i in range(iterations)),
-        )
-    if iterations is not None:
-        raise InvalidParameterError("iterations", "None with sql= (an Aggregate query)", iterations)
-    return _query_shape(_query_program(sql, data, num_targets=num_targets), sql)
-
-
-def _query_program(sql: object, data: Any, *, num_targets: int | None, **release: Any) -> Any:
-    """The `dpcomm.queries.aggregate.AggregateProgram` of ``sql`` over ``data``.
-
-    ``release`` (``release``, ``bounds``, ``keys``) as `run_sql` takes them.
-    """
-    from dpcomm.queries.aggregate import AggregateProgram
-
-    if not isinstance(sql, str):
-        raise InvalidParameterError("sql", "an Aggregate query (text)", sql)
-    if data is None:
-        raise InvalidParameterError("data", f"with sql=: {DATA_ALLOWED}", data)
-    source = _rows(data, "data")  # a row source is bound to its schema, S its rows: not read
-    return AggregateProgram.from_sql(
-        sql,
-        source,
-        num_targets=DEFAULT_NUM_TARGETS if num_targets is None else num_targets,
-        **release,
-    )
-
-
-def _query_shape(program: Any, sql: object) -> PlanShape:
-    """The `PlanShape` of a query's program; refused (naming ``sql``) without clusters."""
-    shape = PlanShape.of_plan(program.plan, workload="aggregate")
-    if not shape.clusters:
-        raise InvalidParameterError(
-            "sql",
-            "a query with a non-empty grouping set (the empty one's traffic is independent of "
-            "the data: run it with dpcomm.NoCountermeasure(), ε = 0)",
-            sql,
-        )
-    return shape
-
-
-def calibrate(
-    sql: str | None = None,
-    data: Any = None,
-    *,
-    epsilon: float,
-    delta: float,
-    sources: int | None = None,
-    num_targets: int | None = None,
-    grouping_sets: int | None = None,
-    iterations: int | None = None,
-    max_channels: int | None = None,
-    max_extra_consents: int | None = None,
-    min_utility: float | None = None,
-    max_messages: int | None = None,
-    release: Any = None,
-    bounds: Mapping[str, tuple[float, float]] | None = None,
-    keys: Mapping[str, Sequence[Any]] | None = None,
-    key_selection_delta: float | None = None,
-    progress: bool = False,
-) -> Calibration:
-    """The countermeasure of least network load whose plan is (ε, δ)-DP, under limits.
-
-    From the query (the usual way): ``calibrate(sql, data, epsilon=..., delta=...)`` compiles
-    ``sql`` over ``data`` as [`run_sql`][] does (``num_targets`` T compute nodes per
-    grouping set, default 20) and reads the plan's shape ([`PlanShape`][]):
-    S = the table's rows, G = its non-empty grouping sets. The empty grouping set ``()`` (of
-    ``ROLLUP`` or ``CUBE``) is free: its one compute node hears every source whatever its
-    data (ε = 0), so it is costed but not composed. With ``data`` the table is fixed:
-    ``max_extra_consents`` defaults to 0 (no source recruited beyond its rows). K-means:
-    ``calibrate(data=points, iterations=I, num_targets=K, ...)`` (S = the points).
-
-    By hand (the keyword form): ``sources`` (S) tuples must be used, by an Aggregate query of
-    ``grouping_sets`` (G, default 1, the non-empty grouping sets only) over ``num_targets``
-    (T) compute nodes, or by K-means of ``iterations`` (I) with K = ``num_targets`` centroids.
-
-    Limits: ``max_channels`` per node, ``max_extra_consents`` (S_t − S), ``min_utility``
-    (expected tuples used / S, default 1), ``max_messages`` (the plan's network load, dummies
-    included). Searches σ on a 0.01 grid, every number of scramblers and every d
-    ([`dpcomm.calibration.plan_countermeasures`][], exact and valid accounting); raises
-    [`DpcommError`][] naming the limit to relax when none is feasible. The
-    [`Calibration`][] records the shape it was made for and runs as it is:
-    ``run_sql(sql, data, countermeasure=calibration)``.
-
-    With ``release="laplace"`` or ``"gaussian"`` (or the class ``dpcomm.Laplace`` or
-    ``dpcomm.Gaussian``), ``bounds`` and ``keys`` as [`run_sql`][] takes them, the result is
-    released with noise too, and (ε, δ) is the guarantee against an observer of both traffic and
-    release: it is split between the traffic (ε1, δ1) and the release (ε2, δ2) for the least
-    expected relative error of the released values, under the limits
-    ([`dpcomm.calibration.split.split_budget`][]: the traffic's share on a grid of 5% steps,
-    the release's ε2 the largest whose composition with the traffic, as the run reports it, is
-    at most ε). The calibration carries the release (`Calibration.release`, ``bounds``,
-    ``keys``, `Calibration.split`) and ``run_sql(sql, data, countermeasure=calibration)``
-    releases with it. Grouping sets without a key domain in ``keys`` need
-    ``key_selection_delta`` (δ_sel), as in [`run_sql`][]: their keys are selected by a DP
-    threshold whose δ_sel is set aside from δ first (δ1 + δ2 = δ − δ_sel).
-
-    ``delta=0`` plans a pure ε-DP plan: local flooding (R_σ^d, pure by Theorem 1), or
-    scramblers without dummies whose ε is that of their sources' R_σ (post-processing);
-    scramblers that need dummies are infeasible at δ = 0 (`dpcomm.calibration.feasibility`).
-    With a release, δ = 0 takes ``release="laplace"``; a Gaussian release (δ2 > 0) or a DP
-    key selection (δ_sel > 0) is refused, naming ``delta``. A run of such a calibration
-    reports, and a [`Budget`][] is charged, δ = 0.
-
-    Examples:
-        >>> import dpcomm
-        >>> plan = dpcomm.calibrate(sources=1000, num_targets=10, epsilon=1.0, delta=1e-4)
-        >>> plan.epsilon <= 1.0, plan.sources_recruited >= 1000
-        (True, True)
-        >>> plan.countermeasure  # doctest: +ELLIPSIS
-        Scramblers(sampling_rate=0.0, batch_size=1000, num_dummies=240, capped=False, ...)
-        >>> list(plan.pareto.columns[:5])
-        ['mechanism', 'sampling_rate', 'batch_size', 'num_scramblers', 'num_dummies']
-        >>> from dpcomm import datasets
-        >>> people = datasets.synthetic(rows=500, seed=1)
-        >>> sql = "SELECT g1, g2, COUNT(*) FROM people GROUP BY ROLLUP(g1, g2)"
-        >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4)
-        >>> plan.shape.describe()
-        '500 sources, 2 data-dependent grouping sets of T = 20 ((g1), (g1, g2)); () is free (one compute node)'
-        >>> plan.extra_consents, plan.epsilon <= 1.0
-        (0, True)
-        >>> run = dpcomm.run_sql(sql, people, countermeasure=plan, seed=1)
-        >>> run.report.privacy.epsilon == plan.epsilon
-        True
-        >>> sql = "SELECT g1, COUNT(*) AS n FROM people GROUP BY g1"
-        >>> plan = dpcomm.calibrate(sql, people, epsilon=1.0, delta=1e-4, release="laplace",
-        ...                         keys={"g1": list(range(20))})
-        >>> plan.countermeasure.describe()  # no limit: flooding every compute node, ε1 = 0
-        'local sampling σ=0, flooding d=19'
-        >>> plan.split.describe()
-        'traffic ε1 = 0 at δ1 = 0.0001, laplace release ε2 = 1 at δ2 = 0: together ε = 1 at δ = 0.0001, expected relative error 11.3%'
-        >>> run = dpcomm.run_sql(sql, people, countermeasure=plan)
-        >>> run.report.release.epsilon_total == plan.split.composition.epsilon <= 1.0
-        True
-    """  # noqa: E501
-    from dpcomm.calibration import plan_countermeasures
-    from dpcomm.calibration.costs import request_plan
-
-    progress = _flag("progress", progress)
-    kind = _release_kind(release)
-    if check_delta("delta", delta) == 0.0 and (kind == "gaussian" or key_selection_delta):
-        what = "a Gaussian release" if kind == "gaussian" else "a DP key selection (δ_sel)"
-        raise InvalidParameterError(
-            "delta",
-            f"> 0 with {what}, which is never pure; δ = 0 (a pure plan) takes "
-            "release='laplace' with public keys",
-            delta,
-        )
-    if kind is None:
-        for name, given in (
-            ("bounds", bounds),
-            ("keys", keys),
-            ("key_selection_delta", key_selection_delta),
-        ):
-            if given is not None:
-                raise InvalidParameterError(name, "None without release=", given)
-    shape: PlanShape | None = None
-    program: Any = None
-    free = 0
-    if sql is not None or data is not None:
-        for name, value in (("sources", sources), ("grouping_sets", grouping_sets)):
-            if value is not None:
-                raise InvalidParameterError(name, "None with data= (read from the data)", value)
-        if kind is not None and sql is not None:
-            if iterations is not None:
-                raise InvalidParameterError(
-                    "iterations", "None with sql= (an Aggregate query)", iterations
-                )
-            placeholder = _release_placeholder(kind, delta)
-            program = _query_program(
-                sql,
-                data,
-                num_targets=num_targets,
-                release=placeholder,
-                bounds=bounds,
-                keys=keys,
-                key_selection_delta=key_selection_delta,
-            )
-            shape = _query_shape(program, sql)
-        else:
-            shape = query_shape(sql, data, num_targets=num_targets, iterations=iterations)
-        sources, num_targets = shape.num_sources, shape.num_targets
-        free = len(shape.free_clusters)
-        if shape.workload == "aggregate":
-            grouping_sets = shape.num_clusters
-        max_extra_consents = 0 if max_extra_consents is None else max_extra_consents
-    else:
-        if sources is None:
-            raise InvalidParameterError("sources", "S, the tuples used (or sql= and data=)", None)
-        if num_targets is None:
-            raise InvalidParameterError("num_targets", "T, the targets per cluster", None)
-        sources = check_int("sources", sources, minimum=1, maximum=MAX_SOURCES)
-        if grouping_sets is None and iterations is None:
-            grouping_sets = 1
-    if kind is not None and program is None:
-        raise InvalidParameterError(
-            "release",
-            "None without sql= and data= (a release is calibrated from the query's aggregates)",
-            release,
-        )
-
-    def plan_traffic(epsilon: float, delta: float) -> Any:
-        return plan_countermeasures(
-            num_sources=sources,
-            num_targets=num_targets,
-            epsilon=epsilon,
-            delta=delta,
-            grouping_sets=grouping_sets,
-            iterations=iterations,
-            free_grouping_sets=free,
-            max_channels=max_channels,
-            max_extra_consents=max_extra_consents,
-            min_utility=1.0 if min_utility is None else min_utility,
-            max_messages=max_messages,
-            progress=progress,
-        )
-
-    split = None
-    if kind is None:
-        result = plan_traffic(epsilon, delta)
-    else:
-        split = _split(kind, program, epsilon, delta, plan_traffic)
-        result = split.traffic
-    request = result.request
-    if request is None:
-        raise DpcommError("the planner answered without its request")  # never: it sets it
-    if shape is None:
-        planned = request_plan(
-            workload=request.workload,
-            num_sources=result.num_sources,
-            num_targets=request.num_targets,
-            num_clusters=request.num_clusters,
-        )
-        shape = PlanShape.of_plan(planned, workload=request.workload)
-    else:
-        shape = replace(shape, num_sources=result.num_sources)  # S_t: the rows a run needs
-    return Calibration(
-        **result.candidate_fields(),
-        shape=shape,
-        pareto=_pareto_frame(result),
-        details=result,
-        release=None if split is None else split.release,
-        bounds=None if split is None or bounds is None else dict(bounds),
-        keys=None if split is None or keys is None else {k: list(v) for k, v in keys.items()},
-        key_selection_delta=None if split is None else key_selection_delta,
-        split=split,
-    )
-
-
-#: What ``release=`` of `calibrate` takes.
-RELEASE_KINDS = "'laplace' or 'gaussian' (or the class dpcomm.Laplace or dpcomm.Gaussian)"
-
-
-def _release_kind(release: object) -> ReleaseName | None:
-    """``release`` of `calibrate` as ``"laplace"``, ``"gaussian"`` or None.
-
-    A mechanism with its ε (``dpcomm.Laplace(epsilon=1)``) is refused: its ε is what the
-    calibration chooses.
-    """
-    from dpcomm.accounting.release import Gaussian, Laplace
-
-    if release is None:
-        return None
-    if release is Laplace or (isinstance(release, str) and release.lower() == "laplace"):
-        return "laplace"
-    if release is Gaussian or (isinstance(release, str) and release.lower() == "gaussian"):
-        return "gaussian"
-    if isinstance(release, Laplace | Gaussian):
-        raise InvalidParameterError("release", f"{RELEASE_KINDS}: calibrate chooses its ε", release)
-    raise InvalidParameterError("release", RELEASE_KINDS, release)
-
-
-def _release_placeholder(kind: ReleaseName, delta: float) -> Any:
-    """A release of the right kind to bind the query with (its ε is replaced by the split's)."""
-    from dpcomm.calibration.split import release_mechanism
-
-    checked = check_delta("delta", delta)
-    return release_mechanism(kind, epsilon=1.0, delta=0.5 * checked)
-
-
-def _split(
-    kind: ReleaseName,
-    program: Any,
-    epsilon: float,
-    delta: float,
-    plan_traffic: Any,
-) -> BudgetSplit:
-    """`dpcomm.calibration.split.split_budget` for the release of ``program``."""
-    import math
-
-    from dpcomm.accounting.release import aggregate_sensitivity
-    from dpcomm.calibration.split import ReleaseShape, split_budget
-
-    release = program.release
-    query = program.query
-    clamps = {name: (low, high) for name, _, low, high in query.clamps}
-    outputs = {o.name: o for o in query.outputs}
-    magnitudes = []
-    for noise in release.noises:
-        column = outputs[noise.output].column
-        if noise.function == "sum" and column in clamps:
-            low, high = clamps[column]
-            magnitudes.append(0.5 * (abs(low) + abs(high)))
-        else:
-            magnitudes.append(1.0)
-    domains = dict(release.domains)
-    grouping_sets = tuple(
-        (
-            math.prod(len(domains[c]) for c in columns)
-            if all(c in domains for c in columns)
-            else program.targets_of(index),  # keys selected by a threshold: not public
-            program.targets_of(index),
-        )
-        for index, columns in enumerate(query.grouping_sets)
-    )
-    selection = release.selection
-    independent = []
-    for noise in release.noises:
-        column = outputs[noise.output].column
-        low, high = clamps.get(column, (0.0, 0.0)) if noise.function == "sum" else (0.0, 0.0)
-        sensitivity = aggregate_sensitivity(
-            noise.function,
-            query.grouping_sets,
-            bound=max(abs(low), abs(high)),
-            width=high - low,
-            views=["own-row"] * len(query.grouping_sets),
-        )
-        independent.append((noise.output, noise.function, sensitivity))
-    shape = ReleaseShape(
-        num_rows=program.num_sources,
-        aggregates=tuple((n.output, n.function, n.sensitivity) for n in release.noises),
-        independent_aggregates=tuple(independent),
-        magnitudes=tuple(magnitudes),
-        grouping_sets=grouping_sets,
-        selection=None if selection is None else (selection.count_output, selection.delta),
-    )
-    return split_budget(
-        shape=shape,
-        release=kind,
-        epsilon=check_number("epsilon", epsilon, above=0.0),
-        delta=check_delta("delta", delta),
-        plan_traffic=plan_traffic,
-    )
+def _kmeans_described(program: KMeansProgram, array: npt.NDArray[np.float64]) -> str:
+    """The K-means run as a ledger records it (k, I, the points, the start)."""
+    described = f"K-means: k = {program.num_centroids}, {program.num_iterations} iterations, "
+    described += f"{array.shape[0]:,} points of dimension {array.shape[1]}, "
+    described += f"start_seed = {program.seed}"
+    if program.init != "random" or program.init_public:
+        public = " among public points" if program.init_public else ""
+        described += f", init = {program.init}{public}"
+    return described

@@ -153,3 +153,10 @@ def make_rng(rng: np.random.Generator | int | None, *, name: str = "rng") -> np.
     if rng is None:
         return np.random.default_rng()
     return np.random.default_rng(check_seed(rng, name=name))
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` if it is True or False (a truthy DataFrame is not)."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidParameterError(name, "True or False", value)
+    return bool(value)

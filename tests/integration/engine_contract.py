@@ -18,12 +18,13 @@ import pytest
 
 from dpcomm.data import load_mnist5k, table_from_relation
 from dpcomm.engine.memory import simulate
-from dpcomm.engine.released import release_report
-from dpcomm.engine.runs import run_aggregate, run_kmeans
+from dpcomm.pipeline.runs import run_aggregate, run_kmeans
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
 from dpcomm.queries.kmeans import KMeansProgram
+from dpcomm.release.noise import noisy_program
+from dpcomm.release.report import release_report
 
 MECHANISMS = {
     "none": NoCountermeasure(),
@@ -83,10 +84,10 @@ def synthetic_program(rows: int = 180) -> AggregateProgram:
 
 def release_program(rows: int = 120) -> AggregateProgram:
     """:func:`synthetic_program`'s table released with Laplace noise over k's public domain."""
-    from dpcomm.accounting.release import Laplace
+    from dpcomm.release.mechanisms import Laplace
 
     table = synthetic_program(rows).table
-    return AggregateProgram.from_sql(
+    return noisy_program(
         "SELECT k, COUNT(*), AVG(x) FROM t GROUP BY k",
         table,
         num_targets=5,
@@ -100,15 +101,15 @@ def key_selection_program(rows: int = 360) -> AggregateProgram:
     """:func:`synthetic_program`'s table, its text keys released without a public domain:
     OpenDP's threshold selects them (4 keys of about 90 rows each and one, "rare", of 2 rows;
     τ is about 28)."""
-    from dpcomm.accounting.release import Laplace
     from dpcomm.data import Column, Table
+    from dpcomm.release.mechanisms import Laplace
 
     table = synthetic_program(rows).table
     text = table.column("s")
     values = text.values.copy()
     values[:2] = "rare"
     table = Table("t", [Column("s", "VARCHAR", values, text.is_null)])
-    return AggregateProgram.from_sql(
+    return noisy_program(
         "SELECT s, COUNT(*) AS n FROM t GROUP BY s",
         table,
         num_targets=5,

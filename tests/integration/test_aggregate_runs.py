@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from tests.conftest import canonical_rows, without_grouping_set
 
 from dpcomm.data import Column, Table, diabetes_table
-from dpcomm.engine import run_aggregate, simulate
+from dpcomm.engine import simulate
 from dpcomm.errors import DpcommWarning, InvalidParameterError
+from dpcomm.pipeline.runs import run_aggregate
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers, batch_size_counts
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
@@ -152,7 +153,7 @@ def test_a_result_that_is_not_of_the_delivered_tuples_is_flagged():
     """An engine computing the result elsewhere is checked: a lost output does not pass."""
     import dataclasses
 
-    from dpcomm.engine.runs import aggregate_run
+    from dpcomm.pipeline.runs import aggregate_run
 
     program = AggregateProgram.from_sql(
         "SELECT A, COUNT(*) FROM diabetes GROUP BY A", diabetes_table(), num_targets=4

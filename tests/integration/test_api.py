@@ -9,8 +9,8 @@ import pytest
 import dpcomm
 from dpcomm.data import diabetes_table, write_table
 from dpcomm.data.frames import result_frame
-from dpcomm.engine.runs import AggregateRun, run_aggregate
 from dpcomm.errors import InvalidParameterError
+from dpcomm.pipeline.runs import AggregateRun, run_aggregate
 from dpcomm.queries.aggregate import AggregateProgram
 
 SQL = "SELECT A, B, COUNT(*), AVG(I) FROM diabetes GROUP BY GROUPING SETS ((A), (B))"

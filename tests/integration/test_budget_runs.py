@@ -54,7 +54,7 @@ def test_a_refused_query_leaves_the_ledger_byte_identical(tmp_path, people, monk
     def never(*args, **kwargs):
         raise AssertionError("a refused query must not run")
 
-    monkeypatch.setattr("dpcomm.engine.runs.run_aggregate", never)
+    monkeypatch.setattr("dpcomm.pipeline.runs.run_aggregate", never)
     with pytest.raises(BudgetExceededError, match="nothing ran"):
         dpcomm.run_sql(QUERY, people, countermeasure=SCRAMBLERS, seed=2, budget=budget)
     assert budget.ledger.read_bytes() == before
@@ -72,8 +72,8 @@ def test_a_deployment_is_charged_before_it_runs_at_its_weakest_batches(tmp_path,
     """Late sources can shrink a deployment's batches: it is charged for any batch it can run,
     before its round starts, and reports no more. Refused, nothing runs (the network engine
     over its in-memory transport: the same nodes as a TLS round)."""
-    from dpcomm.engine.charge import deployment_privacy
     from dpcomm.engine.network.deploy import NetworkEngine
+    from dpcomm.pipeline.charge import deployment_privacy
 
     people = datasets.synthetic(rows=60, seed=1)
     scramblers = dpcomm.Scramblers(sampling_rate=0.2, batch_size=20, num_dummies=5)

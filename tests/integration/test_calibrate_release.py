@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 import dpcomm
-from dpcomm.accounting.release import Laplace
 from dpcomm.calibration.split import expected_relative_error
 from dpcomm.data import table_from_relation
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.plan.privacy import account_plan, compose_release
-from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.plan.privacy import account_plan
+from dpcomm.release.compose import compose_release
+from dpcomm.release.mechanisms import Laplace
+from dpcomm.release.noise import noisy_program
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpcomm.errors.DpcommWarning")
 
@@ -74,7 +75,7 @@ def test_the_split_beats_half_and_half(penguins, penguins_table, calibration):
     """Half of ε for the traffic (the planner's countermeasure for ε/2), half for the release:
     valid by the sum, and no better than the chosen split."""
     half = dpcomm.calibrate(SQL, penguins, epsilon=0.5, delta=1e-4, max_messages=MAX_MESSAGES)
-    program = AggregateProgram.from_sql(SQL, penguins_table, release=Laplace(0.5), **RELEASE)
+    program = noisy_program(SQL, penguins_table, release=Laplace(0.5), **RELEASE)
     assert program.release is not None
     both = compose_release(
         account_plan(program.plan, half.countermeasure, delta=1e-4), program.release.noises
@@ -115,7 +116,7 @@ def test_the_gaussian_split_shares_delta_and_meets_the_target(penguins, penguins
         SQL, penguins, epsilon=1.0, delta=1e-4, release=dpcomm.Gaussian, **RELEASE
     )
     assert isinstance(calibration.release, dpcomm.Gaussian)
-    program = AggregateProgram.from_sql(SQL, penguins_table, release=calibration.release, **RELEASE)
+    program = noisy_program(SQL, penguins_table, release=calibration.release, **RELEASE)
     assert program.release is not None
     both = compose_release(
         account_plan(program.plan, calibration.countermeasure, delta=calibration.delta),

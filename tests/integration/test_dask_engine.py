@@ -21,8 +21,8 @@ from dpcomm.data import synthetic_table, write_table
 from dpcomm.engine.dask_engine import DaskEngine
 from dpcomm.engine.memory import simulate
 from dpcomm.engine.partition import partition_cuts
-from dpcomm.engine.report import privacy_report
-from dpcomm.engine.runs import run_aggregate, run_kmeans
+from dpcomm.pipeline.report import privacy_report
+from dpcomm.pipeline.runs import run_aggregate, run_kmeans
 from dpcomm.plan import LocalFlooding, NoCountermeasure, Scramblers
 from dpcomm.plan.builders import aggregate_plan
 from dpcomm.plan.routes import Routes

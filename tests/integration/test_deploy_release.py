@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from dpcomm.accounting.release import Laplace
 from dpcomm.data import synthetic_table
 from dpcomm.engine.network import launcher
 from dpcomm.engine.network.deploy import published_result, result_state, write_deployment
@@ -21,6 +20,8 @@ from dpcomm.engine.network.pki import NodeCredentials
 from dpcomm.engine.network.spec import NodeConfig
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.release.mechanisms import Laplace
+from dpcomm.release.noise import noisy_program
 
 SQL = "SELECT g1, COUNT(*) AS n, SUM(m1) AS total FROM t GROUP BY g1"
 KEYS = {"g1": list(range(5))}
@@ -42,7 +43,7 @@ def deployment(tmp_path_factory):
     """The configs of a released round, and the outcome of running every node from them."""
     folder = tmp_path_factory.mktemp("deployment")
     table = synthetic_table(num_rows=20, seed=4)
-    program = AggregateProgram.from_sql(
+    program = noisy_program(
         SQL, table, num_targets=2, release=Laplace(1.0), bounds=BOUNDS, keys=KEYS
     )
     paths = write_deployment(

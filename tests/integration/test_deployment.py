@@ -13,14 +13,14 @@ import pytest
 from engine_contract import MECHANISMS, same_run
 
 from dpcomm.data import load_mnist5k, synthetic_table
-from dpcomm.engine.charge import deployment_privacy
 from dpcomm.engine.memory import simulate
 from dpcomm.engine.network.deploy import Faults, NetworkEngine, node_configs
 from dpcomm.engine.network.names import NodeName
 from dpcomm.engine.network.spec import NodeConfig, RoundSpec
-from dpcomm.engine.report import privacy_report
-from dpcomm.engine.runs import run_aggregate
 from dpcomm.errors import DpcommWarning
+from dpcomm.pipeline.charge import deployment_privacy
+from dpcomm.pipeline.report import privacy_report
+from dpcomm.pipeline.runs import run_aggregate
 from dpcomm.plan import Scramblers, account_plan
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from dpcomm.cli.main import main
-from dpcomm.engine.estimate import ESTIMATE_SEMANTICS
-from dpcomm.engine.report import RESULT_SEMANTICS
+from dpcomm.pipeline.estimate import ESTIMATE_SEMANTICS
+from dpcomm.pipeline.report import RESULT_SEMANTICS
 
 SQL = "SELECT A, COUNT(*), SUM(I), AVG(I), MAX(I) FROM diabetes GROUP BY A"
 OPTIONS = ["--mechanism", "scrambler", "--sampling", "0.3", "--batch", "100", "--dummies", "50"]
@@ -88,7 +88,7 @@ def test_a_withheld_avg_interval_says_why_in_every_output(capsys, tmp_path):
     one's noisy count is ≤ 0 about half the time (OpenDP's noise is not seeded), so some
     interval is withheld but with chance 2⁻³⁶."""
     import dpcomm
-    from dpcomm.engine.estimate import AVG_COUNT_TOO_SMALL, AVG_REASONS
+    from dpcomm.pipeline.estimate import AVG_COUNT_TOO_SMALL, AVG_REASONS
 
     path = tmp_path / "people.csv"
     path.write_text("city,age\n" + "".join(f"c{i % 4},{20 + i % 50}\n" for i in range(400)))

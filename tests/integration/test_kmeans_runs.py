@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from dpcomm.data import load_mnist5k
-from dpcomm.engine import run_kmeans
 from dpcomm.errors import InvalidParameterError
+from dpcomm.pipeline.runs import run_kmeans
 from dpcomm.plan import NoCountermeasure, Scramblers
-from dpcomm.queries.kmeans import KMeansProgram, nearest_centroid, rand_index, update_centroids
+from dpcomm.queries.kmeans import KMeansProgram, nearest_centroid, rand_index
 
 
 @pytest.fixture(scope="module")
@@ -65,16 +65,11 @@ def test_helpers_and_bad_input():
     points = np.array([[0.0, 0.0], [0.0, 1.0], [10.0, 10.0]])
     centroids = np.array([[0.0, 0.5], [10.0, 9.0]])
     assert nearest_centroid(points, centroids).tolist() == [0, 0, 1]
-    used = np.array([True, False, True])
-    updated = update_centroids(points, np.array([0, 0, 1]), used, centroids)
-    assert updated.tolist() == [[0.0, 0.0], [10.0, 10.0]]
     # Ties go to the lowest index, exactly, whatever the rounding of the fast path.
     tie = np.array([[1.0, 1.0], [-1.0, -1.0]])
     assert nearest_centroid(np.array([[0.0, 0.0]]), tie).tolist() == [0]
     assert nearest_centroid(np.array([[0.1, 0.1]]), tie).tolist() == [0]
     assert nearest_centroid(np.array([[-0.1, -0.1]]), tie).tolist() == [1]
-    kept = update_centroids(points, np.array([0, 0, 0]), np.zeros(3, bool), centroids)
-    assert kept.tolist() == centroids.tolist()
     assert rand_index(np.array([0, 0, 1]), np.array([1, 1, 0])) == 1.0
     with pytest.raises(InvalidParameterError, match="num_centroids K"):
         KMeansProgram(points, 4, 1)

@@ -13,10 +13,10 @@ import pytest
 
 import dpcomm
 from dpcomm.accounting.pld import epsilon_for_delta
-from dpcomm.accounting.release import release_pld
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import AggregateProgram
-from dpcomm.queries.release import released_rows
+from dpcomm.release.mechanisms import release_pld
+from dpcomm.release.noise import noisy_program, released_rows
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpcomm.errors.DpcommWarning")
 
@@ -69,7 +69,7 @@ def test_noise_intervals_cover_95_percent() -> None:
     from dpcomm.data.table import table_from_arrays
 
     table = table_from_arrays("t", frame)
-    program = AggregateProgram.from_sql(
+    program = noisy_program(
         "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k", table,
         release=dpcomm.Laplace(0.5), bounds={"v": (0, 100)}, keys={"k": ["a", "b", "c"]},
     )  # fmt: skip

@@ -28,7 +28,7 @@ import pytest
 
 import dpcomm
 import dpcomm.queries.analyst
-import dpcomm.queries.release
+import dpcomm.release.noise
 from dpcomm.errors import DpcommError
 from dpcomm.experiments.release_audit import audit_release
 
@@ -40,13 +40,13 @@ SMALL = {"num_targets": 3, "bounds": (0.0, 10.0)}
 @pytest.fixture
 def half_noise_scale(monkeypatch: pytest.MonkeyPatch) -> None:
     """A sensitivity computed half as large: every noise scale halves, OpenDP's map agrees."""
-    computed = dpcomm.queries.release.aggregate_sensitivity
+    computed = dpcomm.release.noise.aggregate_sensitivity
 
     def halved(*args: object, **kwargs: object) -> object:
         sensitivity = computed(*args, **kwargs)  # type: ignore[arg-type]
         return dataclasses.replace(sensitivity, l1=sensitivity.l1 / 2, l2=sensitivity.l2 / 2)
 
-    monkeypatch.setattr(dpcomm.queries.release, "aggregate_sensitivity", halved)
+    monkeypatch.setattr(dpcomm.release.noise, "aggregate_sensitivity", halved)
 
 
 @pytest.fixture
@@ -105,12 +105,12 @@ def test_values_beyond_the_bound_are_caught(unclamped: None) -> None:
 
 def test_a_scale_halved_alone_is_refused_by_opendps_map(monkeypatch: pytest.MonkeyPatch) -> None:
     """Noise of half the scale for the sensitivity computed: refused before any noise."""
-    calibrate = dpcomm.queries.release.calibrate_noise
+    calibrate = dpcomm.release.noise.calibrate_noise
 
     def halved(*args: object, **kwargs: object) -> object:
         noises = calibrate(*args, **kwargs)  # type: ignore[arg-type]
         return tuple(dataclasses.replace(n, scale=n.scale / 2) for n in noises)
 
-    monkeypatch.setattr(dpcomm.queries.release, "calibrate_noise", halved)
+    monkeypatch.setattr(dpcomm.release.noise, "calibrate_noise", halved)
     with pytest.raises(DpcommError, match="refusing to release"):
         audit_release(SCRAMBLERS, RELEASE, runs=100, rng=0, **SMALL)

@@ -153,5 +153,5 @@ def test_key_selection_counts_the_released_rows(tables: tuple[Any, Any]) -> None
         key_selection_delta=1e-6,
     )  # fmt: skip
     utility = run.report.utility
-    assert isinstance(utility, dpcomm.engine.utility.ReleaseUtility)
+    assert isinstance(utility, dpcomm.pipeline.utility.ReleaseUtility)
     assert utility.groups == len(run.rows) == utility.groups_released["(species, island)"]

@@ -42,14 +42,14 @@ from scipy.ndimage import convolve1d
 
 import dpcomm
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
-from dpcomm.accounting.release import (
+from dpcomm.plan.privacy import paths_with as _paths_with
+from dpcomm.release.mechanisms import (
     JointView,
     Laplace,
     aggregate_sensitivity,
     calibrate_noise,
     release_pld,
 )
-from dpcomm.plan.privacy import _paths_with
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -139,7 +139,7 @@ class Instance:
 def claim(instance: Instance, delta: float, view: JointView | None = None) -> tuple[float, float]:
     """(ε, b): the library's reported ε at ``delta`` and the Laplace scale b it calibrates.
 
-    As `dpcomm.plan.privacy.compose_release` does for one cluster and a Laplace release
+    As `dpcomm.release.compose.compose_release` does for one cluster and a Laplace release
     (δ2 = 0): the smaller of the PLD composition of the traffic's dominating pair with the
     release's (`_paths_with`, `release_pld`) and the sum ε1 + ε2 (ε1 from `dpcomm.account`).
     ``view`` overrides the sensitivity's `JointView` (the power checks).

@@ -3,8 +3,8 @@
 An observer sees the traffic *and* the released sums; the release is computed over the
 delivered tuples, whose randomness the traffic shares. The library reports, for one cluster
 and a Laplace release of ε2, the smaller of the PLD composition of the traffic's dominating
-pair with the release's and ε1 + ε2, at δ (`dpcomm.plan.privacy.compose_release`), with the
-release's noise calibrated to `dpcomm.accounting.release.aggregate_sensitivity` under the
+pair with the release's and ε1 + ε2, at δ (`dpcomm.release.compose.compose_release`), with the
+release's noise calibrated to `dpcomm.release.mechanisms.aggregate_sensitivity` under the
 countermeasure's `JointView`. Here every reported number comes from the library
 (`_joint_exact.claim`); the exact hockey-stick divergence Σ (P − e^ε Q)_+ of the joint output
 (view, noisy release) comes from `_joint_exact` (exact laws by dynamic programming, checked

@@ -22,14 +22,16 @@ LAYERS = {
     "data": 1,
     "budget": 1,
     "plan": 2,
-    "calibration": 3,
     "protocol": 4,
     "queries": 5,
-    "engine": 6,
-    "experiments": 7,
-    "api": 7,
-    "explorer": 8,
-    "cli": 9,
+    "release": 6,
+    "engine": 7,
+    "pipeline": 8,
+    "calibration": 9,
+    "experiments": 10,
+    "api": 10,
+    "explorer": 11,
+    "cli": 12,
 }
 
 
@@ -98,7 +100,7 @@ def test_the_network_nodes_do_not_import_the_memory_engine():
                 if path.name in ("deploy.py", "__init__.py"):
                     continue  # the driver side assembles the run (dpcomm.engine.run)
                 assert not node.module.startswith(
-                    ("dpcomm.engine.memory", "dpcomm.engine.report", "dpcomm.engine.run")
+                    ("dpcomm.engine.memory", "dpcomm.pipeline.report", "dpcomm.engine.run")
                 ), f"{path.name} imports {node.module}"
 
 

@@ -25,6 +25,7 @@ O(blocks × Z window), about 5 million entries at n = 10^6.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -38,6 +39,11 @@ from dpcomm.errors import InvalidParameterError
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+#: Reads (T_k, S_{k+1}) of Bin(z, 1/2) at cells (z, k) (`_RowGroup._window_lookup`).
+_Lookup = Callable[[IntArray, IntArray], tuple[FloatArray, FloatArray]]
+#: The (block, Z) pairs where k changes within the block: blocks, Z columns, pair indices.
+_Mixed = tuple[list[IntArray], list[IntArray], list[IntArray]]
 
 _TAIL_PROBABILITY = 1e-30
 _SAFETY = 1.0 + 1e-9
@@ -416,9 +422,19 @@ class _RowGroup:
         # Cells with c1 z + N c0 ≤ 0 are exactly 0 (H ≤ z); below z_lo only others are charged.
         certain_zero = c1 * (self.z_lo - 1.0) * (1.0 + 1e-9) <= self.sizes * -c0
         total = c1 * float(self.lower_charge[~certain_zero].sum())
+        lookup = self._window_lookup(c0, c2, a)
+        total, mixed = self._add_constant_k_pairs(total, lookup, c0=c0, c1=c1, c2=c2)
+        if mixed[0]:
+            total = self._add_varying_k_pairs(total, lookup, mixed, c0=c0, c1=c1, c2=c2)
+        return total + c1 * self.upper_charge
+
+    def _window_lookup(self, c0: float, c2: float, a: float) -> _Lookup:
+        """(T_k, S_{k+1}) of Bin(z, 1/2) at any cell's (z, k), from a window of k per z.
+
+        k of any cell is within [⌊x⌋ − 2, ⌊x⌋ + 3] of x = (c2 z − N c0)/a, clipped to [0, z + 1].
+        """
         z_min = int(self.base.min())
         z_all = np.arange(z_min, int((self.base + self.width).max()))
-        # k of any cell: within [⌊x⌋ − 2, ⌊x⌋ + 3] of x = (c2 z − N c0)/a, clipped to [0, z + 1].
         low_x = np.floor((c2 * z_all - float(self.sizes.min()) * c0) / a).astype(np.int64)
         high_x = np.floor((c2 * z_all - float(self.sizes.max()) * c0) / a).astype(np.int64)
         k_low = np.clip(low_x - 2, 0, z_all + 1)
@@ -435,14 +451,23 @@ class _RowGroup:
             flat = row * span + (k - k_low[row])
             return tails.ravel()[flat], sums.ravel()[flat + 1]
 
+        return lookup
+
+    def _add_constant_k_pairs(
+        self, total: float, lookup: _Lookup, *, c0: float, c1: float, c2: float
+    ) -> tuple[float, _Mixed]:
+        """``total`` plus the (block, Z) pairs whose k is the same on every row of the block.
+
+        Returns the new total and the pairs where k changes within the block (their blocks,
+        Z columns and pair indices), left to `_add_varying_k_pairs`.
+        """
+        a = c1 + c2
         slope = c0 + _ROUNDING * abs(c0)  # the margin plus allowance, per unit of N
         # The margin plus allowance at k ≤ Z without its N term, c1 (1 + R) k − c2 (1 − R)(Z − k)
         # (not k·(c1 + c2) − c2 Z, which cancels catastrophically when e^ε is large).
         up = c1 * (1.0 + _ROUNDING)
         down = c2 * (1.0 - _ROUNDING)
-        mixed_blocks: list[IntArray] = []
-        mixed_columns: list[IntArray] = []
-        mixed_pairs: list[IntArray] = []
+        mixed: _Mixed = ([], [], [])
         # Pairs with c1 z + N c0 ≤ 0 (N the block's first; with a rounding margin) are 0 for
         # every row of the block: then (Σ L)_+ = 0 surely (H ≤ z), so skipping keeps the bound.
         for start in range(0, len(self.pair_z), _CHUNK_CELLS):
@@ -471,33 +496,39 @@ class _RowGroup:
                 k[unsure] = at_first
                 varies = unsure[at_first != at_last]
                 sure[varies] = False
-                mixed_blocks.append(blocks[varies])
-                mixed_columns.append(self.pair_column[part][live][varies])
-                mixed_pairs.append(start + live[varies])
+                mixed[0].append(blocks[varies])
+                mixed[1].append(self.pair_column[part][live][varies])
+                mixed[2].append(start + live[varies])
             at_k, beyond = lookup(z, k)
             intercept = up * k - down * (zf - k)
             q0, q1 = self.pair_q0[part][live], self.pair_q1[part][live]
             values = (intercept * at_k + a * beyond) * q1 + slope * at_k * q0
             total += float(np.sum(values[sure]))
-        if mixed_blocks:
-            blocks_all = np.concatenate(mixed_blocks)
-            columns_all = np.concatenate(mixed_columns)
-            pairs_all = np.concatenate(mixed_pairs)
-            step = max(1, _CHUNK_CELLS // self.row_sizes.shape[1])
-            for start in range(0, len(blocks_all), step):
-                blocks = blocks_all[start : start + step]
-                column = columns_all[start : start + step]
-                if self.pair_cells is None:
-                    weighted, row_sizes = self._cells(blocks, column)
-                    per_size = weighted / row_sizes
-                else:
-                    pairs = pairs_all[start : start + step]
-                    per_size, row_sizes = (cells[pairs] for cells in self.pair_cells)
-                z = np.broadcast_to((self.base[blocks] + column)[:, None], row_sizes.shape)
-                k, margin = _fast_threshold(np.ascontiguousarray(z), row_sizes, c0=c0, c1=c1, c2=c2)
-                at_k, beyond = lookup(z, k)
-                total += float(np.sum(per_size * (margin * at_k + a * beyond)))
-        return total + c1 * self.upper_charge
+        return total, mixed
+
+    def _add_varying_k_pairs(
+        self, total: float, lookup: _Lookup, mixed: _Mixed, *, c0: float, c1: float, c2: float
+    ) -> float:
+        """``total`` plus the pairs where k changes within the block, evaluated row by row."""
+        a = c1 + c2
+        blocks_all = np.concatenate(mixed[0])
+        columns_all = np.concatenate(mixed[1])
+        pairs_all = np.concatenate(mixed[2])
+        step = max(1, _CHUNK_CELLS // self.row_sizes.shape[1])
+        for start in range(0, len(blocks_all), step):
+            blocks = blocks_all[start : start + step]
+            column = columns_all[start : start + step]
+            if self.pair_cells is None:
+                weighted, row_sizes = self._cells(blocks, column)
+                per_size = weighted / row_sizes
+            else:
+                pairs = pairs_all[start : start + step]
+                per_size, row_sizes = (cells[pairs] for cells in self.pair_cells)
+            z = np.broadcast_to((self.base[blocks] + column)[:, None], row_sizes.shape)
+            k, margin = _fast_threshold(np.ascontiguousarray(z), row_sizes, c0=c0, c1=c1, c2=c2)
+            at_k, beyond = lookup(z, k)
+            total += float(np.sum(per_size * (margin * at_k + a * beyond)))
+        return total
 
 
 class ExactLemma2:

@@ -190,11 +190,6 @@ class GenericLocalRandomizer:
         array = np.asarray(matrix, dtype=float)
         return cls(tuple(tuple(map(float, row)) for row in np.atleast_2d(array)))
 
-    @classmethod
-    def from_local_randomizer(cls, randomizer: LocalRandomizer) -> GenericLocalRandomizer:
-        """The matrix of R_σ (first message; flooding is not a T x T randomizer)."""
-        return cls.from_matrix(randomizer.transition_matrix())
-
     @cached_property
     def matrix(self) -> FloatArray:
         """The probabilities as a read-only numpy array."""

@@ -1,4 +1,4 @@
-"""Layer 3: the planner, the cheapest countermeasure that meets a privacy target under limits.
+"""Layer 9: the planner, the cheapest countermeasure that meets a privacy target under limits.
 
 [`plan_countermeasures`][] (behind [`dpcomm.calibrate`][] and ``dpcomm plan``) searches the
 countermeasures of [`dpcomm.plan`][] for the one of least network load whose plan is
@@ -31,7 +31,15 @@ One module per job:
 * `dpcomm.calibration.shape`: what a calibration is made for (S, T, the composed and the
   free clusters), read from the plan a query compiles to;
 * `dpcomm.calibration.split`: one (ε, δ) split between the traffic and a noisy release of
-  the result, for the least expected relative error of the released values.
+  the result, for the least expected relative error of the released values;
+* `dpcomm.calibration.query`: the shape of the plan a query (or K-means' points) compiles to;
+* `dpcomm.calibration.release_split`: ``release=`` of [`dpcomm.calibrate`][] and the split
+  for a query's release;
+* `dpcomm.calibration.calibrate`: [`dpcomm.calibrate`][] and the [`dpcomm.Calibration`][]
+  it returns (what ``run_sql(sql, data, countermeasure=calibration)`` runs).
+
+It sits above the queries, the engines and the pipeline: a calibration compiles the query it
+is made for.
 
 Names are imported on first use (the search needs the accountant, hence scipy).
 """

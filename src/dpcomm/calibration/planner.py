@@ -64,6 +64,10 @@ class PlannerResult(PlanCandidate):
     privacy: PlanGuarantee | None = None
 
 
+#: The chosen candidate, every candidate and those within the channel limit.
+_Chosen = tuple[PlanCandidate, list[PlanCandidate], list[PlanCandidate]]
+
+
 def _candidate(request: PlanRequest, found: Found) -> PlanCandidate:
     """``found`` with its costs, its utility and the target (ε, δ) it was checked against."""
     configuration = found.configuration
@@ -171,16 +175,9 @@ def plan_countermeasures(
         DpcommError: no configuration meets the target within the limits; the message names
             the limit to relax and by how much.
     """
-    if (grouping_sets is None) == (iterations is None):
-        raise InvalidParameterError(
-            "grouping_sets/iterations",
-            "exactly one of them",
-            "both" if grouping_sets is not None else "neither",
-        )
+    workload, clusters = _workload(grouping_sets, iterations)
     if max_messages is not None:
         max_messages = check_int("max_messages", max_messages, minimum=1)
-    workload: Workload = "aggregate" if grouping_sets is not None else "kmeans"
-    clusters = grouping_sets if grouping_sets is not None else iterations
     request = PlanRequest(
         num_sources=num_sources,
         num_targets=num_targets,
@@ -204,34 +201,81 @@ def plan_countermeasures(
     candidates = [_candidate(request, one) for one in found]
     limited = [c for c in candidates if request.allows_channels(c.max_channels_per_node)]
     if not limited:
-        unlimited_channels = replace(request, max_channels=None)
-        fewest = search(unlimited_channels, options, progress=progress, by_channels=True)
-        any_channels = [_candidate(request, one) for one in fewest]
-        unlimited = any_channels
-        if request.max_extra_consents is not None:
-            free = replace(request, max_extra_consents=None, min_utility=1.0)
-            more = search(free, options, progress=progress)
-            unlimited = [_candidate(free, one) for one in more]
-            unlimited = [*unlimited, *any_channels]
-        raise DpcommError(
-            infeasible_message(
-                request, any_channels, unlimited, options.max_dummies, parameter_names
-            )
+        raise _infeasible(request, options, progress=progress, parameter_names=parameter_names)
+    chosen = _checked_best(request, candidates, found, search_check)
+    return _result(request, chosen, max_messages=max_messages, parameter_names=parameter_names)
+
+
+def _workload(grouping_sets: int | None, iterations: int | None) -> tuple[Workload, int | None]:
+    """The plan's workload and its number of clusters (G or I): exactly one is given."""
+    if (grouping_sets is None) == (iterations is None):
+        raise InvalidParameterError(
+            "grouping_sets/iterations",
+            "exactly one of them",
+            "both" if grouping_sets is not None else "neither",
         )
+    workload: Workload = "aggregate" if grouping_sets is not None else "kmeans"
+    return workload, grouping_sets if grouping_sets is not None else iterations
+
+
+def _infeasible(
+    request: PlanRequest,
+    options: SearchOptions,
+    *,
+    progress: bool,
+    parameter_names: Mapping[str, str],
+) -> DpcommError:
+    """The error when no candidate fits the channel limit: what to relax, from wider searches."""
+    unlimited_channels = replace(request, max_channels=None)
+    fewest = search(unlimited_channels, options, progress=progress, by_channels=True)
+    any_channels = [_candidate(request, one) for one in fewest]
+    unlimited = any_channels
+    if request.max_extra_consents is not None:
+        free = replace(request, max_extra_consents=None, min_utility=1.0)
+        more = search(free, options, progress=progress)
+        unlimited = [_candidate(free, one) for one in more]
+        unlimited = [*unlimited, *any_channels]
+    return DpcommError(
+        infeasible_message(request, any_channels, unlimited, options.max_dummies, parameter_names)
+    )
+
+
+def _checked_best(
+    request: PlanRequest,
+    candidates: list[PlanCandidate],
+    found: Sequence[Found],
+    search_check: Feasibility,
+) -> _Chosen:
+    """The least-load candidate once checked again, and the candidates (all, within limits).
+
+    The chosen configuration is checked again (d − 1 fails from scratch; d passes with the
+    PLDs on the final grid) before its ε is computed; when its d changes, it is costed again
+    and the choice is made anew.
+    """
     by_key = {order_key(c): one for c, one in zip(candidates, found, strict=True)}
-    # The chosen configuration is checked again (d − 1 fails from scratch; d passes with the
-    # PLDs on the final grid) before its ε is computed.
     final_check = Feasibility(request, interval=FINAL_INTERVAL)
+    limited = [c for c in candidates if request.allows_channels(c.max_channels_per_node)]
     while True:
         best = min(limited, key=order_key)
         key = order_key(best)
         checked = _verified(by_key[key], search_check, final_check)
         if checked.configuration.num_dummies == by_key[key].configuration.num_dummies:
-            break
+            return best, candidates, limited
         del by_key[key]
         by_key[order_key(_candidate(request, checked))] = checked
         candidates = [_candidate(request, one) for one in by_key.values()]
         limited = [c for c in candidates if request.allows_channels(c.max_channels_per_node)]
+
+
+def _result(
+    request: PlanRequest,
+    chosen: _Chosen,
+    *,
+    max_messages: int | None,
+    parameter_names: Mapping[str, str],
+) -> PlannerResult:
+    """The chosen candidate, if within ``max_messages``, with its ε and the Pareto front."""
+    best, candidates, limited = chosen
     if max_messages is not None and best.network_load_messages > max_messages:
         raise DpcommError(
             too_many_messages(request, best.network_load_messages, max_messages, parameter_names)

@@ -110,11 +110,6 @@ class PlanRequest:
             )
 
     @property
-    def cluster_epsilon(self) -> float:
-        """ε_c = ε/G (Theorem 2)."""
-        return self.epsilon / self.num_clusters
-
-    @property
     def cluster_delta(self) -> float:
         """δ/G: each cluster's δ in the basic-composition check (Theorem 2) only.
 

@@ -12,7 +12,7 @@ learns their composition (the paper's Related Work: at most (ε1 + ε2, δ1 + δ
   δ_sel (`ReleaseShape.selection`) is set aside first: δ1 + δ2 = δ − δ_sel. At δ = 0 (a
   pure plan: Laplace, no key selection) δ1 = δ2 = 0.
 * **Release.** ε2 is the largest (bisection, to 0.1% of ε) whose composition with that
-  guarantee, `dpcomm.plan.privacy.compose_release` (the smaller of the PLD composition
+  guarantee, `dpcomm.release.compose.compose_release` (the smaller of the PLD composition
   and the sum, the very function a run reports and a budget is charged with), is at most ε at
   δ1 + δ2 ≤ δ. It starts from ε − ε1, which the sum always allows: the split's guarantee is
   valid whatever the search does, because it is the number the run will report.
@@ -40,7 +40,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from dpcomm.accounting.release import (
+from dpcomm.calibration.planner import PlannerResult
+from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.plan.costs import delivery_probability
+from dpcomm.plan.countermeasures import shares_blanket
+from dpcomm.plan.privacy import PlanGuarantee
+from dpcomm.release.compose import ReleaseComposition, compose_release
+from dpcomm.release.mechanisms import (
     AggregateNoise,
     Gaussian,
     Laplace,
@@ -49,11 +55,6 @@ from dpcomm.accounting.release import (
     Sensitivity,
     calibrate_noise,
 )
-from dpcomm.calibration.planner import PlannerResult
-from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.plan.costs import delivery_probability
-from dpcomm.plan.countermeasures import shares_blanket
-from dpcomm.plan.privacy import PlanGuarantee, ReleaseComposition, compose_release
 
 ReleaseName = Literal["laplace", "gaussian"]
 
@@ -78,17 +79,17 @@ class ReleaseShape:
     Attributes:
         num_rows: S, the table's rows (one source each).
         aggregates: every released COUNT and SUM: its output, function and sensitivity (what
-            `dpcomm.accounting.release.calibrate_noise` takes).
+            `dpcomm.release.mechanisms.calibrate_noise` takes).
         magnitudes: per aggregate, the typical value of one row: 1 for a COUNT, the mean of
             |lo| and |hi| for a SUM clamped to [lo, hi].
         grouping_sets: per grouping set, its released keys (the product of its columns'
             domains; 1 for ``()``; T for a set whose keys a threshold selects: their number is
             not public) and its T (1 for the empty set's single compute node).
         selection: with DP key selection, the COUNT whose noisy values select keys and
-            δ_sel (`dpcomm.queries.release.KeySelection`); None without.
+            δ_sel (`dpcomm.release.noise.KeySelection`); None without.
         independent_aggregates: the same aggregates with the sensitivities of traffic that
             delivers each tuple independently (every countermeasure but scramblers with
-            sampling: `dpcomm.accounting.release.JointView` ``own-row``); None: those of
+            sampling: `dpcomm.release.mechanisms.JointView` ``own-row``); None: those of
             ``aggregates``.
     """
 
@@ -136,7 +137,7 @@ def expected_relative_error(
     P = 1 − σ + σ/T (`dpcomm.plan.costs.delivery_probability`), so relative to the
     cell's value N m (m the row's typical magnitude) its mean squared error is
     (1 − P)² (the lost tuples' bias) + P (1 − P)/N (their variance, the Horvitz–Thompson
-    variance of `dpcomm.engine.estimate` before division by P) + (s / (N m))² (the
+    variance of `dpcomm.pipeline.estimate` before division by P) + (s / (N m))² (the
     noise's standard deviation s, `AggregateNoise.standard_deviation`). The mean is
     over every released value (each key of each grouping set, each aggregate); the root is
     returned. An AVG is the ratio of two such values.
@@ -292,22 +293,8 @@ def _largest_release(
     return best
 
 
-def split_budget(
-    *,
-    shape: ReleaseShape,
-    release: ReleaseName,
-    epsilon: float,
-    delta: float,
-    plan_traffic: Callable[[float, float], PlannerResult],
-    shares: Sequence[float] = TRAFFIC_SHARES,
-) -> BudgetSplit:
-    """The split of (ε, δ) between traffic and release of least expected error (module doc).
-
-    ``plan_traffic(ε1, δ1)`` is the planner under the user's limits (it raises
-    `dpcomm.errors.DpcommError` when nothing meets ε1 within them). Raises
-    `dpcomm.errors.DpcommError` when no share of the grid is feasible, with the
-    planner's advice at the largest share.
-    """
+def _split_deltas(shape: ReleaseShape, release: ReleaseName, delta: float) -> tuple[float, float]:
+    """(δ2, δ1): the release's and the traffic's δ, out of δ less the key selection's δ_sel."""
     selection_delta = 0.0 if shape.selection is None else shape.selection[1]
     if selection_delta > 0.0 and not selection_delta < delta:
         raise InvalidParameterError(
@@ -320,48 +307,57 @@ def split_budget(
     traffic_delta = available - release_delta
     if selection_delta > 0.0:  # δ1 + δ2 + δ_sel, added in floating point, stays within δ
         traffic_delta *= 1.0 - 1e-9
-    ordered = sorted(shares)
-    evaluated: dict[int, SplitPoint] = {}
+    return release_delta, traffic_delta
 
-    def point(index: int) -> SplitPoint:
-        if index in evaluated:
-            return evaluated[index]
-        share = ordered[index]
-        try:
-            traffic = plan_traffic(share * epsilon, traffic_delta)
-        except DpcommError as error:
-            found = SplitPoint(
-                traffic_share=share,
-                traffic=None,
-                release=None,
-                composition=None,
-                expected_relative_error=math.inf,
-                infeasible=str(error),
-            )
-        else:
-            if traffic.privacy is None:
-                raise DpcommError("the planner answered without its privacy")  # never
-            mechanism, noises, composition = _largest_release(
-                release,
-                shape,
-                traffic.privacy,
-                epsilon=epsilon,
-                delta=delta,
-                release_delta=release_delta,
-            )
-            found = SplitPoint(
-                traffic_share=share,
-                traffic=traffic,
-                release=mechanism,
-                composition=composition,
-                expected_relative_error=expected_relative_error(
-                    shape, noises, sampling_rate=traffic.configuration.sampling_rate
-                ),
-            )
-        evaluated[index] = found
-        return found
 
-    # The least feasible share: feasibility is monotone in the share.
+def _split_point(
+    share: float,
+    *,
+    shape: ReleaseShape,
+    release: ReleaseName,
+    epsilon: float,
+    delta: float,
+    release_delta: float,
+    traffic_delta: float,
+    plan_traffic: Callable[[float, float], PlannerResult],
+) -> SplitPoint:
+    """The traffic planned at ε1 = ``share`` · ε and the largest release the rest allows."""
+    try:
+        traffic = plan_traffic(share * epsilon, traffic_delta)
+    except DpcommError as error:
+        return SplitPoint(
+            traffic_share=share,
+            traffic=None,
+            release=None,
+            composition=None,
+            expected_relative_error=math.inf,
+            infeasible=str(error),
+        )
+    if traffic.privacy is None:
+        raise DpcommError("the planner answered without its privacy")  # never
+    mechanism, noises, composition = _largest_release(
+        release,
+        shape,
+        traffic.privacy,
+        epsilon=epsilon,
+        delta=delta,
+        release_delta=release_delta,
+    )
+    return SplitPoint(
+        traffic_share=share,
+        traffic=traffic,
+        release=mechanism,
+        composition=composition,
+        expected_relative_error=expected_relative_error(
+            shape, noises, sampling_rate=traffic.configuration.sampling_rate
+        ),
+    )
+
+
+def _least_feasible(
+    point: Callable[[int], SplitPoint], ordered: Sequence[float], epsilon: float
+) -> int:
+    """The index of the least feasible share (feasibility is monotone in the share)."""
     low, high = 0, len(ordered) - 1
     if point(low).traffic is not None:
         high = low
@@ -380,8 +376,45 @@ def split_budget(
             low = middle + 1
         else:
             high = middle
+    return low
+
+
+def split_budget(
+    *,
+    shape: ReleaseShape,
+    release: ReleaseName,
+    epsilon: float,
+    delta: float,
+    plan_traffic: Callable[[float, float], PlannerResult],
+    shares: Sequence[float] = TRAFFIC_SHARES,
+) -> BudgetSplit:
+    """The split of (ε, δ) between traffic and release of least expected error (module doc).
+
+    ``plan_traffic(ε1, δ1)`` is the planner under the user's limits (it raises
+    `dpcomm.errors.DpcommError` when nothing meets ε1 within them). Raises
+    `dpcomm.errors.DpcommError` when no share of the grid is feasible, with the
+    planner's advice at the largest share.
+    """
+    release_delta, traffic_delta = _split_deltas(shape, release, delta)
+    ordered = sorted(shares)
+    evaluated: dict[int, SplitPoint] = {}
+
+    def point(index: int) -> SplitPoint:
+        if index not in evaluated:
+            evaluated[index] = _split_point(
+                ordered[index],
+                shape=shape,
+                release=release,
+                epsilon=epsilon,
+                delta=delta,
+                release_delta=release_delta,
+                traffic_delta=traffic_delta,
+                plan_traffic=plan_traffic,
+            )
+        return evaluated[index]
+
     best: SplitPoint | None = None
-    for index in range(low, len(ordered)):
+    for index in range(_least_feasible(point, ordered, epsilon), len(ordered)):
         candidate = point(index)
         if best is None or candidate.expected_relative_error < best.expected_relative_error:
             best = candidate

@@ -209,7 +209,7 @@ def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
 
 
 def _print_release(report: ReleaseAuditReport) -> None:
-    from dpcomm.accounting.release import Gaussian
+    from dpcomm.release.mechanisms import Gaussian
 
     countermeasure = report.countermeasure
     neighbours = report.neighbours

@@ -4,7 +4,7 @@ A ledger file holds a privacy budget (ε, δ) for one population and every run c
 (`dpcomm.Budget`). ``dpcomm run aggregate|kmeans --ledger FILE`` charges the run's plan
 guarantee before it runs (refused beyond the budget: nothing runs); with ``--engine
 network``, and ``dpcomm node run --role coordinator --ledger FILE``, they charge a deployed
-round the weakest guarantee it can report (`dpcomm.engine.charge`);
+round the weakest guarantee it can report (`dpcomm.pipeline.charge`);
 ``--budget-epsilon E --budget-delta D`` create FILE with that budget when it does not exist.
 ``dpcomm budget --ledger FILE`` prints the budget, what is spent and every charge (its query as
 written, countermeasure, release, engine and method); ``--accept-edits`` accepts a ledger whose

@@ -39,31 +39,29 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
             args.seed,
         )
     from dpcomm.data.table import Table
-    from dpcomm.plan import account_plan
-    from dpcomm.queries.aggregate import AggregateProgram
+    from dpcomm.pipeline.job import ReleaseSpec, compile_aggregate, planned_guarantee
 
     check_writable_folder("--out", args.out)
     countermeasure = countermeasure_from_options(args, AGGREGATE_DEFAULTS)
     data, _ = aggregate_data(args)
     table = data if isinstance(data, Table) else data.read(0, data.num_rows)
-    program = AggregateProgram.from_sql(
+    asked = release_options(args)
+    program = compile_aggregate(
         args.sql,
         table,
+        release=ReleaseSpec.of(asked.pop("release", None), **asked),
+        countermeasure=countermeasure,
         num_targets=args.num_targets,
         max_groups=args.max_groups,
         max_text_bytes=args.max_text_bytes,
-        countermeasure=countermeasure,
-        **release_options(args),
     )
     # The plan is accounted before any key is written: a bad --delta is refused, and the
     # operator sees the guarantee the configs are for.
-    accounted = account_plan(program.plan, countermeasure, delta=args.delta)
-    privacy = accounted.guarantee
+    accounted = planned_guarantee(program, countermeasure, delta=args.delta)
+    privacy = accounted.traffic.guarantee
     guarantee = f"the plan's guarantee: ε = {privacy.epsilon:.4g}, δ = {privacy.delta:.3g}"
-    if program.release is not None:
-        from dpcomm.plan.privacy import compose_release
-
-        both = compose_release(accounted, program.release.noises)
+    both = accounted.release
+    if both is not None:
         guarantee += (
             f"; the release (drawn by the result node): ε2 = {both.release_epsilon:.4g}, "
             f"δ2 = {both.release_delta:.3g}; traffic and release together: ε = "
@@ -112,7 +110,7 @@ def command_node_run(args: argparse.Namespace) -> int:
             flush=True,
         )
     if budget is not None:
-        from dpcomm.engine.charge import charge_round
+        from dpcomm.pipeline.charge import charge_round
 
         # The coordinator charges the round before any node registers: refused, nothing runs.
         charge_round(budget, config.round, delta=delta)

@@ -42,10 +42,10 @@ from dpcomm.data import diabetes_table, load_image_dataset, read_points, read_ta
 from dpcomm.data.points import TablePoints
 from dpcomm.engine.engines import Engine
 from dpcomm.engine.network.report import DeploymentDetails
-from dpcomm.engine.report import EfficiencyReport, PrivacyReport, Report
-from dpcomm.engine.runs import AggregateRun, KMeansRun
-from dpcomm.engine.utility import ReleaseUtility
 from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.pipeline.report import EfficiencyReport, PrivacyReport, Report
+from dpcomm.pipeline.runs import AggregateRun, KMeansRun
+from dpcomm.pipeline.utility import ReleaseUtility
 from dpcomm.plan import make_countermeasure
 from dpcomm.plan.countermeasures import Countermeasure
 
@@ -445,7 +445,7 @@ def release_mechanism(args: argparse.Namespace) -> Any:
     ``--release-delta`` is refused with a Laplace release (whose δ is 0); an invalid ε or δ is
     named by its flag.
     """
-    from dpcomm.accounting.release import Gaussian, Laplace
+    from dpcomm.release.mechanisms import Gaussian, Laplace
 
     epsilon = DEFAULT_RELEASE_EPSILON if args.release_epsilon is None else args.release_epsilon
     if args.release == "laplace" and args.release_delta is not None:

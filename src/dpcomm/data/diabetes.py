@@ -30,8 +30,6 @@ DIABETES_SEED: Final = 20_210_601
 AGE_BANDS: Final = (20, 30, 40, 50, 60, 70, 80)
 #: Share of patients per age band (an older-skewed adult population, as in a diabetes cohort).
 _AGE_WEIGHTS: Final = (0.06, 0.10, 0.16, 0.22, 0.22, 0.16, 0.08)
-#: Lower bounds of the 5-unit BMI bands (column B, kg/m²): 15-19.9, 20-24.9, ..., 45-49.9.
-BMI_BANDS: Final = (15, 20, 25, 30, 35, 40, 45)
 
 _FILE_NAME: Final = "diabetes.csv"
 

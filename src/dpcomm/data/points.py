@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.data.table import _quote, readable_file, table_from_relation, value_kind
+from dpcomm.data.table import Table, _quote, readable_file, table_from_relation, value_kind
 from dpcomm.errors import DpcommError, InvalidParameterError
 
 #: The value kinds a point's coordinate may have (``dpcomm.data.table.value_kind``).
@@ -92,16 +92,7 @@ def read_points(
         relation = connection.sql(f"SELECT * FROM {reader}(?)", params=[str(file)])
         names = list(relation.columns)
         types = dict(zip(names, (str(t) for t in relation.types), strict=True))
-        chosen = [_find(name, names, "columns") for name in columns]
-        if len(set(chosen)) != len(chosen):
-            raise InvalidParameterError("columns", "distinct column names", list(columns))
-        for name in chosen:
-            if value_kind(types[name]) not in NUMERIC_KINDS:
-                raise InvalidParameterError(
-                    "columns",
-                    "numeric columns (integer, decimal or floating-point)",
-                    f"{name} ({types[name]})",
-                )
+        chosen = _coordinate_columns(columns, names, types)
         label = None if label_column is None else _find(label_column, names, "label_column")
         if label is not None and label in chosen:
             raise InvalidParameterError(
@@ -116,26 +107,51 @@ def read_points(
         raise DpcommError(f"cannot read {path}: {str(error).splitlines()[0]}") from error
     finally:
         connection.close()
-    coordinates = []
-    for name in chosen:
-        raw = fetched[name]
-        values = np.asarray(np.ma.getdata(raw), dtype=np.float64)
-        coordinates.append(np.where(np.ma.getmaskarray(raw), np.nan, values))
-    points = np.column_stack(coordinates) if coordinates else np.zeros((0, 0))
+    points = _coordinates(fetched, chosen)
     if len(points) == 0:
         raise InvalidParameterError("data", "a table with at least one row", f"{path} (empty)")
     null_rows = int(
         np.column_stack([np.ma.getmaskarray(fetched[n]) for n in chosen]).any(axis=1).sum()
     )
-    labels = None
-    if labelled is not None:
-        column = labelled.columns[0]
-        if column.is_null.any():
-            raise InvalidParameterError(
-                "label_column",
-                "a column without NULL",
-                f"{label} with {int(column.is_null.sum()):,} NULLs",
-            )
-        values = column.values
-        labels = values if values.dtype.kind in "iufbM" else np.array([str(v) for v in values])
+    labels = None if labelled is None else _labels(labelled, label)
     return TablePoints(points, labels, tuple(chosen), label, null_rows)
+
+
+def _coordinate_columns(
+    columns: Sequence[str], names: Sequence[str], types: dict[str, str]
+) -> list[str]:
+    """The table's spelling of the coordinate ``columns``: distinct, each numeric."""
+    chosen = [_find(name, names, "columns") for name in columns]
+    if len(set(chosen)) != len(chosen):
+        raise InvalidParameterError("columns", "distinct column names", list(columns))
+    for name in chosen:
+        if value_kind(types[name]) not in NUMERIC_KINDS:
+            raise InvalidParameterError(
+                "columns",
+                "numeric columns (integer, decimal or floating-point)",
+                f"{name} ({types[name]})",
+            )
+    return chosen
+
+
+def _coordinates(fetched: dict[str, Any], chosen: Sequence[str]) -> npt.NDArray[np.float64]:
+    """The fetched columns side by side, rows × columns, a NULL cell as NaN."""
+    coordinates = []
+    for name in chosen:
+        raw = fetched[name]
+        values = np.asarray(np.ma.getdata(raw), dtype=np.float64)
+        coordinates.append(np.where(np.ma.getmaskarray(raw), np.nan, values))
+    return np.column_stack(coordinates) if coordinates else np.zeros((0, 0))
+
+
+def _labels(labelled: Table, label: str | None) -> npt.NDArray[Any]:
+    """The label column's values (their text for other than numbers); NULL is refused."""
+    column = labelled.columns[0]
+    if column.is_null.any():
+        raise InvalidParameterError(
+            "label_column",
+            "a column without NULL",
+            f"{label} with {int(column.is_null.sum()):,} NULLs",
+        )
+    values = column.values
+    return values if values.dtype.kind in "iufbM" else np.array([str(v) for v in values])

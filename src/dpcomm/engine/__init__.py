@@ -1,7 +1,7 @@
-"""Layer 6: engines that execute a plan's roles: in memory, over a network, on Dask.
+"""Layer 7: engines that execute a plan's roles: in memory, over a network, on Dask.
 
-Every engine returns a `Run` and gets the same typed `Report`. Names are imported
-on first use (a network worker imports only what it runs).
+Every engine returns a `Run`; the pipeline (`dpcomm.pipeline`) prepares and reports it.
+Names are imported on first use (a network worker imports only what it runs).
 """
 
 from typing import TYPE_CHECKING
@@ -24,29 +24,11 @@ if TYPE_CHECKING:
     from dpcomm.engine.memory import (
         simulate as simulate,
     )
-    from dpcomm.engine.report import (
-        Report as Report,
-    )
-    from dpcomm.engine.report import (
-        privacy_report as privacy_report,
-    )
     from dpcomm.engine.run import (
         Run as Run,
     )
     from dpcomm.engine.run import (
         prepare as prepare,
-    )
-    from dpcomm.engine.runs import (
-        AggregateRun as AggregateRun,
-    )
-    from dpcomm.engine.runs import (
-        KMeansRun as KMeansRun,
-    )
-    from dpcomm.engine.runs import (
-        run_aggregate as run_aggregate,
-    )
-    from dpcomm.engine.runs import (
-        run_kmeans as run_kmeans,
     )
 
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -348,7 +348,7 @@ class DaskEngine:
         """Run ``program`` with ``countermeasures`` (the options of ``simulate``)."""
         started = time.perf_counter()
         seed, progress = options.get("seed"), options.get("progress", False)
-        prepared = prepare(
+        prepared = options.get("prepared") or prepare(
             program,
             countermeasures,
             delta=options["delta"],

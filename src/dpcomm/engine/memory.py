@@ -82,6 +82,7 @@ def simulate(
     seed: int | None = None,
     progress: bool = False,
     target_epsilon: float | None = None,
+    prepared: Prepared | None = None,
 ) -> Run:
     """Run ``program`` with ``countermeasures`` in memory (the simulator).
 
@@ -96,9 +97,11 @@ def simulate(
             fresh operating-system entropy.
         progress: show a progress bar over the stages.
         target_epsilon: refuse (before running) a plan whose ε exceeds it.
+        prepared: the plan already prepared with these countermeasures (not prepared again).
     """
     started = time.perf_counter()
-    prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
+    if prepared is None:
+        prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
     simulation = Simulation(program, prepared.transformed, Randomness(seed))
     return run_stages(
         program,

@@ -27,6 +27,7 @@ from dpcomm.plan.model import ROLES, ExecutionPlan
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.plan.transform import TransformedPlan, transform
 from dpcomm.protocol.roles import ProgramHooks
+from dpcomm.queries.program import QueryProgram
 
 BoolArray = npt.NDArray[np.bool_]
 Flows = TypeVar("Flows", FlowTraffic, FlowSummary, FlowTraffic | FlowSummary)
@@ -41,12 +42,16 @@ class RunOptions(TypedDict, total=False):
         seed: the same seed gives the same run in every engine; None draws fresh entropy.
         progress: show a progress bar.
         target_epsilon: refuse (before running) a plan whose ε exceeds it.
+        prepared: the plan already prepared (`prepare`) with these countermeasures, δ and
+            target: the engine executes it instead of preparing it again (what the run
+            pipeline, `dpcomm.pipeline.job.prepare`, hands every engine).
     """
 
     delta: Required[float | None]
     seed: int | None
     progress: bool
     target_epsilon: float | None
+    prepared: Prepared
 
 
 class PackedMasks(Mapping[str, BoolArray]):
@@ -188,19 +193,8 @@ class Prepared:
     privacy: PlanGuarantee | None
 
 
-def _check_release(
-    program: ProgramHooks, countermeasures: Countermeasure | Mapping[str, Countermeasure]
-) -> None:
-    """A noisy release runs only with countermeasures its noise was calibrated for."""
-    from dpcomm.queries.aggregate import AggregateProgram
-    from dpcomm.queries.release import check_release_for
-
-    if isinstance(program, AggregateProgram) and program.release is not None:
-        check_release_for(program.release, countermeasures)
-
-
 def prepare(
-    program: ProgramHooks,
+    program: QueryProgram,
     countermeasures: Countermeasure | Mapping[str, Countermeasure],
     *,
     delta: float | None,
@@ -220,7 +214,7 @@ def prepare(
     """
     plan = program.plan
     transformed = transform(plan, countermeasures)
-    _check_release(program, countermeasures)
+    program.check_countermeasures(countermeasures)  # a release's noise fits this traffic
     if delta is None:
         return Prepared(transformed, None)
     privacy = account_plan(plan, countermeasures, delta=delta)

@@ -231,36 +231,3 @@ def efficiency(
         max_channels_by_role=by_role,
         num_nodes=int(active.sum()),
     )
-
-
-def observed_edges(flows: list[FlowTraffic]) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """The communication graph as the observer sees it: (order label, sender, receiver, count).
-
-    The order label is the index of the flow in the run, a stand-in for the message order
-    number of Definition 1; edges of one flow are merged and counted.
-    """
-    labels, senders, receivers, counts = [], [], [], []
-    for index, flow in enumerate(flows):
-        if flow.senders.size == 0:
-            continue
-        base = np.int64(max(int(flow.receivers.max()), 0) + 1)
-        keys = flow.senders * base + flow.receivers
-        order = np.argsort(keys, kind="stable")
-        ordered = keys[order]
-        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-        codes = ordered[starts]
-        merged = np.add.reduceat(flow.counts[order], starts).astype(np.int64)
-        sender, receiver = np.divmod(codes, base)
-        labels.append(np.full(len(codes), index, dtype=np.int64))
-        senders.append(sender)
-        receivers.append(receiver)
-        counts.append(merged)
-    if not labels:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, empty
-    return (
-        np.concatenate(labels),
-        np.concatenate(senders),
-        np.concatenate(receivers),
-        np.concatenate(counts),
-    )

@@ -756,6 +756,40 @@ def estimate_events(
     return tuple(events), num_events
 
 
+def _run_both_inputs(
+    audited: AuditedMechanism,
+    inputs: NeighbouringInputs,
+    *,
+    count: int,
+    streams: tuple[Randomness, Randomness],
+    coefficients: npt.NDArray[np.uint64],
+    progress: bool,
+) -> tuple[Categorization, tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]]:
+    """``count`` runs under each neighbouring input, chunk by chunk: their categories and hashes.
+
+    Input 0 draws from ``streams[0]``, input 1 from ``streams[1]``; a run's outputs are reduced
+    to its category (`_categories`) and hashed with ``coefficients`` (`_hash_outputs`).
+    """
+    declared = audited.declared
+    clip = (
+        1 if isinstance(declared, LocalRandomizer) else declared.batch_size + declared.num_dummies
+    )
+    codes: list[list[IntArray]] = [[], []]
+    hashes: list[list[npt.NDArray[np.uint64]]] = [[], []]
+    step = audited.runs_per_chunk()
+    chunks = [(s, min(count, s + step)) for s in range(0, count, step)]
+    for low, high in with_progress(chunks, enabled=progress, description="audit", unit="chunk"):
+        for side, target in enumerate((inputs.target, inputs.alternative)):
+            seen = audited.sample(
+                target, inputs.others, high - low, randomness=streams[side], first_run=low
+            )
+            code, categories = _categories(seen, inputs, clip=clip)
+            codes[side].append(code)
+            hashes[side].append(_hash_outputs(seen, coefficients))
+    categorization = (np.concatenate(codes[0]), np.concatenate(codes[1]), categories)
+    return categorization, (np.concatenate(hashes[0]), np.concatenate(hashes[1]))
+
+
 def audit(
     mechanism: AuditedMechanism | Declared,
     *,
@@ -798,31 +832,16 @@ def audit(
     start = time.perf_counter()
     report = account(declared, delta=target_delta, monte_carlo_samples=0)
     inputs = neighbouring_inputs(declared.num_targets)
-    clip = (
-        1 if isinstance(declared, LocalRandomizer) else declared.batch_size + declared.num_dummies
-    )
     coefficients = generator.integers(
         1, np.iinfo(np.int64).max, size=declared.num_targets + 1, dtype=np.int64
     ).astype(np.uint64) | np.uint64(1)
-    codes: list[list[IntArray]] = [[], []]
-    hashes: list[list[npt.NDArray[np.uint64]]] = [[], []]
-    step = audited.runs_per_chunk()
-    chunks = [(s, min(count, s + step)) for s in range(0, count, step)]
-    for low, high in with_progress(chunks, enabled=progress, description="audit", unit="chunk"):
-        for side, target in enumerate((inputs.target, inputs.alternative)):
-            seen = audited.sample(
-                target, inputs.others, high - low, randomness=streams[side], first_run=low
-            )
-            code, categories = _categories(seen, inputs, clip=clip)
-            codes[side].append(code)
-            hashes[side].append(_hash_outputs(seen, coefficients))
-    all_codes = (np.concatenate(codes[0]), np.concatenate(codes[1]))
-    events, num_events = estimate_events(
-        [(*all_codes, categories)], confidence=level, delta=target_delta
+    categorization, hashes = _run_both_inputs(
+        audited, inputs, count=count, streams=streams, coefficients=coefficients, progress=progress
     )
+    events, num_events = estimate_events([categorization], confidence=level, delta=target_delta)
     best = max(events, key=lambda e: e.epsilon, default=None)
     lower = best.epsilon if best is not None else 0.0
-    view = _appendix_d(np.concatenate(hashes[0]), np.concatenate(hashes[1]))
+    view = _appendix_d(*hashes)
     return AuditReport(
         mechanism=audited,
         inputs=inputs,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -371,16 +371,6 @@ class FrontPoint:
     batch_size: int | None
     num_dummies: int
     description: str
-
-    def apply(self, settings: ExplorerSettings) -> ExplorerSettings:
-        """``settings`` with this point's mechanism, σ, n and d."""
-        return replace(
-            settings,
-            mechanism=self.mechanism,
-            sampling_rate=self.sampling_rate,
-            batch_size=settings.batch_size if self.batch_size is None else self.batch_size,
-            num_dummies=self.num_dummies,
-        )
 
 
 @lru_cache(maxsize=64)

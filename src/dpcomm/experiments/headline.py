@@ -101,6 +101,162 @@ def _least(delta_of: Callable[[int], float], target: float, maximum: int) -> int
     return high
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Scenario:
+    """One table's scenario: (S, T, n, σ, ε, δ), its S_t sources and their balanced batches."""
+
+    num_sources: int
+    num_targets: int
+    batch_size: int
+    sampling_rate: float
+    epsilon: float
+    delta: float
+    recruited: int
+    batches: tuple[int, ...]
+    nonprivate: int
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        num_sources: int,
+        num_targets: int,
+        batch_size: int,
+        sampling_rate: float,
+        epsilon: float,
+        delta: float,
+    ) -> _Scenario:
+        """The scenario with S_t = ⌈S/(1 − σ + σ/T)⌉ and its batches of at most n."""
+        recruited = recruited_sources(
+            num_sources=num_sources, num_targets=num_targets, sampling_rate=sampling_rate
+        )
+        nonprivate = nonprivate_load(
+            num_sources=num_sources, num_targets=num_targets, workload="aggregate", num_clusters=1
+        )
+        return cls(
+            num_sources=num_sources,
+            num_targets=num_targets,
+            batch_size=batch_size,
+            sampling_rate=sampling_rate,
+            epsilon=epsilon,
+            delta=delta,
+            recruited=recruited,
+            batches=balanced_batch_sizes(recruited, batch_size),
+            nonprivate=nonprivate,
+        )
+
+    def cluster_delta(
+        self, delta_of: Callable[[ScramblerMechanism], float]
+    ) -> Callable[[int], float]:
+        """δ of the cluster at d: the largest over its batch sizes."""
+        sizes = sorted(set(self.batches), reverse=True)
+
+        def mechanism(batch: int, dummies: int) -> ScramblerMechanism:
+            return ScramblerMechanism(
+                num_targets=self.num_targets,
+                sampling_rate=self.sampling_rate,
+                batch_size=batch,
+                num_dummies=dummies,
+            )
+
+        return lambda d: max(delta_of(mechanism(batch, d)) for batch in sizes)
+
+    def messages(self, dummies: int) -> int:
+        """2·S_t + SC·d + C: the messages of one cluster with ``dummies`` per scrambler."""
+        countermeasure = Scramblers(
+            sampling_rate=self.sampling_rate, batch_size=self.batch_size, num_dummies=dummies
+        )
+        return plan_costs(
+            countermeasure,
+            num_sources=self.recruited,
+            num_targets=self.num_targets,
+            workload="aggregate",
+            num_clusters=1,
+        ).messages
+
+    def row(
+        self, method: str, label: str, status: str, dummies: int | None, note: str
+    ) -> HeadlineRow:
+        """The row of a method that needs ``dummies`` per scrambler (None: unreachable)."""
+        return HeadlineRow(
+            method=method,
+            label=label,
+            status=status,
+            num_dummies=dummies,
+            num_scramblers=len(self.batches),
+            num_sources=self.recruited,
+            messages=None if dummies is None else self.messages(dummies),
+            nonprivate_messages=self.nonprivate,
+            note=note,
+            scenario=(
+                self.num_sources,
+                self.num_targets,
+                self.batch_size,
+                self.sampling_rate,
+                self.epsilon,
+                self.delta,
+            ),
+            batch_sizes=self.batches,
+        )
+
+
+def _methods(
+    scenario: _Scenario, *, monte_carlo_samples: int, seed: int
+) -> list[tuple[str, str, str, Callable[[int], float], str]]:
+    """Each amplifying method: name, label, status, the cluster's δ at d, and a note."""
+    epsilon = scenario.epsilon
+
+    def monte_carlo(one: ScramblerMechanism) -> float:
+        estimator = MonteCarloLemma2(one, num_samples=monte_carlo_samples, rng=seed)
+        return estimator.estimate(epsilon)
+
+    return [
+        (
+            "exact",
+            "exact (Lemma 2 evaluated exactly)",
+            "valid",
+            scenario.cluster_delta(lambda one: ExactLemma2(one).delta(epsilon)),
+            "the quantity Algorithm 2 estimates, computed exactly",
+        ),
+        (
+            "bennett",
+            "Bennett, corrected statement",
+            "valid",
+            scenario.cluster_delta(lambda one: bennett_delta(one, epsilon)),
+            "",
+        ),
+        (
+            "hoeffding",
+            "Hoeffding (Theorem main_amplification)",
+            "valid",
+            scenario.cluster_delta(lambda one: hoeffding_delta(one, epsilon)),
+            "",
+        ),
+        (
+            "monte-carlo",
+            f"Monte Carlo, Algorithm 2 (R = {monte_carlo_samples})",
+            "estimate",
+            scenario.cluster_delta(monte_carlo),
+            "an estimate, not a guarantee (seeded; not monotone in d in general)",
+        ),
+    ]
+
+
+def _post_processing_row(scenario: _Scenario) -> HeadlineRow:
+    """R_σ's own guarantee, with no amplification: d = 0 if it meets (ε, δ), else none."""
+    local = LocalRandomizer(num_targets=scenario.num_targets, sampling_rate=scenario.sampling_rate)
+    delta = scenario.delta
+    reachable = pure.local_delta(local, scenario.epsilon) <= delta
+    floor = pure.local_epsilon_for_delta(local, delta)
+    return scenario.row(
+        "post-processing",
+        "post-processing of R_σ (no amplification)",
+        "valid",
+        0 if reachable else None,
+        "" if reachable else f"unreachable: ε = {floor:.2f} at δ = {delta:g} for any d",
+    )
+
+
 def headline_rows(
     *,
     num_sources: int = NUM_SOURCES,
@@ -118,108 +274,21 @@ def headline_rows(
     Monte Carlo, estimates) Lemma 2 of App. E for one scrambler of each balanced batch size
     (docs/accounting.md); d must reach δ for every size.
     """
-    recruited = recruited_sources(
-        num_sources=num_sources, num_targets=num_targets, sampling_rate=sampling_rate
+    scenario = _Scenario.of(
+        num_sources=num_sources,
+        num_targets=num_targets,
+        batch_size=batch_size,
+        sampling_rate=sampling_rate,
+        epsilon=epsilon,
+        delta=delta,
     )
-    batches = balanced_batch_sizes(recruited, batch_size)
-    sizes = sorted(set(batches), reverse=True)
-    scramblers = len(batches)
-    nonprivate = nonprivate_load(
-        num_sources=num_sources, num_targets=num_targets, workload="aggregate", num_clusters=1
-    )
-    scenario = (num_sources, num_targets, batch_size, sampling_rate, epsilon, delta)
-
-    def mechanism(batch: int, dummies: int) -> ScramblerMechanism:
-        return ScramblerMechanism(
-            num_targets=num_targets,
-            sampling_rate=sampling_rate,
-            batch_size=batch,
-            num_dummies=dummies,
-        )
-
-    def worst(delta_of: Callable[[ScramblerMechanism], float]) -> Callable[[int], float]:
-        """δ of the cluster at d: the largest over its batch sizes."""
-        return lambda d: max(delta_of(mechanism(batch, d)) for batch in sizes)
-
-    def monte_carlo(one: ScramblerMechanism) -> float:
-        estimator = MonteCarloLemma2(one, num_samples=monte_carlo_samples, rng=seed)
-        return estimator.estimate(epsilon)
-
-    def messages(dummies: int) -> int:
-        countermeasure = Scramblers(
-            sampling_rate=sampling_rate, batch_size=batch_size, num_dummies=dummies
-        )
-        return plan_costs(
-            countermeasure,
-            num_sources=recruited,
-            num_targets=num_targets,
-            workload="aggregate",
-            num_clusters=1,
-        ).messages
-
-    methods: list[tuple[str, str, str, Callable[[int], float], str]] = [
-        (
-            "exact",
-            "exact (Lemma 2 evaluated exactly)",
-            "valid",
-            worst(lambda one: ExactLemma2(one).delta(epsilon)),
-            "the quantity Algorithm 2 estimates, computed exactly",
-        ),
-        (
-            "bennett",
-            "Bennett, corrected statement",
-            "valid",
-            worst(lambda one: bennett_delta(one, epsilon)),
-            "",
-        ),
-        (
-            "hoeffding",
-            "Hoeffding (Theorem main_amplification)",
-            "valid",
-            worst(lambda one: hoeffding_delta(one, epsilon)),
-            "",
-        ),
-        (
-            "monte-carlo",
-            f"Monte Carlo, Algorithm 2 (R = {monte_carlo_samples})",
-            "estimate",
-            worst(monte_carlo),
-            "an estimate, not a guarantee (seeded; not monotone in d in general)",
-        ),
-    ]
-
-    def row(method: str, label: str, status: str, dummies: int | None, note: str) -> HeadlineRow:
-        """The row of a method that needs ``dummies`` per scrambler (None: unreachable)."""
-        return HeadlineRow(
-            method=method,
-            label=label,
-            status=status,
-            num_dummies=dummies,
-            num_scramblers=scramblers,
-            num_sources=recruited,
-            messages=None if dummies is None else messages(dummies),
-            nonprivate_messages=nonprivate,
-            note=note,
-            scenario=scenario,
-            batch_sizes=batches,
-        )
-
     rows = [
-        row(name, label, status, _least(curve, delta, MAX_DUMMIES), note)
-        for name, label, status, curve, note in methods
-    ]
-    local = LocalRandomizer(num_targets=num_targets, sampling_rate=sampling_rate)
-    reachable = pure.local_delta(local, epsilon) <= delta
-    floor = pure.local_epsilon_for_delta(local, delta)
-    rows.append(
-        row(
-            "post-processing",
-            "post-processing of R_σ (no amplification)",
-            "valid",
-            0 if reachable else None,
-            "" if reachable else f"unreachable: ε = {floor:.2f} at δ = {delta:g} for any d",
+        scenario.row(name, label, status, _least(curve, delta, MAX_DUMMIES), note)
+        for name, label, status, curve, note in _methods(
+            scenario, monte_carlo_samples=monte_carlo_samples, seed=seed
         )
-    )
+    ]
+    rows.append(_post_processing_row(scenario))
     return tuple(rows)
 
 

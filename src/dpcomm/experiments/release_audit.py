@@ -35,7 +35,7 @@ faithful way (`release_runs`):
   library's own evaluation (`dpcomm.queries.groupby.evaluate_grouping_set` over the
   table the program projected, hence clamped as a run clamps it) and a run's result is its
   delivered sources' contributions added up;
-* the noise: the release layer's own noise (`dpcomm.queries.release._noisy`: OpenDP's
+* the noise: the release layer's own noise (`dpcomm.release.noise._noisy`: OpenDP's
   measurement at the scale the program's release computed, after OpenDP's privacy map is
   checked), drawn for the cells of keys a and b of every run at once. OpenDP's noise is never
   seeded (by design), so the lower bound varies from audit to audit; the traffic does not.
@@ -59,19 +59,12 @@ of a run; each faulty program still claims the declared guarantee.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 
-from dpcomm.accounting.release import (
-    Gaussian,
-    JointView,
-    Laplace,
-    ReleaseMechanism,
-    calibrate_noise,
-)
 from dpcomm.data.table import Table, table_from_arrays
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments._common import FloatArray, IntArray
@@ -89,6 +82,13 @@ from dpcomm.progress import with_progress
 from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
 from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.release.mechanisms import (
+    Gaussian,
+    JointView,
+    Laplace,
+    ReleaseMechanism,
+    calibrate_noise,
+)
 from dpcomm.validation import check_delta, check_int, check_number, check_probability, make_rng
 
 #: The audited query by default: one noisy aggregate, so that the release's privacy loss sits
@@ -206,11 +206,6 @@ class ReleaseNeighbours:
         return max(abs(self.bounds[0]), abs(self.bounds[1]))
 
     @property
-    def out_of_bound(self) -> float:
-        """Source 0's value in D (clamped to the bounds)."""
-        return self.pair.values[0]
-
-    @property
     def cells(self) -> tuple[int, ...]:
         """The keys whose released cells the audit observes: a and b, and c if others are on c."""
         return (0, 1, 2) if self.pair.others[0] == 2 else (0, 1)
@@ -316,10 +311,11 @@ def audited_program(
     ``fault``: ``"none"``, or one of `RELEASE_FAULT_KINDS` (`seeded_release_fault`).
     """
     from dpcomm.queries.sql import bind_sql
+    from dpcomm.release.noise import noisy_program
 
     bounds = {"v": neighbours.bounds}
     clamped = {column for _, column, _, _ in bind_sql(sql, table, bounds=bounds).clamps}
-    program = AggregateProgram.from_sql(
+    program = noisy_program(
         sql,
         table,
         num_targets=num_targets,
@@ -345,12 +341,12 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
     the correct program's. Under key selection the threshold would keep the correct
     sensitivity: refused.
     """
-    from dpcomm.queries.release import _released_aggregates
+    from dpcomm.release.noise import Release, _released_aggregates
 
     if kind not in RELEASE_FAULT_KINDS:
         raise InvalidParameterError("fault", f"one of {', '.join(RELEASE_FAULT_KINDS)}", kind)
     release = program.release
-    if release is None or release.selection is not None:
+    if not isinstance(release, Release) or release.selection is not None:
         raise InvalidParameterError(
             "program", "a program with a noisy release over public key domains", program
         )
@@ -543,10 +539,10 @@ def noisy_values(program: AggregateProgram, exact: FloatArray) -> FloatArray:
     """``exact`` (runs, keys, A) plus the release's noise: OpenDP's, as the result node adds it.
 
     Each aggregate's cells of every run are one vector given to the release layer's noise
-    (`dpcomm.queries.release._noisy`): independent noise per cell, at the aggregate's
+    (`dpcomm.release.noise._noisy`): independent noise per cell, at the aggregate's
     scale, after OpenDP's privacy map is checked against the aggregate's share of ε2.
     """
-    from dpcomm.queries.release import _noisy
+    from dpcomm.release.noise import _noisy
 
     release = program.release
     if release is None:
@@ -768,6 +764,283 @@ def _traffic(
     return np.concatenate(counts), np.concatenate(delivered)
 
 
+def _checked_mechanisms(
+    countermeasure: Countermeasure | None, release: ReleaseMechanism | None, fault: str
+) -> tuple[Scramblers | LocalFlooding, Laplace | Gaussian]:
+    """The audited countermeasure and release (the defaults for None); a fault's name checked."""
+    if countermeasure is None:
+        countermeasure = DEFAULT_COUNTERMEASURE
+    if release is None:
+        release = DEFAULT_RELEASE
+    if not isinstance(countermeasure, Scramblers | LocalFlooding):
+        raise InvalidParameterError(
+            "countermeasure", "Scramblers(...) or LocalFlooding(...)", countermeasure
+        )
+    if not isinstance(release, Laplace | Gaussian):
+        raise InvalidParameterError("release", "dpcomm.Laplace(...) or Gaussian(...)", release)
+    if fault != "none" and fault not in RELEASE_FAULT_KINDS:
+        raise InvalidParameterError(
+            "fault", f"'none' or one of {', '.join(RELEASE_FAULT_KINDS)}", fault
+        )
+    return countermeasure, release
+
+
+def _candidate_neighbours(
+    limits: tuple[float, float], num_targets: int, num_sources: int, pairs: Sequence[str] | None
+) -> list[ReleaseNeighbours]:
+    """The neighbouring tables of each candidate pair named in ``pairs`` (default: every one)."""
+    names = [p.name for p in candidate_pairs(limits)]
+    wanted = names if pairs is None else list(pairs)
+    if not wanted or any(name not in names for name in wanted):
+        raise InvalidParameterError("pairs", f"names among {', '.join(names)}", pairs)
+    return [
+        release_neighbours(
+            num_targets=num_targets, num_sources=num_sources, bounds=limits, pair=name
+        )
+        for name in wanted
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _ReleaseAudit:
+    """A release audit's checked inputs, the programs of its candidate pairs and its claim.
+
+    Attributes:
+        countermeasure: the traffic's.
+        release: the release's mechanism.
+        num_targets: T.
+        runs: runs per table.
+        confidence: the confidence of the lower bound.
+        candidates: the candidate pairs' neighbouring tables, in the order tried.
+        programs: per pair name, the audited programs over its two tables.
+        seed: the seed of the traffic's randomness streams.
+        scales: the scale of each released aggregate's noise.
+        delta: the composed δ the run's release report gives (δ1 + δ2).
+        traffic_epsilon: ε1, as the run reports it.
+        release_epsilon: ε2, as the run's release report gives it.
+        reported_epsilon: the run's claim against an observer of both.
+        summed_epsilon: ε1 + ε2.
+        noise_scales: each released aggregate, as the report describes it, and its scale.
+        fault: ``"none"``, or the seeded fault audited.
+    """
+
+    countermeasure: Scramblers | LocalFlooding
+    release: Laplace | Gaussian
+    num_targets: int
+    runs: int
+    confidence: float
+    candidates: list[ReleaseNeighbours]
+    programs: dict[str, tuple[AggregateProgram, AggregateProgram]]
+    seed: int
+    scales: FloatArray
+    delta: float
+    traffic_epsilon: float
+    release_epsilon: float
+    reported_epsilon: float
+    summed_epsilon: float
+    noise_scales: tuple[tuple[str, float], ...]
+    fault: str
+
+    def report(
+        self,
+        neighbours: ReleaseNeighbours,
+        selections: list[PairSelection],
+        events: tuple[EventEstimate, ...],
+        num_events: int,
+        *,
+        seconds: float,
+    ) -> ReleaseAuditReport:
+        """The audit's report: the claim against the best estimated event's lower bound."""
+        best = max(events, key=lambda e: e.epsilon, default=None)
+        return ReleaseAuditReport(
+            countermeasure=self.countermeasure,
+            release=self.release,
+            neighbours=neighbours,
+            num_targets=self.num_targets,
+            runs=self.runs,
+            confidence=self.confidence,
+            delta=self.delta,
+            traffic_epsilon=self.traffic_epsilon,
+            release_epsilon=self.release_epsilon,
+            reported_epsilon=self.reported_epsilon,
+            summed_epsilon=self.summed_epsilon,
+            noise_scales=self.noise_scales,
+            lower_bound=best.epsilon if best is not None else 0.0,
+            events_tried=num_events,
+            best_event=best if best is not None and best.epsilon > 0 else None,
+            events=events,
+            pairs=tuple(selections),
+            fault=self.fault,
+            seconds=seconds,
+        )
+
+
+def _checked_audit(
+    countermeasure: Countermeasure | None,
+    release: ReleaseMechanism | None,
+    *,
+    num_targets: int,
+    bounds: tuple[float, float] | None,
+    sql: str,
+    runs: int,
+    confidence: float,
+    delta: float,
+    pairs: Sequence[str] | None,
+    fault: str,
+    rng: np.random.Generator | int | None,
+) -> _ReleaseAudit:
+    """`audit_release`'s arguments checked, its pairs' programs built and their claim reported."""
+    from dpcomm.plan.privacy import account_plan
+    from dpcomm.release.report import release_report
+
+    countermeasure, release = _checked_mechanisms(countermeasure, release, fault)
+    count = check_int("runs", runs, minimum=100)
+    level = check_probability("confidence", confidence)
+    if not 0.0 < level < 1.0:
+        raise InvalidParameterError("confidence", "a number in (0, 1)", confidence)
+    traffic_delta = check_delta("delta", delta)
+    size = check_int("num_targets", num_targets, minimum=2)
+    limits = _check_bounds(None, bounds)
+    sources = countermeasure.batch_size if isinstance(countermeasure, Scramblers) else 1
+    candidates = _candidate_neighbours(limits, size, sources, pairs)
+    generator = make_rng(rng)
+    seed = int(generator.integers(0, 1 << 62))
+    programs: dict[str, tuple[AggregateProgram, AggregateProgram]] = {}
+    for candidate in candidates:
+        d, d_prime = candidate.tables()
+        programs[candidate.pair.name] = (
+            audited_program(d, release, candidate, size, sql, fault=fault),
+            audited_program(d_prime, release, candidate, size, sql, fault=fault),
+        )
+    first = programs[candidates[0].pair.name][0]
+    privacy = account_plan(first.plan, countermeasure, delta=traffic_delta)
+    claimed = release_report(first, privacy)
+    noises = first.release.noises if first.release is not None else ()
+    return _ReleaseAudit(
+        countermeasure=countermeasure,
+        release=release,
+        num_targets=size,
+        runs=count,
+        confidence=level,
+        candidates=candidates,
+        programs=programs,
+        seed=seed,
+        scales=np.array([noise.scale for noise in noises]),
+        delta=claimed.composed_delta,
+        traffic_epsilon=privacy.guarantee.epsilon,
+        release_epsilon=claimed.epsilon,
+        reported_epsilon=claimed.epsilon_total,
+        summed_epsilon=claimed.summed_epsilon,
+        noise_scales=tuple((a.aggregate, a.scale) for a in claimed.aggregates),
+        fault=fault,
+    )
+
+
+def _route_layout(program: AggregateProgram) -> bytes:
+    """Where the program's table puts every source (its first flow's route), as bytes."""
+    table = program.table
+    if table is None:
+        return b""
+    return program.route(program.initial_state(), program.flow_names[0], table).tobytes()
+
+
+def _select_pair(
+    audit: _ReleaseAudit,
+    randomness: tuple[Randomness, Randomness],
+    steps: Iterator[int],
+) -> tuple[list[PairSelection], list[tuple[_Reduction, tuple[_View, _View]]]]:
+    """Every candidate pair on the selection half: its bound, its fitted reduction and views.
+
+    Pairs whose tables put every source on the same compute nodes share their traffic (the
+    same runs of the same streams).
+    """
+    half = audit.runs // 2
+    shared: dict[tuple[int, bytes], tuple[IntArray, BoolArray]] = {}
+    selections: list[PairSelection] = []
+    fitted: list[tuple[_Reduction, tuple[_View, _View]]] = []
+    for neighbours in audit.candidates:
+        next(steps)
+        pair_programs = audit.programs[neighbours.pair.name]
+        traffic = []
+        for side, program in enumerate(pair_programs):
+            layout = _route_layout(program)
+            if (side, layout) not in shared:
+                shared[side, layout] = _traffic(
+                    program, audit.countermeasure, first=0, stop=half, randomness=randomness[side]
+                )
+            traffic.append(shared[side, layout])
+        views = _views(neighbours, pair_programs, (traffic[0], traffic[1]), audit.scales)
+        reduction = _Reduction.fit(views, (neighbours.targets[0], neighbours.targets[1]))
+        bound = _selection_bound(
+            reduction.categorizations(views), confidence=audit.confidence, delta=audit.delta
+        )
+        selections.append(PairSelection(neighbours.pair.name, bound))
+        fitted.append((reduction, views))
+    return selections, fitted
+
+
+def _estimation_views(
+    audit: _ReleaseAudit, neighbours: ReleaseNeighbours, randomness: tuple[Randomness, Randomness]
+) -> tuple[_View, _View]:
+    """The chosen pair's views of the estimation half, runs runs // 2 … runs − 1."""
+    pair_programs = audit.programs[neighbours.pair.name]
+    half, count = audit.runs // 2, audit.runs
+    return _views(
+        neighbours,
+        pair_programs,
+        (
+            _traffic(
+                pair_programs[0],
+                audit.countermeasure,
+                first=half,
+                stop=count,
+                randomness=randomness[0],
+            ),
+            _traffic(
+                pair_programs[1],
+                audit.countermeasure,
+                first=half,
+                stop=count,
+                randomness=randomness[1],
+            ),
+        ),
+        audit.scales,
+    )
+
+
+def _search_and_estimate(
+    audit: _ReleaseAudit, *, progress: bool
+) -> tuple[ReleaseNeighbours, list[PairSelection], tuple[EventEstimate, ...], int]:
+    """The pair chosen on the selection half, and its events estimated on the other half.
+
+    Returns the chosen pair, every pair's selection, the chosen pair's estimated events and
+    their number (the Bonferroni factor).
+    """
+    # The two tables' runs draw from two rounds of one seed: independent runs.
+    randomness = (Randomness(audit.seed, round=0), Randomness(audit.seed, round=1))
+    # The progress bar's steps: each pair's selection half, then the chosen pair's estimation
+    # half (a step is counted done when the next one is taken).
+    steps = with_progress(
+        range(len(audit.candidates) + 1),
+        enabled=progress,
+        description="release audit",
+        unit="pair",
+    )
+    selections, fitted = _select_pair(audit, randomness, steps)
+    chosen = max(range(len(selections)), key=lambda i: (selections[i].selection_bound, -i))
+    neighbours = audit.candidates[chosen]
+    reduction, selected = fitted[chosen]
+    next(steps)
+    estimation = _estimation_views(audit, neighbours, randomness)
+    joined = (selected[0].join(estimation[0]), selected[1].join(estimation[1]))
+    for _ in steps:  # the last step done: the bar ends
+        pass
+    events, num_events = estimate_events(
+        reduction.categorizations(joined), confidence=audit.confidence, delta=audit.delta
+    )
+    return neighbours, selections, events, num_events
+
+
 def audit_release(
     countermeasure: Countermeasure | None = None,
     release: ReleaseMechanism | None = None,
@@ -815,136 +1088,22 @@ def audit_release(
         progress: show a progress bar over the pairs (each pair's selection half, then the
             chosen pair's estimation half).
     """
-    from dpcomm.engine.released import release_report
-    from dpcomm.plan.privacy import account_plan
-
-    if countermeasure is None:
-        countermeasure = DEFAULT_COUNTERMEASURE
-    if release is None:
-        release = DEFAULT_RELEASE
-    if not isinstance(countermeasure, Scramblers | LocalFlooding):
-        raise InvalidParameterError(
-            "countermeasure", "Scramblers(...) or LocalFlooding(...)", countermeasure
-        )
-    if not isinstance(release, Laplace | Gaussian):
-        raise InvalidParameterError("release", "dpcomm.Laplace(...) or Gaussian(...)", release)
-    if fault != "none" and fault not in RELEASE_FAULT_KINDS:
-        raise InvalidParameterError(
-            "fault", f"'none' or one of {', '.join(RELEASE_FAULT_KINDS)}", fault
-        )
-    count = check_int("runs", runs, minimum=100)
-    level = check_probability("confidence", confidence)
-    if not 0.0 < level < 1.0:
-        raise InvalidParameterError("confidence", "a number in (0, 1)", confidence)
-    traffic_delta = check_delta("delta", delta)
-    size = check_int("num_targets", num_targets, minimum=2)
-    limits = _check_bounds(None, bounds)
-    sources = countermeasure.batch_size if isinstance(countermeasure, Scramblers) else 1
-    names = [p.name for p in candidate_pairs(limits)]
-    wanted = names if pairs is None else list(pairs)
-    if not wanted or any(name not in names for name in wanted):
-        raise InvalidParameterError("pairs", f"names among {', '.join(names)}", pairs)
-    candidates = [
-        release_neighbours(num_targets=size, num_sources=sources, bounds=limits, pair=name)
-        for name in wanted
-    ]
-    generator = make_rng(rng)
-    seed = int(generator.integers(0, 1 << 62))
     start = time.perf_counter()
-    programs: dict[str, tuple[AggregateProgram, AggregateProgram]] = {}
-    for candidate in candidates:
-        d, d_prime = candidate.tables()
-        programs[candidate.pair.name] = (
-            audited_program(d, release, candidate, size, sql, fault=fault),
-            audited_program(d_prime, release, candidate, size, sql, fault=fault),
-        )
-    first = programs[candidates[0].pair.name][0]
-    privacy = account_plan(first.plan, countermeasure, delta=traffic_delta)
-    claimed = release_report(first, privacy)
-    noises = first.release.noises if first.release is not None else ()
-    scales = np.array([noise.scale for noise in noises])
-    # The two tables' runs draw from two rounds of one seed: independent runs.
-    randomness = (Randomness(seed, round=0), Randomness(seed, round=1))
-    half = count // 2
-    # Selection: every pair on runs 0 … half − 1; pairs whose tables put every source on the
-    # same compute nodes share their traffic (the same runs of the same streams).
-    shared: dict[tuple[int, bytes], tuple[IntArray, BoolArray]] = {}
-    selections: list[PairSelection] = []
-    fitted: list[tuple[_Reduction, tuple[_View, _View]]] = []
-    # The progress bar's steps: each pair's selection half, then the chosen pair's estimation
-    # half (a step is counted done when the next one is taken).
-    steps = with_progress(
-        range(len(candidates) + 1), enabled=progress, description="release audit", unit="pair"
-    )
-    for neighbours in candidates:
-        next(steps)
-        pair_programs = programs[neighbours.pair.name]
-        traffic = []
-        for side, program in enumerate(pair_programs):
-            table = program.table
-            layout = (
-                b""
-                if table is None
-                else program.route(program.initial_state(), program.flow_names[0], table).tobytes()
-            )
-            if (side, layout) not in shared:
-                shared[side, layout] = _traffic(
-                    program, countermeasure, first=0, stop=half, randomness=randomness[side]
-                )
-            traffic.append(shared[side, layout])
-        views = _views(neighbours, pair_programs, (traffic[0], traffic[1]), scales)
-        reduction = _Reduction.fit(views, (neighbours.targets[0], neighbours.targets[1]))
-        bound = _selection_bound(
-            reduction.categorizations(views), confidence=level, delta=claimed.composed_delta
-        )
-        selections.append(PairSelection(neighbours.pair.name, bound))
-        fitted.append((reduction, views))
-    chosen = max(range(len(candidates)), key=lambda i: (selections[i].selection_bound, -i))
-    neighbours = candidates[chosen]
-    reduction, selected = fitted[chosen]
-    pair_programs = programs[neighbours.pair.name]
-    next(steps)
-    estimation = _views(
-        neighbours,
-        pair_programs,
-        (
-            _traffic(
-                pair_programs[0], countermeasure, first=half, stop=count, randomness=randomness[0]
-            ),
-            _traffic(
-                pair_programs[1], countermeasure, first=half, stop=count, randomness=randomness[1]
-            ),
-        ),
-        scales,
-    )
-    joined = (selected[0].join(estimation[0]), selected[1].join(estimation[1]))
-    for _ in steps:  # the last step done: the bar ends
-        pass
-    events, num_events = estimate_events(
-        reduction.categorizations(joined), confidence=level, delta=claimed.composed_delta
-    )
-    best = max(events, key=lambda e: e.epsilon, default=None)
-    return ReleaseAuditReport(
-        countermeasure=countermeasure,
-        release=release,
-        neighbours=neighbours,
-        num_targets=size,
-        runs=count,
-        confidence=level,
-        delta=claimed.composed_delta,
-        traffic_epsilon=privacy.guarantee.epsilon,
-        release_epsilon=claimed.epsilon,
-        reported_epsilon=claimed.epsilon_total,
-        summed_epsilon=claimed.summed_epsilon,
-        noise_scales=tuple((a.aggregate, a.scale) for a in claimed.aggregates),
-        lower_bound=best.epsilon if best is not None else 0.0,
-        events_tried=num_events,
-        best_event=best if best is not None and best.epsilon > 0 else None,
-        events=events,
-        pairs=tuple(selections),
+    audit = _checked_audit(
+        countermeasure,
+        release,
+        num_targets=num_targets,
+        bounds=bounds,
+        sql=sql,
+        runs=runs,
+        confidence=confidence,
+        delta=delta,
+        pairs=pairs,
         fault=fault,
-        seconds=time.perf_counter() - start,
+        rng=rng,
     )
+    found = _search_and_estimate(audit, progress=progress)
+    return audit.report(*found, seconds=time.perf_counter() - start)
 
 
 __all__ = [

@@ -41,7 +41,7 @@ from dpcomm.experiments.explore import (
     tradeoff_front,
 )
 from dpcomm.explorer import DEFAULT_HOST, DEFAULT_PORT
-from dpcomm.explorer.query import query_against_exact
+from dpcomm.explorer.query import QueryComparison, query_against_exact
 
 #: The largest d the slider offers (the planner's search goes as far); larger values are typed.
 DUMMIES_SLIDER_MAX = 20_000
@@ -679,6 +679,15 @@ class Worker:
 
 # ------------------------------------------------------------------------------- callbacks
 def _register(app: Dash, attacker: Worker, planner: Worker) -> None:
+    """Register the page's callbacks: the settings, the attack, the front, the query panel."""
+    _register_settings(app)
+    _register_attack(app, attacker)
+    _register_front(app, planner)
+    _register_query(app)
+
+
+def _register_settings(app: Dash) -> None:
+    """The controls from the page's address, and the numbers, commands and code they give."""
     inputs = [Input(name, "value") for name in CONTROLS]
 
     @app.callback(
@@ -730,13 +739,21 @@ def _register(app: Dash, attacker: Worker, planner: Worker) -> None:
             figure,
         )
 
-    @app.callback(Output("attack", "children"), *inputs)
+
+def _register_attack(app: Dash, attacker: Worker) -> None:
+    """The attacker's view of the current configuration, computed in ``attacker``'s process."""
+
+    @app.callback(Output("attack", "children"), *[Input(name, "value") for name in CONTROLS])
     def update_attack(*values: Any) -> Any:
         try:
             settings = settings_of(dict(zip(CONTROLS, values, strict=True)))
             return _attack_view(attacker.run(attack, settings))
         except DpcommError as error:
             return html.Div(str(error), className="problem")
+
+
+def _register_front(app: Dash, planner: Worker) -> None:
+    """The trade-off front (computed in ``planner``'s process), and picking one of its points."""
 
     @app.callback(
         Output("front", "figure"),
@@ -802,6 +819,10 @@ def _register(app: Dash, attacker: Worker, planner: Worker) -> None:
         batch_size = batch if point.batch_size is None else point.batch_size
         return point.mechanism, point.sampling_rate, batch_size, point.num_dummies
 
+
+def _register_query(app: Dash) -> None:
+    """The query panel: an example query per table, an uploaded table, the query's result."""
+
     @app.callback(
         Output("sql", "value"),
         Input("query-table", "value"),
@@ -830,24 +851,27 @@ def _register(app: Dash, attacker: Worker, planner: Worker) -> None:
             comparison = query_against_exact(sql or "", data, settings)
         except DpcommError as error:
             return html.Div(str(error), className="problem")
-        return html.Div(
-            [
-                html.Div(
-                    [
-                        "ε = ",
-                        _value("query-epsilon", comparison.epsilon),
-                        f" at δ = {comparison.delta:g}; ",
-                        _value(
-                            "query-tuples", comparison.tuples_used, f"{comparison.tuples_used:,}"
-                        ),
-                        f" of {comparison.num_sources:,} tuples used. Each aggregate beside "
-                        "its exact value (DuckDB over the same table).",
-                    ],
-                    className="hint",
-                ),
-                _frame_table(comparison.result),
-            ]
-        )
+        return _query_view(comparison)
+
+
+def _query_view(comparison: QueryComparison) -> Any:
+    """The query's result beside the exact values, under its ε, δ and tuples used."""
+    return html.Div(
+        [
+            html.Div(
+                [
+                    "ε = ",
+                    _value("query-epsilon", comparison.epsilon),
+                    f" at δ = {comparison.delta:g}; ",
+                    _value("query-tuples", comparison.tuples_used, f"{comparison.tuples_used:,}"),
+                    f" of {comparison.num_sources:,} tuples used. Each aggregate beside "
+                    "its exact value (DuckDB over the same table).",
+                ],
+                className="hint",
+            ),
+            _frame_table(comparison.result),
+        ]
+    )
 
 
 def _query_data(table: str, contents: str | None, settings: ExplorerSettings) -> Any:

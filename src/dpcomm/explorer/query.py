@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpcomm.api import run_sql
-from dpcomm.engine.utility import AggregateUtility
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.explore import ExplorerSettings
+from dpcomm.pipeline.utility import AggregateUtility
 
 
 @dataclass(frozen=True, eq=False)

@@ -127,7 +127,7 @@ def shares_blanket(countermeasures: Countermeasures) -> bool:
 
     True for uncapped scramblers with σ > 0: there, what the observer sees of one source's
     message also tells which *other* sources' tuples arrived, and a release over the
-    delivered tuples must cover one other source's tuple (`dpcomm.accounting.release`,
+    delivered tuples must cover one other source's tuple (`dpcomm.release.mechanisms`,
     ``JointView`` ``one-other``). Every other countermeasure delivers each source's tuple
     independently of the others given the traffic (capped scramblers are composed with a
     release through their sources' R_σ).

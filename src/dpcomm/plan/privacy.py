@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeGuard
@@ -37,7 +37,6 @@ from dpcomm.accounting import (
     compose_sequential,
     pld,
 )
-from dpcomm.accounting.release import AggregateNoise, release_pld
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.costs import batch_size_counts
 from dpcomm.plan.countermeasures import (
@@ -45,7 +44,6 @@ from dpcomm.plan.countermeasures import (
     LocalFlooding,
     NoCountermeasure,
     Scramblers,
-    shares_blanket,
 )
 from dpcomm.plan.model import Cluster, ExecutionPlan
 from dpcomm.plan.transform import resolve_countermeasures
@@ -107,7 +105,7 @@ class PlanGuarantee:
         notes: why a composition or bound is missing.
         path_mechanisms: every data path's accounted mechanisms with their counts (None for
             a path whose clusters lack one, e.g. without countermeasure), to compose further
-            mechanisms with the traffic (`compose_with_traffic`).
+            mechanisms with the traffic (`paths_with`).
     """
 
     clusters: tuple[ClusterGuarantee, ...]
@@ -313,6 +311,100 @@ def _lower_epsilon(
     return best
 
 
+def _actual_batches(
+    cluster: Cluster, batch_sizes: Mapping[str, Mapping[int, int]] | None
+) -> Mapping[int, int] | None:
+    """The batch sizes ``cluster``'s scramblers had: by its name, else by a member flow's."""
+    if batch_sizes is None:
+        return None
+    actual = batch_sizes.get(cluster.name)
+    if actual is None:
+        actual = next(
+            (batch_sizes[m.flow.name] for m in cluster.members if m.flow.name in batch_sizes),
+            None,
+        )
+    return actual
+
+
+@dataclass(frozen=True)
+class _WorstPath:
+    """The data path of the largest (ε, δ), and what the composition learnt on the way.
+
+    Attributes:
+        names: its clusters' names (empty for a plan without data path).
+        basic: Theorem 2 on it (each cluster at δ/k).
+        pld_epsilon: the PLD composition on it at δ (None where not available).
+        counted: its accounted mechanisms with their counts (None without countermeasure).
+        notes: why the PLD composition was not used on a path.
+        every_path: every path's accounted mechanisms with their counts.
+    """
+
+    names: tuple[str, ...]
+    basic: PrivacyGuarantee
+    pld_epsilon: float | None
+    counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None
+    notes: tuple[str, ...]
+    every_path: PathMechanisms
+
+
+def _worst_path(
+    paths: Mapping[tuple[str, ...], tuple[Cluster, ...]],
+    results: Mapping[str, ClusterGuarantee],
+    *,
+    delta: float,
+    compose_pld: bool,
+) -> _WorstPath:
+    """Each data path composed both ways (basic, and PLD when asked); the worst path."""
+    notes: list[str] = []
+    worst: tuple[float, float] | None = None
+    worst_path: tuple[str, ...] = ()
+    worst_basic = PrivacyGuarantee(0.0, 0.0, "no data")
+    worst_pld: float | None = None
+    worst_counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None = None
+    every_path: list[tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None] = []
+    for names, path in paths.items():
+        basic = compose_sequential(results[c.name].guarantee for c in path)
+        composed: float | None = None
+        mechanisms = _path_mechanisms(path, results)
+        counted = None if mechanisms is None else _counted(mechanisms)
+        every_path.append(counted)
+        if compose_pld and delta > 0.0 and counted and len(mechanisms or ()) > 1:
+            try:
+                composed = _pld_epsilon(counted, delta)
+            except pld.PairUnavailableError as error:
+                notes.append(f"PLD composition not used on path {', '.join(names)}: {error}")
+        epsilon = basic.epsilon if composed is None else min(basic.epsilon, composed)
+        key = (epsilon, basic.delta)
+        if worst is None or key > worst:
+            worst, worst_path, worst_basic, worst_pld = key, names, basic, composed
+            worst_counted = counted
+    return _WorstPath(
+        worst_path, worst_basic, worst_pld, worst_counted, tuple(notes), tuple(every_path)
+    )
+
+
+def _worst_lower_bound(
+    worst: _WorstPath,
+    results: Mapping[str, ClusterGuarantee],
+    *,
+    delta: float,
+    compose_pld: bool,
+) -> float | None:
+    """A certified lower bound on the worst path's ε at δ (None if unavailable)."""
+    if math.isinf(worst.basic.epsilon) and worst.counted is None:
+        return math.inf  # a data-dependent cluster without countermeasure reveals the data
+    if not (compose_pld and worst.counted):
+        return None
+    if delta == 0.0:
+        parts = [
+            p.lower_bound
+            for name in worst.names
+            for p in results[name].parts[-1:]  # the smallest batch
+        ]
+        return math.fsum(p for p in parts if p is not None) if parts else None
+    return _lower_epsilon(worst.counted, delta)
+
+
 def account_plan(
     plan: ExecutionPlan,
     countermeasures: Countermeasure | Mapping[str, Countermeasure],
@@ -340,66 +432,23 @@ def account_plan(
     delta_per_cluster = delta / max(longest, 1)
     results: dict[str, ClusterGuarantee] = {}
     for cluster in plan.clusters:
-        chosen = requested[cluster.name]
-        actual = None
-        if batch_sizes is not None:
-            actual = batch_sizes.get(cluster.name)
-            if actual is None:
-                actual = next(
-                    (
-                        batch_sizes[m.flow.name]
-                        for m in cluster.members
-                        if m.flow.name in batch_sizes
-                    ),
-                    None,
-                )
         results[cluster.name] = account_cluster(
-            cluster, chosen, delta=delta_per_cluster, batch_sizes=actual
+            cluster,
+            requested[cluster.name],
+            delta=delta_per_cluster,
+            batch_sizes=_actual_batches(cluster, batch_sizes),
         )
-    notes: list[str] = []
-    worst: tuple[float, float] | None = None
-    worst_path: tuple[str, ...] = ()
-    worst_basic = PrivacyGuarantee(0.0, 0.0, "no data")
-    worst_pld: float | None = None
-    worst_counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None = None
-    every_path: list[tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None] = []
-    for names, path in paths.items():
-        basic = compose_sequential(results[c.name].guarantee for c in path)
-        composed: float | None = None
-        mechanisms = _path_mechanisms(path, results)
-        counted = None if mechanisms is None else _counted(mechanisms)
-        every_path.append(counted)
-        if compose_pld and delta > 0.0 and counted and len(mechanisms or ()) > 1:
-            try:
-                composed = _pld_epsilon(counted, delta)
-            except pld.PairUnavailableError as error:
-                notes.append(f"PLD composition not used on path {', '.join(names)}: {error}")
-        epsilon = basic.epsilon if composed is None else min(basic.epsilon, composed)
-        key = (epsilon, basic.delta)
-        if worst is None or key > worst:
-            worst, worst_path, worst_basic, worst_pld = key, names, basic, composed
-            worst_counted = counted
+    worst = _worst_path(paths, results, delta=delta, compose_pld=compose_pld)
+    worst_basic, worst_pld = worst.basic, worst.pld_epsilon
     epsilon = worst_basic.epsilon if worst_pld is None else min(worst_basic.epsilon, worst_pld)
-    lower: float | None = None
-    if math.isinf(worst_basic.epsilon) and worst_counted is None:
-        lower = math.inf  # a data-dependent cluster without countermeasure reveals the data
-    elif compose_pld and worst_counted:
-        if delta == 0.0:
-            parts = [
-                p.lower_bound
-                for name in worst_path
-                for p in results[name].parts[-1:]  # the smallest batch
-            ]
-            lower = math.fsum(p for p in parts if p is not None) if parts else None
-        else:
-            lower = _lower_epsilon(worst_counted, delta)
+    lower = _worst_lower_bound(worst, results, delta=delta, compose_pld=compose_pld)
     stateful = [
         c.name
         for c in plan.clusters
-        if c.data_dependent and c.depends_on_state and c.name in worst_path
+        if c.data_dependent and c.depends_on_state and c.name in worst.names
     ]
     caveats = (STATE_CAVEAT.format(names=", ".join(stateful)),) if stateful else ()
-    methods = ",".join(sorted({results[name].guarantee.method for name in worst_path}))
+    methods = ",".join(sorted({results[name].guarantee.method for name in worst.names}))
     if worst_pld is not None and worst_pld < worst_basic.epsilon:
         plan_guarantee = PrivacyGuarantee(epsilon, delta, f"pld({methods})")
     else:
@@ -409,33 +458,26 @@ def account_plan(
     return PlanGuarantee(
         tuple(results.values()),
         plan_guarantee,
-        worst_path,
+        worst.names,
         delta_per_cluster,
         caveats,
         basic_epsilon=worst_basic.epsilon,
         pld_epsilon=worst_pld,
         lower_bound=lower,
-        notes=tuple(notes),
-        path_mechanisms=tuple(every_path),
+        notes=worst.notes,
+        path_mechanisms=worst.every_path,
     )
 
 
-def compose_with_traffic(
-    plan: PlanGuarantee, extra: PrivacyLossDistribution, delta: float
+def paths_with(
+    path_mechanisms: PathMechanisms, extra: PrivacyLossDistribution, delta: float
 ) -> float | None:
-    """ε at ``delta`` of the traffic composed with a further mechanism's PLD ``extra``.
+    """ε at ``delta`` of the traffic of ``path_mechanisms`` composed with the PLD ``extra``.
 
     The worst over data paths of the path's dominating pairs composed with ``extra`` (every
     source's data is read by both: the release reads every row); None when a path has no
     pair to compose (no countermeasure) or a pair is unavailable.
     """
-    return _paths_with(plan.path_mechanisms, extra, delta)
-
-
-def _paths_with(
-    path_mechanisms: PathMechanisms, extra: PrivacyLossDistribution, delta: float
-) -> float | None:
-    """`compose_with_traffic` of the paths ``path_mechanisms``."""
     if not path_mechanisms:
         return None
     worst = 0.0
@@ -450,110 +492,3 @@ def _paths_with(
         composed = pld.compose([*plds, extra], counts=[*counts, 1])
         worst = max(worst, pld.epsilon_for_delta(composed, delta))
     return worst
-
-
-@lru_cache(maxsize=64)
-def _traffic_with_release(
-    path_mechanisms: PathMechanisms, noises: tuple[AggregateNoise, ...], delta: float
-) -> float | None:
-    """`compose_with_traffic` of the release of ``noises``, cached.
-
-    A run's target check, its budget's charge and its report ask for the same composition.
-    """
-    return _paths_with(path_mechanisms, release_pld(noises), delta)
-
-
-@dataclass(frozen=True)
-class ReleaseComposition:
-    """Traffic and a noisy release composed: the guarantee against an observer of both.
-
-    Attributes:
-        release_epsilon: ε2, the sum of the release's aggregates' shares.
-        release_delta: δ2, likewise.
-        composed_epsilon: the PLD composition's ε at ``delta`` (None where unavailable).
-        summed_epsilon: ε1 + ε2, the paper's (basic) composition.
-        epsilon: the guarantee, the smaller of the two.
-        delta: δ1 + δ2.
-    """
-
-    release_epsilon: float
-    release_delta: float
-    composed_epsilon: float | None
-    summed_epsilon: float
-    epsilon: float
-    delta: float
-
-
-#: Scrambler methods whose bound holds for the view the joint theorem augments: Lemma 2's
-#: (the blanket told) and R_σ's (every source's output told).
-JOINT_VIEW_METHODS = frozenset({"exact", "hoeffding", "bennett", "post-processing"})
-
-
-def _check_bound_for(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> None:
-    """Refuse a release calibrated without the scramblers' shared blanket on traffic with it.
-
-    Its sensitivities cover the replaced row only (`AggregateNoise.shared_blanket` False), a
-    bound that does not hold when scramblers with sampling deliver the tuples.
-    """
-    if all(n.shared_blanket for n in noises):
-        return
-    for item in plan.clusters:
-        if _accounted(item.cluster) and shares_blanket(item.countermeasure):
-            raise InvalidParameterError(
-                "countermeasure",
-                "the countermeasure the release was bound for (its noise covers traffic that "
-                "delivers each tuple independently; bind the release with this countermeasure)",
-                item.countermeasure.describe(),
-            )
-
-
-def _joint_traffic_epsilon(plan: PlanGuarantee) -> float:
-    """The traffic's ε at its δ for an observer who also reads the release.
-
-    The joint theorem (docs/accounting.md, "the joint view") composes the release with a
-    traffic guarantee that holds for a view in which the observer is also told which sources
-    took R_σ's uniform branch (Lemma 2's pair) or every source's R_σ output (the
-    post-processing pair): every accountant's method is of that kind except the exact
-    enumeration of a (tiny) scrambler, which bounds the scrambler's output alone. A plan with
-    such a cluster is therefore accounted here through its paths' pairs: Lemma 2's for an
-    uncapped scrambler, its sources' R_σ for a capped one (`dpcomm.accounting.pld.scrambler_pair`).
-    """
-    traffic = plan.guarantee
-    enumerated = any(
-        isinstance(part.mechanism, ScramblerMechanism)
-        and part.guarantee.method not in JOINT_VIEW_METHODS
-        for cluster in plan.clusters
-        for part in cluster.parts
-    )
-    if not enumerated or math.isinf(traffic.epsilon):
-        return traffic.epsilon
-    alone = _paths_with(plan.path_mechanisms, pld.identity_pair().pld(), traffic.delta)
-    return math.inf if alone is None else alone
-
-
-def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> ReleaseComposition:
-    """The plan's traffic guarantee (ε1, δ1) and the release of ``noises`` (ε2, δ2) composed.
-
-    At δ = δ1 + δ2, the smaller ε of two valid compositions: the paper's sum ε1 + ε2 (Related
-    Work, "Differentially private data analysis") and the PLD composition of every data path's
-    dominating pairs with the release's (`compose_with_traffic`,
-    `dpcomm.accounting.release.release_pld`). What a run reports (``report.release``), a
-    budget is charged and `dpcomm.calibrate` plans for: one function, one number.
-    """
-    _check_bound_for(plan, noises)
-    traffic = plan.guarantee
-    release_epsilon = math.fsum(n.epsilon for n in noises)
-    release_delta = math.fsum(n.total_delta for n in noises)  # δ_i and a threshold's δ_sel
-    total_delta = traffic.delta + release_delta
-    composed = None
-    if math.isfinite(traffic.epsilon) and total_delta > 0.0:
-        composed = _traffic_with_release(plan.path_mechanisms, tuple(noises), total_delta)
-    summed = _joint_traffic_epsilon(plan) + release_epsilon
-    return ReleaseComposition(
-        release_epsilon=release_epsilon,
-        release_delta=release_delta,
-        composed_epsilon=composed,
-        summed_epsilon=summed,
-        epsilon=summed if composed is None else min(summed, composed),
-        delta=total_delta,
-    )

@@ -173,10 +173,6 @@ class TransformedPlan:
         """Every message of the plan, dummies included."""
         return sum(f.messages for f in self.flows)
 
-    def messages_per_flow(self) -> dict[str, int]:
-        """Messages of every routed flow, by name."""
-        return {f.name: f.messages for f in self.flows}
-
     def num_scramblers(self, flow: str | None = None) -> int:
         """Scramblers of ``flow`` (a plan flow), or of every scrambled flow."""
         if flow is not None:
@@ -280,22 +276,13 @@ def _effective(
     return chosen
 
 
-def transform(
-    plan: ExecutionPlan, countermeasures: Countermeasure | Mapping[str, Countermeasure]
-) -> TransformedPlan:
-    """``plan`` with ``countermeasures`` applied (see `resolve_countermeasures`).
+def _scrambler_batches(
+    plan: ExecutionPlan, chosen: Mapping[str, Countermeasure]
+) -> dict[str, tuple[int, ...]]:
+    """Balanced batches per flow routed through scramblers; too many dummies are refused.
 
-    Scramblers of a flow with S senders and batch size n: ⌈S/n⌉ scramblers with balanced
-    batches. Messages per routed flow (Sections 3.3, 4.4 and 5.1): direct S; local S first
-    messages and S·d flooding dummies; scramblers S to the scramblers and S + K·d from the K
-    scramblers; fixed one per sender; a broadcast one per (sender, receiver), or one per
-    (sender, scrambler) plus one per (sender, source) when routed through scramblers.
+    Local flooding allows at most T − 1 dummies; a capped scrambler at most (T − 1)·n.
     """
-    requested = resolve_countermeasures(plan, countermeasures)
-    chosen = _effective(plan, requested)
-    groups: list[NodeGroup] = list(plan.groups)
-    routed_flows: list[Flow] = []
-    flows: list[RoutedFlow] = []
     batches: dict[str, tuple[int, ...]] = {}
     for flow in plan.flows:
         if not flow.data_dependent:
@@ -321,121 +308,151 @@ def transform(
                     item.num_dummies,
                 )
             batches[flow.name] = sizes
-            groups.append(NodeGroup(scrambler_group_name(flow.name), "scrambler", len(sizes)))
+    return batches
+
+
+def _scrambler_routes(
+    flow: Flow, item: Scramblers, senders: int, sizes: tuple[int, ...]
+) -> tuple[list[RoutedFlow], list[Flow]]:
+    """A data flow through scramblers: S to the scramblers, S + K·d from the K scramblers."""
+    group = scrambler_group_name(flow.name)
+    routes = [
+        RoutedFlow(
+            to_scramblers_flow_name(flow.name),
+            flow.name,
+            "to_scramblers",
+            flow.sender,
+            group,
+            senders,
+            via=flow.name,
+        ),
+        RoutedFlow(
+            scrambled_flow_name(flow.name),
+            flow.name,
+            "scrambled",
+            group,
+            flow.receiver,
+            senders + len(sizes) * item.num_dummies,
+            via=flow.name,
+        ),
+    ]
+    routed = [
+        Flow(
+            to_scramblers_flow_name(flow.name),
+            flow.sender,
+            group,
+            "fixed",
+            order=flow.order,
+            message_bytes=flow.message_bytes,
+        ),
+        Flow(
+            scrambled_flow_name(flow.name),
+            group,
+            flow.receiver,
+            "data",
+            depends_on_state=flow.depends_on_state,
+            message_bytes=flow.message_bytes,
+            messages_per_sender=max(sizes) + item.num_dummies,
+        ),
+    ]
+    return routes, routed
+
+
+def _data_routes(
+    flow: Flow, item: Countermeasure, senders: int, batches: Mapping[str, tuple[int, ...]]
+) -> tuple[list[RoutedFlow], list[Flow]]:
+    """A data-dependent flow's routes: direct S; local S first messages and S·d dummies."""
+    if isinstance(item, Scramblers):
+        return _scrambler_routes(flow, item, senders, batches[flow.name])
+    kind: RoutedKind = "direct" if isinstance(item, NoCountermeasure) else "sample"
+    routes = [RoutedFlow(flow.name, flow.name, kind, flow.sender, flow.receiver, senders)]
+    if isinstance(item, LocalFlooding) and item.num_dummies:
+        routes.append(
+            RoutedFlow(
+                flooding_flow_name(flow.name),
+                flow.name,
+                "flood",
+                flow.sender,
+                flow.receiver,
+                senders * item.num_dummies,
+            )
+        )
+    return routes, [flow]
+
+
+def _independent_routes(
+    flow: Flow, senders: int, receivers: int, via: str | None, scramblers: int
+) -> list[RoutedFlow]:
+    """A data-independent flow's routes: fixed one per sender; a broadcast one per pair.
+
+    A broadcast to sources routed through ``via``'s ``scramblers`` scramblers is one message
+    per (sender, scrambler) plus one per (sender, source).
+    """
+    if flow.routing == "fixed":
+        return [RoutedFlow(flow.name, flow.name, "fixed", flow.sender, flow.receiver, senders)]
+    if via is None:
+        return [
+            RoutedFlow(
+                flow.name, flow.name, "broadcast", flow.sender, flow.receiver, senders * receivers
+            )
+        ]
+    group = scrambler_group_name(via)
+    return [
+        RoutedFlow(
+            to_scramblers_flow_name(flow.name),
+            flow.name,
+            "broadcast_to_scramblers",
+            flow.sender,
+            group,
+            senders * scramblers,
+            via=via,
+        ),
+        RoutedFlow(
+            from_scramblers_flow_name(flow.name),
+            flow.name,
+            "broadcast_from_scramblers",
+            group,
+            flow.receiver,
+            senders * receivers,
+            via=via,
+        ),
+    ]
+
+
+def transform(
+    plan: ExecutionPlan, countermeasures: Countermeasure | Mapping[str, Countermeasure]
+) -> TransformedPlan:
+    """``plan`` with ``countermeasures`` applied (see `resolve_countermeasures`).
+
+    Scramblers of a flow with S senders and batch size n: ⌈S/n⌉ scramblers with balanced
+    batches. Messages per routed flow (Sections 3.3, 4.4 and 5.1): direct S; local S first
+    messages and S·d flooding dummies; scramblers S to the scramblers and S + K·d from the K
+    scramblers; fixed one per sender; a broadcast one per (sender, receiver), or one per
+    (sender, scrambler) plus one per (sender, source) when routed through scramblers.
+    """
+    requested = resolve_countermeasures(plan, countermeasures)
+    chosen = _effective(plan, requested)
+    batches = _scrambler_batches(plan, chosen)
+    groups: list[NodeGroup] = list(plan.groups)
+    for name, sizes in batches.items():
+        groups.append(NodeGroup(scrambler_group_name(name), "scrambler", len(sizes)))
     scrambled_by_sender = {plan.flow(name).sender: name for name in batches}
+    routed_flows: list[Flow] = []
+    flows: list[RoutedFlow] = []
     for flow in plan.flows:
         senders = plan.group(flow.sender).count
-        receivers = plan.group(flow.receiver).count
         if flow.data_dependent:
-            item = chosen[flow.name]
-            if isinstance(item, Scramblers):
-                group = scrambler_group_name(flow.name)
-                count = len(batches[flow.name])
-                flows.append(
-                    RoutedFlow(
-                        to_scramblers_flow_name(flow.name),
-                        flow.name,
-                        "to_scramblers",
-                        flow.sender,
-                        group,
-                        senders,
-                        via=flow.name,
-                    )
-                )
-                flows.append(
-                    RoutedFlow(
-                        scrambled_flow_name(flow.name),
-                        flow.name,
-                        "scrambled",
-                        group,
-                        flow.receiver,
-                        senders + count * item.num_dummies,
-                        via=flow.name,
-                    )
-                )
-                routed_flows.append(
-                    Flow(
-                        to_scramblers_flow_name(flow.name),
-                        flow.sender,
-                        group,
-                        "fixed",
-                        order=flow.order,
-                        message_bytes=flow.message_bytes,
-                    )
-                )
-                routed_flows.append(
-                    Flow(
-                        scrambled_flow_name(flow.name),
-                        group,
-                        flow.receiver,
-                        "data",
-                        depends_on_state=flow.depends_on_state,
-                        message_bytes=flow.message_bytes,
-                        messages_per_sender=max(batches[flow.name]) + item.num_dummies,
-                    )
-                )
-                continue
-            kind: RoutedKind = "direct" if isinstance(item, NoCountermeasure) else "sample"
-            flows.append(
-                RoutedFlow(flow.name, flow.name, kind, flow.sender, flow.receiver, senders)
-            )
-            if isinstance(item, LocalFlooding) and item.num_dummies:
-                flows.append(
-                    RoutedFlow(
-                        flooding_flow_name(flow.name),
-                        flow.name,
-                        "flood",
-                        flow.sender,
-                        flow.receiver,
-                        senders * item.num_dummies,
-                    )
-                )
-            routed_flows.append(flow)
+            routes, routed = _data_routes(flow, chosen[flow.name], senders, batches)
+            flows.extend(routes)
+            routed_flows.extend(routed)
             continue
         routed_flows.append(flow)
-        if flow.routing == "fixed":
-            flows.append(
-                RoutedFlow(flow.name, flow.name, "fixed", flow.sender, flow.receiver, senders)
-            )
-            continue
         via = scrambled_by_sender.get(flow.receiver)
-        if via is None:
-            flows.append(
-                RoutedFlow(
-                    flow.name,
-                    flow.name,
-                    "broadcast",
-                    flow.sender,
-                    flow.receiver,
-                    senders * receivers,
-                )
-            )
-            continue
-        group = scrambler_group_name(via)
-        flows.append(
-            RoutedFlow(
-                to_scramblers_flow_name(flow.name),
-                flow.name,
-                "broadcast_to_scramblers",
-                flow.sender,
-                group,
-                senders * len(batches[via]),
-                via=via,
-            )
-        )
-        flows.append(
-            RoutedFlow(
-                from_scramblers_flow_name(flow.name),
-                flow.name,
-                "broadcast_from_scramblers",
-                group,
-                flow.receiver,
-                senders * receivers,
-                via=via,
-            )
-        )
-    routed = ExecutionPlan(tuple(groups), tuple(routed_flows))
-    return TransformedPlan(plan, requested, chosen, batches, routed, tuple(flows))
+        receivers = plan.group(flow.receiver).count
+        scramblers = 0 if via is None else len(batches[via])
+        flows.extend(_independent_routes(flow, senders, receivers, via, scramblers))
+    routed_plan = ExecutionPlan(tuple(groups), tuple(routed_flows))
+    return TransformedPlan(plan, requested, chosen, batches, routed_plan, tuple(flows))
 
 
 def with_countermeasure_nodes(

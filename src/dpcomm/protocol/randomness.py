@@ -90,11 +90,6 @@ class Randomness:
         self.round = check_int("round", round, minimum=0)
         self._keys: dict[tuple[str, str, str], bytes] = {}
 
-    @property
-    def seeded(self) -> bool:
-        """True when every draw follows from a seed (and is predictable by whoever knows it)."""
-        return self.seed is not None
-
     def _key(self, stream: Stream) -> bytes:
         name = (stream.role, stream.flow, stream.purpose)
         key = self._keys.get(name)

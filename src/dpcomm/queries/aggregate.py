@@ -19,16 +19,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from dpcomm.accounting.release import ReleaseMechanism
 from dpcomm.data.partitioned import InMemoryRows, RowSource, row_range
 from dpcomm.data.table import Table, value_kind
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import aggregate_plan
-from dpcomm.plan.countermeasures import Countermeasures, shares_blanket
+from dpcomm.plan.countermeasures import Countermeasures
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.protocol.roles import TargetStep
 from dpcomm.queries.aggregate_wire import (
@@ -52,9 +51,6 @@ from dpcomm.queries.groupby import (
 )
 from dpcomm.queries.program import IntArray, Row, register_program, spec_header
 from dpcomm.queries.query import BoundAggregate
-
-if TYPE_CHECKING:
-    from dpcomm.queries.release import Release
 from dpcomm.validation import MAX_COUNT, check_int
 
 __all__ = [
@@ -112,7 +108,7 @@ def _bounds(bounds: object) -> dict[str, tuple[float, float]]:
     return checked
 
 
-def _check_bounds_read(bounds: object, bound: BoundAggregate) -> None:
+def check_bounds_read(bounds: object, bound: BoundAggregate) -> None:
     """Refuse a bound on a column no SUM or AVG reads (it would be ignored)."""
     if not isinstance(bounds, Mapping):
         return
@@ -128,6 +124,86 @@ def _check_bounds_read(bounds: object, bound: BoundAggregate) -> None:
 def grouping_set_label(columns: tuple[str, ...]) -> str:
     """``(A, B)`` for a grouping set, ``()`` for the empty one."""
     return "(" + ", ".join(columns) + ")"
+
+
+class NoisyRelease(Protocol):
+    """What a program asks of its noisy release ([`dpcomm.release.noise.Release`][]).
+
+    The release is bound to a compiled program by the release package
+    ([`dpcomm.release.noise.noisy_program`][]); the program, its engines and its nodes only
+    call these hooks, so no query or engine module depends on how noise is drawn.
+    """
+
+    @property
+    def mechanism(self) -> Any:
+        """Laplace or Gaussian, with the release's budget (ε2, δ2)."""
+        ...
+
+    @property
+    def noises(self) -> tuple[Any, ...]:
+        """The noise of every released aggregate (`dpcomm.release.mechanisms.AggregateNoise`)."""
+        ...
+
+    @property
+    def domains(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
+        """Key columns with their public values."""
+        ...
+
+    @property
+    def selection(self) -> Any:
+        """The DP key selection of grouping sets without a domain (None: none)."""
+        ...
+
+    @property
+    def shared_blanket(self) -> bool:
+        """Whether the sensitivities cover scramblers with sampling."""
+        ...
+
+    @property
+    def epsilon(self) -> float:
+        """ε2."""
+        ...
+
+    @property
+    def delta(self) -> float:
+        """δ2."""
+        ...
+
+    def check_for(self, countermeasures: Countermeasures) -> None:
+        """Refuse countermeasures the noise was not calibrated for."""
+        ...
+
+    def to_spec(self) -> dict[str, Any]:
+        """The public description a node binds again (it names its ``module``)."""
+        ...
+
+    def released_rows(
+        self, bound: BoundAggregate, rows_by_set: Sequence[Sequence[Row]]
+    ) -> list[list[Row]]:
+        """Each grouping set's released rows, their aggregates noisy."""
+        ...
+
+    def published(self, program: AggregateProgram, state: AggregateState) -> dict[str, Any]:
+        """What a deployment's result node publishes: the released rows and the release."""
+        ...
+
+
+def _release_from_spec(
+    bound: BoundAggregate, spec: Mapping[str, Any], *, num_targets: int
+) -> NoisyRelease:
+    """The release a spec describes, bound again by the module the spec names.
+
+    As for programs (`dpcomm.queries.program.program_from_spec`), the public description
+    names the module that binds it; a spec without one is the release package's.
+    """
+    import importlib
+
+    module = spec.get("module", "dpcomm.release.noise")
+    if not isinstance(module, str) or not module.startswith("dpcomm."):
+        raise InvalidParameterError("release module", "a dpcomm module", module)
+    binder = importlib.import_module(module)
+    release: NoisyRelease = binder.release_from_spec(bound, spec, num_targets=num_targets)
+    return release
 
 
 @dataclass(frozen=True)
@@ -160,7 +236,7 @@ class AggregateProgram:
             taken from the data would tell neighbouring tables apart by the frame size).
         source: where the rows are read by ranges when the program holds no table (Parquet
             files, synthetic rows read by the Dask engine's workers).
-        release: the noisy release of the result ([`dpcomm.queries.release`][]), or None
+        release: the noisy release of the result ([`dpcomm.release.noise`][]), or None
             for the exact result over the delivered tuples.
     """
 
@@ -172,7 +248,7 @@ class AggregateProgram:
     max_groups: int | None = None
     max_text_bytes: int = DEFAULT_TEXT_BYTES
     source: RowSource | None = field(default=None, repr=False)
-    release: Release | None = field(default=None, repr=False)
+    release: NoisyRelease | None = field(default=None, repr=False)
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
     _released: dict[int, tuple[AggregateState, list[list[Row]]]] = field(
         default_factory=dict, repr=False
@@ -216,21 +292,15 @@ class AggregateProgram:
         num_targets: int = DEFAULT_NUM_TARGETS,
         max_groups: int | None = None,
         max_text_bytes: int = DEFAULT_TEXT_BYTES,
-        release: ReleaseMechanism | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
-        keys: Mapping[str, Sequence[object]] | None = None,
-        key_selection_delta: float | None = None,
-        countermeasure: Countermeasures | None = None,
+        count_rows: bool = False,
     ) -> AggregateProgram:
         """Parse ``sql``, bind it to ``data`` (renamed to the FROM table) and compile it.
 
-        ``release`` (Laplace or Gaussian) releases the result with noise: ``bounds`` clamp
-        the columns a SUM or AVG reads, ``keys`` give grouping columns their public domains,
-        and ``key_selection_delta`` selects the keys of grouping sets without one by a DP
-        threshold on a noisy COUNT ([`dpcomm.queries.release.bind_release`][]). The
-        release's sensitivities are those of ``countermeasure`` (None: any countermeasure,
-        scramblers with sampling included); a program bound for one countermeasure is run
-        with it (`dpcomm.plan.countermeasures.shares_blanket`).
+        ``bounds`` clamp the columns a SUM or AVG reads, on each source's row, and
+        ``count_rows`` adds a COUNT(*) to the outputs when the query has no COUNT: what a
+        noisy release needs ([`dpcomm.release.noise.noisy_program`][] compiles a query
+        with its release).
 
         ``data`` is a `dpcomm.data.table.Table` the program holds, or a
         [`RowSource`][] (Parquet files, synthetic rows) whose rows
@@ -240,41 +310,20 @@ class AggregateProgram:
         from dpcomm.queries.sql import bind_sql, project
 
         table = data if isinstance(data, Table) else data.schema()
-        if release is None and (
-            bounds is not None or keys is not None or key_selection_delta is not None
-        ):
-            raise InvalidParameterError(
-                "release",
-                "Laplace(...) or Gaussian(...) when bounds, keys or key_selection_delta are given",
-                None,
-            )
         bound = bind_sql(
             sql,
             table,
-            bounds=None if release is None else _bounds(bounds),
-            count_rows=key_selection_delta is not None,
+            bounds=None if bounds is None else _bounds(bounds),
+            count_rows=count_rows,
         )
-        noisy = None
-        if release is not None:
-            from dpcomm.queries.release import bind_release
-
-            _check_bounds_read(bounds, bound)
-
-            noisy = bind_release(
-                bound,
-                release,
-                keys,
-                key_selection_delta=key_selection_delta,
-                num_targets=num_targets,
-                shared_blanket=countermeasure is None or shares_blanket(countermeasure),
-            )
+        if bounds is not None:
+            check_bounds_read(bounds, bound)
         program = cls(
             bound,
             project(bound, table.renamed(bound.table_name)),
             num_targets,
             max_groups=max_groups,
             max_text_bytes=max_text_bytes,
-            release=noisy,
         )
         if isinstance(data, Table):
             return program
@@ -284,8 +333,6 @@ class AggregateProgram:
 
     def to_spec(self) -> dict[str, Any]:
         """The public description, JSON-ready (a node rebuilds the program from it)."""
-        from dpcomm.queries.release import release_spec
-
         return {
             **spec_header("aggregate", AggregateProgram),
             "query": self.query.to_dict(),
@@ -294,14 +341,12 @@ class AggregateProgram:
             "num_sources": self.num_sources,
             "max_groups": self.max_groups,
             "max_text_bytes": self.max_text_bytes,
-            "release": None if self.release is None else release_spec(self.release),
+            "release": None if self.release is None else self.release.to_spec(),
         }
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> AggregateProgram:
         """Inverse of [`to_spec`][] (without rows; a release is bound again)."""
-        from dpcomm.queries.release import release_from_spec
-
         bound = BoundAggregate.from_dict(spec["query"])
         release = spec.get("release")
         return cls(
@@ -314,7 +359,7 @@ class AggregateProgram:
             int(spec.get("max_text_bytes", DEFAULT_TEXT_BYTES)),
             release=None
             if release is None
-            else release_from_spec(bound, release, num_targets=int(spec["num_targets"])),
+            else _release_from_spec(bound, release, num_targets=int(spec["num_targets"])),
         )
 
     @property
@@ -465,14 +510,21 @@ class AggregateProgram:
         """
         if self.release is None:
             return self._exact_result(state)
-        from dpcomm.queries.release import released_rows
-
         cached = self._released.get(id(state))
         if cached is not None and cached[0] is state:
             return cached[1]
-        rows = released_rows(self.query, self.release, self._exact_result(state))
+        rows = self.release.released_rows(self.query, self._exact_result(state))
         self._released[id(state)] = (state, rows)
         return rows
+
+    def check_countermeasures(self, countermeasures: Countermeasures) -> None:
+        """Refuse traffic a noisy release was not calibrated for (none without a release)."""
+        if self.release is not None:
+            self.release.check_for(countermeasures)
+
+    def published(self, state: AggregateState) -> dict[str, Any] | None:
+        """Under a noisy release, its rows and guarantee (noise drawn here); else None."""
+        return None if self.release is None else self.release.published(self, state)
 
     def without_release(self) -> AggregateProgram:
         """The same program releasing its exact result (the non-private baseline's)."""

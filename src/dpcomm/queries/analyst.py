@@ -108,7 +108,7 @@ def _quoted(name: str) -> str:
 def clamped_sql(column: str, low: float, high: float) -> str:
     """DuckDB SQL of ``column`` clamped to [``low``, ``high``] on each row, as DOUBLE.
 
-    What bounds a noisy SUM's or AVG's sensitivity (`dpcomm.accounting.release`). A NULL
+    What bounds a noisy SUM's or AVG's sensitivity (`dpcomm.release.mechanisms`). A NULL
     stays NULL (DuckDB's GREATEST and LEAST would skip it).
     """
     return (
@@ -460,6 +460,110 @@ _AGGREGATE_NAMES = frozenset({
 })  # fmt: skip
 
 
+def _select_list(select: exp.Select, rewriter: _Rewriter) -> list[exp.Expression]:
+    """The select list's expressions over the core result (no ``*``, no constant)."""
+    finals = []
+    for item in select.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Star) or (
+            isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+        ):
+            raise UnsupportedQueryError("SELECT *", _sql(node))
+        if isinstance(node, exp.Literal | exp.Null | exp.Boolean):
+            raise UnsupportedQueryError("constant in the select list", _sql(node))
+        finals.append(rewriter.lift(node, "in the select list"))
+    return finals
+
+
+def _order_items(order: exp.Expression, rewriter: _Rewriter, output_names: list[str]) -> list[str]:
+    """ORDER BY's terms over the result: a position, an output's name, or an expression."""
+    order_items: list[str] = []
+    for ordered in order.expressions:
+        inner = ordered.this
+        term: exp.Expression
+        if isinstance(inner, exp.Literal) and not inner.is_string:
+            position = int(inner.name)
+            if not 1 <= position <= len(output_names):
+                raise InvalidParameterError(
+                    "ORDER BY position", f"1..{len(output_names)}", position
+                )
+            term = exp.column(output_names[position - 1], quoted=True)
+        elif (
+            isinstance(inner, exp.Column)
+            and not inner.table
+            and inner.name.lower() in {n.lower() for n in output_names}
+            and _normal(inner, rewriter.qualifiers) not in rewriter.keys
+        ):
+            name = next(n for n in output_names if n.lower() == inner.name.lower())
+            term = exp.column(name, quoted=True)
+        else:
+            term = rewriter.lift(inner, "in ORDER BY")
+        item = ordered.copy()
+        item.set("this", term)
+        order_items.append(_sql(item))
+    return order_items
+
+
+def _projection_sql(rewriter: _Rewriter, table: Table, key_columns: list[str]) -> str:
+    """The projection: the keys, the derived columns and the columns the aggregates read."""
+    projection_items = [f"{_quoted(c)}" for c in key_columns if c in table.column_names]
+    projection_items += [f"{sql} AS {_quoted(name)}" for name, sql in rewriter.derived.items()]
+    measured = {name.strip('"') for text in rewriter.aggregates for name in _inner_columns(text)}
+    projection_items += [
+        _quoted(c) for c in sorted(measured) if c in table.column_names and c not in key_columns
+    ]
+    return f"SELECT {', '.join(dict.fromkeys(projection_items))} FROM {_quoted(table.name)}"
+
+
+def _core_sql(
+    rewriter: _Rewriter,
+    table: Table,
+    key_columns: list[str],
+    core_group: exp.Group,
+    *,
+    count_rows: bool,
+) -> str:
+    """The core query: the keys and the aggregates, grouped (a hidden COUNT(*) if needed)."""
+    counted = any(text.startswith("COUNT(") for text in rewriter.aggregates)
+    if not rewriter.aggregates or (count_rows and not counted):
+        rewriter.current_label = None
+        rewriter.hidden("COUNT(*)")  # a core query needs an aggregate (or a count); hidden
+    core_items = [_quoted(c) for c in key_columns] + [
+        f"{text} AS {_quoted(name)}" for text, name in rewriter.aggregates.items()
+    ]
+    return (
+        f"SELECT {', '.join(core_items)} FROM {_quoted(table.name)} "
+        f"GROUP BY {_sql(core_group)[len('GROUP BY ') :]}"
+    )
+
+
+def _post_sql(
+    finals: list[exp.Expression],
+    output_names: list[str],
+    output_types: list[str],
+    *,
+    having_sql: str | None,
+    order_items: list[str],
+    limit: int | None,
+    offset: int | None,
+) -> str:
+    """The post-processing over the core result: cast outputs, HAVING, ORDER BY, LIMIT."""
+    post_items = [
+        f"CAST({_sql(final)} AS {sql_type}) AS {_quoted(name)}"
+        for final, name, sql_type in zip(finals, output_names, output_types, strict=True)
+    ]
+    post_items.append(_quoted(SET_COLUMN))
+    post_sql = f"SELECT {', '.join(post_items)} FROM {_quoted(RESULT_TABLE)}"
+    if having_sql is not None:
+        post_sql += f" WHERE {having_sql}"
+    post_sql += f" ORDER BY {', '.join([*order_items, _quoted(ORDER_COLUMN)])}"
+    if limit is not None:
+        post_sql += f" LIMIT {limit}"
+    if offset is not None:
+        post_sql += f" OFFSET {offset}"
+    return post_sql
+
+
 def rewrite(
     select: exp.Select,
     table: Table,
@@ -484,16 +588,7 @@ def rewrite(
     if group is None:
         raise UnsupportedQueryError("a query without GROUP BY", "add GROUP BY () for a total")
     core_group = rewriter.rewrite_group(group)
-    finals = []
-    for item in select.expressions:
-        node = item.this if isinstance(item, exp.Alias) else item
-        if isinstance(node, exp.Star) or (
-            isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
-        ):
-            raise UnsupportedQueryError("SELECT *", _sql(node))
-        if isinstance(node, exp.Literal | exp.Null | exp.Boolean):
-            raise UnsupportedQueryError("constant in the select list", _sql(node))
-        finals.append(rewriter.lift(node, "in the select list"))
+    finals = _select_list(select, rewriter)
     where = select.args.get("where")
     filter_column = None
     if where is not None:
@@ -503,66 +598,22 @@ def rewrite(
     having = select.args.get("having")
     having_sql = None if having is None else _sql(rewriter.lift(having.this, "in HAVING"))
     order = select.args.get("order")
-    order_items: list[str] = []
-    if order is not None:
-        for ordered in order.expressions:
-            inner = ordered.this
-            term: exp.Expression
-            if isinstance(inner, exp.Literal) and not inner.is_string:
-                position = int(inner.name)
-                if not 1 <= position <= len(output_names):
-                    raise InvalidParameterError(
-                        "ORDER BY position", f"1..{len(output_names)}", position
-                    )
-                term = exp.column(output_names[position - 1], quoted=True)
-            elif (
-                isinstance(inner, exp.Column)
-                and not inner.table
-                and inner.name.lower() in {n.lower() for n in output_names}
-                and _normal(inner, qualifiers) not in rewriter.keys
-            ):
-                name = next(n for n in output_names if n.lower() == inner.name.lower())
-                term = exp.column(name, quoted=True)
-            else:
-                term = rewriter.lift(inner, "in ORDER BY")
-            item = ordered.copy()
-            item.set("this", term)
-            order_items.append(_sql(item))
+    order_items = [] if order is None else _order_items(order, rewriter, output_names)
     limit = _count_clause(select.args.get("limit"), "LIMIT")
     offset = _count_clause(select.args.get("offset"), "OFFSET")
 
     key_columns = list(dict.fromkeys(rewriter.keys.values()))
-    projection_items = [f"{_quoted(c)}" for c in key_columns if c in table.column_names]
-    projection_items += [f"{sql} AS {_quoted(name)}" for name, sql in rewriter.derived.items()]
-    measured = {name.strip('"') for text in rewriter.aggregates for name in _inner_columns(text)}
-    projection_items += [
-        _quoted(c) for c in sorted(measured) if c in table.column_names and c not in key_columns
-    ]
-    projection = f"SELECT {', '.join(dict.fromkeys(projection_items))} FROM {_quoted(table.name)}"
-    counted = any(text.startswith("COUNT(") for text in rewriter.aggregates)
-    if not rewriter.aggregates or (count_rows and not counted):
-        rewriter.current_label = None
-        rewriter.hidden("COUNT(*)")  # a core query needs an aggregate (or a count); hidden
-    core_items = [_quoted(c) for c in key_columns] + [
-        f"{text} AS {_quoted(name)}" for text, name in rewriter.aggregates.items()
-    ]
-    core = (
-        f"SELECT {', '.join(core_items)} FROM {_quoted(table.name)} "
-        f"GROUP BY {_sql(core_group)[len('GROUP BY ') :]}"
+    projection = _projection_sql(rewriter, table, key_columns)
+    core = _core_sql(rewriter, table, key_columns, core_group, count_rows=count_rows)
+    post_sql = _post_sql(
+        finals,
+        output_names,
+        output_types,
+        having_sql=having_sql,
+        order_items=order_items,
+        limit=limit,
+        offset=offset,
     )
-    post_items = [
-        f"CAST({_sql(final)} AS {sql_type}) AS {_quoted(name)}"
-        for final, name, sql_type in zip(finals, output_names, output_types, strict=True)
-    ]
-    post_items.append(_quoted(SET_COLUMN))
-    post_sql = f"SELECT {', '.join(post_items)} FROM {_quoted(RESULT_TABLE)}"
-    if having_sql is not None:
-        post_sql += f" WHERE {having_sql}"
-    post_sql += f" ORDER BY {', '.join([*order_items, _quoted(ORDER_COLUMN)])}"
-    if limit is not None:
-        post_sql += f" LIMIT {limit}"
-    if offset is not None:
-        post_sql += f" OFFSET {offset}"
     labels = {name: rewriter.key_labels[name] for name in key_columns}
     post = PostProcessing(
         sql=post_sql,

@@ -867,21 +867,6 @@ def evaluate_grouping_set(
     return finalize_partials(bound, _Evaluator(bound, table).partials(set_index, rows))[0]
 
 
-def grouping_set_groups(
-    bound: BoundAggregate, table: Table, set_index: int, rows: npt.ArrayLike
-) -> tuple[list[Row], list[tuple[object, ...]], IntArray]:
-    """[`evaluate_grouping_set`][], with each row's key values and a table row of its group.
-
-    ``table`` needs only the columns grouping set ``set_index`` reads (its grouping columns and
-    the aggregated ones): what a compute node receives. The representative of the empty group
-    of the empty grouping set over no rows is −1. Computed as
-    [`finalize_partials`][] of [`grouping_set_partials`][].
-    """
-    partials = grouping_set_partials(bound, table, set_index, rows)
-    result, keys = finalize_partials(bound, partials)
-    return result, keys, partials.representatives
-
-
 def key_order(key: Sequence[object]) -> tuple[tuple[bool, bool, object], ...]:
     """A sort key giving grouping keys the order of [`evaluate`][] (NULLs last, NaN before)."""
     return tuple(

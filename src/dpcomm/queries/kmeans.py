@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.builders import kmeans_flow, kmeans_plan
+from dpcomm.plan.countermeasures import Countermeasures
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.protocol.roles import TargetStep
 from dpcomm.queries.codec import CodecError, VectorCodec
@@ -158,41 +159,6 @@ def exact_mean(sums: ExactSums) -> FloatArray | None:
     if not means or means[0] is None:
         return None
     return np.asarray(means, dtype=np.float64)
-
-
-def grouped_means(
-    points: npt.ArrayLike, groups: npt.ArrayLike, wanted: Sequence[int]
-) -> dict[int, FloatArray]:
-    """The mean of the points of each group in ``wanted`` that has some, correctly rounded.
-
-    Each coordinate is the exact mean rounded once to the nearest double: it depends on the
-    multiset of points only (not on the order they came in, a compute node's arrival order or
-    the simulator's row order), and the exact per-coordinate sums of disjoint subsets of the
-    points merge into it ([`grouped_sums`][]).
-    """
-    means: dict[int, FloatArray] = {}
-    for target, sums in grouped_sums(points, groups, wanted).items():
-        mean = exact_mean(sums)
-        if mean is not None:
-            means[target] = mean
-    return means
-
-
-def canonical_mean(points: npt.ArrayLike) -> FloatArray:
-    """The mean of ``points`` (rows), correctly rounded per coordinate ([`grouped_means`][])."""
-    data = _as_floats(points)
-    return grouped_means(data, np.zeros(len(data), dtype=np.int64), [0])[0]
-
-
-def update_centroids(
-    points: FloatArray, assignment: IntArray, used: npt.NDArray[np.bool_], centroids: FloatArray
-) -> FloatArray:
-    """Mean of the used points of each centroid, rounded to float32; none: the old one kept."""
-    updated = np.array(centroids, dtype=np.float64, copy=True)
-    means = grouped_means(np.asarray(points)[used], assignment[used], range(len(updated)))
-    for centroid, mean in means.items():
-        updated[centroid] = mean
-    return as_float32_values(updated)
 
 
 def rand_index(labels: npt.NDArray[np.int64], clusters: npt.NDArray[np.int64]) -> float:
@@ -345,6 +311,13 @@ class KMeansProgram:
         """The K initial centroids."""
         assert self.initial is not None
         return self.initial
+
+    def check_countermeasures(self, countermeasures: Countermeasures) -> None:
+        """Any countermeasure runs K-means (nothing is released beyond its centroids)."""
+
+    def published(self, state: Any) -> dict[str, Any] | None:
+        """None: the result node publishes the centroids as they are."""
+        return None
 
     def to_spec(self) -> dict[str, Any]:
         """The public description, JSON-ready."""

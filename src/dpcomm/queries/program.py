@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.errors import InvalidParameterError
+from dpcomm.plan.countermeasures import Countermeasures
 from dpcomm.protocol.roles import ProgramHooks
 
 IntArray = npt.NDArray[np.int64]
@@ -121,6 +122,21 @@ class QueryProgram(ProgramHooks, Protocol):
 
     def to_spec(self) -> dict[str, Any]:
         """The public description, JSON-ready, with its ``kind`` (see `register_program`)."""
+        ...
+
+    def check_countermeasures(self, countermeasures: Countermeasures) -> None:
+        """Refuse ``countermeasures`` the program cannot run with (every engine asks).
+
+        An Aggregate's noisy release refuses traffic its noise was not calibrated for.
+        """
+        ...
+
+    def published(self, state: Any) -> dict[str, Any] | None:
+        """What a deployment's result node publishes of the final ``state``, JSON-ready.
+
+        None: the exact result, which ``dpcomm node run`` prints; a noisy release's rows and
+        its guarantee otherwise (the noise drawn at the result node).
+        """
         ...
 
 

@@ -50,8 +50,8 @@ def test_local_flooding_without_sampling_needs_every_other_target():
 
 def test_run_reports_say_why_epsilon_is_infinite():
     from dpcomm.data import synthetic_table
-    from dpcomm.engine.report import NO_COUNTERMEASURE_REASON
-    from dpcomm.engine.runs import run_aggregate
+    from dpcomm.pipeline.report import NO_COUNTERMEASURE_REASON
+    from dpcomm.pipeline.runs import run_aggregate
     from dpcomm.plan import NoCountermeasure, Scramblers
     from dpcomm.queries.aggregate import AggregateProgram
 

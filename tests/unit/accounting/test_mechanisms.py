@@ -74,7 +74,7 @@ def test_sigma_convention_and_conversion():
 
 def test_generic_randomizer_blanket_of_randomized_response():
     randomizer = LocalRandomizer(num_targets=5, sampling_rate=0.3)
-    generic = GenericLocalRandomizer.from_local_randomizer(randomizer)
+    generic = GenericLocalRandomizer.from_matrix(randomizer.transition_matrix())
     assert generic.total_variation_similarity == pytest.approx(0.3)
     assert np.allclose(generic.blanket, 0.2)
     assert generic.epsilon0 == pytest.approx(math.log1p(0.7 * 5 / 0.3))

@@ -1,20 +1,21 @@
-"""What a run is charged (`dpcomm.engine.charge`): the δ its guarantee uses, and a record of
+"""What a run is charged (`dpcomm.pipeline.charge`): the δ its guarantee uses, and a record of
 the run (query as written, countermeasure, release)."""
 
 import pytest
 
 import dpcomm
 from dpcomm import datasets
-from dpcomm.api import _rows
-from dpcomm.engine.charge import (
+from dpcomm.data.inputs import table_of as _rows
+from dpcomm.pipeline.charge import (
     countermeasure_record,
     guarantee_to_charge,
     pure_traffic,
     query_record,
     release_record,
 )
-from dpcomm.plan.privacy import account_plan, compose_release
-from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.plan.privacy import account_plan
+from dpcomm.release.compose import compose_release
+from dpcomm.release.noise import noisy_program
 
 SQL = "SELECT g1, AVG(m1) AS mean FROM people WHERE g2 > 0 GROUP BY g1"
 LOCAL = dpcomm.LocalFlooding(sampling_rate=0.5, num_dummies=2)
@@ -27,7 +28,7 @@ def people():
 
 
 def program(people, sql=SQL, **release):
-    return AggregateProgram.from_sql(sql, people, num_targets=4, **release)
+    return noisy_program(sql, people, num_targets=4, **release)
 
 
 def test_pure_traffic_without_release_is_charged_delta_zero(people):

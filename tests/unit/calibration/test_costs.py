@@ -109,7 +109,7 @@ def test_planner_costs_are_the_cost_model_and_the_simulator(
     with pytest.warns(BalancedBatchesWarning) if smaller else nullcontext():
         run = simulate(program, countermeasure, delta=1e-4, seed=3)
     measured = {flow.flow: flow.messages for flow in run.traffic}
-    assert measured == transformed.messages_per_flow()
+    assert measured == {f.name: f.messages for f in transformed.flows}
     assert run.efficiency.messages == transformed.messages == costs.messages
     # Channels: the bound holds for every role, and is reached when the flows are dense.
     simulated = run.efficiency.max_channels_by_role

@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from dpcomm.accounting.release import Laplace, Sensitivity, calibrate_noise
 from dpcomm.calibration import plan_countermeasures
 from dpcomm.calibration.split import (
     ReleaseShape,
@@ -14,7 +13,8 @@ from dpcomm.calibration.split import (
     split_budget,
 )
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.plan.privacy import compose_release
+from dpcomm.release.compose import compose_release
+from dpcomm.release.mechanisms import Laplace, Sensitivity, calibrate_noise
 
 # COUNT(*) and SUM(x clamped to [0, 10]) over GROUP BY k (4 keys, T = 5) of 400 rows.
 SHAPE = ReleaseShape(

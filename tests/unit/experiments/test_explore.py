@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -116,7 +117,14 @@ def test_each_point_of_the_front_sets_a_configuration_of_its_epsilon_and_load() 
     assert epsilons == sorted(epsilons) and loads == sorted(loads, reverse=True)
     for point in front:
         assert point.epsilon <= point.target_epsilon and point.utility >= 0.8
-        numbers = explore(point.apply(settings))
+        chosen = replace(
+            settings,
+            mechanism=point.mechanism,
+            sampling_rate=point.sampling_rate,
+            batch_size=settings.batch_size if point.batch_size is None else point.batch_size,
+            num_dummies=point.num_dummies,
+        )
+        numbers = explore(chosen)
         assert numbers.composed.epsilon == pytest.approx(point.epsilon, rel=1e-9)
         assert numbers.network_load_messages == point.network_load_messages
 

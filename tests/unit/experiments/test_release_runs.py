@@ -158,13 +158,13 @@ def test_exact_results_add_up_the_delivered_contributions() -> None:
 
 def test_the_old_sensitivity_fault_claims_the_declared_guarantee() -> None:
     """``old-sensitivity``: noise calibrated to 2M (every view own-row), the claim unchanged."""
-    from dpcomm.engine.released import release_report
     from dpcomm.experiments.release_audit import (
         DEFAULT_COUNTERMEASURE,
         DEFAULT_RELEASE,
         seeded_release_fault,
     )
     from dpcomm.plan.privacy import account_plan
+    from dpcomm.release.report import release_report
 
     neighbours = release_neighbours(num_targets=2, num_sources=3, pair="others-on-destination")
     table = neighbours.tables()[0]

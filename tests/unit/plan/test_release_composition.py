@@ -7,8 +7,9 @@ import numpy as np
 import dpcomm
 from dpcomm.accounting import ScramblerMechanism, account
 from dpcomm.data import table_from_arrays
-from dpcomm.plan.privacy import account_plan, compose_release
-from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.plan.privacy import account_plan
+from dpcomm.release.compose import compose_release
+from dpcomm.release.noise import noisy_program
 
 TABLE = table_from_arrays("t", {"k": np.array(["a", "b", "a"], dtype=object)})
 
@@ -19,7 +20,7 @@ def test_an_enumerated_capped_scrambler_is_composed_through_its_sources_r_sigma(
     # bound for every source's R_σ output told (the post-processing method, ε0 ≈ 1.73 at
     # this δ), which the sum of the composition must use.
     capped = dpcomm.Scramblers(sampling_rate=0.3, batch_size=3, num_dummies=1, capped=True)
-    program = AggregateProgram.from_sql(
+    program = noisy_program(
         "SELECT k, COUNT(*) AS c FROM t GROUP BY k", TABLE, num_targets=2,
         release=dpcomm.Laplace(1.0), keys={"k": ["a", "b"]}, countermeasure=capped,
     )  # fmt: skip

@@ -531,7 +531,9 @@ class NetworkEngine:
         target_epsilon = options.get("target_epsilon")
         if delta is None:
             raise InvalidParameterError("delta", "the plan's δ (a deployment is accounted)", None)
-        prepared = prepare(program, countermeasures, delta=delta, target_epsilon=target_epsilon)
+        prepared = options.get("prepared") or prepare(
+            program, countermeasures, delta=delta, target_epsilon=target_epsilon
+        )
         idle_seconds, timeout = self.deadlines(program)
         spec = RoundSpec.create(
             public_program(program),
@@ -540,6 +542,7 @@ class NetworkEngine:
             idle_seconds=idle_seconds,
             round_seconds=timeout,
             max_left_out=self.max_left_out,
+            transformed=prepared.transformed,
         )
         configs = node_configs(program, spec, faults=self.faults)
         if self.transport == "memory":
@@ -586,19 +589,18 @@ def result_state(program: QueryProgram, outcome: GroupOutcome) -> Any:
 def published_result(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, Any] | None:
     """What the result node of a round with a noisy release publishes (None without one).
 
-    The released rows and the release's guarantee (`dpcomm.engine.released.published_release`:
-    the noise is drawn here, at the result node), the outputs it never got, and the errors
-    of its process; not the exact outputs, which ``dpcomm node run`` prints otherwise.
+    The released rows and the release's guarantee (the program's `published` hook: the noise
+    is drawn here, at the result node), the outputs it never got, and the errors of its
+    process; not the exact outputs, which ``dpcomm node run`` prints otherwise.
     """
-    from dpcomm.engine.released import published_release
-    from dpcomm.queries.aggregate import AggregateProgram
-
-    program = spec.public_program
-    if not isinstance(program, AggregateProgram) or program.release is None:
+    if spec.program.get("release") is None:  # the public description: no noisy release
         return None
+    program = spec.public_program
     if outcome.result is None:
         return {"rows": None, "release": None, "missing": None, "errors": dict(outcome.errors)}
-    published = published_release(program, result_state(program, outcome))
+    published = program.published(result_state(program, outcome))
+    if published is None:
+        return None
     published["missing"] = [list(item) for item in outcome.result.missing]
     published["errors"] = dict(outcome.errors)
     return published

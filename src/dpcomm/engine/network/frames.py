@@ -299,10 +299,6 @@ class ReplayCache:
         self._size += 1
         return "fresh"
 
-    def check_and_add(self, round_id: int, message_id: bytes) -> bool:
-        """True and recorded if the pair is new and its round accepted; False otherwise."""
-        return self.admit(round_id, message_id) == "fresh"
-
 
 _REASON = re.compile(r"[a-z][a-z0-9_]*")
 

@@ -18,7 +18,6 @@ import os
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
-from pathlib import Path
 
 import nacl.bindings
 import nacl.exceptions
@@ -97,33 +96,6 @@ class TargetKeys:
     def nacl_private_key(self) -> nacl.public.PrivateKey:
         """The PyNaCl private key object."""
         return nacl.public.PrivateKey(self.private_key)
-
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the private key (raw 32 bytes) to a new file ``path`` with mode 0600.
-
-        An existing file (or a symbolic link) at ``path`` is refused, never overwritten or
-        followed (FileExistsError).
-        """
-        target = Path(path)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        descriptor = os.open(target, flags, 0o600)
-        try:
-            os.fchmod(descriptor, 0o600)
-            os.write(descriptor, self.private_key)
-        finally:
-            os.close(descriptor)
-        return target
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> TargetKeys:
-        """Read a key written by `save`."""
-        try:
-            data = Path(path).read_bytes()
-        except OSError as error:
-            raise SealError(f"cannot read target key {path}: {error}") from error
-        if len(data) != KEY_SIZE:
-            raise SealError(f"target key {path} is {len(data)} bytes, not {KEY_SIZE}")
-        return cls(private_key=data)
 
 
 def _public_key(public_key_bytes: bytes) -> nacl.public.PublicKey:

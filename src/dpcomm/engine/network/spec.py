@@ -133,18 +133,22 @@ class RoundSpec:
         max_left_out: float = 0.0,
         round_id: int | None = None,
         round_number: int = 0,
+        transformed: TransformedPlan | None = None,
     ) -> RoundSpec:
         """The spec of a round of ``program`` (its public description) with ``countermeasures``.
 
         ``round_id`` (default: drawn at random) is what every frame of the round carries.
+        ``transformed``: the plan already transformed with ``countermeasures`` (the driver's
+        prepared one), kept as the spec's `transformed` instead of transforming it again.
         """
         if round_id is None:
             round_id = secrets.randbelow(1 << 62) + 1
-        transformed = transform(program.plan, countermeasures)
-        _check_release(program, transformed.countermeasures)
+        if transformed is None:
+            transformed = transform(program.plan, countermeasures)
+        program.check_countermeasures(transformed.countermeasures)
         payload = payload_size_for(largest_tuple(program))
         body = max(DATA_HEADER.size + sealed_size(payload), MIN_BODY_SIZE, BLOB_HEADER.size + 16)
-        return cls(
+        spec = cls(
             round_id=round_id,
             round_number=round_number,
             seed=seed,
@@ -159,6 +163,8 @@ class RoundSpec:
             round_seconds=float(round_seconds),
             max_left_out=float(max_left_out),
         )
+        spec.__dict__["transformed"] = transformed  # the cached property, computed once
+        return spec
 
     # ------------------------------------------------------------------ derived, cached
 
@@ -172,7 +178,7 @@ class RoundSpec:
         """The plan with its countermeasures (the same on every node)."""
         chosen = {n: c.countermeasure() for n, c in self.countermeasures.items()}
         program = self.public_program
-        _check_release(program, chosen)  # every node: a config's release fits its traffic
+        program.check_countermeasures(chosen)  # every node: a config's release fits its traffic
         return transform(program.plan, chosen)
 
     @cached_property
@@ -413,14 +419,3 @@ class NodeConfig(NodeSettings):
 
 def _settings_values(settings: NodeSettings) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in dataclasses.fields(NodeSettings)}
-
-
-def _check_release(
-    program: QueryProgram, countermeasures: Countermeasure | Mapping[str, Countermeasure]
-) -> None:
-    """A noisy release runs only with countermeasures its noise was calibrated for."""
-    from dpcomm.queries.aggregate import AggregateProgram
-    from dpcomm.queries.release import check_release_for
-
-    if isinstance(program, AggregateProgram) and program.release is not None:
-        check_release_for(program.release, countermeasures)

@@ -339,21 +339,13 @@ def figure_5(settings: FigureSettings) -> FigureOutput:
     exact = [exact_probabilities(x) for x in inputs]
 
     possible = math.comb(BATCH_SIZE + NUM_DUMMIES + NUM_TARGETS - 1, NUM_TARGETS - 1)
-    observed = np.flatnonzero((counts[0] + counts[1]) > 0)
-    c1, c2 = counts[0][observed], counts[1][observed]
-    both = (c1 > 0) & (c2 > 0)
-    ratio = np.full(observed.shape[0], math.inf)
-    ratio[both] = np.abs(np.log(c1[both] / c2[both]))
-    order = np.lexsort((-(c1 + c2), -ratio))  # decreasing r, then decreasing frequency
-    observed, c1, c2, ratio = observed[order], c1[order], c2[order], ratio[order]
+    observed, c1, c2, ratio = _ranked_outputs(counts[0], counts[1])
     p1, p2 = exact[0], exact[1]
     exact_ratio = np.abs(np.log(p1[observed] / p2[observed]))
     all_ratios = np.zeros_like(p1)
     support = (p1 > 0) & (p2 > 0)
     all_ratios[support] = np.abs(np.log(p1[support] / p2[support]))
-    worst = int(np.argmax(all_ratios))
-    pair_epsilon = float(all_ratios[worst])
-    large = all_ratios > LARGE_RATIO
+    pair_epsilon = float(all_ratios[int(np.argmax(all_ratios))])
 
     shares = [capture_recapture_share(first, second) for first, second in batches]
     pooled = capture_recapture_share(batches[0][0] + batches[1][0], batches[0][1] + batches[1][1])
@@ -361,24 +353,7 @@ def figure_5(settings: FigureSettings) -> FigureOutput:
     unseen_share = [1.0 - int((c > 0).sum()) / possible for c in counts]
     finite = np.isfinite(ratio)
 
-    rows: list[Row] = []
-    outputs = ["-".join(map(str, v)) for v in decode(observed)]
-    for curve, values, shown in (
-        ("count input 1", c1, c1 > 0),
-        ("count input 2", c2, c2 > 0),
-        ("r(O) observed", ratio, finite),
-        ("r(O) exact", exact_ratio, np.zeros_like(finite)),
-    ):
-        rows += [
-            {
-                "curve": curve,
-                "rank": rank,
-                "output": outputs[rank],
-                "value": float(values[rank]) if curve.startswith("r") else int(values[rank]),
-                "plotted": bool(shown[rank]),
-            }
-            for rank in range(observed.shape[0])
-        ]
+    rows = _output_rows(observed, c1, c2, ratio, exact_ratio)
     summary: dict[str, float] = {
         "runs per input": runs,
         "possible outputs": possible,
@@ -407,41 +382,118 @@ def figure_5(settings: FigureSettings) -> FigureOutput:
     _plot_loss_histogram(right, losses, pair_epsilon)
     png, csv = save_figure(settings, "5", figure, rows, title=FIGURE5_TITLE)
 
-    ties = int(np.sum(all_ratios >= pair_epsilon - 1e-9))
-    attained = "only by" if ties == 1 else f"by {ties} outputs, e.g."
-    worst_output = tuple(int(v) for v in decode(np.array([worst]))[0])
     return FigureOutput(
         name="5",
         title=FIGURE5_TITLE,
-        caption=(
-            f"{PAPER_CAPTION} Ours: {runs:,} runs per input (not 7×10^8), through the role "
-            f"steps dpcomm's engines run; inputs {FIRST_INPUT_COUNTS} messages per target and "
-            f"the same with one message moved from target {MOVED_FROM} to {MOVED_TO}. Left, "
-            f"the paper's view aggregated: the {observed.shape[0]:,} observed outputs by "
-            f"decreasing observed r(O) (undefined where one count is 0: "
-            f"{int((~finite).sum())} outputs, first) in "
-            f"{RANK_BINS} groups of consecutive ranks; bars = mean occurrences per output of "
-            "the group under each input (log scale), line and band = median and range of r(O) "
-            "in the group, dashed = the exact largest log-ratio over all outputs. Right, beyond "
-            f"the paper: the exact probability under input 1 of the outputs in each "
-            f"{LOSS_BIN_WIDTH:g}-wide bin of |ln P1/P2| (all {possible:,} outputs), and the "
-            "frequency observed in the runs."
-        ),
+        caption=_figure_5_caption(runs, observed.shape[0], int((~finite).sum()), possible),
         png=png,
         csv=csv,
-        notes=(
-            "As the paper says, the large log-ratios belong to rare outputs: in the exact "
-            f"distribution the {int(large.sum()):,} outputs with |ln P1/P2| > {LARGE_RATIO:g} "
-            f"have total probability {float(p1[large].sum()):.1e} under input 1, and the pure "
-            f"ε of this pair, {pair_epsilon:.2f} (= ε0 of R_σ), is attained {attained} "
-            f"O = {worst_output}, of probability {float(p1[worst]):.1e}. The observed r(O) "
-            f"reaches {summary['largest observed finite r(O)']:.2f}, noise on counts of a few.",
-            f"Capture-recapture (two batches of {runs // 2:,} runs) finds {pooled[0]:.1%} new "
-            "outputs in the second batch (the paper's estimate of the share never seen), but "
-            f"{unseen_share[0]:.0%} of the {possible:,} possible outputs (C(43, 3)) were never "
-            f"seen under input 1 ({int((counts[0] > 0).sum()):,} seen). They carry an exact "
-            f"probability of only {unseen_mass[0]:.1e} (input 1) and {unseen_mass[1]:.1e} "
-            "(input 2): the procedure underestimates the unseen share; the unseen mass, which "
-            "is what matters, is small.",
+        notes=_figure_5_notes(
+            p1,
+            all_ratios,
+            runs=runs,
+            largest_observed=summary["largest observed finite r(O)"],
+            pooled_share=pooled[0],
+            unseen_share=unseen_share[0],
+            unseen_mass=(unseen_mass[0], unseen_mass[1]),
+            seen=int((counts[0] > 0).sum()),
+            possible=possible,
         ),
+    )
+
+
+def _ranked_outputs(
+    first: IntArray, second: IntArray
+) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+    """The outputs seen under either input by decreasing r(O), then decreasing frequency.
+
+    Returns their codes, their counts under each input, and r(O) = |ln(c1/c2)| (∞ where one
+    count is 0).
+    """
+    observed = np.flatnonzero((first + second) > 0)
+    c1, c2 = first[observed], second[observed]
+    both = (c1 > 0) & (c2 > 0)
+    ratio = np.full(observed.shape[0], math.inf)
+    ratio[both] = np.abs(np.log(c1[both] / c2[both]))
+    order = np.lexsort((-(c1 + c2), -ratio))  # decreasing r, then decreasing frequency
+    return observed[order], c1[order], c2[order], ratio[order]
+
+
+def _output_rows(
+    observed: IntArray, c1: IntArray, c2: IntArray, ratio: FloatArray, exact_ratio: FloatArray
+) -> list[Row]:
+    """One row per ranked output and curve: its counts, observed r(O) and exact log-ratio."""
+    finite = np.isfinite(ratio)
+    rows: list[Row] = []
+    outputs = ["-".join(map(str, v)) for v in decode(observed)]
+    for curve, values, shown in (
+        ("count input 1", c1, c1 > 0),
+        ("count input 2", c2, c2 > 0),
+        ("r(O) observed", ratio, finite),
+        ("r(O) exact", exact_ratio, np.zeros_like(finite)),
+    ):
+        rows += [
+            {
+                "curve": curve,
+                "rank": rank,
+                "output": outputs[rank],
+                "value": float(values[rank]) if curve.startswith("r") else int(values[rank]),
+                "plotted": bool(shown[rank]),
+            }
+            for rank in range(observed.shape[0])
+        ]
+    return rows
+
+
+def _figure_5_caption(runs: int, distinct: int, undefined: int, possible: int) -> str:
+    """Figure 5's caption: the paper's, then what these runs and panels show."""
+    return (
+        f"{PAPER_CAPTION} Ours: {runs:,} runs per input (not 7×10^8), through the role "
+        f"steps dpcomm's engines run; inputs {FIRST_INPUT_COUNTS} messages per target and "
+        f"the same with one message moved from target {MOVED_FROM} to {MOVED_TO}. Left, "
+        f"the paper's view aggregated: the {distinct:,} observed outputs by "
+        f"decreasing observed r(O) (undefined where one count is 0: "
+        f"{undefined} outputs, first) in "
+        f"{RANK_BINS} groups of consecutive ranks; bars = mean occurrences per output of "
+        "the group under each input (log scale), line and band = median and range of r(O) "
+        "in the group, dashed = the exact largest log-ratio over all outputs. Right, beyond "
+        f"the paper: the exact probability under input 1 of the outputs in each "
+        f"{LOSS_BIN_WIDTH:g}-wide bin of |ln P1/P2| (all {possible:,} outputs), and the "
+        "frequency observed in the runs."
+    )
+
+
+def _figure_5_notes(
+    p1: FloatArray,
+    all_ratios: FloatArray,
+    *,
+    runs: int,
+    largest_observed: float,
+    pooled_share: float,
+    unseen_share: float,
+    unseen_mass: tuple[float, float],
+    seen: int,
+    possible: int,
+) -> tuple[str, str]:
+    """Figure 5's notes: where the large log-ratios sit, and what capture-recapture misses."""
+    worst = int(np.argmax(all_ratios))
+    pair_epsilon = float(all_ratios[worst])
+    large = all_ratios > LARGE_RATIO
+    ties = int(np.sum(all_ratios >= pair_epsilon - 1e-9))
+    attained = "only by" if ties == 1 else f"by {ties} outputs, e.g."
+    worst_output = tuple(int(v) for v in decode(np.array([worst]))[0])
+    return (
+        "As the paper says, the large log-ratios belong to rare outputs: in the exact "
+        f"distribution the {int(large.sum()):,} outputs with |ln P1/P2| > {LARGE_RATIO:g} "
+        f"have total probability {float(p1[large].sum()):.1e} under input 1, and the pure "
+        f"ε of this pair, {pair_epsilon:.2f} (= ε0 of R_σ), is attained {attained} "
+        f"O = {worst_output}, of probability {float(p1[worst]):.1e}. The observed r(O) "
+        f"reaches {largest_observed:.2f}, noise on counts of a few.",
+        f"Capture-recapture (two batches of {runs // 2:,} runs) finds {pooled_share:.1%} new "
+        "outputs in the second batch (the paper's estimate of the share never seen), but "
+        f"{unseen_share:.0%} of the {possible:,} possible outputs (C(43, 3)) were never "
+        f"seen under input 1 ({seen:,} seen). They carry an exact "
+        f"probability of only {unseen_mass[0]:.1e} (input 1) and {unseen_mass[1]:.1e} "
+        "(input 2): the procedure underestimates the unseen share; the unseen mass, which "
+        "is what matters, is small.",
     )

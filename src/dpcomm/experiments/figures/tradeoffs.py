@@ -36,12 +36,12 @@ from dpcomm.accounting.accountant import explain_infinite
 from dpcomm.calibration import nonprivate_load, plan_costs
 from dpcomm.data import ImageDataset, Table, load_fashion_mnist, load_mnist5k, synthetic_table
 from dpcomm.engine import run_aggregate, simulate
-from dpcomm.engine.report import EfficiencyReport, efficiency_report, privacy_report
-from dpcomm.engine.utility import AggregateUtility
 from dpcomm.errors import BalancedBatchesWarning, DpcommError
 from dpcomm.experiments.figures import base
 from dpcomm.experiments.figures.base import DELTA, NUM_TARGETS, FigureOutput, FigureSettings, Row
 from dpcomm.experiments.figures.thresholds import MAX_DUMMIES, least_dummies_for_plan
+from dpcomm.pipeline.report import EfficiencyReport, efficiency_report, privacy_report
+from dpcomm.pipeline.utility import AggregateUtility
 from dpcomm.plan import ExecutionPlan, NoCountermeasure, Scramblers
 from dpcomm.plan.costs import num_scramblers, sources_needed
 from dpcomm.queries.aggregate import AggregateProgram

@@ -11,6 +11,7 @@ import dpcomm
 from dpcomm.data import table_from_arrays
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.program import public_program
+from dpcomm.release.noise import noisy_program
 
 TABLE = table_from_arrays(
     "t",
@@ -38,7 +39,7 @@ def test_the_release_is_bound_again_the_same_from_the_spec(release):
     column = next(iter(release.get("keys", {"city": None})))
     sql = f"SELECT {column}, COUNT(*) AS c, SUM(v) AS s FROM t GROUP BY {column}"
     options = {"bounds": {"v": (0.0, 1.0)}, **release}
-    program = AggregateProgram.from_sql(sql, TABLE, num_targets=3, **options)
+    program = noisy_program(sql, TABLE, num_targets=3, **options)
     assert program.release is not None
     assert public_program(program).release == program.release
 

@@ -23,19 +23,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, Countermeasures, LocalFlooding
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.plan.privacy import PlanGuarantee, account_plan, compose_release
+from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.queries.program import QueryProgram
+from dpcomm.release.compose import ReleaseComposition, compose_release
 
 if TYPE_CHECKING:
     from dpcomm.budget.budget import Budget
     from dpcomm.budget.ledger import Charge
     from dpcomm.engine.network.spec import RoundSpec
+    from dpcomm.pipeline.job import Guarantee, Job
 
 
 def deployment_privacy(
@@ -139,34 +141,46 @@ def guarantee_to_charge(
 
     The plan's guarantee at ``delta``, by the call the engines make
     (`dpcomm.plan.account_plan`); for a deployed round (``deployed``), the weakest its
-    round can report whatever nodes are late (`deployment_privacy`). Under a noisy
-    release, the traffic's and the release's composed as the report composes them
-    (`dpcomm.plan.privacy.compose_release`). Traffic that is pure by Theorem 1
-    (`pure_traffic`) is charged its pure guarantee instead (module doc): δ = 0 for it.
-    ``reported_epsilon`` and ``reported_delta`` are the guarantee at ``delta``, which the
-    run's report must not exceed.
+    round can report whatever nodes are late (`deployment_privacy`); then `charged_guarantee`.
     """
-    from dpcomm.queries.aggregate import AggregateProgram
-
     if deployed:
         privacy = deployment_privacy(program.plan, countermeasures, delta=delta)
-        covers = "; scramblers at every batch size a deployment can run"
     else:
         privacy = account_plan(program.plan, countermeasures, delta=delta)
-        covers = ""
-    pure = pure_traffic(program.plan, countermeasures) if delta > 0.0 else None
-    release = program.release if isinstance(program, AggregateProgram) else None
+    return charged_guarantee(program, countermeasures, privacy, delta=delta, deployed=deployed)
 
-    def spent(traffic: PlanGuarantee) -> tuple[float, float, str]:
+
+def charged_guarantee(
+    program: QueryProgram,
+    countermeasures: Countermeasures,
+    privacy: PlanGuarantee,
+    *,
+    delta: float,
+    deployed: bool = False,
+    composed: ReleaseComposition | None = None,
+) -> ChargedGuarantee:
+    """What a budget charges for a run whose traffic guarantee at ``delta`` is ``privacy``.
+
+    Under a noisy release, the traffic's and the release's composed as the report composes
+    them (`dpcomm.release.compose.compose_release`; ``composed`` when already known).
+    Traffic that is pure by Theorem 1 (`pure_traffic`) is charged its pure guarantee
+    instead (module doc): δ = 0 for it. ``reported_epsilon`` and ``reported_delta`` are the
+    guarantee at ``delta``, which the run's report must not exceed.
+    """
+    covers = "; scramblers at every batch size a deployment can run" if deployed else ""
+    pure = pure_traffic(program.plan, countermeasures) if delta > 0.0 else None
+    release = getattr(program, "release", None)
+
+    def spent(traffic: PlanGuarantee, known: ReleaseComposition | None) -> tuple[float, float, str]:
         guarantee = traffic.guarantee
         if release is None:
             return guarantee.epsilon, guarantee.delta, guarantee.method
         # Traffic and noisy release read the same rows: the run spends both, composed.
-        both = compose_release(traffic, release.noises)
+        both = known if known is not None else compose_release(traffic, release.noises)
         return both.epsilon, both.delta, f"{guarantee.method} + {release.mechanism.name} release"
 
-    reported = spent(privacy)
-    epsilon, charged_delta, method = reported if pure is None else spent(pure)
+    reported = spent(privacy, composed)
+    epsilon, charged_delta, method = reported if pure is None else spent(pure, None)
     if pure is not None:
         method += "; pure traffic (Theorem 1) charged at δ = 0"
     return ChargedGuarantee(
@@ -175,6 +189,64 @@ def guarantee_to_charge(
         method + covers,
         reported_epsilon=reported[0],
         reported_delta=reported[1],
+    )
+
+
+def charge_guarantee(job: Job, guarantee: Guarantee) -> tuple[Guarantee, ChargedGuarantee, Charge]:
+    """Charge ``job``'s budget its prepared ``guarantee``, before it runs.
+
+    In memory and on Dask the charge is the guarantee itself; a deployed round is charged
+    its weakest (`deployment_privacy`), which the returned guarantee then holds.
+    """
+    budget = job.budget
+    if budget is None:
+        raise InvalidParameterError("budget", "a dpcomm.Budget(...) to charge", None)
+    deployed = job.engine.name == "network"
+    privacy, composed = guarantee.traffic, guarantee.release
+    if deployed:
+        privacy = deployment_privacy(job.program.plan, job.countermeasures, delta=job.delta)
+        guarantee = replace(guarantee, deployment=privacy)
+        composed = None if guarantee.release is None else guarantee.composed_with(privacy)
+    charged = charged_guarantee(
+        job.program,
+        job.countermeasures,
+        privacy,
+        delta=job.delta,
+        deployed=deployed,
+        composed=composed,
+    )
+    charge = _record(
+        budget,
+        charged,
+        job.program,
+        job.countermeasures,
+        kind=job.kind,
+        engine=job.engine.name,
+        query=job.query,
+    )
+    return guarantee, charged, charge
+
+
+def _record(
+    budget: Budget,
+    charged: ChargedGuarantee,
+    program: QueryProgram,
+    countermeasures: Countermeasures,
+    *,
+    kind: str,
+    engine: str,
+    query: str | None,
+) -> Charge:
+    """Charge ``budget`` ``charged``, recording the run (query, countermeasure, release)."""
+    return budget.charge(
+        epsilon=charged.epsilon,
+        delta=charged.delta,
+        kind=kind,
+        query=query_record(program) if query is None else query,
+        method=charged.method,
+        countermeasure=countermeasure_record(countermeasures),
+        release=release_record(program),
+        engine=engine,
     )
 
 
@@ -204,17 +276,16 @@ def release_record(program: QueryProgram) -> dict[str, Any] | None:
     (``{column: [lo, hi]}``), the public key domains (``{column: [values as text]}``) and
     the δ_sel of its DP key selection (None without).
     """
-    from dpcomm.queries.aggregate import AggregateProgram
-    from dpcomm.queries.release import release_spec
-
-    if not isinstance(program, AggregateProgram) or program.release is None:
+    release = getattr(program, "release", None)
+    query = getattr(program, "query", None)
+    if release is None or query is None:
         return None
-    spec = release_spec(program.release)
+    spec = release.to_spec()
     return {
         "mechanism": spec["mechanism"],
         "epsilon": spec["epsilon"],
         "delta": spec["delta"],
-        "bounds": {column: [low, high] for _, column, low, high in program.query.clamps},
+        "bounds": {column: [low, high] for _, column, low, high in query.clamps},
         "keys": spec["keys"],
         "key_selection_delta": spec["key_selection_delta"],
     }
@@ -246,15 +317,8 @@ def charge_run(
     Returns the guarantee charged and the ledger's charge.
     """
     charged = guarantee_to_charge(program, countermeasures, delta=delta, deployed=deployed)
-    charge = budget.charge(
-        epsilon=charged.epsilon,
-        delta=charged.delta,
-        kind=kind,
-        query=query_record(program) if query is None else query,
-        method=charged.method,
-        countermeasure=countermeasure_record(countermeasures),
-        release=release_record(program),
-        engine=engine,
+    charge = _record(
+        budget, charged, program, countermeasures, kind=kind, engine=engine, query=query
     )
     return charged, charge
 
@@ -285,8 +349,10 @@ def charge_round(budget: Budget, spec: RoundSpec, *, delta: float) -> Charge:
 
 __all__ = [
     "ChargedGuarantee",
+    "charge_guarantee",
     "charge_round",
     "charge_run",
+    "charged_guarantee",
     "countermeasure_record",
     "deployment_privacy",
     "guarantee_to_charge",

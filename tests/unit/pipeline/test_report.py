@@ -9,16 +9,16 @@ import pytest
 
 from dpcomm.data import table_from_arrays
 from dpcomm.engine.engines import MemoryEngine, make_engine
-from dpcomm.engine.estimate import ESTIMATE_SEMANTICS, EstimateReport
-from dpcomm.engine.report import (
+from dpcomm.errors import InvalidParameterError
+from dpcomm.pipeline.estimate import ESTIMATE_SEMANTICS, EstimateReport
+from dpcomm.pipeline.report import (
     NO_COUNTERMEASURE_REASON,
     RESULT_SEMANTICS,
     SEEDED_NOTE,
     Report,
 )
-from dpcomm.engine.runs import AggregateRun, KMeansRun, run_aggregate, run_kmeans
-from dpcomm.engine.utility import KMeansUtility
-from dpcomm.errors import InvalidParameterError
+from dpcomm.pipeline.runs import AggregateRun, KMeansRun, run_aggregate, run_kmeans
+from dpcomm.pipeline.utility import KMeansUtility
 from dpcomm.plan import NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.kmeans import KMeansProgram
@@ -141,7 +141,7 @@ def test_kmeans_scores_are_scikit_learns_against_the_labels():
 
 
 def test_a_run_without_guarantee_cannot_be_reported():
-    from dpcomm.engine.report import run_report
+    from dpcomm.pipeline.report import run_report
 
     baseline = MemoryEngine().baseline(program(), seed=1)
     with pytest.raises(InvalidParameterError) as caught:

@@ -7,11 +7,12 @@ import pytest
 import dpcomm
 from dpcomm.budget import Budget, BudgetExceededError
 from dpcomm.data import synthetic_table
-from dpcomm.engine.charge import charge_round, deployment_privacy, guarantee_to_charge
 from dpcomm.engine.network.spec import RoundSpec
-from dpcomm.engine.released import release_report
+from dpcomm.pipeline.charge import charge_round, deployment_privacy, guarantee_to_charge
 from dpcomm.plan import account_plan
 from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.release.noise import noisy_program
+from dpcomm.release.report import release_report
 
 SCRAMBLERS = dpcomm.Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=5)
 SQL = "SELECT g1, g2, COUNT(*) FROM t GROUP BY GROUPING SETS ((g1), (g2))"
@@ -40,7 +41,7 @@ def test_no_round_reports_more_than_the_deployment_charge(program) -> None:
 
 def test_a_released_deployment_is_charged_traffic_and_release_at_worst() -> None:
     table = synthetic_table(num_rows=30, seed=1)
-    program = AggregateProgram.from_sql(
+    program = noisy_program(
         "SELECT g1, COUNT(*) FROM t GROUP BY g1", table, num_targets=4,
         release=dpcomm.Laplace(1.0), keys={"g1": list(range(10))},
     )  # fmt: skip

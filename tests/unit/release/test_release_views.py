@@ -13,6 +13,7 @@ from dpcomm.data import table_from_arrays
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import assign_compute_nodes
+from dpcomm.release.noise import noisy_program
 
 TABLE = table_from_arrays(
     "t",
@@ -30,7 +31,7 @@ FLOODING = dpcomm.LocalFlooding(sampling_rate=0.2, num_dummies=3)
 
 
 def bound(sql: str, countermeasure: object, **options: object) -> AggregateProgram:
-    return AggregateProgram.from_sql(
+    return noisy_program(
         sql, TABLE, num_targets=options.pop("num_targets", 20),  # type: ignore[arg-type]
         release=dpcomm.Laplace(1.0), countermeasure=countermeasure, **options,  # type: ignore[arg-type]
     )  # fmt: skip
@@ -103,7 +104,8 @@ def test_shared_nodes_are_found_as_the_sources_hash_their_keys(column, values, t
 
 def test_a_release_bound_for_independent_tuples_is_refused_on_scramblers_with_sampling():
     program = bound("SELECT n, COUNT(*) AS c FROM t GROUP BY n", FLOODING, keys={"n": [0, 1]})
-    from dpcomm.plan.privacy import account_plan, compose_release
+    from dpcomm.plan.privacy import account_plan
+    from dpcomm.release.compose import compose_release
 
     release = program.release
     assert release is not None
@@ -125,7 +127,7 @@ def test_minus_zero_is_zero_for_its_node_and_its_view():
 
     assert all(node_of_key((-0.0,), t) == node_of_key((0.0,), t) for t in (2, 3, 5, 20))
     rows = table_from_arrays("t", {"z": np.array([-0.3, 0.2, 1.4, -0.2] * 10)})
-    program = AggregateProgram.from_sql(
+    program = noisy_program(
         "SELECT round(z) AS r, COUNT(*) AS c FROM t GROUP BY round(z)", rows, num_targets=3,
         release=dpcomm.Laplace(1.0), keys={"__dpcomm_k0": [0.0, 1.0]}, countermeasure=SAMPLING,
     )  # fmt: skip
@@ -148,7 +150,7 @@ def test_a_pandas_timestamp_domain_is_taken_as_sharing_a_node():
         "t",
         {"ts": np.array(["2024-01-01T00:00", "2024-01-06T00:00"] * 10, dtype="datetime64[us]")},
     )
-    program = AggregateProgram.from_sql(
+    program = noisy_program(
         "SELECT ts, COUNT(*) AS c FROM t GROUP BY ts", rows, num_targets=20,
         release=dpcomm.Laplace(1.0), countermeasure=SAMPLING,
         keys={"ts": list(pd.to_datetime(["2024-01-01", "2024-01-06"]))},

@@ -17,11 +17,12 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.engine.engines import Engine, MemoryEngine
-from dpcomm.engine.estimate import delivery_probabilities, released_estimate, unbiased_estimate
-from dpcomm.engine.released import release_report
-from dpcomm.engine.report import ReleaseReport, Report, run_report
 from dpcomm.engine.run import Run, RunOptions
-from dpcomm.engine.utility import (
+from dpcomm.errors import InvalidParameterError, warn
+from dpcomm.pipeline.estimate import delivery_probabilities, released_estimate, unbiased_estimate
+from dpcomm.pipeline.job import Job, Prepared, Workload, prepare
+from dpcomm.pipeline.report import Report, run_report
+from dpcomm.pipeline.utility import (
     AggregateUtility,
     KMeansUtility,
     ReleaseUtility,
@@ -29,12 +30,13 @@ from dpcomm.engine.utility import (
     kmeans_utility,
     release_utility,
 )
-from dpcomm.errors import InvalidParameterError, warn
 from dpcomm.plan.countermeasures import Countermeasures
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, evaluate
 from dpcomm.queries.kmeans import KMeansProgram
 from dpcomm.queries.program import QueryProgram
+from dpcomm.release.compose import ReleaseComposition
+from dpcomm.release.report import ReleaseReport, release_report
 
 Row = dict[str, Any]
 
@@ -101,12 +103,12 @@ class AggregateRun:
         COUNT and SUM are divided by the delivery probability P, AVG is their ratio; each
         estimate has a standard error and a 95% interval beside it, and groups of the key
         domain (the baseline's) that received no tuple are estimated as 0
-        ([`dpcomm.engine.estimate.unbiased_estimate`][]). The report says so
+        ([`dpcomm.pipeline.estimate.unbiased_estimate`][]). The report says so
         (``report.estimate``, ``report.result_semantics``), and its utility is that of the
         estimates against the exact result. The privacy guarantee is unchanged
         (post-processing). Under a noisy release the estimates are of the released values,
         and their intervals cover the noise too
-        ([`dpcomm.engine.estimate.released_estimate`][]); the utility stays the expected
+        ([`dpcomm.pipeline.estimate.released_estimate`][]); the utility stays the expected
         one (without the sampling's bias, which the estimates remove).
         """
         columns: tuple[tuple[str, str], ...]
@@ -231,19 +233,6 @@ class KMeansRun:
         return f"KMeansRun({k} centroids in dimension {dimension}{rand}; {self.report.summary()})"
 
 
-def _execute(
-    program: QueryProgram,
-    countermeasure: Countermeasures,
-    engine: Engine | None,
-    options: RunOptions,
-) -> tuple[Run, Run]:
-    """The run in ``engine`` (default: in memory) and its non-private baseline."""
-    chosen: Engine = MemoryEngine() if engine is None else engine
-    run = chosen.execute(program, countermeasure, **options)
-    exact = program.without_release() if isinstance(program, AggregateProgram) else program
-    return run, chosen.baseline(exact, seed=options.get("seed"))
-
-
 def result_is_of_delivered_tuples(program: AggregateProgram, run: Run) -> bool:
     """Whether a result computed elsewhere is that of the tuples the run delivered.
 
@@ -286,17 +275,24 @@ def _expected_utility(
     )
 
 
-def aggregate_run(program: AggregateProgram, run: Run, baseline: Run) -> AggregateRun:
+def aggregate_run(
+    program: AggregateProgram,
+    run: Run,
+    baseline: Run,
+    *,
+    composition: ReleaseComposition | None = None,
+) -> AggregateRun:
     """The [`AggregateRun`][] of ``run`` and its non-private ``baseline``, reported.
 
     Under a noisy release the noise is drawn once (the released rows are the result's and the
     report's), and nothing of the report compares them with the data: the utility is the
     expected one ([`ReleaseUtility`][]); [`compare_with_exact`][] is the separate call that
-    does compare them.
+    does compare them. ``composition``: traffic and release composed, as prepared (else
+    composed here from the run's guarantee).
     """
     if program.release is not None and run.privacy is not None:
         released = program.core_result(run.state)  # the rows the run released (drawn once)
-        release = release_report(program, run.privacy, released)
+        release = release_report(program, run.privacy, released, composition=composition)
         expected = _expected_utility(program, run, release, released, False)
         report: Report[AggregateUtility] | Report[ReleaseUtility] = replace(
             run_report(run, baseline, expected, sql=program.query.sql, released=True),
@@ -352,6 +348,96 @@ def compare_with_exact(run: AggregateRun) -> AggregateUtility:
     )
 
 
+def _executed(prepared: Prepared) -> tuple[Run, Run]:
+    """The prepared run in its engine, and its non-private baseline (same plan, not accounted).
+
+    The engine executes the prepared plan (it does not prepare it again); the run's
+    guarantee is then checked against what the budget was charged.
+    """
+    job = prepared.job
+    program = job.program
+    run = job.engine.execute(
+        program,
+        job.countermeasures,
+        delta=job.delta,
+        seed=job.seed,
+        progress=job.progress,
+        target_epsilon=job.target_epsilon,
+        prepared=prepared.plan,
+    )
+    if run.privacy is not None:
+        prepared.guarantee.check_reported(prepared.charged, run.privacy)
+    exact = program.without_release() if isinstance(program, AggregateProgram) else program
+    return run, job.engine.baseline(exact, seed=job.seed)
+
+
+def execute_aggregate(prepared: Prepared) -> AggregateRun:
+    """Execute a prepared Aggregate job and report it (estimated, if the job asks)."""
+    program = prepared.job.program
+    if not isinstance(program, AggregateProgram):
+        raise InvalidParameterError("job", "an Aggregate job", program)
+    run, baseline = _executed(prepared)
+    composition = None
+    if program.release is not None and run.privacy is not None:
+        composition = prepared.guarantee.composed_with(run.privacy)
+    outcome = aggregate_run(program, run, baseline, composition=composition)
+    return outcome.with_unbiased_estimate() if prepared.job.estimate == "unbiased" else outcome
+
+
+def execute_kmeans(
+    prepared: Prepared,
+    *,
+    test_points: npt.NDArray[np.float64] | None = None,
+    test_labels: npt.NDArray[np.int64] | None = None,
+) -> KMeansRun:
+    """Execute a prepared K-means job and report it.
+
+    With ``test_points`` and ``test_labels`` the report has both runs' scores on them. The
+    privacy report's caveats say what the guarantee does not cover of the initial centroids
+    ([`dpcomm.queries.kmeans.KMeansProgram.initialisation_caveat`][]).
+    """
+    program = prepared.job.program
+    if not isinstance(program, KMeansProgram):
+        raise InvalidParameterError("job", "a K-means job", program)
+    run, baseline = _executed(prepared)
+    utility = kmeans_utility(
+        program, run, baseline, test_points=test_points, test_labels=test_labels
+    )
+    report = run_report(run, baseline, utility)
+    caveat = program.initialisation_caveat
+    if caveat is not None:
+        privacy = replace(report.privacy, caveats=(*report.privacy.caveats, caveat))
+        report = replace(report, privacy=privacy)
+    return KMeansRun(program, run, baseline, report)
+
+
+def _job(
+    program: QueryProgram,
+    countermeasure: Countermeasures,
+    engine: Engine | None,
+    options: RunOptions,
+) -> Prepared:
+    """The job of ``program`` with ``options`` (default engine: in memory), prepared."""
+    from dpcomm.pipeline.charge import query_record
+
+    delta = options["delta"]
+    if delta is None:
+        raise InvalidParameterError("delta", "the plan's δ (a run is accounted)", None)
+    kind: Workload = "kmeans" if isinstance(program, KMeansProgram) else "aggregate"
+    job = Job(
+        program,
+        countermeasure,
+        delta,
+        MemoryEngine() if engine is None else engine,
+        kind,
+        query_record(program),
+        seed=options.get("seed"),
+        progress=options.get("progress", False),
+        target_epsilon=options.get("target_epsilon"),
+    )
+    return prepare(job)
+
+
 def run_aggregate(
     program: AggregateProgram,
     countermeasure: Countermeasures,
@@ -362,10 +448,9 @@ def run_aggregate(
     """Run an Aggregate query with ``countermeasure`` on every grouping set, and report.
 
     ``engine`` (default: in memory) runs it with ``options`` (``delta``, ``seed``, ...:
-    [`RunOptions`][]).
+    [`RunOptions`][]): a [`Job`][dpcomm.pipeline.job.Job] prepared and executed.
     """
-    run, baseline = _execute(program, countermeasure, engine, options)
-    return aggregate_run(program, run, baseline)
+    return execute_aggregate(_job(program, countermeasure, engine, options))
 
 
 def run_kmeans(
@@ -380,17 +465,7 @@ def run_kmeans(
     """Run K-means with ``countermeasure`` in every iteration, and report.
 
     With ``test_points`` and ``test_labels`` the report has both runs' scores on them;
-    ``engine`` and ``options`` as in [`run_aggregate`][]. The privacy report's caveats say
-    what the guarantee does not cover of the initial centroids
-    ([`dpcomm.queries.kmeans.KMeansProgram.initialisation_caveat`][]).
+    ``engine`` and ``options`` as in [`run_aggregate`][] ([`execute_kmeans`][]).
     """
-    run, baseline = _execute(program, countermeasure, engine, options)
-    utility = kmeans_utility(
-        program, run, baseline, test_points=test_points, test_labels=test_labels
-    )
-    report = run_report(run, baseline, utility)
-    caveat = program.initialisation_caveat
-    if caveat is not None:
-        privacy = replace(report.privacy, caveats=(*report.privacy.caveats, caveat))
-        report = replace(report, privacy=privacy)
-    return KMeansRun(program, run, baseline, report)
+    prepared = _job(program, countermeasure, engine, options)
+    return execute_kmeans(prepared, test_points=test_points, test_labels=test_labels)

@@ -3,7 +3,7 @@
 Every engine's run gets the same [`Report`][], built once from the run and its non-private
 baseline (the same plan without countermeasures, Section 2.5, not accounted): the plan's and
 every cluster's guarantee ([`PrivacyReport`][]), the utility measured on the two runs'
-results ([`dpcomm.engine.utility`][]), the costs against the baseline
+results ([`dpcomm.pipeline.utility`][]), the costs against the baseline
 ([`EfficiencyReport`][]), and what only the engine measured (``details``: a deployment's
 wire, a Dask run's partitions). Values stay as they are (ε = ∞ is a float) until
 [`Report.to_dict`][], the JSON document ``--json`` prints.
@@ -18,12 +18,13 @@ from typing import Any, Generic, TypeVar
 
 from dpcomm._json import json_ready
 from dpcomm.accounting.mechanisms import ScramblerMechanism
-from dpcomm.engine.estimate import ESTIMATE_SEMANTICS, EstimateReport
 from dpcomm.engine.run import Run, RunDetails
-from dpcomm.engine.utility import AggregateUtility, KMeansUtility, ReleaseUtility
 from dpcomm.errors import InvalidParameterError
+from dpcomm.pipeline.estimate import ESTIMATE_SEMANTICS, EstimateReport
+from dpcomm.pipeline.utility import AggregateUtility, KMeansUtility, ReleaseUtility
 from dpcomm.plan.countermeasures import NoCountermeasure
 from dpcomm.plan.privacy import ClusterGuarantee, PlanGuarantee
+from dpcomm.release.report import ReleaseReport
 
 SEEDED_NOTE = (
     "seeded run: every draw follows from the seed, so the guarantee does not hold against "
@@ -426,118 +427,13 @@ class Report(Generic[Utility]):
         return f"Report({self.summary()})"
 
 
-@dataclass(frozen=True)
-class ReleasedAggregate:
-    """One released aggregate's noise.
-
-    Attributes:
-        aggregate: what is released (``COUNT(*)``, ``SUM(body_mass_g in [2500, 6500])``).
-        noise: ``laplace``, ``gaussian``, with ``discrete`` for integer noise.
-        sensitivity_l1: L1 sensitivity of its vector over every grouping set.
-        sensitivity_l2: L2 sensitivity of the same vector.
-        scale: Laplace's b or the Gaussian's standard deviation.
-        standard_deviation: the noise's standard deviation (its expected error).
-        half_width_95: half-width of the noise's central 95% interval.
-        epsilon: its share of the release's ε.
-        delta: its share of the release's δ.
-    """
-
-    aggregate: str
-    noise: str
-    sensitivity_l1: float
-    sensitivity_l2: float
-    scale: float
-    standard_deviation: float
-    half_width_95: float
-    epsilon: float
-    delta: float
-
-
-@dataclass(frozen=True)
-class KeySelectionReport:
-    """How the keys of grouping sets without a public domain were selected.
-
-    OpenDP's threshold mechanism added the noise of ``count`` to the count of every key
-    that received a tuple and released the keys whose noisy count reached ``threshold``
-    (the result's rows of these grouping sets are exactly these keys).
-
-    Attributes:
-        mechanism: OpenDP's measurement (``make_laplace_threshold``, ...).
-        count: the released COUNT thresholded (``COUNT(*)``; ``added`` when the query has
-            none: a COUNT(*) released only to select keys, with its share of ε).
-        threshold: τ, the smallest integer whose OpenDP privacy map gives δ ≤ ``delta``.
-        delta: δ_sel, part of the release's δ.
-        opendp_delta: OpenDP's δ at ``threshold`` for one row replaced (at most ``delta``).
-        changed_keys: l0, the keys whose counts one replaced row changes (2 per grouping set).
-        grouping_sets: the grouping sets whose keys were selected.
-        selected_keys: per such grouping set, the keys released (None before the run).
-    """
-
-    mechanism: str
-    count: str
-    threshold: int
-    delta: float
-    opendp_delta: float
-    changed_keys: int
-    grouping_sets: tuple[str, ...]
-    selected_keys: Mapping[str, tuple[tuple[Any, ...], ...]] | None = None
-
-    def describe(self) -> str:
-        """``keys of (species) selected by a threshold τ = 57 on the noisy COUNT(*) ...``."""
-        sets = ", ".join(self.grouping_sets)
-        text = (
-            f"keys of {sets} selected by OpenDP's {self.mechanism}: released where the noisy "
-            f"{self.count} is at least τ = {self.threshold} (δ = {self.delta:g})"
-        )
-        if self.selected_keys is not None:
-            shown = ", ".join(f"{name} {len(k):,}" for name, k in self.selected_keys.items())
-            text += f"; keys released: {shown}"
-        return text
-
-
-@dataclass(frozen=True)
-class ReleaseReport:
-    """The noisy release and one guarantee for traffic and release.
-
-    Against an observer of the traffic only, the plan's (ε1, δ1) of ``report.privacy``;
-    against a reader of the release only, (``epsilon``, ``delta``) = (ε2, δ2); against an
-    observer of both, ``composed_epsilon`` at ``composed_delta`` = δ1 + δ2 (privacy loss
-    distributions composed; None where unavailable) and the paper's sum
-    (``summed_epsilon`` = ε1 + ε2 at the same δ), of which the smaller is the guarantee.
-
-    Attributes:
-        mechanism: ``laplace`` or ``gaussian``.
-        epsilon: ε2 of the release.
-        delta: δ2 of the release.
-        keys: how the released keys were chosen.
-        composed_epsilon: traffic and release composed by PLD, at ``composed_delta``.
-        composed_delta: δ1 + δ2.
-        summed_epsilon: ε1 + ε2 (basic composition, the paper's statement).
-        epsilon_total: the guarantee against an observer of both: the smaller of the two.
-        aggregates: every released aggregate's noise.
-        key_selection: how keys were selected by a threshold (None: every key released
-            comes from a public domain).
-    """
-
-    mechanism: str
-    epsilon: float
-    delta: float
-    keys: str
-    composed_epsilon: float | None
-    composed_delta: float
-    summed_epsilon: float
-    epsilon_total: float
-    aggregates: tuple[ReleasedAggregate, ...]
-    key_selection: KeySelectionReport | None = None
-
-
 def rows_used(utility: AggregateUtility | ReleaseUtility) -> str:
     """``8,093 of 10,000 rows used``; per grouping set when there are several.
 
     Under a noisy release, the rows expected used (P × S: public), never the count.
 
     Examples:
-        >>> from dpcomm.engine.utility import AggregateUtility
+        >>> from dpcomm.pipeline.utility import AggregateUtility
         >>> rows_used(AggregateUtility(344, {"(a)": 300, "(b)": 290}, (), 0, 0, {}, {}))
         '(a) 300, (b) 290 of 344 rows used'
     """

@@ -39,13 +39,13 @@ from typing import Any
 import numpy as np
 
 from dpcomm._json import json_ready
-from dpcomm.accounting.release import AggregateNoise, half_width
 from dpcomm.data.table import Column, Table
 from dpcomm.engine.run import Run
 from dpcomm.plan.countermeasures import NoCountermeasure
 from dpcomm.queries.aggregate import AggregateProgram, AggregateState
 from dpcomm.queries.groupby import group_ids, key_order
 from dpcomm.queries.query import GROUPING_SET_COLUMN, OutputColumn
+from dpcomm.release.mechanisms import AggregateNoise, half_width
 
 Row = dict[str, Any]
 Key = tuple[object, ...]
@@ -563,7 +563,7 @@ class _Released:
 def _noise_half_width(sampling_sd: float, noise: AggregateNoise, scale: float) -> float:
     """95% half-width of a normal sampling error (sd) plus ``noise`` scaled by ``scale``.
 
-    Laplace noise: the exact convolution ([`dpcomm.accounting.release.half_width`][]);
+    Laplace noise: the exact convolution ([`dpcomm.release.mechanisms.half_width`][]);
     Gaussian noise: the normal with both variances. Integer noise Z is dominated by
     |Z| ≤ |X| + 1 in distribution (X its continuous counterpart), hence one unit more.
     """
@@ -664,7 +664,7 @@ def _normal_laplace_tail(
 ) -> np.ndarray[Any, np.dtype[np.float64]]:
     """P(|N(0, s²) + Laplace(b)| > h), elementwise: the convolution in closed form.
 
-    As in [`dpcomm.accounting.release.half_width`][]: P(X > h) = Φ(−h/s) + ½ e^{s²/2b² −
+    As in [`dpcomm.release.mechanisms.half_width`][]: P(X > h) = Φ(−h/s) + ½ e^{s²/2b² −
     h/b} Φ(h/s − s/b) − ½ e^{s²/2b² + h/b} Φ(−h/s − s/b); b = 0 gives 2Φ(−h/s), s = 0
     gives e^{−h/b}.
     """

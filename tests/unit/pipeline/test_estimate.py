@@ -8,14 +8,14 @@ import pytest
 
 from dpcomm.data import synthetic_table, table_from_arrays
 from dpcomm.engine.engines import MemoryEngine
-from dpcomm.engine.estimate import (
+from dpcomm.pipeline.estimate import (
     Z_95,
     estimate_name,
     interval_names,
     standard_error_name,
     unbiased_estimate,
 )
-from dpcomm.engine.runs import run_aggregate
+from dpcomm.pipeline.runs import run_aggregate
 from dpcomm.plan import NoCountermeasure, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 

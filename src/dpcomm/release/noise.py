@@ -11,13 +11,13 @@ The result node releases, for every grouping set, the rows of its keys, chosen o
   else another COUNT, else a COUNT(*) added for it) to the count of every key that received
   a tuple and releases the keys whose noisy count reaches a threshold τ, with that noisy
   count; τ is the smallest whose OpenDP privacy map gives δ ≤ ``key_selection_delta``
-  for the distances of one row replaced ([`dpcomm.accounting.release.selection_distances`][]).
+  for the distances of one row replaced ([`dpcomm.release.mechanisms.selection_distances`][]).
   A key held by a few rows is released only with small probability; its presence is then
   covered by δ_sel. The other aggregates are released, with noise, for the selected keys.
 
 Each COUNT and SUM gets noise drawn by OpenDP (integer noise for counts: discrete Laplace or
 discrete Gaussian), once, at the result node; an AVG is the noisy SUM over the noisy COUNT.
-The noise's scale follows from the query ([`dpcomm.accounting.release`][]); OpenDP's own
+The noise's scale follows from the query ([`dpcomm.release.mechanisms`][]); OpenDP's own
 privacy map of every measurement is checked against it before any noise is drawn. Under key
 selection that COUNT's noise is the threshold mechanism's on the selected grouping sets and
 plain noise of the same scale on the others: their privacy maps add up to the COUNT's share
@@ -35,9 +35,13 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpcomm.accounting.release import (
+from dpcomm.errors import DpcommError, InvalidParameterError
+from dpcomm.plan.countermeasures import Countermeasures, shares_blanket
+from dpcomm.queries.groupby import key_order, node_of_key
+from dpcomm.queries.query import BoundAggregate
+from dpcomm.release.mechanisms import (
     AggregateNoise,
     JointView,
     ReleasedFunction,
@@ -51,10 +55,11 @@ from dpcomm.accounting.release import (
     selection_distances,
     threshold_for,
 )
-from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasures, shares_blanket
-from dpcomm.queries.groupby import key_order, node_of_key
-from dpcomm.queries.query import BoundAggregate
+
+if TYPE_CHECKING:
+    from dpcomm.data.partitioned import RowSource
+    from dpcomm.data.table import Table
+    from dpcomm.queries.aggregate import AggregateProgram, AggregateState
 
 Row = dict[str, Any]
 
@@ -121,6 +126,28 @@ class Release:
         """δ2: the sum of the aggregates' shares, and the key selection's δ_sel."""
         return math.fsum(n.total_delta for n in self.noises)
 
+    # The hooks `dpcomm.queries.aggregate.AggregateProgram` calls (its ``NoisyRelease``).
+
+    def check_for(self, countermeasures: Countermeasures) -> None:
+        """`check_release_for` this release."""
+        check_release_for(self, countermeasures)
+
+    def to_spec(self) -> dict[str, Any]:
+        """`release_spec` of this release."""
+        return release_spec(self)
+
+    def released_rows(
+        self, bound: BoundAggregate, rows_by_set: Sequence[Sequence[Row]]
+    ) -> list[list[Row]]:
+        """`released_rows` of this release: each grouping set's rows, noisy."""
+        return released_rows(bound, self, rows_by_set)
+
+    def published(self, program: AggregateProgram, state: AggregateState) -> dict[str, Any]:
+        """[`dpcomm.release.report.published_release`][] of ``program``'s final ``state``."""
+        from dpcomm.release.report import published_release
+
+        return published_release(program, state)
+
 
 def check_release_for(release: Release, countermeasures: Countermeasures) -> None:
     """Refuse to run ``release`` with ``countermeasures`` it was not calibrated for.
@@ -139,6 +166,51 @@ def check_release_for(release: Release, countermeasures: Countermeasures) -> Non
     )
 
 
+def noisy_program(
+    sql: str,
+    data: Table | RowSource,
+    *,
+    release: ReleaseMechanism | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    keys: Mapping[str, Sequence[object]] | None = None,
+    key_selection_delta: float | None = None,
+    countermeasure: Countermeasures | None = None,
+    **shape: Any,
+) -> AggregateProgram:
+    """``sql`` compiled over ``data`` (`AggregateProgram.from_sql` with ``shape``), released.
+
+    ``release`` (Laplace or Gaussian; None: the exact result, no bounds, keys or δ_sel
+    allowed) releases the result with noise: ``bounds`` clamp the columns a SUM or AVG
+    reads, ``keys`` give grouping columns their public domains, and ``key_selection_delta``
+    selects the keys of grouping sets without one by a DP threshold on a noisy COUNT
+    (`bind_release`). The sensitivities are those of ``countermeasure`` (None: any
+    countermeasure, scramblers with sampling included); a program bound for one
+    countermeasure runs with it (`check_release_for`).
+    """
+    from dpcomm.queries.aggregate import AggregateProgram
+
+    if release is None:
+        if bounds is not None or keys is not None or key_selection_delta is not None:
+            raise InvalidParameterError(
+                "release",
+                "Laplace(...) or Gaussian(...) when bounds, keys or key_selection_delta are given",
+                None,
+            )
+        return AggregateProgram.from_sql(sql, data, **shape)
+    program = AggregateProgram.from_sql(
+        sql, data, bounds=bounds or {}, count_rows=key_selection_delta is not None, **shape
+    )
+    bound = bind_release(
+        program.query,
+        release,
+        keys,
+        key_selection_delta=key_selection_delta,
+        num_targets=program.num_targets,
+        shared_blanket=countermeasure is None or shares_blanket(countermeasure),
+    )
+    return replace(program, release=bound)
+
+
 def release_spec(release: Release) -> dict[str, Any]:
     """The public description of ``release``, JSON-ready (`release_from_spec` rebinds it).
 
@@ -153,6 +225,7 @@ def release_spec(release: Release) -> dict[str, Any]:
         "keys": {column: [_key_text(v) for v in values] for column, values in release.domains},
         "key_selection_delta": None if release.selection is None else release.selection.delta,
         "shared_blanket": release.shared_blanket,
+        "module": __name__,  # what a node imports to bind it again (`release_from_spec`)
     }
 
 
@@ -160,7 +233,7 @@ def release_from_spec(
     bound: BoundAggregate, spec: Mapping[str, Any], *, num_targets: int
 ) -> Release:
     """The release `release_spec` describes, bound again to ``bound`` over T = ``num_targets``."""
-    from dpcomm.accounting.release import Gaussian, Laplace
+    from dpcomm.release.mechanisms import Gaussian, Laplace
 
     name = spec.get("mechanism")
     if name not in ("laplace", "gaussian"):
@@ -719,6 +792,7 @@ __all__ = [
     "KeySelection",
     "Release",
     "bind_release",
+    "noisy_program",
     "release_from_spec",
     "release_spec",
     "released_rows",

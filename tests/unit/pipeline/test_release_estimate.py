@@ -10,7 +10,8 @@ import pytest
 import dpcomm
 from dpcomm.data import table_from_arrays
 from dpcomm.engine.engines import MemoryEngine
-from dpcomm.engine.estimate import (
+from dpcomm.errors import InvalidParameterError
+from dpcomm.pipeline.estimate import (
     AVG_COUNT_TOO_SMALL,
     AVG_NO_FIT,
     _normal_laplace_tail,
@@ -21,8 +22,8 @@ from dpcomm.engine.estimate import (
     released_estimate,
     standard_error_name,
 )
-from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.release.noise import noisy_program
 
 SQL = "SELECT k, COUNT(*) AS n, SUM(v) AS s, AVG(v) AS m FROM t GROUP BY k"
 #: σ = 0.6 over T = 4 compute nodes: each tuple arrives with P = 1 − σ + σ/T = 0.55.
@@ -37,7 +38,7 @@ def table() -> Any:
 
 
 def released_program(table: Any, sql: str = SQL, release: Any = None) -> AggregateProgram:
-    return AggregateProgram.from_sql(
+    return noisy_program(
         sql, table, num_targets=4, release=release or dpcomm.Laplace(2.0),
         bounds={"v": (0.0, 10.0)} if "(v)" in sql else None, keys={"k": ["a", "b", "c"]},
     )  # fmt: skip
@@ -130,7 +131,7 @@ def test_avg_intervals_of_small_groups_cover_or_say_why_not() -> None:
     given ones covered 97.5% (33.5% withheld: 32.5% noisy count ≤ 0, 1% no fit). OpenDP's
     noise is not seeded: the numbers move from run to run."""
     table = small_groups()
-    program = AggregateProgram.from_sql(
+    program = noisy_program(
         SQL, table, num_targets=4, release=dpcomm.Laplace(1.0),
         bounds={"v": (0.0, 10.0)}, keys={"k": [f"k{i}" for i in range(10)]},
     )  # fmt: skip
@@ -164,7 +165,7 @@ def test_avg_intervals_of_small_groups_cover_or_say_why_not() -> None:
 def test_normal_and_laplace_tails_in_closed_form() -> None:
     """The tail at release.half_width's quantile is 5%; two Laplace errors' tail is their
     densities' signed mixture (equal scales: ½ (2 + h/b) e^(−h/b), met from above)."""
-    from dpcomm.accounting.release import half_width
+    from dpcomm.release.mechanisms import half_width
 
     for s, b in ((1.0, 1.0), (0.1, 5.0), (5.0, 0.1), (0.0, 2.0), (2.0, 0.0)):
         h = half_width(normal_sd=s, laplace_scale=b)

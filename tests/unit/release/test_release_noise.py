@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from dpcomm.accounting.pld import epsilon_for_delta
-from dpcomm.accounting.release import (
+from dpcomm.errors import InvalidParameterError
+from dpcomm.release.mechanisms import (
     Gaussian,
     Laplace,
     aggregate_sensitivity,
@@ -17,7 +18,6 @@ from dpcomm.accounting.release import (
     release_pld,
     rho_for,
 )
-from dpcomm.errors import InvalidParameterError
 
 dp = pytest.importorskip("opendp.prelude")
 dp.enable_features("contrib")
@@ -134,7 +134,7 @@ def test_bad_release_parameters(make: object, message: str) -> None:
 )
 def test_half_width_of_a_normal_plus_laplace_error(normal_sd: float, laplace_scale: float) -> None:
     """The closed-form convolution's 95% half-width against 400,000 draws of N + L."""
-    from dpcomm.accounting.release import half_width
+    from dpcomm.release.mechanisms import half_width
 
     width = half_width(normal_sd=normal_sd, laplace_scale=laplace_scale)
     rng = np.random.default_rng(7)

@@ -11,17 +11,17 @@ import pytest
 
 import dpcomm
 from dpcomm.accounting.pld import epsilon_for_delta
-from dpcomm.accounting.release import (
+from dpcomm.data import table_from_arrays
+from dpcomm.errors import InvalidParameterError
+from dpcomm.queries.aggregate import AggregateProgram
+from dpcomm.release.mechanisms import (
     epsilon_of_rho,
     release_pld,
     rho_for,
     selection_distances,
     threshold_for,
 )
-from dpcomm.data import table_from_arrays
-from dpcomm.errors import InvalidParameterError
-from dpcomm.queries.aggregate import AggregateProgram
-from dpcomm.queries.release import released_rows
+from dpcomm.release.noise import noisy_program, released_rows
 
 dp = pytest.importorskip("opendp.prelude")
 dp.enable_features("contrib")
@@ -46,7 +46,7 @@ def table() -> Any:
 
 def program(table: Any, sql: str, release: Any, **options: Any) -> AggregateProgram:
     bounds = {"v": (0.0, 10.0)} if "(v)" in sql else None  # only where a SUM or AVG reads v
-    return AggregateProgram.from_sql(sql, table, release=release, bounds=bounds, **options)
+    return noisy_program(sql, table, release=release, bounds=bounds, **options)
 
 
 def exact_rows(selected: AggregateProgram) -> list[list[dict[str, Any]]]:
@@ -217,6 +217,4 @@ def test_refused(table: Any, options: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidParameterError, match=message):
         program(table, "SELECT k, COUNT(*) FROM t GROUP BY k", dpcomm.Laplace(1.0), **options)
     with pytest.raises(InvalidParameterError, match="release"):
-        AggregateProgram.from_sql(
-            "SELECT k, COUNT(*) FROM t GROUP BY k", table, key_selection_delta=DELTA
-        )
+        noisy_program("SELECT k, COUNT(*) FROM t GROUP BY k", table, key_selection_delta=DELTA)
