@@ -68,11 +68,6 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 	@echo "documentation site: $(VENV)/site/index.html"
 
-# The console script answers every `--help` from this generated module (a test checks it).
-help-texts: $(STAMP)
-	$(BIN)/python -c "from dpcomm.cli.main import HELP_TEXTS_MODULE as m, help_texts_source as s; m.write_text(s())"
-	$(BIN)/ruff format --quiet src/dpcomm/cli/help_texts.py
-
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples

@@ -1,11 +1,12 @@
-"""Benchmark: `dpcomm deploy local` at scale (10,000 sources, default deadlines).
+"""Benchmark: `dpcomm run --engine network` at scale (10,000 sources, default deadlines).
 
-Runs the command as a user would (``dpcomm deploy local --diabetes --json --targets 5
---dummies 10``: the embedded 10,000-row table, the default mechanism and deadlines, and the
-T = 5, d = 10 that ``deploy local`` defaulted to when these numbers were first measured; its
-defaults are now ``run``'s, T = 20 and d = 50) in a subprocess, samples the resident memory
-of the whole process tree (the launcher and every worker) every 0.1 s from /proc, and reports
-the wall time, the peak total memory, the exit status and how many sources were left out.
+Runs the command as a user would (``dpcomm run aggregate --engine network --diabetes --json
+--targets 5 --dummies 10``: the embedded 10,000-row table, the default mechanism and deadlines,
+and the T = 5, d = 10 that ``deploy local``, the command before it, defaulted to when these
+numbers were first measured; the defaults are now ``run``'s, T = 20 and d = 50) in a
+subprocess, samples the resident memory of the whole process tree (the launcher and every
+worker) every 0.1 s from /proc, and reports the wall time, the peak total memory, the exit
+status and how many sources were left out.
 
 Usage: python benchmarks/bench_deploy_scale.py [--sources N] [--repeat R] [--sql Q] [--json]
 (other than 10,000 sources, it runs ``--synthetic N`` with one grouping set instead.)
@@ -50,7 +51,8 @@ def _tree_rss(root: int) -> int:
 
 def run_once(sources: int, sql: str = SQL) -> dict[str, object]:
     """One deployment; its wall time, peak memory and outcome."""
-    command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--json"]
+    command = [sys.executable, "-m", "dpcomm.cli.main", "run", "aggregate", "--engine", "network"]
+    command += ["--json"]
     command += ["--targets", "5", "--dummies", "10"]  # the configuration measured in the docs
     if sources == 10_000:
         command += ["--diabetes", "--sql", sql]

@@ -1,10 +1,11 @@
 """Benchmark: a deployed round on a busy machine and over a slow, lossy link, against idle.
 
 * **Contention**: the red-team's round on the Auto MPG table (392 rows, a text column:
-  ``dpcomm deploy local --data autompg.csv --sql ... --mechanism scrambler --sampling 0 --batch 40
-  --dummies 10 --seed 1``) run as a user would, idle and beside (k − 1) × cores CPU-bound
-  processes (k× oversubscribed). The goal: at most 1.5× the slowdown the CPU share explains
-  (≤ 3× idle at 2×). Each run must print the result (exit 0, nothing left out).
+  ``dpcomm run aggregate --engine network --data autompg.csv --sql ... --mechanism scrambler
+  --sampling 0 --batch 40 --dummies 10 --seed 1``) run as a user would, idle and beside
+  (k − 1) × cores CPU-bound processes (k× oversubscribed). The goal: at most 1.5× the
+  slowdown the CPU share explains (≤ 3× idle at 2×). Each run must print the result (exit 0,
+  nothing left out).
 * **Network**: one round with its infrastructure on host A and its sources on host B (two
   network namespaces, ``tests/integration/hosts.py``), over a plain veth link and over a link
   that delays every packet by 100 ms ± 30 ms and loses 1% (``tc netem``, or a TUN packet relay
@@ -54,9 +55,10 @@ def cars_csv(directory: Path) -> Path:
 
 
 def deploy(data: Path) -> float:
-    """Wall seconds of one `dpcomm deploy local` of the red-team's round (it must succeed)."""
+    """Wall seconds of one deployed run (`--engine network`) of the red-team's round."""
     command = [
-        str(Path(sys.executable).with_name("dpcomm")), "deploy", "local", "--data", str(data),
+        str(Path(sys.executable).with_name("dpcomm")), "run", "aggregate", "--engine", "network",
+        "--data", str(data),
         "--sql", SQL, "--mechanism", "scrambler", "--sampling", "0", "--batch", "40",
         "--dummies", "10", "--seed", "1", "--quiet",
     ]  # fmt: skip

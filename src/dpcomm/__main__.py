@@ -2,7 +2,7 @@
 
 import sys
 
-from dpcomm.cli.entry import main
+from dpcomm.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

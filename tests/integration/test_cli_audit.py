@@ -129,7 +129,7 @@ def test_release_defaults_are_the_librarys():
     args = parse("audit", "release")
     defaults = inspect.signature(release_audit.audit_release).parameters
     traffic = release_audit.DEFAULT_COUNTERMEASURE
-    assert (args.targets, args.batch, args.sampling, args.dummies) == (
+    assert (args.num_targets, args.batch_size, args.sampling_rate, args.num_dummies) == (
         release_audit.DEFAULT_TARGETS,
         traffic.batch_size,
         traffic.sampling_rate,

@@ -1,4 +1,4 @@
-"""`dpcomm run` and `dpcomm deploy local`: one JSON shape, and with the same seed the same run."""
+"""`dpcomm run --engine network`: the memory run's JSON shape and, with the same seed, its run."""
 
 import json
 
@@ -24,7 +24,7 @@ def same_document(simulated, deployed):
     assert deployed["report"]["errors"] == {}
 
 
-def test_run_and_deploy_local_give_the_same_aggregate_run(cli):
+def test_memory_and_network_give_the_same_aggregate_run(cli):
     common = [
         "--synthetic", "300", "--sql", SQL, "--targets", "4", "--batch", "50",
         "--dummies", "4", "--sampling", "0.3", "--seed", "9", "--json",
@@ -32,12 +32,14 @@ def test_run_and_deploy_local_give_the_same_aggregate_run(cli):
     status, out, err = cli("run", "aggregate", *common)
     assert status == 0, err
     simulated = json.loads(out)
-    status, out, err = cli("deploy", "local", *common, "--idle-seconds", "10")
+    status, out, err = cli(
+        "run", "aggregate", *common, "--engine", "network", "--idle-seconds", "10"
+    )
     assert status == 0, err
     same_document(simulated, json.loads(out))
 
 
-def test_run_and_deploy_local_give_the_same_kmeans_run(cli, iris_csv):
+def test_memory_and_network_give_the_same_kmeans_run(cli, iris_csv):
     """K-means on a table's columns from a k-means++ start: the same run in both engines."""
     common = [
         "--data", iris_csv, "--columns", ",".join(IRIS_COLUMNS), "--label-column", "species",
@@ -47,7 +49,7 @@ def test_run_and_deploy_local_give_the_same_kmeans_run(cli, iris_csv):
     status, out, err = cli("run", "kmeans", *common)
     assert status == 0, err
     simulated = json.loads(out)
-    status, out, err = cli("deploy", "local", "kmeans", *common)
+    status, out, err = cli("run", "kmeans", *common, "--engine", "network")
     assert status == 0, err
     same_document(simulated, json.loads(out))
 
@@ -60,7 +62,7 @@ def test_deploy_configs_refuses_a_seed(cli, tmp_path):
 
 
 @pytest.mark.parametrize("suffix", ["csv", "parquet"])
-def test_deploy_local_takes_what_run_takes(cli, tmp_path, suffix):
+def test_a_network_run_takes_what_a_memory_run_takes(cli, tmp_path, suffix):
     import duckdb
 
     from dpcomm.queries.groupby import compare_results
@@ -85,7 +87,9 @@ def test_deploy_local_takes_what_run_takes(cli, tmp_path, suffix):
     status, out, err = cli("run", "aggregate", *common)
     assert status == 0, err
     simulated = json.loads(out)
-    status, out, err = cli("deploy", "local", *common, "--idle-seconds", "10")
+    status, out, err = cli(
+        "run", "aggregate", *common, "--engine", "network", "--idle-seconds", "10"
+    )
     assert status == 0, err
     deployed = json.loads(out)
     same_document(simulated, deployed)
@@ -105,7 +109,7 @@ def test_deploy_local_takes_what_run_takes(cli, tmp_path, suffix):
     assert compare_results([as_text(r) for r in rows], expected) == []
 
 
-def test_run_and_deploy_local_share_their_defaults_on_a_real_table(cli, tmp_path, package_file):
+def test_memory_and_network_share_their_defaults_on_a_real_table(cli, tmp_path, package_file):
     """The same flags and seed, nothing else: the same result and traffic per flow.
 
     matplotlib's Stocks.csv (real prices, with NULLs) and the month of each row as text; no
@@ -127,7 +131,7 @@ def test_run_and_deploy_local_share_their_defaults_on_a_real_table(cli, tmp_path
     status, out, err = cli("run", "aggregate", *common)
     assert status == 0, err
     simulated = json.loads(out)
-    status, out, err = cli("deploy", "local", *common)
+    status, out, err = cli("run", "aggregate", *common, "--engine", "network")
     assert status == 0, err
     deployed = json.loads(out)
     same_document(simulated, deployed)
@@ -144,7 +148,7 @@ def test_run_and_deploy_local_share_their_defaults_on_a_real_table(cli, tmp_path
     )
 
 
-def test_deploy_local_releases_and_is_charged_before_its_round(cli, tmp_path):
+def test_a_network_run_releases_and_is_charged_before_its_round(cli, tmp_path):
     """A release deployed is `run`'s up to its noise; the ledger is charged before the round
     (scramblers at any batch the round could run, so at least what it reports), and a round
     beyond the budget is refused before it starts, the ledger byte for byte as it was."""
@@ -160,7 +164,9 @@ def test_deploy_local_releases_and_is_charged_before_its_round(cli, tmp_path):
     ledger = tmp_path / "population.json"
     # The charge, 3.41, fits once in ε = 5.
     budget = ["--ledger", ledger, "--budget-epsilon", "5", "--budget-delta", "1e-3"]
-    status, out, err = cli("deploy", "local", *common, "--idle-seconds", "10", *budget)
+    status, out, err = cli(
+        "run", "aggregate", *common, "--engine", "network", "--idle-seconds", "10", *budget
+    )
     assert status == 0, err
     deployed = json.loads(out)
     for key in ("privacy", "release"):
@@ -173,6 +179,44 @@ def test_deploy_local_releases_and_is_charged_before_its_round(cli, tmp_path):
     assert charge["epsilon"] > release["epsilon_total"] and charge["delta"] == 1e-4
     assert "every batch size a deployment can run" in charge["method"] and "charged ε" in err
     before = ledger.read_bytes()
-    status, _, err = cli("deploy", "local", *common, "--ledger", ledger)
+    status, _, err = cli("run", "aggregate", *common, "--engine", "network", "--ledger", ledger)
     assert status != 0 and "refused by the budget" in err and err.count("\n") == 1
     assert ledger.read_bytes() == before
+
+
+def test_a_network_run_prints_the_deployments_report(cli):
+    """The text report: the run's sections as the memory engine prints them, the deployment
+    named in the data line, and what was measured on the wire."""
+    common = [
+        "--synthetic", "120", "--sql", SQL, "--targets", "3", "--batch", "40",
+        "--dummies", "2", "--sampling", "0.3", "--seed", "2",
+    ]  # fmt: skip
+    status, memory, err = cli("run", "aggregate", *common)
+    assert status == 0, err
+    status, network, err = cli("run", "aggregate", *common, "--engine", "network")
+    assert status == 0, err
+    first = network.splitlines()[0]
+    assert first.endswith("; deployed on this machine (loopback, mutual TLS 1.3); engine: network")
+    assert (
+        first.replace("; deployed on this machine (loopback, mutual TLS 1.3)", "").replace(
+            "engine: network", "engine: memory"
+        )
+        == memory.splitlines()[0]
+    )
+
+    def section(text, title):
+        return next(part for part in text.split("\n\n") if part.startswith(title))
+
+    assert network.split("\n\n")[0].splitlines()[1:] == memory.split("\n\n")[0].splitlines()[1:]
+    for title in ("Result (", "Privacy (", "Utility:"):
+        assert section(network, title) == section(memory, title), title
+    wire = section(network, "Measured on the wire")
+    for line in (
+        "  frames: ",
+        "  messages of the plan's flows: ",
+        "  lost scramblers: none",
+        "  sources left out (absent, late or unreachable): none",
+        "  timings: ",
+    ):
+        assert line in wire, line  # fmt: skip
+    assert "network engine: " in section(network, "Efficiency")

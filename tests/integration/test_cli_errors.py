@@ -133,8 +133,17 @@ def test_unwritable_out_of_figures_and_deploy_configs(cli, tmp_path):
     assert_one_line_error(status, err, "--out")
 
 
-def test_unwritable_workdir_of_deploy_local(cli, tmp_path):
-    argv = ["deploy", "local", "--sql", SYNTHETIC_QUERY, "--synthetic", "20"]
+def test_unwritable_workdir_of_a_network_run(cli, tmp_path):
+    argv = [
+        "run",
+        "aggregate",
+        "--engine",
+        "network",
+        "--sql",
+        SYNTHETIC_QUERY,
+        "--synthetic",
+        "20",
+    ]
     status, _, err = cli(*argv, "--workdir", missing_folder(tmp_path))
     assert_one_line_error(status, err, "--workdir")
 
@@ -186,9 +195,9 @@ def test_closed_pipe_exits_quietly():
 # --------------------------------------------------------- silently reinterpreted values
 
 
-@pytest.mark.parametrize("command", ["run", "deploy"])
-def test_synthetic_zero_rows_is_refused(cli, command):
-    argv = [command, "aggregate" if command == "run" else "local", "--sql", SYNTHETIC_QUERY]
+@pytest.mark.parametrize("engine", ["memory", "network"])
+def test_synthetic_zero_rows_is_refused(cli, engine):
+    argv = ["run", "aggregate", "--engine", engine, "--sql", SYNTHETIC_QUERY]
     status, _, err = cli(*argv, "--synthetic", "0")
     assert_one_line_error(status, err, "--synthetic")
 
@@ -207,8 +216,9 @@ def test_account_negative_mc_samples_is_refused(cli):
     assert_one_line_error(status, err, "--mc-samples")
 
 
-def test_deploy_local_kmeans_honours_kill_scrambler(cli):
-    argv = ["deploy", "local", "kmeans", "--sources", "50", "--k", "2", "--iterations", "1"]
+def test_a_network_kmeans_run_honours_kill_scrambler(cli):
+    argv = ["run", "kmeans", "--engine", "network", "--sources", "50", "--k", "2"]
+    argv += ["--iterations", "1"]
     status, _, err = cli(*argv, "--seed", "1", "--kill-scrambler", "9")
     assert_one_line_error(status, err, "--kill-scrambler", "[0, 0]")
     status, out, err = cli(*argv, "--seed", "1", "--kill-scrambler", "0", "--json")
@@ -238,10 +248,11 @@ def test_out_of_range_options_found_by_the_fuzzer(cli, argv, name):
 # ----------------------------------------------------------------------------------- keys
 
 
-def test_deploy_local_refuses_a_workdir_with_keys_unless_force(cli, tmp_path):
+def test_a_network_run_refuses_a_workdir_with_keys_unless_force(cli, tmp_path):
     assert cli("pki", "init", "--dir", tmp_path / "pki")[0] == 0
     before = (tmp_path / "pki" / "ca.key").read_bytes()
-    argv = ["deploy", "local", "--sql", SYNTHETIC_QUERY, "--synthetic", "30", "--seed", "1"]
+    argv = ["run", "aggregate", "--engine", "network", "--sql", SYNTHETIC_QUERY]
+    argv += ["--synthetic", "30", "--seed", "1"]
     argv += ["--idle-seconds", "5", "--workdir", tmp_path]
     status, _, err = cli(*argv)
     assert_one_line_error(status, err, "--workdir", "--force")
@@ -291,17 +302,20 @@ def test_every_bind_default_is_loopback():
 
 
 @pytest.mark.parametrize(
-    ("argv", "name"),
+    ("argv", "name", "words"),
     [
-        (["--sql", SYNTHETIC_QUERY, "--k", "3"], "--k"),
-        (["--sql", SYNTHETIC_QUERY, "--sources", "100"], "--sources"),
-        (["kmeans", "--sql", SYNTHETIC_QUERY], "--sql"),
-        (["kmeans", "--targets", "3"], "--targets"),
+        (["--workdir", "w"], "--workdir", "only with --engine network"),
+        (["--timeout", "5"], "--timeout", "only with --engine network"),
+        (["--idle-seconds", "5"], "--idle-seconds", "only with --engine network"),
+        (["--max-left-out", "0.1"], "--max-left-out", "only with --engine network"),
+        (["--kill-scrambler", "0"], "--kill-scrambler", "only with --engine network"),
+        (["--force"], "--force", "only with --engine network"),
+        (["--workers", "2", "--engine", "network"], "--workers", "only with --engine dask"),
     ],
 )
-def test_deploy_local_refuses_the_other_workloads_options(cli, argv, name):
-    status, _, err = cli("deploy", "local", *argv)
-    assert_one_line_error(status, err, name, "unset")
+def test_a_run_refuses_another_engines_options(cli, argv, name, words):
+    status, _, err = cli("run", "aggregate", "--sql", SYNTHETIC_QUERY, "--synthetic", "10", *argv)
+    assert_one_line_error(status, err, f"invalid {name}", words)
 
 
 def test_deploy_configs_refuses_a_bad_delta_before_writing_keys(cli, tmp_path):
@@ -318,7 +332,8 @@ def test_public_bounds_are_validated(cli):
     assert_one_line_error(status, err, "--max-text-bytes")
     status, _, err = cli(*argv, "--max-groups", "-3")
     assert_one_line_error(status, err, "--max-groups")
-    status, _, err = cli("deploy", "local", "--sql", SYNTHETIC_QUERY, "--max-left-out", "2")
+    argv = ["run", "aggregate", "--engine", "network", "--sql", SYNTHETIC_QUERY]
+    status, _, err = cli(*argv, "--max-left-out", "2")
     assert_one_line_error(status, err, "--max-left-out")
 
 
@@ -404,9 +419,9 @@ def test_kmeans_table_flags_need_a_table(cli, tmp_path):
     broken.write_bytes(b"PAR1 but not really")
     status, _, err = cli("run", "kmeans", "--data", broken, "--columns", "x")
     assert_one_line_error(status, err, "cannot read", "broken.parquet")
-    status, _, err = cli("deploy", "local", "--synthetic", "10", "--sql", SYNTHETIC_QUERY,
-                         "--columns", "g1")  # fmt: skip
-    assert_one_line_error(status, err, "invalid --columns", "unset for `deploy local aggregate`")
+    status, _, err = cli("run", "aggregate", "--engine", "network", "--synthetic", "10",
+                         "--sql", SYNTHETIC_QUERY, "--columns", "g1")  # fmt: skip
+    assert_one_line_error(status, err, "unrecognized arguments: --columns g1")
 
 
 def test_out_is_never_the_input(cli, tmp_path, csv_rows):

@@ -71,10 +71,6 @@ def baseline(path: tuple[str, ...]) -> list[str]:
         ("headline",): ["headline", "--mc-samples", "10"],
         ("pki", "init"): ["pki", "init", "--dir", fresh()],
         ("pki", "issue"): ["pki", "issue", "--dir", str(CA), "--name", "n1", "--out", fresh()],
-        ("deploy", "local"): [
-            "deploy", "local", "--sql", SYNTHETIC_QUERY, "--synthetic", "20", "--seed", "1",
-            "--idle-seconds", "2", "--timeout", "30",
-        ],
         ("deploy", "configs"): [
             "deploy", "configs", "--sql", SYNTHETIC_QUERY, "--synthetic", "20", "--out", fresh(),
         ],
@@ -121,7 +117,7 @@ OPTIONS = fuzzable_options()
 def test_every_command_is_fuzzed():
     fuzzed = {path for path, _ in OPTIONS}
     assert fuzzed == {path for path, _ in commands(build_parser())}
-    assert ("deploy", "local") in fuzzed and ("pki", "issue") in fuzzed
+    assert ("run", "aggregate") in fuzzed and ("pki", "issue") in fuzzed
 
 
 def run(argv: list[str]) -> tuple[object, str]:

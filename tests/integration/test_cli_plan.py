@@ -7,8 +7,8 @@ import pytest
 
 from dpcomm.calibration import describe_batches
 from dpcomm.cli.main import build_parser
-from dpcomm.cli.plan import synthetic_sql
 from dpcomm.data import synthetic_table
+from dpcomm.data.synthetic import synthetic_sql
 from dpcomm.plan import balanced_batch_sizes
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -171,12 +171,12 @@ def test_the_kmeans_run_command_parses_to_the_planned_countermeasure(cli):
     args = build_parser().parse_args(shlex.split(plan["run_command"])[1:])
     assert (args.k, args.iterations) == (10, 3)
     assert args.mechanism == configuration["mechanism"]
-    assert args.sampling == configuration["sampling_rate"]
-    assert args.dummies == configuration["num_dummies"]
+    assert args.sampling_rate == configuration["sampling_rate"]
+    assert args.num_dummies == configuration["num_dummies"]
     assert args.delta == pytest.approx(1e-4, rel=1e-15)  # the whole plan's δ
     assert args.target_epsilon == 1.0
     if plan["batch_sizes"] is not None:
-        assert args.batch == max(plan["batch_sizes"])
+        assert args.batch_size == max(plan["batch_sizes"])
     assert args.sources == plan["sources_recruited"]
     # Run it (mnist5k has 4,000 training points): the run's ε is the planned one.
     status, out, err = cli(*shlex.split(plan["run_command"])[1:], "--json")

@@ -143,7 +143,7 @@ def test_run_refuses_a_table_that_breaks_the_asked_guarantee(cli):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--data", "/nonexistent.csv"], "invalid data"),
+        (["--data", "/nonexistent.csv"], "invalid --data"),
         (["--sql", "SELECT A, AVG(Z) FROM d GROUP BY A"], "column"),
         (["--sql", "SELECT A, AVG(I) FROM d JOIN e ON d.A = e.A GROUP BY A"], "join"),
         (["--sql", "SELECT A, MEDIAN(I) FROM d GROUP BY A"], "MEDIAN"),

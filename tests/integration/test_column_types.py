@@ -255,14 +255,14 @@ def all_types_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_deploy_local_prints_duckdbs_values(all_types_file):
+def test_a_network_run_prints_duckdbs_values(all_types_file):
     """One real deployment (TLS between processes) of a table with every exact type."""
     sql = (
         "SELECT u, day, tm, COUNT(*), SUM(cents), MAX(d38), SUM(u) FROM t "
         "GROUP BY GROUPING SETS ((u), (day, tm))"
     )
     args = ["--data", str(all_types_file), "--sql", sql, "--mechanism", "none", "--seed", "1"]
-    deployed = dpcomm("deploy", "local", *args, "--targets", "2")
+    deployed = dpcomm("run", "aggregate", *args, "--targets", "2", "--engine", "network")
     assert deployed.returncode == 0, deployed.stderr
     ran = dpcomm("run", "aggregate", *args, "--targets", "2")
     assert ran.returncode == 0, ran.stderr

@@ -68,7 +68,8 @@ def _round_folders(pid: int) -> set[Path]:
 
 def _start_round() -> tuple[subprocess.Popen[str], set[int]]:
     """A deployment of 400 sources, once its workers run and its keys are written."""
-    command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--sql", SQL]
+    command = [sys.executable, "-m", "dpcomm.cli.main", "run", "aggregate", "--engine", "network"]
+    command += ["--sql", SQL]
     command += ["--synthetic", "400", "--idle-seconds", "60", "--timeout", "300"]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
@@ -144,7 +145,8 @@ def test_a_killed_launcher_leaves_neither_workers_nor_keys():
 
 def test_workdir_files_are_the_owners_only(tmp_path):
     workdir = tmp_path / "round"  # created by the deployment
-    command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--sql", SQL]
+    command = [sys.executable, "-m", "dpcomm.cli.main", "run", "aggregate", "--engine", "network"]
+    command += ["--sql", SQL]
     command += ["--synthetic", "40", "--batch", "10", "--dummies", "2", "--targets", "3"]
     command += ["--workdir", str(workdir), "--seed", "1", "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=os.environ)
@@ -181,7 +183,8 @@ def test_default_deadlines_measure_inactivity_and_only_the_cap_grows_with_the_ro
 def test_a_round_that_leaves_sources_out_exits_non_zero_with_one_line():
     # 1 s to register 300 sources and batch them is not enough on any machine: sources are
     # left out (or the round aggregates nothing), and the command says so in one line.
-    command = [sys.executable, "-m", "dpcomm.cli.main", "deploy", "local", "--sql", SQL]
+    command = [sys.executable, "-m", "dpcomm.cli.main", "run", "aggregate", "--engine", "network"]
+    command += ["--sql", SQL]
     command += ["--synthetic", "300", "--idle-seconds", "0.2", "--timeout", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, env=os.environ)
     assert done.returncode == 1

@@ -62,7 +62,8 @@ def test_deploy_refuses_a_release_option_without_release(
     common = ("--data", penguins_csv, "--sql", SQL, flag, OPTIONS[flag])
     _refused(cli("deploy", "configs", *common, "--out", tmp_path / "configs"), flag)
     assert not (tmp_path / "configs").exists()
-    _refused(cli("deploy", "local", *common, "--workdir", tmp_path / "local"), flag)
+    network = ("--engine", "network", "--workdir", tmp_path / "local")
+    _refused(cli("run", "aggregate", *common, *network), flag)
 
 
 @pytest.mark.parametrize("flag", ["--bounds", "--keys", "--key-selection-delta"])

@@ -14,11 +14,6 @@ MAX_LINES = 80
 ALLOWED = {
     "dpcomm.api.kmeans": 89,
     "dpcomm.api.run_sql": 121,
-    "dpcomm.cli.audit._add_release_options": 90,
-    "dpcomm.cli.deploy.add_deploy_commands": 94,
-    "dpcomm.cli.main.build_parser": 92,
-    "dpcomm.cli.plan._print_plan": 133,
-    "dpcomm.cli.plan.add_plan_commands": 114,
 }
 
 

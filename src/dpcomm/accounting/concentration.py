@@ -18,8 +18,8 @@ from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import binom
 
+from dpcomm.accounting import binomial as binom
 from dpcomm.accounting.mechanisms import GenericScrambler, ScramblerMechanism
 from dpcomm.accounting.pure import local_pure_epsilon
 

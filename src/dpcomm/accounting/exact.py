@@ -31,8 +31,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaln
-from scipy.stats import binom
 
+from dpcomm.accounting import binomial as binom
 from dpcomm.accounting.mechanisms import ScramblerMechanism
 from dpcomm.accounting.search import integer_crossing
 from dpcomm.errors import InvalidParameterError

@@ -14,8 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import binom
 
+from dpcomm.accounting import binomial as binom
 from dpcomm.accounting.exact import _lower_quantile
 from dpcomm.accounting.mechanisms import ScramblerMechanism
 

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import binom
 
+from dpcomm.accounting import binomial as binom
 from dpcomm.accounting.exact import MAX_EXACT_BATCH_SIZE
 from dpcomm.accounting.mechanisms import ScramblerMechanism
 from dpcomm.errors import InvalidParameterError

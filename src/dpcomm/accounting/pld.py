@@ -34,8 +34,8 @@ import numpy.typing as npt
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 from scipy.special import gammaln
-from scipy.stats import binom
 
+from dpcomm.accounting import binomial as binom
 from dpcomm.accounting.exact import _kept_blanket_range, _lower_quantile, _upper_quantile
 from dpcomm.accounting.lower_bound import own_target_lower_bound, scrambler_lower_bound
 from dpcomm.accounting.mechanisms import LocalRandomizer, Mechanism, ScramblerMechanism

@@ -11,36 +11,31 @@ import argparse
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpcomm._json import json_ready
-from dpcomm.accounting import ScramblerMechanism
-from dpcomm.cli.execute import DEFAULT_RELEASE_DELTA, release_mechanism
-from dpcomm.cli.mechanisms import declared_mechanism, mechanism_kind
-from dpcomm.cli.output import add_progress_options, non_negative_int, show_progress
-from dpcomm.experiments.audit import (
+from dpcomm.cli.defaults import (
     FAULT_KINDS,
-    AuditedMechanism,
-    AuditReport,
-    EventEstimate,
-    audit,
-    seeded_fault,
-)
-from dpcomm.experiments.release_audit import (
-    DEFAULT_BOUNDS,
-    DEFAULT_COUNTERMEASURE,
-    DEFAULT_DELTA,
-    DEFAULT_RELEASE,
-    DEFAULT_RUNS,
-    DEFAULT_TARGETS,
+    MAX_COUNT,
+    RELEASE_AUDIT_BATCH,
+    RELEASE_AUDIT_BOUNDS,
+    RELEASE_AUDIT_DELTA,
+    RELEASE_AUDIT_DUMMIES,
+    RELEASE_AUDIT_EPSILON,
+    RELEASE_AUDIT_MECHANISM,
+    RELEASE_AUDIT_RUNS,
+    RELEASE_AUDIT_SAMPLING,
     RELEASE_AUDIT_SQL,
+    RELEASE_AUDIT_TARGETS,
     RELEASE_FAULT_KINDS,
-    ReleaseAuditReport,
-    audit_release,
 )
-from dpcomm.plan.countermeasures import Scramblers
-from dpcomm.release.mechanisms import Gaussian
-from dpcomm.validation import MAX_COUNT
+from dpcomm.cli.mechanisms import check_family_options, declared_mechanism, mechanism_kind
+from dpcomm.cli.options import DEFAULT_RELEASE_DELTA
+from dpcomm.cli.output import add_progress_options, non_negative_int, show_progress
+
+if TYPE_CHECKING:
+    from dpcomm.experiments.audit import AuditReport, EventEstimate
+    from dpcomm.experiments.release_audit import ReleaseAuditReport
 
 
 def report_dict(report: AuditReport) -> dict[str, Any]:
@@ -70,6 +65,8 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
 
 
 def _print(report: AuditReport) -> None:
+    from dpcomm.accounting import ScramblerMechanism
+
     declared = report.mechanism.declared
     batch = f", n={declared.batch_size}" if isinstance(declared, ScramblerMechanism) else ""
     title = (
@@ -128,12 +125,14 @@ def _print_event(event: EventEstimate | None, side: str) -> None:
 
 def command_audit(args: argparse.Namespace) -> int:
     """``dpcomm audit local|scrambler``."""
+    from dpcomm.experiments.audit import AuditedMechanism, audit, seeded_fault
+
+    check_family_options(args, "audit")
     declared = declared_mechanism(
-        kind=args.kind,
-        num_targets=args.targets,
-        sampling_rate=args.sampling,
-        num_dummies=args.dummies,
-        batch_size=args.batch,
+        num_targets=args.num_targets,
+        sampling_rate=args.sampling_rate,
+        num_dummies=args.num_dummies,
+        batch_size=args.batch_size,
         capped=args.capped,
     )
     mechanism = (
@@ -210,6 +209,8 @@ def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
 
 
 def _print_release(report: ReleaseAuditReport) -> None:
+    from dpcomm.release.mechanisms import Gaussian
+
     countermeasure = report.countermeasure
     neighbours = report.neighbours
     release = report.release
@@ -253,13 +254,17 @@ def _print_release(report: ReleaseAuditReport) -> None:
 
 def command_audit_release(args: argparse.Namespace) -> int:
     """``dpcomm audit release``."""
+    from dpcomm.cli.execute import release_mechanism
+    from dpcomm.experiments.release_audit import audit_release
+    from dpcomm.plan.countermeasures import Scramblers
+
     countermeasure = Scramblers(
-        sampling_rate=args.sampling, batch_size=args.batch, num_dummies=args.dummies
+        sampling_rate=args.sampling_rate, batch_size=args.batch_size, num_dummies=args.num_dummies
     )
     report = audit_release(
         countermeasure,
         release_mechanism(args),
-        num_targets=args.targets,
+        num_targets=args.num_targets,
         bounds=args.bounds,
         runs=args.runs,
         confidence=args.confidence,
@@ -317,13 +322,36 @@ def _bounds(text: str) -> tuple[float, float]:
 def _add_traffic_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``audit local`` and ``audit scrambler`` (the same for both)."""
     parser.add_argument(
-        "--targets", type=_count(MAX_COUNT), required=True, help="T, number of targets"
+        "--targets",
+        dest="num_targets",
+        metavar="TARGETS",
+        type=_count(MAX_COUNT),
+        required=True,
+        help="T, number of targets",
     )
-    parser.add_argument("--sampling", type=float, required=True, help="σ, sampling rate")
     parser.add_argument(
-        "--dummies", type=_int, default=0, help="d, dummies per source (local) or per scrambler"
+        "--sampling",
+        dest="sampling_rate",
+        metavar="SAMPLING",
+        type=float,
+        required=True,
+        help="σ, sampling rate",
     )
-    parser.add_argument("--batch", type=_int, help="n, sources per scrambler (scrambler only)")
+    parser.add_argument(
+        "--dummies",
+        dest="num_dummies",
+        metavar="DUMMIES",
+        type=_int,
+        default=0,
+        help="d, dummies per source (local) or per scrambler",
+    )
+    parser.add_argument(
+        "--batch",
+        dest="batch_size",
+        metavar="BATCH",
+        type=_int,
+        help="n, sources per scrambler (scrambler only)",
+    )
     parser.add_argument("--capped", action="store_true", help="capped scrambler S̄_d")
     parser.add_argument(
         "--delta", type=float, help="δ of the comparison (default 1e-4 scrambler, 0 local)"
@@ -345,46 +373,57 @@ def _add_traffic_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=command_audit)
 
 
-def _add_release_options(parser: argparse.ArgumentParser) -> None:
-    """The options of ``audit release``; their defaults are `audit_release`'s."""
-    traffic = DEFAULT_COUNTERMEASURE
-    low, high = DEFAULT_BOUNDS
+def _add_release_traffic_options(parser: argparse.ArgumentParser) -> None:
+    """``audit release``'s traffic: T, n, σ and d, with `audit_release`'s defaults."""
     parser.add_argument(
         "--targets",
+        dest="num_targets",
+        metavar="TARGETS",
         type=_count(MAX_COUNT),
-        default=DEFAULT_TARGETS,
-        help=f"T, compute nodes of the grouping set (default {DEFAULT_TARGETS})",
+        default=RELEASE_AUDIT_TARGETS,
+        help=f"T, compute nodes of the grouping set (default {RELEASE_AUDIT_TARGETS})",
     )
     parser.add_argument(
         "--batch",
+        dest="batch_size",
+        metavar="BATCH",
         type=_count(MAX_COUNT),
-        default=traffic.batch_size,
-        help=f"n, sources per scrambler: the tables' rows (default {traffic.batch_size:,})",
+        default=RELEASE_AUDIT_BATCH,
+        help=f"n, sources per scrambler: the tables' rows (default {RELEASE_AUDIT_BATCH:,})",
     )
     parser.add_argument(
         "--sampling",
+        dest="sampling_rate",
+        metavar="SAMPLING",
         type=float,
-        default=traffic.sampling_rate,
-        help=f"σ, sampling rate (default {traffic.sampling_rate:g})",
+        default=RELEASE_AUDIT_SAMPLING,
+        help=f"σ, sampling rate (default {RELEASE_AUDIT_SAMPLING:g})",
     )
     parser.add_argument(
         "--dummies",
+        dest="num_dummies",
+        metavar="DUMMIES",
         type=_count(MAX_COUNT),
-        default=traffic.num_dummies,
-        help=f"d, dummies per scrambler (default {traffic.num_dummies})",
+        default=RELEASE_AUDIT_DUMMIES,
+        help=f"d, dummies per scrambler (default {RELEASE_AUDIT_DUMMIES})",
     )
+
+
+def _add_release_noise_options(parser: argparse.ArgumentParser) -> None:
+    """``audit release``'s release: its noise, ε2, δ2 and the bounds of SUM(v)."""
+    low, high = RELEASE_AUDIT_BOUNDS
     parser.add_argument(
         "--release",
         choices=["laplace", "gaussian"],
-        default=DEFAULT_RELEASE.name,
-        help=f"the release's noise, drawn by OpenDP (default {DEFAULT_RELEASE.name})",
+        default=RELEASE_AUDIT_MECHANISM,
+        help=f"the release's noise, drawn by OpenDP (default {RELEASE_AUDIT_MECHANISM})",
     )
     parser.add_argument(
         "--release-epsilon",
         type=float,
-        default=DEFAULT_RELEASE.epsilon,
+        default=RELEASE_AUDIT_EPSILON,
         metavar="E",
-        help=f"ε2, the release's ε (default {DEFAULT_RELEASE.epsilon:g})",
+        help=f"ε2, the release's ε (default {RELEASE_AUDIT_EPSILON:g})",
     )
     parser.add_argument(
         "--release-delta",
@@ -395,25 +434,31 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bounds",
         type=_bounds,
-        default=DEFAULT_BOUNDS,
+        default=RELEASE_AUDIT_BOUNDS,
         metavar="LO:HI",
         help=f"SUM(v)'s values are clamped to [LO, HI] (default {low:g}:{high:g}; a negative LO "
         "is written --bounds=-5:5)",
     )
+
+
+def _add_release_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``audit release``; their defaults are `audit_release`'s."""
+    _add_release_traffic_options(parser)
+    _add_release_noise_options(parser)
     parser.add_argument(
         "--delta",
         type=float,
-        default=DEFAULT_DELTA,
+        default=RELEASE_AUDIT_DELTA,
         help=(
-            f"the traffic's δ, as a run's --delta (default {DEFAULT_DELTA:g}); the comparison "
-            "is at the composed δ the run reports"
+            f"the traffic's δ, as a run's --delta (default {RELEASE_AUDIT_DELTA:g}); the "
+            "comparison is at the composed δ the run reports"
         ),
     )
     parser.add_argument(
         "--runs",
         type=_count(MAX_RUNS),
-        default=DEFAULT_RUNS,
-        help=f"runs per table (>= 100; default {DEFAULT_RUNS:,}): half choose the pair and "
+        default=RELEASE_AUDIT_RUNS,
+        help=f"runs per table (>= 100; default {RELEASE_AUDIT_RUNS:,}): half choose the pair and "
         "events, half estimate them",
     )
     parser.add_argument(

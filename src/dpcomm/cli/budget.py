@@ -2,8 +2,8 @@
 
 A ledger file holds a privacy budget (ε, δ) for one population and every run charged to it
 (`dpcomm.Budget`). ``dpcomm run aggregate|kmeans --ledger FILE`` charges the run's plan
-guarantee before it runs (refused beyond the budget: nothing runs); ``dpcomm deploy local
---ledger FILE`` and ``dpcomm node run --role coordinator --ledger FILE`` charge a deployed
+guarantee before it runs (refused beyond the budget: nothing runs); with ``--engine
+network``, and ``dpcomm node run --role coordinator --ledger FILE``, they charge a deployed
 round the weakest guarantee it can report (`dpcomm.pipeline.charge`);
 ``--budget-epsilon E --budget-delta D`` create FILE with that budget when it does not exist.
 ``dpcomm budget --ledger FILE`` prints the budget, what is spent and every charge (its query as
@@ -15,21 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpcomm.budget.budget import Budget
-from dpcomm.budget.ledger import Charge
 from dpcomm.cli.output import non_negative_float
+from dpcomm.errors import InvalidParameterError
 
-#: The flag of each parameter of `dpcomm.Budget`.
-FLAGS = {
-    "epsilon": "--budget-epsilon",
-    "delta": "--budget-delta",
-    "epsilon and delta": "--budget-epsilon and --budget-delta",
-    "ledger": "--ledger",
-}
+if TYPE_CHECKING:
+    from dpcomm.budget.budget import Budget
+    from dpcomm.budget.ledger import Charge
+
 COMPOSITION_TEXT = "charges add up (basic composition, a filter valid for adaptive queries)"
 
 
@@ -60,7 +57,7 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
 
 def budget_from_options(args: argparse.Namespace) -> Budget | None:
     """The `dpcomm.Budget` of ``--ledger`` (created with ``--budget-*``), or None."""
-    from dpcomm.errors import InvalidParameterError
+    from dpcomm.budget.budget import Budget
 
     epsilon, delta = args.budget_epsilon, args.budget_delta
     if args.ledger is None:
@@ -73,8 +70,8 @@ def budget_from_options(args: argparse.Namespace) -> Budget | None:
         raise InvalidParameterError(missing, "given with the other (the budget's ε and δ)", None)
     try:
         return Budget(epsilon=epsilon, delta=delta, ledger=args.ledger)
-    except InvalidParameterError as error:  # named by the flags that gave them
-        name = FLAGS.get(error.name, error.name)
+    except InvalidParameterError as error:  # named by the options that gave them
+        name = re.sub(r"\b(epsilon|delta)\b", r"budget_\1", error.name)
         raise InvalidParameterError(name, error.allowed, error.given) from None
 
 
@@ -148,13 +145,13 @@ def _print_charges(charges: Sequence[Charge]) -> None:
 
 def command_budget(args: argparse.Namespace) -> int:
     """``dpcomm budget``: the budget of a ledger, what is spent and left, and its charges."""
+    from dpcomm.budget.budget import Budget
+
     if args.accept_edits:
         from dpcomm.budget.ledger import VERSION
 
         epsilon, delta = args.budget_epsilon, args.budget_delta
         if epsilon is not None or delta is not None:
-            from dpcomm.errors import InvalidParameterError
-
             flag = "--budget-epsilon" if epsilon is not None else "--budget-delta"
             raise InvalidParameterError(
                 flag, "not given with --accept-edits (it accepts the ledger as it is)", epsilon

@@ -1,11 +1,10 @@
-"""Shared by ``run`` and ``deploy``: the options, one call into the front door, the report.
+"""What ``run`` does once parsed: one call into the front door, the report.
 
-``run aggregate|kmeans`` and ``deploy local aggregate|kmeans`` take the same data, program and
-countermeasure options with the same defaults (`add_aggregate_options`,
-`add_kmeans_options`, `add_countermeasure_options`) and call the functions Python
-users call, `dpcomm.run_sql` and `dpcomm.kmeans`, on the engine their options name
-(`dpcomm.engine.engines.make_engine`): the same flags and seed give the same run in every
-command. The report prints as text or as the one JSON document of every run.
+``run aggregate|kmeans`` calls the functions Python users call, `dpcomm.run_sql` and
+`dpcomm.kmeans`, on the engine its options name (`dpcomm.engine.engines.make_engine`):
+the same flags and seed give the same run on every engine. The report prints as text or as
+the one JSON document of every run; a deployed round also prints what was measured on the
+wire. Imported when a command runs, never to build the parser (`dpcomm.cli.options`).
 """
 
 from __future__ import annotations
@@ -22,14 +21,18 @@ from typing import Any
 
 import numpy as np
 
-from dpcomm.api import DEFAULT_DELTA, kmeans, run_sql
+from dpcomm.api import kmeans, run_sql
 from dpcomm.budget.budget import Budget
+from dpcomm.cli.options import (
+    AGGREGATE_DEFAULTS,
+    DEFAULT_RELEASE_DELTA,
+    DEFAULT_RELEASE_EPSILON,
+    KMEANS_DATASET,
+    KMEANS_DEFAULTS,
+)
 from dpcomm.cli.output import (
-    add_progress_options,
-    bounded_int,
     check_writable_file,
-    non_negative_float,
-    non_negative_int,
+    flags_in,
     print_table,
     same_file,
     show_progress,
@@ -38,116 +41,31 @@ from dpcomm.cli.output import (
 from dpcomm.data import diabetes_table, load_image_dataset, read_points, read_table
 from dpcomm.data.points import TablePoints
 from dpcomm.engine.engines import Engine
+from dpcomm.engine.network.report import DeploymentDetails
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.pipeline.report import EfficiencyReport, PrivacyReport, Report
 from dpcomm.pipeline.runs import AggregateRun, KMeansRun
 from dpcomm.pipeline.utility import ReleaseUtility
-from dpcomm.plan.codec import countermeasure_from_arguments
 from dpcomm.plan.countermeasures import Countermeasure
-from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
-from dpcomm.queries.kmeans import INIT_METHODS
-from dpcomm.validation import MAX_COUNT
-
-#: Defaults of the countermeasure options, per use case (the paper's settings, Section 5),
-#: shared by ``run`` and ``deploy``.
-AGGREGATE_DEFAULTS = {"sampling": 0.2, "batch": 100, "dummies": 50}
-KMEANS_DEFAULTS = {"sampling": 0.9, "batch": 100, "dummies": 50}
-#: Most rows of a synthetic table (its rows are drawn where they are read, by ranges).
-MAX_ROWS = 10**12
-#: K-means' defaults: K centroids, I iterations, on the embedded digits.
-KMEANS_CENTROIDS = 10
-KMEANS_ITERATIONS = 10
-KMEANS_DATASET = "mnist5k"
 
 
 def countermeasure_from_options(
     args: argparse.Namespace, defaults: dict[str, float]
 ) -> Countermeasure:
-    """The countermeasure of the options; unset options take the use case's defaults."""
+    """The countermeasure of the options; unset options take the use case's defaults.
+
+    Read by the one codec (`dpcomm.plan.codec.countermeasure_from_arguments`).
+    """
+    from dpcomm.plan.codec import countermeasure_from_arguments
+
     return countermeasure_from_arguments(
         mechanism=args.mechanism,
-        sampling=args.sampling,
-        batch=args.batch,
-        dummies=args.dummies,
+        sampling=args.sampling_rate,
+        batch=args.batch_size,
+        dummies=args.num_dummies,
         capped=args.capped,
         defaults=defaults,
     )
-
-
-def add_countermeasure_options(
-    parser: argparse.ArgumentParser,
-    defaults: dict[str, float],
-    *,
-    kmeans_defaults: dict[str, float] | None = None,
-) -> None:
-    """The countermeasure options, named as in ``dpcomm account``.
-
-    ``kmeans_defaults``: K-means' own defaults, for a command running either use case.
-    """
-
-    def default(name: str, kind: type = float) -> str:
-        shown = f"default {kind(defaults[name])}"
-        if kmeans_defaults is not None and kmeans_defaults[name] != defaults[name]:
-            shown += f", K-means {kind(kmeans_defaults[name])}"
-        return shown
-
-    group = parser.add_argument_group("countermeasure (every data-dependent cluster)")
-    group.add_argument(
-        "--mechanism",
-        choices=["none", "local", "scrambler"],
-        default="scrambler",
-        help="none; local sampling + flooding (Section 3); scramblers (Section 4). "
-        "Default: scrambler",
-    )
-    group.add_argument(
-        "--sampling",
-        type=float,
-        help=f"σ, sampling rate in [0, 1] ({default('sampling')}; 0 for none)",
-    )
-    group.add_argument(
-        "--batch",
-        type=int,
-        help=f"n, sources per scrambler (scrambler only; {default('batch', int)})",
-    )
-    group.add_argument(
-        "--dummies",
-        type=int,
-        help=f"d, dummies per scrambler ({default('dummies', int)}) or flooding dummies per "
-        "source (local; default 0)",
-    )
-    group.add_argument(
-        "--capped", action="store_true", help="capped scramblers S̄_d (at most n per target)"
-    )
-    group.add_argument(
-        "--delta",
-        type=float,
-        default=DEFAULT_DELTA,
-        help=(
-            f"δ of the whole plan (default {DEFAULT_DELTA:g}): the clusters on a data path "
-            "compose by PLD at this δ, or by Theorem 2 with δ split among them, whichever "
-            "gives the smaller ε"
-        ),
-    )
-    group.add_argument(
-        "--target-epsilon",
-        type=non_negative_float,
-        metavar="E",
-        help="refuse, before running, a plan whose ε exceeds E (e.g. the table's size changed "
-        "the batches; with --release, the ε of traffic and release together)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        help="seed of every draw, for a reproducible run (default: fresh operating-system "
-        "entropy; a seeded run is not private against whoever knows the seed)",
-    )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help='print one JSON document (null is SQL NULL; NaN and ±∞ are "NaN", "inf", '
-        '"-inf"; DECIMAL values are exact strings)',
-    )
-    add_progress_options(parser)
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -437,213 +355,6 @@ def json_document(outcome: AggregateRun | KMeansRun) -> str:
     return json.dumps(outcome.to_dict(), indent=2)
 
 
-def add_aggregate_options(
-    parser: argparse.ArgumentParser, *, sql_required: bool = True, running: bool = True
-) -> None:
-    """The query and its data: ``--sql``, ``--data|--synthetic|--diabetes``, ``--targets``, ...
-
-    ``running``: also ``--rows`` and ``--estimate`` (what a run prints).
-    """
-    parser.add_argument(
-        "--sql",
-        required=sql_required,
-        help="SELECT ... FROM t GROUP BY ..." + ("" if sql_required else " (Aggregate)"),
-    )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--data",
-        help="a CSV or Parquet file; the FROM table is bound to it"
-        + ("" if sql_required else " (K-means: the table whose --columns are the points)"),
-    )
-    source.add_argument(
-        "--synthetic", type=bounded_int(1, MAX_ROWS), metavar="ROWS",
-        help="synthetic table of ROWS (g1..g4 grouping codes, m1, m2 measures)",
-    )  # fmt: skip
-    source.add_argument(
-        "--diabetes",
-        action="store_true",
-        help="the embedded diabetes table of the paper's running example (10,000 rows, columns "
-        "A, B, I; the default)",
-    )
-    parser.add_argument(
-        "--distribution",
-        choices=["uniform", "zipf"],
-        default="uniform",
-        help="distribution of the synthetic grouping columns g1..g4",
-    )
-    parser.add_argument(
-        "--targets",
-        type=bounded_int(None, MAX_COUNT),
-        default=DEFAULT_NUM_TARGETS,
-        help=f"T, targets (compute nodes) per grouping set (default {DEFAULT_NUM_TARGETS})",
-    )
-    add_public_bounds_options(parser)
-    if running:
-        parser.add_argument(
-            "--rows", type=non_negative_int, default=20, help="result rows to print (default 20)"
-        )
-        parser.add_argument(
-            "--estimate",
-            choices=["delivered", "unbiased"],
-            default="delivered",
-            help="delivered: the values over the tuples that arrived (default); unbiased: "
-            "estimates over every tuple, COUNT and SUM divided by the known probability "
-            "P = 1 − σ + σ/T that a tuple arrives, AVG their ratio, each with its standard "
-            "error and 95%% interval (columns NAME (estimate), NAME (se), NAME (95%% low), "
-            "NAME (95%% high)); groups that received no tuple are estimated as 0; MIN, MAX "
-            "of the delivered tuples; with --release, from the released values, the "
-            "intervals covering the noise too",
-        )
-        add_release_options(parser)
-
-
-#: ε of a release without ``--release-epsilon``, δ of a Gaussian one without ``--release-delta``.
-DEFAULT_RELEASE_EPSILON = 1.0
-DEFAULT_RELEASE_DELTA = 1e-6
-
-
-def add_release_options(parser: argparse.ArgumentParser) -> None:
-    """The noisy release's options (what `release_options` reads).
-
-    ``--release``, ``--release-epsilon``, ``--release-delta``, ``--bounds``, ``--keys`` and
-    ``--key-selection-delta``.
-    """
-    parser.add_argument(
-        "--release",
-        choices=["laplace", "gaussian"],
-        default=None,
-        help="release the result with noise drawn by OpenDP at the result node (central "
-        "DP on top of the traffic's): COUNT, SUM and AVG only; needs --keys for every "
-        "grouping column (or --key-selection-delta) and --bounds for every column a SUM "
-        "or AVG reads",
-    )
-    parser.add_argument(
-        "--release-epsilon",
-        type=float,
-        default=None,
-        metavar="E",
-        help="with --release: ε of the release, split equally among its aggregates "
-        f"(default {DEFAULT_RELEASE_EPSILON:g})",
-    )
-    parser.add_argument(
-        "--release-delta",
-        type=float,
-        default=None,
-        metavar="D",
-        help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
-    )
-    parser.add_argument(
-        "--bounds",
-        action="append",
-        default=[],
-        metavar="COL=LO:HI",
-        help="with --release: clamp COL to [LO, HI] on each source's row (repeatable)",
-    )
-    parser.add_argument(
-        "--keys",
-        action="append",
-        default=[],
-        metavar="COL=V1,V2,...",
-        help="with --release: the public values of grouping column COL; every one is "
-        "released, absent ones too, and no other (repeatable)",
-    )
-    parser.add_argument(
-        "--key-selection-delta",
-        type=float,
-        default=None,
-        metavar="D",
-        help="with --release: select the keys of grouping sets whose columns have no "
-        "--keys by OpenDP's threshold on their noisy count, at δ = D (added to the "
-        "release's δ; e.g. 1e-6)",
-    )
-
-
-def add_data_seed_option(parser: Any, *, aggregate: bool, kmeans: bool) -> None:
-    """``--data-seed``: of the synthetic table, of K-means' initial centroids, or of both."""
-    what = " and ".join(
-        text
-        for text, wanted in (
-            ("the --synthetic table", aggregate),
-            ("the choice of the initial centroids (K-means, --init)", kmeans),
-        )
-        if wanted
-    )
-    parser.add_argument(
-        "--data-seed", type=non_negative_int, default=0, help=f"seed of {what} (default 0)"
-    )
-
-
-def add_kmeans_options(parser: Any, *, data: bool = True) -> None:
-    """The K-means program and its points: ``--dataset`` or ``--data``, ``--k``, ``--init``, ...
-
-    ``--drop-non-finite`` too: what [`dpcomm.kmeans`][] refuses unless asked to drop it.
-    ``data``: also ``--data`` (``deploy local`` has it already, for either workload).
-    """
-    parser.add_argument(
-        "--dataset",
-        help=f"{KMEANS_DATASET} (embedded, 4,000 training and 1,000 test digits; the default), "
-        "fashion-mnist (make data), or a directory of MNIST-format IDX files",
-    )
-    if data:
-        parser.add_argument(
-            "--data",
-            metavar="FILE.csv|FILE.parquet",
-            help="cluster the rows of this table instead of a dataset (one source per row), on "
-            "its --columns",
-        )
-    parser.add_argument(
-        "--columns",
-        metavar="C1,C2,...",
-        help="with --data: the numeric columns (integer, decimal, floating-point) that are "
-        "the points' coordinates",
-    )
-    parser.add_argument(
-        "--label-column",
-        metavar="L",
-        help="with --data: a column of labels (any type, no NULL) to score the clusters "
-        "against (Rand index, adjusted Rand index, NMI); never sent anywhere",
-    )
-    parser.add_argument(
-        "--k",
-        type=bounded_int(None, MAX_COUNT),
-        default=KMEANS_CENTROIDS,
-        help=f"K, number of centroids and of compute nodes per iteration, at most one per "
-        f"source (default {KMEANS_CENTROIDS})",
-    )
-    parser.add_argument(
-        "--iterations",
-        type=bounded_int(None, MAX_COUNT),
-        default=KMEANS_ITERATIONS,
-        help=f"I, number of iterations (default {KMEANS_ITERATIONS})",
-    )
-    parser.add_argument(
-        "--init",
-        choices=INIT_METHODS,
-        default="random",
-        help="how --data-seed chooses the K initial centroids: random (K distinct points, the "
-        "default) or k-means++ (D² seeding, which reads every point); chosen among the "
-        "sources' points they are sent to every node as they are (the report's privacy notes "
-        "say so), unless chosen among --init-data",
-    )
-    parser.add_argument(
-        "--init-data",
-        metavar="FILE.csv|FILE.parquet",
-        help="with --data: public points (the same --columns) to choose the initial centroids "
-        "among, so that they reveal nothing about the sources",
-    )
-    parser.add_argument(
-        "--sources",
-        type=int,
-        help="sources: the first N training points or rows (default: all of them)",
-    )
-    parser.add_argument(
-        "--drop-non-finite",
-        action="store_true",
-        help="drop the points holding NULL, NaN, ±inf or a value beyond float32's range (a "
-        "float IDX file, a table's cells), saying how many, instead of refusing the data",
-    )
-
-
 def aggregate_data(args: argparse.Namespace) -> tuple[Any, str]:
     """The rows of ``--data``, ``--synthetic`` or the diabetes table, and their description.
 
@@ -660,31 +371,9 @@ def aggregate_data(args: argparse.Namespace) -> tuple[Any, str]:
             return files, f"{args.data} ({files.num_rows:,} rows)"
         return read_table(args.data), args.data
     if args.synthetic is not None:
-        drawn = SyntheticRows(args.synthetic, seed=args.data_seed, distribution=args.distribution)
+        drawn = SyntheticRows(args.synthetic, seed=args.start_seed, distribution=args.distribution)
         return drawn, f"synthetic ({args.synthetic:,} rows, {args.distribution})"
     return diabetes_table(), "embedded diabetes table (synthetic patients)"
-
-
-def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
-    """``--max-groups`` and ``--max-text-bytes``: public sizes that the data must fit."""
-    parser.add_argument(
-        "--max-groups",
-        type=int,
-        metavar="G",
-        help="public bound on the groups one compute node outputs; every output is padded to "
-        "it so that its size does not depend on the data (default: the number of sources, "
-        "which nothing exceeds; a smaller bound makes outputs smaller and fails the run, "
-        "in every engine, if a compute node has more groups)",
-    )
-    parser.add_argument(
-        "--max-text-bytes",
-        type=int,
-        default=DEFAULT_TEXT_BYTES,
-        metavar="B",
-        help="public bound on the UTF-8 bytes of a text value the query reads; every payload "
-        "is as wide as if each text value had B bytes, so that the frame size does not depend "
-        f"on the data (default {DEFAULT_TEXT_BYTES}; a longer value is refused)",
-    )
 
 
 def execute_aggregate(
@@ -698,7 +387,7 @@ def execute_aggregate(
         args.sql,
         data,
         countermeasure=countermeasure_from_options(args, AGGREGATE_DEFAULTS),
-        num_targets=args.targets,
+        num_targets=args.num_targets,
         delta=args.delta,
         seed=args.seed,
         engine=engine,
@@ -713,14 +402,8 @@ def execute_aggregate(
     return outcome, source
 
 
-#: The options of a noisy release that mean nothing without ``--release`` (flag, attribute).
-RELEASE_ONLY_OPTIONS = (
-    ("--release-epsilon", "release_epsilon"),
-    ("--release-delta", "release_delta"),
-    ("--bounds", "bounds"),
-    ("--keys", "keys"),
-    ("--key-selection-delta", "key_selection_delta"),
-)
+#: The options of a noisy release that mean nothing without ``--release``, by destination.
+RELEASE_ONLY_OPTIONS = ("release_epsilon", "release_delta", "bounds", "keys", "key_selection_delta")
 
 
 def release_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -730,11 +413,11 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
     exact values), as is ``--release-delta`` with a Laplace release (whose δ is 0).
     """
     if getattr(args, "release", None) is None:
-        for flag, name in RELEASE_ONLY_OPTIONS:
+        for name in RELEASE_ONLY_OPTIONS:
             given = getattr(args, name, None)
             if given is not None and given != []:
                 shown = given[0] if isinstance(given, list) else given
-                raise InvalidParameterError(flag, "only with --release", shown)
+                raise InvalidParameterError(name, "only with --release", shown)
         return {}
     return {
         "release": release_mechanism(args),
@@ -762,11 +445,9 @@ def release_mechanism(args: argparse.Namespace) -> Any:
     delta = DEFAULT_RELEASE_DELTA if args.release_delta is None else args.release_delta
     try:
         return Laplace(epsilon) if args.release == "laplace" else Gaussian(epsilon, delta)
-    except InvalidParameterError as error:  # the release's ε and δ have their own flags
-        flags = {"epsilon": "--release-epsilon", "delta": "--release-delta"}
-        raise InvalidParameterError(
-            flags.get(error.name, error.name), error.allowed, error.given
-        ) from None
+    except InvalidParameterError as error:  # the release's ε and δ have their own options
+        name = f"release_{error.name}" if error.name in ("epsilon", "delta") else error.name
+        raise InvalidParameterError(name, error.allowed, error.given) from None
 
 
 def parse_bounds(items: list[str]) -> dict[str, tuple[float, float]]:
@@ -798,20 +479,22 @@ def parse_keys(items: list[str]) -> dict[str, list[str]]:
 
 
 @contextmanager
-def _named_by_flags(flags: Mapping[str, str], *, nulls: bool = False) -> Iterator[None]:
-    """Errors naming a parameter of ``flags`` re-raised naming its flag instead.
+def _named_by_options(options: Mapping[str, str], *, nulls: bool = False) -> Iterator[None]:
+    """Errors naming a parameter of ``options`` re-raised naming its option's destination.
 
-    ``nulls``: the points had NULL cells (read as NaN), which an error about them says.
+    ``options``: the library parameter -> the destination of the option that gave it in this
+    call (the printed error then names that option's flag). ``nulls``: the points had NULL
+    cells (read as NaN), which an error about them says.
     """
     try:
         yield
     except InvalidParameterError as error:
-        if error.name not in flags:
+        if error.name not in options:
             raise
         given = error.given
         if nulls and error.name == "points":
             given = f"{given}; NULL cells are read as NaN"
-        raise InvalidParameterError(flags[error.name], error.allowed, given) from None
+        raise InvalidParameterError(options[error.name], error.allowed, given) from None
 
 
 def _kmeans_table(args: argparse.Namespace) -> tuple[TablePoints, Any, str]:
@@ -825,12 +508,10 @@ def _kmeans_table(args: argparse.Namespace) -> tuple[TablePoints, Any, str]:
             "--columns", "the numeric columns to cluster on with --data, e.g. x,y", None
         )
     columns = [name.strip() for name in args.columns.split(",")]
-    flags = {"data": "--data", "columns": "--columns", "label_column": "--label-column"}
-    with _named_by_flags(flags):
-        table = read_points(args.data, columns, label_column=args.label_column)
+    table = read_points(args.data, columns, label_column=args.label_column)
     public = None
     if args.init_data is not None:
-        with _named_by_flags({"data": "--init-data", "columns": "--columns"}):
+        with _named_by_options({"data": "init_data"}):
             public = read_points(args.init_data, columns).points
     described = f"; columns {', '.join(table.columns)}"
     if table.label_column is not None:
@@ -876,8 +557,10 @@ def execute_kmeans(
             )
         points = points[: args.sources]
         labels = None if labels is None else labels[: args.sources]
-    flags = {"points": "--data", "labels": "--label-column", "init_points": "--init-data"}
-    with _named_by_flags(flags if args.data is not None else {}, nulls=nulls):
+    given = {"points": "data", "labels": "label_column", "init_points": "init_data"}
+    if args.data is None:
+        given = {"points": "dataset", "test_points": "dataset"}
+    with _named_by_options(given, nulls=nulls):
         outcome = kmeans(
             points,
             k=args.k,
@@ -889,7 +572,7 @@ def execute_kmeans(
             seed=args.seed,
             delta=args.delta,
             engine=engine,
-            start_seed=args.data_seed,
+            start_seed=args.start_seed,
             progress=show_progress(args),
             target_epsilon=args.target_epsilon,
             drop_non_finite=args.drop_non_finite,
@@ -901,20 +584,6 @@ def execute_kmeans(
         f"every {what[:-1]}" if len(points) == total else f"the first {len(points):,} {what}"
     )
     return outcome, f"{name} ({described}{detail})"
-
-
-def add_output_options(parser: argparse.ArgumentParser) -> None:
-    """``--out`` and ``--report``."""
-    group = parser.add_argument_group("output files")
-    group.add_argument(
-        "--out",
-        metavar="FILE.csv|FILE.parquet",
-        help="write the result (Aggregate: the result rows with DuckDB's column names; "
-        "K-means: the centroids, and each source's centroid to FILE-assignments.csv|.parquet)",
-    )
-    group.add_argument(
-        "--report", metavar="FILE.json", help="write the run's report (as --json prints it)"
-    )
 
 
 def assignments_path(out: Path) -> Path:
@@ -936,7 +605,7 @@ def output_paths(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
         if out.suffix.lower() not in (".csv", ".parquet"):
             raise InvalidParameterError("--out", "a .csv or .parquet file", args.out)
         written.append(("--out", out))
-        if (getattr(args, "workload", None) or args.kind) == "kmeans":
+        if args.kind == "kmeans":
             assigned = assignments_path(out)
             try:
                 check_writable_file("--out", str(assigned))
@@ -1017,3 +686,52 @@ def print_run(args: argparse.Namespace, outcome: AggregateRun | KMeansRun, data:
         print_aggregate(outcome, data, args.rows)
     else:
         print_kmeans(outcome, data)
+
+
+def _print_wire(report: Report[Any]) -> None:
+    details = report.details
+    if not isinstance(details, DeploymentDetails):
+        return
+    wire = details.wire
+    print("Measured on the wire (TLS application bytes written, every frame the same length):")
+    print(
+        f"  frames: {wire.frames:,} ({wire.data_frames:,} sealed data frames, "
+        f"{wire.control_frames:,} control frames); bytes: {wire.bytes:,}; "
+        f"frame size {wire.frame_size} B; lengths observed: {list(wire.frame_lengths_observed)}"
+    )
+    messages = sum(flow.messages for flow in report.efficiency.traffic)
+    print(f"  messages of the plan's flows: {messages:,} (the simulator's count for this plan)")
+    roles = ", ".join(f"{k} {v:,}" for k, v in wire.max_data_channels_by_role.items())
+    print(
+        f"  channels per node (data plane): max {wire.max_data_channels_per_node:,}, mean "
+        f"{wire.mean_data_channels_per_node:.2f}; by role: {roles}; with the coordinator's "
+        f"control channels: max {wire.max_channels_per_node:,}"
+    )
+    busiest = sorted(wire.links, key=lambda link: -link.data_frames)[:5]
+    for link in busiest:
+        print(
+            f"  link {link.sender} -> {link.receiver}: {link.data_frames} data frames, "
+            f"{link.frames} frames, {link.bytes:,} bytes"
+        )
+    print(f"  lost scramblers: {', '.join(details.lost_scramblers) or 'none'}")
+    left = {flow: len(rows) for flow, rows in details.left_out_sources.items() if rows}
+    print(f"  sources left out (absent, late or unreachable): {left or 'none'}")
+    print(f"  dropped frames/connections: {dict(wire.dropped) or 'none'}")
+    for kind, drops in (("attacks", wire.attacks), ("overload", wire.overload)):
+        if drops:
+            print(f"  of which {kind}: {dict(drops)}")
+    timings = ", ".join(f"{k.removesuffix('_seconds')} {v:.2f} s" for k, v in wire.timings.items())
+    print(f"  timings: {timings or 'withheld under a noisy release (they may depend on the data)'}")
+
+
+def finish_deployment(args: argparse.Namespace, report: Report[Any]) -> int:
+    """A deployed round's end: the wire (text only), the nodes that failed, the exit status."""
+    if not args.json:
+        print()
+        _print_wire(report)
+    details = report.details
+    failures = details.failures if isinstance(details, DeploymentDetails) else ()
+    if failures:
+        failed = flags_in("; ".join(failures), args.flags)
+        print(f"dpcomm: error: the round failed: {failed}", file=sys.stderr)
+    return 0 if not failures else 1

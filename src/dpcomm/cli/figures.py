@@ -12,16 +12,12 @@ from dpcomm.cli.output import (
     show_progress,
 )
 from dpcomm.errors import require_extra
-from dpcomm.experiments.figures import (
-    FigureSettings,
-    make_figures,
-    select_figures,
-    write_index,
-)
 
 
 def command_figures(args: argparse.Namespace) -> int:
     """``dpcomm figures``."""
+    from dpcomm.experiments.figures import FigureSettings, make_figures, select_figures, write_index
+
     require_extra("figures", "dpcomm figures")
     only = [name.strip() for name in args.only.split(",")] if args.only is not None else None
     names = select_figures(only)

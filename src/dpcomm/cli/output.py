@@ -7,7 +7,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from dpcomm.errors import DpcommError, InvalidParameterError, shown
@@ -156,100 +156,74 @@ def non_negative_float(text: str) -> float:
     return _finite_float(text, strict=False)
 
 
-#: The flag of every library parameter a command sets. Library errors name the Python
-#: parameter (``max_text_bytes``, ``num_targets``); the CLI prints its flag (`with_flags`).
-PARAMETER_FLAGS: dict[str, str] = {
-    "sql": "--sql",
-    "num_targets": "--targets",
-    "num_targets T": "--targets",
-    "sampling_rate": "--sampling",
-    "batch_size": "--batch",
-    "num_dummies": "--dummies",
-    "capped": "--capped",
-    "delta": "--delta",
-    "epsilon": "--epsilon",
-    "target_epsilon": "--target-epsilon",
-    "seed": "--seed",
-    "rounds": "--rounds",
-    "monte_carlo_samples": "--mc-samples",
-    "method": "--method",
-    "mechanism": "--mechanism",
-    "dataset": "--dataset",
-    "max_groups": "--max-groups",
-    "max_text_bytes": "--max-text-bytes",
-    "estimate": "--estimate",
-    "engine": "--engine",
-    "scheduler": "--scheduler",
-    "connect_timeout": "--connect-timeout",
-    "partitions": "--partitions",
-    "workers": "--workers",
-    "start_seed": "--data-seed",
-    "num_centroids K": "--k",
-    "num_iterations I": "--iterations",
-    "k": "--k",
-    "iterations": "--iterations",
-    "points": "--dataset",
-    "test_points": "--dataset",
-    "drop_non_finite": "--drop-non-finite",
-    "idle_seconds": "--idle-seconds",
-    "timeout": "--timeout",
-    "max_left_out": "--max-left-out",
-    "workdir": "--workdir",
-    "force": "--force",
-    "kill_scrambler": "--kill-scrambler",
-    "valid_days": "--days",
-    "runs": "--runs",
-    "confidence": "--confidence",
-    "max_messages": "--max-messages",
-    "max_channels": "--max-channels",
-    "max_extra_consents": "--max-extra-consents",
-    "min_utility": "--min-utility",
-    "release": "--release",
-    "bounds": "--bounds",
-    "keys": "--keys",
-    "key_selection_delta": "--key-selection-delta",
-}
+def command_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """The flag of every option of the command ``args`` was parsed for, by its destination.
 
-#: Names replaced inside a message's text too (not only as the parameter an error names):
-#: Python identifiers, and ``timeout``; other plain words (``delta``, ``seed``) only as
-#: ``name=value``.
-_IN_TEXT = (*(name for name in PARAMETER_FLAGS if "_" in name and " " not in name), "timeout")
-_ASSIGNED = re.compile(
-    r"\b(" + "|".join(re.escape(n) for n in PARAMETER_FLAGS if " " not in n) + r")"
-    r"=(True\b|'[^']*')"
-)
-_WORDS = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, _IN_TEXT)) + r")\b")
+    The options of ``parser`` and of each subcommand ``args`` names, each by its longest
+    option string. An option's destination is the library parameter it sets (``--targets``
+    sets ``num_targets``), so that an error naming the parameter names the flag the user
+    typed (`with_flags`), without a table of flags beside the parser.
+    """
+    flags: dict[str, str] = {}
+    current: argparse.ArgumentParser | None = parser
+    while current is not None:
+        chosen = None
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(str(getattr(args, action.dest, "")))
+            elif action.option_strings:
+                flags[action.dest] = max(action.option_strings, key=len)
+        current = chosen
+    return flags
 
 
-def flags_in(text: str) -> str:
-    """``text`` with the Python parameters it names written as the CLI's flags.
+#: Plain words replaced by their flag inside a message's text too (other plain words, such
+#: as ``delta`` or ``seed``, only when written ``name=value``; identifiers always).
+_PLAIN_WORDS = ("timeout",)
+
+
+def flags_in(text: str, flags: Mapping[str, str]) -> str:
+    """``text`` with the Python parameters it names written as the CLI's ``flags``.
 
     ``name=True`` becomes ``--flag``, ``name='value'`` ``--flag value``, and a parameter
-    written as an identifier (``max_text_bytes``) its flag.
+    written as an identifier (``max_text_bytes``) its flag; ``flags``: by parameter, as
+    `command_flags` gives them.
 
     Examples:
-        >>> flags_in("raise max_text_bytes, or pass force=True; only with engine='dask'")
+        >>> flags = {"max_text_bytes": "--max-text-bytes", "force": "--force", "engine": "--engine"}
+        >>> flags_in("raise max_text_bytes, or pass force=True; only with engine='dask'", flags)
         'raise --max-text-bytes, or pass --force; only with --engine dask'
     """
+    if not flags:
+        return text
+    names = sorted(flags, key=len, reverse=True)
+    assigned = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")=(True\b|'[^']*')")
+    words = [name for name in names if "_" in name or name in _PLAIN_WORDS]
 
-    def assigned(match: re.Match[str]) -> str:
-        flag, value = PARAMETER_FLAGS[match.group(1)], match.group(2)
+    def flag_of(match: re.Match[str]) -> str:
+        flag, value = flags[match.group(1)], match.group(2)
         return flag if value == "True" else f"{flag} {value.strip(chr(39))}"
 
-    return _WORDS.sub(lambda m: PARAMETER_FLAGS[m.group(1)], _ASSIGNED.sub(assigned, text))
+    text = assigned.sub(flag_of, text)
+    if not words:
+        return text
+    identifiers = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, words)) + r")\b")
+    return identifiers.sub(lambda m: flags[m.group(1)], text)
 
 
-def with_flags(error: DpcommError) -> str:
-    """The message of ``error`` as the CLI prints it: parameters named by their flags.
+def with_flags(error: DpcommError, flags: Mapping[str, str]) -> str:
+    """The message of ``error`` as the CLI prints it: parameters named by their ``flags``.
 
-    An `dpcomm.errors.InvalidParameterError` names its parameter's flag, and what it
-    allows is rewritten by `flags_in` (the value given is printed as it is).
+    An `dpcomm.errors.InvalidParameterError` names its parameter's flag (a paper's symbol
+    after it, as in ``num_targets T``, is dropped), and what it allows is rewritten by
+    `flags_in` (the value given is printed as it is).
     """
     text = str(error)
     given = shown(error.given) if isinstance(error, InvalidParameterError) else ""
     if isinstance(error, InvalidParameterError) and text == (
         f"invalid {error.name}: expected {error.allowed}, got {given}"
     ):
-        name = PARAMETER_FLAGS.get(error.name, error.name)
-        return f"invalid {name}: expected {flags_in(error.allowed)}, got {given}"
-    return flags_in(text)
+        parameter = re.sub(r" [A-Z]$", "", error.name)
+        name = flags.get(parameter) or flags_in(error.name, flags)
+        return f"invalid {name}: expected {flags_in(error.allowed, flags)}, got {given}"
+    return flags_in(text, flags)

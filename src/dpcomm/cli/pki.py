@@ -6,14 +6,15 @@ import argparse
 from typing import Any
 
 from dpcomm.cli.output import bounded_int, check_writable_folder
-from dpcomm.engine.network.pki import CertificateAuthority, issue_many
 from dpcomm.errors import InvalidParameterError
 
 
 def _command_init(args: argparse.Namespace) -> int:
+    from dpcomm.engine.network.pki import CertificateAuthority
+
     check_writable_folder("--dir", args.dir)
     authority = CertificateAuthority.create(
-        args.dir, name=args.ca_name, valid_days=args.days, overwrite=args.force
+        args.dir, name=args.ca_name, valid_days=args.valid_days, overwrite=args.force
     )
     print(f"certificate authority: {authority.cert_path}")
     print(f"private key (0600):    {authority.key_path}")
@@ -21,6 +22,8 @@ def _command_init(args: argparse.Namespace) -> int:
 
 
 def _command_issue(args: argparse.Namespace) -> int:
+    from dpcomm.engine.network.pki import CertificateAuthority, issue_many
+
     names = [name.strip() for group in args.name for name in group.split(",")]
     if not names or "" in names:
         raise InvalidParameterError(
@@ -29,7 +32,7 @@ def _command_issue(args: argparse.Namespace) -> int:
     authority = CertificateAuthority.load(args.dir)
     out_dir = args.out if args.out is not None else args.dir
     check_writable_folder("--out", out_dir)
-    issued = issue_many(authority, names, out_dir, valid_days=args.days, overwrite=args.force)
+    issued = issue_many(authority, names, out_dir, valid_days=args.valid_days, overwrite=args.force)
     for name, credentials in issued.items():
         print(f"{name}: {credentials.cert_path} {credentials.key_path}")
     print(f"{len(issued)} certificate(s) issued; CA certificate: {out_dir}/ca.pem")
@@ -53,7 +56,14 @@ def add_pki_command(commands: Any) -> None:
     init = actions.add_parser("init", help="create the certificate authority in --dir")
     init.add_argument("--dir", required=True, help="directory of the CA (created if needed)")
     init.add_argument("--ca-name", default="dpcomm local CA", help="common name of the CA")
-    init.add_argument("--days", type=bounded_int(1), default=3650, help="validity (default 3650)")
+    init.add_argument(
+        "--days",
+        dest="valid_days",
+        metavar="DAYS",
+        type=bounded_int(1),
+        default=3650,
+        help="validity (default 3650)",
+    )
     init.add_argument("--force", action="store_true", help="replace an existing CA")
     init.set_defaults(handler=_command_init)
     issue = actions.add_parser("issue", help="issue node certificates signed by the CA in --dir")
@@ -67,7 +77,14 @@ def add_pki_command(commands: Any) -> None:
     issue.add_argument(
         "--out", help="where to write <name>.pem, <name>.key, ca.pem (default --dir)"
     )
-    issue.add_argument("--days", type=bounded_int(1), default=365, help="validity (default 365)")
+    issue.add_argument(
+        "--days",
+        dest="valid_days",
+        metavar="DAYS",
+        type=bounded_int(1),
+        default=365,
+        help="validity (default 365)",
+    )
     issue.add_argument(
         "--force", action="store_true", help="replace existing certificates and keys"
     )

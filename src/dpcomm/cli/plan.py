@@ -5,21 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpcomm._json import json_ready
-from dpcomm.api import Calibration, calibrate, query_shape
-from dpcomm.calibration import (
-    Configuration,
-    PlanCandidate,
-    PlannerResult,
-    PlanShape,
-    describe_batches,
-    plan_countermeasures,
-)
-from dpcomm.cli.execute import parse_bounds, parse_keys, release_options
+from dpcomm.cli.defaults import MAX_COUNT, MAX_SOURCES
 from dpcomm.cli.output import (
     add_progress_options,
     bounded_int,
@@ -28,12 +18,12 @@ from dpcomm.cli.output import (
     print_table,
     show_progress,
 )
-from dpcomm.data.synthetic import synthetic_sql
 from dpcomm.errors import InvalidParameterError, require_extra
-from dpcomm.experiments.headline import HeadlineRow, headline_markdown, headline_rows
-from dpcomm.plan import codec
-from dpcomm.plan.countermeasures import Scramblers
-from dpcomm.validation import MAX_COUNT, MAX_SOURCES
+
+if TYPE_CHECKING:
+    from dpcomm.api import Calibration
+    from dpcomm.calibration import Configuration, PlanCandidate, PlannerResult, PlanShape
+    from dpcomm.experiments.headline import HeadlineRow
 
 PLAN_DESCRIPTION = """\
 Find the countermeasure of least network load that gives the whole plan (ε, δ)-DP.
@@ -89,15 +79,20 @@ def run_arguments(
     Aggregate: a synthetic table of S_t rows (``--synthetic``) and a query with the plan's G
     grouping sets of T compute nodes (``--targets``); K-means: K = T centroids and I iterations
     on the first S_t points of the default dataset (``--sources``); the command is built by
-    `dpcomm.plan.codec.run_command`. ``--delta`` is the whole plan's δ,
-    ``--batch`` the largest balanced batch (the same batches as the planned n), and
-    ``--target-epsilon`` the ε asked for, so that a run whose ε would exceed it is refused.
-    With ``query`` (the SQL and the ``--data`` file it was calibrated from), that query over
-    that file. With a ``calibration`` that releases the result (``--release``), its release
-    (``--release``, ``--release-epsilon`` ε2, ``--release-delta`` δ2, ``--bounds``, ``--keys``,
-    ``--key-selection-delta``)
-    and ``--target-epsilon`` the ε of traffic and release together.
+    `dpcomm.plan.codec.run_command`. ``--delta`` is the whole plan's δ, ``--batch`` the
+    largest balanced batch (the same batches as the planned n), and ``--target-epsilon`` the
+    ε asked for, so that a run whose ε would exceed it is refused. With ``query`` (the SQL and
+    the ``--data`` file it was calibrated from), that query over that file. With a
+    ``calibration`` that releases the result, its release (``--release``,
+    ``--release-epsilon`` ε2, ``--release-delta`` δ2, ``--bounds``, ``--keys``,
+    ``--key-selection-delta``) and ``--target-epsilon`` the ε of traffic and release together.
     """
+    from dataclasses import replace
+
+    from dpcomm.data.synthetic import synthetic_sql
+    from dpcomm.plan import codec
+    from dpcomm.plan.countermeasures import Scramblers
+
     request = result.request
     if request is None:
         return None
@@ -109,7 +104,7 @@ def run_arguments(
         "num_targets": request.num_targets,
         "delta": request.delta,
         "target_epsilon": request.epsilon if calibration is None else calibration.target_epsilon,
-        "options": [] if calibration is None else release_arguments(calibration),
+        "options": [] if calibration is None else _release_arguments(calibration),
     }
     if query is not None:
         return codec.run_command(
@@ -131,8 +126,8 @@ def run_arguments(
     )
 
 
-def release_arguments(calibration: Calibration) -> list[str]:
-    """The ``dpcomm run`` options of ``calibration``'s release (none without one)."""
+def _release_arguments(calibration: Calibration) -> list[str]:
+    """The options of a calibration's release (none without one), as `run_arguments` ends."""
     release = calibration.release
     if release is None:
         return []
@@ -160,6 +155,8 @@ def run_command(
 
 def _configuration_json(configuration: Configuration) -> dict[str, Any]:
     """The countermeasure's dict form (`dpcomm.plan.codec`) and its number of scramblers."""
+    from dpcomm.plan import codec
+
     return {
         **codec.countermeasure_to_dict(configuration.countermeasure),
         "num_scramblers": configuration.num_scramblers,
@@ -300,21 +297,19 @@ def _print_split(calibration: Calibration) -> None:
     print_table(["share", "ε1", "ε2", "ε", "error", "messages"], rows, indent="    ")
 
 
-def _print_plan(
-    args: argparse.Namespace,
+def _print_request(
     result: PlannerResult,
-    query: tuple[str, str] | None = None,
-    shape: PlanShape | None = None,
-    calibration: Calibration | None = None,
+    query: tuple[str, str] | None,
+    shape: PlanShape | None,
+    calibration: Calibration | None,
 ) -> None:
+    """The plan asked for: its size, its workload and the (ε, δ) it must reach."""
     request = result.request
-    if request is None:
-        raise InvalidParameterError("result", "a planner's answer with its request", result)
-    aggregate = request.workload == "aggregate"
+    assert request is not None  # checked by _print_plan
     clusters = request.num_clusters
     kind = (
         f"Aggregate, G = {clusters} grouping sets"
-        if aggregate
+        if request.workload == "aggregate"
         else f"K-means, I = {clusters} iterations"
     )
     target = f"target ε ≤ {request.epsilon:g}, δ ≤ {request.delta:g}"
@@ -330,6 +325,10 @@ def _print_plan(
     )
     if shape is not None and query is not None:
         print(f"  from the query over {query[1]}: {shape.describe()}")
+
+
+def _print_chosen(result: PlannerResult, clusters: int, cluster: str) -> None:
+    """The chosen configuration: its privacy (composed over ``clusters``) and its costs."""
     print(f"Chosen (least network load): {result.configuration.describe()}")
     composed = "its cluster" if clusters == 1 else f"its {clusters} clusters composed"
     print(
@@ -357,45 +356,51 @@ def _print_plan(
     )
     roles = ", ".join(f"{role} {count:,}" for role, count in result.channels_by_role.items())
     print(f"  max secure channels per node: {result.max_channels_per_node:,} ({roles})")
-    cluster = "grouping set" if aggregate else "iteration"
     if result.configuration.batch_sizes is not None:
+        from dpcomm.calibration import describe_batches
+
         print(f"  batches per {cluster}: {describe_batches(result.configuration.batch_sizes)}")
     print(
         f"  sources recruited: S_t = {result.num_sources:,} ({result.extra_consents:,} extra "
         f"consents), expected utility {result.utility:.1%}"
     )
-    command = run_command(result, query, calibration)
-    if calibration is not None:
-        _print_split(calibration)
-    print()
+
+
+def _print_run_command(
+    command: str | None, clusters: int, *, aggregate: bool, query: bool, release: bool
+) -> None:
+    """The ``dpcomm run`` command of the chosen configuration, and what it runs on."""
     if command is None:
         print(
             f"No synthetic query has {clusters} grouping sets: run your own query "
             "over a table of S_t rows with the countermeasure above (dpcomm run aggregate)."
         )
+        return
+    print("Run it:")
+    print(f"  {command}")
+    if query:
+        print(
+            "  (the same query over a table of another size gets other batches: the run "
+            "refuses it if its ε"
+            + (" with the release's" if release else "")
+            + " exceeds --target-epsilon)"
+        )
+    elif aggregate:
+        print(
+            "  (any table of S_t rows and query with these grouping sets gives the same "
+            "batches and ε: replace --synthetic and --sql by --data and your query)"
+        )
     else:
-        print("Run it:")
-        print(f"  {command}")
-        if query is not None:
-            print(
-                "  (the same query over a table of another size gets other batches: the run "
-                "refuses it if its ε"
-                + (" with the release's" if calibration is not None else "")
-                + " exceeds --target-epsilon)"
-            )
-        elif aggregate:
-            print(
-                "  (any table of S_t rows and query with these grouping sets gives the same "
-                "batches and ε: replace --synthetic and --sql by --data and your query)"
-            )
-        else:
-            print(
-                "  (add --dataset with at least S_t points: the first S_t are the sources; "
-                "another number of sources changes the batches, and --target-epsilon refuses "
-                "a run whose ε would exceed the target)"
-            )
-    print()
-    shown = _spread(result.pareto, args.pareto_rows)
+        print(
+            "  (add --dataset with at least S_t points: the first S_t are the sources; "
+            "another number of sources changes the batches, and --target-epsilon refuses "
+            "a run whose ε would exceed the target)"
+        )
+
+
+def _print_pareto(result: PlannerResult, limit: int) -> None:
+    """At most ``limit`` rows of the Pareto front, the chosen configuration marked."""
+    shown = _spread(result.pareto, limit)
     print(
         f"Pareto front over (network load, channels, extra consents): {len(result.pareto)} of "
         f"{result.num_candidates} feasible configurations"
@@ -406,22 +411,13 @@ def _print_plan(
         )
     )
     header = ["mechanism", "σ", "n", "d", "scramblers", "messages", "channels", "consents"]
+    chosen = (result.network_load_messages, result.max_channels_per_node, result.extra_consents)
     rows = []
     for candidate in shown:
         c = candidate.configuration
-        mark = (
-            "*"
-            if candidate.costs
-            == (
-                result.network_load_messages,
-                result.max_channels_per_node,
-                result.extra_consents,
-            )
-            else " "
-        )
         rows.append(
             [
-                mark + c.mechanism,
+                ("*" if candidate.costs == chosen else " ") + c.mechanism,
                 f"{c.sampling_rate:g}",
                 "-" if c.batch_size is None else f"{c.batch_size:,}",
                 f"{c.num_dummies:,}",
@@ -433,6 +429,35 @@ def _print_plan(
         )
     print_table(header, rows, indent="  ")
     print("  (* = chosen)")
+
+
+def _print_plan(
+    args: argparse.Namespace,
+    result: PlannerResult,
+    query: tuple[str, str] | None = None,
+    shape: PlanShape | None = None,
+    calibration: Calibration | None = None,
+) -> None:
+    """The planner's answer as text: the request, the choice, its command, the Pareto front."""
+    request = result.request
+    if request is None:
+        raise InvalidParameterError("result", "a planner's answer with its request", result)
+    aggregate = request.workload == "aggregate"
+    _print_request(result, query, shape, calibration)
+    _print_chosen(result, request.num_clusters, "grouping set" if aggregate else "iteration")
+    command = run_command(result, query, calibration)
+    if calibration is not None:
+        _print_split(calibration)
+    print()
+    _print_run_command(
+        command,
+        request.num_clusters,
+        aggregate=aggregate,
+        query=query is not None,
+        release=calibration is not None,
+    )
+    print()
+    _print_pareto(result, args.pareto_rows)
 
 
 #: An axis of the Pareto plot is logarithmic when its values span at least this ratio.
@@ -516,19 +541,13 @@ def plot_pareto(result: PlannerResult, path: str | Path) -> Path:
     return output
 
 
-#: The planner's advice names these flags.
-PLAN_FLAGS = {
-    "epsilon": "--epsilon",
-    "delta": "--delta",
-    "max_channels": "--max-channels",
-    "max_extra_consents": "--max-extra-consents",
-    "min_utility": "--min-utility",
-    "max_messages": "--max-messages",
-}
-
-
 def command_plan(args: argparse.Namespace) -> int:
     """``dpcomm plan``."""
+    from dpcomm.api import query_shape
+    from dpcomm.calibration import plan_countermeasures
+    from dpcomm.calibration.advice import PYTHON_PARAMETER_NAMES
+    from dpcomm.cli.execute import release_options
+
     if args.plot is not None:
         require_extra("figures", "--plot", ("matplotlib",))
         plot = check_writable_file("--plot", args.plot)
@@ -545,7 +564,7 @@ def command_plan(args: argparse.Namespace) -> int:
     query: tuple[str, str] | None = None
     shape: PlanShape | None = None
     sources, grouping_sets = args.sources, args.grouping_sets
-    targets, free, consents = args.targets, 0, args.max_extra_consents
+    targets, free, consents = args.num_targets, 0, args.max_extra_consents
     if args.sql is not None or args.data is not None:
         if args.sql is None or args.data is None:
             missing = "--sql" if args.sql is None else "--data"
@@ -559,7 +578,7 @@ def command_plan(args: argparse.Namespace) -> int:
                 raise InvalidParameterError(
                     flag, "not given with --sql (read from the query)", value
                 )
-        shape = query_shape(args.sql, args.data, num_targets=args.targets)
+        shape = query_shape(args.sql, args.data, num_targets=args.num_targets)
         query = (args.sql, args.data)
         sources, grouping_sets, targets = shape.num_sources, shape.num_clusters, shape.num_targets
         free = len(shape.free_clusters)
@@ -569,7 +588,7 @@ def command_plan(args: argparse.Namespace) -> int:
             raise InvalidParameterError(
                 "--sources", "S, the tuples used (or --sql and --data)", None
             )
-        if args.targets is None:
+        if args.num_targets is None:
             raise InvalidParameterError("--targets", "T, the targets per cluster", None)
         if (args.grouping_sets is None) == (args.iterations is None):
             raise InvalidParameterError(
@@ -590,19 +609,22 @@ def command_plan(args: argparse.Namespace) -> int:
         min_utility=args.min_utility,
         max_messages=args.max_messages,
         progress=show_progress(args),
-        parameter_names=PLAN_FLAGS,
+        parameter_names={name: args.flags[name] for name in PYTHON_PARAMETER_NAMES},
     )
     return _show_plan(args, result, query, shape)
 
 
 def _plan_release(args: argparse.Namespace) -> int:
     """``dpcomm plan --sql --data --release``: `dpcomm.calibrate` with a release."""
+    from dpcomm.api import calibrate
+    from dpcomm.cli.execute import parse_bounds, parse_keys
+
     calibration = calibrate(
         args.sql,
         args.data,
         epsilon=args.epsilon,
         delta=args.delta,
-        num_targets=args.targets,
+        num_targets=args.num_targets,
         max_channels=args.max_channels,
         max_extra_consents=args.max_extra_consents,
         min_utility=args.min_utility,
@@ -658,7 +680,9 @@ def headline_json(rows: tuple[HeadlineRow, ...]) -> list[dict[str, Any]]:
 
 def command_headline(args: argparse.Namespace) -> int:
     """``dpcomm headline``."""
-    rows = headline_rows(monte_carlo_samples=args.mc_samples, seed=args.seed)
+    from dpcomm.experiments.headline import headline_markdown, headline_rows
+
+    rows = headline_rows(monte_carlo_samples=args.monte_carlo_samples, seed=args.seed)
     if args.json:
         print(json.dumps(headline_json(rows), indent=2))
     else:
@@ -666,63 +690,67 @@ def command_headline(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_plan_commands(commands: Any) -> None:
-    """Register ``plan`` and ``headline`` on the top-level subparsers."""
-    plan = commands.add_parser(
-        "plan",
-        help="the cheapest countermeasure meeting (ε, δ) under channel and consent limits",
-        description=PLAN_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    plan.add_argument(
+def _add_shape_options(parser: argparse.ArgumentParser) -> None:
+    """The plan's shape: from a query (``--sql``, ``--data``) or by hand (S, T, G or I)."""
+    parser.add_argument(
         "--sql",
         help="an Aggregate query: its plan's shape is read from it, over --data",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--data",
         metavar="FILE",
         help="a CSV or Parquet file, the query's table (S = its rows)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--sources",
         type=bounded_int(None, MAX_SOURCES),
         help="S, real tuples the computation must use (by hand, without --sql)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--targets",
+        dest="num_targets",
+        metavar="TARGETS",
         type=bounded_int(None, MAX_COUNT),
         help="T, targets (compute nodes) per cluster (required by hand; with --sql, default 20)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--grouping-sets",
         type=bounded_int(None, MAX_COUNT),
         help="G, grouping sets (Aggregate; exclusive with --iterations)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--iterations", type=bounded_int(None, MAX_COUNT), help="I, iterations (K-means with K = T)"
     )
-    plan.add_argument("--epsilon", type=float, required=True, help="ε of the whole plan (> 0)")
-    plan.add_argument(
+
+
+def _add_limit_options(parser: argparse.ArgumentParser) -> None:
+    """The (ε, δ) the plan must reach and the limits on its costs and utility."""
+    parser.add_argument("--epsilon", type=float, required=True, help="ε of the whole plan (> 0)")
+    parser.add_argument(
         "--delta", type=float, required=True, help="δ of the whole plan, in [0, 1) (0: a pure plan)"
     )
-    plan.add_argument("--max-channels", type=int, help="k, most secure channels per node")
-    plan.add_argument(
+    parser.add_argument("--max-channels", type=int, help="k, most secure channels per node")
+    parser.add_argument(
         "--max-extra-consents",
         type=int,
         help="c, most extra sources recruited (S_t - S; default 0 with --data, else no limit)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--min-utility",
         type=float,
         default=1.0,
         help="u, least expected tuples used / S when --max-extra-consents limits S_t (default 1.0)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--max-messages",
         type=bounded_int(1, None),
         help="most messages in the plan (network load, dummies included)",
     )
-    plan.add_argument(
+
+
+def _add_release_options(parser: argparse.ArgumentParser) -> None:
+    """``--release`` and its options, as ``dpcomm run aggregate`` takes them."""
+    parser.add_argument(
         "--release",
         choices=["laplace", "gaussian"],
         default=None,
@@ -730,21 +758,21 @@ def add_plan_commands(commands: Any) -> None:
         "aggregate --release`); (ε, δ) is then split between the traffic and the release for "
         "the least expected relative error of the released values",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--bounds",
         action="append",
         default=[],
         metavar="COL=LO:HI",
         help="with --release: clamp COL to [LO, HI] on each source's row (repeatable)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--keys",
         action="append",
         default=[],
         metavar="COL=V1,V2,...",
         help="with --release: the public values of grouping column COL (repeatable)",
     )
-    plan.add_argument(
+    parser.add_argument(
         "--key-selection-delta",
         type=float,
         default=None,
@@ -752,17 +780,23 @@ def add_plan_commands(commands: Any) -> None:
         help="with --release: grouping sets whose columns have no --keys get their keys by "
         "OpenDP's threshold at δ = D, set aside from --delta first (e.g. 1e-6)",
     )
-    plan.add_argument("--json", action="store_true", help="print one JSON document")
-    plan.add_argument("--plot", metavar="FILE.png", help="draw the Pareto front to a PNG")
-    plan.add_argument(
+
+
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    """What is printed or drawn: ``--json``, ``--plot``, ``--pareto-rows``, progress."""
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw the Pareto front to a PNG")
+    parser.add_argument(
         "--pareto-rows",
         type=non_negative_int,
         default=20,
         help="Pareto rows to print (default 20)",
     )
-    add_progress_options(plan)
-    plan.set_defaults(handler=command_plan)
+    add_progress_options(parser)
 
+
+def _add_headline_command(commands: Any) -> None:
+    """Register ``headline``: the dummies needed for ε ≤ 1 per accounting method."""
     headline = commands.add_parser(
         "headline",
         help="dummies needed for ε ≤ 1 in the paper's scenario, per accounting method",
@@ -774,9 +808,30 @@ def add_plan_commands(commands: Any) -> None:
     )
     headline.add_argument("--json", action="store_true", help="print the rows as JSON")
     headline.add_argument(
-        "--mc-samples", type=int, default=5000, help="R of Algorithm 2 (default 5000)"
+        "--mc-samples",
+        dest="monte_carlo_samples",
+        metavar="MC_SAMPLES",
+        type=int,
+        default=5000,
+        help="R of Algorithm 2 (default 5000)",
     )
     headline.add_argument(
         "--seed", type=non_negative_int, default=0, help="seed of the Monte Carlo estimate"
     )
     headline.set_defaults(handler=command_headline)
+
+
+def add_plan_commands(commands: Any) -> None:
+    """Register ``plan`` and ``headline`` on the top-level subparsers."""
+    plan = commands.add_parser(
+        "plan",
+        help="the cheapest countermeasure meeting (ε, δ) under channel and consent limits",
+        description=PLAN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_shape_options(plan)
+    _add_limit_options(plan)
+    _add_release_options(plan)
+    _add_output_options(plan)
+    plan.set_defaults(handler=command_plan)
+    _add_headline_command(commands)

@@ -1,98 +1,131 @@
-"""``dpcomm run aggregate|kmeans`` and ``dpcomm data synthetic``: parse, call, print."""
+"""``dpcomm run aggregate|kmeans`` and ``dpcomm data synthetic``: parse, call, print.
+
+One command runs a use case on any engine (``--engine memory|dask|network``); the network
+engine deploys the round on this machine, every node a process with its own certificate.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dpcomm.cli.budget import add_budget_options, budget_from_options, print_charge
-from dpcomm.cli.execute import (
+from dpcomm.cli.options import (
     AGGREGATE_DEFAULTS,
     KMEANS_DEFAULTS,
     add_aggregate_options,
     add_countermeasure_options,
     add_data_seed_option,
+    add_engine_options,
     add_kmeans_options,
     add_output_options,
-    execute_aggregate,
-    execute_kmeans,
-    output_paths,
-    print_run,
-    write_outputs,
 )
-from dpcomm.cli.output import bounded_int, check_writable_file, non_negative_int
-from dpcomm.data import synthetic_table, write_table
-from dpcomm.engine.engines import Engine, make_engine
+from dpcomm.cli.output import check_writable_file, check_writable_folder, non_negative_int
 from dpcomm.errors import InvalidParameterError
-from dpcomm.validation import MAX_COUNT
+
+if TYPE_CHECKING:
+    from dpcomm.engine.engines import Engine
 
 
 def engine_of_options(args: argparse.Namespace) -> Engine:
-    """The engine of the engine options (``--engine``, ``--scheduler``, ...)."""
+    """The engine of the engine options (``--engine``, ``--scheduler``, ``--timeout``, ...).
+
+    The options of another engine are refused by `dpcomm.engine.engines.make_engine`, which
+    names them.
+    """
+    from dpcomm.engine.engines import make_engine
+
+    network = args.engine == "network"
+    if not network and args.kill_scrambler is not None:
+        raise InvalidParameterError(
+            "kill_scrambler", "only with --engine network", args.kill_scrambler
+        )
+    if not network and args.force:
+        raise InvalidParameterError("force", "only with --engine network", True)
+    faults = None
+    if network:
+        from dpcomm.engine.network.deploy import Faults
+
+        faults = Faults(kill_scrambler=args.kill_scrambler)
     return make_engine(
         args.engine,
         scheduler=args.scheduler,
         connect_timeout=args.connect_timeout,
         partitions=args.partitions,
         workers=args.workers,
+        transport="tls" if network else None,
+        timeout=args.timeout,
+        idle_seconds=args.idle_seconds,
+        workdir=args.workdir,
+        faults=faults,
+        max_left_out=args.max_left_out,
     )
 
 
-def add_engine_options(parser: argparse.ArgumentParser) -> None:
-    """The engine options: ``--engine``, ``--scheduler``, ``--connect-timeout``, ..."""
-    group = parser.add_argument_group("engine")
-    group.add_argument(
-        "--engine",
-        choices=["memory", "dask"],
-        default="memory",
-        help="memory: the vectorized simulator (default); dask: the roles of every partition "
-        "of sources as Dask tasks on a distributed cluster (Parquet --data and --synthetic "
-        "rows are read by the workers), the same run with the same --seed",
-    )
-    group.add_argument(
-        "--scheduler",
-        metavar="tcp://HOST:PORT",
-        help="with --engine dask: the address of a running Dask scheduler, started with "
-        "`dask scheduler` (default: $DASK_SCHEDULER_ADDRESS, else a LocalCluster started for "
-        "the run and closed after)",
-    )
-    group.add_argument(
-        "--connect-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="with --engine dask: how long to wait for the scheduler to answer before the run "
-        "fails in one line (default 10)",
-    )
-    group.add_argument(
-        "--partitions",
-        type=bounded_int(1, MAX_COUNT),
-        help="with --engine dask: partitions of the sources, each of whole scramblers "
-        "(default: one per 500,000 sources, at least one per worker); the run does not "
-        "depend on it",
-    )
-    group.add_argument(
-        "--workers",
-        type=bounded_int(1, 256),
-        help="with --engine dask and no --scheduler: workers of the LocalCluster (default: "
-        "one per core)",
-    )
+def check_workdir(args: argparse.Namespace) -> None:
+    """``--workdir`` must be writable; one holding a CA or keys is refused unless ``--force``.
+
+    With ``--force`` the old certificates and keys of ``DIR/pki`` are removed (never through
+    a symbolic link: the links themselves are removed) before the round certifies its nodes.
+    """
+    if args.workdir is None:
+        return
+    check_writable_folder("--workdir", args.workdir)
+    pki = Path(args.workdir) / "pki"
+    if pki.is_symlink() or (pki.exists() and not pki.is_dir()):
+        raise InvalidParameterError(
+            "--workdir", "a folder whose pki is a plain folder", args.workdir
+        )
+    old = sorted(p for p in pki.glob("*") if p.suffix in (".pem", ".key")) if pki.is_dir() else []
+    if old and not args.force:
+        raise InvalidParameterError(
+            "--workdir",
+            f"a folder without certificates or keys ({pki} holds {len(old)} such files; "
+            "--force replaces them)",
+            args.workdir,
+        )
+    for path in old:
+        path.unlink()
 
 
 def command_run(args: argparse.Namespace) -> int:
-    """``dpcomm run aggregate|kmeans``."""
+    """``dpcomm run aggregate|kmeans``, on the engine of ``--engine``.
+
+    A deployed round (``--engine network``) also prints what was measured on the wire, and
+    exits with status 1 when the round failed.
+    """
+    from dpcomm.cli.execute import (
+        execute_aggregate,
+        execute_kmeans,
+        finish_deployment,
+        output_paths,
+        print_run,
+        write_outputs,
+    )
+
     out, report = output_paths(args)
-    execute = execute_aggregate if args.kind == "aggregate" else execute_kmeans
+    network = args.engine == "network"
+    if network:
+        check_workdir(args)
+    # Charged before the run starts (refused: nothing runs, the ledger unchanged).
     budget = budget_from_options(args)
-    outcome, data = execute(args, engine_of_options(args), budget)
+    engine = engine_of_options(args)
+    execute = execute_aggregate if args.kind == "aggregate" else execute_kmeans
+    outcome, data = execute(args, engine, budget)
+    if network and args.kind == "aggregate":
+        data = f"{data}; deployed on this machine (loopback, mutual TLS 1.3)"
     print_run(args, outcome, data)
     print_charge(budget)
     write_outputs(outcome, out, report)
-    return 0
+    return finish_deployment(args, outcome.report) if network else 0
 
 
 def command_data_synthetic(args: argparse.Namespace) -> int:
     """``dpcomm data synthetic``."""
+    from dpcomm.data import synthetic_table, write_table
+
     out = check_writable_file("--out", args.out)
     if out.suffix.lower() not in (".csv", ".parquet"):
         raise InvalidParameterError("--out", "a .csv or .parquet file", args.out)
@@ -103,37 +136,40 @@ def command_data_synthetic(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``run``'s use cases: name, summary, description, their options, countermeasure defaults.
+USE_CASES = (
+    (
+        "aggregate",
+        "an SQL GROUP BY (GROUPING SETS, ROLLUP, CUBE) query",
+        "Run an Aggregate query decentralized: every row is a source node; each grouping "
+        "set's domain is split among T compute nodes (--targets). Without --data or "
+        "--synthetic the embedded diabetes table of the paper's running example is used "
+        "(columns A, B, I).",
+        add_aggregate_options,
+        AGGREGATE_DEFAULTS,
+    ),
+    (
+        "kmeans",
+        "K-means on a table's numeric columns or on MNIST-format images",
+        "Run K-means decentralized: every point (a row of --data, or a training image of "
+        "--dataset) is a source; K compute nodes per iteration. Utility: the Rand index, "
+        "adjusted Rand index and normalized mutual information of the clusters against "
+        "the labels (--label-column, or the dataset's test set).",
+        add_kmeans_options,
+        KMEANS_DEFAULTS,
+    ),
+)
+
+
 def add_run_commands(commands: Any) -> None:
     """Register ``run`` and ``data`` on the top-level subparsers."""
     run = commands.add_parser(
         "run",
-        help="run a use case (Aggregate SQL, K-means) with countermeasures in the simulator "
-        "or on Dask",
+        help="run a use case (Aggregate SQL, K-means) with countermeasures in the simulator, "
+        "on Dask or as a deployment on this machine",
     )
     kinds = run.add_subparsers(dest="kind", required=True)
-    use_cases = (
-        (
-            "aggregate",
-            "an SQL GROUP BY (GROUPING SETS, ROLLUP, CUBE) query",
-            "Run an Aggregate query decentralized: every row is a source node; each grouping "
-            "set's domain is split among T compute nodes (--targets). Without --data or "
-            "--synthetic the embedded diabetes table of the paper's running example is used "
-            "(columns A, B, I).",
-            add_aggregate_options,
-            AGGREGATE_DEFAULTS,
-        ),
-        (
-            "kmeans",
-            "K-means on a table's numeric columns or on MNIST-format images",
-            "Run K-means decentralized: every point (a row of --data, or a training image of "
-            "--dataset) is a source; K compute nodes per iteration. Utility: the Rand index, "
-            "adjusted Rand index and normalized mutual information of the clusters against "
-            "the labels (--label-column, or the dataset's test set).",
-            add_kmeans_options,
-            KMEANS_DEFAULTS,
-        ),
-    )
-    for name, summary, description, add_options, defaults in use_cases:
+    for name, summary, description, add_options, defaults in USE_CASES:
         use_case = kinds.add_parser(name, help=summary, description=description)
         add_options(use_case)
         is_aggregate = name == "aggregate"

@@ -1,0 +1,61 @@
+"""The library's defaults and limits that the parser shows in its help texts and checks.
+
+Written here, not imported, so that building the parser imports none of the library's heavy
+modules (numpy, scipy, DuckDB): the library's modules that hold them import those at their top.
+``tests/unit/cli/test_defaults.py`` checks that each equals the library's value.
+"""
+
+from __future__ import annotations
+
+#: `dpcomm.api.DEFAULT_DELTA`: δ of a whole plan.
+DEFAULT_DELTA = 1e-4
+#: `dpcomm.queries.aggregate.DEFAULT_NUM_TARGETS`: T per grouping set.
+DEFAULT_NUM_TARGETS = 20
+#: `dpcomm.queries.aggregate.DEFAULT_TEXT_BYTES`: public bound on a text value's bytes.
+DEFAULT_TEXT_BYTES = 255
+#: `dpcomm.queries.kmeans.INIT_METHODS`: how K-means chooses its initial centroids.
+INIT_METHODS = ("random", "k-means++")
+#: `dpcomm.validation.MAX_COUNT` and `dpcomm.validation.MAX_SOURCES`.
+MAX_COUNT = 1_000_000
+MAX_SOURCES = 1_000_000_000_000
+
+#: `dpcomm.accounting.accountant`: its method names, rounds and Algorithm 2's R.
+METHOD_NAMES: tuple[str, ...] = (
+    "theorem-1",
+    "exact",
+    "post-processing",
+    "hoeffding",
+    "bennett",
+    "monte-carlo",
+    "monte-carlo-upper",
+    "enumeration",
+    "theorem-exact",
+    "bennett-printed",
+    "pld",
+)
+MAX_ROUNDS = 10_000
+DEFAULT_MONTE_CARLO_SAMPLES = 5000
+
+#: `dpcomm.experiments.audit.FAULT_KINDS` and `dpcomm.experiments.release_audit`'s faults.
+FAULT_KINDS: tuple[str, ...] = (
+    "nonuniform-dummies",
+    "no-shuffle",
+    "lower-sampling",
+    "fewer-dummies",
+)
+RELEASE_FAULT_KINDS: tuple[str, ...] = ("old-sensitivity",)
+
+#: `dpcomm.experiments.release_audit`'s default configuration: its query, T, the scrambler
+#: (σ, n, d), the release (Laplace ε2), the traffic's δ, the clamping bounds and the runs.
+RELEASE_AUDIT_SQL = "SELECT k, SUM(v) AS s FROM t GROUP BY k"
+RELEASE_AUDIT_TARGETS = 2
+RELEASE_AUDIT_SAMPLING = 0.04
+RELEASE_AUDIT_BATCH = 2000
+RELEASE_AUDIT_DUMMIES = 0
+RELEASE_AUDIT_MECHANISM = "laplace"
+RELEASE_AUDIT_EPSILON = 3.0
+RELEASE_AUDIT_DELTA = 1e-2
+RELEASE_AUDIT_BOUNDS = (-10.0, 10.0)
+RELEASE_AUDIT_RUNS = 40_000
+#: `dpcomm.engine.network.deploy.MAX_ROUND_SECONDS`: the longest round, one day.
+MAX_ROUND_SECONDS = 86_400.0
