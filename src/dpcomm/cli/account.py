@@ -165,14 +165,13 @@ def _print_table(reports: Sequence[AccountingReport], *, all_methods: bool) -> N
 def command_account(args: argparse.Namespace) -> int:
     """``dpcomm account local|scrambler``: one report, or a table of one row per combination."""
     from dpcomm.accounting import account, report_with_method
-    from dpcomm.cli.mechanisms import check_family_options, declared_mechanism
+    from dpcomm.cli.mechanisms import declared_mechanism
 
     targets = _parse_list("targets", args.num_targets, _as_int)
     samplings = _parse_list("sampling", args.sampling_rate, float)
     dummies = _parse_list("dummies", args.num_dummies, _as_int)
-    check_family_options(args, "account")
     batches: list[int | None] = [None]
-    if args.kind == "scrambler":
+    if args.batch_size is not None:
         batches = list(_parse_list("batch", args.batch_size, _as_int))
     if args.delta is not None and args.epsilon is not None:
         raise InvalidParameterError("--epsilon", "unset when --delta is given", args.epsilon)
@@ -195,6 +194,7 @@ def command_account(args: argparse.Namespace) -> int:
         targets, samplings, dummies, batches, deltas, epsilons
     ):
         mechanism = declared_mechanism(
+            kind=args.kind,
             num_targets=size,
             sampling_rate=sigma,
             num_dummies=dummy,

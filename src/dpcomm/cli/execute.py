@@ -433,7 +433,7 @@ def release_mechanism(args: argparse.Namespace) -> Any:
     ``--release-delta`` is refused with a Laplace release (whose δ is 0); an invalid ε or δ is
     named by its flag.
     """
-    from dpcomm.release.mechanisms import Gaussian, Laplace
+    import dpcomm  # the public Laplace and Gaussian
 
     epsilon = DEFAULT_RELEASE_EPSILON if args.release_epsilon is None else args.release_epsilon
     if args.release == "laplace" and args.release_delta is not None:
@@ -444,7 +444,9 @@ def release_mechanism(args: argparse.Namespace) -> Any:
         )
     delta = DEFAULT_RELEASE_DELTA if args.release_delta is None else args.release_delta
     try:
-        return Laplace(epsilon) if args.release == "laplace" else Gaussian(epsilon, delta)
+        if args.release == "laplace":
+            return dpcomm.Laplace(epsilon)
+        return dpcomm.Gaussian(epsilon, delta)
     except InvalidParameterError as error:  # the release's ε and δ have their own options
         name = f"release_{error.name}" if error.name in ("epsilon", "delta") else error.name
         raise InvalidParameterError(name, error.allowed, error.given) from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
 
 from dpcomm.errors import InvalidParameterError
@@ -11,39 +10,47 @@ if TYPE_CHECKING:
     from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
 
 
-def check_family_options(args: argparse.Namespace, command: str) -> None:
-    """``--batch`` and ``--capped`` only for ``scrambler``, which needs ``--batch``."""
-    if args.kind == "local":
-        if args.batch_size is not None:
-            raise InvalidParameterError("--batch", f"unset for '{command} local'", args.batch_size)
-        if args.capped:
-            raise InvalidParameterError("--capped", f"unset for '{command} local'", True)
-    elif args.batch_size is None:
-        raise InvalidParameterError("--batch", "a batch size n >= 1 for a scrambler", None)
-
-
 def declared_mechanism(
     *,
+    kind: str,
     num_targets: int,
     sampling_rate: float,
     num_dummies: int,
     batch_size: int | None,
     capped: bool,
 ) -> LocalRandomizer | ScramblerMechanism:
-    """The local randomizer when ``batch_size`` is None, else the (capped) scrambler."""
-    from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
+    """The mechanism of one cluster of T targets under the countermeasure ``kind`` names.
 
-    if batch_size is None:
-        return LocalRandomizer(
-            num_targets=num_targets, sampling_rate=sampling_rate, num_dummies=num_dummies
-        )
-    return ScramblerMechanism(
-        num_targets=num_targets,
-        sampling_rate=sampling_rate,
-        batch_size=batch_size,
-        num_dummies=num_dummies,
+    ``local`` is R_σ^d (no ``batch_size``, not ``capped``); ``scrambler`` the (capped)
+    scrambler of ``batch_size`` sources. The options are read as ``dpcomm run`` reads them
+    (`dpcomm.plan.codec.countermeasure_from_arguments`).
+    """
+    from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
+    from dpcomm.plan.codec import countermeasure_from_arguments
+    from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
+
+    countermeasure = countermeasure_from_arguments(
+        mechanism=kind,
+        sampling=sampling_rate,
+        batch=batch_size,
+        dummies=num_dummies,
         capped=capped,
     )
+    if isinstance(countermeasure, Scramblers):
+        return ScramblerMechanism(
+            num_targets=num_targets,
+            sampling_rate=countermeasure.sampling_rate,
+            batch_size=countermeasure.batch_size,
+            num_dummies=countermeasure.num_dummies,
+            capped=countermeasure.capped,
+        )
+    if isinstance(countermeasure, LocalFlooding):
+        return LocalRandomizer(
+            num_targets=num_targets,
+            sampling_rate=countermeasure.sampling_rate,
+            num_dummies=countermeasure.num_dummies,
+        )
+    raise InvalidParameterError("mechanism", "'local' or 'scrambler'", kind)
 
 
 def mechanism_kind(mechanism: LocalRandomizer | ScramblerMechanism) -> str:
