@@ -203,5 +203,5 @@ def test_run_command_is_what_dpcomm_run_parses():
         "aggregate", countermeasure, num_targets=5, synthetic=40, sql=SQL, delta=1e-5, seed=2
     )
     args = build_parser().parse_args(command[1:])
-    assert (args.synthetic, args.targets, args.delta, args.seed) == (40, 5, 1e-5, 2)
+    assert (args.synthetic, args.num_targets, args.delta, args.seed) == (40, 5, 1e-5, 2)
     assert countermeasure_from_options(args, AGGREGATE_DEFAULTS) == countermeasure
