@@ -17,8 +17,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-# scipy.stats.binom's own evaluators (private names of scipy.special, checked by the tests).
-from scipy.special._ufuncs import _binom_cdf, _binom_pmf, _binom_sf
+try:  # scipy.stats.binom's own evaluators (private names of scipy.special, checked by the tests)
+    from scipy.special._ufuncs import _binom_cdf, _binom_pmf, _binom_sf
+except ImportError:  # a scipy that renamed them: scipy.stats.binom itself (slower to import)
+    from scipy.stats import binom as _binom
+
+    _binom_pmf, _binom_cdf, _binom_sf = _binom.pmf, _binom.cdf, _binom.sf
 
 Values = Any  # an array of the broadcast shape, or a NumPy scalar for scalar arguments
 
