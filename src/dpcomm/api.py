@@ -14,6 +14,63 @@ Examples:
     ['g1', 'count_star()']
     >>> run.report.privacy.epsilon == run.report.to_dict()["privacy"]["epsilon"]
     True
+
+
+Targets and calibrations:
+    ``target_epsilon`` refuses, before anything runs, a plan whose ε exceeds it
+    ([`InvalidParameterError`][]). ``countermeasure`` may be a
+    [`Calibration`][dpcomm.Calibration] ([`calibrate`][dpcomm.calibrate]): its countermeasure
+    runs, with its T and δ unless given, and its target ε is the ``target_epsilon``; on a
+    table of another size or a query of another shape than it was made for
+    (`Calibration.shape`) the plan is accounted again and refused (naming
+    ``countermeasure``) if its ε exceeds the calibration's target.
+    A calibration made with a release (``calibrate(..., release=...)``) releases with its
+    mechanism, bounds and keys unless the call gives them. With a release, ``target_epsilon``
+    (or the calibration's) refuses a run whose ε against an observer of traffic and release
+    (``report.release.epsilon_total``) exceeds it.
+
+Estimates:
+    The result's values are exact over the tuples that arrived (not differentially private:
+    the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
+    over every tuple ([`dpcomm.pipeline.estimate`][]): COUNT and SUM divided by the known
+    probability P that a tuple arrives, AVG their ratio, each in a column
+    ``<name> (estimate)`` with ``<name> (se)``, ``<name> (95% low)`` and
+    ``<name> (95% high)`` beside it; groups of the table that received no tuple are
+    estimated as 0; MIN and MAX stay those of the delivered tuples. The report then
+    describes the estimates (``report.estimate``, ``report.result_semantics``, and the
+    utility's errors are the estimates').
+
+Noisy releases:
+    With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
+    delta=...)`` the result node releases the result with noise drawn by OpenDP
+    ([`dpcomm.release.noise`][]): ``bounds`` clamp each column a SUM or AVG reads
+    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give grouping
+    columns their public domains (every key released, absent ones too), and
+    ``report.release`` gives the release's (ε, δ), each aggregate's noise and the guarantee
+    against an observer of both traffic and release. Grouping sets with a column without a
+    domain need ``key_selection_delta`` (δ_sel, e.g. 1e-6): their keys are those whose
+    noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
+    δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
+    estimated over every tuple, from released values only, each interval covering both the
+    sampling's and the noise's errors ([`dpcomm.pipeline.estimate.released_estimate`][]); an
+    AVG's interval is withheld where it would not be reliable, its column
+    ``<name> (no interval)`` saying why (NULL where the interval is given).
+
+K-means:
+    The K initial centroids are chosen once, by ``start_seed``, before anything runs (every
+    engine starts from the same ones): ``init="random"`` (K distinct points drawn uniformly,
+    the paper's start) or ``init="k-means++"`` (D² seeding), among ``init_points`` when given
+    (public points of the same dimension; K of them given as ``init_points`` with
+    ``init="random"`` are the initial centroids, in their order), else among ``points``. Every
+    node receives the initial centroids, so chosen among ``points`` they are K sources' points
+    released as they are, and k-means++ also reads every point to choose them: the privacy
+    report then says that its guarantee does not cover them (a caveat). Chosen among public
+    ``init_points`` they reveal nothing about the sources.
+
+    Points travel as float32: a row with NaN or ±inf, or with a value beyond float32's range
+    (about ±3.4e38), is refused ([`InvalidParameterError`][] saying how many
+    rows); with ``drop_non_finite=True`` such rows of ``points`` and ``test_points`` are dropped
+    with their labels, and a `dpcomm.errors.DpcommWarning` says how many.
 """
 
 from __future__ import annotations
@@ -136,57 +193,18 @@ def run_sql(
 ) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
-    Every row of ``data`` is a source node (a pandas or polars DataFrame, a pyarrow Table, a
-    DuckDB relation, a CSV or Parquet path, a `dpcomm.data.table.Table`, or a
-    [`RowSource`][dpcomm.data.partitioned.RowSource] that an engine reading row sources, such as
-    ``engine="dask"``, reads partition by partition). Each non-empty grouping set's keys are
-    split among ``num_targets`` (T) compute nodes; ``countermeasure`` protects every
-    data-dependent cluster; ``delta`` is the whole plan's δ. ``engine``: ``"memory"``,
-    ``"dask"``, ``"network"`` or an engine object
-    ([`make_engine`][dpcomm.engine.engines.make_engine]). ``max_groups`` and ``max_text_bytes`` are
-    public bounds every output and text field is padded to. ``progress`` shows a progress bar.
-    ``num_targets`` defaults to 20 and ``delta`` to 10⁻⁴ (or the calibration's). ``budget``
-    (a [`Budget`][]) is charged the plan's (ε, δ) before the run executes; a
-    run beyond it raises [`BudgetExceededError`][] before anything runs.
-
-    ``target_epsilon`` refuses, before anything runs, a plan whose ε exceeds it
-    ([`InvalidParameterError`][]). ``countermeasure`` may be a
-    [`Calibration`][] ([`calibrate`][]): its countermeasure runs, with its T and δ unless
-    given, and its target ε is the ``target_epsilon``; on a table of another size or a query
-    of another shape than it was made for (`Calibration.shape`) the plan is accounted
-    again and refused (naming ``countermeasure``) if its ε exceeds the calibration's target.
-    A calibration made with a release (``calibrate(..., release=...)``) releases with its
-    mechanism, bounds and keys unless the call gives them. With a release, ``target_epsilon``
-    (or the calibration's) refuses a run whose ε against an observer of traffic and release
-    (``report.release.epsilon_total``) exceeds it.
-
-    The result's values are exact over the tuples that arrived (not differentially private:
-    the countermeasures hide the traffic). With ``estimate="unbiased"`` they are estimates
-    over every tuple ([`dpcomm.pipeline.estimate`][]): COUNT and SUM divided by the known
-    probability P that a tuple arrives, AVG their ratio, each in a column
-    ``<name> (estimate)`` with ``<name> (se)``, ``<name> (95% low)`` and
-    ``<name> (95% high)`` beside it; groups of the table that received no tuple are
-    estimated as 0; MIN and MAX stay those of the delivered tuples. The report then
-    describes the estimates (``report.estimate``, ``report.result_semantics``, and the
-    utility's errors are the estimates').
-
-    With ``release=dpcomm.Laplace(epsilon=...)`` or ``dpcomm.Gaussian(epsilon=...,
-    delta=...)`` the result node releases the result with noise drawn by OpenDP
-    ([`dpcomm.release.noise`][]): ``bounds`` clamp each column a SUM or AVG reads
-    (``{"body_mass_g": (2500, 6500)}``, on each source's row), ``keys`` give grouping
-    columns their public domains (every key released, absent ones too), and
-    ``report.release`` gives the release's (ε, δ), each aggregate's noise and the guarantee
-    against an observer of both traffic and release. Grouping sets with a column without a
-    domain need ``key_selection_delta`` (δ_sel, e.g. 1e-6): their keys are those whose
-    noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
-    δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
-    estimated over every tuple, from released values only, each interval covering both the
-    sampling's and the noise's errors ([`dpcomm.pipeline.estimate.released_estimate`][]); an
-    AVG's interval is withheld where it would not be reliable, its column
-    ``<name> (no interval)`` saying why (NULL where the interval is given).
-    Returns the
-    [`dpcomm.pipeline.runs.AggregateRun`][] that ``dpcomm run aggregate`` prints:
-    ``result`` (a DataFrame), ``rows``, ``report``.
+    Every row of ``data`` is a source node (a DataFrame, a pyarrow Table, a DuckDB relation, a
+    CSV or Parquet path, a `dpcomm.data.table.Table`, or a
+    [`RowSource`][dpcomm.data.partitioned.RowSource] an engine such as ``engine="dask"`` reads
+    partition by partition). Each grouping set's keys are split among ``num_targets`` (T,
+    default 20) compute nodes; ``countermeasure`` protects every data-dependent cluster;
+    ``delta`` is the whole plan's δ (default 10⁻⁴); ``engine``: ``"memory"``, ``"dask"``,
+    ``"network"`` or an engine object ([`make_engine`][dpcomm.engine.engines.make_engine]);
+    ``max_groups`` and ``max_text_bytes`` are public bounds every output is padded to;
+    ``budget`` (a [`Budget`][]) is charged before anything runs ([`BudgetExceededError`][]
+    beyond it). ``target_epsilon``, a [`Calibration`][] as ``countermeasure``, ``estimate``
+    and ``release`` (``bounds``, ``keys``, ``key_selection_delta``): this module's sections.
+    Returns the [`dpcomm.pipeline.runs.AggregateRun`][] that ``dpcomm run aggregate`` prints.
 
     Examples:
         >>> import dpcomm
@@ -197,8 +215,6 @@ def run_sql(
         >>> run.result.to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
         [{'city': 'a', 'count_star()': 100}, {'city': 'b', 'count_star()': 50},
          {'city': 'c', 'count_star()': 50}]
-        >>> run.report.privacy.epsilon
-        inf
         >>> run  # doctest: +ELLIPSIS
         AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
     """
@@ -266,23 +282,9 @@ def kmeans(
     ``test_labels`` (a held-out labelled set, as ``dpcomm run kmeans`` uses), they are measured
     on those instead. ``engine``, ``delta``, ``progress``, ``target_epsilon`` and ``budget`` are
     those of [`run_sql`][], and ``countermeasure`` may be a [`Calibration`][] as there
-    (made by ``calibrate(data=points, iterations=I, num_targets=K, ...)``). Returns the
-    [`KMeansRun`][] that ``dpcomm run kmeans`` prints.
-
-    The K initial centroids are chosen once, by ``start_seed``, before anything runs (every
-    engine starts from the same ones): ``init="random"`` (K distinct points drawn uniformly,
-    the paper's start) or ``init="k-means++"`` (D² seeding), among ``init_points`` when given
-    (public points of the same dimension; K of them given as ``init_points`` with
-    ``init="random"`` are the initial centroids, in their order), else among ``points``. Every
-    node receives the initial centroids, so chosen among ``points`` they are K sources' points
-    released as they are, and k-means++ also reads every point to choose them: the privacy
-    report then says that its guarantee does not cover them (a caveat). Chosen among public
-    ``init_points`` they reveal nothing about the sources.
-
-    Points travel as float32: a row with NaN or ±inf, or with a value beyond float32's range
-    (about ±3.4e38), is refused ([`InvalidParameterError`][] saying how many
-    rows); with ``drop_non_finite=True`` such rows of ``points`` and ``test_points`` are dropped
-    with their labels, and a `dpcomm.errors.DpcommWarning` says how many.
+    (made by ``calibrate(data=points, iterations=I, num_targets=K, ...)``). ``start_seed``,
+    ``init``, ``init_points`` and ``drop_non_finite``: this module's section "K-means". Returns
+    the [`KMeansRun`][] that ``dpcomm run kmeans`` prints.
 
     Examples:
         >>> import numpy as np, dpcomm
@@ -314,13 +316,11 @@ def kmeans(
     program, array, truth, kept = _kmeans_program(
         points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop
     )
-    if isinstance(countermeasure, Calibration) and countermeasure.release is not None:
-        raise InvalidParameterError(
-            "countermeasure",
-            "a calibration without a release (K-means releases no aggregates)",
-            countermeasure,
-        )
     calibration = countermeasure if isinstance(countermeasure, Calibration) else None
+    if calibration is not None and calibration.release is not None:
+        raise InvalidParameterError(
+            "countermeasure", "a calibration without a release (K-means releases none)", calibration
+        )
     tested, truth = _test_set(test_points, test_labels, array, truth, kept, drop=drop)
     described = _kmeans_described(program, array)
     job = Job(program, chosen, delta, runner, "kmeans", described, seed, progress, target_epsilon)

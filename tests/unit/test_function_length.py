@@ -11,10 +11,7 @@ MAX_LINES = 80
 #: Functions still over MAX_LINES, by qualified name, with their length when listed. This list
 #: must only shrink: a function here may get shorter (then write its new length, or remove it
 #: once it is within MAX_LINES), never longer, and no function is ever added.
-ALLOWED = {
-    "dpcomm.api.kmeans": 89,
-    "dpcomm.api.run_sql": 121,
-}
+ALLOWED = {}
 
 
 def function_lengths():
