@@ -11,16 +11,7 @@ from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
     from dpcomm.accounting.accountant import (
-        DEFAULT_MONTE_CARLO_SAMPLES as DEFAULT_MONTE_CARLO_SAMPLES,
-    )
-    from dpcomm.accounting.accountant import (
-        MAX_ROUNDS as MAX_ROUNDS,
-    )
-    from dpcomm.accounting.accountant import (
         METHOD_DESCRIPTIONS as METHOD_DESCRIPTIONS,
-    )
-    from dpcomm.accounting.accountant import (
-        METHOD_NAMES as METHOD_NAMES,
     )
     from dpcomm.accounting.accountant import (
         AccountingReport as AccountingReport,
@@ -33,6 +24,15 @@ if TYPE_CHECKING:
     )
     from dpcomm.accounting.accountant import (
         report_with_method as report_with_method,
+    )
+    from dpcomm.accounting.defaults import (
+        DEFAULT_MONTE_CARLO_SAMPLES as DEFAULT_MONTE_CARLO_SAMPLES,
+    )
+    from dpcomm.accounting.defaults import (
+        MAX_ROUNDS as MAX_ROUNDS,
+    )
+    from dpcomm.accounting.defaults import (
+        METHOD_NAMES as METHOD_NAMES,
     )
     from dpcomm.accounting.guarantee import (
         PrivacyGuarantee as PrivacyGuarantee,

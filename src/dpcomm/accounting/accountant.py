@@ -22,6 +22,11 @@ from typing import Any, Literal
 
 from dpcomm._json import json_ready
 from dpcomm.accounting import concentration, pure
+from dpcomm.accounting.defaults import (
+    DEFAULT_MONTE_CARLO_SAMPLES as DEFAULT_MONTE_CARLO_SAMPLES,
+)
+from dpcomm.accounting.defaults import MAX_ROUNDS as MAX_ROUNDS
+from dpcomm.accounting.defaults import METHOD_NAMES as METHOD_NAMES
 from dpcomm.accounting.exact import exact_lemma2
 from dpcomm.accounting.guarantee import PrivacyGuarantee
 from dpcomm.accounting.lower_bound import (
@@ -46,21 +51,6 @@ Status = Literal["valid", "estimate", "printed"]
 _ACCOUNTANT_ENUMERATION_LIMIT = 2_000_000
 Query = Literal["epsilon", "delta"]
 
-#: Every method name, in the order reports list them.
-METHOD_NAMES: tuple[str, ...] = (
-    "theorem-1",
-    "exact",
-    "post-processing",
-    "hoeffding",
-    "bennett",
-    "monte-carlo",
-    "monte-carlo-upper",
-    "enumeration",
-    "theorem-exact",
-    "bennett-printed",
-    "pld",
-)
-
 METHOD_DESCRIPTIONS: dict[str, str] = {
     "theorem-1": "pure ε of R_σ^d, Theorem 1 (local randomizer)",
     "exact": "exact δ(ε) (local randomizer) / Lemma 2 evaluated exactly (scrambler)",
@@ -74,12 +64,6 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
     "bennett-printed": "Lemma 3's Bennett bound as printed (invalid)",
     "pld": "privacy loss distribution of a dominating pair, composed (dp_accounting)",
 }
-
-#: Most rounds ``account`` composes (beyond, the PLD's FFT grid grows past memory).
-MAX_ROUNDS = 10_000
-#: Algorithm 2's R when its estimate is asked for by name without a sample count
-#: (``dpcomm account --method monte-carlo``); the paper's value.
-DEFAULT_MONTE_CARLO_SAMPLES = 5000
 
 
 @dataclass(frozen=True)

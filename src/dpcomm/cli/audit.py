@@ -127,14 +127,8 @@ def command_audit(args: argparse.Namespace) -> int:
     """``dpcomm audit local|scrambler``."""
     from dpcomm.experiments.audit import AuditedMechanism, audit, seeded_fault
 
-    declared = declared_mechanism(
-        kind=args.kind,
-        num_targets=args.num_targets,
-        sampling_rate=args.sampling_rate,
-        num_dummies=args.num_dummies,
-        batch_size=args.batch_size,
-        capped=args.capped,
-    )
+    traffic = {dest: getattr(args, dest) for dest in _TRAFFIC_FLAGS}
+    declared = declared_mechanism(kind=args.kind, capped=args.capped, **traffic)
     mechanism = (
         AuditedMechanism(declared=declared)
         if args.fault is None
@@ -317,38 +311,36 @@ def _bounds(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(f"expected LO:HI (e.g. -10:10), got {text!r}") from None
 
 
+#: The traffic's flags, by the `declared_mechanism` parameter each sets (metavar: the flag's word).
+_TRAFFIC_FLAGS = {
+    "num_targets": "--targets",
+    "sampling_rate": "--sampling",
+    "num_dummies": "--dummies",
+    "batch_size": "--batch",
+}
+
+
+def _add_traffic_flag(parser: argparse.ArgumentParser, dest: str, **options: Any) -> None:
+    """The flag of ``dest`` (T, σ, d or n) with its type, default and help in ``options``."""
+    flag = _TRAFFIC_FLAGS[dest]
+    parser.add_argument(flag, dest=dest, metavar=flag.removeprefix("--").upper(), **options)
+
+
 def _add_traffic_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``audit local`` and ``audit scrambler`` (the same for both)."""
-    parser.add_argument(
-        "--targets",
-        dest="num_targets",
-        metavar="TARGETS",
-        type=_count(MAX_COUNT),
-        required=True,
-        help="T, number of targets",
+    _add_traffic_flag(
+        parser, "num_targets", type=_count(MAX_COUNT), required=True, help="T, number of targets"
     )
-    parser.add_argument(
-        "--sampling",
-        dest="sampling_rate",
-        metavar="SAMPLING",
-        type=float,
-        required=True,
-        help="σ, sampling rate",
-    )
-    parser.add_argument(
-        "--dummies",
-        dest="num_dummies",
-        metavar="DUMMIES",
+    _add_traffic_flag(parser, "sampling_rate", type=float, required=True, help="σ, sampling rate")
+    _add_traffic_flag(
+        parser,
+        "num_dummies",
         type=_int,
         default=0,
         help="d, dummies per source (local) or per scrambler",
     )
-    parser.add_argument(
-        "--batch",
-        dest="batch_size",
-        metavar="BATCH",
-        type=_int,
-        help="n, sources per scrambler (scrambler only)",
+    _add_traffic_flag(
+        parser, "batch_size", type=_int, help="n, sources per scrambler (scrambler only)"
     )
     parser.add_argument("--capped", action="store_true", help="capped scrambler S̄_d")
     parser.add_argument(
@@ -373,38 +365,15 @@ def _add_traffic_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_release_traffic_options(parser: argparse.ArgumentParser) -> None:
     """``audit release``'s traffic: T, n, σ and d, with `audit_release`'s defaults."""
-    parser.add_argument(
-        "--targets",
-        dest="num_targets",
-        metavar="TARGETS",
-        type=_count(MAX_COUNT),
-        default=RELEASE_AUDIT_TARGETS,
-        help=f"T, compute nodes of the grouping set (default {RELEASE_AUDIT_TARGETS})",
-    )
-    parser.add_argument(
-        "--batch",
-        dest="batch_size",
-        metavar="BATCH",
-        type=_count(MAX_COUNT),
-        default=RELEASE_AUDIT_BATCH,
-        help=f"n, sources per scrambler: the tables' rows (default {RELEASE_AUDIT_BATCH:,})",
-    )
-    parser.add_argument(
-        "--sampling",
-        dest="sampling_rate",
-        metavar="SAMPLING",
-        type=float,
-        default=RELEASE_AUDIT_SAMPLING,
-        help=f"σ, sampling rate (default {RELEASE_AUDIT_SAMPLING:g})",
-    )
-    parser.add_argument(
-        "--dummies",
-        dest="num_dummies",
-        metavar="DUMMIES",
-        type=_count(MAX_COUNT),
-        default=RELEASE_AUDIT_DUMMIES,
-        help=f"d, dummies per scrambler (default {RELEASE_AUDIT_DUMMIES})",
-    )
+    count = _count(MAX_COUNT)
+    for dest, kind, default, what in (
+        ("num_targets", count, RELEASE_AUDIT_TARGETS, "T, compute nodes of the grouping set"),
+        ("batch_size", count, RELEASE_AUDIT_BATCH, "n, sources per scrambler: the tables' rows"),
+        ("sampling_rate", float, RELEASE_AUDIT_SAMPLING, "σ, sampling rate"),
+        ("num_dummies", count, RELEASE_AUDIT_DUMMIES, "d, dummies per scrambler"),
+    ):
+        help_text = f"{what} (default {default:,g})"
+        _add_traffic_flag(parser, dest, type=kind, default=default, help=help_text)
 
 
 def _add_release_noise_options(parser: argparse.ArgumentParser) -> None:

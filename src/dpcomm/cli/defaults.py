@@ -2,10 +2,17 @@
 
 Written here, not imported, so that building the parser imports none of the library's heavy
 modules (numpy, scipy, DuckDB): the library's modules that hold them import those at their top.
-``tests/unit/cli/test_defaults.py`` checks that each equals the library's value.
+``tests/unit/cli/test_defaults.py`` checks that each equals the library's value. The
+accountant's names and limits are imported: `dpcomm.accounting.defaults` imports nothing.
 """
 
 from __future__ import annotations
+
+from dpcomm.accounting.defaults import (
+    DEFAULT_MONTE_CARLO_SAMPLES as DEFAULT_MONTE_CARLO_SAMPLES,
+)
+from dpcomm.accounting.defaults import MAX_ROUNDS as MAX_ROUNDS
+from dpcomm.accounting.defaults import METHOD_NAMES as METHOD_NAMES
 
 #: `dpcomm.api.DEFAULT_DELTA`: δ of a whole plan.
 DEFAULT_DELTA = 1e-4
@@ -18,23 +25,6 @@ INIT_METHODS = ("random", "k-means++")
 #: `dpcomm.validation.MAX_COUNT` and `dpcomm.validation.MAX_SOURCES`.
 MAX_COUNT = 1_000_000
 MAX_SOURCES = 1_000_000_000_000
-
-#: `dpcomm.accounting.accountant`: its method names, rounds and Algorithm 2's R.
-METHOD_NAMES: tuple[str, ...] = (
-    "theorem-1",
-    "exact",
-    "post-processing",
-    "hoeffding",
-    "bennett",
-    "monte-carlo",
-    "monte-carlo-upper",
-    "enumeration",
-    "theorem-exact",
-    "bennett-printed",
-    "pld",
-)
-MAX_ROUNDS = 10_000
-DEFAULT_MONTE_CARLO_SAMPLES = 5000
 
 #: `dpcomm.experiments.audit.FAULT_KINDS` and `dpcomm.experiments.release_audit`'s faults.
 FAULT_KINDS: tuple[str, ...] = (

@@ -214,6 +214,25 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         metavar="D",
         help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
     )
+    add_release_scope_options(
+        parser,
+        keys_help="with --release: the public values of grouping column COL; every one is "
+        "released, absent ones too, and no other (repeatable)",
+        selection_help="with --release: select the keys of grouping sets whose columns have no "
+        "--keys by OpenDP's threshold on their noisy count, at δ = D (added to the "
+        "release's δ; e.g. 1e-6)",
+    )
+
+
+def add_release_scope_options(
+    parser: argparse.ArgumentParser, *, keys_help: str, selection_help: str
+) -> None:
+    """What a release covers: ``--bounds``, ``--keys``, ``--key-selection-delta``.
+
+    ``dpcomm run aggregate`` and ``dpcomm plan`` take them, read by
+    `dpcomm.cli.execute.parse_bounds` and `dpcomm.cli.execute.parse_keys`; their help texts say
+    what each command does with the keys.
+    """
     parser.add_argument(
         "--bounds",
         action="append",
@@ -222,21 +241,10 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         help="with --release: clamp COL to [LO, HI] on each source's row (repeatable)",
     )
     parser.add_argument(
-        "--keys",
-        action="append",
-        default=[],
-        metavar="COL=V1,V2,...",
-        help="with --release: the public values of grouping column COL; every one is "
-        "released, absent ones too, and no other (repeatable)",
+        "--keys", action="append", default=[], metavar="COL=V1,V2,...", help=keys_help
     )
     parser.add_argument(
-        "--key-selection-delta",
-        type=float,
-        default=None,
-        metavar="D",
-        help="with --release: select the keys of grouping sets whose columns have no "
-        "--keys by OpenDP's threshold on their noisy count, at δ = D (added to the "
-        "release's δ; e.g. 1e-6)",
+        "--key-selection-delta", type=float, default=None, metavar="D", help=selection_help
     )
 
 

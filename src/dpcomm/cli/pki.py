@@ -39,6 +39,18 @@ def _command_issue(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_days_option(parser: argparse.ArgumentParser, *, default: int) -> None:
+    """``--days``: how long what is written stays valid."""
+    parser.add_argument(
+        "--days",
+        dest="valid_days",
+        metavar="DAYS",
+        type=bounded_int(1),
+        default=default,
+        help=f"validity (default {default})",
+    )
+
+
 def add_pki_command(commands: Any) -> None:
     """Register ``pki`` (with ``init`` and ``issue``) on the top-level subparsers."""
     parser = commands.add_parser(
@@ -56,14 +68,7 @@ def add_pki_command(commands: Any) -> None:
     init = actions.add_parser("init", help="create the certificate authority in --dir")
     init.add_argument("--dir", required=True, help="directory of the CA (created if needed)")
     init.add_argument("--ca-name", default="dpcomm local CA", help="common name of the CA")
-    init.add_argument(
-        "--days",
-        dest="valid_days",
-        metavar="DAYS",
-        type=bounded_int(1),
-        default=3650,
-        help="validity (default 3650)",
-    )
+    _add_days_option(init, default=3650)
     init.add_argument("--force", action="store_true", help="replace an existing CA")
     init.set_defaults(handler=_command_init)
     issue = actions.add_parser("issue", help="issue node certificates signed by the CA in --dir")
@@ -77,14 +82,7 @@ def add_pki_command(commands: Any) -> None:
     issue.add_argument(
         "--out", help="where to write <name>.pem, <name>.key, ca.pem (default --dir)"
     )
-    issue.add_argument(
-        "--days",
-        dest="valid_days",
-        metavar="DAYS",
-        type=bounded_int(1),
-        default=365,
-        help="validity (default 365)",
-    )
+    _add_days_option(issue, default=365)
     issue.add_argument(
         "--force", action="store_true", help="replace existing certificates and keys"
     )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpcomm._json import json_ready
 from dpcomm.cli.defaults import MAX_COUNT, MAX_SOURCES
+from dpcomm.cli.options import add_release_scope_options
 from dpcomm.cli.output import (
     add_progress_options,
     bounded_int,
@@ -758,27 +759,11 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         "aggregate --release`); (ε, δ) is then split between the traffic and the release for "
         "the least expected relative error of the released values",
     )
-    parser.add_argument(
-        "--bounds",
-        action="append",
-        default=[],
-        metavar="COL=LO:HI",
-        help="with --release: clamp COL to [LO, HI] on each source's row (repeatable)",
-    )
-    parser.add_argument(
-        "--keys",
-        action="append",
-        default=[],
-        metavar="COL=V1,V2,...",
-        help="with --release: the public values of grouping column COL (repeatable)",
-    )
-    parser.add_argument(
-        "--key-selection-delta",
-        type=float,
-        default=None,
-        metavar="D",
-        help="with --release: grouping sets whose columns have no --keys get their keys by "
-        "OpenDP's threshold at δ = D, set aside from --delta first (e.g. 1e-6)",
+    add_release_scope_options(
+        parser,
+        keys_help="with --release: the public values of grouping column COL (repeatable)",
+        selection_help="with --release: grouping sets whose columns have no --keys get their "
+        "keys by OpenDP's threshold at δ = D, set aside from --delta first (e.g. 1e-6)",
     )
 
 

@@ -15,7 +15,7 @@ import itertools
 import math
 import numbers
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field, fields
 from typing import Any, Final
 
 import numpy as np
@@ -74,6 +74,10 @@ class SyntheticShape:
     def sql_types(self) -> tuple[str, ...]:
         """BIGINT for the grouping columns, DOUBLE for the measures."""
         return ("BIGINT",) * self.num_grouping_columns + ("DOUBLE",) * self.num_measures
+
+
+#: The parameters of a synthetic table that `check_shape` validates.
+_SHAPE_FIELDS = tuple(f.name for f in fields(SyntheticShape))
 
 
 def check_shape(
@@ -225,12 +229,8 @@ def synthetic_table(
     source = SyntheticRows(
         rows,
         seed=integer_seed,
-        distribution=shape.distribution,
-        num_grouping_columns=shape.num_grouping_columns,
-        num_intervals=shape.num_intervals,
-        num_measures=shape.num_measures,
-        zipf_exponent=shape.zipf_exponent,
         name=name,
+        **asdict(shape),
     )
     return source.read(0, rows)
 
@@ -264,20 +264,11 @@ class SyntheticRows:
         rows = self.num_rows
         if isinstance(rows, bool) or not isinstance(rows, numbers.Integral) or rows < 1:
             raise InvalidParameterError("num_rows", "an integer >= 1", rows)
-        shape = check_shape(
-            distribution=self.distribution,
-            num_grouping_columns=self.num_grouping_columns,
-            num_intervals=self.num_intervals,
-            num_measures=self.num_measures,
-            zipf_exponent=self.zipf_exponent,
-        )
+        shape = check_shape(**{name: getattr(self, name) for name in _SHAPE_FIELDS})
         object.__setattr__(self, "num_rows", int(rows))
         object.__setattr__(self, "seed", check_seed(self.seed))
-        object.__setattr__(self, "distribution", shape.distribution)
-        object.__setattr__(self, "num_grouping_columns", shape.num_grouping_columns)
-        object.__setattr__(self, "num_intervals", shape.num_intervals)
-        object.__setattr__(self, "num_measures", shape.num_measures)
-        object.__setattr__(self, "zipf_exponent", shape.zipf_exponent)
+        for name in _SHAPE_FIELDS:  # the validated values in place of the given ones
+            object.__setattr__(self, name, getattr(shape, name))
         object.__setattr__(self, "name", str(self.name))
         object.__setattr__(self, "_shape", shape)
 

@@ -16,12 +16,13 @@ estimate, not a guarantee; post-processing needs no amplification and never reac
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, pure
 from dpcomm.accounting.concentration import bennett_delta, hoeffding_delta
 from dpcomm.accounting.exact import ExactLemma2
 from dpcomm.accounting.montecarlo import MonteCarloLemma2
+from dpcomm.accounting.search import integer_crossing
 from dpcomm.calibration import describe_batches, nonprivate_load, plan_costs, recruited_sources
 from dpcomm.plan.costs import balanced_batch_sizes
 from dpcomm.plan.countermeasures import Scramblers
@@ -91,14 +92,7 @@ def _least(delta_of: Callable[[int], float], target: float, maximum: int) -> int
         if high >= maximum:
             return None
         high = min(maximum, 2 * high)
-    low = high // 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        if delta_of(middle) <= target:
-            high = middle
-        else:
-            low = middle
-    return high
+    return integer_crossing(lambda d: delta_of(d) <= target, high, high // 2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,39 +105,26 @@ class _Scenario:
     sampling_rate: float
     epsilon: float
     delta: float
-    recruited: int
-    batches: tuple[int, ...]
-    nonprivate: int
+    recruited: int = field(init=False)
+    batches: tuple[int, ...] = field(init=False)
+    nonprivate: int = field(init=False)
 
-    @classmethod
-    def of(
-        cls,
-        *,
-        num_sources: int,
-        num_targets: int,
-        batch_size: int,
-        sampling_rate: float,
-        epsilon: float,
-        delta: float,
-    ) -> _Scenario:
-        """The scenario with S_t = ⌈S/(1 − σ + σ/T)⌉ and its batches of at most n."""
+    def __post_init__(self) -> None:
+        """S_t = ⌈S/(1 − σ + σ/T)⌉ and its batches of at most n."""
         recruited = recruited_sources(
-            num_sources=num_sources, num_targets=num_targets, sampling_rate=sampling_rate
+            num_sources=self.num_sources,
+            num_targets=self.num_targets,
+            sampling_rate=self.sampling_rate,
         )
         nonprivate = nonprivate_load(
-            num_sources=num_sources, num_targets=num_targets, workload="aggregate", num_clusters=1
+            num_sources=self.num_sources,
+            num_targets=self.num_targets,
+            workload="aggregate",
+            num_clusters=1,
         )
-        return cls(
-            num_sources=num_sources,
-            num_targets=num_targets,
-            batch_size=batch_size,
-            sampling_rate=sampling_rate,
-            epsilon=epsilon,
-            delta=delta,
-            recruited=recruited,
-            batches=balanced_batch_sizes(recruited, batch_size),
-            nonprivate=nonprivate,
-        )
+        object.__setattr__(self, "recruited", recruited)
+        object.__setattr__(self, "batches", balanced_batch_sizes(recruited, self.batch_size))
+        object.__setattr__(self, "nonprivate", nonprivate)
 
     def cluster_delta(
         self, delta_of: Callable[[ScramblerMechanism], float]
@@ -274,7 +255,7 @@ def headline_rows(
     Monte Carlo, estimates) Lemma 2 of App. E for one scrambler of each balanced batch size
     (docs/accounting.md); d must reach δ for every size.
     """
-    scenario = _Scenario.of(
+    scenario = _Scenario(
         num_sources=num_sources,
         num_targets=num_targets,
         batch_size=batch_size,

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -624,6 +624,10 @@ class ReleaseAuditReport:
         return self.lower_bound <= self.reported_epsilon + 1e-9
 
 
+#: The fields of a release audit's report.
+_REPORTED = frozenset(f.name for f in fields(ReleaseAuditReport))
+
+
 def _bins(selection: FloatArray, count: int) -> FloatArray:
     """Inner edges of ``count`` quantile bins of ``selection`` (ties merged)."""
     inner = np.quantile(selection, np.linspace(0.0, 1.0, count + 1)[1:-1])
@@ -852,25 +856,16 @@ class _ReleaseAudit:
     ) -> ReleaseAuditReport:
         """The audit's report: the claim against the best estimated event's lower bound."""
         best = max(events, key=lambda e: e.epsilon, default=None)
+        # The report repeats every input and claim of the audit it has a field for.
+        repeated = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _REPORTED}
         return ReleaseAuditReport(
-            countermeasure=self.countermeasure,
-            release=self.release,
+            **repeated,
             neighbours=neighbours,
-            num_targets=self.num_targets,
-            runs=self.runs,
-            confidence=self.confidence,
-            delta=self.delta,
-            traffic_epsilon=self.traffic_epsilon,
-            release_epsilon=self.release_epsilon,
-            reported_epsilon=self.reported_epsilon,
-            summed_epsilon=self.summed_epsilon,
-            noise_scales=self.noise_scales,
             lower_bound=best.epsilon if best is not None else 0.0,
             events_tried=num_events,
             best_event=best if best is not None and best.epsilon > 0 else None,
             events=events,
             pairs=tuple(selections),
-            fault=self.fault,
             seconds=seconds,
         )
 

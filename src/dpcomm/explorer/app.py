@@ -142,6 +142,12 @@ def _labelled(label: str, control: Any, hint: str = "") -> html.Div:
     )
 
 
+def _choice(label: str, id_: str, choices: dict[str, str], value: str) -> html.Div:
+    """A labelled radio control: ``choices`` maps each value to its label."""
+    options = [{"label": text, "value": choice} for choice, text in choices.items()]
+    return _labelled(label, dcc.RadioItems(id=id_, options=options, value=value))
+
+
 def _number_input(id_: str, value: float, *, minimum: float, step: float | str) -> dcc.Input:
     return dcc.Input(
         id=id_, type="number", value=value, min=minimum, step=step, debounce=True, className="num"
@@ -152,27 +158,23 @@ def _controls(settings: ExplorerSettings) -> html.Div:
     return html.Div(
         [
             html.H2("Configuration"),
-            _labelled(
+            _choice(
                 "Workload",
-                dcc.RadioItems(
-                    id="workload",
-                    options=[
-                        {"label": "Aggregate (G grouping sets)", "value": "aggregate"},
-                        {"label": "K-means (I iterations, K = T)", "value": "kmeans"},
-                    ],
-                    value=settings.workload,
-                ),
+                "workload",
+                {
+                    "aggregate": "Aggregate (G grouping sets)",
+                    "kmeans": "K-means (I iterations, K = T)",
+                },
+                settings.workload,
             ),
-            _labelled(
+            _choice(
                 "Countermeasure",
-                dcc.RadioItems(
-                    id="mechanism",
-                    options=[
-                        {"label": "scramblers (σ, n, d per scrambler)", "value": "scrambler"},
-                        {"label": "local sampling + flooding (σ, d per source)", "value": "local"},
-                    ],
-                    value=settings.mechanism,
-                ),
+                "mechanism",
+                {
+                    "scrambler": "scramblers (σ, n, d per scrambler)",
+                    "local": "local sampling + flooding (σ, d per source)",
+                },
+                settings.mechanism,
             ),
             _labelled(
                 "σ, sampling rate",

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from dpcomm.accounting.search import integer_crossing
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasures, shares_blanket
 from dpcomm.queries.groupby import key_order, node_of_key
@@ -545,14 +546,7 @@ def _smallest_threshold(noise: AggregateNoise, distances: SelectionDistances, de
                 "key_selection_delta", "a δ some threshold of 32-bit counts reaches", delta
             )
         high = min(2 * high, MAX_THRESHOLD)
-    low = 0  # not accepted (or below the counts' range)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if accepted(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    return integer_crossing(accepted, high, 0)  # 0: not accepted (or below the counts' range)
 
 
 #: What a key value of each kind of column is, in a few words (for `_typed`'s errors).

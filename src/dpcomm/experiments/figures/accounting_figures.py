@@ -429,6 +429,40 @@ def _figure4_notes(rows: Sequence[Row], key: str, symbol: str) -> tuple[str, ...
     )
 
 
+def _figure4_sweep(
+    settings: FigureSettings,
+    name: str,
+    parameter: str,
+    grid: Sequence[float],
+    point: Callable[[float], tuple[float, int, int]],
+) -> tuple[list[Row], Path, Path]:
+    """A panel of Figure 4: the capped scrambler's pure ε as ``parameter`` runs over ``grid``."""
+    return _sweep(
+        settings,
+        name,
+        parameter,
+        grid,
+        point,
+        _capped_rows,
+        title=FIGURE_TITLES[name],
+        ylabel="ε (pure)",
+    )
+
+
+def _figure4_output(
+    name: str, panel: str, png: Path, csv: Path, notes: tuple[str, ...]
+) -> FigureOutput:
+    """A panel of Figure 4, its caption the figure's followed by the ``panel``'s."""
+    return FigureOutput(
+        name=name,
+        title=FIGURE_TITLES[name],
+        caption=f"{FIGURE4_CAPTION} {panel}",
+        png=png,
+        csv=csv,
+        notes=notes,
+    )
+
+
 @base.register("4a")
 def figure_4a(settings: FigureSettings) -> FigureOutput:
     """Figure 4a: pure ε of the capped scrambler against σ (n = 100, d = 50)."""
@@ -438,23 +472,13 @@ def figure_4a(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [round(float(s), 3) for s in np.linspace(0.05, 1.0, 20)]
     )
-    rows, png, csv = _sweep(
-        settings,
+    rows, png, csv = _figure4_sweep(settings, "4a", "sampling_rate", grid, lambda x: (x, n, d))
+    return _figure4_output(
         "4a",
-        "sampling_rate",
-        grid,
-        lambda x: (x, n, d),
-        _capped_rows,
-        title=FIGURE_TITLES["4a"],
-        ylabel="ε (pure)",
-    )
-    return FigureOutput(
-        name="4a",
-        title=FIGURE_TITLES["4a"],
-        caption=f"{FIGURE4_CAPTION} (a) T = 20, n = {n}, d = {d}, {len(grid)} values of σ.",
-        png=png,
-        csv=csv,
-        notes=_figure4_notes(rows, "sampling_rate", "σ"),
+        f"(a) T = 20, n = {n}, d = {d}, {len(grid)} values of σ.",
+        png,
+        csv,
+        _figure4_notes(rows, "sampling_rate", "σ"),
     )
 
 
@@ -467,15 +491,8 @@ def figure_4b(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [0, 1, 2, 5, 10, 15, 19, 25, 30, 40, 50, 60, 70, 80, 90, 99]
     )
-    rows, png, csv = _sweep(
-        settings,
-        "4b",
-        "num_dummies",
-        grid,
-        lambda x: (sigma, n, int(x)),
-        _capped_rows,
-        title=FIGURE_TITLES["4b"],
-        ylabel="ε (pure)",
+    rows, png, csv = _figure4_sweep(
+        settings, "4b", "num_dummies", grid, lambda x: (sigma, n, int(x))
     )
     lower = _values(rows, LOWER_LABEL)
     printed = _values(rows, THEOREM3_LABEL)
@@ -485,16 +502,12 @@ def figure_4b(settings: FigureSettings) -> FigureOutput:
         f"{lower[-1]:.2f} while the printed theorem claims {printed[-1]:.2f}: privacy does "
         "improve with d as the paper says, but far less than its curve shows."
     )
-    return FigureOutput(
-        name="4b",
-        title=FIGURE_TITLES["4b"],
-        caption=(
-            f"{FIGURE4_CAPTION} (b) T = 20, n = {n}, σ = {sigma}, d ∈ [0, {grid[-1]}] (the "
-            "theorem's range d ≤ n − 1)."
-        ),
-        png=png,
-        csv=csv,
-        notes=(notes[0], claim, notes[2]),
+    return _figure4_output(
+        "4b",
+        (f"(b) T = 20, n = {n}, σ = {sigma}, d ∈ [0, {grid[-1]}] (the theorem's range d ≤ n − 1)."),
+        png,
+        csv,
+        (notes[0], claim, notes[2]),
     )
 
 
@@ -507,15 +520,8 @@ def figure_4c(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [51, 60, 75, 100, 125, 150, 200, 250, 300, 400, 500, 600]
     )
-    rows, png, csv = _sweep(
-        settings,
-        "4c",
-        "batch_size",
-        grid,
-        lambda x: (sigma, int(x), d),
-        _capped_rows,
-        title=FIGURE_TITLES["4c"],
-        ylabel="ε (pure)",
+    rows, png, csv = _figure4_sweep(
+        settings, "4c", "batch_size", grid, lambda x: (sigma, int(x), d)
     )
     lower = _values(rows, LOWER_LABEL)
     notes = _figure4_notes(rows, "batch_size", "n")
@@ -524,16 +530,15 @@ def figure_4c(settings: FigureSettings) -> FigureOutput:
         f"[{min(lower):.2f}, {max(lower):.2f}] and the valid bound is ε0 = "
         f"{_values(rows, VALID_CAPPED_LABEL)[0]:.2f} for every n."
     )
-    return FigureOutput(
-        name="4c",
-        title=FIGURE_TITLES["4c"],
-        caption=(
-            f"{FIGURE4_CAPTION} (c) T = 20, d = {d}, σ = {sigma}, n ∈ [{grid[0]}, {grid[-1]}] "
+    return _figure4_output(
+        "4c",
+        (
+            f"(c) T = 20, d = {d}, σ = {sigma}, n ∈ [{grid[0]}, {grid[-1]}] "
             "(the theorem needs d ≤ n − 1; Table 1's n ≤ 600)."
         ),
-        png=png,
-        csv=csv,
-        notes=(notes[0], claim, notes[1]),
+        png,
+        csv,
+        (notes[0], claim, notes[1]),
     )
 
 
