@@ -142,12 +142,7 @@ def command_audit(args: argparse.Namespace) -> int:
         rng=args.seed,
         progress=not args.json and show_progress(args),
     )
-    if args.json:
-        print(json.dumps(report_dict(report), indent=2))
-    else:
-        _print(report)
-    # Exit status 1 on FAIL, so that scripts and CI can gate on the audit.
-    return 0 if report.passed else 1
+    return _verdict(report, report_dict if args.json else None, _print)
 
 
 def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
@@ -265,11 +260,20 @@ def command_audit_release(args: argparse.Namespace) -> int:
         rng=args.seed,
         progress=not args.json and show_progress(args),
     )
-    if args.json:
-        print(json.dumps(release_report_dict(report), indent=2))
+    return _verdict(report, release_report_dict if args.json else None, _print_release)
+
+
+def _verdict(
+    report: Any, as_json: Callable[[Any], dict[str, Any]] | None, printer: Callable[[Any], None]
+) -> int:
+    """Print ``report`` (its JSON document with ``as_json``); exit status 1 on FAIL.
+
+    So that scripts and CI can gate on an audit.
+    """
+    if as_json is not None:
+        print(json.dumps(as_json(report), indent=2))
     else:
-        _print_release(report)
-    # Exit status 1 on FAIL, as the traffic audit's.
+        printer(report)
     return 0 if report.passed else 1
 
 
