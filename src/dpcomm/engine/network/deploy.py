@@ -6,7 +6,8 @@ in-memory engine, but every node is a program of its own that only sends message
 * ``transport="memory"``: every node a coroutine of one event loop (the engine contract test,
   seconds, no sockets);
 * ``transport="tls"``: every node in separate processes on this machine, each with its own
-  certificate, over mutually authenticated TLS 1.3 on loopback (``dpcomm run ... --engine network``).
+  certificate, over mutually authenticated TLS 1.3 on loopback
+  (``dpcomm run ... --engine network``).
 
 The run it returns is assembled from what the nodes measured: the result the result node
 merged, which tuples were counted (each source's draw and whether its batch committed), the
