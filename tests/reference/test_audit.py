@@ -7,7 +7,9 @@ Settings (stated in docs/audit.md):
 * scrambler faults: T = 4, n = 10, d = 20, σ = 0.2, δ = 1e-4 (small, so that every fault is
   visible with 3·10^5 runs per input); local faults at the paper's local settings.
 
-Every audit is seeded, so the verdicts are reproducible.
+Every audit is seeded, so the verdicts are reproducible. In tests/reference (not tests/unit):
+the audits draw 10^5 to 3·10^5 runs per input, about 12 s of CPU in all, too much for
+``make check``; ``make test`` runs them.
 """
 
 from __future__ import annotations
