@@ -18,6 +18,7 @@ node identities are contiguous id ranges, one per physical group.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, get_args
@@ -234,11 +235,19 @@ class ExecutionPlan:
                     state[child] = 1
                     path.append((child, iter(children[child])))
 
+    @cached_property
+    def _groups_by_name(self) -> dict[str, NodeGroup]:
+        return {group.name: group for group in reversed(self.groups)}  # the first of a name
+
+    @cached_property
+    def _data_dependent_sends(self) -> Counter[str]:
+        return Counter(f.sender for f in self.flows if f.data_dependent)
+
     def group(self, name: str) -> NodeGroup:
         """The group called ``name``."""
-        for group in self.groups:
-            if group.name == name:
-                return group
+        found = self._groups_by_name.get(name)
+        if found is not None:
+            return found
         raise InvalidParameterError(
             "group", f"one of {', '.join(g.name for g in self.groups)}", name
         )
@@ -276,7 +285,7 @@ class ExecutionPlan:
 
     def is_simple(self, group: str) -> bool:
         """A group is simple when its nodes send at most one data-dependent message."""
-        return sum(1 for f in self.flows if f.sender == group and f.data_dependent) <= 1
+        return self._data_dependent_sends[group] <= 1
 
     @cached_property
     def logical_groups(self) -> tuple[LogicalGroup, ...]:
@@ -300,22 +309,22 @@ class ExecutionPlan:
         cluster. Data-independent flows form perfectly private clusters.
         """
         clusters: list[list[LogicalGroup]] = []
+        # The data-dependent clusters by their head's (receiver, depends_on_state), in order:
+        # a flow is only ever merged into one of these (linear, not quadratic, in the flows).
+        mergeable: dict[tuple[str, bool], list[list[LogicalGroup]]] = {}
         for logical in self.logical_groups:
             placed = False
+            key = (logical.flow.receiver, logical.flow.depends_on_state)
             if logical.flow.data_dependent:
-                for members in clusters:
-                    head = members[0]
-                    if (
-                        head.flow.data_dependent
-                        and head.flow.receiver == logical.flow.receiver
-                        and head.flow.depends_on_state == logical.flow.depends_on_state
-                        and not any(self._shares_data(m.group, logical.group) for m in members)
-                    ):
+                for members in mergeable.get(key, ()):
+                    if not any(self._shares_data(m.group, logical.group) for m in members):
                         members.append(logical)
                         placed = True
                         break
             if not placed:
                 clusters.append([logical])
+                if logical.flow.data_dependent:
+                    mergeable.setdefault(key, []).append(clusters[-1])
         result = []
         for members in clusters:
             first = members[0].flow
