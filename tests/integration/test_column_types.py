@@ -238,6 +238,9 @@ def test_both_engines_carry_every_exact_type_in_one_round():
 
 
 def dpcomm(*args: str) -> subprocess.CompletedProcess[str]:
+    """``dpcomm ARGS`` in a process of its own (a network run starts real processes: its
+    launcher is run as the console script runs it); every other command runs in process
+    (the suite's ``cli`` fixture: the same output, without importing dpcomm anew)."""
     code = "import sys; from dpcomm.cli.main import main; sys.argv[0] = 'dpcomm'; sys.exit(main())"
     return subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300
@@ -255,7 +258,7 @@ def all_types_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_a_network_run_prints_duckdbs_values(all_types_file):
+def test_a_network_run_prints_duckdbs_values(all_types_file, cli):
     """One real deployment (TLS between processes) of a table with every exact type."""
     sql = (
         "SELECT u, day, tm, COUNT(*), SUM(cents), MAX(d38), SUM(u) FROM t "
@@ -264,9 +267,9 @@ def test_a_network_run_prints_duckdbs_values(all_types_file):
     args = ["--data", str(all_types_file), "--sql", sql, "--mechanism", "none", "--seed", "1"]
     deployed = dpcomm("run", "aggregate", *args, "--targets", "2", "--engine", "network")
     assert deployed.returncode == 0, deployed.stderr
-    ran = dpcomm("run", "aggregate", *args, "--targets", "2")
-    assert ran.returncode == 0, ran.stderr
-    for output in (deployed.stdout, ran.stdout):
+    ran = cli("run", "aggregate", *args, "--targets", "2")
+    assert ran.status == 0, ran.err
+    for output in (deployed.stdout, ran.out):
         assert "18,446,744,073,709,551,615" in output  # UBIGINT's maximum, not -1
         assert "36,893,488,147,419,103,230" in output  # its sum over two rows
         assert " 2024-01-02 " in output and "00:00:00" not in output  # DATE keys as dates
@@ -275,18 +278,18 @@ def test_a_network_run_prints_duckdbs_values(all_types_file):
         assert " 01:02:03.25 " in output  # TIME as DuckDB prints it
         assert " -0.0000000001 " in output  # DECIMAL as DuckDB prints it, not -1E-10
     result = deployed.stdout.split("Result", 1)[1].split("Privacy", 1)[0]
-    assert result == ran.stdout.split("Result", 1)[1].split("Privacy", 1)[0]
+    assert result == ran.out.split("Result", 1)[1].split("Privacy", 1)[0]
 
 
-def test_cli_refuses_an_unsupported_column_in_one_line(all_types_file):
+def test_cli_refuses_an_unsupported_column_in_one_line(all_types_file, cli):
     sql = "SELECT tags, COUNT(*) FROM t GROUP BY tags"
-    completed = dpcomm("run", "aggregate", "--data", str(all_types_file), "--sql", sql)
-    assert completed.returncode == 2
-    lines = completed.stderr.strip().splitlines()
+    completed = cli("run", "aggregate", "--data", str(all_types_file), "--sql", sql)
+    assert completed.status == 2
+    lines = completed.err.strip().splitlines()
     assert len(lines) == 1 and 'column "tags"' in lines[0] and "INTEGER[]" in lines[0]
 
 
-def test_json_tells_nan_and_infinities_from_null(tmp_path):
+def test_json_tells_nan_and_infinities_from_null(tmp_path, cli):
     path = tmp_path / "floats.parquet"
     duckdb.execute(
         "COPY (SELECT * FROM (VALUES ('a', '-inf'::DOUBLE), ('b', 'nan'::DOUBLE), ('c', NULL), "
@@ -294,23 +297,23 @@ def test_json_tells_nan_and_infinities_from_null(tmp_path):
     )
     args = ["--data", str(path), "--sql", "SELECT k, MIN(x) FROM t GROUP BY k"]
     args += ["--mechanism", "none", "--seed", "1"]
-    text = dpcomm("run", "aggregate", *args)
-    assert text.returncode == 0, text.stderr
-    rows = {line.split()[0]: line.split()[1] for line in text.stdout.splitlines()[6:11]}
+    text = cli("run", "aggregate", *args)
+    assert text.status == 0, text.err
+    rows = {line.split()[0]: line.split()[1] for line in text.out.splitlines()[6:11]}
     assert rows == {"a": "-inf", "b": "nan", "c": "NULL", "d": "inf", "e": "0.0100"}
-    document = json.loads(dpcomm("run", "aggregate", *args, "--json").stdout)
+    document = json.loads(cli("run", "aggregate", *args, "--json").out)
     values = {row["k"]: row["min(x)"] for row in document["result"]}
     assert values == {"a": "-inf", "b": "NaN", "c": None, "d": "inf", "e": 0.01}
 
 
-def test_json_writes_exact_values(all_types_file):
+def test_json_writes_exact_values(all_types_file, cli):
     sql = "SELECT flag, SUM(cents), MAX(d38), MAX(u), tm FROM t GROUP BY flag, tm"
-    completed = dpcomm(
+    completed = cli(
         "run", "aggregate", "--data", str(all_types_file), "--sql", sql,
         "--mechanism", "none", "--seed", "1", "--json",
     )  # fmt: skip
-    assert completed.returncode == 0, completed.stderr
-    rows = json.loads(completed.stdout)["result"]
+    assert completed.status == 0, completed.err
+    rows = json.loads(completed.out)["result"]
     assert rows == [
         {
             "flag": False,
@@ -336,18 +339,18 @@ def test_json_writes_exact_values(all_types_file):
     ]
 
 
-def test_run_reads_hugeint_ids_from_a_gzipped_csv(tmp_path):
+def test_run_reads_hugeint_ids_from_a_gzipped_csv(tmp_path, cli):
     path = tmp_path / "ids.csv.gz"
     duckdb.execute(
         f"COPY (SELECT * FROM (VALUES ({ID_A}::HUGEINT, 1), ({ID_B}::HUGEINT, 2), "
         f"({ID_A}::HUGEINT, 4)) v(id, amount)) TO '{path}' (FORMAT CSV, HEADER)"
     )
     sql = "SELECT id, COUNT(*), SUM(amount) FROM t GROUP BY id"
-    completed = dpcomm(
+    completed = cli(
         "run", "aggregate", "--data", str(path), "--sql", sql, "--mechanism", "none", "--json"
     )
-    assert completed.returncode == 0, completed.stderr
-    rows = json.loads(completed.stdout)["result"]
+    assert completed.status == 0, completed.err
+    rows = json.loads(completed.out)["result"]
     assert rows == [
         {"id": ID_A, "count_star()": 2, "sum(amount)": 5},
         {"id": ID_B, "count_star()": 1, "sum(amount)": 2},
