@@ -152,14 +152,14 @@ def exact_count_distribution(
     total = len(rows)
     distribution = np.zeros((total + 1,) * num_targets)
     distribution[(0,) * num_targets] = 1.0
-    for row in rows:
-        moved = np.zeros_like(distribution)
+    for added, row in enumerate(rows):
+        # After `added` messages no count exceeds `added`: only that corner block is moved.
+        held = distribution[(slice(0, added + 1),) * num_targets].copy()
+        distribution[(slice(0, added + 2),) * num_targets] = 0.0
         for j in range(num_targets):
-            source: list[slice] = [slice(None)] * num_targets
-            target_slice: list[slice] = [slice(None)] * num_targets
-            source[j], target_slice[j] = slice(0, total), slice(1, total + 1)
-            moved[tuple(target_slice)] += row[j] * distribution[tuple(source)]
-        distribution = moved
+            target_slice: list[slice] = [slice(0, added + 1)] * num_targets
+            target_slice[j] = slice(1, added + 2)
+            distribution[tuple(target_slice)] += row[j] * held
     return distribution
 
 
