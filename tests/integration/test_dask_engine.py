@@ -222,7 +222,8 @@ def test_the_cli_runs_synthetic_rows_on_the_workers(cli):
     assert dask["report"]["partitions"] == 3
 
 
-def test_the_cli_reads_a_parquet_directory_in_partitions(cli, tmp_path):
+def test_the_cli_reads_a_parquet_directory_in_partitions(cli, tmp_path, client):
+    """On the module's cluster (--scheduler): the test above starts one of the CLI's own."""
     table = synthetic_table(num_rows=1500, seed=5)
     folder = tmp_path / "parts"
     folder.mkdir()
@@ -230,7 +231,8 @@ def test_the_cli_reads_a_parquet_directory_in_partitions(cli, tmp_path):
         write_table(table.take(np.arange(start, start + 500)), folder / f"part-{index}.parquet")
     query = ["run", "aggregate", "--data", folder, "--seed", 3, "--json", "--batch", 50]
     query += ["--sql", "SELECT g3, COUNT(*), AVG(m2) FROM t GROUP BY g3"]
-    status, out, err = cli(*query, "--engine", "dask", "--partitions", 4, "--workers", 2)
+    address = client.scheduler.address
+    status, out, err = cli(*query, "--engine", "dask", "--partitions", 4, "--scheduler", address)
     assert status == 0, err
     dask = json.loads(out)
     status, out, _ = cli(*query)
