@@ -329,7 +329,6 @@ def test_cli_parquet_output_matches_duckdb(
     names = [d[0] for d in back.description]
     got = [dict(zip(names, row, strict=True)) for row in back.fetchall()]
     assert_same_result(sql, got, duckdb_rows(sql, name, tables[name]))
-    if len(dpcomm.run_sql(sql, tables[name], countermeasure=dpcomm.NoCountermeasure()).rows) and (
-        "ROLLUP" in sql or "CUBE" in sql or "GROUPING SETS" in sql
-    ):
+    # A result with rows (the CLI's, DuckDB's row for row above) names its grouping sets.
+    if got and ("ROLLUP" in sql or "CUBE" in sql or "GROUPING SETS" in sql):
         assert names[-1] == GROUPING_SET_COLUMN
