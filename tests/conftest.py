@@ -17,6 +17,8 @@ Helpers are fixtures here rather than functions copied into each test module:
   Chromium is not installed;
 * ``iris_csv``: scikit-learn's iris as a CSV file (:data:`IRIS_COLUMNS` and a text ``species``);
 * ``aggregate_program``: GROUPING SETS over random data (:func:`random_aggregate_program`);
+* ``kmeans_program``: K-means over clustered points (:func:`clustered_kmeans_program`);
+* ``plan_for``: the plan of such an Aggregate or K-means program (the planner's tests);
 * :func:`canonical`: a value for bit-exact comparison (floats by their bits, NaN payloads too);
 * :func:`same`: equal values of the same types (floats by their bits, any NaN the same);
 * :func:`canonical_rows`: result rows in one order whatever their own, for a multiset comparison.
@@ -300,6 +302,38 @@ def aggregate_program() -> Callable[..., Any]:
     """``aggregate_program(rows, grouping_sets, compute, seed=0)``: see
     :func:`random_aggregate_program`."""
     return random_aggregate_program
+
+
+def clustered_kmeans_program(rows: int, centroids: int, iterations: int, seed: int = 0) -> Any:
+    """K-means of ``centroids`` centroids and ``iterations`` iterations over ``rows`` points in
+    four clusters of the plane."""
+    from dpcomm.queries.kmeans import KMeansProgram
+
+    rng = np.random.default_rng(seed)
+    points = rng.normal(size=(rows, 2)) + rng.integers(0, 4, (rows, 1)) * 3.0
+    return KMeansProgram(points, centroids, iterations, seed=seed)
+
+
+@pytest.fixture
+def kmeans_program() -> Callable[..., Any]:
+    """``kmeans_program(rows, centroids, iterations)``: see :func:`clustered_kmeans_program`."""
+    return clustered_kmeans_program
+
+
+@pytest.fixture
+def plan_for() -> Callable[..., Any]:
+    """``plan_for(sources=, targets=, clusters=, workload=)``: the program's own plan (an
+    Aggregate of :func:`random_aggregate_program` or a K-means of
+    :func:`clustered_kmeans_program`)."""
+
+    def plan(*, sources: int, targets: int, clusters: int, workload: str) -> Any:
+        if workload == "aggregate":
+            program = random_aggregate_program(sources, clusters, targets)
+        else:
+            program = clustered_kmeans_program(sources, targets, clusters)
+        return program.plan
+
+    return plan
 
 
 def canonical(value: object) -> object:

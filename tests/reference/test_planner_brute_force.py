@@ -4,7 +4,7 @@ The brute force tries every sampling rate of a grid, every number of batches K a
 number of dummies d, with the planner's predicate written out without its shortcuts (floors,
 caches, row PLDs), and costs each candidate with the cost model; the planner's choice must be
 the least by (network load, channels, extra consents, mechanism, σ, n). About 35 s of CPU: a
-reference test, beside the fast exhaustive searches of ``tests/unit/calibration/test_search.py``.
+reference test, beside the exhaustive searches of ``tests/reference/test_planner_exhaustive.py``.
 """
 
 import pytest

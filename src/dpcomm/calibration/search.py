@@ -2,7 +2,7 @@
 
 Every bound the search prunes with is valid, so the answer is the optimum over the σ grid,
 every number K of scramblers and every d ≤ ``max_dummies``
-(``tests/unit/calibration/test_search.py`` compares it with a brute-force enumeration):
+(``tests/reference/test_planner_exhaustive.py`` compares it with a brute-force enumeration):
 
 * σ on a 0.01 grid; for scramblers every K in 1..S_t that balanced batches realize
   (K = ⌈S_t/n⌉ for some n; the configuration is named by its largest batch n = ⌈S_t/K⌉).

@@ -6,7 +6,8 @@ of a small grid, accounting each mechanism independently with ``dpcomm.accountin
 itself (:func:`dpcomm.plan.transform` of the plan built by :mod:`dpcomm.plan.builders`), which
 ``tests/unit/calibration/test_costs.py`` checks against ``dpcomm.engine.simulate``. The brute
 force, which tries every (σ, K, d) with the planner's predicate written out without its
-shortcuts, is a reference test (``tests/reference/test_planner_brute_force.py``).
+shortcuts, is in ``tests/reference/test_planner_brute_force.py``. These searches are reference
+tests too (about 8 s of CPU, moved out of tests/unit for ``make check``).
 """
 
 import math
