@@ -1,5 +1,6 @@
 """Without the optional extra ``figures`` (matplotlib, mlxtend): what needs it says, in one line,
-which extra to install; ``import dpcomm`` and the other commands work as before.
+which extra to install; ``import dpcomm`` and the other commands work as before (every module
+imported in a fresh interpreter: tests/integration/test_figures_extra_process.py).
 
 The packages are made unimportable as ``sys.modules[name] = None`` does (``import name`` raises
 ImportError, ``importlib.util.find_spec(name)`` answers None).
@@ -7,9 +8,7 @@ ImportError, ``importlib.util.find_spec(name)`` answers None).
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -57,26 +56,3 @@ def test_the_figures_module_draws_nothing_without_it(without_figures):
 
     with pytest.raises(DpcommError, match="matplotlib missing"):
         new_axes()
-
-
-def test_dpcomm_and_its_other_commands_work_without_it():
-    # A fresh interpreter: every dpcomm module imports, and `dpcomm account` answers.
-    script = textwrap.dedent(
-        f"""
-        import importlib, pkgutil, sys
-        for name in {EXTRA_PACKAGES["figures"]!r}:
-            sys.modules[name] = None
-        import dpcomm
-        for module in pkgutil.walk_packages(dpcomm.__path__, "dpcomm."):
-            if not module.name.startswith("dpcomm.explorer"):  # the explore extra's
-                importlib.import_module(module.name)
-        from dpcomm.cli.main import main
-        sys.exit(main(["account", "scrambler", "--targets", "20", "--sampling", "0.5",
-                       "--dummies", "50", "--batch", "100", "--delta", "1e-4"]))
-        """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert "ε" in done.stdout or "epsilon" in done.stdout.lower(), done.stdout
