@@ -19,6 +19,8 @@ Helpers are fixtures here rather than functions copied into each test module:
 * ``aggregate_program``: GROUPING SETS over random data (:func:`random_aggregate_program`);
 * ``kmeans_program``: K-means over clustered points (:func:`clustered_kmeans_program`);
 * ``plan_for``: the plan of such an Aggregate or K-means program (the planner's tests);
+* :func:`released_program` over :func:`release_table`, run under :func:`release_sampling`: the
+  noisy release whose estimates tests/unit/pipeline and tests/reference check;
 * :func:`canonical`: a value for bit-exact comparison (floats by their bits, NaN payloads too);
 * :func:`same`: equal values of the same types (floats by their bits, any NaN the same);
 * :func:`canonical_rows`: result rows in one order whatever their own, for a multiset comparison.
@@ -397,3 +399,34 @@ def canonical_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
         return tuple(parts)
 
     return sorted(rows, key=key)
+
+
+#: The released query of the release-estimate tests.
+RELEASE_SQL = "SELECT k, COUNT(*) AS n, SUM(v) AS s, AVG(v) AS m FROM t GROUP BY k"
+
+
+def release_table() -> Any:
+    """300 rows: keys a, b, c (probabilities 0.5, 0.3, 0.2), values uniform in [0, 10]."""
+    from dpcomm.data import table_from_arrays
+
+    rng = np.random.default_rng(0)
+    keys = rng.choice(np.array(["a", "b", "c"], dtype=object), 300, p=[0.5, 0.3, 0.2])
+    return table_from_arrays("t", {"k": keys, "v": rng.uniform(0.0, 10.0, 300)})
+
+
+def release_sampling() -> Any:
+    """σ = 0.6 over T = 4 compute nodes: each tuple arrives with P = 1 − σ + σ/T = 0.55."""
+    import dpcomm
+
+    return dpcomm.Scramblers(sampling_rate=0.6, batch_size=50, num_dummies=2)
+
+
+def released_program(table: Any, sql: str = RELEASE_SQL, release: Any = None) -> Any:
+    """``sql`` over ``table`` on T = 4, released with ``release`` (Laplace ε2 = 2), v in [0, 10]."""
+    import dpcomm
+    from dpcomm.release.noise import noisy_program
+
+    return noisy_program(
+        sql, table, num_targets=4, release=release or dpcomm.Laplace(2.0),
+        bounds={"v": (0.0, 10.0)} if "(v)" in sql else None, keys={"k": ["a", "b", "c"]},
+    )  # fmt: skip
