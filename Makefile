@@ -41,13 +41,15 @@ browser-tools:
 # The whole suite in parallel workers (one per core); then, alone, the tests that load the
 # machine or its network (marker serial). The suite builds the documentation site strictly
 # (tests/integration/test_docs_site.py); `make docs` writes it to .venv/site.
+# PYTHONDONTWRITEBYTECODE (set on the project's machines) is cleared for pytest: each worker then
+# reuses the test modules compiled (and their asserts rewritten) by the first, not every run anew.
 test: $(STAMP) capture-tools browser-tools
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/vulture src vulture_whitelist.py --min-confidence 60
-	$(BIN)/pytest -n auto --dist worksteal -m "not serial"
-	$(BIN)/pytest -m serial
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n auto --dist worksteal -m "not serial"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m serial
 
 # The inner loop (under two minutes): lint, types, dead code (vulture: code in src/ that
 # nothing calls; what must stay is in vulture_whitelist.py, with why), unit and property tests.
@@ -56,7 +58,7 @@ check: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/vulture src vulture_whitelist.py --min-confidence 60
-	$(BIN)/pytest -n auto tests/unit tests/property
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n auto tests/unit tests/property
 
 unit: $(STAMP)
 	$(BIN)/pytest -n auto tests/unit
