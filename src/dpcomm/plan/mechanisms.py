@@ -6,8 +6,28 @@ CLI's ``account`` and ``audit`` declare a mechanism without loading it.
 
 from __future__ import annotations
 
+from typing import overload
+
 from dpcomm.accounting.mechanisms import LocalRandomizer, ScramblerMechanism
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
+
+
+@overload
+def countermeasure_mechanism(
+    countermeasure: LocalFlooding, num_targets: int, batch_size: int | None = None
+) -> LocalRandomizer: ...
+
+
+@overload
+def countermeasure_mechanism(
+    countermeasure: Scramblers, num_targets: int, batch_size: int | None = None
+) -> ScramblerMechanism: ...
+
+
+@overload
+def countermeasure_mechanism(
+    countermeasure: LocalFlooding | Scramblers, num_targets: int, batch_size: int | None = None
+) -> LocalRandomizer | ScramblerMechanism: ...
 
 
 def countermeasure_mechanism(
