@@ -8,8 +8,10 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	@# uv fetches and installs the packages in parallel: about 30 s on a fresh machine, where
+	@# pip took over a minute (docs/benchmarks.md, "The test suite").
+	$(BIN)/pip install --quiet uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev]"
 	@# Byte-compiled once here: every worker of a local deployment imports the package anew
 	@# (about 0.1 s each when PYTHONDONTWRITEBYTECODE keeps Python from caching it).
 	$(BIN)/python -m compileall -q src >/dev/null
