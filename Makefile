@@ -4,7 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check unit docs lint typecheck bench data capture-tools browser-tools clean
+.PHONY: demo test check unit docs lint typecheck bench data capture-tools browser-tools system-tools \
+	test-setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +46,15 @@ browser-tools:
 # (tests/integration/test_docs_site.py); `make docs` writes it to .venv/site.
 # PYTHONDONTWRITEBYTECODE (set on the project's machines) is cleared for pytest: each worker then
 # reuses the test modules compiled (and their asserts rewritten) by the first, not every run anew.
-test: $(STAMP) capture-tools browser-tools
+# The system packages one after the other (apt holds one lock), beside the venv's set-up.
+system-tools:
+	@$(MAKE) --no-print-directory capture-tools
+	@$(MAKE) --no-print-directory browser-tools
+
+test-setup:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) system-tools
+
+test: test-setup
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy

@@ -268,14 +268,14 @@ def test_dask_engine_matches_duckdb(
 
 
 def _thinned(table: Any) -> Any:
-    """Every third row, and every row holding a NULL: the network engine's nodes cost about a
-    millisecond of CPU per source, and a third of the sources keeps every type, NULL and
+    """Every sixth row, and every row holding a NULL: the network engine's nodes cost about a
+    millisecond of CPU per source, and a sixth of the sources keeps every type, NULL and
     construct of the query while the memory and Dask engines run the whole table."""
     nulls = pc.is_null(table.column(0))
     for column in table.columns[1:]:
         nulls = pc.or_(nulls, pc.is_null(column))
-    third = pa.array([row % 3 == 0 for row in range(table.num_rows)])
-    return table.filter(pc.or_(nulls, third))
+    sixth = pa.array([row % 6 == 0 for row in range(table.num_rows)])
+    return table.filter(pc.or_(nulls, sixth))
 
 
 def _network_run(name: str, sql: str, table: Any, transport: str) -> None:
