@@ -28,6 +28,9 @@ _SUPPORTED = (
 #: subtotal (a key left out of the set, NULL) is never confused with a NULL key.
 GROUPING_SET_COLUMN = "grouping_set"
 
+#: What ``GROUPING()`` without arguments is read as: DuckDB's GROUPING of every grouping key.
+EVERY_KEY = "__dpcomm_every_key"
+
 
 class UnsupportedQueryError(InvalidParameterError):
     """The SQL uses a construct outside the Aggregate query class; ``construct`` names it."""
