@@ -85,6 +85,10 @@ class Rewritten:
             its (lo, hi).
         aggregate_labels: each hidden aggregate column and the user's aggregate it serves
             (``AVG(body_mass_g)``), to name it in reports.
+        column_labels: each derived column and the user's SQL it holds (a key's alias), to
+            name it in messages.
+        key_aliases: each key column selected under another name and that name (the output
+            ``AS r`` of ``GROUP BY round(z)``).
     """
 
     projection: str
@@ -94,6 +98,8 @@ class Rewritten:
     key_labels: dict[str, str]
     clamps: dict[str, tuple[str, float, float]]
     aggregate_labels: dict[str, str]
+    column_labels: dict[str, str]
+    key_aliases: dict[str, str]
 
 
 def _sql(node: Any) -> str:
@@ -422,6 +428,8 @@ class _Rewriter:
         clamped: exp.Expression = sqlglot.parse_one(  # type: ignore[assignment]
             clamped_sql(column, low, high), read="duckdb"
         )
+        if self.condition is not None:  # FILTER (WHERE c): NULL where c fails, as measure()
+            clamped = exp.Case(ifs=[exp.If(this=self.condition.copy(), true=clamped)])
         name = self.derive("m", clamped, "inside SUM()")
         self.clamps[name] = (column, float(low), float(high))
         total = self.hidden(f"SUM({_quoted(name)})")
@@ -787,6 +795,12 @@ def rewrite(
         labels,
         dict(rewriter.clamps),
         dict(rewriter.hidden_labels),
+        {**rewriter.derived, **rewriter.key_labels, **rewriter.hidden_labels},
+        {
+            final.name: name
+            for final, name in zip(finals, output_names, strict=True)
+            if isinstance(final, exp.Column) and final.name in key_columns
+        },
     )
 
 

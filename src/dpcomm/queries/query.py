@@ -201,6 +201,8 @@ class BoundAggregate:
             and its (lo, hi).
         aggregate_labels: each hidden aggregate column of an analyst query and the user's
             aggregate it serves (``AVG(body_mass_g)``), to name it in reports.
+        key_labels: each derived key column of an analyst query and the key as the user
+            wrote it (its alias, or its SQL): how key domains (``keys=``) name it.
     """
 
     query: AggregateQuery
@@ -216,6 +218,7 @@ class BoundAggregate:
     user_sql: str | None = None
     clamps: tuple[tuple[str, str, float, float], ...] = ()
     aggregate_labels: tuple[tuple[str, str], ...] = ()
+    key_labels: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -235,6 +238,10 @@ class BoundAggregate:
         if self.set_labels:
             return self.set_labels
         return tuple("(" + ", ".join(s) + ")" for s in self.grouping_sets)
+
+    def key_label(self, column: str) -> str:
+        """How the user names grouping column ``column`` (a derived key's alias or SQL)."""
+        return dict(self.key_labels).get(column, column)
 
     def output_label(self, name: str) -> str:
         """How reports name output ``name``: the user's aggregate for a hidden column."""
@@ -307,6 +314,7 @@ class BoundAggregate:
             "user_sql": self.user_sql,
             "clamps": [list(c) for c in self.clamps],
             "aggregate_labels": [list(item) for item in self.aggregate_labels],
+            "key_labels": [list(item) for item in self.key_labels],
         }
 
     @classmethod
@@ -336,6 +344,7 @@ class BoundAggregate:
                     for n, c, lo, hi in data.get("clamps", ())
                 ),
                 tuple((str(n), str(label)) for n, label in data.get("aggregate_labels", ())),
+                tuple((str(n), str(label)) for n, label in data.get("key_labels", ())),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidParameterError(

@@ -661,8 +661,11 @@ def _bind_analyst(
         bounds=bounds,
         count_rows=count_rows,
     )
-    derived = _run_projection(rewritten.projection, empty)
-    core = bind(parse_aggregate(rewritten.core), derived)
+    try:
+        derived = _run_projection(rewritten.projection, empty)
+        core = bind(parse_aggregate(rewritten.core), derived)
+    except InvalidParameterError as error:
+        raise _named_by_user(error, rewritten.column_labels) from None
     labels = rewritten.key_labels
     bound = replace(
         core,
@@ -675,9 +678,37 @@ def _bind_analyst(
         user_sql=sql,
         clamps=tuple((name, *clamp) for name, clamp in rewritten.clamps.items()),
         aggregate_labels=tuple(rewritten.aggregate_labels.items()),
+        key_labels=_key_labels(core.grouping_columns, labels, rewritten.key_aliases),
     )
     _check_result_names(bound)
     return bound
+
+
+def _key_labels(
+    columns: Sequence[str], labels: Mapping[str, str], aliases: Mapping[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """Each derived key column's names for the user: its SQL (or GROUP BY alias), its alias."""
+    named: list[tuple[str, str]] = []
+    for column in columns:
+        for label in (labels.get(column, column), aliases.get(column, column)):
+            if label != column and (column, label) not in named:
+                named.append((column, label))
+    return tuple(named)
+
+
+_HIDDEN_NAME = re.compile(r"__dpcomm_[a-z]+[0-9]*")
+
+
+def _named_by_user(error: InvalidParameterError, labels: Mapping[str, str]) -> Exception:
+    """``error`` with each of dpcomm's own column names replaced by the user's SQL."""
+
+    def named(text: str) -> str:
+        return _HIDDEN_NAME.sub(lambda m: labels.get(m.group(0), m.group(0)), text)
+
+    if not _HIDDEN_NAME.search(str(error)):
+        return error
+    given = named(error.given) if isinstance(error.given, str) else error.given
+    return InvalidParameterError(named(error.name), named(error.allowed), given)
 
 
 def _duckdb_result(sql: str, table_name: str, table: Table) -> tuple[list[str], list[str]]:
