@@ -46,6 +46,10 @@ ORDER_COLUMN = f"{HIDDEN_PREFIX}order"
 #: Hidden column of the result rows' grouping set (its index), selected last by the post SQL.
 SET_COLUMN = f"{HIDDEN_PREFIX}set"
 
+_ORDER_ADVICE = (
+    "FIRST(), LAST() and ANY_VALUE() depend on the order rows reach a compute node, which no "
+    "node knows; use MIN() or MAX()"
+)
 #: Aggregates refused, with why and what to do instead.
 _REFUSED: dict[type, str] = {
     exp.Median: "MEDIAN() has no mergeable partial state: compute nodes would have to ship "
@@ -63,7 +67,19 @@ _REFUSED: dict[type, str] = {
     "column instead",
     exp.ArrayAgg: "LIST()/ARRAY_AGG() would ship every value to the result node; GROUP BY the "
     "column instead",
+    exp.First: _ORDER_ADVICE,
+    exp.Last: _ORDER_ADVICE,
+    exp.AnyValue: _ORDER_ADVICE,
+    exp.ArgMin: "ARG_MIN()/MIN_BY() breaks ties by the order rows reach a compute node, which "
+    "no node knows; use MIN() of the value",
+    exp.ArgMax: "ARG_MAX()/MAX_BY() breaks ties by the order rows reach a compute node, which "
+    "no node knows; use MAX() of the value",
 }
+#: How the user writes a refused aggregate that sqlglot prints under another name.
+_REFUSED_NAMES: dict[type, str] = {
+    exp.GroupConcat: "STRING_AGG()", exp.ArrayAgg: "LIST()/ARRAY_AGG()", exp.Median: "MEDIAN()",
+    exp.Mode: "MODE()", exp.Quantile: "QUANTILE()",
+}  # fmt: skip
 _DISTINCT_ADVICE = (
     "distinct values cannot be merged from per-node partials without shipping the values; "
     "GROUP BY the column and count the groups instead"
@@ -347,7 +363,8 @@ class _Rewriter:
         """The post-processing expression of one aggregate call over hidden core columns."""
         text = _sql(node)[:80]
         if type(node) in _REFUSED:
-            raise UnsupportedQueryError(f"{type(node).__name__.upper()}()", _REFUSED[type(node)])
+            construct = _REFUSED_NAMES.get(type(node), text)
+            raise UnsupportedQueryError(construct, _REFUSED[type(node)])
         argument = node.this
         if isinstance(argument, exp.Distinct):
             raise UnsupportedQueryError("DISTINCT inside an aggregate", _DISTINCT_ADVICE)

@@ -17,10 +17,10 @@ OutputKind = Literal["group", "aggregate"]
 AggregateFunction = Literal["count", "count_star", "sum", "avg", "min", "max"]
 
 _SUPPORTED = (
-    "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] GROUP BY "
-    "<keys | GROUPING SETS | ROLLUP | CUBE> [HAVING] [ORDER BY] [LIMIT]; keys and aggregate "
+    "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] [GROUP BY "
+    "<keys | GROUPING SETS | ROLLUP | CUBE>] [HAVING] [ORDER BY] [LIMIT]; keys and aggregate "
     "arguments may be any per-row expression; aggregates: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, "
-    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*"
+    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*, FSUM, FAVG, each with FILTER (WHERE ...)"
 )
 
 

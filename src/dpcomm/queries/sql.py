@@ -88,7 +88,9 @@ def parse_aggregate(sql: str) -> AggregateQuery:
         UnsupportedQueryError: a construct outside the Aggregate query class (named in the
             message): joins, subqueries, WITH, window functions, WHERE, HAVING, ORDER BY, LIMIT,
             DISTINCT, set operations, expressions, COUNT(DISTINCT ...), GROUPING(), FILTER, several
-            tables, ``SELECT *``, a missing GROUP BY, unknown functions.
+            tables, ``SELECT *``, a GROUP BY alias or position, unknown functions (the analyst
+            rewrite, `bind_sql`, answers several of these). A query without GROUP BY is
+            the empty grouping set.
     """
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidParameterError("sql", "a non-empty SQL string", sql)
