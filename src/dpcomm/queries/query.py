@@ -17,16 +17,19 @@ OutputKind = Literal["group", "aggregate"]
 AggregateFunction = Literal["count", "count_star", "sum", "avg", "min", "max"]
 
 _SUPPORTED = (
-    "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] GROUP BY "
-    "<keys | GROUPING SETS | ROLLUP | CUBE> [HAVING] [ORDER BY] [LIMIT]; keys and aggregate "
+    "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] [GROUP BY "
+    "<keys | GROUPING SETS | ROLLUP | CUBE>] [HAVING] [ORDER BY] [LIMIT]; keys and aggregate "
     "arguments may be any per-row expression; aggregates: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, "
-    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*"
+    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*, FSUM, FAVG, each with FILTER (WHERE ...)"
 )
 
 
 #: The result column that names each row's grouping set when a query has several, so that a
 #: subtotal (a key left out of the set, NULL) is never confused with a NULL key.
 GROUPING_SET_COLUMN = "grouping_set"
+
+#: What ``GROUPING()`` without arguments is read as: DuckDB's GROUPING of every grouping key.
+EVERY_KEY = "__dpcomm_every_key"
 
 
 class UnsupportedQueryError(InvalidParameterError):
@@ -198,6 +201,8 @@ class BoundAggregate:
             and its (lo, hi).
         aggregate_labels: each hidden aggregate column of an analyst query and the user's
             aggregate it serves (``AVG(body_mass_g)``), to name it in reports.
+        key_labels: each derived key column of an analyst query and the key as the user
+            wrote it (its alias, or its SQL): how key domains (``keys=``) name it.
     """
 
     query: AggregateQuery
@@ -213,6 +218,7 @@ class BoundAggregate:
     user_sql: str | None = None
     clamps: tuple[tuple[str, str, float, float], ...] = ()
     aggregate_labels: tuple[tuple[str, str], ...] = ()
+    key_labels: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -232,6 +238,10 @@ class BoundAggregate:
         if self.set_labels:
             return self.set_labels
         return tuple("(" + ", ".join(s) + ")" for s in self.grouping_sets)
+
+    def key_label(self, column: str) -> str:
+        """How the user names grouping column ``column`` (a derived key's alias or SQL)."""
+        return dict(self.key_labels).get(column, column)
 
     def output_label(self, name: str) -> str:
         """How reports name output ``name``: the user's aggregate for a hidden column."""
@@ -304,6 +314,7 @@ class BoundAggregate:
             "user_sql": self.user_sql,
             "clamps": [list(c) for c in self.clamps],
             "aggregate_labels": [list(item) for item in self.aggregate_labels],
+            "key_labels": [list(item) for item in self.key_labels],
         }
 
     @classmethod
@@ -333,6 +344,7 @@ class BoundAggregate:
                     for n, c, lo, hi in data.get("clamps", ())
                 ),
                 tuple((str(n), str(label)) for n, label in data.get("aggregate_labels", ())),
+                tuple((str(n), str(label)) for n, label in data.get("key_labels", ())),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidParameterError(

@@ -296,15 +296,16 @@ def bind_release(
         raise InvalidParameterError(
             "keys", "a mapping from each grouping column to its public values", keys
         )
-    wanted = {c.lower(): c for c in bound.grouping_columns}
+    # a derived key is named as the user wrote it: its alias, or its SQL
+    named = [bound.key_label(c) for c in bound.grouping_columns]
+    wanted = {label.lower(): c for c, label in bound.key_labels}
+    wanted.update({c.lower(): c for c in bound.grouping_columns if c not in dict(bound.key_labels)})
     domains: dict[str, tuple[object, ...]] = {}
     for name, values in keys.items():
         column = wanted.get(str(name).lower())
         if column is None:
             raise InvalidParameterError(
-                "keys",
-                f"domains of the query's grouping columns ({', '.join(bound.grouping_columns)})",
-                name,
+                "keys", f"domains of the query's grouping keys ({', '.join(named)})", name
             )
         if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
             raise InvalidParameterError(f"keys[{name!r}]", "a non-empty list of values", values)
@@ -322,7 +323,7 @@ def bind_release(
             "a public domain for every grouping column under a noisy release, or "
             "key_selection_delta= (--key-selection-delta) to select keys by a DP threshold "
             "(keys that occur in the data are never released as they are)",
-            f"none for {', '.join(missing)}",
+            f"none for {', '.join(bound.key_label(c) for c in missing)}",
         )
     if key_selection_delta is not None:
         key_selection_delta = check_key_selection_delta(key_selection_delta)
