@@ -493,6 +493,8 @@ def release_shape(program: Any) -> ReleaseShape:
     for noise in release.noises:
         column = outputs[noise.output].column
         low, high = clamps.get(column, (0.0, 0.0)) if noise.function == "sum" else (0.0, 0.0)
+        centre = dict(query.centres).get(column, 0.0)  # a centred sum's values: [lo − c, hi − c]
+        low, high = low - centre, high - centre
         sensitivity = aggregate_sensitivity(
             noise.function,
             query.grouping_sets,

@@ -25,7 +25,7 @@ three parts, each run where the paper's model allows it:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import sqlglot
@@ -85,6 +85,8 @@ class Rewritten:
             its (lo, hi).
         aggregate_labels: each hidden aggregate column and the user's aggregate it serves
             (``AVG(body_mass_g)``), to name it in reports.
+        centres: each clamped measure column that is centred: the midpoint c of its bounds,
+            subtracted on the source's row (`centred_columns`).
     """
 
     projection: str
@@ -94,6 +96,7 @@ class Rewritten:
     key_labels: dict[str, str]
     clamps: dict[str, tuple[str, float, float]]
     aggregate_labels: dict[str, str]
+    centres: dict[str, float] = field(default_factory=dict)
 
 
 def _sql(node: Any) -> str:
@@ -105,15 +108,52 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def clamped_sql(column: str, low: float, high: float) -> str:
+def clamped_sql(column: str, low: float, high: float, centre: float = 0.0) -> str:
     """DuckDB SQL of ``column`` clamped to [``low``, ``high``] on each row, as DOUBLE.
 
     What bounds a noisy SUM's or AVG's sensitivity (`dpcomm.release.mechanisms`). A NULL
-    stays NULL (DuckDB's GREATEST and LEAST would skip it).
+    stays NULL (DuckDB's GREATEST and LEAST would skip it). A non-zero ``centre`` is
+    subtracted after clamping: the value then lies in [low − centre, high − centre].
     """
+    shift = f" - {centre!r}" if centre else ""
     return (
         f"CASE WHEN {_quoted(column)} IS NOT NULL THEN CAST(LEAST(GREATEST("
-        f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) AS DOUBLE) END"
+        f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}){shift} AS DOUBLE) END"
+    )
+
+
+def _bare_column(node: exp.Expression | None) -> str | None:
+    """The lower-case name of a plain column argument (parentheses removed), else None."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
+        return node.name.lower()
+    return None
+
+
+def centred_columns(
+    select: exp.Select, bounds: Mapping[str, tuple[float, float]]
+) -> frozenset[str]:
+    """The bounded columns whose SUM and AVG a release centres (lower-case names).
+
+    A column whose count of non-NULL values the release publishes anyway: read by an
+    AVG, or by both a SUM and a COUNT. Its values are clamped to [lo, hi] and shifted by
+    c = (lo + hi)/2 on the source's row; the released centred sum gets the sensitivity of
+    values in [−(hi − lo)/2, (hi − lo)/2], and SUM = centred sum + c × COUNT, AVG =
+    c + centred sum / COUNT, the COUNT being the same released one. A lone SUM is not
+    centred: its published value would need a COUNT released for it, whose noise times |c|
+    costs more than the centring saves (docs/accounting.md, "Centred sums").
+    """
+    reads: dict[str, set[type]] = {}
+    for node in select.find_all(exp.Avg, exp.Sum, exp.Count):
+        name = _bare_column(node.this)
+        if name is not None:
+            reads.setdefault(name, set()).add(type(node))
+    bounded = {str(k).lower() for k in bounds}
+    return frozenset(
+        name
+        for name, kinds in reads.items()
+        if name in bounded and (exp.Avg in kinds or {exp.Sum, exp.Count} <= kinds)
     )
 
 
@@ -147,6 +187,9 @@ class _Rewriter:
         self.bounds = bounds
         #: Derived measure column -> the column it reads and the (lo, hi) it is clamped to.
         self.clamps: dict[str, tuple[str, float, float]] = {}
+        #: Centred measure column -> the midpoint c subtracted (`centred_columns`).
+        self.centres: dict[str, float] = {}
+        self.centred = frozenset() if bounds is None else centred_columns(select, bounds)
         self.qualifiers = qualifiers
         self.columns = {c.name.lower(): c.name for c in table.columns}
         for name in self.columns:
@@ -292,6 +335,8 @@ class _Rewriter:
         if isinstance(node, exp.Count):
             if argument is None or isinstance(argument, exp.Star):
                 return self.hidden("COUNT(*)")
+            if self.bounds is not None and _bare_column(argument) in self.centred:
+                return self.hidden(f"COUNT({self.bounded_measure(argument)[0]})")
             return self.hidden(f"COUNT({self.measure(argument, 'count')})")
         if argument is None:
             raise UnsupportedQueryError("an aggregate without argument", text)
@@ -327,21 +372,40 @@ class _Rewriter:
         """SUM or AVG under a noisy release: of a bounded column, clamped on the source's row.
 
         AVG becomes SUM / COUNT of the clamped values (both released with noise; NULL when
-        the noisy count is not positive).
+        the noisy count is not positive). A centred column's (`centred_columns`) SUM is
+        the centred sum + c × COUNT and its AVG c + centred sum / COUNT.
         """
         if not isinstance(node, exp.Sum | exp.Avg):
             raise UnsupportedQueryError(
                 f"{_sql(node)[:60]} under a noisy release",
                 "a release adds noise to COUNT, COUNT_IF, SUM and AVG of bounded columns",
             )
-        bare = argument
-        while isinstance(bare, exp.Paren):
-            bare = bare.this
-        if not (isinstance(bare, exp.Column) and isinstance(bare.this, exp.Identifier)):
+        if _bare_column(argument) is None:
             raise UnsupportedQueryError(
                 f"{_sql(node)[:60]} under a noisy release", "SUM and AVG of a column with bounds"
             )
-        column = self.column_of(bare, "inside SUM()")
+        name, centre = self.bounded_measure(argument)
+        total_column = self.hidden(f"SUM({name})")
+        if isinstance(node, exp.Sum) and not centre:
+            return total_column
+        total = _sql(total_column)
+        count = _sql(self.hidden(f"COUNT({name})"))
+        if isinstance(node, exp.Sum):
+            text = f"{total} + {centre!r} * {count}"
+        else:
+            shift = f"{centre!r} + " if centre else ""
+            text = f"CASE WHEN {count} > 0 THEN {shift}{total} / {count} END"
+        return cast(exp.Expression, sqlglot.parse_one(text, read="duckdb"))
+
+    def bounded_measure(self, argument: exp.Expression) -> tuple[str, float]:
+        """The clamped (and, for a centred column, centred) measure of a bounded column.
+
+        Its quoted name and the centre c subtracted on the source's row (0: not centred).
+        """
+        bare = argument
+        while isinstance(bare, exp.Paren):
+            bare = bare.this
+        column = self.column_of(cast(exp.Column, bare), "inside SUM()")
         bounds = self.bounds or {}
         found = next((v for k, v in bounds.items() if k.lower() == column.lower()), None)
         if found is None:
@@ -351,23 +415,16 @@ class _Rewriter:
                 f"(e.g. bounds={{{column!r}: (0, 100)}}, --bounds {column}=0:100)",
                 dict(bounds),
             )
-        low, high = found
+        low, high = float(found[0]), float(found[1])
+        centre = (low + high) / 2.0 if column.lower() in self.centred else 0.0
         clamped: exp.Expression = sqlglot.parse_one(  # type: ignore[assignment]
-            clamped_sql(column, low, high), read="duckdb"
+            clamped_sql(column, low, high, centre), read="duckdb"
         )
         name = self.derive("m", clamped, "inside SUM()")
-        self.clamps[name] = (column, float(low), float(high))
-        total = self.hidden(f"SUM({_quoted(name)})")
-        if isinstance(node, exp.Sum):
-            return total
-        count = self.hidden(f"COUNT({_quoted(name)})")
-        return cast(
-            exp.Expression,
-            sqlglot.parse_one(
-                f"CASE WHEN {_sql(count)} > 0 THEN {_sql(total)} / {_sql(count)} END",
-                read="duckdb",
-            ),
-        )
+        self.clamps[name] = (column, low, high)
+        if centre:
+            self.centres[name] = centre
+        return _quoted(name), centre
 
     def is_boolean(self, argument: exp.Expression) -> bool:
         return self.type_of(argument) == "BOOLEAN"
@@ -634,6 +691,7 @@ def rewrite(
         labels,
         dict(rewriter.clamps),
         dict(rewriter.hidden_labels),
+        dict(rewriter.centres),
     )
 
 

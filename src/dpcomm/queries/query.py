@@ -198,6 +198,8 @@ class BoundAggregate:
             and its (lo, hi).
         aggregate_labels: each hidden aggregate column of an analyst query and the user's
             aggregate it serves (``AVG(body_mass_g)``), to name it in reports.
+        centres: each centred measure column (a clamped one) and the midpoint c of its
+            bounds, subtracted on the source's row: its values lie in [lo − c, hi − c].
     """
 
     query: AggregateQuery
@@ -213,6 +215,7 @@ class BoundAggregate:
     user_sql: str | None = None
     clamps: tuple[tuple[str, str, float, float], ...] = ()
     aggregate_labels: tuple[tuple[str, str], ...] = ()
+    centres: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -304,6 +307,7 @@ class BoundAggregate:
             "user_sql": self.user_sql,
             "clamps": [list(c) for c in self.clamps],
             "aggregate_labels": [list(item) for item in self.aggregate_labels],
+            "centres": [list(item) for item in self.centres],
         }
 
     @classmethod
@@ -333,6 +337,7 @@ class BoundAggregate:
                     for n, c, lo, hi in data.get("clamps", ())
                 ),
                 tuple((str(n), str(label)) for n, label in data.get("aggregate_labels", ())),
+                tuple((str(n), float(c)) for n, c in data.get("centres", ())),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidParameterError(

@@ -645,6 +645,7 @@ def _bind_analyst(
         user_sql=sql,
         clamps=tuple((name, *clamp) for name, clamp in rewritten.clamps.items()),
         aggregate_labels=tuple(rewritten.aggregate_labels.items()),
+        centres=tuple(rewritten.centres.items()),
     )
     _check_result_names(bound)
     return bound

@@ -221,6 +221,37 @@ def aggregate_sensitivity(
     return Sensitivity(l1, math.sqrt(squares))
 
 
+def centred_sum_sensitivity(
+    grouping_sets: Sequence[Sequence[str]],
+    low: float,
+    high: float,
+    *,
+    views: Sequence[JointView] | None = None,
+) -> Sensitivity:
+    """Sensitivity of a centred SUM: values clamped to [lo, hi], less c = (lo + hi)/2.
+
+    A row's contribution is then in [lo − c, hi − c] ∪ {0} (0: a NULL or a row failing
+    the WHERE), so M = (hi − lo)/2 and W = hi − lo: the same theorem as every aggregate
+    (docs/accounting.md, "Centred sums"), with the other source's tuple moving a cell by at
+    most (hi − lo)/2. Per keyed grouping set: ``own-row`` hi − lo in L1 and L2,
+    ``one-other`` 1.5 (hi − lo) and √5/2 (hi − lo), ``one-other-shared-node`` 1.5 (hi − lo)
+    and √5/2 (hi − lo); the empty set hi − lo.
+
+    Examples:
+        >>> centred_sum_sensitivity([("species",)], 2500.0, 6500.0, views=["one-other"])
+        Sensitivity(l1=6000.0, l2=4472.13595499958)
+    """
+    centre = (low + high) / 2.0
+    shifted_low, shifted_high = low - centre, high - centre
+    return aggregate_sensitivity(
+        "sum",
+        grouping_sets,
+        bound=max(abs(shifted_low), abs(shifted_high)),
+        width=shifted_high - shifted_low,
+        views=views,
+    )
+
+
 def rho_for(epsilon: float, delta: float) -> float:
     """The largest zCDP ρ whose (ε, δ) conversion ρ + 2√(ρ ln(1/δ)) is at most ``epsilon``."""
     log_term = math.log(1.0 / delta)
@@ -522,6 +553,7 @@ __all__ = [
     "Sensitivity",
     "aggregate_sensitivity",
     "calibrate_noise",
+    "centred_sum_sensitivity",
     "check_key_selection_delta",
     "epsilon_of_rho",
     "half_width",

@@ -51,6 +51,7 @@ from dpcomm.release.mechanisms import (
     Sensitivity,
     aggregate_sensitivity,
     calibrate_noise,
+    centred_sum_sensitivity,
     check_key_selection_delta,
     rho_for,
     selection_distances,
@@ -425,6 +426,7 @@ def _released_aggregates(
     bound: BoundAggregate, views: Sequence[JointView]
 ) -> list[tuple[str, ReleasedFunction, Sensitivity]]:
     """Every aggregate of ``bound`` with its function and sensitivity in ``views``."""
+    centres = dict(bound.centres)
     clamps = {name: (lo, hi) for name, _, lo, hi in bound.clamps}
     aggregates: list[tuple[str, ReleasedFunction, Sensitivity]] = []
     for output in bound.outputs:
@@ -433,6 +435,13 @@ def _released_aggregates(
         function = output.function
         if function == "count_star" or function == "count":
             sensitivity = aggregate_sensitivity(function, bound.grouping_sets, views=views)
+        elif function == "sum" and output.column in centres:
+            low, high = clamps[output.column]
+            if centres[output.column] != (low + high) / 2.0:  # what the sources subtract
+                raise InvalidParameterError(
+                    "centres", f"the midpoint of [{low:g}, {high:g}]", centres[output.column]
+                )
+            sensitivity = centred_sum_sensitivity(bound.grouping_sets, low, high, views=views)
         elif function == "sum" and output.column in clamps:
             low, high = clamps[output.column]
             sensitivity = aggregate_sensitivity(

@@ -227,7 +227,9 @@ def _released_label(program: AggregateProgram, name: str) -> str:
     if output.column in clamps:
         column, low, high = clamps[output.column]
         function = "SUM" if output.function == "sum" else "COUNT"
-        return f"{function}({column} clamped to [{low:g}, {high:g}])"
+        centre = dict(program.query.centres).get(output.column)
+        centred = "" if centre is None else f", centred on {centre:g}"
+        return f"{function}({column} clamped to [{low:g}, {high:g}]{centred})"
     return f"{(output.function or '').upper()}({output.column})"
 
 
