@@ -252,6 +252,87 @@ def centred_sum_sensitivity(
     )
 
 
+def published_error_costs(
+    uses: Sequence[Sequence[tuple[int, float]]], squared_sensitivities: Sequence[float]
+) -> tuple[float, ...]:
+    """Each aggregate's weight in the expected error of what a release publishes.
+
+    ``uses`` lists, per published value j, the aggregates i its error reads with their
+    coefficients a_ij: the value's error variance is Σ_i a_ij K_i v(ε_i), K_i =
+    ``squared_sensitivities[i]`` and v the noise's variance per unit sensitivity². A COUNT or
+    a plain SUM is ((i, 1),); an AVG (c + S_c / C) ((S, 1), (C, E[(R − c)²])) over the
+    count, which cancels; a centred SUM ((S, 1), (C, c²)). A COUNT used by several values
+    (published, and an AVG's denominator) is one aggregate: it appears in each. The weight
+    is K_i Σ_j a_ij / Σ_i′ a_i′j K_i′: each published value's variance relative to its own
+    at equal shares, so that values of different units (counts, grams) weigh alike and no
+    cell size is needed. An aggregate no value reads weighs as a value of its own.
+
+    Examples:
+        >>> published_error_costs([[(0, 1.0), (1, 4.0)]], [9.0, 1.0])
+        (0.6923076923076923, 0.3076923076923077)
+    """
+    weights = [0.0] * len(squared_sensitivities)
+    for value in uses:
+        norm = math.fsum(a * squared_sensitivities[i] for i, a in value)
+        if norm <= 0.0:
+            raise InvalidParameterError("uses", "coefficients > 0 of aggregates", value)
+        for i, a in value:
+            weights[i] += a * squared_sensitivities[i] / norm
+    return tuple(w if w > 0.0 else 1.0 for w in weights)
+
+
+def minimum_error_split(
+    epsilon: float, costs: Sequence[float], *, delta: float = 0.0
+) -> tuple[float, ...]:
+    """The shares ε_i (Σ ε_i = ``epsilon``) that minimise Σ_i costs_i · v(ε_i).
+
+    v is the noise's variance per unit of squared sensitivity at ε_i: 2/ε_i² for Laplace
+    (``delta`` 0; the minimum has ε_i ∝ costs_i^(1/3)), 1/(2ρ_i) for the Gaussian, ρ_i the
+    zCDP of ε_i at δ/k (`rho_for`: each of the k aggregates keeps an equal share of δ),
+    found by bisection on the Lagrange multiplier (ρ′/ρ² falls with ε, so each share is a
+    monotone function of it). With `published_error_costs` as ``costs``, what is minimised
+    is the expected squared error of the published values, each relative to its own at
+    equal shares. A pure function of public quantities: the split leaks nothing.
+
+    Examples:
+        >>> [round(e, 4) for e in minimum_error_split(1.0, [8.0, 1.0])]
+        [0.6667, 0.3333]
+    """
+    _check_positive("epsilon", epsilon)
+    if not costs or any(not (c > 0.0 and math.isfinite(c)) for c in costs):
+        raise InvalidParameterError("costs", "finite numbers > 0, one per aggregate", costs)
+    roots = [c ** (1.0 / 3.0) for c in costs]
+    if delta == 0.0:
+        return tuple(epsilon * r / math.fsum(roots) for r in roots)
+    share_delta = delta / len(costs)
+    log_term = math.log(1.0 / share_delta)
+
+    def slope(e: float) -> float:  # ρ′(ε)/ρ(ε)², decreasing
+        root = math.sqrt(log_term + e)
+        return 1.0 / (root * (root - math.sqrt(log_term)) ** 3)
+
+    def share(cost: float, multiplier: float) -> float:
+        low, high = 0.0, epsilon
+        for _ in range(200):
+            middle = 0.5 * (low + high)
+            if middle <= 0.0 or cost * slope(middle) > multiplier:
+                low = middle
+            else:
+                high = middle
+        return 0.5 * (low + high)
+
+    low, high = -60.0, 60.0  # log of the multiplier
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if math.fsum(share(c, math.exp(middle)) for c in costs) > epsilon:
+            low = middle
+        else:
+            high = middle
+    shares = [share(c, math.exp(high)) for c in costs]
+    scale = epsilon / math.fsum(shares)  # Σ = ε exactly, up to rounding, never above
+    return tuple(min(e * scale, epsilon) for e in shares)
+
+
 def rho_for(epsilon: float, delta: float) -> float:
     """The largest zCDP ρ whose (ε, δ) conversion ρ + 2√(ρ ln(1/δ)) is at most ``epsilon``."""
     log_term = math.log(1.0 / delta)
@@ -558,6 +639,8 @@ __all__ = [
     "epsilon_of_rho",
     "half_width",
     "keyed_set_sensitivity",
+    "minimum_error_split",
+    "published_error_costs",
     "release_pld",
     "rho_for",
     "selection_distances",
