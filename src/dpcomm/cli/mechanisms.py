@@ -25,9 +25,9 @@ def declared_mechanism(
     scrambler of ``batch_size`` sources. The options are read as ``dpcomm run`` reads them
     (`dpcomm.plan.codec.countermeasure_from_arguments`).
     """
-    from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
     from dpcomm.plan.codec import countermeasure_from_arguments
     from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
+    from dpcomm.plan.mechanisms import countermeasure_mechanism
 
     countermeasure = countermeasure_from_arguments(
         mechanism=kind,
@@ -36,21 +36,9 @@ def declared_mechanism(
         dummies=num_dummies,
         capped=capped,
     )
-    if isinstance(countermeasure, Scramblers):
-        return ScramblerMechanism(
-            num_targets=num_targets,
-            sampling_rate=countermeasure.sampling_rate,
-            batch_size=countermeasure.batch_size,
-            num_dummies=countermeasure.num_dummies,
-            capped=countermeasure.capped,
-        )
-    if isinstance(countermeasure, LocalFlooding):
-        return LocalRandomizer(
-            num_targets=num_targets,
-            sampling_rate=countermeasure.sampling_rate,
-            num_dummies=countermeasure.num_dummies,
-        )
-    raise InvalidParameterError("mechanism", "'local' or 'scrambler'", kind)
+    if not isinstance(countermeasure, LocalFlooding | Scramblers):
+        raise InvalidParameterError("mechanism", "'local' or 'scrambler'", kind)
+    return countermeasure_mechanism(countermeasure, num_targets)
 
 
 def mechanism_kind(mechanism: LocalRandomizer | ScramblerMechanism) -> str:

@@ -600,19 +600,30 @@ def command_plan(args: argparse.Namespace) -> int:
     result = plan_countermeasures(
         num_sources=sources,
         num_targets=targets,
-        epsilon=args.epsilon,
-        delta=args.delta,
         grouping_sets=grouping_sets,
         iterations=args.iterations,
         free_grouping_sets=free,
-        max_channels=args.max_channels,
         max_extra_consents=consents,
-        min_utility=args.min_utility,
-        max_messages=args.max_messages,
-        progress=show_progress(args),
         parameter_names={name: args.flags[name] for name in PYTHON_PARAMETER_NAMES},
+        **_limits(args),
     )
     return _show_plan(args, result, query, shape)
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """The (ε, δ) and cost limits of `_add_limit_options`, and progress, as keyword arguments.
+
+    What `plan_countermeasures` and `dpcomm.calibrate` take alike (``--max-extra-consents``
+    is read by each caller: its default depends on the query).
+    """
+    return {
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        "max_channels": args.max_channels,
+        "min_utility": args.min_utility,
+        "max_messages": args.max_messages,
+        "progress": show_progress(args),
+    }
 
 
 def _plan_release(args: argparse.Namespace) -> int:
@@ -623,18 +634,13 @@ def _plan_release(args: argparse.Namespace) -> int:
     calibration = calibrate(
         args.sql,
         args.data,
-        epsilon=args.epsilon,
-        delta=args.delta,
         num_targets=args.num_targets,
-        max_channels=args.max_channels,
         max_extra_consents=args.max_extra_consents,
-        min_utility=args.min_utility,
-        max_messages=args.max_messages,
+        **_limits(args),
         release=args.release,
         bounds=parse_bounds(args.bounds),
         keys=parse_keys(args.keys),
         key_selection_delta=args.key_selection_delta,
-        progress=show_progress(args),
     )  # its errors name the flags (dpcomm.cli.output.with_flags)
     query = (args.sql, args.data)
     return _show_plan(args, calibration.details, query, calibration.shape, calibration)
@@ -691,6 +697,19 @@ def command_headline(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The plan's counts given by hand: flag, largest value, help.
+_SHAPE_COUNTS = (
+    ("--sources", MAX_SOURCES, "S, real tuples the computation must use (by hand, without --sql)"),
+    (
+        "--targets",
+        MAX_COUNT,
+        "T, targets (compute nodes) per cluster (required by hand; with --sql, default 20)",
+    ),
+    ("--grouping-sets", MAX_COUNT, "G, grouping sets (Aggregate; exclusive with --iterations)"),
+    ("--iterations", MAX_COUNT, "I, iterations (K-means with K = T)"),
+)
+
+
 def _add_shape_options(parser: argparse.ArgumentParser) -> None:
     """The plan's shape: from a query (``--sql``, ``--data``) or by hand (S, T, G or I)."""
     parser.add_argument(
@@ -702,26 +721,12 @@ def _add_shape_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a CSV or Parquet file, the query's table (S = its rows)",
     )
-    parser.add_argument(
-        "--sources",
-        type=bounded_int(None, MAX_SOURCES),
-        help="S, real tuples the computation must use (by hand, without --sql)",
-    )
-    parser.add_argument(
-        "--targets",
-        dest="num_targets",
-        metavar="TARGETS",
-        type=bounded_int(None, MAX_COUNT),
-        help="T, targets (compute nodes) per cluster (required by hand; with --sql, default 20)",
-    )
-    parser.add_argument(
-        "--grouping-sets",
-        type=bounded_int(None, MAX_COUNT),
-        help="G, grouping sets (Aggregate; exclusive with --iterations)",
-    )
-    parser.add_argument(
-        "--iterations", type=bounded_int(None, MAX_COUNT), help="I, iterations (K-means with K = T)"
-    )
+    for flag, most, text in _SHAPE_COUNTS:
+        # --targets is stored as num_targets, the name the API gives T.
+        named: dict[str, Any] = (
+            {"dest": "num_targets", "metavar": "TARGETS"} if flag == "--targets" else {}
+        )
+        parser.add_argument(flag, type=bounded_int(None, most), help=text, **named)
 
 
 def _add_limit_options(parser: argparse.ArgumentParser) -> None:

@@ -333,6 +333,32 @@ class ScramblerRuns:
         return total
 
 
+def block_source_messages(
+    true_targets: IntArray,
+    countermeasure: Scramblers | LocalFlooding,
+    *,
+    first_run: int,
+    num_targets: int,
+    randomness: Randomness,
+    flow: str,
+) -> roles.SourceMessages:
+    """The source step of runs ``first_run`` … of a flow, one block of sources per run.
+
+    ``true_targets`` (runs, b) holds each run's true targets: run r is sources r·b … r·b + b − 1
+    of the flow (`dpcomm.protocol.roles.source_messages`), as the engines number them.
+    """
+    runs, block = true_targets.shape
+    sources = np.arange(first_run * block, (first_run + runs) * block, dtype=np.int64)
+    return roles.source_messages(
+        true_targets.ravel(),
+        countermeasure=countermeasure,
+        num_targets=num_targets,
+        randomness=randomness,
+        flow=flow,
+        sources=sources,
+    )
+
+
 def scrambler_runs(
     true_targets: npt.ArrayLike,
     countermeasure: Scramblers,
@@ -361,19 +387,18 @@ def scrambler_runs(
         )
     runs, batch = truth.shape
     first = check_int("first_run", first_run, minimum=0)
-    sources = np.arange(first * batch, (first + runs) * batch, dtype=np.int64)
-    messages = roles.source_messages(
-        truth.ravel(),
-        countermeasure=countermeasure,
+    messages = block_source_messages(
+        truth,
+        countermeasure,
+        first_run=first,
         num_targets=num_targets,
         randomness=randomness,
         flow=flow,
-        sources=sources,
     )
     # Batches of exactly n consecutive sources: the chunk's batch k is scrambler first + k of
     # the whole flow, which holds the batches of every run.
-    batches = ConsecutiveBatches.of(sources.shape[0], batch)
-    local = batches.batch_of(np.arange(sources.shape[0], dtype=np.int64))
+    batches = ConsecutiveBatches.of(runs * batch, batch)
+    local = batches.batch_of(np.arange(runs * batch, dtype=np.int64))
     scramblers = first + np.arange(batches.num_batches, dtype=np.int64)
     keys = local * num_targets + messages.sent
     received = np.bincount(keys, minlength=runs * num_targets).reshape(runs, num_targets)

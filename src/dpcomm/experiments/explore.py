@@ -46,6 +46,7 @@ from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.codec import run_command
 from dpcomm.plan.costs import balanced_batch_sizes
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
+from dpcomm.plan.mechanisms import countermeasure_mechanism
 from dpcomm.plan.privacy import account_cluster, account_plan
 from dpcomm.validation import MAX_COUNT, check_delta, check_int, check_probability
 
@@ -143,20 +144,9 @@ class ExplorerSettings:
         balanced batch's guarantee covers the larger ones (the Lemma 2 pair for n + 1 sources is
         a post-processing of the pair for n: `dpcomm.calibration.feasibility`).
         """
-        if self.mechanism == "local":
-            return LocalRandomizer(
-                num_targets=self.num_targets,
-                sampling_rate=self.sampling_rate,
-                num_dummies=self.num_dummies,
-            )
         sizes = self.batch_sizes
-        assert sizes is not None
-        return ScramblerMechanism(
-            num_targets=self.num_targets,
-            sampling_rate=self.sampling_rate,
-            batch_size=min(sizes),
-            num_dummies=self.num_dummies,
-        )
+        smallest = None if sizes is None else min(sizes)
+        return countermeasure_mechanism(self.countermeasure, self.num_targets, batch_size=smallest)
 
     @property
     def cluster_noun(self) -> str:

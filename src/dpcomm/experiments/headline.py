@@ -26,6 +26,7 @@ from dpcomm.accounting.search import integer_crossing
 from dpcomm.calibration import describe_batches, nonprivate_load, plan_costs, recruited_sources
 from dpcomm.plan.costs import balanced_batch_sizes
 from dpcomm.plan.countermeasures import Scramblers
+from dpcomm.plan.mechanisms import countermeasure_mechanism
 
 #: The paper's scenario (Section 5.2, Table 1).
 NUM_SOURCES = 10_000
@@ -131,24 +132,27 @@ class _Scenario:
     ) -> Callable[[int], float]:
         """δ of the cluster at d: the largest over its batch sizes."""
         sizes = sorted(set(self.batches), reverse=True)
+        targets = self.num_targets
 
-        def mechanism(batch: int, dummies: int) -> ScramblerMechanism:
-            return ScramblerMechanism(
-                num_targets=self.num_targets,
-                sampling_rate=self.sampling_rate,
-                batch_size=batch,
-                num_dummies=dummies,
+        def delta_at(dummies: int) -> float:
+            scramblers = self.scramblers(dummies)
+            return max(
+                delta_of(countermeasure_mechanism(scramblers, targets, batch_size=batch))
+                for batch in sizes
             )
 
-        return lambda d: max(delta_of(mechanism(batch, d)) for batch in sizes)
+        return delta_at
+
+    def scramblers(self, dummies: int) -> Scramblers:
+        """The scenario's scramblers with ``dummies`` per scrambler."""
+        return Scramblers(
+            sampling_rate=self.sampling_rate, batch_size=self.batch_size, num_dummies=dummies
+        )
 
     def messages(self, dummies: int) -> int:
         """2·S_t + SC·d + C: the messages of one cluster with ``dummies`` per scrambler."""
-        countermeasure = Scramblers(
-            sampling_rate=self.sampling_rate, batch_size=self.batch_size, num_dummies=dummies
-        )
         return plan_costs(
-            countermeasure,
+            self.scramblers(dummies),
             num_sources=self.recruited,
             num_targets=self.num_targets,
             workload="aggregate",

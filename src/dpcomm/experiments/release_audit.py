@@ -74,6 +74,7 @@ from dpcomm.experiments.audit import (
     Categorization,
     EventEstimate,
     _select_events,
+    block_source_messages,
     estimate_events,
     scrambler_runs,
 )
@@ -516,14 +517,13 @@ def traffic_runs(
         counts = steps.counts
         real = np.asarray(steps.messages.is_real, dtype=bool)
     elif isinstance(countermeasure, LocalFlooding):
-        nodes = np.arange(first * sources, (first + count) * sources, dtype=np.int64)
-        messages = roles.source_messages(
-            tiled.ravel(),
-            countermeasure=countermeasure,
+        messages = block_source_messages(
+            tiled,
+            countermeasure,
+            first_run=first,
             num_targets=size,
             randomness=randomness,
             flow=flow,
-            sources=nodes,
         )
         audited = slice(None, None, sources)
         emitted = np.concatenate([messages.sent[audited, None], messages.flooding[audited]], axis=1)

@@ -45,6 +45,7 @@ from dpcomm.plan.countermeasures import (
     NoCountermeasure,
     Scramblers,
 )
+from dpcomm.plan.mechanisms import countermeasure_mechanism
 from dpcomm.plan.model import Cluster, ExecutionPlan
 from dpcomm.plan.transform import resolve_countermeasures
 from dpcomm.validation import check_delta
@@ -170,11 +171,7 @@ def account_cluster(
                 f"at most T − 1 = {targets - 1} flooding dummies for cluster {cluster.name}",
                 countermeasure.num_dummies,
             )
-        local = LocalRandomizer(
-            num_targets=targets,
-            sampling_rate=countermeasure.sampling_rate,
-            num_dummies=countermeasure.num_dummies,
-        )
+        local = countermeasure_mechanism(countermeasure, targets)
         guarantee, lower = _account_cached(local, delta)
         parts.append(MechanismPart(local, cluster.num_senders, guarantee, lower))
     else:
@@ -200,13 +197,7 @@ def account_cluster(
                     f"n = {batch} sources in cluster {cluster.name}",
                     countermeasure.num_dummies,
                 )
-            mechanism = ScramblerMechanism(
-                num_targets=targets,
-                sampling_rate=countermeasure.sampling_rate,
-                batch_size=batch,
-                num_dummies=countermeasure.num_dummies,
-                capped=countermeasure.capped,
-            )
+            mechanism = countermeasure_mechanism(countermeasure, targets, batch_size=batch)
             guarantee, lower = _account_cached(mechanism, delta)
             parts.append(MechanismPart(mechanism, count, guarantee, lower))
     combined = compose_parallel(p.guarantee for p in parts)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -572,6 +572,25 @@ _KEY_TYPES = {
 }
 
 
+def _from_text(kind: str, text: str) -> object:
+    """A key given as text (the CLI's) as a value of a column of ``kind`` (text: itself)."""
+    import datetime
+    from decimal import Decimal
+
+    parsers: dict[str, Callable[[str], object]] = {
+        "int": int,
+        "wideint": int,
+        "float": float,
+        "decimal": Decimal,
+        "bool": lambda word: {"true": True, "false": False}[word.strip().lower()],
+        "date": datetime.date.fromisoformat,
+        "timestamp": datetime.datetime.fromisoformat,
+        "time": datetime.time.fromisoformat,
+    }
+    parse = parsers.get(kind)
+    return text if parse is None else parse(text)
+
+
 def _typed(value: object, sql_type: str, column: str) -> object:
     """A key value (the CLI's text, or a Python value) as the column's Python value.
 
@@ -593,25 +612,9 @@ def _typed(value: object, sql_type: str, column: str) -> object:
     )
     if isinstance(value, str):
         try:
-            if kind == "text":
-                return value
-            if kind in ("int", "wideint"):
-                return int(value)
-            if kind == "float":
-                return float(value)
-            if kind == "decimal":
-                return Decimal(value)
-            if kind == "bool":
-                return {"true": True, "false": False}[value.strip().lower()]
-            if kind == "date":
-                return datetime.date.fromisoformat(value)
-            if kind == "timestamp":
-                return datetime.datetime.fromisoformat(value)
-            if kind == "time":
-                return datetime.time.fromisoformat(value)
+            return _from_text(kind, value)
         except (ValueError, KeyError, InvalidOperation):
             raise refused from None
-        return value
     is_bool = isinstance(value, bool) or type(value).__name__ == "bool_"
     if kind == "bool" and is_bool:
         return bool(value)

@@ -722,10 +722,18 @@ def _figure6_notes(
 def _figure6(
     settings: FigureSettings,
     name: str,
-    key: str,
+    swept: tuple[str, str],
     grid: Sequence[float],
     point: Callable[[float], tuple[float, int, int]],
-) -> tuple[list[Row], Path, Path, int]:
+    shown: str,
+    extra: str = "",
+) -> FigureOutput:
+    """One figure 6 panel: ε against the parameter ``swept`` (its key and symbol) over ``grid``.
+
+    ``shown`` is the caption's account of the grid and the fixed parameters; ``extra`` a
+    threshold the notes add (`_figure6_notes`).
+    """
+    key, symbol = swept
     samples = QUICK_MONTE_CARLO_SAMPLES if settings.quick else FULL_MONTE_CARLO_SAMPLES
     rows, png, csv = _sweep(
         settings,
@@ -740,7 +748,16 @@ def _figure6(
         height=5.4,
         y_cap=8.0,
     )
-    return rows, png, csv, samples
+    return FigureOutput(
+        name=name,
+        title=FIGURE_TITLES[name],
+        caption=_figure6_caption(name[-1], shown, samples),
+        png=png,
+        csv=csv,
+        notes=_figure6_notes(
+            rows, key, symbol, samples, extra, bennett=_bennett_text(name, point, symbol)
+        ),
+    )
 
 
 def _figure6_caption(part: str, text: str, samples: int) -> str:
@@ -804,17 +821,8 @@ def figure_6a(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [10, 20, 30, 50, 75, 100, 150, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
     )
-    rows, png, csv, samples = _figure6(settings, "6a", "batch_size", grid, point_6a)
-    return FigureOutput(
-        name="6a",
-        title=FIGURE_TITLES["6a"],
-        caption=_figure6_caption("a", f"n ∈ [{grid[0]}, {grid[-1]}], d = 50, σ = 0.2", samples),
-        png=png,
-        csv=csv,
-        notes=_figure6_notes(
-            rows, "batch_size", "n", samples, bennett=_bennett_text("6a", point_6a, "n")
-        ),
-    )
+    shown = f"n ∈ [{grid[0]}, {grid[-1]}], d = 50, σ = 0.2"
+    return _figure6(settings, "6a", ("batch_size", "n"), grid, point_6a, shown)
 
 
 @base.register("6b")
@@ -825,7 +833,6 @@ def figure_6b(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [0, 10, 25, 50, 75, 99, 150, 200, 250, 275, 300, 400, 500, 600, 700, 800, 900, 1000]
     )
-    rows, png, csv, samples = _figure6(settings, "6b", "num_dummies", grid, point_6b)
     reach = least_dummies_6b()
     extra = (
         f" (ε ≤ 1 from d = {reach.value:g}: ε = {reach.epsilon:.4f}, and "
@@ -833,22 +840,8 @@ def figure_6b(settings: FigureSettings) -> FigureOutput:
         if reach is not None and reach.below is not None
         else ""
     )
-    notes = _figure6_notes(
-        rows,
-        "num_dummies",
-        "d",
-        samples,
-        extra=extra,
-        bennett=_bennett_text("6b", point_6b, "d"),
-    )
-    return FigureOutput(
-        name="6b",
-        title=FIGURE_TITLES["6b"],
-        caption=_figure6_caption("b", f"d ∈ [{grid[0]}, {grid[-1]}], n = 100, σ = 0.2", samples),
-        png=png,
-        csv=csv,
-        notes=notes,
-    )
+    shown = f"d ∈ [{grid[0]}, {grid[-1]}], n = 100, σ = 0.2"
+    return _figure6(settings, "6b", ("num_dummies", "d"), grid, point_6b, shown, extra=extra)
 
 
 @base.register("6c")
@@ -859,16 +852,5 @@ def figure_6c(settings: FigureSettings) -> FigureOutput:
         if settings.quick
         else [0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0]
     )
-    rows, png, csv, samples = _figure6(settings, "6c", "sampling_rate", grid, point_6c)
-    return FigureOutput(
-        name="6c",
-        title=FIGURE_TITLES["6c"],
-        caption=_figure6_caption(
-            "c", f"σ ∈ [{grid[0]}, {grid[-1]}] (σ = 0 gives ε0 = ∞), n = 500, d = 50", samples
-        ),
-        png=png,
-        csv=csv,
-        notes=_figure6_notes(
-            rows, "sampling_rate", "σ", samples, bennett=_bennett_text("6c", point_6c, "σ")
-        ),
-    )
+    shown = f"σ ∈ [{grid[0]}, {grid[-1]}] (σ = 0 gives ε0 = ∞), n = 500, d = 50"
+    return _figure6(settings, "6c", ("sampling_rate", "σ"), grid, point_6c, shown)
