@@ -234,6 +234,7 @@ def _print_release(release: Any) -> None:
         f"δ = {release.composed_delta:g} (PLD composition {composed}; "
         f"sum {release.summed_epsilon:.4f})"
     )
+    print(f"  {release.describe_split()}")
     for item in release.aggregates:
         print(
             f"  {item.aggregate}: {item.noise} noise, scale {item.scale:.4g} "

@@ -204,7 +204,8 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="E",
-        help="with --release: ε of the release, split equally among its aggregates "
+        help="with --release: ε of the release, split among its aggregates to minimise the "
+        "published values' expected error "
         f"(default {DEFAULT_RELEASE_EPSILON:g})",
     )
     parser.add_argument(

@@ -363,6 +363,7 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
         release.mechanism,
         _released_aggregates(program.query, views),
         shared_blanket=release.shared_blanket,
+        uses=program.query.value_uses,
     )
     if kind == "centred-own-row":
         outputs = {o.name: o.column for o in program.query.outputs}

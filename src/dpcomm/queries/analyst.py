@@ -87,6 +87,12 @@ class Rewritten:
             (``AVG(body_mass_g)``), to name it in reports.
         centres: each clamped measure column that is centred: the midpoint c of its bounds,
             subtracted on the source's row (`centred_columns`).
+        value_uses: per aggregate the user wrote (each published value's), the hidden
+            columns its value reads and their coefficients in its error variance
+            (`dpcomm.release.mechanisms.published_error_costs`): a COUNT or plain SUM reads
+            its column (1); a centred SUM the centred sum (1) and the COUNT (c²); an AVG the
+            sum (1) and the COUNT ((hi − lo)²/12, the spread of an average within its
+            bounds, over the count squared).
     """
 
     projection: str
@@ -97,6 +103,7 @@ class Rewritten:
     clamps: dict[str, tuple[str, float, float]]
     aggregate_labels: dict[str, str]
     centres: dict[str, float] = field(default_factory=dict)
+    value_uses: tuple[tuple[tuple[str, float], ...], ...] = ()
 
 
 def _sql(node: Any) -> str:
@@ -212,6 +219,8 @@ class _Rewriter:
         #: Hidden aggregate column -> the user's aggregate it serves (for reports).
         self.hidden_labels: dict[str, str] = {}
         self.current_label: str | None = None
+        #: What each aggregate call's value reads (`Rewritten.value_uses`), in order.
+        self.uses: dict[tuple[tuple[str, float], ...], None] = {}
 
     # ---------------------------------------------------------------- projection
 
@@ -318,6 +327,11 @@ class _Rewriter:
             self.hidden_labels[name] = self.current_label or core_sql
         return exp.column(self.aggregates[core_sql], quoted=True)
 
+    def read(self, *columns: tuple[exp.Column, float]) -> exp.Column:
+        """Record that one aggregate's value reads ``columns`` (hidden, with coefficients)."""
+        self.uses[tuple((column.name, coefficient) for column, coefficient in columns)] = None
+        return columns[0][0]
+
     def measure(self, argument: exp.Expression, function: str) -> str:
         return _quoted(self.derive("m", argument, f"inside {function.upper()}()"))
 
@@ -334,15 +348,15 @@ class _Rewriter:
             raise UnsupportedQueryError("extra arguments of an aggregate", text)
         if isinstance(node, exp.Count):
             if argument is None or isinstance(argument, exp.Star):
-                return self.hidden("COUNT(*)")
+                return self.read((self.hidden("COUNT(*)"), 1.0))
             if self.bounds is not None and _bare_column(argument) in self.centred:
-                return self.hidden(f"COUNT({self.bounded_measure(argument)[0]})")
-            return self.hidden(f"COUNT({self.measure(argument, 'count')})")
+                return self.read((self.hidden(f"COUNT({self.bounded_measure(argument)[0]})"), 1.0))
+            return self.read((self.hidden(f"COUNT({self.measure(argument, 'count')})"), 1.0))
         if argument is None:
             raise UnsupportedQueryError("an aggregate without argument", text)
         if isinstance(node, exp.CountIf):
             condition = exp.Case(ifs=[exp.If(this=argument.copy(), true=exp.true())])
-            return self.hidden(f"COUNT({self.measure(condition, 'count_if')})")
+            return self.read((self.hidden(f"COUNT({self.measure(condition, 'count_if')})"), 1.0))
         if self.bounds is not None:
             return self.released(node, argument)
         simple: dict[type, str] = {
@@ -384,23 +398,27 @@ class _Rewriter:
             raise UnsupportedQueryError(
                 f"{_sql(node)[:60]} under a noisy release", "SUM and AVG of a column with bounds"
             )
-        name, centre = self.bounded_measure(argument)
+        name, centre, width = self.bounded_measure(argument)
         total_column = self.hidden(f"SUM({name})")
         if isinstance(node, exp.Sum) and not centre:
-            return total_column
+            return self.read((total_column, 1.0))
         total = _sql(total_column)
-        count = _sql(self.hidden(f"COUNT({name})"))
+        count_column = self.hidden(f"COUNT({name})")
+        count = _sql(count_column)
         if isinstance(node, exp.Sum):
+            self.read((total_column, 1.0), (count_column, centre**2))
             text = f"{total} + {centre!r} * {count}"
         else:
+            self.read((total_column, 1.0), (count_column, width**2 / 12.0))
             shift = f"{centre!r} + " if centre else ""
             text = f"CASE WHEN {count} > 0 THEN {shift}{total} / {count} END"
         return cast(exp.Expression, sqlglot.parse_one(text, read="duckdb"))
 
-    def bounded_measure(self, argument: exp.Expression) -> tuple[str, float]:
+    def bounded_measure(self, argument: exp.Expression) -> tuple[str, float, float]:
         """The clamped (and, for a centred column, centred) measure of a bounded column.
 
-        Its quoted name and the centre c subtracted on the source's row (0: not centred).
+        Its quoted name, the centre c subtracted on the source's row (0: not centred) and
+        the bounds' width hi − lo.
         """
         bare = argument
         while isinstance(bare, exp.Paren):
@@ -424,7 +442,7 @@ class _Rewriter:
         self.clamps[name] = (column, low, high)
         if centre:
             self.centres[name] = centre
-        return _quoted(name), centre
+        return _quoted(name), centre, high - low
 
     def is_boolean(self, argument: exp.Expression) -> bool:
         return self.type_of(argument) == "BOOLEAN"
@@ -692,6 +710,7 @@ def rewrite(
         dict(rewriter.clamps),
         dict(rewriter.hidden_labels),
         dict(rewriter.centres),
+        tuple(rewriter.uses),
     )
 
 

@@ -646,6 +646,7 @@ def _bind_analyst(
         clamps=tuple((name, *clamp) for name, clamp in rewritten.clamps.items()),
         aggregate_labels=tuple(rewritten.aggregate_labels.items()),
         centres=tuple(rewritten.centres.items()),
+        value_uses=rewritten.value_uses,
     )
     _check_result_names(bound)
     return bound

@@ -26,7 +26,8 @@ In the empty grouping set (one group, one compute node, every tuple delivered) t
 W in one cell. The released vector of one aggregate over every grouping set has the sum of
 these as its L1 sensitivity and the root of the sum of squares as its L2 sensitivity.
 
-Each aggregate's noise is calibrated to its share of the release's budget (equal shares):
+Each aggregate's noise is calibrated to its share of the release's budget (the split that
+minimises the published values' expected error, `release_shares`; δ in equal shares):
 Laplace noise of scale L1 / ε_i (pure ε_i-DP), or Gaussian noise whose zero-concentrated
 divergence ρ = L2² / (2 s²) converts to ε_i at δ_i (Bun and Steinke 2016, Prop. 1.3:
 ε = ρ + 2 √(ρ ln(1/δ))). The library that draws the noise (OpenDP) reports its own privacy map,
@@ -61,7 +62,8 @@ class Laplace:
     """Laplace noise on the released aggregates: pure ε-DP for the release.
 
     Attributes:
-        epsilon: the release's ε (ε2), split equally among its aggregates.
+        epsilon: the release's ε (ε2), split among its aggregates to minimise the published
+            values' expected error (`release_shares`).
 
     Examples:
         >>> import dpcomm
@@ -91,7 +93,8 @@ class Gaussian:
     """Gaussian noise on the released aggregates: (ε, δ)-DP for the release.
 
     Attributes:
-        epsilon: the release's ε (ε2), split equally among its aggregates.
+        epsilon: the release's ε (ε2), split among its aggregates to minimise the published
+            values' expected error (`release_shares`).
         delta: the release's δ (δ2), split equally among its aggregates.
 
     Examples:
@@ -301,9 +304,11 @@ def minimum_error_split(
     _check_positive("epsilon", epsilon)
     if not costs or any(not (c > 0.0 and math.isfinite(c)) for c in costs):
         raise InvalidParameterError("costs", "finite numbers > 0, one per aggregate", costs)
+    if all(c == costs[0] for c in costs):  # equal costs: equal shares, exactly
+        return _at_most(epsilon, [epsilon / len(costs)] * len(costs))
     roots = [c ** (1.0 / 3.0) for c in costs]
     if delta == 0.0:
-        return tuple(epsilon * r / math.fsum(roots) for r in roots)
+        return _at_most(epsilon, [epsilon * r / math.fsum(roots) for r in roots])
     share_delta = delta / len(costs)
     log_term = math.log(1.0 / share_delta)
 
@@ -329,8 +334,48 @@ def minimum_error_split(
         else:
             high = middle
     shares = [share(c, math.exp(high)) for c in costs]
-    scale = epsilon / math.fsum(shares)  # Σ = ε exactly, up to rounding, never above
-    return tuple(min(e * scale, epsilon) for e in shares)
+    scale = epsilon / math.fsum(shares)
+    return _at_most(epsilon, [min(e * scale, epsilon) for e in shares])
+
+
+def _at_most(epsilon: float, shares: list[float]) -> tuple[float, ...]:
+    """``shares`` shrunk by a few ulps until their sum is at most ``epsilon`` (never above)."""
+    while math.fsum(shares) > epsilon:
+        shares = [math.nextafter(e, 0.0) for e in shares]
+    return tuple(shares)
+
+
+#: Which released aggregates each published value reads, with its coefficients a_ij
+#: (`published_error_costs`), by the aggregates' output names.
+ValueUses = Sequence[Sequence[tuple[str, float]]]
+
+
+def release_shares(
+    mechanism: ReleaseMechanism,
+    aggregates: Sequence[tuple[str, ReleasedFunction, Sensitivity]],
+    uses: ValueUses = (),
+) -> tuple[float, ...]:
+    """Each aggregate's share ε_i of ``mechanism``'s ε: the minimum expected error split.
+
+    ``uses`` lists the aggregates each published value reads (`published_error_costs`);
+    the squared sensitivity is L1² under Laplace noise (variance 2 (L1/ε_i)²) and L2² under
+    Gaussian noise. Without ``uses`` every aggregate weighs alike: equal shares. Public
+    quantities only (the query, its bounds and domains): the split costs no privacy.
+
+    Examples:
+        >>> from dpcomm.release.mechanisms import Laplace, Sensitivity
+        >>> aggregates = [("s", "sum", Sensitivity(4000.0, 4000.0)),
+        ...               ("c", "count", Sensitivity(2.0, 2.0))]
+        >>> uses = [[("s", 1.0), ("c", 2000.0**2 / 3.0)]]
+        >>> [round(e, 3) for e in release_shares(Laplace(1.0), aggregates, uses)]
+        [0.591, 0.409]
+    """
+    index = {name: i for i, (name, _, _) in enumerate(aggregates)}
+    gaussian = isinstance(mechanism, Gaussian)
+    squared = [(s.l2 if gaussian else s.l1) ** 2 for _, _, s in aggregates]
+    values = [[(index[n], a) for n, a in value if n in index] for value in uses]
+    costs = published_error_costs([v for v in values if v], squared)
+    return minimum_error_split(mechanism.epsilon, costs, delta=mechanism.delta)
 
 
 def rho_for(epsilon: float, delta: float) -> float:
@@ -431,17 +476,19 @@ def calibrate_noise(
     aggregates: Sequence[tuple[str, ReleasedFunction, Sensitivity]],
     *,
     shared_blanket: bool = True,
+    uses: ValueUses = (),
 ) -> tuple[AggregateNoise, ...]:
-    """Each aggregate's noise for its equal share of ``mechanism``'s budget.
+    """Each aggregate's noise for its share of ``mechanism``'s budget (`release_shares`).
 
-    ``shared_blanket`` says whether the sensitivities cover scramblers with sampling
-    (`AggregateNoise.shared_blanket`).
+    ``uses``: what each published value reads (none: equal shares of ε); δ is split
+    equally. ``shared_blanket`` says whether the sensitivities cover scramblers with
+    sampling (`AggregateNoise.shared_blanket`).
     """
     if not aggregates:
         raise InvalidParameterError("release", "a query with COUNT or SUM to release", "none")
-    share = mechanism.epsilon / len(aggregates)
+    shares = release_shares(mechanism, aggregates, uses)
     noises = []
-    for output, function, sensitivity in aggregates:
+    for (output, function, sensitivity), share in zip(aggregates, shares, strict=True):
         integer = function != "sum"
         if isinstance(mechanism, Laplace):
             scale = sensitivity.l1 / share
@@ -632,6 +679,7 @@ __all__ = [
     "ReleaseMechanism",
     "SelectionDistances",
     "Sensitivity",
+    "ValueUses",
     "aggregate_sensitivity",
     "calibrate_noise",
     "centred_sum_sensitivity",
@@ -642,6 +690,7 @@ __all__ = [
     "minimum_error_split",
     "published_error_costs",
     "release_pld",
+    "release_shares",
     "rho_for",
     "selection_distances",
     "threshold_for",

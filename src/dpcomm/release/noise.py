@@ -217,7 +217,8 @@ def release_spec(release: Release) -> dict[str, Any]:
     """The public description of ``release``, JSON-ready (`release_from_spec` rebinds it).
 
     Its mechanism with (ε2, δ2), each key domain (values as text, as the CLI takes them) and
-    the key selection's δ_sel: what `bind_release` needs to bind the same release again.
+    the key selection's δ_sel: what `bind_release` needs to bind the same release again; and
+    each aggregate's share of ε2, which the node's own binding must reproduce exactly.
     """
     mechanism = release.mechanism
     return {
@@ -227,6 +228,7 @@ def release_spec(release: Release) -> dict[str, Any]:
         "keys": {column: [_key_text(v) for v in values] for column, values in release.domains},
         "key_selection_delta": None if release.selection is None else release.selection.delta,
         "shared_blanket": release.shared_blanket,
+        "shares": {n.output: n.epsilon for n in release.noises},
         "module": __name__,  # what a node imports to bind it again (`release_from_spec`)
     }
 
@@ -245,7 +247,7 @@ def release_from_spec(
         Laplace(epsilon) if name == "laplace" else Gaussian(epsilon, float(spec["delta"]))
     )
     selection = spec.get("key_selection_delta")
-    return bind_release(
+    release = bind_release(
         bound,
         mechanism,
         spec.get("keys") or None,
@@ -253,6 +255,13 @@ def release_from_spec(
         num_targets=num_targets,
         shared_blanket=bool(spec.get("shared_blanket", True)),
     )
+    shares = {n.output: n.epsilon for n in release.noises}
+    described = spec.get("shares")
+    if described is not None and {k: float(v) for k, v in described.items()} != shares:
+        raise InvalidParameterError(
+            "release shares", f"the shares of ε this node computes ({shares})", described
+        )
+    return release
 
 
 def _key_text(value: object) -> object:
@@ -337,7 +346,10 @@ def bind_release(
         bound, domains, selected, num_targets=num_targets, shared_blanket=shared_blanket
     )
     noises = calibrate_noise(
-        mechanism, _released_aggregates(bound, views), shared_blanket=shared_blanket
+        mechanism,
+        _released_aggregates(bound, views),
+        shared_blanket=shared_blanket,
+        uses=bound.value_uses,
     )
     release = Release(
         mechanism, noises, tuple(sorted(domains.items())), None, views, shared_blanket

@@ -110,6 +110,8 @@ class ReleaseReport:
         aggregates: every released aggregate's noise.
         key_selection: how keys were selected by a threshold (None: every key released
             comes from a public domain).
+        split: each released aggregate with its share of ε2, chosen to minimise the
+            published values' expected error (`dpcomm.release.mechanisms.release_shares`).
     """
 
     mechanism: str
@@ -122,6 +124,15 @@ class ReleaseReport:
     epsilon_total: float
     aggregates: tuple[ReleasedAggregate, ...]
     key_selection: KeySelectionReport | None = None
+    split: tuple[tuple[str, float], ...] = ()
+
+    def describe_split(self) -> str:
+        """``ε2 = 1 split to minimise the published values' expected error: COUNT(*) 0.2, ...``."""
+        shares = ", ".join(f"{aggregate} {share:.4g}" for aggregate, share in self.split)
+        return (
+            f"ε2 = {self.epsilon:.4g} split to minimise the published values' expected error: "
+            f"{shares}"
+        )
 
 
 def release_report(
@@ -141,6 +152,7 @@ def release_report(
     if release is None:
         raise InvalidParameterError("program", "a program with a noisy release", None)
     both = composition or compose_release(privacy, release.noises)
+    aggregates = _aggregates_report(program)
     return ReleaseReport(
         mechanism=release.mechanism.name,
         epsilon=release.epsilon,
@@ -150,8 +162,9 @@ def release_report(
         composed_delta=both.delta,
         summed_epsilon=both.summed_epsilon,
         epsilon_total=both.epsilon,
-        aggregates=_aggregates_report(program),
+        aggregates=aggregates,
         key_selection=_key_selection_report(program, released),
+        split=tuple((a.aggregate, a.epsilon) for a in aggregates),
     )
 
 

@@ -69,3 +69,32 @@ def test_invalid_costs_are_refused() -> None:
         minimum_error_split(1.0, [])
     with pytest.raises(InvalidParameterError, match="uses"):
         published_error_costs([[(0, 0.0)]], [1.0])
+
+
+def test_the_query_records_what_each_published_value_reads():
+    """COUNT(*) reads itself; SUM(v) beside AVG(v) is centred on c = 0.5 (the COUNT(v) with
+    c²); AVG(v) the sum and the COUNT with (hi − lo)²/12; the split follows."""
+    import numpy as np
+
+    import dpcomm
+    from dpcomm.data import table_from_arrays
+    from dpcomm.release.noise import noisy_program
+
+    table = table_from_arrays("t", {"k": np.arange(20) % 2, "v": np.linspace(0.0, 1.0, 20)})
+    sql = "SELECT k, COUNT(*) AS c, SUM(v) AS s, AVG(v) AS a FROM t GROUP BY k"
+    program = noisy_program(
+        sql, table, release=dpcomm.Laplace(1.0), keys={"k": [0, 1]}, bounds={"v": (0.0, 1.0)}
+    )
+    assert program.release is not None
+    star, total, count = (
+        next(n.output for n in program.release.noises if n.function == function)
+        for function in ("count_star", "sum", "count")
+    )
+    assert program.query.value_uses == (
+        ((star, 1.0),),
+        ((total, 1.0), (count, 0.25)),
+        ((total, 1.0), (count, 1.0 / 12.0)),
+    )
+    shares = {n.output: n.epsilon for n in program.release.noises}
+    assert math.fsum(shares.values()) <= 1.0
+    assert shares[count] < shares[star] < shares[total]  # COUNT(v) is only a correction
