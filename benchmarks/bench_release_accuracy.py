@@ -30,8 +30,8 @@ BOUNDS = (2500.0, 6500.0)
 SQL = "SELECT species, AVG(body_mass_g) AS mass FROM penguins GROUP BY species"
 
 
-def penguins() -> pd.DataFrame:
-    """The Palmer penguins as scikit-learn ships them (its OpenML test data)."""
+def penguins(columns: tuple[str, ...] = ("species", "body_mass_g")) -> pd.DataFrame:
+    """The Palmer penguins as scikit-learn ships them (its OpenML test data), ``columns``."""
     spec = importlib.util.find_spec("sklearn")
     if spec is None or spec.origin is None:
         raise SystemExit("scikit-learn is not installed")
@@ -50,7 +50,7 @@ def penguins() -> pd.DataFrame:
                 in_data = True
     frame = pd.DataFrame(rows, columns=names).replace("?", None)
     frame["body_mass_g"] = pd.to_numeric(frame["body_mass_g"])
-    return frame[["species", "body_mass_g"]]
+    return frame[list(columns)]
 
 
 def plain_release(exact: dict[str, tuple[float, int]], epsilon: float) -> dict[str, float]:

@@ -50,7 +50,12 @@ Noisy releases:
     against an observer of both traffic and release. Grouping sets with a column without a
     domain need ``key_selection_delta`` (δ_sel, e.g. 1e-6): their keys are those whose
     noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
-    δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
+    δ_sel is part of the release's δ. Published counts are non-negative integers (a noisy
+    count below 0 is published as 0); ``run.raw_rows`` keeps the raw noisy values, unbiased,
+    for sums over many cells. ``consistent_totals=True`` makes ROLLUP and CUBE totals equal
+    the sum of their parts (least squares over the released cells,
+    [`dpcomm.release.postprocess`][]); both are post-processing, free in privacy. With
+    ``estimate="unbiased"`` the released values are
     estimated over every tuple, from released values only, each interval covering both the
     sampling's and the noise's errors ([`dpcomm.pipeline.estimate.released_estimate`][]); an
     AVG's interval is withheld where it would not be reliable, its column
@@ -190,6 +195,7 @@ def run_sql(
     bounds: Mapping[str, tuple[float, float]] | None = None,
     keys: Mapping[str, Sequence[Any]] | None = None,
     key_selection_delta: float | None = None,
+    consistent_totals: bool = False,
 ) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
@@ -228,7 +234,12 @@ def run_sql(
         countermeasure, num_targets=num_targets, delta=delta, target_epsilon=target_epsilon
     )
     asked = _release_asked(
-        countermeasure, release, bounds=bounds, keys=keys, key_selection_delta=key_selection_delta
+        countermeasure,
+        release,
+        bounds=bounds,
+        keys=keys,
+        key_selection_delta=key_selection_delta,
+        consistent_totals=consistent_totals,
     )
     if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
         raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)

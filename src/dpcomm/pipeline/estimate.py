@@ -1016,8 +1016,9 @@ def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
         raise InvalidParameterError("program", "a program with a noisy release", None)
     forms = _release_forms(program)
     probabilities = delivery_probabilities(program, run)
-    released = program.core_result(run.state)  # the rows the run released (drawn once)
-    final_rows = list(run.result)
+    # The raw released values (drawn once): unbiased, before counts are clamped at 0.
+    released = program.raw_core_result(run.state)
+    final_rows = program.raw_result(run.state)
     if len(final_rows) != sum(len(rows) for rows in released):
         raise RuntimeError("the released result and its core rows differ in length")
     outputs = {o.name: o for o in program.query.outputs}

@@ -109,6 +109,8 @@ class Release:
         views: each grouping set's `JointView`, which set the sensitivities.
         shared_blanket: whether the sensitivities cover scramblers with sampling (one other
             source's tuple; `dpcomm.plan.countermeasures.shares_blanket`).
+        consistent_totals: whether the published totals are made consistent across grouping
+            sets (`dpcomm.release.postprocess`; post-processing, no privacy cost).
     """
 
     mechanism: ReleaseMechanism
@@ -117,6 +119,7 @@ class Release:
     selection: KeySelection | None = None
     views: tuple[JointView, ...] = ()
     shared_blanket: bool = True
+    consistent_totals: bool = False
 
     @property
     def epsilon(self) -> float:
@@ -143,6 +146,14 @@ class Release:
     ) -> list[list[Row]]:
         """`released_rows` of this release: each grouping set's rows, noisy."""
         return released_rows(bound, self, rows_by_set)
+
+    def published_rows(
+        self, bound: BoundAggregate, raw: Sequence[Sequence[Row]]
+    ) -> list[list[Row]]:
+        """[`dpcomm.release.postprocess.published_rows`][]: counts ≥ 0, totals consistent."""
+        from dpcomm.release.postprocess import published_rows
+
+        return published_rows(bound, self, raw)
 
     def published(self, program: AggregateProgram, state: AggregateState) -> dict[str, Any]:
         """[`dpcomm.release.report.published_release`][] of ``program``'s final ``state``."""
@@ -177,6 +188,7 @@ def noisy_program(
     keys: Mapping[str, Sequence[object]] | None = None,
     key_selection_delta: float | None = None,
     countermeasure: Countermeasures | None = None,
+    consistent_totals: bool = False,
     **shape: Any,
 ) -> AggregateProgram:
     """``sql`` compiled over ``data`` (`AggregateProgram.from_sql` with ``shape``), released.
@@ -187,7 +199,8 @@ def noisy_program(
     selects the keys of grouping sets without one by a DP threshold on a noisy COUNT
     (`bind_release`). The sensitivities are those of ``countermeasure`` (None: any
     countermeasure, scramblers with sampling included); a program bound for one
-    countermeasure runs with it (`check_release_for`).
+    countermeasure runs with it (`check_release_for`). ``consistent_totals`` publishes
+    totals consistent across grouping sets (`dpcomm.release.postprocess`).
     """
     from dpcomm.queries.aggregate import AggregateProgram
 
@@ -209,6 +222,7 @@ def noisy_program(
         key_selection_delta=key_selection_delta,
         num_targets=program.num_targets,
         shared_blanket=countermeasure is None or shares_blanket(countermeasure),
+        consistent_totals=consistent_totals,
     )
     return replace(program, release=bound)
 
@@ -229,6 +243,7 @@ def release_spec(release: Release) -> dict[str, Any]:
         "key_selection_delta": None if release.selection is None else release.selection.delta,
         "shared_blanket": release.shared_blanket,
         "shares": {n.output: n.epsilon for n in release.noises},
+        "consistent_totals": release.consistent_totals,
         "module": __name__,  # what a node imports to bind it again (`release_from_spec`)
     }
 
@@ -254,6 +269,7 @@ def release_from_spec(
         key_selection_delta=None if selection is None else float(selection),
         num_targets=num_targets,
         shared_blanket=bool(spec.get("shared_blanket", True)),
+        consistent_totals=bool(spec.get("consistent_totals", False)),
     )
     shares = {n.output: n.epsilon for n in release.noises}
     described = spec.get("shares")
@@ -287,6 +303,7 @@ def bind_release(
     key_selection_delta: float | None = None,
     num_targets: int,
     shared_blanket: bool = True,
+    consistent_totals: bool = False,
 ) -> Release:
     """The release of ``bound`` (a query bound with ``bounds``, see ``bind_sql``).
 
@@ -295,6 +312,7 @@ def bind_release(
     (``bound`` then has a COUNT, see ``bind_sql(count_rows=True)``). ``num_targets`` is T, the
     compute nodes of each grouping set with keys, and ``shared_blanket`` whether the traffic
     may run scramblers with sampling: they set the sensitivities ([`joint_views`][]).
+    ``consistent_totals``: publish totals consistent across grouping sets.
 
     Raises:
         InvalidParameterError: a grouping column without a key domain (and no key
@@ -352,11 +370,21 @@ def bind_release(
         uses=bound.value_uses,
     )
     release = Release(
-        mechanism, noises, tuple(sorted(domains.items())), None, views, shared_blanket
+        mechanism,
+        noises,
+        tuple(sorted(domains.items())),
+        None,
+        views,
+        shared_blanket,
+        consistent_totals is True,
     )
-    if key_selection_delta is None:
-        return release
-    return _with_selection(bound, release, selected, key_selection_delta)
+    if key_selection_delta is not None:
+        release = _with_selection(bound, release, selected, key_selection_delta)
+    if release.consistent_totals:
+        from dpcomm.release.postprocess import finest_set
+
+        finest_set(bound, release)  # refused here, before any run, where totals cannot add up
+    return release
 
 
 def joint_views(

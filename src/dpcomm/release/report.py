@@ -171,8 +171,9 @@ def release_report(
 def published_release(program: AggregateProgram, state: Any) -> dict[str, Any]:
     """What the result node of a deployment publishes under a noisy release (JSON-ready).
 
-    The released rows and the release's own guarantee (ε2, δ2, each aggregate's noise, the
-    keys and their selection). The noise is drawn here, in the result node's process, once
+    The released rows (post-processed: counts ≥ 0, totals consistent on request), the raw
+    noisy rows, and the release's own guarantee (ε2, δ2, each aggregate's noise, the keys and
+    their selection). The noise is drawn here, in the result node's process, once
     per state (`AggregateProgram.core_result`): the exact aggregates do not leave the node.
     Not the composition with the traffic: it depends on the batches the scramblers actually
     ran, which the coordinator knows (``dpcomm deploy configs`` prints the planned one).
@@ -189,6 +190,7 @@ def published_release(program: AggregateProgram, state: Any) -> dict[str, Any]:
     published: dict[str, Any] = json_ready(
         {
             "rows": program.result(state),
+            "raw_rows": program.raw_result(state),  # before counts are clamped, unbiased
             "release": {
                 "mechanism": release.mechanism.name,
                 "epsilon": release.epsilon,
