@@ -176,6 +176,24 @@ def _release_asked(countermeasure: object, release: object, **given: Any) -> Rel
     return ReleaseSpec.of(release, **given)
 
 
+def _run_flags(estimate: object, progress: object) -> bool:
+    """``estimate`` checked ('delivered' or 'unbiased'), and ``progress`` as a flag."""
+    if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
+        raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
+    return _flag("progress", progress)
+
+
+def _source_for(data: Any, runner: Engine) -> Any:
+    """``data`` as a table or row source; read whole unless the engine's workers read it."""
+    from dpcomm.data.inputs import table_of
+    from dpcomm.data.table import Table
+
+    source = table_of(data, "data")
+    if not isinstance(source, Table) and not runner.reads_row_sources:
+        source = source.read(0, source.num_rows)  # else its workers read it, never this process
+    return source
+
+
 def run_sql(
     sql: str,
     data: Any,
@@ -224,8 +242,6 @@ def run_sql(
         >>> run  # doctest: +ELLIPSIS
         AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
     """
-    from dpcomm.data.inputs import table_of
-    from dpcomm.data.table import Table
     from dpcomm.engine.engines import make_engine
     from dpcomm.pipeline.job import Job, check_budget, compile_aggregate, prepare
     from dpcomm.pipeline.runs import execute_aggregate
@@ -241,17 +257,12 @@ def run_sql(
         key_selection_delta=key_selection_delta,
         consistent_totals=consistent_totals,
     )
-    if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
-        raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
-    progress = _flag("progress", progress)
+    progress = _run_flags(estimate, progress)
     runner = make_engine(engine)
     budget = check_budget(budget, runner)
-    source = table_of(data, "data")
-    if not isinstance(source, Table) and not runner.reads_row_sources:
-        source = source.read(0, source.num_rows)  # else its workers read it, never this process
     program = compile_aggregate(
         sql,
-        source,
+        _source_for(data, runner),
         release=asked,
         countermeasure=chosen,
         num_targets=num_targets,

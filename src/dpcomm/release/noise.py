@@ -319,25 +319,7 @@ def bind_release(
             selection), a key selection nothing needs, a domain for a column the query does
             not group by, or an aggregate a release cannot carry.
     """
-    keys = {} if keys is None else keys
-    if not isinstance(keys, Mapping):
-        raise InvalidParameterError(
-            "keys", "a mapping from each grouping column to its public values", keys
-        )
-    wanted = {c.lower(): c for c in bound.grouping_columns}
-    domains: dict[str, tuple[object, ...]] = {}
-    for name, values in keys.items():
-        column = wanted.get(str(name).lower())
-        if column is None:
-            raise InvalidParameterError(
-                "keys",
-                f"domains of the query's grouping columns ({', '.join(bound.grouping_columns)})",
-                name,
-            )
-        if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
-            raise InvalidParameterError(f"keys[{name!r}]", "a non-empty list of values", values)
-        sql_type = dict(bound.schema).get(column, "VARCHAR")
-        domains[column] = tuple(dict.fromkeys(_typed(v, sql_type, column) for v in values))
+    domains = _key_domains(bound, keys)
     selected = tuple(
         index
         for index, columns in enumerate(bound.grouping_sets)
@@ -385,6 +367,32 @@ def bind_release(
 
         finest_set(bound, release)  # refused here, before any run, where totals cannot add up
     return release
+
+
+def _key_domains(
+    bound: BoundAggregate, keys: Mapping[str, Sequence[object]] | None
+) -> dict[str, tuple[object, ...]]:
+    """``keys`` checked: each grouping column's public values, typed as the column."""
+    keys = {} if keys is None else keys
+    if not isinstance(keys, Mapping):
+        raise InvalidParameterError(
+            "keys", "a mapping from each grouping column to its public values", keys
+        )
+    wanted = {c.lower(): c for c in bound.grouping_columns}
+    domains: dict[str, tuple[object, ...]] = {}
+    for name, values in keys.items():
+        column = wanted.get(str(name).lower())
+        if column is None:
+            raise InvalidParameterError(
+                "keys",
+                f"domains of the query's grouping columns ({', '.join(bound.grouping_columns)})",
+                name,
+            )
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+            raise InvalidParameterError(f"keys[{name!r}]", "a non-empty list of values", values)
+        sql_type = dict(bound.schema).get(column, "VARCHAR")
+        domains[column] = tuple(dict.fromkeys(_typed(v, sql_type, column) for v in values))
+    return domains
 
 
 def joint_views(
