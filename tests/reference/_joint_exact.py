@@ -48,6 +48,7 @@ from dpcomm.release.mechanisms import (
     Laplace,
     aggregate_sensitivity,
     calibrate_noise,
+    centred_sum_sensitivity,
     release_pld,
 )
 
@@ -75,6 +76,7 @@ class Instance:
     batch: int
     dummies: int
     epsilon2: float
+    centred: bool = False  # a centred SUM: contributions in [lo − c, hi − c] ∪ {0}
 
     @property
     def cells(self) -> tuple[str, ...]:
@@ -85,6 +87,9 @@ class Instance:
     def contributions(self) -> tuple[int, ...]:
         if self.function == "count":
             return (0, 1)
+        if self.centred:  # c = (lo + hi)/2, an integer here; 0 (a NULL) is in the range
+            centre = (self.lo + self.hi) // 2
+            return tuple(range(self.lo - centre, self.hi - centre + 1))
         return tuple(range(self.lo, self.hi + 1))
 
     @property
@@ -127,6 +132,7 @@ class Instance:
     def label(self) -> str:
         layout = ",".join(f"{k}@{n}{'' if r else '(unreleased)'}" for k, n, r in self.keys)
         values = "count" if self.function == "count" else f"sum[{self.lo},{self.hi}]"
+        values += " centred" if self.centred else ""
         return (
             f"{self.mechanism} T={self.nodes} n={self.batch} d={self.dummies} σ={self.sigma} "
             f"{values} keys {layout} ε2={self.epsilon2}"
@@ -148,7 +154,10 @@ def claim(instance: Instance, delta: float, view: JointView | None = None) -> tu
     function = "count_star" if instance.function == "count" else "sum"
     bound = max(abs(instance.lo), abs(instance.hi)) if function == "sum" else None
     width = instance.hi - instance.lo if function == "sum" else None
-    sensitivity = aggregate_sensitivity(function, [("k",)], bound, width, views=[chosen])
+    if instance.centred:
+        sensitivity = centred_sum_sensitivity([("k",)], instance.lo, instance.hi, views=[chosen])
+    else:
+        sensitivity = aggregate_sensitivity(function, [("k",)], bound, width, views=[chosen])
     noises = calibrate_noise(Laplace(epsilon=instance.epsilon2), [("v", function, sensitivity)])
     mechanism = instance.traffic()
     composed = _paths_with((((mechanism, 1),),), release_pld(noises), delta)
@@ -488,7 +497,7 @@ def identical_others_laws(
         raise ValueError("closed form for one scrambler, T = 2, d = 0")
     n, sigma = instance.batch, instance.sigma
     p, q = 1.0 - sigma / 2.0, sigma / 2.0
-    reach = 2 * max(abs(instance.lo), abs(instance.hi), 1)
+    reach = 2 * max(*(abs(c) for c in instance.contributions), 1)
     box = 2 * reach + 1
     cells = len(instance.cells)
     g = np.arange(n + 1)

@@ -17,6 +17,7 @@ bound on the true δ.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -60,6 +61,20 @@ def _local(nodes, keys, function, lo, hi, sigma, n, d, eps2):
     return Instance(nodes, keys, function, lo, hi, "local", sigma, n, d, eps2)
 
 
+def _centred(instance):
+    return dataclasses.replace(instance, centred=True)
+
+
+#: Centred SUMs, every view: one key per node (``one-other``: 1.5 (hi − lo)), two keys on one
+#: node (``one-other-shared-node``: 1.5 (hi − lo)), each tuple independent (``own-row``:
+#: hi − lo); [0, 2] gives the values {−1, 0, 1}, [1, 5] {−2, …, 2}.
+CENTRED = [
+    _centred(_scrambler(2, ONE_PER_NODE, "sum", 0, 2, 0.3, 3, 1, 3.0)),
+    _centred(_scrambler(2, ONE_PER_NODE, "sum", 1, 5, 0.1, 2, 0, 6.0)),
+    _centred(_scrambler(2, SHARED, "sum", 0, 2, 0.3, 2, 0, 6.0)),
+    _centred(_local(3, TWO_OF_THREE, "sum", 0, 2, 0.3, 2, 1, 2.0)),
+]
+
 #: Every neighbouring pair of each instance is enumerated: the others' rows as a multiset,
 #: row 0 and its replacement any two different rows (keys × contributions, a key's node
 #: public). ε2 is chosen so that the noise's scale is about 1 (small kernels).
@@ -77,6 +92,9 @@ INSTANCES = [
     *(_local(3, TWO_OF_THREE, "sum", -1, 1, 0.3, 3, d, 2.0) for d in (0, 1)),
     _local(2, SHARED, "count", 0, 1, 0.3, 2, 0, 4.0),
     _local(3, TWO_OF_THREE, "sum", -1, 2, 0.0, 3, 2, 4.0),  # broadcast: ε1 = 0
+    # Centred SUMs (values clamped to [lo, hi] less c = (lo + hi)/2, signed, a NULL adds 0):
+    # M = (hi − lo)/2 and W = hi − lo in each view, through `centred_sum_sensitivity`.
+    *CENTRED,
 ]  # fmt: skip
 
 #: Larger grids (three released cells, n = 4): about 25 s on 2 cores (-m slow). (σ = 0 with
@@ -202,6 +220,10 @@ POWER = [
     (_scrambler(2, ONE_PER_NODE, "sum", -1, 1, 0.1, 1000, 0, 1.0), (1, 1), (0, 1), (1, -1), 1e-3),
     # COUNT, keys a and c on node 0: others (c, 1), row 0 (a, 1) → (b, 1): three cells.
     (_scrambler(2, SHARED, "count", 0, 1, 0.1, 1000, 0, 4.0), (1, 1), (0, 1), (2, 1), 1e-3),
+    # A centred SUM of [0, 2] calibrated as if only the own row moved (hi − lo = 2 against
+    # 1.5 (hi − lo) = 3): others (b, 2 − c), row 0 (a, 2 − c) → (b, 0 − c).
+    (_centred(_scrambler(2, ONE_PER_NODE, "sum", 0, 2, 0.1, 300, 0, 3.0)), (1, 1), (0, 1), (1, -1),
+     1e-3),
 ]  # fmt: skip
 
 
@@ -216,8 +238,9 @@ def _pair_delta(instance, other, first_row, second_row, eps, scale):
 
 @pytest.mark.parametrize(("instance", "other", "first_row", "second_row", "delta"), POWER)
 def test_old_sensitivity_fails_and_new_holds(instance, other, first_row, second_row, delta):
-    """Power: with the old 2M per keyed set (``own-row`` for signed bounds, ``one-other`` for
-    COUNT where two keys share a node), the exact δ of one pair exceeds the claimed δ; with
+    """Power: with the old 2M per keyed set (``own-row`` for signed bounds and centred sums,
+    ``one-other`` for COUNT where two keys share a node), the exact δ of one pair exceeds the
+    claimed δ; with
     the instance's view (the new sensitivity) the same pair stays below it.
 
     Values: `claim` for ε and the scale; `identical_others_laws` (closed form, checked

@@ -234,6 +234,7 @@ def _print_release(release: Any) -> None:
         f"δ = {release.composed_delta:g} (PLD composition {composed}; "
         f"sum {release.summed_epsilon:.4f})"
     )
+    print(f"  {release.describe_split()}")
     for item in release.aggregates:
         print(
             f"  {item.aggregate}: {item.noise} noise, scale {item.scale:.4g} "
@@ -403,11 +404,18 @@ def execute_aggregate(
 
 
 #: The options of a noisy release that mean nothing without ``--release``, by destination.
-RELEASE_ONLY_OPTIONS = ("release_epsilon", "release_delta", "bounds", "keys", "key_selection_delta")
+RELEASE_ONLY_OPTIONS = (
+    "release_epsilon",
+    "release_delta",
+    "bounds",
+    "keys",
+    "key_selection_delta",
+    "consistent_totals",
+)
 
 
 def release_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``release``, ``bounds``, ``keys`` and ``key_selection_delta`` of `dpcomm.run_sql`.
+    """``release``, ``bounds``, ``keys``, ``key_selection_delta`` (``consistent_totals``).
 
     Every release option without ``--release`` is refused (it would run exactly and print
     exact values), as is ``--release-delta`` with a Laplace release (whose δ is 0).
@@ -424,6 +432,7 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
         "bounds": parse_bounds(args.bounds),
         "keys": parse_keys(args.keys),
         "key_selection_delta": args.key_selection_delta,
+        **({"consistent_totals": True} if getattr(args, "consistent_totals", None) else {}),
     }
 
 

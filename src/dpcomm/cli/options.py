@@ -187,8 +187,8 @@ DEFAULT_RELEASE_DELTA = 1e-6
 def add_release_options(parser: argparse.ArgumentParser) -> None:
     """The noisy release's options (what `release_options` reads).
 
-    ``--release``, ``--release-epsilon``, ``--release-delta``, ``--bounds``, ``--keys`` and
-    ``--key-selection-delta``.
+    ``--release``, ``--release-epsilon``, ``--release-delta``, ``--consistent-totals``,
+    ``--bounds``, ``--keys`` and ``--key-selection-delta``.
     """
     parser.add_argument(
         "--release",
@@ -204,7 +204,8 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="E",
-        help="with --release: ε of the release, split equally among its aggregates "
+        help="with --release: ε of the release, split among its aggregates to minimise the "
+        "published values' expected error "
         f"(default {DEFAULT_RELEASE_EPSILON:g})",
     )
     parser.add_argument(
@@ -213,6 +214,14 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="D",
         help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
+    )
+    parser.add_argument(
+        "--consistent-totals",
+        action="store_true",
+        default=None,
+        help="with --release: publish totals consistent across grouping sets (a ROLLUP or "
+        "CUBE parent is the sum of its children: least squares over the released cells; "
+        "no privacy cost)",
     )
     add_release_scope_options(
         parser,

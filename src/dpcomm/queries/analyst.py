@@ -25,7 +25,7 @@ three parts, each run where the paper's model allows it:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import sqlglot
@@ -105,6 +105,14 @@ class Rewritten:
             name it in messages.
         key_aliases: each key column selected under another name and that name (the output
             ``AS r`` of ``GROUP BY round(z)``).
+        centres: each clamped measure column that is centred: the midpoint c of its bounds,
+            subtracted on the source's row (`centred_columns`).
+        value_uses: per aggregate the user wrote (each published value's), the hidden
+            columns its value reads and their coefficients in its error variance
+            (`dpcomm.release.mechanisms.published_error_costs`): a COUNT or plain SUM reads
+            its column (1); a centred SUM the centred sum (1) and the COUNT (c²); an AVG the
+            sum (1) and the COUNT ((hi − lo)²/12, the spread of an average within its
+            bounds, over the count squared).
     """
 
     projection: str
@@ -116,6 +124,8 @@ class Rewritten:
     aggregate_labels: dict[str, str]
     column_labels: dict[str, str]
     key_aliases: dict[str, str]
+    centres: dict[str, float] = field(default_factory=dict)
+    value_uses: tuple[tuple[tuple[str, float], ...], ...] = ()
 
 
 def _sql(node: Any) -> str:
@@ -127,15 +137,52 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def clamped_sql(column: str, low: float, high: float) -> str:
+def clamped_sql(column: str, low: float, high: float, centre: float = 0.0) -> str:
     """DuckDB SQL of ``column`` clamped to [``low``, ``high``] on each row, as DOUBLE.
 
     What bounds a noisy SUM's or AVG's sensitivity (`dpcomm.release.mechanisms`). A NULL
-    stays NULL (DuckDB's GREATEST and LEAST would skip it).
+    stays NULL (DuckDB's GREATEST and LEAST would skip it). A non-zero ``centre`` is
+    subtracted after clamping: the value then lies in [low − centre, high − centre].
     """
+    shift = f" - {centre!r}" if centre else ""
     return (
         f"CASE WHEN {_quoted(column)} IS NOT NULL THEN CAST(LEAST(GREATEST("
-        f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) AS DOUBLE) END"
+        f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}){shift} AS DOUBLE) END"
+    )
+
+
+def _bare_column(node: exp.Expression | None) -> str | None:
+    """The lower-case name of a plain column argument (parentheses removed), else None."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
+        return node.name.lower()
+    return None
+
+
+def centred_columns(
+    select: exp.Select, bounds: Mapping[str, tuple[float, float]]
+) -> frozenset[str]:
+    """The bounded columns whose SUM and AVG a release centres (lower-case names).
+
+    A column whose count of non-NULL values the release publishes anyway: read by an
+    AVG, or by both a SUM and a COUNT. Its values are clamped to [lo, hi] and shifted by
+    c = (lo + hi)/2 on the source's row; the released centred sum gets the sensitivity of
+    values in [−(hi − lo)/2, (hi − lo)/2], and SUM = centred sum + c × COUNT, AVG =
+    c + centred sum / COUNT, the COUNT being the same released one. A lone SUM is not
+    centred: its published value would need a COUNT released for it, whose noise times |c|
+    costs more than the centring saves (docs/accounting.md, "Centred sums").
+    """
+    reads: dict[str, set[type]] = {}
+    for node in select.find_all(exp.Avg, exp.Sum, exp.Count):
+        name = _bare_column(node.this)
+        if name is not None:
+            reads.setdefault(name, set()).add(type(node))
+    bounded = {str(k).lower() for k in bounds}
+    return frozenset(
+        name
+        for name, kinds in reads.items()
+        if name in bounded and (exp.Avg in kinds or {exp.Sum, exp.Count} <= kinds)
     )
 
 
@@ -169,6 +216,9 @@ class _Rewriter:
         self.bounds = bounds
         #: Derived measure column -> the column it reads and the (lo, hi) it is clamped to.
         self.clamps: dict[str, tuple[str, float, float]] = {}
+        #: Centred measure column -> the midpoint c subtracted (`centred_columns`).
+        self.centres: dict[str, float] = {}
+        self.centred = frozenset() if bounds is None else centred_columns(select, bounds)
         self.qualifiers = qualifiers
         self.columns = {c.name.lower(): c.name for c in table.columns}
         for name in self.columns:
@@ -193,6 +243,8 @@ class _Rewriter:
         self.current_label: str | None = None
         #: The FILTER (WHERE ...) condition of the aggregate being rewritten, or None.
         self.condition: exp.Expression | None = None
+        #: What each aggregate call's value reads (`Rewritten.value_uses`), in order.
+        self.uses: dict[tuple[tuple[str, float], ...], None] = {}
 
     # ---------------------------------------------------------------- projection
 
@@ -331,6 +383,11 @@ class _Rewriter:
             self.hidden_labels[name] = self.current_label or core_sql
         return exp.column(self.aggregates[core_sql], quoted=True)
 
+    def read(self, *columns: tuple[exp.Column, float]) -> exp.Column:
+        """Record that one aggregate's value reads ``columns`` (hidden, with coefficients)."""
+        self.uses[tuple((column.name, coefficient) for column, coefficient in columns)] = None
+        return columns[0][0]
+
     def measure(self, argument: exp.Expression, function: str) -> str:
         if self.condition is not None:
             argument = exp.Case(ifs=[exp.If(this=self.condition.copy(), true=argument.copy())])
@@ -378,14 +435,17 @@ class _Rewriter:
         if isinstance(node, exp.Count):
             if argument is None or isinstance(argument, exp.Star):
                 if self.condition is not None:
-                    return self.hidden(f"COUNT({self.measure(exp.Literal.number(1), 'count')})")
-                return self.hidden("COUNT(*)")
-            return self.hidden(f"COUNT({self.measure(argument, 'count')})")
+                    counted = self.measure(exp.Literal.number(1), "count")
+                    return self.read((self.hidden(f"COUNT({counted})"), 1.0))
+                return self.read((self.hidden("COUNT(*)"), 1.0))
+            if self.bounds is not None and _bare_column(argument) in self.centred:
+                return self.read((self.hidden(f"COUNT({self.bounded_measure(argument)[0]})"), 1.0))
+            return self.read((self.hidden(f"COUNT({self.measure(argument, 'count')})"), 1.0))
         if argument is None:
             raise UnsupportedQueryError("an aggregate without argument", text)
         if isinstance(node, exp.CountIf):
             condition = exp.Case(ifs=[exp.If(this=argument.copy(), true=exp.true())])
-            return self.hidden(f"COUNT({self.measure(condition, 'count_if')})")
+            return self.read((self.hidden(f"COUNT({self.measure(condition, 'count_if')})"), 1.0))
         if self.bounds is not None:
             return self.released(node, argument)
         simple: dict[type, str] = {
@@ -417,21 +477,44 @@ class _Rewriter:
         """SUM or AVG under a noisy release: of a bounded column, clamped on the source's row.
 
         AVG becomes SUM / COUNT of the clamped values (both released with noise; NULL when
-        the noisy count is not positive).
+        the noisy count is not positive). A centred column's (`centred_columns`) SUM is
+        the centred sum + c × COUNT and its AVG c + centred sum / COUNT.
         """
         if not isinstance(node, exp.Sum | exp.Avg):
             raise UnsupportedQueryError(
                 f"{_sql(node)[:60]} under a noisy release",
                 "a release adds noise to COUNT, COUNT_IF, SUM and AVG of bounded columns",
             )
-        bare = argument
-        while isinstance(bare, exp.Paren):
-            bare = bare.this
-        if not (isinstance(bare, exp.Column) and isinstance(bare.this, exp.Identifier)):
+        if _bare_column(argument) is None:
             raise UnsupportedQueryError(
                 f"{_sql(node)[:60]} under a noisy release", "SUM and AVG of a column with bounds"
             )
-        column = self.column_of(bare, "inside SUM()")
+        name, centre, width = self.bounded_measure(argument)
+        total_column = self.hidden(f"SUM({name})")
+        if isinstance(node, exp.Sum) and not centre:
+            return self.read((total_column, 1.0))
+        total = _sql(total_column)
+        count_column = self.hidden(f"COUNT({name})")
+        count = _sql(count_column)
+        if isinstance(node, exp.Sum):
+            self.read((total_column, 1.0), (count_column, centre**2))
+            text = f"{total} + {centre!r} * {count}"
+        else:
+            self.read((total_column, 1.0), (count_column, width**2 / 12.0))
+            shift = f"{centre!r} + " if centre else ""
+            text = f"CASE WHEN {count} > 0 THEN {shift}{total} / {count} END"
+        return cast(exp.Expression, sqlglot.parse_one(text, read="duckdb"))
+
+    def bounded_measure(self, argument: exp.Expression) -> tuple[str, float, float]:
+        """The clamped (and, for a centred column, centred) measure of a bounded column.
+
+        Its quoted name, the centre c subtracted on the source's row (0: not centred) and
+        the bounds' width hi − lo.
+        """
+        bare = argument
+        while isinstance(bare, exp.Paren):
+            bare = bare.this
+        column = self.column_of(cast(exp.Column, bare), "inside SUM()")
         bounds = self.bounds or {}
         found = next((v for k, v in bounds.items() if k.lower() == column.lower()), None)
         if found is None:
@@ -441,25 +524,18 @@ class _Rewriter:
                 f"(e.g. bounds={{{column!r}: (0, 100)}}, --bounds {column}=0:100)",
                 dict(bounds),
             )
-        low, high = found
+        low, high = float(found[0]), float(found[1])
+        centre = (low + high) / 2.0 if column.lower() in self.centred else 0.0
         clamped: exp.Expression = sqlglot.parse_one(  # type: ignore[assignment]
-            clamped_sql(column, low, high), read="duckdb"
+            clamped_sql(column, low, high, centre), read="duckdb"
         )
         if self.condition is not None:  # FILTER (WHERE c): NULL where c fails, as measure()
             clamped = exp.Case(ifs=[exp.If(this=self.condition.copy(), true=clamped)])
         name = self.derive("m", clamped, "inside SUM()")
-        self.clamps[name] = (column, float(low), float(high))
-        total = self.hidden(f"SUM({_quoted(name)})")
-        if isinstance(node, exp.Sum):
-            return total
-        count = self.hidden(f"COUNT({_quoted(name)})")
-        return cast(
-            exp.Expression,
-            sqlglot.parse_one(
-                f"CASE WHEN {_sql(count)} > 0 THEN {_sql(total)} / {_sql(count)} END",
-                read="duckdb",
-            ),
-        )
+        self.clamps[name] = (column, low, high)
+        if centre:
+            self.centres[name] = centre
+        return _quoted(name), centre, high - low
 
     def temporal_average(self, argument: exp.Expression) -> exp.Expression:
         """AVG of a DATE, TIME or TIMESTAMP: DuckDB's mean of its ticks, rounded half up.
@@ -818,6 +894,8 @@ def rewrite(
             for final, name in zip(finals, output_names, strict=True)
             if isinstance(final, exp.Column) and final.name in key_columns
         },
+        dict(rewriter.centres),
+        tuple(rewriter.uses),
     )
 
 

@@ -203,6 +203,11 @@ class BoundAggregate:
             aggregate it serves (``AVG(body_mass_g)``), to name it in reports.
         key_labels: each derived key column of an analyst query and the key as the user
             wrote it (its alias, or its SQL): how key domains (``keys=``) name it.
+        centres: each centred measure column (a clamped one) and the midpoint c of its
+            bounds, subtracted on the source's row: its values lie in [lo − c, hi − c].
+        value_uses: per aggregate of the user's query, the hidden columns its published value
+            reads with their coefficients in its error (what the release's ε split weighs,
+            `dpcomm.release.mechanisms.release_shares`); empty: every column alike.
     """
 
     query: AggregateQuery
@@ -219,6 +224,8 @@ class BoundAggregate:
     clamps: tuple[tuple[str, str, float, float], ...] = ()
     aggregate_labels: tuple[tuple[str, str], ...] = ()
     key_labels: tuple[tuple[str, str], ...] = ()
+    centres: tuple[tuple[str, float], ...] = ()
+    value_uses: tuple[tuple[tuple[str, float], ...], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -315,6 +322,8 @@ class BoundAggregate:
             "clamps": [list(c) for c in self.clamps],
             "aggregate_labels": [list(item) for item in self.aggregate_labels],
             "key_labels": [list(item) for item in self.key_labels],
+            "centres": [list(item) for item in self.centres],
+            "value_uses": [[list(use) for use in value] for value in self.value_uses],
         }
 
     @classmethod
@@ -345,6 +354,11 @@ class BoundAggregate:
                 ),
                 tuple((str(n), str(label)) for n, label in data.get("aggregate_labels", ())),
                 tuple((str(n), str(label)) for n, label in data.get("key_labels", ())),
+                tuple((str(n), float(c)) for n, c in data.get("centres", ())),
+                tuple(
+                    tuple((str(n), float(a)) for n, a in value)
+                    for value in data.get("value_uses", ())
+                ),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidParameterError(

@@ -681,6 +681,8 @@ def _bind_analyst(
         clamps=tuple((name, *clamp) for name, clamp in rewritten.clamps.items()),
         aggregate_labels=tuple(rewritten.aggregate_labels.items()),
         key_labels=_key_labels(core.grouping_columns, labels, rewritten.key_aliases),
+        centres=tuple(rewritten.centres.items()),
+        value_uses=rewritten.value_uses,
     )
     _check_result_names(bound)
     return bound
