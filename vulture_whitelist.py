@@ -10,6 +10,7 @@ Vulture matches names, not objects: ``_.name`` stands for an attribute of any ob
 _ = object
 
 # Public API: exported or documented, for users and the examples (nothing in src calls it).
+_.raw_rows  # pipeline/runs.py: AggregateRun.raw_rows, the raw noisy values of a release
 mnist5k  # dpcomm.datasets
 fashion_mnist  # dpcomm.datasets
 _.from_matrix  # dpcomm.accounting.GenericLocalRandomizer: a T x T randomizer from its matrix

@@ -50,7 +50,12 @@ Noisy releases:
     against an observer of both traffic and release. Grouping sets with a column without a
     domain need ``key_selection_delta`` (δ_sel, e.g. 1e-6): their keys are those whose
     noisy count passes a threshold of OpenDP's (``report.release.key_selection``), and
-    δ_sel is part of the release's δ. With ``estimate="unbiased"`` the released values are
+    δ_sel is part of the release's δ. Published counts are non-negative integers (a noisy
+    count below 0 is published as 0); ``run.raw_rows`` keeps the raw noisy values, unbiased,
+    for sums over many cells. ``consistent_totals=True`` makes ROLLUP and CUBE totals equal
+    the sum of their parts (least squares over the released cells,
+    [`dpcomm.release.postprocess`][]); both are post-processing, free in privacy. With
+    ``estimate="unbiased"`` the released values are
     estimated over every tuple, from released values only, each interval covering both the
     sampling's and the noise's errors ([`dpcomm.pipeline.estimate.released_estimate`][]); an
     AVG's interval is withheld where it would not be reliable, its column
@@ -171,6 +176,24 @@ def _release_asked(countermeasure: object, release: object, **given: Any) -> Rel
     return ReleaseSpec.of(release, **given)
 
 
+def _run_flags(estimate: object, progress: object) -> bool:
+    """``estimate`` checked ('delivered' or 'unbiased'), and ``progress`` as a flag."""
+    if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
+        raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
+    return _flag("progress", progress)
+
+
+def _source_for(data: Any, runner: Engine) -> Any:
+    """``data`` as a table or row source; read whole unless the engine's workers read it."""
+    from dpcomm.data.inputs import table_of
+    from dpcomm.data.table import Table
+
+    source = table_of(data, "data")
+    if not isinstance(source, Table) and not runner.reads_row_sources:
+        source = source.read(0, source.num_rows)  # else its workers read it, never this process
+    return source
+
+
 def run_sql(
     sql: str,
     data: Any,
@@ -190,6 +213,7 @@ def run_sql(
     bounds: Mapping[str, tuple[float, float]] | None = None,
     keys: Mapping[str, Sequence[Any]] | None = None,
     key_selection_delta: float | None = None,
+    consistent_totals: bool = False,
 ) -> AggregateRun:
     """Run an Aggregate query (GROUP BY, GROUPING SETS, ROLLUP, CUBE) decentralized.
 
@@ -218,8 +242,6 @@ def run_sql(
         >>> run  # doctest: +ELLIPSIS
         AggregateRun(3 rows × 2 columns; ε = inf at δ = 0.0001 (...), 200 of 200 rows used, ...)
     """
-    from dpcomm.data.inputs import table_of
-    from dpcomm.data.table import Table
     from dpcomm.engine.engines import make_engine
     from dpcomm.pipeline.job import Job, check_budget, compile_aggregate, prepare
     from dpcomm.pipeline.runs import execute_aggregate
@@ -228,19 +250,19 @@ def run_sql(
         countermeasure, num_targets=num_targets, delta=delta, target_epsilon=target_epsilon
     )
     asked = _release_asked(
-        countermeasure, release, bounds=bounds, keys=keys, key_selection_delta=key_selection_delta
+        countermeasure,
+        release,
+        bounds=bounds,
+        keys=keys,
+        key_selection_delta=key_selection_delta,
+        consistent_totals=consistent_totals,
     )
-    if not isinstance(estimate, str) or estimate not in ("delivered", "unbiased"):
-        raise InvalidParameterError("estimate", "'delivered' or 'unbiased'", estimate)
-    progress = _flag("progress", progress)
+    progress = _run_flags(estimate, progress)
     runner = make_engine(engine)
     budget = check_budget(budget, runner)
-    source = table_of(data, "data")
-    if not isinstance(source, Table) and not runner.reads_row_sources:
-        source = source.read(0, source.num_rows)  # else its workers read it, never this process
     program = compile_aggregate(
         sql,
-        source,
+        _source_for(data, runner),
         release=asked,
         countermeasure=chosen,
         num_targets=num_targets,

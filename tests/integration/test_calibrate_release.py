@@ -87,10 +87,12 @@ def test_the_split_beats_half_and_half(penguins, penguins_table, calibration):
         split.shape, program.release.noises, sampling_rate=half.countermeasure.sampling_rate
     )
     assert split.expected_relative_error <= error
-    # Measured on the penguins: 30% of ε for the traffic, error 11.4% against 17.3%.
+    # Measured on the penguins: 30% of ε for the traffic, error 9.2% against 16.3% (the
+    # model's error of every released core value; the ε split among the aggregates
+    # minimises the published values' instead).
     assert split.chosen.traffic_share == 0.3
-    assert split.expected_relative_error == pytest.approx(0.1135, abs=5e-4)
-    assert error == pytest.approx(0.1727, abs=5e-4)
+    assert split.expected_relative_error == pytest.approx(0.0920, abs=5e-4)
+    assert error == pytest.approx(0.1629, abs=5e-4)
 
 
 def test_a_release_above_the_target_is_refused_before_it_runs(penguins, calibration):
@@ -116,7 +118,13 @@ def test_the_gaussian_split_shares_delta_and_meets_the_target(penguins, penguins
         SQL, penguins, epsilon=1.0, delta=1e-4, release=dpcomm.Gaussian, **RELEASE
     )
     assert isinstance(calibration.release, dpcomm.Gaussian)
-    program = noisy_program(SQL, penguins_table, release=calibration.release, **RELEASE)
+    program = noisy_program(
+        SQL,
+        penguins_table,
+        release=calibration.release,
+        countermeasure=calibration.countermeasure,  # its sensitivities set the ε split
+        **RELEASE,
+    )
     assert program.release is not None
     both = compose_release(
         account_plan(program.plan, calibration.countermeasure, delta=calibration.delta),

@@ -92,7 +92,7 @@ def test_node_run_prints_what_the_result_node_publishes(deployment, cli, monkeyp
     )  # fmt: skip
     assert status == 0, err
     printed = json.loads(out)
-    assert set(printed) == {"rows", "release", "missing", "errors"}
+    assert set(printed) == {"rows", "raw_rows", "release", "missing", "errors"}
     assert [row["g1"] for row in printed["rows"]] == KEYS["g1"]
     assert result.name == "result"
 

@@ -55,7 +55,7 @@ def unclamped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         dpcomm.queries.analyst,
         "clamped_sql",
-        lambda column, low, high: f'CAST("{column}" AS DOUBLE)',
+        lambda column, low, high, centre=0.0: f'CAST("{column}" AS DOUBLE)',
     )
 
 

@@ -64,6 +64,10 @@ PENGUINS = [
     "SELECT species, COUNT(*) FROM penguins GROUP BY species HAVING AVG(body_mass_g) > 4000",
     "SELECT species, sex IS NULL AS unknown_sex, COUNT(*) FROM penguins "
     "GROUP BY species, sex IS NULL",
+    "SELECT COUNT(*), AVG(body_mass_g), COUNT(*) FILTER (WHERE sex = 'FEMALE') AS females, "
+    "SUM(body_mass_g) FILTER (WHERE island = 'Dream') FROM penguins",
+    "SELECT species AS s, island, COUNT(*) AS n, GROUPING_ID(species, island) AS g "
+    "FROM penguins GROUP BY GROUPING SETS (ROLLUP (s), CUBE (island)) ORDER BY ALL",
 ]
 CARS = [
     "SELECT origin, COUNT(*), AVG(mpg) FROM cars WHERE cylinders > 4 GROUP BY origin",
@@ -117,6 +121,8 @@ STOCKS = [
     'SELECT year("Date") AS y, month("Date") AS m, COUNT(*) FROM stocks '
     'WHERE year("Date") BETWEEN 2008 AND 2009 '
     'GROUP BY GROUPING SETS ((year("Date")), (year("Date"), month("Date")))',
+    'SELECT year("Date") // 10 AS decade, AVG("Date"), fsum(IBM), GROUPING() AS g FROM stocks '
+    "GROUP BY ROLLUP (1) ORDER BY decade NULLS LAST",
 ]
 WINE = [
     "SELECT target, COUNT(*), AVG(alcohol) FROM wine GROUP BY target",

@@ -213,3 +213,31 @@ def test_empirical_audit_of_a_filter_only_neighbour(countermeasure: object) -> N
         moved = table([moved_key, *KEYS[1:]], VALUES)
         other = _views(moved, countermeasure, range(2000, 2000 + runs))
         assert _empirical_epsilon(passes, other) > 2.0  # the audit has the power to see it
+
+
+FILTER_SQL = "SELECT k, COUNT(*) FILTER (WHERE v > 0) AS n, SUM(v) FILTER (v > 0) FROM t GROUP BY k"
+
+
+@pytest.mark.parametrize("countermeasure", COUNTERMEASURES[2:], ids=lambda c: type(c).__name__)
+def test_a_row_a_filter_leaves_out_sends_as_if_it_passed(countermeasure: object) -> None:
+    """FILTER (WHERE ...) is a per-aggregate WHERE: the traffic does not depend on it."""
+    for seed in range(5):
+        runs = [
+            dpcomm.run_sql(
+                FILTER_SQL, data, countermeasure=countermeasure, num_targets=3, seed=seed
+            )
+            for data in (PASSES, FAILS)
+        ]
+        assert traffic(runs[0]) == traffic(runs[1]), f"seed {seed}"
+        assert runs[0].run.privacy == runs[1].run.privacy
+    # the same traffic as the query without FILTER, run with the same seed
+    filtered, plain = (
+        dpcomm.run_sql(sql, PASSES, countermeasure=countermeasure, num_targets=3, seed=0)
+        for sql in (FILTER_SQL, "SELECT k, COUNT(*) AS n, SUM(v) FROM t GROUP BY k")
+    )
+    assert traffic(filtered) == traffic(plain)
+    exact = [
+        dpcomm.run_sql(FILTER_SQL, data, countermeasure=dpcomm.NoCountermeasure(), num_targets=3)
+        for data in (PASSES, FAILS)
+    ]
+    assert exact[0].rows != exact[1].rows

@@ -93,6 +93,8 @@ class ReleaseShape:
             delivers each tuple independently (every countermeasure but scramblers with
             sampling: `dpcomm.release.mechanisms.JointView` ``own-row``); None: those of
             ``aggregates``.
+        uses: what each published value reads (the query's ``value_uses``), which sets the
+            aggregates' shares of ε2 (`dpcomm.release.mechanisms.release_shares`).
     """
 
     num_rows: int
@@ -101,6 +103,7 @@ class ReleaseShape:
     grouping_sets: tuple[tuple[int, int], ...]
     selection: tuple[str, float] | None = None
     independent_aggregates: tuple[tuple[str, ReleasedFunction, Sensitivity], ...] | None = None
+    uses: tuple[tuple[tuple[str, float], ...], ...] = ()
 
     def noises(
         self, mechanism: ReleaseMechanism, privacy: PlanGuarantee
@@ -114,7 +117,7 @@ class ReleaseShape:
         chosen = self.aggregates
         if not blanket and self.independent_aggregates is not None:
             chosen = self.independent_aggregates
-        return calibrate_noise(mechanism, chosen, shared_blanket=blanket)
+        return calibrate_noise(mechanism, chosen, shared_blanket=blanket, uses=self.uses)
 
     def __post_init__(self) -> None:
         if self.num_rows < 1:
@@ -493,6 +496,8 @@ def release_shape(program: Any) -> ReleaseShape:
     for noise in release.noises:
         column = outputs[noise.output].column
         low, high = clamps.get(column, (0.0, 0.0)) if noise.function == "sum" else (0.0, 0.0)
+        centre = dict(query.centres).get(column, 0.0)  # a centred sum's values: [lo − c, hi − c]
+        low, high = low - centre, high - centre
         sensitivity = aggregate_sensitivity(
             noise.function,
             query.grouping_sets,
@@ -508,6 +513,7 @@ def release_shape(program: Any) -> ReleaseShape:
         magnitudes=tuple(magnitudes),
         grouping_sets=grouping_sets,
         selection=None if selection is None else (selection.count_output, selection.delta),
+        uses=query.value_uses,
     )
 
 

@@ -234,6 +234,7 @@ def _print_release(release: Any) -> None:
         f"δ = {release.composed_delta:g} (PLD composition {composed}; "
         f"sum {release.summed_epsilon:.4f})"
     )
+    print(f"  {release.describe_split()}")
     for item in release.aggregates:
         print(
             f"  {item.aggregate}: {item.noise} noise, scale {item.scale:.4g} "
@@ -403,11 +404,18 @@ def execute_aggregate(
 
 
 #: The options of a noisy release that mean nothing without ``--release``, by destination.
-RELEASE_ONLY_OPTIONS = ("release_epsilon", "release_delta", "bounds", "keys", "key_selection_delta")
+RELEASE_ONLY_OPTIONS = (
+    "release_epsilon",
+    "release_delta",
+    "bounds",
+    "keys",
+    "key_selection_delta",
+    "consistent_totals",
+)
 
 
 def release_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``release``, ``bounds``, ``keys`` and ``key_selection_delta`` of `dpcomm.run_sql`.
+    """``release``, ``bounds``, ``keys``, ``key_selection_delta`` (``consistent_totals``).
 
     Every release option without ``--release`` is refused (it would run exactly and print
     exact values), as is ``--release-delta`` with a Laplace release (whose δ is 0).
@@ -424,6 +432,7 @@ def release_options(args: argparse.Namespace) -> dict[str, Any]:
         "bounds": parse_bounds(args.bounds),
         "keys": parse_keys(args.keys),
         "key_selection_delta": args.key_selection_delta,
+        **({"consistent_totals": True} if getattr(args, "consistent_totals", None) else {}),
     }
 
 
@@ -642,12 +651,15 @@ def _write_rows(columns: list[str], rows: list[dict[str, Any]], path: Path) -> N
         table = pa.Table.from_pylist(rows)
     else:
         table = pa.table({name: pa.array([], type=pa.null()) for name in columns})
+    from dpcomm.data.atomic import replaced_atomically
+
     relation = duckdb.from_arrow(table)
     try:
-        if path.suffix.lower() == ".csv":
-            relation.write_csv(str(path))
-        else:
-            relation.write_parquet(str(path))
+        with replaced_atomically(path) as temporary:  # never a partial file
+            if path.suffix.lower() == ".csv":
+                relation.write_csv(str(temporary))
+            else:
+                relation.write_parquet(str(temporary))
     except duckdb.Error as error:  # the file went away, the disk is full, ...
         raise DpcommError(f"cannot write {path}: {str(error).splitlines()[0]}") from error
 
@@ -676,7 +688,11 @@ def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: P
             file=sys.stderr,
         )
     if report is not None:
-        report.write_text(json.dumps(outcome.report.to_dict(), indent=2) + "\n")
+        from dpcomm.data.atomic import replaced_atomically
+
+        text = json.dumps(outcome.report.to_dict(), indent=2) + "\n"
+        with replaced_atomically(report) as temporary:  # never a partial or empty file
+            temporary.write_text(text)
         print(f"wrote the report to {report}", file=sys.stderr)
 
 

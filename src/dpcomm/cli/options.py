@@ -20,6 +20,7 @@ from dpcomm.cli.defaults import (
 from dpcomm.cli.output import (
     add_progress_options,
     bounded_int,
+    fraction,
     non_negative_float,
     non_negative_int,
     positive_float,
@@ -187,8 +188,8 @@ DEFAULT_RELEASE_DELTA = 1e-6
 def add_release_options(parser: argparse.ArgumentParser) -> None:
     """The noisy release's options (what `release_options` reads).
 
-    ``--release``, ``--release-epsilon``, ``--release-delta``, ``--bounds``, ``--keys`` and
-    ``--key-selection-delta``.
+    ``--release``, ``--release-epsilon``, ``--release-delta``, ``--consistent-totals``,
+    ``--bounds``, ``--keys`` and ``--key-selection-delta``.
     """
     parser.add_argument(
         "--release",
@@ -204,7 +205,8 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="E",
-        help="with --release: ε of the release, split equally among its aggregates "
+        help="with --release: ε of the release, split among its aggregates to minimise the "
+        "published values' expected error "
         f"(default {DEFAULT_RELEASE_EPSILON:g})",
     )
     parser.add_argument(
@@ -213,6 +215,14 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="D",
         help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
+    )
+    parser.add_argument(
+        "--consistent-totals",
+        action="store_true",
+        default=None,
+        help="with --release: publish totals consistent across grouping sets (a ROLLUP or "
+        "CUBE parent is the sum of its children: least squares over the released cells; "
+        "no privacy cost)",
     )
     add_release_scope_options(
         parser,
@@ -473,7 +483,7 @@ def add_round_options(parser: Any, *, max_left_out: float | None = 0.0, only: st
     )
     parser.add_argument(
         "--max-left-out",
-        type=float,
+        type=fraction,
         default=max_left_out,
         metavar="FRACTION",
         help=only + "fraction of the sources that may be left out (absent at registration, late, "

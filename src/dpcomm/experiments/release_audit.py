@@ -84,10 +84,12 @@ from dpcomm.protocol import roles
 from dpcomm.protocol.randomness import Randomness
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.release.mechanisms import (
+    AggregateNoise,
     Gaussian,
     JointView,
     Laplace,
     ReleaseMechanism,
+    Sensitivity,
     calibrate_noise,
 )
 from dpcomm.validation import check_delta, check_int, check_number, check_probability, make_rng
@@ -134,7 +136,7 @@ PAIR_NAMES = ("third-key", "signed", "others-on-destination", "others-on-source"
 
 #: The seeded faults of the release `seeded_release_fault` builds (``--fault`` of
 #: ``dpcomm audit release``).
-RELEASE_FAULT_KINDS: tuple[str, ...] = ("old-sensitivity",)
+RELEASE_FAULT_KINDS: tuple[str, ...] = ("old-sensitivity", "centred-own-row")
 
 
 @dataclass(frozen=True)
@@ -341,6 +343,11 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
     countermeasure's coverage, hence the report's claim (ε1, ε2 and their composition) is
     the correct program's. Under key selection the threshold would keep the correct
     sensitivity: refused.
+
+    ``centred-own-row``: only the centred sums (a query releasing COUNT(v) beside SUM(v), or
+    AVG(v), with bounds whose midpoint is not 0) calibrated as if only the replaced row moved
+    (``own-row``: hi − lo, against 1.5 (hi − lo) under scramblers with sampling); the other
+    aggregates keep their noise. Refused for a query without a centred sum.
     """
     from dpcomm.release.noise import Release, _released_aggregates
 
@@ -356,8 +363,31 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
         release.mechanism,
         _released_aggregates(program.query, views),
         shared_blanket=release.shared_blanket,
+        uses=program.query.value_uses,
     )
+    if kind == "centred-own-row":
+        outputs = {o.name: o.column for o in program.query.outputs}
+        centred = dict(program.query.centres)
+        chosen = {n.output for n in noises if n.function == "sum" and outputs[n.output] in centred}
+        if not chosen:
+            raise InvalidParameterError(
+                "fault", "a query with a centred SUM (COUNT(v) or AVG(v) beside it)", kind
+            )
+        noises = tuple(
+            _rescaled(correct, faulty.sensitivity) if correct.output in chosen else correct
+            for faulty, correct in zip(noises, release.noises, strict=True)
+        )
     return replace(program, release=replace(release, noises=noises), _released={})
+
+
+def _rescaled(noise: AggregateNoise, sensitivity: Sensitivity) -> AggregateNoise:
+    """``noise`` at its own share of ε, its scale calibrated to ``sensitivity`` instead."""
+    old, new = (
+        (noise.sensitivity.l1, sensitivity.l1)
+        if noise.delta == 0.0
+        else (noise.sensitivity.l2, sensitivity.l2)
+    )
+    return replace(noise, sensitivity=sensitivity, scale=noise.scale * new / old)
 
 
 def contributions(program: AggregateProgram, keys: tuple[str, ...]) -> FloatArray:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -471,7 +471,8 @@ class _Form:
     """What one final column of a released query is: a key, a COUNT or SUM, an AVG, other.
 
     ``kind`` is ``key``, ``value`` (``columns`` its core column), ``avg`` (``columns`` the
-    SUM's and the COUNT's) or ``other`` (an expression: the released value, not estimated).
+    SUM's and the COUNT's), ``centred_sum`` (likewise: the centred sum + c × COUNT) or
+    ``other`` (an expression: the released value, not estimated).
     """
 
     kind: str
@@ -525,6 +526,8 @@ def _forms(
             forms[name] = _Form("value", (node.name,))
         elif isinstance(node, exp.Column) and name in key_names:
             forms[name] = _Form("key")
+        elif _centred_sum(node, released) is not None:
+            forms[name] = _Form("centred_sum", _centred_sum(node, released) or ())
         elif (
             isinstance(node, exp.Case)
             and node.args.get("default") is None
@@ -532,6 +535,8 @@ def _forms(
         ):
             condition = node.args["ifs"][0]
             test, value = condition.this, condition.args.get("true")
+            if isinstance(value, exp.Add) and isinstance(value.this, exp.Literal):
+                value = value.expression  # a centred AVG: c + total / count
             if (
                 isinstance(test, exp.GT)
                 and isinstance(test.this, exp.Column)
@@ -549,6 +554,23 @@ def _forms(
     return tuple(forms.items())
 
 
+def _centred_sum(node: Any, released: frozenset[str]) -> tuple[str, str] | None:
+    """(total, count) of a centred SUM's post-processing ``total + c * count``, else None."""
+    from sqlglot import exp
+
+    if not (isinstance(node, exp.Add) and isinstance(node.this, exp.Column)):
+        return None
+    product = node.expression
+    if not (
+        isinstance(product, exp.Mul)
+        and isinstance(product.this, exp.Literal)
+        and isinstance(product.expression, exp.Column)
+    ):
+        return None
+    total, count = node.this.name, product.expression.name
+    return (total, count) if {total, count} <= released else None
+
+
 @dataclass(frozen=True)
 class _Released:
     """What a released query's estimates need: P, each released column's noise, its clamp."""
@@ -558,6 +580,7 @@ class _Released:
     functions: Mapping[str, str]
     clamps: Mapping[str, tuple[float, float]]  # measure column -> (lo, hi)
     measure: Mapping[str, str | None]  # core column -> its measure column
+    centres: Mapping[str, float] = field(default_factory=dict)  # centred measure -> c
 
 
 def _noise_half_width(sampling_sd: float, noise: AggregateNoise, scale: float) -> float:
@@ -798,6 +821,12 @@ def _avg_estimate(context: _Released, total: str, count: str, row: Row) -> _AvgE
     measure = context.measure.get(total)
     if measure is None or measure not in context.clamps:
         return _AvgEstimate(estimate, reason=AVG_NO_BOUNDS)
+    centre = context.centres.get(measure, 0.0)
+    if centre:  # in the centred values' coordinates, shifted back at the end
+        low, high = context.clamps[measure]
+        clamps = {**context.clamps, measure: (low - centre, high - centre)}
+        centred = _avg_estimate(replace(context, clamps=clamps, centres={}), total, count, row)
+        return _shifted(centred, centre)
     count_noise, sum_noise = context.noises[count], context.noises[total]
     low, high = context.clamps[measure]
     ratio = min(max(estimate, low), high)
@@ -811,6 +840,60 @@ def _avg_estimate(context: _Released, total: str, count: str, row: Row) -> _AvgE
     if interval is None:
         return _AvgEstimate(estimate, error, reason=AVG_NO_FIT)
     return _AvgEstimate(estimate, error, *interval)
+
+
+def _shifted(average: _AvgEstimate, centre: float) -> _AvgEstimate:
+    """A centred AVG's estimate and interval moved back by its centre c (its error is not)."""
+
+    def moved(value: float | None) -> float | None:
+        return None if value is None else value + centre
+
+    return _AvgEstimate(
+        moved(average.value), average.error, moved(average.low), moved(average.high),
+        average.reason,
+    )  # fmt: skip
+
+
+def _centred_sum_estimate(
+    context: _Released, total: str, count: str, row: Row
+) -> tuple[float, float, float]:
+    """(estimate, se, half-width) of a centred SUM, S̃ + c C̃, estimated as (S̃ + c C̃)/P.
+
+    Its error is the sampling's, (1 − P)/P² Σ x² ≤ (1 − P)/P² M² C̃ (M = max(|lo|, |hi|),
+    C̃ clipped at 0), plus the noise Z_S + c Z_C over P: two Laplace errors and the normal
+    convolved, or the normal with every variance; integer count noise |c|/P wider.
+    """
+    p = context.p
+    measure = context.measure.get(total) or ""
+    low, high = context.clamps[measure]
+    centre = context.centres.get(measure, 0.0)
+    sum_noise, count_noise = context.noises[total], context.noises[count]
+    value = (float(row[total]) + centre * float(row[count])) / p
+    squares = max(abs(low), abs(high)) ** 2 * max(float(row[count]), 0.0)
+    sampling_sd = math.sqrt(squares * (1.0 - p)) / p
+    noise_variance = (sum_noise.variance + centre**2 * count_noise.variance) / p**2
+    error = math.sqrt(sampling_sd**2 + noise_variance)
+    if sum_noise.delta == 0.0:
+        width = _two_laplace_half_width(
+            sampling_sd, sum_noise.scale / p, abs(centre) * count_noise.scale / p
+        )
+    else:
+        width = half_width(normal_sd=error)
+    return value, error, width + (abs(centre) / p if count_noise.integer else 0.0)
+
+
+def _two_laplace_half_width(sd: float, first: float, second: float) -> float:
+    """The h with P(|N(0, sd²) + L1 + L2| > h) = 5%, L1 and L2 Laplace of these scales."""
+    from scipy.optimize import brentq
+    from scipy.special import ndtri
+
+    def outside(h: float) -> float:
+        tail = _two_laplace_tail(np.array([sd]), np.array([first]), np.array([second]), h)
+        return float(tail[0]) - _ALPHA
+
+    # Union bound: each of the three beyond its (1 − α/3) quantile.
+    high = sd * float(-ndtri(_ALPHA / 6.0)) + (first + second) * math.log(3.0 / _ALPHA) + 1e-12
+    return float(brentq(outside, 0.0, high, xtol=1e-12 * high, rtol=1e-12))
 
 
 def _released_row(
@@ -835,6 +918,13 @@ def _released_row(
             printed[standard_error_name(name)] = average.error
             printed[low_name], printed[high_name] = average.low, average.high
             printed[no_interval_name(name)] = average.reason
+            continue
+        if form.kind == "centred_sum":
+            total, count = form.columns
+            centred, spread, reach = _centred_sum_estimate(context, total, count, core)
+            printed[estimate_name(name)] = centred
+            printed[standard_error_name(name)] = spread
+            printed[low_name], printed[high_name] = centred - reach, centred + reach
             continue
         value, error, width = _value_estimate(context, form.columns[0], core)
         low = high = None
@@ -926,12 +1016,14 @@ def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
         raise InvalidParameterError("program", "a program with a noisy release", None)
     forms = _release_forms(program)
     probabilities = delivery_probabilities(program, run)
-    released = program.core_result(run.state)  # the rows the run released (drawn once)
-    final_rows = list(run.result)
+    # The raw released values (drawn once): unbiased, before counts are clamped at 0.
+    released = program.raw_core_result(run.state)
+    final_rows = program.raw_result(run.state)
     if len(final_rows) != sum(len(rows) for rows in released):
         raise RuntimeError("the released result and its core rows differ in length")
     outputs = {o.name: o for o in program.query.outputs}
     clamps = {name: (low, high) for name, _, low, high in program.query.clamps}
+    centres = dict(program.query.centres)
     noises = {n.output: n for n in release.noises}
     functions = {n: outputs[n].function or "" for n in noises}
     measures = {n: outputs[n].column for n in noises}
@@ -940,7 +1032,7 @@ def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
     per_set: list[list[Row]] = []
     position = 0
     for index, flow in enumerate(program.flow_names):
-        context = _Released(probabilities[flow], noises, functions, clamps, measures)
+        context = _Released(probabilities[flow], noises, functions, clamps, measures, centres)
         compared_rows = []
         for core in released[index]:
             final = final_rows[position]
@@ -954,7 +1046,11 @@ def released_estimate(program: AggregateProgram, run: Run) -> UnbiasedEstimate:
                 compared[column] = float(core[column]) / context.p
             compared_rows.append(compared)
         per_set.append(compared_rows)
-    estimated = [n for n in post.names if forms.get(n, _Form("other")).kind in ("value", "avg")]
+    estimated = [
+        n
+        for n in post.names
+        if forms.get(n, _Form("other")).kind in ("value", "avg", "centred_sum")
+    ]
     others = tuple(n for n in post.names if forms.get(n, _Form("other")).kind == "other")
     averages = [n for n in estimated if forms[n].kind == "avg"]
     columns, types = _released_columns(post.names, post.types, estimated, averages, several=several)

@@ -46,12 +46,15 @@ class ReleaseSpec:
         keys: public key domains of grouping columns (every key released, absent ones too).
         key_selection_delta: δ_sel of the DP key selection of grouping sets without a
             domain (None: every grouping set needs one).
+        consistent_totals: publish totals consistent across grouping sets
+            (`dpcomm.release.postprocess`).
     """
 
     mechanism: ReleaseMechanism
     bounds: Mapping[str, tuple[float, float]] | None = None
     keys: Mapping[str, Sequence[Any]] | None = None
     key_selection_delta: float | None = None
+    consistent_totals: bool = False
 
     def __post_init__(self) -> None:
         from dpcomm.release.mechanisms import Gaussian, Laplace, check_key_selection_delta
@@ -62,6 +65,10 @@ class ReleaseSpec:
             )
         if self.key_selection_delta is not None:
             check_key_selection_delta(self.key_selection_delta)
+        if not isinstance(self.consistent_totals, bool):
+            raise InvalidParameterError(
+                "consistent_totals", "True or False", self.consistent_totals
+            )
 
     @staticmethod
     def of(
@@ -70,16 +77,22 @@ class ReleaseSpec:
         bounds: Mapping[str, tuple[float, float]] | None = None,
         keys: Mapping[str, Sequence[Any]] | None = None,
         key_selection_delta: float | None = None,
+        consistent_totals: bool = False,
     ) -> ReleaseSpec | None:
-        """The release asked for, or None; bounds, keys or δ_sel without one are refused."""
+        """The release asked for, or None; bounds, keys, δ_sel or totals without one refused."""
         from dpcomm.release.mechanisms import Gaussian, Laplace
 
         if release is None:
-            if bounds is not None or keys is not None or key_selection_delta is not None:
+            if (
+                bounds is not None
+                or keys is not None
+                or key_selection_delta is not None
+                or consistent_totals is not False
+            ):
                 raise InvalidParameterError(
                     "release",
-                    "Laplace(...) or Gaussian(...) when bounds, keys or key_selection_delta "
-                    "are given",
+                    "Laplace(...) or Gaussian(...) when bounds, keys, key_selection_delta or "
+                    "consistent_totals are given",
                     None,
                 )
             return None
@@ -89,7 +102,7 @@ class ReleaseSpec:
                 "None, dpcomm.Laplace(epsilon) or dpcomm.Gaussian(epsilon, delta)",
                 release,
             )
-        return ReleaseSpec(release, bounds, keys, key_selection_delta)
+        return ReleaseSpec(release, bounds, keys, key_selection_delta, consistent_totals)
 
 
 def compile_aggregate(
@@ -116,6 +129,7 @@ def compile_aggregate(
         bounds=release.bounds,
         keys=release.keys,
         key_selection_delta=release.key_selection_delta,
+        consistent_totals=release.consistent_totals,
         countermeasure=countermeasure,
         **shape,
     )

@@ -86,6 +86,17 @@ class AggregateRun:
             return tuple(name for name, _ in self.estimate_columns)
         return self.program.query.result_names
 
+    @property
+    def raw_rows(self) -> list[Row]:
+        """Under a noisy release, the result of the raw noisy values; else ``rows``' result.
+
+        Published counts are clamped at 0 (and made consistent on request); the raw values
+        are unbiased, for sums over many cells (post-processing of the same release).
+        """
+        if self.program.release is None:
+            return self.program.result(self.run.state)
+        return self.program.raw_result(self.run.state)
+
     @cached_property
     def result(self) -> Any:
         """The result rows as a pandas DataFrame (DuckDB's column names and types)."""

@@ -98,7 +98,7 @@ def _bounds(bounds: object) -> dict[str, tuple[float, float]]:
     for name, pair in bounds.items():
         try:
             low, high = (float(v) for v in pair)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise InvalidParameterError(
                 f"bounds[{name!r}]", "a pair (lo, hi) of numbers", pair
             ) from None
@@ -183,6 +183,12 @@ class NoisyRelease(Protocol):
         """Each grouping set's released rows, their aggregates noisy."""
         ...
 
+    def published_rows(
+        self, bound: BoundAggregate, raw: Sequence[Sequence[Row]]
+    ) -> list[list[Row]]:
+        """The rows published from the released ones (post-processing: counts ≥ 0, ...)."""
+        ...
+
     def published(self, program: AggregateProgram, state: AggregateState) -> dict[str, Any]:
         """What a deployment's result node publishes: the released rows and the release."""
         ...
@@ -250,7 +256,7 @@ class AggregateProgram:
     source: RowSource | None = field(default=None, repr=False)
     release: NoisyRelease | None = field(default=None, repr=False)
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
-    _released: dict[int, tuple[AggregateState, list[list[Row]]]] = field(
+    _released: dict[int, tuple[AggregateState, list[list[Row]], list[list[Row]]]] = field(
         default_factory=dict, repr=False
     )
 
@@ -510,12 +516,37 @@ class AggregateProgram:
         """
         if self.release is None:
             return self._exact_result(state)
+        return self._drawn(state)[2]
+
+    def raw_core_result(self, state: AggregateState) -> list[list[Row]]:
+        """[`core_result`][] before the release's post-processing: the noisy values as drawn.
+
+        Unbiased (a count may be negative); what sums over many cells should read. Without a
+        release, the exact rows.
+        """
+        if self.release is None:
+            return self._exact_result(state)
+        return self._drawn(state)[1]
+
+    def raw_result(self, state: AggregateState) -> list[Row]:
+        """[`result`][] of the raw released values ([`raw_core_result`][])."""
+        from dpcomm.queries.postprocess import finish
+
+        return finish(self.query, self.raw_core_result(state))
+
+    def _drawn(
+        self, state: AggregateState
+    ) -> tuple[AggregateState, list[list[Row]], list[list[Row]]]:
+        """(state, raw released rows, published rows): the noise drawn once per state."""
+        if self.release is None:
+            raise InvalidParameterError("program", "a program with a noisy release", None)
         cached = self._released.get(id(state))
         if cached is not None and cached[0] is state:
-            return cached[1]
-        rows = self.release.released_rows(self.query, self._exact_result(state))
-        self._released[id(state)] = (state, rows)
-        return rows
+            return cached
+        raw = self.release.released_rows(self.query, self._exact_result(state))
+        drawn = (state, raw, self.release.published_rows(self.query, raw))
+        self._released[id(state)] = drawn
+        return drawn
 
     def check_countermeasures(self, countermeasures: Countermeasures) -> None:
         """Refuse traffic a noisy release was not calibrated for (none without a release)."""

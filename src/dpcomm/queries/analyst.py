@@ -24,8 +24,9 @@ three parts, each run where the paper's model allows it:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import sqlglot
@@ -33,7 +34,7 @@ from sqlglot import exp
 
 from dpcomm.data.table import Table
 from dpcomm.errors import InvalidParameterError
-from dpcomm.queries.query import PostProcessing, UnsupportedQueryError
+from dpcomm.queries.query import EVERY_KEY, PostProcessing, UnsupportedQueryError
 
 #: Prefix of every column dpcomm adds (derived keys, measures, the filter, hidden aggregates).
 HIDDEN_PREFIX = "__dpcomm_"
@@ -46,6 +47,10 @@ ORDER_COLUMN = f"{HIDDEN_PREFIX}order"
 #: Hidden column of the result rows' grouping set (its index), selected last by the post SQL.
 SET_COLUMN = f"{HIDDEN_PREFIX}set"
 
+_ORDER_ADVICE = (
+    "FIRST(), LAST() and ANY_VALUE() depend on the order rows reach a compute node, which no "
+    "node knows; use MIN() or MAX()"
+)
 #: Aggregates refused, with why and what to do instead.
 _REFUSED: dict[type, str] = {
     exp.Median: "MEDIAN() has no mergeable partial state: compute nodes would have to ship "
@@ -63,7 +68,19 @@ _REFUSED: dict[type, str] = {
     "column instead",
     exp.ArrayAgg: "LIST()/ARRAY_AGG() would ship every value to the result node; GROUP BY the "
     "column instead",
+    exp.First: _ORDER_ADVICE,
+    exp.Last: _ORDER_ADVICE,
+    exp.AnyValue: _ORDER_ADVICE,
+    exp.ArgMin: "ARG_MIN()/MIN_BY() breaks ties by the order rows reach a compute node, which "
+    "no node knows; use MIN() of the value",
+    exp.ArgMax: "ARG_MAX()/MAX_BY() breaks ties by the order rows reach a compute node, which "
+    "no node knows; use MAX() of the value",
 }
+#: How the user writes a refused aggregate that sqlglot prints under another name.
+_REFUSED_NAMES: dict[type, str] = {
+    exp.GroupConcat: "STRING_AGG()", exp.ArrayAgg: "LIST()/ARRAY_AGG()", exp.Median: "MEDIAN()",
+    exp.Mode: "MODE()", exp.Quantile: "QUANTILE()",
+}  # fmt: skip
 _DISTINCT_ADVICE = (
     "distinct values cannot be merged from per-node partials without shipping the values; "
     "GROUP BY the column and count the groups instead"
@@ -85,6 +102,18 @@ class Rewritten:
             its (lo, hi).
         aggregate_labels: each hidden aggregate column and the user's aggregate it serves
             (``AVG(body_mass_g)``), to name it in reports.
+        column_labels: each derived column and the user's SQL it holds (a key's alias), to
+            name it in messages.
+        key_aliases: each key column selected under another name and that name (the output
+            ``AS r`` of ``GROUP BY round(z)``).
+        centres: each clamped measure column that is centred: the midpoint c of its bounds,
+            subtracted on the source's row (`centred_columns`).
+        value_uses: per aggregate the user wrote (each published value's), the hidden
+            columns its value reads and their coefficients in its error variance
+            (`dpcomm.release.mechanisms.published_error_costs`): a COUNT or plain SUM reads
+            its column (1); a centred SUM the centred sum (1) and the COUNT (c²); an AVG the
+            sum (1) and the COUNT ((hi − lo)²/12, the spread of an average within its
+            bounds, over the count squared).
     """
 
     projection: str
@@ -94,6 +123,10 @@ class Rewritten:
     key_labels: dict[str, str]
     clamps: dict[str, tuple[str, float, float]]
     aggregate_labels: dict[str, str]
+    column_labels: dict[str, str]
+    key_aliases: dict[str, str]
+    centres: dict[str, float] = field(default_factory=dict)
+    value_uses: tuple[tuple[tuple[str, float], ...], ...] = ()
 
 
 def _sql(node: Any) -> str:
@@ -105,15 +138,52 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def clamped_sql(column: str, low: float, high: float) -> str:
+def clamped_sql(column: str, low: float, high: float, centre: float = 0.0) -> str:
     """DuckDB SQL of ``column`` clamped to [``low``, ``high``] on each row, as DOUBLE.
 
     What bounds a noisy SUM's or AVG's sensitivity (`dpcomm.release.mechanisms`). A NULL
-    stays NULL (DuckDB's GREATEST and LEAST would skip it).
+    stays NULL (DuckDB's GREATEST and LEAST would skip it). A non-zero ``centre`` is
+    subtracted after clamping: the value then lies in [low − centre, high − centre].
     """
+    shift = f" - {centre!r}" if centre else ""
     return (
         f"CASE WHEN {_quoted(column)} IS NOT NULL THEN CAST(LEAST(GREATEST("
-        f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}) AS DOUBLE) END"
+        f"CAST({_quoted(column)} AS DOUBLE), {low!r}), {high!r}){shift} AS DOUBLE) END"
+    )
+
+
+def _bare_column(node: exp.Expression | None) -> str | None:
+    """The lower-case name of a plain column argument (parentheses removed), else None."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
+        return node.name.lower()
+    return None
+
+
+def centred_columns(
+    select: exp.Select, bounds: Mapping[str, tuple[float, float]]
+) -> frozenset[str]:
+    """The bounded columns whose SUM and AVG a release centres (lower-case names).
+
+    A column whose count of non-NULL values the release publishes anyway: read by an
+    AVG, or by both a SUM and a COUNT. Its values are clamped to [lo, hi] and shifted by
+    c = (lo + hi)/2 on the source's row; the released centred sum gets the sensitivity of
+    values in [−(hi − lo)/2, (hi − lo)/2], and SUM = centred sum + c × COUNT, AVG =
+    c + centred sum / COUNT, the COUNT being the same released one. A lone SUM is not
+    centred: its published value would need a COUNT released for it, whose noise times |c|
+    costs more than the centring saves (docs/accounting.md, "Centred sums").
+    """
+    reads: dict[str, set[type]] = {}
+    for node in select.find_all(exp.Avg, exp.Sum, exp.Count):
+        name = _bare_column(node.this)
+        if name is not None:
+            reads.setdefault(name, set()).add(type(node))
+    bounded = {str(k).lower() for k in bounds}
+    return frozenset(
+        name
+        for name, kinds in reads.items()
+        if name in bounded and (exp.Avg in kinds or {exp.Sum, exp.Count} <= kinds)
     )
 
 
@@ -147,6 +217,9 @@ class _Rewriter:
         self.bounds = bounds
         #: Derived measure column -> the column it reads and the (lo, hi) it is clamped to.
         self.clamps: dict[str, tuple[str, float, float]] = {}
+        #: Centred measure column -> the midpoint c subtracted (`centred_columns`).
+        self.centres: dict[str, float] = {}
+        self.centred = frozenset() if bounds is None else centred_columns(select, bounds)
         self.qualifiers = qualifiers
         self.columns = {c.name.lower(): c.name for c in table.columns}
         for name in self.columns:
@@ -169,6 +242,10 @@ class _Rewriter:
         #: Hidden aggregate column -> the user's aggregate it serves (for reports).
         self.hidden_labels: dict[str, str] = {}
         self.current_label: str | None = None
+        #: The FILTER (WHERE ...) condition of the aggregate being rewritten, or None.
+        self.condition: exp.Expression | None = None
+        #: What each aggregate call's value reads (`Rewritten.value_uses`), in order.
+        self.uses: dict[tuple[tuple[str, float], ...], None] = {}
 
     # ---------------------------------------------------------------- projection
 
@@ -209,6 +286,7 @@ class _Rewriter:
                 )
             if isinstance(inner, exp.Column):
                 self.column_of(inner, where)
+        refuse_unstable_functions(node)
 
     def derive(self, prefix: str, node: exp.Expression, where: str) -> str:
         """The column holding ``node``'s value for each row (a plain column is itself)."""
@@ -228,9 +306,40 @@ class _Rewriter:
 
     # ---------------------------------------------------------------- grouping keys
 
-    def key(self, node: exp.Expression) -> exp.Column:
+    def referenced(self, node: exp.Expression) -> tuple[exp.Expression, str | None]:
+        """A GROUP BY position or select-list alias as the expression it names, and the alias.
+
+        As DuckDB: ``GROUP BY 2`` is the second select item, ``GROUP BY crs`` the item
+        ``AS crs`` unless the table has a column ``crs`` (the column wins).
+        """
+        items = list(self.select.expressions)
+        bare = node
+        while isinstance(bare, exp.Paren):
+            bare = bare.this
+        if not isinstance(bare, exp.Literal | exp.Column):
+            return node, None
+        node = bare
         if isinstance(node, exp.Literal) and not node.is_string:
-            raise UnsupportedQueryError("positional GROUP BY", f"GROUP BY {_sql(node)}")
+            position = int(node.name) if node.name.isdigit() else 0
+            if not 1 <= position <= len(items):
+                raise InvalidParameterError("GROUP BY position", f"1..{len(items)}", node.name)
+            item = items[position - 1]
+            if isinstance(item, exp.Alias):
+                return item.this, item.alias
+            return item, None
+        if (
+            isinstance(node, exp.Column)
+            and isinstance(node.this, exp.Identifier)
+            and not node.table
+            and node.name.lower() not in self.columns
+        ):
+            for item in items:
+                if isinstance(item, exp.Alias) and item.alias.lower() == node.name.lower():
+                    return item.this, item.alias
+        return node, None
+
+    def key(self, node: exp.Expression) -> exp.Column:
+        node, alias = self.referenced(node)
         if isinstance(node, exp.AggFunc):
             raise UnsupportedQueryError("aggregate in GROUP BY", _sql(node))
         if isinstance(node, exp.Literal | exp.Null | exp.Boolean):
@@ -242,7 +351,8 @@ class _Rewriter:
             bare = node
             while isinstance(bare, exp.Paren):
                 bare = bare.this
-            self.key_labels[name] = name if name in self.table.column_names else _sql(bare)
+            label = alias or _sql(bare)
+            self.key_labels[name] = name if name in self.table.column_names else label
         return exp.column(self.keys[normal], quoted=True)
 
     def rewrite_group(self, group: exp.Group) -> exp.Group:
@@ -275,29 +385,69 @@ class _Rewriter:
             self.hidden_labels[name] = self.current_label or core_sql
         return exp.column(self.aggregates[core_sql], quoted=True)
 
+    def read(self, *columns: tuple[exp.Column, float]) -> exp.Column:
+        """Record that one aggregate's value reads ``columns`` (hidden, with coefficients)."""
+        self.uses[tuple((column.name, coefficient) for column, coefficient in columns)] = None
+        return columns[0][0]
+
     def measure(self, argument: exp.Expression, function: str) -> str:
+        if self.condition is not None:
+            argument = exp.Case(ifs=[exp.If(this=self.condition.copy(), true=argument.copy())])
         return _quoted(self.derive("m", argument, f"inside {function.upper()}()"))
+
+    def filtered(self, node: exp.Filter) -> exp.Expression:
+        """``agg FILTER (WHERE c)``: the aggregate of ``CASE WHEN c THEN x END``.
+
+        The condition is evaluated on each source's row like a WHERE, and only changes a
+        value the row carries (NULL when the condition fails): every row is sent as without
+        the FILTER, so the traffic does not depend on it.
+        """
+        where = node.expression
+        condition = where.this if isinstance(where, exp.Where) else where
+        self.check_row_expression(condition, "in FILTER")
+        inner = node.this
+        if isinstance(inner, exp.Anonymous) and inner.name.lower() in _EXACT_SUMS:
+            inner = _EXACT_SUMS[inner.name.lower()](inner)
+        if not isinstance(inner, exp.AggFunc):
+            raise UnsupportedQueryError("FILTER on a non-aggregate", _sql(node)[:80])
+        self.condition = exp.Paren(this=condition.copy())
+        self.current_label = _sql(node)
+        try:
+            return self.aggregate(inner)
+        finally:
+            self.condition = None
+            self.current_label = None
 
     def aggregate(self, node: Any) -> exp.Expression:
         """The post-processing expression of one aggregate call over hidden core columns."""
         text = _sql(node)[:80]
         if type(node) in _REFUSED:
-            raise UnsupportedQueryError(f"{type(node).__name__.upper()}()", _REFUSED[type(node)])
+            construct = _REFUSED_NAMES.get(type(node), text)
+            raise UnsupportedQueryError(construct, _REFUSED[type(node)])
         argument = node.this
         if isinstance(argument, exp.Distinct):
             raise UnsupportedQueryError("DISTINCT inside an aggregate", _DISTINCT_ADVICE)
+        if isinstance(argument, exp.Order):
+            # every aggregate answered here is order-insensitive (DuckDB ignores the order)
+            self.check_row_expression(argument, "in an aggregate's ORDER BY")
+            argument = argument.this
         extra = [k for k, v in node.args.items() if k not in ("this", "big_int") and v]
         if extra:
             raise UnsupportedQueryError("extra arguments of an aggregate", text)
         if isinstance(node, exp.Count):
             if argument is None or isinstance(argument, exp.Star):
-                return self.hidden("COUNT(*)")
-            return self.hidden(f"COUNT({self.measure(argument, 'count')})")
+                if self.condition is not None:
+                    counted = self.measure(exp.Literal.number(1), "count")
+                    return self.read((self.hidden(f"COUNT({counted})"), 1.0))
+                return self.read((self.hidden("COUNT(*)"), 1.0))
+            if self.bounds is not None and _bare_column(argument) in self.centred:
+                return self.read((self.hidden(f"COUNT({self.bounded_measure(argument)[0]})"), 1.0))
+            return self.read((self.hidden(f"COUNT({self.measure(argument, 'count')})"), 1.0))
         if argument is None:
             raise UnsupportedQueryError("an aggregate without argument", text)
         if isinstance(node, exp.CountIf):
             condition = exp.Case(ifs=[exp.If(this=argument.copy(), true=exp.true())])
-            return self.hidden(f"COUNT({self.measure(condition, 'count_if')})")
+            return self.read((self.hidden(f"COUNT({self.measure(condition, 'count_if')})"), 1.0))
         if self.bounds is not None:
             return self.released(node, argument)
         simple: dict[type, str] = {
@@ -305,6 +455,8 @@ class _Rewriter:
         }  # fmt: skip
         if type(node) in simple:
             function = simple[type(node)]
+            if function == "AVG" and self.type_of(argument) in _TEMPORAL_AVERAGES:
+                return self.temporal_average(argument)
             if function in ("SUM", "AVG") and self.is_boolean(argument):
                 argument = exp.cast(argument.copy(), "INTEGER")
             return self.hidden(f"{function}({self.measure(argument, function)})")
@@ -327,21 +479,44 @@ class _Rewriter:
         """SUM or AVG under a noisy release: of a bounded column, clamped on the source's row.
 
         AVG becomes SUM / COUNT of the clamped values (both released with noise; NULL when
-        the noisy count is not positive).
+        the noisy count is not positive). A centred column's (`centred_columns`) SUM is
+        the centred sum + c × COUNT and its AVG c + centred sum / COUNT.
         """
         if not isinstance(node, exp.Sum | exp.Avg):
             raise UnsupportedQueryError(
                 f"{_sql(node)[:60]} under a noisy release",
                 "a release adds noise to COUNT, COUNT_IF, SUM and AVG of bounded columns",
             )
-        bare = argument
-        while isinstance(bare, exp.Paren):
-            bare = bare.this
-        if not (isinstance(bare, exp.Column) and isinstance(bare.this, exp.Identifier)):
+        if _bare_column(argument) is None:
             raise UnsupportedQueryError(
                 f"{_sql(node)[:60]} under a noisy release", "SUM and AVG of a column with bounds"
             )
-        column = self.column_of(bare, "inside SUM()")
+        name, centre, width = self.bounded_measure(argument)
+        total_column = self.hidden(f"SUM({name})")
+        if isinstance(node, exp.Sum) and not centre:
+            return self.read((total_column, 1.0))
+        total = _sql(total_column)
+        count_column = self.hidden(f"COUNT({name})")
+        count = _sql(count_column)
+        if isinstance(node, exp.Sum):
+            self.read((total_column, 1.0), (count_column, centre**2))
+            text = f"{total} + {centre!r} * {count}"
+        else:
+            self.read((total_column, 1.0), (count_column, width**2 / 12.0))
+            shift = f"{centre!r} + " if centre else ""
+            text = f"CASE WHEN {count} > 0 THEN {shift}{total} / {count} END"
+        return cast(exp.Expression, sqlglot.parse_one(text, read="duckdb"))
+
+    def bounded_measure(self, argument: exp.Expression) -> tuple[str, float, float]:
+        """The clamped (and, for a centred column, centred) measure of a bounded column.
+
+        Its quoted name, the centre c subtracted on the source's row (0: not centred) and
+        the bounds' width hi − lo.
+        """
+        bare = argument
+        while isinstance(bare, exp.Paren):
+            bare = bare.this
+        column = self.column_of(cast(exp.Column, bare), "inside SUM()")
         bounds = self.bounds or {}
         found = next((v for k, v in bounds.items() if k.lower() == column.lower()), None)
         if found is None:
@@ -351,23 +526,40 @@ class _Rewriter:
                 f"(e.g. bounds={{{column!r}: (0, 100)}}, --bounds {column}=0:100)",
                 dict(bounds),
             )
-        low, high = found
+        low, high = float(found[0]), float(found[1])
+        centre = (low + high) / 2.0 if column.lower() in self.centred else 0.0
         clamped: exp.Expression = sqlglot.parse_one(  # type: ignore[assignment]
-            clamped_sql(column, low, high), read="duckdb"
+            clamped_sql(column, low, high, centre), read="duckdb"
         )
+        if self.condition is not None:  # FILTER (WHERE c): NULL where c fails, as measure()
+            clamped = exp.Case(ifs=[exp.If(this=self.condition.copy(), true=clamped)])
         name = self.derive("m", clamped, "inside SUM()")
-        self.clamps[name] = (column, float(low), float(high))
-        total = self.hidden(f"SUM({_quoted(name)})")
-        if isinstance(node, exp.Sum):
-            return total
-        count = self.hidden(f"COUNT({_quoted(name)})")
-        return cast(
-            exp.Expression,
-            sqlglot.parse_one(
-                f"CASE WHEN {_sql(count)} > 0 THEN {_sql(total)} / {_sql(count)} END",
-                read="duckdb",
-            ),
+        self.clamps[name] = (column, low, high)
+        if centre:
+            self.centres[name] = centre
+        return _quoted(name), centre, high - low
+
+    def temporal_average(self, argument: exp.Expression) -> exp.Expression:
+        """AVG of a DATE, TIME or TIMESTAMP: DuckDB's mean of its ticks, rounded half up.
+
+        Each source carries its value's ticks since the epoch (microseconds, nanoseconds for
+        a DATE, whose mean DuckDB gives as TIMESTAMP_NS); the compute nodes sum them exactly
+        (HUGEINT) and count them, and the result node divides as DuckDB does (quotient
+        truncated, plus one when the remainder exceeds half the count).
+        """
+        kind = self.type_of(argument)
+        ticks, make = _TEMPORAL_AVERAGES[kind]
+        value = cast(exp.Expression, sqlglot.parse_one(ticks.format(_sql(argument)), read="duckdb"))
+        count = _sql(self.hidden(f"COUNT({self.measure(value, 'avg')})"))
+        total = _sql(self.hidden(f"SUM({self.measure(value, 'avg')})"))
+        mean = (
+            f"CAST({total} // {count} + CASE WHEN {total} % {count} > {count} // 2 THEN 1 "
+            "ELSE 0 END AS BIGINT)"
         )
+        parsed = sqlglot.parse_one(
+            f"CASE WHEN {count} > 0 THEN {make.format(mean)} END", read="duckdb"
+        )
+        return cast(exp.Expression, parsed)
 
     def is_boolean(self, argument: exp.Expression) -> bool:
         return self.type_of(argument) == "BOOLEAN"
@@ -411,12 +603,14 @@ class _Rewriter:
         """``node`` over the core result's columns (aggregates and keys replaced)."""
 
         def replace(inner: exp.Expression) -> exp.Expression:
-            if isinstance(inner, exp.Grouping):
-                columns = tuple(self.key(e).name for e in inner.expressions)
+            if isinstance(inner, exp.Grouping | exp.GroupingId):
+                # GROUPING_ID is DuckDB's other name of GROUPING; GROUPING() reads every key
+                if [e.name for e in inner.expressions] == [EVERY_KEY]:
+                    columns = tuple(dict.fromkeys(self.keys.values()))
+                else:
+                    columns = tuple(self.key(e).name for e in inner.expressions)
                 self.groupings.append(columns)
                 return exp.column(f"{HIDDEN_PREFIX}g{len(self.groupings) - 1}", quoted=True)
-            if isinstance(inner, exp.GroupingId):
-                raise UnsupportedQueryError("GROUPING_ID()", "use GROUPING(col, ...)")
             if isinstance(inner, exp.Window):
                 raise UnsupportedQueryError(
                     "window function", f"{_sql(inner)[:80]}: not supported over the result"
@@ -424,14 +618,16 @@ class _Rewriter:
             if isinstance(inner, exp.Subquery | exp.Select | exp.Exists):
                 raise UnsupportedQueryError("subquery", f"{where}: {_sql(inner)[:80]}")
             if isinstance(inner, exp.Filter):
-                raise UnsupportedQueryError("FILTER", f"{_sql(inner)[:80]}: use WHERE or CASE")
+                return self.filtered(inner)
+            if isinstance(inner, exp.Anonymous) and inner.name.lower() in _EXACT_SUMS:
+                return self.lift(_EXACT_SUMS[inner.name.lower()](inner), where)
             if isinstance(inner, exp.AggFunc):
                 self.current_label = _sql(inner)
                 try:
                     return self.aggregate(inner)
                 finally:
                     self.current_label = None
-            if isinstance(inner, exp.Anonymous) and inner.name.lower() in _AGGREGATE_NAMES:
+            if isinstance(inner, exp.Anonymous) and inner.name.lower() in AGGREGATE_NAMES:
                 raise UnsupportedQueryError(f"aggregate function {inner.name.lower()}()",
                                             _sql(inner)[:80])  # fmt: skip
             if isinstance(inner, exp.Star):
@@ -451,17 +647,67 @@ class _Rewriter:
         return node.copy().transform(replace)
 
 
+def _exact_sum(function: type[exp.Sum | exp.Avg]) -> Callable[[exp.Anonymous], exp.Expression]:
+    def rewritten(node: exp.Anonymous) -> exp.Expression:
+        if len(node.expressions) != 1:
+            raise UnsupportedQueryError(f"{node.name}() with {len(node.expressions)} arguments")
+        return function(this=exp.cast(node.expressions[0].copy(), "DOUBLE"))
+
+    return rewritten
+
+
+#: DuckDB's compensated (Kahan) sums and mean: dpcomm's SUM and AVG of doubles are already
+#: the exact sum rounded once, at least as accurate.
+_EXACT_SUMS: dict[str, Callable[[exp.Anonymous], exp.Expression]] = {
+    "fsum": _exact_sum(exp.Sum), "sumkahan": _exact_sum(exp.Sum),
+    "kahan_sum": _exact_sum(exp.Sum), "favg": _exact_sum(exp.Avg),
+}  # fmt: skip
+
+#: AVG's argument type, the ticks a source carries and how the result node makes the mean.
+_TEMPORAL_AVERAGES: dict[str, tuple[str, str]] = {
+    "DATE": ("epoch_ns(CAST({} AS TIMESTAMP_NS))", "make_timestamp_ns({})"),
+    "TIMESTAMP": ("epoch_us({})", "make_timestamp({})"),
+    "TIMESTAMP_S": ("epoch_us(CAST({} AS TIMESTAMP))", "make_timestamp({})"),
+    "TIMESTAMP_MS": ("epoch_us(CAST({} AS TIMESTAMP))", "make_timestamp({})"),
+    "TIMESTAMP WITH TIME ZONE": ("epoch_us({})", "to_timestamp(0) + to_microseconds({})"),
+    "TIME": ("epoch_us(DATE '1970-01-01' + {})", "CAST(make_timestamp({}) AS TIME)"),
+}
+
 #: Function names sqlglot may leave anonymous but that DuckDB treats as aggregates.
-_AGGREGATE_NAMES = frozenset({
+AGGREGATE_NAMES = frozenset({
     "approx_count_distinct", "approx_quantile", "arg_max", "arg_min", "argmax", "argmin",
     "entropy", "favg", "fsum", "histogram", "kurtosis", "mad", "product", "skewness",
     "reservoir_quantile", "sem", "bit_and", "bit_or", "bit_xor", "corr", "covar_pop",
     "covar_samp", "regr_slope", "string_agg", "list", "arbitrary", "max_by", "min_by",
+    "sumkahan", "kahan_sum",
 })  # fmt: skip
 
 
+def global_group(select: exp.Select) -> exp.Group:
+    """The query's GROUP BY; without one, an aggregate query's empty grouping set ``()``.
+
+    ``SELECT COUNT(*), SUM(x) FROM t`` is DuckDB's global aggregate: one row over all rows,
+    exactly ``GROUP BY ()`` (one compute node, a single potential target).
+    """
+    group = select.args.get("group")
+    if isinstance(group, exp.Group):
+        return group
+    if not any(_is_aggregate(node) for item in select.expressions for node in item.walk()):
+        raise UnsupportedQueryError(
+            "a query without aggregate or GROUP BY",
+            "an Aggregate query computes COUNT, SUM, AVG, ... per group or over all rows",
+        )
+    return exp.Group(expressions=[exp.Tuple()])
+
+
+def _is_aggregate(node: exp.Expression) -> bool:
+    if isinstance(node, exp.AggFunc | exp.Grouping | exp.GroupingId):
+        return True
+    return isinstance(node, exp.Anonymous) and node.name.lower() in AGGREGATE_NAMES
+
+
 def _select_list(select: exp.Select, rewriter: _Rewriter) -> list[exp.Expression]:
-    """The select list's expressions over the core result (no ``*``, no constant)."""
+    """The select list's expressions over the core result (no ``*``)."""
     finals = []
     for item in select.expressions:
         node = item.this if isinstance(item, exp.Alias) else item
@@ -469,8 +715,6 @@ def _select_list(select: exp.Select, rewriter: _Rewriter) -> list[exp.Expression
             isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
         ):
             raise UnsupportedQueryError("SELECT *", _sql(node))
-        if isinstance(node, exp.Literal | exp.Null | exp.Boolean):
-            raise UnsupportedQueryError("constant in the select list", _sql(node))
         finals.append(rewriter.lift(node, "in the select list"))
     return finals
 
@@ -478,7 +722,7 @@ def _select_list(select: exp.Select, rewriter: _Rewriter) -> list[exp.Expression
 def _order_items(order: exp.Expression, rewriter: _Rewriter, output_names: list[str]) -> list[str]:
     """ORDER BY's terms over the result: a position, an output's name, or an expression."""
     order_items: list[str] = []
-    for ordered in order.expressions:
+    for ordered in _order_all(order, output_names):
         inner = ordered.this
         term: exp.Expression
         if isinstance(inner, exp.Literal) and not inner.is_string:
@@ -504,6 +748,19 @@ def _order_items(order: exp.Expression, rewriter: _Rewriter, output_names: list[
     return order_items
 
 
+def _order_all(order: exp.Expression, output_names: list[str]) -> list[exp.Ordered]:
+    """ORDER BY's terms, ``ORDER BY ALL`` spelled out: every output, left to right."""
+    terms = list(order.expressions)
+    if len(terms) == 1 and isinstance(terms[0].this, exp.Var) and terms[0].name.upper() == "ALL":
+        spelled = []
+        for position in range(1, len(output_names) + 1):
+            item = terms[0].copy()
+            item.set("this", exp.Literal.number(position))
+            spelled.append(item)
+        return spelled
+    return terms
+
+
 def _projection_sql(rewriter: _Rewriter, table: Table, key_columns: list[str]) -> str:
     """The projection: the keys, the derived columns and the columns the aggregates read."""
     projection_items = [f"{_quoted(c)}" for c in key_columns if c in table.column_names]
@@ -512,6 +769,8 @@ def _projection_sql(rewriter: _Rewriter, table: Table, key_columns: list[str]) -
     projection_items += [
         _quoted(c) for c in sorted(measured) if c in table.column_names and c not in key_columns
     ]
+    if not projection_items:  # no key and no column read (SELECT 1 ... GROUP BY ())
+        projection_items = [f"TRUE AS {_quoted(HIDDEN_PREFIX + 'row')}"]
     return f"SELECT {', '.join(dict.fromkeys(projection_items))} FROM {_quoted(table.name)}"
 
 
@@ -564,6 +823,99 @@ def _post_sql(
     return post_sql
 
 
+#: DuckDB functions whose value is not a function of their arguments: random draws and
+#: identifiers, sequences and side effects, the clock, and probes of the session (its settings,
+#: its query text, its user or database). DuckDB's own VOLATILE functions are all here
+#: (a unit test checks it against ``duckdb_functions()``).
+UNSTABLE_FUNCTIONS = frozenset(
+    {
+        *("random", "rand", "setseed", "uuid", "uuidv4", "uuidv7", "gen_random_uuid"),
+        *("nextval", "currval", "setval", "write_log", "sleep_ms", "error", "stats"),
+        *("vector_type", "now", "today", "transaction_timestamp", "get_current_time"),
+        *("get_current_timestamp", "current_date", "current_time", "current_timestamp"),
+        *("current_localtime", "current_localtimestamp", "localtime", "localtimestamp"),
+        *("current_setting", "current_query", "current_query_id", "current_connection_id"),
+        *("current_transaction_id", "txid_current", "current_database", "current_catalog"),
+        *("current_schema", "current_schemas", "current_user", "current_role", "user"),
+        *("session_user", "getvariable", "in_search_path", "version", "platform"),
+    }
+)
+_FUNCTION_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _duckdb_function_name(node: exp.Func) -> str:
+    """The lower-case name DuckDB calls ``node``'s function by (``RANDOM`` for sqlglot's Rand)."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    match = _FUNCTION_NAME.match(node.sql(dialect="duckdb"))
+    return match.group(1).lower() if match else type(node).__name__.lower()
+
+
+#: DuckDB functions that build a value whose size is one of their arguments (a list of
+#: ``range(n)`` elements, a string of ``repeat(s, n)`` copies): each size must be a literal of
+#: most `MAX_BUILT_SIZE` (their product over the query), or one query could fill every
+#: node's memory.
+SIZED_FUNCTIONS = frozenset(
+    {"range", "generate_series", "repeat", "lpad", "rpad", "list_resize", "array_resize"}
+)
+#: The largest size a `SIZED_FUNCTIONS` call may be given.
+MAX_BUILT_SIZE = 10_000
+
+
+def _check_size_arguments(node: exp.Func, name: str, built: float) -> float:
+    """The largest size ``node`` is given (refused past `MAX_BUILT_SIZE`).
+
+    Each size must be a number literal, and the product of the sizes of the query's sized
+    calls (``built`` so far) at most `MAX_BUILT_SIZE`.
+    """
+    if isinstance(node, exp.GenerateSeries):
+        sizes = [node.args.get(key) for key in ("start", "end", "step")]
+    elif isinstance(node, exp.Anonymous):
+        sizes = list(node.expressions[1:2])
+    else:
+        sizes = [node.args.get("times"), node.args.get("expression")]
+    largest = 1.0
+    for size in sizes:
+        if size is None:
+            continue
+        bare = size.this if isinstance(size, exp.Neg) else size
+        value = float(bare.name) if isinstance(bare, exp.Literal) and not bare.is_string else None
+        if value is None or abs(value) * built > MAX_BUILT_SIZE:
+            raise UnsupportedQueryError(
+                f"{name}() with the size {_sql(size)[:40]}",
+                f"{_sql(node)[:80]}: sizes must be number literals whose product over the "
+                f"query is at most {MAX_BUILT_SIZE:,} (a larger one could fill every node's "
+                "memory)",
+            )
+        largest = max(largest, abs(value))
+    return largest
+
+
+def refuse_unstable_functions(node: exp.Expression) -> None:
+    """Refuse a function whose value is not a deterministic function of the rows (one line).
+
+    A source's derived row and the result node's post-processing must give the same value on
+    every node and in every run: `UNSTABLE_FUNCTIONS` (random draws, the clock, the session's
+    settings and query text) are refused wherever they appear.
+
+    Raises:
+        UnsupportedQueryError: ``node`` calls one of them (named in the message).
+    """
+    built = 1.0
+    for inner in node.walk():
+        if not isinstance(inner, exp.Func):
+            continue
+        name = _duckdb_function_name(inner)
+        if name in SIZED_FUNCTIONS:
+            built *= _check_size_arguments(inner, name, built)
+        if name in UNSTABLE_FUNCTIONS or type(inner).__name__.startswith("Current"):
+            raise UnsupportedQueryError(
+                f"the non-deterministic or session function {name}()",
+                f"{_sql(inner)[:80]}: its value differs between nodes and runs; a query must be "
+                "a deterministic function of its rows",
+            )
+
+
 def rewrite(
     select: exp.Select,
     table: Table,
@@ -584,10 +936,7 @@ def rewrite(
     ``count_rows`` makes sure the core query has a COUNT (a hidden COUNT(*) if it has none).
     """
     rewriter = _Rewriter(select, table, qualifiers, typer, bounds)
-    group = select.args.get("group")
-    if group is None:
-        raise UnsupportedQueryError("a query without GROUP BY", "add GROUP BY () for a total")
-    core_group = rewriter.rewrite_group(group)
+    core_group = rewriter.rewrite_group(global_group(select))
     finals = _select_list(select, rewriter)
     where = select.args.get("where")
     filter_column = None
@@ -595,6 +944,7 @@ def rewrite(
         rewriter.check_row_expression(where.this, "in WHERE")
         rewriter.derived[FILTER_COLUMN] = f"COALESCE(CAST(({_sql(where.this)}) AS BOOLEAN), FALSE)"
         filter_column = FILTER_COLUMN
+    refuse_unstable_functions(select)
     having = select.args.get("having")
     having_sql = None if having is None else _sql(rewriter.lift(having.this, "in HAVING"))
     order = select.args.get("order")
@@ -634,6 +984,14 @@ def rewrite(
         labels,
         dict(rewriter.clamps),
         dict(rewriter.hidden_labels),
+        {**rewriter.derived, **rewriter.key_labels, **rewriter.hidden_labels},
+        {
+            final.name: name
+            for final, name in zip(finals, output_names, strict=True)
+            if isinstance(final, exp.Column) and final.name in key_columns
+        },
+        dict(rewriter.centres),
+        tuple(rewriter.uses),
     )
 
 
@@ -652,4 +1010,11 @@ def _count_clause(node: exp.Expression | None, what: str) -> int | None:
     raise UnsupportedQueryError(f"a {what} that is not a whole number", text)
 
 
-__all__ = ["FILTER_COLUMN", "HIDDEN_PREFIX", "Rewritten", "rewrite"]
+__all__ = [
+    "AGGREGATE_NAMES",
+    "FILTER_COLUMN",
+    "HIDDEN_PREFIX",
+    "Rewritten",
+    "global_group",
+    "rewrite",
+]

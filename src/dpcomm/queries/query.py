@@ -17,16 +17,19 @@ OutputKind = Literal["group", "aggregate"]
 AggregateFunction = Literal["count", "count_star", "sum", "avg", "min", "max"]
 
 _SUPPORTED = (
-    "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] GROUP BY "
-    "<keys | GROUPING SETS | ROLLUP | CUBE> [HAVING] [ORDER BY] [LIMIT]; keys and aggregate "
+    "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] [GROUP BY "
+    "<keys | GROUPING SETS | ROLLUP | CUBE>] [HAVING] [ORDER BY] [LIMIT]; keys and aggregate "
     "arguments may be any per-row expression; aggregates: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, "
-    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*"
+    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*, FSUM, FAVG, each with FILTER (WHERE ...)"
 )
 
 
 #: The result column that names each row's grouping set when a query has several, so that a
 #: subtotal (a key left out of the set, NULL) is never confused with a NULL key.
 GROUPING_SET_COLUMN = "grouping_set"
+
+#: What ``GROUPING()`` without arguments is read as: DuckDB's GROUPING of every grouping key.
+EVERY_KEY = "__dpcomm_every_key"
 
 
 class UnsupportedQueryError(InvalidParameterError):
@@ -198,6 +201,13 @@ class BoundAggregate:
             and its (lo, hi).
         aggregate_labels: each hidden aggregate column of an analyst query and the user's
             aggregate it serves (``AVG(body_mass_g)``), to name it in reports.
+        key_labels: each derived key column of an analyst query and the key as the user
+            wrote it (its alias, or its SQL): how key domains (``keys=``) name it.
+        centres: each centred measure column (a clamped one) and the midpoint c of its
+            bounds, subtracted on the source's row: its values lie in [lo − c, hi − c].
+        value_uses: per aggregate of the user's query, the hidden columns its published value
+            reads with their coefficients in its error (what the release's ε split weighs,
+            `dpcomm.release.mechanisms.release_shares`); empty: every column alike.
     """
 
     query: AggregateQuery
@@ -213,6 +223,9 @@ class BoundAggregate:
     user_sql: str | None = None
     clamps: tuple[tuple[str, str, float, float], ...] = ()
     aggregate_labels: tuple[tuple[str, str], ...] = ()
+    key_labels: tuple[tuple[str, str], ...] = ()
+    centres: tuple[tuple[str, float], ...] = ()
+    value_uses: tuple[tuple[tuple[str, float], ...], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -232,6 +245,10 @@ class BoundAggregate:
         if self.set_labels:
             return self.set_labels
         return tuple("(" + ", ".join(s) + ")" for s in self.grouping_sets)
+
+    def key_label(self, column: str) -> str:
+        """How the user names grouping column ``column`` (a derived key's alias or SQL)."""
+        return dict(self.key_labels).get(column, column)
 
     def output_label(self, name: str) -> str:
         """How reports name output ``name``: the user's aggregate for a hidden column."""
@@ -304,6 +321,9 @@ class BoundAggregate:
             "user_sql": self.user_sql,
             "clamps": [list(c) for c in self.clamps],
             "aggregate_labels": [list(item) for item in self.aggregate_labels],
+            "key_labels": [list(item) for item in self.key_labels],
+            "centres": [list(item) for item in self.centres],
+            "value_uses": [[list(use) for use in value] for value in self.value_uses],
         }
 
     @classmethod
@@ -333,6 +353,12 @@ class BoundAggregate:
                     for n, c, lo, hi in data.get("clamps", ())
                 ),
                 tuple((str(n), str(label)) for n, label in data.get("aggregate_labels", ())),
+                tuple((str(n), str(label)) for n, label in data.get("key_labels", ())),
+                tuple((str(n), float(c)) for n, c in data.get("centres", ())),
+                tuple(
+                    tuple((str(n), float(a)) for n, a in value)
+                    for value in data.get("value_uses", ())
+                ),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidParameterError(

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import duckdb
 import numpy as np
@@ -27,6 +28,7 @@ from sqlglot import exp
 from dpcomm.data.table import Table, check_carried
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.queries.query import (
+    EVERY_KEY,
     GROUPING_SET_COLUMN,
     AggregateFunction,
     AggregateQuery,
@@ -86,7 +88,9 @@ def parse_aggregate(sql: str) -> AggregateQuery:
         UnsupportedQueryError: a construct outside the Aggregate query class (named in the
             message): joins, subqueries, WITH, window functions, WHERE, HAVING, ORDER BY, LIMIT,
             DISTINCT, set operations, expressions, COUNT(DISTINCT ...), GROUPING(), FILTER, several
-            tables, ``SELECT *``, a missing GROUP BY, unknown functions.
+            tables, ``SELECT *``, a GROUP BY alias or position, unknown functions (the analyst
+            rewrite, `bind_sql`, answers several of these). A query without GROUP BY is
+            the empty grouping set.
     """
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidParameterError("sql", "a non-empty SQL string", sql)
@@ -131,16 +135,42 @@ def _parse_aggregate(sql: str) -> AggregateQuery:
         node is not select for node in select.find_all(exp.Select)
     ):
         raise UnsupportedQueryError("subquery")
-    group = select.args.get("group")
-    if group is None:
-        raise UnsupportedQueryError("a query without GROUP BY", "add GROUP BY () for a total")
+    from dpcomm.queries.analyst import global_group
+
+    group = global_group(select)
+    _check_no_alias(group, select)
     grouping_sets = _grouping_sets(group, qualifiers)
     return AggregateQuery(sql, table_name, grouping_sets, outputs)
 
 
+def _check_no_alias(group: exp.Group, select: exp.Select) -> None:
+    """Refuse (to the analyst rewrite, which resolves it) a GROUP BY naming a select alias."""
+    aliases = {
+        item.alias.lower()
+        for item in select.expressions
+        if isinstance(item, exp.Alias)
+        and not (isinstance(item.this, exp.Column) and item.this.name.lower() == item.alias.lower())
+    }
+    for column in group.find_all(exp.Column):
+        if not column.table and column.name.lower() in aliases:
+            raise UnsupportedQueryError("GROUP BY an alias", column.name)
+
+
+#: ``GROUPING()`` / ``GROUPING_ID()`` without arguments (outside quoted text), which sqlglot
+#: refuses: DuckDB's GROUPING of every grouping key, read as ``GROUPING(<EVERY_KEY>)``.
+_EMPTY_GROUPING = re.compile(
+    r"(\bgrouping(?:_id)?\s*\(\s*\))|('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")", re.I
+)
+
+
 def _parse(sql: str) -> list[exp.Select]:
     try:
-        parsed = sqlglot.parse(sql, read="duckdb")
+        parsed = sqlglot.parse(
+            _EMPTY_GROUPING.sub(
+                lambda m: f"GROUPING({EVERY_KEY})" if m.group(1) else m.group(0), sql
+            ),
+            read="duckdb",
+        )
     except sqlglot.errors.ParseError as error:
         first = error.errors[0] if error.errors else {}
         description = str(first.get("description") or str(error).splitlines()[0])
@@ -317,9 +347,9 @@ def _grouping_sets(group: exp.Group, qualifiers: frozenset[str]) -> tuple[tuple[
     elements = list(group.expressions)
     if not elements:
         raise UnsupportedQueryError("an empty GROUP BY")
-    result = _element_sets(elements[0], qualifiers, top=True)
+    result = _element_sets(elements[0], qualifiers)
     for element in elements[1:]:
-        result = _product(result, _element_sets(element, qualifiers, top=True))
+        result = _product(result, _element_sets(element, qualifiers))
         if len(result) > MAX_GROUPING_SETS:
             raise UnsupportedQueryError(
                 "too many grouping sets", f"more than {MAX_GROUPING_SETS} after expansion"
@@ -361,19 +391,14 @@ def _grouping_column(node: exp.Expression, qualifiers: frozenset[str]) -> str:
     return _column_name(node, qualifiers, "in GROUP BY")
 
 
-def _element_sets(
-    node: exp.Expression, qualifiers: frozenset[str], *, top: bool
-) -> list[tuple[str, ...]]:
+def _element_sets(node: exp.Expression, qualifiers: frozenset[str]) -> list[tuple[str, ...]]:
     """Grouping sets of one GROUP BY element (DuckDB's transform_group_by order)."""
     if isinstance(node, exp.GroupingSets):
-        if not top:
-            raise UnsupportedQueryError("nested GROUPING SETS", node.sql(dialect="duckdb"))
         sets: list[tuple[str, ...]] = []
         for inner in node.expressions:
-            if isinstance(inner, exp.Rollup | exp.Cube):
-                sets.extend(_element_sets(inner, qualifiers, top=False))
-            elif isinstance(inner, exp.GroupingSets):
-                raise UnsupportedQueryError("nested GROUPING SETS", inner.sql(dialect="duckdb"))
+            if isinstance(inner, exp.Rollup | exp.Cube | exp.GroupingSets):
+                # nested: DuckDB appends the inner element's sets in place
+                sets.extend(_element_sets(inner, qualifiers))
             else:
                 sets.append(_flat_columns(inner, qualifiers))
         return sets
@@ -498,8 +523,62 @@ def _duckdb_outputs(query: AggregateQuery, table: Table) -> tuple[list[str], lis
             raise InvalidParameterError("sql", "SQL that DuckDB accepts", message) from error
 
 
-_shared: tuple[int, duckdb.DuckDBPyConnection] | None = None
+@dataclass(frozen=True)
+class SqlLimits:
+    """The bounds on every DuckDB evaluation of analyst SQL (`scratch_connection`).
+
+    Attributes:
+        memory_limit: DuckDB's ``memory_limit`` of the process-wide scratch database (its
+            buffer manager's bound: hash tables, sorts; not every list allocation).
+        seconds: the wall-clock time one `scratch_connection` may run statements for; past
+            it the statement is interrupted (DuckDB has no statement timeout).
+    """
+
+    memory_limit: str = "4GB"
+    seconds: float = 120.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.seconds, int | float) and 0 < self.seconds < 1e6):
+            raise InvalidParameterError("seconds", "a time limit in (0, 1e6) seconds", self.seconds)
+        if not (isinstance(self.memory_limit, str) and _MEMORY.fullmatch(self.memory_limit)):
+            raise InvalidParameterError(
+                "memory_limit", "a size such as '512MB' or '4GB'", self.memory_limit
+            )
+
+
+_MEMORY = re.compile(r"[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.I)
+_limits = SqlLimits()
+_shared: tuple[int, SqlLimits, duckdb.DuckDBPyConnection] | None = None
 _shared_lock = threading.Lock()
+
+
+def set_sql_limits(limits: SqlLimits) -> SqlLimits:
+    """Bound every later `scratch_connection` by ``limits``; returns the limits replaced."""
+    global _limits
+    with _shared_lock:
+        previous, _limits = _limits, limits
+    return previous
+
+
+def _hardened_database(limits: SqlLimits) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that reads no file, loads no extension, and cannot be reconfigured."""
+    return duckdb.connect(
+        config={
+            "enable_external_access": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "memory_limit": limits.memory_limit,
+            "lock_configuration": True,
+        }
+    )
+
+
+#: Seconds between two interrupts of a connection past its time limit.
+_INTERRUPT_PERIOD = 0.02
+
+
+class SqlLimitError(DpcommError):
+    """DuckDB's evaluation of the SQL ran past its time or memory limit (`SqlLimits`)."""
 
 
 @contextmanager
@@ -508,23 +587,67 @@ def scratch_connection() -> Iterator[duckdb.DuckDBPyConnection]:
 
     Opening a DuckDB database costs about 50 ms, a cursor on an open one microseconds: the
     connection is a cursor on a process-wide in-memory database (reopened after a fork), with
-    its own schema, dropped on exit, so concurrent users never see each other's tables.
+    its own schema, dropped on exit, so concurrent users never see each other's tables. The
+    database reads and writes no file, installs and loads no extension and cannot be
+    reconfigured by the SQL; its memory and the time its statements run are bounded
+    (`SqlLimits`, `set_sql_limits`): past them, `SqlLimitError` in one line.
+
+    Raises:
+        SqlLimitError: the statements ran past the time or memory limit.
     """
     global _shared
     with _shared_lock:
-        if _shared is None or _shared[0] != os.getpid():
-            _shared = (os.getpid(), duckdb.connect())
-        cursor = _shared[1].cursor()
+        limits = _limits
+        if _shared is None or _shared[0] != os.getpid() or _shared[1] != limits:
+            _shared = (os.getpid(), limits, _hardened_database(limits))
+        cursor = _shared[2].cursor()
     schema = f"dpcomm_scratch_{uuid.uuid4().hex}"
+    expired, done = threading.Event(), threading.Event()
+
+    def interrupt() -> None:  # again and again: an interrupt between statements is lost
+        if done.wait(limits.seconds):
+            return
+        expired.set()
+        while True:
+            cursor.interrupt()
+            if done.wait(_INTERRUPT_PERIOD):
+                return
+
+    timer = threading.Thread(target=interrupt, name="dpcomm-sql-time-limit", daemon=True)
     try:
         cursor.execute(f'CREATE SCHEMA "{schema}"')
         cursor.execute(f"SET schema = '{schema}'")
+        timer.start()
         yield cursor
+    except Exception as error:
+        limited = _limit_error(error, limits, expired.is_set())
+        if limited is error:
+            raise
+        raise limited from error
     finally:
+        done.set()
+        if timer.is_alive():
+            timer.join()
         try:
             cursor.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         finally:
             cursor.close()
+
+
+def _limit_error(error: Exception, limits: SqlLimits, expired: bool) -> Exception:
+    """``error``, or the `SqlLimitError` it stands for (an interrupt, DuckDB out of memory)."""
+    text = str(error)
+    if expired or isinstance(error, duckdb.InterruptException) or "INTERRUPT" in text:
+        return SqlLimitError(
+            f"DuckDB's evaluation of the SQL ran past its time limit of {limits.seconds:g} s "
+            "and was interrupted"
+        )
+    if isinstance(error, duckdb.OutOfMemoryException) or "Out of Memory Error" in text:
+        return SqlLimitError(
+            f"DuckDB's evaluation of the SQL ran past its memory limit of {limits.memory_limit}: "
+            + text.splitlines()[0]
+        )
+    return error
 
 
 def bind_sql(
@@ -552,13 +675,20 @@ def bind_sql(
     if any(
         o.function in ("sum", "avg")
         and o.column is not None
-        and _column_type(table, o.column) == "BOOLEAN"
+        and _column_type(table, o.column) in _REWRITTEN_SUM_TYPES
         for o in query.outputs
     ):
         return _bind_analyst(sql, table)
     bound = bind(query, table)
     _check_result_names(bound)
     return bound
+
+
+#: Column types whose SUM or AVG the analyst rewrite computes (booleans as integers; the
+#: mean of dates and times from their ticks).
+_REWRITTEN_SUM_TYPES = frozenset(
+    {"BOOLEAN", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS"}
+)
 
 
 def _column_type(table: Table, name: str) -> str | None:
@@ -631,8 +761,11 @@ def _bind_analyst(
         bounds=bounds,
         count_rows=count_rows,
     )
-    derived = _run_projection(rewritten.projection, empty)
-    core = bind(parse_aggregate(rewritten.core), derived)
+    try:
+        derived = _run_projection(rewritten.projection, empty)
+        core = bind(parse_aggregate(rewritten.core), derived)
+    except InvalidParameterError as error:
+        raise _named_by_user(error, rewritten.column_labels) from None
     labels = rewritten.key_labels
     bound = replace(
         core,
@@ -645,9 +778,39 @@ def _bind_analyst(
         user_sql=sql,
         clamps=tuple((name, *clamp) for name, clamp in rewritten.clamps.items()),
         aggregate_labels=tuple(rewritten.aggregate_labels.items()),
+        key_labels=_key_labels(core.grouping_columns, labels, rewritten.key_aliases),
+        centres=tuple(rewritten.centres.items()),
+        value_uses=rewritten.value_uses,
     )
     _check_result_names(bound)
     return bound
+
+
+def _key_labels(
+    columns: Sequence[str], labels: Mapping[str, str], aliases: Mapping[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """Each derived key column's names for the user: its SQL (or GROUP BY alias), its alias."""
+    named: list[tuple[str, str]] = []
+    for column in columns:
+        for label in (labels.get(column, column), aliases.get(column, column)):
+            if label != column and (column, label) not in named:
+                named.append((column, label))
+    return tuple(named)
+
+
+_HIDDEN_NAME = re.compile(r"__dpcomm_[a-z]+[0-9]*")
+
+
+def _named_by_user(error: InvalidParameterError, labels: Mapping[str, str]) -> Exception:
+    """``error`` with each of dpcomm's own column names replaced by the user's SQL."""
+
+    def named(text: str) -> str:
+        return _HIDDEN_NAME.sub(lambda m: labels.get(m.group(0), m.group(0)), text)
+
+    if not _HIDDEN_NAME.search(str(error)):
+        return error
+    given = named(error.given) if isinstance(error.given, str) else error.given
+    return InvalidParameterError(named(error.name), named(error.allowed), given)
 
 
 def _duckdb_result(sql: str, table_name: str, table: Table) -> tuple[list[str], list[str]]:
@@ -700,6 +863,8 @@ __all__ = [
     "BoundAggregate",
     "OutputColumn",
     "OutputKind",
+    "SqlLimitError",
+    "SqlLimits",
     "SqlSyntaxError",
     "UnsupportedQueryError",
     "bind",
@@ -707,4 +872,5 @@ __all__ = [
     "parse_aggregate",
     "project",
     "scratch_connection",
+    "set_sql_limits",
 ]

@@ -26,7 +26,8 @@ In the empty grouping set (one group, one compute node, every tuple delivered) t
 W in one cell. The released vector of one aggregate over every grouping set has the sum of
 these as its L1 sensitivity and the root of the sum of squares as its L2 sensitivity.
 
-Each aggregate's noise is calibrated to its share of the release's budget (equal shares):
+Each aggregate's noise is calibrated to its share of the release's budget (the split that
+minimises the published values' expected error, `release_shares`; δ in equal shares):
 Laplace noise of scale L1 / ε_i (pure ε_i-DP), or Gaussian noise whose zero-concentrated
 divergence ρ = L2² / (2 s²) converts to ε_i at δ_i (Bun and Steinke 2016, Prop. 1.3:
 ε = ρ + 2 √(ρ ln(1/δ))). The library that draws the noise (OpenDP) reports its own privacy map,
@@ -61,7 +62,8 @@ class Laplace:
     """Laplace noise on the released aggregates: pure ε-DP for the release.
 
     Attributes:
-        epsilon: the release's ε (ε2), split equally among its aggregates.
+        epsilon: the release's ε (ε2), split among its aggregates to minimise the published
+            values' expected error (`release_shares`).
 
     Examples:
         >>> import dpcomm
@@ -91,7 +93,8 @@ class Gaussian:
     """Gaussian noise on the released aggregates: (ε, δ)-DP for the release.
 
     Attributes:
-        epsilon: the release's ε (ε2), split equally among its aggregates.
+        epsilon: the release's ε (ε2), split among its aggregates to minimise the published
+            values' expected error (`release_shares`).
         delta: the release's δ (δ2), split equally among its aggregates.
 
     Examples:
@@ -210,15 +213,180 @@ def aggregate_sensitivity(
         magnitude, spread = 1.0, 1.0
     l1 = 0.0
     squares = 0.0
-    for grouping_set, view in zip(grouping_sets, views, strict=True):
-        if grouping_set:
-            cells = keyed_set_sensitivity(view, bound=magnitude, width=spread)
-            l1 += cells.l1
-            squares += cells.l2**2
-        else:
-            l1 += spread
-            squares += spread**2
+    try:
+        for grouping_set, view in zip(grouping_sets, views, strict=True):
+            if grouping_set:
+                cells = keyed_set_sensitivity(view, bound=magnitude, width=spread)
+                l1 += cells.l1
+                squares += cells.l2**2
+            else:
+                l1 += spread
+                squares += spread**2
+    except OverflowError:
+        squares = math.inf
+    if not (math.isfinite(l1) and math.isfinite(squares)):
+        raise InvalidParameterError(
+            "bounds",
+            "bounds whose sensitivity is a finite number (|lo|, |hi| and hi - lo well below 1e150)",
+            f"M = {magnitude:g}, hi - lo = {width:g}",
+        )
     return Sensitivity(l1, math.sqrt(squares))
+
+
+def centred_sum_sensitivity(
+    grouping_sets: Sequence[Sequence[str]],
+    low: float,
+    high: float,
+    *,
+    views: Sequence[JointView] | None = None,
+) -> Sensitivity:
+    """Sensitivity of a centred SUM: values clamped to [lo, hi], less c = (lo + hi)/2.
+
+    A row's contribution is then in [lo − c, hi − c] ∪ {0} (0: a NULL or a row failing
+    the WHERE), so M = (hi − lo)/2 and W = hi − lo: the same theorem as every aggregate
+    (docs/accounting.md, "Centred sums"), with the other source's tuple moving a cell by at
+    most (hi − lo)/2. Per keyed grouping set: ``own-row`` hi − lo in L1 and L2,
+    ``one-other`` 1.5 (hi − lo) and √5/2 (hi − lo), ``one-other-shared-node`` 1.5 (hi − lo)
+    and √5/2 (hi − lo); the empty set hi − lo.
+
+    Examples:
+        >>> centred_sum_sensitivity([("species",)], 2500.0, 6500.0, views=["one-other"])
+        Sensitivity(l1=6000.0, l2=4472.13595499958)
+    """
+    centre = (low + high) / 2.0
+    shifted_low, shifted_high = low - centre, high - centre
+    return aggregate_sensitivity(
+        "sum",
+        grouping_sets,
+        bound=max(abs(shifted_low), abs(shifted_high)),
+        width=shifted_high - shifted_low,
+        views=views,
+    )
+
+
+def published_error_costs(
+    uses: Sequence[Sequence[tuple[int, float]]], squared_sensitivities: Sequence[float]
+) -> tuple[float, ...]:
+    """Each aggregate's weight in the expected error of what a release publishes.
+
+    ``uses`` lists, per published value j, the aggregates i its error reads with their
+    coefficients a_ij: the value's error variance is Σ_i a_ij K_i v(ε_i), K_i =
+    ``squared_sensitivities[i]`` and v the noise's variance per unit sensitivity². A COUNT or
+    a plain SUM is ((i, 1),); an AVG (c + S_c / C) ((S, 1), (C, E[(R − c)²])) over the
+    count, which cancels; a centred SUM ((S, 1), (C, c²)). A COUNT used by several values
+    (published, and an AVG's denominator) is one aggregate: it appears in each. The weight
+    is K_i Σ_j a_ij / Σ_i′ a_i′j K_i′: each published value's variance relative to its own
+    at equal shares, so that values of different units (counts, grams) weigh alike and no
+    cell size is needed. An aggregate no value reads weighs as a value of its own.
+
+    Examples:
+        >>> published_error_costs([[(0, 1.0), (1, 4.0)]], [9.0, 1.0])
+        (0.6923076923076923, 0.3076923076923077)
+    """
+    weights = [0.0] * len(squared_sensitivities)
+    for value in uses:
+        norm = math.fsum(a * squared_sensitivities[i] for i, a in value)
+        if norm <= 0.0 and all(a > 0.0 for _, a in value):
+            continue  # sensitivities so small their squares underflow: no weight to give
+        if norm <= 0.0:
+            raise InvalidParameterError("uses", "coefficients > 0 of aggregates", value)
+        for i, a in value:
+            weights[i] += a * squared_sensitivities[i] / norm
+    return tuple(w if w > 0.0 else 1.0 for w in weights)
+
+
+def minimum_error_split(
+    epsilon: float, costs: Sequence[float], *, delta: float = 0.0
+) -> tuple[float, ...]:
+    """The shares ε_i (Σ ε_i = ``epsilon``) that minimise Σ_i costs_i · v(ε_i).
+
+    v is the noise's variance per unit of squared sensitivity at ε_i: 2/ε_i² for Laplace
+    (``delta`` 0; the minimum has ε_i ∝ costs_i^(1/3)), 1/(2ρ_i) for the Gaussian, ρ_i the
+    zCDP of ε_i at δ/k (`rho_for`: each of the k aggregates keeps an equal share of δ),
+    found by bisection on the Lagrange multiplier (ρ′/ρ² falls with ε, so each share is a
+    monotone function of it). With `published_error_costs` as ``costs``, what is minimised
+    is the expected squared error of the published values, each relative to its own at
+    equal shares. A pure function of public quantities: the split leaks nothing.
+
+    Examples:
+        >>> [round(e, 4) for e in minimum_error_split(1.0, [8.0, 1.0])]
+        [0.6667, 0.3333]
+    """
+    _check_positive("epsilon", epsilon)
+    if not costs or any(not (c > 0.0 and math.isfinite(c)) for c in costs):
+        raise InvalidParameterError("costs", "finite numbers > 0, one per aggregate", costs)
+    if all(c == costs[0] for c in costs):  # equal costs: equal shares, exactly
+        return _at_most(epsilon, [epsilon / len(costs)] * len(costs))
+    roots = [c ** (1.0 / 3.0) for c in costs]
+    if delta == 0.0:
+        return _at_most(epsilon, [epsilon * r / math.fsum(roots) for r in roots])
+    share_delta = delta / len(costs)
+    log_term = math.log(1.0 / share_delta)
+
+    def slope(e: float) -> float:  # ρ′(ε)/ρ(ε)², decreasing
+        root = math.sqrt(log_term + e)
+        return 1.0 / (root * (root - math.sqrt(log_term)) ** 3)
+
+    def share(cost: float, multiplier: float) -> float:
+        low, high = 0.0, epsilon
+        for _ in range(200):
+            middle = 0.5 * (low + high)
+            if middle <= 0.0 or cost * slope(middle) > multiplier:
+                low = middle
+            else:
+                high = middle
+        return 0.5 * (low + high)
+
+    low, high = -60.0, 60.0  # log of the multiplier
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if math.fsum(share(c, math.exp(middle)) for c in costs) > epsilon:
+            low = middle
+        else:
+            high = middle
+    shares = [share(c, math.exp(high)) for c in costs]
+    scale = epsilon / math.fsum(shares)
+    return _at_most(epsilon, [min(e * scale, epsilon) for e in shares])
+
+
+def _at_most(epsilon: float, shares: list[float]) -> tuple[float, ...]:
+    """``shares`` shrunk by a few ulps until their sum is at most ``epsilon`` (never above)."""
+    while math.fsum(shares) > epsilon:
+        shares = [math.nextafter(e, 0.0) for e in shares]
+    return tuple(shares)
+
+
+#: Which released aggregates each published value reads, with its coefficients a_ij
+#: (`published_error_costs`), by the aggregates' output names.
+ValueUses = Sequence[Sequence[tuple[str, float]]]
+
+
+def release_shares(
+    mechanism: ReleaseMechanism,
+    aggregates: Sequence[tuple[str, ReleasedFunction, Sensitivity]],
+    uses: ValueUses = (),
+) -> tuple[float, ...]:
+    """Each aggregate's share ε_i of ``mechanism``'s ε: the minimum expected error split.
+
+    ``uses`` lists the aggregates each published value reads (`published_error_costs`);
+    the squared sensitivity is L1² under Laplace noise (variance 2 (L1/ε_i)²) and L2² under
+    Gaussian noise. Without ``uses`` every aggregate weighs alike: equal shares. Public
+    quantities only (the query, its bounds and domains): the split costs no privacy.
+
+    Examples:
+        >>> from dpcomm.release.mechanisms import Laplace, Sensitivity
+        >>> aggregates = [("s", "sum", Sensitivity(4000.0, 4000.0)),
+        ...               ("c", "count", Sensitivity(2.0, 2.0))]
+        >>> uses = [[("s", 1.0), ("c", 2000.0**2 / 3.0)]]
+        >>> [round(e, 3) for e in release_shares(Laplace(1.0), aggregates, uses)]
+        [0.591, 0.409]
+    """
+    index = {name: i for i, (name, _, _) in enumerate(aggregates)}
+    gaussian = isinstance(mechanism, Gaussian)
+    squared = [(s.l2 if gaussian else s.l1) ** 2 for _, _, s in aggregates]
+    values = [[(index[n], a) for n, a in value if n in index] for value in uses]
+    costs = published_error_costs([v for v in values if v], squared)
+    return minimum_error_split(mechanism.epsilon, costs, delta=mechanism.delta)
 
 
 def rho_for(epsilon: float, delta: float) -> float:
@@ -314,25 +482,46 @@ def _discrete_gaussian_half_width(scale: float) -> float:
     return float(np.argmax(outside <= 0.05))
 
 
+def _finite_scale(sensitivity: float, divisor: float) -> float:
+    """The noise scale ``sensitivity / divisor``, refused in one line unless finite.
+
+    An ε so small (5e-324, 1e-320) that the scale overflows, or is a division by zero, is
+    refused here, before any run, never by OpenDP after it.
+    """
+    try:
+        scale = sensitivity / divisor
+    except ZeroDivisionError:
+        scale = math.inf
+    if not math.isfinite(scale):
+        raise InvalidParameterError(
+            "release",
+            "an ε whose noise scale (sensitivity / ε share) is a finite number",
+            f"a scale of {sensitivity:g} / {divisor:g}",
+        )
+    return scale
+
+
 def calibrate_noise(
     mechanism: ReleaseMechanism,
     aggregates: Sequence[tuple[str, ReleasedFunction, Sensitivity]],
     *,
     shared_blanket: bool = True,
+    uses: ValueUses = (),
 ) -> tuple[AggregateNoise, ...]:
-    """Each aggregate's noise for its equal share of ``mechanism``'s budget.
+    """Each aggregate's noise for its share of ``mechanism``'s budget (`release_shares`).
 
-    ``shared_blanket`` says whether the sensitivities cover scramblers with sampling
-    (`AggregateNoise.shared_blanket`).
+    ``uses``: what each published value reads (none: equal shares of ε); δ is split
+    equally. ``shared_blanket`` says whether the sensitivities cover scramblers with
+    sampling (`AggregateNoise.shared_blanket`).
     """
     if not aggregates:
         raise InvalidParameterError("release", "a query with COUNT or SUM to release", "none")
-    share = mechanism.epsilon / len(aggregates)
+    shares = release_shares(mechanism, aggregates, uses)
     noises = []
-    for output, function, sensitivity in aggregates:
+    for (output, function, sensitivity), share in zip(aggregates, shares, strict=True):
         integer = function != "sum"
         if isinstance(mechanism, Laplace):
-            scale = sensitivity.l1 / share
+            scale = _finite_scale(sensitivity.l1, share)
             noises.append(
                 AggregateNoise(
                     output, function, sensitivity, scale, integer, share, 0.0, 0.0, shared_blanket
@@ -340,8 +529,15 @@ def calibrate_noise(
             )
         else:
             delta_share = mechanism.delta / len(aggregates)
+            if not delta_share > 0.0:  # a δ so small that its share underflows
+                raise InvalidParameterError(
+                    "release",
+                    f"a Gaussian δ whose share per released aggregate (δ / {len(aggregates)}) "
+                    "is a positive number",
+                    mechanism.delta,
+                )
             rho = rho_for(share, delta_share)
-            scale = sensitivity.l2 / math.sqrt(2.0 * rho)
+            scale = _finite_scale(sensitivity.l2, math.sqrt(2.0 * rho))
             noises.append(
                 AggregateNoise(
                     output,
@@ -520,13 +716,18 @@ __all__ = [
     "ReleaseMechanism",
     "SelectionDistances",
     "Sensitivity",
+    "ValueUses",
     "aggregate_sensitivity",
     "calibrate_noise",
+    "centred_sum_sensitivity",
     "check_key_selection_delta",
     "epsilon_of_rho",
     "half_width",
     "keyed_set_sensitivity",
+    "minimum_error_split",
+    "published_error_costs",
     "release_pld",
+    "release_shares",
     "rho_for",
     "selection_distances",
     "threshold_for",

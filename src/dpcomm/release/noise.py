@@ -51,6 +51,7 @@ from dpcomm.release.mechanisms import (
     Sensitivity,
     aggregate_sensitivity,
     calibrate_noise,
+    centred_sum_sensitivity,
     check_key_selection_delta,
     rho_for,
     selection_distances,
@@ -108,6 +109,8 @@ class Release:
         views: each grouping set's `JointView`, which set the sensitivities.
         shared_blanket: whether the sensitivities cover scramblers with sampling (one other
             source's tuple; `dpcomm.plan.countermeasures.shares_blanket`).
+        consistent_totals: whether the published totals are made consistent across grouping
+            sets (`dpcomm.release.postprocess`; post-processing, no privacy cost).
     """
 
     mechanism: ReleaseMechanism
@@ -116,6 +119,7 @@ class Release:
     selection: KeySelection | None = None
     views: tuple[JointView, ...] = ()
     shared_blanket: bool = True
+    consistent_totals: bool = False
 
     @property
     def epsilon(self) -> float:
@@ -142,6 +146,14 @@ class Release:
     ) -> list[list[Row]]:
         """`released_rows` of this release: each grouping set's rows, noisy."""
         return released_rows(bound, self, rows_by_set)
+
+    def published_rows(
+        self, bound: BoundAggregate, raw: Sequence[Sequence[Row]]
+    ) -> list[list[Row]]:
+        """[`dpcomm.release.postprocess.published_rows`][]: counts ≥ 0, totals consistent."""
+        from dpcomm.release.postprocess import published_rows
+
+        return published_rows(bound, self, raw)
 
     def published(self, program: AggregateProgram, state: AggregateState) -> dict[str, Any]:
         """[`dpcomm.release.report.published_release`][] of ``program``'s final ``state``."""
@@ -176,6 +188,7 @@ def noisy_program(
     keys: Mapping[str, Sequence[object]] | None = None,
     key_selection_delta: float | None = None,
     countermeasure: Countermeasures | None = None,
+    consistent_totals: bool = False,
     **shape: Any,
 ) -> AggregateProgram:
     """``sql`` compiled over ``data`` (`AggregateProgram.from_sql` with ``shape``), released.
@@ -186,7 +199,8 @@ def noisy_program(
     selects the keys of grouping sets without one by a DP threshold on a noisy COUNT
     (`bind_release`). The sensitivities are those of ``countermeasure`` (None: any
     countermeasure, scramblers with sampling included); a program bound for one
-    countermeasure runs with it (`check_release_for`).
+    countermeasure runs with it (`check_release_for`). ``consistent_totals`` publishes
+    totals consistent across grouping sets (`dpcomm.release.postprocess`).
     """
     from dpcomm.queries.aggregate import AggregateProgram
 
@@ -208,6 +222,7 @@ def noisy_program(
         key_selection_delta=key_selection_delta,
         num_targets=program.num_targets,
         shared_blanket=countermeasure is None or shares_blanket(countermeasure),
+        consistent_totals=consistent_totals,
     )
     return replace(program, release=bound)
 
@@ -216,7 +231,8 @@ def release_spec(release: Release) -> dict[str, Any]:
     """The public description of ``release``, JSON-ready (`release_from_spec` rebinds it).
 
     Its mechanism with (ε2, δ2), each key domain (values as text, as the CLI takes them) and
-    the key selection's δ_sel: what `bind_release` needs to bind the same release again.
+    the key selection's δ_sel: what `bind_release` needs to bind the same release again; and
+    each aggregate's share of ε2, which the node's own binding must reproduce exactly.
     """
     mechanism = release.mechanism
     return {
@@ -226,6 +242,8 @@ def release_spec(release: Release) -> dict[str, Any]:
         "keys": {column: [_key_text(v) for v in values] for column, values in release.domains},
         "key_selection_delta": None if release.selection is None else release.selection.delta,
         "shared_blanket": release.shared_blanket,
+        "shares": {n.output: n.epsilon for n in release.noises},
+        "consistent_totals": release.consistent_totals,
         "module": __name__,  # what a node imports to bind it again (`release_from_spec`)
     }
 
@@ -244,14 +262,22 @@ def release_from_spec(
         Laplace(epsilon) if name == "laplace" else Gaussian(epsilon, float(spec["delta"]))
     )
     selection = spec.get("key_selection_delta")
-    return bind_release(
+    release = bind_release(
         bound,
         mechanism,
         spec.get("keys") or None,
         key_selection_delta=None if selection is None else float(selection),
         num_targets=num_targets,
         shared_blanket=bool(spec.get("shared_blanket", True)),
+        consistent_totals=bool(spec.get("consistent_totals", False)),
     )
+    shares = {n.output: n.epsilon for n in release.noises}
+    described = spec.get("shares")
+    if described is not None and {k: float(v) for k, v in described.items()} != shares:
+        raise InvalidParameterError(
+            "release shares", f"the shares of ε this node computes ({shares})", described
+        )
+    return release
 
 
 def _key_text(value: object) -> object:
@@ -277,6 +303,7 @@ def bind_release(
     key_selection_delta: float | None = None,
     num_targets: int,
     shared_blanket: bool = True,
+    consistent_totals: bool = False,
 ) -> Release:
     """The release of ``bound`` (a query bound with ``bounds``, see ``bind_sql``).
 
@@ -285,31 +312,14 @@ def bind_release(
     (``bound`` then has a COUNT, see ``bind_sql(count_rows=True)``). ``num_targets`` is T, the
     compute nodes of each grouping set with keys, and ``shared_blanket`` whether the traffic
     may run scramblers with sampling: they set the sensitivities ([`joint_views`][]).
+    ``consistent_totals``: publish totals consistent across grouping sets.
 
     Raises:
         InvalidParameterError: a grouping column without a key domain (and no key
             selection), a key selection nothing needs, a domain for a column the query does
             not group by, or an aggregate a release cannot carry.
     """
-    keys = {} if keys is None else keys
-    if not isinstance(keys, Mapping):
-        raise InvalidParameterError(
-            "keys", "a mapping from each grouping column to its public values", keys
-        )
-    wanted = {c.lower(): c for c in bound.grouping_columns}
-    domains: dict[str, tuple[object, ...]] = {}
-    for name, values in keys.items():
-        column = wanted.get(str(name).lower())
-        if column is None:
-            raise InvalidParameterError(
-                "keys",
-                f"domains of the query's grouping columns ({', '.join(bound.grouping_columns)})",
-                name,
-            )
-        if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
-            raise InvalidParameterError(f"keys[{name!r}]", "a non-empty list of values", values)
-        sql_type = dict(bound.schema).get(column, "VARCHAR")
-        domains[column] = tuple(dict.fromkeys(_typed(v, sql_type, column) for v in values))
+    domains = _key_domains(bound, keys)
     selected = tuple(
         index
         for index, columns in enumerate(bound.grouping_sets)
@@ -322,7 +332,7 @@ def bind_release(
             "a public domain for every grouping column under a noisy release, or "
             "key_selection_delta= (--key-selection-delta) to select keys by a DP threshold "
             "(keys that occur in the data are never released as they are)",
-            f"none for {', '.join(missing)}",
+            f"none for {', '.join(bound.key_label(c) for c in missing)}",
         )
     if key_selection_delta is not None:
         key_selection_delta = check_key_selection_delta(key_selection_delta)
@@ -336,14 +346,54 @@ def bind_release(
         bound, domains, selected, num_targets=num_targets, shared_blanket=shared_blanket
     )
     noises = calibrate_noise(
-        mechanism, _released_aggregates(bound, views), shared_blanket=shared_blanket
+        mechanism,
+        _released_aggregates(bound, views),
+        shared_blanket=shared_blanket,
+        uses=bound.value_uses,
     )
     release = Release(
-        mechanism, noises, tuple(sorted(domains.items())), None, views, shared_blanket
+        mechanism,
+        noises,
+        tuple(sorted(domains.items())),
+        None,
+        views,
+        shared_blanket,
+        consistent_totals is True,
     )
-    if key_selection_delta is None:
-        return release
-    return _with_selection(bound, release, selected, key_selection_delta)
+    if key_selection_delta is not None:
+        release = _with_selection(bound, release, selected, key_selection_delta)
+    if release.consistent_totals:
+        from dpcomm.release.postprocess import finest_set
+
+        finest_set(bound, release)  # refused here, before any run, where totals cannot add up
+    return release
+
+
+def _key_domains(
+    bound: BoundAggregate, keys: Mapping[str, Sequence[object]] | None
+) -> dict[str, tuple[object, ...]]:
+    """``keys`` checked: each grouping column's public values, typed as the column."""
+    keys = {} if keys is None else keys
+    if not isinstance(keys, Mapping):
+        raise InvalidParameterError(
+            "keys", "a mapping from each grouping column to its public values", keys
+        )
+    # a derived key is named as the user wrote it: its alias, or its SQL
+    named = [bound.key_label(c) for c in bound.grouping_columns]
+    wanted = {label.lower(): c for c, label in bound.key_labels}
+    wanted.update({c.lower(): c for c in bound.grouping_columns if c not in dict(bound.key_labels)})
+    domains: dict[str, tuple[object, ...]] = {}
+    for name, values in keys.items():
+        column = wanted.get(str(name).lower())
+        if column is None:
+            raise InvalidParameterError(
+                "keys", f"domains of the query's grouping keys ({', '.join(named)})", name
+            )
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+            raise InvalidParameterError(f"keys[{name!r}]", "a non-empty list of values", values)
+        sql_type = dict(bound.schema).get(column, "VARCHAR")
+        domains[column] = tuple(dict.fromkeys(_typed(v, sql_type, column) for v in values))
+    return domains
 
 
 def joint_views(
@@ -425,6 +475,7 @@ def _released_aggregates(
     bound: BoundAggregate, views: Sequence[JointView]
 ) -> list[tuple[str, ReleasedFunction, Sensitivity]]:
     """Every aggregate of ``bound`` with its function and sensitivity in ``views``."""
+    centres = dict(bound.centres)
     clamps = {name: (lo, hi) for name, _, lo, hi in bound.clamps}
     aggregates: list[tuple[str, ReleasedFunction, Sensitivity]] = []
     for output in bound.outputs:
@@ -433,6 +484,13 @@ def _released_aggregates(
         function = output.function
         if function == "count_star" or function == "count":
             sensitivity = aggregate_sensitivity(function, bound.grouping_sets, views=views)
+        elif function == "sum" and output.column in centres:
+            low, high = clamps[output.column]
+            if centres[output.column] != (low + high) / 2.0:  # what the sources subtract
+                raise InvalidParameterError(
+                    "centres", f"the midpoint of [{low:g}, {high:g}]", centres[output.column]
+                )
+            sensitivity = centred_sum_sensitivity(bound.grouping_sets, low, high, views=views)
         elif function == "sum" and output.column in clamps:
             low, high = clamps[output.column]
             sensitivity = aggregate_sensitivity(
@@ -539,7 +597,7 @@ def _smallest_threshold(noise: AggregateNoise, distances: SelectionDistances, de
     start = threshold_for(
         scale=noise.scale, delta=delta, distances=distances, gaussian=noise.delta > 0.0
     )
-    high = min(max(math.ceil(start), 1), MAX_THRESHOLD)
+    high = min(max(math.ceil(start), 1), MAX_THRESHOLD) if math.isfinite(start) else MAX_THRESHOLD
     while not accepted(high):
         if high >= MAX_THRESHOLD:
             raise InvalidParameterError(
@@ -582,7 +640,36 @@ def _from_text(kind: str, text: str) -> object:
     return text if parse is None else parse(text)
 
 
+#: The values of each fixed-width integer type (a key outside can never occur).
+_INTEGER_RANGES = {
+    name: ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1))
+    for bits, signed_name, unsigned_name in (
+        (8, "TINYINT", "UTINYINT"),
+        (16, "SMALLINT", "USMALLINT"),
+        (32, "INTEGER", "UINTEGER"),
+        (64, "BIGINT", "UBIGINT"),
+        (128, "HUGEINT", "UHUGEINT"),
+    )
+    for name, signed in ((signed_name, True), (unsigned_name, False))
+}
+
+
 def _typed(value: object, sql_type: str, column: str) -> object:
+    """`_typed_value`, refused in one line when it overflows or is outside the column's type."""
+    refused = InvalidParameterError(
+        f"keys[{column!r}]", f"a value of the column's type {sql_type}", value
+    )
+    try:
+        typed = _typed_value(value, sql_type, column)
+    except OverflowError:
+        raise refused from None
+    limits = _INTEGER_RANGES.get(sql_type.upper())
+    if limits is not None and isinstance(typed, int) and not limits[0] <= typed <= limits[1]:
+        raise refused
+    return typed
+
+
+def _typed_value(value: object, sql_type: str, column: str) -> object:
     """A key value (the CLI's text, or a Python value) as the column's Python value.
 
     A value of another type than the column's (``keys={"species": [1, 2]}`` for a text

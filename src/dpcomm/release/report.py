@@ -110,6 +110,8 @@ class ReleaseReport:
         aggregates: every released aggregate's noise.
         key_selection: how keys were selected by a threshold (None: every key released
             comes from a public domain).
+        split: each released aggregate with its share of ε2, chosen to minimise the
+            published values' expected error (`dpcomm.release.mechanisms.release_shares`).
     """
 
     mechanism: str
@@ -122,6 +124,15 @@ class ReleaseReport:
     epsilon_total: float
     aggregates: tuple[ReleasedAggregate, ...]
     key_selection: KeySelectionReport | None = None
+    split: tuple[tuple[str, float], ...] = ()
+
+    def describe_split(self) -> str:
+        """``ε2 = 1 split to minimise the published values' expected error: COUNT(*) 0.2, ...``."""
+        shares = ", ".join(f"{aggregate} {share:.4g}" for aggregate, share in self.split)
+        return (
+            f"ε2 = {self.epsilon:.4g} split to minimise the published values' expected error: "
+            f"{shares}"
+        )
 
 
 def release_report(
@@ -141,6 +152,7 @@ def release_report(
     if release is None:
         raise InvalidParameterError("program", "a program with a noisy release", None)
     both = composition or compose_release(privacy, release.noises)
+    aggregates = _aggregates_report(program)
     return ReleaseReport(
         mechanism=release.mechanism.name,
         epsilon=release.epsilon,
@@ -150,16 +162,18 @@ def release_report(
         composed_delta=both.delta,
         summed_epsilon=both.summed_epsilon,
         epsilon_total=both.epsilon,
-        aggregates=_aggregates_report(program),
+        aggregates=aggregates,
         key_selection=_key_selection_report(program, released),
+        split=tuple((a.aggregate, a.epsilon) for a in aggregates),
     )
 
 
 def published_release(program: AggregateProgram, state: Any) -> dict[str, Any]:
     """What the result node of a deployment publishes under a noisy release (JSON-ready).
 
-    The released rows and the release's own guarantee (ε2, δ2, each aggregate's noise, the
-    keys and their selection). The noise is drawn here, in the result node's process, once
+    The released rows (post-processed: counts ≥ 0, totals consistent on request), the raw
+    noisy rows, and the release's own guarantee (ε2, δ2, each aggregate's noise, the keys and
+    their selection). The noise is drawn here, in the result node's process, once
     per state (`AggregateProgram.core_result`): the exact aggregates do not leave the node.
     Not the composition with the traffic: it depends on the batches the scramblers actually
     ran, which the coordinator knows (``dpcomm deploy configs`` prints the planned one).
@@ -176,6 +190,7 @@ def published_release(program: AggregateProgram, state: Any) -> dict[str, Any]:
     published: dict[str, Any] = json_ready(
         {
             "rows": program.result(state),
+            "raw_rows": program.raw_result(state),  # before counts are clamped, unbiased
             "release": {
                 "mechanism": release.mechanism.name,
                 "epsilon": release.epsilon,
@@ -227,7 +242,9 @@ def _released_label(program: AggregateProgram, name: str) -> str:
     if output.column in clamps:
         column, low, high = clamps[output.column]
         function = "SUM" if output.function == "sum" else "COUNT"
-        return f"{function}({column} clamped to [{low:g}, {high:g}])"
+        centre = dict(program.query.centres).get(output.column)
+        centred = "" if centre is None else f", centred on {centre:g}"
+        return f"{function}({column} clamped to [{low:g}, {high:g}]{centred})"
     return f"{(output.function or '').upper()}({output.column})"
 
 

@@ -159,3 +159,53 @@ def test_reports_name_hidden_aggregates_as_the_user_wrote_them(table: Table) -> 
         countermeasure=dpcomm.NoCountermeasure(),
     )
     assert set(run.report.utility.mean_relative_error) == {"SUM(I)", "COUNT(*)", "MAX(I)"}
+
+
+@pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        ("SELECT MIN(CAST(I AS INTERVAL)) FROM D", 'column "CAST(I AS INTERVAL)"'),
+        ("SELECT B || 'x' AS k, COUNT(*) FROM D GROUP BY k HAVING MIN(CAST(A AS UUID)) IS NULL",
+         "CAST(A AS UUID)"),
+    ],
+)  # fmt: skip
+def test_refusals_name_the_users_sql_never_a_hidden_column(
+    table: Table, sql: str, named: str
+) -> None:
+    with pytest.raises(InvalidParameterError) as caught:
+        bind_sql(sql, table)
+    assert named in str(caught.value) and "__dpcomm_" not in str(caught.value)
+
+
+def test_a_derived_key_is_labelled_by_its_sql_and_its_alias(table: Table) -> None:
+    bound = bind_sql("SELECT A % 2 AS parity, COUNT(*) FROM D GROUP BY A % 2", table)
+    (column,) = bound.grouping_columns
+    assert dict(bound.key_labels)[column] in ("parity", "(A % 2)", "A % 2")
+    assert {label for c, label in bound.key_labels if c == column} >= {"parity"}
+    again = BoundAggregate.from_dict(bound.to_dict())
+    assert again.key_labels == bound.key_labels
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*), SUM(I) FROM D",
+        "SELECT B AS b2, COUNT(*) FROM D GROUP BY b2",
+        "SELECT B, A, COUNT(*) FROM D GROUP BY 1, 2",
+        "SELECT A, B, COUNT(*) FROM D GROUP BY GROUPING SETS (ROLLUP (A), CUBE (B))",
+        "SELECT A, GROUPING_ID(A), GROUPING(), COUNT(*) FROM D GROUP BY ROLLUP (A)",
+        "SELECT B, SUM(I) FILTER (WHERE A > 1), COUNT(*) FILTER (F) FROM D GROUP BY B",
+        "SELECT fsum(I), sumKahan(I), kahan_sum(A), favg(I) FROM D",
+        "SELECT sum(I ORDER BY A DESC), COUNT(*) FROM D",
+        "SELECT B, COUNT(*) FROM D GROUP BY B ORDER BY ALL DESC",
+        "SELECT 1, COUNT(*) FROM D",
+    ],
+)
+def test_constructs_of_duckdbs_own_tests_are_answered(table: Table, sql: str) -> None:
+    import duckdb
+
+    program = AggregateProgram.from_sql(sql, table, num_targets=2)  # results: the suite module
+    connection = duckdb.connect()
+    table.register(connection, "D")
+    names = [d[0] for d in connection.execute(sql).description]
+    assert list(program.query.result_names[: len(names)]) == names

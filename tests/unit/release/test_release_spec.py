@@ -9,8 +9,9 @@ import pytest
 
 import dpcomm
 from dpcomm.data import table_from_arrays
+from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.aggregate import AggregateProgram
-from dpcomm.queries.program import public_program
+from dpcomm.queries.program import program_from_spec, public_program
 from dpcomm.release.noise import noisy_program
 
 TABLE = table_from_arrays(
@@ -37,11 +38,25 @@ TABLE = table_from_arrays(
 )
 def test_the_release_is_bound_again_the_same_from_the_spec(release):
     column = next(iter(release.get("keys", {"city": None})))
-    sql = f"SELECT {column}, COUNT(*) AS c, SUM(v) AS s FROM t GROUP BY {column}"
+    sql = f"SELECT {column}, COUNT(*) AS c, SUM(v) AS s, AVG(v) AS a FROM t GROUP BY {column}"
     options = {"bounds": {"v": (0.0, 1.0)}, **release}
     program = noisy_program(sql, TABLE, num_targets=3, **options)
     assert program.release is not None
+    assert len({n.epsilon for n in program.release.noises}) == 3  # the minimum-error split
     assert public_program(program).release == program.release
+
+
+def test_a_spec_whose_shares_differ_from_the_nodes_is_refused():
+    sql = "SELECT n, COUNT(*) AS c, AVG(v) AS a FROM t GROUP BY n"
+    program = noisy_program(
+        sql, TABLE, release=dpcomm.Laplace(1.0), keys={"n": [0, 1]}, bounds={"v": (0.0, 1.0)}
+    )
+    assert program.release is not None
+    spec = program.to_spec()
+    output = program.release.noises[0].output
+    spec["release"]["shares"][output] *= 1.5
+    with pytest.raises(InvalidParameterError, match="release shares"):
+        program_from_spec(spec)
 
 
 def test_a_program_without_release_has_none_in_its_spec():

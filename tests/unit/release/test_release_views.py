@@ -129,7 +129,7 @@ def test_minus_zero_is_zero_for_its_node_and_its_view():
     rows = table_from_arrays("t", {"z": np.array([-0.3, 0.2, 1.4, -0.2] * 10)})
     program = noisy_program(
         "SELECT round(z) AS r, COUNT(*) AS c FROM t GROUP BY round(z)", rows, num_targets=3,
-        release=dpcomm.Laplace(1.0), keys={"__dpcomm_k0": [0.0, 1.0]}, countermeasure=SAMPLING,
+        release=dpcomm.Laplace(1.0), keys={"r": [0.0, 1.0]}, countermeasure=SAMPLING,
     )  # fmt: skip
     column = program.query.grouping_sets[0][0]
     derived = program.table.column(column).values.tolist()
