@@ -72,3 +72,32 @@ def test_import_dpcomm_is_light():
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def _modules_with_examples() -> list[str]:
+    """Every module of the package whose source holds a ``>>>`` example (found by reading the
+    files, so that collection imports nothing)."""
+    root = os.path.dirname(dpcomm.__file__)
+    names = []
+    for folder, _, files in os.walk(root):
+        for file in sorted(files):
+            if not file.endswith(".py") or file == "__main__.py":
+                continue
+            path = os.path.join(folder, file)
+            with open(path, encoding="utf-8") as source:
+                if ">>>" not in source.read():
+                    continue
+            relative = os.path.relpath(path, os.path.dirname(root))[: -len(".py")]
+            names.append(relative.replace(os.sep, ".").removesuffix(".__init__"))
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _modules_with_examples())
+def test_every_modules_examples_run(name):
+    """The examples of every module, not only the front door's: a docstring's output is what
+    the code prints."""
+    import importlib
+
+    module = importlib.import_module(name)
+    failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert tried > 0 and failures == 0

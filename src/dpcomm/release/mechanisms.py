@@ -196,8 +196,9 @@ def aggregate_sensitivity(
     countermeasure and key layout); the empty grouping set's is irrelevant (one cell, W).
 
     Examples:
-        >>> aggregate_sensitivity("count_star", [("a",), ()], views=["one-other", "own-row"])
-        Sensitivity(l1=3.0, l2=1.7320508075688772)
+        >>> s = aggregate_sensitivity("count_star", [("a",), ()], views=["one-other", "own-row"])
+        >>> s.l1, round(s.l2, 6)
+        (3.0, 1.732051)
     """
     if views is None:
         views = ["one-other-shared-node"] * len(grouping_sets)
@@ -285,11 +286,12 @@ def published_error_costs(
     """
     weights = [0.0] * len(squared_sensitivities)
     for value in uses:
+        if any(not (a >= 0.0 and math.isfinite(a)) for _, a in value):
+            raise InvalidParameterError("uses", "finite coefficients >= 0 of aggregates", value)
         norm = math.fsum(a * squared_sensitivities[i] for i, a in value)
-        if norm <= 0.0 and all(a > 0.0 for _, a in value):
-            continue  # sensitivities so small their squares underflow: no weight to give
         if norm <= 0.0:
-            raise InvalidParameterError("uses", "coefficients > 0 of aggregates", value)
+            # no noise to weigh: equal bounds (sensitivity 0), or squares that underflow
+            continue
         for i, a in value:
             weights[i] += a * squared_sensitivities[i] / norm
     return tuple(w if w > 0.0 else 1.0 for w in weights)
@@ -646,7 +648,7 @@ def threshold_for(
     Examples:
         >>> distances = selection_distances(1)
         >>> round(threshold_for(scale=4.0, delta=1e-6, distances=distances, gaussian=False), 3)
-        56.262
+        57.884
     """
     check_key_selection_delta(delta)
     _check_positive("scale", scale)

@@ -140,7 +140,8 @@ def test_equal_bounds_release_the_count_alone() -> None:
     )  # fmt: skip
     noises = {n.function: n for n in program.release.noises}  # type: ignore[attr-defined]
     assert noises["sum"].sensitivity.l1 == noises["sum"].scale == 0.0
-    assert noises["count"].scale == 6.0  # 3 (one-other-shared-node) over ε2/2
+    # 3 (one-other-shared-node) over the COUNT's share of ε2
+    assert noises["count"].scale == pytest.approx(3.0 / noises["count"].epsilon)
     run = dpcomm.run_sql(
         "SELECT k, AVG(v) AS m, SUM(v) AS s, COUNT(v) AS c FROM t GROUP BY k", TABLE,
         countermeasure=dpcomm.NoCountermeasure(), release=dpcomm.Laplace(1.0),

@@ -68,7 +68,7 @@ def test_invalid_costs_are_refused() -> None:
     with pytest.raises(InvalidParameterError, match="costs"):
         minimum_error_split(1.0, [])
     with pytest.raises(InvalidParameterError, match="uses"):
-        published_error_costs([[(0, 0.0)]], [1.0])
+        published_error_costs([[(0, -1.0)]], [1.0])
 
 
 def test_the_query_records_what_each_published_value_reads():
