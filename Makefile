@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test check unit docs lint typecheck bench data capture-tools browser-tools system-tools \
-	test-setup clean
+	test-setup parallel-tests clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,13 +54,16 @@ system-tools:
 test-setup:
 	@$(MAKE) --no-print-directory -j2 $(STAMP) system-tools
 
+# mypy (about 30 s on a fresh clone) checks the types beside the parallel tests.
 test: test-setup
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
-	$(BIN)/mypy
 	$(BIN)/vulture src vulture_whitelist.py --min-confidence 60
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n auto --dist worksteal -m "not serial"
+	@$(MAKE) --no-print-directory -j2 typecheck parallel-tests
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m serial
+
+parallel-tests: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n auto --dist worksteal -m "not serial"
 
 # The inner loop (under two minutes): lint, types, dead code (vulture: code in src/ that
 # nothing calls; what must stay is in vulture_whitelist.py, with why), unit and property tests.
