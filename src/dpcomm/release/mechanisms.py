@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -517,7 +517,21 @@ def calibrate_noise(
     return tuple(noises)
 
 
-def release_pld(noises: Sequence[AggregateNoise]) -> object:
+class Charged(Protocol):
+    """A released aggregate as the composition sees it: its (ε_i, δ_i) guarantee."""
+
+    @property
+    def epsilon(self) -> float:
+        """ε_i."""
+        ...
+
+    @property
+    def total_delta(self) -> float:
+        """δ_i, with any threshold's δ_sel."""
+        ...
+
+
+def release_pld(noises: Sequence[Charged]) -> object:
     """The release's privacy loss distribution (dp_accounting): its aggregates composed.
 
     Each aggregate is represented by the dominating pair of an (ε_i, δ_i)-DP mechanism
@@ -673,6 +687,7 @@ def half_width(*, normal_sd: float, laplace_scale: float = 0.0, confidence: floa
 __all__ = [
     "JOINT_VIEWS",
     "AggregateNoise",
+    "Charged",
     "Gaussian",
     "JointView",
     "Laplace",
