@@ -477,16 +477,23 @@ def calibrate_noise(
     *,
     shared_blanket: bool = True,
     uses: ValueUses = (),
+    shares: Sequence[float] | None = None,
+    parts: int | None = None,
 ) -> tuple[AggregateNoise, ...]:
     """Each aggregate's noise for its share of ``mechanism``'s budget (`release_shares`).
 
     ``uses``: what each published value reads (none: equal shares of ε); δ is split
     equally. ``shared_blanket`` says whether the sensitivities cover scramblers with
-    sampling (`AggregateNoise.shared_blanket`).
+    sampling (`AggregateNoise.shared_blanket`). ``shares`` and ``parts`` (the number of
+    aggregates δ is split among) are given when the release has other aggregates too.
     """
     if not aggregates:
         raise InvalidParameterError("release", "a query with COUNT or SUM to release", "none")
-    shares = release_shares(mechanism, aggregates, uses)
+    if shares is None:
+        shares = release_shares(mechanism, aggregates, uses)
+    if len(shares) != len(aggregates) or (parts is not None and parts < len(aggregates)):
+        raise InvalidParameterError("shares", "one per aggregate", shares)
+    parts = len(aggregates) if parts is None else parts
     noises = []
     for (output, function, sensitivity), share in zip(aggregates, shares, strict=True):
         integer = function != "sum"
@@ -498,7 +505,7 @@ def calibrate_noise(
                 )
             )
         else:
-            delta_share = mechanism.delta / len(aggregates)
+            delta_share = mechanism.delta / parts
             rho = rho_for(share, delta_share)
             scale = sensitivity.l2 / math.sqrt(2.0 * rho)
             noises.append(
@@ -521,6 +528,11 @@ class Charged(Protocol):
     """A released aggregate as the composition sees it: its (ε_i, δ_i) guarantee."""
 
     @property
+    def output(self) -> str:
+        """The released column."""
+        ...
+
+    @property
     def epsilon(self) -> float:
         """ε_i."""
         ...
@@ -528,6 +540,11 @@ class Charged(Protocol):
     @property
     def total_delta(self) -> float:
         """δ_i, with any threshold's δ_sel."""
+        ...
+
+    @property
+    def shared_blanket(self) -> bool:
+        """Whether it covers scramblers with sampling (`AggregateNoise.shared_blanket`)."""
         ...
 
 

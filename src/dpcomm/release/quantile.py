@@ -132,6 +132,8 @@ class QuantileNoise:
         scale: s, OpenDP's noise scale (in units of values counted).
         epsilon: its share ε_i of the release's ε: OpenDP's map at d.
         delta: its share δ_i (unused: the mechanism is pure ε-DP; reported as assigned).
+        shared_blanket: whether d covers scramblers with sampling (the ``one-other`` views);
+            False: only traffic that delivers each tuple independently (``own-row``).
     """
 
     output: str
@@ -141,6 +143,7 @@ class QuantileNoise:
     scale: float
     epsilon: float
     delta: float = 0.0
+    shared_blanket: bool = True
 
     @property
     def total_delta(self) -> float:
@@ -167,6 +170,8 @@ def calibrate_quantile(
     candidates: tuple[float, ...],
     distance: int,
     delta: float = 0.0,
+    *,
+    shared_blanket: bool = True,
 ) -> QuantileNoise:
     """The noise whose OpenDP map at d = ``distance`` is at most ``epsilon``.
 
@@ -184,7 +189,9 @@ def calibrate_quantile(
     scale = 2.0 * max(alpha, 1.0 - alpha) * distance / epsilon
     for _ in range(64):
         if quantile_measurement(candidates, alpha, scale).map(distance) <= epsilon:
-            return QuantileNoise(output, alpha, candidates, distance, scale, epsilon, delta)
+            return QuantileNoise(
+                output, alpha, candidates, distance, scale, epsilon, delta, shared_blanket
+            )
         scale = math.nextafter(scale, math.inf) * (1.0 + 1e-12)
     raise DpcommError(f"no scale found whose OpenDP map is at most {epsilon:.6g}")
 
