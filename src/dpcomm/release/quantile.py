@@ -201,6 +201,14 @@ def released_quantile(noise: QuantileNoise, counts: Sequence[int]) -> float:
 
     OpenDP's privacy map at d is checked against ε_i before drawing.
     """
+    return released_quantiles(noise, counts, 1)[0]
+
+
+def released_quantiles(noise: QuantileNoise, counts: Sequence[int], draws: int) -> list[float]:
+    """``draws`` independent releases of one cell's quantile (`released_quantile`'s draws).
+
+    For many runs of cells with the same counts (an audit): the values are built once.
+    """
     bins = 2 * len(noise.candidates) - 1
     if len(counts) != bins or any(int(c) < 0 for c in counts):
         raise InvalidParameterError("counts", f"{bins} counts >= 0, one per bin", counts)
@@ -216,7 +224,7 @@ def released_quantile(noise: QuantileNoise, counts: Sequence[int]) -> float:
         for value, count in zip(representatives(noise.candidates), counts, strict=True)
         for _ in range(int(count))
     ]
-    return float(measurement(values))
+    return [float(measurement(values)) for _ in range(draws)]
 
 
 def quantile_scores(counts: Sequence[int], alpha: float) -> npt.NDArray[np.float64]:
@@ -267,5 +275,6 @@ __all__ = [
     "quantile_measurement",
     "quantile_scores",
     "released_quantile",
+    "released_quantiles",
     "representatives",
 ]

@@ -122,3 +122,27 @@ def test_calibrate_refuses_quantiles(table):
             "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k", table, epsilon=2.0, delta=1e-4,
             release="laplace", bounds=BOUNDS, keys=KEYS, max_messages=10_000,
         )  # fmt: skip
+
+
+def test_the_audit_runs_a_median_and_its_seeded_fault(table):
+    from dpcomm.experiments.release_audit import audit_release, seeded_release_fault
+
+    sql = "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k"
+    scramblers = dpcomm.Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=0)
+    faulty = audit_release(
+        scramblers, sql=sql, runs=100, pairs=["third-key"], fault="quantile-own-row", rng=1
+    )
+    assert faulty.fault == "quantile-own-row" and faulty.passed  # 100 runs show nothing
+    program = noisy_program(
+        sql, table, num_targets=2, release=dpcomm.Laplace(3.0), bounds=BOUNDS, keys=KEYS
+    )
+    wrong = seeded_release_fault(program, "quantile-own-row")
+    (right,), (fault,) = program.release.quantiles, wrong.release.quantiles
+    assert (right.distance, fault.distance) == (3, 2) and fault.epsilon == right.epsilon
+    assert fault.scale == pytest.approx(right.scale * 2 / 3)
+    counting = noisy_program(
+        "SELECT k, COUNT(*) AS n FROM t GROUP BY k", table,
+        release=dpcomm.Laplace(1.0), keys=KEYS, num_targets=2,
+    )  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="MEDIAN"):
+        seeded_release_fault(counting, "quantile-own-row")
