@@ -83,12 +83,13 @@ def synthetic_program(rows: int = 180) -> AggregateProgram:
 
 
 def release_program(rows: int = 120) -> AggregateProgram:
-    """:func:`synthetic_program`'s table released with Laplace noise over k's public domain."""
+    """:func:`synthetic_program`'s table released with Laplace noise over k's public domain
+    (its MEDIAN drawn by OpenDP's quantile mechanism from the delivered values' bins)."""
     from dpcomm.release.mechanisms import Laplace
 
     table = synthetic_program(rows).table
     return noisy_program(
-        "SELECT k, COUNT(*), AVG(x) FROM t GROUP BY k",
+        "SELECT k, COUNT(*), AVG(x), MEDIAN(x) FROM t GROUP BY k",
         table,
         num_targets=5,
         release=Laplace(1.0),
@@ -248,10 +249,14 @@ class EngineContract:
         exact = program.without_release()
         before_noise = [replace(r, result=exact.result(r.state)) for r in (reference, run)]
         same_run(*before_noise)
+        # the same exact core rows, the MEDIAN's bins included: the same draw's inputs
+        assert exact.core_result(run.state) == exact.core_result(reference.state)
         assert release_report(program, run.privacy) == release_report(program, reference.privacy)
         keys = [
             [(row["k"], row["count_star()"] is None) for row in r.result] for r in (reference, run)
         ]
+        grid = set(program.release.quantiles[0].candidates)
+        assert all(row["median(x)"] in grid for r in (reference, run) for row in r.result)
         assert keys[0] == keys[1] == [(k, False) for k in range(10)]  # the domain, nothing else
         assert run.result != before_noise[1].result  # the noise was added
 

@@ -53,6 +53,7 @@ from dpcomm.release.mechanisms import (
     centred_sum_sensitivity,
     release_pld,
 )
+from dpcomm.release.quantile import calibrate_quantile, quantile_distance, quantile_law
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -79,6 +80,7 @@ class Instance:
     dummies: int
     epsilon2: float
     centred: bool = False  # a centred SUM: contributions in [lo − c, hi − c] ∪ {0}
+    alpha: float = 0.5  # a quantile's α (``function`` "quantile")
 
     @property
     def cells(self) -> tuple[str, ...]:
@@ -89,6 +91,8 @@ class Instance:
     def contributions(self) -> tuple[int, ...]:
         if self.function == "count":
             return (0, 1)
+        if self.function == "quantile":  # value lo + i encoded (n + 1)^i; 0: a NULL
+            return (0, *((self.batch + 1) ** i for i in range(self.hi - self.lo + 1)))
         if self.centred:  # c = (lo + hi)/2, an integer here; 0 (a NULL) is in the range
             centre = (self.lo + self.hi) // 2
             return tuple(range(self.lo - centre, self.hi - centre + 1))
@@ -133,7 +137,7 @@ class Instance:
 
     def label(self) -> str:
         layout = ",".join(f"{k}@{n}{'' if r else '(unreleased)'}" for k, n, r in self.keys)
-        values = "count" if self.function == "count" else f"sum[{self.lo},{self.hi}]"
+        values = "count" if self.function == "count" else f"{self.function}[{self.lo},{self.hi}]"
         values += " centred" if self.centred else ""
         return (
             f"{self.mechanism} T={self.nodes} n={self.batch} d={self.dummies} σ={self.sigma} "
@@ -153,6 +157,8 @@ def claim(instance: Instance, delta: float, view: JointView | None = None) -> tu
     ``view`` overrides the sensitivity's `JointView` (the power checks).
     """
     chosen = instance.view if view is None else view
+    if instance.function == "quantile":
+        return quantile_claim(instance, delta, chosen)
     function = "count_star" if instance.function == "count" else "sum"
     bound = max(abs(instance.lo), abs(instance.hi)) if function == "sum" else None
     width = instance.hi - instance.lo if function == "sum" else None
@@ -166,6 +172,22 @@ def claim(instance: Instance, delta: float, view: JointView | None = None) -> tu
     summed = dpcomm.account(mechanism, delta=delta).guarantee.epsilon + instance.epsilon2
     epsilon = summed if composed is None else min(summed, composed)
     return epsilon, noises[0].scale
+
+
+def quantile_claim(instance: Instance, delta: float, view: JointView) -> tuple[float, float]:
+    """(ε, s): the reported ε at ``delta`` and the quantile's noise scale s, as `claim`.
+
+    The release is OpenDP's quantile over the candidates lo, …, hi (pure ε2), calibrated
+    to `quantile_distance` of ``view``.
+    """
+    candidates = tuple(float(v) for v in range(instance.lo, instance.hi + 1))
+    distance = quantile_distance([("k",)], [view])
+    noise = calibrate_quantile("q", instance.epsilon2, instance.alpha, candidates, distance)
+    mechanism = instance.traffic()
+    composed = _paths_with((((mechanism, 1),),), release_pld([noise]), delta)
+    summed = dpcomm.account(mechanism, delta=delta).guarantee.epsilon + instance.epsilon2
+    epsilon = summed if composed is None else min(summed, composed)
+    return epsilon, noise.scale
 
 
 # --- Exact joint law of (view, delivered sums) -------------------------------------------
@@ -735,3 +757,56 @@ def shifted_gaussian_delta(shifts: Sequence[tuple[float, float]], epsilon: float
     return float(
         norm.cdf(mu / 2 - epsilon / mu) - math.exp(epsilon) * norm.cdf(-mu / 2 - epsilon / mu)
     )
+
+
+# --- A quantile released per cell ---------------------------------------------------------
+
+
+def quantile_kernel(instance: Instance, scale: float) -> FloatArray:
+    """P(candidate | encoded delivered values) of one cell: rows the encoded sums 0, …, S.
+
+    An encoded sum's base-(n + 1) digits are the counts of lo, …, hi (each at most n); the
+    candidates are lo, …, hi, so value lo + i is candidate i's bin 2i and the open bins are
+    empty. The row is `dpcomm.release.quantile.quantile_law` of those counts.
+    """
+    base, values = instance.batch + 1, instance.hi - instance.lo + 1
+    width = instance.batch * base ** (values - 1) + 1
+    kernel = np.zeros((width, values))
+    for encoded in range(width):
+        digits = [(encoded // base**i) % base for i in range(values)]
+        counts = [0] * (2 * values - 1)
+        counts[::2] = digits
+        kernel[encoded] = quantile_law(counts, instance.alpha, scale)
+    return kernel
+
+
+def with_quantile(joint: FloatArray, kernel: FloatArray) -> FloatArray:
+    """The released quantiles' law: each cell axis mapped through ``kernel``."""
+    released = joint
+    for axis in range(1, joint.ndim):
+        released = np.moveaxis(np.tensordot(released, kernel, axes=([axis], [0])), -1, axis)
+    return released
+
+
+def quantile_worst_pairs(
+    instance: Instance, epsilons: Sequence[float], scale: float
+) -> tuple[list[Worst], int]:
+    """The worst exact δ at each ε over every neighbouring pair, and the number of pairs.
+
+    Exact: the release's law is a finite sum (no kernel window, nothing dropped).
+    """
+    kernel = quantile_kernel(instance, scale)
+    law = JointLaw(instance)
+    worst = [Worst(e) for e in epsilons]
+    pairs = 0
+    rows = instance.rows
+    for others in itertools.combinations_with_replacement(rows, instance.batch - 1):
+        base = law.others(others)
+        laws = [with_quantile(law.table(base, row), kernel) for row in rows]
+        for (i, first), (j, second) in itertools.permutations(enumerate(laws), 2):
+            pairs += 1
+            for entry in worst:
+                value = hockey_stick(first, second, entry.epsilon)
+                if value > entry.delta:
+                    entry.delta, entry.pair = value, (others, rows[i], rows[j])
+    return worst, pairs

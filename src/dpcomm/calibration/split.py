@@ -471,6 +471,13 @@ def release_shape(program: Any) -> ReleaseShape:
 
     release = program.release
     query = program.query
+    if release.quantiles:
+        raise InvalidParameterError(
+            "sql",
+            "a query without MEDIAN or quantiles when calibrating (run it with a release of "
+            "your own ε2 instead)",
+            ", ".join(query.output_label(q.output) for q in release.quantiles),
+        )
     clamps = {name: (low, high) for name, _, low, high in query.clamps}
     outputs = {o.name: o for o in query.outputs}
     magnitudes = []

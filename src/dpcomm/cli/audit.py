@@ -441,7 +441,8 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         help="inject a seeded fault (the faulty program still claims the declared guarantee): "
         "old-sensitivity, the release's sensitivity computed as if each tuple arrived "
         "independently of the others; centred-own-row, likewise for centred sums only (a "
-        "query with COUNT(v) or AVG(v) beside SUM(v), bounds with a midpoint other than 0)",
+        "query with COUNT(v) or AVG(v) beside SUM(v), bounds with a midpoint other than 0); "
+        "quantile-own-row, likewise for MEDIAN and QUANTILE_CONT only",
     )
     parser.add_argument(
         "--seed",

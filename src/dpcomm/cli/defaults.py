@@ -33,7 +33,7 @@ FAULT_KINDS: tuple[str, ...] = (
     "lower-sampling",
     "fewer-dummies",
 )
-RELEASE_FAULT_KINDS: tuple[str, ...] = ("old-sensitivity", "centred-own-row")
+RELEASE_FAULT_KINDS: tuple[str, ...] = ("old-sensitivity", "centred-own-row", "quantile-own-row")
 
 #: `dpcomm.experiments.release_audit`'s default configuration: its query, T, the scrambler
 #: (σ, n, d), the release (Laplace ε2), the traffic's δ, the clamping bounds and the runs.

@@ -236,6 +236,12 @@ def _print_release(release: Any) -> None:
     )
     print(f"  {release.describe_split()}")
     for item in release.aggregates:
+        if item.half_width_95 != item.half_width_95:  # NaN: a quantile, error in its units
+            print(
+                f"  {item.aggregate}: {item.noise}, scale {item.scale:.4g} "
+                f"({item.sensitivity_l1:g} values moved per replaced row); one candidate"
+            )
+            continue
         print(
             f"  {item.aggregate}: {item.noise} noise, scale {item.scale:.4g} "
             f"(sensitivity L1 {item.sensitivity_l1:g}, L2 {item.sensitivity_l2:.4g}); "
@@ -259,6 +265,8 @@ def _print_expected_utility(utility: ReleaseUtility) -> None:
             text += f"; COUNT and SUM expected {bias:.1%} below their value over every tuple"
         print(text)
     for label, deviation in utility.noise_standard_deviation.items():
+        if deviation != deviation:  # NaN: a quantile's error depends on the data
+            continue
         print(
             f"  {label}: noise standard deviation {deviation:.4g} "
             f"(95% within ±{utility.noise_half_width_95[label]:.4g})"

@@ -92,6 +92,8 @@ from dpcomm.release.mechanisms import (
     Sensitivity,
     calibrate_noise,
 )
+from dpcomm.release.noise import Release
+from dpcomm.release.quantile import QuantileNoise
 from dpcomm.validation import check_delta, check_int, check_number, check_probability, make_rng
 
 #: The audited query by default: one noisy aggregate, so that the release's privacy loss sits
@@ -136,7 +138,11 @@ PAIR_NAMES = ("third-key", "signed", "others-on-destination", "others-on-source"
 
 #: The seeded faults of the release `seeded_release_fault` builds (``--fault`` of
 #: ``dpcomm audit release``).
-RELEASE_FAULT_KINDS: tuple[str, ...] = ("old-sensitivity", "centred-own-row")
+RELEASE_FAULT_KINDS: tuple[str, ...] = (
+    "old-sensitivity",
+    "centred-own-row",
+    "quantile-own-row",
+)
 
 
 @dataclass(frozen=True)
@@ -317,13 +323,14 @@ def audited_program(
     from dpcomm.release.noise import noisy_program
 
     bounds = {"v": neighbours.bounds}
-    clamped = {column for _, column, _, _ in bind_sql(sql, table, bounds=bounds).clamps}
+    bound = bind_sql(sql, table, bounds=bounds)
+    clamped = {column for _, column, _, _ in bound.clamps} | {q[1] for q in bound.quantiles}
     program = noisy_program(
         sql,
         table,
         num_targets=num_targets,
         release=release,
-        bounds=bounds if "v" in clamped else None,  # a bound no SUM or AVG reads is refused
+        bounds=bounds if "v" in clamped else None,  # a bound nothing reads is refused
         keys={"k": list(neighbours.keys)},
     )
     if program.query.grouping_sets != (("k",),):
@@ -344,12 +351,17 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
     the correct program's. Under key selection the threshold would keep the correct
     sensitivity: refused.
 
+    ``quantile-own-row``: only the quantiles (MEDIAN, QUANTILE_CONT) calibrated as if only
+    the replaced row moved (``own-row``: d = 2 values per grouping set, against 3 under
+    scramblers with sampling), at their own share of ε; the other aggregates keep their
+    noise. Refused for a query without a quantile.
+
     ``centred-own-row``: only the centred sums (a query releasing COUNT(v) beside SUM(v), or
     AVG(v), with bounds whose midpoint is not 0) calibrated as if only the replaced row moved
     (``own-row``: hi − lo, against 1.5 (hi − lo) under scramblers with sampling); the other
     aggregates keep their noise. Refused for a query without a centred sum.
     """
-    from dpcomm.release.noise import Release, _released_aggregates
+    from dpcomm.release.noise import _released_aggregates
 
     if kind not in RELEASE_FAULT_KINDS:
         raise InvalidParameterError("fault", f"one of {', '.join(RELEASE_FAULT_KINDS)}", kind)
@@ -359,6 +371,8 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
             "program", "a program with a noisy release over public key domains", program
         )
     views: list[JointView] = ["own-row"] * len(program.query.grouping_sets)
+    if kind == "quantile-own-row":
+        return _quantiles_own_row(program, release, views)
     noises = calibrate_noise(
         release.mechanism,
         _released_aggregates(program.query, views),
@@ -380,6 +394,30 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
     return replace(program, release=replace(release, noises=noises), _released={})
 
 
+def _quantiles_own_row(
+    program: AggregateProgram, release: Release, views: Sequence[JointView]
+) -> AggregateProgram:
+    """``program`` whose quantiles are calibrated to the ``own-row`` d (`seeded_release_fault`)."""
+    from dpcomm.release.quantile import calibrate_quantile, quantile_distance
+
+    if not release.quantiles:
+        raise InvalidParameterError("fault", "a query with MEDIAN or QUANTILE_CONT", "none")
+    distance = quantile_distance(program.query.grouping_sets, views)
+    quantiles = tuple(
+        calibrate_quantile(
+            q.output,
+            q.epsilon,
+            q.alpha,
+            q.candidates,
+            distance,
+            q.delta,
+            shared_blanket=q.shared_blanket,
+        )
+        for q in release.quantiles
+    )
+    return replace(program, release=replace(release, quantiles=quantiles), _released={})
+
+
 def _rescaled(noise: AggregateNoise, sensitivity: Sensitivity) -> AggregateNoise:
     """``noise`` at its own share of ε, its scale calibrated to ``sensitivity`` instead."""
     old, new = (
@@ -395,7 +433,8 @@ def contributions(program: AggregateProgram, keys: tuple[str, ...]) -> FloatArra
 
     Each source's row alone is evaluated by the library (`evaluate_grouping_set`, over
     the program's projected rows, hence clamped as a run clamps them); A follows the order of
-    the release's noises. A NULL aggregate (no value) adds 0, as the release counts it.
+    the release's noises, then each quantile's bins (the candidates' hidden COUNTs). A NULL
+    aggregate (no value) adds 0, as the release counts it.
     """
     from dpcomm.queries.groupby import evaluate_grouping_set
 
@@ -405,6 +444,7 @@ def contributions(program: AggregateProgram, keys: tuple[str, ...]) -> FloatArra
         raise InvalidParameterError("program", "a program with a release and its rows", program)
     column = program.query.grouping_sets[0][0]
     outputs = [noise.output for noise in release.noises]
+    outputs += [name for quantile in program.query.quantiles for name in quantile[5]]
     result = np.zeros((table.num_rows, len(keys), len(outputs)))
     # A source's contribution depends on its row alone: each distinct row is evaluated once.
     rows = list(
@@ -570,19 +610,46 @@ def noisy_values(program: AggregateProgram, exact: FloatArray) -> FloatArray:
 
     Each aggregate's cells of every run are one vector given to the release layer's noise
     (`dpcomm.release.noise._noisy`): independent noise per cell, at the aggregate's
-    scale, after OpenDP's privacy map is checked against the aggregate's share of ε2.
+    scale, after OpenDP's privacy map is checked against the aggregate's share of ε2. Each
+    quantile (its bins' counts in ``exact``) is drawn per cell as the result node draws it;
+    the result has one column per noisy aggregate, then one per quantile.
     """
     from dpcomm.release.noise import _noisy
 
     release = program.release
     if release is None:
         raise InvalidParameterError("program", "a program with a release", program)
-    noisy = np.empty_like(exact)
+    noisy = np.empty((*exact.shape[:2], len(release.noises) + len(release.quantiles)))
     for index, noise in enumerate(release.noises):
         values = exact[:, :, index].ravel().tolist()
         drawn = np.asarray(_noisy(noise, values), dtype=float)
         noisy[:, :, index] = drawn.reshape(exact.shape[:2])
+    start = len(release.noises)
+    for offset, quantile in enumerate(release.quantiles):
+        size = len(quantile.candidates)
+        bins = exact[:, :, start + offset * size : start + (offset + 1) * size]
+        noisy[:, :, start + offset] = _drawn_quantiles(quantile, bins)
     return noisy
+
+
+def _drawn_quantiles(quantile: QuantileNoise, bins: FloatArray) -> FloatArray:
+    """(runs, keys) released quantiles from each cell's candidates' counts (``bins``).
+
+    The release layer's draw (`dpcomm.release.quantile.released_quantiles`, OpenDP's map
+    checked first), once per distinct counts with as many draws as cells have them.
+    """
+    from dpcomm.release.quantile import released_quantiles
+
+    flat = np.rint(bins.reshape(-1, bins.shape[-1])).astype(np.int64)
+    distinct, inverse = np.unique(flat, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    drawn = np.empty(flat.shape[0])
+    for group, counts in enumerate(distinct):
+        cells = np.flatnonzero(inverse == group)
+        expanded = [0] * (2 * counts.size - 1)
+        expanded[::2] = counts.tolist()
+        drawn[cells] = released_quantiles(quantile, expanded, cells.size)
+    return drawn.reshape(bins.shape[:2])
 
 
 @dataclass(frozen=True)
@@ -941,6 +1008,9 @@ def _checked_audit(
     privacy = account_plan(first.plan, countermeasure, delta=traffic_delta)
     claimed = release_report(first, privacy)
     noises = first.release.noises if first.release is not None else ()
+    quantiles = first.release.quantiles if first.release is not None else ()
+    # a quantile's feature: its value in candidate steps
+    steps = [(q.candidates[-1] - q.candidates[0]) / (len(q.candidates) - 1) for q in quantiles]
     return _ReleaseAudit(
         countermeasure=countermeasure,
         release=release,
@@ -950,7 +1020,7 @@ def _checked_audit(
         candidates=candidates,
         programs=programs,
         seed=seed,
-        scales=np.array([noise.scale for noise in noises]),
+        scales=np.array([noise.scale for noise in noises] + steps),
         delta=claimed.composed_delta,
         traffic_epsilon=privacy.guarantee.epsilon,
         release_epsilon=claimed.epsilon,

@@ -177,7 +177,7 @@ def charged_guarantee(
         if release is None:
             return guarantee.epsilon, guarantee.delta, guarantee.method
         # Traffic and noisy release read the same rows: the run spends both, composed.
-        both = known if known is not None else compose_release(traffic, release.noises)
+        both = known if known is not None else compose_release(traffic, release.charged)
         return both.epsilon, both.delta, f"{guarantee.method} + {release.mechanism.name} release"
 
     reported = spent(privacy, composed)

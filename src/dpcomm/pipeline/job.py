@@ -208,8 +208,8 @@ class Guarantee:
         deployment: for a deployed round, the weakest guarantee its batches can report
             whatever nodes are late (`dpcomm.pipeline.charge.deployment_privacy`), computed
             only where a budget is charged for it; None otherwise.
-        noises: the release's noises (`dpcomm.release.mechanisms.AggregateNoise`; empty
-            without a release).
+        noises: the release's noises and quantiles (`dpcomm.release.noise.Release.charged`;
+            empty without a release).
     """
 
     traffic: PlanGuarantee
@@ -292,7 +292,7 @@ class Prepared:
 
 def _release_noises(program: QueryProgram) -> tuple[Any, ...] | None:
     release = getattr(program, "release", None)
-    return None if release is None else tuple(release.noises)
+    return None if release is None else tuple(release.charged)
 
 
 def planned_guarantee(

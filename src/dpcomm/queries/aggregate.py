@@ -109,15 +109,17 @@ def _bounds(bounds: object) -> dict[str, tuple[float, float]]:
 
 
 def check_bounds_read(bounds: object, bound: BoundAggregate) -> None:
-    """Refuse a bound on a column no SUM or AVG reads (it would be ignored)."""
+    """Refuse a bound on a column no SUM, AVG or quantile reads (it would be ignored)."""
     if not isinstance(bounds, Mapping):
         return
-    clamped = {column.lower() for _, column, _, _ in bound.clamps}
+    columns = {column for _, column, _, _ in bound.clamps}
+    columns |= {quantile[1] for quantile in bound.quantiles}
+    clamped = {column.lower() for column in columns}
     for name in bounds:
         if str(name).lower() not in clamped:
-            read = ", ".join(sorted({column for _, column, _, _ in bound.clamps})) or "none"
+            read = ", ".join(sorted(columns)) or "none"
             raise InvalidParameterError(
-                "bounds", f"bounds of the columns a SUM or AVG reads ({read})", name
+                "bounds", f"bounds of the columns a SUM, AVG or quantile reads ({read})", name
             )
 
 
@@ -142,6 +144,16 @@ class NoisyRelease(Protocol):
     @property
     def noises(self) -> tuple[Any, ...]:
         """The noise of every released aggregate (`dpcomm.release.mechanisms.AggregateNoise`)."""
+        ...
+
+    @property
+    def quantiles(self) -> tuple[Any, ...]:
+        """Each released quantile's mechanism (`dpcomm.release.quantile.QuantileNoise`)."""
+        ...
+
+    @property
+    def charged(self) -> tuple[Any, ...]:
+        """Every released aggregate's (ε_i, δ_i): the noises and the quantiles."""
         ...
 
     @property

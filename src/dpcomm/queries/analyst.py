@@ -55,13 +55,14 @@ _ORDER_ADVICE = (
 _REFUSED: dict[type, str] = {
     exp.Median: "MEDIAN() has no mergeable partial state: compute nodes would have to ship "
     "every value; use AVG(), or GROUP BY a binned column (FLOOR(x / w)) and read the "
-    "median off the counts",
+    "median off the counts, or release it with noise (release= and bounds=)",
     exp.PercentileCont: "quantiles have no mergeable partial state; GROUP BY a binned column "
-    "and read the quantile off the counts",
+    "and read the quantile off the counts, or release QUANTILE_CONT(x, q) with noise "
+    "(release= and bounds=)",
     exp.PercentileDisc: "quantiles have no mergeable partial state; GROUP BY a binned column "
     "and read the quantile off the counts",
     exp.Quantile: "quantiles have no mergeable partial state; GROUP BY a binned column and "
-    "read the quantile off the counts",
+    "read the quantile off the counts, or release it with noise (release= and bounds=)",
     exp.Mode: "MODE() has no mergeable partial state; GROUP BY the column and take the "
     "largest COUNT(*)",
     exp.GroupConcat: "STRING_AGG() would ship every value to the result node; GROUP BY the "
@@ -81,6 +82,11 @@ _REFUSED_NAMES: dict[type, str] = {
     exp.GroupConcat: "STRING_AGG()", exp.ArrayAgg: "LIST()/ARRAY_AGG()", exp.Median: "MEDIAN()",
     exp.Mode: "MODE()", exp.Quantile: "QUANTILE()",
 }  # fmt: skip
+#: Candidates of a released quantile: a grid of this many points over the column's bounds,
+#: both included (`dpcomm.release.quantile.candidate_grid`); each value is snapped to the
+#: nearest one on the source's row and counted in its bin.
+QUANTILE_CANDIDATES = 33
+_QUANTILES = (exp.Median, exp.PercentileCont, exp.Quantile)
 _DISTINCT_ADVICE = (
     "distinct values cannot be merged from per-node partials without shipping the values; "
     "GROUP BY the column and count the groups instead"
@@ -114,6 +120,9 @@ class Rewritten:
             its column (1); a centred SUM the centred sum (1) and the COUNT (c²); an AVG the
             sum (1) and the COUNT ((hi − lo)²/12, the spread of an average within its
             bounds, over the count squared).
+        quantiles: under a noisy release, each released quantile (`_Rewriter.quantile`): the
+            hidden column that carries it, the column read, its (lo, hi), α, and the hidden
+            COUNT of each candidate's bin.
     """
 
     projection: str
@@ -127,6 +136,7 @@ class Rewritten:
     key_aliases: dict[str, str]
     centres: dict[str, float] = field(default_factory=dict)
     value_uses: tuple[tuple[tuple[str, float], ...], ...] = ()
+    quantiles: tuple[tuple[str, str, float, float, float, tuple[str, ...]], ...] = ()
 
 
 def _sql(node: Any) -> str:
@@ -246,6 +256,8 @@ class _Rewriter:
         self.condition: exp.Expression | None = None
         #: What each aggregate call's value reads (`Rewritten.value_uses`), in order.
         self.uses: dict[tuple[tuple[str, float], ...], None] = {}
+        #: Released quantiles (`Rewritten.quantiles`), by carrier column.
+        self.quantiles: dict[str, tuple[str, float, float, float, tuple[str, ...]]] = {}
 
     # ---------------------------------------------------------------- projection
 
@@ -421,6 +433,8 @@ class _Rewriter:
     def aggregate(self, node: Any) -> exp.Expression:
         """The post-processing expression of one aggregate call over hidden core columns."""
         text = _sql(node)[:80]
+        if self.bounds is not None and isinstance(node, _QUANTILES):
+            return self.quantile(node)
         if type(node) in _REFUSED:
             construct = _REFUSED_NAMES.get(type(node), text)
             raise UnsupportedQueryError(construct, _REFUSED[type(node)])
@@ -506,6 +520,74 @@ class _Rewriter:
             shift = f"{centre!r} + " if centre else ""
             text = f"CASE WHEN {count} > 0 THEN {shift}{total} / {count} END"
         return cast(exp.Expression, sqlglot.parse_one(text, read="duckdb"))
+
+    def quantile(self, node: Any) -> exp.Expression:
+        """MEDIAN(x), QUANTILE_CONT(x, q), QUANTILE(x, q) under a noisy release.
+
+        Each source clamps x to its bounds [lo, hi] and snaps it to the nearest of the
+        `QUANTILE_CANDIDATES` grid points; the core query counts each grid point's values
+        (one hidden COUNT per candidate: mergeable) and carries a hidden column, NULL in the
+        exact result, in which the release draws the quantile from those counts
+        (`dpcomm.release.quantile`). The counts themselves are never published.
+        """
+        text = _sql(node)[:60]
+        argument = node.this
+        if isinstance(node.parent, exp.WithinGroup):
+            raise UnsupportedQueryError(
+                "PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x) under a noisy release",
+                "write QUANTILE_CONT(x, q)",
+            )
+        if _bare_column(argument) is None:
+            raise UnsupportedQueryError(
+                f"{text} under a noisy release", "MEDIAN and QUANTILE_CONT of a column with bounds"
+            )
+        alpha = 0.5
+        if not isinstance(node, exp.Median):
+            given = node.args.get("expression") or node.args.get("quantile")
+            number = _literal_number(given)
+            if number is None or not 0.0 <= number <= 1.0:
+                raise InvalidParameterError(
+                    f"quantile of {text}", "one number in [0, 1] (0.5: the median)", _sql(given)
+                )
+            alpha = number
+        bare = argument
+        while isinstance(bare, exp.Paren):
+            bare = bare.this
+        column = self.column_of(cast(exp.Column, bare), "inside MEDIAN()")
+        found = next(
+            (v for k, v in (self.bounds or {}).items() if k.lower() == column.lower()), None
+        )
+        if found is None:
+            raise InvalidParameterError(
+                "bounds",
+                f"a (lo, hi) for column {column}, whose quantile a noisy release draws over a "
+                f"grid of its bounds (e.g. bounds={{{column!r}: (0, 100)}}, "
+                f"--bounds {column}=0:100)",
+                dict(self.bounds or {}),
+            )
+        low, high = float(found[0]), float(found[1])
+        if not low < high:
+            raise InvalidParameterError(f"bounds[{column!r}]", "lo < hi for a quantile", found)
+        step = (high - low) / (QUANTILE_CANDIDATES - 1)
+        clamped = clamped_sql(column, low, high)
+        snapped = f"CAST(ROUND(({clamped} - {low!r}) / {step!r}) AS INTEGER)"
+        bins = []
+        for index in range(QUANTILE_CANDIDATES):
+            counted = cast(
+                exp.Expression,
+                sqlglot.parse_one(f"CASE WHEN {snapped} = {index} THEN 1 END", read="duckdb"),
+            )
+            bins.append(self.hidden(f"COUNT({self.measure(counted, 'median')})").name)
+        slot = cast(
+            exp.Expression,
+            sqlglot.parse_one(
+                f"CASE WHEN FALSE THEN CAST({_quoted(column)} AS DOUBLE) * {alpha!r} END",
+                read="duckdb",
+            ),
+        )
+        carrier = self.hidden(f"MIN({self.measure(slot, 'median')})")
+        self.quantiles[carrier.name] = (column, low, high, alpha, tuple(bins))
+        return self.read((carrier, 1.0))
 
     def bounded_measure(self, argument: exp.Expression) -> tuple[str, float, float]:
         """The clamped (and, for a centred column, centred) measure of a bounded column.
@@ -992,7 +1074,23 @@ def rewrite(
         },
         dict(rewriter.centres),
         tuple(rewriter.uses),
+        tuple((carrier, *q) for carrier, q in rewriter.quantiles.items()),
     )
+
+
+def _literal_number(node: exp.Expression | None) -> float | None:
+    """The value of a numeric literal (parentheses and a sign allowed), else None."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    sign = 1.0
+    if isinstance(node, exp.Neg):
+        sign, node = -1.0, node.this
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            return sign * float(node.this)
+        except ValueError:
+            return None
+    return None
 
 
 def _inner_columns(core_sql: str) -> list[str]:

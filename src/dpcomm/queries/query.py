@@ -208,6 +208,9 @@ class BoundAggregate:
         value_uses: per aggregate of the user's query, the hidden columns its published value
             reads with their coefficients in its error (what the release's ε split weighs,
             `dpcomm.release.mechanisms.release_shares`); empty: every column alike.
+        quantiles: under a noisy release, each released quantile: the hidden column that
+            carries it (NULL in the exact result), the column read, its (lo, hi), α, and
+            the hidden COUNT of each candidate's bin (never published).
     """
 
     query: AggregateQuery
@@ -226,6 +229,7 @@ class BoundAggregate:
     key_labels: tuple[tuple[str, str], ...] = ()
     centres: tuple[tuple[str, float], ...] = ()
     value_uses: tuple[tuple[tuple[str, float], ...], ...] = ()
+    quantiles: tuple[tuple[str, str, float, float, float, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.grouping_sets) != len(self.query.grouping_sets):
@@ -324,6 +328,7 @@ class BoundAggregate:
             "key_labels": [list(item) for item in self.key_labels],
             "centres": [list(item) for item in self.centres],
             "value_uses": [[list(use) for use in value] for value in self.value_uses],
+            "quantiles": [[*q[:5], list(q[5])] for q in self.quantiles],
         }
 
     @classmethod
@@ -358,6 +363,10 @@ class BoundAggregate:
                 tuple(
                     tuple((str(n), float(a)) for n, a in value)
                     for value in data.get("value_uses", ())
+                ),
+                tuple(
+                    (str(q), str(c), float(lo), float(hi), float(a), tuple(str(b) for b in bins))
+                    for q, c, lo, hi, a, bins in data.get("quantiles", ())
                 ),
             )
         except (KeyError, TypeError, ValueError) as error:

@@ -781,6 +781,7 @@ def _bind_analyst(
         key_labels=_key_labels(core.grouping_columns, labels, rewritten.key_aliases),
         centres=tuple(rewritten.centres.items()),
         value_uses=rewritten.value_uses,
+        quantiles=rewritten.quantiles,
     )
     _check_result_names(bound)
     return bound

@@ -17,12 +17,12 @@ from dpcomm.accounting import ScramblerMechanism, pld
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import shares_blanket
 from dpcomm.plan.privacy import PathMechanisms, PlanGuarantee, paths_with
-from dpcomm.release.mechanisms import AggregateNoise, release_pld
+from dpcomm.release.mechanisms import Charged, release_pld
 
 
 @lru_cache(maxsize=64)
 def _traffic_with_release(
-    path_mechanisms: PathMechanisms, noises: tuple[AggregateNoise, ...], delta: float
+    path_mechanisms: PathMechanisms, noises: tuple[Charged, ...], delta: float
 ) -> float | None:
     """`dpcomm.plan.privacy.paths_with` of the release of ``noises``, cached.
 
@@ -57,7 +57,7 @@ class ReleaseComposition:
 JOINT_VIEW_METHODS = frozenset({"exact", "hoeffding", "bennett", "post-processing"})
 
 
-def _check_bound_for(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> None:
+def _check_bound_for(plan: PlanGuarantee, noises: Sequence[Charged]) -> None:
     """Refuse a release calibrated without the scramblers' shared blanket on traffic with it.
 
     Its sensitivities cover the replaced row only (`AggregateNoise.shared_blanket` False), a
@@ -100,8 +100,11 @@ def _joint_traffic_epsilon(plan: PlanGuarantee) -> float:
     return math.inf if alone is None else alone
 
 
-def compose_release(plan: PlanGuarantee, noises: Sequence[AggregateNoise]) -> ReleaseComposition:
+def compose_release(plan: PlanGuarantee, noises: Sequence[Charged]) -> ReleaseComposition:
     """The plan's traffic guarantee (ε1, δ1) and the release of ``noises`` (ε2, δ2) composed.
+
+    ``noises``: every released aggregate (a release's `charged`: its noisy aggregates and
+    its quantiles).
 
     At δ = δ1 + δ2, the smaller ε of two valid compositions: the paper's sum ε1 + ε2 (Related
     Work, "Differentially private data analysis") and the PLD composition of every data path's

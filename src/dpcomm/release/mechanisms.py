@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -509,16 +509,23 @@ def calibrate_noise(
     *,
     shared_blanket: bool = True,
     uses: ValueUses = (),
+    shares: Sequence[float] | None = None,
+    parts: int | None = None,
 ) -> tuple[AggregateNoise, ...]:
     """Each aggregate's noise for its share of ``mechanism``'s budget (`release_shares`).
 
     ``uses``: what each published value reads (none: equal shares of ε); δ is split
     equally. ``shared_blanket`` says whether the sensitivities cover scramblers with
-    sampling (`AggregateNoise.shared_blanket`).
+    sampling (`AggregateNoise.shared_blanket`). ``shares`` and ``parts`` (the number of
+    aggregates δ is split among) are given when the release has other aggregates too.
     """
     if not aggregates:
         raise InvalidParameterError("release", "a query with COUNT or SUM to release", "none")
-    shares = release_shares(mechanism, aggregates, uses)
+    if shares is None:
+        shares = release_shares(mechanism, aggregates, uses)
+    if len(shares) != len(aggregates) or (parts is not None and parts < len(aggregates)):
+        raise InvalidParameterError("shares", "one per aggregate", shares)
+    parts = len(aggregates) if parts is None else parts
     noises = []
     for (output, function, sensitivity), share in zip(aggregates, shares, strict=True):
         integer = function != "sum"
@@ -530,11 +537,11 @@ def calibrate_noise(
                 )
             )
         else:
-            delta_share = mechanism.delta / len(aggregates)
+            delta_share = mechanism.delta / parts
             if not delta_share > 0.0:  # a δ so small that its share underflows
                 raise InvalidParameterError(
                     "release",
-                    f"a Gaussian δ whose share per released aggregate (δ / {len(aggregates)}) "
+                    f"a Gaussian δ whose share per released aggregate (δ / {parts}) "
                     "is a positive number",
                     mechanism.delta,
                 )
@@ -556,7 +563,31 @@ def calibrate_noise(
     return tuple(noises)
 
 
-def release_pld(noises: Sequence[AggregateNoise]) -> object:
+class Charged(Protocol):
+    """A released aggregate as the composition sees it: its (ε_i, δ_i) guarantee."""
+
+    @property
+    def output(self) -> str:
+        """The released column."""
+        ...
+
+    @property
+    def epsilon(self) -> float:
+        """ε_i."""
+        ...
+
+    @property
+    def total_delta(self) -> float:
+        """δ_i, with any threshold's δ_sel."""
+        ...
+
+    @property
+    def shared_blanket(self) -> bool:
+        """Whether it covers scramblers with sampling (`AggregateNoise.shared_blanket`)."""
+        ...
+
+
+def release_pld(noises: Sequence[Charged]) -> object:
     """The release's privacy loss distribution (dp_accounting): its aggregates composed.
 
     Each aggregate is represented by the dominating pair of an (ε_i, δ_i)-DP mechanism
@@ -712,6 +743,7 @@ def half_width(*, normal_sd: float, laplace_scale: float = 0.0, confidence: floa
 __all__ = [
     "JOINT_VIEWS",
     "AggregateNoise",
+    "Charged",
     "Gaussian",
     "JointView",
     "Laplace",

@@ -44,6 +44,7 @@ from dpcomm.queries.groupby import key_order, node_of_key
 from dpcomm.queries.query import BoundAggregate
 from dpcomm.release.mechanisms import (
     AggregateNoise,
+    Charged,
     JointView,
     ReleasedFunction,
     ReleaseMechanism,
@@ -53,9 +54,17 @@ from dpcomm.release.mechanisms import (
     calibrate_noise,
     centred_sum_sensitivity,
     check_key_selection_delta,
+    release_shares,
     rho_for,
     selection_distances,
     threshold_for,
+)
+from dpcomm.release.quantile import (
+    QuantileNoise,
+    calibrate_quantile,
+    candidate_grid,
+    quantile_distance,
+    released_quantile,
 )
 
 if TYPE_CHECKING:
@@ -111,6 +120,7 @@ class Release:
             source's tuple; `dpcomm.plan.countermeasures.shares_blanket`).
         consistent_totals: whether the published totals are made consistent across grouping
             sets (`dpcomm.release.postprocess`; post-processing, no privacy cost).
+        quantiles: each released quantile's mechanism (`dpcomm.release.quantile`).
     """
 
     mechanism: ReleaseMechanism
@@ -120,16 +130,22 @@ class Release:
     views: tuple[JointView, ...] = ()
     shared_blanket: bool = True
     consistent_totals: bool = False
+    quantiles: tuple[QuantileNoise, ...] = ()
+
+    @property
+    def charged(self) -> tuple[Charged, ...]:
+        """Every released aggregate's (ε_i, δ_i): the noisy ones and the quantiles."""
+        return (*self.noises, *self.quantiles)
 
     @property
     def epsilon(self) -> float:
         """ε2: the sum of the aggregates' shares (the key selection's is its COUNT's)."""
-        return math.fsum(n.epsilon for n in self.noises)
+        return math.fsum(n.epsilon for n in self.charged)
 
     @property
     def delta(self) -> float:
         """δ2: the sum of the aggregates' shares, and the key selection's δ_sel."""
-        return math.fsum(n.total_delta for n in self.noises)
+        return math.fsum(n.total_delta for n in self.charged)
 
     # The hooks `dpcomm.queries.aggregate.AggregateProgram` calls (its ``NoisyRelease``).
 
@@ -242,7 +258,7 @@ def release_spec(release: Release) -> dict[str, Any]:
         "keys": {column: [_key_text(v) for v in values] for column, values in release.domains},
         "key_selection_delta": None if release.selection is None else release.selection.delta,
         "shared_blanket": release.shared_blanket,
-        "shares": {n.output: n.epsilon for n in release.noises},
+        "shares": {n.output: n.epsilon for n in release.charged},
         "consistent_totals": release.consistent_totals,
         "module": __name__,  # what a node imports to bind it again (`release_from_spec`)
     }
@@ -271,7 +287,7 @@ def release_from_spec(
         shared_blanket=bool(spec.get("shared_blanket", True)),
         consistent_totals=bool(spec.get("consistent_totals", False)),
     )
-    shares = {n.output: n.epsilon for n in release.noises}
+    shares = {n.output: n.epsilon for n in release.charged}
     described = spec.get("shares")
     if described is not None and {k: float(v) for k, v in described.items()} != shares:
         raise InvalidParameterError(
@@ -345,12 +361,7 @@ def bind_release(
     views = joint_views(
         bound, domains, selected, num_targets=num_targets, shared_blanket=shared_blanket
     )
-    noises = calibrate_noise(
-        mechanism,
-        _released_aggregates(bound, views),
-        shared_blanket=shared_blanket,
-        uses=bound.value_uses,
-    )
+    noises, quantiles = _calibrated(bound, mechanism, views, shared_blanket=shared_blanket)
     release = Release(
         mechanism,
         noises,
@@ -359,6 +370,7 @@ def bind_release(
         views,
         shared_blanket,
         consistent_totals is True,
+        quantiles,
     )
     if key_selection_delta is not None:
         release = _with_selection(bound, release, selected, key_selection_delta)
@@ -367,6 +379,60 @@ def bind_release(
 
         finest_set(bound, release)  # refused here, before any run, where totals cannot add up
     return release
+
+
+def _calibrated(
+    bound: BoundAggregate,
+    mechanism: ReleaseMechanism,
+    views: Sequence[JointView],
+    *,
+    shared_blanket: bool,
+) -> tuple[tuple[AggregateNoise, ...], tuple[QuantileNoise, ...]]:
+    """The noise of each COUNT and SUM and the mechanism of each quantile of ``bound``.
+
+    The release's ε is split among all of them (`release_shares`; a quantile's value reads
+    only itself, so it weighs as one value of its own), δ equally (a quantile spends none of
+    its share: pure ε). A quantile's d is `quantile_distance` of ``views``.
+    """
+    aggregates = _released_aggregates(bound, views)
+    distance = quantile_distance(bound.grouping_sets, views)
+    placeholders = [(q[0], "count", Sensitivity(distance, distance)) for q in bound.quantiles]
+    everything: list[tuple[str, ReleasedFunction, Sensitivity]] = [
+        *aggregates,
+        *placeholders,  # type: ignore[list-item]
+    ]
+    if not everything:
+        raise InvalidParameterError("release", "a query with COUNT, SUM or a quantile", "none")
+    shares = release_shares(mechanism, everything, bound.value_uses)
+    parts = len(everything)
+    noises = (
+        calibrate_noise(
+            mechanism,
+            aggregates,
+            shared_blanket=shared_blanket,
+            uses=bound.value_uses,
+            shares=shares[: len(aggregates)],
+            parts=parts,
+        )
+        if aggregates
+        else ()
+    )
+    delta_share = mechanism.delta / parts
+    quantiles = tuple(
+        calibrate_quantile(
+            carrier,
+            share,
+            alpha,
+            candidate_grid(low, high, len(bins)),
+            distance,
+            delta_share,
+            shared_blanket=shared_blanket,
+        )
+        for (carrier, _, low, high, alpha, bins), share in zip(
+            bound.quantiles, shares[len(aggregates) :], strict=True
+        )
+    )
+    return noises, quantiles
 
 
 def _key_domains(
@@ -477,9 +543,10 @@ def _released_aggregates(
     """Every aggregate of ``bound`` with its function and sensitivity in ``views``."""
     centres = dict(bound.centres)
     clamps = {name: (lo, hi) for name, _, lo, hi in bound.clamps}
+    drawn = {q[0] for q in bound.quantiles} | {b for q in bound.quantiles for b in q[5]}
     aggregates: list[tuple[str, ReleasedFunction, Sensitivity]] = []
     for output in bound.outputs:
-        if output.kind != "aggregate":
+        if output.kind != "aggregate" or output.name in drawn:
             continue
         function = output.function
         if function == "count_star" or function == "count":
@@ -791,6 +858,7 @@ def released_rows(
             for noise in release.noises:
                 value = None if found is None else found[noise.output]
                 row[noise.output] = 0 if value is None else value
+            _draw_quantiles(bound, release, row, found)
             if noisy is not None:
                 row[count_output or ""] = noisy
             released.append(row)
@@ -811,6 +879,20 @@ def released_rows(
             row[noise.output] = noisy
     names = bound.output_names
     return [[{name: row.get(name) for name in names} for row in rows] for rows in completed]
+
+
+def _draw_quantiles(bound: BoundAggregate, release: Release, row: Row, found: Row | None) -> None:
+    """Each quantile of ``release`` drawn into ``row`` from the bins' counts of ``found``.
+
+    A value snapped to candidate i is counted in bin i's COUNT, the candidate's bin 2i of
+    `dpcomm.release.quantile.bin_of`; a cell without tuples draws over no values. The
+    bins' exact counts stay out of ``row``.
+    """
+    for noise, (_, _, _, _, _, bins) in zip(release.quantiles, bound.quantiles, strict=True):
+        counts = [0] * (2 * len(bins) - 1)
+        if found is not None:
+            counts[::2] = [int(found[b] or 0) for b in bins]
+        row[noise.output] = released_quantile(noise, counts)
 
 
 def _allowed(noise: AggregateNoise) -> float:

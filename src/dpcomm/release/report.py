@@ -7,6 +7,7 @@ release the same way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -151,7 +152,7 @@ def release_report(
     release = program.release
     if release is None:
         raise InvalidParameterError("program", "a program with a noisy release", None)
-    both = composition or compose_release(privacy, release.noises)
+    both = composition or compose_release(privacy, release.charged)
     aggregates = _aggregates_report(program)
     return ReleaseReport(
         mechanism=release.mechanism.name,
@@ -228,6 +229,25 @@ def _aggregates_report(program: AggregateProgram) -> tuple[ReleasedAggregate, ..
                 noise.half_width_95,
                 noise.epsilon,
                 noise.total_delta,
+            )
+        )
+    for quantile in release.quantiles:
+        low, high = quantile.candidates[0], quantile.candidates[-1]
+        described = (
+            f"{program.query.output_label(quantile.output)} (quantile {quantile.alpha:g} over "
+            f"{len(quantile.candidates)} candidates in [{low:g}, {high:g}])"
+        )
+        aggregates.append(
+            ReleasedAggregate(
+                described,
+                "exponential (OpenDP private quantile; sensitivity: values moved)",
+                float(quantile.distance),
+                float(quantile.distance),
+                quantile.scale,
+                math.nan,  # in the column's units: depends on the data
+                math.nan,
+                quantile.epsilon,
+                quantile.total_delta,
             )
         )
     return tuple(aggregates)
