@@ -80,7 +80,9 @@ def test_help_after_options_is_the_commands(capsys):
 )
 def test_account_imports_only_the_accountant(argv):
     """`dpcomm account` does not import the engines, DuckDB, the PLD library or scipy.stats
-    (the accountant's binomial functions are scipy.special's)."""
+    (the accountant's binomial functions are scipy.special's), nor the plan model, its
+    transform and costs (the countermeasure's codec is all it reads of the plan), nor the
+    Monte Carlo estimator (only with --mc-samples)."""
     code = (
         "import sys\n"
         "from dpcomm.cli.main import main\n"
@@ -91,4 +93,6 @@ def test_account_imports_only_the_accountant(argv):
         "print('LOADED', loaded, engines, status)\n"
     )
     unwanted = HEAVY - {"numpy", "scipy"} | {"dp_accounting", "matplotlib", "scipy.stats"}
+    unwanted |= {f"dpcomm.plan.{name}" for name in ("model", "transform", "costs", "privacy")}
+    unwanted |= {"dpcomm.accounting.montecarlo", "dpcomm.accounting.pld"}
     assert _loaded(code, unwanted) == "LOADED [] [] 0"

@@ -41,7 +41,6 @@ from dpcomm.accounting.mechanisms import (
     Mechanism,
     ScramblerMechanism,
 )
-from dpcomm.accounting.montecarlo import MonteCarloLemma2
 from dpcomm.accounting.search import epsilon_for_delta, lower_epsilon_for_delta
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.validation import check_delta, check_epsilon, check_int, check_seed
@@ -274,6 +273,8 @@ def _scrambler_methods(
                 )
             )
         if monte_carlo_samples > 0:
+            from dpcomm.accounting.montecarlo import MonteCarloLemma2  # only with --mc-samples
+
             monte_carlo = MonteCarloLemma2(mechanism, num_samples=monte_carlo_samples, rng=seed)
             methods.append(_Method("monte-carlo", "estimate", monte_carlo.estimate))
             methods.append(_Method("monte-carlo-upper", "estimate", monte_carlo.upper_confidence))

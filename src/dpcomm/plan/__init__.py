@@ -3,7 +3,10 @@
 Names are imported on first use (plan-level privacy needs the accountant, the rest does not).
 """
 
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from dpcomm._lazy import attach
 
@@ -96,8 +99,26 @@ if TYPE_CHECKING:
         with_countermeasure_nodes as with_countermeasure_nodes,
     )
 
-# The function ``transform`` is bound eagerly: its module has the same name, and importing the
-# module (which any user of the plan does) would otherwise leave the module in its place.
-from dpcomm.plan.transform import transform as transform
 
+class _Plan(ModuleType):
+    """The package, whose ``transform`` stays the function once its module is imported.
+
+    The function's module has the same name: importing ``dpcomm.plan.transform`` binds the
+    module to the package's ``transform``, which would hide the function. The property keeps
+    the function there, imported on first use like every other name (a countermeasure's user,
+    such as ``dpcomm account``, imports neither the plan model nor its transform).
+    """
+
+    @property
+    def transform(self) -> Callable[..., Any]:
+        from dpcomm.plan.transform import transform
+
+        return transform
+
+    @transform.setter
+    def transform(self, _module: object) -> None:
+        """The import system binding the module ``dpcomm.plan.transform``: the function stays."""
+
+
+sys.modules[__name__].__class__ = _Plan
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -1,6 +1,8 @@
 """The execution model (Section 2) and Theorem 2 on hand-computed cases."""
 
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -256,3 +258,26 @@ def test_a_plan_deeper_than_the_recursion_limit_is_checked():
     """K-means of I iterations is a path of about 2I groups: no RecursionError at I = 2000."""
     plan = kmeans_plan(num_sources=10, num_centroids=2, num_iterations=2000, message_bytes=8)
     assert len(plan.clusters) > 2000
+
+
+def test_the_packages_transform_is_the_function_and_imported_on_first_use():
+    """A countermeasure's user (``dpcomm account``) imports no plan model; importing the
+    module ``dpcomm.plan.transform`` later leaves the function in the package's name."""
+    code = (
+        "import sys\n"
+        "from dpcomm.plan import Scramblers\n"
+        "from dpcomm.plan.codec import countermeasure_from_arguments\n"
+        "print(sorted(m for m in sys.modules if m.startswith('dpcomm.plan.')))\n"
+        "import dpcomm.plan.transform\n"
+        "import dpcomm.plan\n"
+        "from dpcomm.plan import transform\n"
+        "from dpcomm.plan.transform import with_countermeasure_nodes\n"
+        "print(transform is dpcomm.plan.transform, transform.__module__, callable(transform))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.splitlines() == [
+        "['dpcomm.plan.codec', 'dpcomm.plan.countermeasures']",
+        "True dpcomm.plan.transform True",
+    ]
