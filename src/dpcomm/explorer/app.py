@@ -40,8 +40,15 @@ from dpcomm.experiments.explore import (
     python_snippet,
     tradeoff_front,
 )
+from dpcomm.experiments.explore_release import release_numbers
 from dpcomm.explorer import DEFAULT_HOST, DEFAULT_PORT
 from dpcomm.explorer.query import QueryComparison, query_against_exact
+from dpcomm.explorer.release import (
+    RELEASE_DEFAULTS,
+    register_release,
+    release_controls,
+    release_panel,
+)
 
 #: The largest d the slider offers (the planner's search goes as far); larger values are typed.
 DUMMIES_SLIDER_MAX = 20_000
@@ -220,6 +227,7 @@ def _controls(settings: ExplorerSettings) -> html.Div:
                 "δ of the whole plan",
                 _number_input("delta", settings.delta, minimum=0, step="any"),
             ),
+            release_controls(),
         ],
         className="panel controls",
     )
@@ -232,6 +240,7 @@ def _numbers_panel() -> html.Div:
             html.Div(id="address-problem", className="problem"),
             html.Div(id="problem", className="problem"),
             html.Div(id="numbers"),
+            release_panel(),
             html.H3("Traffic-analysis attacker"),
             dcc.Loading(html.Div(id="attack"), type="dot"),
         ],
@@ -681,8 +690,9 @@ class Worker:
 
 # ------------------------------------------------------------------------------- callbacks
 def _register(app: Dash, attacker: Worker, planner: Worker) -> None:
-    """Register the page's callbacks: the settings, the attack, the front, the query panel."""
+    """Register the page's callbacks: settings, release, attack, front, query panel."""
     _register_settings(app)
+    register_release(app, CONTROLS, settings_of, _number)
     _register_attack(app, attacker)
     _register_front(app, planner)
     _register_query(app)
@@ -941,6 +951,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     attacker.start()
     planner.start()
     explore(DEFAULTS)
+    release_numbers(DEFAULTS, RELEASE_DEFAULTS)
     try:
         make_app(attacker=attacker, planner=planner).run(host=host, port=port, debug=False)
     finally:
