@@ -4,9 +4,10 @@ The explorer's Aggregate workload (G grouping sets of the synthetic table's colu
 rows, `dpcomm.data.synthetic.synthetic_sql`) published with central DP: ``COUNT(*)`` and
 ``AVG(m1)`` for every key of each grouping set (every column's 20 intervals are its public
 domain), ``m1`` clamped to the release's bounds [lo, hi]. `release_numbers` binds that
-release as `dpcomm.run_sql` does (`dpcomm.release.noise.noisy_program`, with the
-configuration's countermeasure: the sensitivities of its joint view) and reports it as a run
-would before drawing any noise (`dpcomm.release.report.release_report`: ε2 and each
+release as `dpcomm.run_sql` does (the two steps of `dpcomm.release.noise.noisy_program`: the
+query compiled with the bounds, then `dpcomm.release.noise.bind_release` with the
+configuration's countermeasure, which sets the sensitivities of its joint view) and reports
+it as a run would before drawing any noise (`dpcomm.release.report.release_report`: ε2 and each
 aggregate's noise, and the guarantee of traffic and release together from
 `dpcomm.release.compose.compose_release`, the function a run reports and a budget is charged
 with), with the expected relative error of the published values
@@ -19,9 +20,9 @@ is left, and whether a run of a given guarantee would be charged or refused.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from dpcomm.budget.budget import Budget
 from dpcomm.budget.composition import Spent, admits
@@ -29,9 +30,10 @@ from dpcomm.calibration.split import expected_relative_error, release_shape
 from dpcomm.data.synthetic import SYNTHETIC_GROUPING_COLUMNS, SyntheticRows, synthetic_sql
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.explore import ExplorerSettings
+from dpcomm.plan.countermeasures import shares_blanket
 from dpcomm.plan.privacy import account_plan
 from dpcomm.release.mechanisms import Gaussian, Laplace
-from dpcomm.release.noise import noisy_program
+from dpcomm.release.noise import bind_release
 from dpcomm.release.report import ReleaseReport, release_report
 from dpcomm.validation import check_delta, check_number
 
@@ -114,6 +116,23 @@ def release_sql(num_grouping_sets: int) -> str | None:
     )
 
 
+@lru_cache(maxsize=64)
+def _compiled(sql: str, num_sources: int, num_targets: int, low: float, high: float) -> Any:
+    """The released query compiled over S synthetic rows, ``m1`` clamped (no release bound).
+
+    The first step of `dpcomm.release.noise.noisy_program`, cached: moving a traffic control
+    or ε2 binds the release again (its second step), not the query.
+    """
+    from dpcomm.queries.aggregate import AggregateProgram
+
+    return AggregateProgram.from_sql(
+        sql,
+        SyntheticRows(num_sources, seed=0, name="t"),
+        bounds={RELEASED_MEASURE: (low, high)},
+        num_targets=num_targets,
+    )
+
+
 @lru_cache(maxsize=256)
 def release_numbers(settings: ExplorerSettings, release: ReleaseSettings) -> ReleaseNumbers:
     """The release of ``settings``' Aggregate under ``release`` (module doc), cached.
@@ -136,15 +155,15 @@ def release_numbers(settings: ExplorerSettings, release: ReleaseSettings) -> Rel
         if release.mechanism == "laplace"
         else Gaussian(release.epsilon, release.delta)
     )
-    program = noisy_program(
-        sql,
-        SyntheticRows(settings.num_sources, seed=0, name="t"),
-        release=mechanism,
-        bounds={RELEASED_MEASURE: (release.low, release.high)},
-        keys={c: SYNTHETIC_KEYS for c in SYNTHETIC_GROUPING_COLUMNS if c in sql},
-        countermeasure=settings.countermeasure,
-        num_targets=settings.num_targets,
+    compiled = _compiled(sql, settings.num_sources, settings.num_targets, release.low, release.high)
+    bound = bind_release(
+        compiled.query,
+        mechanism,
+        {c: SYNTHETIC_KEYS for c in SYNTHETIC_GROUPING_COLUMNS if c in sql},
+        num_targets=compiled.num_targets,
+        shared_blanket=shares_blanket(settings.countermeasure),
     )
+    program = replace(compiled, release=bound)
     privacy = account_plan(program.plan, settings.countermeasure, delta=settings.delta)
     assert program.release is not None  # bound with a mechanism above
     return ReleaseNumbers(

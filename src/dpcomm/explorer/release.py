@@ -1,6 +1,7 @@
 """The explorer's release: its controls, what is published, and a budget's ledger.
 
-Layout and one callback: every number shown is a field of
+Layout and one callback (the release's numbers computed in a worker process of their own, the
+ledger read in the server's): every number shown is a field of
 `dpcomm.experiments.explore_release.ReleaseNumbers` (the release report a run gives before
 drawing noise) or `dpcomm.experiments.explore_release.LedgerNumbers`, formatted, with its full
 value in a ``data-value`` attribute (what the browser test reads).
@@ -196,13 +197,13 @@ def _release_settings(values: tuple[Any, ...]) -> ReleaseSettings:
 
 
 def _guarantee(
-    settings: ExplorerSettings, release: ReleaseSettings
+    run: Callable[..., Any], settings: ExplorerSettings, release: ReleaseSettings
 ) -> tuple[Any, tuple[float, float]]:
     """The release's numbers (None without one) and the (ε, δ) a run would be charged."""
     if release.mechanism == "none":
         composed = explore(settings).composed
         return None, (composed.epsilon, settings.delta)
-    numbers = release_numbers(settings, release)
+    numbers = run(release_numbers, settings, release)
     return numbers, (numbers.report.epsilon_total, numbers.report.composed_delta)
 
 
@@ -211,8 +212,14 @@ def register_release(
     controls: tuple[str, ...],
     settings_of: Callable[[dict[str, Any]], ExplorerSettings],
     number: Format,
+    run: Callable[..., Any],
 ) -> None:
-    """The release's and the ledger's views of the traffic ``controls`` and the release's."""
+    """The release's and the ledger's views of the traffic ``controls`` and the release's.
+
+    The release's numbers are computed by ``run`` (a worker process of their own: its
+    composition with the traffic takes tens of milliseconds, which would otherwise hold the
+    server's interpreter lock while the numbers panel is computed); the ledger is read here.
+    """
     inputs = [Input(name, "value") for name in (*controls, *RELEASE_CONTROLS, "ledger")]
 
     @app.callback(
@@ -228,7 +235,7 @@ def register_release(
         try:
             settings = settings_of(dict(zip(controls, traffic, strict=True)))
             release = _release_settings(chosen)
-            numbers, charge = _guarantee(settings, release)
+            numbers, charge = _guarantee(run, settings, release)
         except DpcommError as error:
             return None, str(error), None
         of: dict[str, Any] = {

@@ -77,3 +77,43 @@ def test_the_ledger_is_read_and_never_written(tmp_path):
     assert budget.ledger.read_bytes() == before
     with pytest.raises(dpcomm.DpcommError, match="no such file"):
         ledger_numbers(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize(
+    ("settings", "release"),
+    [
+        (SMALL, ReleaseSettings()),  # scramblers with sampling: the one-other view
+        (
+            ExplorerSettings(num_targets=10, num_sources=300, sampling_rate=0.0, num_clusters=2),
+            ReleaseSettings(mechanism="gaussian", epsilon=0.4, low=-10.0, high=90.0),
+        ),
+        (
+            ExplorerSettings(mechanism="local", num_targets=5, num_dummies=2, num_sources=100),
+            ReleaseSettings(epsilon=3.0),
+        ),
+    ],
+)
+def test_the_release_is_bound_as_run_sql_binds_it(settings, release):
+    from dpcomm.data.synthetic import SyntheticRows
+    from dpcomm.plan.privacy import account_plan
+    from dpcomm.release.mechanisms import Gaussian, Laplace
+    from dpcomm.release.noise import noisy_program
+    from dpcomm.release.report import release_report
+
+    numbers = release_numbers(settings, release)
+    mechanism = (
+        Laplace(release.epsilon)
+        if release.mechanism == "laplace"
+        else Gaussian(release.epsilon, release.delta)
+    )
+    program = noisy_program(
+        numbers.sql,
+        SyntheticRows(settings.num_sources, seed=0, name="t"),
+        release=mechanism,
+        bounds={"m1": (release.low, release.high)},
+        keys={c: list(range(20)) for c in ("g1", "g2") if c in numbers.sql},
+        countermeasure=settings.countermeasure,
+        num_targets=settings.num_targets,
+    )
+    privacy = account_plan(program.plan, settings.countermeasure, delta=settings.delta)
+    assert numbers.report == release_report(program, privacy)
