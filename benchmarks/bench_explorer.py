@@ -12,7 +12,8 @@ Two measurements:
   test suite drives it): σ and d are typed into their sliders' boxes one after the other, and
   the time until the page shows the numbers of the new configuration is measured (server
   round trip and drawing, timed in the page: from the box losing focus to the new numbers in
-  the page), with the server process's CPU time per update.
+  the page), the same for the release panel (the default Laplace release, beside the numbers
+  in a request of its own), with the server process's CPU time per update.
 
 Usage: python benchmarks/bench_explorer.py [--no-browser]
 """
@@ -98,13 +99,16 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-#: Resolves with performance.now() once the page shows numbers whose settings have
-#: ``field`` = ``value``.
+#: Resolves with performance.now() once the page shows numbers (``id`` ``numbers-of``) or the
+#: release (``release-of``) of settings with ``field`` = ``value``.
 SHOWN_SCRIPT = """
-const [field, value, done] = arguments;
+const [field, value, id, done] = arguments;
+const settings = (element) => id === 'numbers-of'
+  ? JSON.parse(element.getAttribute('data-settings'))
+  : JSON.parse(element.getAttribute('data-of')).settings;
 const shown = () => {
-  const element = document.getElementById('numbers-of');
-  return element !== null && JSON.parse(element.getAttribute('data-settings'))[field] === value;
+  const element = document.getElementById(id);
+  return element !== null && settings(element)[field] === value;
 };
 if (shown()) { done(performance.now()); return; }
 const observer = new MutationObserver(() => {
@@ -171,6 +175,7 @@ def bench_browser(clusters: int) -> None:
         time.sleep(5)  # the attacker and the front settle
         session.set_script_timeout(120)
         walls: list[float] = []
+        releases: list[float] = []
         cpus: list[float] = []
         changes = [("sampling", "sampling_rate", s) for s in (0.3, 0.45, 0.6, 0.15, 0.05)]
         changes += [("dummies", "num_dummies", d) for d in (200, 400, 700, 1000, 50)]
@@ -187,13 +192,17 @@ def bench_browser(clusters: int) -> None:
             )
             cpu = _cpu_seconds(server.pid)
             box.send_keys(Keys.TAB)
-            shown_at = session.execute_async_script(SHOWN_SCRIPT, field, value)
-            walls.append((shown_at - session.execute_script("return window.changed")) / 1e3)
+            shown_at = session.execute_async_script(SHOWN_SCRIPT, field, value, "numbers-of")
+            changed_at = session.execute_script("return window.changed")
+            walls.append((shown_at - changed_at) / 1e3)
+            released_at = session.execute_async_script(SHOWN_SCRIPT, field, value, "release-of")
+            releases.append((released_at - changed_at) / 1e3)
             cpus.append(_cpu_seconds(server.pid) - cpu)
             time.sleep(1.0)
         where = f"browser, G = {clusters} (S = 10,000, n = 1,000, d ≤ 1,000)"
         print(f"{where}: in the page {_summary(walls)}")
-        print(f"{where}: server CPU per update {_summary(cpus)}")
+        print(f"{where}: the release panel in the page {_summary(releases)}")
+        print(f"{where}: server CPU per update (both panels) {_summary(cpus)}")
         print(f"{where}: every update in ms: " + ", ".join(f"{w * 1e3:.0f}" for w in walls))
     finally:
         session.quit()

@@ -59,12 +59,25 @@ def test_a_documented_command_parses(name, line, command):
         pytest.fail(f"{name}:{line}: `{command}` does not parse (exit {exit_.code})")
 
 
-#: The Python blocks a reader copies whole (docs/dask-engine.md's is a sketch with a path).
+#: The Python blocks a reader copies whole (docs/dask-engine.md's is a sketch with a path),
+#: each with the ``text`` block right after it (what it prints), if any.
+_PYTHON_BLOCK = re.compile(r"```python\n(.*?)```\n(?:\n```text\n(.*?)```\n)?", re.S)
 PYTHON_BLOCKS = [
-    (path.name, index, block)
+    (path.name, index, (match.group(1), match.group(2)))
     for path in (ROOT / "README.md", ROOT / "docs" / "index.md", ROOT / "docs" / "accounting.md")
-    for index, block in enumerate(re.findall(r"```python\n(.*?)```", path.read_text(), re.S))
+    for index, match in enumerate(_PYTHON_BLOCK.finditer(path.read_text()))
 ]
+_OUTPUT_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def check_printed(name: str, code: str, shown: str | None, printed: str) -> None:
+    """What a block printed is the ``text`` block shown after it (``...`` for noisy values)."""
+    if shown is None:
+        return
+    checker = doctest.OutputChecker()
+    if not checker.check_output(shown, printed, _OUTPUT_FLAGS):
+        diff = checker.output_difference(doctest.Example(code, shown), printed, _OUTPUT_FLAGS)
+        pytest.fail(f"{name}: a block prints other than it shows:\n{code}\n{diff}")
 
 
 def test_the_docs_show_python():
@@ -74,8 +87,10 @@ def test_the_docs_show_python():
 @pytest.mark.parametrize(("name", "index", "block"), PYTHON_BLOCKS, ids=lambda v: str(v)[:20])
 def test_a_documented_python_block_runs(name, index, block, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # files a block writes (a ledger, ...) stay out of the checkout
+    code, shown = block
     namespace: dict[str, object] = {}
-    exec(compile(block, f"{name} python block {index + 1}", "exec"), namespace)
+    exec(compile(code, f"{name} python block {index + 1}", "exec"), namespace)
+    check_printed(name, code, shown, capsys.readouterr().out)
     split = getattr(namespace.get("plan"), "split", None)
     if split is not None:  # the split's promise: the run reports the guarantee planned
         run = namespace["run"]
@@ -114,11 +129,7 @@ def test_a_session_page_prints_what_it_shows(path, capsys, tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)  # files a block writes stay out of the checkout
     blocks = session_blocks(path)
     assert len(blocks) >= 5 and sum(shown is not None for _, shown in blocks) >= 5
-    checker = doctest.OutputChecker()
-    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     for (code, shown), (_, printed) in zip(blocks, run_session(path, capsys), strict=True):
         if shown is None:
             assert printed == "", f"{path.name}: a block prints but shows no output:\n{code}"
-        elif not checker.check_output(shown, printed, flags):
-            diff = checker.output_difference(doctest.Example(code, shown), printed, flags)
-            pytest.fail(f"{path.name}: a block prints other than it shows:\n{code}\n{diff}")
+        check_printed(path.name, code, shown, printed)

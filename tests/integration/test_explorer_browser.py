@@ -26,6 +26,7 @@ from tests.conftest import keep_screenshot
 import dpcomm
 from dpcomm.calibration import plan_costs
 from dpcomm.experiments.explore import ExplorerSettings, explore
+from dpcomm.experiments.explore_release import ReleaseSettings, release_numbers
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "explorer.png"
 #: The configuration the page opens with (small: the planner's front takes about a second).
@@ -250,3 +251,100 @@ def _save_whole_page(chromium: Any, path: Path) -> None:
     finally:
         chromium.set_window_size(size["width"], size["height"])
     keep_screenshot(path, png)
+
+
+def _release_for(chromium: Any, release: dict[str, Any], **traffic: Any) -> tuple[Any, Any]:
+    """Wait until the release shown is that of ``release`` (and traffic with ``traffic``)."""
+    from selenium.webdriver.common.by import By
+
+    def shown(driver: Any) -> tuple[Any, Any] | None:
+        found = driver.find_elements(By.ID, "release-of")
+        try:
+            text = found[0].get_attribute("data-of") if found else None
+        except Exception:  # replaced while being read: read again
+            return None
+        of = None if text is None else json.loads(text)
+        if not of or any(of["release"][k] != v for k, v in release.items()):
+            return None
+        if any(of["settings"][k] != v for k, v in traffic.items()):
+            return None
+        return ExplorerSettings(**of["settings"]), ReleaseSettings(**of["release"])
+
+    return _wait(chromium, shown, f"the release of {release}")
+
+
+def _check_release(chromium: Any, settings: ExplorerSettings, release: ReleaseSettings) -> None:
+    """The page's release is the library's, and what `dpcomm.run_sql` reports for it."""
+    numbers = release_numbers(settings, release)
+    report = numbers.report
+    total, text = _value(chromium, "release-epsilon-total")
+    assert total == report.epsilon_total and text == f"{report.epsilon_total:.4g}"
+    assert _value(chromium, "release-epsilon-traffic")[0] == explore(settings).composed.epsilon
+    assert _value(chromium, "release-epsilon-two")[0] == release.epsilon
+    for index, aggregate in enumerate(report.aggregates):
+        assert _value(chromium, f"release-noise-{index}")[0] == aggregate.standard_deviation
+    error, text = _value(chromium, "release-error")
+    assert error == numbers.expected_relative_error and text == f"{error:.1%}"
+    # The front door releases it with the same guarantee (its noise aside).
+    mechanism = (
+        dpcomm.Laplace(release.epsilon)
+        if release.mechanism == "laplace"
+        else dpcomm.Gaussian(release.epsilon, release.delta)
+    )
+    run = dpcomm.run_sql(
+        numbers.sql,
+        dpcomm.datasets.synthetic(rows=settings.num_sources, seed=0),
+        countermeasure=settings.countermeasure,
+        num_targets=settings.num_targets,
+        delta=settings.delta,
+        seed=1,
+        release=mechanism,
+        bounds={"m1": (release.low, release.high)},
+        keys={"g1": list(range(20))},
+    )
+    assert run.report.release is not None
+    assert run.report.release.epsilon_total == total
+    ran = [a.standard_deviation for a in run.report.release.aggregates]
+    assert ran == [a.standard_deviation for a in report.aggregates]
+
+
+def test_the_explorer_shows_the_release_and_the_ledger(
+    chromium: Any, explorer_url: str, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    query = "&".join(f"{k}={v}" for k, v in START.items())
+    chromium.get(f"{explorer_url}?{query}")
+    settings, release = _release_for(chromium, {"mechanism": "laplace"}, num_sources=200)
+    assert release == ReleaseSettings()
+    _check_release(chromium, settings, release)
+
+    # A Gaussian release with ε2, δ2 and the bounds typed as a person would.
+    chromium.find_element(By.CSS_SELECTOR, "#release-mechanism input[value='gaussian']").click()
+    _type_into(chromium, "#release-epsilon", "0.5")
+    _type_into(chromium, "#release-delta", "1e-5")
+    _type_into(chromium, "#release-low", "20")
+    _type_into(chromium, "#release-high", "120")
+    wanted = {"mechanism": "gaussian", "epsilon": 0.5, "delta": 1e-5, "low": 20.0, "high": 120.0}
+    settings, release = _release_for(chromium, wanted, num_sources=200)
+    _check_release(chromium, settings, release)
+
+    # A ledger: what it has spent and has left, and whether a run of this release fits.
+    budget = dpcomm.Budget(epsilon=6.0, delta=1e-3, ledger=tmp_path / "population.json")
+    budget.charge(epsilon=1.25, delta=1e-5, kind="aggregate", query="q", method="exact")
+    _type_into(chromium, "#ledger", str(budget.ledger))
+    _wait(chromium, lambda d: d.find_elements(By.ID, "ledger-spent") or None, "the ledger")
+    assert _value(chromium, "ledger-spent")[0] == budget.spent().epsilon
+    assert _value(chromium, "ledger-remaining")[0] == budget.remaining()[0]
+    total = release_numbers(settings, release).report.epsilon_total
+    assert total < budget.remaining()[0]
+    assert chromium.find_element(By.ID, "ledger-admits").text == "charged"
+    # A release of ε2 = 4 takes the run beyond what is left: the page says it would be refused.
+    _type_into(chromium, "#release-epsilon", "4")
+    settings, release = _release_for(chromium, {**wanted, "epsilon": 4.0}, num_sources=200)
+    _wait(
+        chromium,
+        lambda d: d.find_element(By.ID, "ledger-admits").text.startswith("refused") or None,
+        "the ledger refusing the run",
+    )
+    assert release_numbers(settings, release).report.epsilon_total > budget.remaining()[0]

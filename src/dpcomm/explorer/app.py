@@ -40,8 +40,15 @@ from dpcomm.experiments.explore import (
     python_snippet,
     tradeoff_front,
 )
+from dpcomm.experiments.explore_release import release_numbers
 from dpcomm.explorer import DEFAULT_HOST, DEFAULT_PORT
 from dpcomm.explorer.query import QueryComparison, query_against_exact
+from dpcomm.explorer.release import (
+    RELEASE_DEFAULTS,
+    register_release,
+    release_controls,
+    release_panel,
+)
 
 #: The largest d the slider offers (the planner's search goes as far); larger values are typed.
 DUMMIES_SLIDER_MAX = 20_000
@@ -220,6 +227,7 @@ def _controls(settings: ExplorerSettings) -> html.Div:
                 "δ of the whole plan",
                 _number_input("delta", settings.delta, minimum=0, step="any"),
             ),
+            release_controls(),
         ],
         className="panel controls",
     )
@@ -232,6 +240,7 @@ def _numbers_panel() -> html.Div:
             html.Div(id="address-problem", className="problem"),
             html.Div(id="problem", className="problem"),
             html.Div(id="numbers"),
+            release_panel(),
             html.H3("Traffic-analysis attacker"),
             dcc.Loading(html.Div(id="attack"), type="dot"),
         ],
@@ -607,7 +616,12 @@ def _warm() -> None:
 
 
 #: What every worker imports once, in the process the workers are forked from.
-WORKER_PRELOAD = ["dpcomm.experiments.explore", "dpcomm.experiments.attacker", "dpcomm.engine"]
+WORKER_PRELOAD = [
+    "dpcomm.experiments.explore",
+    "dpcomm.experiments.explore_release",
+    "dpcomm.experiments.attacker",
+    "dpcomm.engine",
+]
 
 
 def _worker_context() -> Any:
@@ -624,7 +638,7 @@ def _worker_context() -> Any:
 
 
 class Worker:
-    """A process of its own for one kind of slow computation (the attacker, the front).
+    """A process of its own for one kind of slow computation (attacker, front, release).
 
     The page's other numbers are computed in the server's process; a computation of seconds
     there would hold its interpreter lock and delay them. A job supersedes the jobs of the
@@ -680,9 +694,10 @@ class Worker:
 
 
 # ------------------------------------------------------------------------------- callbacks
-def _register(app: Dash, attacker: Worker, planner: Worker) -> None:
-    """Register the page's callbacks: the settings, the attack, the front, the query panel."""
+def _register(app: Dash, attacker: Worker, planner: Worker, releaser: Worker) -> None:
+    """Register the page's callbacks: settings, release, attack, front, query panel."""
     _register_settings(app)
+    register_release(app, CONTROLS, settings_of, _number, releaser.run)
     _register_attack(app, attacker)
     _register_front(app, planner)
     _register_query(app)
@@ -895,11 +910,16 @@ def _query_data(table: str, contents: str | None, settings: ExplorerSettings) ->
         raise InvalidParameterError("upload", "a CSV file", f"unreadable ({error})") from error
 
 
-def make_app(*, attacker: Worker | None = None, planner: Worker | None = None) -> Dash:
+def make_app(
+    *,
+    attacker: Worker | None = None,
+    planner: Worker | None = None,
+    releaser: Worker | None = None,
+) -> Dash:
     """The explorer as a Dash app (scripts and styles served from the installed packages).
 
-    ``attacker`` and ``planner`` run the attacker and the planner's front (default: a worker
-    process each, started on first use).
+    ``attacker``, ``planner`` and ``releaser`` run the attacker, the planner's front and the
+    release's numbers (default: a worker process each, started on first use).
     """
     from pathlib import Path
 
@@ -911,7 +931,7 @@ def make_app(*, attacker: Worker | None = None, planner: Worker | None = None) -
         assets_folder=str(Path(__file__).with_name("assets")),
     )
     app.layout = layout
-    _register(app, attacker or Worker(), planner or Worker())
+    _register(app, attacker or Worker(), planner or Worker(), releaser or Worker())
     return app
 
 
@@ -937,12 +957,16 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     """
     check_free(host=host, port=port)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-    attacker, planner = Worker(), Worker()
+    attacker, planner, releaser = Worker(), Worker(), Worker()
     attacker.start()
     planner.start()
+    releaser.start()
+    releaser.submit(release_numbers, DEFAULTS, RELEASE_DEFAULTS)
     explore(DEFAULTS)
     try:
-        make_app(attacker=attacker, planner=planner).run(host=host, port=port, debug=False)
+        app = make_app(attacker=attacker, planner=planner, releaser=releaser)
+        app.run(host=host, port=port, debug=False)
     finally:
         attacker.stop()
         planner.stop()
+        releaser.stop()
