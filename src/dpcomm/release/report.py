@@ -263,12 +263,9 @@ def _released_label(program: AggregateProgram, name: str) -> str:
         column, low, high = clamps[output.column]
         function = "SUM" if output.function == "sum" else "COUNT"
         centre = dict(program.query.centres).get(output.column)
-        centred = (
-            ""
-            if centre is None
-            else f", centred on {centre:g}: a published SUM adds {centre:g} × its COUNT's noise"
-        )
-        return f"{function}({column} clamped to [{low:g}, {high:g}]{centred})"
+        # A centred sum is released as Σ (x − c): the SUM minus c times the COUNT.
+        centred = "" if centre is None or function == "COUNT" else f" − {centre:g} × COUNT"
+        return f"{function}({column} clamped to [{low:g}, {high:g}]){centred}"
     return f"{(output.function or '').upper()}({output.column})"
 
 
