@@ -91,7 +91,7 @@ from dpcomm.calibration.calibrate import Calibration as Calibration
 from dpcomm.calibration.calibrate import calibrate as calibrate
 from dpcomm.calibration.query import query_shape as query_shape
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.plan.countermeasures import Countermeasure, Countermeasures
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
 from dpcomm.validation import (
     MAX_COUNT,
@@ -107,6 +107,7 @@ if TYPE_CHECKING:
     from dpcomm.pipeline.job import ReleaseSpec
     from dpcomm.pipeline.runs import AggregateRun, KMeansRun
     from dpcomm.queries.kmeans import KMeansProgram
+    from dpcomm.release.mechanisms import Gaussian, Laplace
 
 
 #: The whole plan's δ when none is given (every front-door function and CLI command).
@@ -294,6 +295,8 @@ def kmeans(
     budget: Budget | None = None,
     init: str = "random",
     init_points: npt.ArrayLike | None = None,
+    release: Laplace | Gaussian | None = None,
+    bounds: Sequence[tuple[float, float]] | None = None,
 ) -> KMeansRun:
     """K-means over ``points`` (one source per row), one cluster of the plan per iteration.
 
@@ -307,6 +310,10 @@ def kmeans(
     (made by ``calibrate(data=points, iterations=I, num_targets=K, ...)``). ``start_seed``,
     ``init``, ``init_points`` and ``drop_non_finite``: this module's section "K-means". Returns
     the [`KMeansRun`][] that ``dpcomm run kmeans`` prints.
+
+    ``release`` (Laplace or Gaussian) with ``bounds`` (a public (lo, hi) per column) publishes
+    every iteration's centroids from noisy clamped, centred sums and noisy counts per cluster
+    (`dpcomm.release.kmeans`), composed with every iteration's traffic.
 
     Examples:
         >>> import numpy as np, dpcomm
@@ -338,6 +345,7 @@ def kmeans(
     program, array, truth, kept = _kmeans_program(
         points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop
     )
+    program = _kmeans_released(program, release, bounds, chosen)
     calibration = countermeasure if isinstance(countermeasure, Calibration) else None
     if calibration is not None and calibration.release is not None:
         raise InvalidParameterError(
@@ -398,6 +406,41 @@ def _kmeans_program(
         init_public=initial is not None,
     )
     return program, array, truth, kept
+
+
+def _kmeans_released(
+    program: KMeansProgram,
+    release: object,
+    bounds: object,
+    countermeasure: Countermeasures,
+) -> KMeansProgram:
+    """``program`` with its noisy release bound (None: exact centroids, no bounds allowed)."""
+    from dpcomm.plan.countermeasures import shares_blanket
+    from dpcomm.release.kmeans import bind_kmeans_release
+    from dpcomm.release.mechanisms import Gaussian, Laplace
+
+    if release is None:
+        if bounds is not None:
+            raise InvalidParameterError(
+                "release", "Laplace(...) or Gaussian(...) with bounds", None
+            )
+        return program
+    if not isinstance(release, Laplace | Gaussian):
+        raise InvalidParameterError(
+            "release", "None, dpcomm.Laplace(epsilon) or dpcomm.Gaussian(epsilon, delta)", release
+        )
+    if bounds is None:
+        raise InvalidParameterError(
+            "bounds", f"{program.dimension} public (lo, hi) pairs, one per column", None
+        )
+    bound = bind_kmeans_release(
+        release,
+        bounds,
+        dimension=program.dimension,
+        num_iterations=program.num_iterations,
+        shared_blanket=shares_blanket(countermeasure),
+    )
+    return replace(program, release=bound)
 
 
 def _test_set(

@@ -343,10 +343,15 @@ def print_kmeans(outcome: KMeansRun, dataset: str) -> None:
             ),
         ):
             print(f"  {label}: {private:.4f} ({nonprivate:.4f})")
-    used = ", ".join(f"{u:,}" for u in utility.tuples_used_per_iteration)
-    print(f"Tuples used per iteration: {used} ({utility.tuples_used_fraction:.1%} on average)")
+    if report.release is None:
+        used = ", ".join(f"{u:,}" for u in utility.tuples_used_per_iteration)
+        print(f"Tuples used per iteration: {used} ({utility.tuples_used_fraction:.1%} on average)")
+    elif utility.rand_index is not None:
+        print("  (the scores read the labelled points: an evaluation, not part of the release)")
     print()
     _print_privacy(report.privacy)
+    if report.release is not None:
+        _print_release(report.release)
     print()
     _print_efficiency(report.efficiency)
 
@@ -461,6 +466,37 @@ def release_mechanism(args: argparse.Namespace) -> Any:
         raise InvalidParameterError(name, error.allowed, error.given) from None
 
 
+def kmeans_release_options(
+    args: argparse.Namespace, columns: list[str] | None, *, dimension: int
+) -> dict[str, Any]:
+    """K-means's ``release`` and ``bounds`` (one pair per column) from the options.
+
+    ``--bounds LO:HI`` once bounds every column; else ``--bounds COL=LO:HI`` for each of
+    ``columns`` (``--columns``). The options are refused without ``--release``.
+    """
+    if args.release is None:
+        for name in ("release_epsilon", "release_delta", "bounds"):
+            given = getattr(args, name, None)
+            if given is not None and given != []:
+                shown = given[0] if isinstance(given, list) else given
+                raise InvalidParameterError(
+                    f"--{name.replace('_', '-')}", "only with --release", shown
+                )
+        return {}
+    mechanism = release_mechanism(args)
+    items: list[str] = args.bounds
+    allowed = "LO:HI once (every column)" + (
+        "" if columns is None else ", or COL=LO:HI for each of " + ", ".join(columns)
+    )
+    if len(items) == 1 and "=" not in items[0]:
+        low, high = parse_bounds([f"all={items[0]}"])["all"]
+        return {"release": mechanism, "bounds": [(low, high)] * dimension}
+    named = parse_bounds(items)
+    if columns is None or sorted(named) != sorted(columns):
+        raise InvalidParameterError("--bounds", allowed, ", ".join(items) or None)
+    return {"release": mechanism, "bounds": [named[c] for c in columns]}
+
+
 def parse_bounds(items: list[str]) -> dict[str, tuple[float, float]]:
     """``--bounds COL=LO:HI`` (repeated) as ``{COL: (LO, HI)}``."""
     bounds: dict[str, tuple[float, float]] = {}
@@ -571,6 +607,8 @@ def execute_kmeans(
     given = {"points": "data", "labels": "label_column", "init_points": "init_data"}
     if args.data is None:
         given = {"points": "dataset", "test_points": "dataset"}
+    columns = None if args.data is None else [c.strip() for c in args.columns.split(",")]
+    released = kmeans_release_options(args, columns, dimension=int(points.shape[1]))
     with _named_by_options(given, nulls=nulls):
         outcome = kmeans(
             points,
@@ -590,6 +628,7 @@ def execute_kmeans(
             budget=budget,
             init=args.init,
             init_points=init_points,
+            **released,
         )
     described = (
         f"every {what[:-1]}" if len(points) == total else f"the first {len(points):,} {what}"

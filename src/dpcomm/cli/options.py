@@ -344,6 +344,43 @@ def add_kmeans_options(parser: Any) -> None:
         help="drop the points holding NULL, NaN, ±inf or a value beyond float32's range (a "
         "float IDX file, a table's cells), saying how many, instead of refusing the data",
     )
+    add_kmeans_release_options(parser)
+
+
+def add_kmeans_release_options(parser: argparse.ArgumentParser) -> None:
+    """K-means's noisy release: ``--release``, its ε and δ, and ``--bounds``."""
+    parser.add_argument(
+        "--release",
+        choices=["laplace", "gaussian"],
+        default=None,
+        help="publish every iteration's centroids from noisy per-cluster sums (clamped to "
+        "--bounds, centred on their midpoints) and noisy counts, drawn by OpenDP at each "
+        "compute node; the next iteration routes by these noisy centroids; needs --bounds",
+    )
+    parser.add_argument(
+        "--release-epsilon",
+        type=float,
+        default=None,
+        metavar="E",
+        help="with --release: ε of the release over every iteration, split equally among the "
+        f"iterations and, in each, among the columns' sums and the count (default "
+        f"{DEFAULT_RELEASE_EPSILON:g})",
+    )
+    parser.add_argument(
+        "--release-delta",
+        type=float,
+        default=None,
+        metavar="D",
+        help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
+    )
+    parser.add_argument(
+        "--bounds",
+        action="append",
+        default=[],
+        metavar="COL=LO:HI|LO:HI",
+        help="with --release: public bounds of a --columns column (repeat for each), or LO:HI "
+        "once for every column (a dataset's pixels: 0:255)",
+    )
 
 
 def add_public_bounds_options(parser: argparse.ArgumentParser) -> None:
