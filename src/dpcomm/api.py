@@ -63,8 +63,9 @@ Noisy releases:
 
 K-means:
     The K initial centroids are chosen once, by ``start_seed``, before anything runs (every
-    engine starts from the same ones): ``init="random"`` (K distinct points drawn uniformly,
-    the paper's start) or ``init="k-means++"`` (D² seeding), among ``init_points`` when given
+    engine starts from the same ones): ``init="k-means++"`` (D² seeding, the default: fewer
+    empty or split clusters) or ``init="random"`` (K distinct points drawn uniformly, the
+    paper's start), among ``init_points`` when given
     (public points of the same dimension; K of them given as ``init_points`` with
     ``init="random"`` are the initial centroids, in their order), else among ``points``. Every
     node receives the initial centroids, so chosen among ``points`` they are K sources' points
@@ -293,10 +294,11 @@ def kmeans(
     target_epsilon: float | None = None,
     drop_non_finite: bool = False,
     budget: Budget | None = None,
-    init: str = "random",
+    init: str = "k-means++",
     init_points: npt.ArrayLike | None = None,
     release: Laplace | Gaussian | None = None,
     bounds: Sequence[tuple[float, float]] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> KMeansRun:
     """K-means over ``points`` (one source per row), one cluster of the plan per iteration.
 
@@ -313,7 +315,8 @@ def kmeans(
 
     ``release`` (Laplace or Gaussian) with ``bounds`` (a public (lo, hi) per column) publishes
     every iteration's centroids from noisy clamped, centred sums and noisy counts per cluster
-    (`dpcomm.release.kmeans`), composed with every iteration's traffic.
+    (`dpcomm.release.kmeans`), composed with every iteration's traffic. ``columns`` name the
+    coordinates (default: a DataFrame's columns); ``run.input_rows`` is each source's row.
 
     Examples:
         >>> import numpy as np, dpcomm
@@ -345,17 +348,41 @@ def kmeans(
     program, array, truth, kept = _kmeans_program(
         points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop
     )
-    program = _kmeans_released(program, release, bounds, chosen)
+    names = _column_names(points, columns, program.dimension)
+    program = _kmeans_released(program, release, bounds, chosen, names)
+    tested, truth = _test_set(test_points, test_labels, array, truth, kept, drop=drop)
+    described = _kmeans_described(program, array)
+    job = Job(program, chosen, delta, runner, "kmeans", described, seed, progress, target_epsilon)
+    job = replace(job, budget=budget, calibration=_kmeans_calibration(countermeasure))
+    run = execute_kmeans(prepare(job), test_points=tested, test_labels=truth)
+    return replace(run, input_rows=np.flatnonzero(kept), columns=names)
+
+
+def _kmeans_calibration(countermeasure: object) -> Calibration | None:
+    """The calibration K-means was given (None: a countermeasure); one with a release refused."""
     calibration = countermeasure if isinstance(countermeasure, Calibration) else None
     if calibration is not None and calibration.release is not None:
         raise InvalidParameterError(
             "countermeasure", "a calibration without a release (K-means releases none)", calibration
         )
-    tested, truth = _test_set(test_points, test_labels, array, truth, kept, drop=drop)
-    described = _kmeans_described(program, array)
-    job = Job(program, chosen, delta, runner, "kmeans", described, seed, progress, target_epsilon)
-    job = replace(job, budget=budget, calibration=calibration)
-    return execute_kmeans(prepare(job), test_points=tested, test_labels=truth)
+    return calibration
+
+
+def _column_names(points: object, columns: object, dimension: int) -> tuple[str, ...] | None:
+    """``columns``, else a DataFrame's columns, else None; one name per coordinate."""
+    if columns is None:
+        found = getattr(points, "columns", None)
+        if found is None:
+            return None
+        columns = [str(c) for c in found]
+    allowed = f"{dimension} distinct column names (one per coordinate)"
+    if isinstance(columns, str) or not isinstance(columns, Sequence):
+        raise InvalidParameterError("columns", allowed, columns)
+    names = tuple(columns)
+    valid = all(isinstance(n, str) and n for n in names) and len(set(names)) == len(names)
+    if not valid or len(names) != dimension:
+        raise InvalidParameterError("columns", allowed, list(names))
+    return names
 
 
 def _kmeans_program(
@@ -413,6 +440,7 @@ def _kmeans_released(
     release: object,
     bounds: object,
     countermeasure: Countermeasures,
+    columns: Sequence[str] | None,
 ) -> KMeansProgram:
     """``program`` with its noisy release bound (None: exact centroids, no bounds allowed)."""
     from dpcomm.plan.countermeasures import shares_blanket
@@ -439,6 +467,7 @@ def _kmeans_released(
         dimension=program.dimension,
         num_iterations=program.num_iterations,
         shared_blanket=shares_blanket(countermeasure),
+        columns=columns,
     )
     return replace(program, release=bound)
 

@@ -10,7 +10,7 @@ import pytest
 
 import dpcomm
 from dpcomm.budget import Budget
-from dpcomm.errors import InvalidParameterError
+from dpcomm.errors import DpcommWarning, InvalidParameterError
 from dpcomm.plan.privacy import STATE_CAVEAT
 
 RNG = np.random.default_rng(7)
@@ -97,3 +97,36 @@ def test_cli_refuses_incomplete_release_options(cli, table, extra) -> None:
     )  # fmt: skip
     assert status == 2
     assert err.count("\n") == 1 and "bounds" in err
+
+
+def test_outputs_keep_input_rows_and_column_names(cli, tmp_path) -> None:
+    """After --drop-non-finite, source i of the assignments is its input row; the centroid
+    columns are named after --columns (and after a DataFrame's columns in Python)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(POINTS[:20], columns=["a", "b"])
+    frame.loc[3, "a"] = np.nan
+    with pytest.warns(DpcommWarning, match="dropped 1 of 20"):
+        run = dpcomm.kmeans(
+            frame, k=2, iterations=1, countermeasure=dpcomm.NoCountermeasure(),
+            drop_non_finite=True, seed=1,
+        )  # fmt: skip
+    assert run.columns == ("a", "b") and 3 not in run.input_rows.tolist()
+    assert run.input_rows.tolist()[3:5] == [4, 5] and run.to_dict()["result"]["columns"] == [
+        "a",
+        "b",
+    ]
+    with pytest.raises(InvalidParameterError, match="columns"):
+        dpcomm.kmeans(POINTS, k=2, iterations=1, countermeasure=SCRAMBLERS, columns=["a"])
+    data, out = tmp_path / "p.csv", tmp_path / "out.csv"
+    frame.to_csv(data, index=False)
+    status, _, err = cli(
+        "run", "kmeans", "--data", data, "--columns", "a,b", "--k", "2", "--iterations", "1",
+        "--drop-non-finite", "--out", out,
+    )  # fmt: skip
+    assert status == 0, err
+    assert out.read_text().splitlines()[0] == "centroid,a,b"
+    sources = [
+        line.split(",")[0] for line in (tmp_path / "out-assignments.csv").read_text().split()
+    ]
+    assert sources[1:4] == ["0", "1", "2"] and sources[4] == "4" and len(sources) == 20  # + header

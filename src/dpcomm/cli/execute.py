@@ -628,6 +628,7 @@ def execute_kmeans(
             budget=budget,
             init=args.init,
             init_points=init_points,
+            columns=columns,
             **released,
         )
     described = (
@@ -707,7 +708,7 @@ def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: P
         print(f"wrote {len(outcome.rows):,} result rows to {out}", file=sys.stderr)
     elif out is not None and isinstance(outcome, KMeansRun):
         centroids = outcome.centroids
-        names = [f"c{i}" for i in range(centroids.shape[1])]
+        names = list(outcome.columns or [f"c{i}" for i in range(centroids.shape[1])])
         rows = [
             {"centroid": k, **dict(zip(names, map(float, row), strict=True))}
             for k, row in enumerate(centroids)
@@ -716,7 +717,10 @@ def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: P
         assigned = assignments_path(out)
         _write_rows(
             ["source", "centroid"],
-            [{"source": i, "centroid": int(c)} for i, c in enumerate(outcome.assignments)],
+            [
+                {"source": int(row), "centroid": int(c)}
+                for row, c in zip(rows_of(outcome), outcome.assignments, strict=True)
+            ],
             assigned,
         )
         print(
@@ -726,6 +730,13 @@ def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: P
     if report is not None:
         report.write_text(json.dumps(outcome.report.to_dict(), indent=2) + "\n")
         print(f"wrote the report to {report}", file=sys.stderr)
+
+
+def rows_of(outcome: KMeansRun) -> Any:
+    """Each source's input row (0-based; the rows ``--drop-non-finite`` dropped have none)."""
+    import numpy as np
+
+    return np.arange(len(outcome.assignments)) if outcome.input_rows is None else outcome.input_rows
 
 
 def print_run(args: argparse.Namespace, outcome: AggregateRun | KMeansRun, data: str) -> None:

@@ -321,9 +321,9 @@ def add_kmeans_options(parser: Any) -> None:
     parser.add_argument(
         "--init",
         choices=INIT_METHODS,
-        default="random",
-        help="how --data-seed chooses the K initial centroids: random (K distinct points, the "
-        "default) or k-means++ (D² seeding, which reads every point); chosen among the "
+        default="k-means++",
+        help="how --data-seed chooses the K initial centroids: k-means++ (D² seeding, which "
+        "reads every point; the default) or random (K distinct points); chosen among the "
         "sources' points they are sent to every node as they are (the report's privacy notes "
         "say so), unless chosen among --init-data",
     )

@@ -169,6 +169,9 @@ class KMeansRun:
         run: the run.
         baseline: non-private K-means from the same start, not accounted.
         report: privacy, utility (the label scores when labels were given) and efficiency.
+        input_rows: the input row of every source (rows dropped by ``drop_non_finite`` have
+            none; None: source i is row i).
+        columns: the coordinates' names (None: unnamed).
 
     ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the scores
     against the labels ``rand_index``, ``adjusted_rand_index``, ``normalized_mutual_info``
@@ -189,6 +192,8 @@ class KMeansRun:
     run: Run
     baseline: Run
     report: Report[KMeansUtility]
+    input_rows: npt.NDArray[np.int64] | None = None
+    columns: tuple[str, ...] | None = None
 
     @property
     def centroids(self) -> npt.NDArray[np.float64]:
@@ -231,10 +236,10 @@ class KMeansRun:
         """``{"result": {"centroids": ...}, "report": ...}``: the one JSON document of every run."""
         from dpcomm._json import json_ready
 
-        return {
-            "result": {"centroids": json_ready(self.centroids)},
-            "report": self.report.to_dict(),
-        }
+        result: dict[str, Any] = {"centroids": json_ready(self.centroids)}
+        if self.columns is not None:
+            result["columns"] = list(self.columns)
+        return {"result": result, "report": self.report.to_dict()}
 
     def __repr__(self) -> str:
         k, dimension = self.centroids.shape
