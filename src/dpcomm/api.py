@@ -349,23 +349,37 @@ def kmeans(
         points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop
     )
     names = _column_names(points, columns, program.dimension)
-    program = _kmeans_released(program, release, bounds, chosen, names)
+    asked, limits = _kmeans_release_asked(countermeasure, release, bounds)
+    program = _kmeans_released(program, asked, limits, chosen, names)
     tested, truth = _test_set(test_points, test_labels, array, truth, kept, drop=drop)
     described = _kmeans_described(program, array)
     job = Job(program, chosen, delta, runner, "kmeans", described, seed, progress, target_epsilon)
-    job = replace(job, budget=budget, calibration=_kmeans_calibration(countermeasure))
+    job = replace(job, budget=budget, calibration=_calibration_of(countermeasure))
     run = execute_kmeans(prepare(job), test_points=tested, test_labels=truth)
     return replace(run, input_rows=np.flatnonzero(kept), columns=names)
 
 
-def _kmeans_calibration(countermeasure: object) -> Calibration | None:
-    """The calibration K-means was given (None: a countermeasure); one with a release refused."""
-    calibration = countermeasure if isinstance(countermeasure, Calibration) else None
-    if calibration is not None and calibration.release is not None:
+def _calibration_of(countermeasure: object) -> Calibration | None:
+    """``countermeasure`` if it is a calibration (whose plan a run checks), else None."""
+    return countermeasure if isinstance(countermeasure, Calibration) else None
+
+
+def _kmeans_release_asked(
+    countermeasure: object, release: object, bounds: object
+) -> tuple[object, object]:
+    """K-means's release and bounds: the call's, else its calibration's (planned for K-means)."""
+    if not isinstance(countermeasure, Calibration) or countermeasure.release is None:
+        return release, bounds
+    planned = countermeasure.bounds
+    if countermeasure.shape.workload != "kmeans" or isinstance(planned, Mapping):
         raise InvalidParameterError(
-            "countermeasure", "a calibration without a release (K-means releases none)", calibration
+            "countermeasure",
+            "a calibration planned for K-means (calibrate(data=points, iterations=I, ...))",
+            countermeasure.shape.workload,
         )
-    return calibration
+    return (countermeasure.release if release is None else release), (
+        planned if bounds is None else bounds
+    )
 
 
 def _column_names(points: object, columns: object, dimension: int) -> tuple[str, ...] | None:

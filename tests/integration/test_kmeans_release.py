@@ -130,3 +130,21 @@ def test_outputs_keep_input_rows_and_column_names(cli, tmp_path) -> None:
         line.split(",")[0] for line in (tmp_path / "out-assignments.csv").read_text().split()
     ]
     assert sources[1:4] == ["0", "1", "2"] and sources[4] == "4" and len(sources) == 20  # + header
+
+
+def test_calibrate_splits_the_budget_for_a_released_kmeans() -> None:
+    """calibrate plans the traffic and the release's ε2 together; kmeans runs both."""
+    calibration = dpcomm.calibrate(
+        data=POINTS, iterations=2, num_targets=2, epsilon=4.0, delta=1e-4, release="laplace",
+        bounds=BOUNDS,
+    )  # fmt: skip
+    assert calibration.release is not None and calibration.bounds == tuple(BOUNDS)
+    run = dpcomm.kmeans(POINTS, k=2, iterations=2, countermeasure=calibration, seed=1)
+    release = run.report.release
+    assert release.epsilon == calibration.release.epsilon
+    assert release.epsilon_total == pytest.approx(calibration.split.chosen.composition.epsilon)
+    assert release.epsilon_total <= 4.0
+    with pytest.raises(InvalidParameterError, match="bounds"):
+        dpcomm.calibrate(
+            data=POINTS, iterations=2, num_targets=2, epsilon=4.0, delta=1e-4, release="laplace"
+        )

@@ -18,8 +18,8 @@ Per iteration the released vectors are one per coordinate (the K centred sums) a
 counts; their sensitivities are `dpcomm.release.mechanisms.centred_sum_sensitivity` and COUNT(*)'s
 over one keyed grouping set of `JointView` ``one-other`` (scramblers with sampling: one other
 source's point moves in or out of delivery, on the compute node of the row's old or new cluster,
-one cluster per node) or ``own-row``. ε2 (and δ2) are split equally among the I iterations and,
-within one, equally among the D + 1 released vectors; the (ε_i, δ_i) of every vector of every
+one cluster per node) or ``own-row``. ε2 (and δ2) are split equally among the I · (D + 1)
+released vectors (every iteration's D sums and count); the (ε_i, δ_i) of every vector of every
 iteration compose with the traffic by PLD (`dpcomm.release.compose.compose_release`).
 
 The noise comes from OpenDP's cryptographically secure generator, as the SQL release's
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,7 +44,9 @@ from dpcomm.release.mechanisms import (
     Gaussian,
     JointView,
     Laplace,
+    ReleasedFunction,
     ReleaseMechanism,
+    Sensitivity,
     aggregate_sensitivity,
     calibrate_noise,
     centred_sum_sensitivity,
@@ -177,6 +179,33 @@ class KMeansRelease:
         }
 
 
+def kmeans_aggregates(
+    bounds: Sequence[tuple[float, float]],
+    columns: Sequence[str],
+    num_iterations: int,
+    view: JointView,
+) -> list[tuple[str, ReleasedFunction, Sensitivity]]:
+    """Every released vector of the I iterations with its sensitivity in ``view``.
+
+    Per iteration, the D centred sums (`centred_sum_sensitivity` over the clusters, one
+    key per compute node) and the count (COUNT(*)'s): what `calibrate_noise` splits ε2
+    among, equally (and `dpcomm.calibration` plans with).
+    """
+    one: list[tuple[str, ReleasedFunction, Sensitivity]] = []
+    for name, (low, high) in zip(columns, bounds, strict=True):
+        sensitivity = centred_sum_sensitivity(CLUSTER_SET, low, high, views=[view])
+        described = f"SUM({name} clamped to [{low:g}, {high:g}], centred on {(low + high) / 2:g})"
+        one.append((described, "sum", sensitivity))
+    one.append(
+        ("COUNT(*)", "count_star", aggregate_sensitivity("count_star", CLUSTER_SET, views=[view]))
+    )
+    return [
+        (f"iteration {i}: {output}", function, sensitivity)
+        for i in range(1, num_iterations + 1)
+        for output, function, sensitivity in one
+    ]
+
+
 def bind_kmeans_release(
     mechanism: ReleaseMechanism,
     bounds: object,
@@ -190,8 +219,8 @@ def bind_kmeans_release(
 
     ``shared_blanket``: the sensitivities cover scramblers with sampling (`JointView`
     ``one-other``; else ``own-row``, valid only for traffic that delivers each point
-    independently of the others). ε2 and δ2 are split equally among the iterations and, in
-    each, among the D centred sums and the count (module docstring).
+    independently of the others). ε2 and δ2 are split equally among the I · (D + 1) released
+    vectors (module docstring).
     """
     if not isinstance(mechanism, Laplace | Gaussian):
         raise InvalidParameterError(
@@ -202,24 +231,8 @@ def bind_kmeans_release(
     if len(names) != dimension:
         raise InvalidParameterError("columns", f"{dimension} names", len(names))
     view: JointView = "one-other" if shared_blanket else "own-row"
-    per_iteration: ReleaseMechanism = (
-        Laplace(mechanism.epsilon / num_iterations)
-        if isinstance(mechanism, Laplace)
-        else Gaussian(mechanism.epsilon / num_iterations, mechanism.delta / num_iterations)
-    )
-    aggregates: list[tuple[str, Any, Any]] = []
-    for name, (low, high) in zip(names, pairs, strict=True):
-        sensitivity = centred_sum_sensitivity(CLUSTER_SET, low, high, views=[view])
-        described = f"SUM({name} clamped to [{low:g}, {high:g}], centred on {(low + high) / 2:g})"
-        aggregates.append((described, "sum", sensitivity))
-    count = aggregate_sensitivity("count_star", CLUSTER_SET, views=[view])
-    aggregates.append(("COUNT(*)", "count_star", count))
-    one = calibrate_noise(per_iteration, aggregates, shared_blanket=shared_blanket)
-    noises = tuple(
-        replace(noise, output=f"iteration {i}: {noise.output}")
-        for i in range(1, num_iterations + 1)
-        for noise in one
-    )
+    aggregates = kmeans_aggregates(pairs, names, num_iterations, view)
+    noises = calibrate_noise(mechanism, aggregates, shared_blanket=shared_blanket)
     return KMeansRelease(mechanism, pairs, num_iterations, noises, view, shared_blanket, names)
 
 
@@ -280,7 +293,7 @@ def kmeans_release_report(
         epsilon_total=both.epsilon,
         aggregates=tuple(aggregates),
         split=tuple((a.aggregate, a.epsilon) for a in aggregates),
-        split_rule="equally among the iterations and, in each, among the sums and the count",
+        split_rule="equally among every iteration's sums and count",
     )
 
 
@@ -288,6 +301,7 @@ __all__ = [
     "KMeansRelease",
     "bind_kmeans_release",
     "check_bounds",
+    "kmeans_aggregates",
     "kmeans_release_report",
     "release_from_spec",
 ]
