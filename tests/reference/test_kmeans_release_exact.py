@@ -11,6 +11,7 @@ and a seeded fault, the same release bound as if each point were delivered indep
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -20,26 +21,32 @@ from test_joint_release_exact import DELTAS, ONE_PER_NODE, TOLERANCE, _pair_delt
 from dpcomm.release.kmeans import bind_kmeans_release
 from dpcomm.release.mechanisms import Laplace
 
-#: ε2 of the K-means release: 2 vectors (the centred sum, the count) at 3.0 each.
+#: ε2 of the K-means release: 2 vectors (the centred sum, the count), split by K-means.
 EPSILON2 = 6.0
 
 
-def _kmeans_scales(instance: Instance, *, shared_blanket: bool) -> float:
-    """The scale K-means calibrates for ``instance``'s released vector (sum or count)."""
+def _kmeans_noise(
+    function: str, *, shared_blanket: bool, epsilon2: float = EPSILON2
+) -> tuple[float, float]:
+    """(ε_v, scale) K-means calibrates for its ``function`` vector (``sum`` or ``count``)."""
     noises = bind_kmeans_release(
-        Laplace(EPSILON2),
-        [(float(instance.lo), float(instance.hi))],
+        Laplace(epsilon2),
+        [(0.0, 2.0)],
         dimension=1,
         num_iterations=1,
         shared_blanket=shared_blanket,
     ).iteration_noises(1)
-    return noises[0 if instance.function == "sum" else 1].scale
+    noise = noises[0 if function == "sum" else 1]
+    return noise.epsilon, noise.scale
 
 
 def _instance(mechanism: str, function: str, sigma: float, batch: int, dummies: int) -> Instance:
+    """The exact check's instance of that vector, at the share of ε2 K-means gives it."""
+    shared = mechanism == "scrambler" and sigma > 0.0
+    share, _ = _kmeans_noise(function, shared_blanket=shared)
     return Instance(
         2, ONE_PER_NODE, function, 0, 2 if function == "sum" else 1, mechanism, sigma, batch,
-        dummies, EPSILON2 / 2, centred=function == "sum",
+        dummies, share, centred=function == "sum",
     )  # fmt: skip
 
 
@@ -56,7 +63,7 @@ CASES = [
 def test_kmeans_noise_holds_on_every_pair(instance: Instance) -> None:
     """K-means's scale is the joint view's; the exact δ at the claimed ε is at most δ."""
     shared = instance.mechanism == "scrambler" and instance.sigma > 0.0
-    scale = _kmeans_scales(instance, shared_blanket=shared)
+    _, scale = _kmeans_noise(instance.function, shared_blanket=shared)
     claims = [claim(instance, delta) for delta in DELTAS]
     assert all(math.isclose(s, scale) for _, s in claims)
     finite = [(eps, delta) for (eps, _), delta in zip(claims, DELTAS, strict=True)]
@@ -67,15 +74,19 @@ def test_kmeans_noise_holds_on_every_pair(instance: Instance) -> None:
 
 
 def test_seeded_fault_own_row_kmeans_release_under_scramblers_fails() -> None:
-    """Bound without the shared blanket (hi − lo instead of 1.5 (hi − lo)), it leaks."""
-    instance = _instance("scrambler", "sum", 0.1, 300, 0)
+    """Bound without the shared blanket (hi − lo instead of 1.5 (hi − lo)), it leaks.
+
+    ε2 = 5 gives the sum about 3 (the centred sum's power case of the SQL release).
+    """
     delta = 1e-3
-    faulty = _kmeans_scales(instance, shared_blanket=False)
+    share, faulty = _kmeans_noise("sum", shared_blanket=False, epsilon2=5.0)
+    instance = dataclasses.replace(_instance("scrambler", "sum", 0.1, 300, 0), epsilon2=share)
     eps, scale = claim(instance, delta, "own-row")
     assert math.isclose(scale, faulty)
     value, _ = _pair_delta(instance, (1, 1), (0, 1), (1, -1), eps, faulty)
     assert value > 2.0 * delta, (eps, value)
-    right = _kmeans_scales(instance, shared_blanket=True)
+    share, right = _kmeans_noise("sum", shared_blanket=True, epsilon2=5.0)
+    instance = dataclasses.replace(instance, epsilon2=share)
     eps, scale = claim(instance, delta)
     assert math.isclose(scale, right)
     value, left_out = _pair_delta(instance, (1, 1), (0, 1), (1, -1), eps, right)

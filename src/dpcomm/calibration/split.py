@@ -526,7 +526,7 @@ def kmeans_release_shape(
     node, S/K points each); a sum's typical magnitude is its bounds' half-width (hi − lo)/2,
     so its relative error is the centroid coordinate's error over that half-width.
     """
-    from dpcomm.release.kmeans import check_bounds, kmeans_aggregates
+    from dpcomm.release.kmeans import check_bounds, kmeans_aggregates, kmeans_uses
 
     if isinstance(bounds, Mapping) or not isinstance(bounds, Sequence) or not bounds:
         raise InvalidParameterError(
@@ -542,6 +542,7 @@ def kmeans_release_shape(
         independent_aggregates=tuple(kmeans_aggregates(pairs, names, num_iterations, "own-row")),
         magnitudes=tuple(magnitudes),
         grouping_sets=((num_centroids, num_centroids),),
+        uses=kmeans_uses(pairs, names, num_iterations),
     )
 
 

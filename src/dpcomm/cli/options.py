@@ -362,8 +362,8 @@ def add_kmeans_release_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="E",
-        help="with --release: ε of the release over every iteration, split equally among the "
-        f"iterations and, in each, among the columns' sums and the count (default "
+        help="with --release: ε of the release over every iteration, split among the "
+        "iterations' sums and counts to minimise the centroids' expected error (default "
         f"{DEFAULT_RELEASE_EPSILON:g})",
     )
     parser.add_argument(

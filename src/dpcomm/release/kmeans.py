@@ -18,8 +18,9 @@ Per iteration the released vectors are one per coordinate (the K centred sums) a
 counts; their sensitivities are `dpcomm.release.mechanisms.centred_sum_sensitivity` and COUNT(*)'s
 over one keyed grouping set of `JointView` ``one-other`` (scramblers with sampling: one other
 source's point moves in or out of delivery, on the compute node of the row's old or new cluster,
-one cluster per node) or ``own-row``. ε2 (and δ2) are split equally among the I · (D + 1)
-released vectors (every iteration's D sums and count); the (ε_i, δ_i) of every vector of every
+one cluster per node) or ``own-row``. ε2 is split among the I · (D + 1) released vectors to
+minimise the published centroids' expected error (`kmeans_uses`; every iteration alike), δ2
+equally; the (ε_i, δ_i) of every vector of every
 iteration compose with the traffic by PLD (`dpcomm.release.compose.compose_release`).
 
 The noise comes from OpenDP's cryptographically secure generator, as the SQL release's
@@ -189,7 +190,7 @@ def kmeans_aggregates(
 
     Per iteration, the D centred sums (`centred_sum_sensitivity` over the clusters, one
     key per compute node) and the count (COUNT(*)'s): what `calibrate_noise` splits ε2
-    among, equally (and `dpcomm.calibration` plans with).
+    among (and `dpcomm.calibration` plans with).
     """
     one: list[tuple[str, ReleasedFunction, Sensitivity]] = []
     for name, (low, high) in zip(columns, bounds, strict=True):
@@ -206,6 +207,27 @@ def kmeans_aggregates(
     ]
 
 
+def kmeans_uses(
+    bounds: Sequence[tuple[float, float]], columns: Sequence[str], num_iterations: int
+) -> tuple[tuple[tuple[str, float], ...], ...]:
+    """What each published centroid coordinate reads, for the minimum-error split of ε2.
+
+    μ̃_kj = c_j + S̃_kj / Ñ_k: its error is about (Z_S − (μ_kj − c_j) Z_N) / n_k, so it reads
+    the sum with coefficient 1 and the count with E[(μ − c)²], taken as (hi_j − lo_j)²/12
+    (a centroid uniform in the bounds: public, as the SQL release's AVG takes it).
+    """
+    aggregates = kmeans_aggregates(bounds, columns, num_iterations, "own-row")
+    width = len(columns) + 1
+    uses = []
+    for start in range(0, len(aggregates), width):
+        count = aggregates[start + width - 1][0]
+        for (name, _, _), (low, high) in zip(
+            aggregates[start : start + width - 1], bounds, strict=True
+        ):
+            uses.append(((name, 1.0), (count, (high - low) ** 2 / 12.0)))
+    return tuple(uses)
+
+
 def bind_kmeans_release(
     mechanism: ReleaseMechanism,
     bounds: object,
@@ -219,8 +241,8 @@ def bind_kmeans_release(
 
     ``shared_blanket``: the sensitivities cover scramblers with sampling (`JointView`
     ``one-other``; else ``own-row``, valid only for traffic that delivers each point
-    independently of the others). ε2 and δ2 are split equally among the I · (D + 1) released
-    vectors (module docstring).
+    independently of the others). ε2 is split among the I · (D + 1) released vectors to
+    minimise the centroids' expected error, δ2 equally (module docstring).
     """
     if not isinstance(mechanism, Laplace | Gaussian):
         raise InvalidParameterError(
@@ -232,7 +254,8 @@ def bind_kmeans_release(
         raise InvalidParameterError("columns", f"{dimension} names", len(names))
     view: JointView = "one-other" if shared_blanket else "own-row"
     aggregates = kmeans_aggregates(pairs, names, num_iterations, view)
-    noises = calibrate_noise(mechanism, aggregates, shared_blanket=shared_blanket)
+    uses = kmeans_uses(pairs, names, num_iterations)
+    noises = calibrate_noise(mechanism, aggregates, shared_blanket=shared_blanket, uses=uses)
     return KMeansRelease(mechanism, pairs, num_iterations, noises, view, shared_blanket, names)
 
 
@@ -293,7 +316,7 @@ def kmeans_release_report(
         epsilon_total=both.epsilon,
         aggregates=tuple(aggregates),
         split=tuple((a.aggregate, a.epsilon) for a in aggregates),
-        split_rule="equally among every iteration's sums and count",
+        split_rule="to minimise the centroids' expected error (each iteration alike)",
     )
 
 
@@ -303,5 +326,6 @@ __all__ = [
     "check_bounds",
     "kmeans_aggregates",
     "kmeans_release_report",
+    "kmeans_uses",
     "release_from_spec",
 ]

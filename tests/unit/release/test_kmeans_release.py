@@ -41,8 +41,15 @@ def test_sensitivities_are_the_joint_views_per_cluster_key() -> None:
         assert second.sensitivity.l2 == pytest.approx(3.0 * math.sqrt(5.0))
         assert (count.function, count.integer) == ("count_star", True)
         assert (count.sensitivity.l1, count.sensitivity.l2) == (2.0, math.sqrt(2.0))
-        assert first.scale == pytest.approx(3.0 / (3.0 / 9.0))
+        assert first.scale == pytest.approx(first.sensitivity.l1 / first.epsilon)
+        assert [n.epsilon for n in release.iteration_noises(iteration)] == [
+            n.epsilon for n in release.iteration_noises(1)
+        ]  # every iteration alike
     assert release.epsilon == pytest.approx(3.0)
+    # The minimum-error split: each sum alike (relative to its own error), the count apart.
+    first, second, count = release.iteration_noises(1)
+    assert first.epsilon == pytest.approx(second.epsilon)
+    assert count.epsilon != pytest.approx(first.epsilon)
     own = _release(shared_blanket=False).iteration_noises(1)
     assert [n.sensitivity.l1 for n in own] == [2.0, 6.0, 2.0]
 
