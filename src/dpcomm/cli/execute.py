@@ -222,6 +222,10 @@ def _print_seed(report: Report[Any]) -> None:
         )
 
 
+#: Released aggregates a text report lists one by one (beyond: the first ones and the last).
+MAX_AGGREGATES_SHOWN = 8
+
+
 def _print_release(release: Any) -> None:
     """The release's noise and the guarantee against an observer of traffic and release."""
     print(
@@ -234,8 +238,17 @@ def _print_release(release: Any) -> None:
         f"δ = {release.composed_delta:g} (PLD composition {composed}; "
         f"sum {release.summed_epsilon:.4f})"
     )
-    print(f"  {release.describe_split()}")
-    for item in release.aggregates:
+    shown = release.aggregates
+    if len(shown) > MAX_AGGREGATES_SHOWN:  # K-means of many columns: the first few, and the count
+        shown = (*shown[: MAX_AGGREGATES_SHOWN - 1], shown[-1])
+        print(
+            f"  ε2 = {release.epsilon:.4g} split {release.split_rule} over "
+            f"{len(release.aggregates):,} released vectors (all in --report); the first "
+            f"{MAX_AGGREGATES_SHOWN - 1} and the last:"
+        )
+    else:
+        print(f"  {release.describe_split()}")
+    for item in shown:
         print(
             f"  {item.aggregate}: {item.noise} noise, scale {item.scale:.4g} "
             f"(sensitivity L1 {item.sensitivity_l1:g}, L2 {item.sensitivity_l2:.4g}); "

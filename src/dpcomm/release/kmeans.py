@@ -294,7 +294,8 @@ def kmeans_release_report(
         label = noise.output.split(": ", 1)[1]
         aggregates.append(
             ReleasedAggregate(
-                f"{label} per cluster, in each of the {iterations} iterations",
+                f"{label} per cluster"
+                + ("" if iterations == 1 else f", in each of the {iterations} iterations"),
                 release.mechanism.name + (" (discrete)" if noise.integer else ""),
                 noise.sensitivity.l1,
                 noise.sensitivity.l2,
