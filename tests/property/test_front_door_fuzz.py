@@ -42,7 +42,7 @@ BASELINES = {
         "countermeasure": NONE, "num_targets": 2, "delta": 1e-4, "seed": 1, "engine": "memory",
         "max_groups": None, "max_text_bytes": 255, "estimate": "delivered", "progress": False,
         "target_epsilon": None, "budget": None, "release": None, "bounds": None, "keys": None,
-        "key_selection_delta": None,
+        "key_selection_delta": None, "consistent_totals": False,
     },
     dpcomm.kmeans: {
         "points": POINTS, "k": 2, "iterations": 1, "countermeasure": NONE, "labels": None,
@@ -85,6 +85,7 @@ PARTNERS = {
     (dpcomm.run_sql, "bounds"): {"release"},  # bounds and keys need a release
     (dpcomm.run_sql, "keys"): {"release"},
     (dpcomm.run_sql, "key_selection_delta"): {"release"},
+    (dpcomm.run_sql, "consistent_totals"): {"release"},
     (dpcomm.kmeans, "points"): {"k", "test_points"},  # fewer points than K; another dimension
     (dpcomm.kmeans, "test_points"): {"test_labels"},  # one label per test point
     (dpcomm.kmeans, "test_labels"): {"test_points"},
@@ -104,7 +105,7 @@ OUTCOMES = {
 }
 
 BAD_VALUES = [
-    None, True, False, 0, 1, -1, 0.5, -0.5, 10**30, 2**64, 1e308, -1e308,
+    None, True, False, 0, 1, -1, 0.5, -0.5, 10**30, 2**64, 1e308, -1e308, 5e-324, 1e-320,
     math.nan, math.inf, -math.inf, "", "abc", "1", "nan", b"x", 1j, [], [1, 2], {}, object(),
     Decimal("1"), Decimal("NaN"), Fraction(1, 3), np.float64("nan"), np.int64(-1),
     np.array(np.inf), np.array([1.0, 2.0]), np.array([[np.nan, 1.0]]), pd.NA, pd.NaT,
@@ -183,3 +184,49 @@ def test_a_bad_value_gives_a_result_or_an_error_naming_its_parameter(option, val
         kind, words = OUTCOMES.get(function, (None, None))
         assert kind is not None and isinstance(error, kind), (function.__name__, parameter, error)
         assert words in str(error) and "\n" not in str(error), error
+
+
+#: A run with a noisy release, whose release parameters are fuzzed with values that overflow,
+#: divide by zero or are of the wrong shape: refused before the run, never by OpenDP after it.
+RELEASED = {
+    "sql": "SELECT g, COUNT(*), SUM(v) FROM t GROUP BY g", "data": FRAME, "countermeasure": NONE,
+    "num_targets": 2, "seed": 1, "release": dpcomm.Laplace(1.0), "bounds": {"v": (0.0, 30.0)},
+    "keys": {"g": [1, 2, 3]},
+}  # fmt: skip
+RELEASE_VALUES = {
+    "release": [
+        dpcomm.Laplace(1e308), dpcomm.Laplace(5e-324), dpcomm.Laplace(1e-320),
+        dpcomm.Gaussian(5e-324, 1e-6), dpcomm.Gaussian(1e308, 1e-6), dpcomm.Gaussian(1.0, 5e-324),
+    ],
+    "bounds": [
+        {"v": (-1e308, 1e308)}, {"v": (0.0, 1e308)}, {"v": (5e-324, 1e-320)}, {"v": (0, 10**400)},
+        {"v": [[1]]}, {"v": (1.0, math.inf)}, {"v": "0,1"},
+    ],
+    "keys": [
+        {"g": [[1]]}, {"g": [1e308]}, {"g": [10**400]}, {"g": [5e-324]}, {"g": {1: 2}},
+        {"g": [b"x"]}, {"g": [math.nan]},
+    ],
+    "key_selection_delta": [5e-324, 1e-320, 1e-300, 1.0, 0.9999999999],
+}  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    option=st.sampled_from(
+        [(name, value) for name, values in RELEASE_VALUES.items() for value in values]
+    )
+)
+def test_release_values_that_overflow_are_refused_before_the_run(option):
+    """Only DpcommError subclasses escape (never TypeError, OverflowError, ZeroDivisionError
+    nor OpenDP's error), in one line naming the parameter."""
+    name, value = option
+    arguments = {**RELEASED, name: value}
+    if name == "key_selection_delta":
+        arguments["keys"] = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DpcommWarning)
+            dpcomm.run_sql(**arguments)
+    except InvalidParameterError as error:
+        assert "\n" not in str(error), str(error)
+        assert error.name.split("[")[0].split()[0] in {name, "release", "keys", "bounds"}, error

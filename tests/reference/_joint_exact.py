@@ -44,6 +44,8 @@ import dpcomm
 from dpcomm.accounting import LocalRandomizer, ScramblerMechanism
 from dpcomm.plan.privacy import paths_with as _paths_with
 from dpcomm.release.mechanisms import (
+    AggregateNoise,
+    Gaussian,
     JointView,
     Laplace,
     aggregate_sensitivity,
@@ -527,3 +529,209 @@ def identical_others_laws(
     keep = largest > floor
     left_out = max(0.0, 1.0 - float(laws[0][keep].sum()))
     return laws[0][keep], laws[1][keep], left_out
+
+
+# --- A centred SUM and the COUNT of the same values, released together --------------------
+
+
+@dataclass(frozen=True)
+class PairInstance(Instance):
+    """A centred SUM and the COUNT of the same values, both released per key (an AVG, or a
+    SUM beside its COUNT): a row adds (x − c, 1) to its key's two cells, a NULL or a row
+    failing the WHERE (0, 0). The traffic is that of `Instance` (it never reads the value).
+    """
+
+    centred: bool = True
+
+    @property
+    def rows(self) -> tuple[tuple[int, int | None], ...]:  # type: ignore[override]
+        """Every row (key index, centred value), None for a NULL (or a filtered row)."""
+        values = (None, *self.contributions)
+        return tuple((k, v) for k in range(len(self.keys)) for v in values)
+
+    def label(self) -> str:
+        return super().label() + " + COUNT"
+
+
+def library_pair_noises(
+    lo: int,
+    hi: int,
+    mechanism: Laplace | Gaussian,
+    views: Sequence[JointView],
+    *,
+    keys: Sequence[str] = ("a", "b"),
+    group_by: str = "k",
+) -> tuple[AggregateNoise, AggregateNoise]:
+    """(centred SUM's noise, COUNT's noise) as the library binds and calibrates
+    ``SELECT [k,] AVG(v), SUM(v), COUNT(v) FROM t GROUP BY <group_by>`` with bounds (lo, hi)
+    and ``views`` (one per grouping set): `dpcomm.queries.sql.bind_sql`,
+    `dpcomm.release.noise._released_aggregates`, `calibrate_noise`. Exactly one SUM and
+    one COUNT: the COUNT that AVG divides by is COUNT(v).
+    """
+    import pandas as pd
+
+    from dpcomm.data.inputs import table_of
+    from dpcomm.queries.sql import bind_sql
+    from dpcomm.release.noise import _released_aggregates
+
+    frame = pd.DataFrame({"k": list(keys), "v": float(lo)})
+    head = "k, " if "k" in group_by else ""
+    bound = bind_sql(
+        f"SELECT {head}AVG(v) AS m, SUM(v) AS s, COUNT(v) AS c FROM t GROUP BY {group_by}",
+        table_of(frame, "t"),
+        bounds={"v": (float(lo), float(hi))},
+    )
+    centre = (lo + hi) / 2.0
+    if [c for _, c in bound.centres] != ([centre] if centre else []):
+        raise AssertionError(f"expected v centred on {centre}, got {bound.centres}")
+    noises = calibrate_noise(mechanism, _released_aggregates(bound, views))
+    functions = [n.function for n in noises]
+    if sorted(functions) != ["count", "sum"]:
+        raise AssertionError(f"expected one centred SUM and one COUNT, got {functions}")
+    by_function = {n.function: n for n in noises}
+    return by_function["sum"], by_function["count"]
+
+
+def pair_claim(
+    instance: PairInstance, delta: float, view: JointView | None = None
+) -> tuple[float, tuple[float, float]]:
+    """(ε, (b_sum, b_count)): the reported ε at ``delta`` (PLD composition of the traffic's
+    pair with both aggregates' shares, or ε1 + ε2) and the two Laplace scales."""
+    chosen = instance.view if view is None else view
+    keys = [k for k, _, _ in instance.keys]
+    noises = library_pair_noises(
+        instance.lo, instance.hi, Laplace(epsilon=instance.epsilon2), [chosen], keys=keys
+    )
+    mechanism = instance.traffic()
+    composed = _paths_with((((mechanism, 1),),), release_pld(noises), delta)
+    summed = dpcomm.account(mechanism, delta=delta).guarantee.epsilon + instance.epsilon2
+    epsilon = summed if composed is None else min(summed, composed)
+    return epsilon, (noises[0].scale, noises[1].scale)
+
+
+class PairLaw(JointLaw):
+    """`JointLaw` with two axes per released key: the centred sum and the count."""
+
+    def __init__(self, instance: PairInstance) -> None:
+        super().__init__(instance)
+        self.released = len(instance.cells)
+        self.cells = 2 * self.released  # trailing axes: (sum, count) per released key
+        self.count_width = instance.batch + 1
+
+    def _start(self) -> FloatArray:
+        instance = self.instance
+        trailing = (self.width, self.count_width) * self.released
+        if instance.mechanism == "scrambler":
+            shape = (instance.batch + 1,) * instance.nodes + trailing
+        else:
+            shape = trailing
+        state = np.zeros(shape)
+        state[(0,) * (len(shape) - self.cells) + (self.offset, 0) * self.released] = 1.0
+        return state
+
+    def add(self, state: FloatArray, row: tuple[int, int | None]) -> FloatArray:
+        instance = self.instance
+        key, value = row
+        cell = instance.cell(key)
+        first = None if cell is None or value is None else state.ndim - self.cells + 2 * cell
+
+        def delivered_at(array: FloatArray) -> FloatArray:
+            if first is None or value is None:
+                return array
+            return _shift(_shift(array, first, value), first + 1, 1)
+
+        if instance.mechanism == "scrambler":
+            new = np.zeros_like(state)
+            for node, delivered, p in self._source_outcomes(key):
+                moved = _shift(state, node, 1)
+                new += p * (delivered_at(moved) if delivered else moved)
+            return new
+        by_set: dict[int, FloatArray] = {}
+        for index, delivered, p in self._source_outcomes(key):
+            moved = delivered_at(state) if delivered else state
+            by_set[index] = by_set.get(index, 0.0) + p * moved
+        parts = [by_set.get(index, np.zeros_like(state)) for index in range(len(self._sets))]
+        return np.stack(parts, axis=0)
+
+
+def with_noises(joint: FloatArray, kernels: Sequence[FloatArray]) -> FloatArray:
+    """The noisy release's law: trailing axis i convolved with ``kernels[i]``."""
+    pad = [(0, 0)] * (joint.ndim - len(kernels)) + [(k.size // 2, k.size // 2) for k in kernels]
+    noisy = np.pad(joint, pad)
+    first = joint.ndim - len(kernels)
+    for axis, kernel in enumerate(kernels, start=first):
+        noisy = convolve1d(noisy, kernel, axis=axis, mode="constant", cval=0.0)
+    return noisy
+
+
+def pair_worst(
+    instance: PairInstance, epsilons: Sequence[float], scales: tuple[float, float], tail: float
+) -> tuple[list[Worst], int, float]:
+    """`worst_pairs` for a `PairInstance`: every neighbouring pair, discrete Laplace of
+    ``scales`` (sum, count) on each key's two cells, each kernel's left-out mass ≤ ``tail``
+    (returned: the true δ is at most the value plus it)."""
+    kernels, dropped = [], 0.0
+    for scale in scales:
+        q = math.exp(-1.0 / scale)
+        reach = 0
+        while 2.0 * q ** (reach + 1) / (1.0 + q) > tail:
+            reach += 1
+        z = np.arange(-reach, reach + 1)
+        kernels.append((1.0 - q) / (1.0 + q) * q ** np.abs(z))
+        dropped += 2.0 * q ** (reach + 1) / (1.0 + q)
+    law = PairLaw(instance)
+    rows = instance.rows
+    worst = [Worst(e) for e in epsilons]
+    pairs = 0
+    factors = [math.exp(e) for e in epsilons]
+    for others in itertools.combinations_with_replacement(rows, instance.batch - 1):
+        base = law.others(others)  # type: ignore[arg-type]
+        laws = [with_noises(law.table(base, row), kernels * law.released) for row in rows]  # type: ignore[arg-type]
+        for (i, first), (j, second) in itertools.permutations(enumerate(laws), 2):
+            pairs += 1
+            for entry, factor in zip(worst, factors, strict=True):
+                value = float(np.maximum(first - factor * second, 0.0).sum())
+                if value > entry.delta:
+                    entry.delta, entry.pair = value, (others, rows[i], rows[j])
+    return worst, pairs, law.released * dropped
+
+
+def shifted_laplace_delta(shifts: Sequence[tuple[int, float]], epsilon: float) -> float:
+    """Exact δ(ε) between independent discrete Laplace noises at 0 and at integer shifts.
+
+    ``shifts`` holds (k, b) per cell: Q's mean is k, both of scale b. The privacy loss
+    ln P(y)/Q(y) = (|y − k| − |y|)/b of one cell takes |k|/b with probability 1/(1 + q)
+    (y ≤ 0 for k > 0), (|k| − 2y)/b at 0 < y < |k| with the pmf, −|k|/b with
+    q^|k|/(1 + q) (q = e^(−1/b)); the cells' losses add (independent noise), and
+    δ(ε) = Σ_{L > ε} (P(L) − e^ε Q(L)), Q(L) = P(L) e^(−L). No truncation: exact.
+    """
+    losses: dict[float, float] = {0.0: 1.0}
+    for k, b in shifts:
+        k = abs(int(k))
+        if k == 0:
+            continue
+        q = math.exp(-1.0 / b)
+        one: dict[float, float] = {k / b: 1.0 / (1.0 + q), -k / b: q**k / (1.0 + q)}
+        for y in range(1, k):
+            one[(k - 2 * y) / b] = one.get((k - 2 * y) / b, 0.0) + (1 - q) / (1 + q) * q**y
+        combined: dict[float, float] = {}
+        for first, p in losses.items():
+            for second, r in one.items():
+                key = round(first + second, 12)
+                combined[key] = combined.get(key, 0.0) + p * r
+        losses = combined
+    return sum(p * (1.0 - math.exp(epsilon - loss)) for loss, p in losses.items() if loss > epsilon)
+
+
+def shifted_gaussian_delta(shifts: Sequence[tuple[float, float]], epsilon: float) -> float:
+    """Exact δ(ε) between independent Gaussian noises at 0 and at ``shifts`` ((k, s) per
+    cell: mean k, standard deviation s): one Gaussian of μ = √Σ (k/s)², δ(ε) =
+    Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)."""
+    from scipy.stats import norm
+
+    mu = math.sqrt(sum((k / s) ** 2 for k, s in shifts))
+    if mu == 0.0:
+        return 0.0
+    return float(
+        norm.cdf(mu / 2 - epsilon / mu) - math.exp(epsilon) * norm.cdf(-mu / 2 - epsilon / mu)
+    )

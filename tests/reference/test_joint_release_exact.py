@@ -26,18 +26,27 @@ import pytest
 from _joint_exact import (
     Instance,
     JointLaw,
+    PairInstance,
     claim,
     continuous_laplace_delta,
     discrete_laplace_kernel,
     hockey_stick,
     identical_others_laws,
+    library_pair_noises,
+    pair_claim,
+    pair_worst,
+    shifted_gaussian_delta,
+    shifted_laplace_delta,
     trimmed,
     view_marginal,
     with_noise,
     worst_pairs,
 )
 
+import dpcomm
 from dpcomm.accounting import brute_force as bf
+from dpcomm.plan.privacy import paths_with
+from dpcomm.release.mechanisms import release_pld
 
 #: δ targets at which the library's ε is computed and the exact δ compared. At these tiny
 #: sizes the claim at 1e-3 and 1e-6 is close to ε0 + ε2 (no pair comes near it); the
@@ -286,3 +295,144 @@ def test_issue_counterexample(batch, eps2, old_epsilon, old_delta):
     assert abs(continuous_laplace_delta(difference, new_scale, panels=32) - new) < 1e-9
     assert new + left_out + 1e-9 <= 1e-6, (new_eps, new)
     assert np.isfinite(new_eps)
+
+
+# --- A centred SUM and its COUNT, released together -----------------------------------------
+
+REL1 = (("a", 0, True), ("u", 1, False))
+
+
+def _pair(mechanism, nodes, keys, lo, hi, sigma, n, d, eps2):
+    return PairInstance(nodes, keys, "sum", lo, hi, mechanism, sigma, n, d, eps2)
+
+
+#: AVG(v), SUM(v) and COUNT(v) of one centred column: per released key a centred sum and a
+#: count, a row adding (x − c, 1), a NULL or a row failing the WHERE (0, 0); the noises are
+#: the library's own (`library_pair_noises`: the query bound by `bind_sql`, equal shares).
+#: Four noisy axes per pair of keys make two released cells costly: ε2 = 12 keeps the
+#: kernels short there (the claim is then loose; the one-cell cases are tighter).
+PAIRS = [
+    # Two released cells on two nodes, one other source (one-other: the other's tuple may
+    # land in the cell row 0 leaves or enters): 448 pairs.
+    _pair("scrambler", 2, ONE_PER_NODE, 0, 2, 0.3, 2, 0, 12.0),
+    # One released cell, its node's other key unreleased: 2,016 and 1,584 pairs.
+    _pair("scrambler", 2, REL1, 0, 2, 0.1, 3, 0, 2.0),
+    _pair("scrambler", 2, REL1, 1, 5, 0.3, 2, 1, 4.0),
+    _pair("scrambler", 2, REL1, 0, 2, 0.3, 3, 1, 3.0),
+    _pair("local", 2, REL1, 0, 2, 0.3, 3, 1, 2.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("instance", PAIRS, ids=lambda i: i.label())
+def test_centred_sum_and_its_count_hold_on_every_pair(instance):
+    """Exact δ of (traffic view, noisy centred sums, noisy counts) at the reported ε ≤ its δ.
+
+    The reported ε composes the traffic's pair with both aggregates' (ε/2, 0) pairs
+    (`pair_claim`); the exact law (`pair_worst`) is the delivered tuples' sums and counts
+    with discrete Laplace of each aggregate's calibrated scale, every neighbouring pair
+    (row 0 and its replacement: any key, a NULL or any centred value), the kernels' dropped
+    mass added. δ targets: 0.3, 0.1, 0.01 (the kernels are cut at 1e-9 per cell, 1e-7 for
+    four axes).
+    """
+    deltas = (0.3, 0.1, 1e-2)
+    claims = [pair_claim(instance, delta) for delta in deltas]
+    scales = claims[0][1]
+    cut = 1e-7 if len(instance.cells) > 1 else 1e-9
+    worst, pairs, dropped = pair_worst(instance, [eps for eps, _ in claims], scales, cut)
+    rows = len(instance.rows)
+    assert pairs == math.comb(rows + instance.batch - 2, instance.batch - 1) * rows * (rows - 1)
+    for entry, delta in zip(worst, deltas, strict=True):
+        assert entry.delta + dropped <= delta + TOLERANCE, (instance.label(), delta, entry)
+
+
+#: Grouping of the flood's query: its released cells (key, or None for the empty set's
+#: total) and the library's views (the empty set's is irrelevant).
+GROUPINGS = {
+    "k": (("a", "b"), ["own-row"]),
+    "()": ((None,), ["own-row"]),
+    "GROUPING SETS ((k), ())": (("a", "b", None), ["own-row", "own-row"]),
+}
+
+
+def _delivered_shifts(first, second, lo, hi, cells):
+    """The release's mean shift (centred sum, count) per released cell (a key, or None: the
+    empty set's total) between row 0 = ``first`` and ``second`` when every tuple is
+    delivered (the others' tuples cancel); rows are (key, value or None for a NULL)."""
+    centre = (lo + hi) // 2
+    shifts = []
+    for cell in cells:
+        moved = [0, 0]
+        for sign, (key, value) in ((-1, first), (1, second)):
+            if value is not None and cell in (key, None):
+                moved[0] += sign * (value - centre)
+                moved[1] += sign
+        shifts.append(tuple(moved))
+    return shifts
+
+
+#: (lo, hi): c = 1, 3, −1 (asymmetric bounds, c ≠ 0), −2 to 2 (c = 0: not centred, the
+#: plain SUM's sensitivity) and lo = hi (the centred sum is 0 on every row: sensitivity 0,
+#: no noise, only the count moves).
+DELIVERED_BOUNDS = [(0, 2), (1, 5), (-3, 1), (-2, 2), (4, 4)]
+
+
+@pytest.mark.parametrize("group_by", list(GROUPINGS))
+@pytest.mark.parametrize(("lo", "hi"), DELIVERED_BOUNDS)
+@pytest.mark.parametrize(
+    "mechanism", [dpcomm.Laplace(2.0), dpcomm.Gaussian(epsilon=2.0, delta=1e-6)],
+    ids=["laplace", "gaussian"],
+)  # fmt: skip
+def test_centred_sum_and_count_every_tuple_delivered(mechanism, lo, hi, group_by):
+    """Every tuple delivered (a flood: T = 2, d = 1, σ = 0, ε1 = 0): the release is a
+    deterministic shift, and its exact δ at the reported ε, the worst over every replaced
+    row (a NULL, or any value of [lo, hi]; c subtracted), is at most the claimed δ; GROUP BY
+    k, GROUP BY () and both grouping sets at once (a row moves a key's cells and the total).
+    Laplace: discrete Laplace per cell (`shifted_laplace_delta`, no truncation); Gaussian:
+    continuous Gaussian per cell, the L2 of the joint vector (sums, counts) against each
+    aggregate's own share (`shifted_gaussian_delta`). Row 0 (a, hi) → (b, lo) moves both
+    aggregates by their full sensitivity at once: the Laplace ratio of exact to claimed δ is
+    0.27-0.28 at every target (the claim's (ε/2, 0) pairs dominate any such mechanism).
+    """
+    cells, views = GROUPINGS[group_by]
+    traffic = dpcomm.LocalRandomizer(num_targets=2, sampling_rate=0.0, num_dummies=1)
+    sums, counts = library_pair_noises(lo, hi, mechanism, views, group_by=group_by)
+    if lo == hi:
+        assert sums.sensitivity.l1 == sums.scale == 0.0
+    gaussian = isinstance(mechanism, dpcomm.Gaussian)
+    rows = [(k, v) for k in ("a", "b") for v in (None, *range(lo, hi + 1))]
+    pld = release_pld((sums, counts))
+    ratio = 0.0
+    for delta in (0.3, 0.1, 1e-2, 1e-3, 1e-5):
+        eps = paths_with((((traffic, 1),),), pld, delta)
+        assert eps is not None and math.isfinite(eps)
+        exact = 0.0
+        for first, second in itertools.permutations(rows, 2):
+            shifts = _delivered_shifts(first, second, lo, hi, cells)
+            if sums.scale == 0.0:  # no noise on a sum that is 0 on every row
+                assert all(s == 0 for s, _ in shifts)
+            moved = [(s, sums.scale) for s, _ in shifts if s]
+            moved += [(c, counts.scale) for _, c in shifts]
+            if gaussian:
+                exact = max(exact, shifted_gaussian_delta(moved, eps))
+            else:
+                exact = max(exact, shifted_laplace_delta(moved, eps))
+        assert exact <= delta + TOLERANCE, (lo, hi, group_by, delta, eps, exact)
+        ratio = max(ratio, exact / delta)
+    if group_by == "k" and lo < hi and not gaussian:
+        assert ratio > 0.25  # with power: the fault below exceeds 13 times the claim
+
+
+def test_a_count_released_for_free_fails():
+    """Power: the same flood, but the COUNT that AVG divides by counted as post-processing
+    (the centred SUM gets all of ε2 and the claim is its alone, the COUNT still noised at
+    the library's scale): the exact δ of (a, 2) → (b, 0) is 1.7, 13 and 131 times the claim
+    at δ = 0.1, 0.01, 0.001. Charged once, the same pair stays within it (the test above)."""
+    mechanism = dpcomm.Laplace(2.0)
+    sums, counts = library_pair_noises(0, 2, mechanism, ["own-row"])
+    alone = dataclasses.replace(sums, scale=sums.scale / 2.0, epsilon=2.0)  # all of ε2
+    pld = release_pld((alone,))
+    shifts = _delivered_shifts(("a", 2), ("b", 0), 0, 2, ("a", "b"))
+    cells = [(s, alone.scale) for s, _ in shifts] + [(c, counts.scale) for _, c in shifts]
+    for delta, factor in ((0.1, 1.5), (1e-2, 10.0), (1e-3, 100.0)):
+        eps = pld.get_epsilon_for_delta(delta)
+        assert shifted_laplace_delta(cells, eps) > factor * delta, delta

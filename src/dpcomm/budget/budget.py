@@ -67,11 +67,25 @@ class BudgetExceededError(DpcommError):
 
 
 def _path(ledger: object) -> Path:
+    """The ledger's real path, its symlinks resolved once.
+
+    The lock and the atomic replace then act on the file every path to it reaches: a link is
+    never replaced by a private copy, which would fork the budget.
+    """
     if not isinstance(ledger, str | os.PathLike) or str(ledger) == "":
         raise InvalidParameterError("ledger", "the path of a ledger file (JSON)", ledger)
-    path = Path(ledger)
+    try:
+        path = Path(ledger).resolve()
+    except (OSError, RuntimeError) as error:  # a symlink loop
+        raise InvalidParameterError(
+            "ledger", "a path whose symlinks resolve", f"{ledger} ({error})"
+        ) from None
     if path.is_dir():
         raise InvalidParameterError("ledger", "the path of a file, not a directory", str(ledger))
+    if path.exists() and not path.is_file():
+        raise InvalidParameterError(
+            "ledger", "a regular file (not a FIFO, a device or a socket)", str(ledger)
+        )
     if not path.parent.is_dir():
         raise InvalidParameterError(
             "ledger", "a path in an existing directory", f"{ledger} (no directory {path.parent})"

@@ -36,7 +36,12 @@ Writes go to a temporary file in the ledger's directory, which is flushed, fsync
 over the ledger (``os.replace``): a reader sees the old document or the new one, never half of
 one. Every read-check-write holds an exclusive ``fcntl.flock`` on a sidecar file
 ``<ledger>.lock`` (left in place: removing it would let two processes lock different files),
-so that two concurrent runs charge the ledger twice, never once.
+so that two concurrent runs charge the ledger twice, never once. Temporary copies left by a
+writer killed mid-write are removed by the next holder of the lock. The path is resolved once
+(`dpcomm.Budget` resolves symlinks), so a ledger reached through a symlink is locked and replaced
+as the file it links to: every path to one ledger charges the same file. Only a regular file is
+read (at most `MAX_LEDGER_BYTES`), JSON objects with a key given twice are refused, and a write
+that fails (a full disk) names the ledger and leaves it as it was.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ import hashlib
 import json
 import math
 import os
+import re
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -209,6 +216,22 @@ def _charge(item: object, index: int, path: Path) -> Charge:
     )
 
 
+class _DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key given twice is refused (JSON allows it)."""
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:
+            raise _DuplicateKeyError(key)
+        document[key] = value
+    return document
+
+
 def parse_ledger(text: str, path: Path, *, accept_edits: bool = False) -> Ledger:
     """The ledger in ``text`` (read from ``path``), or a [`LedgerError`][] saying why not.
 
@@ -217,7 +240,11 @@ def parse_ledger(text: str, path: Path, *, accept_edits: bool = False) -> Ledger
     edited, is read as it is: the caller signs it again by writing it).
     """
     try:
-        document = json.loads(text)
+        document = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as duplicate:
+        raise LedgerError(
+            path, f"the key {duplicate.key!r} appears twice in one object (not a dpcomm ledger)"
+        ) from None
     except (json.JSONDecodeError, RecursionError):
         raise LedgerError(path, "not JSON (corrupt, or not a dpcomm ledger)") from None
     if not isinstance(document, dict) or "version" not in document or "budget" not in document:
@@ -263,18 +290,38 @@ def parse_ledger(text: str, path: Path, *, accept_edits: bool = False) -> Ledger
     return Ledger(epsilon, delta, tuple(_charge(c, i, path) for i, c in enumerate(charges)))
 
 
+#: The largest ledger file read (bytes): a million charges fit; a larger file is refused.
+MAX_LEDGER_BYTES = 256 * 1024 * 1024
+
+
 def read_ledger(path: Path, *, accept_edits: bool = False) -> Ledger:
     """The ledger at ``path`` ([`LedgerError`][] when missing, unreadable, corrupt or edited).
 
-    ``accept_edits``: read it even if its content was edited or its version is older
-    (`parse_ledger`).
+    Only a regular file of at most `MAX_LEDGER_BYTES` is read (a FIFO, a device such as
+    ``/dev/full`` or a directory is refused, never read without end). ``accept_edits``: read
+    it even if its content was edited or its version is older (`parse_ledger`).
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise LedgerError(path, "no such file (give a budget's ε and δ to create it)") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise LedgerError(path, f"cannot be read ({type(error).__name__})") from None
+    except OSError as error:
+        raise LedgerError(path, f"cannot be read ({error.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise LedgerError(path, "not a regular file (a FIFO, a device or a directory)")
+        with os.fdopen(os.dup(descriptor), "rb") as file:
+            data = file.read(MAX_LEDGER_BYTES + 1)
+    except OSError as error:
+        raise LedgerError(path, f"cannot be read ({error.strerror})") from None
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_LEDGER_BYTES:
+        raise LedgerError(path, f"larger than {MAX_LEDGER_BYTES:,} bytes (not a dpcomm ledger)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LedgerError(path, "cannot be read (not UTF-8 text)") from None
     return parse_ledger(text, path, accept_edits=accept_edits)
 
 
@@ -284,8 +331,21 @@ def serialize(ledger: Ledger) -> bytes:
 
 
 def write_ledger(path: Path, ledger: Ledger) -> None:
-    """Store ``ledger`` at ``path`` atomically (temporary file, fsync, ``os.replace``)."""
-    data = serialize(ledger)
+    """Store ``ledger`` at ``path`` atomically (temporary file, fsync, ``os.replace``).
+
+    Raises:
+        LedgerError: the file cannot be written (a full disk, no permission), naming ``path``;
+            the ledger is then left as it was.
+    """
+    try:
+        _write_atomically(path, serialize(ledger))
+    except OSError as error:
+        raise LedgerError(
+            path, f"cannot be written ({error.strerror or error}); it is left as it was"
+        ) from None
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
     directory = path.parent
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
@@ -311,6 +371,16 @@ def write_ledger(path: Path, ledger: Ledger) -> None:
             os.close(descriptor)
 
 
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary copies a writer killed mid-write left (under the ledger's lock)."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
 def lock_path(path: Path) -> Path:
     """The sidecar file whose exclusive lock guards ``path``."""
     return path.with_name(path.name + ".lock")
@@ -325,6 +395,7 @@ def locked(path: Path) -> Iterator[None]:
         raise LedgerError(path, f"cannot create its lock file ({error.strerror})") from None
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
+        _remove_stale_temporaries(path)
         yield
     finally:
         os.close(descriptor)  # closing releases the lock

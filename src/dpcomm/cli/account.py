@@ -180,7 +180,7 @@ def command_account(args: argparse.Namespace) -> int:
     if args.epsilon is not None:
         epsilons = list(_parse_list("epsilon", args.epsilon, float))
     else:
-        deltas = list(_parse_list("delta", args.delta, float)) if args.delta else [0.0]
+        deltas = [0.0] if args.delta is None else list(_parse_list("delta", args.delta, float))
     if args.method is not None and args.method not in METHOD_NAMES:
         raise InvalidParameterError("method", f"one of {', '.join(METHOD_NAMES)}", args.method)
     # --method asks for one method's value: evaluate the printed formulas, and the Monte

@@ -704,12 +704,15 @@ def _write_rows(columns: list[str], rows: list[dict[str, Any]], path: Path) -> N
         table = pa.Table.from_pylist(rows)
     else:
         table = pa.table({name: pa.array([], type=pa.null()) for name in columns})
+    from dpcomm.data.atomic import replaced_atomically
+
     relation = duckdb.from_arrow(table)
     try:
-        if path.suffix.lower() == ".csv":
-            relation.write_csv(str(path))
-        else:
-            relation.write_parquet(str(path))
+        with replaced_atomically(path) as temporary:  # never a partial file
+            if path.suffix.lower() == ".csv":
+                relation.write_csv(str(temporary))
+            else:
+                relation.write_parquet(str(temporary))
     except duckdb.Error as error:  # the file went away, the disk is full, ...
         raise DpcommError(f"cannot write {path}: {str(error).splitlines()[0]}") from error
 
@@ -741,7 +744,11 @@ def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: P
             file=sys.stderr,
         )
     if report is not None:
-        report.write_text(json.dumps(outcome.report.to_dict(), indent=2) + "\n")
+        from dpcomm.data.atomic import replaced_atomically
+
+        text = json.dumps(outcome.report.to_dict(), indent=2) + "\n"
+        with replaced_atomically(report) as temporary:  # never a partial or empty file
+            temporary.write_text(text)
         print(f"wrote the report to {report}", file=sys.stderr)
 
 

@@ -20,6 +20,7 @@ from dpcomm.cli.defaults import (
 from dpcomm.cli.output import (
     add_progress_options,
     bounded_int,
+    fraction,
     non_negative_float,
     non_negative_int,
     positive_float,
@@ -519,7 +520,7 @@ def add_round_options(parser: Any, *, max_left_out: float | None = 0.0, only: st
     )
     parser.add_argument(
         "--max-left-out",
-        type=float,
+        type=fraction,
         default=max_left_out,
         metavar="FRACTION",
         help=only + "fraction of the sources that may be left out (absent at registration, late, "

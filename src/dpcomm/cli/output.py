@@ -151,6 +151,17 @@ def positive_float(text: str) -> float:
     return _finite_float(text, strict=True)
 
 
+def fraction(text: str) -> float:
+    """An argparse type: a number in [0, 1] (NaN and infinities refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # False for NaN
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """An argparse type: a finite number >= 0 (an ε, ...)."""
     return _finite_float(text, strict=False)

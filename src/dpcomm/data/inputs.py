@@ -69,7 +69,15 @@ def table_of(data: Any, name: str) -> Any:
         # DuckDB reads DataFrames and Arrow tables, not a Series, an Array, a frame without
         # columns, ...: what it says is kept as the cause.
         raise InvalidParameterError("data", DATA_ALLOWED, type(data).__name__) from error
-    return table_from_relation(relation, name)
+    try:
+        return table_from_relation(relation, name)
+    except duckdb.Error as error:  # e.g. an object column mixing numbers, text and bytes
+        raise InvalidParameterError(
+            "data",
+            "columns whose values DuckDB reads as one type (an object column mixing numbers, "
+            "text and bytes is not)",
+            f"{type(data).__name__}: {str(error).splitlines()[0]}",
+        ) from None
 
 
 #: Largest magnitude of a coordinate: points travel as float32 (`dpcomm.queries.kmeans`).

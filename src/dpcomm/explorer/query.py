@@ -54,7 +54,7 @@ def query_against_exact(
     The run is `dpcomm.run_sql` in the memory engine (T and δ of ``settings``); the exact
     result is DuckDB's over the same DataFrame (registered under the query's table name).
     """
-    import duckdb
+    from dpcomm.queries.sql import scratch_connection
 
     run = run_sql(
         sql,
@@ -64,12 +64,9 @@ def query_against_exact(
         delta=settings.delta,
         seed=seed,
     )
-    connection = duckdb.connect()
-    try:
+    with scratch_connection() as connection:  # no files, no extensions, bounded
         connection.register(_table_name(sql), data)
         exact = connection.sql(sql).df()
-    finally:
-        connection.close()
     private = run.result
     grouping = _grouping_columns(run)
     keys = [c for c in private.columns if c in exact.columns and c in grouping]

@@ -98,7 +98,7 @@ def _bounds(bounds: object) -> dict[str, tuple[float, float]]:
     for name, pair in bounds.items():
         try:
             low, high = (float(v) for v in pair)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise InvalidParameterError(
                 f"bounds[{name!r}]", "a pair (lo, hi) of numbers", pair
             ) from None

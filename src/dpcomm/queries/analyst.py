@@ -24,6 +24,7 @@ three parts, each run where the paper's model allows it:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -285,6 +286,7 @@ class _Rewriter:
                 )
             if isinstance(inner, exp.Column):
                 self.column_of(inner, where)
+        refuse_unstable_functions(node)
 
     def derive(self, prefix: str, node: exp.Expression, where: str) -> str:
         """The column holding ``node``'s value for each row (a plain column is itself)."""
@@ -821,6 +823,99 @@ def _post_sql(
     return post_sql
 
 
+#: DuckDB functions whose value is not a function of their arguments: random draws and
+#: identifiers, sequences and side effects, the clock, and probes of the session (its settings,
+#: its query text, its user or database). DuckDB's own VOLATILE functions are all here
+#: (a unit test checks it against ``duckdb_functions()``).
+UNSTABLE_FUNCTIONS = frozenset(
+    {
+        *("random", "rand", "setseed", "uuid", "uuidv4", "uuidv7", "gen_random_uuid"),
+        *("nextval", "currval", "setval", "write_log", "sleep_ms", "error", "stats"),
+        *("vector_type", "now", "today", "transaction_timestamp", "get_current_time"),
+        *("get_current_timestamp", "current_date", "current_time", "current_timestamp"),
+        *("current_localtime", "current_localtimestamp", "localtime", "localtimestamp"),
+        *("current_setting", "current_query", "current_query_id", "current_connection_id"),
+        *("current_transaction_id", "txid_current", "current_database", "current_catalog"),
+        *("current_schema", "current_schemas", "current_user", "current_role", "user"),
+        *("session_user", "getvariable", "in_search_path", "version", "platform"),
+    }
+)
+_FUNCTION_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _duckdb_function_name(node: exp.Func) -> str:
+    """The lower-case name DuckDB calls ``node``'s function by (``RANDOM`` for sqlglot's Rand)."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    match = _FUNCTION_NAME.match(node.sql(dialect="duckdb"))
+    return match.group(1).lower() if match else type(node).__name__.lower()
+
+
+#: DuckDB functions that build a value whose size is one of their arguments (a list of
+#: ``range(n)`` elements, a string of ``repeat(s, n)`` copies): each size must be a literal of
+#: most `MAX_BUILT_SIZE` (their product over the query), or one query could fill every
+#: node's memory.
+SIZED_FUNCTIONS = frozenset(
+    {"range", "generate_series", "repeat", "lpad", "rpad", "list_resize", "array_resize"}
+)
+#: The largest size a `SIZED_FUNCTIONS` call may be given.
+MAX_BUILT_SIZE = 10_000
+
+
+def _check_size_arguments(node: exp.Func, name: str, built: float) -> float:
+    """The largest size ``node`` is given (refused past `MAX_BUILT_SIZE`).
+
+    Each size must be a number literal, and the product of the sizes of the query's sized
+    calls (``built`` so far) at most `MAX_BUILT_SIZE`.
+    """
+    if isinstance(node, exp.GenerateSeries):
+        sizes = [node.args.get(key) for key in ("start", "end", "step")]
+    elif isinstance(node, exp.Anonymous):
+        sizes = list(node.expressions[1:2])
+    else:
+        sizes = [node.args.get("times"), node.args.get("expression")]
+    largest = 1.0
+    for size in sizes:
+        if size is None:
+            continue
+        bare = size.this if isinstance(size, exp.Neg) else size
+        value = float(bare.name) if isinstance(bare, exp.Literal) and not bare.is_string else None
+        if value is None or abs(value) * built > MAX_BUILT_SIZE:
+            raise UnsupportedQueryError(
+                f"{name}() with the size {_sql(size)[:40]}",
+                f"{_sql(node)[:80]}: sizes must be number literals whose product over the "
+                f"query is at most {MAX_BUILT_SIZE:,} (a larger one could fill every node's "
+                "memory)",
+            )
+        largest = max(largest, abs(value))
+    return largest
+
+
+def refuse_unstable_functions(node: exp.Expression) -> None:
+    """Refuse a function whose value is not a deterministic function of the rows (one line).
+
+    A source's derived row and the result node's post-processing must give the same value on
+    every node and in every run: `UNSTABLE_FUNCTIONS` (random draws, the clock, the session's
+    settings and query text) are refused wherever they appear.
+
+    Raises:
+        UnsupportedQueryError: ``node`` calls one of them (named in the message).
+    """
+    built = 1.0
+    for inner in node.walk():
+        if not isinstance(inner, exp.Func):
+            continue
+        name = _duckdb_function_name(inner)
+        if name in SIZED_FUNCTIONS:
+            built *= _check_size_arguments(inner, name, built)
+        if name in UNSTABLE_FUNCTIONS or type(inner).__name__.startswith("Current"):
+            raise UnsupportedQueryError(
+                f"the non-deterministic or session function {name}()",
+                f"{_sql(inner)[:80]}: its value differs between nodes and runs; a query must be "
+                "a deterministic function of its rows",
+            )
+
+
 def rewrite(
     select: exp.Select,
     table: Table,
@@ -849,6 +944,7 @@ def rewrite(
         rewriter.check_row_expression(where.this, "in WHERE")
         rewriter.derived[FILTER_COLUMN] = f"COALESCE(CAST(({_sql(where.this)}) AS BOOLEAN), FALSE)"
         filter_column = FILTER_COLUMN
+    refuse_unstable_functions(select)
     having = select.args.get("having")
     having_sql = None if having is None else _sql(rewriter.lift(having.this, "in HAVING"))
     order = select.args.get("order")

@@ -18,7 +18,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import duckdb
 import numpy as np
@@ -523,8 +523,62 @@ def _duckdb_outputs(query: AggregateQuery, table: Table) -> tuple[list[str], lis
             raise InvalidParameterError("sql", "SQL that DuckDB accepts", message) from error
 
 
-_shared: tuple[int, duckdb.DuckDBPyConnection] | None = None
+@dataclass(frozen=True)
+class SqlLimits:
+    """The bounds on every DuckDB evaluation of analyst SQL (`scratch_connection`).
+
+    Attributes:
+        memory_limit: DuckDB's ``memory_limit`` of the process-wide scratch database (its
+            buffer manager's bound: hash tables, sorts; not every list allocation).
+        seconds: the wall-clock time one `scratch_connection` may run statements for; past
+            it the statement is interrupted (DuckDB has no statement timeout).
+    """
+
+    memory_limit: str = "4GB"
+    seconds: float = 120.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.seconds, int | float) and 0 < self.seconds < 1e6):
+            raise InvalidParameterError("seconds", "a time limit in (0, 1e6) seconds", self.seconds)
+        if not (isinstance(self.memory_limit, str) and _MEMORY.fullmatch(self.memory_limit)):
+            raise InvalidParameterError(
+                "memory_limit", "a size such as '512MB' or '4GB'", self.memory_limit
+            )
+
+
+_MEMORY = re.compile(r"[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.I)
+_limits = SqlLimits()
+_shared: tuple[int, SqlLimits, duckdb.DuckDBPyConnection] | None = None
 _shared_lock = threading.Lock()
+
+
+def set_sql_limits(limits: SqlLimits) -> SqlLimits:
+    """Bound every later `scratch_connection` by ``limits``; returns the limits replaced."""
+    global _limits
+    with _shared_lock:
+        previous, _limits = _limits, limits
+    return previous
+
+
+def _hardened_database(limits: SqlLimits) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that reads no file, loads no extension, and cannot be reconfigured."""
+    return duckdb.connect(
+        config={
+            "enable_external_access": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "memory_limit": limits.memory_limit,
+            "lock_configuration": True,
+        }
+    )
+
+
+#: Seconds between two interrupts of a connection past its time limit.
+_INTERRUPT_PERIOD = 0.02
+
+
+class SqlLimitError(DpcommError):
+    """DuckDB's evaluation of the SQL ran past its time or memory limit (`SqlLimits`)."""
 
 
 @contextmanager
@@ -533,23 +587,67 @@ def scratch_connection() -> Iterator[duckdb.DuckDBPyConnection]:
 
     Opening a DuckDB database costs about 50 ms, a cursor on an open one microseconds: the
     connection is a cursor on a process-wide in-memory database (reopened after a fork), with
-    its own schema, dropped on exit, so concurrent users never see each other's tables.
+    its own schema, dropped on exit, so concurrent users never see each other's tables. The
+    database reads and writes no file, installs and loads no extension and cannot be
+    reconfigured by the SQL; its memory and the time its statements run are bounded
+    (`SqlLimits`, `set_sql_limits`): past them, `SqlLimitError` in one line.
+
+    Raises:
+        SqlLimitError: the statements ran past the time or memory limit.
     """
     global _shared
     with _shared_lock:
-        if _shared is None or _shared[0] != os.getpid():
-            _shared = (os.getpid(), duckdb.connect())
-        cursor = _shared[1].cursor()
+        limits = _limits
+        if _shared is None or _shared[0] != os.getpid() or _shared[1] != limits:
+            _shared = (os.getpid(), limits, _hardened_database(limits))
+        cursor = _shared[2].cursor()
     schema = f"dpcomm_scratch_{uuid.uuid4().hex}"
+    expired, done = threading.Event(), threading.Event()
+
+    def interrupt() -> None:  # again and again: an interrupt between statements is lost
+        if done.wait(limits.seconds):
+            return
+        expired.set()
+        while True:
+            cursor.interrupt()
+            if done.wait(_INTERRUPT_PERIOD):
+                return
+
+    timer = threading.Thread(target=interrupt, name="dpcomm-sql-time-limit", daemon=True)
     try:
         cursor.execute(f'CREATE SCHEMA "{schema}"')
         cursor.execute(f"SET schema = '{schema}'")
+        timer.start()
         yield cursor
+    except Exception as error:
+        limited = _limit_error(error, limits, expired.is_set())
+        if limited is error:
+            raise
+        raise limited from error
     finally:
+        done.set()
+        if timer.is_alive():
+            timer.join()
         try:
             cursor.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         finally:
             cursor.close()
+
+
+def _limit_error(error: Exception, limits: SqlLimits, expired: bool) -> Exception:
+    """``error``, or the `SqlLimitError` it stands for (an interrupt, DuckDB out of memory)."""
+    text = str(error)
+    if expired or isinstance(error, duckdb.InterruptException) or "INTERRUPT" in text:
+        return SqlLimitError(
+            f"DuckDB's evaluation of the SQL ran past its time limit of {limits.seconds:g} s "
+            "and was interrupted"
+        )
+    if isinstance(error, duckdb.OutOfMemoryException) or "Out of Memory Error" in text:
+        return SqlLimitError(
+            f"DuckDB's evaluation of the SQL ran past its memory limit of {limits.memory_limit}: "
+            + text.splitlines()[0]
+        )
+    return error
 
 
 def bind_sql(
@@ -765,6 +863,8 @@ __all__ = [
     "BoundAggregate",
     "OutputColumn",
     "OutputKind",
+    "SqlLimitError",
+    "SqlLimits",
     "SqlSyntaxError",
     "UnsupportedQueryError",
     "bind",
@@ -772,4 +872,5 @@ __all__ = [
     "parse_aggregate",
     "project",
     "scratch_connection",
+    "set_sql_limits",
 ]

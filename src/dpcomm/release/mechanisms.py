@@ -213,14 +213,23 @@ def aggregate_sensitivity(
         magnitude, spread = 1.0, 1.0
     l1 = 0.0
     squares = 0.0
-    for grouping_set, view in zip(grouping_sets, views, strict=True):
-        if grouping_set:
-            cells = keyed_set_sensitivity(view, bound=magnitude, width=spread)
-            l1 += cells.l1
-            squares += cells.l2**2
-        else:
-            l1 += spread
-            squares += spread**2
+    try:
+        for grouping_set, view in zip(grouping_sets, views, strict=True):
+            if grouping_set:
+                cells = keyed_set_sensitivity(view, bound=magnitude, width=spread)
+                l1 += cells.l1
+                squares += cells.l2**2
+            else:
+                l1 += spread
+                squares += spread**2
+    except OverflowError:
+        squares = math.inf
+    if not (math.isfinite(l1) and math.isfinite(squares)):
+        raise InvalidParameterError(
+            "bounds",
+            "bounds whose sensitivity is a finite number (|lo|, |hi| and hi - lo well below 1e150)",
+            f"M = {magnitude:g}, hi - lo = {width:g}",
+        )
     return Sensitivity(l1, math.sqrt(squares))
 
 
@@ -277,6 +286,8 @@ def published_error_costs(
     weights = [0.0] * len(squared_sensitivities)
     for value in uses:
         norm = math.fsum(a * squared_sensitivities[i] for i, a in value)
+        if norm <= 0.0 and all(a > 0.0 for _, a in value):
+            continue  # sensitivities so small their squares underflow: no weight to give
         if norm <= 0.0:
             raise InvalidParameterError("uses", "coefficients > 0 of aggregates", value)
         for i, a in value:
@@ -471,6 +482,25 @@ def _discrete_gaussian_half_width(scale: float) -> float:
     return float(np.argmax(outside <= 0.05))
 
 
+def _finite_scale(sensitivity: float, divisor: float) -> float:
+    """The noise scale ``sensitivity / divisor``, refused in one line unless finite.
+
+    An ε so small (5e-324, 1e-320) that the scale overflows, or is a division by zero, is
+    refused here, before any run, never by OpenDP after it.
+    """
+    try:
+        scale = sensitivity / divisor
+    except ZeroDivisionError:
+        scale = math.inf
+    if not math.isfinite(scale):
+        raise InvalidParameterError(
+            "release",
+            "an ε whose noise scale (sensitivity / ε share) is a finite number",
+            f"a scale of {sensitivity:g} / {divisor:g}",
+        )
+    return scale
+
+
 def calibrate_noise(
     mechanism: ReleaseMechanism,
     aggregates: Sequence[tuple[str, ReleasedFunction, Sensitivity]],
@@ -491,7 +521,7 @@ def calibrate_noise(
     for (output, function, sensitivity), share in zip(aggregates, shares, strict=True):
         integer = function != "sum"
         if isinstance(mechanism, Laplace):
-            scale = sensitivity.l1 / share
+            scale = _finite_scale(sensitivity.l1, share)
             noises.append(
                 AggregateNoise(
                     output, function, sensitivity, scale, integer, share, 0.0, 0.0, shared_blanket
@@ -499,8 +529,15 @@ def calibrate_noise(
             )
         else:
             delta_share = mechanism.delta / len(aggregates)
+            if not delta_share > 0.0:  # a δ so small that its share underflows
+                raise InvalidParameterError(
+                    "release",
+                    f"a Gaussian δ whose share per released aggregate (δ / {len(aggregates)}) "
+                    "is a positive number",
+                    mechanism.delta,
+                )
             rho = rho_for(share, delta_share)
-            scale = sensitivity.l2 / math.sqrt(2.0 * rho)
+            scale = _finite_scale(sensitivity.l2, math.sqrt(2.0 * rho))
             noises.append(
                 AggregateNoise(
                     output,

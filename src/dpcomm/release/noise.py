@@ -597,7 +597,7 @@ def _smallest_threshold(noise: AggregateNoise, distances: SelectionDistances, de
     start = threshold_for(
         scale=noise.scale, delta=delta, distances=distances, gaussian=noise.delta > 0.0
     )
-    high = min(max(math.ceil(start), 1), MAX_THRESHOLD)
+    high = min(max(math.ceil(start), 1), MAX_THRESHOLD) if math.isfinite(start) else MAX_THRESHOLD
     while not accepted(high):
         if high >= MAX_THRESHOLD:
             raise InvalidParameterError(
@@ -640,7 +640,36 @@ def _from_text(kind: str, text: str) -> object:
     return text if parse is None else parse(text)
 
 
+#: The values of each fixed-width integer type (a key outside can never occur).
+_INTEGER_RANGES = {
+    name: ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1))
+    for bits, signed_name, unsigned_name in (
+        (8, "TINYINT", "UTINYINT"),
+        (16, "SMALLINT", "USMALLINT"),
+        (32, "INTEGER", "UINTEGER"),
+        (64, "BIGINT", "UBIGINT"),
+        (128, "HUGEINT", "UHUGEINT"),
+    )
+    for name, signed in ((signed_name, True), (unsigned_name, False))
+}
+
+
 def _typed(value: object, sql_type: str, column: str) -> object:
+    """`_typed_value`, refused in one line when it overflows or is outside the column's type."""
+    refused = InvalidParameterError(
+        f"keys[{column!r}]", f"a value of the column's type {sql_type}", value
+    )
+    try:
+        typed = _typed_value(value, sql_type, column)
+    except OverflowError:
+        raise refused from None
+    limits = _INTEGER_RANGES.get(sql_type.upper())
+    if limits is not None and isinstance(typed, int) and not limits[0] <= typed <= limits[1]:
+        raise refused
+    return typed
+
+
+def _typed_value(value: object, sql_type: str, column: str) -> object:
     """A key value (the CLI's text, or a Python value) as the column's Python value.
 
     A value of another type than the column's (``keys={"species": [1, 2]}`` for a text

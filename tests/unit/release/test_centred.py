@@ -101,3 +101,51 @@ def test_tampered_centre_is_refused() -> None:
     moved = replace(query, centres=((query.centres[0][0], 4000.0),))
     with pytest.raises(InvalidParameterError, match="midpoint"):
         bind_release(moved, dpcomm.Laplace(1.0), KEYS, num_targets=4)
+
+
+def test_nulls_and_filtered_rows_add_nothing_to_the_centred_sum_or_its_count() -> None:
+    """A NULL and a row failing the WHERE add (0, 0), a value (x − c, 1); a key without rows
+    publishes no AVG (its noisy count is not positive) and SUM = noise + c × noise only.
+    With ε2 = 10⁷ the noise is negligible."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "k": ["a", "b", "a", "a", "a", "b"],
+            "v": [3000.0, 9000.0, None, 4000.0, 100.0, None],
+            "w": [1, 2, 3, 0, 5, 6],
+        }
+    )
+    run = dpcomm.run_sql(
+        "SELECT k, AVG(v) AS m, SUM(v) AS s, COUNT(v) AS c, COUNT(*) AS n FROM t "
+        "WHERE w > 0 GROUP BY k", frame, countermeasure=dpcomm.NoCountermeasure(),
+        release=dpcomm.Laplace(1e7), bounds=BOUNDS, keys={"k": ["a", "b", "z"]}, seed=3,
+    )  # fmt: skip
+    rows = {r["k"]: r for r in run.rows}
+    # a: 3000, NULL, (4000 filtered), 100 → 2500; b: 9000 → 6500, NULL; z: nothing.
+    assert (rows["a"]["c"], rows["a"]["n"], rows["b"]["c"], rows["b"]["n"]) == (2, 3, 1, 2)
+    assert rows["a"]["s"] == pytest.approx(5500.0, abs=0.1)
+    assert rows["a"]["m"] == pytest.approx(2750.0, abs=0.1)
+    assert rows["b"]["s"] == pytest.approx(6500.0, abs=0.1)
+    assert rows["z"]["c"] == 0 and rows["z"]["m"] is None
+    assert rows["z"]["s"] == pytest.approx(0.0, abs=0.1)
+
+
+def test_equal_bounds_release_the_count_alone() -> None:
+    """lo = hi: every value centres to 0, the centred sum has sensitivity 0 and no noise
+    (OpenDP accepts scale 0 for d_in 0); SUM = lo × COUNT and AVG = lo exactly."""
+    program = noisy_program(
+        "SELECT k, AVG(v) AS m, SUM(v) AS s, COUNT(v) AS c FROM t GROUP BY k", TABLE,
+        release=dpcomm.Laplace(1.0), bounds={"v": (3000.0, 3000.0)}, keys=KEYS, num_targets=4,
+    )  # fmt: skip
+    noises = {n.function: n for n in program.release.noises}  # type: ignore[attr-defined]
+    assert noises["sum"].sensitivity.l1 == noises["sum"].scale == 0.0
+    assert noises["count"].scale == 6.0  # 3 (one-other-shared-node) over ε2/2
+    run = dpcomm.run_sql(
+        "SELECT k, AVG(v) AS m, SUM(v) AS s, COUNT(v) AS c FROM t GROUP BY k", TABLE,
+        countermeasure=dpcomm.NoCountermeasure(), release=dpcomm.Laplace(1.0),
+        bounds={"v": (3000.0, 3000.0)}, keys=KEYS, seed=1,
+    )  # fmt: skip
+    for row in run.rows:
+        assert row["s"] == 3000.0 * row["c"]
+        assert row["m"] is None if row["c"] <= 0 else row["m"] == 3000.0

@@ -18,6 +18,7 @@ itself (frames and bytes per link, drops). Its guarantee is that of the batches 
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -640,6 +641,10 @@ def write_deployment(
         raise InvalidParameterError(
             "idle_seconds", f"a number of seconds in (0, {round_seconds:g})", idle
         )
+    if isinstance(max_left_out, bool) or not (
+        isinstance(max_left_out, int | float) and 0 <= max_left_out <= 1
+    ):
+        raise InvalidParameterError("max_left_out", "a fraction in [0, 1]", max_left_out)
     spec = RoundSpec.create(
         public_program(program),
         countermeasure,
@@ -665,9 +670,17 @@ def write_deployment(
                 advertise_host=coordinator_host,
             )
         path = folder / "configs" / f"{name}.json"
-        path.write_text(settings.to_json())
+        _write_private(path, settings.to_json())  # a source's config holds its row
         paths[name] = path
     return paths
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (0600, even if it existed)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        os.fchmod(file.fileno(), 0o600)
+        file.write(text)
 
 
 __all__ = [
