@@ -63,8 +63,9 @@ Noisy releases:
 
 K-means:
     The K initial centroids are chosen once, by ``start_seed``, before anything runs (every
-    engine starts from the same ones): ``init="random"`` (K distinct points drawn uniformly,
-    the paper's start) or ``init="k-means++"`` (D² seeding), among ``init_points`` when given
+    engine starts from the same ones): ``init="k-means++"`` (D² seeding, the default: fewer
+    empty or split clusters) or ``init="random"`` (K distinct points drawn uniformly, the
+    paper's start), among ``init_points`` when given
     (public points of the same dimension; K of them given as ``init_points`` with
     ``init="random"`` are the initial centroids, in their order), else among ``points``. Every
     node receives the initial centroids, so chosen among ``points`` they are K sources' points
@@ -91,7 +92,7 @@ from dpcomm.calibration.calibrate import Calibration as Calibration
 from dpcomm.calibration.calibrate import calibrate as calibrate
 from dpcomm.calibration.query import query_shape as query_shape
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.plan.countermeasures import Countermeasure, Countermeasures
 from dpcomm.queries.aggregate import DEFAULT_NUM_TARGETS, DEFAULT_TEXT_BYTES
 from dpcomm.validation import (
     MAX_COUNT,
@@ -107,6 +108,7 @@ if TYPE_CHECKING:
     from dpcomm.pipeline.job import ReleaseSpec
     from dpcomm.pipeline.runs import AggregateRun, KMeansRun
     from dpcomm.queries.kmeans import KMeansProgram
+    from dpcomm.release.mechanisms import Gaussian, Laplace
 
 
 #: The whole plan's δ when none is given (every front-door function and CLI command).
@@ -292,8 +294,11 @@ def kmeans(
     target_epsilon: float | None = None,
     drop_non_finite: bool = False,
     budget: Budget | None = None,
-    init: str = "random",
+    init: str = "k-means++",
     init_points: npt.ArrayLike | None = None,
+    release: Laplace | Gaussian | None = None,
+    bounds: Sequence[tuple[float, float]] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> KMeansRun:
     """K-means over ``points`` (one source per row), one cluster of the plan per iteration.
 
@@ -307,6 +312,11 @@ def kmeans(
     (made by ``calibrate(data=points, iterations=I, num_targets=K, ...)``). ``start_seed``,
     ``init``, ``init_points`` and ``drop_non_finite``: this module's section "K-means". Returns
     the [`KMeansRun`][] that ``dpcomm run kmeans`` prints.
+
+    ``release`` (Laplace or Gaussian) with ``bounds`` (a public (lo, hi) per column) publishes
+    every iteration's centroids from noisy clamped, centred sums and noisy counts per cluster
+    (`dpcomm.release.kmeans`), composed with every iteration's traffic. ``columns`` name the
+    coordinates (default: a DataFrame's columns); ``run.input_rows`` is each source's row.
 
     Examples:
         >>> import numpy as np, dpcomm
@@ -338,16 +348,55 @@ def kmeans(
     program, array, truth, kept = _kmeans_program(
         points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop
     )
-    calibration = countermeasure if isinstance(countermeasure, Calibration) else None
-    if calibration is not None and calibration.release is not None:
-        raise InvalidParameterError(
-            "countermeasure", "a calibration without a release (K-means releases none)", calibration
-        )
+    names = _column_names(points, columns, program.dimension)
+    asked, limits = _kmeans_release_asked(countermeasure, release, bounds)
+    program = _kmeans_released(program, asked, limits, chosen, names)
     tested, truth = _test_set(test_points, test_labels, array, truth, kept, drop=drop)
     described = _kmeans_described(program, array)
     job = Job(program, chosen, delta, runner, "kmeans", described, seed, progress, target_epsilon)
-    job = replace(job, budget=budget, calibration=calibration)
-    return execute_kmeans(prepare(job), test_points=tested, test_labels=truth)
+    job = replace(job, budget=budget, calibration=_calibration_of(countermeasure))
+    run = execute_kmeans(prepare(job), test_points=tested, test_labels=truth)
+    return replace(run, input_rows=np.flatnonzero(kept), columns=names)
+
+
+def _calibration_of(countermeasure: object) -> Calibration | None:
+    """``countermeasure`` if it is a calibration (whose plan a run checks), else None."""
+    return countermeasure if isinstance(countermeasure, Calibration) else None
+
+
+def _kmeans_release_asked(
+    countermeasure: object, release: object, bounds: object
+) -> tuple[object, object]:
+    """K-means's release and bounds: the call's, else its calibration's (planned for K-means)."""
+    if not isinstance(countermeasure, Calibration) or countermeasure.release is None:
+        return release, bounds
+    planned = countermeasure.bounds
+    if countermeasure.shape.workload != "kmeans" or isinstance(planned, Mapping):
+        raise InvalidParameterError(
+            "countermeasure",
+            "a calibration planned for K-means (calibrate(data=points, iterations=I, ...))",
+            countermeasure.shape.workload,
+        )
+    return (countermeasure.release if release is None else release), (
+        planned if bounds is None else bounds
+    )
+
+
+def _column_names(points: object, columns: object, dimension: int) -> tuple[str, ...] | None:
+    """``columns``, else a DataFrame's columns, else None; one name per coordinate."""
+    if columns is None:
+        found = getattr(points, "columns", None)
+        if found is None:
+            return None
+        columns = [str(c) for c in found]
+    allowed = f"{dimension} distinct column names (one per coordinate)"
+    if isinstance(columns, str) or not isinstance(columns, Sequence):
+        raise InvalidParameterError("columns", allowed, columns)
+    names = tuple(columns)
+    valid = all(isinstance(n, str) and n for n in names) and len(set(names)) == len(names)
+    if not valid or len(names) != dimension:
+        raise InvalidParameterError("columns", allowed, list(names))
+    return names
 
 
 def _kmeans_program(
@@ -398,6 +447,43 @@ def _kmeans_program(
         init_public=initial is not None,
     )
     return program, array, truth, kept
+
+
+def _kmeans_released(
+    program: KMeansProgram,
+    release: object,
+    bounds: object,
+    countermeasure: Countermeasures,
+    columns: Sequence[str] | None,
+) -> KMeansProgram:
+    """``program`` with its noisy release bound (None: exact centroids, no bounds allowed)."""
+    from dpcomm.plan.countermeasures import shares_blanket
+    from dpcomm.release.kmeans import bind_kmeans_release
+    from dpcomm.release.mechanisms import Gaussian, Laplace
+
+    if release is None:
+        if bounds is not None:
+            raise InvalidParameterError(
+                "release", "Laplace(...) or Gaussian(...) with bounds", None
+            )
+        return program
+    if not isinstance(release, Laplace | Gaussian):
+        raise InvalidParameterError(
+            "release", "None, dpcomm.Laplace(epsilon) or dpcomm.Gaussian(epsilon, delta)", release
+        )
+    if bounds is None:
+        raise InvalidParameterError(
+            "bounds", f"{program.dimension} public (lo, hi) pairs, one per column", None
+        )
+    bound = bind_kmeans_release(
+        release,
+        bounds,
+        dimension=program.dimension,
+        num_iterations=program.num_iterations,
+        shared_blanket=shares_blanket(countermeasure),
+        columns=columns,
+    )
+    return replace(program, release=bound)
 
 
 def _test_set(

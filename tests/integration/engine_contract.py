@@ -188,6 +188,27 @@ class EngineContract:
         same_run(reference, run)
         assert run.state.iterations_done == 3
 
+    def test_a_kmeans_release_is_the_memory_run_up_to_its_noise(self):
+        # The noise is OpenDP's (never the seed's): at a huge ε2 it moves the centroids by
+        # ~1e-8, so every engine routes, delivers and reports as the memory engine does, and
+        # the noisy centroids agree to that noise.
+        from dpcomm.release.kmeans import bind_kmeans_release
+        from dpcomm.release.mechanisms import Laplace
+
+        rng = np.random.default_rng(3)
+        points = np.vstack([rng.normal(c, 0.3, (40, 2)) for c in (0.0, 3.0, 6.0)])
+        countermeasure = MECHANISMS["scramblers"]
+        release = bind_kmeans_release(
+            Laplace(1e9), [(-1.0, 7.0)] * 2, dimension=2, num_iterations=2
+        )
+        program = KMeansProgram(points, 3, 2, seed=2, release=release)
+        run = self.engine().execute(program, countermeasure, delta=1e-4, seed=SEED)
+        reference = simulate(program, countermeasure, delta=1e-4, seed=SEED)
+        assert np.allclose(run.result, reference.result, atol=1e-4)
+        assert not np.array_equal(run.result, program.without_release().initial_centroids)
+        same_run(reference, replace(run, result=reference.result))
+        assert run.state.iterations_done == 2
+
     def test_a_real_public_table(self):
         program = autompg()
         countermeasure = MECHANISMS["scramblers"]

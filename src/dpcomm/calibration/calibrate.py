@@ -62,7 +62,7 @@ from dpcomm.calibration.query import program_shape, query_program, query_shape
 from dpcomm.calibration.shape import PlanShape
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure
-from dpcomm.validation import MAX_SOURCES, check_delta, check_flag, check_int
+from dpcomm.validation import MAX_SOURCES, check_delta, check_flag, check_int, check_number
 
 if TYPE_CHECKING:
     from dpcomm.calibration.planner import PlannerResult
@@ -100,7 +100,8 @@ class Calibration(PlanCandidate):
         details: the planner's full answer ([`dpcomm.calibration.PlannerResult`][]).
         release: with ``calibrate(..., release=)``, the release a run makes
             (``dpcomm.Laplace(ε2)`` or ``dpcomm.Gaussian(ε2, δ2)``); None without.
-        bounds: the release's bounds (as given to [`calibrate`][]).
+        bounds: the release's bounds (as given to [`calibrate`][]: by column for a query, one
+            (lo, hi) per coordinate for K-means).
         keys: the release's key domains (as given to [`calibrate`][]).
         key_selection_delta: δ_sel of the release's DP key selection (as given to
             [`calibrate`][]; None without).
@@ -125,7 +126,7 @@ class Calibration(PlanCandidate):
     pareto: Any
     details: Any
     release: ReleaseMechanism | None = None
-    bounds: Mapping[str, tuple[float, float]] | None = None
+    bounds: Mapping[str, tuple[float, float]] | tuple[tuple[float, float], ...] | None = None
     keys: Mapping[str, Sequence[Any]] | None = None
     key_selection_delta: float | None = None
     split: BudgetSplit | None = None
@@ -268,7 +269,7 @@ def calibrate(
     min_utility: float | None = None,
     max_messages: int | None = None,
     release: Any = None,
-    bounds: Mapping[str, tuple[float, float]] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | Sequence[tuple[float, float]] | None = None,
     keys: Mapping[str, Sequence[Any]] | None = None,
     key_selection_delta: float | None = None,
     progress: bool = False,
@@ -282,7 +283,8 @@ def calibrate(
     ``ROLLUP`` or ``CUBE``) is free: its one compute node hears every source whatever its
     data (ε = 0), so it is costed but not composed. With ``data`` the table is fixed:
     ``max_extra_consents`` defaults to 0 (no source recruited beyond its rows). K-means:
-    ``calibrate(data=points, iterations=I, num_targets=K, ...)`` (S = the points).
+    ``calibrate(data=points, iterations=I, num_targets=K, ...)`` (S = the points), with
+    ``release=`` and ``bounds=[(lo, hi), ...]`` (one per coordinate) for a released K-means.
 
     By hand (the keyword form): ``sources`` (S) tuples must be used, by an Aggregate query of
     ``grouping_sets`` (G, default 1, the non-empty grouping sets only) over ``num_targets``
@@ -337,7 +339,7 @@ class _Release:
 
     kind: ReleaseName | None
     given: object
-    bounds: Mapping[str, tuple[float, float]] | None
+    bounds: Any
     keys: Mapping[str, Sequence[Any]] | None
     key_selection_delta: float | None
     delta: float
@@ -346,7 +348,7 @@ class _Release:
 def _release_request(
     release: object,
     delta: float,
-    bounds: Mapping[str, tuple[float, float]] | None,
+    bounds: Any,
     keys: Mapping[str, Sequence[Any]] | None,
     key_selection_delta: float | None,
 ) -> _Release:
@@ -395,7 +397,8 @@ class _Sized:
     """What the planner is asked for, but (ε, δ) and the limits: read from a query or given.
 
     ``shape`` is the query's (None by hand): its table is fixed. ``program`` is the query's
-    program bound with a placeholder release (None without a release).
+    program bound with a placeholder release (None without a release); ``release_shape``
+    what a released K-means publishes (None otherwise).
     """
 
     num_sources: int
@@ -405,6 +408,7 @@ class _Sized:
     free_grouping_sets: int = 0
     shape: PlanShape | None = None
     program: Any = None
+    release_shape: Any = None
 
 
 def _of_query(sql: str | None, data: Any, counts: _Counts, wanted: _Release) -> _Sized:
@@ -432,6 +436,16 @@ def _of_query(sql: str | None, data: Any, counts: _Counts, wanted: _Release) -> 
         shape = program_shape(program, sql)
     else:
         shape = query_shape(sql, data, num_targets=counts.num_targets, iterations=counts.iterations)
+    released = None
+    if wanted.kind is not None and shape.workload == "kmeans":
+        from dpcomm.calibration.split import kmeans_release_shape
+
+        released = kmeans_release_shape(
+            num_rows=shape.num_sources,
+            num_centroids=shape.num_targets,
+            num_iterations=len(shape.clusters),
+            bounds=wanted.bounds,
+        )
     return _Sized(
         num_sources=shape.num_sources,
         num_targets=shape.num_targets,
@@ -440,6 +454,7 @@ def _of_query(sql: str | None, data: Any, counts: _Counts, wanted: _Release) -> 
         free_grouping_sets=len(shape.free_clusters),
         shape=shape,
         program=program,
+        release_shape=released,
     )
 
 
@@ -506,10 +521,18 @@ def _split(
     plan_traffic: Callable[[float, float], PlannerResult],
 ) -> BudgetSplit | None:
     """With a release, (ε, δ) split between the traffic and the release; None without."""
-    from dpcomm.calibration.split import split_release
+    from dpcomm.calibration.split import split_budget, split_release
 
     if wanted.kind is None:
         return None
+    if sized.release_shape is not None:  # K-means
+        return split_budget(
+            shape=sized.release_shape,
+            release=wanted.kind,
+            epsilon=check_number("epsilon", epsilon, above=0.0),
+            delta=check_delta("delta", delta),
+            plan_traffic=plan_traffic,
+        )
     if sized.program is None:
         raise InvalidParameterError(
             "release",
@@ -517,6 +540,13 @@ def _split(
             wanted.given,
         )
     return split_release(wanted.kind, sized.program, epsilon, delta, plan_traffic)
+
+
+def _copied_bounds(bounds: Any) -> Any:
+    """A calibration's own copy of ``bounds``: by column (a query's) or per coordinate."""
+    if isinstance(bounds, Mapping):
+        return dict(bounds)
+    return tuple((float(low), float(high)) for low, high in bounds)
 
 
 def _calibration(
@@ -545,7 +575,7 @@ def _calibration(
         pareto=_pareto_frame(result),
         details=result,
         release=None if split is None else split.release,
-        bounds=None if split is None or bounds is None else dict(bounds),
+        bounds=None if split is None or bounds is None else _copied_bounds(bounds),
         keys=None if split is None or keys is None else {k: list(v) for k, v in keys.items()},
         key_selection_delta=None if split is None else wanted.key_selection_delta,
         split=split,

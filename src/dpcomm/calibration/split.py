@@ -36,7 +36,7 @@ number the run will report. `BudgetSplit.points` lists every share evaluated.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -524,6 +524,35 @@ def release_shape(program: Any) -> ReleaseShape:
     )
 
 
+def kmeans_release_shape(
+    *, num_rows: int, num_centroids: int, num_iterations: int, bounds: object
+) -> ReleaseShape:
+    """What a released K-means publishes (`dpcomm.release.kmeans`), as the error model sees it.
+
+    Every iteration's D centred sums and count per cluster (K cells each, one per compute
+    node, S/K points each); a sum's typical magnitude is its bounds' half-width (hi − lo)/2,
+    so its relative error is the centroid coordinate's error over that half-width.
+    """
+    from dpcomm.release.kmeans import check_bounds, kmeans_aggregates, kmeans_uses
+
+    if isinstance(bounds, Mapping) or not isinstance(bounds, Sequence) or not bounds:
+        raise InvalidParameterError(
+            "bounds", "one public (lo, hi) per coordinate of the points (K-means)", bounds
+        )
+    pairs = check_bounds(bounds, len(bounds))
+    names = [f"x{j}" for j in range(len(pairs))]
+    shared = kmeans_aggregates(pairs, names, num_iterations, "one-other")
+    magnitudes = [*(0.5 * (high - low) for low, high in pairs), 1.0] * num_iterations
+    return ReleaseShape(
+        num_rows=num_rows,
+        aggregates=tuple(shared),
+        independent_aggregates=tuple(kmeans_aggregates(pairs, names, num_iterations, "own-row")),
+        magnitudes=tuple(magnitudes),
+        grouping_sets=((num_centroids, num_centroids),),
+        uses=kmeans_uses(pairs, names, num_iterations),
+    )
+
+
 def split_release(
     kind: ReleaseName,
     program: Any,
@@ -550,6 +579,7 @@ __all__ = [
     "ReleaseShape",
     "SplitPoint",
     "expected_relative_error",
+    "kmeans_release_shape",
     "release_mechanism",
     "split_budget",
 ]

@@ -222,6 +222,10 @@ def _print_seed(report: Report[Any]) -> None:
         )
 
 
+#: Released aggregates a text report lists one by one (beyond: the first ones and the last).
+MAX_AGGREGATES_SHOWN = 8
+
+
 def _print_release(release: Any) -> None:
     """The release's noise and the guarantee against an observer of traffic and release."""
     print(
@@ -234,8 +238,17 @@ def _print_release(release: Any) -> None:
         f"δ = {release.composed_delta:g} (PLD composition {composed}; "
         f"sum {release.summed_epsilon:.4f})"
     )
-    print(f"  {release.describe_split()}")
-    for item in release.aggregates:
+    shown = release.aggregates
+    if len(shown) > MAX_AGGREGATES_SHOWN:  # K-means of many columns: the first few, and the count
+        shown = (*shown[: MAX_AGGREGATES_SHOWN - 1], shown[-1])
+        print(
+            f"  ε2 = {release.epsilon:.4g} split {release.split_rule} over "
+            f"{len(release.aggregates):,} released vectors (all in --report); the first "
+            f"{MAX_AGGREGATES_SHOWN - 1} and the last:"
+        )
+    else:
+        print(f"  {release.describe_split()}")
+    for item in shown:
         if item.half_width_95 != item.half_width_95:  # NaN: a quantile, error in its units
             print(
                 f"  {item.aggregate}: {item.noise}, scale {item.scale:.4g} "
@@ -351,10 +364,15 @@ def print_kmeans(outcome: KMeansRun, dataset: str) -> None:
             ),
         ):
             print(f"  {label}: {private:.4f} ({nonprivate:.4f})")
-    used = ", ".join(f"{u:,}" for u in utility.tuples_used_per_iteration)
-    print(f"Tuples used per iteration: {used} ({utility.tuples_used_fraction:.1%} on average)")
+    if report.release is None:
+        used = ", ".join(f"{u:,}" for u in utility.tuples_used_per_iteration)
+        print(f"Tuples used per iteration: {used} ({utility.tuples_used_fraction:.1%} on average)")
+    elif utility.rand_index is not None:
+        print("  (the scores read the labelled points: an evaluation, not part of the release)")
     print()
     _print_privacy(report.privacy)
+    if report.release is not None:
+        _print_release(report.release)
     print()
     _print_efficiency(report.efficiency)
 
@@ -469,6 +487,37 @@ def release_mechanism(args: argparse.Namespace) -> Any:
         raise InvalidParameterError(name, error.allowed, error.given) from None
 
 
+def kmeans_release_options(
+    args: argparse.Namespace, columns: list[str] | None, *, dimension: int
+) -> dict[str, Any]:
+    """K-means's ``release`` and ``bounds`` (one pair per column) from the options.
+
+    ``--bounds LO:HI`` once bounds every column; else ``--bounds COL=LO:HI`` for each of
+    ``columns`` (``--columns``). The options are refused without ``--release``.
+    """
+    if args.release is None:
+        for name in ("release_epsilon", "release_delta", "bounds"):
+            given = getattr(args, name, None)
+            if given is not None and given != []:
+                shown = given[0] if isinstance(given, list) else given
+                raise InvalidParameterError(
+                    f"--{name.replace('_', '-')}", "only with --release", shown
+                )
+        return {}
+    mechanism = release_mechanism(args)
+    items: list[str] = args.bounds
+    allowed = "LO:HI once (every column)" + (
+        "" if columns is None else ", or COL=LO:HI for each of " + ", ".join(columns)
+    )
+    if len(items) == 1 and "=" not in items[0]:
+        low, high = parse_bounds([f"all={items[0]}"])["all"]
+        return {"release": mechanism, "bounds": [(low, high)] * dimension}
+    named = parse_bounds(items)
+    if columns is None or sorted(named) != sorted(columns):
+        raise InvalidParameterError("--bounds", allowed, ", ".join(items) or None)
+    return {"release": mechanism, "bounds": [named[c] for c in columns]}
+
+
 def parse_bounds(items: list[str]) -> dict[str, tuple[float, float]]:
     """``--bounds COL=LO:HI`` (repeated) as ``{COL: (LO, HI)}``."""
     bounds: dict[str, tuple[float, float]] = {}
@@ -579,6 +628,8 @@ def execute_kmeans(
     given = {"points": "data", "labels": "label_column", "init_points": "init_data"}
     if args.data is None:
         given = {"points": "dataset", "test_points": "dataset"}
+    columns = None if args.data is None else [c.strip() for c in args.columns.split(",")]
+    released = kmeans_release_options(args, columns, dimension=int(points.shape[1]))
     with _named_by_options(given, nulls=nulls):
         outcome = kmeans(
             points,
@@ -598,6 +649,8 @@ def execute_kmeans(
             budget=budget,
             init=args.init,
             init_points=init_points,
+            columns=columns,
+            **released,
         )
     described = (
         f"every {what[:-1]}" if len(points) == total else f"the first {len(points):,} {what}"
@@ -679,7 +732,7 @@ def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: P
         print(f"wrote {len(outcome.rows):,} result rows to {out}", file=sys.stderr)
     elif out is not None and isinstance(outcome, KMeansRun):
         centroids = outcome.centroids
-        names = [f"c{i}" for i in range(centroids.shape[1])]
+        names = list(outcome.columns or [f"c{i}" for i in range(centroids.shape[1])])
         rows = [
             {"centroid": k, **dict(zip(names, map(float, row), strict=True))}
             for k, row in enumerate(centroids)
@@ -688,7 +741,10 @@ def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: P
         assigned = assignments_path(out)
         _write_rows(
             ["source", "centroid"],
-            [{"source": i, "centroid": int(c)} for i, c in enumerate(outcome.assignments)],
+            [
+                {"source": int(row), "centroid": int(c)}
+                for row, c in zip(rows_of(outcome), outcome.assignments, strict=True)
+            ],
             assigned,
         )
         print(
@@ -702,6 +758,13 @@ def write_outputs(outcome: AggregateRun | KMeansRun, out: Path | None, report: P
         with replaced_atomically(report) as temporary:  # never a partial or empty file
             temporary.write_text(text)
         print(f"wrote the report to {report}", file=sys.stderr)
+
+
+def rows_of(outcome: KMeansRun) -> Any:
+    """Each source's input row (0-based; the rows ``--drop-non-finite`` dropped have none)."""
+    import numpy as np
+
+    return np.arange(len(outcome.assignments)) if outcome.input_rows is None else outcome.input_rows
 
 
 def print_run(args: argparse.Namespace, outcome: AggregateRun | KMeansRun, data: str) -> None:

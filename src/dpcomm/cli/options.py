@@ -322,9 +322,9 @@ def add_kmeans_options(parser: Any) -> None:
     parser.add_argument(
         "--init",
         choices=INIT_METHODS,
-        default="random",
-        help="how --data-seed chooses the K initial centroids: random (K distinct points, the "
-        "default) or k-means++ (D² seeding, which reads every point); chosen among the "
+        default="k-means++",
+        help="how --data-seed chooses the K initial centroids: k-means++ (D² seeding, which "
+        "reads every point; the default) or random (K distinct points); chosen among the "
         "sources' points they are sent to every node as they are (the report's privacy notes "
         "say so), unless chosen among --init-data",
     )
@@ -344,6 +344,43 @@ def add_kmeans_options(parser: Any) -> None:
         action="store_true",
         help="drop the points holding NULL, NaN, ±inf or a value beyond float32's range (a "
         "float IDX file, a table's cells), saying how many, instead of refusing the data",
+    )
+    add_kmeans_release_options(parser)
+
+
+def add_kmeans_release_options(parser: argparse.ArgumentParser) -> None:
+    """K-means's noisy release: ``--release``, its ε and δ, and ``--bounds``."""
+    parser.add_argument(
+        "--release",
+        choices=["laplace", "gaussian"],
+        default=None,
+        help="publish every iteration's centroids from noisy per-cluster sums (clamped to "
+        "--bounds, centred on their midpoints) and noisy counts, drawn by OpenDP at each "
+        "compute node; the next iteration routes by these noisy centroids; needs --bounds",
+    )
+    parser.add_argument(
+        "--release-epsilon",
+        type=float,
+        default=None,
+        metavar="E",
+        help="with --release: ε of the release over every iteration, split among the "
+        "iterations' sums and counts to minimise the centroids' expected error (default "
+        f"{DEFAULT_RELEASE_EPSILON:g})",
+    )
+    parser.add_argument(
+        "--release-delta",
+        type=float,
+        default=None,
+        metavar="D",
+        help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
+    )
+    parser.add_argument(
+        "--bounds",
+        action="append",
+        default=[],
+        metavar="COL=LO:HI|LO:HI",
+        help="with --release: public bounds of a --columns column (repeat for each), or LO:HI "
+        "once for every column (a dataset's pixels: 0:255)",
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,7 +136,8 @@ def _release_arguments(calibration: Calibration) -> list[str]:
     arguments = ["--release", release.name, "--release-epsilon", repr(release.epsilon)]
     if release.delta > 0.0:
         arguments += ["--release-delta", repr(release.delta)]
-    for column, (low, high) in (calibration.bounds or {}).items():
+    by_column = calibration.bounds if isinstance(calibration.bounds, Mapping) else {}
+    for column, (low, high) in by_column.items():  # K-means' per-coordinate bounds: Python
         arguments += ["--bounds", f"{column}={low!r}:{high!r}"]
     for column, values in (calibration.keys or {}).items():
         arguments += ["--keys", f"{column}=" + ",".join(str(v) for v in values)]

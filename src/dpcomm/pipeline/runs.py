@@ -21,7 +21,7 @@ from dpcomm.engine.run import Run, RunOptions
 from dpcomm.errors import InvalidParameterError, warn
 from dpcomm.pipeline.estimate import delivery_probabilities, released_estimate, unbiased_estimate
 from dpcomm.pipeline.job import Job, Prepared, Workload, prepare
-from dpcomm.pipeline.report import Report, run_report
+from dpcomm.pipeline.report import PrivacyReport, Report, run_report
 from dpcomm.pipeline.utility import (
     AggregateUtility,
     KMeansUtility,
@@ -169,6 +169,9 @@ class KMeansRun:
         run: the run.
         baseline: non-private K-means from the same start, not accounted.
         report: privacy, utility (the label scores when labels were given) and efficiency.
+        input_rows: the input row of every source (rows dropped by ``drop_non_finite`` have
+            none; None: source i is row i).
+        columns: the coordinates' names (None: unnamed).
 
     ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the scores
     against the labels ``rand_index``, ``adjusted_rand_index``, ``normalized_mutual_info``
@@ -189,6 +192,8 @@ class KMeansRun:
     run: Run
     baseline: Run
     report: Report[KMeansUtility]
+    input_rows: npt.NDArray[np.int64] | None = None
+    columns: tuple[str, ...] | None = None
 
     @property
     def centroids(self) -> npt.NDArray[np.float64]:
@@ -231,10 +236,10 @@ class KMeansRun:
         """``{"result": {"centroids": ...}, "report": ...}``: the one JSON document of every run."""
         from dpcomm._json import json_ready
 
-        return {
-            "result": {"centroids": json_ready(self.centroids)},
-            "report": self.report.to_dict(),
-        }
+        result: dict[str, Any] = {"centroids": json_ready(self.centroids)}
+        if self.columns is not None:
+            result["columns"] = list(self.columns)
+        return {"result": result, "report": self.report.to_dict()}
 
     def __repr__(self) -> str:
         k, dimension = self.centroids.shape
@@ -378,7 +383,11 @@ def _executed(prepared: Prepared) -> tuple[Run, Run]:
     )
     if run.privacy is not None:
         prepared.guarantee.check_reported(prepared.charged, run.privacy)
-    exact = program.without_release() if isinstance(program, AggregateProgram) else program
+    exact = (
+        program.without_release()
+        if isinstance(program, AggregateProgram | KMeansProgram)
+        else program
+    )
     return run, job.engine.baseline(exact, seed=job.seed)
 
 
@@ -405,7 +414,10 @@ def execute_kmeans(
 
     With ``test_points`` and ``test_labels`` the report has both runs' scores on them. The
     privacy report's caveats say what the guarantee does not cover of the initial centroids
-    ([`dpcomm.queries.kmeans.KMeansProgram.initialisation_caveat`][]).
+    ([`dpcomm.queries.kmeans.KMeansProgram.initialisation_caveat`][]). Under a noisy release
+    the report has it (`dpcomm.release.kmeans.kmeans_release_report`), composed with the
+    traffic the run reported, and its efficiency says nothing of the data; the label scores
+    read the labelled points and are the analyst's evaluation, not part of the release.
     """
     program = prepared.job.program
     if not isinstance(program, KMeansProgram):
@@ -414,12 +426,37 @@ def execute_kmeans(
     utility = kmeans_utility(
         program, run, baseline, test_points=test_points, test_labels=test_labels
     )
-    report = run_report(run, baseline, utility)
+    released = program.release is not None
+    report = run_report(run, baseline, utility, released=released)
+    if released and run.privacy is not None:
+        from dpcomm.release.kmeans import kmeans_release_report
+
+        composition = prepared.guarantee.composed_with(run.privacy)
+        release = kmeans_release_report(program.release, run.privacy, composition)
+        report = replace(report, release=release, privacy=_released_centroids(report.privacy))
     caveat = program.initialisation_caveat
     if caveat is not None:
         privacy = replace(report.privacy, caveats=(*report.privacy.caveats, caveat))
         report = replace(report, privacy=privacy)
     return KMeansRun(program, run, baseline, report)
+
+
+def _released_centroids(privacy: PrivacyReport) -> PrivacyReport:
+    """``privacy`` with the paper's caveat on routing by centroids replaced: they are released.
+
+    Under a noisy release the centroids every iteration routes by are DP outputs composed into
+    the guarantee (`dpcomm.release.kmeans`), no longer state treated as public.
+    """
+    from dpcomm.plan.privacy import STATE_CAVEAT
+
+    stem = STATE_CAVEAT.split("{names}", 1)[1][:40]
+    kept = tuple(c for c in privacy.caveats if stem not in c)
+    note = (
+        "every iteration routes by the previous iteration's noisy centroids, which are "
+        "differentially private outputs composed into the guarantee with the traffic "
+        "(see report.release)"
+    )
+    return replace(privacy, caveats=(*kept, note))
 
 
 def _job(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -229,6 +229,17 @@ def choose_initial_centroids(
     return as_float32_values(rows[np.asarray(chosen, dtype=np.int64)])
 
 
+def _release_from_spec(spec: Mapping[str, Any], *, dimension: int, iterations: int) -> Any:
+    """The K-means release a spec describes, bound again by the module the spec names."""
+    import importlib
+
+    module = spec.get("module", "dpcomm.release.kmeans")
+    if not isinstance(module, str) or not module.startswith("dpcomm."):
+        raise InvalidParameterError("release module", "a dpcomm module", module)
+    binder = importlib.import_module(module)
+    return binder.release_from_spec(spec, dimension=dimension, num_iterations=iterations)
+
+
 @dataclass(frozen=True)
 class KMeansState:
     """The centroids after a number of completed iterations (float32 values)."""
@@ -255,6 +266,9 @@ class KMeansProgram:
         init: ``"random"`` (K distinct points, the default) or ``"k-means++"``.
         init_public: whether ``initial`` was chosen among public points rather than the
             sources' (False: they are K of the sources' points, released to every node).
+        release: the noisy release of every iteration's centroids
+            (`dpcomm.release.kmeans.KMeansRelease`, bound by the release package), or None:
+            exact centroids over the delivered points.
     """
 
     points: npt.NDArray[Any] | None
@@ -265,6 +279,7 @@ class KMeansProgram:
     num_sources: int = 0
     init: str = "random"
     init_public: bool = False
+    release: Any = field(default=None, repr=False)
     _exact: dict[str, FloatArray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -313,7 +328,15 @@ class KMeansProgram:
         return self.initial
 
     def check_countermeasures(self, countermeasures: Countermeasures) -> None:
-        """Any countermeasure runs K-means (nothing is released beyond its centroids)."""
+        """Any countermeasure runs K-means; a release, those it was bound for."""
+        if self.release is not None:
+            self.release.check_for(countermeasures)
+
+    def without_release(self) -> KMeansProgram:
+        """The same K-means with exact centroids (the baseline a released run compares with)."""
+        if self.release is None:
+            return self
+        return replace(self, release=None, _exact={})
 
     def published(self, state: Any) -> dict[str, Any] | None:
         """None: the result node publishes the centroids as they are."""
@@ -331,6 +354,7 @@ class KMeansProgram:
             "num_sources": self.num_sources,
             "init": self.init,
             "init_public": self.init_public,
+            "release": None if self.release is None else self.release.to_spec(),
         }
 
     @classmethod
@@ -339,6 +363,7 @@ class KMeansProgram:
         initial = np.frombuffer(bytes.fromhex(spec["initial"]), dtype=">f4").reshape(
             int(spec["num_centroids"]), int(spec["dimension"])
         )
+        release = spec.get("release")
         return cls(
             None,
             int(spec["num_centroids"]),
@@ -348,6 +373,11 @@ class KMeansProgram:
             int(spec["num_sources"]),
             init=str(spec.get("init", "random")),
             init_public=bool(spec.get("init_public", False)),
+            release=None
+            if release is None
+            else _release_from_spec(
+                release, dimension=int(spec["dimension"]), iterations=int(spec["num_iterations"])
+            ),
         )
 
     @property
@@ -356,6 +386,8 @@ class KMeansProgram:
         name = f"K-means, K={self.num_centroids}, I={self.num_iterations}"
         if self.init != "random" or self.init_public:
             name += f", {self.init} start" + (" from public points" if self.init_public else "")
+        if self.release is not None:
+            name += f", released ({self.release.mechanism.name})"
         return name
 
     @property
@@ -436,6 +468,8 @@ class KMeansProgram:
         data = np.asarray(tuples)
         if data.size == 0:
             data = np.zeros((0, self.dimension), dtype=np.float32)
+        if self.release is not None:  # clamped to the public bounds before anything is summed
+            data = self.release.clamp(data)
         return grouped_sums(data, tuple_targets, step.targets)
 
     def combine_partials(
@@ -444,7 +478,9 @@ class KMeansProgram:
         """Compute node k's new centroid from the exact sums of disjoint subsets of its points.
 
         The sums merge exactly: the mean (rounded once per coordinate, then to float32) is
-        that of the union, whatever the split and the order of ``partials``.
+        that of the union, whatever the split and the order of ``partials``. Under a release,
+        the centroid published is the noisy one
+        (`dpcomm.release.kmeans.KMeansRelease.noisy_centroid`, its noise drawn here, once).
         """
         every = np.arange(self.dimension, dtype=np.int64)
         outputs: dict[int, FloatArray] = {}
@@ -452,6 +488,12 @@ class KMeansProgram:
             node = int(target)
             parts = [part[node] for part in partials if node in part]
             merged = merge_exact_sums(parts, [every] * len(parts), self.dimension)
+            if self.release is not None:
+                iteration = step.state.iterations_done + 1
+                previous = step.state.centroids[node]
+                noisy = self.release.noisy_centroid(iteration, merged, previous)
+                outputs[node] = as_float32_values(noisy)
+                continue
             mean = exact_mean(merged)
             if mean is not None:
                 outputs[node] = as_float32_values(mean)

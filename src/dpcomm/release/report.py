@@ -113,6 +113,7 @@ class ReleaseReport:
             comes from a public domain).
         split: each released aggregate with its share of ε2, chosen to minimise the
             published values' expected error (`dpcomm.release.mechanisms.release_shares`).
+        split_rule: how ε2 was split (K-means's release: equally).
     """
 
     mechanism: str
@@ -126,14 +127,12 @@ class ReleaseReport:
     aggregates: tuple[ReleasedAggregate, ...]
     key_selection: KeySelectionReport | None = None
     split: tuple[tuple[str, float], ...] = ()
+    split_rule: str = "to minimise the published values' expected error"
 
     def describe_split(self) -> str:
         """``ε2 = 1 split to minimise the published values' expected error: COUNT(*) 0.2, ...``."""
         shares = ", ".join(f"{aggregate} {share:.4g}" for aggregate, share in self.split)
-        return (
-            f"ε2 = {self.epsilon:.4g} split to minimise the published values' expected error: "
-            f"{shares}"
-        )
+        return f"ε2 = {self.epsilon:.4g} split {self.split_rule}: {shares}"
 
 
 def release_report(

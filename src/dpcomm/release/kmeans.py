@@ -1,0 +1,332 @@
+"""K-means released end to end: noisy centroids from noisy per-cluster sums and counts.
+
+In every iteration i = 1..I, compute node k of cluster k clamps each coordinate j of the points
+it received to the public bounds [lo_j, hi_j], centres it on c_j = (lo_j + hi_j)/2 and releases
+the noisy centred sums S̃_kj = Σ (x_j − c_j) + noise and the noisy count Ñ_k = n_k + noise
+(integer noise), drawn by OpenDP at that node, once; the published centroid is
+
+    μ̃_kj = clamp(c_j + S̃_kj / Ñ_k, lo_j, hi_j)            (Ñ_k > 0)
+
+and, where Ñ_k ≤ 0, the previous centroid, kept (post-processing of released values either
+way). The next iteration routes every point by these noisy centroids, which are DP outputs:
+public, so the routing of iteration i + 1 is a function of public values and of the point
+alone, and the I iterations are an adaptive composition of I instances of the joint theorem
+(docs/accounting.md, "K-means released"), each iteration's clusters being the keys of a
+grouping set with one key per compute node.
+
+Per iteration the released vectors are one per coordinate (the K centred sums) and the K
+counts; their sensitivities are `dpcomm.release.mechanisms.centred_sum_sensitivity` and COUNT(*)'s
+over one keyed grouping set of `JointView` ``one-other`` (scramblers with sampling: one other
+source's point moves in or out of delivery, on the compute node of the row's old or new cluster,
+one cluster per node) or ``own-row``. ε2 is split among the I · (D + 1) released vectors to
+minimise the published centroids' expected error (`kmeans_uses`; every iteration alike), δ2
+equally; the (ε_i, δ_i) of every vector of every
+iteration compose with the traffic by PLD (`dpcomm.release.compose.compose_release`).
+
+The noise comes from OpenDP's cryptographically secure generator, as the SQL release's
+(`dpcomm.release.noise`), never from the run's seed: a seeded run is reproducible up to the
+release's noise (and, since the routing reads the noisy centroids, up to what it changes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpcomm.errors import InvalidParameterError
+from dpcomm.plan.countermeasures import Countermeasures, shares_blanket
+from dpcomm.release.mechanisms import (
+    AggregateNoise,
+    Gaussian,
+    JointView,
+    Laplace,
+    ReleasedFunction,
+    ReleaseMechanism,
+    Sensitivity,
+    aggregate_sensitivity,
+    calibrate_noise,
+    centred_sum_sensitivity,
+)
+from dpcomm.release.noise import _noisy
+
+if TYPE_CHECKING:
+    from dpcomm.plan.privacy import PlanGuarantee
+    from dpcomm.queries.exactsum import ExactSums
+    from dpcomm.release.compose import ReleaseComposition
+    from dpcomm.release.report import ReleaseReport
+
+FloatArray = npt.NDArray[np.float64]
+
+#: The key the clusters form in the joint view (one cluster per compute node).
+CLUSTER_SET: tuple[tuple[str, ...], ...] = (("cluster",),)
+
+
+def check_bounds(bounds: object, dimension: int) -> tuple[tuple[float, float], ...]:
+    """``bounds``: one finite (lo, hi) with lo < hi per coordinate (D = ``dimension``)."""
+    allowed = f"{dimension} pairs (lo, hi) of finite numbers with lo < hi, one per column"
+    if isinstance(bounds, Mapping) or not isinstance(bounds, Sequence):
+        raise InvalidParameterError("bounds", allowed, bounds)
+    pairs: list[tuple[float, float]] = []
+    for pair in bounds:
+        if not isinstance(pair, Sequence) or len(pair) != 2:
+            raise InvalidParameterError("bounds", allowed, bounds)
+        low, high = pair
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
+        if not numbers or not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise InvalidParameterError("bounds", allowed, bounds)
+        pairs.append((float(low), float(high)))
+    if len(pairs) != dimension:
+        raise InvalidParameterError("bounds", allowed, f"{len(pairs)} pairs")
+    return tuple(pairs)
+
+
+@dataclass(frozen=True)
+class KMeansRelease:
+    """K-means's noisy release: per iteration, each cluster's noisy centred sums and count.
+
+    Attributes:
+        mechanism: Laplace or Gaussian, with the release's whole budget (ε2, δ2) over the I
+            iterations.
+        bounds: (lo_j, hi_j) of every coordinate j: points are clamped to them and centred on
+            c_j = (lo_j + hi_j)/2.
+        num_iterations: I.
+        noises: the noise of every released vector, iteration by iteration: the D centred
+            sums, then the count (I · (D + 1) entries).
+        view: the `JointView` of the clusters (``one-other`` or ``own-row``).
+        shared_blanket: whether the sensitivities cover scramblers with sampling.
+        columns: the coordinates' names (for reports).
+    """
+
+    mechanism: ReleaseMechanism
+    bounds: tuple[tuple[float, float], ...]
+    num_iterations: int
+    noises: tuple[AggregateNoise, ...]
+    view: JointView
+    shared_blanket: bool
+    columns: tuple[str, ...]
+
+    @property
+    def epsilon(self) -> float:
+        """ε2: the sum of every released vector's share."""
+        return math.fsum(n.epsilon for n in self.noises)
+
+    @property
+    def delta(self) -> float:
+        """δ2: likewise."""
+        return math.fsum(n.total_delta for n in self.noises)
+
+    @property
+    def centres(self) -> FloatArray:
+        """c_j = (lo_j + hi_j)/2 of every coordinate."""
+        return np.asarray([(low + high) / 2.0 for low, high in self.bounds], dtype=np.float64)
+
+    def iteration_noises(self, iteration: int) -> tuple[AggregateNoise, ...]:
+        """The D + 1 noises of ``iteration`` (1-based): the centred sums, then the count."""
+        width = len(self.bounds) + 1
+        return self.noises[(iteration - 1) * width : iteration * width]
+
+    def clamp(self, points: npt.ArrayLike) -> FloatArray:
+        """``points`` clamped to the bounds, coordinate by coordinate (float64)."""
+        lows = np.asarray([low for low, _ in self.bounds], dtype=np.float64)
+        highs = np.asarray([high for _, high in self.bounds], dtype=np.float64)
+        return np.clip(np.asarray(points, dtype=np.float64), lows, highs)
+
+    def noisy_centroid(self, iteration: int, sums: ExactSums, previous: FloatArray) -> FloatArray:
+        """Cluster k's published centroid μ̃_k of ``iteration`` from its exact clamped ``sums``.
+
+        The noisy centred sums and the noisy count are drawn here, once (OpenDP, after its
+        privacy map is checked); with a noisy count ≤ 0 the ``previous`` centroid is kept.
+        """
+        noises = self.iteration_noises(iteration)
+        count = int(sums.counts[0]) if len(sums.counts) else 0
+        exact = [0.0 if s is None else float(s) for s in sums.sums()]
+        centred = [t - count * c for t, c in zip(exact, self.centres.tolist(), strict=True)]
+        noisy_sums = [
+            float(_noisy(noise, [value])[0])
+            for noise, value in zip(noises[:-1], centred, strict=True)
+        ]
+        noisy_count = int(_noisy(noises[-1], [count])[0])
+        if noisy_count <= 0:
+            return np.asarray(previous, dtype=np.float64).copy()
+        centroid = self.centres + np.asarray(noisy_sums, dtype=np.float64) / noisy_count
+        return self.clamp(centroid)
+
+    def check_for(self, countermeasures: Countermeasures) -> None:
+        """Refuse scramblers with sampling for a release bound without their shared blanket."""
+        if self.shared_blanket or not shares_blanket(countermeasures):
+            return
+        raise InvalidParameterError(
+            "countermeasure",
+            "the countermeasure the release was bound for (its noise covers traffic that "
+            "delivers each point independently; bind the release with this countermeasure)",
+            "scramblers with sampling",
+        )
+
+    def to_spec(self) -> dict[str, Any]:
+        """The public description a node binds again (`release_from_spec`)."""
+        return {
+            "mechanism": self.mechanism.name,
+            "epsilon": self.mechanism.epsilon,
+            "delta": self.mechanism.delta,
+            "bounds": [list(pair) for pair in self.bounds],
+            "shared_blanket": self.shared_blanket,
+            "columns": list(self.columns),
+            "module": __name__,
+        }
+
+
+def kmeans_aggregates(
+    bounds: Sequence[tuple[float, float]],
+    columns: Sequence[str],
+    num_iterations: int,
+    view: JointView,
+) -> list[tuple[str, ReleasedFunction, Sensitivity]]:
+    """Every released vector of the I iterations with its sensitivity in ``view``.
+
+    Per iteration, the D centred sums (`centred_sum_sensitivity` over the clusters, one
+    key per compute node) and the count (COUNT(*)'s): what `calibrate_noise` splits ε2
+    among (and `dpcomm.calibration` plans with).
+    """
+    one: list[tuple[str, ReleasedFunction, Sensitivity]] = []
+    for name, (low, high) in zip(columns, bounds, strict=True):
+        sensitivity = centred_sum_sensitivity(CLUSTER_SET, low, high, views=[view])
+        described = f"SUM({name} clamped to [{low:g}, {high:g}], centred on {(low + high) / 2:g})"
+        one.append((described, "sum", sensitivity))
+    one.append(
+        ("COUNT(*)", "count_star", aggregate_sensitivity("count_star", CLUSTER_SET, views=[view]))
+    )
+    return [
+        (f"iteration {i}: {output}", function, sensitivity)
+        for i in range(1, num_iterations + 1)
+        for output, function, sensitivity in one
+    ]
+
+
+def kmeans_uses(
+    bounds: Sequence[tuple[float, float]], columns: Sequence[str], num_iterations: int
+) -> tuple[tuple[tuple[str, float], ...], ...]:
+    """What each published centroid coordinate reads, for the minimum-error split of ε2.
+
+    μ̃_kj = c_j + S̃_kj / Ñ_k: its error is about (Z_S − (μ_kj − c_j) Z_N) / n_k, so it reads
+    the sum with coefficient 1 and the count with E[(μ − c)²], taken as (hi_j − lo_j)²/12
+    (a centroid uniform in the bounds: public, as the SQL release's AVG takes it).
+    """
+    aggregates = kmeans_aggregates(bounds, columns, num_iterations, "own-row")
+    width = len(columns) + 1
+    uses = []
+    for start in range(0, len(aggregates), width):
+        count = aggregates[start + width - 1][0]
+        for (name, _, _), (low, high) in zip(
+            aggregates[start : start + width - 1], bounds, strict=True
+        ):
+            uses.append(((name, 1.0), (count, (high - low) ** 2 / 12.0)))
+    return tuple(uses)
+
+
+def bind_kmeans_release(
+    mechanism: ReleaseMechanism,
+    bounds: object,
+    *,
+    dimension: int,
+    num_iterations: int,
+    shared_blanket: bool = True,
+    columns: Sequence[str] | None = None,
+) -> KMeansRelease:
+    """The K-means release of ``mechanism`` over ``bounds`` for I = ``num_iterations``.
+
+    ``shared_blanket``: the sensitivities cover scramblers with sampling (`JointView`
+    ``one-other``; else ``own-row``, valid only for traffic that delivers each point
+    independently of the others). ε2 is split among the I · (D + 1) released vectors to
+    minimise the centroids' expected error, δ2 equally (module docstring).
+    """
+    if not isinstance(mechanism, Laplace | Gaussian):
+        raise InvalidParameterError(
+            "release", "dpcomm.Laplace(epsilon) or dpcomm.Gaussian(epsilon, delta)", mechanism
+        )
+    pairs = check_bounds(bounds, dimension)
+    names = tuple(columns) if columns is not None else tuple(f"x{j}" for j in range(dimension))
+    if len(names) != dimension:
+        raise InvalidParameterError("columns", f"{dimension} names", len(names))
+    view: JointView = "one-other" if shared_blanket else "own-row"
+    aggregates = kmeans_aggregates(pairs, names, num_iterations, view)
+    uses = kmeans_uses(pairs, names, num_iterations)
+    noises = calibrate_noise(mechanism, aggregates, shared_blanket=shared_blanket, uses=uses)
+    return KMeansRelease(mechanism, pairs, num_iterations, noises, view, shared_blanket, names)
+
+
+def release_from_spec(
+    spec: Mapping[str, Any], *, dimension: int, num_iterations: int
+) -> KMeansRelease:
+    """The release `KMeansRelease.to_spec` describes, bound again."""
+    name = spec.get("mechanism")
+    if name not in ("laplace", "gaussian"):
+        raise InvalidParameterError("release mechanism", "'laplace' or 'gaussian'", name)
+    epsilon = float(spec["epsilon"])
+    mechanism: ReleaseMechanism = (
+        Laplace(epsilon) if name == "laplace" else Gaussian(epsilon, float(spec["delta"]))
+    )
+    return bind_kmeans_release(
+        mechanism,
+        [tuple(pair) for pair in spec["bounds"]],
+        dimension=dimension,
+        num_iterations=num_iterations,
+        shared_blanket=bool(spec.get("shared_blanket", True)),
+        columns=[str(c) for c in spec.get("columns", [])] or None,
+    )
+
+
+def kmeans_release_report(
+    release: KMeansRelease, privacy: PlanGuarantee, composition: ReleaseComposition | None = None
+) -> ReleaseReport:
+    """The release's noise (each vector over the I iterations) and its composition."""
+    from dpcomm.release.compose import compose_release
+    from dpcomm.release.report import ReleasedAggregate, ReleaseReport
+
+    both = composition or compose_release(privacy, release.noises)
+    iterations = release.num_iterations
+    aggregates = []
+    for noise in release.iteration_noises(1):
+        label = noise.output.split(": ", 1)[1]
+        aggregates.append(
+            ReleasedAggregate(
+                f"{label} per cluster"
+                + ("" if iterations == 1 else f", in each of the {iterations} iterations"),
+                release.mechanism.name + (" (discrete)" if noise.integer else ""),
+                noise.sensitivity.l1,
+                noise.sensitivity.l2,
+                noise.scale,
+                noise.standard_deviation,
+                noise.half_width_95,
+                noise.epsilon * iterations,
+                noise.total_delta * iterations,
+            )
+        )
+    return ReleaseReport(
+        mechanism=release.mechanism.name,
+        epsilon=release.epsilon,
+        delta=release.delta,
+        keys="the K clusters (public: one per compute node), every iteration",
+        composed_epsilon=both.composed_epsilon,
+        composed_delta=both.delta,
+        summed_epsilon=both.summed_epsilon,
+        epsilon_total=both.epsilon,
+        aggregates=tuple(aggregates),
+        split=tuple((a.aggregate, a.epsilon) for a in aggregates),
+        split_rule="to minimise the centroids' expected error (each iteration alike)",
+    )
+
+
+__all__ = [
+    "KMeansRelease",
+    "bind_kmeans_release",
+    "check_bounds",
+    "kmeans_aggregates",
+    "kmeans_release_report",
+    "kmeans_uses",
+    "release_from_spec",
+]
