@@ -49,6 +49,7 @@ BASELINES = {
         "test_points": POINTS, "test_labels": [0] * 10 + [1] * 10, "seed": 1, "delta": 1e-4,
         "engine": "memory", "start_seed": 0, "progress": False, "target_epsilon": None,
         "drop_non_finite": False, "budget": None, "init": "random", "init_points": None,
+        "release": None, "bounds": None, "columns": None,
     },
     dpcomm.Budget: {"epsilon": 1.0, "delta": 1e-5, "ledger": "ledger.json", "accept_edits": False},
     dpcomm.Laplace: {"epsilon": 1.0},
@@ -90,6 +91,9 @@ PARTNERS = {
     (dpcomm.kmeans, "test_points"): {"test_labels"},  # one label per test point
     (dpcomm.kmeans, "test_labels"): {"test_points"},
     (dpcomm.kmeans, "init_points"): {"k"},  # fewer public points than K
+    (dpcomm.kmeans, "bounds"): {"release"},  # bounds need a release
+    (dpcomm.kmeans, "release"): {"bounds"},  # a release needs bounds
+    (dpcomm.kmeans, "columns"): {"points"},  # one name per column of the points
     (dpcomm.Budget, "delta"): {"epsilon"},  # a budget other than the ledger's names both
     # sql= reads the table from data= (and the sources from it: sources= must then be None)
     (dpcomm.calibrate, "sql"): {"data", "sources"},

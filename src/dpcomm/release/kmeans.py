@@ -111,6 +111,11 @@ class KMeansRelease:
     columns: tuple[str, ...]
 
     @property
+    def charged(self) -> tuple[AggregateNoise, ...]:
+        """Every released vector's (ε_i, δ_i), as a query's release names them."""
+        return self.noises
+
+    @property
     def epsilon(self) -> float:
         """ε2: the sum of every released vector's share."""
         return math.fsum(n.epsilon for n in self.noises)

@@ -95,9 +95,14 @@ def test_public_init_points_give_the_start():
     assert run.program.init_public and not any(
         "initial centroids" in c for c in run.report.privacy.caveats
     )
-    given = BLOBS[[5, 45, 85]]  # K public centroids, given as they are
+    given = BLOBS[[5, 45, 85]]  # K public centroids with init="random": given as they are
     run = dpcomm.kmeans(
-        BLOBS, k=3, iterations=1, init_points=given, countermeasure=dpcomm.NoCountermeasure()
+        BLOBS,
+        k=3,
+        iterations=1,
+        init="random",
+        init_points=given,
+        countermeasure=dpcomm.NoCountermeasure(),
     )
     assert np.array_equal(run.program.initial_centroids, given.astype(np.float32))
     with pytest.raises(InvalidParameterError, match=r"^invalid k: .*\(the init_points\)"):
