@@ -147,15 +147,15 @@ def test_one_aggregate_view_is_claimed_its_own_composition() -> None:
 
 def test_centred_own_row_fails_the_one_aggregate_view() -> None:
     report = audit_release(
-        release=dpcomm.Laplace(5.0), runs=20_000, fault="centred-own-row", rng=0, **CENTRED_SUM
+        release=dpcomm.Laplace(5.0), runs=16_000, fault="centred-own-row", rng=0, **CENTRED_SUM
     )
     assert report.noise_scales[0][1] == pytest.approx(6.773, abs=1e-3)  # 20/30 of 10.16
     assert not report.passed
-    assert report.lower_bound > report.reported_epsilon + 0.1
+    assert report.lower_bound > report.reported_epsilon + 0.05  # measured: 0.37 ± 0.08 above
 
 
 def test_an_unknown_aggregate_is_refused() -> None:
     with pytest.raises(DpcommError, match="aggregate"):
-        audit_release(runs=100, rng=0, aggregate="COUNT(")
+        audit_release(runs=100, pairs=("third-key",), rng=0, aggregate="COUNT(")
     with pytest.raises(DpcommError, match="aggregate"):
-        audit_release(runs=100, rng=0, aggregate=1)
+        audit_release(runs=100, pairs=("third-key",), rng=0, aggregate=1)
