@@ -114,3 +114,48 @@ def test_a_scale_halved_alone_is_refused_by_opendps_map(monkeypatch: pytest.Monk
     monkeypatch.setattr(dpcomm.release.noise, "calibrate_noise", halved)
     with pytest.raises(DpcommError, match="refusing to release"):
         audit_release(SCRAMBLERS, RELEASE, runs=100, rng=0, **SMALL)
+
+
+# ``centred-own-row`` (a centred SUM calibrated to hi − lo instead of 1.5 (hi − lo)) widens the
+# centred sum's loss only: against the whole release's claim (the COUNT an AVG needs included)
+# it passes; against the claim for the traffic and the centred sum's cells alone (the traffic
+# composed with that aggregate's noise alone) it fails. docs/audit.md gives the spreads.
+CENTRED_SUM = {
+    "sql": "SELECT k, AVG(v) AS m FROM t GROUP BY k",
+    "bounds": (0.0, 20.0),
+    "pairs": ("others-on-destination",),
+    "aggregate": "SUM(v",
+}
+
+
+def test_one_aggregate_view_is_claimed_its_own_composition() -> None:
+    whole = audit_release(  # the whole release's claim (runs enough to compute it)
+        release=dpcomm.Laplace(5.0),
+        runs=100,
+        rng=0,
+        **{k: v for k, v in CENTRED_SUM.items() if k != "aggregate"},
+    )
+    report = audit_release(release=dpcomm.Laplace(5.0), runs=4000, rng=0, **CENTRED_SUM)
+    assert report.aggregate is not None and report.aggregate.startswith("SUM(v clamped")
+    assert whole.aggregate is None and len(whole.noise_scales) == 2
+    assert report.release_epsilon == pytest.approx(2.953, abs=1e-3)  # the SUM's share of ε2
+    assert report.reported_epsilon == pytest.approx(3.244, abs=2e-3)
+    assert report.reported_epsilon < whole.reported_epsilon == pytest.approx(5.278, abs=2e-3)
+    assert report.passed  # the correct mechanism: several standard deviations below
+    assert report.lower_bound > 1.5  # the audit sees the centred sum
+
+
+def test_centred_own_row_fails_the_one_aggregate_view() -> None:
+    report = audit_release(
+        release=dpcomm.Laplace(5.0), runs=16_000, fault="centred-own-row", rng=0, **CENTRED_SUM
+    )
+    assert report.noise_scales[0][1] == pytest.approx(6.773, abs=1e-3)  # 20/30 of 10.16
+    assert not report.passed
+    assert report.lower_bound > report.reported_epsilon + 0.05  # measured: 0.37 ± 0.08 above
+
+
+def test_an_unknown_aggregate_is_refused() -> None:
+    with pytest.raises(DpcommError, match="aggregate"):
+        audit_release(runs=100, pairs=("third-key",), rng=0, aggregate="COUNT(")
+    with pytest.raises(DpcommError, match="aggregate"):
+        audit_release(runs=100, pairs=("third-key",), rng=0, aggregate=1)

@@ -44,9 +44,15 @@ The observer's view is reduced to features, each cut into bins at the quantiles 
 selection half (`BINNINGS`, `RESIDUAL_BINNINGS`): the traffic's c_t − c_t′ (messages to a's
 and b's compute nodes), Σ_i x_k,i/b_i for each observed key k (each released value over its
 noise scale), and the same less its least-squares prediction from the counts per compute node
-(the release given the traffic). Dropping the rest of the view (the other keys' values, the
-order of messages) is a post-processing: a lower bound for the reduced view is one for the
-whole view.
+(the release given the traffic), the residuals also cut at each table's median. Dropping the
+rest of the view (the other keys' values, the order of messages) is a post-processing: a lower
+bound for the reduced view is one for the whole view.
+
+**One aggregate** (``audit_release(aggregate=...)``): the view restricted to the traffic and
+one released aggregate's noisy cells, against the claim for that view, the traffic composed
+with that aggregate's noise alone (`_observed_claim` says why it is a valid bound). A fault
+confined to one aggregate (``centred-own-row``) widens that aggregate's loss against its own
+share of ε2, which the whole release's claim dilutes.
 
 Seeded faults: `seeded_release_fault` builds the faulty program of ``old-sensitivity``
 (`RELEASE_FAULT_KINDS`: the release calibrated to the sensitivity of the row's own change
@@ -61,6 +67,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -95,6 +102,11 @@ from dpcomm.release.mechanisms import (
 from dpcomm.release.noise import Release
 from dpcomm.release.quantile import QuantileNoise
 from dpcomm.validation import check_delta, check_int, check_number, check_probability, make_rng
+
+if TYPE_CHECKING:
+    from dpcomm.plan.privacy import PlanGuarantee
+    from dpcomm.release.compose import ReleaseComposition
+    from dpcomm.release.report import ReleaseReport
 
 #: The audited query by default: one noisy aggregate, so that the release's privacy loss sits
 #: in two cells (a's SUM and b's), which few runs can show.
@@ -605,30 +617,36 @@ def release_runs(
     return ReleaseRuns(counts=counts, delivered=delivered, exact=exact)
 
 
-def noisy_values(program: AggregateProgram, exact: FloatArray) -> FloatArray:
+def noisy_values(
+    program: AggregateProgram, exact: FloatArray, aggregates: Sequence[int] | None = None
+) -> FloatArray:
     """``exact`` (runs, keys, A) plus the release's noise: OpenDP's, as the result node adds it.
 
     Each aggregate's cells of every run are one vector given to the release layer's noise
     (`dpcomm.release.noise._noisy`): independent noise per cell, at the aggregate's
     scale, after OpenDP's privacy map is checked against the aggregate's share of ε2. Each
     quantile (its bins' counts in ``exact``) is drawn per cell as the result node draws it;
-    the result has one column per noisy aggregate, then one per quantile.
+    the result has one column per noisy aggregate, then one per quantile, or one per index
+    of ``aggregates`` (in that order: the others are not drawn).
     """
     from dpcomm.release.noise import _noisy
 
     release = program.release
     if release is None:
         raise InvalidParameterError("program", "a program with a release", program)
-    noisy = np.empty((*exact.shape[:2], len(release.noises) + len(release.quantiles)))
-    for index, noise in enumerate(release.noises):
-        values = exact[:, :, index].ravel().tolist()
-        drawn = np.asarray(_noisy(noise, values), dtype=float)
-        noisy[:, :, index] = drawn.reshape(exact.shape[:2])
-    start = len(release.noises)
-    for offset, quantile in enumerate(release.quantiles):
+    count = len(release.noises)
+    wanted = list(range(count + len(release.quantiles))) if aggregates is None else aggregates
+    noisy = np.empty((*exact.shape[:2], len(wanted)))
+    for column, index in enumerate(wanted):
+        if index < count:
+            values = exact[:, :, index].ravel().tolist()
+            drawn = np.asarray(_noisy(release.noises[index], values), dtype=float)
+            noisy[:, :, column] = drawn.reshape(exact.shape[:2])
+            continue
+        quantile = release.quantiles[index - count]
         size = len(quantile.candidates)
-        bins = exact[:, :, start + offset * size : start + (offset + 1) * size]
-        noisy[:, :, start + offset] = _drawn_quantiles(quantile, bins)
+        start = count + (index - count) * size
+        noisy[:, :, column] = _drawn_quantiles(quantile, exact[:, :, start : start + size])
     return noisy
 
 
@@ -692,6 +710,10 @@ class ReleaseAuditReport:
         pairs: every candidate pair tried on the selection half, with its selection bound.
         fault: ``"none"``, or the seeded fault audited (`RELEASE_FAULT_KINDS`); the
             reported ε is then the declared mechanism's, which the faulty one claims.
+        aggregate: None when the observer sees every released aggregate; else the one
+            aggregate observed (as ``noise_scales`` describes it), and the claim (ε2, the
+            reported and summed ε, δ) is the traffic's composed with that aggregate's noise
+            alone (`audit_release`'s ``aggregate``).
         seconds: wall-clock time of the audit.
     """
 
@@ -713,6 +735,7 @@ class ReleaseAuditReport:
     events: tuple[EventEstimate, ...]
     pairs: tuple[PairSelection, ...] = ()
     fault: str = "none"
+    aggregate: str | None = None
     seconds: float = field(default=0.0, compare=False)
 
     @property
@@ -786,7 +809,13 @@ class _Reduction:
             tuple((column, _bins(features[:, column], bins)) for column, bins in spec if bins > 1)
             for spec in specs
         )
-        return cls(targets, coefficients, binnings)
+        # Each residual cut at both tables' medians: under Laplace noise shifted by s, the
+        # runs beyond the farther median have likelihood ratio e^s, and half the runs.
+        sides = [partial.features(view) for view in selection]
+        medians = tuple(
+            (c, np.unique([np.median(side[:, c]) for side in sides])) for c in residual[:2]
+        )
+        return cls(targets, coefficients, (*binnings, medians))
 
     def features(self, view: _View) -> FloatArray:
         """(runs, 1 + 2·cells): c_t − c_t′, the released values, their residuals."""
@@ -831,13 +860,20 @@ def _views(
     programs: tuple[AggregateProgram, AggregateProgram],
     traffic: tuple[tuple[IntArray, BoolArray], tuple[IntArray, BoolArray]],
     scales: FloatArray,
+    observed: tuple[int, ...],
 ) -> tuple[_View, _View]:
-    """Both tables' views of runs whose traffic is ``traffic``: the release's noise drawn."""
+    """Both tables' views of runs whose traffic is ``traffic``: the release's noise drawn.
+
+    Each observed cell's feature is Σ_i x_k,i / b_i over the ``observed`` aggregates (indices
+    among the release's noisy aggregates, then its quantiles) alone.
+    """
+    columns = list(observed)
     keys = tuple(neighbours.keys[k] for k in neighbours.cells)
     views = []
     for program, (counts, delivered) in zip(programs, traffic, strict=True):
-        noisy = noisy_values(program, exact_results(delivered, contributions(program, keys)))
-        views.append(_View(counts, (noisy / scales[None, None, :]).sum(axis=2)))
+        exact = exact_results(delivered, contributions(program, keys))
+        scaled = noisy_values(program, exact, observed) / scales[None, None, columns]
+        views.append(_View(counts, scaled.sum(axis=2)))
     return views[0], views[1]
 
 
@@ -923,6 +959,9 @@ class _ReleaseAudit:
         summed_epsilon: ε1 + ε2.
         noise_scales: each released aggregate, as the report describes it, and its scale.
         fault: ``"none"``, or the seeded fault audited.
+        aggregate: the one released aggregate observed (as the report describes it), or None
+            for every one (`audit_release`'s ``aggregate``).
+        observed: the indices of the observed aggregates among the release's (its `charged`).
     """
 
     countermeasure: Scramblers | LocalFlooding
@@ -941,6 +980,8 @@ class _ReleaseAudit:
     summed_epsilon: float
     noise_scales: tuple[tuple[str, float], ...]
     fault: str
+    aggregate: str | None
+    observed: tuple[int, ...]
 
     def report(
         self,
@@ -979,6 +1020,7 @@ def _checked_audit(
     delta: float,
     pairs: Sequence[str] | None,
     fault: str,
+    aggregate: int | str | None,
     rng: np.random.Generator | int | None,
 ) -> _ReleaseAudit:
     """`audit_release`'s arguments checked, its pairs' programs built and their claim reported."""
@@ -1007,6 +1049,7 @@ def _checked_audit(
     first = programs[candidates[0].pair.name][0]
     privacy = account_plan(first.plan, countermeasure, delta=traffic_delta)
     claimed = release_report(first, privacy)
+    observed, claim = _observed_claim(first, privacy, claimed, aggregate)
     noises = first.release.noises if first.release is not None else ()
     quantiles = first.release.quantiles if first.release is not None else ()
     # a quantile's feature: its value in candidate steps
@@ -1021,14 +1064,66 @@ def _checked_audit(
         programs=programs,
         seed=seed,
         scales=np.array([noise.scale for noise in noises] + steps),
-        delta=claimed.composed_delta,
+        delta=claim.delta,
         traffic_epsilon=privacy.guarantee.epsilon,
-        release_epsilon=claimed.epsilon,
-        reported_epsilon=claimed.epsilon_total,
-        summed_epsilon=claimed.summed_epsilon,
+        release_epsilon=claim.release_epsilon,
+        reported_epsilon=claim.epsilon,
+        summed_epsilon=claim.summed_epsilon,
         noise_scales=tuple((a.aggregate, a.scale) for a in claimed.aggregates),
         fault=fault,
+        aggregate=None if aggregate is None else claimed.aggregates[observed[0]].aggregate,
+        observed=observed,
     )
+
+
+def _observed_claim(
+    program: AggregateProgram,
+    privacy: PlanGuarantee,
+    claimed: ReleaseReport,
+    aggregate: int | str | None,
+) -> tuple[tuple[int, ...], ReleaseComposition]:
+    """The released aggregates the observer sees, and the claim for that view.
+
+    ``aggregate`` None: every aggregate, and the run's claim (``claimed``: the traffic
+    composed with the whole release). Otherwise one aggregate, its index in the report's
+    order (``noise_scales``) or the start of exactly one of its descriptions, and the claim
+    for a view of the traffic and that aggregate's noisy cells alone: the traffic composed
+    with that aggregate's noise alone (`dpcomm.release.compose.compose_release`). That is a
+    valid bound for that view: each aggregate's noise is drawn independently, so the traffic
+    and that aggregate's cells are distributed as a run of a program releasing that aggregate
+    alone, calibrated to the same joint sensitivity (the row's change and one other source's
+    tuple delivered in one world only), at its own (ε_i, δ_i); the joint theorem
+    (docs/accounting.md, "The joint view: theorem and proof", and "Centred sums") holds for
+    any set of released aggregates, that one alone included.
+    """
+    from dpcomm.release.compose import ReleaseComposition, compose_release
+
+    described = [a.aggregate for a in claimed.aggregates]
+    if aggregate is None:
+        whole = ReleaseComposition(
+            release_epsilon=claimed.epsilon,
+            release_delta=claimed.delta,
+            composed_epsilon=claimed.composed_epsilon,
+            summed_epsilon=claimed.summed_epsilon,
+            epsilon=claimed.epsilon_total,
+            delta=claimed.composed_delta,
+        )
+        return tuple(range(len(described))), whole
+    if isinstance(aggregate, str):
+        matches = [i for i, text in enumerate(described) if text.startswith(aggregate)]
+    elif isinstance(aggregate, int) and not isinstance(aggregate, bool):
+        matches = [aggregate] if 0 <= aggregate < len(described) else []
+    else:
+        matches = []
+    if len(matches) != 1 or program.release is None:
+        raise InvalidParameterError(
+            "aggregate",
+            f"None, an index in 0 … {len(described) - 1}, or the start of one of: "
+            + "; ".join(described),
+            aggregate,
+        )
+    index = matches[0]
+    return (index,), compose_release(privacy, [program.release.charged[index]])
 
 
 def _route_layout(program: AggregateProgram) -> bytes:
@@ -1064,7 +1159,9 @@ def _select_pair(
                     program, audit.countermeasure, first=0, stop=half, randomness=randomness[side]
                 )
             traffic.append(shared[side, layout])
-        views = _views(neighbours, pair_programs, (traffic[0], traffic[1]), audit.scales)
+        views = _views(
+            neighbours, pair_programs, (traffic[0], traffic[1]), audit.scales, audit.observed
+        )
         reduction = _Reduction.fit(views, (neighbours.targets[0], neighbours.targets[1]))
         bound = _selection_bound(
             reduction.categorizations(views), confidence=audit.confidence, delta=audit.delta
@@ -1100,6 +1197,7 @@ def _estimation_views(
             ),
         ),
         audit.scales,
+        audit.observed,
     )
 
 
@@ -1148,6 +1246,7 @@ def audit_release(
     delta: float = DEFAULT_DELTA,
     pairs: Sequence[str] | None = None,
     fault: str = "none",
+    aggregate: int | str | None = None,
     rng: np.random.Generator | int | None = None,
     progress: bool = False,
 ) -> ReleaseAuditReport:
@@ -1178,6 +1277,14 @@ def audit_release(
             `candidate_pairs`).
         fault: ``"none"`` (the mechanism as the library runs it), or a seeded fault of
             `RELEASE_FAULT_KINDS` (`seeded_release_fault`), which claims the same ε.
+        aggregate: None (the default): the observer sees the traffic and every released
+            aggregate, against the run's claim. Otherwise one released aggregate, by its index
+            in the report's ``noise_scales`` or the start of its description there (e.g.
+            ``"SUM(v"``): the observer sees the traffic and that aggregate's noisy cells
+            alone, against the claim for that view, the traffic composed with that
+            aggregate's noise alone (valid by the joint theorem for a release of that
+            aggregate alone: `_observed_claim`). A fault confined to one aggregate widens
+            its loss against its own share of ε2, not against the whole release's.
         rng: a numpy Generator, a seed, or None: the seed of the traffic's randomness streams
             (the release's noise is OpenDP's, never seeded).
         progress: show a progress bar over the pairs (each pair's selection half, then the
@@ -1195,6 +1302,7 @@ def audit_release(
         delta=delta,
         pairs=pairs,
         fault=fault,
+        aggregate=aggregate,
         rng=rng,
     )
     found = _search_and_estimate(audit, progress=progress)
