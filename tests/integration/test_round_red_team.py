@@ -9,11 +9,16 @@ the round. Each is counted where the report lists attacks.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+
 import pytest
 
 from dpcomm.data import synthetic_table
 from dpcomm.engine.network import deploy, scrambler, source
 from dpcomm.engine.network.deploy import NetworkEngine
+from dpcomm.engine.network.records import Peer
 from dpcomm.plan import LocalFlooding, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -93,3 +98,27 @@ def test_a_source_that_never_registers_is_left_out_not_fatal(monkeypatch):
     strict = _engine().execute(_program(), SCRAMBLERS, delta=1e-4, seed=3)
     assert any("left out" in failure for failure in strict.details.failures)
     assert _counted(strict) == ROWS - 1
+
+
+def test_a_source_writing_straight_to_its_compute_node_never_taints_its_scrambler(monkeypatch):
+    honest_send = source.Source.send_to_scrambler
+
+    async def poisoning(self, flow, scrambler_peer, channel, target, sealed):
+        if self.index == 0:  # its own sealed frame, first straight to its compute node
+            name = str(self.spec.receivers(flow)[target])
+            scrambled = self.spec.transformed.routed_from(flow)[1].name
+            with contextlib.suppress(Exception):
+                direct = await self.context.connect(Peer(name, (name,)))
+                at = self.spec.routed_names.index(scrambled)
+                direct.write_data(at, target, sealed, os.urandom(16))
+                await direct.drain(timeout=5.0)
+                await asyncio.sleep(0.1)
+                await direct.close()
+        return await honest_send(self, flow, scrambler_peer, channel, target, sealed)
+
+    monkeypatch.setattr(source.Source, "send_to_scrambler", poisoning)
+    run = _engine().execute(_program(), SCRAMBLERS, delta=1e-4, seed=3)
+    assert _counted(run) == ROWS  # the honest scrambler's batch counts whole
+    assert run.details.failures == ()
+    assert _attacks(run).get("unauthorized", 0) >= 1
+    assert "repeated_ciphertext" not in _attacks(run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpcomm.cli.deploy import _absent_sources_status
+from dpcomm.cli.deploy import _round_status
 from dpcomm.data import synthetic_table
 from dpcomm.engine.network.deploy import node_configs
 from dpcomm.engine.network.records import CoordinatorOutcome, GroupOutcome
@@ -50,7 +50,7 @@ def _outcome(*absent: str) -> GroupOutcome:
 def test_the_coordinator_fails_when_more_sources_were_absent_than_allowed(
     capsys, max_left_out, absent, status
 ):
-    assert _absent_sources_status(_coordinator_config(max_left_out), _outcome(*absent)) == status
+    assert _round_status(_coordinator_config(max_left_out), _outcome(*absent)) == status
     error = capsys.readouterr().err
     if status:
         assert error.count("\n") == 1 and "3 of 20 sources never registered" in error

@@ -36,6 +36,7 @@ from dpcomm.engine.network.records import (
     OutputRoute,
     Peer,
     ResultPlan,
+    RoundSummary,
     ScramblerPlan,
     SourcePlan,
     SourceRoute,
@@ -79,6 +80,9 @@ class Coordinator:
         self.last_progress = context.loop.time()
         self.changed = asyncio.Event()
         self.commits = {flow: BatchCommit(self._batch_senders(flow)) for flow in spec.data_flows}
+        #: Per data flow, the sources each committed scrambler says its batch carries.
+        self.batched: dict[str, dict[str, tuple[int, ...]]] = {f: {} for f in spec.data_flows}
+        self.done: set[str] = set()
 
     def _batch_senders(self, flow: str) -> frozenset[str]:
         """Who sends the batches of ``flow``: its scramblers, or every source."""
@@ -102,9 +106,12 @@ class Coordinator:
             context.phase = "result"
             await self.wait_end()
             finished = context.loop.time()
-            for channel in list(self.channels.values()):
+            summary = self.summary(finalized)
+            for name, channel in list(self.channels.items()):
+                # The result node learns what the round lost, to publish it with the result.
+                blob = encode(summary) if name == str(RESULT) else b""
                 with contextlib.suppress(ChannelClosedError, TimeoutError, OSError):
-                    await channel.send_blob(Op.CLOSE, timeout=1.0)
+                    await channel.send_blob(Op.CLOSE, blob, timeout=1.0)
         finally:
             listener.close()
             # On a failure too: the nodes waiting for a plan or a decision stop at once.
@@ -119,7 +126,48 @@ class Coordinator:
             planned_at=planned_at,
             round_seconds=finished - planned,
             absent=tuple(sorted(self.absent)),
+            summary=summary,
         )
+
+    def delivered(self, flow: str, committed: tuple[str, ...]) -> set[int]:
+        """The sources whose message of ``flow`` a committed batch carries."""
+        if flow not in self.spec.transformed.batches:
+            return {NodeName.parse(sender).index for sender in committed}
+        carried: set[int] = set()
+        for sender in committed:
+            members = self.routes.batches(flow).members(NodeName.parse(sender).index)
+            carried.update(self.batched[flow].get(sender, tuple(int(m) for m in members)))
+        return carried
+
+    def summary(self, finalized: dict[str, tuple[str, ...]]) -> RoundSummary:
+        """What the round lost (`RoundSummary`): left-out sources, dead nodes, no result."""
+        total = num_sources(self.context.program)
+        left_out = {
+            flow: tuple(sorted(set(range(total)) - self.delivered(flow, committed)))
+            for flow, committed in finalized.items()
+        }
+        failures = []
+        absent = {NodeName.parse(n).index for n in self.absent if n.startswith("source-")}
+        for flow, left in left_out.items():
+            if len(left) > self.spec.max_left_out * total:
+                lost = self.commits[flow].lost | self.commits[flow].refused
+                failures.append(
+                    f"flow {flow}: {len(left):,} of {total:,} sources left out "
+                    f"({len(absent & set(left)):,} never registered; the others refused by "
+                    f"their scrambler or in a batch lost or refused: {len(lost)} batch(es) "
+                    f"lost or refused), more than --max-left-out {self.spec.max_left_out:g} allows"
+                )
+        if finalized and not any(finalized.values()):
+            failures.append("no batch committed: nothing was aggregated")
+        gone = sorted((self.computes & self.registry.keys()) - self.done)
+        if gone:
+            failures.append(
+                f"{len(gone)} compute node(s) ended before delivering their outputs: "
+                f"{', '.join(gone[:5])}"
+            )
+        if not self.result_done.is_set():
+            failures.append("the result node never said it had every output")
+        return RoundSummary(total, left_out, self.spec.max_left_out, tuple(failures))
 
     async def wait_registrations(self) -> None:
         """Until every node registered, or none did for ``idle_seconds``.
@@ -277,6 +325,7 @@ class Coordinator:
                 continue
             if got.op == Op.DONE:
                 self.finished.add(peer)
+                self.done.add(peer)
                 if peer == str(RESULT):
                     self.result_done.set()
                 self.progress()
@@ -288,6 +337,8 @@ class Coordinator:
             accepted = (
                 not request.abandon and flow in self.commits and self.commits[flow].request(peer)
             )
+            if accepted and request.batched is not None:
+                self.batched[flow].setdefault(peer, request.batched)
             reply = Op.COMMITTED if accepted else Op.ABORTED
             await channel.send_blob(reply, timeout=self.context.remaining())
             self.progress()

@@ -178,7 +178,7 @@ class Scrambler:
             context.phase = "forwarding"
             dummies, messages = self.batch(batched, plan.targets)
             prepared = await forward_batch(context, self.flow, messages, plan.targets)
-            committed = await link.commit(self.flow, prepared=prepared)
+            committed = await link.commit(self.flow, prepared=prepared, batched=tuple(batched))
             outcome = ScramblerOutcome(
                 name=context.name,
                 flow=self.flow,
