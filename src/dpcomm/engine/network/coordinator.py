@@ -159,13 +159,15 @@ class Coordinator:
                 )
         if finalized and not any(finalized.values()):
             failures.append("no batch committed: nothing was aggregated")
-        gone = sorted((self.computes & self.registry.keys()) - self.done)
-        if gone:
-            failures.append(
-                f"{len(gone)} compute node(s) ended before delivering their outputs: "
-                f"{', '.join(gone[:5])}"
-            )
         if not self.result_done.is_set():
+            # (Once the result node has every output, a compute node's DONE may still be on
+            # its way: only a round without its result asks which compute nodes died.)
+            gone = sorted((self.computes & self.registry.keys()) - self.done)
+            if gone:
+                failures.append(
+                    f"{len(gone)} compute node(s) ended before delivering their outputs: "
+                    f"{', '.join(gone[:5])}"
+                )
             failures.append("the result node never said it had every output")
         return RoundSummary(total, left_out, self.spec.max_left_out, tuple(failures))
 
