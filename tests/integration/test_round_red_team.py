@@ -122,3 +122,30 @@ def test_a_source_writing_straight_to_its_compute_node_never_taints_its_scramble
     assert run.details.failures == ()
     assert _attacks(run).get("unauthorized", 0) >= 1
     assert "repeated_ciphertext" not in _attacks(run)
+
+
+def test_a_ciphertext_in_two_scramblers_batches_counts_once_and_taints_neither(monkeypatch):
+    honest_send = source.Source.send_to_scrambler
+    first: dict[str, tuple[int, int, bytes]] = {}
+    colluded: list[int] = []
+
+    async def colluding(self, flow, scrambler_peer, channel, target, sealed):
+        batch = int(self.routes.batches(flow).batch_of([self.index])[0])
+        if self.index == 0:
+            first[flow] = (batch, target, sealed)
+        elif self.index == ROWS - 1:  # the last source: in the other scrambler's batch
+            for _ in range(500):
+                if flow in first:
+                    break
+                await asyncio.sleep(0.01)
+            if flow in first and first[flow][0] != batch:
+                _, target, sealed = first[flow]  # source 0's ciphertext instead of its own
+                colluded.append(self.index)
+        return await honest_send(self, flow, scrambler_peer, channel, target, sealed)
+
+    monkeypatch.setattr(source.Source, "send_to_scrambler", colluding)
+    run = _engine(max_left_out=1.0).execute(_program(), SCRAMBLERS, delta=1e-4, seed=3)
+    assert colluded == [ROWS - 1]
+    # Both batches count; source 0's tuple once (the colluder gave up its own).
+    assert _counted(run) == ROWS - 1
+    assert _attacks(run).get("repeated_ciphertext", 0) >= 1
