@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -19,6 +20,7 @@ from dpcomm.data import synthetic_table
 from dpcomm.engine.network import deploy, scrambler, source
 from dpcomm.engine.network.deploy import NetworkEngine
 from dpcomm.engine.network.records import Peer
+from dpcomm.engine.network.spec import CountermeasureSpec, NodeConfig
 from dpcomm.plan import LocalFlooding, Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -149,3 +151,41 @@ def test_a_ciphertext_in_two_scramblers_batches_counts_once_and_taints_neither(m
     # Both batches count; source 0's tuple once (the colluder gave up its own).
     assert _counted(run) == ROWS - 1
     assert _attacks(run).get("repeated_ciphertext", 0) >= 1
+
+
+def _with_edited_round(monkeypatch, *names: str) -> None:
+    """The nodes ``names`` run a config whose round has no dummies (another spec)."""
+    honest_run = deploy.run_in_memory
+
+    def edited(configs):
+        for config in configs:
+            if config.name in names:
+                countermeasures = {
+                    flow: CountermeasureSpec.of(replace(SCRAMBLERS, num_dummies=0))
+                    for flow in config.round.countermeasures
+                }
+                round = replace(config.round, countermeasures=countermeasures)
+                yield NodeConfig.of(config.settings, round)
+            else:
+                yield config
+
+    monkeypatch.setattr(deploy, "run_in_memory", lambda configs: honest_run(list(edited(configs))))
+
+
+def test_a_source_holding_another_rounds_spec_is_refused_and_left_out(monkeypatch):
+    _with_edited_round(monkeypatch, "source-5")
+    run = _engine(max_left_out=0.1).execute(_program(), SCRAMBLERS, delta=1e-4, seed=3)
+    assert "refused its registration" in run.details.errors["source-5"]
+    assert "differs from the coordinator's" in run.details.errors["source-5"]
+    assert all(5 in rows for rows in run.details.left_out_sources.values())
+    assert _counted(run) == ROWS - 1
+    assert _attacks(run).get("round_mismatch") == 1
+
+
+def test_a_scrambler_holding_another_rounds_spec_fails_the_round_before_data_moves(monkeypatch):
+    _with_edited_round(monkeypatch, "scrambler-0-1")
+    engine = NetworkEngine(transport="memory", timeout=60, idle_seconds=1)
+    run = engine.execute(_program(), SCRAMBLERS, delta=1e-4, seed=3)
+    assert "refused its registration" in run.details.errors["scrambler-0-1"]
+    assert "never registered" in run.details.errors["coordinator"]
+    assert run.details.wire.data_frames == 0

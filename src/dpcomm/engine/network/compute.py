@@ -169,7 +169,7 @@ class Compute:
         reader: asyncio.Future[None] | None = None
         flows: dict[str, ComputeFlowOutcome] = {}
         try:
-            hello = Hello(context.hello().address, self.keys.public_key)
+            hello = Hello(context.hello().address, self.keys.public_key, self.spec.digest)
             coordinator, plan = await context.register(hello, ComputePlan)
             reader = asyncio.ensure_future(self.read_finalize(coordinator))
             state = self.program.initial_state()

@@ -52,6 +52,12 @@ from dpcomm.queries.program import num_sources
 #: lengthen a 1,000-source start-up by about 0.8 s for no shorter round).
 LARGE_ROUND_SOURCES = 2_000
 
+#: Why the coordinator refuses a HELLO whose round digest differs from its own.
+ROUND_MISMATCH = (
+    "its config's round (countermeasures, release, program or limits) differs from the "
+    "coordinator's: every node of a round must run the configs `deploy configs` wrote for it"
+)
+
 NodePlan = SourcePlan | ScramblerPlan | ComputePlan | ResultPlan
 
 
@@ -283,7 +289,14 @@ class Coordinator:
             if self.registration_closed:
                 context.drops.add("late_registration")  # left out already
                 return
-            self.register(peer, decode(hello.blob, Hello), channel)
+            request = decode(hello.blob, Hello)
+            if request.round_digest != self.spec.digest:
+                # Another round's spec (other countermeasures, release or program): refused
+                # before it gets a plan, so before any data moves; it counts as never registered.
+                context.drops.add("round_mismatch")
+                await channel.send_blob(Op.REJECT, ROUND_MISMATCH.encode(), timeout=5.0)
+                return
+            self.register(peer, request, channel)
             # A source's plan names only infrastructure nodes, a scrambler's its members (by the
             # plan's batches) and its targets: in a large round they go out as soon as the
             # infrastructure has registered, so that sources are batched (and their links

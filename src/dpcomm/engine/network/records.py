@@ -64,10 +64,16 @@ class Peer:
 
 @dataclass(frozen=True)
 class Hello:
-    """What a node tells the coordinator when it registers (HELLO)."""
+    """What a node tells the coordinator when it registers (HELLO).
+
+    Attributes:
+        address: where it listens; key: a compute node's public sealing key.
+        round_digest: the digest of the round's spec in its config (`RoundSpec.digest`).
+    """
 
     address: Address | None = None
     key: bytes | None = None
+    round_digest: bytes | None = None
 
 
 @dataclass(frozen=True)
