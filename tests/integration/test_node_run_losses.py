@@ -101,15 +101,18 @@ class Round:
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment
         )
 
-    def listening(self, name: str) -> None:
-        """Until ``name`` listens (it registers right after)."""
-        deadline = time.monotonic() + 30
+    def linked(self, name: str) -> None:
+        """Until a peer holds a link to ``name`` (only once it registered do peers link to it)."""
+        local = f":{self.ports[name]:04X}"
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", self.ports[name])) == 0:
+            lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+            for line in lines:
+                fields = line.split()
+                if fields[1].endswith(local) and fields[3] == "01":  # ESTABLISHED, inbound
                     return
-            time.sleep(0.1)
-        pytest.fail(f"{name} never listened")
+            time.sleep(0.05)
+        pytest.fail(f"no peer ever linked to {name}")
 
     def run(self, *, kill: str | None = None, poison: bool = False) -> dict[str, tuple[int, str]]:
         """Every node, ``kill`` killed once registered; each node's (exit status, stderr)."""
@@ -119,9 +122,8 @@ class Round:
             for index in range(SOURCES):
                 script = POISONING_SOURCE if poison and index == 0 else None
                 self.start(f"source-{index}", script=script)
-            if kill is not None:
-                self.listening(kill)
-                time.sleep(0.3)  # it registers
+            if kill is not None:  # mid-round: its peers link to it once the plans are out
+                self.linked(kill)
                 self.processes[kill].send_signal(signal.SIGKILL)
             ended = {}
             for name, process in self.processes.items():
@@ -177,3 +179,24 @@ def test_a_node_killed_mid_round_fails_the_coordinator_and_the_result(tmp_path, 
     else:
         assert "compute node(s) ended before delivering their outputs" in coordinator_err
         assert any("never arrived" in why for why in published["why"])
+
+
+def test_a_node_whose_config_holds_another_round_is_refused_before_any_data(tmp_path):
+    deployment = Round(tmp_path)
+    path = deployment.paths["scrambler-0-1"]
+    config = json.loads(path.read_text())
+    for countermeasure in config["round"]["countermeasures"].values():
+        countermeasure["num_dummies"] = 0  # edited: a scrambler that would add no dummy
+    path.write_text(json.dumps(config))
+    deployment.start("coordinator")
+    deployment.start("scrambler-0-1")
+    try:
+        deployment.processes["scrambler-0-1"].communicate(timeout=60)
+        assert deployment.processes["scrambler-0-1"].returncode == 1
+        outcome = json.loads((tmp_path / "scrambler-0-1.out.json").read_text())
+        assert "refused its registration" in outcome["errors"]["scrambler-0-1"]
+        assert "differs from the coordinator's" in outcome["errors"]["scrambler-0-1"]
+    finally:
+        for process in deployment.processes.values():
+            process.kill()
+            process.communicate()

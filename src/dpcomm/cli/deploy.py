@@ -136,6 +136,8 @@ def command_node_run(args: argparse.Namespace) -> int:
     else:
         print(text)
     if outcome.errors:
+        for name, failed in outcome.errors.items():
+            print(f"dpcomm: error: {name}: {failed}", file=sys.stderr)
         return 1
     return _round_status(config, outcome)
 
