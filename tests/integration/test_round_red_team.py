@@ -189,3 +189,23 @@ def test_a_scrambler_holding_another_rounds_spec_fails_the_round_before_data_mov
     assert "refused its registration" in run.details.errors["scrambler-0-1"]
     assert "never registered" in run.details.errors["coordinator"]
     assert run.details.wire.data_frames == 0
+
+
+def test_the_coordinator_counts_a_source_its_scrambler_refused(monkeypatch):
+    honest_run = deploy.run_in_memory
+    outcomes = []
+
+    def kept(configs):
+        outcomes.append(honest_run(configs))
+        return outcomes[-1]
+
+    monkeypatch.setattr(deploy, "run_in_memory", kept)
+    faults = deploy.Faults(late_sources=(7,))
+    engine = NetworkEngine(transport="memory", timeout=60, idle_seconds=1, faults=faults)
+    run = engine.execute(_program(), SCRAMBLERS, delta=1e-4, seed=3)
+    assert _counted(run) == ROWS - 1
+    [outcome] = outcomes
+    # Its scrambler committed without it: the COMMIT's members say so, the summary counts it.
+    assert outcome.coordinator.summary.left_out == {"(g1)": 1}
+    assert outcome.result.summary == outcome.coordinator.summary
+    assert any("1 of 40 sources left out" in why for why in outcome.result.failures)

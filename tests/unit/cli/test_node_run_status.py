@@ -70,13 +70,13 @@ def test_the_coordinator_fails_when_more_sources_were_absent_than_allowed(
 
 def test_the_coordinator_and_the_result_fail_on_what_the_summary_says(capsys):
     config = _coordinator_config(0.0)
-    summary = RoundSummary(20, {"(g1)": (4, 5)}, 0.0, ("flow (g1): 2 of 20 sources left out",))
+    summary = RoundSummary(20, {"(g1)": 2}, 0.0, ("flow (g1): 2 of 20 sources left out",))
     coordinator = replace(_outcome().coordinator, summary=summary)
     assert _round_status(config, GroupOutcome(coordinator=coordinator)) == 1
     assert capsys.readouterr().err == (
         "dpcomm: error: the round failed: flow (g1): 2 of 20 sources left out\n"
     )
-    whole = ResultOutcome(outputs=(), missing=(), summary=RoundSummary(20, {"(g1)": ()}, 0.0))
+    whole = ResultOutcome(outputs=(), missing=(), summary=RoundSummary(20, {"(g1)": 0}, 0.0))
     assert _round_status(config, GroupOutcome(result=whole)) == 0
     for result, says in [
         (replace(whole, missing=(("(g1)", 1),)), "1 output(s) never arrived"),

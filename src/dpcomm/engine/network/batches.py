@@ -210,10 +210,10 @@ class ScramblerCoordinator:
         except (ChannelClosedError, TimeoutError):
             self.on_window()  # no coordinator: nothing to wait for
 
-    async def commit(self, flow: str, *, prepared: bool, batched: tuple[int, ...]) -> bool:
+    async def commit(self, flow: str, *, prepared: bool, batched: bytes) -> bool:
         """Ask to commit the batch of ``flow`` (abandon it unless ``prepared``); True if so.
 
-        ``batched``: the sources whose messages the batch carries (the others are left out).
+        ``batched``: which of its planned members the batch carries (`Commit.batched`).
         """
         try:
             request = Commit(flow, abandon=not prepared, batched=batched)

@@ -23,6 +23,8 @@ import asyncio
 import contextlib
 import time
 
+import numpy as np
+
 from dpcomm.engine.network.commit import BatchCommit
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
 from dpcomm.engine.network.node import INFRASTRUCTURE_REGISTERED, NodeContext
@@ -87,7 +89,7 @@ class Coordinator:
         self.changed = asyncio.Event()
         self.commits = {flow: BatchCommit(self._batch_senders(flow)) for flow in spec.data_flows}
         #: Per data flow, the sources each committed scrambler says its batch carries.
-        self.batched: dict[str, dict[str, tuple[int, ...]]] = {f: {} for f in spec.data_flows}
+        self.batched: dict[str, dict[str, bytes]] = {f: {} for f in spec.data_flows}
         self.done: set[str] = set()
 
     def _batch_senders(self, flow: str) -> frozenset[str]:
@@ -141,15 +143,19 @@ class Coordinator:
             return {NodeName.parse(sender).index for sender in committed}
         carried: set[int] = set()
         for sender in committed:
-            members = self.routes.batches(flow).members(NodeName.parse(sender).index)
-            carried.update(self.batched[flow].get(sender, tuple(int(m) for m in members)))
+            members = np.asarray(self.routes.batches(flow).members(NodeName.parse(sender).index))
+            bits = self.batched[flow].get(sender)
+            if bits is not None:  # the members its COMMIT says its batch carries
+                flags = np.unpackbits(np.frombuffer(bits, dtype=np.uint8), bitorder="little")
+                members = members[flags[: len(members)].astype(bool)]
+            carried.update(int(m) for m in members)
         return carried
 
     def summary(self, finalized: dict[str, tuple[str, ...]]) -> RoundSummary:
         """What the round lost (`RoundSummary`): left-out sources, dead nodes, no result."""
         total = num_sources(self.context.program)
         left_out = {
-            flow: tuple(sorted(set(range(total)) - self.delivered(flow, committed)))
+            flow: sorted(set(range(total)) - self.delivered(flow, committed))
             for flow, committed in finalized.items()
         }
         failures = []
@@ -175,7 +181,8 @@ class Coordinator:
                     f"{', '.join(gone[:5])}"
                 )
             failures.append("the result node never said it had every output")
-        return RoundSummary(total, left_out, self.spec.max_left_out, tuple(failures))
+        counts = {flow: len(left) for flow, left in left_out.items()}
+        return RoundSummary(total, counts, self.spec.max_left_out, tuple(failures[:8]))
 
     async def wait_registrations(self) -> None:
         """Until every node registered, or none did for ``idle_seconds``.

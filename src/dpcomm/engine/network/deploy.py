@@ -613,9 +613,7 @@ def published_result(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, Any] |
         return None
     summary = outcome.result.summary
     published["missing"] = [list(item) for item in outcome.result.missing]
-    published["left_out"] = (
-        None if summary is None else {f: len(rows) for f, rows in summary.left_out.items()}
-    )
+    published["left_out"] = None if summary is None else dict(summary.left_out)
     published["why"] = list(outcome.result.failures)
     published["errors"] = dict(outcome.errors)
     return published

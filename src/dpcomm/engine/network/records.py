@@ -142,13 +142,15 @@ class Commit:
 
     ``abandon``: the batch could not be prepared at every target (a target refused or stayed
     unreachable): the coordinator counts it lost at once instead of waiting for it.
-    ``batched``: a scrambler's sources whose messages its batch carries (None: a source's own
-    batch), so that the coordinator knows which sources a committed batch left out.
+    ``batched``: which of a scrambler's planned members (`dpcomm.plan.routes.Routes.batches`,
+    in plan order) its batch carries, one bit each, first member in the lowest bit of the first
+    byte (None: a source's own batch), so that the coordinator knows which sources a committed
+    batch left out in a blob of n / 8 bytes.
     """
 
     flow: str
     abandon: bool = False
-    batched: tuple[int, ...] | None = None
+    batched: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -262,14 +264,14 @@ class RoundSummary:
 
     Attributes:
         sources: the round's sources.
-        left_out: per data flow, the sources whose tuple no committed batch carries (never
+        left_out: per data flow, how many sources no committed batch carries (never
             registered, refused by their scrambler, or in a batch lost or refused).
         max_left_out: the fraction of the sources the round tolerates left out.
         failures: why the round failed, one line each (none: it did not).
     """
 
     sources: int
-    left_out: dict[str, tuple[int, ...]]
+    left_out: dict[str, int]
     max_left_out: float
     failures: tuple[str, ...] = ()
 
