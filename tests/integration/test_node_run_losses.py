@@ -1,14 +1,16 @@
 """A `deploy configs` + `node run` round, every node its own process, that loses data fails loudly.
 
-A compute node or a scrambler killed after it registered, and a certified source that writes its
-own sealed frame straight to its compute node before sending it through its scrambler: the
-coordinator and the result node exit non-zero when the round lost more than ``--max-left-out``
-allows, say why in one line each, and the published result carries ``left_out`` and ``why``;
-the poisoning source's frame is refused and the honest scrambler's batch counts whole.
+A compute node or a scrambler killed once it registered (before the sources send), and a
+certified source that writes its own sealed frame straight to its compute node before sending it
+through its scrambler: the coordinator and the result node exit non-zero when the round lost
+more than ``--max-left-out`` allows, say why in one line each, and the published result carries
+``left_out`` and ``why``; the poisoning source's frame is refused and the honest scrambler's
+batch counts whole. A node whose config holds another round is refused at registration.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -75,8 +77,10 @@ class Round:
             SQL, table, num_targets=2, release=Laplace(1.0), keys={"g1": list(range(5))}
         )
         self.folder = folder
+        self.coordinator_port = _free_port()
         self.paths = write_deployment(
-            program, COUNTERMEASURE, folder, coordinator_port=_free_port(), idle_seconds=10,
+            program, COUNTERMEASURE, folder, coordinator_port=self.coordinator_port,
+            idle_seconds=10,
             timeout=40,
         )  # fmt: skip
         self.ports: dict[str, int] = {}
@@ -101,30 +105,36 @@ class Round:
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment
         )
 
-    def linked(self, name: str) -> None:
-        """Until a peer holds a link to ``name`` (only once it registered do peers link to it)."""
-        local = f":{self.ports[name]:04X}"
+    def registered(self, name: str) -> None:
+        """Until ``name`` holds its link to the coordinator (it registers over it)."""
+        remote = f":{self.coordinator_port:04X}"
+        pid = self.processes[name].pid
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
-            for line in lines:
-                fields = line.split()
-                if fields[1].endswith(local) and fields[3] == "01":  # ESTABLISHED, inbound
+            sockets = set()
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    sockets.add(os.readlink(fd))
+            for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+                fields = line.split()  # local, remote, state (01: ESTABLISHED), ..., inode
+                linked = fields[2].endswith(remote) and fields[3] == "01"
+                if linked and f"socket:[{fields[9]}]" in sockets:
+                    time.sleep(0.5)  # its HELLO follows at once
                     return
             time.sleep(0.05)
-        pytest.fail(f"no peer ever linked to {name}")
+        pytest.fail(f"{name} never linked to the coordinator")
 
     def run(self, *, kill: str | None = None, poison: bool = False) -> dict[str, tuple[int, str]]:
         """Every node, ``kill`` killed once registered; each node's (exit status, stderr)."""
         try:
             for name in (*INFRASTRUCTURE, *SCRAMBLERS):
                 self.start(name)
+            if kill is not None:  # once it registered, before the sources send anything
+                self.registered(kill)
+                self.processes[kill].send_signal(signal.SIGKILL)
             for index in range(SOURCES):
                 script = POISONING_SOURCE if poison and index == 0 else None
                 self.start(f"source-{index}", script=script)
-            if kill is not None:  # mid-round: its peers link to it once the plans are out
-                self.linked(kill)
-                self.processes[kill].send_signal(signal.SIGKILL)
             ended = {}
             for name, process in self.processes.items():
                 _, err = process.communicate(timeout=90)
