@@ -70,6 +70,7 @@ def test_the_result_node_publishes_released_rows(deployment):
     _, program, result, outcome = deployment
     published = published_result(result.round, outcome)
     assert published is not None and published["missing"] == [] and published["errors"] == {}
+    assert published["left_out"] == {"(g1)": 0} and published["why"] == []
     rows = published["rows"]
     assert [row["g1"] for row in rows] == KEYS["g1"]  # the public domain, every key once
     exact = program.without_release().result(result_state(program, outcome))
@@ -94,7 +95,8 @@ def test_node_run_prints_what_the_result_node_publishes(deployment, cli, monkeyp
     )  # fmt: skip
     assert status == 0, err
     printed = json.loads(out)
-    assert set(printed) == {"rows", "raw_rows", "release", "missing", "errors"}
+    assert set(printed) == {"rows", "raw_rows", "release", "missing", "left_out", "why", "errors"}
+    assert printed["left_out"] == {"(g1)": 0} and printed["why"] == []
     assert [row["g1"] for row in printed["rows"]] == KEYS["g1"]
     assert result.name == "result"
 

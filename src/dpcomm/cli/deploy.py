@@ -136,8 +136,10 @@ def command_node_run(args: argparse.Namespace) -> int:
     else:
         print(text)
     if outcome.errors:
+        for name, failed in outcome.errors.items():
+            print(f"dpcomm: error: {name}: {failed}", file=sys.stderr)
         return 1
-    return _absent_sources_status(config, outcome)
+    return _round_status(config, outcome)
 
 
 def _coordinator_budget(args: argparse.Namespace) -> tuple[Any, float]:
@@ -153,23 +155,44 @@ def _coordinator_budget(args: argparse.Namespace) -> tuple[Any, float]:
     return budget_from_options(args), delta
 
 
-def _absent_sources_status(config: Any, outcome: Any) -> int:
-    """The coordinator's exit status: 1 if more sources were absent than the round tolerates."""
+def _round_status(config: Any, outcome: Any) -> int:
+    """A node's exit status: 1 if the round it saw lost more than it tolerates, else 0.
+
+    The coordinator fails on the sources that never registered beyond ``--max-left-out`` and
+    on its summary's failures (sources left out by refused or lost batches, dead compute
+    nodes, no result); the result node on outputs it never got and on the summary it received;
+    a compute node on an output it gave up on. Each reason is one line on stderr.
+    """
+    reasons: list[str] = []
+    if outcome.coordinator is not None:
+        summary = outcome.coordinator.summary
+        if summary is None:
+            reasons += _absent_sources(config, outcome.coordinator)
+        else:
+            reasons += list(summary.failures)
+    if outcome.result is not None:
+        reasons += list(outcome.result.failures)
+    for compute in outcome.computes:
+        for flow, done in compute.flows.items():
+            reasons += [f"{compute.name}: flow {flow}: {why}" for why in done.undelivered]
+    for reason in dict.fromkeys(reasons):
+        print(f"dpcomm: error: the round failed: {reason}", file=sys.stderr)
+    return 1 if reasons else 0
+
+
+def _absent_sources(config: Any, coordinator: Any) -> list[str]:
+    """More sources never registered than ``--max-left-out`` allows: why, in one line."""
     from dpcomm.queries.program import num_sources
 
-    if outcome.coordinator is None:
-        return 0
     spec = config.round
     total = num_sources(spec.public_program)
-    absent = [name for name in outcome.coordinator.absent if name.startswith("source-")]
+    absent = [name for name in coordinator.absent if name.startswith("source-")]
     if len(absent) <= spec.max_left_out * total:
-        return 0
-    print(
-        f"dpcomm: error: the round failed: {len(absent):,} of {total:,} sources never "
-        f"registered (first: {absent[0]}), more than --max-left-out {spec.max_left_out:g} allows",
-        file=sys.stderr,
-    )
-    return 1
+        return []
+    return [
+        f"{len(absent):,} of {total:,} sources never "
+        f"registered (first: {absent[0]}), more than --max-left-out {spec.max_left_out:g} allows"
+    ]
 
 
 def _add_configs_command(kinds: Any) -> None:

@@ -138,8 +138,12 @@ async def request_commit(
     return prepared and got.op == Op.COMMITTED
 
 
-async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: Peer) -> bool:
-    """Send one OUTPUT blob to ``receiver`` until acknowledged; False if it stays unreachable."""
+async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: Peer) -> str | None:
+    """Send one OUTPUT blob to ``receiver`` until acknowledged.
+
+    None once acknowledged; else why it gave up (the receiver unreachable or silent for the
+    round's ``idle_seconds``, or the deadline), in one line naming the receiver.
+    """
     context.stats.message(routed, context.name, receiver.name)
     backoff = Backoff(context)
     while True:
@@ -148,10 +152,14 @@ async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: 
             channel = await context.connect(receiver)
             await channel.send_blob(Op.OUTPUT, blob, timeout=context.remaining())
             await channel.expect(Op.ACK, timeout=context.remaining())
-            return True
-        except RETRIED:
+            return None
+        except RETRIED as error:
             if backoff.exhausted():
-                return False
+                context.drops.add("output_given_up")
+                return (
+                    f"gave up on its output to {receiver.name} after {backoff.elapsed():.0f} s "
+                    f"without an acknowledgement ({type(error).__name__}: {error or 'no answer'})"
+                )
         finally:
             if channel is not None:
                 await channel.close()
@@ -202,10 +210,13 @@ class ScramblerCoordinator:
         except (ChannelClosedError, TimeoutError):
             self.on_window()  # no coordinator: nothing to wait for
 
-    async def commit(self, flow: str, *, prepared: bool) -> bool:
-        """Ask to commit the batch of ``flow`` (abandon it unless ``prepared``); True if so."""
+    async def commit(self, flow: str, *, prepared: bool, batched: bytes) -> bool:
+        """Ask to commit the batch of ``flow`` (abandon it unless ``prepared``); True if so.
+
+        ``batched``: which of its planned members the batch carries (`Commit.batched`).
+        """
         try:
-            request = Commit(flow, abandon=not prepared)
+            request = Commit(flow, abandon=not prepared, batched=batched)
             await self.channel.send_blob(
                 Op.COMMIT, encode(request), timeout=self.context.remaining()
             )

@@ -58,7 +58,9 @@ class Compute:
         self.blob_size = sealed_size(self.spec.payload_size)
         self.intakes: dict[str, BatchIntake[Held]] = {f: BatchIntake() for f in self.mine}
         self.largest = {f: largest_batch(self.spec, f) for f in self.mine}
-        self.seen: dict[str, set[bytes]] = {f: set() for f in self.mine}
+        self.senders = {f: routed_senders(self.spec, f) for f in self.mine}
+        #: Per flow, which routed senders sent each ciphertext (by its digest).
+        self.seen: dict[str, dict[bytes, set[str]]] = {f: {} for f in self.mine}
         self.tainted: set[str] = set()
         self.finalized: dict[str, frozenset[str]] = {}
         self.decided = asyncio.Event()
@@ -79,8 +81,22 @@ class Compute:
             else:
                 self.context.drops.add("unexpected")
 
+    def routed(self, peer: str, flow: str) -> bool:
+        """Whether the plan routes ``flow``'s batches from ``peer`` to this node."""
+        senders = self.senders[flow]
+        return peer.startswith("source-") if senders is None else peer in senders
+
+    def accepts(self, peer: str) -> bool:
+        """Whether ``peer`` may link to this node: a batch sender of one of its flows."""
+        return any(self.routed(peer, flow) for flow in self.mine)
+
     def hold(self, peer: str, got: Received) -> None:
-        """Keep a DATA frame for its flow's intake (a replayed one only once)."""
+        """Keep a DATA frame for its flow's intake (a replayed one only once).
+
+        Only the peers the plan routes a flow from (its scramblers, or the sources where
+        they send directly) may send it: any other frame is dropped as ``unrouted_data``
+        and never recorded, so it cannot make an honest sender's copy look repeated.
+        """
         if got.replayed:
             return
         drops = self.context.drops
@@ -95,21 +111,25 @@ class Compute:
         if routed.origin not in self.intakes:
             drops.add("malformed_data")
             return
+        if not self.routed(peer, routed.origin):
+            drops.add("unrouted_data")
+            return
         intake = self.intakes[routed.origin]
         held = intake.held.get(peer, {})
         if got.frame.message_id not in held:
             # A sender may not relay one ciphertext twice (under fresh ids), nor send more
             # messages than the largest batch of the plan: its batch is then refused whole.
+            # A ciphertext first held from another routed sender taints neither: the copies
+            # are kept apart and opened once (`counted`).
             digest = hashlib.blake2b(sealed, digest_size=16).digest()
-            if digest in self.seen[routed.origin] or len(held) >= self.largest[routed.origin]:
-                drops.add(
-                    "repeated_ciphertext"
-                    if digest in self.seen[routed.origin]
-                    else "oversized_batch"
-                )
+            holders = self.seen[routed.origin].setdefault(digest, set())
+            if peer in holders or len(held) >= self.largest[routed.origin]:
+                drops.add("repeated_ciphertext" if peer in holders else "oversized_batch")
                 self.tainted.add(peer)
                 return
-            self.seen[routed.origin].add(digest)
+            if holders:
+                drops.add("repeated_ciphertext")
+            holders.add(peer)
         verdict = intake.hold(peer, got.frame.message_id, (routed.name, sealed))
         if verdict != "held":
             drops.add(verdict)
@@ -144,13 +164,12 @@ class Compute:
     async def run(self) -> ComputeOutcome:
         """Register with its key, then per stage: wait for FINALIZE, count, output."""
         context = self.context
-        allowed = ("scrambler-", "source-")
-        listener = await context.serve(self.handle, lambda name: name.startswith(allowed))
+        listener = await context.serve(self.handle, self.accepts)
         coordinator: Channel | None = None
         reader: asyncio.Future[None] | None = None
         flows: dict[str, ComputeFlowOutcome] = {}
         try:
-            hello = Hello(context.hello().address, self.keys.public_key)
+            hello = Hello(context.hello().address, self.keys.public_key, self.spec.digest)
             coordinator, plan = await context.register(hello, ComputePlan)
             reader = asyncio.ensure_future(self.read_finalize(coordinator))
             state = self.program.initial_state()
@@ -192,13 +211,14 @@ class Compute:
             for route in plan.outputs.get(flow, ())
             for receiver in route.receivers
         ]
-        delivered = await asyncio.gather(*sends)
+        gave_up = [why for why in await asyncio.gather(*sends) if why is not None]
         outcome = ComputeFlowOutcome(
             tuples=len(payloads),
             dummies=dummies,
             discarded=tuple(intake.discarded(committed)),
-            outputs_sent=int(sum(delivered)),
+            outputs_sent=len(sends) - len(gave_up),
             outputs=len(sends),
+            undelivered=tuple(gave_up),
         )
         return state, outcome
 
@@ -240,7 +260,10 @@ class Compute:
         senders' frames are opened only to count their dummies (what the observer saw).
         """
         intake = self.intakes[flow]
-        released = [self.open(item) for _, item in intake.release(committed)]
+        once: dict[bytes, Held] = {}  # a ciphertext committed by two senders counts once
+        for _, item in intake.release(committed):
+            once.setdefault(item[1], item)
+        released = [self.open(item) for item in once.values()]
         others = [
             self.open(item)
             for sender in intake.discarded(committed)
@@ -276,6 +299,13 @@ class Opened:
 
     content: bytes | None
     dummy: bool
+
+
+def routed_senders(spec: RoundSpec, flow: str) -> frozenset[str] | None:
+    """The peers that send ``flow``'s batches to its targets: its scramblers (None: sources)."""
+    if isinstance(spec.countermeasure(flow), Scramblers):
+        return frozenset(str(name) for name in spec.scramblers(flow))
+    return None
 
 
 def largest_batch(spec: RoundSpec, flow: str) -> int:

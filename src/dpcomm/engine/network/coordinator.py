@@ -23,6 +23,8 @@ import asyncio
 import contextlib
 import time
 
+import numpy as np
+
 from dpcomm.engine.network.commit import BatchCommit
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
 from dpcomm.engine.network.node import INFRASTRUCTURE_REGISTERED, NodeContext
@@ -36,6 +38,7 @@ from dpcomm.engine.network.records import (
     OutputRoute,
     Peer,
     ResultPlan,
+    RoundSummary,
     ScramblerPlan,
     SourcePlan,
     SourceRoute,
@@ -50,6 +53,12 @@ from dpcomm.queries.program import num_sources
 #: process of its own (docs/benchmarks.md: 10,000 sources in 85 s against 103 s; below, both
 #: lengthen a 1,000-source start-up by about 0.8 s for no shorter round).
 LARGE_ROUND_SOURCES = 2_000
+
+#: Why the coordinator refuses a HELLO whose round digest differs from its own.
+ROUND_MISMATCH = (
+    "its config's round (countermeasures, release, program or limits) differs from the "
+    "coordinator's: every node of a round must run the configs `deploy configs` wrote for it"
+)
 
 NodePlan = SourcePlan | ScramblerPlan | ComputePlan | ResultPlan
 
@@ -79,6 +88,9 @@ class Coordinator:
         self.last_progress = context.loop.time()
         self.changed = asyncio.Event()
         self.commits = {flow: BatchCommit(self._batch_senders(flow)) for flow in spec.data_flows}
+        #: Per data flow, the sources each committed scrambler says its batch carries.
+        self.batched: dict[str, dict[str, bytes]] = {f: {} for f in spec.data_flows}
+        self.done: set[str] = set()
 
     def _batch_senders(self, flow: str) -> frozenset[str]:
         """Who sends the batches of ``flow``: its scramblers, or every source."""
@@ -102,9 +114,12 @@ class Coordinator:
             context.phase = "result"
             await self.wait_end()
             finished = context.loop.time()
-            for channel in list(self.channels.values()):
+            summary = self.summary(finalized)
+            for name, channel in list(self.channels.items()):
+                # The result node learns what the round lost, to publish it with the result.
+                blob = encode(summary) if name == str(RESULT) else b""
                 with contextlib.suppress(ChannelClosedError, TimeoutError, OSError):
-                    await channel.send_blob(Op.CLOSE, timeout=1.0)
+                    await channel.send_blob(Op.CLOSE, blob, timeout=1.0)
         finally:
             listener.close()
             # On a failure too: the nodes waiting for a plan or a decision stop at once.
@@ -119,7 +134,55 @@ class Coordinator:
             planned_at=planned_at,
             round_seconds=finished - planned,
             absent=tuple(sorted(self.absent)),
+            summary=summary,
         )
+
+    def delivered(self, flow: str, committed: tuple[str, ...]) -> set[int]:
+        """The sources whose message of ``flow`` a committed batch carries."""
+        if flow not in self.spec.transformed.batches:
+            return {NodeName.parse(sender).index for sender in committed}
+        carried: set[int] = set()
+        for sender in committed:
+            members = np.asarray(self.routes.batches(flow).members(NodeName.parse(sender).index))
+            bits = self.batched[flow].get(sender)
+            if bits is not None:  # the members its COMMIT says its batch carries
+                flags = np.unpackbits(np.frombuffer(bits, dtype=np.uint8), bitorder="little")
+                members = members[flags[: len(members)].astype(bool)]
+            carried.update(int(m) for m in members)
+        return carried
+
+    def summary(self, finalized: dict[str, tuple[str, ...]]) -> RoundSummary:
+        """What the round lost (`RoundSummary`): left-out sources, dead nodes, no result."""
+        total = num_sources(self.context.program)
+        left_out = {
+            flow: sorted(set(range(total)) - self.delivered(flow, committed))
+            for flow, committed in finalized.items()
+        }
+        failures = []
+        absent = {NodeName.parse(n).index for n in self.absent if n.startswith("source-")}
+        for flow, left in left_out.items():
+            if len(left) > self.spec.max_left_out * total:
+                lost = self.commits[flow].lost | self.commits[flow].refused
+                failures.append(
+                    f"flow {flow}: {len(left):,} of {total:,} sources left out "
+                    f"({len(absent & set(left)):,} never registered; the others refused by "
+                    f"their scrambler or in a batch lost or refused: {len(lost)} batch(es) "
+                    f"lost or refused), more than --max-left-out {self.spec.max_left_out:g} allows"
+                )
+        if finalized and not any(finalized.values()):
+            failures.append("no batch committed: nothing was aggregated")
+        if not self.result_done.is_set():
+            # (Once the result node has every output, a compute node's DONE may still be on
+            # its way: only a round without its result asks which compute nodes died.)
+            gone = sorted((self.computes & self.registry.keys()) - self.done)
+            if gone:
+                failures.append(
+                    f"{len(gone)} compute node(s) ended before delivering their outputs: "
+                    f"{', '.join(gone[:5])}"
+                )
+            failures.append("the result node never said it had every output")
+        counts = {flow: len(left) for flow, left in left_out.items()}
+        return RoundSummary(total, counts, self.spec.max_left_out, tuple(failures[:8]))
 
     async def wait_registrations(self) -> None:
         """Until every node registered, or none did for ``idle_seconds``.
@@ -233,7 +296,14 @@ class Coordinator:
             if self.registration_closed:
                 context.drops.add("late_registration")  # left out already
                 return
-            self.register(peer, decode(hello.blob, Hello), channel)
+            request = decode(hello.blob, Hello)
+            if request.round_digest != self.spec.digest:
+                # Another round's spec (other countermeasures, release or program): refused
+                # before it gets a plan, so before any data moves; it counts as never registered.
+                context.drops.add("round_mismatch")
+                await channel.send_blob(Op.REJECT, ROUND_MISMATCH.encode(), timeout=5.0)
+                return
+            self.register(peer, request, channel)
             # A source's plan names only infrastructure nodes, a scrambler's its members (by the
             # plan's batches) and its targets: in a large round they go out as soon as the
             # infrastructure has registered, so that sources are batched (and their links
@@ -277,6 +347,7 @@ class Coordinator:
                 continue
             if got.op == Op.DONE:
                 self.finished.add(peer)
+                self.done.add(peer)
                 if peer == str(RESULT):
                     self.result_done.set()
                 self.progress()
@@ -288,6 +359,8 @@ class Coordinator:
             accepted = (
                 not request.abandon and flow in self.commits and self.commits[flow].request(peer)
             )
+            if accepted and request.batched is not None:
+                self.batched[flow].setdefault(peer, request.batched)
             reply = Op.COMMITTED if accepted else Op.ABORTED
             await channel.send_blob(reply, timeout=self.context.remaining())
             self.progress()

@@ -592,18 +592,29 @@ def published_result(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, Any] |
     """What the result node of a round with a noisy release publishes (None without one).
 
     The released rows and the release's guarantee (the program's `published` hook: the noise
-    is drawn here, at the result node), the outputs it never got, and the errors of its
+    is drawn here, at the result node), the outputs it never got, the sources the round left
+    out (``left_out``, per flow, and ``why``: the round's failures), and the errors of its
     process; not the exact outputs, which ``dpcomm node run`` prints otherwise.
     """
     if spec.program.get("release") is None:  # the public description: no noisy release
         return None
     program = spec.public_program
     if outcome.result is None:
-        return {"rows": None, "release": None, "missing": None, "errors": dict(outcome.errors)}
+        return {
+            "rows": None,
+            "release": None,
+            "missing": None,
+            "left_out": None,
+            "why": ["the result node did not finish"],
+            "errors": dict(outcome.errors),
+        }
     published = program.published(result_state(program, outcome))
     if published is None:
         return None
+    summary = outcome.result.summary
     published["missing"] = [list(item) for item in outcome.result.missing]
+    published["left_out"] = None if summary is None else dict(summary.left_out)
+    published["why"] = list(outcome.result.failures)
     published["errors"] = dict(outcome.errors)
     return published
 

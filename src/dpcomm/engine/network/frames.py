@@ -314,6 +314,8 @@ ATTACK_REASONS = frozenset(
         "replay_quota",
         "malformed_tuple",
         "repeated_ciphertext",
+        "unrouted_data",
+        "round_mismatch",
         "oversized_batch",
         "junk_quota",
     }
@@ -321,8 +323,9 @@ ATTACK_REASONS = frozenset(
 """Drop reasons that only a misbehaving peer causes: a failed, timed-out or stalled TLS
 handshake, a name a node does not expect, too many links under one name, a blob larger than
 the protocol sends, too many blobs in reassembly at once, more frames than the round plans for
-one peer, a sealed tuple that does not decode, one ciphertext relayed twice, a batch larger than
-the plan's largest, more junk frames than a channel drops."""
+one peer, a sealed tuple that does not decode, one ciphertext relayed twice, data from a peer
+the plan does not route it from, a HELLO for another round's spec, a batch larger than the
+plan's largest, more junk frames than a channel drops."""
 
 OVERLOAD_REASONS = frozenset({"pending_cap", "pending_share", "connection_rate", "overflow"})
 """Drop reasons of a node out of room, whoever caused it: connections refused because too many

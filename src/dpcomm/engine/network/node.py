@@ -170,15 +170,20 @@ class NodeContext:
         channel = await self.connect_retrying(coordinator)
         await channel.send_blob(Op.HELLO, encode(hello), timeout=self.remaining())
         try:
-            got = await channel.expect(Op.PLAN, timeout=self.remaining())
+            got = await channel.expect(Op.PLAN, Op.REJECT, timeout=self.remaining())
         except (ChannelClosedError, TimeoutError) as error:
             await channel.close()
             raise DeploymentError(f"{self.name}: no plan from the coordinator: {error}") from error
+        if got.op == Op.REJECT:
+            await channel.close()
+            why = got.blob.decode(errors="replace")[:200]
+            raise DeploymentError(f"{self.name}: the coordinator refused its registration: {why}")
         return channel, decode(got.blob, plan)
 
     def hello(self) -> Hello:
-        """The HELLO of the node: where it listens."""
-        return Hello(None if self.address is None else tuple(self.address))
+        """The HELLO of the node: where it listens, and the digest of the round it holds."""
+        address = None if self.address is None else tuple(self.address)
+        return Hello(address, round_digest=self.spec.digest)
 
     async def wait_close(self, channel: Channel) -> None:
         """Wait for the coordinator's CLOSE (or the end of its channel, or the deadline)."""

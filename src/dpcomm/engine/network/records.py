@@ -64,10 +64,16 @@ class Peer:
 
 @dataclass(frozen=True)
 class Hello:
-    """What a node tells the coordinator when it registers (HELLO)."""
+    """What a node tells the coordinator when it registers (HELLO).
+
+    Attributes:
+        address: where it listens; key: a compute node's public sealing key.
+        round_digest: the digest of the round's spec in its config (`RoundSpec.digest`).
+    """
 
     address: Address | None = None
     key: bytes | None = None
+    round_digest: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -136,10 +142,15 @@ class Commit:
 
     ``abandon``: the batch could not be prepared at every target (a target refused or stayed
     unreachable): the coordinator counts it lost at once instead of waiting for it.
+    ``batched``: which of a scrambler's planned members (`dpcomm.plan.routes.Routes.batches`,
+    in plan order) its batch carries, one bit each, first member in the lowest bit of the first
+    byte (None: a source's own batch), so that the coordinator knows which sources a committed
+    batch left out in a blob of n / 8 bytes.
     """
 
     flow: str
     abandon: bool = False
+    batched: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +228,7 @@ class ComputeFlowOutcome:
         dummies: dummies opened (every batch held).
         discarded: batch senders whose frames it held but did not count.
         outputs_sent: outputs acknowledged by their receivers, of ``outputs`` sent.
+        undelivered: why each output given up was given up, one line each.
     """
 
     tuples: int
@@ -224,6 +236,7 @@ class ComputeFlowOutcome:
     discarded: tuple[str, ...]
     outputs_sent: int
     outputs: int
+    undelivered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,11 +259,48 @@ class Output:
 
 
 @dataclass(frozen=True)
+class RoundSummary:
+    """What the coordinator tells the result node with its CLOSE: what the round lost.
+
+    Attributes:
+        sources: the round's sources.
+        left_out: per data flow, how many sources no committed batch carries (never
+            registered, refused by their scrambler, or in a batch lost or refused).
+        max_left_out: the fraction of the sources the round tolerates left out.
+        failures: why the round failed, one line each (none: it did not).
+    """
+
+    sources: int
+    left_out: dict[str, int]
+    max_left_out: float
+    failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ResultOutcome:
-    """The result node's outcome: the outputs it merged, and those it never got."""
+    """The result node's outcome: the outputs it merged, those it never got, the round's summary.
+
+    ``summary`` is None when the coordinator's CLOSE never came (the round then counts failed).
+    """
 
     outputs: tuple[Output, ...]
     missing: tuple[tuple[str, int], ...]
+    summary: RoundSummary | None = None
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        """Why the published result is incomplete, one line each (none: it is whole)."""
+        found = []
+        if self.missing:
+            flow, target = self.missing[0]
+            found.append(
+                f"{len(self.missing)} output(s) never arrived (first: flow {flow}, target {target})"
+            )
+        if self.summary is None:
+            found.append("no summary from the coordinator: what the round lost is unknown")
+        else:
+            found += self.summary.failures
+        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -266,6 +316,7 @@ class CoordinatorOutcome:
         planned_at: wall-clock time (``time.time()``) when the plans went out.
         round_seconds: from the plans to the end of the round.
         absent: the nodes that never registered (sources, left out).
+        summary: what the round lost, and why it failed (`RoundSummary`).
     """
 
     committed: dict[str, tuple[str, ...]]
@@ -276,6 +327,7 @@ class CoordinatorOutcome:
     planned_at: float
     round_seconds: float
     absent: tuple[str, ...] = ()
+    summary: RoundSummary | None = None
 
 
 # --------------------------------------------------------------------------- the wire

@@ -11,7 +11,14 @@ import asyncio
 import contextlib
 
 from dpcomm.engine.network.node import LINK_ERRORS, NodeContext, parse_output
-from dpcomm.engine.network.records import Output, ResultOutcome, ResultPlan
+from dpcomm.engine.network.records import (
+    DeploymentError,
+    Output,
+    ResultOutcome,
+    ResultPlan,
+    RoundSummary,
+    decode,
+)
 from dpcomm.engine.network.wire import Channel, ChannelClosedError, Op
 
 
@@ -28,6 +35,7 @@ class Result:
         }
         self.outputs: dict[tuple[str, int], bytes] = {}
         self.complete = asyncio.Event()
+        self.summary: RoundSummary | None = None
         if not self.expected:
             self.complete.set()
 
@@ -52,7 +60,7 @@ class Result:
             coordinator, _ = await context.register(context.hello(), ResultPlan)
             context.phase = "outputs"
             # Every output, or the coordinator's CLOSE: every compute node is done or gone.
-            closing = asyncio.ensure_future(context.wait_close(coordinator))
+            closing = asyncio.ensure_future(self.wait_close(coordinator))
             complete = asyncio.ensure_future(self.complete.wait())
             await asyncio.wait({closing, complete}, return_when=asyncio.FIRST_COMPLETED)
             complete.cancel()
@@ -67,7 +75,15 @@ class Result:
         return ResultOutcome(
             outputs=tuple(Output(f, t, data) for (f, t), data in sorted(self.outputs.items())),
             missing=tuple(sorted(self.expected - set(self.outputs))),
+            summary=self.summary,
         )
+
+    async def wait_close(self, coordinator: Channel) -> None:
+        """The coordinator's CLOSE, with what the round lost (`RoundSummary`)."""
+        with contextlib.suppress(ChannelClosedError, TimeoutError, DeploymentError):
+            got = await coordinator.expect(Op.CLOSE, timeout=self.context.remaining())
+            self.summary = decode(got.blob, RoundSummary)
+        await coordinator.close()
 
 
 async def run_result(context: NodeContext) -> ResultOutcome:

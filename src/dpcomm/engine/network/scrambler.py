@@ -178,7 +178,10 @@ class Scrambler:
             context.phase = "forwarding"
             dummies, messages = self.batch(batched, plan.targets)
             prepared = await forward_batch(context, self.flow, messages, plan.targets)
-            committed = await link.commit(self.flow, prepared=prepared)
+            planned = self.spec.routes.batches(self.flow).members(self.index)
+            carried = np.isin(np.asarray(planned, dtype=np.int64), batched)
+            bits = np.packbits(carried, bitorder="little").tobytes()
+            committed = await link.commit(self.flow, prepared=prepared, batched=bits)
             outcome = ScramblerOutcome(
                 name=context.name,
                 flow=self.flow,

@@ -11,12 +11,15 @@ name, where the coordinator listens and, for a source, its own row.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from dpcomm.engine.network.frames import HEADER_SIZE, frame_size_for
 from dpcomm.engine.network.names import COORDINATOR, RESULT, NodeName
@@ -151,6 +154,16 @@ class RoundSpec:
         return spec
 
     # ------------------------------------------------------------------ derived, cached
+
+    @cached_property
+    def digest(self) -> bytes:
+        """SHA-256 of the round's public parameters (its JSON, keys sorted).
+
+        Every node's HELLO carries it and the coordinator refuses a node whose digest differs
+        from its own (the countermeasures, the release, the program, the limits): the nodes of
+        a round run the very round the coordinator charged, or no data moves.
+        """
+        return hashlib.sha256(msgspec.json.encode(self, order="sorted")).digest()
 
     @cached_property
     def public_program(self) -> QueryProgram:

@@ -115,17 +115,16 @@ PROTOCOL_BLOB_LIMITS: Mapping[Op, int] = {
             Op.REJECT,
             Op.PREPARE,
             Op.PREPARED,
-            Op.COMMIT,
             Op.COMMITTED,
             Op.ABORTED,
             Op.DONE,
-            Op.CLOSE,
             Op.OPEN,
             Op.WINDOW,
         ),
         SMALL_BLOB,
     ),
-    Op.HELLO: HELLO_BLOB,
+    # A HELLO; a COMMIT with a scrambler's members as bits; a CLOSE with the round's summary.
+    **dict.fromkeys((Op.HELLO, Op.COMMIT, Op.CLOSE), HELLO_BLOB),
 }
 """Per operation, the largest blob the protocol sends (PLAN, FINALIZE and OUTPUT: ``max_blob``)."""
 
