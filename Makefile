@@ -62,13 +62,8 @@ test: test-setup
 	@$(MAKE) --no-print-directory -j2 typecheck parallel-tests
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m serial
 
-# One worker more than cores: many tests wait on a round's deadlines or on other processes,
-# and the extra worker keeps both cores busy meanwhile (7 min 40 s against 9 min 1 s with one
-# worker per core, docs/benchmarks.md).
-WORKERS ?= $(shell expr $$(nproc) + 1)
-
 parallel-tests: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(WORKERS) --dist worksteal -m "not serial"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n auto --dist worksteal -m "not serial"
 
 # The inner loop (under two minutes): lint, types, dead code (vulture: code in src/ that
 # nothing calls; what must stay is in vulture_whitelist.py, with why), unit and property tests.

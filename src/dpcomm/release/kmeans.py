@@ -52,7 +52,7 @@ from dpcomm.release.mechanisms import (
     calibrate_noise,
     centred_sum_sensitivity,
 )
-from dpcomm.release.noise import _noisy
+from dpcomm.release.noise import ReleaseShares, _noisy
 
 if TYPE_CHECKING:
     from dpcomm.plan.privacy import PlanGuarantee
@@ -86,7 +86,7 @@ def check_bounds(bounds: object, dimension: int) -> tuple[tuple[float, float], .
 
 
 @dataclass(frozen=True)
-class KMeansRelease:
+class KMeansRelease(ReleaseShares):
     """K-means's noisy release: per iteration, each cluster's noisy centred sums and count.
 
     Attributes:
@@ -114,16 +114,6 @@ class KMeansRelease:
     def charged(self) -> tuple[AggregateNoise, ...]:
         """Every released vector's (ε_i, δ_i), as a query's release names them."""
         return self.noises
-
-    @property
-    def epsilon(self) -> float:
-        """ε2: the sum of every released vector's share."""
-        return math.fsum(n.epsilon for n in self.noises)
-
-    @property
-    def delta(self) -> float:
-        """δ2: likewise."""
-        return math.fsum(n.total_delta for n in self.noises)
 
     @property
     def centres(self) -> FloatArray:

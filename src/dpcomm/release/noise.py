@@ -30,6 +30,7 @@ not be private. A seeded run is therefore reproducible up to the release's noise
 
 from __future__ import annotations
 
+import abc
 import functools
 import itertools
 import math
@@ -105,8 +106,27 @@ class KeySelection:
     accounted_delta: float
 
 
+class ReleaseShares(abc.ABC):
+    """ε2 and δ2 of a release: the sums of the shares of what it charges."""
+
+    @property
+    @abc.abstractmethod
+    def charged(self) -> tuple[Charged, ...]:
+        """Every released aggregate's (ε_i, δ_i)."""
+
+    @property
+    def epsilon(self) -> float:
+        """ε2: the sum of the aggregates' shares (the key selection's is its COUNT's)."""
+        return math.fsum(n.epsilon for n in self.charged)
+
+    @property
+    def delta(self) -> float:
+        """δ2: the sum of the aggregates' shares, and the key selection's δ_sel."""
+        return math.fsum(n.total_delta for n in self.charged)
+
+
 @dataclass(frozen=True)
-class Release:
+class Release(ReleaseShares):
     """A query's noisy release: its mechanism, each aggregate's noise, the key domains.
 
     Attributes:
@@ -136,16 +156,6 @@ class Release:
     def charged(self) -> tuple[Charged, ...]:
         """Every released aggregate's (ε_i, δ_i): the noisy ones and the quantiles."""
         return (*self.noises, *self.quantiles)
-
-    @property
-    def epsilon(self) -> float:
-        """ε2: the sum of the aggregates' shares (the key selection's is its COUNT's)."""
-        return math.fsum(n.epsilon for n in self.charged)
-
-    @property
-    def delta(self) -> float:
-        """δ2: the sum of the aggregates' shares, and the key selection's δ_sel."""
-        return math.fsum(n.total_delta for n in self.charged)
 
     # The hooks `dpcomm.queries.aggregate.AggregateProgram` calls (its ``NoisyRelease``).
 
