@@ -51,6 +51,7 @@ from dpcomm.release.mechanisms import (
     aggregate_sensitivity,
     calibrate_noise,
     centred_sum_sensitivity,
+    mechanism_from_spec,
 )
 from dpcomm.release.noise import ReleaseShares, _noisy
 
@@ -258,13 +259,7 @@ def release_from_spec(
     spec: Mapping[str, Any], *, dimension: int, num_iterations: int
 ) -> KMeansRelease:
     """The release `KMeansRelease.to_spec` describes, bound again."""
-    name = spec.get("mechanism")
-    if name not in ("laplace", "gaussian"):
-        raise InvalidParameterError("release mechanism", "'laplace' or 'gaussian'", name)
-    epsilon = float(spec["epsilon"])
-    mechanism: ReleaseMechanism = (
-        Laplace(epsilon) if name == "laplace" else Gaussian(epsilon, float(spec["delta"]))
-    )
+    mechanism = mechanism_from_spec(spec)
     return bind_kmeans_release(
         mechanism,
         [tuple(pair) for pair in spec["bounds"]],

@@ -45,9 +45,9 @@ own privacy map of it is the one checked).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -766,3 +766,15 @@ __all__ = [
     "selection_distances",
     "threshold_for",
 ]
+
+
+def mechanism_from_spec(spec: Mapping[str, Any]) -> ReleaseMechanism:
+    """The mechanism a release spec names (``mechanism``, ``epsilon``, ``delta``).
+
+    What a node binds again from a program's public description.
+    """
+    name = spec.get("mechanism")
+    if name not in ("laplace", "gaussian"):
+        raise InvalidParameterError("release mechanism", "'laplace' or 'gaussian'", name)
+    epsilon = float(spec["epsilon"])
+    return Laplace(epsilon) if name == "laplace" else Gaussian(epsilon, float(spec["delta"]))

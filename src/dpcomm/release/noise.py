@@ -278,15 +278,9 @@ def release_from_spec(
     bound: BoundAggregate, spec: Mapping[str, Any], *, num_targets: int
 ) -> Release:
     """The release `release_spec` describes, bound again to ``bound`` over T = ``num_targets``."""
-    from dpcomm.release.mechanisms import Gaussian, Laplace
+    from dpcomm.release.mechanisms import mechanism_from_spec
 
-    name = spec.get("mechanism")
-    if name not in ("laplace", "gaussian"):
-        raise InvalidParameterError("release mechanism", "'laplace' or 'gaussian'", name)
-    epsilon = float(spec["epsilon"])
-    mechanism: ReleaseMechanism = (
-        Laplace(epsilon) if name == "laplace" else Gaussian(epsilon, float(spec["delta"]))
-    )
+    mechanism = mechanism_from_spec(spec)
     selection = spec.get("key_selection_delta")
     release = bind_release(
         bound,
