@@ -96,3 +96,20 @@ def test_account_imports_only_the_accountant(argv):
     unwanted |= {f"dpcomm.plan.{name}" for name in ("model", "transform", "costs", "privacy")}
     unwanted |= {"dpcomm.accounting.montecarlo", "dpcomm.accounting.pld"}
     assert _loaded(code, unwanted) == "LOADED [] [] 0"
+
+
+def test_a_node_process_imports_no_accountant():
+    """A deployment's node (`node run`, and the worker processes of `run --engine network`)
+    runs role code: it imports neither the PLD library nor scipy, which cost a second of CPU
+    in each of a round's many processes."""
+    code = (
+        "import sys\n"
+        "import dpcomm.engine.network.worker\n"
+        "from dpcomm.cli.deploy import command_node_run\n"
+        "from dpcomm.engine.network.deploy import published_result\n"
+        "from dpcomm.engine.network.launcher import run_tls_group\n"
+        "modules = set(sys.modules) | {m.split('.')[0] for m in sys.modules}\n"
+        "print('LOADED', sorted(modules & set(sys.argv[1:])))\n"
+    )
+    unwanted = {"dp_accounting", "scipy", "duckdb", "opendp", "dpcomm.plan.privacy"}
+    assert _loaded(code, unwanted) == "LOADED []"

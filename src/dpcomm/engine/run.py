@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Required, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Required, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,10 +24,12 @@ from dpcomm.engine.traffic import Efficiency, FlowSummary, FlowTraffic, efficien
 from dpcomm.errors import BalancedBatchesWarning, InvalidParameterError, warn
 from dpcomm.plan.countermeasures import Countermeasure, NoCountermeasure, Scramblers
 from dpcomm.plan.model import ROLES, ExecutionPlan
-from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.plan.transform import TransformedPlan, transform
 from dpcomm.protocol.roles import ProgramHooks
 from dpcomm.queries.program import QueryProgram
+
+if TYPE_CHECKING:  # the accountant (dp_accounting, scipy) is imported where a plan is accounted
+    from dpcomm.plan.privacy import PlanGuarantee
 
 BoolArray = npt.NDArray[np.bool_]
 Flows = TypeVar("Flows", FlowTraffic, FlowSummary, FlowTraffic | FlowSummary)
@@ -217,6 +219,8 @@ def prepare(
     program.check_countermeasures(countermeasures)  # a release's noise fits this traffic
     if delta is None:
         return Prepared(transformed, None)
+    from dpcomm.plan.privacy import account_plan
+
     privacy = account_plan(plan, countermeasures, delta=delta)
     certain: dict[str, int] = {}
     for cluster_guarantee in privacy.clusters:
@@ -309,6 +313,8 @@ def balanced_batches_note(
     nothing is said: batches whose smaller sizes leave ε as it was (e.g. an ε that σ's local
     randomizer gives whatever the batch size) are not worth a note.
     """
+    from dpcomm.plan.privacy import account_plan
+
     asked = account_plan(short.plan, short.countermeasures, delta=delta, batch_sizes=short.full)
     epsilon, requested = privacy.guarantee.epsilon, asked.guarantee.epsilon
     if f"{epsilon:.4g}" == f"{requested:.4g}":

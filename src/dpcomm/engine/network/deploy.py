@@ -53,7 +53,6 @@ from dpcomm.engine.traffic import FlowTraffic
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, Countermeasures, NoCountermeasure
 from dpcomm.plan.model import ExecutionPlan
-from dpcomm.plan.privacy import account_plan
 from dpcomm.protocol import roles
 from dpcomm.queries.program import QueryProgram, num_sources, public_program, source_rows
 from dpcomm.validation import check_seed
@@ -212,6 +211,7 @@ def _worst_batch_size(
     A capped scrambler of m sources with d > (T − 1)·m cannot run: it stops before sending, so
     such an m is not a candidate.
     """
+    from dpcomm.plan.privacy import account_plan  # the accountant: here, not in a node
 
     def worst(flow: str, sizes: range) -> int | None:
         chosen: tuple[tuple[float, float], int] | None = None
@@ -334,6 +334,8 @@ def assemble_run(
     planned = {flow: dict(Counter(sizes)) for flow, sizes in transformed.batches.items()}
     privacy = prepared.privacy
     if actual != planned:
+        from dpcomm.plan.privacy import account_plan  # the accountant: here, not in a node
+
         privacy = account_plan(program.plan, countermeasures, delta=delta, batch_sizes=actual)
         warn_above_target(
             privacy, target_epsilon, "batches smaller than planned ran: late or lost nodes"
