@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -131,6 +132,15 @@ class QueryProgram(ProgramHooks, Protocol):
         """
         ...
 
+    def check_config(self) -> None:
+        """Refuse a program rebuilt from a config whose derived code is not its own.
+
+        A node that runs SQL derived from the user's query (an Aggregate's result node) asks
+        first: the SQL is derived again from the user's SQL and the schema, through the
+        checks of ``run``, and must come out the same.
+        """
+        ...
+
     def published(self, state: Any) -> dict[str, Any] | None:
         """What a deployment's result node publishes of the final ``state``, JSON-ready.
 
@@ -205,24 +215,30 @@ def spec_header(kind: str, cls: type) -> dict[str, Any]:
     return {"kind": kind, "module": cls.__module__}
 
 
+#: The programs a spec may describe: each kind and the dpcomm module that registers it. A
+#: spec's ``module`` must be its kind's: a node's config never makes it import anything else.
+PROGRAM_MODULES: Mapping[str, str] = MappingProxyType(
+    {"aggregate": "dpcomm.queries.aggregate", "kmeans": "dpcomm.queries.kmeans"}
+)
+
+
 def program_from_spec(spec: Mapping[str, Any]) -> QueryProgram:
     """The public program described by ``spec`` (from `QueryProgram.to_spec`).
 
-    A kind not registered yet in this process is registered by importing the module the spec
-    names (a node's config is written by the round's operator, like the code it runs).
+    Only the registry's programs (`PROGRAM_MODULES`): a kind not registered yet in this
+    process is registered by importing its own module, never one a spec names otherwise.
     """
     kind = spec.get("kind")
     module = spec.get("module")
-    if kind not in _REGISTRY and isinstance(module, str):
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise InvalidParameterError(
-                "program module", "a module this process can import", module
-            ) from error
-    if not isinstance(kind, str) or kind not in _REGISTRY:
-        known = ", ".join(sorted(_REGISTRY)) or "none registered"
-        raise InvalidParameterError("program kind", f"a registered kind ({known})", kind)
+    if not isinstance(kind, str) or kind not in PROGRAM_MODULES:
+        known = ", ".join(sorted(PROGRAM_MODULES))
+        raise InvalidParameterError("program kind", f"one of dpcomm's programs ({known})", kind)
+    if module is not None and module != PROGRAM_MODULES[kind]:
+        raise InvalidParameterError(
+            "program module", f"{PROGRAM_MODULES[kind]} (the {kind} program's own)", module
+        )
+    if kind not in _REGISTRY:
+        importlib.import_module(PROGRAM_MODULES[kind])
     return _REGISTRY[kind](spec)
 
 
@@ -232,6 +248,7 @@ def public_program(program: QueryProgram) -> QueryProgram:
 
 
 __all__ = [
+    "PROGRAM_MODULES",
     "ArrayRows",
     "BoolArray",
     "IntArray",
