@@ -562,16 +562,24 @@ def set_sql_limits(limits: SqlLimits) -> SqlLimits:
 
 
 def _hardened_database(limits: SqlLimits) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB that reads no file, loads no extension, and cannot be reconfigured."""
-    return duckdb.connect(
+    """An in-memory DuckDB that reads no file, loads no extension, and cannot be reconfigured.
+
+    Its time zone is UTC and its calendar Gregorian on every node, whatever the host's: the
+    date and time functions of the allow-list give the same value everywhere (a time zone
+    taken from the host would make a derived key depend on where the node runs).
+    """
+    database = duckdb.connect(
         config={
             "enable_external_access": False,
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
             "memory_limit": limits.memory_limit,
-            "lock_configuration": True,
         }
     )
+    database.execute("SET GLOBAL TimeZone = 'UTC'")
+    database.execute("SET GLOBAL Calendar = 'gregorian'")
+    database.execute("SET GLOBAL lock_configuration = true")
+    return database
 
 
 #: Seconds between two interrupts of a connection past its time limit.
