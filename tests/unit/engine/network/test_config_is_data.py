@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dpcomm.cli.main import main
 from dpcomm.data import synthetic_table
+from dpcomm.engine.network.deploy import write_deployment
 from dpcomm.engine.network.result import run_result
 from dpcomm.engine.network.spec import NodeConfig, RoundSpec
 from dpcomm.errors import InvalidParameterError
@@ -124,3 +127,45 @@ def test_the_result_node_refuses_before_it_registers(config_text):
 
     with pytest.raises(InvalidParameterError, match="edited config"):
         asyncio.run(run_result(Context()))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> Path:
+    """A round's configs and certificates as `deploy configs` writes them (4 sources)."""
+    folder = tmp_path_factory.mktemp("deployment")
+    program = noisy_program(
+        "SELECT g1, COUNT(*) AS n FROM t WHERE m2 > 0 GROUP BY g1 ORDER BY g1",
+        synthetic_table(num_rows=4, seed=4),
+        num_targets=1,
+        release=Laplace(1.0),
+        keys={"g1": list(range(5))},
+    )
+    write_deployment(
+        program, NoCountermeasure(), folder, coordinator_port=1, idle_seconds=5, timeout=10
+    )
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (
+            lambda p: _post(p, "COPY (SELECT 1) TO '/tmp/dpcomm-edited.csv'"),
+            "result: registration: InvalidParameterError: invalid program query",
+        ),
+        (lambda p: p.update(module="os"), "invalid program module"),
+    ],
+    ids=["post-processing", "module"],
+)
+def test_node_run_refuses_an_edited_result_config(written, edit, said, capsys):
+    config = written / "configs" / "edited.json"
+    document = json.loads((written / "configs" / "result.json").read_text())
+    edit(document["round"]["program"])
+    config.write_text(json.dumps(document))
+    pki = written / "pki"
+    argv = ["node", "run", "--role", "result", "--config", str(config)]
+    argv += ["--ssl-certfile", str(pki / "result.pem"), "--ssl-keyfile", str(pki / "result.key")]
+    assert main([*argv, "--ssl-ca-certfile", str(pki / "ca.pem")]) != 0
+    errors = [line for line in capsys.readouterr().err.splitlines() if said in line]
+    assert len(errors) == 1
+    assert not Path("/tmp/dpcomm-edited.csv").exists()
