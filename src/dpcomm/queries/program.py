@@ -196,14 +196,26 @@ ProgramClass = TypeVar("ProgramClass", bound=type)
 _REGISTRY: dict[str, Callable[[Mapping[str, Any]], QueryProgram]] = {}
 
 
+#: The programs a spec may describe: each kind and the dpcomm module that registers it. A
+#: spec's ``module`` must be its kind's: a node's config never makes it import anything else.
+PROGRAM_MODULES: Mapping[str, str] = MappingProxyType(
+    {"aggregate": "dpcomm.queries.aggregate", "kmeans": "dpcomm.queries.kmeans"}
+)
+
+
 def register_program(kind: str) -> Callable[[ProgramClass], ProgramClass]:
     """Class decorator: programs of ``kind`` are rebuilt by the class's ``from_spec``.
 
-    The class's module is named in every spec it writes (``to_spec`` returns
-    `spec_header` first), so a process that has not imported it yet imports it.
+    ``kind`` and the class's module must be an entry of `PROGRAM_MODULES`; the module is
+    named in every spec it writes (``to_spec`` returns `spec_header` first), and a process
+    that has not imported it yet imports it (`program_from_spec`).
     """
 
     def register(cls: ProgramClass) -> ProgramClass:
+        if PROGRAM_MODULES.get(kind) != cls.__module__:
+            raise InvalidParameterError(
+                "program kind", "an entry of PROGRAM_MODULES", f"{kind} in {cls.__module__}"
+            )
         _REGISTRY[kind] = cls.from_spec  # type: ignore[attr-defined]
         return cls
 
@@ -213,13 +225,6 @@ def register_program(kind: str) -> Callable[[ProgramClass], ProgramClass]:
 def spec_header(kind: str, cls: type) -> dict[str, Any]:
     """The first entries of a program's spec: its ``kind`` and the module that registers it."""
     return {"kind": kind, "module": cls.__module__}
-
-
-#: The programs a spec may describe: each kind and the dpcomm module that registers it. A
-#: spec's ``module`` must be its kind's: a node's config never makes it import anything else.
-PROGRAM_MODULES: Mapping[str, str] = MappingProxyType(
-    {"aggregate": "dpcomm.queries.aggregate", "kmeans": "dpcomm.queries.kmeans"}
-)
 
 
 def program_from_spec(spec: Mapping[str, Any]) -> QueryProgram:
