@@ -11,15 +11,16 @@ audit (`dpcomm.experiments.release_audit`: the view reduced to the traffic's c_t
 each observed cluster's Σ_i x_k,i / b_i, raw and given the counts; events selected on half the
 runs and estimated on the other half, Clopper-Pearson, Bonferroni over the events).
 
-**The tables** (`kmeans_neighbours`): points of D = 1 coordinate clamped to [lo, hi] (width
-W = hi − lo), K clusters whose initial centroids (public) are spread evenly over the bounds,
-cluster a = 0 (lowest) on compute node 0 and b = K − 1 on node K − 1. Source 0 holds
-lo − 50·W in D (cluster a, clamped to lo: centred −W/2) and hi in D′ (cluster b: centred
-+W/2); the n − 1 others hold hi (``others-on-destination``: a tuple of b moved in or out of
-delivery by the scramblers' redraws adds W/2 to the row's W/2 in b's sum) or lo
-(``others-on-source``: likewise in a's). Either way the centred sums move by 1.5 W and the
-counts by 3 in L1: `dpcomm.release.mechanisms.centred_sum_sensitivity` and COUNT(*)'s under
-the ``one-other`` view, which the release is calibrated to.
+**The tables** (`kmeans_neighbours`): points (x, y), both coordinates clamped to [lo, hi]
+(width W = hi − lo), K clusters whose public initial centroids (c, lo + (k + ½) W / K) differ
+in y alone, so that y picks the cluster and x is free within it; cluster a = 0 is on compute
+node 0 and b = K − 1 on node K − 1. ``others-on-destination``: source 0 holds
+(lo − 50·W, lo) in D (cluster a, x clamped to lo: centred −W/2) and (hi, hi) in D′ (cluster b:
++W/2), the n − 1 others (lo, hi) (cluster b, −W/2): a tuple of b that the scramblers' redraws
+move in or out of delivery in place of the row's moves b's centred sum of x by W, next to the
+row's W/2 in a's. ``others-on-source`` mirrors it in cluster a. Either way x's centred sums
+move by 1.5 W in L1: `dpcomm.release.mechanisms.centred_sum_sensitivity` under the
+``one-other`` view, which the release is calibrated to (COUNT(*)'s is 2 in either view).
 
 **One run** is iteration 1 of `dpcomm.kmeans` with the same program: the traffic by the role
 steps and randomness streams every engine runs (`dpcomm.experiments.audit.scrambler_runs`,
@@ -29,8 +30,10 @@ the lower bound varies from audit to audit).
 
 Seeded faults (`KMEANS_FAULT_KINDS`; never an option of a run, each claims the declared
 guarantee): ``own-row``, every released vector calibrated to the row's own change alone
-(W for a centred sum, 2 for a count: the sensitivity without the joint view), at its own share
-of ε2; ``unclamped``, the points summed without their clamp to the bounds.
+(the sensitivity without the joint view: W for a centred sum, against 1.5 W; a count's is 2
+either way), at its own share of ε2; ``unclamped``, the points summed without their clamp to
+the bounds. ``own-row`` widens the sums' loss only, which the whole release's claim dilutes:
+it shows against the traffic and SUM(x) observed alone (``aggregate="SUM(x"``).
 """
 
 from __future__ import annotations
