@@ -438,7 +438,14 @@ def _compiled_kmeans(
     names = _column_names(points, columns, program.dimension)
     scaling = _checked_scaling(limits if scaled else None, program.dimension)
     released = _released_bounds(asked, limits, scaling)
-    program = _kmeans_released(program, asked, released, chosen, names)
+    described = names
+    if scaling is not None:  # the release's report says which units its bounds are in
+        given = names or tuple(f"x{j}" for j in range(program.dimension))
+        described = tuple(
+            f"{name} scaled from [{low:g}, {high:g}]"
+            for name, (low, high) in zip(given, scaling, strict=True)
+        )
+    program = _kmeans_released(program, asked, released, chosen, described)
     return program, array, truth, kept, names, scaling
 
 

@@ -46,8 +46,9 @@ def test_a_scaled_release_is_bound_over_the_unit_interval() -> None:
     )  # fmt: skip
     assert run.program.release.bounds == ((0.0, 1.0), (0.0, 1.0))
     names = [a.aggregate for a in run.report.release.aggregates]
-    assert names[0].startswith("SUM(x clamped to [0, 1], centred on 0.5)")
-    assert names[1].startswith("SUM(y clamped to [0, 1], centred on 0.5)")
+    assert names[0].startswith("SUM(x scaled from [0, 1] clamped to [0, 1], centred on 0.5)")
+    assert names[1].startswith("SUM(y scaled from [0, 1000] clamped to [0, 1], centred on 0.5)")
+    assert run.columns == ("x", "y")  # the centroids' columns keep their names
     # Sensitivity on the scaled bounds: hi − lo = 1 per coordinate (no countermeasure: own row).
     assert [a.sensitivity_l1 for a in run.report.release.aggregates[:2]] == [1.0, 1.0]
     assert np.all((run.centroids >= 0.0) & (run.centroids <= [1.0, 1000.0]))
