@@ -21,6 +21,7 @@ from dpcomm.engine.network.frames import (
     split_drops,
 )
 from dpcomm.engine.network.node import Backoff
+from dpcomm.engine.network.records import Peer
 from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.network.tls import ConnectionGate, ConnectionLimits
 from dpcomm.engine.network.transport import MemoryLink
@@ -519,5 +520,29 @@ def test_a_slow_transfer_goes_on_while_bytes_move_and_stops_when_they_do_not(mon
         with pytest.raises(TimeoutError, match="took nothing for 0 s, 5,000 bytes still unsent"):
             await while_progressing(context, stalled, asyncio.sleep(5.0), backoff)
         assert 0.2 <= context.loop.time() - started < 1.0
+
+    asyncio.run(scenario())
+
+
+def test_an_output_nobody_takes_is_given_up_after_the_idle_time_saying_why(monkeypatch):
+    monkeypatch.setattr(batches, "PROGRESS_CHECK_SECONDS", 0.02)
+
+    async def scenario():
+        context = progress_context(idle_seconds=0.2)
+        out, _ = pair()  # the receiver reads nothing and never acknowledges
+        stats = WireStats()
+
+        async def connect(receiver):
+            return out
+
+        context.connect = connect
+        context.stats = stats
+        context.drops = stats.drops["compute-0-0"]
+        context.name = "compute-0-0"
+        why = await batches.send_output(context, "(g1)", b"o" * 100, Peer("result", None))
+        assert why is not None and "\n" not in why
+        assert why.startswith("gave up on its output to result (100 bytes) after 0 s")
+        assert "without progress" in why
+        assert context.drops.as_dict() == {"output_given_up": 1}
 
     asyncio.run(scenario())
