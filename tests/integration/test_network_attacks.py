@@ -28,11 +28,13 @@ from dpcomm.engine.network import (
     frame_size_for,
     issue_many,
     new_message_id,
+    nodes,
     sealed_size,
 )
 from dpcomm.engine.network.deploy import node_configs
 from dpcomm.engine.network.frames import ATTACK_REASONS, split_drops
 from dpcomm.engine.network.nodes import run_nodes
+from dpcomm.engine.network.records import ResultOutcome, ResultPlan
 from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.network.tls import ConnectionLimits
 from dpcomm.engine.network.transport import Endpoint
@@ -516,3 +518,69 @@ def test_a_round_completes_while_its_sources_own_address_floods_the_coordinator(
     assert sum(drops["attacks"]["coordinator"].values()) >= 1000, flood
     assert "coordinator" not in drops["overload"], (drops["overload"], flood)
     assert gate.peak <= gate.limits.max_pending
+
+
+# ------------------------------------------------------------ a receiver that takes nothing
+
+
+def test_an_output_its_receiver_never_takes_is_given_up_after_the_idle_time(tmp_path, monkeypatch):
+    """A result node that accepts the compute nodes' links and reads nothing: each compute node
+    gives up after T without progress (not at the round's deadline) and says why in one line."""
+    program = AggregateProgram.from_sql(
+        "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
+        synthetic_table(num_rows=12, seed=3),
+        num_targets=2,
+    )
+    spec = RoundSpec.create(
+        public_program(program),
+        Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=1),
+        round_id=13,
+        seed=5,
+        idle_seconds=2,
+        round_seconds=120,
+    )
+    configs = node_configs(program, spec)
+    authority = CertificateAuthority.create(tmp_path / "ca")
+    credentials = issue_many(authority, list(configs), tmp_path / "nodes")
+
+    async def silent_result(context):
+        closed = asyncio.Event()
+
+        async def hold(channel):  # takes the link, reads nothing
+            await closed.wait()
+
+        listener = await context.serve(hold, lambda name: name.startswith("compute-"))
+        try:
+            coordinator, _ = await context.register(context.hello(), ResultPlan)
+            await context.wait_close(coordinator)
+        finally:
+            closed.set()
+            listener.close()
+        return ResultOutcome(outputs=(), missing=())
+
+    monkeypatch.setitem(nodes.RUNNERS, "result", silent_result)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        coordinator = loop.create_future()
+
+        def listening(name, address):
+            if name == "coordinator" and not coordinator.done():
+                coordinator.set_result(address)
+
+        started = loop.time()
+        outcome = await run_nodes(
+            list(configs.values()),
+            TlsTransport(credentials),
+            coordinator_address=lambda: asyncio.shield(coordinator),
+            on_listening=listening,
+        )
+        return outcome, loop.time() - started
+
+    outcome, seconds = asyncio.run(scenario())
+    assert seconds < 60, seconds  # T = 2 s of no progress, not the round's 120 s
+    reasons = [why for c in outcome.computes for f in c.flows.values() for why in f.undelivered]
+    assert len(reasons) == 2, reasons
+    for why in reasons:
+        assert "\n" not in why and why.startswith("gave up on its output to result")
+        assert "without progress" in why and "result took nothing for" in why
