@@ -7,6 +7,8 @@ The fixtures are made available to every integration test by ``conftest.py``.
   drops 1% of them: ``tc netem`` on a veth pair where the kernel has it, else a relay of IP
   packets between two TUN devices that does what netem does (the kernel of the project's
   machine is built without netem);
+* :func:`slow_hosts`: the same, with a link of 10 Mbit/s that delays every packet by 100 ms
+  (``tc netem delay 100ms rate 10mbit``, or the relay);
 * :func:`busy_processes`: CPU-bound processes beside a round (an oversubscribed machine);
 * :func:`run_on_hosts`: one deployed round with its infrastructure on host A and its sources on
   host B, each host a worker process of the local deployment, assembled into a :class:`Run`.
@@ -123,19 +125,48 @@ def _open_tun(name: str) -> int:
     return descriptor
 
 
+@dataclasses.dataclass(frozen=True)
+class LinkShape:
+    """What a link does to packets: a delay (mean and deviation, s), a loss rate, a rate."""
+
+    delay: float = DELAY_SECONDS
+    jitter: float = JITTER_SECONDS
+    loss: float = LOSS
+    bits_per_second: float | None = None
+
+    def netem(self) -> list[str]:
+        """The ``tc qdisc ... netem`` arguments that do the same."""
+        arguments = ["delay", f"{self.delay * 1000:g}ms"]
+        if self.jitter:
+            arguments.append(f"{self.jitter * 1000:g}ms")
+        if self.loss:
+            arguments += ["loss", f"{self.loss * 100:g}%"]
+        if self.bits_per_second:
+            arguments += ["rate", f"{self.bits_per_second / 1e6:g}mbit"]
+        return arguments
+
+
+LOSSY = LinkShape()
+SLOW = LinkShape(delay=0.100, jitter=0.0, loss=0.0, bits_per_second=10e6)
+
+
 class PacketRelay:
-    """What ``tc netem delay 100ms 30ms loss 1%`` does, between two TUN devices.
+    """What ``tc netem`` does (`LinkShape`: by default delay 100ms 30ms loss 1%), between two
+    TUN devices.
 
     Every IP packet read from one device is dropped with probability ``loss`` or written to the
     other after a delay drawn from N(delay, jitter) (at least 0; packets may overtake each
-    other, as with netem's jitter). Counts what it relayed and dropped.
+    other, as with netem's jitter), and, with a rate, after the packets before it in its
+    direction went out at that rate. Counts what it relayed and dropped.
     """
 
-    def __init__(self, first: int, second: int, *, seed: int = 0) -> None:
+    def __init__(self, first: int, second: int, *, seed: int = 0, shape: LinkShape = LOSSY) -> None:
         self.ends = {first: second, second: first}
         self.random = random.Random(seed)
+        self.shape = shape
         self.relayed = 0
         self.dropped = 0
+        self._busy_until = {first: 0.0, second: 0.0}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="packet-relay", daemon=True)
 
@@ -147,6 +178,15 @@ class PacketRelay:
         self._stop.set()
         self._thread.join(5.0)
 
+    def _departure(self, out: int, now: float, size: int) -> float:
+        """When a packet of ``size`` bytes read now leaves for ``out``."""
+        shape = self.shape
+        sent = now
+        if shape.bits_per_second:
+            sent = max(now, self._busy_until[out]) + size * 8 / shape.bits_per_second
+            self._busy_until[out] = sent
+        return sent + max(0.0, self.random.gauss(shape.delay, shape.jitter))
+
     def _run(self) -> None:
         queue: list[tuple[float, int, int, bytes]] = []
         order = 0
@@ -157,12 +197,13 @@ class PacketRelay:
             for end in readable:
                 with contextlib.suppress(OSError):
                     packet = os.read(end, 65535)
-                    if self.random.random() < LOSS:
+                    if self.shape.loss and self.random.random() < self.shape.loss:
                         self.dropped += 1
                         continue
-                    delay = max(0.0, self.random.gauss(DELAY_SECONDS, JITTER_SECONDS))
                     order += 1
-                    heapq.heappush(queue, (now + delay, order, self.ends[end], packet))
+                    out = self.ends[end]
+                    departure = self._departure(out, now, len(packet))
+                    heapq.heappush(queue, (departure, order, out, packet))
             while queue and queue[0][0] <= now:
                 _, _, out, packet = heapq.heappop(queue)
                 with contextlib.suppress(OSError):
@@ -180,29 +221,25 @@ class LossyHosts:
     relay: PacketRelay | None = None
 
 
-def _netem(host: str, device: str) -> bool:
-    done = ip(
-        "netns", "exec", host, "tc", "qdisc", "add", "dev", device, "root", "netem",
-        "delay", f"{DELAY_SECONDS * 1000:g}ms", f"{JITTER_SECONDS * 1000:g}ms",
-        "loss", f"{LOSS * 100:g}%",
-    )  # fmt: skip
-    return done.returncode == 0
+def _netem(host: str, device: str, shape: LinkShape) -> bool:
+    command = ["netns", "exec", host, "tc", "qdisc", "add", "dev", device, "root", "netem"]
+    return ip(*command, *shape.netem()).returncode == 0
 
 
 @contextlib.contextmanager
-def lossy_link() -> Iterator[LossyHosts]:
-    """Two hosts whose link delays packets by 100 ms ± 30 ms and loses 1% of them."""
+def shaped_link(shape: LinkShape = LOSSY) -> Iterator[LossyHosts]:
+    """Two hosts whose link is shaped as ``shape`` (tc netem, else a TUN relay)."""
     tag = str(os.getpid() % 100000)
     subnet = f"10.232.{int(tag) % 250}"
     with _namespaces(tag) as (host_a, host_b):
         if shutil.which("tc") is not None:
             _veth(tag, host_a, host_b, subnet)
-            if _netem(host_a, f"va{tag}") and _netem(host_b, f"vb{tag}"):
+            if _netem(host_a, f"va{tag}", shape) and _netem(host_b, f"vb{tag}", shape):
                 yield LossyHosts((host_a, f"{subnet}.1"), (host_b, f"{subnet}.2"), "tc netem")
                 return
             ip("-n", host_a, "link", "del", f"va{tag}")
         if not os.path.exists("/dev/net/tun"):
-            pytest.skip("neither tc netem nor /dev/net/tun is available for a lossy link")
+            pytest.skip("neither tc netem nor /dev/net/tun is available for a shaped link")
         ends = []
         for host, end, mine, theirs in (
             (host_a, f"ta{tag}", f"{subnet}.1", f"{subnet}.2"),
@@ -217,12 +254,17 @@ def lossy_link() -> Iterator[LossyHosts]:
                 ]
             )
         try:
-            with PacketRelay(*ends) as relay:
+            with PacketRelay(*ends, shape=shape) as relay:
                 hosts = LossyHosts((host_a, f"{subnet}.1"), (host_b, f"{subnet}.2"), "TUN relay")
                 yield dataclasses.replace(hosts, relay=relay)
         finally:
             for end in ends:
                 os.close(end)
+
+
+def lossy_link() -> contextlib.AbstractContextManager[LossyHosts]:
+    """Two hosts whose link delays packets by 100 ms ± 30 ms and loses 1% of them."""
+    return shaped_link(LOSSY)
 
 
 @pytest.fixture
@@ -236,6 +278,13 @@ def two_hosts() -> Iterator[tuple[tuple[str, str], tuple[str, str]]]:
 def lossy_hosts() -> Iterator[LossyHosts]:
     """Fixture: :func:`lossy_link`."""
     with lossy_link() as hosts:
+        yield hosts
+
+
+@pytest.fixture
+def slow_hosts() -> Iterator[LossyHosts]:
+    """Fixture: two hosts over a link of 10 Mbit/s and 100 ms (`SLOW`)."""
+    with shaped_link(SLOW) as hosts:
         yield hosts
 
 
@@ -267,12 +316,14 @@ def run_on_hosts(
     directory: Path,
     idle_seconds: float = 30.0,
     timeout: float = 300.0,
+    on_host_b: tuple[str, ...] = ("source",),
 ) -> Any:
     """One round: coordinator, result, compute nodes and scramblers on host A, sources on B.
 
-    Each host is a worker process of the local deployment (``python -m
-    dpcomm.engine.network.worker``) started in its namespace; B learns the coordinator's port
-    from A's report, as the launcher's workers do. Returns the :class:`Run`.
+    ``on_host_b`` names the roles placed on host B (never the coordinator's). Each host is a
+    worker process of the local deployment (``python -m dpcomm.engine.network.worker``)
+    started in its namespace; B learns the coordinator's port from A's report, as the
+    launcher's workers do. Returns the :class:`Run`.
     """
     (namespace_a, address_a), (namespace_b, address_b) = host_a, host_b
     started = time.perf_counter()
@@ -289,10 +340,10 @@ def run_on_hosts(
     issue_many(authority, list(configs), directory / "pki")
     groups: dict[str, list[Any]] = {namespace_a: [], namespace_b: []}
     for config in configs.values():
-        source = config.node.role == "source"
-        address = address_b if source else address_a
+        on_b = config.node.role in on_host_b and config.node != COORDINATOR
+        address = address_b if on_b else address_a
         placed = dataclasses.replace(config, listen_host=address, advertise_host=address)
-        groups[namespace_b if source else namespace_a].append(placed)
+        groups[namespace_b if on_b else namespace_a].append(placed)
     files = {}
     for namespace, placed in groups.items():
         group = WorkerGroup(

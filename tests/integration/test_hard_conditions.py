@@ -53,3 +53,26 @@ def test_a_round_over_a_slow_lossy_link_is_the_memory_run(lossy_hosts, tmp_path)
     if lossy_hosts.relay is not None:
         # The link really was lossy: packets were dropped, and TCP sent them again.
         assert lossy_hosts.relay.dropped > 0 and lossy_hosts.relay.relayed > 0
+
+
+def test_a_round_over_a_slow_link_delivers_every_output(slow_hosts, tmp_path):
+    """10 Mbit/s and 100 ms each way, the result node across the link from the compute nodes:
+    outputs are delivered on progress (a slow transfer is never given up by a fixed deadline),
+    and the round is the memory run."""
+    program = autompg(rows=30)
+    countermeasure = Scramblers(sampling_rate=0.2, batch_size=15, num_dummies=4)
+    run = run_on_hosts(
+        program,
+        countermeasure,
+        seed=SEED,
+        host_a=slow_hosts.host_a,
+        host_b=slow_hosts.host_b,
+        directory=tmp_path,
+        idle_seconds=4.0,
+        timeout=60.0,
+        on_host_b=("source", "result"),
+    )
+    assert run.details.failures == (), (slow_hosts.how, run.details.failures)
+    same_run(simulate(program, countermeasure, delta=1e-4, seed=SEED), run)
+    if slow_hosts.relay is not None:
+        assert slow_hosts.relay.relayed > 0

@@ -17,14 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from dpcomm.engine.network.commit import batch_digest
 from dpcomm.engine.network.node import Backoff, NodeContext
 from dpcomm.engine.network.records import Commit, DeploymentError, Peer, Prepare, encode
 from dpcomm.engine.network.transport import HandshakeError
 from dpcomm.engine.network.wire import Channel, ChannelClosedError, Op
+
+T = TypeVar("T")
 
 #: What ends an attempt to send (the sender opens the link again while time is left).
 RETRIED = (ChannelClosedError, HandshakeError, TimeoutError)
@@ -141,8 +144,11 @@ async def request_commit(
 async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: Peer) -> str | None:
     """Send one OUTPUT blob to ``receiver`` until acknowledged.
 
-    None once acknowledged; else why it gave up (the receiver unreachable or silent for the
-    round's ``idle_seconds``, or the deadline), in one line naming the receiver.
+    None once acknowledged; else why it gave up, in one line naming the receiver. Delivery
+    ends on progress, not on a fixed deadline: an attempt goes on while its link moves bytes
+    (`while_progressing`), however slow the link, and the output is given up only after the
+    round's ``idle_seconds`` (T) without progress (the receiver unreachable, silent, or its
+    link stalled) or at the round's deadline.
     """
     context.stats.message(routed, context.name, receiver.name)
     backoff = Backoff(context)
@@ -150,20 +156,63 @@ async def send_output(context: NodeContext, routed: str, blob: bytes, receiver: 
         channel: Channel | None = None
         try:
             channel = await context.connect(receiver)
-            await channel.send_blob(Op.OUTPUT, blob, timeout=context.remaining())
-            await channel.expect(Op.ACK, timeout=context.remaining())
+            channel.write_blob(Op.OUTPUT, blob)
+            await while_progressing(context, channel, _acknowledged(context, channel), backoff)
             return None
         except RETRIED as error:
             if backoff.exhausted():
                 context.drops.add("output_given_up")
                 return (
-                    f"gave up on its output to {receiver.name} after {backoff.elapsed():.0f} s "
-                    f"without an acknowledgement ({type(error).__name__}: {error or 'no answer'})"
+                    f"gave up on its output to {receiver.name} ({len(blob):,} bytes) after "
+                    f"{backoff.elapsed():.0f} s without progress "
+                    f"({type(error).__name__}: {error or 'no answer'})"
                 )
         finally:
             if channel is not None:
                 await channel.close()
         await backoff.pause()
+
+
+async def _acknowledged(context: NodeContext, channel: Channel) -> None:
+    await channel.drain(timeout=context.remaining())
+    await channel.expect(Op.ACK, timeout=context.remaining())
+
+
+PROGRESS_CHECK_SECONDS = 0.5
+"""How often a sender looks whether its link moved bytes (`while_progressing`)."""
+
+
+async def while_progressing(
+    context: NodeContext, channel: Channel, step: Coroutine[Any, Any, T], backoff: Backoff
+) -> T:
+    """Await ``step`` for as long as ``channel`` makes progress.
+
+    Each fall of the bytes the link has not delivered (`Link.unsent`) is progress
+    (`Backoff.progress`); once nothing moved for the round's ``idle_seconds`` (or at the
+    round's deadline), ``step`` is cancelled and TimeoutError says how much was left.
+    """
+    task = asyncio.ensure_future(step)
+    last = channel.link.unsent()
+    try:
+        while True:
+            wait = max(0.005, min(PROGRESS_CHECK_SECONDS, context.remaining()))
+            done, _ = await asyncio.wait({task}, timeout=wait)
+            if done:
+                return task.result()
+            unsent = channel.link.unsent()
+            if unsent < last:
+                backoff.progress()
+            last = unsent
+            if backoff.exhausted():
+                raise TimeoutError(
+                    f"{channel.peer} took nothing for {backoff.elapsed():.0f} s, "
+                    f"{unsent:,} bytes still unsent"
+                )
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, *RETRIED):
+                await task
 
 
 class ScramblerCoordinator:

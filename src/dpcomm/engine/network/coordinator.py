@@ -59,6 +59,11 @@ ROUND_MISMATCH = (
     "its config's round (countermeasures, release, program or limits) differs from the "
     "coordinator's: every node of a round must run the configs `deploy configs` wrote for it"
 )
+#: Why a second registration under a registered node's name is refused (a node that retried
+#: after its first link closed, or another holder of its certificate).
+ALREADY_REGISTERED = "a node of this name already registered"
+#: Why a registration after the window closed is refused (the node is left out).
+REGISTRATION_CLOSED = "registration closed (nobody registered for the idle time): left out"
 
 NodePlan = SourcePlan | ScramblerPlan | ComputePlan | ResultPlan
 
@@ -292,9 +297,11 @@ class Coordinator:
             hello = await channel.expect(Op.HELLO, timeout=context.remaining())
             if peer in self.registry:
                 context.drops.add("duplicate_node")
+                await channel.send_blob(Op.REJECT, ALREADY_REGISTERED.encode(), timeout=5.0)
                 return
             if self.registration_closed:
                 context.drops.add("late_registration")  # left out already
+                await channel.send_blob(Op.REJECT, REGISTRATION_CLOSED.encode(), timeout=5.0)
                 return
             request = decode(hello.blob, Hello)
             if request.round_digest != self.spec.digest:

@@ -89,6 +89,10 @@ class FaultyLink:
         """True once the link is closing or closed."""
         return self.inner.closing()
 
+    def unsent(self) -> int:
+        """Bytes written that the peer has not received yet (see `Link`)."""
+        return self.inner.unsent()
+
     async def close(self) -> None:
         """Close the link (never raises)."""
         await self.inner.close()

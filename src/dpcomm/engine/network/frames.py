@@ -305,6 +305,7 @@ _REASON = re.compile(r"[a-z][a-z0-9_]*")
 ATTACK_REASONS = frozenset(
     {
         "handshake",
+        "no_hello",
         "handshake_timeout",
         "stalled",
         "unauthorized",
@@ -320,12 +321,12 @@ ATTACK_REASONS = frozenset(
         "junk_quota",
     }
 )
-"""Drop reasons that only a misbehaving peer causes: a failed, timed-out or stalled TLS
-handshake, a name a node does not expect, too many links under one name, a blob larger than
-the protocol sends, too many blobs in reassembly at once, more frames than the round plans for
-one peer, a sealed tuple that does not decode, one ciphertext relayed twice, data from a peer
-the plan does not route it from, a HELLO for another round's spec, a batch larger than the
-plan's largest, more junk frames than a channel drops."""
+"""Drop reasons that only a misbehaving peer causes: a failed, timed-out or stalled TLS handshake, a
+connection closed before its first byte, a name a node does not expect, too many links under one
+name, a blob larger than the protocol sends, too many blobs in reassembly at once, more frames than
+the round plans for one peer, a sealed tuple that does not decode, one ciphertext relayed twice,
+data from a peer the plan does not route it from, a HELLO for another round's spec, a batch larger
+than the plan's largest, more junk frames than a channel drops."""
 
 OVERLOAD_REASONS = frozenset({"pending_cap", "pending_share", "connection_rate", "overflow"})
 """Drop reasons of a node out of room, whoever caused it: connections refused because too many

@@ -33,7 +33,7 @@ from dpcomm.engine.network.pki import CertificateAuthority, NodeCredentials, Pki
 from dpcomm.engine.network.records import GroupOutcome, WorkerReport, decode, encode
 from dpcomm.engine.network.scratch import PrivateFolder, private_folder, write_private
 from dpcomm.engine.network.spec import DeploymentError, NodeConfig, NodeSettings, RoundSpec
-from dpcomm.engine.network.tls import TlsTransport
+from dpcomm.engine.network.tls import DEFAULT_BACKLOG, TlsTransport
 from dpcomm.engine.network.transport import Address, MemoryTransport
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.program import num_sources
@@ -97,9 +97,10 @@ def listen_backlog(num_nodes: int) -> int:
     """Pending connections a listener queues: every node may connect at once at the start.
 
     Too short a queue makes the kernel answer with SYN cookies or drop connections under a
-    burst of registrations; the kernel caps it at ``net.core.somaxconn`` anyway.
+    burst of registrations, or under a flood of connections; the kernel caps it at
+    ``net.core.somaxconn`` anyway.
     """
-    return max(1024, 2 * num_nodes)
+    return max(DEFAULT_BACKLOG, 2 * num_nodes)
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ async def _tls_group(
     on_event: Callable[[str], None] | None = None,
 ) -> GroupOutcome:
     advertise = {c.name: c.advertise_host or c.listen_host for c in configs}
-    backlog = listen_backlog(len(configs[0].round.node_names())) if configs else 1024
+    backlog = listen_backlog(len(configs[0].round.node_names())) if configs else DEFAULT_BACKLOG
     transport = TlsTransport(credentials, advertise=advertise, backlog=backlog)
     loop = asyncio.get_running_loop()
     # The nodes' TLS contexts load in a thread while the first nodes already connect: loading

@@ -164,16 +164,30 @@ class NodeContext:
         return listener
 
     async def register(self, hello: Hello, plan: type[Plan]) -> tuple[Channel, Plan]:
-        """Connect to the coordinator, say HELLO, and wait for this node's part of the plan."""
+        """Connect to the coordinator, say HELLO, and wait for this node's part of the plan.
+
+        A link the coordinator closes before it answers (its listener gave the handshake's slot
+        to another connection after this side had finished its part: TLS 1.3 verifies the
+        client's certificate last) is retried like a refused connection (`Backoff`); a
+        HELLO the coordinator did register is refused on a second link, so retrying never
+        registers a node twice.
+        """
         address = await asyncio.wait_for(self.coordinator_address(), self.remaining())
         coordinator = Peer(str(COORDINATOR), tuple(address))
-        channel = await self.connect_retrying(coordinator)
-        await channel.send_blob(Op.HELLO, encode(hello), timeout=self.remaining())
-        try:
-            got = await channel.expect(Op.PLAN, Op.REJECT, timeout=self.remaining())
-        except (ChannelClosedError, TimeoutError) as error:
-            await channel.close()
-            raise DeploymentError(f"{self.name}: no plan from the coordinator: {error}") from error
+        backoff = Backoff(self)
+        while True:
+            channel = await self.connect_retrying(coordinator)
+            try:
+                await channel.send_blob(Op.HELLO, encode(hello), timeout=self.remaining())
+                got = await channel.expect(Op.PLAN, Op.REJECT, timeout=self.remaining())
+                break
+            except (ChannelClosedError, TimeoutError) as error:
+                await channel.close()
+                if isinstance(error, TimeoutError) or backoff.exhausted():
+                    raise DeploymentError(
+                        f"{self.name}: no plan from the coordinator: {error}"
+                    ) from error
+            await backoff.pause()
         if got.op == Op.REJECT:
             await channel.close()
             why = got.blob.decode(errors="replace")[:200]

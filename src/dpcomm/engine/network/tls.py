@@ -18,10 +18,22 @@ connections admitted by a token bucket per remote address (``rate`` per second, 
 once), each handshake given ``handshake_timeout`` seconds. A connection beyond them is aborted
 before any TLS work and counted as an overload (``pending_cap``, ``connection_rate``); when the
 listener is full, a newcomer from an address below its fair share takes the slot of the address
-holding the most (``pending_share``), else the oldest handshake stalled for over half the
-timeout is aborted to make room (``stalled``), so one client's idle sockets cannot keep honest
-nodes out. Failed, stalled and timed-out handshakes and unexpected
-names count as attacks (``handshake``, ``stalled``, ``handshake_timeout``, ``unauthorized``): an
+holding the most (``pending_share``), else the oldest handshake under way for more than a tenth
+of the timeout is aborted to make room (``stalled`` past half the timeout, else
+``pending_share``), so one client's idle sockets cannot keep honest nodes out.
+
+Fairness within one address (devices behind one NAT share it, and so may a flooder): a
+connection that sends nothing takes no handshake slot and no token (`TlsServer`: it waits,
+without TLS state, for its first bytes, among ``max_idle`` at most; the kernel holds it
+first where it has ``TCP_DEFER_ACCEPT``), a handshake that stalls gives its slot to a newcomer
+after a tenth of the timeout (an honest handshake takes a round trip and about a millisecond
+of CPU), and an authenticated handshake gives its token back (the fast path after the client
+certificate: honest nodes never use up their own address's bucket, only failed handshakes
+do).
+
+Failed, stalled and timed-out handshakes, connections closed before their first byte and
+unexpected names count as attacks (``handshake``, ``stalled``, ``handshake_timeout``,
+``no_hello``, ``unauthorized``): an
 honest node's handshake takes about a millisecond of CPU, and the caps keep the queue of
 handshakes far shorter than the timeout. Refusals are logged at most once per ``log_interval``
 (a summary of the counts since the last line), never once per connection.
@@ -33,10 +45,16 @@ import asyncio
 import asyncio.sslproto
 import contextlib
 import dataclasses
+import fcntl
 import logging
+import math
+import socket
 import ssl
+import struct
+import termios
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
+from typing import Any
 
 from dpcomm.engine.network.frames import DropCounters, read_frame
 from dpcomm.engine.network.pki import NodeCredentials, PeerIdentityError, PkiError, peer_identity
@@ -100,12 +118,27 @@ DEFAULT_HANDSHAKE_TIMEOUT = 5.0
 """Seconds a peer has to complete the TLS handshake."""
 DEFAULT_MAX_PENDING = 256
 """Handshakes under way at once per listener (each holds a socket and TLS state)."""
+DEFAULT_BACKLOG = 4096
+"""Connections the kernel queues for a listener before it drops new ones (its cap is
+``net.core.somaxconn``): a flood from one address must not fill it between two turns of the
+event loop, or honest nodes' connections are dropped with the flood's."""
+DEFAULT_MAX_IDLE = 1024
+"""Connections per listener accepted that have sent nothing yet (each holds one socket)."""
 DEFAULT_CONNECTION_RATE = 2000.0
 """New connections admitted per second per listener (beyond the burst)."""
 DEFAULT_CONNECTION_BURST = 256
 """New connections admitted at once per listener."""
 DEFAULT_LINKS_PER_PEER = 16
 """Authenticated links at once per peer name and listener (an honest node opens one or two)."""
+_EVICTABLE_AFTER = 0.1
+"""The fraction of the handshake timeout after which a handshake under way may give its slot
+to a newcomer when the listener is full (an honest handshake takes one round trip)."""
+_SIOCOUTQ: int | None = getattr(termios, "TIOCOUTQ", None)
+"""Linux's ioctl for a TCP socket's bytes not yet acknowledged (``SIOCOUTQ`` = ``TIOCOUTQ``)."""
+_ACCEPT_PAUSE = 1.0
+"""Seconds a listener stops accepting when accept fails (no descriptors left)."""
+_ACCEPTS_PER_TURN = 4096
+"""Connections a listener accepts at most per turn of the event loop."""
 _MAX_BUCKETS = 4096
 """Addresses whose token buckets a listener remembers before it forgets the idle ones."""
 DEFAULT_LOG_INTERVAL = 10.0
@@ -118,11 +151,14 @@ class ConnectionLimits:
 
     Attributes:
         max_pending: TLS handshakes under way at once (`DEFAULT_MAX_PENDING`).
+        max_idle: connections accepted that have sent nothing yet, at once
+            (`DEFAULT_MAX_IDLE`; beyond, the oldest is closed: ``stalled``).
         rate: new connections admitted per second (`DEFAULT_CONNECTION_RATE`).
         burst: new connections admitted at once (`DEFAULT_CONNECTION_BURST`).
         handshake_timeout: seconds a peer has to complete its handshake
-            (`DEFAULT_HANDSHAKE_TIMEOUT`); past half of it, a handshake may be aborted
-            to make room for a new connection when ``max_pending`` are under way.
+            (`DEFAULT_HANDSHAKE_TIMEOUT`); past a tenth of it, a handshake may be aborted
+            to make room for a new connection when ``max_pending`` are under way (past half
+            of it, that counts as ``stalled``, an attack).
         links_per_peer: authenticated links at once per peer name
             (`DEFAULT_LINKS_PER_PEER`; beyond: ``peer_links``, an attack).
         log_interval: seconds between two log lines about refusals
@@ -130,6 +166,7 @@ class ConnectionLimits:
     """
 
     max_pending: int = DEFAULT_MAX_PENDING
+    max_idle: int = DEFAULT_MAX_IDLE
     rate: float = DEFAULT_CONNECTION_RATE
     burst: int = DEFAULT_CONNECTION_BURST
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
@@ -137,7 +174,7 @@ class ConnectionLimits:
     log_interval: float = DEFAULT_LOG_INTERVAL
 
     def __post_init__(self) -> None:
-        for name in ("max_pending", "burst", "links_per_peer"):
+        for name in ("max_pending", "max_idle", "burst", "links_per_peer"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(name, "an integer >= 1", value)
@@ -225,8 +262,9 @@ class ConnectionGate:
         address holding less than its fair share (``max_pending`` over the addresses with
         handshakes under way) takes the slot of the oldest handshake of the address holding
         the most (``pending_share``, or ``stalled`` if that one was past half the timeout);
-        otherwise only a stalled handshake makes room. An evicted handshake's task is
-        cancelled (its transport closed by asyncio).
+        otherwise only the oldest handshake, once under way for a tenth of the timeout, makes
+        room (a flood from the newcomer's own address cannot hold the slots longer). An
+        evicted handshake's task is cancelled (its transport closed by asyncio).
         """
         now = self._clock()
         if not self._take_token(address, now):
@@ -267,7 +305,7 @@ class ConnectionGate:
         if heaviest != address and self._by_address.get(address, 0) + 1 <= fair:
             return next(p for p in self._pending.values() if p.address == heaviest)
         oldest = next(iter(self._pending.values()))  # admitted first, so the oldest
-        if now - oldest.since >= self.limits.handshake_timeout / 2:
+        if now - oldest.since >= self.limits.handshake_timeout * _EVICTABLE_AFTER:
             return oldest
         return None
 
@@ -281,6 +319,15 @@ class ConnectionGate:
             self.refuse("stalled", f"handshake under way for {age:.1f} s")
         else:
             self.refuse("pending_share", f"{victim.address} holds more than its share")
+
+    def authenticated(self, entry: _Pending) -> None:
+        """The handshake of ``entry`` verified its client's certificate: its token goes back.
+
+        Only connections that fail to authenticate use up their address's bucket, so honest
+        nodes behind one address (a NAT) are never refused for their own number.
+        """
+        tokens, refilled = self._buckets.get(entry.address, (float(self.limits.burst), 0.0))
+        self._buckets[entry.address] = (min(float(self.limits.burst), tokens + 1.0), refilled)
 
     def done(self, entry: _Pending) -> None:
         """The handshake of ``entry`` ended (either way)."""
@@ -365,37 +412,201 @@ def _is_allowed(allowed_peers: Collection[str] | Callable[[str], bool] | None, n
 async def _handshake(
     gate: ConnectionGate,
     entry: _Pending,
-    writer: asyncio.StreamWriter,
+    sock: socket.socket,
     context: ssl.SSLContext,
-    timeout: float,
     address: object,
-) -> str | None:
-    """The TLS handshake of an admitted connection: the peer's name, or None (closed, counted)."""
-    raw = writer.transport
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str] | None:
+    """The TLS handshake of an admitted connection: its streams and the peer's name.
+
+    None if it failed (the socket closed, the refusal counted).
+    """
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(loop=loop)
+    protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+    timeout = gate.limits.handshake_timeout
+    writer: asyncio.StreamWriter | None = None
     try:
         async with asyncio.timeout(timeout):
             # asyncio's own timer is a backstop: ours tells a timeout from a failure.
-            await writer.start_tls(context, ssl_handshake_timeout=2 * timeout)
-        return writer_peer_identity(writer)
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol, sock, ssl=context, ssl_handshake_timeout=2 * timeout
+            )
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        name = writer_peer_identity(writer)
+        gate.authenticated(entry)
+        return reader, writer, name
     except asyncio.CancelledError:
         if not entry.evicted:
+            sock.close()
             raise
         # Evicted to make room (counted as stalled); asyncio closed the transport.
         current = asyncio.current_task()
         if current is not None:
             current.uncancel()
-        raw.abort()
+        sock.close()
         return None
     except (OSError, TimeoutError, PeerIdentityError, asyncio.IncompleteReadError) as error:
         if not entry.evicted:  # an evicted handshake was counted as stalled
             reason = "handshake_timeout" if isinstance(error, TimeoutError) else "handshake"
             gone = isinstance(error, _PEER_GONE)
             gate.refuse(reason, f"{address}: {type(error).__name__}: {error}", quiet=gone)
-        raw.abort()
-        await _close(writer)
+        if writer is not None:
+            writer.transport.abort()
+        sock.close()
         return None
     finally:
         gate.done(entry)
+
+
+class TlsServer:
+    """A listening socket whose connections wait for their first bytes before TLS starts.
+
+    A connection accepted holds no TLS state, no handshake slot and no token of its address
+    until its peer sends something (an honest node's ClientHello follows its connection at
+    once): ``max_idle`` such connections wait at once, each for ``handshake_timeout`` at most
+    (then ``handshake_timeout``, an attack); when they are all taken, the oldest makes room
+    (``stalled``). So a flood of connections that send nothing, even from the honest nodes'
+    own address, never takes a slot an honest handshake needs. Then ``on_socket(sock,
+    address)`` runs as a task of its own.
+    """
+
+    def __init__(
+        self,
+        listening: socket.socket,
+        on_socket: Callable[[socket.socket, object], Coroutine[Any, Any, None]],
+        gate: ConnectionGate,
+        *,
+        max_idle: int,
+    ) -> None:
+        self.sockets = [listening]
+        self._on_socket = on_socket
+        self._gate = gate
+        self._max_idle = max_idle
+        self._loop = asyncio.get_running_loop()
+        self._idle: dict[int, tuple[socket.socket, asyncio.TimerHandle]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop.add_reader(listening.fileno(), self._accept, listening)
+        self._closed = asyncio.Event()
+
+    @property
+    def idle(self) -> int:
+        """Connections accepted that have sent nothing yet."""
+        return len(self._idle)
+
+    def _accept(self, listening: socket.socket) -> None:
+        """Accept every connection the kernel queued.
+
+        The kernel drops new connections while its queue is full, honest or not: the queue
+        is emptied at each turn of the loop. A connection whose first bytes are already in
+        (an honest node's ClientHello usually is) goes straight on, never into the idle pool
+        that a flood fills.
+        """
+        for _ in range(_ACCEPTS_PER_TURN):
+            try:
+                sock, address = listening.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as error:  # out of descriptors: pause accepting, as asyncio does
+                self._gate.refuse("overflow", f"accept failed: {error}")
+                self._loop.remove_reader(listening.fileno())
+                self._loop.call_later(_ACCEPT_PAUSE, self._resume, listening)
+                return
+            sock.setblocking(False)
+            if self._hand_on(sock, address):
+                continue
+            if len(self._idle) >= self._max_idle:
+                self._drop(next(iter(self._idle)), "stalled", "the oldest idle connection")
+            descriptor = sock.fileno()
+            timer = self._loop.call_later(
+                self._gate.limits.handshake_timeout,
+                self._drop,
+                descriptor,
+                "handshake_timeout",
+                f"{address} sent nothing",
+            )
+            self._idle[descriptor] = (sock, timer)
+            self._loop.add_reader(descriptor, self._readable, descriptor, address)
+
+    def _resume(self, listening: socket.socket) -> None:
+        if listening.fileno() >= 0:
+            self._loop.add_reader(listening.fileno(), self._accept, listening)
+
+    def _hand_on(self, sock: socket.socket, address: object) -> bool:
+        """Whether ``sock`` is done with waiting (False: nothing arrived yet).
+
+        Done when its first bytes arrived (handed on) or its peer hung up (closed, counted).
+        """
+        try:
+            first = sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:  # reset: the peer went away
+            first = b""
+        if not first:  # hung up without a byte: nothing to admit (counted, never logged)
+            sock.close()
+            self._gate.refuse("no_hello", f"{address} hung up without a byte", quiet=True)
+            return True
+        task = self._loop.create_task(self._on_socket(sock, address))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    def _drop(self, descriptor: int, reason: str, detail: str) -> None:
+        sock, timer = self._idle.pop(descriptor)
+        timer.cancel()
+        self._loop.remove_reader(descriptor)
+        sock.close()
+        self._gate.refuse(reason, detail)
+
+    def _readable(self, descriptor: int, address: object) -> None:
+        sock, timer = self._idle[descriptor]
+        # Stop watching before handing on (the TLS transport watches the socket next).
+        self._loop.remove_reader(descriptor)
+        if self._hand_on(sock, address):
+            del self._idle[descriptor]
+            timer.cancel()
+        else:  # woken without data: wait again
+            self._loop.add_reader(descriptor, self._readable, descriptor, address)
+
+    def close(self) -> None:
+        """Stop accepting; close the listening socket and the idle connections."""
+        for descriptor in list(self._idle):
+            sock, timer = self._idle.pop(descriptor)
+            timer.cancel()
+            self._loop.remove_reader(descriptor)
+            sock.close()
+        for listening in self.sockets:
+            if listening.fileno() >= 0:
+                self._loop.remove_reader(listening.fileno())
+                listening.close()
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        """Wait until `close` was called."""
+        await self._closed.wait()
+
+
+async def _listening_socket(host: str, port: int, backlog: int) -> socket.socket:
+    """A non-blocking socket listening on the first address ``host`` resolves to."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    if not infos:
+        raise OSError(f"cannot resolve {host!r}")
+    family, kind, proto, _, address = infos[0]
+    listening = socket.socket(family, kind, proto)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            listening.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        listening.bind(address)
+        listening.listen(backlog)
+        listening.setblocking(False)
+    except OSError as error:
+        listening.close()
+        raise OSError(error.errno, f"cannot listen on {host}:{port}: {error.strerror}") from error
+    return listening
 
 
 async def start_tls_server(
@@ -410,17 +621,17 @@ async def start_tls_server(
     backlog: int = 100,
     limits: ConnectionLimits | None = None,
     gate: ConnectionGate | None = None,
-) -> asyncio.Server:
+) -> TlsServer:
     """Serve mutually authenticated TLS 1.3 on ``host:port`` (port 0: any free port).
 
     Each connection is handed to ``handler(reader, writer, peer_name)`` after a successful
-    handshake; the writer is closed when the handler returns. Connections are admitted by
-    ``gate`` (default: a `ConnectionGate` of ``limits`` counting in ``counters``, whose
-    handshake timeout ``handshake_timeout`` overrides; a given gate counts in its own).
-    Refused handshakes are counted as ``'handshake'``, timed-out ones as
-    ``'handshake_timeout'``, peers not in ``allowed_peers`` as ``'unauthorized'``, all logged
-    (at most once per interval) on the ``dpcomm.network`` logger. Exceptions of the handler
-    are logged, never propagated.
+    handshake; the writer is closed when the handler returns. Connections wait for their
+    first bytes (`TlsServer`), then are admitted by ``gate`` (default: a `ConnectionGate` of
+    ``limits`` counting in ``counters``, whose handshake timeout ``handshake_timeout``
+    overrides; a given gate counts in its own). Refused handshakes are counted as
+    ``'handshake'``, timed-out ones as ``'handshake_timeout'``, peers not in ``allowed_peers``
+    as ``'unauthorized'``, all logged (at most once per interval) on the ``dpcomm.network``
+    logger. Exceptions of the handler are logged, never propagated.
     """
     if handshake_timeout is not None and not (
         isinstance(handshake_timeout, int | float) and handshake_timeout > 0
@@ -435,22 +646,23 @@ async def start_tls_server(
         if handshake_timeout is not None:
             limits = dataclasses.replace(limits, handshake_timeout=float(handshake_timeout))
         gate = ConnectionGate(limits, drops=drops, name=credentials.name)
-    timeout = gate.limits.handshake_timeout
+    admission = gate
 
-    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        address = writer.get_extra_info("peername")
-        entry = gate.admit(str(address[0]) if address else "")
+    async def on_socket(sock: socket.socket, address: object) -> None:
+        peer_host = address[0] if isinstance(address, tuple) and address else ""
+        entry = admission.admit(str(peer_host))
         if entry is None:
-            writer.transport.abort()
+            sock.close()
             return
-        name = await _handshake(gate, entry, writer, context, timeout, address)
-        if name is None:
+        streams = await _handshake(admission, entry, sock, context, address)
+        if streams is None:
             return
+        reader, writer, name = streams
         if not _is_allowed(allowed_peers, name):
-            gate.refuse("unauthorized", f"peer {name!r} from {address}")
+            admission.refuse("unauthorized", f"peer {name!r} from {address}")
             await _close(writer)
             return
-        if not gate.link_opened(name):
+        if not admission.link_opened(name):
             await _close(writer)
             return
         try:
@@ -460,10 +672,27 @@ async def start_tls_server(
         except Exception:
             LOGGER.exception("%s: handler failed for peer %r", credentials.name, name)
         finally:
-            gate.link_closed(name)
+            admission.link_closed(name)
             await _close(writer)
 
-    return await asyncio.start_server(on_connection, host=host, port=port, backlog=backlog)
+    listening = await _listening_socket(host, port, backlog)
+    defer_accept(listening, gate.limits.handshake_timeout)
+    return TlsServer(listening, on_socket, gate, max_idle=gate.limits.max_idle)
+
+
+def defer_accept(listening: socket.socket, seconds: float) -> bool:
+    """Accept a connection only once its first bytes arrived (Linux ``TCP_DEFER_ACCEPT``).
+
+    The kernel then holds a client that connects and sends nothing (``seconds`` at most, then
+    it is handed over as usual): it costs the listener nothing. False where the kernel has no
+    such option.
+    """
+    option = getattr(socket, "TCP_DEFER_ACCEPT", None)
+    if option is None:
+        return False
+    with contextlib.suppress(OSError):
+        listening.setsockopt(socket.IPPROTO_TCP, option, max(1, math.ceil(seconds)))
+    return True
 
 
 async def open_tls_connection(
@@ -544,6 +773,25 @@ class TlsLink:
         transport = self.writer.transport
         return transport is None or transport.is_closing()
 
+    def unsent(self) -> int:
+        """Bytes written that the peer has not acknowledged (see `Link`).
+
+        asyncio's write buffer, plus the kernel's unacknowledged bytes where it says (Linux
+        ``SIOCOUTQ``).
+        """
+        transport = self.writer.transport
+        if transport is None:
+            return 0
+        buffered = transport.get_write_buffer_size()
+        raw = self.writer.get_extra_info("socket")
+        if raw is None or _SIOCOUTQ is None:
+            return buffered
+        try:
+            queued = fcntl.ioctl(raw.fileno(), _SIOCOUTQ, struct.pack("i", 0))
+        except (OSError, ValueError):
+            return buffered
+        return buffered + int(struct.unpack("i", queued)[0])
+
     async def close(self) -> None:
         """Close the link (never raises)."""
         self.writer.close()
@@ -552,7 +800,7 @@ class TlsLink:
 
 
 class _TlsListener:
-    def __init__(self, server: asyncio.Server, host: str) -> None:
+    def __init__(self, server: TlsServer, host: str) -> None:
         self._server = server
         self._host = host
 
@@ -579,7 +827,7 @@ class TlsTransport:
         credentials: Mapping[str, NodeCredentials],
         *,
         advertise: Mapping[str, str] | None = None,
-        backlog: int = 1024,
+        backlog: int = DEFAULT_BACKLOG,
         limits: ConnectionLimits | None = None,
     ) -> None:
         self.credentials = dict(credentials)

@@ -62,6 +62,13 @@ class Link(Protocol):
         """True once the link is closing or closed."""
         ...
 
+    def unsent(self) -> int:
+        """Bytes written that the peer has not received yet, as far as this side can tell.
+
+        A sender that sees it fall is making progress, however slow the link.
+        """
+        ...
+
     async def close(self) -> None:
         """Close the link (never raises)."""
         ...
@@ -169,6 +176,10 @@ class MemoryLink:
     def closing(self) -> bool:
         """True once the link is closing or closed."""
         return self._closed
+
+    def unsent(self) -> int:
+        """Bytes written and not yet read by the peer (see `Link`)."""
+        return 0  # a write is in the peer's queue at once
 
     async def close(self) -> None:
         """Close the link (never raises)."""

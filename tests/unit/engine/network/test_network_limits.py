@@ -2,10 +2,13 @@
 
 import asyncio
 import logging
+from types import SimpleNamespace
 
 import pytest
 
 from dpcomm.data import synthetic_table
+from dpcomm.engine.network import batches
+from dpcomm.engine.network.batches import while_progressing
 from dpcomm.engine.network.frames import (
     ATTACK_REASONS,
     OVERLOAD_REASONS,
@@ -17,6 +20,8 @@ from dpcomm.engine.network.frames import (
     new_message_id,
     split_drops,
 )
+from dpcomm.engine.network.node import Backoff
+from dpcomm.engine.network.records import Peer
 from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.network.tls import ConnectionGate, ConnectionLimits
 from dpcomm.engine.network.transport import MemoryLink
@@ -435,3 +440,109 @@ def test_output_blobs_fit_their_cap_whatever_the_round():
     )
     largest = max(program.codec.outputs(flow).size for flow in program.flow_names)
     assert spec.channel_limits("result").max_blob >= largest + OUTPUT_BLOB_HEADER
+
+
+def test_gate_gives_a_slot_held_by_the_newcomers_own_address_after_a_tenth_of_the_timeout():
+    """Devices behind one NAT share their address with a flood: a handshake under way for a
+    tenth of the timeout makes room for a newcomer from the same address."""
+
+    async def scenario():
+        clock = Clock()
+        limits = ConnectionLimits(max_pending=2, burst=100, handshake_timeout=10.0)
+        gate = ConnectionGate(limits, clock=clock)
+        flood = [gate.admit("10.0.0.1"), gate.admit("10.0.0.1")]
+        for entry in flood:
+            entry.task = None  # admitted by this task: an eviction must not cancel it
+        assert gate.admit("10.0.0.1") is None  # full, and nobody under way for 1 s
+        clock.now += 1.0
+        assert gate.admit("10.0.0.1") is not None  # the oldest made room
+        assert flood[0].evicted and not flood[1].evicted
+        assert gate.drops.as_dict() == {"pending_cap": 1, "pending_share": 1}
+
+    asyncio.run(scenario())
+
+
+def test_gate_gives_an_authenticated_handshake_its_token_back():
+    async def scenario():
+        gate = ConnectionGate(ConnectionLimits(burst=2, rate=0.001), clock=Clock())
+        for _ in range(5):  # honest nodes behind one address never use up its bucket
+            entry = gate.admit("10.0.0.1")
+            assert entry is not None
+            gate.authenticated(entry)
+            gate.done(entry)
+        failed = [gate.admit("10.0.0.1") for _ in range(3)]  # failed handshakes do
+        assert [entry is not None for entry in failed] == [True, True, False]
+
+    asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------------- progress
+
+
+class SlowLink:
+    """A link whose unsent bytes fall by ``step`` per look (0: stalled)."""
+
+    peer = "result"
+
+    def __init__(self, unsent, step):
+        self.left = unsent
+        self.step = step
+
+    def unsent(self):
+        self.left = max(0, self.left - self.step)
+        return self.left
+
+
+def progress_context(idle_seconds):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30.0
+    return SimpleNamespace(
+        loop=loop,
+        spec=SimpleNamespace(idle_seconds=idle_seconds),
+        remaining=lambda: max(0.005, deadline - loop.time()),
+    )
+
+
+def test_a_slow_transfer_goes_on_while_bytes_move_and_stops_when_they_do_not(monkeypatch):
+    monkeypatch.setattr(batches, "PROGRESS_CHECK_SECONDS", 0.02)
+
+    async def scenario():
+        context = progress_context(idle_seconds=0.2)
+        # 0.5 s of transfer (more than T = 0.2 s) that keeps moving: it completes.
+        moving = SimpleNamespace(link=SlowLink(10**6, 1000), peer="result")
+        step = asyncio.sleep(0.5, result="acknowledged")
+        backoff = Backoff(context)
+        assert await while_progressing(context, moving, step, backoff) == "acknowledged"
+        # A link that moves nothing is given up after T, saying how much was left.
+        stalled = SimpleNamespace(link=SlowLink(5000, 0), peer="result")
+        backoff = Backoff(context)
+        started = context.loop.time()
+        with pytest.raises(TimeoutError, match="took nothing for 0 s, 5,000 bytes still unsent"):
+            await while_progressing(context, stalled, asyncio.sleep(5.0), backoff)
+        assert 0.2 <= context.loop.time() - started < 1.0
+
+    asyncio.run(scenario())
+
+
+def test_an_output_nobody_takes_is_given_up_after_the_idle_time_saying_why(monkeypatch):
+    monkeypatch.setattr(batches, "PROGRESS_CHECK_SECONDS", 0.02)
+
+    async def scenario():
+        context = progress_context(idle_seconds=0.2)
+        out, _ = pair()  # the receiver reads nothing and never acknowledges
+        stats = WireStats()
+
+        async def connect(receiver):
+            return out
+
+        context.connect = connect
+        context.stats = stats
+        context.drops = stats.drops["compute-0-0"]
+        context.name = "compute-0-0"
+        why = await batches.send_output(context, "(g1)", b"o" * 100, Peer("result", None))
+        assert why is not None and "\n" not in why
+        assert why.startswith("gave up on its output to result (100 bytes) after 0 s")
+        assert "without progress" in why
+        assert context.drops.as_dict() == {"output_given_up": 1}
+
+    asyncio.run(scenario())
