@@ -61,7 +61,7 @@ from dpcomm.release.mechanisms import (
     centred_sum_sensitivity,
     mechanism_from_spec,
 )
-from dpcomm.release.noise import ReleaseShares, _noisy
+from dpcomm.release.noise import ReleaseShares, _noisy, _noisy_each
 
 if TYPE_CHECKING:
     from dpcomm.plan.privacy import PlanGuarantee
@@ -171,10 +171,7 @@ class KMeansRelease(ReleaseShares):
         count = int(sums.counts[0]) if len(sums.counts) else 0
         exact = [0.0 if s is None else float(s) for s in sums.sums()]
         centred = [t - count * c for t, c in zip(exact, self.centres.tolist(), strict=True)]
-        noisy_sums = [
-            float(_noisy(noise, [value])[0])
-            for noise, value in zip(noises[:-1], centred, strict=True)
-        ]
+        noisy_sums = _noisy_each(noises[:-1], centred)
         noisy_count = int(_noisy(noises[-1], [count])[0])
         if noisy_count <= 0:
             return np.asarray(previous, dtype=np.float64).copy()
@@ -237,8 +234,9 @@ def kmeans_uses(
 ) -> tuple[tuple[tuple[str, float], ...], ...]:
     """What each published centroid coordinate reads, for the minimum-error split of ε2.
 
-    μ̃_kj = c_j + S̃_kj / Ñ_k: its error is about (Z_S − (μ_kj − c_j) Z_N) / n_k, so it reads
-    the sum with coefficient 1 and the count with E[(μ − c)²], taken as (hi_j − lo_j)²/12
+    The noisy mean c_j + S̃_kj / Ñ_k (before its shrinkage): its error is about
+    (Z_S − (μ_kj − c_j) Z_N) / n_k, so it reads the sum with coefficient 1 and the count
+    with E[(μ − c)²], taken as (hi_j − lo_j)²/12
     (a centroid uniform in the bounds: public, as the SQL release's AVG takes it).
     """
     aggregates = kmeans_aggregates(bounds, columns, num_iterations, "own-row")

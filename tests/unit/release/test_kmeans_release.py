@@ -82,6 +82,7 @@ def test_noisy_centroid_is_the_clamped_centred_mean_plus_noise(monkeypatch) -> N
     release = _release()
     points = release.clamp([[3.0, 0.0], [1.0, 4.0], [-1.0, 9.0]])  # clamped: [2, 0] [1, 4] [0, 5]
     monkeypatch.setattr(released, "_noisy", lambda noise, values: values)  # no noise
+    monkeypatch.setattr(released, "_noisy_each", lambda noises, values: list(values))
     centroid = release.noisy_centroid(1, _sums(points), np.zeros(2))
     # The centre (1, 2) plus the centred mean (0, 1), shrunk by w_kj (Ñ = 3).
     weights = release.shrinkage(1, 3)
@@ -107,6 +108,21 @@ def test_shrinkage_is_the_posterior_weight_of_the_noisy_mean() -> None:
     # Almost no noise: the raw mean; much noise: close to the centre.
     assert _release(dpcomm.Laplace(1e7)).shrinkage(1, 10).min() > 0.999
     assert _release(dpcomm.Laplace(1e-3)).shrinkage(1, 10).max() < 1e-3
+
+
+def test_coordinates_are_drawn_together_after_each_privacy_map_is_checked() -> None:
+    """`_noisy_each`: one noise per value, in order, refused when OpenDP's map exceeds it."""
+    from dataclasses import replace
+
+    from dpcomm.errors import DpcommError
+    from dpcomm.release.noise import _noisy_each
+
+    first, second, _ = _release(dpcomm.Laplace(1e7), iterations=1).iteration_noises(1)
+    assert first.scale != second.scale  # two scales: two draws, the order kept
+    drawn = _noisy_each([first, second, first], [1.0, -2.0, 3.0])
+    assert drawn == pytest.approx([1.0, -2.0, 3.0], abs=1e-4)
+    with pytest.raises(DpcommError, match="refusing to release"):
+        _noisy_each([first, replace(second, scale=second.scale / 2)], [0.0, 0.0])
 
 
 def test_noisy_centroids_are_clamped_and_drawn_by_opendp() -> None:
