@@ -5,10 +5,18 @@ it received to the public bounds [lo_j, hi_j], centres it on c_j = (lo_j + hi_j)
 the noisy centred sums S̃_kj = Σ (x_j − c_j) + noise and the noisy count Ñ_k = n_k + noise
 (integer noise), drawn by OpenDP at that node, once; the published centroid is
 
-    μ̃_kj = clamp(c_j + S̃_kj / Ñ_k, lo_j, hi_j)            (Ñ_k > 0)
+    μ̃_kj = clamp(c_j + w_kj · S̃_kj / Ñ_k, lo_j, hi_j)      (Ñ_k > 0)
 
 and, where Ñ_k ≤ 0, the previous centroid, kept (post-processing of released values either
-way). The next iteration routes every point by these noisy centroids, which are DP outputs:
+way). w_kj = τ_j² / (τ_j² + v_kj) shrinks the noisy mean towards the centre by how noisy it is
+(the posterior mean of μ_kj − c_j under a prior of variance τ_j² = ((hi_j − lo_j)/6)², the
+bounds read as ±3 standard deviations, given a measurement of variance
+v_kj = (Var Z_S + τ_j² Var Z_N) / Ñ_k², `KMeansRelease.shrinkage`): at small ε the noise of a
+per-cluster sum is many times the cluster's spread, and the raw ratio, clamped, throws the
+centroids to the corners of the bounds; shrunk, they keep the noisy means' directions (measured
+in docs/benchmarks.md). Every term is public or released, so the guarantee is unchanged.
+
+The next iteration routes every point by these noisy centroids, which are DP outputs:
 public, so the routing of iteration i + 1 is a function of public values and of the point
 alone, and the I iterations are an adaptive composition of I instances of the joint theorem
 (docs/accounting.md, "K-means released"), each iteration's clusters being the keys of a
@@ -53,7 +61,7 @@ from dpcomm.release.mechanisms import (
     centred_sum_sensitivity,
     mechanism_from_spec,
 )
-from dpcomm.release.noise import ReleaseShares, _noisy
+from dpcomm.release.noise import ReleaseShares, _noisy, _noisy_each
 
 if TYPE_CHECKING:
     from dpcomm.plan.privacy import PlanGuarantee
@@ -132,25 +140,43 @@ class KMeansRelease(ReleaseShares):
         highs = np.asarray([high for _, high in self.bounds], dtype=np.float64)
         return np.clip(np.asarray(points, dtype=np.float64), lows, highs)
 
+    @property
+    def prior_variances(self) -> FloatArray:
+        """τ_j² = ((hi_j − lo_j)/6)²: a centroid coordinate's prior variance about c_j.
+
+        The bounds read as ±3 standard deviations (standardized data clipped to [−3, 3]: 1).
+        """
+        return np.asarray([((high - low) / 6.0) ** 2 for low, high in self.bounds])
+
+    def shrinkage(self, iteration: int, noisy_count: int) -> FloatArray:
+        """w_kj = τ_j² / (τ_j² + v_kj) of every coordinate j, for a noisy count Ñ_k > 0.
+
+        v_kj = (Var Z_S_j + τ_j² Var Z_N) / Ñ_k² is the variance of the noisy mean S̃_kj / Ñ_k
+        about μ_kj − c_j to first order (module docstring): public, from the noise's scales.
+        """
+        noises = self.iteration_noises(iteration)
+        sums = np.asarray([noise.variance for noise in noises[:-1]], dtype=np.float64)
+        prior = self.prior_variances
+        measured = (sums + prior * noises[-1].variance) / float(noisy_count) ** 2
+        return np.asarray(prior / (prior + measured), dtype=np.float64)
+
     def noisy_centroid(self, iteration: int, sums: ExactSums, previous: FloatArray) -> FloatArray:
         """Cluster k's published centroid μ̃_k of ``iteration`` from its exact clamped ``sums``.
 
         The noisy centred sums and the noisy count are drawn here, once (OpenDP, after its
-        privacy map is checked); with a noisy count ≤ 0 the ``previous`` centroid is kept.
+        privacy map is checked); the noisy mean is shrunk towards the centre
+        (`shrinkage`); with a noisy count ≤ 0 the ``previous`` centroid is kept.
         """
         noises = self.iteration_noises(iteration)
         count = int(sums.counts[0]) if len(sums.counts) else 0
         exact = [0.0 if s is None else float(s) for s in sums.sums()]
         centred = [t - count * c for t, c in zip(exact, self.centres.tolist(), strict=True)]
-        noisy_sums = [
-            float(_noisy(noise, [value])[0])
-            for noise, value in zip(noises[:-1], centred, strict=True)
-        ]
+        noisy_sums = _noisy_each(noises[:-1], centred)
         noisy_count = int(_noisy(noises[-1], [count])[0])
         if noisy_count <= 0:
             return np.asarray(previous, dtype=np.float64).copy()
-        centroid = self.centres + np.asarray(noisy_sums, dtype=np.float64) / noisy_count
-        return self.clamp(centroid)
+        mean = np.asarray(noisy_sums, dtype=np.float64) / noisy_count
+        return self.clamp(self.centres + self.shrinkage(iteration, noisy_count) * mean)
 
     def check_for(self, countermeasures: Countermeasures) -> None:
         """Refuse scramblers with sampling for a release bound without their shared blanket."""
@@ -208,8 +234,9 @@ def kmeans_uses(
 ) -> tuple[tuple[tuple[str, float], ...], ...]:
     """What each published centroid coordinate reads, for the minimum-error split of ε2.
 
-    μ̃_kj = c_j + S̃_kj / Ñ_k: its error is about (Z_S − (μ_kj − c_j) Z_N) / n_k, so it reads
-    the sum with coefficient 1 and the count with E[(μ − c)²], taken as (hi_j − lo_j)²/12
+    The noisy mean c_j + S̃_kj / Ñ_k (before its shrinkage): its error is about
+    (Z_S − (μ_kj − c_j) Z_N) / n_k, so it reads the sum with coefficient 1 and the count
+    with E[(μ − c)²], taken as (hi_j − lo_j)²/12
     (a centroid uniform in the bounds: public, as the SQL release's AVG takes it).
     """
     aggregates = kmeans_aggregates(bounds, columns, num_iterations, "own-row")

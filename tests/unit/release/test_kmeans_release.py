@@ -82,14 +82,47 @@ def test_noisy_centroid_is_the_clamped_centred_mean_plus_noise(monkeypatch) -> N
     release = _release()
     points = release.clamp([[3.0, 0.0], [1.0, 4.0], [-1.0, 9.0]])  # clamped: [2, 0] [1, 4] [0, 5]
     monkeypatch.setattr(released, "_noisy", lambda noise, values: values)  # no noise
+    monkeypatch.setattr(released, "_noisy_each", lambda noises, values: list(values))
     centroid = release.noisy_centroid(1, _sums(points), np.zeros(2))
-    assert centroid.tolist() == pytest.approx([1.0, 3.0])
+    # The centre (1, 2) plus the centred mean (0, 1), shrunk by w_kj (Ñ = 3).
+    weights = release.shrinkage(1, 3)
+    assert centroid.tolist() == pytest.approx([1.0, 2.0 + weights[1]])
     # A noisy count ≤ 0 keeps the previous centroid.
     monkeypatch.setattr(
         released, "_noisy", lambda noise, values: [v - 10 if noise.integer else v for v in values]
     )
     previous = np.array([0.25, 0.5])
     assert release.noisy_centroid(2, _sums(points), previous).tolist() == [0.25, 0.5]
+
+
+def test_shrinkage_is_the_posterior_weight_of_the_noisy_mean() -> None:
+    """w_kj = τ_j² / (τ_j² + (Var Z_S + τ_j² Var Z_N) / Ñ²), τ_j = (hi_j − lo_j)/6."""
+    release = _release(iterations=1)
+    *sums, count = release.iteration_noises(1)
+    prior = np.array([(2.0 / 6.0) ** 2, 1.0])
+    assert release.prior_variances.tolist() == pytest.approx(prior.tolist())
+    for noisy_count in (1, 7, 1000):
+        measured = np.array([s.variance for s in sums]) + prior * count.variance
+        expected = prior / (prior + measured / noisy_count**2)
+        assert release.shrinkage(1, noisy_count).tolist() == pytest.approx(expected.tolist())
+    # Almost no noise: the raw mean; much noise: close to the centre.
+    assert _release(dpcomm.Laplace(1e7)).shrinkage(1, 10).min() > 0.999
+    assert _release(dpcomm.Laplace(1e-3)).shrinkage(1, 10).max() < 1e-3
+
+
+def test_coordinates_are_drawn_together_after_each_privacy_map_is_checked() -> None:
+    """`_noisy_each`: one noise per value, in order, refused when OpenDP's map exceeds it."""
+    from dataclasses import replace
+
+    from dpcomm.errors import DpcommError
+    from dpcomm.release.noise import _noisy_each
+
+    first, second, _ = _release(dpcomm.Laplace(1e7), iterations=1).iteration_noises(1)
+    assert first.scale != second.scale  # two scales: two draws, the order kept
+    drawn = _noisy_each([first, second, first], [1.0, -2.0, 3.0])
+    assert drawn == pytest.approx([1.0, -2.0, 3.0], abs=1e-4)
+    with pytest.raises(DpcommError, match="refusing to release"):
+        _noisy_each([first, replace(second, scale=second.scale / 2)], [0.0, 0.0])
 
 
 def test_noisy_centroids_are_clamped_and_drawn_by_opendp() -> None:
