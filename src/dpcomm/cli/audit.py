@@ -442,7 +442,10 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         "old-sensitivity, the release's sensitivity computed as if each tuple arrived "
         "independently of the others; centred-own-row, likewise for centred sums only (a "
         "query with COUNT(v) or AVG(v) beside SUM(v), bounds with a midpoint other than 0); "
-        "quantile-own-row, likewise for MEDIAN and QUANTILE_CONT only",
+        "quantile-own-row, likewise for MEDIAN and QUANTILE_CONT only; quantile-add-remove, "
+        "those calibrated to one value per grouping set; quantile-uncharged, "
+        "the quantiles drawn but left out of the composition (claims the traffic and the "
+        "other aggregates alone; needs a COUNT or SUM beside the quantile)",
     )
     parser.add_argument(
         "--seed",

@@ -173,9 +173,32 @@ def test_the_audit_runs_a_median_and_its_seeded_fault(table):
     (right,), (fault,) = program.release.quantiles, wrong.release.quantiles
     assert (right.distance, fault.distance) == (3, 2) and fault.epsilon == right.epsilon
     assert fault.scale == pytest.approx(right.scale * 2 / 3)
+    (one,) = seeded_release_fault(program, "quantile-add-remove").release.quantiles
+    assert one.distance == 1 and one.scale == pytest.approx(right.scale / 3)
     counting = noisy_program(
         "SELECT k, COUNT(*) AS n FROM t GROUP BY k", table,
         release=dpcomm.Laplace(1.0), keys=KEYS, num_targets=2,
     )  # fmt: skip
     with pytest.raises(InvalidParameterError, match="MEDIAN"):
         seeded_release_fault(counting, "quantile-own-row")
+
+
+def test_the_uncharged_quantile_fault_claims_the_count_alone(table):
+    """``quantile-uncharged``: the median drawn as before, its share left out of the claim."""
+    from dpcomm.experiments.release_audit import seeded_release_fault
+
+    sql = "SELECT k, COUNT(*) AS n, MEDIAN(v) AS m FROM t GROUP BY k"
+    program = noisy_program(
+        sql, table, num_targets=2, release=dpcomm.Laplace(2.0), bounds=BOUNDS, keys=KEYS
+    )
+    wrong = seeded_release_fault(program, "quantile-uncharged")
+    assert wrong.release.quantiles == program.release.quantiles
+    assert wrong.release.charged == program.release.noises
+    privacy = simulate(program, dpcomm.LocalFlooding(sampling_rate=0.0), delta=1e-4, seed=1).privacy
+    assert release_report(wrong, privacy).epsilon == pytest.approx(1.0)  # the COUNT's share
+    median = noisy_program(
+        "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k", table,
+        num_targets=2, release=dpcomm.Laplace(2.0), bounds=BOUNDS, keys=KEYS,
+    )  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="beside a noisy COUNT"):
+        seeded_release_fault(median, "quantile-uncharged")
