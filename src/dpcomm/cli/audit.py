@@ -145,8 +145,10 @@ def command_audit(args: argparse.Namespace) -> int:
     return _verdict(report, report_dict if args.json else None, _print)
 
 
-def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
-    """The release audit's report as JSON-ready data."""
+def release_report_dict(
+    report: ReleaseAuditReport, *, sql: str = RELEASE_AUDIT_SQL
+) -> dict[str, Any]:
+    """The release audit's report as JSON-ready data (``sql``: the audited query)."""
     neighbours = report.neighbours
     chosen = neighbours.pair.name
     document: dict[str, Any] = json_ready(
@@ -163,8 +165,9 @@ def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
             },
             "num_targets": report.num_targets,
             "bounds": list(neighbours.bounds),
-            "sql": RELEASE_AUDIT_SQL,
+            "sql": sql,
             "fault": report.fault,
+            "aggregate": report.aggregate,
             "runs_per_table": report.runs,
             "confidence": report.confidence,
             "delta": report.delta,
@@ -197,7 +200,7 @@ def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
     return document
 
 
-def _print_release(report: ReleaseAuditReport) -> None:
+def _print_release(report: ReleaseAuditReport, *, sql: str = RELEASE_AUDIT_SQL) -> None:
     countermeasure = report.countermeasure
     neighbours = report.neighbours
     release = report.release
@@ -207,11 +210,18 @@ def _print_release(report: ReleaseAuditReport) -> None:
     verdict = "PASS" if report.passed else "FAIL"
     print("Audit of traffic and noisy release together")
     print(f"traffic: {countermeasure.describe()}, T={report.num_targets} compute nodes")
-    print(f"release: {release.name.capitalize()}, {budget}, of {RELEASE_AUDIT_SQL}")
+    print(f"release: {release.name.capitalize()}, {budget}, of {sql}")
     for aggregate, scale in report.noise_scales:
         print(f"  {aggregate}: noise scale {scale:.4g}")
     if report.fault != "none":
-        print(f"seeded fault: {report.fault} (claims the declared guarantee)")
+        claims = (
+            "claims the traffic and the other aggregates alone"
+            if report.fault == "quantile-uncharged"
+            else "claims the declared guarantee"
+        )
+        print(f"seeded fault: {report.fault} ({claims})")
+    if report.aggregate is not None:
+        print(f"observed: the traffic and {report.aggregate} alone")
     print(
         f"runs: {report.runs:,} per table (half choose the pair and events, half estimate "
         f"them), {report.seconds:.1f} s"
@@ -256,11 +266,27 @@ def command_audit_release(args: argparse.Namespace) -> int:
         runs=args.runs,
         confidence=args.confidence,
         delta=args.delta,
+        sql=args.sql,
         fault="none" if args.fault is None else args.fault,
+        aggregate=_aggregate(args.aggregate),
         rng=args.seed,
         progress=not args.json and show_progress(args),
     )
-    return _verdict(report, release_report_dict if args.json else None, _print_release)
+
+    def as_json(audited: ReleaseAuditReport) -> dict[str, Any]:
+        return release_report_dict(audited, sql=args.sql)
+
+    def printer(audited: ReleaseAuditReport) -> None:
+        _print_release(audited, sql=args.sql)
+
+    return _verdict(report, as_json if args.json else None, printer)
+
+
+def _aggregate(text: str | None) -> int | str | None:
+    """``--aggregate``: an index in the report's noise scales, or the start of one of them."""
+    if text is None:
+        return None
+    return int(text) if text.isdigit() else text
 
 
 def _verdict(
@@ -434,6 +460,19 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--confidence", type=float, default=0.95, help="confidence of the lower bound"
+    )
+    parser.add_argument(
+        "--sql",
+        default=RELEASE_AUDIT_SQL,
+        help=f"the released query over t(k, v), grouped by k alone (default {RELEASE_AUDIT_SQL!r}; "
+        "e.g. 'SELECT k, COUNT(*) AS n, MEDIAN(v) AS m FROM t GROUP BY k' for the quantile faults)",
+    )
+    parser.add_argument(
+        "--aggregate",
+        metavar="A",
+        help="observe the traffic and one released aggregate alone, against the claim for that "
+        "view: its index among the noise scales printed, or the start of its description "
+        "(e.g. MEDIAN)",
     )
     parser.add_argument(
         "--fault",
