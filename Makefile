@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test check unit docs lint typecheck bench data capture-tools browser-tools system-tools \
-	test-setup parallel-tests clean
+	test-setup parallel-tests serial-tests clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +41,8 @@ browser-tools:
 	  apt-get install -y -qq chromium chromium-driver >/dev/null || echo "warning: chromium not installed"; \
 	  else echo "warning: not root: chromium not installed, browser tests will be skipped"; fi; }
 
-# The whole suite in parallel workers (one per core); then, alone, the tests that load the
-# machine or its network (marker serial). The suite builds the documentation site strictly
+# The tests that load the machine or its network (marker serial) run first, beside mypy alone;
+# then the rest in parallel workers (one per core). The suite builds the documentation site strictly
 # (tests/integration/test_docs_site.py); `make docs` writes it to .venv/site.
 # PYTHONDONTWRITEBYTECODE (set on the project's machines) is cleared for pytest: each worker then
 # reuses the test modules compiled (and their asserts rewritten) by the first, not every run anew.
@@ -54,16 +54,21 @@ system-tools:
 test-setup:
 	@$(MAKE) --no-print-directory -j2 $(STAMP) system-tools
 
-# mypy (about 30 s on a fresh clone) checks the types beside the parallel tests.
+# mypy (about 25 s of CPU on a fresh clone) checks the types beside the serial tests, which
+# mostly wait (on a slow link, on an oversubscribed machine): the parallel tests then have
+# every core to themselves.
 test: test-setup
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/vulture src vulture_whitelist.py --min-confidence 60
-	@$(MAKE) --no-print-directory -j2 typecheck parallel-tests
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m serial
+	@$(MAKE) --no-print-directory -j2 typecheck serial-tests
+	@$(MAKE) --no-print-directory parallel-tests
 
 parallel-tests: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n auto --dist worksteal -m "not serial"
+
+serial-tests: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m serial
 
 # The inner loop (under two minutes): lint, types, dead code (vulture: code in src/ that
 # nothing calls; what must stay is in vulture_whitelist.py, with why), unit and property tests.

@@ -299,6 +299,7 @@ def kmeans(
     release: Laplace | Gaussian | None = None,
     bounds: Sequence[tuple[float, float]] | None = None,
     columns: Sequence[str] | None = None,
+    scale: bool = False,
 ) -> KMeansRun:
     """K-means over ``points`` (one source per row), one cluster of the plan per iteration.
 
@@ -317,6 +318,8 @@ def kmeans(
     every iteration's centroids from noisy clamped, centred sums and noisy counts per cluster
     (`dpcomm.release.kmeans`), composed with every iteration's traffic. ``columns`` name the
     coordinates (default: a DataFrame's columns); ``run.input_rows`` is each source's row.
+    ``scale=True`` maps each column from its public ``bounds`` onto [0, 1] before clustering,
+    a release then bound over [0, 1], and ``run.centroids`` back (`_scaled`, ``run.scaling``).
 
     Examples:
         >>> import numpy as np, dpcomm
@@ -341,22 +344,146 @@ def kmeans(
     )
     drop = _flag("drop_non_finite", drop_non_finite)
     progress = _flag("progress", progress)
-    iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
-    start_seed = check_seed(start_seed, name="start_seed")
     runner = make_engine(engine)
     budget = check_budget(budget, runner)
-    program, array, truth, kept = _kmeans_program(
-        points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop
-    )
-    names = _column_names(points, columns, program.dimension)
-    asked, limits = _kmeans_release_asked(countermeasure, release, bounds)
-    program = _kmeans_released(program, asked, limits, chosen, names)
-    tested, truth = _test_set(test_points, test_labels, array, truth, kept, drop=drop)
+    program, array, truth, kept, names, scaling = _compiled_kmeans(
+        points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop,
+        countermeasure=countermeasure, chosen=chosen, release=release, bounds=bounds,
+        columns=columns, scale=scale,
+    )  # fmt: skip
+    tested, truth = _test_set(test_points, test_labels, array, truth, kept, drop, scaling)
     described = _kmeans_described(program, array)
     job = Job(program, chosen, delta, runner, "kmeans", described, seed, progress, target_epsilon)
     job = replace(job, budget=budget, calibration=_calibration_of(countermeasure))
     run = execute_kmeans(prepare(job), test_points=tested, test_labels=truth)
-    return replace(run, input_rows=np.flatnonzero(kept), columns=names)
+    return replace(run, input_rows=np.flatnonzero(kept), columns=names, scaling=scaling)
+
+
+def compile_kmeans(
+    points: npt.ArrayLike,
+    *,
+    k: int,
+    iterations: int,
+    countermeasure: Countermeasure | Calibration,
+    start_seed: int = 0,
+    drop_non_finite: bool = False,
+    init: str = "k-means++",
+    init_points: npt.ArrayLike | None = None,
+    release: Laplace | Gaussian | None = None,
+    bounds: Sequence[tuple[float, float]] | None = None,
+    columns: Sequence[str] | None = None,
+    scale: bool = False,
+) -> KMeansProgram:
+    """The program [`kmeans`][] runs with these arguments, compiled and not run.
+
+    What ``dpcomm deploy kmeans-configs`` writes into every node's config (the public part:
+    its initial centroids, K, I and its release); the arguments are [`kmeans`][]'s (with
+    ``scale``, the nodes hold and publish the scaled coordinates).
+    """
+    chosen, _, _, _ = _calibrated(countermeasure, num_targets=None, delta=None, target_epsilon=None)
+    return _compiled_kmeans(
+        points,
+        k,
+        iterations,
+        None,
+        init,
+        init_points,
+        start_seed=start_seed,
+        drop=_flag("drop_non_finite", drop_non_finite),
+        countermeasure=countermeasure,
+        chosen=chosen,
+        release=release,
+        bounds=bounds,
+        columns=columns,
+        scale=scale,
+    )[0]
+
+
+def _compiled_kmeans(
+    points: npt.ArrayLike,
+    k: int,
+    iterations: int,
+    labels: npt.ArrayLike | None,
+    init: str,
+    init_points: npt.ArrayLike | None,
+    *,
+    start_seed: int,
+    drop: bool,
+    countermeasure: object,
+    chosen: Countermeasures,
+    release: object,
+    bounds: object,
+    columns: Sequence[str] | None,
+    scale: object,
+) -> tuple[
+    KMeansProgram,
+    npt.NDArray[np.float64],
+    npt.NDArray[np.int64] | None,
+    npt.NDArray[np.bool_],
+    tuple[str, ...] | None,
+    tuple[tuple[float, float], ...] | None,
+]:
+    """K-means's program, its (scaled) points, labels' codes, rows kept, names and scaling.
+
+    The arguments are `kmeans`'s; ``chosen`` is the countermeasure it runs.
+    """
+    asked, limits = _kmeans_release_asked(countermeasure, release, bounds)
+    scaled = _scale_asked(scale, limits)
+    iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
+    start_seed = check_seed(start_seed, name="start_seed")
+    program, array, truth, kept = _kmeans_program(
+        points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop,
+        scaling=limits if scaled else None,
+    )  # fmt: skip
+    names = _column_names(points, columns, program.dimension)
+    scaling = _checked_scaling(limits if scaled else None, program.dimension)
+    released = _released_bounds(asked, limits, scaling)
+    described = names
+    if scaling is not None:  # the release's report says which units its bounds are in
+        given = names or tuple(f"x{j}" for j in range(program.dimension))
+        described = tuple(
+            f"{name} scaled from [{low:g}, {high:g}]"
+            for name, (low, high) in zip(given, scaling, strict=True)
+        )
+    program = _kmeans_released(program, asked, released, chosen, described)
+    return program, array, truth, kept, names, scaling
+
+
+def _scale_asked(scale: object, bounds: object) -> bool:
+    """``scale``, checked: True needs the public ``bounds`` it scales by."""
+    scaled = _flag("scale", scale)
+    if scaled and bounds is None:
+        raise InvalidParameterError(
+            "bounds", "a public (lo, hi) per column to scale by (scale=True)", None
+        )
+    return scaled
+
+
+def _checked_scaling(bounds: object, dimension: int) -> tuple[tuple[float, float], ...] | None:
+    """The (lo_j, hi_j) each column is scaled from, checked (None: no scaling)."""
+    from dpcomm.release.kmeans import check_bounds
+
+    return None if bounds is None else check_bounds(bounds, dimension)
+
+
+def _released_bounds(
+    release: object, bounds: object, scaling: tuple[tuple[float, float], ...] | None
+) -> object:
+    """The release's bounds: [0, 1] per column when scaled, else the given ones.
+
+    Scaled without a release, the bounds served the scaling alone: none for the release.
+    """
+    if scaling is None:
+        return bounds
+    return None if release is None else [(0.0, 1.0)] * len(scaling)
+
+
+def _scaled(
+    points: npt.NDArray[np.float64], scaling: Sequence[tuple[float, float]]
+) -> npt.NDArray[np.float64]:
+    """``points`` with column j mapped from (lo_j, hi_j) onto [0, 1]: (x − lo_j)/(hi_j − lo_j)."""
+    lows, highs = (np.asarray(side, dtype=np.float64) for side in zip(*scaling, strict=True))
+    return (np.asarray(points, dtype=np.float64) - lows) / (highs - lows)
 
 
 def _calibration_of(countermeasure: object) -> Calibration | None:
@@ -409,16 +536,24 @@ def _kmeans_program(
     *,
     start_seed: int,
     drop: bool,
+    scaling: object = None,
 ) -> tuple[
     KMeansProgram, npt.NDArray[np.float64], npt.NDArray[np.int64] | None, npt.NDArray[np.bool_]
 ]:
-    """K-means over the usable ``points``: the program, those points, labels' codes, kept."""
+    """K-means over the usable ``points``: the program, those points, labels' codes, kept.
+
+    ``scaling``: the public (lo_j, hi_j) the points (and ``init_points``) are scaled from onto
+    [0, 1] (`_scaled`), or None.
+    """
     from dpcomm.data.inputs import label_codes, points_of, usable_rows
     from dpcomm.queries.kmeans import INIT_METHODS, KMeansProgram, choose_initial_centroids
 
     array = points_of("points", points)
     truth = None if labels is None else label_codes("labels", labels, len(array), "point")
     array, kept = usable_rows("points", array, drop=drop)
+    pairs = _checked_scaling(scaling, array.shape[1])
+    if pairs is not None:
+        array = _scaled(array, pairs)
     k = check_int("k", k, minimum=1)
     if k > len(array):
         raise InvalidParameterError("k", f"an integer in [1, {len(array):,}] (the points)", k)
@@ -432,6 +567,7 @@ def _kmeans_program(
                 "init_points", f"points of dimension {array.shape[1]}", f"shape {pool.shape}"
             )
         pool, _ = usable_rows("init_points", pool, drop=drop)
+        pool = pool if pairs is None else _scaled(pool, pairs)
         if k > len(pool):
             raise InvalidParameterError(
                 "k", f"an integer in [1, {len(pool):,}] (the init_points)", k
@@ -492,10 +628,13 @@ def _test_set(
     array: npt.NDArray[np.float64],
     truth: npt.NDArray[np.int64] | None,
     kept: npt.NDArray[np.bool_],
-    *,
     drop: bool,
+    scaling: tuple[tuple[float, float], ...] | None = None,
 ) -> tuple[npt.NDArray[np.float64] | None, npt.NDArray[np.int64] | None]:
-    """The labelled points the Rand index is measured on: the test set, else the points."""
+    """The labelled points the Rand index is measured on: the test set, else the points.
+
+    ``scaling``: the test set is scaled as the points were (``points`` already are).
+    """
     from dpcomm.data.inputs import label_codes, points_of, usable_rows
 
     if (test_points is None) != (test_labels is None):
@@ -509,7 +648,7 @@ def _test_set(
             )
         codes = label_codes("test_labels", test_labels, len(tested), "test point")
         tested, kept_tests = usable_rows("test_points", tested, drop=drop)
-        return tested, codes[kept_tests]
+        return (tested if scaling is None else _scaled(tested, scaling)), codes[kept_tests]
     if truth is not None:
         return array, truth[kept]
     return None, None

@@ -64,6 +64,13 @@ def baseline(path: tuple[str, ...]) -> list[str]:
             "--runs", "1000", "--quiet",
         ],
         ("audit", "release"): ["audit", "release", "--batch", "10", "--runs", "200", "--quiet"],
+        ("audit", "kmeans-release"): [
+            "audit", "kmeans-release", "--batch", "5", "--runs", "200",
+        ],
+        ("deploy", "kmeans-configs"): [
+            "deploy", "kmeans-configs", "--sources", "20", "--k", "2", "--iterations", "1",
+            "--out", fresh(),
+        ],
         ("plan",): [
             "plan", "--sources", "100", "--targets", "5", "--grouping-sets", "1",
             "--epsilon", "1", "--delta", "1e-4",

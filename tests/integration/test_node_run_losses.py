@@ -80,7 +80,7 @@ class Round:
         self.coordinator_port = _free_port()
         self.paths = write_deployment(
             program, COUNTERMEASURE, folder, coordinator_port=self.coordinator_port,
-            idle_seconds=10,
+            idle_seconds=6,  # a killed node is given up after 6 s without progress
             timeout=40,
         )  # fmt: skip
         self.ports: dict[str, int] = {}

@@ -1,8 +1,10 @@
-"""``dpcomm audit local|scrambler|release``: empirical lower bound on ε vs the claimed bound.
+"""``dpcomm audit local|scrambler|release|kmeans-release``: empirical lower bound on ε.
 
 ``local`` and ``scrambler`` audit the traffic against the accountant's upper bound
 (`dpcomm.experiments.audit`); ``release`` audits the traffic and a noisy release observed
-together against the composed ε a run reports (`dpcomm.experiments.release_audit`).
+together against the composed ε a run reports (`dpcomm.experiments.release_audit`);
+``kmeans-release`` likewise for one iteration of K-means released
+(`dpcomm.experiments.kmeans_audit`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,15 @@ from typing import TYPE_CHECKING, Any
 from dpcomm._json import json_ready
 from dpcomm.cli.defaults import (
     FAULT_KINDS,
+    KMEANS_AUDIT_BATCH,
+    KMEANS_AUDIT_BOUNDS,
+    KMEANS_AUDIT_DELTA,
+    KMEANS_AUDIT_DUMMIES,
+    KMEANS_AUDIT_EPSILON,
+    KMEANS_AUDIT_RUNS,
+    KMEANS_AUDIT_SAMPLING,
+    KMEANS_AUDIT_TARGETS,
+    KMEANS_FAULT_KINDS,
     MAX_COUNT,
     RELEASE_AUDIT_BATCH,
     RELEASE_AUDIT_BOUNDS,
@@ -35,6 +46,7 @@ from dpcomm.cli.output import add_progress_options, non_negative_int, show_progr
 
 if TYPE_CHECKING:
     from dpcomm.experiments.audit import AuditReport, EventEstimate
+    from dpcomm.experiments.kmeans_audit import KMeansAuditReport
     from dpcomm.experiments.release_audit import ReleaseAuditReport
 
 
@@ -289,6 +301,107 @@ def _aggregate(text: str | None) -> int | str | None:
     return int(text) if text.isdigit() else text
 
 
+def kmeans_report_dict(report: KMeansAuditReport) -> dict[str, Any]:
+    """The K-means release audit's report as JSON-ready data."""
+    neighbours = report.neighbours
+    document: dict[str, Any] = json_ready(
+        {
+            "kind": "kmeans-release",
+            "countermeasure": {
+                "name": report.countermeasure.name,
+                **{k: v for k, v in asdict(report.countermeasure).items() if k != "name"},
+            },
+            "release": {
+                "mechanism": report.release.name,
+                "epsilon": report.release.epsilon,
+                "delta": report.release.delta,
+            },
+            "num_clusters": neighbours.num_clusters,
+            "bounds": list(neighbours.bounds),
+            "fault": report.fault,
+            "aggregate": report.aggregate,
+            "runs_per_table": report.runs,
+            "confidence": report.confidence,
+            "delta": report.delta,
+            "traffic_epsilon": report.traffic_epsilon,
+            "reported_epsilon": report.reported_epsilon,
+            "summed_epsilon": report.summed_epsilon,
+            "noise_scales": dict(report.noise_scales),
+            "pairs": [
+                {"name": name, "selection_bound": bound, "chosen": name == neighbours.pair}
+                for name, bound in report.pairs
+            ],
+            "chosen_pair": {"name": neighbours.pair, "description": neighbours.describe()},
+            "lower_bound": report.lower_bound,
+            "verdict": "PASS" if report.passed else "FAIL",
+            "events_tried": report.events_tried,
+            "best_event": None if report.best_event is None else asdict(report.best_event),
+            "seconds": report.seconds,
+        }
+    )
+    return document
+
+
+def _print_kmeans_release(report: KMeansAuditReport) -> None:
+    release = report.release
+    budget = f"ε2 = {release.epsilon:g}"
+    if release.name == "gaussian":
+        budget += f", δ2 = {release.delta:g}"
+    print("Audit of one iteration of K-means released: traffic and noisy release together")
+    print(
+        f"traffic: {report.countermeasure.describe()}, "
+        f"K=T={report.neighbours.num_clusters} clusters"
+    )
+    print(f"release: {release.name.capitalize()}, {budget}, per-cluster centred sums and count")
+    for aggregate, scale in report.noise_scales:
+        print(f"  {aggregate}: noise scale {scale:.4g}")
+    if report.aggregate is not None:
+        print(f"observed: the traffic and {report.aggregate} alone")
+    if report.fault != "none":
+        print(f"seeded fault: {report.fault} (claims the declared guarantee)")
+    print(f"runs: {report.runs:,} per table, {report.seconds:.1f} s")
+    print("pairs tried (best event's lower bound on the selection half):")
+    for name, bound in report.pairs:
+        mark = "  <- chosen" if name == report.neighbours.pair else ""
+        print(f"  {name:<21}  ε >= {bound:.4f}{mark}")
+    print(f"chosen pair: {report.neighbours.describe()}")
+    print(
+        f"claimed ε (δ = {report.delta:g}): {report.reported_epsilon:.4f} "
+        f"(traffic ε1 = {report.traffic_epsilon:.4f}, sum {report.summed_epsilon:.4f})"
+    )
+    print(
+        f"lower bound ({100 * report.confidence:g}% confidence, Clopper-Pearson, Bonferroni over "
+        f"{report.events_tried} events): ε >= {report.lower_bound:.4f}"
+    )
+    _print_event(report.best_event, "table")
+    verdict = "PASS" if report.passed else "FAIL"
+    print(f"verdict: {verdict} (PASS when the lower bound is at most the claimed ε)")
+
+
+def command_audit_kmeans_release(args: argparse.Namespace) -> int:
+    """``dpcomm audit kmeans-release``."""
+    from dpcomm.cli.execute import release_mechanism
+    from dpcomm.experiments.kmeans_audit import audit_kmeans_release
+    from dpcomm.plan.countermeasures import Scramblers
+
+    countermeasure = Scramblers(
+        sampling_rate=args.sampling_rate, batch_size=args.batch_size, num_dummies=args.num_dummies
+    )
+    report = audit_kmeans_release(
+        countermeasure,
+        release_mechanism(args),
+        num_clusters=args.num_targets,
+        bounds=args.bounds,
+        runs=args.runs,
+        confidence=args.confidence,
+        delta=args.delta,
+        fault="none" if args.fault is None else args.fault,
+        aggregate=args.aggregate,
+        rng=args.seed,
+    )
+    return _verdict(report, kmeans_report_dict if args.json else None, _print_kmeans_release)
+
+
 def _verdict(
     report: Any, as_json: Callable[[Any], dict[str, Any]] | None, printer: Callable[[Any], None]
 ) -> int:
@@ -393,22 +506,42 @@ def _add_traffic_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=command_audit)
 
 
-def _add_release_traffic_options(parser: argparse.ArgumentParser) -> None:
-    """``audit release``'s traffic: T, n, σ and d, with `audit_release`'s defaults."""
+def _add_release_traffic_options(
+    parser: argparse.ArgumentParser,
+    defaults: tuple[int, int, float, int] = (
+        RELEASE_AUDIT_TARGETS,
+        RELEASE_AUDIT_BATCH,
+        RELEASE_AUDIT_SAMPLING,
+        RELEASE_AUDIT_DUMMIES,
+    ),
+    targets: str = "T, compute nodes of the grouping set",
+) -> None:
+    """A release audit's traffic: T, n, σ and d, with ``defaults`` (`audit_release`'s)."""
     count = _count(MAX_COUNT)
-    for dest, kind, default, what in (
-        ("num_targets", count, RELEASE_AUDIT_TARGETS, "T, compute nodes of the grouping set"),
-        ("batch_size", count, RELEASE_AUDIT_BATCH, "n, sources per scrambler: the tables' rows"),
-        ("sampling_rate", float, RELEASE_AUDIT_SAMPLING, "σ, sampling rate"),
-        ("num_dummies", count, RELEASE_AUDIT_DUMMIES, "d, dummies per scrambler"),
+    for dest, kind, default, what in zip(
+        ("num_targets", "batch_size", "sampling_rate", "num_dummies"),
+        (count, count, float, count),
+        defaults,
+        (
+            targets,
+            "n, sources per scrambler: the tables' rows",
+            "σ, sampling rate",
+            "d, dummies per scrambler",
+        ),
+        strict=True,
     ):
         help_text = f"{what} (default {default:,g})"
         _add_traffic_flag(parser, dest, type=kind, default=default, help=help_text)
 
 
-def _add_release_noise_options(parser: argparse.ArgumentParser) -> None:
-    """``audit release``'s release: its noise, ε2, δ2 and the bounds of SUM(v)."""
-    low, high = RELEASE_AUDIT_BOUNDS
+def _add_release_noise_options(
+    parser: argparse.ArgumentParser,
+    epsilon: float = RELEASE_AUDIT_EPSILON,
+    bounds: tuple[float, float] = RELEASE_AUDIT_BOUNDS,
+    clamped: str = "SUM(v)'s values are",
+) -> None:
+    """A release audit's release: its noise, ε2, δ2 and the clamping bounds."""
+    low, high = bounds
     parser.add_argument(
         "--release",
         choices=["laplace", "gaussian"],
@@ -418,9 +551,9 @@ def _add_release_noise_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--release-epsilon",
         type=float,
-        default=RELEASE_AUDIT_EPSILON,
+        default=epsilon,
         metavar="E",
-        help=f"ε2, the release's ε (default {RELEASE_AUDIT_EPSILON:g})",
+        help=f"ε2, the release's ε (default {epsilon:g})",
     )
     parser.add_argument(
         "--release-delta",
@@ -431,9 +564,9 @@ def _add_release_noise_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bounds",
         type=_bounds,
-        default=RELEASE_AUDIT_BOUNDS,
+        default=bounds,
         metavar="LO:HI",
-        help=f"SUM(v)'s values are clamped to [LO, HI] (default {low:g}:{high:g}; a negative LO "
+        help=f"{clamped} clamped to [LO, HI] (default {low:g}:{high:g}; a negative LO "
         "is written --bounds=-5:5)",
     )
 
@@ -497,8 +630,57 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=command_audit_release)
 
 
+def _add_kmeans_release_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``audit kmeans-release``; their defaults are `audit_kmeans_release`'s."""
+    _add_release_traffic_options(
+        parser,
+        (KMEANS_AUDIT_TARGETS, KMEANS_AUDIT_BATCH, KMEANS_AUDIT_SAMPLING, KMEANS_AUDIT_DUMMIES),
+        targets="K = T, clusters (one per compute node)",
+    )
+    _add_release_noise_options(
+        parser, KMEANS_AUDIT_EPSILON, KMEANS_AUDIT_BOUNDS, "both coordinates are"
+    )
+    parser.add_argument(
+        "--delta",
+        type=float,
+        default=KMEANS_AUDIT_DELTA,
+        help=f"the traffic's δ, as a run's --delta (default {KMEANS_AUDIT_DELTA:g})",
+    )
+    parser.add_argument(
+        "--runs",
+        type=_count(MAX_RUNS),
+        default=KMEANS_AUDIT_RUNS,
+        help=f"runs per table (>= 100; default {KMEANS_AUDIT_RUNS:,})",
+    )
+    parser.add_argument(
+        "--confidence", type=float, default=0.95, help="confidence of the lower bound"
+    )
+    parser.add_argument(
+        "--aggregate",
+        metavar="NAME",
+        help="observe the traffic and one released vector alone (the start of its name: "
+        "'SUM(x', 'SUM(y' or 'COUNT'), against the traffic composed with its noise alone "
+        "(default: every vector, against the run's claim)",
+    )
+    parser.add_argument(
+        "--fault",
+        choices=list(KMEANS_FAULT_KINDS),
+        help="inject a seeded fault (still claims the declared guarantee): own-row, the "
+        "sums' sensitivity of the row's own change alone (W, not 1.5 W); unclamped, the "
+        "points summed without their clamp to the bounds",
+    )
+    parser.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the traffic's runs (the release's noise is OpenDP's, never seeded)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(handler=command_audit_kmeans_release)
+
+
 def add_audit_command(commands: Any) -> None:
-    """Register ``audit local|scrambler|release`` on the top-level subparsers."""
+    """Register ``audit local|scrambler|release|kmeans-release`` on the top-level subparsers."""
     parser = commands.add_parser(
         "audit",
         help="statistical audit: empirical lower bound on ε vs the claimed upper bound",
@@ -537,6 +719,18 @@ def add_audit_command(commands: Any) -> None:
                 "scrambler of --batch sources each, searched among several neighbouring "
                 "pairs on half the runs; the empirical lower bound on ε against the composed "
                 "ε the run reports (traffic and release together)."
+            ),
+        )
+    )
+    _add_kmeans_release_options(
+        kinds.add_parser(
+            "kmeans-release",
+            help="one iteration of K-means released: traffic and noisy centroids' sums",
+            description=(
+                "Audit one iteration of K-means released (noisy per-cluster centred sums and "
+                "counts) with its traffic: two neighbouring tables of 2-d points, one "
+                "scrambler of --batch points, K public initial centroids; the empirical lower "
+                "bound on ε against the composed ε the run reports."
             ),
         )
     )

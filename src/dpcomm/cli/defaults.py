@@ -53,5 +53,16 @@ RELEASE_AUDIT_EPSILON = 3.0
 RELEASE_AUDIT_DELTA = 1e-2
 RELEASE_AUDIT_BOUNDS = (-10.0, 10.0)
 RELEASE_AUDIT_RUNS = 40_000
+#: `dpcomm.experiments.kmeans_audit`'s faults and default configuration: K = T, the scrambler
+#: (σ, n, d), the release's ε2 (Laplace), the traffic's δ, the bounds and the runs.
+KMEANS_FAULT_KINDS: tuple[str, ...] = ("own-row", "unclamped")
+KMEANS_AUDIT_TARGETS = 2
+KMEANS_AUDIT_SAMPLING = 0.04
+KMEANS_AUDIT_BATCH = 2000
+KMEANS_AUDIT_DUMMIES = 0
+KMEANS_AUDIT_EPSILON = 8.0
+KMEANS_AUDIT_DELTA = 1e-2
+KMEANS_AUDIT_BOUNDS = (0.0, 20.0)
+KMEANS_AUDIT_RUNS = 20_000
 #: `dpcomm.engine.network.deploy.MAX_ROUND_SECONDS`: the longest round, one day.
 MAX_ROUND_SECONDS = 86_400.0

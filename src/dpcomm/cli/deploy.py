@@ -15,9 +15,11 @@ from dpcomm.cli.budget import add_budget_options, budget_from_options, print_cha
 from dpcomm.cli.defaults import DEFAULT_DELTA
 from dpcomm.cli.options import (
     AGGREGATE_DEFAULTS,
+    KMEANS_DEFAULTS,
     add_aggregate_options,
     add_countermeasure_options,
     add_data_seed_option,
+    add_kmeans_options,
     add_release_options,
     add_round_options,
 )
@@ -26,20 +28,12 @@ from dpcomm.errors import DpcommError, InvalidParameterError
 
 
 def command_deploy_configs(args: argparse.Namespace) -> int:
-    """``dpcomm deploy configs``."""
+    """``dpcomm deploy configs``: an Aggregate query's deployment."""
     from dpcomm.cli.execute import aggregate_data, countermeasure_from_options, release_options
-    from dpcomm.engine.network.deploy import write_deployment
 
-    if args.seed is not None:
-        raise InvalidParameterError(
-            "--seed",
-            "no seed for `deploy configs` (every node of a real deployment draws fresh "
-            "operating-system entropy; use `run --engine network --seed` for a reproducible "
-            "test round)",
-            args.seed,
-        )
+    _refuse_seed(args)
     from dpcomm.data.table import Table
-    from dpcomm.pipeline.job import ReleaseSpec, compile_aggregate, planned_guarantee
+    from dpcomm.pipeline.job import ReleaseSpec, compile_aggregate
 
     check_writable_folder("--out", args.out)
     countermeasure = countermeasure_from_options(args, AGGREGATE_DEFAULTS)
@@ -55,6 +49,43 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
         max_groups=args.max_groups,
         max_text_bytes=args.max_text_bytes,
     )
+    return _write_configs(args, program, countermeasure)
+
+
+def command_deploy_kmeans_configs(args: argparse.Namespace) -> int:
+    """``dpcomm deploy kmeans-configs``: K-means's deployment (its noisy release included)."""
+    from dpcomm.cli.execute import compile_kmeans_options, countermeasure_from_options
+
+    _refuse_seed(args)
+    if args.scale:
+        raise InvalidParameterError(
+            "--scale",
+            "only with `run kmeans` (a deployment's compute nodes would publish scaled centroids)",
+            "--scale",
+        )
+    check_writable_folder("--out", args.out)
+    countermeasure = countermeasure_from_options(args, KMEANS_DEFAULTS)
+    program = compile_kmeans_options(args, countermeasure)
+    return _write_configs(args, program, countermeasure)
+
+
+def _refuse_seed(args: argparse.Namespace) -> None:
+    """A deployment's configs hold no seed: ``--seed`` is refused."""
+    if args.seed is not None:
+        raise InvalidParameterError(
+            "--seed",
+            "no seed for `deploy configs` (every node of a real deployment draws fresh "
+            "operating-system entropy; use `run --engine network --seed` for a reproducible "
+            "test round)",
+            args.seed,
+        )
+
+
+def _write_configs(args: argparse.Namespace, program: Any, countermeasure: Any) -> int:
+    """Account ``program``'s plan, write its deployment and say what guarantee it is for."""
+    from dpcomm.engine.network.deploy import write_deployment
+    from dpcomm.pipeline.job import planned_guarantee
+
     # The plan is accounted before any key is written: a bad --delta is refused, and the
     # operator sees the guarantee the configs are for.
     accounted = planned_guarantee(program, countermeasure, delta=args.delta)
@@ -63,7 +94,7 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
     both = accounted.release
     if both is not None:
         guarantee += (
-            f"; the release (drawn by the result node): ε2 = {both.release_epsilon:.4g}, "
+            f"; the release (drawn by the {_drawn_by(program)}): ε2 = {both.release_epsilon:.4g}, "
             f"δ2 = {both.release_delta:.3g}; traffic and release together: ε = "
             f"{both.epsilon:.4g} at δ = {both.delta:.3g} (with every batch as planned)"
         )
@@ -83,6 +114,11 @@ def command_deploy_configs(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _drawn_by(program: Any) -> str:
+    """Who draws a release's noise: K-means's compute nodes, a query's result node."""
+    return "result node" if getattr(program, "query", None) is not None else "compute nodes"
 
 
 def command_node_run(args: argparse.Namespace) -> int:
@@ -196,7 +232,7 @@ def _absent_sources(config: Any, coordinator: Any) -> list[str]:
 
 
 def _add_configs_command(kinds: Any) -> None:
-    """``deploy configs``: certificates and one config per node, for several hosts."""
+    """``deploy configs`` and ``deploy kmeans-configs``: certificates and one config per node."""
     configs = kinds.add_parser(
         "configs",
         help="write certificates and one config per node, for `dpcomm node run` on many hosts",
@@ -204,8 +240,22 @@ def _add_configs_command(kinds: Any) -> None:
     add_aggregate_options(configs, running=False)
     add_release_options(configs)
     add_data_seed_option(configs, aggregate=True, kmeans=False)
+    _add_deployment_options(configs, AGGREGATE_DEFAULTS)
+    configs.set_defaults(handler=command_deploy_configs)
+    kmeans = kinds.add_parser(
+        "kmeans-configs",
+        help="likewise for K-means (its noisy release included): configs for `node run`",
+    )
+    add_kmeans_options(kmeans)
+    add_data_seed_option(kmeans, aggregate=False, kmeans=True)
+    _add_deployment_options(kmeans, KMEANS_DEFAULTS)
+    kmeans.set_defaults(handler=command_deploy_kmeans_configs)
+
+
+def _add_deployment_options(configs: Any, defaults: dict[str, Any]) -> None:
+    """A deployment's round, countermeasure, ``--out`` and the coordinator's address."""
     add_round_options(configs)
-    add_countermeasure_options(configs, AGGREGATE_DEFAULTS)
+    add_countermeasure_options(configs, defaults)
     configs.add_argument("--out", required=True, help="output directory")
     configs.add_argument(
         "--coordinator-host",
@@ -216,7 +266,6 @@ def _add_configs_command(kinds: Any) -> None:
     configs.add_argument(
         "--coordinator-port", type=bounded_int(1, 65535), default=7400, help="(default 7400)"
     )
-    configs.set_defaults(handler=command_deploy_configs)
 
 
 def _add_node_command(commands: Any) -> None:

@@ -15,13 +15,14 @@ import json
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpcomm.api import kmeans, run_sql
+from dpcomm.api import compile_kmeans, kmeans, run_sql
 from dpcomm.budget.budget import Budget
 from dpcomm.cli.options import (
     AGGREGATE_DEFAULTS,
@@ -490,32 +491,43 @@ def release_mechanism(args: argparse.Namespace) -> Any:
 def kmeans_release_options(
     args: argparse.Namespace, columns: list[str] | None, *, dimension: int
 ) -> dict[str, Any]:
-    """K-means's ``release`` and ``bounds`` (one pair per column) from the options.
+    """K-means's ``release``, ``bounds`` (one pair per column) and ``scale`` from the options.
 
     ``--bounds LO:HI`` once bounds every column; else ``--bounds COL=LO:HI`` for each of
-    ``columns`` (``--columns``). The options are refused without ``--release``.
+    ``columns`` (``--columns``). ``--bounds`` is refused without ``--release`` or ``--scale``
+    (which scales by them), ``--release-epsilon`` and ``--release-delta`` without ``--release``.
     """
+    scale = bool(getattr(args, "scale", False))
     if args.release is None:
         for name in ("release_epsilon", "release_delta", "bounds"):
             given = getattr(args, name, None)
-            if given is not None and given != []:
+            if given is not None and given != [] and not (scale and name == "bounds"):
                 shown = given[0] if isinstance(given, list) else given
                 raise InvalidParameterError(
                     f"--{name.replace('_', '-')}", "only with --release", shown
                 )
-        return {}
+        if not scale:
+            return {}
+        return {"bounds": _kmeans_bounds(args.bounds, columns, dimension), "scale": True}
     mechanism = release_mechanism(args)
-    items: list[str] = args.bounds
+    bounds = _kmeans_bounds(args.bounds, columns, dimension)
+    return {"release": mechanism, "bounds": bounds, **({"scale": True} if scale else {})}
+
+
+def _kmeans_bounds(
+    items: list[str], columns: list[str] | None, dimension: int
+) -> list[tuple[float, float]]:
+    """``--bounds``: LO:HI once (every column), or COL=LO:HI for each of ``columns``."""
     allowed = "LO:HI once (every column)" + (
         "" if columns is None else ", or COL=LO:HI for each of " + ", ".join(columns)
     )
     if len(items) == 1 and "=" not in items[0]:
         low, high = parse_bounds([f"all={items[0]}"])["all"]
-        return {"release": mechanism, "bounds": [(low, high)] * dimension}
+        return [(low, high)] * dimension
     named = parse_bounds(items)
     if columns is None or sorted(named) != sorted(columns):
         raise InvalidParameterError("--bounds", allowed, ", ".join(items) or None)
-    return {"release": mechanism, "bounds": [named[c] for c in columns]}
+    return [named[c] for c in columns]
 
 
 def parse_bounds(items: list[str]) -> dict[str, tuple[float, float]]:
@@ -587,14 +599,32 @@ def _kmeans_table(args: argparse.Namespace) -> tuple[TablePoints, Any, str]:
     return table, public, described
 
 
-def execute_kmeans(
-    args: argparse.Namespace, engine: Engine, budget: Budget | None = None
-) -> tuple[KMeansRun, str]:
-    """[`dpcomm.kmeans`][] on the first ``--sources`` points, on ``engine``.
+@dataclass(frozen=True)
+class KMeansInputs:
+    """K-means's inputs as the options give them (`kmeans_inputs`)."""
 
-    The points are a dataset's training images, whose test set the scores are measured on, or
-    a table's ``--columns`` (``--data``), whose ``--label-column`` they are measured against.
-    Returns the run and a description of its points.
+    points: Any
+    labels: Any
+    test_points: Any
+    test_labels: Any
+    init_points: Any
+    nulls: bool
+    columns: list[str] | None
+    described: str
+
+    @property
+    def given(self) -> dict[str, str]:
+        """The options that gave each of [`dpcomm.kmeans`][]'s arguments (for its errors)."""
+        if self.columns is None:
+            return {"points": "dataset", "test_points": "dataset"}
+        return {"points": "data", "labels": "label_column", "init_points": "init_data"}
+
+
+def kmeans_inputs(args: argparse.Namespace) -> KMeansInputs:
+    """The first ``--sources`` points of ``--data``'s ``--columns`` or of ``--dataset``.
+
+    A dataset's training images, whose test set the scores are measured on, or a table's
+    ``--columns``, whose ``--label-column`` they are measured against.
     """
     labels = test_points = test_labels = init_points = None
     nulls = False
@@ -625,20 +655,40 @@ def execute_kmeans(
             )
         points = points[: args.sources]
         labels = None if labels is None else labels[: args.sources]
-    given = {"points": "data", "labels": "label_column", "init_points": "init_data"}
-    if args.data is None:
-        given = {"points": "dataset", "test_points": "dataset"}
     columns = None if args.data is None else [c.strip() for c in args.columns.split(",")]
-    released = kmeans_release_options(args, columns, dimension=int(points.shape[1]))
-    with _named_by_options(given, nulls=nulls):
+    described = (
+        f"every {what[:-1]}" if len(points) == total else f"the first {len(points):,} {what}"
+    )
+    return KMeansInputs(
+        points,
+        labels,
+        test_points,
+        test_labels,
+        init_points,
+        nulls,
+        columns,
+        f"{name} ({described}{detail})",
+    )
+
+
+def execute_kmeans(
+    args: argparse.Namespace, engine: Engine, budget: Budget | None = None
+) -> tuple[KMeansRun, str]:
+    """[`dpcomm.kmeans`][] on `kmeans_inputs`, on ``engine``.
+
+    Returns the run and a description of its points.
+    """
+    inputs = kmeans_inputs(args)
+    released = kmeans_release_options(args, inputs.columns, dimension=int(inputs.points.shape[1]))
+    with _named_by_options(inputs.given, nulls=inputs.nulls):
         outcome = kmeans(
-            points,
+            inputs.points,
             k=args.k,
             iterations=args.iterations,
             countermeasure=countermeasure_from_options(args, KMEANS_DEFAULTS),
-            labels=labels,
-            test_points=test_points,
-            test_labels=test_labels,
+            labels=inputs.labels,
+            test_points=inputs.test_points,
+            test_labels=inputs.test_labels,
             seed=args.seed,
             delta=args.delta,
             engine=engine,
@@ -648,14 +698,30 @@ def execute_kmeans(
             drop_non_finite=args.drop_non_finite,
             budget=budget,
             init=args.init,
-            init_points=init_points,
-            columns=columns,
+            init_points=inputs.init_points,
+            columns=inputs.columns,
             **released,
         )
-    described = (
-        f"every {what[:-1]}" if len(points) == total else f"the first {len(points):,} {what}"
-    )
-    return outcome, f"{name} ({described}{detail})"
+    return outcome, inputs.described
+
+
+def compile_kmeans_options(args: argparse.Namespace, countermeasure: Any) -> Any:
+    """The K-means program of the options (`kmeans_inputs`), compiled and not run."""
+    inputs = kmeans_inputs(args)
+    released = kmeans_release_options(args, inputs.columns, dimension=int(inputs.points.shape[1]))
+    with _named_by_options(inputs.given, nulls=inputs.nulls):
+        return compile_kmeans(
+            inputs.points,
+            k=args.k,
+            iterations=args.iterations,
+            countermeasure=countermeasure,
+            start_seed=args.start_seed,
+            drop_non_finite=args.drop_non_finite,
+            init=args.init,
+            init_points=inputs.init_points,
+            columns=inputs.columns,
+            **released,
+        )
 
 
 def assignments_path(out: Path) -> Path:

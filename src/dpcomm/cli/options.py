@@ -345,6 +345,13 @@ def add_kmeans_options(parser: Any) -> None:
         help="drop the points holding NULL, NaN, ±inf or a value beyond float32's range (a "
         "float IDX file, a table's cells), saying how many, instead of refusing the data",
     )
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="map each column from its public --bounds onto [0, 1] before clustering (so that "
+        "no column weighs more for its units) and the centroids back; with --release, the "
+        "noise is calibrated on the scaled bounds",
+    )
     add_kmeans_release_options(parser)
 
 
@@ -379,8 +386,8 @@ def add_kmeans_release_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="COL=LO:HI|LO:HI",
-        help="with --release: public bounds of a --columns column (repeat for each), or LO:HI "
-        "once for every column (a dataset's pixels: 0:255)",
+        help="with --release or --scale: public bounds of a --columns column (repeat for "
+        "each), or LO:HI once for every column (a dataset's pixels: 0:255)",
     )
 
 

@@ -37,8 +37,9 @@ faithful way (`release_runs`):
   delivered sources' contributions added up;
 * the noise: the release layer's own noise (`dpcomm.release.noise._noisy`: OpenDP's
   measurement at the scale the program's release computed, after OpenDP's privacy map is
-  checked), drawn for the cells of keys a and b of every run at once. OpenDP's noise is never
-  seeded (by design), so the lower bound varies from audit to audit; the traffic does not.
+  checked), drawn for the cells of keys a and b of every run at once (on the selection half,
+  once for every candidate pair: `_SharedNoise`). OpenDP's noise is never seeded (by design),
+  so the lower bound varies from audit to audit; the traffic does not.
 
 The observer's view is reduced to features, each cut into bins at the quantiles of the
 selection half (`BINNINGS`, `RESIDUAL_BINNINGS`): the traffic's c_t − c_t′ (messages to a's
@@ -904,20 +905,59 @@ def _views(
     traffic: tuple[tuple[IntArray, BoolArray], tuple[IntArray, BoolArray]],
     scales: FloatArray,
     observed: tuple[int, ...],
+    noise: _SharedNoise | None = None,
 ) -> tuple[_View, _View]:
     """Both tables' views of runs whose traffic is ``traffic``: the release's noise drawn.
 
     Each observed cell's feature is Σ_i x_k,i / b_i over the ``observed`` aggregates (indices
-    among the release's noisy aggregates, then its quantiles) alone.
+    among the release's noisy aggregates, then its quantiles) alone. ``noise``: the additive
+    noise of each table's runs, drawn once for every pair of the selection half.
     """
     columns = list(observed)
     keys = tuple(neighbours.keys[k] for k in neighbours.cells)
     views = []
-    for program, (counts, delivered) in zip(programs, traffic, strict=True):
+    for side, (program, (counts, delivered)) in enumerate(zip(programs, traffic, strict=True)):
         exact = exact_results(delivered, contributions(program, keys))
-        scaled = noisy_values(program, exact, observed) / scales[None, None, columns]
-        views.append(_View(counts, scaled.sum(axis=2)))
+        if noise is not None and noise.applies(program):
+            noisy = exact[:, :, columns] + noise.drawn(side, program, exact.shape[:2])
+        else:
+            noisy = noisy_values(program, exact, observed)
+        views.append(_View(counts, (noisy / scales[None, None, columns]).sum(axis=2)))
     return views[0], views[1]
+
+
+@dataclass
+class _SharedNoise:
+    """The selection half's additive noise, drawn once per table and shape for every pair.
+
+    The pairs of the selection half are only compared with one another (the pair and its
+    reduction are chosen there; the estimation half draws afresh), so they may share the
+    release's noise: each pair's runs still see independent noise per run and cell. OpenDP's
+    noise is drawn at zero and added to the exact values (the same law up to the last
+    rounding of a float): a sixth of the draws, which are most of an audit's time. Quantiles
+    are not additive and are drawn per pair.
+    """
+
+    observed: tuple[int, ...]
+    cells: int
+    drawn_by_runs: dict[tuple[int, int], FloatArray] = field(default_factory=dict)
+
+    def applies(self, program: AggregateProgram) -> bool:
+        """Whether every observed aggregate's noise is additive (no quantile)."""
+        release = program.release
+        return release is not None and all(i < len(release.noises) for i in self.observed)
+
+    def drawn(self, side: int, program: AggregateProgram, shape: tuple[int, ...]) -> FloatArray:
+        """Table ``side``'s noise for (runs, cells) ``shape``: drawn by ``program`` once.
+
+        Drawn for `cells` cells, the most any pair observes; a pair observing fewer takes the
+        first ones.
+        """
+        key = (side, shape[0])
+        if key not in self.drawn_by_runs:
+            zeros = np.zeros((shape[0], max(self.cells, shape[1]), max(self.observed) + 1))
+            self.drawn_by_runs[key] = noisy_values(program, zeros, self.observed)
+        return self.drawn_by_runs[key][:, : shape[1]]
 
 
 def _traffic(
@@ -1199,10 +1239,11 @@ def _select_pair(
     """Every candidate pair on the selection half: its bound, its fitted reduction and views.
 
     Pairs whose tables put every source on the same compute nodes share their traffic (the
-    same runs of the same streams).
+    same runs of the same streams); every pair shares the release's noise (`_SharedNoise`).
     """
     half = audit.runs // 2
     shared: dict[tuple[int, bytes], tuple[IntArray, BoolArray]] = {}
+    noise = _SharedNoise(audit.observed, max(len(n.cells) for n in audit.candidates))
     selections: list[PairSelection] = []
     fitted: list[tuple[_Reduction, tuple[_View, _View]]] = []
     for neighbours in audit.candidates:
@@ -1217,7 +1258,12 @@ def _select_pair(
                 )
             traffic.append(shared[side, layout])
         views = _views(
-            neighbours, pair_programs, (traffic[0], traffic[1]), audit.scales, audit.observed
+            neighbours,
+            pair_programs,
+            (traffic[0], traffic[1]),
+            audit.scales,
+            audit.observed,
+            noise,
         )
         reduction = _Reduction.fit(views, (neighbours.targets[0], neighbours.targets[1]))
         bound = _selection_bound(

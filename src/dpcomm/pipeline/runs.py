@@ -172,6 +172,10 @@ class KMeansRun:
         input_rows: the input row of every source (rows dropped by ``drop_non_finite`` have
             none; None: source i is row i).
         columns: the coordinates' names (None: unnamed).
+        scaling: the public (lo_j, hi_j) each column was mapped from onto [0, 1] before
+            clustering (``kmeans(..., scale=True)``), or None. The run's state, the program's
+            points and the release are on that scale; ``centroids`` are mapped back,
+            lo_j + μ_j (hi_j − lo_j).
 
     ``centroids`` (also ``result``), ``assignments`` (every source's centroid) and the scores
     against the labels ``rand_index``, ``adjusted_rand_index``, ``normalized_mutual_info``
@@ -194,11 +198,18 @@ class KMeansRun:
     report: Report[KMeansUtility]
     input_rows: npt.NDArray[np.int64] | None = None
     columns: tuple[str, ...] | None = None
+    scaling: tuple[tuple[float, float], ...] | None = None
 
     @property
     def centroids(self) -> npt.NDArray[np.float64]:
-        """The final centroids (K × dimension)."""
-        return np.asarray(self.run.state.centroids, dtype=np.float64)
+        """The final centroids (K × dimension), in the columns' own units."""
+        centroids = np.asarray(self.run.state.centroids, dtype=np.float64)
+        if self.scaling is None:
+            return centroids
+        lows, highs = (
+            np.asarray(side, dtype=np.float64) for side in zip(*self.scaling, strict=True)
+        )
+        return lows + centroids * (highs - lows)
 
     @property
     def result(self) -> npt.NDArray[np.float64]:

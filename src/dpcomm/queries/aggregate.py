@@ -50,7 +50,7 @@ from dpcomm.queries.groupby import (
     partition_keys,
 )
 from dpcomm.queries.program import IntArray, Row, register_program, spec_header
-from dpcomm.queries.query import BoundAggregate
+from dpcomm.queries.query import BoundAggregate, SqlDerivation
 from dpcomm.validation import MAX_COUNT, check_int
 
 __all__ = [
@@ -209,16 +209,16 @@ class NoisyRelease(Protocol):
 def _release_from_spec(
     bound: BoundAggregate, spec: Mapping[str, Any], *, num_targets: int
 ) -> NoisyRelease:
-    """The release a spec describes, bound again by the module the spec names.
+    """The release a spec describes, bound again by the release package.
 
-    As for programs (`dpcomm.queries.program.program_from_spec`), the public description
-    names the module that binds it; a spec without one is the release package's.
+    As for programs (`dpcomm.queries.program.program_from_spec`), the module a spec names
+    must be the one that binds it (`dpcomm.release.noise`): a config imports nothing else.
     """
     import importlib
 
     module = spec.get("module", "dpcomm.release.noise")
-    if not isinstance(module, str) or not module.startswith("dpcomm."):
-        raise InvalidParameterError("release module", "a dpcomm module", module)
+    if module != "dpcomm.release.noise":  # a config never makes a node import another module
+        raise InvalidParameterError("release module", "dpcomm.release.noise", module)
     binder = importlib.import_module(module)
     release: NoisyRelease = binder.release_from_spec(bound, spec, num_targets=num_targets)
     return release
@@ -256,6 +256,8 @@ class AggregateProgram:
             files, synthetic rows read by the Dask engine's workers).
         release: the noisy release of the result ([`dpcomm.release.noise`][]), or None
             for the exact result over the delivered tuples.
+        derivation: what an analyst query's SQL was derived from (the user's SQL, the schema,
+            the bounds): a node rebuilt from a config derives it again ([`check_config`][]).
     """
 
     query: BoundAggregate
@@ -267,6 +269,7 @@ class AggregateProgram:
     max_text_bytes: int = DEFAULT_TEXT_BYTES
     source: RowSource | None = field(default=None, repr=False)
     release: NoisyRelease | None = field(default=None, repr=False)
+    derivation: SqlDerivation | None = field(default=None, repr=False)
     _routes: dict[str, IntArray] = field(default_factory=dict, repr=False)
     _released: dict[int, tuple[AggregateState, list[list[Row]], list[list[Row]]]] = field(
         default_factory=dict, repr=False
@@ -325,15 +328,11 @@ class AggregateProgram:
         are not read here: the query is bound to its schema, S is its number of rows, and an
         engine reads the rows partition by partition, checking each ([`rows`][]).
         """
-        from dpcomm.queries.sql import bind_sql, project
+        from dpcomm.queries.sql import bind_sql, derivation_of, project
 
         table = data if isinstance(data, Table) else data.schema()
-        bound = bind_sql(
-            sql,
-            table,
-            bounds=None if bounds is None else _bounds(bounds),
-            count_rows=count_rows,
-        )
+        checked = None if bounds is None else _bounds(bounds)
+        bound = bind_sql(sql, table, bounds=checked, count_rows=count_rows)
         if bounds is not None:
             check_bounds_read(bounds, bound)
         program = cls(
@@ -342,6 +341,7 @@ class AggregateProgram:
             num_targets,
             max_groups=max_groups,
             max_text_bytes=max_text_bytes,
+            derivation=derivation_of(sql, table, bounds=checked, count_rows=count_rows),
         )
         if isinstance(data, Table):
             return program
@@ -360,6 +360,7 @@ class AggregateProgram:
             "max_groups": self.max_groups,
             "max_text_bytes": self.max_text_bytes,
             "release": None if self.release is None else self.release.to_spec(),
+            "derivation": None if self.derivation is None else self.derivation.to_dict(),
         }
 
     @classmethod
@@ -367,6 +368,7 @@ class AggregateProgram:
         """Inverse of [`to_spec`][] (without rows; a release is bound again)."""
         bound = BoundAggregate.from_dict(spec["query"])
         release = spec.get("release")
+        derivation = spec.get("derivation")
         return cls(
             bound,
             None,
@@ -378,7 +380,18 @@ class AggregateProgram:
             release=None
             if release is None
             else _release_from_spec(bound, release, num_targets=int(spec["num_targets"])),
+            derivation=None if derivation is None else SqlDerivation.from_dict(derivation),
         )
+
+    def check_config(self) -> None:
+        """Refuse derived SQL that is not what the user's SQL derives (a node's config is data).
+
+        The row projection and the post-processing are derived again from the user's SQL and
+        the schema through the checks of ``run`` (`dpcomm.queries.sql.check_derived`).
+        """
+        from dpcomm.queries.sql import check_derived
+
+        check_derived(self.query, self.derivation)
 
     @property
     def name(self) -> str:

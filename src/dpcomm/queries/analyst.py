@@ -34,6 +34,7 @@ from sqlglot import exp
 
 from dpcomm.data.table import Table
 from dpcomm.errors import InvalidParameterError
+from dpcomm.queries.functions import ALLOWED_FUNCTIONS
 from dpcomm.queries.query import EVERY_KEY, PostProcessing, UnsupportedQueryError
 
 #: Prefix of every column dpcomm adds (derived keys, measures, the filter, hidden aggregates).
@@ -298,7 +299,7 @@ class _Rewriter:
                 )
             if isinstance(inner, exp.Column):
                 self.column_of(inner, where)
-        refuse_unstable_functions(node)
+        check_functions(node)
 
     def derive(self, prefix: str, node: exp.Expression, where: str) -> str:
         """The column holding ``node``'s value for each row (a plain column is itself)."""
@@ -919,14 +920,18 @@ UNSTABLE_FUNCTIONS = frozenset(
         *("current_setting", "current_query", "current_query_id", "current_connection_id"),
         *("current_transaction_id", "txid_current", "current_database", "current_catalog"),
         *("current_schema", "current_schemas", "current_user", "current_role", "user"),
-        *("session_user", "getvariable", "in_search_path", "version", "platform"),
+        *("session_user", "getvariable", "in_search_path", "version", "platform", "age"),
     }
 )
-_FUNCTION_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")
+_FUNCTION_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
 def _duckdb_function_name(node: exp.Func) -> str:
-    """The lower-case name DuckDB calls ``node``'s function by (``RANDOM`` for sqlglot's Rand)."""
+    """The lower-case name DuckDB calls ``node``'s function by (``RANDOM`` for sqlglot's Rand).
+
+    A node DuckDB writes without a call (``CASE``, ``[1, 2]``, ``{'a': 1}``,
+    ``CURRENT_DATE``) is named by its sqlglot class (``case``, ``array``, ``struct``).
+    """
     if isinstance(node, exp.Anonymous):
         return str(node.name).lower()
     match = _FUNCTION_NAME.match(node.sql(dialect="duckdb"))
@@ -973,19 +978,22 @@ def _check_size_arguments(node: exp.Func, name: str, built: float) -> float:
     return largest
 
 
-def refuse_unstable_functions(node: exp.Expression) -> None:
-    """Refuse a function whose value is not a deterministic function of the rows (one line).
+def check_functions(node: exp.Expression) -> None:
+    """Refuse a function that is not on the allow-list, or not deterministic (one line).
 
     A source's derived row and the result node's post-processing must give the same value on
-    every node and in every run: `UNSTABLE_FUNCTIONS` (random draws, the clock, the session's
-    settings and query text) are refused wherever they appear.
+    every node and in every run, and read nothing but their rows: every scalar function must
+    be in `dpcomm.queries.functions.ALLOWED_FUNCTIONS` (DuckDB's deterministic scalar
+    functions an analyst needs); `UNSTABLE_FUNCTIONS` (random draws, the clock, the session's
+    settings and query text) are refused as such. Aggregates are the rewrite's to check;
+    AND/OR are operators. Sizes of `SIZED_FUNCTIONS` are bounded (`MAX_BUILT_SIZE`).
 
     Raises:
-        UnsupportedQueryError: ``node`` calls one of them (named in the message).
+        UnsupportedQueryError: ``node`` calls such a function (named in the message).
     """
     built = 1.0
     for inner in node.walk():
-        if not isinstance(inner, exp.Func):
+        if not isinstance(inner, exp.Func) or isinstance(inner, exp.Connector):
             continue
         name = _duckdb_function_name(inner)
         if name in SIZED_FUNCTIONS:
@@ -995,6 +1003,12 @@ def refuse_unstable_functions(node: exp.Expression) -> None:
                 f"the non-deterministic or session function {name}()",
                 f"{_sql(inner)[:80]}: its value differs between nodes and runs; a query must be "
                 "a deterministic function of its rows",
+            )
+        if name not in ALLOWED_FUNCTIONS and not _is_aggregate(cast(exp.Expression, inner)):
+            raise UnsupportedQueryError(
+                f"the function {name}()",
+                f"{_sql(inner)[:80]}: {name}() is not on the allow-list of deterministic "
+                "scalar functions a node evaluates (docs/execution.md lists them)",
             )
 
 
@@ -1026,7 +1040,7 @@ def rewrite(
         rewriter.check_row_expression(where.this, "in WHERE")
         rewriter.derived[FILTER_COLUMN] = f"COALESCE(CAST(({_sql(where.this)}) AS BOOLEAN), FALSE)"
         filter_column = FILTER_COLUMN
-    refuse_unstable_functions(select)
+    check_functions(select)
     having = select.args.get("having")
     having_sql = None if having is None else _sql(rewriter.lift(having.this, "in HAVING"))
     order = select.args.get("order")

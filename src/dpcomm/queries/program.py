@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -131,6 +132,15 @@ class QueryProgram(ProgramHooks, Protocol):
         """
         ...
 
+    def check_config(self) -> None:
+        """Refuse a program rebuilt from a config whose derived code is not its own.
+
+        A node that runs SQL derived from the user's query (an Aggregate's result node) asks
+        first: the SQL is derived again from the user's SQL and the schema, through the
+        checks of ``run``, and must come out the same.
+        """
+        ...
+
     def published(self, state: Any) -> dict[str, Any] | None:
         """What a deployment's result node publishes of the final ``state``, JSON-ready.
 
@@ -186,14 +196,26 @@ ProgramClass = TypeVar("ProgramClass", bound=type)
 _REGISTRY: dict[str, Callable[[Mapping[str, Any]], QueryProgram]] = {}
 
 
+#: The programs a spec may describe: each kind and the dpcomm module that registers it. A
+#: spec's ``module`` must be its kind's: a node's config never makes it import anything else.
+PROGRAM_MODULES: Mapping[str, str] = MappingProxyType(
+    {"aggregate": "dpcomm.queries.aggregate", "kmeans": "dpcomm.queries.kmeans"}
+)
+
+
 def register_program(kind: str) -> Callable[[ProgramClass], ProgramClass]:
     """Class decorator: programs of ``kind`` are rebuilt by the class's ``from_spec``.
 
-    The class's module is named in every spec it writes (``to_spec`` returns
-    `spec_header` first), so a process that has not imported it yet imports it.
+    ``kind`` and the class's module must be an entry of `PROGRAM_MODULES`; the module is
+    named in every spec it writes (``to_spec`` returns `spec_header` first), and a process
+    that has not imported it yet imports it (`program_from_spec`).
     """
 
     def register(cls: ProgramClass) -> ProgramClass:
+        if PROGRAM_MODULES.get(kind) != cls.__module__:
+            raise InvalidParameterError(
+                "program kind", "an entry of PROGRAM_MODULES", f"{kind} in {cls.__module__}"
+            )
         _REGISTRY[kind] = cls.from_spec  # type: ignore[attr-defined]
         return cls
 
@@ -208,21 +230,20 @@ def spec_header(kind: str, cls: type) -> dict[str, Any]:
 def program_from_spec(spec: Mapping[str, Any]) -> QueryProgram:
     """The public program described by ``spec`` (from `QueryProgram.to_spec`).
 
-    A kind not registered yet in this process is registered by importing the module the spec
-    names (a node's config is written by the round's operator, like the code it runs).
+    Only the registry's programs (`PROGRAM_MODULES`): a kind not registered yet in this
+    process is registered by importing its own module, never one a spec names otherwise.
     """
     kind = spec.get("kind")
     module = spec.get("module")
-    if kind not in _REGISTRY and isinstance(module, str):
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise InvalidParameterError(
-                "program module", "a module this process can import", module
-            ) from error
-    if not isinstance(kind, str) or kind not in _REGISTRY:
-        known = ", ".join(sorted(_REGISTRY)) or "none registered"
-        raise InvalidParameterError("program kind", f"a registered kind ({known})", kind)
+    if not isinstance(kind, str) or kind not in PROGRAM_MODULES:
+        known = ", ".join(sorted(PROGRAM_MODULES))
+        raise InvalidParameterError("program kind", f"one of dpcomm's programs ({known})", kind)
+    if module is not None and module != PROGRAM_MODULES[kind]:
+        raise InvalidParameterError(
+            "program module", f"{PROGRAM_MODULES[kind]} (the {kind} program's own)", module
+        )
+    if kind not in _REGISTRY:
+        importlib.import_module(PROGRAM_MODULES[kind])
     return _REGISTRY[kind](spec)
 
 
@@ -232,6 +253,7 @@ def public_program(program: QueryProgram) -> QueryProgram:
 
 
 __all__ = [
+    "PROGRAM_MODULES",
     "ArrayRows",
     "BoolArray",
     "IntArray",

@@ -135,6 +135,54 @@ class AggregateQuery:
 
 
 @dataclass(frozen=True)
+class SqlDerivation:
+    """What an analyst query's SQL is derived from: the user's SQL, the schema, the bounds.
+
+    A deployed node never runs the projection or post-processing SQL a config carries as
+    given: it derives them again from these public inputs through the same checks as ``run``
+    (`dpcomm.queries.sql.check_derived`) and refuses a config whose derived SQL differs.
+
+    Attributes:
+        sql: the SQL as the user wrote it.
+        schema: ``(name, DuckDB type)`` of every column of the table it was bound to.
+        bounds: under a noisy release, each bounded column's (lo, hi); None without one.
+        count_rows: whether a hidden COUNT(*) was added (a release selecting keys).
+    """
+
+    sql: str
+    schema: tuple[tuple[str, str], ...]
+    bounds: tuple[tuple[str, float, float], ...] | None = None
+    count_rows: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "sql": self.sql,
+            "schema": [list(item) for item in self.schema],
+            "bounds": None if self.bounds is None else [list(b) for b in self.bounds],
+            "count_rows": self.count_rows,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SqlDerivation:
+        """Inverse of `to_dict`; InvalidParameterError if malformed."""
+        try:
+            bounds = data.get("bounds")
+            return cls(
+                str(data["sql"]),
+                tuple((str(n), str(t)) for n, t in data["schema"]),
+                None
+                if bounds is None
+                else tuple((str(c), float(lo), float(hi)) for c, lo, hi in bounds),
+                bool(data.get("count_rows", False)),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise InvalidParameterError(
+                "program derivation", "a SqlDerivation.to_dict()", error
+            ) from error
+
+
+@dataclass(frozen=True)
 class PostProcessing:
     """What the result node runs (DuckDB) on the compute nodes' rows: the final result.
 

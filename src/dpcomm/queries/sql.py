@@ -25,7 +25,7 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from dpcomm.data.table import Table, check_carried
+from dpcomm.data.table import Column, Table, check_carried, value_kind
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.queries.query import (
     EVERY_KEY,
@@ -35,6 +35,7 @@ from dpcomm.queries.query import (
     BoundAggregate,
     OutputColumn,
     OutputKind,
+    SqlDerivation,
     SqlSyntaxError,
     UnsupportedQueryError,
 )
@@ -561,16 +562,24 @@ def set_sql_limits(limits: SqlLimits) -> SqlLimits:
 
 
 def _hardened_database(limits: SqlLimits) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB that reads no file, loads no extension, and cannot be reconfigured."""
-    return duckdb.connect(
+    """An in-memory DuckDB that reads no file, loads no extension, and cannot be reconfigured.
+
+    Its time zone is UTC and its calendar Gregorian on every node, whatever the host's: the
+    date and time functions of the allow-list give the same value everywhere (a time zone
+    taken from the host would make a derived key depend on where the node runs).
+    """
+    database = duckdb.connect(
         config={
             "enable_external_access": False,
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
             "memory_limit": limits.memory_limit,
-            "lock_configuration": True,
         }
     )
+    database.execute("SET GLOBAL TimeZone = 'UTC'")
+    database.execute("SET GLOBAL Calendar = 'gregorian'")
+    database.execute("SET GLOBAL lock_configuration = true")
+    return database
 
 
 #: Seconds between two interrupts of a connection past its time limit.
@@ -847,6 +856,78 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def derivation_of(
+    sql: str,
+    table: Table,
+    *,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    count_rows: bool = False,
+) -> SqlDerivation:
+    """The public inputs `bind_sql` derived a query's SQL from (what a node derives it from)."""
+    return SqlDerivation(
+        sql,
+        tuple((c.name, c.sql_type) for c in table.columns),
+        None
+        if bounds is None
+        else tuple((c, float(lo), float(hi)) for c, (lo, hi) in bounds.items()),
+        count_rows,
+    )
+
+
+_EDITED = "(an edited config?); a node runs only the SQL it derives itself"
+
+
+def check_derived(bound: BoundAggregate, derivation: SqlDerivation | None) -> None:
+    """Refuse ``bound`` unless its SQL is what ``derivation`` derives through `bind_sql`.
+
+    A deployed node never runs the row projection or the post-processing a config carries as
+    given: it binds the user's SQL to the public schema again, through every check of ``run``
+    (the analyst rewrite, its allow-list of functions, its size limits), and the whole bound
+    query must come out the same. A query without derived SQL needs no derivation.
+
+    Raises:
+        InvalidParameterError: no derivation for derived SQL, a different bound query, or
+            the user's SQL refused by the checks of ``run`` (their own message).
+    """
+    if bound.projection is None and bound.post is None:
+        return
+    if derivation is None:
+        raise InvalidParameterError(
+            "program query", f"derived SQL with the user's SQL it comes from {_EDITED}", None
+        )
+    bounds = None if derivation.bounds is None else {c: (lo, hi) for c, lo, hi in derivation.bounds}
+    # The user's SQL goes through every check of run: a refusal is run's own one line.
+    derived = bind_sql(
+        derivation.sql,
+        _schema_table(derivation.schema),
+        bounds=bounds,
+        count_rows=derivation.count_rows,
+    )
+    if derived.to_dict() != bound.to_dict():
+        raise InvalidParameterError(
+            "program query",
+            f"the SQL dpcomm derives from the user's SQL {_EDITED}",
+            "a config whose derived SQL differs",
+        )
+
+
+def _schema_table(schema: Sequence[tuple[str, str]]) -> Table:
+    """A table of no rows with ``schema``: each type must be DuckDB's own name of a type."""
+    columns = []
+    for name, sql_type in schema:
+        try:
+            canonical = str(duckdb.sqltype(sql_type))
+        except (duckdb.Error, ValueError, TypeError):
+            canonical = None
+        if canonical != sql_type:
+            raise InvalidParameterError(
+                f"program derivation: column {name!r}", "a DuckDB type name", sql_type
+            )
+        dtype = np.int64 if value_kind(sql_type) == "int" else object
+        columns.append(Column(name, sql_type, np.empty(0, dtype), np.empty(0, dtype=bool)))
+    return Table("t", tuple(columns))
+
+
 def project(bound: BoundAggregate, table: Table) -> Table:
     """The rows the bound query reads: ``table`` itself, or its row projection (DuckDB).
 
@@ -870,6 +951,8 @@ __all__ = [
     "UnsupportedQueryError",
     "bind",
     "bind_sql",
+    "check_derived",
+    "derivation_of",
     "parse_aggregate",
     "project",
     "scratch_connection",

@@ -19,6 +19,12 @@ from dpcomm.plan.countermeasures import shares_blanket
 from dpcomm.plan.privacy import PathMechanisms, PlanGuarantee, paths_with
 from dpcomm.release.mechanisms import Charged, release_pld
 
+#: The largest ε_i of a released aggregate the PLD composition takes: dp_accounting's pair of
+#: an (ε_i, δ_i)-DP mechanism computes e^ε_i, which overflows a float beyond ε_i ≈ 709.8. A
+#: release with a larger share (an ε2 of thousands, as in tests that make the noise
+#: negligible) is composed by the sum ε1 + ε2 alone, which holds whatever ε_i.
+PLD_MAX_EPSILON = 700.0
+
 
 @lru_cache(maxsize=64)
 def _traffic_with_release(
@@ -110,7 +116,8 @@ def compose_release(plan: PlanGuarantee, noises: Sequence[Charged]) -> ReleaseCo
     Work, "Differentially private data analysis") and the PLD composition of every data path's
     dominating pairs with the release's (`dpcomm.plan.privacy.paths_with`,
     `dpcomm.release.mechanisms.release_pld`). What a run reports (``report.release``), a
-    budget is charged and `dpcomm.calibrate` plans for: one function, one number.
+    budget is charged and `dpcomm.calibrate` plans for: one function, one number. A share
+    above `PLD_MAX_EPSILON` leaves the sum alone.
     """
     _check_bound_for(plan, noises)
     traffic = plan.guarantee
@@ -118,7 +125,8 @@ def compose_release(plan: PlanGuarantee, noises: Sequence[Charged]) -> ReleaseCo
     release_delta = math.fsum(n.total_delta for n in noises)  # δ_i and a threshold's δ_sel
     total_delta = traffic.delta + release_delta
     composed = None
-    if math.isfinite(traffic.epsilon) and total_delta > 0.0:
+    representable = all(n.epsilon <= PLD_MAX_EPSILON for n in noises)
+    if math.isfinite(traffic.epsilon) and total_delta > 0.0 and representable:
         composed = _traffic_with_release(plan.path_mechanisms, tuple(noises), total_delta)
     summed = _joint_traffic_epsilon(plan) + release_epsilon
     return ReleaseComposition(
@@ -131,4 +139,4 @@ def compose_release(plan: PlanGuarantee, noises: Sequence[Charged]) -> ReleaseCo
     )
 
 
-__all__ = ["JOINT_VIEW_METHODS", "ReleaseComposition", "compose_release"]
+__all__ = ["JOINT_VIEW_METHODS", "PLD_MAX_EPSILON", "ReleaseComposition", "compose_release"]

@@ -52,6 +52,24 @@ def test_the_audits_defaults_are_the_librarys():
     assert defaults.RELEASE_AUDIT_RUNS == release_audit.DEFAULT_RUNS
 
 
+def test_the_kmeans_audits_defaults_are_the_librarys():
+    from dpcomm.experiments import kmeans_audit
+
+    assert defaults.KMEANS_FAULT_KINDS == kmeans_audit.KMEANS_FAULT_KINDS
+    assert defaults.KMEANS_AUDIT_TARGETS == kmeans_audit.DEFAULT_KMEANS_CLUSTERS
+    traffic = kmeans_audit.DEFAULT_KMEANS_COUNTERMEASURE
+    assert (traffic.sampling_rate, traffic.batch_size, traffic.num_dummies) == (
+        defaults.KMEANS_AUDIT_SAMPLING,
+        defaults.KMEANS_AUDIT_BATCH,
+        defaults.KMEANS_AUDIT_DUMMIES,
+    )
+    release = kmeans_audit.DEFAULT_KMEANS_RELEASE
+    assert (release.name, release.epsilon) == ("laplace", defaults.KMEANS_AUDIT_EPSILON)
+    assert defaults.KMEANS_AUDIT_DELTA == kmeans_audit.DEFAULT_KMEANS_DELTA
+    assert defaults.KMEANS_AUDIT_BOUNDS == kmeans_audit.DEFAULT_KMEANS_BOUNDS
+    assert defaults.KMEANS_AUDIT_RUNS == kmeans_audit.DEFAULT_KMEANS_RUNS
+
+
 def test_the_longest_round_is_the_network_engines():
     from dpcomm.engine.network.deploy import MAX_ROUND_SECONDS
 

@@ -1,10 +1,11 @@
 """Analyst SQL runs bounded: no files, no extensions, no reconfiguration, a memory and a time
-limit, and no function whose value is not a deterministic function of the rows."""
+limit, and only the allow-list's functions: deterministic functions of the rows."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from dpcomm.data.table import Table, table_from_arrays
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.analyst import UNSTABLE_FUNCTIONS
+from dpcomm.queries.functions import ALLOWED_FUNCTIONS
 from dpcomm.queries.sql import (
     SqlLimitError,
     SqlLimits,
@@ -74,6 +76,66 @@ def test_every_volatile_duckdb_function_is_refused() -> None:
     assert {name for (name,) in volatile} <= UNSTABLE_FUNCTIONS
 
 
+@pytest.mark.parametrize(
+    ("sql", "function"),
+    [
+        ("SELECT A, COUNT(*) FROM D WHERE pg_typeof(A) <> '' GROUP BY A", "pg_typeof"),
+        ("SELECT parse_filename(CAST(A AS VARCHAR)) AS k, COUNT(*) FROM D GROUP BY k", "parse_"),
+        (
+            "SELECT A, COUNT(*) AS n FROM D GROUP BY A HAVING json_serialize_sql('SELECT 1') <> ''",
+            "json_serialize_sql",
+        ),
+        ("SELECT A, COUNT(*) AS n FROM D GROUP BY A ORDER BY format_bytes(n)", "format_bytes"),
+        ("SELECT A, to_json(COUNT(*)) AS j FROM D GROUP BY A", "to_json"),
+    ],
+    ids=["where", "key", "having", "order-by", "select-list"],
+)
+def test_a_function_off_the_allow_list_is_refused(table: Table, sql: str, function: str) -> None:
+    with pytest.raises(UnsupportedQueryError, match=function) as raised:
+        bind_sql(sql, table)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "allow-list" in message
+
+
+def test_age_of_now_is_refused_as_not_deterministic(table: Table) -> None:
+    with pytest.raises(UnsupportedQueryError, match="deterministic"):
+        bind_sql(
+            "SELECT A, COUNT(*) FROM D WHERE age(TIMESTAMP '2020-01-01') IS NOT NULL GROUP BY A",
+            table,
+        )
+
+
+def test_the_allow_list_holds_deterministic_duckdb_functions_only() -> None:
+    with scratch_connection() as connection:
+        stability = dict(
+            connection.execute(
+                "SELECT function_name, string_agg(DISTINCT coalesce(stability, 'MACRO'), ',') "
+                "FROM duckdb_functions() WHERE function_type IN ('scalar', 'macro') GROUP BY 1"
+            ).fetchall()
+        )
+    # Functions sqlglot spells with a keyword or a literal ([1, 2], {'a': 1}, CASE, CAST).
+    spelled = {"array", "case", "cast", "coalesce", "extract", "ifnull", "interval", "struct"}
+    assert {name for name in ALLOWED_FUNCTIONS if name not in stability} <= spelled | {"try_cast"}
+    assert not any("VOLATILE" in stability.get(name, "") for name in ALLOWED_FUNCTIONS)
+    assert not ALLOWED_FUNCTIONS & UNSTABLE_FUNCTIONS
+
+
+def test_docs_list_every_allowed_function() -> None:
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "execution.md").read_text()
+    assert {name for name in ALLOWED_FUNCTIONS if f"`{name}`" not in docs} == set()
+
+
+def test_the_allowed_functions_of_each_category_bind(table: Table) -> None:
+    bind_sql(
+        "SELECT CAST(floor(I) AS INTEGER) % 2 AS b, upper(left(CAST(A AS VARCHAR), 1)) AS s, "
+        "year(DATE '2020-01-01' + A) AS y, len(list_transform(range(3), lambda x: x + A)) AS n, "
+        "COALESCE(round(SUM(abs(I)), 1), 0) AS total FROM D "
+        "WHERE if(A > 0, regexp_matches(CAST(A AS VARCHAR), '[0-9]'), false) GROUP BY b, s, y, n",
+        table,
+    )
+
+
 def test_the_memory_bomb_in_having_is_refused_at_once(table: Table) -> None:
     started = time.monotonic()
     with pytest.raises(UnsupportedQueryError, match=r"range\(\) with the size 200000000"):
@@ -123,6 +185,10 @@ def test_the_connection_reads_no_file_and_cannot_be_reconfigured() -> None:
             connection.execute("SET memory_limit = '100GB'")
         with pytest.raises(duckdb.Error, match="locked"):
             connection.execute("SET enable_external_access = true")
+        # One time zone on every node, whatever the host's.
+        assert connection.execute("SELECT current_setting('TimeZone')").fetchone() == ("UTC",)
+        with pytest.raises(duckdb.Error, match="locked"):
+            connection.execute("SET TimeZone = 'Asia/Tokyo'")
 
 
 def test_an_extension_function_is_not_installed(table: Table) -> None:

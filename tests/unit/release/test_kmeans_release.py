@@ -126,3 +126,19 @@ def test_bad_bounds_are_refused_in_one_line(bounds) -> None:
     with pytest.raises(InvalidParameterError, match="bounds") as error:
         check_bounds(bounds, 2)
     assert "\n" not in str(error.value)
+
+
+def test_a_huge_release_epsilon_is_composed_by_the_sum_alone() -> None:
+    # Shares beyond what dp_accounting's pairs can represent (e^ε overflows): the sum holds.
+    from dpcomm.plan.privacy import account_plan
+    from dpcomm.release.compose import PLD_MAX_EPSILON, compose_release
+
+    release = bind_kmeans_release(
+        dpcomm.Laplace(1e9), [(-1.0, 1.0)] * 2, dimension=2, num_iterations=2
+    )
+    assert max(n.epsilon for n in release.noises) > PLD_MAX_EPSILON
+    program = KMeansProgram(np.zeros((20, 2)), 2, 2, initial=np.array([[0.0, 0.0], [1.0, 1.0]]))
+    plan = account_plan(program.plan, Scramblers(sampling_rate=0.5, batch_size=10), delta=1e-4)
+    both = compose_release(plan, release.noises)
+    assert both.composed_epsilon is None
+    assert both.epsilon == both.summed_epsilon == pytest.approx(plan.guarantee.epsilon + 1e9)

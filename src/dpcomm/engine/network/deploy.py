@@ -610,6 +610,7 @@ def published_result(spec: RoundSpec, outcome: GroupOutcome) -> dict[str, Any] |
             "why": ["the result node did not finish"],
             "errors": dict(outcome.errors),
         }
+    program.check_config()  # the SQL it runs is derived here, never taken from the config
     published = program.published(result_state(program, outcome))
     if published is None:
         return None

@@ -87,5 +87,6 @@ class Result:
 
 
 async def run_result(context: NodeContext) -> ResultOutcome:
-    """Run the result node."""
+    """Run the result node (refused first if its config's derived SQL is not its own)."""
+    context.program.check_config()
     return await Result(context).run()
