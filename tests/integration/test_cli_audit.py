@@ -145,6 +145,13 @@ def test_release_defaults_are_the_librarys():
     assert args.fault is None and args.seed == 0
 
 
+def test_release_audits_a_query_of_its_own_and_one_aggregate():
+    sql = "SELECT k, COUNT(*) AS n, MEDIAN(v) AS m FROM t GROUP BY k"
+    args = parse("audit", "release", "--sql", sql, "--aggregate", "MEDIAN")
+    assert (args.sql, args.aggregate) == (sql, "MEDIAN")
+    assert parse("audit", "release").sql == release_audit.RELEASE_AUDIT_SQL
+
+
 def test_release_bounds_take_a_negative_low_after_an_equals_sign():
     assert parse("audit", "release", "--bounds=-5:5").bounds == (-5.0, 5.0)
 
@@ -166,6 +173,17 @@ def test_release_bounds_take_a_negative_low_after_an_equals_sign():
         (["--confidence", "1"], "--confidence"),
         (["--delta", "1"], "--delta"),
         (["--fault", "no-shuffle"], "--fault"),
+        (["--fault", "quantile-add-remove"], "--fault"),  # the default SQL has no quantile
+        (
+            [
+                "--sql",
+                "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k",
+                "--fault",
+                "quantile-uncharged",
+            ],
+            "--fault",
+        ),
+        (["--aggregate", "MEDIAN"], "--aggregate"),
         (["--seed", "-1"], "--seed"),
     ],
 )

@@ -810,3 +810,19 @@ def quantile_worst_pairs(
                 if value > entry.delta:
                     entry.delta, entry.pair = value, (others, rows[i], rows[j])
     return worst, pairs
+
+
+def quantile_pair_delta(
+    instance: Instance,
+    others: tuple[tuple[int, int], ...],
+    rows: tuple[tuple[int, int], tuple[int, int]],
+    epsilon: float,
+    scale: float,
+) -> float:
+    """The exact δ at ``epsilon`` of one neighbouring pair: the other sources ``others``, row
+    0 ``rows[0]`` in D and ``rows[1]`` in D′ (as `quantile_worst_pairs` names a pair)."""
+    kernel = quantile_kernel(instance, scale)
+    law = JointLaw(instance)
+    base = law.others(others)
+    first, second = (with_quantile(law.table(base, row), kernel) for row in rows)
+    return hockey_stick(first, second, epsilon)

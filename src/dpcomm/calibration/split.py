@@ -54,8 +54,9 @@ from dpcomm.release.mechanisms import (
     ReleaseMechanism,
     Sensitivity,
     aggregate_sensitivity,
-    calibrate_noise,
 )
+from dpcomm.release.noise import calibrate_release_parts
+from dpcomm.release.quantile import QuantileNoise, expected_squared_error, quantile_distance
 from dpcomm.validation import check_delta, check_number
 
 ReleaseName = Literal["laplace", "gaussian"]
@@ -95,6 +96,10 @@ class ReleaseShape:
             ``aggregates``.
         uses: what each published value reads (the query's ``value_uses``), which sets the
             aggregates' shares of ε2 (`dpcomm.release.mechanisms.release_shares`).
+        quantiles: each released quantile (MEDIAN, QUANTILE_CONT): its output, α and public
+            candidates over its bounds (`dpcomm.release.quantile.candidate_grid`).
+        quantile_distances: the quantiles' d (`dpcomm.release.quantile.quantile_distance`)
+            for ``aggregates``' views and for traffic that delivers each tuple independently.
     """
 
     num_rows: int
@@ -104,27 +109,44 @@ class ReleaseShape:
     selection: tuple[str, float] | None = None
     independent_aggregates: tuple[tuple[str, ReleasedFunction, Sensitivity], ...] | None = None
     uses: tuple[tuple[tuple[str, float], ...], ...] = ()
+    quantiles: tuple[tuple[str, float, tuple[float, ...]], ...] = ()
+    quantile_distances: tuple[int, int] = (0, 0)
 
     def noises(
         self, mechanism: ReleaseMechanism, privacy: PlanGuarantee
-    ) -> tuple[AggregateNoise, ...]:
-        """The aggregates' noise for ``mechanism`` next to the traffic ``privacy`` accounts.
+    ) -> tuple[AggregateNoise | QuantileNoise, ...]:
+        """The aggregates' noise, then the quantiles', for ``mechanism`` beside ``privacy``.
 
-        The sensitivities are those of its countermeasures: ``aggregates`` where some cluster
-        runs scramblers with sampling, else ``independent_aggregates``.
+        As a run calibrates them (`dpcomm.release.noise.calibrate_release_parts`), next to
+        the traffic ``privacy`` accounts.
+
+        The sensitivities are those of its countermeasures: ``aggregates`` (and the first of
+        ``quantile_distances``) where some cluster runs scramblers with sampling, else
+        ``independent_aggregates`` (and the second).
         """
         blanket = any(shares_blanket(c.countermeasure) for c in privacy.clusters)
-        chosen = self.aggregates
-        if not blanket and self.independent_aggregates is not None:
-            chosen = self.independent_aggregates
-        return calibrate_noise(mechanism, chosen, shared_blanket=blanket, uses=self.uses)
+        chosen, distance = self.aggregates, self.quantile_distances[0]
+        if not blanket:
+            distance = self.quantile_distances[1]
+            if self.independent_aggregates is not None:
+                chosen = self.independent_aggregates
+        noises, quantiles = calibrate_release_parts(
+            mechanism, chosen, self.quantiles, distance, shared_blanket=blanket, uses=self.uses
+        )
+        return (*noises, *quantiles)
 
     def __post_init__(self) -> None:
         if self.num_rows < 1:
             raise InvalidParameterError("num_rows", "at least 1 row", self.num_rows)
-        if not self.aggregates or len(self.magnitudes) != len(self.aggregates):
+        if not (self.aggregates or self.quantiles) or len(self.magnitudes) != len(self.aggregates):
             raise InvalidParameterError(
-                "magnitudes", "one per released aggregate (at least one)", self.magnitudes
+                "magnitudes",
+                "one per released aggregate (at least one aggregate or quantile)",
+                self.magnitudes,
+            )
+        if self.quantiles and min(self.quantile_distances) < 1:
+            raise InvalidParameterError(
+                "quantile_distances", "two distances >= 1", self.quantile_distances
             )
         if not self.grouping_sets or any(k < 1 or t < 1 for k, t in self.grouping_sets):
             raise InvalidParameterError(
@@ -133,7 +155,10 @@ class ReleaseShape:
 
 
 def expected_relative_error(
-    shape: ReleaseShape, noises: Sequence[AggregateNoise], *, sampling_rate: float
+    shape: ReleaseShape,
+    noises: Sequence[AggregateNoise | QuantileNoise],
+    *,
+    sampling_rate: float,
 ) -> float:
     """The root mean square relative error of every released value (model beyond the paper).
 
@@ -143,24 +168,48 @@ def expected_relative_error(
     cell's value N m (m the row's typical magnitude) its mean squared error is
     (1 − P)² (the lost tuples' bias) + P (1 − P)/N (their variance, the Horvitz–Thompson
     variance of `dpcomm.pipeline.estimate` before division by P) + (s / (N m))² (the
-    noise's standard deviation s, `AggregateNoise.standard_deviation`). The mean is
-    over every released value (each key of each grouping set, each aggregate); the root is
-    returned. An AVG is the ratio of two such values.
+    noise's standard deviation s, `AggregateNoise.standard_deviation`). A released
+    quantile's is `_quantile_squared_error`. The mean is over every released value (each
+    key of each grouping set, each aggregate and quantile); the root is returned. An AVG is
+    the ratio of two such values.
     """
     total = 0.0
     cells = 0
-    for noise, magnitude in zip(noises, shape.magnitudes, strict=True):
-        for keys, num_targets in shape.grouping_sets:
-            rows = shape.num_rows / keys
-            arrives = delivery_probability(sampling_rate=sampling_rate, num_targets=num_targets)
+    counted = [n for n in noises if isinstance(n, AggregateNoise)]
+    quantiles = [n for n in noises if isinstance(n, QuantileNoise)]
+    for keys, num_targets in shape.grouping_sets:
+        rows = shape.num_rows / keys
+        arrives = delivery_probability(sampling_rate=sampling_rate, num_targets=num_targets)
+        for noise, magnitude in zip(counted, shape.magnitudes, strict=True):
             deviation = noise.standard_deviation
             relative_noise = 0.0 if deviation == 0.0 else deviation / (rows * magnitude)
             if math.isnan(relative_noise):  # a SUM of [0, 0] and no noise
                 relative_noise = 0.0
             squared = (1.0 - arrives) ** 2 + arrives * (1.0 - arrives) / rows
             total += keys * (squared + relative_noise**2)
-            cells += keys
+        for quantile in quantiles:
+            total += keys * _quantile_squared_error(quantile, rows, arrives)
+        cells += keys * (len(counted) + len(quantiles))
     return math.sqrt(total / cells)
+
+
+def _quantile_squared_error(noise: QuantileNoise, rows: float, arrives: float) -> float:
+    """A released quantile's mean squared error relative to its bounds' half-width (hi − lo)/2.
+
+    The mechanism's over the P N delivered values of a uniform column
+    (`dpcomm.release.quantile.expected_squared_error`: noise and the grid's rounding), plus
+    the delivered values' sampling error against the quantile of all N:
+    α (1 − α)(1 − P)/(P N) · (hi − lo)² (a sample quantile's variance, with the finite
+    population's correction, for a uniform density 1/(hi − lo)). Relative to the half-width,
+    as a K-means centroid's coordinate.
+    """
+    low, high = noise.candidates[0], noise.candidates[-1]
+    width = high - low
+    delivered = arrives * rows
+    error = expected_squared_error(noise, delivered)
+    if arrives < 1.0:
+        error += noise.alpha * (1.0 - noise.alpha) * (1.0 - arrives) / delivered * width**2
+    return error / (0.5 * width) ** 2
 
 
 def release_mechanism(name: ReleaseName, *, epsilon: float, delta: float) -> ReleaseMechanism:
@@ -252,18 +301,20 @@ def _largest_release(
     epsilon: float,
     delta: float,
     release_delta: float,
-) -> tuple[ReleaseMechanism, tuple[AggregateNoise, ...], ReleaseComposition]:
+) -> tuple[ReleaseMechanism, tuple[AggregateNoise | QuantileNoise, ...], ReleaseComposition]:
     """The largest ε2 whose release composed with ``privacy`` stays within (ε, δ)."""
 
     def evaluate(
         release_epsilon: float,
-    ) -> tuple[ReleaseMechanism, tuple[AggregateNoise, ...], ReleaseComposition]:
+    ) -> tuple[ReleaseMechanism, tuple[AggregateNoise | QuantileNoise, ...], ReleaseComposition]:
         mechanism = release_mechanism(name, epsilon=release_epsilon, delta=release_delta)
         noises = shape.noises(mechanism, privacy)
         if shape.selection is not None:  # the COUNT that selects keys also spends δ_sel
             output, selection_delta = shape.selection
             noises = tuple(
-                replace(n, selection_delta=selection_delta) if n.output == output else n
+                replace(n, selection_delta=selection_delta)
+                if isinstance(n, AggregateNoise) and n.output == output
+                else n
                 for n in noises
             )
         return mechanism, noises, compose_release(privacy, noises)
@@ -471,13 +522,6 @@ def release_shape(program: Any) -> ReleaseShape:
 
     release = program.release
     query = program.query
-    if release.quantiles:
-        raise InvalidParameterError(
-            "sql",
-            "a query without MEDIAN or quantiles when calibrating (run it with a release of "
-            "your own ε2 instead)",
-            ", ".join(query.output_label(q.output) for q in release.quantiles),
-        )
     clamps = {name: (low, high) for name, _, low, high in query.clamps}
     outputs = {o.name: o for o in query.outputs}
     magnitudes = []
@@ -521,6 +565,11 @@ def release_shape(program: Any) -> ReleaseShape:
         grouping_sets=grouping_sets,
         selection=None if selection is None else (selection.count_output, selection.delta),
         uses=query.value_uses,
+        quantiles=tuple((q.output, q.alpha, q.candidates) for q in release.quantiles),
+        quantile_distances=(
+            quantile_distance(query.grouping_sets, release.views),
+            quantile_distance(query.grouping_sets, ["own-row"] * len(query.grouping_sets)),
+        ),
     )
 
 

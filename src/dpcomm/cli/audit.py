@@ -157,8 +157,10 @@ def command_audit(args: argparse.Namespace) -> int:
     return _verdict(report, report_dict if args.json else None, _print)
 
 
-def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
-    """The release audit's report as JSON-ready data."""
+def release_report_dict(
+    report: ReleaseAuditReport, *, sql: str = RELEASE_AUDIT_SQL
+) -> dict[str, Any]:
+    """The release audit's report as JSON-ready data (``sql``: the audited query)."""
     neighbours = report.neighbours
     chosen = neighbours.pair.name
     document: dict[str, Any] = json_ready(
@@ -175,8 +177,9 @@ def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
             },
             "num_targets": report.num_targets,
             "bounds": list(neighbours.bounds),
-            "sql": RELEASE_AUDIT_SQL,
+            "sql": sql,
             "fault": report.fault,
+            "aggregate": report.aggregate,
             "runs_per_table": report.runs,
             "confidence": report.confidence,
             "delta": report.delta,
@@ -209,7 +212,7 @@ def release_report_dict(report: ReleaseAuditReport) -> dict[str, Any]:
     return document
 
 
-def _print_release(report: ReleaseAuditReport) -> None:
+def _print_release(report: ReleaseAuditReport, *, sql: str = RELEASE_AUDIT_SQL) -> None:
     countermeasure = report.countermeasure
     neighbours = report.neighbours
     release = report.release
@@ -219,11 +222,18 @@ def _print_release(report: ReleaseAuditReport) -> None:
     verdict = "PASS" if report.passed else "FAIL"
     print("Audit of traffic and noisy release together")
     print(f"traffic: {countermeasure.describe()}, T={report.num_targets} compute nodes")
-    print(f"release: {release.name.capitalize()}, {budget}, of {RELEASE_AUDIT_SQL}")
+    print(f"release: {release.name.capitalize()}, {budget}, of {sql}")
     for aggregate, scale in report.noise_scales:
         print(f"  {aggregate}: noise scale {scale:.4g}")
     if report.fault != "none":
-        print(f"seeded fault: {report.fault} (claims the declared guarantee)")
+        claims = (
+            "claims the traffic and the other aggregates alone"
+            if report.fault == "quantile-uncharged"
+            else "claims the declared guarantee"
+        )
+        print(f"seeded fault: {report.fault} ({claims})")
+    if report.aggregate is not None:
+        print(f"observed: the traffic and {report.aggregate} alone")
     print(
         f"runs: {report.runs:,} per table (half choose the pair and events, half estimate "
         f"them), {report.seconds:.1f} s"
@@ -268,11 +278,27 @@ def command_audit_release(args: argparse.Namespace) -> int:
         runs=args.runs,
         confidence=args.confidence,
         delta=args.delta,
+        sql=args.sql,
         fault="none" if args.fault is None else args.fault,
+        aggregate=_aggregate(args.aggregate),
         rng=args.seed,
         progress=not args.json and show_progress(args),
     )
-    return _verdict(report, release_report_dict if args.json else None, _print_release)
+
+    def as_json(audited: ReleaseAuditReport) -> dict[str, Any]:
+        return release_report_dict(audited, sql=args.sql)
+
+    def printer(audited: ReleaseAuditReport) -> None:
+        _print_release(audited, sql=args.sql)
+
+    return _verdict(report, as_json if args.json else None, printer)
+
+
+def _aggregate(text: str | None) -> int | str | None:
+    """``--aggregate``: an index in the report's noise scales, or the start of one of them."""
+    if text is None:
+        return None
+    return int(text) if text.isdigit() else text
 
 
 def kmeans_report_dict(report: KMeansAuditReport) -> dict[str, Any]:
@@ -569,13 +595,29 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         "--confidence", type=float, default=0.95, help="confidence of the lower bound"
     )
     parser.add_argument(
+        "--sql",
+        default=RELEASE_AUDIT_SQL,
+        help=f"the released query over t(k, v), grouped by k alone (default {RELEASE_AUDIT_SQL!r}; "
+        "e.g. 'SELECT k, COUNT(*) AS n, MEDIAN(v) AS m FROM t GROUP BY k' for the quantile faults)",
+    )
+    parser.add_argument(
+        "--aggregate",
+        metavar="A",
+        help="observe the traffic and one released aggregate alone, against the claim for that "
+        "view: its index among the noise scales printed, or the start of its description "
+        "(e.g. MEDIAN)",
+    )
+    parser.add_argument(
         "--fault",
         choices=list(RELEASE_FAULT_KINDS),
         help="inject a seeded fault (the faulty program still claims the declared guarantee): "
         "old-sensitivity, the release's sensitivity computed as if each tuple arrived "
         "independently of the others; centred-own-row, likewise for centred sums only (a "
         "query with COUNT(v) or AVG(v) beside SUM(v), bounds with a midpoint other than 0); "
-        "quantile-own-row, likewise for MEDIAN and QUANTILE_CONT only",
+        "quantile-own-row, likewise for MEDIAN and QUANTILE_CONT only; quantile-add-remove, "
+        "those calibrated to one value per grouping set; quantile-uncharged, "
+        "the quantiles drawn but left out of the composition (claims the traffic and the "
+        "other aggregates alone; needs a COUNT or SUM beside the quantile)",
     )
     parser.add_argument(
         "--seed",

@@ -33,7 +33,13 @@ FAULT_KINDS: tuple[str, ...] = (
     "lower-sampling",
     "fewer-dummies",
 )
-RELEASE_FAULT_KINDS: tuple[str, ...] = ("old-sensitivity", "centred-own-row", "quantile-own-row")
+RELEASE_FAULT_KINDS: tuple[str, ...] = (
+    "old-sensitivity",
+    "centred-own-row",
+    "quantile-own-row",
+    "quantile-add-remove",
+    "quantile-uncharged",
+)
 
 #: `dpcomm.experiments.release_audit`'s default configuration: its query, T, the scrambler
 #: (σ, n, d), the release (Laplace ε2), the traffic's δ, the clamping bounds and the runs.

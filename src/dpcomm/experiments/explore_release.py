@@ -171,7 +171,9 @@ def release_numbers(settings: ExplorerSettings, release: ReleaseSettings) -> Rel
         traffic_epsilon=privacy.guarantee.epsilon,
         report=release_report(program, privacy),
         expected_relative_error=expected_relative_error(
-            release_shape(program), program.release.noises, sampling_rate=settings.sampling_rate
+            release_shape(program),
+            (*program.release.noises, *program.release.quantiles),
+            sampling_rate=settings.sampling_rate,
         ),
     )
 

@@ -68,7 +68,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -155,6 +155,8 @@ RELEASE_FAULT_KINDS: tuple[str, ...] = (
     "old-sensitivity",
     "centred-own-row",
     "quantile-own-row",
+    "quantile-add-remove",
+    "quantile-uncharged",
 )
 
 
@@ -369,12 +371,25 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
     scramblers with sampling), at their own share of ε; the other aggregates keep their
     noise. Refused for a query without a quantile.
 
+    ``quantile-add-remove``: likewise, the quantiles calibrated to d = 1 per grouping set, a
+    row taken as one value added or removed (OpenDP's default relation, the release alone),
+    against 2 (the row's replacement) or 3 (and one other source's value) per grouping set.
+
+    ``quantile-uncharged``: the quantiles drawn as the library draws them, but left out of
+    the release's composition (`_UnchargedQuantiles`: ``charged`` holds the noisy COUNTs and
+    SUMs only), as a consumer that composes ``release.noises`` rather than
+    ``release.charged`` would: the report, a budget's charge and the claim count the traffic
+    and the other aggregates alone. This fault's claim is therefore not the declared one but
+    what the faulty program reports. Refused for a query without a quantile, or without a
+    noisy COUNT or SUM beside it.
+
     ``centred-own-row``: only the centred sums (a query releasing COUNT(v) beside SUM(v), or
     AVG(v), with bounds whose midpoint is not 0) calibrated as if only the replaced row moved
     (``own-row``: hi − lo, against 1.5 (hi − lo) under scramblers with sampling); the other
     aggregates keep their noise. Refused for a query without a centred sum.
     """
     from dpcomm.release.noise import _released_aggregates
+    from dpcomm.release.quantile import quantile_distance
 
     if kind not in RELEASE_FAULT_KINDS:
         raise InvalidParameterError("fault", f"one of {', '.join(RELEASE_FAULT_KINDS)}", kind)
@@ -385,7 +400,20 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
         )
     views: list[JointView] = ["own-row"] * len(program.query.grouping_sets)
     if kind == "quantile-own-row":
-        return _quantiles_own_row(program, release, views)
+        return _quantiles_at(
+            program, release, quantile_distance(program.query.grouping_sets, views)
+        )
+    if kind == "quantile-add-remove":
+        return _quantiles_at(program, release, len(program.query.grouping_sets))
+    if kind == "quantile-uncharged":
+        if not (release.quantiles and release.noises):
+            raise InvalidParameterError(
+                "fault",
+                "a query with MEDIAN or QUANTILE_CONT beside a noisy COUNT or SUM (the "
+                "composition needs one)",
+                kind,
+            )
+        return replace(program, release=_UnchargedQuantiles(**_fields_of(release)), _released={})
     noises = calibrate_noise(
         release.mechanism,
         _released_aggregates(program.query, views),
@@ -407,15 +435,30 @@ def seeded_release_fault(program: AggregateProgram, kind: str) -> AggregateProgr
     return replace(program, release=replace(release, noises=noises), _released={})
 
 
-def _quantiles_own_row(
-    program: AggregateProgram, release: Release, views: Sequence[JointView]
-) -> AggregateProgram:
-    """``program`` whose quantiles are calibrated to the ``own-row`` d (`seeded_release_fault`)."""
-    from dpcomm.release.quantile import calibrate_quantile, quantile_distance
+@dataclass(frozen=True)
+class _UnchargedQuantiles(Release):
+    """A release whose quantiles are drawn but not composed (``quantile-uncharged``)."""
+
+    @property
+    def charged(self) -> tuple[AggregateNoise, ...]:
+        """The noisy COUNTs and SUMs only: the quantiles' (ε_i, δ_i) left out (the fault)."""
+        return self.noises
+
+
+def _fields_of(release: Release) -> dict[str, Any]:
+    """``release``'s fields by name (to rebuild it as another class)."""
+    return {f.name: getattr(release, f.name) for f in fields(release)}
+
+
+def _quantiles_at(program: AggregateProgram, release: Release, distance: int) -> AggregateProgram:
+    """``program`` whose quantiles are calibrated to the faulty d ``distance``.
+
+    Each at its own share of ε (`seeded_release_fault`).
+    """
+    from dpcomm.release.quantile import calibrate_quantile
 
     if not release.quantiles:
         raise InvalidParameterError("fault", "a query with MEDIAN or QUANTILE_CONT", "none")
-    distance = quantile_distance(program.query.grouping_sets, views)
     quantiles = tuple(
         calibrate_quantile(
             q.output,
@@ -1134,7 +1177,9 @@ def _observed_claim(
     alone, calibrated to the same joint sensitivity (the row's change and one other source's
     tuple delivered in one world only), at its own (ε_i, δ_i); the joint theorem
     (docs/accounting.md, "The joint view: theorem and proof", and "Centred sums") holds for
-    any set of released aggregates, that one alone included.
+    any set of released aggregates, that one alone included. A quantile its release does not
+    charge (the seeded fault ``quantile-uncharged``) is claimed at the traffic's guarantee
+    alone: what the faulty program accounts for it.
     """
     from dpcomm.release.compose import ReleaseComposition, compose_release
 
@@ -1163,7 +1208,19 @@ def _observed_claim(
             aggregate,
         )
     index = matches[0]
-    return (index,), compose_release(privacy, [program.release.charged[index]])
+    charged = program.release.charged
+    if index >= len(charged):  # a quantile the release leaves uncharged (quantile-uncharged)
+        traffic = privacy.guarantee
+        alone = ReleaseComposition(
+            release_epsilon=0.0,
+            release_delta=0.0,
+            composed_epsilon=traffic.epsilon,
+            summed_epsilon=traffic.epsilon,
+            epsilon=traffic.epsilon,
+            delta=traffic.delta,
+        )
+        return (index,), alone
+    return (index,), compose_release(privacy, [charged[index]])
 
 
 def _route_layout(program: AggregateProgram) -> bytes:

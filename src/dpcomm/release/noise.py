@@ -51,6 +51,7 @@ from dpcomm.release.mechanisms import (
     ReleaseMechanism,
     SelectionDistances,
     Sensitivity,
+    ValueUses,
     aggregate_sensitivity,
     calibrate_noise,
     centred_sum_sensitivity,
@@ -394,27 +395,54 @@ def _calibrated(
 ) -> tuple[tuple[AggregateNoise, ...], tuple[QuantileNoise, ...]]:
     """The noise of each COUNT and SUM and the mechanism of each quantile of ``bound``.
 
-    The release's ε is split among all of them (`release_shares`; a quantile's value reads
-    only itself, so it weighs as one value of its own), δ equally (a quantile spends none of
-    its share: pure ε). A quantile's d is `quantile_distance` of ``views``.
+    `calibrate_release_parts` of its aggregates (sensitivities of ``views``), its
+    quantiles (each over `candidate_grid` of its bounds) and their d (`quantile_distance`).
     """
-    aggregates = _released_aggregates(bound, views)
-    distance = quantile_distance(bound.grouping_sets, views)
-    placeholders = [(q[0], "count", Sensitivity(distance, distance)) for q in bound.quantiles]
+    quantiles = tuple(
+        (carrier, alpha, candidate_grid(low, high, len(bins)))
+        for carrier, _, low, high, alpha, bins in bound.quantiles
+    )
+    return calibrate_release_parts(
+        mechanism,
+        _released_aggregates(bound, views),
+        quantiles,
+        quantile_distance(bound.grouping_sets, views),
+        shared_blanket=shared_blanket,
+        uses=bound.value_uses,
+    )
+
+
+def calibrate_release_parts(
+    mechanism: ReleaseMechanism,
+    aggregates: Sequence[tuple[str, ReleasedFunction, Sensitivity]],
+    quantiles: Sequence[tuple[str, float, tuple[float, ...]]],
+    distance: int,
+    *,
+    shared_blanket: bool,
+    uses: ValueUses,
+) -> tuple[tuple[AggregateNoise, ...], tuple[QuantileNoise, ...]]:
+    """The noise of each COUNT and SUM and the mechanism of each quantile of a release.
+
+    ``quantiles``: each one's output, α and candidates; ``distance``: their d. The release's
+    ε is split among all of them (`release_shares`; a quantile's value reads only itself, so
+    it weighs as one value of its own), δ equally (a quantile spends none of its share: pure
+    ε). A run (`bind_release`) and `dpcomm.calibrate`'s error model calibrate through it.
+    """
+    placeholders = [(q[0], "count", Sensitivity(distance, distance)) for q in quantiles]
     everything: list[tuple[str, ReleasedFunction, Sensitivity]] = [
         *aggregates,
         *placeholders,  # type: ignore[list-item]
     ]
     if not everything:
         raise InvalidParameterError("release", "a query with COUNT, SUM or a quantile", "none")
-    shares = release_shares(mechanism, everything, bound.value_uses)
+    shares = release_shares(mechanism, everything, uses)
     parts = len(everything)
     noises = (
         calibrate_noise(
             mechanism,
             aggregates,
             shared_blanket=shared_blanket,
-            uses=bound.value_uses,
+            uses=uses,
             shares=shares[: len(aggregates)],
             parts=parts,
         )
@@ -422,21 +450,21 @@ def _calibrated(
         else ()
     )
     delta_share = mechanism.delta / parts
-    quantiles = tuple(
+    calibrated = tuple(
         calibrate_quantile(
-            carrier,
+            output,
             share,
             alpha,
-            candidate_grid(low, high, len(bins)),
+            candidates,
             distance,
             delta_share,
             shared_blanket=shared_blanket,
         )
-        for (carrier, _, low, high, alpha, bins), share in zip(
-            bound.quantiles, shares[len(aggregates) :], strict=True
+        for (output, alpha, candidates), share in zip(
+            quantiles, shares[len(aggregates) :], strict=True
         )
     )
-    return noises, quantiles
+    return noises, calibrated
 
 
 def _key_domains(
@@ -1001,6 +1029,7 @@ __all__ = [
     "KeySelection",
     "Release",
     "bind_release",
+    "calibrate_release_parts",
     "noisy_program",
     "release_from_spec",
     "release_spec",

@@ -227,7 +227,7 @@ def released_quantiles(noise: QuantileNoise, counts: Sequence[int], draws: int) 
     return [float(measurement(values)) for _ in range(draws)]
 
 
-def quantile_scores(counts: Sequence[int], alpha: float) -> npt.NDArray[np.float64]:
+def quantile_scores(counts: Sequence[float], alpha: float) -> npt.NDArray[np.float64]:
     """Each candidate's score |(1 − α)·#{x < c_i} − α·#{x > c_i}| from the bins' counts."""
     array = np.asarray(counts, dtype=np.float64)
     below = np.concatenate([[0.0], np.cumsum(array)])  # below[j]: values in bins < j
@@ -239,27 +239,51 @@ def quantile_scores(counts: Sequence[int], alpha: float) -> npt.NDArray[np.float
     )
 
 
-def quantile_law(counts: Sequence[int], alpha: float, scale: float) -> npt.NDArray[np.float64]:
+def quantile_law(counts: Sequence[float], alpha: float, scale: float) -> npt.NDArray[np.float64]:
     """The exact law of the released candidate: report noisy min with exponential noise.
 
     With u_i = −(score_i − min score)/s and a_i = e^{u_i} ≤ 1, candidate i wins with
     probability ∫_0^1 a_i Π_{j≠i} (1 − a_j y) dy (the noisy utilities u_i + Exp(1) compared,
-    y = e^{−x}): a polynomial integrated exactly. Used for exact privacy checks.
+    y = e^{−x}): a polynomial of degree k − 1 in y, integrated exactly by Gauss–Legendre
+    quadrature with ⌈k/2⌉ nodes (exact up to degree k). Used for exact privacy checks and
+    for `expected_squared_error`.
     """
-    from numpy.polynomial import polynomial
-
     if len(counts) > 2 * 64 - 1:
         raise InvalidParameterError("counts", "the bins of at most 64 candidates", len(counts))
     scores = quantile_scores(counts, alpha)
     weights = np.exp(-(scores - scores.min()) / scale)
-    law = np.empty(weights.size)
-    for i, weight in enumerate(weights):
-        poly = np.array([weight])
-        for j, other in enumerate(weights):
-            if j != i:
-                poly = polynomial.polymul(poly, [1.0, -other])
-        law[i] = polynomial.polyval(1.0, polynomial.polyint(poly))
-    return law
+    nodes, node_weights = np.polynomial.legendre.leggauss(max(1, (weights.size + 1) // 2))
+    y = 0.5 * (nodes + 1.0)  # on (0, 1): every factor 1 − a_j y is > 0
+    factors = 1.0 - np.outer(weights, y)  # (candidates, nodes)
+    products = np.prod(factors, axis=0) / factors  # Π_{j≠i}, node by node
+    return np.asarray(weights * (products @ (0.5 * node_weights)), dtype=np.float64)
+
+
+def expected_squared_error(noise: QuantileNoise, count: float) -> float:
+    """E[(released − q)²] for a cell of ``count`` values spread evenly over [lo, hi].
+
+    A model of public quantities only (`dpcomm.calibrate`'s error model): the values fill
+    the open bins between the candidates equally (``count`` / (k − 1) each, a uniform
+    column), so the true α-quantile is q = lo + α (hi − lo); the released candidate's law is
+    the mechanism's exact one (`quantile_law`) at the scale s. A column's true quantile lies
+    anywhere between two candidates: the grid's rounding, step²/12, is added. With no values
+    every candidate scores 0 (the law is uniform).
+
+    Examples:
+        >>> noise = calibrate_quantile("m", 1.0, 0.5, candidate_grid(0.0, 10.0, 11), 3)
+        >>> round(expected_squared_error(noise, 1000.0) ** 0.5, 3)
+        0.289
+    """
+    if not (count >= 0.0 and math.isfinite(count)):
+        raise InvalidParameterError("count", "a finite number of values >= 0", count)
+    candidates = np.asarray(noise.candidates)
+    low, high = candidates[0], candidates[-1]
+    counts = np.zeros(2 * candidates.size - 1)
+    counts[1::2] = count / (candidates.size - 1)
+    law = quantile_law(counts.tolist(), noise.alpha, noise.scale)
+    target = low + noise.alpha * (high - low)
+    rounding = float(high - low) ** 2 / (candidates.size - 1) ** 2 / 12.0
+    return float(np.dot(law, (candidates - target) ** 2)) + rounding
 
 
 __all__ = [
@@ -270,6 +294,7 @@ __all__ = [
     "calibrate_quantile",
     "candidate_grid",
     "check_alpha",
+    "expected_squared_error",
     "quantile_distance",
     "quantile_law",
     "quantile_measurement",

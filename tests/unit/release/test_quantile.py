@@ -11,7 +11,9 @@ from dpcomm.release.quantile import (
     bin_of,
     calibrate_quantile,
     candidate_grid,
+    expected_squared_error,
     quantile_distance,
+    quantile_law,
     quantile_measurement,
     quantile_scores,
     released_quantile,
@@ -78,3 +80,27 @@ def test_grid_and_composition():
         candidate_grid(0.0, 1.0, 1)
     noise = calibrate_quantile("m", 1.0, 0.5, candidate_grid(0.0, 1.0, 3), 3)
     assert release_pld([noise]) is not None
+
+
+def test_expected_error_of_the_model_column():
+    """No values: every candidate equally likely; many: the grid's rounding alone; between:
+    the exact law's error, falling with the cell's size and growing with the noise."""
+    candidates = candidate_grid(0.0, 8.0, 9)
+    noise = calibrate_quantile("m", 1.0, 0.25, candidates, 3)
+    rounding = 1.0 / 12.0
+    uniform = sum((c - 2.0) ** 2 for c in candidates) / 9 + rounding
+    assert expected_squared_error(noise, 0.0) == pytest.approx(uniform, rel=1e-12)
+    assert expected_squared_error(noise, 1e6) == pytest.approx(rounding, rel=1e-9)
+    errors = [expected_squared_error(noise, n) for n in (5.0, 20.0, 80.0)]
+    assert errors[0] > errors[1] > errors[2] > rounding
+    louder = calibrate_quantile("m", 0.5, 0.25, candidates, 3)
+    assert expected_squared_error(louder, 20.0) > errors[1]
+    with pytest.raises(InvalidParameterError, match="count"):
+        expected_squared_error(noise, -1.0)
+
+
+def test_the_law_sums_to_one_and_favours_the_true_quantile():
+    counts = [0, 3, 0, 1, 0, 4, 0, 0, 2]
+    law = quantile_law(counts, 0.5, 0.7)
+    assert law.sum() == pytest.approx(1.0, abs=1e-12)
+    assert int(law.argmax()) == int(quantile_scores(counts, 0.5).argmin())

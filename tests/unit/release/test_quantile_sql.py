@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -116,12 +118,43 @@ def test_the_quantile_is_composed_and_rebound(table):
     assert report.composed_epsilon is not None and report.epsilon == pytest.approx(1.0)
 
 
-def test_calibrate_refuses_quantiles(table):
-    with pytest.raises(InvalidParameterError, match="MEDIAN"):
-        dpcomm.calibrate(
-            "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k", table, epsilon=2.0, delta=1e-4,
-            release="laplace", bounds=BOUNDS, keys=KEYS, max_messages=10_000,
-        )  # fmt: skip
+def test_calibrate_plans_a_median_and_its_error(table):
+    """calibrate splits ε between traffic and a release with a MEDIAN: the quantile's
+    expected error (its scale and candidates) is in the model the split minimises, and the
+    run reports the planned guarantee."""
+    from dpcomm.calibration.split import expected_relative_error
+
+    sql = "SELECT k, COUNT(*) AS n, MEDIAN(v) AS m FROM t GROUP BY k"
+    options = {"bounds": BOUNDS, "keys": KEYS}
+    calibration = dpcomm.calibrate(
+        sql, table, epsilon=2.0, delta=1e-4, release="laplace", max_messages=500, **options
+    )
+    split = calibration.split
+    assert split is not None and calibration.release is not None
+    ((output, alpha, candidates),) = split.shape.quantiles
+    assert alpha == 0.5 and (candidates[0], candidates[-1], len(candidates)) == (0.0, 32.0, 33)
+    assert 0.05 < split.chosen.traffic_share < 0.95  # flooding is over the load limit
+    program = noisy_program(
+        sql, table, release=calibration.release, countermeasure=calibration.countermeasure,
+        **options,
+    )  # fmt: skip
+    assert program.release is not None
+    (median,) = program.release.quantiles
+    assert median.output == output
+    noises = (*program.release.noises, median)
+    rate = calibration.countermeasure.sampling_rate
+    assert expected_relative_error(split.shape, noises, sampling_rate=rate) == pytest.approx(
+        split.expected_relative_error, rel=1e-9
+    )
+    louder = (*program.release.noises, replace(median, scale=median.scale / 4))
+    assert expected_relative_error(split.shape, louder, sampling_rate=rate) < (
+        split.expected_relative_error
+    )  # the median's noise weighs in the model
+    run = dpcomm.run_sql(sql, table, countermeasure=calibration, seed=1)
+    report = run.report.release
+    assert report is not None
+    assert report.epsilon_total == split.composition.epsilon <= 2.0
+    assert {row["k"] for row in run.rows} == {"a", "b"}
 
 
 def test_the_audit_runs_a_median_and_its_seeded_fault(table):
@@ -140,9 +173,32 @@ def test_the_audit_runs_a_median_and_its_seeded_fault(table):
     (right,), (fault,) = program.release.quantiles, wrong.release.quantiles
     assert (right.distance, fault.distance) == (3, 2) and fault.epsilon == right.epsilon
     assert fault.scale == pytest.approx(right.scale * 2 / 3)
+    (one,) = seeded_release_fault(program, "quantile-add-remove").release.quantiles
+    assert one.distance == 1 and one.scale == pytest.approx(right.scale / 3)
     counting = noisy_program(
         "SELECT k, COUNT(*) AS n FROM t GROUP BY k", table,
         release=dpcomm.Laplace(1.0), keys=KEYS, num_targets=2,
     )  # fmt: skip
     with pytest.raises(InvalidParameterError, match="MEDIAN"):
         seeded_release_fault(counting, "quantile-own-row")
+
+
+def test_the_uncharged_quantile_fault_claims_the_count_alone(table):
+    """``quantile-uncharged``: the median drawn as before, its share left out of the claim."""
+    from dpcomm.experiments.release_audit import seeded_release_fault
+
+    sql = "SELECT k, COUNT(*) AS n, MEDIAN(v) AS m FROM t GROUP BY k"
+    program = noisy_program(
+        sql, table, num_targets=2, release=dpcomm.Laplace(2.0), bounds=BOUNDS, keys=KEYS
+    )
+    wrong = seeded_release_fault(program, "quantile-uncharged")
+    assert wrong.release.quantiles == program.release.quantiles
+    assert wrong.release.charged == program.release.noises
+    privacy = simulate(program, dpcomm.LocalFlooding(sampling_rate=0.0), delta=1e-4, seed=1).privacy
+    assert release_report(wrong, privacy).epsilon == pytest.approx(1.0)  # the COUNT's share
+    median = noisy_program(
+        "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k", table,
+        num_targets=2, release=dpcomm.Laplace(2.0), bounds=BOUNDS, keys=KEYS,
+    )  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="beside a noisy COUNT"):
+        seeded_release_fault(median, "quantile-uncharged")
