@@ -622,7 +622,7 @@ def _rest_sensitivity(whole: Sensitivity, distances: SelectionDistances) -> Sens
 
 
 def _opendp() -> Any:
-    import opendp.prelude as dp
+    from dpcomm.release import opendp_core as dp
 
     dp.enable_features("contrib")
     return dp

@@ -147,7 +147,7 @@ class QuantileNoise(NoiseShare):
 @functools.lru_cache(maxsize=64)
 def quantile_measurement(candidates: tuple[float, ...], alpha: float, scale: float) -> Any:
     """OpenDP's ``make_private_quantile`` (pure ε) on vectors of floats, ``scale`` s."""
-    import opendp.prelude as dp
+    from dpcomm.release import opendp_core as dp
 
     dp.enable_features("contrib")
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))

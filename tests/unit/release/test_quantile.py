@@ -49,7 +49,7 @@ def test_bins_keep_the_scores():
     ]
     clamped = [min(max(v, 0.0), 4.0) for v in values]
     for alpha in (0.5, 0.25):
-        import opendp.prelude as dp
+        from dpcomm.release import opendp_core as dp
 
         dp.enable_features("contrib")
         domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
