@@ -44,7 +44,6 @@ from dpcomm.engine.network.pki import CertificateAuthority, issue_many
 from dpcomm.engine.network.records import GroupOutcome, WorkerReport, decode, encode
 from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.run import prepare
-from dpcomm.queries.program import public_program
 
 DELAY_SECONDS, JITTER_SECONDS, LOSS = 0.100, 0.030, 0.01
 
@@ -329,7 +328,7 @@ def run_on_hosts(
     started = time.perf_counter()
     prepared = prepare(program, countermeasure, delta=1e-4)
     spec = RoundSpec.create(
-        public_program(program),
+        program,
         countermeasure,
         seed=seed,
         idle_seconds=idle_seconds,

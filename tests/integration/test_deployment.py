@@ -25,7 +25,6 @@ from dpcomm.plan import Scramblers, account_plan
 from dpcomm.queries.aggregate import AggregateProgram
 from dpcomm.queries.groupby import compare_results, reference_result
 from dpcomm.queries.kmeans import KMeansProgram
-from dpcomm.queries.program import public_program
 
 SQL = (
     "SELECT g1, g2, COUNT(*), AVG(m1), SUM(m2), MIN(m1) FROM synthetic "
@@ -57,7 +56,7 @@ def clean():
 def test_configs_round_trip_and_carry_only_public_parameters():
     program = program_of(20)
     spec = RoundSpec.create(
-        public_program(program),
+        program,
         COUNTERMEASURE,
         round_id=7,
         seed=None,

@@ -48,7 +48,6 @@ from dpcomm.engine.network.wire import (
 )
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
-from dpcomm.queries.program import public_program
 
 HOST = "127.0.0.1"
 SERVER = "scrambler-(A)-3"
@@ -354,7 +353,7 @@ def test_a_round_completes_while_a_peer_attacks_the_coordinator(tmp_path):
         num_targets=3,
     )
     spec = RoundSpec.create(
-        public_program(program),
+        program,
         Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2),
         round_id=11,
         seed=5,

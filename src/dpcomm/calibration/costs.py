@@ -107,6 +107,20 @@ def request_plan(
     )
 
 
+def requested_plan(request: PlanRequest, num_sources: int) -> ExecutionPlan:
+    """`request_plan` of the request's workload, T, G or I and free grouping sets, on S_t sources.
+
+    ``num_sources``: S_t, the sources a candidate recruits (the request's S or more).
+    """
+    return request_plan(
+        workload=request.workload,
+        num_sources=num_sources,
+        num_targets=request.num_targets,
+        num_clusters=request.num_clusters,
+        free_clusters=request.free_clusters,
+    )
+
+
 def _first_flow(workload: Workload) -> str:
     """The data-dependent flow of the first cluster of `request_plan`."""
     return "grouping set 1" if workload == "aggregate" else kmeans_flow(1)

@@ -20,7 +20,7 @@ from dpcomm.calibration.advice import (
     too_many_messages,
 )
 from dpcomm.calibration.configuration import PlanCandidate
-from dpcomm.calibration.costs import costs_for, request_plan, utility_for
+from dpcomm.calibration.costs import costs_for, requested_plan, utility_for
 from dpcomm.calibration.feasibility import FINAL_INTERVAL, SEARCH_INTERVAL, Feasibility
 from dpcomm.calibration.pareto import order_key, pareto_front
 from dpcomm.calibration.request import (
@@ -109,18 +109,12 @@ def _verified(found: Found, search_check: Feasibility, final_check: Feasibility)
 def planned_privacy(request: PlanRequest, candidate: PlanCandidate) -> PlanGuarantee:
     """`dpcomm.plan.account_plan` of ``candidate`` on the plan of S_t sources at δ.
 
-    Accounted on the plan of S_t sources (`dpcomm.calibration.costs.request_plan`) with
+    Accounted on the plan of S_t sources (`dpcomm.calibration.costs.requested_plan`) with
     ``delta`` the whole plan's δ: the very number ``dpcomm run --delta δ`` reports for this
     configuration on S_t rows (the accountant's ε is the least of its PLD composition and basic
     composition, each at least as loose as the planner's check, so it is at most the target).
     """
-    plan = request_plan(
-        workload=request.workload,
-        num_sources=candidate.num_sources,
-        num_targets=request.num_targets,
-        num_clusters=request.num_clusters,
-        free_clusters=request.free_clusters,
-    )
+    plan = requested_plan(request, candidate.num_sources)
     return account_plan(plan, candidate.configuration.countermeasure, delta=request.delta)
 
 

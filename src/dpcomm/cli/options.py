@@ -191,30 +191,13 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
     ``--release``, ``--release-epsilon``, ``--release-delta``, ``--consistent-totals``,
     ``--bounds``, ``--keys`` and ``--key-selection-delta``.
     """
-    parser.add_argument(
-        "--release",
-        choices=["laplace", "gaussian"],
-        default=None,
-        help="release the result with noise drawn by OpenDP at the result node (central "
-        "DP on top of the traffic's): COUNT, SUM and AVG only; needs --keys for every "
+    add_release_noise_options(
+        parser,
+        release_help="release the result with noise drawn by OpenDP at the result node "
+        "(central DP on top of the traffic's): COUNT, SUM and AVG only; needs --keys for every "
         "grouping column (or --key-selection-delta) and --bounds for every column a SUM "
         "or AVG reads",
-    )
-    parser.add_argument(
-        "--release-epsilon",
-        type=float,
-        default=None,
-        metavar="E",
-        help="with --release: ε of the release, split among its aggregates to minimise the "
-        "published values' expected error "
-        f"(default {DEFAULT_RELEASE_EPSILON:g})",
-    )
-    parser.add_argument(
-        "--release-delta",
-        type=float,
-        default=None,
-        metavar="D",
-        help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
+        split_help="split among its aggregates to minimise the published values' expected error",
     )
     parser.add_argument(
         "--consistent-totals",
@@ -231,6 +214,34 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         selection_help="with --release: select the keys of grouping sets whose columns have no "
         "--keys by OpenDP's threshold on their noisy count, at δ = D (added to the "
         "release's δ; e.g. 1e-6)",
+    )
+
+
+def add_release_noise_options(
+    parser: argparse.ArgumentParser, *, release_help: str, split_help: str
+) -> None:
+    """The release's noise: ``--release`` (Laplace or Gaussian), its ε and its δ.
+
+    ``dpcomm run aggregate`` and ``dpcomm run kmeans`` take them; ``release_help`` says what
+    the command releases, ``split_help`` how it splits ε among what it releases.
+    """
+    parser.add_argument(
+        "--release", choices=["laplace", "gaussian"], default=None, help=release_help
+    )
+    parser.add_argument(
+        "--release-epsilon",
+        type=float,
+        default=None,
+        metavar="E",
+        help=f"with --release: ε of the release, {split_help} "
+        f"(default {DEFAULT_RELEASE_EPSILON:g})",
+    )
+    parser.add_argument(
+        "--release-delta",
+        type=float,
+        default=None,
+        metavar="D",
+        help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
     )
 
 
@@ -357,29 +368,14 @@ def add_kmeans_options(parser: Any) -> None:
 
 def add_kmeans_release_options(parser: argparse.ArgumentParser) -> None:
     """K-means's noisy release: ``--release``, its ε and δ, and ``--bounds``."""
-    parser.add_argument(
-        "--release",
-        choices=["laplace", "gaussian"],
-        default=None,
-        help="publish every iteration's centroids from noisy per-cluster sums (clamped to "
-        "--bounds, centred on their midpoints) and noisy counts, drawn by OpenDP at each "
-        "compute node; the next iteration routes by these noisy centroids; needs --bounds",
-    )
-    parser.add_argument(
-        "--release-epsilon",
-        type=float,
-        default=None,
-        metavar="E",
-        help="with --release: ε of the release over every iteration, split among the "
-        "iterations' sums and counts to minimise the centroids' expected error (default "
-        f"{DEFAULT_RELEASE_EPSILON:g})",
-    )
-    parser.add_argument(
-        "--release-delta",
-        type=float,
-        default=None,
-        metavar="D",
-        help=f"with --release gaussian: δ of the release (default {DEFAULT_RELEASE_DELTA:g})",
+    add_release_noise_options(
+        parser,
+        release_help="publish every iteration's centroids from noisy per-cluster sums "
+        "(clamped to --bounds, centred on their midpoints) and noisy counts, drawn by OpenDP "
+        "at each compute node; the next iteration routes by these noisy centroids; needs "
+        "--bounds",
+        split_help="over every iteration, split among the iterations' sums and counts to "
+        "minimise the centroids' expected error",
     )
     parser.add_argument(
         "--bounds",

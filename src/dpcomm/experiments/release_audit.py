@@ -728,8 +728,40 @@ class PairSelection:
     selection_bound: float
 
 
+@dataclass(frozen=True, kw_only=True)
+class _AuditedClaim:
+    """What an audited run claims, which the audit's inputs and its report both hold.
+
+    Attributes:
+        num_targets: T.
+        runs: runs per table.
+        confidence: the confidence of the lower bound.
+        delta: the composed δ the run's release report gives (δ1 + δ2).
+        traffic_epsilon: ε1, as the run reports it.
+        release_epsilon: ε2, as the run's release report gives it.
+        reported_epsilon: the run's claim against an observer of both.
+        summed_epsilon: ε1 + ε2.
+        noise_scales: each released aggregate, as the report describes it, and its scale.
+        fault: ``"none"``, or the seeded fault audited.
+        aggregate: the one released aggregate observed (as the report describes it), or None
+            for every one (`audit_release`'s ``aggregate``).
+    """
+
+    num_targets: int
+    runs: int
+    confidence: float
+    delta: float
+    traffic_epsilon: float
+    release_epsilon: float
+    reported_epsilon: float
+    summed_epsilon: float
+    noise_scales: tuple[tuple[str, float], ...]
+    fault: str = "none"
+    aggregate: str | None = None
+
+
 @dataclass(frozen=True)
-class ReleaseAuditReport:
+class ReleaseAuditReport(_AuditedClaim):
     """The audit of traffic and release together.
 
     Attributes:
@@ -764,32 +796,17 @@ class ReleaseAuditReport:
     countermeasure: Countermeasure
     release: ReleaseMechanism
     neighbours: ReleaseNeighbours
-    num_targets: int
-    runs: int
-    confidence: float
-    delta: float
-    traffic_epsilon: float
-    release_epsilon: float
-    reported_epsilon: float
-    summed_epsilon: float
-    noise_scales: tuple[tuple[str, float], ...]
     lower_bound: float
     events_tried: int
     best_event: EventEstimate | None
     events: tuple[EventEstimate, ...]
     pairs: tuple[PairSelection, ...] = ()
-    fault: str = "none"
-    aggregate: str | None = None
     seconds: float = field(default=0.0, compare=False)
 
     @property
     def passed(self) -> bool:
         """PASS when the lower bound does not exceed the reported composed ε."""
         return self.lower_bound <= self.reported_epsilon + 1e-9
-
-
-#: The fields of a release audit's report.
-_REPORTED = frozenset(f.name for f in fields(ReleaseAuditReport))
 
 
 def _bins(selection: FloatArray, count: int) -> FloatArray:
@@ -1022,48 +1039,25 @@ def _candidate_neighbours(
 
 
 @dataclass(frozen=True, kw_only=True)
-class _ReleaseAudit:
+class _ReleaseAudit(_AuditedClaim):
     """A release audit's checked inputs, the programs of its candidate pairs and its claim.
 
-    Attributes:
+    Attributes (besides the claim's, `_AuditedClaim`):
         countermeasure: the traffic's.
         release: the release's mechanism.
-        num_targets: T.
-        runs: runs per table.
-        confidence: the confidence of the lower bound.
         candidates: the candidate pairs' neighbouring tables, in the order tried.
         programs: per pair name, the audited programs over its two tables.
         seed: the seed of the traffic's randomness streams.
         scales: the scale of each released aggregate's noise.
-        delta: the composed δ the run's release report gives (δ1 + δ2).
-        traffic_epsilon: ε1, as the run reports it.
-        release_epsilon: ε2, as the run's release report gives it.
-        reported_epsilon: the run's claim against an observer of both.
-        summed_epsilon: ε1 + ε2.
-        noise_scales: each released aggregate, as the report describes it, and its scale.
-        fault: ``"none"``, or the seeded fault audited.
-        aggregate: the one released aggregate observed (as the report describes it), or None
-            for every one (`audit_release`'s ``aggregate``).
         observed: the indices of the observed aggregates among the release's (its `charged`).
     """
 
     countermeasure: Scramblers | LocalFlooding
     release: Laplace | Gaussian
-    num_targets: int
-    runs: int
-    confidence: float
     candidates: list[ReleaseNeighbours]
     programs: dict[str, tuple[AggregateProgram, AggregateProgram]]
     seed: int
     scales: FloatArray
-    delta: float
-    traffic_epsilon: float
-    release_epsilon: float
-    reported_epsilon: float
-    summed_epsilon: float
-    noise_scales: tuple[tuple[str, float], ...]
-    fault: str
-    aggregate: str | None
     observed: tuple[int, ...]
 
     def report(
@@ -1077,10 +1071,11 @@ class _ReleaseAudit:
     ) -> ReleaseAuditReport:
         """The audit's report: the claim against the best estimated event's lower bound."""
         best = max(events, key=lambda e: e.epsilon, default=None)
-        # The report repeats every input and claim of the audit it has a field for.
-        repeated = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _REPORTED}
+        claim = {f.name: getattr(self, f.name) for f in fields(_AuditedClaim)}
         return ReleaseAuditReport(
-            **repeated,
+            **claim,
+            countermeasure=self.countermeasure,
+            release=self.release,
             neighbours=neighbours,
             lower_bound=best.epsilon if best is not None else 0.0,
             events_tried=num_events,
@@ -1279,29 +1274,13 @@ def _estimation_views(
 ) -> tuple[_View, _View]:
     """The chosen pair's views of the estimation half, runs runs // 2 … runs − 1."""
     pair_programs = audit.programs[neighbours.pair.name]
-    half, count = audit.runs // 2, audit.runs
-    return _views(
-        neighbours,
-        pair_programs,
-        (
-            _traffic(
-                pair_programs[0],
-                audit.countermeasure,
-                first=half,
-                stop=count,
-                randomness=randomness[0],
-            ),
-            _traffic(
-                pair_programs[1],
-                audit.countermeasure,
-                first=half,
-                stop=count,
-                randomness=randomness[1],
-            ),
-        ),
-        audit.scales,
-        audit.observed,
+    first, second = (
+        _traffic(
+            program, audit.countermeasure, first=audit.runs // 2, stop=audit.runs, randomness=rng
+        )
+        for program, rng in zip(pair_programs, randomness, strict=True)
     )
+    return _views(neighbours, pair_programs, (first, second), audit.scales, audit.observed)
 
 
 def _search_and_estimate(

@@ -402,30 +402,20 @@ def epsilon_of_rho(rho: float, delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
-@dataclass(frozen=True)
-class AggregateNoise:
-    """How one released aggregate is perturbed.
+@dataclass(frozen=True, kw_only=True)
+class NoiseShare:
+    """A released aggregate's share of the release's budget (what `Charged` reads).
 
     Attributes:
-        output: the aggregate's column (the core query's).
-        function: COUNT(*), COUNT or SUM.
-        sensitivity: its released vector's L1 and L2 sensitivity.
-        scale: the noise's scale (Laplace b, or the Gaussian's standard deviation).
-        integer: whether the noise is integer (counts: discrete Laplace or Gaussian).
         epsilon: its share ε_i of the release's ε.
-        delta: its share δ_i of the release's δ (0 for Laplace).
-        selection_delta: the δ its threshold adds when its noisy values also select the
+        delta: its share δ_i of the release's δ.
+        selection_delta: δ_sel, the δ its threshold adds when its noisy values also select the
             keys of grouping sets without a public domain (a COUNT(*); else 0).
-        shared_blanket: whether the sensitivity covers traffic by scramblers with sampling
+        shared_blanket: whether its sensitivity covers traffic by scramblers with sampling
             (one other source's tuple, `JointView` ``one-other``); False: only traffic that
             delivers each tuple independently of the others (``own-row``).
     """
 
-    output: str
-    function: ReleasedFunction
-    sensitivity: Sensitivity
-    scale: float
-    integer: bool
     epsilon: float
     delta: float
     selection_delta: float = 0.0
@@ -435,6 +425,26 @@ class AggregateNoise:
     def total_delta(self) -> float:
         """δ of this aggregate's release: its share δ_i and its threshold's δ_sel."""
         return self.delta + self.selection_delta
+
+
+@dataclass(frozen=True, kw_only=True)
+class AggregateNoise(NoiseShare):
+    """How one released aggregate is perturbed.
+
+    Attributes (besides its share's, `NoiseShare`: ε_i, δ_i — 0 for Laplace —, δ_sel and
+    whether it covers a shared blanket):
+        output: the aggregate's column (the core query's).
+        function: COUNT(*), COUNT or SUM.
+        sensitivity: its released vector's L1 and L2 sensitivity.
+        scale: the noise's scale (Laplace b, or the Gaussian's standard deviation).
+        integer: whether the noise is integer (counts: discrete Laplace or Gaussian).
+    """
+
+    output: str
+    function: ReleasedFunction
+    sensitivity: Sensitivity
+    scale: float
+    integer: bool
 
     @property
     def variance(self) -> float:
@@ -528,14 +538,8 @@ def calibrate_noise(
     parts = len(aggregates) if parts is None else parts
     noises = []
     for (output, function, sensitivity), share in zip(aggregates, shares, strict=True):
-        integer = function != "sum"
         if isinstance(mechanism, Laplace):
-            scale = _finite_scale(sensitivity.l1, share)
-            noises.append(
-                AggregateNoise(
-                    output, function, sensitivity, scale, integer, share, 0.0, 0.0, shared_blanket
-                )
-            )
+            scale, delta_share = _finite_scale(sensitivity.l1, share), 0.0
         else:
             delta_share = mechanism.delta / parts
             if not delta_share > 0.0:  # a δ so small that its share underflows
@@ -547,19 +551,18 @@ def calibrate_noise(
                 )
             rho = rho_for(share, delta_share)
             scale = _finite_scale(sensitivity.l2, math.sqrt(2.0 * rho))
-            noises.append(
-                AggregateNoise(
-                    output,
-                    function,
-                    sensitivity,
-                    scale,
-                    integer,
-                    share,
-                    delta_share,
-                    0.0,
-                    shared_blanket,
-                )
+        noises.append(
+            AggregateNoise(
+                output=output,
+                function=function,
+                sensitivity=sensitivity,
+                scale=scale,
+                integer=function != "sum",
+                epsilon=share,
+                delta=delta_share,
+                shared_blanket=shared_blanket,
             )
+        )
     return tuple(noises)
 
 
@@ -747,6 +750,7 @@ __all__ = [
     "Gaussian",
     "JointView",
     "Laplace",
+    "NoiseShare",
     "ReleaseMechanism",
     "SelectionDistances",
     "Sensitivity",

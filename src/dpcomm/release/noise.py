@@ -650,7 +650,7 @@ def _rest_sensitivity(whole: Sensitivity, distances: SelectionDistances) -> Sens
 
 
 def _opendp() -> Any:
-    import opendp.prelude as dp
+    from dpcomm.release import opendp_core as dp
 
     dp.enable_features("contrib")
     return dp

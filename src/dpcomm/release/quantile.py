@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.release.mechanisms import JOINT_VIEWS, JointView
+from dpcomm.release.mechanisms import JOINT_VIEWS, JointView, NoiseShare
 
 #: Values a row's replacement adds to or removes from the cells of one grouping set with keys,
 #: per `JointView` (Σ over its cells of the symmetric distance).
@@ -120,8 +120,8 @@ def representatives(candidates: Sequence[float]) -> tuple[float, ...]:
     return (*values, candidates[-1])
 
 
-@dataclass(frozen=True)
-class QuantileNoise:
+@dataclass(frozen=True, kw_only=True)
+class QuantileNoise(NoiseShare):
     """How one released quantile is drawn, in every cell.
 
     Attributes:
@@ -132,6 +132,7 @@ class QuantileNoise:
         scale: s, OpenDP's noise scale (in units of values counted).
         epsilon: its share ε_i of the release's ε: OpenDP's map at d.
         delta: its share δ_i (unused: the mechanism is pure ε-DP; reported as assigned).
+        selection_delta: 0 (a quantile selects no keys).
         shared_blanket: whether d covers scramblers with sampling (the ``one-other`` views);
             False: only traffic that delivers each tuple independently (``own-row``).
     """
@@ -141,20 +142,12 @@ class QuantileNoise:
     candidates: tuple[float, ...]
     distance: int
     scale: float
-    epsilon: float
-    delta: float = 0.0
-    shared_blanket: bool = True
-
-    @property
-    def total_delta(self) -> float:
-        """δ of this aggregate's release (its share, though the mechanism spends none)."""
-        return self.delta
 
 
 @functools.lru_cache(maxsize=64)
 def quantile_measurement(candidates: tuple[float, ...], alpha: float, scale: float) -> Any:
     """OpenDP's ``make_private_quantile`` (pure ε) on vectors of floats, ``scale`` s."""
-    import opendp.prelude as dp
+    from dpcomm.release import opendp_core as dp
 
     dp.enable_features("contrib")
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
@@ -190,7 +183,14 @@ def calibrate_quantile(
     for _ in range(64):
         if quantile_measurement(candidates, alpha, scale).map(distance) <= epsilon:
             return QuantileNoise(
-                output, alpha, candidates, distance, scale, epsilon, delta, shared_blanket
+                output=output,
+                alpha=alpha,
+                candidates=candidates,
+                distance=distance,
+                scale=scale,
+                epsilon=epsilon,
+                delta=delta,
+                shared_blanket=shared_blanket,
             )
         scale = math.nextafter(scale, math.inf) * (1.0 + 1e-12)
     raise DpcommError(f"no scale found whose OpenDP map is at most {epsilon:.6g}")

@@ -20,7 +20,6 @@ from dpcomm.engine.network.records import (
 from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
-from dpcomm.queries.program import public_program
 
 
 def _coordinator_config(max_left_out: float):
@@ -28,7 +27,7 @@ def _coordinator_config(max_left_out: float):
     program = AggregateProgram.from_sql("SELECT g1, COUNT(*) FROM t GROUP BY g1", table)
     countermeasure = Scramblers(sampling_rate=0.0, batch_size=10, num_dummies=1)
     spec = RoundSpec.create(
-        public_program(program),
+        program,
         countermeasure,
         seed=None,
         idle_seconds=5,

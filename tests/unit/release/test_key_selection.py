@@ -23,7 +23,7 @@ from dpcomm.release.mechanisms import (
 )
 from dpcomm.release.noise import noisy_program, released_rows
 
-dp = pytest.importorskip("opendp.prelude")
+dp = pytest.importorskip("dpcomm.release.opendp_core")
 dp.enable_features("contrib")
 
 DELTA = 1e-6

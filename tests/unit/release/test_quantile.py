@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.release.mechanisms import release_pld
 from dpcomm.release.quantile import (
-    QuantileNoise,
     bin_of,
     calibrate_quantile,
     candidate_grid,
@@ -50,7 +51,7 @@ def test_bins_keep_the_scores():
     ]
     clamped = [min(max(v, 0.0), 4.0) for v in values]
     for alpha in (0.5, 0.25):
-        import opendp.prelude as dp
+        from dpcomm.release import opendp_core as dp
 
         dp.enable_features("contrib")
         domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
@@ -68,7 +69,7 @@ def test_release_refuses_a_noise_above_its_map_and_bad_counts():
     assert released_quantile(noise, [3, 0, 1]) in candidates
     with pytest.raises(InvalidParameterError, match="counts"):
         released_quantile(noise, [1, 2])
-    loose = QuantileNoise("m", 0.5, candidates, 3, noise.scale, 1.0)
+    loose = dataclasses.replace(noise, distance=3)  # the scale is for d = 2
     with pytest.raises(DpcommError, match="refusing"):
         released_quantile(loose, [3, 0, 1])
 

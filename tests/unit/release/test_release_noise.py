@@ -19,7 +19,7 @@ from dpcomm.release.mechanisms import (
     rho_for,
 )
 
-dp = pytest.importorskip("opendp.prelude")
+dp = pytest.importorskip("dpcomm.release.opendp_core")
 dp.enable_features("contrib")
 
 

@@ -54,7 +54,7 @@ from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure, Countermeasures, NoCountermeasure
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.protocol import roles
-from dpcomm.queries.program import QueryProgram, num_sources, public_program, source_rows
+from dpcomm.queries.program import QueryProgram, num_sources, source_rows
 from dpcomm.validation import check_seed
 
 
@@ -540,7 +540,7 @@ class NetworkEngine:
         )
         idle_seconds, timeout = self.deadlines(program)
         spec = RoundSpec.create(
-            public_program(program),
+            program,
             countermeasures,
             seed=seed,
             idle_seconds=idle_seconds,
@@ -660,7 +660,7 @@ def write_deployment(
     ):
         raise InvalidParameterError("max_left_out", "a fraction in [0, 1]", max_left_out)
     spec = RoundSpec.create(
-        public_program(program),
+        program,
         countermeasure,
         seed=None,
         idle_seconds=idle,

@@ -42,7 +42,12 @@ from dpcomm.plan.codec import countermeasure_from_dict, countermeasure_to_dict
 from dpcomm.plan.countermeasures import Countermeasure, CountermeasureName
 from dpcomm.plan.routes import Routes
 from dpcomm.plan.transform import TransformedPlan, scrambler_group_name, transform
-from dpcomm.queries.program import QueryProgram, largest_tuple, program_from_spec
+from dpcomm.queries.program import (
+    QueryProgram,
+    largest_tuple,
+    program_from_spec,
+    public_program,
+)
 
 __all__ = [
     "CountermeasureSpec",
@@ -122,12 +127,15 @@ class RoundSpec:
         round_number: int = 0,
         transformed: TransformedPlan | None = None,
     ) -> RoundSpec:
-        """The spec of a round of ``program`` (its public description) with ``countermeasures``.
+        """The spec of a round of ``program`` with ``countermeasures``.
 
+        Made from the program's public description alone (`public_program`: without its rows),
+        so that nothing in the spec, the payload's size included, depends on the data.
         ``round_id`` (default: drawn at random) is what every frame of the round carries.
         ``transformed``: the plan already transformed with ``countermeasures`` (the driver's
         prepared one), kept as the spec's `transformed` instead of transforming it again.
         """
+        program = public_program(program)
         if round_id is None:
             round_id = secrets.randbelow(1 << 62) + 1
         if transformed is None:

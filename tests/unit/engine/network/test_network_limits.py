@@ -39,7 +39,6 @@ from dpcomm.engine.network.wire import (
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
-from dpcomm.queries.program import public_program
 
 FRAME_SIZE = frame_size_for(256)
 ROUND = 3
@@ -401,7 +400,7 @@ def test_channel_limits_grow_with_the_round_and_the_coordinator_takes_no_large_b
         )
         countermeasure = Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2)
         return RoundSpec.create(
-            public_program(program),
+            program,
             countermeasure,
             round_id=1,
             seed=None,
@@ -431,7 +430,7 @@ def test_output_blobs_fit_their_cap_whatever_the_round():
     sql = "SELECT g1, g2, COUNT(*), SUM(m1), AVG(m2) FROM t GROUP BY g1, g2"
     program = AggregateProgram.from_sql(sql, table, num_targets=2)
     spec = RoundSpec.create(
-        public_program(program),
+        program,
         NoCountermeasure(),
         round_id=1,
         seed=None,
