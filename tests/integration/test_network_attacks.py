@@ -463,7 +463,7 @@ def test_a_round_completes_while_its_sources_own_address_floods_the_coordinator(
         num_targets=3,
     )
     spec = RoundSpec.create(
-        public_program(program),
+        program,
         Scramblers(sampling_rate=0.2, batch_size=25, num_dummies=2),
         round_id=12,
         seed=5,
@@ -531,7 +531,7 @@ def test_an_output_its_receiver_never_takes_is_given_up_after_the_idle_time(tmp_
         num_targets=2,
     )
     spec = RoundSpec.create(
-        public_program(program),
+        program,
         Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=1),
         round_id=13,
         seed=5,
