@@ -28,6 +28,10 @@ _SUPPORTED = (
 #: subtotal (a key left out of the set, NULL) is never confused with a NULL key.
 GROUPING_SET_COLUMN = "grouping_set"
 
+#: The column a row projection reads DuckDB's ``rowid`` from: the row's position in the table
+#: given (from 0), which `dpcomm.queries.sql.project` adds when the projection reads it.
+ROWID_COLUMN = "__dpcomm_rowid"
+
 #: What ``GROUPING()`` without arguments is read as: DuckDB's GROUPING of every grouping key.
 EVERY_KEY = "__dpcomm_every_key"
 
