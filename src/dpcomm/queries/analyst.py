@@ -71,10 +71,12 @@ _REFUSED: dict[type, str] = {
     "read the quantile off the counts, or release it with noise (release= and bounds=)",
     exp.Mode: "MODE() has no mergeable partial state; GROUP BY the column and take the "
     "largest COUNT(*)",
-    exp.GroupConcat: "STRING_AGG() of a value that varies within a group would ship every "
-    "value to the result node, in an order no node knows; GROUP BY the column instead",
-    exp.ArrayAgg: "LIST()/ARRAY_AGG() would ship every value to the result node, in an order "
-    "no node knows; GROUP BY the column instead",
+    exp.GroupConcat: "STRING_AGG() of a value that varies within a group, without ORDER BY "
+    "that value, joins the values in the order rows reach a compute node, which no node "
+    "knows; write STRING_AGG(x, sep ORDER BY x), or GROUP BY the column",
+    exp.ArrayAgg: "LIST()/ARRAY_AGG() of a value that varies within a group keeps the order "
+    "rows reach a compute node, which no node knows; write STRING_AGG(x, sep ORDER BY x), or "
+    "GROUP BY the column",
     exp.First: _ORDER_ADVICE,
     exp.Last: _ORDER_ADVICE,
     exp.AnyValue: _ORDER_ADVICE,
@@ -465,6 +467,10 @@ class _Rewriter:
             constant = self.constant_in_group(node)
             if constant is not None:
                 return constant
+        if isinstance(node, exp.GroupConcat) and isinstance(node.this, exp.Order):
+            ordered = self.ordered_string_agg(node)
+            if ordered is not None:
+                return ordered
         if type(node) in _REFUSED:
             construct = _REFUSED_NAMES.get(type(node), text)
             raise UnsupportedQueryError(construct, _REFUSED[type(node)])
@@ -713,6 +719,37 @@ class _Rewriter:
             f"CASE WHEN {count} > 0 THEN repeat({first} || {_sql(separator)}, {count} - 1) "
             f"|| {first} END"
         )
+
+    def ordered_string_agg(self, node: exp.GroupConcat) -> exp.Expression | None:
+        """STRING_AGG(x ORDER BY x) (also DISTINCT, DESC): None if ordered by anything else.
+
+        Its order is fixed by the query: each compute node collects its groups' non-NULL
+        values of x (the core query's LIST, kept in a canonical order, so merging is
+        deterministic), and the result node sorts them as DuckDB's ORDER BY would
+        (``list_sort``; ``list_distinct`` first for DISTINCT) and joins them, each cast to
+        VARCHAR, with the separator: DuckDB's answer exactly. NULL for a group without a
+        non-NULL value (and for a NULL separator).
+        """
+        order = node.this
+        argument, distinct = order.this, False
+        if isinstance(argument, exp.Distinct) and len(argument.expressions) == 1:
+            argument, distinct = argument.expressions[0], True
+        terms = list(order.expressions)
+        separator = node.args.get("separator") or exp.Literal.string(",")
+        extra = [k for k, v in node.args.items() if k not in ("this", "separator") and v]
+        if (
+            len(terms) != 1
+            or extra
+            or separator.find(exp.Column) is not None
+            or _normal(terms[0].this, self.qualifiers) != _normal(argument, self.qualifiers)
+        ):
+            return None
+        values = _sql(self.hidden(f"ARRAY_AGG({self.measure(argument, 'string_agg')})"))
+        if distinct:
+            values = f"list_distinct({values})"
+        direction = "DESC" if terms[0].args.get("desc") else "ASC"
+        joined = f"array_to_string(list_sort({values}, '{direction}'), {_sql(separator)})"
+        return _parsed(f"CASE WHEN {_sql(separator)} IS NOT NULL THEN {joined} END")
 
     def constant_within_groups(self, *nodes: exp.Expression) -> bool:
         """Whether ``nodes`` read no column but grouping columns of every grouping set."""

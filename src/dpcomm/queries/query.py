@@ -14,7 +14,7 @@ from dpcomm.data.table import Table
 from dpcomm.errors import InvalidParameterError
 
 OutputKind = Literal["group", "aggregate"]
-AggregateFunction = Literal["count", "count_star", "sum", "avg", "min", "max"]
+AggregateFunction = Literal["count", "count_star", "sum", "avg", "min", "max", "list"]
 
 _SUPPORTED = (
     "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] [GROUP BY "

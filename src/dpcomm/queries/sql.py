@@ -47,6 +47,9 @@ _FUNCTIONS: dict[type[exp.Expression], AggregateFunction] = {
     exp.Avg: "avg",
     exp.Min: "min",
     exp.Max: "max",
+    # the core query's LIST: a group's non-NULL values, in no order (`dpcomm.queries.analyst`
+    # sorts them for an ordered STRING_AGG); a user's LIST is rewritten, never read as this
+    exp.ArrayAgg: "list",
 }
 _NUMERIC_FUNCTIONS = frozenset({"sum", "avg"})
 #: Limit on the number of grouping sets after expansion (DuckDB's own limit is 65535).
@@ -682,6 +685,8 @@ def bind_sql(
         query = parse_aggregate(sql)
     except UnsupportedQueryError:
         return _bind_analyst(sql, table)
+    if any(o.function == "list" for o in query.outputs):
+        return _bind_analyst(sql, table)  # DuckDB's LIST keeps NULLs, in the rows' order
     if any(
         o.column is not None
         and (
