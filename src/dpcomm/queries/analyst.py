@@ -463,11 +463,16 @@ class _Rewriter:
         text = _sql(node)[:80]
         if self.bounds is not None and isinstance(node, _QUANTILES):
             return self.quantile(node)
-        if isinstance(node, _ORDER_FREE_WHEN_CONSTANT):
+        # exact values, never under a noisy release (which publishes only noisy aggregates)
+        if self.bounds is None and isinstance(node, _ORDER_FREE_WHEN_CONSTANT):
             constant = self.constant_in_group(node)
             if constant is not None:
                 return constant
-        if isinstance(node, exp.GroupConcat) and isinstance(node.this, exp.Order):
+        if (
+            self.bounds is None
+            and isinstance(node, exp.GroupConcat)
+            and isinstance(node.this, exp.Order)
+        ):
             ordered = self.ordered_string_agg(node)
             if ordered is not None:
                 return ordered

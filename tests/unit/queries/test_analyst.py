@@ -283,3 +283,16 @@ def test_collected_values_merge_whatever_the_split(table: Table) -> None:
     for mask in (np.array([1, 0, 1, 0], bool), np.array([0, 0, 1, 1], bool)):
         parts = [grouping_set_partials(bound, rows, 0, m) for m in (mask, ~mask)]
         assert finalize_partials(bound, merge_partials(parts[::-1])) == whole
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT STRING_AGG(B, ',' ORDER BY B) FROM D",
+        "SELECT STRING_AGG('x', ',') FROM D",
+        "SELECT A, FIRST(A), SUM(I) FROM D GROUP BY A",
+    ],
+)
+def test_no_value_is_published_exactly_under_a_noisy_release(table: Table, sql: str) -> None:
+    with pytest.raises(UnsupportedQueryError):
+        bind_sql(sql, table, bounds={"I": (0.0, 4.0)})
