@@ -534,7 +534,7 @@ class _Rewriter:
         raise UnsupportedQueryError(
             f"aggregate function {name.lower()}()",
             "supported: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, BOOL_AND, BOOL_OR, VAR_SAMP, "
-            "VAR_POP, STDDEV_SAMP, STDDEV_POP",
+            "VAR_POP, STDDEV_SAMP, STDDEV_POP, STRING_AGG(x, sep ORDER BY x)",
         )
 
     def released(self, node: Any, argument: exp.Expression) -> exp.Expression:

@@ -20,7 +20,8 @@ _SUPPORTED = (
     "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] [GROUP BY "
     "<keys | GROUPING SETS | ROLLUP | CUBE>] [HAVING] [ORDER BY] [LIMIT]; keys and aggregate "
     "arguments may be any per-row expression; aggregates: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, "
-    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*, FSUM, FAVG, each with FILTER (WHERE ...)"
+    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*, FSUM, FAVG, STRING_AGG(x, sep ORDER BY x), each with "
+    "FILTER (WHERE ...)"
 )
 
 

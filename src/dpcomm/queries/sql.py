@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import cache
 
 import duckdb
 import numpy as np
@@ -773,6 +774,7 @@ def _bind_analyst(
         )
     empty = raw.take(np.zeros(raw.num_rows, dtype=bool))
 
+    @cache  # an expression is typed once per query (each typing opens a DuckDB connection)
     def typer(expression: str) -> str:
         return _duckdb_result(f"SELECT {expression} FROM {_quoted(table_name)}", table_name, empty)[
             1
