@@ -121,7 +121,7 @@ def test_memory_and_network_share_their_defaults_on_a_real_table(cli, tmp_path, 
     path = tmp_path / "cours.csv"
     duckdb.connect().execute(
         f"COPY (SELECT strftime(\"Date\", '%B') AS \"mois été\", * FROM read_csv('{stocks}') "
-        "WHERE year(\"Date\") % 3 = 0) "  # a third of the years: 169 rows, every month, NULLs
+        'WHERE year("Date") % 3 = 0) '  # a third of the years: 169 rows, every month, NULLs
         f"TO '{path}' (FORMAT CSV, HEADER)"
     )
     sql = (
