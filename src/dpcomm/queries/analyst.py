@@ -757,14 +757,25 @@ class _Rewriter:
         return _parsed(f"CASE WHEN {_sql(separator)} IS NOT NULL THEN {joined} END")
 
     def constant_within_groups(self, *nodes: exp.Expression) -> bool:
-        """Whether ``nodes`` read no column but grouping columns of every grouping set."""
-        columns = [c for node in nodes for c in node.find_all(exp.Column)]
-        if not columns:
+        """Whether ``nodes`` read nothing but the keys of every grouping set (or no column).
+
+        A key is a GROUP BY column or expression (``i % 2`` in ``FIRST(i % 2) ... GROUP BY
+        i % 2``), without GROUPING SETS, ROLLUP or CUBE (whose sets leave keys out).
+        """
+        if all(node.find(exp.Column) is None for node in nodes):
             return True
         group = self.select.args.get("group")
         if not isinstance(group, exp.Group) or group.find(exp.GroupingSets, exp.Rollup, exp.Cube):
             return False
-        return all(_normal(c, self.qualifiers) in self.keys for c in columns)
+
+        def key_as_constant(inner: exp.Expression) -> exp.Expression:
+            if _normal(inner, self.qualifiers) in self.keys:
+                return exp.Null()
+            return inner
+
+        return all(
+            node.copy().transform(key_as_constant).find(exp.Column) is None for node in nodes
+        )
 
     def interval_average(self, argument: exp.Expression) -> exp.Expression:
         """AVG of an INTERVAL: DuckDB's mean of its months, days and microseconds.
