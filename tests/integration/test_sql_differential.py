@@ -36,6 +36,9 @@ from dpcomm.queries.query import GROUPING_SET_COLUMN
 pytestmark = pytest.mark.filterwarnings("ignore::dpcomm.errors.DpcommWarning")
 
 PENGUINS = [
+    "SELECT species, STRING_AGG(DISTINCT island, '/' ORDER BY island DESC) AS islands, "
+    "FIRST(species) AS sp, STRING_AGG(sex, ',' ORDER BY sex) FILTER (WHERE body_mass_g > 5700) "
+    "AS heavy FROM penguins GROUP BY species",
     "SELECT species, COUNT(*) FROM penguins WHERE sex = 'MALE' GROUP BY species",
     "SELECT island, AVG(body_mass_g) FROM penguins "
     "WHERE body_mass_g IS NOT NULL AND species <> 'Gentoo' GROUP BY island",

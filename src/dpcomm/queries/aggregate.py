@@ -687,7 +687,7 @@ class AggregateRows:
         if self.raw and self.query.projection is not None:
             from dpcomm.queries.sql import project
 
-            rows = project(self.query, self.source.read(start, stop))
+            rows = project(self.query, self.source.read(start, stop), first_row=start)
             names = [c.name for c in self.columns]
             rows = rows.select(names)
         else:

@@ -49,6 +49,17 @@ def _value_bound(sql_type: str, width: int) -> int:
     return 1 + _VALUE_HEADER.size + _SCALAR_JSON_BYTES
 
 
+def _list_bound(sql_type: str, width: int, num_sources: int) -> int:
+    """Bytes `_encode_value` takes at most for a LIST of S values of ``sql_type``.
+
+    Tagged JSON: each value in at most 64 bytes, a text value in six per byte of its
+    width (JSON's escapes) plus its quotes, S values (one group can hold every source's),
+    at most 65,535 bytes (a longer value overflows: `OutputOverflowError`).
+    """
+    each = 6 * width + 3 if value_kind(sql_type) == "text" else _SCALAR_JSON_BYTES
+    return 1 + _VALUE_HEADER.size + min(0xFFFF, 8 + num_sources * each)
+
+
 def _encode_value(value: object) -> bytes:
     """One value of an output row.
 
@@ -217,7 +228,11 @@ class AggregateCodec:
         values = 0
         for output, sql_type in zip(self.query.outputs, self.query.output_types, strict=True):
             spec = by_name.get(output.column.lower()) if output.column else None
-            values += _value_bound(sql_type, spec.width if spec else 0)
+            width = spec.width if spec else 0
+            if output.function == "list":
+                values += _list_bound(spec.sql_type if spec else "", width, self.num_sources)
+            else:
+                values += _value_bound(sql_type, width)
         return keys + values
 
 

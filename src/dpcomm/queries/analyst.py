@@ -32,10 +32,15 @@ from typing import Any, cast
 import sqlglot
 from sqlglot import exp
 
-from dpcomm.data.table import Table
+from dpcomm.data.table import Table, value_kind
 from dpcomm.errors import InvalidParameterError
 from dpcomm.queries.functions import ALLOWED_FUNCTIONS
-from dpcomm.queries.query import EVERY_KEY, PostProcessing, UnsupportedQueryError
+from dpcomm.queries.query import (
+    EVERY_KEY,
+    ROWID_COLUMN,
+    PostProcessing,
+    UnsupportedQueryError,
+)
 
 #: Prefix of every column dpcomm adds (derived keys, measures, the filter, hidden aggregates).
 HIDDEN_PREFIX = "__dpcomm_"
@@ -49,8 +54,8 @@ ORDER_COLUMN = f"{HIDDEN_PREFIX}order"
 SET_COLUMN = f"{HIDDEN_PREFIX}set"
 
 _ORDER_ADVICE = (
-    "FIRST(), LAST() and ANY_VALUE() depend on the order rows reach a compute node, which no "
-    "node knows; use MIN() or MAX()"
+    "FIRST(), LAST() and ANY_VALUE() of a value that varies within a group depend on the "
+    "order rows reach a compute node, which no node knows; use MIN() or MAX()"
 )
 #: Aggregates refused, with why and what to do instead.
 _REFUSED: dict[type, str] = {
@@ -66,10 +71,12 @@ _REFUSED: dict[type, str] = {
     "read the quantile off the counts, or release it with noise (release= and bounds=)",
     exp.Mode: "MODE() has no mergeable partial state; GROUP BY the column and take the "
     "largest COUNT(*)",
-    exp.GroupConcat: "STRING_AGG() would ship every value to the result node; GROUP BY the "
-    "column instead",
-    exp.ArrayAgg: "LIST()/ARRAY_AGG() would ship every value to the result node; GROUP BY the "
-    "column instead",
+    exp.GroupConcat: "STRING_AGG() of a value that varies within a group, without ORDER BY "
+    "that value, joins the values in the order rows reach a compute node, which no node "
+    "knows; write STRING_AGG(x, sep ORDER BY x), or GROUP BY the column",
+    exp.ArrayAgg: "LIST()/ARRAY_AGG() of a value that varies within a group keeps the order "
+    "rows reach a compute node, which no node knows; write STRING_AGG(x, sep ORDER BY x), or "
+    "GROUP BY the column",
     exp.First: _ORDER_ADVICE,
     exp.Last: _ORDER_ADVICE,
     exp.AnyValue: _ORDER_ADVICE,
@@ -83,6 +90,9 @@ _REFUSED_NAMES: dict[type, str] = {
     exp.GroupConcat: "STRING_AGG()", exp.ArrayAgg: "LIST()/ARRAY_AGG()", exp.Median: "MEDIAN()",
     exp.Mode: "MODE()", exp.Quantile: "QUANTILE()",
 }  # fmt: skip
+#: Aggregates whose value does not depend on the order of the rows when their argument is
+#: constant within each group (`_Rewriter.constant_in_group`).
+_ORDER_FREE_WHEN_CONSTANT = (exp.First, exp.Last, exp.AnyValue, exp.GroupConcat)
 #: Candidates of a released quantile: a grid of this many points over the column's bounds,
 #: both included (`dpcomm.release.quantile.candidate_grid`); each value is snapped to the
 #: nearest one on the source's row and counted in its bin.
@@ -268,6 +278,8 @@ class _Rewriter:
         if node.table and node.table.lower() not in self.qualifiers:
             raise UnsupportedQueryError("a column of another table", f"{_sql(node)} {where}")
         name = self.columns.get(node.name.lower())
+        if name is None and node.name.lower() == "rowid":
+            return ROWID_COLUMN  # DuckDB's row position: the row's position in the table
         if name is None:
             raise InvalidParameterError(
                 f"column {node.name} ({where})",
@@ -307,15 +319,28 @@ class _Rewriter:
         while isinstance(bare, exp.Paren):
             bare = bare.this
         if isinstance(bare, exp.Column) and isinstance(bare.this, exp.Identifier):
-            return self.column_of(bare, where)
+            name = self.column_of(bare, where)
+            if name != ROWID_COLUMN:
+                return name
         self.check_row_expression(bare, where)
-        text = _sql(bare)
+        text = _sql(bare.copy().transform(self.rowid_read))
         for name, sql in self.derived.items():
             if sql == text and name.startswith(f"{HIDDEN_PREFIX}{prefix}"):
                 return name
         name = f"{HIDDEN_PREFIX}{prefix}{len(self.derived)}"
         self.derived[name] = text
         return name
+
+    def rowid_read(self, node: exp.Expression) -> exp.Expression:
+        """DuckDB's ``rowid`` as the column the projection reads it from (`ROWID_COLUMN`)."""
+        if (
+            isinstance(node, exp.Column)
+            and isinstance(node.this, exp.Identifier)
+            and node.name.lower() == "rowid"
+            and "rowid" not in self.columns
+        ):
+            return exp.column(ROWID_COLUMN, quoted=True)
+        return node
 
     # ---------------------------------------------------------------- grouping keys
 
@@ -404,6 +429,8 @@ class _Rewriter:
         return columns[0][0]
 
     def measure(self, argument: exp.Expression, function: str) -> str:
+        if argument.find(exp.Column) is None and self.type_of(argument) == '"NULL"':
+            argument = exp.cast(argument.copy(), "INTEGER")  # a NULL of no type: no value
         if self.condition is not None:
             argument = exp.Case(ifs=[exp.If(this=self.condition.copy(), true=argument.copy())])
         return _quoted(self.derive("m", argument, f"inside {function.upper()}()"))
@@ -436,6 +463,19 @@ class _Rewriter:
         text = _sql(node)[:80]
         if self.bounds is not None and isinstance(node, _QUANTILES):
             return self.quantile(node)
+        # exact values, never under a noisy release (which publishes only noisy aggregates)
+        if self.bounds is None and isinstance(node, _ORDER_FREE_WHEN_CONSTANT):
+            constant = self.constant_in_group(node)
+            if constant is not None:
+                return constant
+        if (
+            self.bounds is None
+            and isinstance(node, exp.GroupConcat)
+            and isinstance(node.this, exp.Order)
+        ):
+            ordered = self.ordered_string_agg(node)
+            if ordered is not None:
+                return ordered
         if type(node) in _REFUSED:
             construct = _REFUSED_NAMES.get(type(node), text)
             raise UnsupportedQueryError(construct, _REFUSED[type(node)])
@@ -457,6 +497,8 @@ class _Rewriter:
                 return self.read((self.hidden("COUNT(*)"), 1.0))
             if self.bounds is not None and _bare_column(argument) in self.centred:
                 return self.read((self.hidden(f"COUNT({self.bounded_measure(argument)[0]})"), 1.0))
+            if value_kind(self.type_of(argument)) is None:  # a LIST, INTERVAL, ...: its NULLs
+                argument = _parsed(f"CASE WHEN ({_sql(argument)}) IS NOT NULL THEN TRUE END")
             return self.read((self.hidden(f"COUNT({self.measure(argument, 'count')})"), 1.0))
         if argument is None:
             raise UnsupportedQueryError("an aggregate without argument", text)
@@ -470,8 +512,13 @@ class _Rewriter:
         }  # fmt: skip
         if type(node) in simple:
             function = simple[type(node)]
-            if function == "AVG" and self.type_of(argument) in _TEMPORAL_AVERAGES:
+            kind = self.type_of(argument)
+            if function == "AVG" and kind in _TEMPORAL_AVERAGES:
                 return self.temporal_average(argument)
+            if function == "AVG" and kind == "INTERVAL":
+                return self.interval_average(argument)
+            if function in ("MIN", "MAX") and value_kind(kind) is None:
+                return self.keyed_extreme(argument, function)
             if function in ("SUM", "AVG") and self.is_boolean(argument):
                 argument = exp.cast(argument.copy(), "INTEGER")
             return self.hidden(f"{function}({self.measure(argument, function)})")
@@ -487,7 +534,7 @@ class _Rewriter:
         raise UnsupportedQueryError(
             f"aggregate function {name.lower()}()",
             "supported: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, BOOL_AND, BOOL_OR, VAR_SAMP, "
-            "VAR_POP, STDDEV_SAMP, STDDEV_POP",
+            "VAR_POP, STDDEV_SAMP, STDDEV_POP, STRING_AGG(x, sep ORDER BY x)",
         )
 
     def released(self, node: Any, argument: exp.Expression) -> exp.Expression:
@@ -644,6 +691,137 @@ class _Rewriter:
         )
         return cast(exp.Expression, parsed)
 
+    def constant_in_group(self, node: Any) -> exp.Expression | None:
+        """FIRST, LAST, ANY_VALUE or STRING_AGG of a value constant within each group, or None.
+
+        A value is constant within a group when it reads no column but the query's grouping
+        columns (GROUP BY without GROUPING SETS, ROLLUP or CUBE): the constants of
+        ``FIRST(1)`` and ``STRING_AGG('hello', ',')``, the key of ``STRING_AGG(DISTINCT
+        g::VARCHAR ORDER BY g::VARCHAR DESC) ... GROUP BY g``. The order rows reach a compute
+        node then changes nothing: FIRST, LAST and ANY_VALUE are the MIN of the value;
+        STRING_AGG(DISTINCT v) is v, and STRING_AGG(v, sep) over n non-NULL values v repeated
+        n times, separated by sep (DuckDB's answer whatever its ORDER BY). None when the
+        value varies within a group (the aggregate is refused).
+        """
+        argument, distinct = node.this, False
+        if isinstance(argument, exp.Order):
+            self.check_row_expression(argument, "in an aggregate's ORDER BY")
+            argument = argument.this
+        if isinstance(argument, exp.Distinct) and len(argument.expressions) == 1:
+            argument, distinct = argument.expressions[0], True
+        separator = node.args.get("separator") or exp.Literal.string(",")
+        extra = [k for k, v in node.args.items() if k not in ("this", "separator") and v]
+        if argument is None or extra or not self.constant_within_groups(argument, separator):
+            return None
+        if not isinstance(node, exp.GroupConcat):
+            return self.aggregate(exp.Min(this=argument.copy()))
+        value = exp.cast(argument.copy(), "VARCHAR")
+        first = _sql(self.aggregate(exp.Min(this=value)))
+        if distinct:
+            return _parsed(first)
+        count = _sql(self.hidden(f"COUNT({self.measure(value, 'string_agg')})"))
+        return _parsed(
+            f"CASE WHEN {count} > 0 THEN repeat({first} || {_sql(separator)}, {count} - 1) "
+            f"|| {first} END"
+        )
+
+    def ordered_string_agg(self, node: exp.GroupConcat) -> exp.Expression | None:
+        """STRING_AGG(x ORDER BY x) (also DISTINCT, DESC): None if ordered by anything else.
+
+        Its order is fixed by the query: each compute node collects its groups' non-NULL
+        values of x (the core query's LIST, kept in a canonical order, so merging is
+        deterministic), and the result node sorts them as DuckDB's ORDER BY would
+        (``list_sort``; ``list_distinct`` first for DISTINCT) and joins them, each cast to
+        VARCHAR, with the separator: DuckDB's answer exactly. NULL for a group without a
+        non-NULL value (and for a NULL separator).
+        """
+        order = node.this
+        argument, distinct = order.this, False
+        if isinstance(argument, exp.Distinct) and len(argument.expressions) == 1:
+            argument, distinct = argument.expressions[0], True
+        terms = list(order.expressions)
+        separator = node.args.get("separator") or exp.Literal.string(",")
+        extra = [k for k, v in node.args.items() if k not in ("this", "separator") and v]
+        if (
+            len(terms) != 1
+            or extra
+            or separator.find(exp.Column) is not None
+            or _normal(terms[0].this, self.qualifiers) != _normal(argument, self.qualifiers)
+        ):
+            return None
+        values = _sql(self.hidden(f"ARRAY_AGG({self.measure(argument, 'string_agg')})"))
+        if distinct:
+            values = f"list_distinct({values})"
+        direction = "DESC" if terms[0].args.get("desc") else "ASC"
+        joined = f"array_to_string(list_sort({values}, '{direction}'), {_sql(separator)})"
+        return _parsed(f"CASE WHEN {_sql(separator)} IS NOT NULL THEN {joined} END")
+
+    def constant_within_groups(self, *nodes: exp.Expression) -> bool:
+        """Whether ``nodes`` read nothing but the keys of every grouping set (or no column).
+
+        A key is a GROUP BY column or expression (``i % 2`` in ``FIRST(i % 2) ... GROUP BY
+        i % 2``), without GROUPING SETS, ROLLUP or CUBE (whose sets leave keys out).
+        """
+        if all(node.find(exp.Column) is None for node in nodes):
+            return True
+        group = self.select.args.get("group")
+        if not isinstance(group, exp.Group) or group.find(exp.GroupingSets, exp.Rollup, exp.Cube):
+            return False
+
+        def key_as_constant(inner: exp.Expression) -> exp.Expression:
+            if _normal(inner, self.qualifiers) in self.keys:
+                return exp.Null()
+            return inner
+
+        return all(
+            node.copy().transform(key_as_constant).find(exp.Column) is None for node in nodes
+        )
+
+    def interval_average(self, argument: exp.Expression) -> exp.Expression:
+        """AVG of an INTERVAL: DuckDB's mean of its months, days and microseconds.
+
+        Each source carries its value's three fields as integers; the compute nodes sum each
+        exactly and count them; the result node divides as DuckDB does: each field's quotient
+        truncated, a month's remainder carried to days (30 a month), a day's to microseconds.
+        """
+        fields = [
+            "datepart('year', {0}) * 12 + datepart('month', {0})",
+            "datepart('day', {0})",
+            "datepart('hour', {0}) * 3600000000 + datepart('minute', {0}) * 60000000 "
+            "+ datepart('microseconds', {0})",
+        ]
+        text = _sql(argument)
+        values = [_parsed(f.format(f"({text})")) for f in fields]
+        count, months, days, micros = (
+            _sql(self.hidden(f"{function}({self.measure(value, 'avg')})"))
+            for function, value in [("COUNT", values[0]), *(("SUM", v) for v in values)]
+        )
+        carried = f"({days} % {count} + ({months} % {count} * 30) % {count})"
+        mean = (
+            f"to_months(CAST({months} // {count} AS INTEGER)) + to_days(CAST({days} // {count} "
+            f"+ ({months} % {count} * 30) // {count} AS INTEGER)) + to_microseconds(CAST("
+            f"{micros} // {count} + ({micros} % {count} + {carried} * 86400000000) // {count} "
+            "AS BIGINT))"
+        )
+        return _parsed(f"CASE WHEN {count} > 0 THEN {mean} END")
+
+    def keyed_extreme(self, argument: exp.Expression, function: str) -> exp.Expression:
+        """MIN or MAX of a value of a type no source carries (LIST, STRUCT, INTERVAL, ...).
+
+        Each source carries the value as text behind DuckDB's sort key of it in hexadecimal
+        (``create_sort_key``: its bytes order as DuckDB orders the values, NULLs last, as
+        MIN and MAX do; hexadecimal digits keep that order, and the space after them sorts
+        below any digit): the compute nodes take the MIN or MAX of that text, and the result
+        node reads the value back from the text after the key (DuckDB's text of a value
+        casts back to it).
+        """
+        text = _sql(argument)
+        keyed = _parsed(
+            f"hex(create_sort_key(({text}), 'ASC NULLS LAST')) || ' ' || CAST(({text}) AS VARCHAR)"
+        )
+        extreme = _sql(self.hidden(f"{function}({self.measure(keyed, function)})"))
+        return _parsed(f"substr({extreme}, strpos({extreme}, ' ') + 1)")
+
     def is_boolean(self, argument: exp.Expression) -> bool:
         return self.type_of(argument) == "BOOLEAN"
 
@@ -730,6 +908,11 @@ class _Rewriter:
         return node.copy().transform(replace)
 
 
+def _parsed(sql: str) -> exp.Expression:
+    """DuckDB SQL text as an expression."""
+    return cast(exp.Expression, sqlglot.parse_one(sql, read="duckdb"))
+
+
 def _exact_sum(function: type[exp.Sum | exp.Avg]) -> Callable[[exp.Anonymous], exp.Expression]:
     def rewritten(node: exp.Anonymous) -> exp.Expression:
         if len(node.expressions) != 1:
@@ -754,6 +937,12 @@ _TEMPORAL_AVERAGES: dict[str, tuple[str, str]] = {
     "TIMESTAMP_MS": ("epoch_us(CAST({} AS TIMESTAMP))", "make_timestamp({})"),
     "TIMESTAMP WITH TIME ZONE": ("epoch_us({})", "to_timestamp(0) + to_microseconds({})"),
     "TIME": ("epoch_us(DATE '1970-01-01' + {})", "CAST(make_timestamp({}) AS TIME)"),
+    # DuckDB's mean of TIMETZ values is that of their times in UTC, within [0, 24 h)
+    "TIME WITH TIME ZONE": (
+        "(epoch_us(CAST({0} AS TIME)) - CAST(datepart('timezone', {0}) AS BIGINT) * 1000000 "
+        "+ 86400000000) % 86400000000",
+        "CAST(CAST(make_timestamp({}) AS TIME) AS TIME WITH TIME ZONE)",
+    ),
 }
 
 #: Function names sqlglot may leave anonymous but that DuckDB treats as aggregates.
@@ -1038,7 +1227,8 @@ def rewrite(
     filter_column = None
     if where is not None:
         rewriter.check_row_expression(where.this, "in WHERE")
-        rewriter.derived[FILTER_COLUMN] = f"COALESCE(CAST(({_sql(where.this)}) AS BOOLEAN), FALSE)"
+        condition = _sql(where.this.copy().transform(rewriter.rowid_read))
+        rewriter.derived[FILTER_COLUMN] = f"COALESCE(CAST(({condition}) AS BOOLEAN), FALSE)"
         filter_column = FILTER_COLUMN
     check_functions(select)
     having = select.args.get("having")

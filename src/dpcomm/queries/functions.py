@@ -18,7 +18,7 @@ from types import MappingProxyType
 #: Conditionals and casts.
 CONDITIONALS = frozenset({
     "case", "if", "coalesce", "ifnull", "nullif", "greatest", "least", "cast",
-    "try_cast", "typeof",
+    "try_cast", "typeof", "create_sort_key",
 })  # fmt: skip
 
 #: Arithmetic and math.

@@ -282,7 +282,9 @@ def _python_values(column: Column) -> list[object]:
 
 
 #: The partial state each aggregate function reads (SUM and AVG share a column's sums).
-_MEASURES = {"count_star": "count_star", "count": "count", "sum": "sum", "avg": "sum"}
+_MEASURES = {
+    "count_star": "count_star", "count": "count", "sum": "sum", "avg": "sum", "list": "list",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -343,7 +345,37 @@ class ExtremePartial:
         return ExtremePartial(self.function, self.counts[groups], self.values[groups])
 
 
-PartialState = CountPartial | SumPartial | FloatSumPartial | ExtremePartial
+@dataclass(frozen=True, eq=False)
+class ListPartial:
+    """The core query's LIST of a column: each group's non-NULL values, in canonical order.
+
+    ``values[g]`` is a tuple sorted by [`key_order`][] (so that it depends on the multiset of
+    values only, whatever the order the rows reached the node); the result node orders them
+    as the query says (an ordered STRING_AGG, `dpcomm.queries.analyst`).
+    """
+
+    counts: IntArray
+    values: npt.NDArray[Any]
+
+    def take(self, groups: IntArray) -> ListPartial:
+        """The state of ``groups`` (indices), in that order."""
+        return ListPartial(self.counts[groups], self.values[groups])
+
+
+def _value_lists(values: Sequence[object], owners: IntArray, count: int) -> npt.NDArray[Any]:
+    """Per group (0..count-1), the tuple of its ``values`` in canonical order.
+
+    ``owners[i]`` is the group of value i.
+    """
+    grouped: list[list[object]] = [[] for _ in range(count)]
+    for value, owner in zip(values, owners.tolist(), strict=True):
+        grouped[owner].append(value)
+    lists = np.empty(count, dtype=object)
+    lists[:] = [tuple(sorted(g, key=lambda v: key_order((v,)))) for g in grouped]
+    return lists
+
+
+PartialState = CountPartial | SumPartial | FloatSumPartial | ExtremePartial | ListPartial
 
 
 @dataclass(frozen=True, eq=False)
@@ -457,9 +489,11 @@ class _Evaluator:
         """The partial state of one measure (COUNT(*), COUNT, SUM/AVG, MIN, MAX) per group."""
         if measure == "count_star":
             return CountPartial(groups.sizes)
-        if measure not in ("count", "sum", "min", "max"):
-            raise InvalidParameterError("function", "count, sum, avg, min or max", measure)
+        if measure not in ("count", "sum", "min", "max", "list"):
+            raise InvalidParameterError("function", "count, sum, avg, min, max or list", measure)
         data = self.table.column(column or "")
+        if measure == "list":
+            return _list_state(data, groups)
         if measure == "sum" and data.values.dtype.kind == "f":
             # Exact sums need neither the values sorted by group nor any order.
             values, nulls = data.values, data.is_null
@@ -487,6 +521,17 @@ class _Evaluator:
 
 
 _Gathered = tuple[IntArray, IntArray, npt.NDArray[Any]]
+
+
+def _list_state(data: Column, groups: _Groups) -> ListPartial:
+    """Each group's non-NULL values of ``data`` (the core query's LIST)."""
+    present = ~data.is_null[groups.selected]
+    owners = groups.group_of_selected[present]
+    found = _python_values(data.take(groups.selected[present]))
+    return ListPartial(
+        np.bincount(owners, minlength=groups.num_groups).astype(np.int64),
+        _value_lists(found, owners, groups.num_groups),
+    )
 
 
 def _gather(data: Column, groups: _Groups) -> _Gathered:
@@ -667,6 +712,13 @@ def _merge_states(
         np.add.at(counts, mapping, state.counts)
     if isinstance(states[0], CountPartial):
         return CountPartial(counts)
+    if isinstance(states[0], ListPartial):
+        lists = [s for s in states if isinstance(s, ListPartial)]
+        owners = np.concatenate(
+            [np.repeat(m, [len(v) for v in s.values]) for s, m in zip(lists, maps, strict=True)]
+        ).astype(np.int64)
+        every = [value for s in lists for group in s.values for value in group]
+        return ListPartial(counts, _value_lists(every, owners, count))
     # Sums and extremes: the parts' values of each merged group, reduced like rows.
     ids: list[IntArray] = []
     values: list[npt.NDArray[Any]] = []
@@ -742,7 +794,10 @@ def _final_values(state: PartialState, function: str, *, double: bool) -> list[o
     if isinstance(state, FloatSumPartial):
         return list(state.sums.means() if function == "avg" else state.sums.sums())
     counts = state.counts.tolist()
-    if isinstance(state, ExtremePartial):
+    listed: list[Any]
+    if isinstance(state, ListPartial):
+        listed = [list(values) for values in state.values]
+    elif isinstance(state, ExtremePartial):
         listed = state.values.tolist()
     else:
         totals = state.sums.tolist()

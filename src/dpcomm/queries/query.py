@@ -14,19 +14,24 @@ from dpcomm.data.table import Table
 from dpcomm.errors import InvalidParameterError
 
 OutputKind = Literal["group", "aggregate"]
-AggregateFunction = Literal["count", "count_star", "sum", "avg", "min", "max"]
+AggregateFunction = Literal["count", "count_star", "sum", "avg", "min", "max", "list"]
 
 _SUPPORTED = (
     "supported: SELECT <keys>, <aggregates> FROM <table> [WHERE <row condition>] [GROUP BY "
     "<keys | GROUPING SETS | ROLLUP | CUBE>] [HAVING] [ORDER BY] [LIMIT]; keys and aggregate "
     "arguments may be any per-row expression; aggregates: COUNT, COUNT_IF, SUM, AVG, MIN, MAX, "
-    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*, FSUM, FAVG, each with FILTER (WHERE ...)"
+    "BOOL_AND, BOOL_OR, VAR_*, STDDEV_*, FSUM, FAVG, STRING_AGG(x, sep ORDER BY x), each with "
+    "FILTER (WHERE ...)"
 )
 
 
 #: The result column that names each row's grouping set when a query has several, so that a
 #: subtotal (a key left out of the set, NULL) is never confused with a NULL key.
 GROUPING_SET_COLUMN = "grouping_set"
+
+#: The column a row projection reads DuckDB's ``rowid`` from: the row's position in the table
+#: given (from 0), which `dpcomm.queries.sql.project` adds when the projection reads it.
+ROWID_COLUMN = "__dpcomm_rowid"
 
 #: What ``GROUPING()`` without arguments is read as: DuckDB's GROUPING of every grouping key.
 EVERY_KEY = "__dpcomm_every_key"

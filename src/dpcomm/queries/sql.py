@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import cache
 
 import duckdb
 import numpy as np
@@ -30,6 +31,7 @@ from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.queries.query import (
     EVERY_KEY,
     GROUPING_SET_COLUMN,
+    ROWID_COLUMN,
     AggregateFunction,
     AggregateQuery,
     BoundAggregate,
@@ -46,6 +48,9 @@ _FUNCTIONS: dict[type[exp.Expression], AggregateFunction] = {
     exp.Avg: "avg",
     exp.Min: "min",
     exp.Max: "max",
+    # the core query's LIST: a group's non-NULL values, in no order (`dpcomm.queries.analyst`
+    # sorts them for an ordered STRING_AGG); a user's LIST is rewritten, never read as this
+    exp.ArrayAgg: "list",
 }
 _NUMERIC_FUNCTIONS = frozenset({"sum", "avg"})
 #: Limit on the number of grouping sets after expansion (DuckDB's own limit is 65535).
@@ -681,10 +686,15 @@ def bind_sql(
         query = parse_aggregate(sql)
     except UnsupportedQueryError:
         return _bind_analyst(sql, table)
+    if any(o.function == "list" for o in query.outputs):
+        return _bind_analyst(sql, table)  # DuckDB's LIST keeps NULLs, in the rows' order
     if any(
-        o.function in ("sum", "avg")
-        and o.column is not None
-        and _column_type(table, o.column) in _REWRITTEN_SUM_TYPES
+        o.column is not None
+        and (
+            (o.function in ("sum", "avg") and _column_type(table, o.column) in _REWRITTEN_SUM_TYPES)
+            or (o.function in ("count", "avg", "min", "max") and _uncarried(table, o.column))
+            or (o.column.lower() == "rowid" and _column_type(table, o.column) is None)
+        )
         for o in query.outputs
     ):
         return _bind_analyst(sql, table)
@@ -698,6 +708,15 @@ def bind_sql(
 _REWRITTEN_SUM_TYPES = frozenset(
     {"BOOLEAN", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS"}
 )
+
+
+def _uncarried(table: Table, name: str) -> bool:
+    """Whether ``name`` is a column of a type no source carries.
+
+    Its COUNT, AVG, MIN and MAX are rewritten (`dpcomm.queries.analyst`).
+    """
+    sql_type = _column_type(table, name)
+    return sql_type is not None and value_kind(sql_type) is None
 
 
 def _column_type(table: Table, name: str) -> str | None:
@@ -755,6 +774,7 @@ def _bind_analyst(
         )
     empty = raw.take(np.zeros(raw.num_rows, dtype=bool))
 
+    @cache  # an expression is typed once per query (each typing opens a DuckDB connection)
     def typer(expression: str) -> str:
         return _duckdb_result(f"SELECT {expression} FROM {_quoted(table_name)}", table_name, empty)[
             1
@@ -837,13 +857,25 @@ def _duckdb_result(sql: str, table_name: str, table: Table) -> tuple[list[str], 
             raise InvalidParameterError("sql", "SQL that DuckDB accepts", message) from error
 
 
-def _run_projection(projection: str, table: Table) -> Table:
-    """The projection's rows over ``table`` (registered under its name), by DuckDB."""
+def _run_projection(projection: str, table: Table, first_row: int = 0) -> Table:
+    """The projection's rows over ``table`` (registered under its name), by DuckDB.
+
+    A projection reading `ROWID_COLUMN` reads each row's position: ``first_row`` plus its
+    position in ``table`` (the rows of a table read by ranges start at their range's first).
+    """
     from dpcomm.data.table import table_from_relation
 
     with scratch_connection() as connection:
         try:
-            table.register(connection, table.name)
+            if ROWID_COLUMN in projection:
+                stored = f"{ROWID_COLUMN}_rows"
+                table.register(connection, stored)
+                connection.execute(
+                    f"CREATE VIEW {_quoted(table.name)} AS SELECT *, rowid + {int(first_row)} "
+                    f"AS {_quoted(ROWID_COLUMN)} FROM {_quoted(stored)}"
+                )
+            else:
+                table.register(connection, table.name)
             return table_from_relation(connection.sql(projection), table.name)
         except duckdb.Error as error:
             message = str(error).splitlines()[0]
@@ -928,15 +960,16 @@ def _schema_table(schema: Sequence[tuple[str, str]]) -> Table:
     return Table("t", tuple(columns))
 
 
-def project(bound: BoundAggregate, table: Table) -> Table:
+def project(bound: BoundAggregate, table: Table, first_row: int = 0) -> Table:
     """The rows the bound query reads: ``table`` itself, or its row projection (DuckDB).
 
     Each derived row is a deterministic function of the raw row alone (what a source
-    evaluates on its own row); DuckDB evaluates them for all rows at once.
+    evaluates on its own row; DuckDB's ``rowid`` is the row's position in the table given,
+    ``first_row`` for the first of ``table``); DuckDB evaluates them for all rows at once.
     """
     if bound.projection is None:
         return table
-    return _run_projection(bound.projection, table.renamed(bound.table_name))
+    return _run_projection(bound.projection, table.renamed(bound.table_name), first_row)
 
 
 __all__ = [

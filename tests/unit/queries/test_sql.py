@@ -307,3 +307,18 @@ def test_check_table_rejects_other_schema(table: Table) -> None:
     other = Table("D", (Column("A", "VARCHAR", np.array(["1"], dtype=object), np.zeros(1, bool)),))
     with pytest.raises(InvalidParameterError, match="schema"):
         bound.check_table(other)
+
+
+def test_rowid_is_the_rows_position_in_the_table_also_when_read_by_ranges(tmp_path) -> None:
+    """DuckDB's rowid: a range's rows keep their positions in the whole (Parquet, Dask)."""
+    from dpcomm.data.partitioned import ParquetRows
+    from dpcomm.queries.aggregate import AggregateProgram
+
+    path = tmp_path / "t.parquet"
+    duckdb.execute(f"COPY (SELECT range % 2 AS i FROM range(7)) TO '{path}' (FORMAT PARQUET)")
+    sql = "SELECT rowid // 3 AS g, COUNT(*), SUM(rowid) FROM t WHERE rowid > 0 GROUP BY g"
+    program = AggregateProgram.from_sql(sql, ParquetRows(path, name="t"))
+    assert program.rows is not None
+    part = program.rows.read(3, 7)
+    held = {tuple(c.values.tolist()) for c in part.columns}
+    assert (1, 1, 1, 2) in held and (3, 4, 5, 6) in held
