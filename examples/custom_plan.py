@@ -78,6 +78,9 @@ class BusLines:
     def check_countermeasures(self, countermeasures: Any) -> None:
         """Any countermeasure protects the counts (nothing is released but the result)."""
 
+    def check_config(self) -> None:
+        """Nothing a node runs is derived from its config (no SQL): nothing to check."""
+
     def published(self, state: np.ndarray) -> None:
         """The result node publishes the counts as they are."""
         return None

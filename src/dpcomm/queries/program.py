@@ -194,10 +194,12 @@ def source_rows(program: QueryProgram) -> Any:
 
 ProgramClass = TypeVar("ProgramClass", bound=type)
 _REGISTRY: dict[str, Callable[[Mapping[str, Any]], QueryProgram]] = {}
+#: The module that registered each kind (a spec must name it).
+_MODULES: dict[str, str] = {}
 
 
-#: The programs a spec may describe: each kind and the dpcomm module that registers it. A
-#: spec's ``module`` must be its kind's: a node's config never makes it import anything else.
+#: dpcomm's own programs: each kind and the module that registers it. A spec of one of these
+#: kinds names that module, and a process that has not registered the kind yet imports it.
 PROGRAM_MODULES: Mapping[str, str] = MappingProxyType(
     {"aggregate": "dpcomm.queries.aggregate", "kmeans": "dpcomm.queries.kmeans"}
 )
@@ -206,17 +208,20 @@ PROGRAM_MODULES: Mapping[str, str] = MappingProxyType(
 def register_program(kind: str) -> Callable[[ProgramClass], ProgramClass]:
     """Class decorator: programs of ``kind`` are rebuilt by the class's ``from_spec``.
 
-    ``kind`` and the class's module must be an entry of `PROGRAM_MODULES`; the module is
-    named in every spec it writes (``to_spec`` returns `spec_header` first), and a process
-    that has not imported it yet imports it (`program_from_spec`).
+    One of dpcomm's own kinds (`PROGRAM_MODULES`) only from its own module; another kind (a
+    program of the user's, e.g. ``examples/custom_plan.py``) from the module that defines
+    it, in the processes that import that module: a spec never makes a process import
+    anything but dpcomm's own programs (`program_from_spec`).
     """
 
     def register(cls: ProgramClass) -> ProgramClass:
-        if PROGRAM_MODULES.get(kind) != cls.__module__:
+        own = PROGRAM_MODULES.get(kind)
+        if own is not None and own != cls.__module__:
             raise InvalidParameterError(
-                "program kind", "an entry of PROGRAM_MODULES", f"{kind} in {cls.__module__}"
+                "program kind", f"a kind other than dpcomm's own {kind!r} ({own})", kind
             )
         _REGISTRY[kind] = cls.from_spec  # type: ignore[attr-defined]
+        _MODULES[kind] = cls.__module__
         return cls
 
     return register
@@ -230,20 +235,21 @@ def spec_header(kind: str, cls: type) -> dict[str, Any]:
 def program_from_spec(spec: Mapping[str, Any]) -> QueryProgram:
     """The public program described by ``spec`` (from `QueryProgram.to_spec`).
 
-    Only the registry's programs (`PROGRAM_MODULES`): a kind not registered yet in this
-    process is registered by importing its own module, never one a spec names otherwise.
+    Only a registered kind: one of dpcomm's own (`PROGRAM_MODULES`: its module imported if this
+    process has not registered it yet), or one this process registered itself. The module a
+    spec names must be the registered one; it is never imported otherwise.
     """
     kind = spec.get("kind")
     module = spec.get("module")
-    if not isinstance(kind, str) or kind not in PROGRAM_MODULES:
-        known = ", ".join(sorted(PROGRAM_MODULES))
-        raise InvalidParameterError("program kind", f"one of dpcomm's programs ({known})", kind)
-    if module is not None and module != PROGRAM_MODULES[kind]:
-        raise InvalidParameterError(
-            "program module", f"{PROGRAM_MODULES[kind]} (the {kind} program's own)", module
-        )
-    if kind not in _REGISTRY:
+    if isinstance(kind, str) and kind not in _REGISTRY and kind in PROGRAM_MODULES:
         importlib.import_module(PROGRAM_MODULES[kind])
+    if not isinstance(kind, str) or kind not in _REGISTRY:
+        known = ", ".join(sorted(set(PROGRAM_MODULES) | set(_REGISTRY)))
+        raise InvalidParameterError("program kind", f"a registered program ({known})", kind)
+    if module is not None and module != _MODULES[kind]:
+        raise InvalidParameterError(
+            "program module", f"{_MODULES[kind]} (the {kind} program's own)", module
+        )
     return _REGISTRY[kind](spec)
 
 
