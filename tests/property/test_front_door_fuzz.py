@@ -49,7 +49,7 @@ BASELINES = {
         "test_points": POINTS, "test_labels": [0] * 10 + [1] * 10, "seed": 1, "delta": 1e-4,
         "engine": "memory", "start_seed": 0, "progress": False, "target_epsilon": None,
         "drop_non_finite": False, "budget": None, "init": "random", "init_points": None,
-        "release": None, "bounds": None, "columns": None,
+        "release": None, "bounds": None, "columns": None, "scale": False,
     },
     dpcomm.Budget: {"epsilon": 1.0, "delta": 1e-5, "ledger": "ledger.json", "accept_edits": False},
     dpcomm.Laplace: {"epsilon": 1.0},
