@@ -261,28 +261,40 @@ def _print_release(report: ReleaseAuditReport, *, sql: str = RELEASE_AUDIT_SQL) 
     )
 
 
-def command_audit_release(args: argparse.Namespace) -> int:
-    """``dpcomm audit release``."""
+def _release_audit_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments both release audits take from their flags.
+
+    The scramblers, the release, the bounds, the runs, the confidence, δ, the seeded fault and
+    the seed.
+    """
     from dpcomm.cli.execute import release_mechanism
-    from dpcomm.experiments.release_audit import audit_release
     from dpcomm.plan.countermeasures import Scramblers
 
     countermeasure = Scramblers(
         sampling_rate=args.sampling_rate, batch_size=args.batch_size, num_dummies=args.num_dummies
     )
+    return {
+        "countermeasure": countermeasure,
+        "release": release_mechanism(args),
+        "bounds": args.bounds,
+        "runs": args.runs,
+        "confidence": args.confidence,
+        "delta": args.delta,
+        "fault": "none" if args.fault is None else args.fault,
+        "rng": args.seed,
+    }
+
+
+def command_audit_release(args: argparse.Namespace) -> int:
+    """``dpcomm audit release``."""
+    from dpcomm.experiments.release_audit import audit_release
+
     report = audit_release(
-        countermeasure,
-        release_mechanism(args),
         num_targets=args.num_targets,
-        bounds=args.bounds,
-        runs=args.runs,
-        confidence=args.confidence,
-        delta=args.delta,
         sql=args.sql,
-        fault="none" if args.fault is None else args.fault,
         aggregate=_aggregate(args.aggregate),
-        rng=args.seed,
         progress=not args.json and show_progress(args),
+        **_release_audit_options(args),
     )
 
     def as_json(audited: ReleaseAuditReport) -> dict[str, Any]:
@@ -380,24 +392,10 @@ def _print_kmeans_release(report: KMeansAuditReport) -> None:
 
 def command_audit_kmeans_release(args: argparse.Namespace) -> int:
     """``dpcomm audit kmeans-release``."""
-    from dpcomm.cli.execute import release_mechanism
     from dpcomm.experiments.kmeans_audit import audit_kmeans_release
-    from dpcomm.plan.countermeasures import Scramblers
 
-    countermeasure = Scramblers(
-        sampling_rate=args.sampling_rate, batch_size=args.batch_size, num_dummies=args.num_dummies
-    )
     report = audit_kmeans_release(
-        countermeasure,
-        release_mechanism(args),
-        num_clusters=args.num_targets,
-        bounds=args.bounds,
-        runs=args.runs,
-        confidence=args.confidence,
-        delta=args.delta,
-        fault="none" if args.fault is None else args.fault,
-        aggregate=args.aggregate,
-        rng=args.seed,
+        num_clusters=args.num_targets, aggregate=args.aggregate, **_release_audit_options(args)
     )
     return _verdict(report, kmeans_report_dict if args.json else None, _print_kmeans_release)
 

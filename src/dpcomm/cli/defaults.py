@@ -13,6 +13,7 @@ from dpcomm.accounting.defaults import (
 )
 from dpcomm.accounting.defaults import MAX_ROUNDS as MAX_ROUNDS
 from dpcomm.accounting.defaults import METHOD_NAMES as METHOD_NAMES
+from dpcomm.experiments.fault_kinds import RELEASE_FAULT_KINDS as RELEASE_FAULT_KINDS
 
 #: `dpcomm.api.DEFAULT_DELTA`: δ of a whole plan.
 DEFAULT_DELTA = 1e-4
@@ -26,19 +27,12 @@ INIT_METHODS = ("random", "k-means++")
 MAX_COUNT = 1_000_000
 MAX_SOURCES = 1_000_000_000_000
 
-#: `dpcomm.experiments.audit.FAULT_KINDS` and `dpcomm.experiments.release_audit`'s faults.
+#: `dpcomm.experiments.audit.FAULT_KINDS` (the release audit's are imported: no numpy there).
 FAULT_KINDS: tuple[str, ...] = (
     "nonuniform-dummies",
     "no-shuffle",
     "lower-sampling",
     "fewer-dummies",
-)
-RELEASE_FAULT_KINDS: tuple[str, ...] = (
-    "old-sensitivity",
-    "centred-own-row",
-    "quantile-own-row",
-    "quantile-add-remove",
-    "quantile-uncharged",
 )
 
 #: `dpcomm.experiments.release_audit`'s default configuration: its query, T, the scrambler

@@ -86,6 +86,7 @@ from dpcomm.experiments.audit import (
     estimate_events,
     scrambler_runs,
 )
+from dpcomm.experiments.fault_kinds import RELEASE_FAULT_KINDS as RELEASE_FAULT_KINDS
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers
 from dpcomm.progress import with_progress
 from dpcomm.protocol import roles
@@ -149,15 +150,6 @@ Countermeasure = Scramblers | LocalFlooding
 #: Names of the candidate neighbouring pairs, in the order they are tried (`candidate_pairs`).
 PAIR_NAMES = ("third-key", "signed", "others-on-destination", "others-on-source")
 
-#: The seeded faults of the release `seeded_release_fault` builds (``--fault`` of
-#: ``dpcomm audit release``).
-RELEASE_FAULT_KINDS: tuple[str, ...] = (
-    "old-sensitivity",
-    "centred-own-row",
-    "quantile-own-row",
-    "quantile-add-remove",
-    "quantile-uncharged",
-)
 
 
 @dataclass(frozen=True)
