@@ -151,7 +151,6 @@ Countermeasure = Scramblers | LocalFlooding
 PAIR_NAMES = ("third-key", "signed", "others-on-destination", "others-on-source")
 
 
-
 @dataclass(frozen=True)
 class NeighbourPair:
     """How source 0's row and the other sources' rows are laid out on the keys (a, b, c).
