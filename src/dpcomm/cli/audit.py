@@ -157,6 +157,35 @@ def command_audit(args: argparse.Namespace) -> int:
     return _verdict(report, report_dict if args.json else None, _print)
 
 
+def _audited_entries(report: Any) -> dict[str, Any]:
+    """A release audit's countermeasure and release, as its JSON document gives them."""
+    countermeasure = report.countermeasure
+    return {
+        "countermeasure": {
+            "name": countermeasure.name,
+            **{k: v for k, v in asdict(countermeasure).items() if k != "name"},
+        },
+        "release": {
+            "mechanism": report.release.name,
+            "epsilon": report.release.epsilon,
+            "delta": report.release.delta,
+        },
+    }
+
+
+def _claim_entries(report: Any) -> dict[str, Any]:
+    """A release audit's runs, confidence and the claim it tests, for its JSON document."""
+    return {
+        "runs_per_table": report.runs,
+        "confidence": report.confidence,
+        "delta": report.delta,
+        "traffic_epsilon": report.traffic_epsilon,
+        "reported_epsilon": report.reported_epsilon,
+        "summed_epsilon": report.summed_epsilon,
+        "noise_scales": dict(report.noise_scales),
+    }
+
+
 def release_report_dict(
     report: ReleaseAuditReport, *, sql: str = RELEASE_AUDIT_SQL
 ) -> dict[str, Any]:
@@ -166,28 +195,14 @@ def release_report_dict(
     document: dict[str, Any] = json_ready(
         {
             "kind": "release",
-            "countermeasure": {
-                "name": report.countermeasure.name,
-                **{k: v for k, v in asdict(report.countermeasure).items() if k != "name"},
-            },
-            "release": {
-                "mechanism": report.release.name,
-                "epsilon": report.release.epsilon,
-                "delta": report.release.delta,
-            },
+            **_audited_entries(report),
             "num_targets": report.num_targets,
             "bounds": list(neighbours.bounds),
             "sql": sql,
             "fault": report.fault,
             "aggregate": report.aggregate,
-            "runs_per_table": report.runs,
-            "confidence": report.confidence,
-            "delta": report.delta,
-            "traffic_epsilon": report.traffic_epsilon,
+            **_claim_entries(report),
             "release_epsilon": report.release_epsilon,
-            "reported_epsilon": report.reported_epsilon,
-            "summed_epsilon": report.summed_epsilon,
-            "noise_scales": dict(report.noise_scales),
             "pairs": [
                 {
                     "name": pair.name,
@@ -319,26 +334,12 @@ def kmeans_report_dict(report: KMeansAuditReport) -> dict[str, Any]:
     document: dict[str, Any] = json_ready(
         {
             "kind": "kmeans-release",
-            "countermeasure": {
-                "name": report.countermeasure.name,
-                **{k: v for k, v in asdict(report.countermeasure).items() if k != "name"},
-            },
-            "release": {
-                "mechanism": report.release.name,
-                "epsilon": report.release.epsilon,
-                "delta": report.release.delta,
-            },
+            **_audited_entries(report),
             "num_clusters": neighbours.num_clusters,
             "bounds": list(neighbours.bounds),
             "fault": report.fault,
             "aggregate": report.aggregate,
-            "runs_per_table": report.runs,
-            "confidence": report.confidence,
-            "delta": report.delta,
-            "traffic_epsilon": report.traffic_epsilon,
-            "reported_epsilon": report.reported_epsilon,
-            "summed_epsilon": report.summed_epsilon,
-            "noise_scales": dict(report.noise_scales),
+            **_claim_entries(report),
             "pairs": [
                 {"name": name, "selection_bound": bound, "chosen": name == neighbours.pair}
                 for name, bound in report.pairs
