@@ -7,7 +7,7 @@ Points, labels, the test set, the scaling and the release of [`dpcomm.kmeans`][]
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,10 +54,10 @@ def compiled_kmeans(
     scaled = _scale_asked(scale, limits)
     iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
     start_seed = check_seed(start_seed, name="start_seed")
+    given = _PointsAsked(points, k, labels, init, init_points, start_seed, drop)
     program, array, truth, kept = _kmeans_program(
-        points, k, iterations, labels, init, init_points, start_seed=start_seed, drop=drop,
-        scaling=limits if scaled else None,
-    )  # fmt: skip
+        given, iterations, scaling=limits if scaled else None
+    )
     names = _column_names(points, columns, program.dimension)
     scaling = _checked_scaling(limits if scaled else None, program.dimension)
     released = _released_bounds(asked, limits, scaling)
@@ -144,35 +144,41 @@ def _column_names(points: object, columns: object, dimension: int) -> tuple[str,
     return names
 
 
+@dataclass(frozen=True)
+class _PointsAsked:
+    """`dpcomm.kmeans`'s arguments about the points and the start, as given (unchecked)."""
+
+    points: npt.ArrayLike
+    k: object
+    labels: npt.ArrayLike | None
+    init: object
+    init_points: npt.ArrayLike | None
+    start_seed: int
+    drop: bool
+
+
 def _kmeans_program(
-    points: npt.ArrayLike,
-    k: int,
-    iterations: int,
-    labels: npt.ArrayLike | None,
-    init: str,
-    init_points: npt.ArrayLike | None,
-    *,
-    start_seed: int,
-    drop: bool,
-    scaling: object = None,
+    asked: _PointsAsked, iterations: int, *, scaling: object = None
 ) -> tuple[
     KMeansProgram, npt.NDArray[np.float64], npt.NDArray[np.int64] | None, npt.NDArray[np.bool_]
 ]:
-    """K-means over the usable ``points``: the program, those points, labels' codes, kept.
+    """K-means over the usable points: the program, those points, labels' codes, rows kept.
 
-    ``scaling``: the public (lo_j, hi_j) the points (and ``init_points``) are scaled from onto
-    [0, 1] (`_scaled`), or None.
+    ``scaling``: the public (lo_j, hi_j) the points (and the public initial points) are scaled
+    from onto [0, 1] (`_scaled`), or None.
     """
     from dpcomm.data.inputs import label_codes, points_of, usable_rows
     from dpcomm.queries.kmeans import INIT_METHODS, KMeansProgram, choose_initial_centroids
 
-    array = points_of("points", points)
+    init, init_points = asked.init, asked.init_points
+    start_seed, drop, labels = asked.start_seed, asked.drop, asked.labels
+    array = points_of("points", asked.points)
     truth = None if labels is None else label_codes("labels", labels, len(array), "point")
     array, kept = usable_rows("points", array, drop=drop)
     pairs = _checked_scaling(scaling, array.shape[1])
     if pairs is not None:
         array = _scaled(array, pairs)
-    k = check_int("k", k, minimum=1)
+    k = check_int("k", asked.k, minimum=1)
     if k > len(array):
         raise InvalidParameterError("k", f"an integer in [1, {len(array):,}] (the points)", k)
     if not isinstance(init, str) or init not in INIT_METHODS:
