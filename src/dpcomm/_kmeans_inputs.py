@@ -54,9 +54,9 @@ def compiled_kmeans(
     scaled = _scale_asked(scale, limits)
     iterations = check_int("iterations", iterations, minimum=1, maximum=MAX_COUNT)
     start_seed = check_seed(start_seed, name="start_seed")
-    given = _PointsAsked(points, k, labels, init, init_points, start_seed, drop)
+    points_asked = _PointsAsked(points, k, labels, init, init_points, start_seed, drop)
     program, array, truth, kept = _kmeans_program(
-        given, iterations, scaling=limits if scaled else None
+        points_asked, iterations, scaling=limits if scaled else None
     )
     names = _column_names(points, columns, program.dimension)
     scaling = _checked_scaling(limits if scaled else None, program.dimension)

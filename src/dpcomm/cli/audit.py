@@ -186,6 +186,18 @@ def _claim_entries(report: Any) -> dict[str, Any]:
     }
 
 
+def _verdict_entries(report: Any) -> dict[str, Any]:
+    """A release audit's lower bound, verdict, events and time, for its JSON document."""
+    best = report.best_event
+    return {
+        "lower_bound": report.lower_bound,
+        "verdict": "PASS" if report.passed else "FAIL",
+        "events_tried": report.events_tried,
+        "best_event": None if best is None else asdict(best),
+        "seconds": report.seconds,
+    }
+
+
 def release_report_dict(
     report: ReleaseAuditReport, *, sql: str = RELEASE_AUDIT_SQL
 ) -> dict[str, Any]:
@@ -217,11 +229,7 @@ def release_report_dict(
                 "keys": list(neighbours.keys),
                 "targets": list(neighbours.targets),
             },
-            "lower_bound": report.lower_bound,
-            "verdict": "PASS" if report.passed else "FAIL",
-            "events_tried": report.events_tried,
-            "best_event": None if report.best_event is None else asdict(report.best_event),
-            "seconds": report.seconds,
+            **_verdict_entries(report),
         }
     )
     return document
@@ -345,11 +353,7 @@ def kmeans_report_dict(report: KMeansAuditReport) -> dict[str, Any]:
                 for name, bound in report.pairs
             ],
             "chosen_pair": {"name": neighbours.pair, "description": neighbours.describe()},
-            "lower_bound": report.lower_bound,
-            "verdict": "PASS" if report.passed else "FAIL",
-            "events_tried": report.events_tried,
-            "best_event": None if report.best_event is None else asdict(report.best_event),
-            "seconds": report.seconds,
+            **_verdict_entries(report),
         }
     )
     return document
