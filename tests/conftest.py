@@ -448,3 +448,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Keep what collection built (test modules, parametrizations) out of every later collection."""
     gc.collect()
     gc.freeze()
+
+
+def ordered_output(sql: str) -> bool:
+    """Whether the query orders its output: an ORDER BY outside every parenthesis (not one
+    inside an aggregate such as ``STRING_AGG(x, ',' ORDER BY x)``), string literals and
+    quoted names aside. Only then is the row order compared."""
+    import re
+
+    text = re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "''", sql)
+    depth = 0
+    for token in re.finditer(r"\(|\)|\bORDER\s+BY\b", text, re.IGNORECASE):
+        if token.group() == "(":
+            depth += 1
+        elif token.group() == ")":
+            depth -= 1
+        elif depth == 0:
+            return True
+    return False

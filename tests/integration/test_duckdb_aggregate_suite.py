@@ -33,6 +33,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pytest
+from tests.conftest import ordered_output
 from tests.integration import _sqllogictest
 
 import dpcomm
@@ -186,7 +187,7 @@ def difference(sql: str, run: Any, names: list[str], types: list[str], rows: lis
     got = [tuple(row[n] for n in names) for row in run.rows]
     if len(got) != len(rows):
         return f"{len(got)} rows against DuckDB's {len(rows)}"
-    if not re.search(r"\bORDER\s+BY\b", sql, re.IGNORECASE):
+    if not ordered_output(sql):
         got, rows = sorted(got, key=_key), sorted(rows, key=_key)
     for index, (left, right) in enumerate(zip(got, rows, strict=True)):
         if not all(_same(x, y) for x, y in zip(left, right, strict=True)):

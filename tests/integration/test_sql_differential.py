@@ -14,7 +14,6 @@ runs as a deployment over mutual TLS. (All 60 over TLS: 5 min on 2 cores, run by
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
@@ -27,7 +26,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from tests.conftest import local_dask_client
+from tests.conftest import local_dask_client, ordered_output
 
 import dpcomm
 from dpcomm.queries.query import GROUPING_SET_COLUMN
@@ -228,7 +227,7 @@ def _close(x: Any, y: Any) -> bool:
 def assert_same_result(sql: str, got: list[dict[str, Any]], expected: list[tuple[Any, ...]]):
     rows = [tuple(v for k, v in row.items() if k != GROUPING_SET_COLUMN) for row in got]
     assert len(rows) == len(expected), f"{sql}: {len(rows)} rows against DuckDB's {len(expected)}"
-    if not re.search(r"\bORDER\s+BY\b", sql, re.IGNORECASE):
+    if not ordered_output(sql):
         rows = sorted(rows, key=lambda r: _sort_key(tuple(_comparable(v) for v in r)))
         expected = sorted(expected, key=lambda r: _sort_key(tuple(_comparable(v) for v in r)))
     for index, (left, right) in enumerate(zip(rows, expected, strict=True)):
