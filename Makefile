@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# pytest-xdist workers of the parallel tests (docs/benchmarks.md, "The test suite").
+TEST_WORKERS ?= auto
 
 .PHONY: demo test check unit docs lint typecheck bench data capture-tools browser-tools system-tools \
 	test-setup parallel-tests serial-tests clean
@@ -65,7 +67,7 @@ test: test-setup
 	@$(MAKE) --no-print-directory parallel-tests
 
 parallel-tests: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n auto --dist worksteal -m "not serial"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not serial"
 
 serial-tests: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m serial
