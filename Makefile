@@ -69,8 +69,9 @@ test: test-setup
 parallel-tests: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not serial"
 
+# (Every serial test is an integration test: the other folders are not collected.)
 serial-tests: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m serial
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m serial tests/integration
 
 # The inner loop (under two minutes): lint, types, dead code (vulture: code in src/ that
 # nothing calls; what must stay is in vulture_whitelist.py, with why), unit and property tests.

@@ -28,7 +28,7 @@ COUNTERMEASURE = Scramblers(sampling_rate=0.2, batch_size=40, num_dummies=10)
 
 @pytest.mark.parametrize("oversubscription", [2, 4])
 def test_a_round_on_an_oversubscribed_machine_is_the_memory_run(oversubscription):
-    program = autompg(rows=120)  # three scramblers' batches per grouping set
+    program = autompg(rows=80)  # two scramblers' batches per grouping set
     cores = os.cpu_count() or 1
     # k× oversubscribed: (k − 1) CPU-bound processes per core beside the round.
     with busy_processes((oversubscription - 1) * cores):
