@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -342,27 +343,46 @@ def test_authenticated_links_per_peer_are_capped(pki):
     asyncio.run(scenario())
 
 
+def _round(
+    tmp_path: Path,
+    *,
+    rows: int,
+    num_targets: int,
+    countermeasure: Scramblers,
+    round_id: int,
+    idle_seconds: float,
+    round_seconds: float,
+) -> tuple[RoundSpec, Any, Any]:
+    """A COUNT by ``g1`` over synthetic rows: its round's spec (seed 5), nodes' configs and
+    credentials."""
+    program = AggregateProgram.from_sql(
+        "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
+        synthetic_table(num_rows=rows, seed=3),
+        num_targets=num_targets,
+    )
+    spec = RoundSpec.create(
+        program,
+        countermeasure,
+        round_id=round_id,
+        seed=5,
+        idle_seconds=idle_seconds,
+        round_seconds=round_seconds,
+    )
+    configs = node_configs(program, spec)
+    authority = CertificateAuthority.create(tmp_path / "ca")
+    return spec, configs, issue_many(authority, list(configs), tmp_path / "nodes")
+
+
 # ------------------------------------------------------------ a round under attack
 
 
 def test_a_round_completes_while_a_peer_attacks_the_coordinator(tmp_path):
     """300 idle sockets and 20 oversized blobs under a source's certificate: the round runs."""
-    program = AggregateProgram.from_sql(
-        "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
-        synthetic_table(num_rows=20, seed=3),
-        num_targets=3,
-    )
-    spec = RoundSpec.create(
-        program,
-        Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2),
+    spec, configs, credentials = _round(
+        tmp_path, rows=20, num_targets=3, idle_seconds=5, round_seconds=60,
+        countermeasure=Scramblers(sampling_rate=0.2, batch_size=10, num_dummies=2),
         round_id=11,
-        seed=5,
-        idle_seconds=5,
-        round_seconds=60,
-    )
-    configs = node_configs(program, spec)
-    authority = CertificateAuthority.create(tmp_path / "ca")
-    credentials = issue_many(authority, list(configs), tmp_path / "nodes")
+    )  # fmt: skip
 
     async def scenario():
         loop = asyncio.get_running_loop()
@@ -457,22 +477,11 @@ def test_a_round_completes_while_its_sources_own_address_floods_the_coordinator(
     """2,000 connections/s from 127.0.0.1, the sources' own address (devices behind one NAT),
     that send nothing, and handshakes without a certificate: every source registers, and no
     connection is refused at the door (the flood holds no handshake slot and no token)."""
-    program = AggregateProgram.from_sql(
-        "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
-        synthetic_table(num_rows=150, seed=3),
-        num_targets=3,
-    )
-    spec = RoundSpec.create(
-        program,
-        Scramblers(sampling_rate=0.2, batch_size=25, num_dummies=2),
+    _spec, configs, credentials = _round(
+        tmp_path, rows=150, num_targets=3, idle_seconds=8, round_seconds=60,
+        countermeasure=Scramblers(sampling_rate=0.2, batch_size=25, num_dummies=2),
         round_id=12,
-        seed=5,
-        idle_seconds=8,
-        round_seconds=60,
-    )
-    configs = node_configs(program, spec)
-    authority = CertificateAuthority.create(tmp_path / "ca")
-    credentials = issue_many(authority, list(configs), tmp_path / "nodes")
+    )  # fmt: skip
     flooders = []
 
     async def scenario():
@@ -525,22 +534,11 @@ def test_a_round_completes_while_its_sources_own_address_floods_the_coordinator(
 def test_an_output_its_receiver_never_takes_is_given_up_after_the_idle_time(tmp_path, monkeypatch):
     """A result node that accepts the compute nodes' links and reads nothing: each compute node
     gives up after T without progress (not at the round's deadline) and says why in one line."""
-    program = AggregateProgram.from_sql(
-        "SELECT g1, COUNT(*) FROM synthetic GROUP BY g1",
-        synthetic_table(num_rows=12, seed=3),
-        num_targets=2,
-    )
-    spec = RoundSpec.create(
-        program,
-        Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=1),
+    _spec, configs, credentials = _round(
+        tmp_path, rows=12, num_targets=2, idle_seconds=2, round_seconds=120,
+        countermeasure=Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=1),
         round_id=13,
-        seed=5,
-        idle_seconds=2,
-        round_seconds=120,
-    )
-    configs = node_configs(program, spec)
-    authority = CertificateAuthority.create(tmp_path / "ca")
-    credentials = issue_many(authority, list(configs), tmp_path / "nodes")
+    )  # fmt: skip
 
     async def silent_result(context):
         closed = asyncio.Event()
