@@ -466,3 +466,18 @@ def ordered_output(sql: str) -> bool:
         elif depth == 0:
             return True
     return False
+
+
+def written_credentials(configs: Any, pki: Path) -> dict[str, Any]:
+    """Each node's credentials as ``dpcomm deploy configs`` writes them under ``pki``."""
+    from dpcomm.engine.network.pki import NodeCredentials
+
+    return {
+        c.name: NodeCredentials(
+            name=c.name,
+            cert_path=pki / f"{c.name}.pem",
+            key_path=pki / f"{c.name}.key",
+            ca_path=pki / "ca.pem",
+        )
+        for c in configs
+    }

@@ -14,11 +14,11 @@ import socket
 
 import numpy as np
 import pytest
+from tests.conftest import written_credentials
 
 from dpcomm.engine.memory import simulate
 from dpcomm.engine.network import launcher
 from dpcomm.engine.network.deploy import result_state
-from dpcomm.engine.network.pki import NodeCredentials
 from dpcomm.engine.network.spec import NodeConfig
 from dpcomm.plan import Scramblers
 from dpcomm.queries.kmeans import KMeansProgram
@@ -57,15 +57,7 @@ def test_a_released_kmeans_round_from_written_configs_is_the_memory_run(cli, tmp
         dataclasses.replace(c, round=dataclasses.replace(c.round, seed=SEED)) for c in configs
     ]
     pki = out / "pki"
-    credentials = {
-        c.name: NodeCredentials(
-            name=c.name,
-            cert_path=pki / f"{c.name}.pem",
-            key_path=pki / f"{c.name}.key",
-            ca_path=pki / "ca.pem",
-        )
-        for c in seeded
-    }
+    credentials = written_credentials(seeded, pki)
     outcome = launcher.run_tls_group(seeded, credentials)
     assert not outcome.errors
     state = result_state(program, outcome)

@@ -12,11 +12,11 @@ import socket
 from pathlib import Path
 
 import pytest
+from tests.conftest import written_credentials
 
 from dpcomm.data import synthetic_table
 from dpcomm.engine.network import launcher
 from dpcomm.engine.network.deploy import published_result, result_state, write_deployment
-from dpcomm.engine.network.pki import NodeCredentials
 from dpcomm.engine.network.spec import NodeConfig
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
@@ -51,15 +51,7 @@ def deployment(tmp_path_factory):
     )
     configs = [NodeConfig.load(path) for path in paths.values()]
     pki = folder / "pki"
-    credentials = {
-        c.name: NodeCredentials(
-            name=c.name,
-            cert_path=pki / f"{c.name}.pem",
-            key_path=pki / f"{c.name}.key",
-            ca_path=pki / "ca.pem",
-        )
-        for c in configs
-    }
+    credentials = written_credentials(configs, pki)
     outcome = launcher.run_tls_group(configs, credentials)
     assert not outcome.errors
     result = next(c for c in configs if c.role == "result")
