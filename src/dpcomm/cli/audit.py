@@ -622,6 +622,13 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         "the quantiles drawn but left out of the composition (claims the traffic and the "
         "other aggregates alone; needs a COUNT or SUM beside the quantile)",
     )
+    _add_release_seed_and_json(parser)
+    add_progress_options(parser)
+    parser.set_defaults(handler=command_audit_release)
+
+
+def _add_release_seed_and_json(parser: argparse.ArgumentParser) -> None:
+    """``--seed`` and ``--json`` of both release audits."""
     parser.add_argument(
         "--seed",
         type=non_negative_int,
@@ -629,8 +636,6 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         help="seed of the traffic's runs (the release's noise is OpenDP's, never seeded)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_progress_options(parser)
-    parser.set_defaults(handler=command_audit_release)
 
 
 def _add_kmeans_release_options(parser: argparse.ArgumentParser) -> None:
@@ -672,13 +677,7 @@ def _add_kmeans_release_options(parser: argparse.ArgumentParser) -> None:
         "sums' sensitivity of the row's own change alone (W, not 1.5 W); unclamped, the "
         "points summed without their clamp to the bounds",
     )
-    parser.add_argument(
-        "--seed",
-        type=non_negative_int,
-        default=0,
-        help="seed of the traffic's runs (the release's noise is OpenDP's, never seeded)",
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_release_seed_and_json(parser)
     parser.set_defaults(handler=command_audit_kmeans_release)
 
 
