@@ -481,3 +481,19 @@ def written_credentials(configs: Any, pki: Path) -> dict[str, Any]:
         )
         for c in configs
     }
+
+
+def messages_per_target(run: Any, flow: str, counted: Callable[[str], bool]) -> list[int]:
+    """Messages each compute node of ``flow`` received in ``run``, in target order (what an
+    observer of the traffic counts), over the traffic entries whose flow name ``counted``
+    accepts."""
+    from dpcomm.plan.routes import Routes
+
+    receiver = run.transformed.plan.flow(flow).receiver
+    computes = Routes(run.transformed).node_ids(receiver).tolist()
+    received = dict.fromkeys(computes, 0)
+    for traffic in run.traffic:
+        for node, count in zip(traffic.receivers.tolist(), traffic.counts.tolist(), strict=True):
+            if node in received and counted(traffic.flow):
+                received[node] += count
+    return [received[node] for node in computes]

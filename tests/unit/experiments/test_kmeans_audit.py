@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.conftest import messages_per_target
 
 import dpcomm
 from dpcomm.engine.memory import simulate
@@ -25,16 +26,7 @@ SCRAMBLERS = dpcomm.Scramblers(sampling_rate=0.5, batch_size=6, num_dummies=4)
 
 def _per_target(run, flow: str) -> list[int]:
     """Messages each compute node of ``flow`` received, in target order."""
-    from dpcomm.plan.routes import Routes
-
-    receiver = run.transformed.plan.flow(flow).receiver
-    computes = Routes(run.transformed).node_ids(receiver).tolist()
-    received = dict.fromkeys(computes, 0)
-    for traffic in run.traffic:
-        for node, count in zip(traffic.receivers.tolist(), traffic.counts.tolist(), strict=True):
-            if node in received and traffic.flow.startswith(flow):
-                received[node] += count
-    return [received[node] for node in computes]
+    return messages_per_target(run, flow, lambda name: name.startswith(flow))
 
 
 @pytest.mark.parametrize("pair", ["others-on-destination", "others-on-source"])

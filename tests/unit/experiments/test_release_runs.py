@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from tests.conftest import messages_per_target
 
 import dpcomm
 from dpcomm.data.table import table_from_arrays
@@ -32,16 +33,7 @@ SQL = "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k"
 
 def _per_target(run, flow: str) -> list[int]:
     """Messages each compute node of ``flow`` received, in target order (the observer's view)."""
-    from dpcomm.plan.routes import Routes
-
-    receiver = run.transformed.plan.flow(flow).receiver
-    computes = Routes(run.transformed).node_ids(receiver).tolist()
-    received = dict.fromkeys(computes, 0)
-    for traffic in run.traffic:
-        for node, count in zip(traffic.receivers.tolist(), traffic.counts.tolist(), strict=True):
-            if node in received and traffic.flow != f"{flow} result":
-                received[node] += count
-    return [received[node] for node in computes]
+    return messages_per_target(run, flow, lambda name: name != f"{flow} result")
 
 
 @pytest.mark.parametrize("countermeasure", COUNTERMEASURES, ids=lambda c: type(c).__name__)
