@@ -388,7 +388,7 @@ def run_on_hosts(
         for process in processes.values():
             if process.poll() is None:
                 process.kill()
-                process.communicate()
+            process.communicate()  # (closes its pipes, also after a failure)
     return assemble_run(
         program,
         spec,

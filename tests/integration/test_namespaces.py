@@ -85,7 +85,7 @@ def test_a_round_across_two_hosts(tmp_path, two_hosts):
         for process in processes.values():
             if process.poll() is None:
                 process.kill()
-                process.communicate()
+            process.communicate()  # (closes its stderr pipe, also after a failure)
     result = decode((outputs / "result.json").read_bytes(), GroupOutcome).result
     assert result is not None
     decoded = {

@@ -219,12 +219,27 @@ class Coordinator:
         self.infrastructure_ready.set()
 
     async def wait_end(self) -> None:
-        """Until the result node has every output, or every compute node is done or gone."""
+        """Until the result node has every output, or a compute node is gone for good.
+
+        Once every compute node said DONE, their outputs may still be on their way to the
+        result node (a loaded machine): it then has ``idle_seconds`` to say it has them all.
+        """
         context = self.context
-        while not self.result_done.is_set() and not self.computes <= self.finished:
+        grace_until: float | None = None
+        while not self.result_done.is_set() and str(RESULT) not in self.finished:
+            if self.computes <= self.finished:
+                if not self.computes <= self.done:
+                    return  # a compute node ended before its DONE: the result cannot complete
+                if grace_until is None:
+                    grace_until = context.loop.time() + self.spec.idle_seconds
+            wait = context.remaining()
+            if grace_until is not None:
+                wait = min(wait, grace_until - context.loop.time())
+            if wait <= 0:
+                return
             self.changed.clear()
             try:
-                await asyncio.wait_for(self.changed.wait(), context.remaining())
+                await asyncio.wait_for(self.changed.wait(), wait)
             except TimeoutError:
                 return
 
