@@ -12,17 +12,47 @@ after ``from dpcomm.accounting import binomial as binom``.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-try:  # scipy.stats.binom's own evaluators (private names of scipy.special, checked by the tests)
-    from scipy.special._ufuncs import _binom_cdf, _binom_pmf, _binom_sf
-except ImportError:  # a scipy that renamed them: scipy.stats.binom itself (slower to import)
-    from scipy.stats import binom as _binom
+#: numpy's submodules that scipy.special's import loads for nothing: it copies numpy's
+#: namespace (``from numpy import *`` and every name of ``dir(numpy)``) into its array-API
+#: shim, which imports these lazy submodules (about 0.1 s of a ``dpcomm account``).
+_IDLE_SUBMODULES = frozenset({"f2py", "testing"})
 
-    _binom_pmf, _binom_cdf, _binom_sf = _binom.pmf, _binom.cdf, _binom.sf
+
+@contextlib.contextmanager
+def _numpy_namespace_without_idle_submodules() -> Iterator[None]:
+    """While scipy.special imports: numpy's ``__all__`` and ``dir()`` without the idle tools.
+
+    Only the shim's copy of numpy's namespace lacks them (nothing calls ``xp.f2py`` or
+    ``xp.testing``); numpy itself is restored as it was, and ``numpy.f2py`` and
+    ``numpy.testing`` import as before when asked for.
+    """
+    names, listing = np.__all__, np.__dir__
+    if any(f"numpy.{name}" in sys.modules for name in _IDLE_SUBMODULES):
+        yield  # already imported: nothing to save
+        return
+    np.__all__ = [name for name in names if name not in _IDLE_SUBMODULES]
+    np.__dir__ = lambda: [name for name in listing() if name not in _IDLE_SUBMODULES]  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        np.__all__, np.__dir__ = names, listing  # type: ignore[method-assign]
+
+
+with _numpy_namespace_without_idle_submodules():
+    try:  # scipy.stats.binom's own evaluators (private names of scipy.special, tests check them)
+        from scipy.special._ufuncs import _binom_cdf, _binom_pmf, _binom_sf
+    except ImportError:  # a scipy that renamed them: scipy.stats.binom itself (slower to import)
+        from scipy.stats import binom as _binom
+
+        _binom_pmf, _binom_cdf, _binom_sf = _binom.pmf, _binom.cdf, _binom.sf
 
 Values = Any  # an array of the broadcast shape, or a NumPy scalar for scalar arguments
 

@@ -39,3 +39,11 @@ def test_scalars_give_scalars(name):
     got, expected = ours(3, 10, 0.2), theirs(3, 10, 0.2)
     assert type(got) is type(expected) and got == expected
     assert ours(np.int64(4), 10, 0.5) == theirs(np.int64(4), 10, 0.5)
+
+
+def test_numpys_namespace_is_whole_after_the_import():
+    """scipy.special imports with f2py and testing hidden from numpy's namespace (they cost
+    0.1 s of a ``dpcomm account``); numpy is given back whole."""
+    assert {"f2py", "testing"} <= set(np.__all__)
+    assert {"f2py", "testing"} <= set(dir(np))
+    assert np.testing.assert_equal is not None
