@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from dpcomm.accounting import ScramblerMechanism, account
-from dpcomm.accounting import pld as pld_module
+from dpcomm.accounting import ScramblerMechanism, account, pld as pld_module
 
 DELTA = 1e-4
 CASES = [

@@ -42,22 +42,24 @@ from dpcomm.errors import DpcommError, InvalidParameterError
 
 if TYPE_CHECKING:
     from dpcomm.accounting.accountant import account as account
-    from dpcomm.accounting.mechanisms import LocalRandomizer as LocalRandomizer
-    from dpcomm.accounting.mechanisms import ScramblerMechanism as ScramblerMechanism
-    from dpcomm.api import kmeans as kmeans
-    from dpcomm.api import run_sql as run_sql
-    from dpcomm.budget.budget import Budget as Budget
-    from dpcomm.budget.budget import BudgetExceededError as BudgetExceededError
-    from dpcomm.calibration.calibrate import Calibration as Calibration
-    from dpcomm.calibration.calibrate import calibrate as calibrate
-    from dpcomm.pipeline.runs import AggregateRun as AggregateRun
-    from dpcomm.pipeline.runs import KMeansRun as KMeansRun
-    from dpcomm.pipeline.runs import compare_with_exact as compare_with_exact
-    from dpcomm.plan.countermeasures import LocalFlooding as LocalFlooding
-    from dpcomm.plan.countermeasures import NoCountermeasure as NoCountermeasure
-    from dpcomm.plan.countermeasures import Scramblers as Scramblers
-    from dpcomm.release.mechanisms import Gaussian as Gaussian
-    from dpcomm.release.mechanisms import Laplace as Laplace
+    from dpcomm.accounting.mechanisms import (
+        LocalRandomizer as LocalRandomizer,
+        ScramblerMechanism as ScramblerMechanism,
+    )
+    from dpcomm.api import kmeans as kmeans, run_sql as run_sql
+    from dpcomm.budget.budget import Budget as Budget, BudgetExceededError as BudgetExceededError
+    from dpcomm.calibration.calibrate import Calibration as Calibration, calibrate as calibrate
+    from dpcomm.pipeline.runs import (
+        AggregateRun as AggregateRun,
+        KMeansRun as KMeansRun,
+        compare_with_exact as compare_with_exact,
+    )
+    from dpcomm.plan.countermeasures import (
+        LocalFlooding as LocalFlooding,
+        NoCountermeasure as NoCountermeasure,
+        Scramblers as Scramblers,
+    )
+    from dpcomm.release.mechanisms import Gaussian as Gaussian, Laplace as Laplace
 
 _exported, _ = attach(__name__, __file__)
 

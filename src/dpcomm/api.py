@@ -89,8 +89,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm._kmeans_inputs import compiled_kmeans, kmeans_described, test_set
-from dpcomm.calibration.calibrate import Calibration as Calibration
-from dpcomm.calibration.calibrate import calibrate as calibrate
+from dpcomm.calibration.calibrate import Calibration as Calibration, calibrate as calibrate
 from dpcomm.calibration.query import query_shape as query_shape
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasure

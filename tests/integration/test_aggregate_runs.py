@@ -5,8 +5,7 @@ import warnings
 import duckdb
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.conftest import canonical_rows, without_grouping_set
 
 from dpcomm.data import Column, Table, diabetes_table

@@ -16,8 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from dpcomm.cli.main import build_parser, main
 from dpcomm.engine.network.pki import CertificateAuthority

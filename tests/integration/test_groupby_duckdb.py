@@ -7,8 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.conftest import canonical_rows, without_grouping_set
 
 from dpcomm.data.table import Column, Table, decimal_of, table_from_arrays

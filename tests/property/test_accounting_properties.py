@@ -1,7 +1,6 @@
 import math
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from dpcomm.accounting import ScramblerMechanism, account
 from dpcomm.accounting.concentration import bennett_delta, hoeffding_delta

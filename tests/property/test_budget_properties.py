@@ -4,8 +4,7 @@ import tempfile
 from fractions import Fraction
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from dpcomm.budget import Budget, BudgetExceededError
 

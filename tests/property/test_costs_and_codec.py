@@ -9,8 +9,7 @@ import warnings
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.conftest import same
 
 from dpcomm.data.table import Column, Table, decimal_of, exact_integers, table_from_arrays

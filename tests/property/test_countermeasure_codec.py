@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from dpcomm.cli.execute import AGGREGATE_DEFAULTS, countermeasure_from_options
 from dpcomm.cli.main import build_parser

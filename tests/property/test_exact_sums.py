@@ -16,8 +16,7 @@ from unittest import mock
 import numpy as np
 import pytest
 from _float_reference import reference_mean, reference_sum
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from tests.conftest import canonical
 
 from dpcomm.queries import exactsum

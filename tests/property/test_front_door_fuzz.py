@@ -24,8 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import dpcomm
 from dpcomm.errors import DpcommError, DpcommWarning, InvalidParameterError

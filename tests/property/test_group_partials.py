@@ -22,8 +22,7 @@ from _float_reference import (
     reference_mean,
     reference_sum,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from tests.conftest import canonical
 
 from dpcomm.data.table import Column, Table, decimal_of, exact_integers

@@ -8,8 +8,7 @@ chunking, and a compute node's mean does not depend on the order its points arri
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from dpcomm.queries.kmeans import as_float32_values, exact_mean, grouped_sums, nearest_centroid
 

@@ -6,8 +6,7 @@ import decimal
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from tests.conftest import same
 
 from dpcomm.data.table import Column, Table

@@ -1,6 +1,5 @@
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from dpcomm.plan.costs import ConsecutiveBatches
 from dpcomm.plan.countermeasures import LocalFlooding, Scramblers

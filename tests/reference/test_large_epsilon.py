@@ -10,8 +10,7 @@ import math
 
 import pytest
 
-from dpcomm.accounting import ScramblerMechanism, account
-from dpcomm.accounting import brute_force as bf
+from dpcomm.accounting import ScramblerMechanism, account, brute_force as bf
 from dpcomm.accounting.exact import ExactLemma2, Lemma2AtEpsilon, SizeTable
 from dpcomm.accounting.lower_bound import ScramblerLowerBound
 

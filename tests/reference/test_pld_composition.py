@@ -14,8 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account, pld
-from dpcomm.accounting import brute_force as bf
+from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account, brute_force as bf, pld
 from dpcomm.accounting.exact import ExactLemma2
 
 EPSILONS = [0.0, 0.1, 0.3, 0.7, 1.2, 2.0, 3.0, 5.0]

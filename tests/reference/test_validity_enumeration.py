@@ -9,8 +9,7 @@ import math
 
 import pytest
 
-from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account
-from dpcomm.accounting import brute_force as bf
+from dpcomm.accounting import LocalRandomizer, ScramblerMechanism, account, brute_force as bf
 from dpcomm.accounting.concentration import bennett_delta, hoeffding_delta
 from dpcomm.accounting.exact import ExactLemma2
 from dpcomm.accounting.lower_bound import (

@@ -12,50 +12,26 @@ from dpcomm._lazy import attach
 if TYPE_CHECKING:
     from dpcomm.accounting.accountant import (
         METHOD_DESCRIPTIONS as METHOD_DESCRIPTIONS,
-    )
-    from dpcomm.accounting.accountant import (
         AccountingReport as AccountingReport,
-    )
-    from dpcomm.accounting.accountant import (
         MethodResult as MethodResult,
-    )
-    from dpcomm.accounting.accountant import (
         account as account,
-    )
-    from dpcomm.accounting.accountant import (
         report_with_method as report_with_method,
     )
     from dpcomm.accounting.defaults import (
         DEFAULT_MONTE_CARLO_SAMPLES as DEFAULT_MONTE_CARLO_SAMPLES,
-    )
-    from dpcomm.accounting.defaults import (
         MAX_ROUNDS as MAX_ROUNDS,
-    )
-    from dpcomm.accounting.defaults import (
         METHOD_NAMES as METHOD_NAMES,
     )
     from dpcomm.accounting.guarantee import (
         PrivacyGuarantee as PrivacyGuarantee,
-    )
-    from dpcomm.accounting.guarantee import (
         compose_parallel as compose_parallel,
-    )
-    from dpcomm.accounting.guarantee import (
         compose_sequential as compose_sequential,
     )
     from dpcomm.accounting.mechanisms import (
         GenericLocalRandomizer as GenericLocalRandomizer,
-    )
-    from dpcomm.accounting.mechanisms import (
         GenericScrambler as GenericScrambler,
-    )
-    from dpcomm.accounting.mechanisms import (
         LocalRandomizer as LocalRandomizer,
-    )
-    from dpcomm.accounting.mechanisms import (
         Mechanism as Mechanism,
-    )
-    from dpcomm.accounting.mechanisms import (
         ScramblerMechanism as ScramblerMechanism,
     )
 

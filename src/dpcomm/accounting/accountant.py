@@ -25,9 +25,9 @@ from dpcomm._json import json_ready
 from dpcomm.accounting import concentration, pure
 from dpcomm.accounting.defaults import (
     DEFAULT_MONTE_CARLO_SAMPLES as DEFAULT_MONTE_CARLO_SAMPLES,
+    MAX_ROUNDS as MAX_ROUNDS,
+    METHOD_NAMES as METHOD_NAMES,
 )
-from dpcomm.accounting.defaults import MAX_ROUNDS as MAX_ROUNDS
-from dpcomm.accounting.defaults import METHOD_NAMES as METHOD_NAMES
 from dpcomm.accounting.exact import exact_lemma2
 from dpcomm.accounting.guarantee import PrivacyGuarantee
 from dpcomm.accounting.lower_bound import (

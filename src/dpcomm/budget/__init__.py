@@ -17,13 +17,9 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
-    from dpcomm.budget.budget import Budget as Budget
-    from dpcomm.budget.budget import BudgetExceededError as BudgetExceededError
-    from dpcomm.budget.composition import COMPOSITION as COMPOSITION
-    from dpcomm.budget.composition import Spent as Spent
-    from dpcomm.budget.ledger import Charge as Charge
-    from dpcomm.budget.ledger import Ledger as Ledger
-    from dpcomm.budget.ledger import LedgerError as LedgerError
+    from dpcomm.budget.budget import Budget as Budget, BudgetExceededError as BudgetExceededError
+    from dpcomm.budget.composition import COMPOSITION as COMPOSITION, Spent as Spent
+    from dpcomm.budget.ledger import Charge as Charge, Ledger as Ledger, LedgerError as LedgerError
 
 __getattr__, __dir__ = attach(__name__, __file__)
 

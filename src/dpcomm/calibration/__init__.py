@@ -50,55 +50,29 @@ from dpcomm._lazy import attach
 if TYPE_CHECKING:
     from dpcomm.calibration.configuration import (
         Configuration as Configuration,
-    )
-    from dpcomm.calibration.configuration import (
         PlanCandidate as PlanCandidate,
-    )
-    from dpcomm.calibration.configuration import (
         describe_batches as describe_batches,
     )
     from dpcomm.calibration.costs import (
         PlanCosts as PlanCosts,
-    )
-    from dpcomm.calibration.costs import (
         expected_utility as expected_utility,
-    )
-    from dpcomm.calibration.costs import (
         nonprivate_load as nonprivate_load,
-    )
-    from dpcomm.calibration.costs import (
         plan_costs as plan_costs,
-    )
-    from dpcomm.calibration.costs import (
         recruited_sources as recruited_sources,
-    )
-    from dpcomm.calibration.costs import (
         request_plan as request_plan,
     )
-    from dpcomm.calibration.feasibility import (
-        Feasibility as Feasibility,
-    )
-    from dpcomm.calibration.pareto import (
-        pareto_front as pareto_front,
-    )
+    from dpcomm.calibration.feasibility import Feasibility as Feasibility
+    from dpcomm.calibration.pareto import pareto_front as pareto_front
     from dpcomm.calibration.planner import (
         PlannerResult as PlannerResult,
-    )
-    from dpcomm.calibration.planner import (
         plan_countermeasures as plan_countermeasures,
     )
     from dpcomm.calibration.request import (
         PlanRequest as PlanRequest,
-    )
-    from dpcomm.calibration.request import (
         SearchOptions as SearchOptions,
     )
-    from dpcomm.calibration.search import (
-        least_satisfying as least_satisfying,
-    )
-    from dpcomm.calibration.shape import (
-        PlanShape as PlanShape,
-    )
+    from dpcomm.calibration.search import least_satisfying as least_satisfying
+    from dpcomm.calibration.shape import PlanShape as PlanShape
 
 __getattr__, __dir__ = attach(__name__, __file__)
 

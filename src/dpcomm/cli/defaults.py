@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dpcomm.accounting.defaults import (
     DEFAULT_MONTE_CARLO_SAMPLES as DEFAULT_MONTE_CARLO_SAMPLES,
+    MAX_ROUNDS as MAX_ROUNDS,
+    METHOD_NAMES as METHOD_NAMES,
 )
-from dpcomm.accounting.defaults import MAX_ROUNDS as MAX_ROUNDS
-from dpcomm.accounting.defaults import METHOD_NAMES as METHOD_NAMES
 from dpcomm.experiments.fault_kinds import RELEASE_FAULT_KINDS as RELEASE_FAULT_KINDS
 
 #: `dpcomm.api.DEFAULT_DELTA`: δ of a whole plan.

@@ -9,26 +9,13 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
-    from dpcomm.engine.dask_engine import (
-        DaskEngine as DaskEngine,
-    )
+    from dpcomm.engine.dask_engine import DaskEngine as DaskEngine
     from dpcomm.engine.engines import (
         Engine as Engine,
-    )
-    from dpcomm.engine.engines import (
         MemoryEngine as MemoryEngine,
-    )
-    from dpcomm.engine.engines import (
         make_engine as make_engine,
     )
-    from dpcomm.engine.memory import (
-        simulate as simulate,
-    )
-    from dpcomm.engine.run import (
-        Run as Run,
-    )
-    from dpcomm.engine.run import (
-        prepare as prepare,
-    )
+    from dpcomm.engine.memory import simulate as simulate
+    from dpcomm.engine.run import Run as Run, prepare as prepare
 
 __getattr__, __dir__ = attach(__name__, __file__)

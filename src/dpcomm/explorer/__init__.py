@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
-    from dpcomm.explorer.app import check_free as check_free
-    from dpcomm.explorer.app import make_app as make_app
-    from dpcomm.explorer.app import serve as serve
+    from dpcomm.explorer.app import check_free as check_free, make_app as make_app, serve as serve
 
 __getattr__, __dir__ = attach(__name__, __file__)
 

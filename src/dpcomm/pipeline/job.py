@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from dpcomm.engine.engines import Engine
-from dpcomm.engine.run import Prepared as PreparedPlan
-from dpcomm.engine.run import prepare as prepare_plan
+from dpcomm.engine.run import Prepared as PreparedPlan, prepare as prepare_plan
 from dpcomm.errors import DpcommError, InvalidParameterError
 from dpcomm.plan.countermeasures import Countermeasures
 from dpcomm.plan.privacy import PlanGuarantee

@@ -27,16 +27,17 @@ from typing import TYPE_CHECKING
 from dpcomm._lazy import attach
 
 if TYPE_CHECKING:
-    from dpcomm.protocol.randomness import Randomness as Randomness
-    from dpcomm.protocol.randomness import Stream as Stream
-    from dpcomm.protocol.roles import ProgramHooks as ProgramHooks
-    from dpcomm.protocol.roles import SourceMessages as SourceMessages
-    from dpcomm.protocol.roles import delivered as delivered
-    from dpcomm.protocol.roles import scrambler_dummies as scrambler_dummies
-    from dpcomm.protocol.roles import scrambler_first_forwarded as scrambler_first_forwarded
-    from dpcomm.protocol.roles import scrambler_shuffle as scrambler_shuffle
-    from dpcomm.protocol.roles import source_first_sent as source_first_sent
-    from dpcomm.protocol.roles import source_messages as source_messages
-    from dpcomm.protocol.roles import source_send_order as source_send_order
+    from dpcomm.protocol.randomness import Randomness as Randomness, Stream as Stream
+    from dpcomm.protocol.roles import (
+        ProgramHooks as ProgramHooks,
+        SourceMessages as SourceMessages,
+        delivered as delivered,
+        scrambler_dummies as scrambler_dummies,
+        scrambler_first_forwarded as scrambler_first_forwarded,
+        scrambler_shuffle as scrambler_shuffle,
+        source_first_sent as source_first_sent,
+        source_messages as source_messages,
+        source_send_order as source_send_order,
+    )
 
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -33,8 +33,7 @@ import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from dpcomm.errors import InvalidParameterError
-from dpcomm.plan.model import ROLES as PLAN_ROLES
-from dpcomm.plan.model import Role as PlanRole
+from dpcomm.plan.model import ROLES as PLAN_ROLES, Role as PlanRole
 from dpcomm.validation import check_int, check_seed
 
 FloatArray = npt.NDArray[np.float64]

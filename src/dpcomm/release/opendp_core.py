@@ -10,8 +10,7 @@ measurements (about 0.2 s). Use it as OpenDP's documentation uses the prelude, a
 
 from __future__ import annotations
 
-from opendp import measurements as m
-from opendp import transformations as t
+from opendp import measurements as m, transformations as t
 from opendp.domains import atom_domain, map_domain, vector_domain
 from opendp.measures import max_divergence
 from opendp.metrics import (

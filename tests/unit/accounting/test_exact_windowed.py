@@ -8,8 +8,7 @@ import pytest
 # A sibling module: pytest puts tests/unit on sys.path (no __init__.py there).
 from _exact_tables import ExactLemma2Tables
 
-from dpcomm.accounting import ScramblerMechanism
-from dpcomm.accounting import brute_force as bf
+from dpcomm.accounting import ScramblerMechanism, brute_force as bf
 from dpcomm.accounting.exact import ExactLemma2, check_exact_size
 from dpcomm.errors import InvalidParameterError
 

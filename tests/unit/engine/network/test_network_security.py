@@ -12,8 +12,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from dpcomm.cli.pki import add_pki_command
 from dpcomm.engine.network import (
