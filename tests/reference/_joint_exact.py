@@ -14,11 +14,13 @@ uniform node u; the tuple is *delivered* iff it lands on t. What the observer se
 The release is, for every released key, the sum of the delivered tuples' contributions plus
 independent noise. The joint law of (view, delivered sums) is computed exactly by dynamic
 programming over the sources (dense arrays: view × one axis per released key); the noisy
-release is then its convolution with the noise's kernel per cell:
+release is then computed per cell:
 
-* discrete Laplace of scale b (OpenDP's noise for counts), kept on |z| ≤ t: the dropped
-  mass, at most K · 2 q^(t+1)/(1 + q) per table (q = e^(−1/b), K cells), only *lowers* the
-  computed hockey-stick sums; ``tail_mass`` returns it and the tests add it back;
+* discrete Laplace of scale b (OpenDP's noise for counts), each noisy sum clamped to the box
+  of the sums' possible values (`clamped_laplace_channel`): beyond the box's edges every
+  output's probability is the edge's times q^k (q = e^(−1/b)) under both tables, so the
+  clamped release has the same hockey-stick sums as the unbounded one: exact, nothing
+  dropped;
 * continuous Laplace (two released cells): `continuous_laplace_delta` integrates exactly in
   the first cell (on each unit interval the density is A e^(−y/b) + B e^(y/b), which changes
   sign at most once) and by composite Gauss–Legendre quadrature in the second; beyond the
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,9 +58,6 @@ from dpcomm.release.mechanisms import (
 from dpcomm.release.quantile import calibrate_quantile, quantile_distance, quantile_law
 
 FloatArray = npt.NDArray[np.float64]
-
-#: Largest tail mass of one cell's discrete Laplace kernel that is dropped.
-KERNEL_TAIL = 1e-14
 
 
 @dataclass(frozen=True)
@@ -335,11 +334,52 @@ def view_marginal(law: JointLaw, joint: FloatArray) -> dict[object, float]:
 # --- Noise ---------------------------------------------------------------------------------
 
 
-def discrete_laplace_kernel(scale: float) -> tuple[FloatArray, float]:
-    """The discrete Laplace pmf of ``scale`` on |z| ≤ t, and the mass it leaves out."""
+def clamped_laplace_channel(scale: float, width: int) -> FloatArray:
+    """P(clamp(s + Z) = c), Z discrete Laplace of ``scale``, for s, c in 0, …, width − 1
+    (rows s, columns c): a noisy sum clamped to the box of the sums' possible values.
+
+    Clamping loses nothing: beyond an edge e of the box, P(s + Z = e ± k) = q^k P(s + Z = e)
+    (q = e^(−1/b), k ≥ 0, the same factor for every s in the box), so under both tables
+    every output clamped to e has the ratio P/Q of e itself, and Σ (P − e^ε Q)_+ over the
+    clamped release equals the sum over every output (the noises of the cells being
+    independent, the same holds axis by axis). An edge's column is K(e − s)/(1 − q), K the
+    pmf; each row sums to 1.
+    """
+    if width == 1:
+        return np.ones((1, 1))
+    q = math.exp(-1.0 / scale)
+    index = np.arange(width)
+    channel = (1.0 - q) / (1.0 + q) * q ** np.abs(index[:, None] - index[None, :])
+    channel[:, [0, -1]] /= 1.0 - q
+    return channel
+
+
+def through_channels(joint: FloatArray, channels: Sequence[FloatArray]) -> FloatArray:
+    """The release's law: trailing axis i of ``joint`` (a cell's value) mapped through
+    ``channels[i]`` (rows the value, columns the released output)."""
+    released = joint
+    for axis, channel in enumerate(channels, start=joint.ndim - len(channels)):
+        released = np.moveaxis(np.tensordot(released, channel, axes=([axis], [0])), -1, axis)
+    return released
+
+
+def with_laplace(joint: FloatArray, scales: Sequence[float]) -> FloatArray:
+    """The clamped noisy release's law: trailing axis i with discrete Laplace of
+    ``scales[i]`` (`clamped_laplace_channel` of the axis's size)."""
+    first = joint.ndim - len(scales)
+    channels = [
+        clamped_laplace_channel(scale, joint.shape[axis])
+        for axis, scale in enumerate(scales, start=first)
+    ]
+    return through_channels(joint, channels)
+
+
+def discrete_laplace_kernel(scale: float, tail: float) -> tuple[FloatArray, float]:
+    """The discrete Laplace pmf of ``scale`` on |z| ≤ t, the smallest t leaving out at most
+    ``tail``, and the mass it leaves out (the cross-check of `clamped_laplace_channel`)."""
     q = math.exp(-1.0 / scale)
     reach = 0
-    while 2.0 * q ** (reach + 1) / (1.0 + q) > KERNEL_TAIL:
+    while 2.0 * q ** (reach + 1) / (1.0 + q) > tail:
         reach += 1
     z = np.arange(-reach, reach + 1)
     kernel = (1.0 - q) / (1.0 + q) * q ** np.abs(z)
@@ -347,7 +387,8 @@ def discrete_laplace_kernel(scale: float) -> tuple[FloatArray, float]:
 
 
 def with_noise(joint: FloatArray, kernel: FloatArray) -> FloatArray:
-    """The noisy release's law: each cell axis convolved with ``kernel`` (direct sums)."""
+    """Each cell axis convolved with a cut ``kernel`` (direct sums) on a window padded by its
+    reach: the unclamped release, less the kernel's left-out mass."""
     reach = kernel.size // 2
     pad = [(0, 0)] + [(reach, reach)] * (joint.ndim - 1)
     noisy = np.pad(joint, pad)
@@ -373,36 +414,44 @@ class Worst:
     pair: tuple[object, ...] = ()
 
 
-def neighbouring_laws(
-    instance: Instance, kernel: FloatArray
-) -> Iterator[tuple[tuple[tuple[int, int], ...], list[FloatArray]]]:
-    """For every multiset of the others' rows: the noisy law of each choice of row 0."""
-    law = JointLaw(instance)
-    for others in itertools.combinations_with_replacement(instance.rows, instance.batch - 1):
-        base = law.others(others)
-        yield others, [with_noise(law.table(base, row), kernel) for row in instance.rows]
+def every_ordered_pair(
+    worst: Sequence[Worst], others: object, rows: Sequence[object], laws: Sequence[FloatArray]
+) -> int:
+    """Σ (P − e^ε Q)_+ of every ordered pair of different rows' ``laws`` (row 0 ``rows[i]``
+    in D, ``rows[j]`` in D′) at each ε of ``worst``, all pairs in one array; a larger δ
+    replaces an entry's (the first pair in `itertools.permutations` order on ties). Returns
+    the number of pairs."""
+    stacked = np.stack([law.ravel() for law in laws])
+    count = len(laws)
+    same_row = np.eye(count, dtype=bool)
+    for entry in worst:
+        factor = math.exp(entry.epsilon)
+        values = np.maximum(stacked[:, None, :] - factor * stacked[None, :, :], 0.0).sum(axis=2)
+        values[same_row] = -np.inf
+        i, j = np.unravel_index(int(np.argmax(values)), values.shape)
+        if values[i, j] > entry.delta:
+            entry.delta, entry.pair = float(values[i, j]), (others, rows[i], rows[j])
+    return count * (count - 1)
 
 
 def worst_pairs(
     instance: Instance, epsilons: Sequence[float], scale: float
-) -> tuple[list[Worst], int, float]:
-    """The worst exact δ at each ε over every neighbouring pair; the pairs; the tail mass.
+) -> tuple[list[Worst], int]:
+    """The exact worst δ at each ε over every neighbouring pair, and the number of pairs.
 
-    The δ's are sums over the kept outputs: each true δ is at most its value plus the tail
-    mass returned (the P-mass outside the noise kernels' window).
+    Discrete Laplace of ``scale`` on every cell, the release clamped to the box of sums
+    (`with_laplace`: exact, nothing left out).
     """
-    kernel, tail = discrete_laplace_kernel(scale)
+    law = JointLaw(instance)
     worst = [Worst(e) for e in epsilons]
     pairs = 0
     rows = instance.rows
-    for others, laws in neighbouring_laws(instance, kernel):
-        for (i, first), (j, second) in itertools.permutations(enumerate(laws), 2):
-            pairs += 1
-            for entry in worst:
-                value = hockey_stick(first, second, entry.epsilon)
-                if value > entry.delta:
-                    entry.delta, entry.pair = value, (others, rows[i], rows[j])
-    return worst, pairs, len(instance.cells) * tail
+    scales = [scale] * law.cells
+    for others in itertools.combinations_with_replacement(rows, instance.batch - 1):
+        base = law.others(others)
+        laws = [with_laplace(law.table(base, row), scales) for row in rows]
+        pairs += every_ordered_pair(worst, others, rows, laws)
+    return worst, pairs
 
 
 # --- Continuous Laplace on two cells --------------------------------------------------------
@@ -614,21 +663,24 @@ def library_pair_noises(
     return by_function["sum"], by_function["count"]
 
 
-def pair_claim(
-    instance: PairInstance, delta: float, view: JointView | None = None
-) -> tuple[float, tuple[float, float]]:
-    """(ε, (b_sum, b_count)): the reported ε at ``delta`` (PLD composition of the traffic's
-    pair with both aggregates' shares, or ε1 + ε2) and the two Laplace scales."""
+def pair_claims(
+    instance: PairInstance, deltas: Sequence[float], view: JointView | None = None
+) -> tuple[list[float], tuple[float, float]]:
+    """The reported ε at each of ``deltas`` (PLD composition of the traffic's pair with both
+    aggregates' shares, or ε1 + ε2) and the two Laplace scales (b_sum, b_count), the noises
+    bound once as the library binds them once per query."""
     chosen = instance.view if view is None else view
     keys = [k for k, _, _ in instance.keys]
     noises = library_pair_noises(
         instance.lo, instance.hi, Laplace(epsilon=instance.epsilon2), [chosen], keys=keys
     )
     mechanism = instance.traffic()
-    composed = _paths_with((((mechanism, 1),),), release_pld(noises), delta)
-    summed = dpcomm.account(mechanism, delta=delta).guarantee.epsilon + instance.epsilon2
-    epsilon = summed if composed is None else min(summed, composed)
-    return epsilon, (noises[0].scale, noises[1].scale)
+    epsilons = []
+    for delta in deltas:
+        composed = _paths_with((((mechanism, 1),),), release_pld(noises), delta)
+        summed = dpcomm.account(mechanism, delta=delta).guarantee.epsilon + instance.epsilon2
+        epsilons.append(summed if composed is None else min(summed, composed))
+    return epsilons, (noises[0].scale, noises[1].scale)
 
 
 class PairLaw(JointLaw):
@@ -676,46 +728,20 @@ class PairLaw(JointLaw):
         return np.stack(parts, axis=0)
 
 
-def with_noises(joint: FloatArray, kernels: Sequence[FloatArray]) -> FloatArray:
-    """The noisy release's law: trailing axis i convolved with ``kernels[i]``."""
-    pad = [(0, 0)] * (joint.ndim - len(kernels)) + [(k.size // 2, k.size // 2) for k in kernels]
-    noisy = np.pad(joint, pad)
-    first = joint.ndim - len(kernels)
-    for axis, kernel in enumerate(kernels, start=first):
-        noisy = convolve1d(noisy, kernel, axis=axis, mode="constant", cval=0.0)
-    return noisy
-
-
 def pair_worst(
-    instance: PairInstance, epsilons: Sequence[float], scales: tuple[float, float], tail: float
-) -> tuple[list[Worst], int, float]:
+    instance: PairInstance, epsilons: Sequence[float], scales: tuple[float, float]
+) -> tuple[list[Worst], int]:
     """`worst_pairs` for a `PairInstance`: every neighbouring pair, discrete Laplace of
-    ``scales`` (sum, count) on each key's two cells, each kernel's left-out mass ≤ ``tail``
-    (returned: the true δ is at most the value plus it)."""
-    kernels, dropped = [], 0.0
-    for scale in scales:
-        q = math.exp(-1.0 / scale)
-        reach = 0
-        while 2.0 * q ** (reach + 1) / (1.0 + q) > tail:
-            reach += 1
-        z = np.arange(-reach, reach + 1)
-        kernels.append((1.0 - q) / (1.0 + q) * q ** np.abs(z))
-        dropped += 2.0 * q ** (reach + 1) / (1.0 + q)
+    ``scales`` (sum, count) on each key's two cells, clamped (exact: `with_laplace`)."""
     law = PairLaw(instance)
     rows = instance.rows
     worst = [Worst(e) for e in epsilons]
     pairs = 0
-    factors = [math.exp(e) for e in epsilons]
     for others in itertools.combinations_with_replacement(rows, instance.batch - 1):
         base = law.others(others)  # type: ignore[arg-type]
-        laws = [with_noises(law.table(base, row), kernels * law.released) for row in rows]  # type: ignore[arg-type]
-        for (i, first), (j, second) in itertools.permutations(enumerate(laws), 2):
-            pairs += 1
-            for entry, factor in zip(worst, factors, strict=True):
-                value = float(np.maximum(first - factor * second, 0.0).sum())
-                if value > entry.delta:
-                    entry.delta, entry.pair = value, (others, rows[i], rows[j])
-    return worst, pairs, law.released * dropped
+        laws = [with_laplace(law.table(base, row), scales * law.released) for row in rows]  # type: ignore[arg-type]
+        pairs += every_ordered_pair(worst, others, rows, laws)
+    return worst, pairs
 
 
 def shifted_laplace_delta(shifts: Sequence[tuple[int, float]], epsilon: float) -> float:
@@ -782,10 +808,7 @@ def quantile_kernel(instance: Instance, scale: float) -> FloatArray:
 
 def with_quantile(joint: FloatArray, kernel: FloatArray) -> FloatArray:
     """The released quantiles' law: each cell axis mapped through ``kernel``."""
-    released = joint
-    for axis in range(1, joint.ndim):
-        released = np.moveaxis(np.tensordot(released, kernel, axes=([axis], [0])), -1, axis)
-    return released
+    return through_channels(joint, [kernel] * (joint.ndim - 1))
 
 
 def quantile_worst_pairs(
@@ -803,12 +826,7 @@ def quantile_worst_pairs(
     for others in itertools.combinations_with_replacement(rows, instance.batch - 1):
         base = law.others(others)
         laws = [with_quantile(law.table(base, row), kernel) for row in rows]
-        for (i, first), (j, second) in itertools.permutations(enumerate(laws), 2):
-            pairs += 1
-            for entry in worst:
-                value = hockey_stick(first, second, entry.epsilon)
-                if value > entry.delta:
-                    entry.delta, entry.pair = value, (others, rows[i], rows[j])
+        pairs += every_ordered_pair(worst, others, rows, laws)
     return worst, pairs
 
 
