@@ -69,7 +69,7 @@ class RowSource(Protocol):
         ...
 
     def schema(self) -> Table:
-        """Every column, with its type, and at least one row (for binding SQL without data)."""
+        """Every column, with its type, and its first row (for binding SQL without data)."""
         ...
 
 
@@ -121,8 +121,6 @@ class InMemoryRows:
     """A `Table` already in memory, read by ranges (slices share its arrays)."""
 
     def __init__(self, table: Table) -> None:
-        if table.num_rows == 0:
-            raise InvalidParameterError("table", "a table with at least one row", "0 rows")
         self.table = table
 
     @property
@@ -153,8 +151,8 @@ class InMemoryRows:
         return selected.slice(start, stop)
 
     def schema(self) -> Table:
-        """The first row."""
-        return self.read(0, 1)
+        """The first row (none of a table without rows)."""
+        return self.read(0, min(1, self.num_rows))
 
     def __repr__(self) -> str:
         return f"InMemoryRows({self.name!r}, {self.num_rows} rows)"
