@@ -493,9 +493,15 @@ def test_parquet_files_of_a_directory_must_agree(tmp_path):
         ParquetRows(root)
     assert caught.value.name == "path" and "1.parquet" in str(caught.value)
     empty = tmp_path / "e.parquet"
-    pq.write_table(pa.table({"a": pa.array([], pa.int64())}), empty)
-    with pytest.raises(InvalidParameterError, match="at least one row"):
-        ParquetRows(empty)
+    pq.write_table(pa.table({"a": pa.array([], pa.int64()), "s": pa.array([], pa.string())}), empty)
+    files = ParquetRows(empty)
+    assert files.num_rows == 0
+    for read in (files.schema(), files.read(0, 0), files.read(0, 0, ["s"])):
+        assert read.num_rows == 0
+    assert [(c.name, c.sql_type) for c in files.schema().columns] == [
+        ("a", "BIGINT"),
+        ("s", "VARCHAR"),
+    ]
 
 
 def test_a_file_changed_after_opening_is_an_error(tmp_path):
