@@ -119,6 +119,43 @@ def key_selection_program(rows: int = 360) -> AggregateProgram:
     )
 
 
+#: Over a table without rows DuckDB answers one row for the empty grouping set and none for
+#: a grouping set with keys: what every engine must give, as DuckDB names and types it.
+EMPTY_SQL = (
+    "SELECT k, s, COUNT(*), COUNT(x), SUM(x), AVG(x), MIN(s), MAX(k) FROM t "
+    "GROUP BY GROUPING SETS ((k), (s), ())"
+)
+EMPTY_ROW = {
+    "k": None, "s": None, "count_star()": 0, "count(x)": 0, "sum(x)": None, "avg(x)": None,
+    "min(s)": None, "max(k)": None, "grouping_set": "()",
+}  # fmt: skip
+#: Without countermeasure and with scramblers, at σ = 0 and with sampling.
+EMPTY_MECHANISMS = {
+    "none": NoCountermeasure(),
+    "scramblers at σ = 0": Scramblers(sampling_rate=0.0, batch_size=30, num_dummies=6),
+    "scramblers": MECHANISMS["scramblers"],
+}
+
+
+def without_rows(sql: str = EMPTY_SQL, **release) -> AggregateProgram:
+    """``sql`` over :func:`synthetic_program`'s table without its rows (released if asked)."""
+    table = synthetic_program().table.take(np.arange(0))
+    if release:
+        return noisy_program(sql, table, num_targets=5, **release)
+    return AggregateProgram.from_sql(sql, table, num_targets=5)
+
+
+def duckdb_types(sql: str) -> list[tuple[str, str]]:
+    """DuckDB's (name, type) of each column of ``sql`` over a table t(k, s, x) without rows."""
+    import duckdb
+
+    connection = duckdb.connect()
+    connection.execute("CREATE TABLE t(k BIGINT, s VARCHAR, x DOUBLE)")
+    cursor = connection.execute(sql)
+    assert cursor.fetchall() == [(None, None, 0, 0, None, None, None, None)]
+    return [(d[0], str(d[1])) for d in cursor.description]
+
+
 def edges(flow) -> list[tuple[int, int, int]]:
     """A routed flow's (sender, receiver, messages) edges, sorted."""
     columns = (flow.senders.tolist(), flow.receivers.tolist(), flow.counts.tolist())
@@ -231,6 +268,45 @@ class EngineContract:
         same_run(simulate(program, MECHANISMS["scramblers"], delta=1e-4, seed=SEED), run)
         total = next(row for row in run.result if row["a"] is None)
         assert total["count_star()"] == 60  # a single target: never sampled, never lost
+
+    @pytest.mark.parametrize("mechanism", sorted(EMPTY_MECHANISMS))
+    def test_a_table_without_rows_is_duckdbs_answer(self, mechanism):
+        # No source sends: the empty grouping set's compute node gets no tuple and still
+        # sends its row; a grouping set with keys has none. No row, no neighbour: (0, 0).
+        program = without_rows()
+        countermeasure = EMPTY_MECHANISMS[mechanism]
+        run = self.engine().execute(program, countermeasure, delta=1e-4, seed=SEED)
+        same_run(simulate(program, countermeasure, delta=1e-4, seed=SEED), run)
+        assert run.result == [EMPTY_ROW]
+        query = program.query
+        typed = list(zip(query.result_names, map(str, query.result_types), strict=True))
+        assert typed[:-1] == duckdb_types(EMPTY_SQL)  # the grouping_set column is dpcomm's
+        guarantee = run.privacy.guarantee
+        assert (guarantee.epsilon, guarantee.delta, guarantee.method) == (0.0, 0.0, "no-data")
+        assert all(not mask.size for mask in run.delivered.values())
+
+    def test_a_release_over_a_table_without_rows_draws_its_noise(self):
+        from dpcomm.release.mechanisms import Laplace
+
+        program = without_rows(
+            "SELECT k, COUNT(*), SUM(x) FROM t GROUP BY k",
+            release=Laplace(1.0),
+            bounds={"x": (-10.0, 10.0)},
+            keys={"k": list(range(10))},
+        )
+        countermeasure = MECHANISMS["scramblers"]
+        run = self.engine().execute(program, countermeasure, delta=1e-4, seed=SEED)
+        reference = simulate(program, countermeasure, delta=1e-4, seed=SEED)
+        exact = program.without_release()
+        same_run(*[replace(r, result=exact.result(r.state)) for r in (reference, run)])
+        assert exact.result(run.state) == []
+        raw = program.raw_result(run.state)
+        assert [row["k"] for row in raw] == list(range(10))  # every key of the domain
+        assert any(row["sum(x)"] != 0 for row in raw)  # the noise was drawn
+        report = release_report(program, run.privacy)
+        assert report == release_report(program, reference.privacy)
+        assert run.privacy.guarantee.epsilon == 0.0
+        assert report.epsilon == report.epsilon_total == pytest.approx(1.0)
 
     def test_one_report_shape(self):
         program = synthetic_program(120)

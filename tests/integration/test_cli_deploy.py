@@ -221,3 +221,31 @@ def test_a_network_run_prints_the_deployments_report(cli):
     ):
         assert line in wire, line  # fmt: skip
     assert "network engine: " in section(network, "Efficiency")
+
+
+def test_a_table_without_rows_over_tls_is_the_memory_run(cli, tmp_path):
+    # No source: no scrambler either; the compute nodes are told at once that no batch comes
+    # and the empty grouping set's node sends DuckDB's row over no rows (a round that waited
+    # for sources would end at --timeout with an incomplete result).
+    import duckdb
+
+    path = tmp_path / "empty.parquet"
+    connection = duckdb.connect()
+    connection.execute("CREATE TABLE t(g VARCHAR, m DOUBLE)")
+    connection.execute("COPY t TO ? (FORMAT parquet)", [str(path)])
+    common = [
+        "--data", path, "--sql", "SELECT g, COUNT(*), SUM(m) FROM t GROUP BY ROLLUP (g)",
+        "--targets", "3", "--batch", "5", "--dummies", "2", "--sampling", "0.3", "--seed", "2",
+        "--json",
+    ]  # fmt: skip
+    status, out, err = cli("run", "aggregate", *common)
+    assert status == 0, err
+    simulated = json.loads(out)
+    status, out, err = cli("run", "aggregate", *common, "--engine", "network", "--timeout", "60")
+    assert status == 0, err
+    deployed = json.loads(out)
+    same_document(simulated, deployed)
+    row = {"g": None, "count_star()": 0, "sum(m)": None, "grouping_set": "()"}
+    assert deployed["result"] == [row]
+    assert deployed["report"]["failures"] == [] and deployed["report"]["privacy"]["epsilon"] == 0
+    assert deployed["report"]["wire"]["data_frames"] == 0

@@ -82,7 +82,17 @@ def query_program(sql: object, data: Any, *, num_targets: int | None, **release:
 
 
 def program_shape(program: Any, sql: object) -> PlanShape:
-    """The `PlanShape` of a query's program; refused (naming ``sql``) without clusters."""
+    """The `PlanShape` of a query's program; refused (naming ``sql``) without clusters.
+
+    A table without rows is refused too (naming ``data``): no source sends anything.
+    """
+    if not program.num_sources:
+        raise InvalidParameterError(
+            "data",
+            "a table with rows to calibrate for (a table without rows sends nothing: run it "
+            "with dpcomm.NoCountermeasure(), ε = 0)",
+            "a table without rows",
+        )
     shape = PlanShape.of_plan(program.plan, workload="aggregate")
     if not shape.clusters:
         raise InvalidParameterError(

@@ -48,6 +48,7 @@ from dpcomm.pipeline.report import EfficiencyReport, PrivacyReport, Report
 from dpcomm.pipeline.runs import AggregateRun, KMeansRun
 from dpcomm.pipeline.utility import ReleaseUtility
 from dpcomm.plan.countermeasures import Countermeasure
+from dpcomm.plan.privacy import NO_DATA
 
 
 def countermeasure_from_options(
@@ -130,6 +131,8 @@ def _print_rows(
 
 def _composition(privacy: PrivacyReport) -> str:
     """How the plan's ε was composed, with the other composition's value beside it."""
+    if privacy.method == NO_DATA:
+        return "no row, so no neighbouring table: a neighbour has as many rows"
     basic = (
         f"Theorem 2 sum ε = {_fmt(privacy.epsilon_basic)} "
         f"(each cluster at δ = {privacy.delta_per_cluster:.3g})"
@@ -143,7 +146,8 @@ def _print_privacy(privacy: PrivacyReport) -> None:
     print("Privacy (what an observer of all traffic learns):")
     print(
         f"  plan: ε = {_fmt(privacy.epsilon)}, δ = {privacy.delta:.3g}  "
-        f"(the worst data path: {_composition(privacy)})"
+        f"({'' if privacy.method == NO_DATA else 'the worst data path: '}"
+        f"{_composition(privacy)})"
     )
     if privacy.epsilon_lower_bound is not None:
         print(

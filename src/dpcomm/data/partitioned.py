@@ -69,7 +69,7 @@ class RowSource(Protocol):
         ...
 
     def schema(self) -> Table:
-        """Every column, with its type, and at least one row (for binding SQL without data)."""
+        """Every column, with its type, and its first row (for binding SQL without data)."""
         ...
 
 
@@ -121,8 +121,6 @@ class InMemoryRows:
     """A `Table` already in memory, read by ranges (slices share its arrays)."""
 
     def __init__(self, table: Table) -> None:
-        if table.num_rows == 0:
-            raise InvalidParameterError("table", "a table with at least one row", "0 rows")
         self.table = table
 
     @property
@@ -153,8 +151,8 @@ class InMemoryRows:
         return selected.slice(start, stop)
 
     def schema(self) -> Table:
-        """The first row."""
-        return self.read(0, 1)
+        """The first row (none of a table without rows)."""
+        return self.read(0, min(1, self.num_rows))
 
     def __repr__(self) -> str:
         return f"InMemoryRows({self.name!r}, {self.num_rows} rows)"
@@ -211,8 +209,8 @@ class ParquetRows:
         name: the table name.
 
     Raises:
-        InvalidParameterError: ``path`` is not a Parquet file or a directory holding some, the
-            files differ in their columns, or they have no row.
+        InvalidParameterError: ``path`` is not a Parquet file or a directory holding some, or
+            the files differ in their columns.
         DpcommError: a file cannot be read as Parquet.
     """
 
@@ -258,8 +256,6 @@ class ParquetRows:
                     file_of.append(index)
                     group_of.append(group)
                     total += rows
-        if total == 0:
-            raise InvalidParameterError("path", "Parquet data with at least one row", str(path))
         self.num_rows = total
         #: Global index of each row group's first row (empty row groups left out), then the
         #: number of rows; the file and the row group index of each.
@@ -274,8 +270,8 @@ class ParquetRows:
         )
 
     def schema(self) -> Table:
-        """The first row."""
-        return self.read(0, 1)
+        """The first row (none of files without rows)."""
+        return self.read(0, min(1, self.num_rows))
 
     def read(self, start: int, stop: int, columns: Sequence[str] | None = None) -> Table:
         """Rows ``[start, stop)`` (see [`RowSource.read`][]).
@@ -288,6 +284,9 @@ class ParquetRows:
         positions = column_positions(self.column_names, columns)
         if not positions:
             return Table(self.name, (), rows=stop - start)
+        if start == stop and self.num_rows == 0:  # the columns of the first file, no row
+            empty = self._read_groups(0, [], positions)
+            return self._convert(empty, positions)
         if start == stop:
             return self.read(0, 1, columns).slice(0, 0)
         first = int(np.searchsorted(self._starts, start, side="right")) - 1

@@ -436,7 +436,7 @@ def read_table(path: str | Path, *, name: str = "data") -> Table:
     """Read a CSV (``.csv``, ``.tsv``, compressed ``.gz`` or ``.zst``) or Parquet file with DuckDB.
 
     Raises:
-        InvalidParameterError: the file is missing, its suffix unsupported, or it has no rows.
+        InvalidParameterError: the file is missing or its suffix unsupported.
     """
     file, reader = readable_file(path)
     import duckdb
@@ -449,8 +449,6 @@ def read_table(path: str | Path, *, name: str = "data") -> Table:
         raise DpcommError(f"cannot read {path}: {str(error).splitlines()[0]}") from error
     finally:
         connection.close()
-    if table.num_rows == 0:
-        raise InvalidParameterError("data", "a table with at least one row", f"{path} (empty)")
     return table
 
 

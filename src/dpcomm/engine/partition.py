@@ -95,6 +95,8 @@ def partition_cuts(routes: Routes, num_sources: int, partitions: int) -> list[Pa
             candidates[positions],
         )
     cuts = sorted({0, num_sources, *(int(c) for c in wanted)})
+    if len(cuts) == 1:  # a table without rows: one partition of no source
+        cuts = [0, 0]
     return [
         Partition(index, start, stop, routes.ownership(start, stop))
         for index, (start, stop) in enumerate(itertools.pairwise(cuts))

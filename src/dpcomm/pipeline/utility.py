@@ -41,7 +41,7 @@ class GroupingSetUtility:
     Attributes:
         grouping_set: the grouping set, e.g. ``(A, B)``.
         tuples_used: real tuples counted.
-        tuples_used_fraction: ``tuples_used`` / S.
+        tuples_used_fraction: ``tuples_used`` / S (1 of a table without rows: none lost).
         groups: groups of the non-private result.
         groups_missing: of those, the groups absent from the run's result.
     """
@@ -235,6 +235,11 @@ def _keyed(rows: list[Row], key_columns: list[str]) -> dict[tuple[Any, ...], Row
     return keyed
 
 
+def _fraction(used: int, sources: int) -> float:
+    """``used`` / S; 1 when there is no source (no tuple was lost)."""
+    return used / sources if sources else 1.0
+
+
 def aggregate_utility(
     program: AggregateProgram,
     run: Run,
@@ -285,7 +290,7 @@ def aggregate_utility(
             GroupingSetUtility(
                 grouping_set=name,
                 tuples_used=used[name],
-                tuples_used_fraction=used[name] / program.num_sources,
+                tuples_used_fraction=_fraction(used[name], program.num_sources),
                 groups=len(exact),
                 groups_missing=missing,
             )

@@ -37,12 +37,13 @@ def aggregate_plan(
     node (a fixed, data-independent flow).
 
     Args:
-        num_sources: S, one source per row.
+        num_sources: S, one source per row (0 for a table without rows: the compute nodes
+            still send their outputs, the empty grouping set's row over no rows).
         flows: one flow name per grouping set.
         num_targets: T, the compute nodes of each grouping set (1 for the empty set).
         message_bytes: payload of a message.
     """
-    sources = check_int("num_sources", num_sources, minimum=1)
+    sources = check_int("num_sources", num_sources, minimum=0)
     if len(flows) != len(num_targets) or not flows:
         raise InvalidParameterError(
             "num_targets", f"one count per grouping set ({len(flows)})", len(num_targets)

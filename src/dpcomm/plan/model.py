@@ -39,7 +39,7 @@ class NodeGroup:
     Attributes:
         name: unique name in the plan (``"sources"``, ``"compute[A]"``, ...).
         role: source, scrambler, compute or result.
-        count: number of nodes (>= 1).
+        count: number of nodes (>= 1; sources may be none: a table without rows).
         holds_data: True when each node holds one tuple of the dataset (source nodes).
         physical: name of the physical group whose nodes run this group's nodes (a logical
             group shares the identities and data of its physical group); None = itself.
@@ -56,9 +56,10 @@ class NodeGroup:
             raise InvalidParameterError("name", "a non-empty string", self.name)
         if self.role not in ROLES:
             raise InvalidParameterError("role", f"one of {', '.join(ROLES)}", self.role)
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+        least = 0 if self.role == "source" else 1  # a table without rows: no source
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < least:
             raise InvalidParameterError(
-                f"count of group {self.name}", "an integer >= 1", self.count
+                f"count of group {self.name}", f"an integer >= {least}", self.count
             )
 
     @property
@@ -385,5 +386,5 @@ class ExecutionPlan:
         return tuple(g for g in self.groups if g.holds_data and g.physical is None)
 
     def data_paths(self) -> dict[str, tuple[Cluster, ...]]:
-        """The data path of an item of every data-holding group."""
-        return {g.name: self.data_path(g.name) for g in self.data_holders}
+        """The data path of an item of every data-holding group (none of a group of no node)."""
+        return {g.name: self.data_path(g.name) for g in self.data_holders if g.count}

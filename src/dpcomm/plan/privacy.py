@@ -16,6 +16,9 @@
   dominates every batch of the cluster (the pair for n + 1 sources is a post-processing of the
   pair for n). The worst item gives the plan's guarantee; a certified lower bound composes
   explicit neighbouring pairs along that path.
+* A plan without data item (a table without rows: no source) is (0, 0), method ``no-data``:
+  neighbouring tables differ in one row replaced and have as many rows, so the table without
+  rows has no neighbour; every cluster sends nothing (``no-sender``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ from dpcomm.plan.mechanisms import countermeasure_mechanism
 from dpcomm.plan.model import Cluster, ExecutionPlan
 from dpcomm.plan.transform import resolve_countermeasures
 from dpcomm.validation import check_delta
+
+#: The method of a plan without data item: a table without rows has no neighbouring table.
+NO_DATA = "no-data"
+#: The method of a cluster that sends nothing (no source, or no source that reached it).
+NO_SENDER = "no-sender"
 
 STATE_CAVEAT = (
     "clusters {names}: routing also depends on state computed from other sources' data "
@@ -159,6 +167,9 @@ def account_cluster(
     if cluster.num_targets == 1:
         guarantee = PrivacyGuarantee(0.0, 0.0, "single-target")
         return ClusterGuarantee(cluster, countermeasure, (), guarantee)
+    if not cluster.num_senders:  # a table without rows: nothing is sent
+        guarantee = PrivacyGuarantee(0.0, 0.0, NO_SENDER)
+        return ClusterGuarantee(cluster, countermeasure, (), guarantee)
     targets = cluster.num_targets
     if isinstance(countermeasure, NoCountermeasure):
         guarantee = PrivacyGuarantee(math.inf, delta, "none")
@@ -187,7 +198,7 @@ def account_cluster(
         else:
             sizes = {size: count for size, count in batch_sizes.items() if size > 0 and count > 0}
             if not sizes:
-                guarantee = PrivacyGuarantee(0.0, 0.0, "no-sender")
+                guarantee = PrivacyGuarantee(0.0, 0.0, NO_SENDER)
                 return ClusterGuarantee(cluster, countermeasure, (), guarantee)
         for batch, count in sorted(sizes.items(), reverse=True):
             if countermeasure.capped and countermeasure.num_dummies > (targets - 1) * batch:
@@ -220,7 +231,7 @@ def _path_mechanisms(
     mechanisms: list[LocalRandomizer | ScramblerMechanism] = []
     for cluster in path:
         result = results[cluster.name]
-        if not _accounted(cluster) or result.guarantee.method == "no-sender":
+        if not _accounted(cluster) or result.guarantee.method == NO_SENDER:
             continue
         parts = [p.mechanism for p in result.parts if p.mechanism is not None]
         if not parts:
@@ -349,7 +360,7 @@ def _worst_path(
     notes: list[str] = []
     worst: tuple[float, float] | None = None
     worst_path: tuple[str, ...] = ()
-    worst_basic = PrivacyGuarantee(0.0, 0.0, "no data")
+    worst_basic = PrivacyGuarantee(0.0, 0.0, NO_DATA)
     worst_pld: float | None = None
     worst_counted: tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None = None
     every_path: list[tuple[tuple[LocalRandomizer | ScramblerMechanism, int], ...] | None] = []
@@ -440,7 +451,9 @@ def account_plan(
     ]
     caveats = (STATE_CAVEAT.format(names=", ".join(stateful)),) if stateful else ()
     methods = ",".join(sorted({results[name].guarantee.method for name in worst.names}))
-    if worst_pld is not None and worst_pld < worst_basic.epsilon:
+    if not worst.names:  # no data item (a table without rows): no neighbouring table
+        plan_guarantee = worst_basic
+    elif worst_pld is not None and worst_pld < worst_basic.epsilon:
         plan_guarantee = PrivacyGuarantee(epsilon, delta, f"pld({methods})")
     else:
         plan_guarantee = PrivacyGuarantee(

@@ -141,8 +141,9 @@ class TransformedPlan:
         plan: the plan without countermeasure nodes.
         requested: the countermeasure asked for every cluster, by cluster name.
         countermeasures: the countermeasure each data-dependent flow runs, by flow name; a
-            cluster with a single potential target, or a data-independent one, runs none (its
-            pattern does not depend on the data: a countermeasure would cost for nothing).
+            cluster with a single potential target, a data-independent one, or one without
+            sender (a table without rows) runs none (its pattern does not depend on the data:
+            a countermeasure would cost for nothing).
         batches: for every flow protected by scramblers, the balanced batch sizes of its
             scramblers (`dpcomm.plan.costs.balanced_batch_sizes`), scrambler k first.
         routed: the plan's groups plus one group of scramblers per scrambled flow (node ids
@@ -268,7 +269,7 @@ def _effective(
     chosen: dict[str, Countermeasure] = {}
     for cluster in plan.clusters:
         item = requested[cluster.name]
-        if cluster.num_targets == 1 or not cluster.data_dependent:
+        if cluster.num_targets == 1 or not cluster.data_dependent or not cluster.num_senders:
             item = NoCountermeasure()
         for member in cluster.members:
             if member.flow.data_dependent:

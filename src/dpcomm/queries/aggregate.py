@@ -279,10 +279,6 @@ class AggregateProgram:
         check_int("num_targets", self.num_targets, minimum=1, maximum=MAX_COUNT)
         check_int("max_text_bytes", self.max_text_bytes, minimum=1, maximum=MAX_STRING_BYTES)
         if self.table is not None:
-            if self.table.num_rows == 0:
-                raise InvalidParameterError(
-                    "data", "a table with at least one row", "an empty table"
-                )
             self.query.check_table(self.table)
             object.__setattr__(self, "num_sources", self.table.num_rows)
             if not self.columns:
@@ -300,7 +296,7 @@ class AggregateProgram:
                     if c.name.lower() in needed
                 )
                 object.__setattr__(self, "columns", specs)
-        check_int("num_sources", self.num_sources, minimum=1)
+        check_int("num_sources", self.num_sources, minimum=0)
         if self.max_groups is not None:
             check_int("max_groups", self.max_groups, minimum=1, maximum=MAX_OUTPUT_GROUPS)
 

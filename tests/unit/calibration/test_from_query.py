@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import dpcomm
@@ -136,3 +137,10 @@ def test_a_query_without_a_non_empty_grouping_set_needs_no_calibration():
             delta=1e-4,
         )
     assert refused.value.name == "sql"
+
+
+def test_a_table_without_rows_needs_no_calibration():
+    empty = datasets.synthetic(rows=50, seed=1).take(np.arange(0))
+    with pytest.raises(InvalidParameterError, match="NoCountermeasure") as refused:
+        dpcomm.calibrate("SELECT g1, COUNT(*) FROM t GROUP BY g1", empty, epsilon=1.0, delta=1e-4)
+    assert refused.value.name == "data" and "without rows" in str(refused.value)

@@ -122,10 +122,17 @@ def test_in_memory_rows_are_views_of_the_table():
     assert_same_table(split_reads(source, [0, 1, 50, 99, 100]), table)
 
 
-def test_in_memory_rows_need_a_row():
-    empty = synthetic_table(num_rows=3, seed=0).take(np.arange(0))
-    with pytest.raises(InvalidParameterError, match="invalid table"):
-        InMemoryRows(empty)
+def test_in_memory_rows_of_a_table_without_rows_keep_its_columns():
+    table = synthetic_table(num_rows=3, seed=0)
+    source = InMemoryRows(table.take(np.arange(0)))
+    assert source.num_rows == 0
+    for read in (source.schema(), source.read(0, 0)):
+        assert read.num_rows == 0
+        assert [(c.name, c.sql_type) for c in read.columns] == [
+            (c.name, c.sql_type) for c in table.columns
+        ]
+    with pytest.raises(InvalidParameterError, match="stop"):
+        source.read(0, 1)
 
 
 def test_table_slice_and_concat():
@@ -486,9 +493,15 @@ def test_parquet_files_of_a_directory_must_agree(tmp_path):
         ParquetRows(root)
     assert caught.value.name == "path" and "1.parquet" in str(caught.value)
     empty = tmp_path / "e.parquet"
-    pq.write_table(pa.table({"a": pa.array([], pa.int64())}), empty)
-    with pytest.raises(InvalidParameterError, match="at least one row"):
-        ParquetRows(empty)
+    pq.write_table(pa.table({"a": pa.array([], pa.int64()), "s": pa.array([], pa.string())}), empty)
+    files = ParquetRows(empty)
+    assert files.num_rows == 0
+    for read in (files.schema(), files.read(0, 0), files.read(0, 0, ["s"])):
+        assert read.num_rows == 0
+    assert [(c.name, c.sql_type) for c in files.schema().columns] == [
+        ("a", "BIGINT"),
+        ("s", "VARCHAR"),
+    ]
 
 
 def test_a_file_changed_after_opening_is_an_error(tmp_path):

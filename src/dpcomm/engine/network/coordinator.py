@@ -96,6 +96,8 @@ class Coordinator:
         #: Per data flow, the sources each committed scrambler says its batch carries.
         self.batched: dict[str, dict[str, bytes]] = {f: {} for f in spec.data_flows}
         self.done: set[str] = set()
+        #: Per node, set once its plan went out (or its channel ended): a FINALIZE follows it.
+        self.planned: dict[str, asyncio.Event] = {name: asyncio.Event() for name in self.expected}
 
     def _batch_senders(self, flow: str) -> frozenset[str]:
         """Who sends the batches of ``flow``: its scramblers, or every source."""
@@ -174,7 +176,8 @@ class Coordinator:
                     f"their scrambler or in a batch lost or refused: {len(lost)} batch(es) "
                     f"lost or refused), more than --max-left-out {self.spec.max_left_out:g} allows"
                 )
-        if finalized and not any(finalized.values()):
+        senders = any(self.commits[flow].senders for flow in finalized)  # none: no rows
+        if senders and not any(finalized.values()):
             failures.append("no batch committed: nothing was aggregated")
         if not self.result_done.is_set():
             # (Once the result node has every output, a compute node's DONE may still be on
@@ -293,9 +296,16 @@ class Coordinator:
         return finalized
 
     async def send_finalize(self, decision: Finalize) -> None:
-        """FINALIZE to the flow's targets (a compute node that hung up is simply not told)."""
+        """FINALIZE to the flow's targets (a compute node that hung up is simply not told).
+
+        A target is told only once it has its plan: a node drops what comes before it. (A
+        flow without batch sender, over a table without rows, is decided at once.)
+        """
         blob = encode(decision)
         for receiver in self.spec.receivers(decision.flow):
+            with contextlib.suppress(TimeoutError):
+                planned = self.planned[str(receiver)].wait()
+                await asyncio.wait_for(planned, self.context.remaining())
             channel = self.channels.get(str(receiver))
             if channel is None:
                 continue
@@ -335,10 +345,13 @@ class Coordinator:
             await asyncio.wait_for(ready.wait(), context.remaining())
             plan = encode(self.plan_for(self.expected[peer]))
             await channel.send_blob(Op.PLAN, plan, timeout=context.remaining())
+            self.planned[peer].set()
             await self.serve_commits(peer, channel)
         except (ChannelClosedError, TimeoutError, DeploymentError):
             pass
         finally:
+            if peer in self.planned:
+                self.planned[peer].set()  # no plan will go out: nothing to wait for
             # Only the registered node's own channel ending loses it: a second connection
             # under its name (refused above) must not abort the real node's batch.
             if self.channels.get(peer) is channel:

@@ -215,12 +215,13 @@ def round_failures(
 ) -> tuple[str, ...]:
     """Why a round failed, one phrase per reason (empty: it did not).
 
-    A round fails when it aggregated no tuple at all, when more than ``max_left_out`` (a
-    fraction of S) of the sources were left out (absent at registration, late, unreachable,
-    or behind a dead scrambler), when the result node lacks an output, or when a node other
-    than a source failed (a failed source is a source left out). Node errors start with the
-    phase the node was in (`dpcomm.engine.network.node.NodeContext.phase`). The phrases
-    name the `dpcomm.engine.network.deploy.NetworkEngine` parameters to change.
+    A round fails when it aggregated no tuple at all (of a table with rows), when more than
+    ``max_left_out`` (a fraction of S) of the sources were left out (absent at registration,
+    late, unreachable, or behind a dead scrambler), when the result node lacks an output, or
+    when a node other than a source failed (a failed source is a source left out). Node
+    errors start with the phase the node was in
+    (`dpcomm.engine.network.node.NodeContext.phase`). The phrases name the
+    `dpcomm.engine.network.deploy.NetworkEngine` parameters to change.
     """
     failures = []
     left = set().union(*(set(rows) for rows in left_out_sources.values()))
@@ -229,7 +230,7 @@ def round_failures(
             f"{len(left):,} of {num_sources:,} sources were left out, more than "
             f"max_left_out {max_left_out:g} allows (raise idle_seconds or timeout)"
         )
-    if delivered and not any(bool(np.any(mask)) for mask in delivered.values()):
+    if num_sources and delivered and not any(bool(np.any(mask)) for mask in delivered.values()):
         failures.append("the round aggregated no tuple")
     if missing_outputs:
         what = (
