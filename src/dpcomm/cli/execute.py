@@ -420,18 +420,25 @@ def execute_aggregate(
         data,
         countermeasure=countermeasure_from_options(args, AGGREGATE_DEFAULTS),
         num_targets=args.num_targets,
-        delta=args.delta,
-        seed=args.seed,
-        engine=engine,
         max_groups=args.max_groups,
         max_text_bytes=args.max_text_bytes,
         estimate=args.estimate,
-        progress=show_progress(args),
-        target_epsilon=args.target_epsilon,
-        budget=budget,
+        **_run_options(args, engine, budget),
         **release_options(args),
     )
     return outcome, source
+
+
+def _run_options(args: argparse.Namespace, engine: Engine, budget: Budget | None) -> dict[str, Any]:
+    """What `dpcomm.run_sql` and `dpcomm.kmeans` take alike (δ, seed, engine, progress, ...)."""
+    return {
+        "delta": args.delta,
+        "seed": args.seed,
+        "engine": engine,
+        "progress": show_progress(args),
+        "target_epsilon": args.target_epsilon,
+        "budget": budget,
+    }
 
 
 #: The options of a noisy release that mean nothing without ``--release``, by destination.
@@ -683,28 +690,16 @@ def execute_kmeans(
     Returns the run and a description of its points.
     """
     inputs = kmeans_inputs(args)
-    released = kmeans_release_options(args, inputs.columns, dimension=int(inputs.points.shape[1]))
+    program = _kmeans_program_options(args, inputs)
     with _named_by_options(inputs.given, nulls=inputs.nulls):
         outcome = kmeans(
             inputs.points,
-            k=args.k,
-            iterations=args.iterations,
             countermeasure=countermeasure_from_options(args, KMEANS_DEFAULTS),
             labels=inputs.labels,
             test_points=inputs.test_points,
             test_labels=inputs.test_labels,
-            seed=args.seed,
-            delta=args.delta,
-            engine=engine,
-            start_seed=args.start_seed,
-            progress=show_progress(args),
-            target_epsilon=args.target_epsilon,
-            drop_non_finite=args.drop_non_finite,
-            budget=budget,
-            init=args.init,
-            init_points=inputs.init_points,
-            columns=inputs.columns,
-            **released,
+            **_run_options(args, engine, budget),
+            **program,
         )
     return outcome, inputs.described
 
@@ -712,20 +707,24 @@ def execute_kmeans(
 def compile_kmeans_options(args: argparse.Namespace, countermeasure: Any) -> Any:
     """The K-means program of the options (`kmeans_inputs`), compiled and not run."""
     inputs = kmeans_inputs(args)
-    released = kmeans_release_options(args, inputs.columns, dimension=int(inputs.points.shape[1]))
+    program = _kmeans_program_options(args, inputs)
     with _named_by_options(inputs.given, nulls=inputs.nulls):
-        return compile_kmeans(
-            inputs.points,
-            k=args.k,
-            iterations=args.iterations,
-            countermeasure=countermeasure,
-            start_seed=args.start_seed,
-            drop_non_finite=args.drop_non_finite,
-            init=args.init,
-            init_points=inputs.init_points,
-            columns=inputs.columns,
-            **released,
-        )
+        return compile_kmeans(inputs.points, countermeasure=countermeasure, **program)
+
+
+def _kmeans_program_options(args: argparse.Namespace, inputs: KMeansInputs) -> dict[str, Any]:
+    """What `dpcomm.kmeans` and `compile_kmeans` take alike: K, I, the start, the release."""
+    released = kmeans_release_options(args, inputs.columns, dimension=int(inputs.points.shape[1]))
+    return {
+        "k": args.k,
+        "iterations": args.iterations,
+        "start_seed": args.start_seed,
+        "drop_non_finite": args.drop_non_finite,
+        "init": args.init,
+        "init_points": inputs.init_points,
+        "columns": inputs.columns,
+        **released,
+    }
 
 
 def assignments_path(out: Path) -> Path:
