@@ -16,10 +16,12 @@ from dpcomm.data import synthetic_table
 from dpcomm.engine.network import CertificateAuthority, TlsTransport, issue_many
 from dpcomm.engine.network.batches import send_output
 from dpcomm.engine.network.deploy import node_configs
+from dpcomm.engine.network.frames import DropCounters
 from dpcomm.engine.network.node import NodeContext, output_header
 from dpcomm.engine.network.records import Peer
 from dpcomm.engine.network.result import Result
 from dpcomm.engine.network.spec import RoundSpec
+from dpcomm.engine.network.transport import Endpoint
 from dpcomm.engine.network.wire import WireStats
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
@@ -168,3 +170,51 @@ def test_a_slow_output_whose_link_breaks_after_the_idle_time_is_sent_again(tmp_p
 
 async def _no_coordinator():
     raise AssertionError("the nodes of this test never register")
+
+
+def test_unsent_counts_what_asyncio_handed_to_the_socket_but_the_kernel_did_not_take(tmp_path):
+    """A link's unsent bytes are every byte written that the peer's side has not taken: asyncio's
+    TLS layer hands a whole blob to the socket transport beneath it once that one has room, and
+    those bytes still wait for the link (else a slow transfer looks stalled while they drain).
+    The sender's kernel buffer is kept small (SO_SNDBUF), as over a slow link; the peer reads
+    256 KB of the 2 MB written, then nothing."""
+    written, taken = 2_000_000, 256_000
+    # What the peer's side can hold without its application reading: its kernel buffer (kept
+    # small too), asyncio's TLS and stream buffers; far less than this.
+    peer_side = 1_000_000
+    authority = CertificateAuthority.create(tmp_path / "ca")
+    credentials = issue_many(authority, ["compute-0-0", "result"], tmp_path / "nodes")
+
+    async def scenario():
+        transport = TlsTransport(credentials)
+        took = asyncio.Event()
+        done = asyncio.Event()
+
+        async def peer(link):
+            link.writer.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024
+            )
+            read = 0
+            while read < taken:
+                read += len(await link.reader.read(taken - read))
+            took.set()
+            await done.wait()
+
+        endpoint = Endpoint("result", lambda name: True, DropCounters(), HOST, 0)
+        listener = await transport.listen(endpoint, peer)
+        link = await transport.connect("compute-0-0", "result", listener.address, timeout=10.0)
+        link.writer.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 32 * 1024
+        )
+        frame = bytes(range(250))
+        for _ in range(written // len(frame)):
+            link.write(frame)
+        await took.wait()
+        unsent = link.unsent()
+        done.set()
+        await link.close()
+        listener.close()
+        return unsent
+
+    unsent = asyncio.run(scenario())
+    assert unsent >= written - taken - peer_side, unsent
