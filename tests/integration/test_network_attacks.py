@@ -8,6 +8,7 @@ while the attack ran, and that the attack was counted as one (not as an overload
 import asyncio
 import contextlib
 import logging
+import re
 import ssl
 import subprocess
 import sys
@@ -32,10 +33,11 @@ from dpcomm.engine.network import (
     nodes,
     sealed_size,
 )
-from dpcomm.engine.network.deploy import node_configs
+from dpcomm.engine.network.deploy import assemble_run, node_configs
 from dpcomm.engine.network.frames import ATTACK_REASONS, split_drops
 from dpcomm.engine.network.nodes import run_nodes
 from dpcomm.engine.network.records import ResultOutcome, ResultPlan
+from dpcomm.engine.network.result import Result
 from dpcomm.engine.network.spec import RoundSpec
 from dpcomm.engine.network.tls import ConnectionLimits
 from dpcomm.engine.network.transport import Endpoint
@@ -47,6 +49,7 @@ from dpcomm.engine.network.wire import (
     Op,
     WireStats,
 )
+from dpcomm.engine.run import prepare
 from dpcomm.plan import Scramblers
 from dpcomm.queries.aggregate import AggregateProgram
 
@@ -533,11 +536,12 @@ def test_a_round_completes_while_its_sources_own_address_floods_the_coordinator(
 
 def test_an_output_its_receiver_never_takes_is_given_up_after_the_idle_time(tmp_path, monkeypatch):
     """A result node that accepts the compute nodes' links and reads nothing: each compute node
-    gives up after T without progress (not at the round's deadline) and says why in one line."""
-    _spec, configs, credentials = _round(
+    gives up after T without progress (not at the round's deadline) and says why in one line,
+    and the run's failures carry those lines (not only the outputs missing)."""
+    countermeasure = Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=1)
+    spec, configs, credentials = _round(
         tmp_path, rows=12, num_targets=2, idle_seconds=2, round_seconds=120,
-        countermeasure=Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=1),
-        round_id=13,
+        countermeasure=countermeasure, round_id=13,
     )  # fmt: skip
 
     async def silent_result(context):
@@ -553,7 +557,7 @@ def test_an_output_its_receiver_never_takes_is_given_up_after_the_idle_time(tmp_
         finally:
             closed.set()
             listener.close()
-        return ResultOutcome(outputs=(), missing=())
+        return ResultOutcome(outputs=(), missing=tuple(sorted(Result(context).expected)))
 
     monkeypatch.setitem(nodes.RUNNERS, "result", silent_result)
 
@@ -565,19 +569,28 @@ def test_an_output_its_receiver_never_takes_is_given_up_after_the_idle_time(tmp_
             if name == "coordinator" and not coordinator.done():
                 coordinator.set_result(address)
 
-        started = loop.time()
-        outcome = await run_nodes(
+        return await run_nodes(
             list(configs.values()),
             TlsTransport(credentials),
             coordinator_address=lambda: asyncio.shield(coordinator),
             on_listening=listening,
         )
-        return outcome, loop.time() - started
 
-    outcome, seconds = asyncio.run(scenario())
-    assert seconds < 60, seconds  # T = 2 s of no progress, not the round's 120 s
+    outcome = asyncio.run(scenario())
     reasons = [why for c in outcome.computes for f in c.flows.values() for why in f.undelivered]
     assert len(reasons) == 2, reasons
     for why in reasons:
         assert "\n" not in why and why.startswith("gave up on its output to result")
+        # Given up on T = 2 s of no progress (the node's own clock), not at the round's 120 s.
+        idle = re.search(r"after (\d+) s without progress", why)
+        assert idle is not None and int(idle.group(1)) < 120, why
         assert "without progress" in why and "result took nothing for" in why
+    program = spec.public_program
+    run = assemble_run(
+        program, spec, prepare(program, countermeasure, delta=1e-4), countermeasure, outcome, {},
+        delta=1e-4, seed=5, seconds=0.0, timings={},
+    )  # fmt: skip
+    assert "the result is incomplete (2 outputs missing)" in run.details.failures
+    [given_up] = [why for why in run.details.failures if "given up" in why]
+    assert given_up.startswith("2 outputs given up (first: compute-"), given_up
+    assert ": gave up on its output to result (" in given_up and "without progress" in given_up

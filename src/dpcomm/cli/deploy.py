@@ -208,9 +208,7 @@ def _round_status(config: Any, outcome: Any) -> int:
             reasons += list(summary.failures)
     if outcome.result is not None:
         reasons += list(outcome.result.failures)
-    for compute in outcome.computes:
-        for flow, done in compute.flows.items():
-            reasons += [f"{compute.name}: flow {flow}: {why}" for why in done.undelivered]
+    reasons += list(outcome.undelivered())
     for reason in dict.fromkeys(reasons):
         print(f"dpcomm: error: the round failed: {reason}", file=sys.stderr)
     return 1 if reasons else 0

@@ -394,6 +394,7 @@ def _details(
             errors=errors,
             delivered=delivered,
             max_left_out=max_left_out,
+            undelivered=outcome.undelivered(),
         ),
     )
 

@@ -405,6 +405,18 @@ class GroupOutcome:
             wires=self.wires + other.wires,
         )
 
+    def undelivered(self) -> tuple[str, ...]:
+        """Why each output given up by a compute node was, one line each.
+
+        Each line names the compute node and the data flow (``compute-0-1: flow F: gave up ...``).
+        """
+        return tuple(
+            f"{compute.name}: flow {flow}: {why}"
+            for compute in self.computes
+            for flow, done in compute.flows.items()
+            for why in done.undelivered
+        )
+
 
 @dataclass(frozen=True)
 class WorkerReport:

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -212,14 +212,16 @@ def round_failures(
     errors: Mapping[str, str],
     delivered: Mapping[str, npt.NDArray[np.bool_]],
     max_left_out: float,
+    undelivered: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """Why a round failed, one phrase per reason (empty: it did not).
 
     A round fails when it aggregated no tuple at all (of a table with rows), when more than
     ``max_left_out`` (a fraction of S) of the sources were left out (absent at registration,
-    late, unreachable, or behind a dead scrambler), when the result node lacks an output, or
-    when a node other than a source failed (a failed source is a source left out). Node
-    errors start with the phase the node was in
+    late, unreachable, or behind a dead scrambler), when the result node lacks an output, when
+    a compute node gave up on an output (``undelivered``: why, one line each, the first one
+    quoted), or when a node other than a source failed (a failed source is a source left
+    out). Node errors start with the phase the node was in
     (`dpcomm.engine.network.node.NodeContext.phase`). The phrases name the
     `dpcomm.engine.network.deploy.NetworkEngine` parameters to change.
     """
@@ -239,6 +241,9 @@ def round_failures(
             else f"{len(missing_outputs):,} outputs missing"
         )
         failures.append(f"the result is incomplete ({what})")
+    if undelivered:
+        first = " ".join(undelivered[0].split())[:300]
+        failures.append(f"{len(undelivered):,} outputs given up (first: {first})")
     failed = {name: message for name, message in errors.items() if not name.startswith("source-")}
     if failed:
         name, message = next(iter(sorted(failed.items())))

@@ -735,6 +735,19 @@ async def open_tls_connection(
     return reader, writer, name
 
 
+def _beneath_tls(transport: asyncio.BaseTransport) -> int:
+    """Bytes asyncio's TLS layer handed to the socket transport beneath it, not yet sent.
+
+    The TLS transport counts only what it has not handed on, and it hands on everything it
+    holds (a whole blob, encrypted) as soon as the socket transport has room again: without
+    these bytes a slow link would look stalled while they drain. Read through asyncio's
+    private attributes (``_ssl_protocol._transport``); 0 where they are not.
+    """
+    protocol = getattr(transport, "_ssl_protocol", None)
+    size = getattr(getattr(protocol, "_transport", None), "get_write_buffer_size", None)
+    return int(size()) if callable(size) else 0
+
+
 class TlsLink:
     """A `dpcomm.engine.network.transport.Link` over one TLS connection."""
 
@@ -776,13 +789,13 @@ class TlsLink:
     def unsent(self) -> int:
         """Bytes written that the peer has not acknowledged (see `Link`).
 
-        asyncio's write buffer, plus the kernel's unacknowledged bytes where it says (Linux
-        ``SIOCOUTQ``).
+        asyncio's write buffers (its TLS layer's and the socket transport's beneath it), plus
+        the kernel's unacknowledged bytes where it says (Linux ``SIOCOUTQ``).
         """
         transport = self.writer.transport
         if transport is None:
             return 0
-        buffered = transport.get_write_buffer_size()
+        buffered = transport.get_write_buffer_size() + _beneath_tls(transport)
         raw = self.writer.get_extra_info("socket")
         if raw is None or _SIOCOUTQ is None:
             return buffered
