@@ -159,3 +159,33 @@ def test_an_unknown_aggregate_is_refused() -> None:
         audit_release(runs=100, pairs=("third-key",), rng=0, aggregate="COUNT(")
     with pytest.raises(DpcommError, match="aggregate"):
         audit_release(runs=100, pairs=("third-key",), rng=0, aggregate=1)
+
+
+# ``quantile-near-tie``: the other sources' values on keys a and b at the two middle candidates
+# of the median's grid, a tie that the row's value (beyond both) tips by one whole score step
+# in each cell; the pair the search tries for a query releasing a quantile. The correct median
+# (d = 3 values per grouping set) passes; calibrated to one value (``quantile-add-remove``,
+# d = 1) it fails. docs/audit.md gives the spreads; `quantile-uncharged` fails through the
+# command line (tests/integration/test_cli_audit.py).
+MEDIAN_NEAR_TIE = {
+    "sql": "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k",
+    "pairs": ("quantile-near-tie",),
+    "release": dpcomm.Laplace(2.0),
+}
+
+
+def test_the_correct_median_passes_the_near_tie_pair() -> None:
+    report = audit_release(runs=2000, rng=0, **MEDIAN_NEAR_TIE)
+    assert report.noise_scales[0][1] == pytest.approx(1.5)  # d = 3 values, ε2 = 2
+    assert report.reported_epsilon == pytest.approx(2.282, abs=2e-3)
+    assert report.neighbours.pair.name == "quantile-near-tie"
+    assert report.passed
+    assert report.lower_bound > 0.2  # the audit sees the median move (measured 0.43 – 0.66)
+
+
+def test_a_median_calibrated_for_one_value_fails_the_near_tie_pair() -> None:
+    report = audit_release(runs=6000, fault="quantile-add-remove", rng=0, **MEDIAN_NEAR_TIE)
+    assert report.noise_scales[0][1] == pytest.approx(0.5)  # d = 1: a third of the scale
+    assert report.reported_epsilon == pytest.approx(2.282, abs=2e-3)  # still claimed
+    assert not report.passed
+    assert report.lower_bound > report.reported_epsilon + 0.1  # measured: 0.44 – 0.89 above

@@ -23,6 +23,7 @@ from dpcomm.release.quantile import (
     candidate_grid,
     quantile_law,
     released_quantile,
+    released_quantiles,
 )
 
 DELTAS = (0.3, 0.1, 1e-2, 1e-3)
@@ -98,12 +99,18 @@ def test_a_quantile_calibrated_for_one_value_is_caught():
 
 
 def test_quantile_law_is_opendps():
-    """The exact law used above is the law of OpenDP's draws (3,000 draws, 5 candidates)."""
+    """The exact law used above is the law of OpenDP's draws (3,000 draws one at a time, as a
+    run draws, and 3,000 at once, as the release audit draws; 5 candidates)."""
     candidates = candidate_grid(0.0, 4.0, 5)
     noise = calibrate_quantile("m", 1.0, 0.5, candidates, 2)
     counts = [0, 1, 1, 0, 0, 2, 1, 0, 1]
     law = quantile_law(counts, 0.5, noise.scale)
-    draws = collections.Counter(released_quantile(noise, counts) for _ in range(3_000))
-    for value, probability in zip(candidates, law, strict=True):
-        frequency = draws[value] / 3_000
-        assert abs(frequency - probability) < 4.5 * (probability * (1 - probability) / 3_000) ** 0.5
+    single = collections.Counter(released_quantile(noise, counts) for _ in range(3_000))
+    # The audit's many draws at once (OpenDP's composition of copies): 3,000 = 11·256 + 184.
+    many = collections.Counter(released_quantiles(noise, counts, 3_000))
+    assert many.total() == 3_000
+    for draws in (single, many):
+        for value, probability in zip(candidates, law, strict=True):
+            frequency = draws[value] / 3_000
+            spread = (probability * (1 - probability) / 3_000) ** 0.5
+            assert abs(frequency - probability) < 4.5 * spread

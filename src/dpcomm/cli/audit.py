@@ -39,6 +39,7 @@ from dpcomm.cli.defaults import (
     RELEASE_AUDIT_SQL,
     RELEASE_AUDIT_TARGETS,
     RELEASE_FAULT_KINDS,
+    RELEASE_PAIR_NAMES,
 )
 from dpcomm.cli.mechanisms import declared_mechanism, mechanism_kind
 from dpcomm.cli.options import DEFAULT_RELEASE_DELTA
@@ -315,6 +316,7 @@ def command_audit_release(args: argparse.Namespace) -> int:
     report = audit_release(
         num_targets=args.num_targets,
         sql=args.sql,
+        pairs=args.pairs,
         aggregate=_aggregate(args.aggregate),
         progress=not args.json and show_progress(args),
         **_release_audit_options(args),
@@ -609,6 +611,16 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         help="observe the traffic and one released aggregate alone, against the claim for that "
         "view: its index among the noise scales printed, or the start of its description "
         "(e.g. MEDIAN)",
+    )
+    parser.add_argument(
+        "--pair",
+        dest="pairs",
+        action="append",
+        choices=list(RELEASE_PAIR_NAMES),
+        help="a candidate pair of neighbouring tables to try (repeat for several; default: "
+        "every one that applies: signed only for bounds with lo < 0 < hi, quantile-near-tie "
+        "only for a query with MEDIAN or QUANTILE_CONT, where the others' values sit on both "
+        "sides of the row's and one value tips the released median)",
     )
     parser.add_argument(
         "--fault",

@@ -47,6 +47,14 @@ RELEASE_AUDIT_EPSILON = 3.0
 RELEASE_AUDIT_DELTA = 1e-2
 RELEASE_AUDIT_BOUNDS = (-10.0, 10.0)
 RELEASE_AUDIT_RUNS = 40_000
+#: `dpcomm.experiments.release_audit.PAIR_NAMES`: the release audit's candidate pairs.
+RELEASE_PAIR_NAMES: tuple[str, ...] = (
+    "third-key",
+    "signed",
+    "others-on-destination",
+    "others-on-source",
+    "quantile-near-tie",
+)
 #: `dpcomm.experiments.kmeans_audit`'s faults and default configuration: K = T, the scrambler
 #: (σ, n, d), the release's ε2 (Laplace), the traffic's δ, the bounds and the runs.
 KMEANS_FAULT_KINDS: tuple[str, ...] = ("own-row", "unclamped")

@@ -16,7 +16,10 @@ n − 1 sources hold the same row, on c (``third-key``, ``signed``), on b (the r
 ``others-on-destination``: the counterexample's shape at T = 2) or on a (its old key,
 ``others-on-source``). a and b go to compute nodes 0 and T − 1, c to node 1 (node 0 when
 T = 2). Given the traffic, the scramblers' redraws can move one other source's tuple in or out
-of delivery on a's or b's node, which the last two pairs show.
+of delivery on a's or b's node, which the last two pairs show. For a query releasing a
+quantile, ``quantile-near-tie`` places a few others on a and b at two adjacent candidates of
+the quantile's grid, a tie that the row's value tips (`near_tie`): where the others' values are
+all equal, one value never moves a released median.
 
 **The search**: every candidate pair is run on the first half of the runs of each table, its
 view reduced in several ways (`_Reduction`) and its best event's bound computed there; the pair
@@ -147,8 +150,20 @@ RESIDUAL_BINNINGS = ((1, 4), (1, 6), (2, 4))
 BoolArray = npt.NDArray[np.bool_]
 Countermeasure = Scramblers | LocalFlooding
 
-#: Names of the candidate neighbouring pairs, in the order they are tried (`candidate_pairs`).
-PAIR_NAMES = ("third-key", "signed", "others-on-destination", "others-on-source")
+#: Names of the candidate neighbouring pairs, in the order they are tried (`candidate_pairs`;
+#: ``quantile-near-tie`` only for a query releasing a quantile).
+PAIR_NAMES = (
+    "third-key",
+    "signed",
+    "others-on-destination",
+    "others-on-source",
+    "quantile-near-tie",
+)
+
+#: ``quantile-near-tie``: the other sources' values at each of the two middle candidates of
+#: key b's cell (and of key a's, two more at the one farther from the row): few enough that
+#: the traffic rarely leaves one of them out, enough that no other candidate competes.
+TIE_VALUES = 8
 
 
 @dataclass(frozen=True)
@@ -158,16 +173,26 @@ class NeighbourPair:
     Attributes:
         name: one of `PAIR_NAMES`.
         values: source 0's value in D (on key a) and in D′ (on key b), before clamping.
-        others: the other sources' key (0 = a, 1 = b, 2 = c) and value.
+        others: the other sources' key (0 = a, 1 = b, 2 = c) and value (those not in
+            ``placed``).
+        placed: groups of other sources placed first, each (key, value, how many).
     """
 
     name: str
     values: tuple[float, float]
     others: tuple[int, float]
+    placed: tuple[tuple[int, float, int], ...] = ()
+
+    @property
+    def num_placed(self) -> int:
+        """The other sources in ``placed``."""
+        return sum(count for _, _, count in self.placed)
 
 
-def candidate_pairs(bounds: tuple[float, float]) -> tuple[NeighbourPair, ...]:
-    """The neighbouring pairs the audit tries for SUM's values clamped to ``bounds``.
+def candidate_pairs(
+    bounds: tuple[float, float], *, quantile: bool = False
+) -> tuple[NeighbourPair, ...]:
+    """The neighbouring pairs the audit tries for values clamped to ``bounds``.
 
     With u the bound of largest magnitude M (hi on a tie) and w the other one (|u − w| = W),
     source 0 holds (a, 50·u) in D (beyond the bound, clamped to u) and:
@@ -184,6 +209,14 @@ def candidate_pairs(bounds: tuple[float, float]) -> tuple[NeighbourPair, ...]:
 
     With T = 2, ``others-on-destination`` is the shape of the counterexample to a sensitivity
     of 2M for signed bounds (docs/audit.md).
+
+    With ``quantile`` (a query releasing MEDIAN or QUANTILE_CONT), one more:
+
+    * ``quantile-near-tie``: (b, u) in D′; `TIE_VALUES` others at each of the two middle
+      candidates of the quantile's grid on b, as many on a plus two more at the candidate
+      farther from u, the rest on c: b's median is a tie between the two candidates without
+      the row, a's is a tie with it, and the row's value (beyond both) tips each tie by a
+      whole score step (`near_tie`).
     """
     low, high = bounds
     far, near = (high, low) if abs(high) >= abs(low) else (low, high)
@@ -194,7 +227,43 @@ def candidate_pairs(bounds: tuple[float, float]) -> tuple[NeighbourPair, ...]:
         pairs.append(NeighbourPair("signed", (beyond * far, near), (2, middle)))
     pairs.append(NeighbourPair("others-on-destination", (beyond * far, near), (1, far)))
     pairs.append(NeighbourPair("others-on-source", (beyond * near, far), (0, far)))
+    if quantile:
+        pairs.append(near_tie((low, high), far))
     return tuple(pairs)
+
+
+def near_tie(bounds: tuple[float, float], row: float) -> NeighbourPair:
+    """``quantile-near-tie``: the row's value ``row`` (a bound) tips a median's tie.
+
+    Values are snapped to the grid of `QUANTILE_CANDIDATES` candidates over ``bounds``
+    (`dpcomm.release.quantile.candidate_grid`); c_j and c_{j+1} are its two middle ones. A
+    median's score of a candidate is |#{x < c} − #{x > c}|/2; with only values at c_j and
+    c_{j+1} in a cell, every other candidate scores about half the cell's values and the two
+    compete. A value beyond both (the row, clamped to a bound) raises one's score by ½ and
+    lowers the other's by ½: a whole step between them, the most one value can move them
+    (OpenDP's map charges it). So b holds `TIE_VALUES` others at each (a tie in D, tipped
+    toward the row's side in D′), and a holds as many at the one nearer the row and two
+    more at the other (a tie in D, with the row; tipped away from it in D′).
+    """
+    from dpcomm.queries.analyst import QUANTILE_CANDIDATES
+    from dpcomm.release.quantile import candidate_grid
+
+    grid = candidate_grid(bounds[0], bounds[1], QUANTILE_CANDIDATES)
+    middle = (len(grid) - 1) // 2
+    lower, upper = grid[middle], grid[middle + 1]
+    nearer, farther = (upper, lower) if row > upper else (lower, upper)
+    placed = (
+        (0, nearer, TIE_VALUES),
+        (0, farther, TIE_VALUES + 2),
+        (1, lower, TIE_VALUES),
+        (1, upper, TIE_VALUES),
+    )
+    return NeighbourPair(
+        "quantile-near-tie",
+        (OUT_OF_BOUND_FACTOR * row, row),
+        (2, (bounds[0] + bounds[1]) / 2.0),
+        placed,
+    )
 
 
 @dataclass(frozen=True)
@@ -222,8 +291,12 @@ class ReleaseNeighbours:
 
     @property
     def cells(self) -> tuple[int, ...]:
-        """The keys whose released cells the audit observes: a and b, and c if others are on c."""
-        return (0, 1, 2) if self.pair.others[0] == 2 else (0, 1)
+        """The keys whose released cells the audit observes: a and b, and c if others are on c.
+
+        Not c when other sources are placed on a and b (``quantile-near-tie``): the rest, on
+        c, hold one value, whose median no one value moves.
+        """
+        return (0, 1, 2) if self.pair.others[0] == 2 and not self.pair.placed else (0, 1)
 
     def describe(self) -> str:
         """One line for reports."""
@@ -233,20 +306,27 @@ class ReleaseNeighbours:
             f"{self.pair.name}: source 0 holds ({self.keys[0]!r}, {first:g}) in D, clamped to "
             f"[{low:g}, {high:g}], and ({self.keys[1]!r}, {second:g}) in D′"
         )
-        if self.num_sources > 1:
+        for key, value, count in self.pair.placed:
+            text += f"; {count} others hold ({self.keys[key]!r}, {value:g})"
+        rest = self.num_sources - 1 - self.pair.num_placed
+        if rest > 0:
             key, value = self.pair.others
-            text += f"; the {self.num_sources - 1} others hold ({self.keys[key]!r}, {value:g})"
+            held = f"the {rest} others" if not self.pair.placed else f"the other {rest}"
+            text += f"; {held} hold ({self.keys[key]!r}, {value:g})"
         return text
 
     def tables(self) -> tuple[Table, Table]:
-        """D and D′ (FROM name ``t``)."""
-        key, value = self.pair.others
+        """D and D′ (FROM name ``t``): source 0, then the ``placed`` others, then the rest."""
+        groups = [
+            *self.pair.placed,
+            (*self.pair.others, self.num_sources - 1 - self.pair.num_placed),
+        ]
+        other_keys = [self.keys[key] for key, _, count in groups for _ in range(count)]
+        other_values = [value for _, value, count in groups for _ in range(count)]
         tables = []
         for own, row in zip((0, 1), self.pair.values, strict=True):
-            keys = np.array(
-                [self.keys[own]] + [self.keys[key]] * (self.num_sources - 1), dtype=object
-            )
-            values = np.array([row] + [value] * (self.num_sources - 1))
+            keys = np.array([self.keys[own], *other_keys], dtype=object)
+            values = np.array([row, *other_values])
             tables.append(table_from_arrays("t", {"k": keys, "v": values}))
         return tables[0], tables[1]
 
@@ -272,10 +352,13 @@ def release_neighbours(
     size = check_int("num_targets", num_targets, minimum=2)
     count = check_int("num_sources", num_sources, minimum=1)
     limits = _check_bounds(bound, bounds)
-    chosen = [p for p in candidate_pairs(limits) if p.name == pair]
+    pairs = candidate_pairs(limits, quantile=True)
+    chosen = [p for p in pairs if p.name == pair]
     if not chosen:
+        raise InvalidParameterError("pair", f"one of {', '.join(p.name for p in pairs)}", pair)
+    if count - 1 < chosen[0].num_placed:
         raise InvalidParameterError(
-            "pair", f"one of {', '.join(p.name for p in candidate_pairs(limits))}", pair
+            "num_sources", f"at least {chosen[0].num_placed + 1} for the pair {pair}", count
         )
     wanted = (0, size - 1, 1 if size >= 3 else 0)
     found: list[str | None] = [None, None, None]
@@ -1014,10 +1097,21 @@ def _checked_mechanisms(
 
 
 def _candidate_neighbours(
-    limits: tuple[float, float], num_targets: int, num_sources: int, pairs: Sequence[str] | None
+    limits: tuple[float, float],
+    num_targets: int,
+    num_sources: int,
+    pairs: Sequence[str] | None,
+    *,
+    quantile: bool,
 ) -> list[ReleaseNeighbours]:
-    """The neighbouring tables of each candidate pair named in ``pairs`` (default: every one)."""
-    names = [p.name for p in candidate_pairs(limits)]
+    """The neighbouring tables of each candidate pair named in ``pairs`` (default: every one).
+
+    ``quantile``: the query releases a quantile (``quantile-near-tie`` is among the pairs,
+    when the table has the sources it places).
+    """
+    names = [
+        p.name for p in candidate_pairs(limits, quantile=quantile) if p.num_placed < num_sources
+    ]
     wanted = names if pairs is None else list(pairs)
     if not wanted or any(name not in names for name in wanted):
         raise InvalidParameterError("pairs", f"names among {', '.join(names)}", pairs)
@@ -1105,7 +1199,9 @@ def _checked_audit(
     size = check_int("num_targets", num_targets, minimum=2)
     limits = _check_bounds(None, bounds)
     sources = countermeasure.batch_size if isinstance(countermeasure, Scramblers) else 1
-    candidates = _candidate_neighbours(limits, size, sources, pairs)
+    candidates = _candidate_neighbours(
+        limits, size, sources, pairs, quantile=_releases_quantile(sql, limits)
+    )
     generator = make_rng(rng)
     seed = int(generator.integers(0, 1 << 62))
     programs: dict[str, tuple[AggregateProgram, AggregateProgram]] = {}
@@ -1143,6 +1239,14 @@ def _checked_audit(
         aggregate=None if aggregate is None else claimed.aggregates[observed[0]].aggregate,
         observed=observed,
     )
+
+
+def _releases_quantile(sql: str, bounds: tuple[float, float]) -> bool:
+    """Whether ``sql`` over ``t(k, v)``, ``v`` bounded by ``bounds``, releases a quantile."""
+    from dpcomm.queries.sql import bind_sql
+
+    one_row = table_from_arrays("t", {"k": np.array(["k0"], dtype=object), "v": np.zeros(1)})
+    return bool(bind_sql(sql, one_row, bounds={"v": bounds}).quantiles)
 
 
 def _observed_claim(
@@ -1347,7 +1451,8 @@ def audit_release(
         delta: the traffic's δ (the plan's, as ``run_sql``'s ``delta``); the comparison is
             at the composed δ the report gives.
         pairs: the names of the candidate pairs to try (default: every one of
-            `candidate_pairs`).
+            `candidate_pairs` that applies; ``quantile-near-tie`` for a query releasing a
+            quantile, over scramblers with the sources it places).
         fault: ``"none"`` (the mechanism as the library runs it), or a seeded fault of
             `RELEASE_FAULT_KINDS` (`seeded_release_fault`), which claims the same ε.
         aggregate: None (the default): the observer sees the traffic and every released
@@ -1392,6 +1497,7 @@ __all__ = [
     "PAIR_NAMES",
     "RELEASE_AUDIT_SQL",
     "RELEASE_FAULT_KINDS",
+    "TIE_VALUES",
     "NeighbourPair",
     "PairSelection",
     "ReleaseAuditReport",
@@ -1401,6 +1507,7 @@ __all__ = [
     "audited_program",
     "candidate_pairs",
     "contributions",
+    "near_tie",
     "noisy_values",
     "release_neighbours",
     "release_runs",

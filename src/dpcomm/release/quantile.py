@@ -204,10 +204,25 @@ def released_quantile(noise: QuantileNoise, counts: Sequence[int]) -> float:
     return released_quantiles(noise, counts, 1)[0]
 
 
+#: The most draws one call of OpenDP's composition of copies of a quantile's measurement gives
+#: (`released_quantiles`); fewer are drawn by compositions of 2^i copies.
+DRAWS_PER_CALL = 256
+
+
+@functools.lru_cache(maxsize=64)
+def _composed_draws(candidates: tuple[float, ...], alpha: float, scale: float, copies: int) -> Any:
+    """OpenDP's composition of ``copies`` copies of `quantile_measurement`: that many draws."""
+    from opendp.combinators import make_composition
+
+    return make_composition([quantile_measurement(candidates, alpha, scale)] * copies)
+
+
 def released_quantiles(noise: QuantileNoise, counts: Sequence[int], draws: int) -> list[float]:
     """``draws`` independent releases of one cell's quantile (`released_quantile`'s draws).
 
-    For many runs of cells with the same counts (an audit): the values are built once.
+    For many runs of cells with the same counts (an audit): the values are built once, and
+    given to OpenDP once per call of its composition of copies of the measurement (each copy
+    draws afresh; `DRAWS_PER_CALL` at most per call), rather than once per draw.
     """
     bins = 2 * len(noise.candidates) - 1
     if len(counts) != bins or any(int(c) < 0 for c in counts):
@@ -224,7 +239,15 @@ def released_quantiles(noise: QuantileNoise, counts: Sequence[int], draws: int) 
         for value, count in zip(representatives(noise.candidates), counts, strict=True)
         for _ in range(int(count))
     ]
-    return [float(measurement(values)) for _ in range(draws)]
+    if draws == 1:
+        return [float(measurement(values))]
+    drawn: list[float] = []
+    while len(drawn) < draws:
+        missing = draws - len(drawn)
+        copies = DRAWS_PER_CALL if missing >= DRAWS_PER_CALL else 1 << (missing.bit_length() - 1)
+        batch = _composed_draws(noise.candidates, noise.alpha, noise.scale, copies)
+        drawn += [float(value) for value in batch(values)]
+    return drawn
 
 
 def quantile_scores(counts: Sequence[float], alpha: float) -> npt.NDArray[np.float64]:
@@ -287,6 +310,7 @@ def expected_squared_error(noise: QuantileNoise, count: float) -> float:
 
 
 __all__ = [
+    "DRAWS_PER_CALL",
     "EMPTY_SET_DISTANCE",
     "QUANTILE_SET_DISTANCE",
     "QuantileNoise",

@@ -34,6 +34,7 @@ def test_the_audits_defaults_are_the_librarys():
 
     assert defaults.FAULT_KINDS == FAULT_KINDS
     assert defaults.RELEASE_FAULT_KINDS == release_audit.RELEASE_FAULT_KINDS
+    assert defaults.RELEASE_PAIR_NAMES == release_audit.PAIR_NAMES
     assert defaults.RELEASE_AUDIT_SQL == release_audit.RELEASE_AUDIT_SQL
     assert defaults.RELEASE_AUDIT_TARGETS == release_audit.DEFAULT_TARGETS
     traffic = release_audit.DEFAULT_COUNTERMEASURE

@@ -126,6 +126,72 @@ def test_candidate_pairs_for_signed_and_nonnegative_bounds() -> None:
     assert "signed" not in {p.name for p in candidate_pairs((0.0, 10.0))}
 
 
+def _median_cells(neighbours, table) -> list[np.ndarray]:
+    """Each of keys a's and b's median scores over the grid, from the program's own bins."""
+    from dpcomm.release.quantile import quantile_scores
+
+    program = audited_program(
+        table, dpcomm.Laplace(1.0), neighbours, 2, "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k"
+    )
+    added = contributions(program, neighbours.keys).sum(axis=0)  # every tuple delivered
+    scores = []
+    for cell in (0, 1):
+        bins = np.zeros(2 * added.shape[1] - 1)
+        bins[::2] = added[cell]  # each value is snapped to a candidate: bin 2i
+        scores.append(quantile_scores(bins.tolist(), 0.5))
+    return scores
+
+
+@pytest.mark.parametrize("bounds", [(-10.0, 10.0), (-20.0, 10.0)])  # the row at hi, at lo
+def test_the_near_tie_pair_lets_the_row_tip_each_median(bounds) -> None:
+    """Key b's median is a tie without the row, a's with it; the row tips each by one step
+    (½ up for one candidate, ½ down for the other: OpenDP's worst case for one value)."""
+    from dpcomm.experiments.release_audit import TIE_VALUES
+
+    neighbours = release_neighbours(
+        num_targets=2, num_sources=4 * TIE_VALUES + 10, bounds=bounds, pair="quantile-near-tie"
+    )
+    assert neighbours.cells == (0, 1)
+    (a_in_d, b_in_d), (a_in_d_prime, b_in_d_prime) = (
+        _median_cells(neighbours, table) for table in neighbours.tables()
+    )
+    for tied, tipped in ((a_in_d, a_in_d_prime), (b_in_d, b_in_d_prime)):
+        best = np.flatnonzero(tied == tied.min())
+        assert best.size == 2 and best[1] == best[0] + 1  # two adjacent candidates tie
+        assert abs(tipped[best[0]] - tipped[best[1]]) == 1.0  # one whole step apart
+        others = np.delete(tipped, best)
+        assert others.min() >= tipped[best].max() + TIE_VALUES / 2 - 1  # the rest far behind
+    assert "quantile-near-tie" in neighbours.describe()
+
+
+def test_the_near_tie_pair_is_tried_for_quantiles_only() -> None:
+    from dpcomm.experiments.release_audit import (
+        _candidate_neighbours,
+        _releases_quantile,
+        candidate_pairs,
+    )
+
+    assert "quantile-near-tie" not in {p.name for p in candidate_pairs((-10.0, 10.0))}
+    assert candidate_pairs((-10.0, 10.0), quantile=True)[-1].name == "quantile-near-tie"
+    median = "SELECT k, COUNT(*) AS n, MEDIAN(v) AS m FROM t GROUP BY k"
+    assert _releases_quantile(median, (-10.0, 10.0))
+    assert not _releases_quantile(SQL, (-10.0, 10.0))
+
+    def searched(sources: int, quantile: bool) -> list[str]:
+        found = _candidate_neighbours((-10.0, 10.0), 2, sources, None, quantile=quantile)
+        return [n.pair.name for n in found]
+
+    assert searched(2000, quantile=True)[-1] == "quantile-near-tie"
+    assert "quantile-near-tie" not in searched(2000, quantile=False)
+    assert "quantile-near-tie" not in searched(1, quantile=True)  # local flooding: no others
+    with pytest.raises(InvalidParameterError) as error:  # SUM(v): no median to tip
+        audit_release(runs=100, pairs=("quantile-near-tie",), rng=0)
+    assert error.value.name == "pairs"
+    with pytest.raises(InvalidParameterError) as error:  # too few sources to place
+        release_neighbours(num_targets=2, num_sources=5, pair="quantile-near-tie")
+    assert error.value.name == "num_sources"
+
+
 def test_with_two_compute_nodes_the_third_key_shares_the_first_ones_node() -> None:
     neighbours = release_neighbours(num_targets=2, num_sources=3, pair="others-on-destination")
     assert neighbours.targets == (0, 1, 0) and len(set(neighbours.keys)) == 3
