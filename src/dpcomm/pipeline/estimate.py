@@ -764,6 +764,29 @@ class _Ratio:
         )
         return _normal_laplace_tail(np.sqrt(variance), np.zeros_like(ratios), deviation)
 
+    def p_value_at(self, ratio: float) -> float:
+        """`p_values` of one candidate R, in numpy scalars (the same operations and bits).
+
+        The caller sets numpy's error state (`_two_laplace_tail_at`).
+        """
+        r = np.float64(ratio)
+        deviation = np.abs(self.total - r * self.count)
+        deviation -= float(self.sum_noise.integer) + np.abs(r) * self.count_noise.integer
+        deviation = np.maximum(deviation, 0.0)
+        spread = np.maximum((self.high - r) * (r - self.low), 0.0)
+        sampling_variance = (1.0 - self.p) * max(self.count, 0.0) * spread
+        if self.sum_noise.delta == 0.0:
+            return float(
+                _two_laplace_tail_at(
+                    np.sqrt(sampling_variance),
+                    np.float64(self.sum_noise.scale),
+                    np.abs(r) * self.count_noise.scale,
+                    deviation,
+                )
+            )
+        variance = sampling_variance + self.sum_noise.variance + r**2 * self.count_noise.variance
+        return float(_normal_laplace_tail_at(np.sqrt(variance), np.float64(0.0), deviation))
+
     def interval(self, estimate: float, error: float) -> tuple[float, float] | None:
         """The hull of {R in [lo, hi]: p-value > 5%}, its ends found to 10⁻¹⁰; None: empty.
 
@@ -781,15 +804,16 @@ class _Ratio:
             return None
 
         def excess(ratio: float) -> float:
-            return float(self.p_values(np.array([ratio]))[0]) - _ALPHA
+            return self.p_value_at(ratio) - _ALPHA
 
         first, last = int(accepted[0]), int(accepted[-1])
         low, high = float(grid[first]), float(grid[last])
         tolerance = 1e-10 * max(self.high - self.low, 1e-300)
-        if first > 0:
-            low = float(brentq(excess, float(grid[first - 1]), low, xtol=tolerance))
-        if last < grid.size - 1:
-            high = float(brentq(excess, high, float(grid[last + 1]), xtol=tolerance))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if first > 0:
+                low = float(brentq(excess, float(grid[first - 1]), low, xtol=tolerance))
+            if last < grid.size - 1:
+                high = float(brentq(excess, high, float(grid[last + 1]), xtol=tolerance))
         return low, high
 
 

@@ -118,6 +118,29 @@ def test_the_tail_of_one_point_is_the_arrays_bit_for_bit() -> None:
         assert float(tail) == pytest.approx(0.05, abs=1e-9)
 
 
+def test_one_p_value_of_an_avg_is_the_arrays_bit_for_bit() -> None:
+    """The interval's ends are searched one candidate R at a time in numpy scalars: the same
+    bits as the vectorized p-values (Laplace and Gaussian noise, integer or not)."""
+    from dpcomm.pipeline.estimate import _Ratio
+    from dpcomm.release.mechanisms import AggregateNoise, Sensitivity
+
+    def noise(delta: float, integer: bool, scale: float) -> AggregateNoise:
+        return AggregateNoise(
+            epsilon=1.0, delta=delta, output="x", function="sum",
+            sensitivity=Sensitivity(1.0, 1.0), scale=scale, integer=integer,
+        )  # fmt: skip
+
+    ratios = np.linspace(-3.0, 12.0, 61)
+    for delta, integer in ((0.0, False), (0.0, True), (1e-6, False), (1e-6, True)):
+        for total, count, p in ((40.0, 8.0, 0.4), (-5.0, 0.5, 0.9), (300.0, 31.0, 1.0)):
+            test = _Ratio(total, count, p, noise(delta, False, 9.0), noise(delta, integer, 2.5),
+                          0.0, 10.0)  # fmt: skip
+            whole = test.p_values(ratios)
+            with np.errstate(all="ignore"):
+                one = [test.p_value_at(float(r)) for r in ratios]
+            assert whole.tolist() == one, (delta, integer, total, count, p)
+
+
 def test_large_groups_keep_a_delta_method_sized_avg_interval(table: Any) -> None:
     """With many delivered rows the Fieller-type interval is about estimate ± 1.96 se."""
     program = released_program(table, release=dpcomm.Laplace(50.0))
