@@ -134,16 +134,21 @@ class Randomness:
         width = stream.per_node
         if indices.size == 0 or width == 0:
             return np.zeros((indices.size, width), dtype=np.uint64)
-        if int(indices.min()) < 0:
-            raise InvalidParameterError("nodes", "node indices >= 0", int(indices.min()))
+        # Increasing nodes (a run's, a chunk's) have their least first and their largest last.
+        increasing = bool(np.all(indices[1:] > indices[:-1]))
+        if increasing:
+            low, high = int(indices[0]), int(indices[-1])
+        else:
+            low, high = int(indices.min()), int(indices.max())
+        if low < 0:
+            raise InvalidParameterError("nodes", "node indices >= 0", low)
         key = self._key(stream)
         blocks = stream.blocks_per_node
-        low, high = int(indices.min()), int(indices.max())
         if high - low + 1 <= 2 * indices.size:
             # One keystream over the covering range, then the rows of the nodes asked for.
             data = self._keystream(key, low * blocks, (high - low + 1) * blocks)
             table = data.reshape(high - low + 1, 2 * blocks)[:, :width]
-            if indices.size == high - low + 1 and bool(np.all(indices[1:] > indices[:-1])):
+            if increasing and indices.size == high - low + 1:
                 # low, low + 1, ..., high in order (all nodes of a run, or a run of them): the
                 # table itself (copied once if asked to) rather than gathered row by row.
                 return np.array(table) if copy else table
