@@ -147,6 +147,12 @@ RESIDUAL_BINNINGS = ((1, 4), (1, 6), (2, 4))
 BoolArray = npt.NDArray[np.bool_]
 Countermeasure = Scramblers | LocalFlooding
 
+#: Messages (sources' and dummies') of the scramblers' runs simulated at once (`_traffic`):
+#: more than the traffic audit's `CHUNK_SOURCES`, for this audit's runs keep only their counts
+#: and deliveries. Measured at n = 2,000, d = 0: 41 ms of CPU per 1,000 runs, against 57 at 2^14
+#: and 43 at 2^17.
+CHUNK_MESSAGES = 1 << 16
+
 #: Names of the candidate neighbouring pairs, in the order they are tried (`candidate_pairs`).
 PAIR_NAMES = ("third-key", "signed", "others-on-destination", "others-on-source")
 
@@ -976,10 +982,18 @@ def _traffic(
     stop: int,
     randomness: Randomness,
 ) -> tuple[IntArray, BoolArray]:
-    """`traffic_runs` of runs ``first`` … ``stop − 1``, in chunks of `CHUNK_SOURCES` sources."""
+    """`traffic_runs` of runs ``first`` … ``stop − 1``, in chunks.
+
+    Under scramblers a chunk holds at most `CHUNK_MESSAGES` messages (the n sources' and the
+    d dummies of each run), else `CHUNK_SOURCES` sources. A run's traffic does not depend on
+    the runs simulated with it.
+    """
     table = program.table
     sources = 1 if table is None else table.num_rows
-    step = max(1, CHUNK_SOURCES // sources)
+    if isinstance(countermeasure, Scramblers):
+        step = max(1, CHUNK_MESSAGES // (sources + countermeasure.num_dummies))
+    else:
+        step = max(1, CHUNK_SOURCES // sources)
     counts: list[IntArray] = []
     delivered: list[BoolArray] = []
     for low in range(first, stop, step):
