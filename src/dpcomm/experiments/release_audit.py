@@ -147,11 +147,11 @@ RESIDUAL_BINNINGS = ((1, 4), (1, 6), (2, 4))
 BoolArray = npt.NDArray[np.bool_]
 Countermeasure = Scramblers | LocalFlooding
 
-#: Messages (sources' and dummies') of the scramblers' runs simulated at once (`_traffic`):
-#: more than the traffic audit's `CHUNK_SOURCES`, for this audit's runs keep only their counts
-#: and deliveries. Measured at n = 2,000, d = 0: 41 ms of CPU per 1,000 runs, against 57 at 2^14
-#: and 43 at 2^17.
-CHUNK_MESSAGES = 1 << 16
+#: Messages (sources' and dummies') of the scramblers' runs simulated at once (`_traffic`).
+#: Measured in whole default audits (n = 2,000, d = 0; the traffic's CPU, 2 cores shared):
+#: 2^15 about 5% below 2^14, 2^16 half again above it (chunks alone, outside an audit, had
+#: 2^16 fastest: the audit's other arrays change how the allocator serves the chunks').
+CHUNK_MESSAGES = 1 << 15
 
 #: Names of the candidate neighbouring pairs, in the order they are tried (`candidate_pairs`).
 PAIR_NAMES = ("third-key", "signed", "others-on-destination", "others-on-source")
