@@ -188,13 +188,33 @@ def _dummy_expansion(
     """Final outputs (as indices) and their probabilities after the d dummies.
 
     ``counts`` are the counts of the real messages. The dummies depend on the inputs only
-    through these counts (not at all when uncapped), so `_input_groups` computes the expansion
-    once per count vector and shares it among every input.
+    through these counts, so `_input_groups` computes the expansion once per count vector and
+    shares it among every input. Uncapped, they do not depend on them at all: the dummies'
+    own count vectors (`_dummy_offsets`, from no message) are shifted by ``counts``, which is
+    what `_add_dummies` from ``counts`` computes, the same products in the same order.
     """
-    state = _add_dummies(mechanism, {counts: 1.0})
     index = _final_outputs(mechanism)[1]
-    positions = np.array([index[final] for final in state], dtype=np.intp)
-    return positions, np.array(list(state.values()), dtype=np.float64)
+    if isinstance(mechanism, ScramblerMechanism) and mechanism.capped:
+        state = _add_dummies(mechanism, {counts: 1.0})
+        positions = np.array([index[final] for final in state], dtype=np.intp)
+        return positions, np.array(list(state.values()), dtype=np.float64)
+    offsets, probabilities = _dummy_offsets(mechanism)
+    positions = np.array(
+        [index[tuple(c + o for c, o in zip(counts, offset, strict=True))] for offset in offsets],
+        dtype=np.intp,
+    )
+    return positions, probabilities
+
+
+@lru_cache(maxsize=8)
+def _dummy_offsets(
+    mechanism: ScramblerMechanism | GenericScrambler,
+) -> tuple[tuple[tuple[int, ...], ...], FloatArray]:
+    """The uncapped dummies' count vectors and their probabilities (read-only)."""
+    state = _add_dummies(mechanism, {(0,) * mechanism.num_targets: 1.0})
+    probabilities = np.array(list(state.values()), dtype=np.float64)
+    probabilities.setflags(write=False)
+    return tuple(state), probabilities
 
 
 def _with_dummies(
