@@ -29,6 +29,7 @@ assign_compute_nodes  # queries/groupby.py: each row's compute node, to compare 
 _.nonprivate_result  # queries/aggregate.py: the result over every tuple
 write_diabetes_csv  # data/diabetes.py: writes the shipped diabetes.csv (a test checks it)
 _.cache_clear  # accounting/pld.py: the row cache's reset, as functools' (tests, benchmarks)
+forget_bound_queries  # queries/sql.py: for tests that patch the binding's code
 
 # Fields of records and reports: data their readers (JSON, the wire, users) get.
 collect_seconds  # engine/network/records.py

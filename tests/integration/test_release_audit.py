@@ -23,6 +23,7 @@ every threshold below is several standard deviations away (docs/audit.md gives t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import pytest
 
@@ -31,6 +32,7 @@ import dpcomm.queries.analyst
 import dpcomm.release.noise
 from dpcomm.errors import DpcommError
 from dpcomm.experiments.release_audit import audit_release
+from dpcomm.queries.sql import forget_bound_queries
 
 SCRAMBLERS = dpcomm.Scramblers(sampling_rate=0.1, batch_size=5, num_dummies=400)
 RELEASE = dpcomm.Laplace(2.0)
@@ -50,13 +52,20 @@ def half_noise_scale(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def unclamped(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bound declared (and the sensitivity computed from it) but the values not clamped."""
+def unclamped(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The bound declared (and the sensitivity computed from it) but the values not clamped.
+
+    The queries bound before (clamped) and while patched (not) are forgotten: `bind_sql`
+    keeps bound queries by SQL and schema, not by the code that bound them.
+    """
+    forget_bound_queries()
     monkeypatch.setattr(
         dpcomm.queries.analyst,
         "clamped_sql",
         lambda column, low, high, centre=0.0: f'CAST("{column}" AS DOUBLE)',
     )
+    yield
+    forget_bound_queries()
 
 
 def test_the_default_audit_passes_the_correct_mechanism() -> None:

@@ -10,6 +10,7 @@ divergence stays below the δ the accountant reports.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,8 +41,13 @@ FAILS = table(KEYS, [-5, *VALUES[1:]])  # row 0 fails the filter, same key
 
 def traffic(run: dpcomm.AggregateRun) -> list[tuple[str, list[int], list[int], list[int], int]]:
     """What the observer sees: per flow, every edge and its message count, and the dummies."""
+    return flows_seen(run.run.traffic)
+
+
+def flows_seen(flows: Any) -> list[tuple[str, list[int], list[int], list[int], int]]:
+    """`traffic` of an engine's run (its ``traffic``: one record per flow)."""
     seen = []
-    for flow in run.run.traffic:
+    for flow in flows:
         order = np.lexsort((flow.receivers, flow.senders))
         seen.append(
             (
@@ -63,15 +69,40 @@ COUNTERMEASURES = [
 ]
 
 
+def _seeded_runs(data: Table, countermeasure: object, seeds: range) -> list[Any]:
+    """Runs of ``dpcomm.run_sql(SQL, data, ...)`` with each seed, through its own steps: the
+    program compiled and prepared once (its memory engine, its δ), then one engine run per
+    seed (what run_sql runs for that seed; compiling anew each time was most of its cost)."""
+    from dpcomm.engine.engines import make_engine
+    from dpcomm.pipeline.job import Job, compile_aggregate, prepare
+
+    program = compile_aggregate(
+        SQL, data, release=None, countermeasure=countermeasure, num_targets=3
+    )
+    engine = make_engine("memory")
+    prepared = prepare(Job(program, countermeasure, 1e-4, engine, "aggregate", SQL))
+    return [
+        engine.execute(program, countermeasure, delta=1e-4, seed=seed, prepared=prepared.plan)
+        for seed in seeds
+    ]
+
+
 @pytest.mark.parametrize("countermeasure", COUNTERMEASURES, ids=lambda c: type(c).__name__)
 def test_a_filtered_out_row_sends_as_if_it_passed(countermeasure: object) -> None:
-    for seed in range(20):
-        runs = [
-            dpcomm.run_sql(SQL, data, countermeasure=countermeasure, num_targets=3, seed=seed)
-            for data in (PASSES, FAILS)
-        ]
-        assert traffic(runs[0]) == traffic(runs[1]), f"seed {seed}"
-        assert runs[0].run.privacy == runs[1].run.privacy
+    """Seed 0 through dpcomm.run_sql, seeds 0 to 19 through its compiled program's runs (seed
+    0 checks that they are run_sql's)."""
+    runs = [
+        dpcomm.run_sql(SQL, data, countermeasure=countermeasure, num_targets=3, seed=0)
+        for data in (PASSES, FAILS)
+    ]
+    assert traffic(runs[0]) == traffic(runs[1])
+    assert runs[0].run.privacy == runs[1].run.privacy
+    seeded = [_seeded_runs(data, countermeasure, range(20)) for data in (PASSES, FAILS)]
+    assert flows_seen(seeded[0][0].traffic) == traffic(runs[0])
+    assert flows_seen(seeded[1][0].traffic) == traffic(runs[1])
+    for seed, (passing, failing) in enumerate(zip(*seeded, strict=True)):
+        assert flows_seen(passing.traffic) == flows_seen(failing.traffic), f"seed {seed}"
+        assert passing.privacy == failing.privacy
     # The results do differ: the compute node left the row out.
     exact = [
         dpcomm.run_sql(SQL, data, countermeasure=dpcomm.NoCountermeasure(), num_targets=3).rows
@@ -142,22 +173,13 @@ def _views(data: Table, countermeasure: object, seeds: range) -> list[tuple[int,
     """What the observer counts per run: messages into each node of the plan, in node order.
 
     The runs are ``dpcomm.run_sql``'s (its memory engine, its delta), compiled and prepared
-    once: only the seed differs from run to run (a whole ``run_sql`` per seed compiled the
-    same program 80 times, two thirds of its cost).
+    once (`_seeded_runs`): only the seed differs from run to run.
     """
-    from dpcomm.engine.engines import make_engine
-    from dpcomm.pipeline.job import Job, compile_aggregate, prepare
     from dpcomm.plan.countermeasures import LocalFlooding, NoCountermeasure
 
     assert isinstance(countermeasure, LocalFlooding | NoCountermeasure)
-    program = compile_aggregate(
-        SQL, data, release=None, countermeasure=countermeasure, num_targets=3
-    )
-    engine = make_engine("memory")
-    prepared = prepare(Job(program, countermeasure, 1e-4, engine, "aggregate", SQL))
     views = []
-    for seed in seeds:
-        run = engine.execute(program, countermeasure, delta=1e-4, seed=seed, prepared=prepared.plan)
+    for run in _seeded_runs(data, countermeasure, seeds):
         received: dict[int, int] = {}
         for flow in run.traffic:
             for receiver, count in zip(flow.receivers.tolist(), flow.counts.tolist(), strict=True):

@@ -243,3 +243,24 @@ def test_row_sums_keep_the_sign_of_negative_zeros(dtype):
     assert canonical(sums.sums()) == canonical([-0.0, 0.0, 0.0])
     single = exact_row_sums(np.array([[-0.0]], dtype=dtype), np.array([0]), 1)
     assert canonical(single.means()) == canonical([-0.0])
+
+
+def test_numpy_rounds_the_common_groups_and_leaves_the_edges_to_python():
+    """K-means-like sums (float32 points: one bin per group) are all rounded by numpy; a mean
+    below the normal range, a sum beyond it and a total over 2^53 are left to the Python
+    integers (NaN in numpy's pass), and both passes give the exact value rounded once."""
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(500, 8)).astype(np.float32)
+    sums = exact_row_sums(points, rng.integers(0, 4, 500), 4)
+    assert not np.isnan(sums._rounded_by_numpy(divide=True)).any()
+    columns = [points[:, c].astype(np.float64).tolist() for c in range(8)]
+    whole = exact_row_sums(points, np.zeros(500, dtype=np.int64), 1).means()
+    assert whole == [reference_mean(column) for column in columns]
+    edges = [[5e-324, 0.0, 0.0], [8.98846567431158e307] * 2, [2.0**60, 1.0]]
+    values = [v for group in edges for v in group]
+    owners = [g for g, group in enumerate(edges) for _ in group]
+    sums = exact_sums(np.array(values), np.array(owners), len(edges))
+    assert np.isnan(sums._rounded_by_numpy(divide=True)[[0]]).all()
+    assert np.isnan(sums._rounded_by_numpy(divide=False)[[1, 2]]).all()
+    assert canonical(sums.means()) == canonical([reference_mean(g) for g in edges])
+    assert canonical(sums.sums()) == canonical([reference_sum(g) for g in edges])

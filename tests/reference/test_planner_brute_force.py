@@ -37,9 +37,12 @@ def brute_force_feasible(request, configuration):
     delta, delta_c = request.delta, request.delta / clusters
     sigma, d = configuration.sampling_rate, configuration.num_dummies
 
-    def composed(pair):
-        if clusters == 1 or pair.infinity_mass >= 1.0:
-            return False  # one cluster: no composition; all mass at +∞: δ = 1
+    def composed(make_pair):
+        if clusters == 1:
+            return False  # one cluster: no composition (the pair is not even built)
+        pair = make_pair()
+        if pair.infinity_mass >= 1.0:
+            return False  # all mass at +∞: δ = 1
         one = pair.pld(interval=SEARCH_INTERVAL)
         value = pld.compose([one], counts=[clusters]).get_delta_for_epsilon(eps)
         return value <= delta
@@ -48,7 +51,7 @@ def brute_force_feasible(request, configuration):
         randomizer = LocalRandomizer(num_targets=targets, sampling_rate=sigma, num_dummies=dummies)
         if pure.local_delta(randomizer, eps_c) <= delta_c:
             return True
-        return composed(pld.local_randomizer_pair(randomizer))
+        return composed(lambda: pld.local_randomizer_pair(randomizer))
 
     if configuration.mechanism == "local":
         return local(d)
@@ -61,7 +64,7 @@ def brute_force_feasible(request, configuration):
     if all(evaluator.delta(batch_size=b, num_dummies=d) <= delta_c for b in sizes):
         return True
     return composed(
-        pld.scrambler_pair(
+        lambda: pld.scrambler_pair(
             ScramblerMechanism(
                 num_targets=targets, sampling_rate=sigma, batch_size=sizes[0], num_dummies=d
             )

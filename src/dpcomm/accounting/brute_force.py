@@ -128,12 +128,19 @@ def _add_message(state: Distribution, row: FloatArray) -> Distribution:
 
 
 def _real_distribution(
-    mechanism: ScramblerMechanism | GenericScrambler, inputs: Sequence[int]
+    mechanism: ScramblerMechanism | GenericScrambler,
+    inputs: Sequence[int],
+    rows: Sequence[FloatArray] | None = None,
 ) -> Distribution:
-    """Counts per target after the real (randomized) messages of ``inputs``."""
+    """Counts per target after the real (randomized) messages of ``inputs``.
+
+    ``rows``: each target's `_row` (computed here if not given).
+    """
+    if rows is None:
+        rows = [_row(mechanism, t) for t in range(mechanism.num_targets)]
     state: Distribution = {(0,) * mechanism.num_targets: 1.0}
     for target in inputs:
-        state = _add_message(state, _row(mechanism, target))
+        state = _add_message(state, rows[target])
     return state
 
 
@@ -175,30 +182,57 @@ def _add_dummies(
     return state
 
 
-@lru_cache(maxsize=100_000)
 def _dummy_expansion(
     mechanism: ScramblerMechanism | GenericScrambler, counts: tuple[int, ...]
 ) -> tuple[npt.NDArray[np.intp], FloatArray]:
     """Final outputs (as indices) and their probabilities after the d dummies.
 
     ``counts`` are the counts of the real messages. The dummies depend on the inputs only
-    through these counts (not at all when uncapped), so the expansion is computed once per
-    count vector and shared by every input.
+    through these counts, so `_input_groups` computes the expansion once per count vector and
+    shares it among every input. Uncapped, they do not depend on them at all: the dummies'
+    own count vectors (`_dummy_offsets`, from no message) are shifted by ``counts``, which is
+    what `_add_dummies` from ``counts`` computes, the same products in the same order.
     """
-    state = _add_dummies(mechanism, {counts: 1.0})
     index = _final_outputs(mechanism)[1]
-    positions = np.array([index[final] for final in state], dtype=np.intp)
-    return positions, np.array(list(state.values()), dtype=np.float64)
+    if isinstance(mechanism, ScramblerMechanism) and mechanism.capped:
+        state = _add_dummies(mechanism, {counts: 1.0})
+        positions = np.array([index[final] for final in state], dtype=np.intp)
+        return positions, np.array(list(state.values()), dtype=np.float64)
+    offsets, probabilities = _dummy_offsets(mechanism)
+    positions = np.array(
+        [index[tuple(c + o for c, o in zip(counts, offset, strict=True))] for offset in offsets],
+        dtype=np.intp,
+    )
+    return positions, probabilities
+
+
+@lru_cache(maxsize=8)
+def _dummy_offsets(
+    mechanism: ScramblerMechanism | GenericScrambler,
+) -> tuple[tuple[tuple[int, ...], ...], FloatArray]:
+    """The uncapped dummies' count vectors and their probabilities (read-only)."""
+    state = _add_dummies(mechanism, {(0,) * mechanism.num_targets: 1.0})
+    probabilities = np.array(list(state.values()), dtype=np.float64)
+    probabilities.setflags(write=False)
+    return tuple(state), probabilities
 
 
 def _with_dummies(
-    mechanism: ScramblerMechanism | GenericScrambler, real: Distribution
+    mechanism: ScramblerMechanism | GenericScrambler,
+    real: Distribution,
+    expansions: dict[tuple[int, ...], tuple[npt.NDArray[np.intp], FloatArray]],
 ) -> FloatArray:
-    """Probability of every final output (dense over `_final_outputs`)."""
+    """Probability of every final output (dense over `_final_outputs`).
+
+    ``expansions`` holds the `_dummy_expansion` of each count vector met so far (filled here).
+    """
     result = np.zeros(len(_final_outputs(mechanism)[0]))
     for counts, p in real.items():
         assert isinstance(counts, tuple)
-        positions, probabilities = _dummy_expansion(mechanism, counts)
+        expansion = expansions.get(counts)
+        if expansion is None:
+            expansion = expansions[counts] = _dummy_expansion(mechanism, counts)
+        positions, probabilities = expansion
         result[positions] += p * probabilities
     return result
 
@@ -221,40 +255,50 @@ def _scrambler_distribution(
     return result
 
 
-def _input_groups(mechanism: Mechanism) -> list[FloatArray]:
+def _input_groups(mechanism: Mechanism) -> tuple[FloatArray, ...]:
     """Output distributions as matrices, one per group of inputs that differ in one source.
 
     Row t of a group is the distribution when the differing source's input is t; every
     ordered pair of rows of a group is a pair of neighbouring inputs. Columns are the outputs
-    any row of the group can produce.
+    any row of the group can produce. The matrices are read-only: the last few mechanisms'
+    are kept (`_enumerated_groups`), since δ(ε), the pure ε and ε(δ) of one mechanism are
+    often asked for in turn.
     """
     check_enumerable(mechanism)
+    return _enumerated_groups(mechanism)
+
+
+@lru_cache(maxsize=8)
+def _enumerated_groups(mechanism: Mechanism) -> tuple[FloatArray, ...]:
+    """`_input_groups` of a mechanism already checked to be enumerable."""
     size = mechanism.num_targets
+    matrices: list[FloatArray] = []
     if not isinstance(mechanism, LocalRandomizer | GenericLocalRandomizer):
-        scramblers = []
+        rows = [_row(mechanism, t) for t in range(size)]
+        expansions: dict[tuple[int, ...], tuple[npt.NDArray[np.intp], FloatArray]] = {}
         for others in itertools.combinations_with_replacement(
             range(size), mechanism.batch_size - 1
         ):
-            base = _real_distribution(mechanism, others)
+            base = _real_distribution(mechanism, others, rows)
             dense = np.array(
                 [
-                    _with_dummies(mechanism, _add_message(base, _row(mechanism, t)))
+                    _with_dummies(mechanism, _add_message(base, rows[t]), expansions)
                     for t in range(size)
                 ]
             )
-            scramblers.append(dense[:, dense.any(axis=0)])
-        return scramblers
-    groups = [[output_distribution(mechanism, t) for t in range(size)]]
-    matrices = []
-    for rows in groups:
-        keys = sorted({key for row in rows for key in row}, key=repr)
+            matrices.append(dense[:, dense.any(axis=0)])
+    else:
+        rows_of_group = [output_distribution(mechanism, t) for t in range(size)]
+        keys = sorted({key for row in rows_of_group for key in row}, key=repr)
         index = {key: position for position, key in enumerate(keys)}
-        matrix = np.zeros((len(rows), len(keys)))
-        for position, row in enumerate(rows):
+        matrix = np.zeros((len(rows_of_group), len(keys)))
+        for position, row in enumerate(rows_of_group):
             for key, p in row.items():
                 matrix[position, index[key]] = p
         matrices.append(matrix)
-    return matrices
+    for matrix in matrices:
+        matrix.setflags(write=False)
+    return tuple(matrices)
 
 
 def _group_delta(matrix: FloatArray, epsilon: float) -> float:

@@ -19,7 +19,9 @@ def _secant_point(
     """Where the line through the ends crosses the target (None without both ends' δ).
 
     In ln δ where both δ are positive, else in δ itself (a bound that reaches 0 at ε0).
-    ``weights`` scale each end's distance to the target (the Illinois rule).
+    ``weights`` scale each end's distance to the target (the Illinois rule). None as well when
+    the high end is exactly at the target (δ = 0 for a pure ε): the line then crosses it at
+    that end whatever the weights, and each step would move it by tolerance/2 alone.
     """
     if low_delta is None or high_delta is None or not low_delta > target >= high_delta:
         return None
@@ -29,7 +31,7 @@ def _secant_point(
     else:
         above = weights[0] * (low_delta - target)
         below = weights[1] * (high_delta - target)
-    if not (math.isfinite(above) and math.isfinite(below)) or above <= below:
+    if not (math.isfinite(above) and math.isfinite(below)) or above <= below or below == 0.0:
         return None
     return low + (high - low) * above / (above - below)
 

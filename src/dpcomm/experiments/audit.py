@@ -396,12 +396,15 @@ def scrambler_runs(
         flow=flow,
     )
     # Batches of exactly n consecutive sources: the chunk's batch k is scrambler first + k of
-    # the whole flow, which holds the batches of every run.
+    # the whole flow, which holds the batches of every run; batch k is row k of the sources
+    # laid out (runs, n), so each row's counts are its received messages.
     batches = ConsecutiveBatches.of(runs * batch, batch)
-    local = batches.batch_of(np.arange(runs * batch, dtype=np.int64))
     scramblers = first + np.arange(batches.num_batches, dtype=np.int64)
-    keys = local * num_targets + messages.sent
-    received = np.bincount(keys, minlength=runs * num_targets).reshape(runs, num_targets)
+    keys = (
+        messages.sent.reshape(runs, batch)
+        + (np.arange(runs, dtype=np.int64) * num_targets)[:, None]
+    )
+    received = np.bincount(keys.ravel(), minlength=runs * num_targets).reshape(runs, num_targets)
     dummies = dummy_step(
         received,
         np.array(batches.sizes, dtype=np.int64),

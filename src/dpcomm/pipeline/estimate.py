@@ -764,6 +764,29 @@ class _Ratio:
         )
         return _normal_laplace_tail(np.sqrt(variance), np.zeros_like(ratios), deviation)
 
+    def p_value_at(self, ratio: float) -> float:
+        """`p_values` of one candidate R, in numpy scalars (the same operations and bits).
+
+        The caller sets numpy's error state (`_two_laplace_tail_at`).
+        """
+        r = np.float64(ratio)
+        deviation = np.abs(self.total - r * self.count)
+        deviation -= float(self.sum_noise.integer) + np.abs(r) * self.count_noise.integer
+        deviation = np.maximum(deviation, 0.0)
+        spread = np.maximum((self.high - r) * (r - self.low), 0.0)
+        sampling_variance = (1.0 - self.p) * max(self.count, 0.0) * spread
+        if self.sum_noise.delta == 0.0:
+            return float(
+                _two_laplace_tail_at(
+                    np.sqrt(sampling_variance),
+                    np.float64(self.sum_noise.scale),
+                    np.abs(r) * self.count_noise.scale,
+                    deviation,
+                )
+            )
+        variance = sampling_variance + self.sum_noise.variance + r**2 * self.count_noise.variance
+        return float(_normal_laplace_tail_at(np.sqrt(variance), np.float64(0.0), deviation))
+
     def interval(self, estimate: float, error: float) -> tuple[float, float] | None:
         """The hull of {R in [lo, hi]: p-value > 5%}, its ends found to 10⁻¹⁰; None: empty.
 
@@ -781,15 +804,16 @@ class _Ratio:
             return None
 
         def excess(ratio: float) -> float:
-            return float(self.p_values(np.array([ratio]))[0]) - _ALPHA
+            return self.p_value_at(ratio) - _ALPHA
 
         first, last = int(accepted[0]), int(accepted[-1])
         low, high = float(grid[first]), float(grid[last])
         tolerance = 1e-10 * max(self.high - self.low, 1e-300)
-        if first > 0:
-            low = float(brentq(excess, float(grid[first - 1]), low, xtol=tolerance))
-        if last < grid.size - 1:
-            high = float(brentq(excess, high, float(grid[last + 1]), xtol=tolerance))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if first > 0:
+                low = float(brentq(excess, float(grid[first - 1]), low, xtol=tolerance))
+            if last < grid.size - 1:
+                high = float(brentq(excess, high, float(grid[last + 1]), xtol=tolerance))
         return low, high
 
 
@@ -887,13 +911,55 @@ def _two_laplace_half_width(sd: float, first: float, second: float) -> float:
     from scipy.optimize import brentq
     from scipy.special import ndtri
 
+    scales = (np.float64(sd), np.float64(first), np.float64(second))
+
     def outside(h: float) -> float:
-        tail = _two_laplace_tail(np.array([sd]), np.array([first]), np.array([second]), h)
-        return float(tail[0]) - _ALPHA
+        return float(_two_laplace_tail_at(*scales, np.float64(h))) - _ALPHA
 
     # Union bound: each of the three beyond its (1 − α/3) quantile.
     high = sd * float(-ndtri(_ALPHA / 6.0)) + (first + second) * math.log(3.0 / _ALPHA) + 1e-12
-    return float(brentq(outside, 0.0, high, xtol=1e-12 * high, rtol=1e-12))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return float(brentq(outside, 0.0, high, xtol=1e-12 * high, rtol=1e-12))
+
+
+def _two_laplace_tail_at(
+    s: np.float64, b1: np.float64, b2: np.float64, h: np.float64
+) -> np.float64:
+    """`_two_laplace_tail` of one (s, b1, b2, h), in numpy scalars.
+
+    The same operations, without an array's overhead (a root search calls it a dozen times
+    per released row). The caller sets numpy's error state.
+    """
+    small, large = min(b1, b2), max(b1, b2)
+    large = max(large, small * (1.0 + 1e-3))
+    weight = small**2 / (large**2 - small**2) if small > 0.0 else np.float64(0.0)
+    mixed = (1.0 + weight) * _normal_laplace_tail_at(s, large, h)
+    mixed -= weight * _normal_laplace_tail_at(s, small, h)
+    return _clipped(mixed)
+
+
+def _clipped(probability: np.float64) -> np.float64:
+    """``probability`` within [0, 1] (NaN stays NaN), as ``np.clip`` without its overhead."""
+    return np.float64(min(max(probability, 0.0), 1.0))
+
+
+def _normal_laplace_tail_at(s: np.float64, b: np.float64, h: np.float64) -> np.float64:
+    """`_normal_laplace_tail` of one (s, b, h), in numpy scalars (see `_two_laplace_tail_at`)."""
+    from scipy.special import log_ndtr
+
+    if b == 0.0 and s > 0.0:
+        return _clipped(2.0 * np.exp(log_ndtr(-h / s)))
+    if s == 0.0 and b > 0.0:
+        return _clipped(np.exp(-h / b))
+    if not (s > 0.0 and b > 0.0):
+        return np.float64(0.0 if h > 0.0 else 1.0)
+    shift = s * s / (2.0 * b * b)
+    upper = (
+        np.exp(log_ndtr(-h / s))
+        + 0.5 * np.exp(shift - h / b + log_ndtr(h / s - s / b))
+        - 0.5 * np.exp(shift + h / b + log_ndtr(-h / s - s / b))
+    )
+    return _clipped(2.0 * upper)
 
 
 def _released_row(

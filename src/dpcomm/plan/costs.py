@@ -106,6 +106,9 @@ class ConsecutiveBatches:
         base, extra = divmod(self.num_sources, self.num_batches)
         large = extra * (base + 1)
         indices = np.asarray(sources, dtype=np.int64)
+        if extra == 0:  # batches of one size: a division (np.where computes both sides)
+            equal: npt.NDArray[np.int64] = indices // base
+            return equal
         result: npt.NDArray[np.int64] = np.where(
             indices < large,
             indices // (base + 1),

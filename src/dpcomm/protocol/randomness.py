@@ -125,23 +125,32 @@ class Randomness:
 
     def words(self, stream: Stream, nodes: npt.ArrayLike) -> npt.NDArray[np.uint64]:
         """The 64-bit words of ``nodes`` (1-D node indices >= 0): shape (len(nodes), per_node)."""
+        return self._words(stream, nodes, copy=True)
+
+    def _words(self, stream: Stream, nodes: npt.ArrayLike, *, copy: bool) -> npt.NDArray[np.uint64]:
+        """`words`; without ``copy``, possibly a read-only view of the keystream's bytes."""
         indices = np.asarray(nodes, dtype=np.int64).reshape(-1)
         width = stream.per_node
         if indices.size == 0 or width == 0:
             return np.zeros((indices.size, width), dtype=np.uint64)
-        if int(indices.min()) < 0:
-            raise InvalidParameterError("nodes", "node indices >= 0", int(indices.min()))
+        # Increasing nodes (a run's, a chunk's) have their least first and their largest last.
+        increasing = bool(np.all(indices[1:] > indices[:-1]))
+        if increasing:
+            low, high = int(indices[0]), int(indices[-1])
+        else:
+            low, high = int(indices.min()), int(indices.max())
+        if low < 0:
+            raise InvalidParameterError("nodes", "node indices >= 0", low)
         key = self._key(stream)
         blocks = stream.blocks_per_node
-        low, high = int(indices.min()), int(indices.max())
         if high - low + 1 <= 2 * indices.size:
             # One keystream over the covering range, then the rows of the nodes asked for.
             data = self._keystream(key, low * blocks, (high - low + 1) * blocks)
             table = data.reshape(high - low + 1, 2 * blocks)[:, :width]
-            if indices.size == high - low + 1 and bool(np.all(indices[1:] > indices[:-1])):
+            if increasing and indices.size == high - low + 1:
                 # low, low + 1, ..., high in order (all nodes of a run, or a run of them): the
-                # table itself, copied once rather than gathered row by row.
-                return np.array(table)
+                # table itself (copied once if asked to) rather than gathered row by row.
+                return np.array(table) if copy else table
             return np.ascontiguousarray(table[indices - low])
         # Scattered nodes (a Dask partition's sources, spread by the scramblers' assignment):
         # one keystream per window of node indices that holds any, from its first node to its
@@ -160,9 +169,9 @@ class Randomness:
 
     def uniforms(self, stream: Stream, nodes: npt.ArrayLike) -> FloatArray:
         """Uniforms in [0, 1) with 53 random bits: shape (len(nodes), per_node)."""
-        words = self.words(stream, nodes)  # a new array: shifted in place
-        np.right_shift(words, np.uint64(11), out=words)
-        result: FloatArray = words.astype(np.float64)
+        # The top 53 bits of each word (a new array), then a double exactly, times 2^-53.
+        shifted = np.right_shift(self._words(stream, nodes, copy=False), np.uint64(11))
+        result: FloatArray = shifted.astype(np.float64)
         result *= 2.0**-53
         return result
 

@@ -128,24 +128,68 @@ class ExactSums:
         return self._rounded(divide=True)
 
     def _rounded(self, *, divide: bool) -> list[float | None]:
+        """Each group's exact sum (or mean) rounded once; None for no value.
+
+        Most groups are rounded at once by numpy (`_rounded_by_numpy`); the others (no value,
+        NaN or infinities, several bins, a large total, a result beyond the normal range)
+        one by one, from their exact totals as Python integers.
+        """
+        quick = self._rounded_by_numpy(divide=divide)
+        result: list[float | None] = quick.tolist()
+        slow = np.flatnonzero(np.isnan(quick)).tolist()
+        if not slow:
+            return result
         totals = self._exact_totals()
-        result: list[float | None] = []
-        for group, (count, flag) in enumerate(
-            zip(self.counts.tolist(), self.flags.tolist(), strict=True)
-        ):
+        counts, flags = self.counts.tolist(), self.flags.tolist()
+        for group in slow:
+            count, flag = counts[group], flags[group]
             if count == 0:
-                result.append(None)
+                result[group] = None
                 continue
             special = _special(flag)
             if special is not None:
-                result.append(special)
+                result[group] = special
                 continue
             exact = totals.get(group)
             if exact is None:
-                result.append(0.0 if flag & NOT_NEGATIVE_ZERO else -0.0)
+                result[group] = 0.0 if flag & NOT_NEGATIVE_ZERO else -0.0
                 continue
             numerator, exponent = exact
-            result.append(_round(numerator, exponent, count if divide else 1))
+            result[group] = _round(numerator, exponent, count if divide else 1)
+        return result
+
+    def _rounded_by_numpy(self, *, divide: bool) -> npt.NDArray[np.float64]:
+        """The groups numpy rounds exactly as `_round` does; NaN for every other group.
+
+        A group of finite values whose bins cancel to none is an exact zero (-0.0 only when
+        every value was -0.0). A group of one bin whose total t = high·2^26 + low is at most
+        2^53 in magnitude: t and the count are doubles exactly, so t / count is the quotient
+        rounded once (IEEE 754 division), and scaling it by the bin's 2^exponent is exact
+        while the result is a normal double (checked: else NaN, and `_round` computes it).
+        """
+        groups = self.num_groups
+        result = np.full(groups, np.nan)
+        finite = (self.counts > 0) & (
+            (self.flags & (NAN | POSITIVE_INFINITY | NEGATIVE_INFINITY)) == 0
+        )
+        bins = np.bincount(self.bin_groups, minlength=groups)
+        zero = finite & (bins == 0)
+        result[zero] = np.where(self.flags[zero] & NOT_NEGATIVE_ZERO, 0.0, -0.0)
+        if self.bin_high.dtype != np.int64 or self.bin_low.dtype != np.int64:
+            return result  # Python-int bins: every total is summed in Python
+        single = (finite & (bins == 1))[self.bin_groups]
+        high, low = self.bin_high[single], self.bin_low[single]
+        small = (np.abs(high) < 1 << 36) & (np.abs(low) < 1 << 62)  # no int64 overflow below
+        total = (high[small] << _HALF_BITS) + low[small]
+        exact = np.abs(total) <= 1 << _MANTISSA_BITS
+        owners = self.bin_groups[single][small][exact]
+        value = total[exact].astype(np.float64)
+        if divide:
+            value /= self.counts[owners].astype(np.float64)
+        with np.errstate(over="ignore", under="ignore"):  # beyond the normal range: NaN
+            scaled = np.ldexp(value, self.bin_exponents[single][small][exact])
+        normal = np.isfinite(scaled) & (np.abs(scaled) >= np.finfo(np.float64).tiny)
+        result[owners[normal]] = scaled[normal]
         return result
 
     def _exact_totals(self) -> dict[int, tuple[int, int]]:

@@ -91,15 +91,15 @@ def _post_process(
     types = [*bound.output_types, "BIGINT", "INTEGER", *(["BIGINT"] * len(groupings))]
     arrow = arrow_columns([*columns, order, sets, *extra])
     selected = typed_columns([*names, *hidden], types)
+    # The typed rows are the post-processing's table as a common table expression: one
+    # statement over the registered rows (a table made of them first cost two more).
+    typed = f"SELECT {selected} FROM {_quoted(f'{_PREFIX}arrow')}"
     with scratch_connection() as connection:
         try:
             connection.register(f"{_PREFIX}arrow", arrow)
-            connection.execute(
-                f"CREATE TABLE {_quoted(_RESULT_TABLE)} AS SELECT {selected} "
-                f"FROM {_quoted(f'{_PREFIX}arrow')}"
-            )
-            connection.unregister(f"{_PREFIX}arrow")
-            fetched = connection.execute(post.sql).fetchall()
+            fetched = connection.execute(
+                f"WITH {_quoted(_RESULT_TABLE)} AS ({typed}) {post.sql}"
+            ).fetchall()
         except duckdb.Error as error:
             message = str(error).splitlines()[0]
             raise DpcommError(f"post-processing the result failed: {message}") from error

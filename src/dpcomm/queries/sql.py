@@ -664,6 +664,12 @@ def _limit_error(error: Exception, limits: SqlLimits, expired: bool) -> Exceptio
     return error
 
 
+#: Bound queries kept (`bind_sql`): the most recently used, by SQL, schema and options.
+_BOUND_QUERIES = 256
+_bound: dict[tuple[object, ...], BoundAggregate] = {}
+_bound_lock = threading.Lock()
+
+
 def bind_sql(
     sql: str,
     table: Table,
@@ -679,7 +685,51 @@ def bind_sql(
     ``bounds`` (a noisy release: each bounded column's (lo, hi)) always rewrites, clamping the
     values a SUM or AVG reads on each source's row; ``count_rows`` (a release that selects
     keys by a threshold on a COUNT) adds a hidden COUNT(*) if the query has no COUNT.
+
+    The bound query depends on the SQL, the table's name and schema (column names and types)
+    and the options alone, never on the rows (DuckDB types the SQL over a copy of no rows): the
+    last `_BOUND_QUERIES` are kept, so the same query over the same schema (run again with
+    another seed, over a neighbouring table, under another countermeasure) is not parsed,
+    rewritten and typed anew. A refusal is never kept: it is raised again each time.
     """
+    try:
+        key = (
+            sql,
+            table.name,
+            tuple((c.name, c.sql_type) for c in table.columns),
+            None if bounds is None else repr(tuple(bounds.items())),
+            count_rows,
+        )
+        hash(key)
+    except (AttributeError, TypeError):  # an argument of the wrong type: the binding refuses it
+        return _bind_sql(sql, table, bounds=bounds, count_rows=count_rows)
+    with _bound_lock:
+        bound = _bound.pop(key, None)
+        if bound is not None:
+            _bound[key] = bound  # the most recently used last
+            return bound
+    bound = _bind_sql(sql, table, bounds=bounds, count_rows=count_rows)
+    with _bound_lock:
+        _bound[key] = bound
+        while len(_bound) > _BOUND_QUERIES:
+            del _bound[next(iter(_bound))]
+    return bound
+
+
+def forget_bound_queries() -> None:
+    """Forget the bound queries `bind_sql` keeps (for code that replaces the binding's own)."""
+    with _bound_lock:
+        _bound.clear()
+
+
+def _bind_sql(
+    sql: str,
+    table: Table,
+    *,
+    bounds: Mapping[str, tuple[float, float]] | None,
+    count_rows: bool,
+) -> BoundAggregate:
+    """`bind_sql` without the bound queries kept."""
     if bounds is not None:
         return _bind_analyst(sql, table, bounds, count_rows=count_rows)
     try:

@@ -49,6 +49,18 @@ def test_a_smooth_curve_takes_far_fewer_evaluations_than_bisection(target):
     assert counted.calls <= bisection // 2
 
 
+@pytest.mark.parametrize("target", [0.0, 0.25])
+def test_a_target_the_curve_reaches_exactly_takes_no_more_than_bisection(target):
+    """δ(ε) = target from ε0 on (a pure ε: the target δ = 0, where an exact curve is 0 beyond
+    ε0): the line through the ends crosses the target at the high end, whatever the weights;
+    the search bisects instead of moving that end by tolerance/2 a step."""
+    counted = Counted(lambda eps: max(target, 0.5 * (1.0 - eps / 2.0)))
+    answer = epsilon_for_delta(counted, target, upper=10.0)
+    edge = 2.0 * (1.0 - 2.0 * target)  # where δ reaches the target
+    assert edge <= answer <= edge + TOLERANCE
+    assert counted.calls <= 2 + math.ceil(math.log2(10.0 / TOLERANCE))
+
+
 def test_a_curve_that_is_not_monotone_still_gets_a_valid_answer():
     def bumpy(epsilon: float) -> float:
         return gaussian_like(epsilon) * (1.0 + 0.9 * math.sin(40.0 * epsilon))

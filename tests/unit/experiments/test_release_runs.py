@@ -20,6 +20,7 @@ from dpcomm.experiments.release_audit import (
     contributions,
     release_neighbours,
     release_runs,
+    traffic_runs,
 )
 from dpcomm.protocol.randomness import Randomness
 from dpcomm.queries.groupby import partition_keys
@@ -59,6 +60,27 @@ def test_run_zero_is_the_memory_engines_run(countermeasure) -> None:
             }
             for index, key in enumerate(neighbours.keys):
                 assert runs.exact[0, index].tolist() == exact.get(key, [0, 0])
+
+
+@pytest.mark.parametrize("countermeasure", COUNTERMEASURES, ids=lambda c: type(c).__name__)
+def test_the_audits_chunks_do_not_change_a_runs_traffic(countermeasure, monkeypatch) -> None:
+    """The audit simulates its runs in chunks (`_traffic`): chunks of 1, 2, 8 messages or
+    runs give the traffic of the same runs simulated at once."""
+    from dpcomm.experiments import release_audit
+
+    sources = countermeasure.batch_size if isinstance(countermeasure, dpcomm.Scramblers) else 1
+    neighbours = release_neighbours(
+        num_targets=3, num_sources=sources, bounds=(-10.0, 10.0), pair="others-on-source"
+    )
+    program = audited_program(neighbours.tables()[1], dpcomm.Laplace(1.0), neighbours, 3, SQL)
+    at_once = traffic_runs(program, countermeasure, runs=37, randomness=Randomness(4), first_run=5)
+    for chunk in (1, 2, 8 * (sources + 4)):
+        monkeypatch.setattr(release_audit, "CHUNK_MESSAGES", chunk)
+        monkeypatch.setattr(release_audit, "CHUNK_SOURCES", chunk)
+        chunked = release_audit._traffic(
+            program, countermeasure, first=5, stop=42, randomness=Randomness(4)
+        )
+        assert np.array_equal(chunked[0], at_once[0]) and np.array_equal(chunked[1], at_once[1])
 
 
 def test_contributions_are_clamped_as_a_run_clamps() -> None:

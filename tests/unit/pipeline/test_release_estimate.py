@@ -17,7 +17,9 @@ from dpcomm.engine.engines import MemoryEngine
 from dpcomm.errors import InvalidParameterError
 from dpcomm.pipeline.estimate import (
     _normal_laplace_tail,
+    _two_laplace_half_width,
     _two_laplace_tail,
+    _two_laplace_tail_at,
     estimate_name,
     interval_names,
     no_interval_name,
@@ -96,6 +98,47 @@ def test_normal_and_laplace_tails_in_closed_form() -> None:
     draws = rng.normal(0, 1, 400_000) + rng.laplace(0, 2, 400_000) + rng.laplace(0, 3, 400_000)
     mixed = _two_laplace_tail(np.array(1.0), np.array(2.0), np.array(3.0), np.array(6.0))
     assert float(mixed) == pytest.approx(float(np.mean(np.abs(draws) > 6.0)), abs=3e-3)
+
+
+def test_the_tail_of_one_point_is_the_arrays_bit_for_bit() -> None:
+    """The root search of a centred sum's half-width evaluates the tail in numpy scalars: the
+    same operations as the vectorized tail, so the same bits, edges included (zero, tiny and
+    huge scales, h <= 0); the half-width is where that tail is 5%."""
+    import itertools
+
+    values = [0.0, 1e-300, 1e-3, 0.3, 1.0, 2.5, 9.0, 1e5, 1e200]
+    with np.errstate(all="ignore"):
+        for s, b1, b2, h in itertools.product(values, values, values, [*values, -1.0]):
+            whole = _two_laplace_tail(np.array([s]), np.array([b1]), np.array([b2]), h)[0]
+            one = _two_laplace_tail_at(*(np.float64(v) for v in (s, b1, b2, h)))
+            assert whole == one or (np.isnan(whole) and np.isnan(one)), (s, b1, b2, h)
+    for sd, first, second in ((0.0, 2.0, 3.0), (4.0, 9.0, 1.0), (10.0, 0.5, 0.0)):
+        width = _two_laplace_half_width(sd, first, second)
+        tail = _two_laplace_tail(np.array(sd), np.array(first), np.array(second), width)
+        assert float(tail) == pytest.approx(0.05, abs=1e-9)
+
+
+def test_one_p_value_of_an_avg_is_the_arrays_bit_for_bit() -> None:
+    """The interval's ends are searched one candidate R at a time in numpy scalars: the same
+    bits as the vectorized p-values (Laplace and Gaussian noise, integer or not)."""
+    from dpcomm.pipeline.estimate import _Ratio
+    from dpcomm.release.mechanisms import AggregateNoise, Sensitivity
+
+    def noise(delta: float, integer: bool, scale: float) -> AggregateNoise:
+        return AggregateNoise(
+            epsilon=1.0, delta=delta, output="x", function="sum",
+            sensitivity=Sensitivity(1.0, 1.0), scale=scale, integer=integer,
+        )  # fmt: skip
+
+    ratios = np.linspace(-3.0, 12.0, 61)
+    for delta, integer in ((0.0, False), (0.0, True), (1e-6, False), (1e-6, True)):
+        for total, count, p in ((40.0, 8.0, 0.4), (-5.0, 0.5, 0.9), (300.0, 31.0, 1.0)):
+            test = _Ratio(total, count, p, noise(delta, False, 9.0), noise(delta, integer, 2.5),
+                          0.0, 10.0)  # fmt: skip
+            whole = test.p_values(ratios)
+            with np.errstate(all="ignore"):
+                one = [test.p_value_at(float(r)) for r in ratios]
+            assert whole.tolist() == one, (delta, integer, total, count, p)
 
 
 def test_large_groups_keep_a_delta_method_sized_avg_interval(table: Any) -> None:

@@ -322,3 +322,34 @@ def test_rowid_is_the_rows_position_in_the_table_also_when_read_by_ranges(tmp_pa
     part = program.rows.read(3, 7)
     held = {tuple(c.values.tolist()) for c in part.columns}
     assert (1, 1, 1, 2) in held and (3, 4, 5, 6) in held
+
+
+def test_a_query_bound_again_over_the_same_schema_is_kept() -> None:
+    """The bound query depends on the SQL, the table's name and schema and the options, never
+    on the rows: bound again over other rows it is the one kept; any difference binds anew,
+    and a refusal is raised each time."""
+    import dpcomm
+    from dpcomm.queries.sql import forget_bound_queries
+
+    forget_bound_queries()
+    sql = "SELECT k, SUM(v) AS s FROM t WHERE v > 0 GROUP BY k"
+    first = table_from_arrays("t", {"k": np.array(["a", "b"], dtype=object), "v": np.array([1, 2])})
+    other = table_from_arrays("t", {"k": np.array(["c"], dtype=object), "v": np.array([-5])})
+    bound = bind_sql(sql, first)
+    assert bind_sql(sql, other) is bound
+    assert bind_sql(sql, first, bounds={"v": (0.0, 1.0)}) is not bound
+    assert bind_sql(sql, first, bounds={"v": (0.0, 1.0)}) is not bind_sql(
+        sql, first, bounds={"v": (0.0, 2.0)}
+    )
+    doubles = table_from_arrays("t", {"k": np.array(["a"], dtype=object), "v": np.array([1.5])})
+    assert bind_sql(sql, doubles).output_types != bound.output_types  # DOUBLE, not HUGEINT
+    assert bind_sql(sql, first.renamed("u")) is not bound
+    for _ in range(2):
+        with pytest.raises(InvalidParameterError, match="nothing"):
+            bind_sql("SELECT k, SUM(nothing) FROM t GROUP BY k", first)
+    # Each table's rows are its own: the projection runs over the rows given.
+    rows = [
+        dpcomm.run_sql(sql, data, countermeasure=dpcomm.NoCountermeasure(), num_targets=2).rows
+        for data in (first, other)
+    ]
+    assert sorted(r["s"] for r in rows[0]) == [1, 2] and rows[1] == []
