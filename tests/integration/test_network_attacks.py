@@ -535,7 +535,7 @@ def test_an_output_its_receiver_never_takes_is_given_up_after_the_idle_time(tmp_
     """A result node that accepts the compute nodes' links and reads nothing: each compute node
     gives up after T without progress (not at the round's deadline) and says why in one line."""
     _spec, configs, credentials = _round(
-        tmp_path, rows=12, num_targets=2, idle_seconds=2, round_seconds=120,
+        tmp_path, rows=12, num_targets=2, idle_seconds=1, round_seconds=120,
         countermeasure=Scramblers(sampling_rate=0.0, batch_size=6, num_dummies=1),
         round_id=13,
     )  # fmt: skip
