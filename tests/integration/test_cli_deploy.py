@@ -26,7 +26,7 @@ def same_document(simulated, deployed):
 
 def test_memory_and_network_give_the_same_aggregate_run(cli):
     common = [
-        "--synthetic", "300", "--sql", SQL, "--targets", "4", "--batch", "50",
+        "--synthetic", "120", "--sql", SQL, "--targets", "4", "--batch", "40",
         "--dummies", "4", "--sampling", "0.3", "--seed", "9", "--json",
     ]  # fmt: skip
     status, out, err = cli("run", "aggregate", *common)
@@ -43,7 +43,7 @@ def test_memory_and_network_give_the_same_kmeans_run(cli, iris_csv):
     """K-means on a table's columns from a k-means++ start: the same run in both engines."""
     common = [
         "--data", iris_csv, "--columns", ",".join(IRIS_COLUMNS), "--label-column", "species",
-        "--sources", "120", "--k", "3", "--iterations", "2", "--init", "k-means++",
+        "--sources", "60", "--k", "3", "--iterations", "2", "--init", "k-means++",
         "--mechanism", "local", "--sampling", "0.5", "--dummies", "1", "--seed", "4", "--json",
     ]  # fmt: skip
     status, out, err = cli("run", "kmeans", *common)
@@ -121,7 +121,7 @@ def test_memory_and_network_share_their_defaults_on_a_real_table(cli, tmp_path, 
     path = tmp_path / "cours.csv"
     duckdb.connect().execute(
         f"COPY (SELECT strftime(\"Date\", '%B') AS \"mois été\", * FROM read_csv('{stocks}') "
-        'WHERE year("Date") % 3 = 0) '  # a third of the years: 169 rows, every month, NULLs
+        'WHERE year("Date") % 6 = 0) '  # a sixth of the years: 89 rows, every month, NULLs
         f"TO '{path}' (FORMAT CSV, HEADER)"
     )
     sql = (
@@ -189,7 +189,7 @@ def test_a_network_run_prints_the_deployments_report(cli):
     """The text report: the run's sections as the memory engine prints them, the deployment
     named in the data line, and what was measured on the wire."""
     common = [
-        "--synthetic", "120", "--sql", SQL, "--targets", "3", "--batch", "40",
+        "--synthetic", "60", "--sql", SQL, "--targets", "3", "--batch", "20",
         "--dummies", "2", "--sampling", "0.3", "--seed", "2",
     ]  # fmt: skip
     status, memory, err = cli("run", "aggregate", *common)

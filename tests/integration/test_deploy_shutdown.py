@@ -143,14 +143,13 @@ def test_a_killed_launcher_leaves_neither_workers_nor_keys():
     assert folders and not left, f"keys left behind: {sorted(map(str, left))}"
 
 
-def test_workdir_files_are_the_owners_only(tmp_path):
+def test_workdir_files_are_the_owners_only(cli, tmp_path):
     workdir = tmp_path / "round"  # created by the deployment
-    command = [sys.executable, "-m", "dpcomm.cli.main", "run", "aggregate", "--engine", "network"]
-    command += ["--sql", SQL]
+    command = ["run", "aggregate", "--engine", "network", "--sql", SQL]
     command += ["--synthetic", "40", "--batch", "10", "--dummies", "2", "--targets", "3"]
-    command += ["--workdir", str(workdir), "--seed", "1", "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=os.environ)
-    assert done.returncode == 0, done.stderr
+    command += ["--workdir", workdir, "--seed", "1", "--json"]
+    status, _, err = cli(*command)  # in this process: its interpreter has imported dpcomm already
+    assert status == 0, err
     groups = sorted(workdir.glob("group-*.json"))
     keys = sorted((workdir / "pki").glob("*.key"))
     assert groups and keys
