@@ -15,8 +15,6 @@ the whole table through the same method, so both see the same rows, values, type
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from dpcomm.data.connections import thread_connection
 from dpcomm.data.table import (
     Table,
     check_range,
@@ -341,39 +340,28 @@ class ParquetRows:
             [self.sql_types[p] for p in positions],
         )
         try:
-            relation = _connection().from_arrow(arrow)
-            projection = []
-            for index, (position, got) in enumerate(zip(positions, relation.types, strict=True)):
-                wanted = self.sql_types[position]
-                value = f"c{index}" if str(got) == wanted else f"CAST(c{index} AS {wanted})"
-                projection.append(f"{value} AS {_quote(self.column_names[position])}")
-            relation = relation.project(", ".join(projection))
-            for position, got in zip(positions, relation.types, strict=True):
-                if str(got) != self.sql_types[position]:
-                    raise DpcommError(
-                        f"cannot read column {self.column_names[position]!r} of {self.path}: "
-                        f"pyarrow's values convert to {got}, not to {self.sql_types[position]}"
-                    )
-            return table_from_relation(relation, self.name)
+            with thread_connection() as connection:
+                return self._converted(connection, arrow, positions)
         except duckdb.Error as error:
             raise DpcommError(f"cannot read {self.path}: {_first_line(error)}") from error
 
-
-#: One DuckDB connection per thread of a process (opening one takes tens of milliseconds, more
-#: than converting a partition): DuckDB connections are not shared between threads.
-_CONNECTIONS = threading.local()
-
-
-def _connection() -> duckdb.DuckDBPyConnection:
-    """The calling thread's connection (a forked child opens its own: the parent's is not)."""
-    import duckdb
-
-    held = getattr(_CONNECTIONS, "held", None)
-    if held is None or held[0] != os.getpid():
-        held = (os.getpid(), duckdb.connect())
-        _CONNECTIONS.held = held
-    connection: duckdb.DuckDBPyConnection = held[1]
-    return connection
+    def _converted(
+        self, connection: duckdb.DuckDBPyConnection, arrow: Any, positions: tuple[int, ...]
+    ) -> Table:
+        relation = connection.from_arrow(arrow)
+        projection = []
+        for index, (position, got) in enumerate(zip(positions, relation.types, strict=True)):
+            wanted = self.sql_types[position]
+            value = f"c{index}" if str(got) == wanted else f"CAST(c{index} AS {wanted})"
+            projection.append(f"{value} AS {_quote(self.column_names[position])}")
+        relation = relation.project(", ".join(projection))
+        for position, got in zip(positions, relation.types, strict=True):
+            if str(got) != self.sql_types[position]:
+                raise DpcommError(
+                    f"cannot read column {self.column_names[position]!r} of {self.path}: "
+                    f"pyarrow's values convert to {got}, not to {self.sql_types[position]}"
+                )
+        return table_from_relation(relation, self.name)
 
 
 def _duckdb_columns(file: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -381,8 +369,9 @@ def _duckdb_columns(file: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     import duckdb
 
     try:
-        relation = _connection().sql("SELECT * FROM read_parquet(?)", params=[file])
-        return tuple(relation.columns), tuple(str(t) for t in relation.types)
+        with thread_connection() as connection:
+            relation = connection.sql("SELECT * FROM read_parquet(?)", params=[file])
+            return tuple(relation.columns), tuple(str(t) for t in relation.types)
     except duckdb.Error as error:
         raise DpcommError(f"cannot read {file}: {_first_line(error)}") from error
 

@@ -441,14 +441,14 @@ def read_table(path: str | Path, *, name: str = "data") -> Table:
     file, reader = readable_file(path)
     import duckdb
 
-    connection = duckdb.connect()
+    from dpcomm.data.connections import thread_connection
+
     try:
-        relation = connection.sql(f"SELECT * FROM {reader}(?)", params=[str(file)])
-        table = table_from_relation(relation, name)
+        with thread_connection() as connection:
+            relation = connection.sql(f"SELECT * FROM {reader}(?)", params=[str(file)])
+            table = table_from_relation(relation, name)
     except duckdb.Error as error:
         raise DpcommError(f"cannot read {path}: {str(error).splitlines()[0]}") from error
-    finally:
-        connection.close()
     if table.num_rows == 0:
         raise InvalidParameterError("data", "a table with at least one row", f"{path} (empty)")
     return table
