@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from tests.conftest import local_dask_client, ordered_output
+from tests.conftest import find_package_file, local_dask_client, ordered_output
 
 import dpcomm
 from dpcomm.queries.query import GROUPING_SET_COLUMN
@@ -163,6 +163,11 @@ _CARS_NAMES = [
     "cylinders", "displacement", "horsepower", "weight", "acceleration", "model year", "origin",
     "car name", "mpg",
 ]  # fmt: skip
+_WINE_NAMES = [
+    "alcohol", "malic_acid", "ash", "alcalinity_of_ash", "magnesium", "total_phenols",
+    "flavanoids", "nonflavanoid_phenols", "proanthocyanins", "color_intensity", "hue",
+    "od280/od315_of_diluted_wines", "proline",
+]  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -173,17 +178,26 @@ def tables(openml_table: Callable[[str], Any]) -> dict[str, Any]:
     connection = duckdb.connect()
     cars_file = resources.files("mlxtend").joinpath("data/data/autompg.csv.gz")
     stocks_file = resources.files("matplotlib").joinpath("mpl-data/sample_data/Stocks.csv")
-    from sklearn.datasets import load_wine
-
-    wine_frame = load_wine(as_frame=True).frame  # noqa: F841 (read by DuckDB by name)
+    wine_file = find_package_file("sklearn", "datasets", "data", "wine_data.csv")
+    # What load_wine(as_frame=True).frame holds (a first line of sizes and class names, then
+    # 13 features as float64 and the class as int64), without importing scikit-learn.
+    wine_columns = ", ".join(f"CAST({_quoted(n)} AS DOUBLE) AS {_quoted(n)}" for n in _WINE_NAMES)
+    wine_names = [*_WINE_NAMES, "target"]
     return {
         "penguins": openml_table("id_42585"),
         "cars": connection.sql(
             f"SELECT * FROM read_csv('{cars_file}', header = false, names = {_CARS_NAMES!r})"
         ).to_arrow_table(),
         "stocks": connection.sql(f"SELECT * FROM read_csv('{stocks_file}')").to_arrow_table(),
-        "wine": connection.sql("SELECT * FROM wine_frame").to_arrow_table(),
+        "wine": connection.sql(
+            f"SELECT {wine_columns}, CAST(target AS BIGINT) AS target FROM read_csv("
+            f"'{wine_file}', header = false, skip = 1, names = {wine_names!r})"
+        ).to_arrow_table(),
     }
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 class DuckdbAnswers:
