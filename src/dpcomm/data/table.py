@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -393,19 +393,39 @@ def table_from_relation(relation: duckdb.DuckDBPyRelation, name: str) -> Table:
         )
         types = [str(t) for t in relation.types]
     names = list(relation.columns)
-    projection = []
-    for column_name, sql_type in zip(names, types, strict=True):
-        quoted = _quote(column_name)
-        if value_kind(sql_type) in (None, "wideint", "decimal"):
-            projection.append(f"CAST({quoted} AS VARCHAR) AS {quoted}")
-        else:
-            projection.append(quoted)
+    projection = [
+        f"{fetched_as(_quote(column_name), sql_type)} AS {_quote(column_name)}"
+        for column_name, sql_type in zip(names, types, strict=True)
+    ]
     fetched = relation.project(", ".join(projection)).fetchnumpy() if names else {}
-    columns = []
-    for column_name, sql_type in zip(names, types, strict=True):
-        raw = fetched[column_name]
-        columns.append(_column_from_numpy(column_name, sql_type, raw))
-    return Table(name, tuple(columns))
+    return table_from_fetched(name, names, types, fetched)
+
+
+def fetched_as(expression: str, sql_type: str) -> str:
+    """What `table_from_relation` fetches of a column of ``sql_type``.
+
+    Its values, or their text when numpy would not hold them exactly (DECIMAL, wide integers)
+    or at all.
+    """
+    if value_kind(sql_type) in (None, "wideint", "decimal"):
+        return f"CAST({expression} AS VARCHAR)"
+    return expression
+
+
+def table_from_fetched(
+    name: str, names: Sequence[str], types: Sequence[str], fetched: Mapping[str, Any]
+) -> Table:
+    """The `Table` of columns ``names`` of ``types`` from DuckDB's ``fetchnumpy``.
+
+    Each column of ``fetched`` was fetched as `fetched_as` says.
+    """
+    return Table(
+        name,
+        tuple(
+            _column_from_numpy(column_name, sql_type, fetched[column_name])
+            for column_name, sql_type in zip(names, types, strict=True)
+        ),
+    )
 
 
 def _column_from_numpy(name: str, sql_type: str, raw: Any) -> Column:
