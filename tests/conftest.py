@@ -83,19 +83,39 @@ def assert_same_table(got: Any, expected: Any, *, names: bool = False) -> None:
 
     ``names``: also the tables' own names.
     """
-    if names:
-        assert got.name == expected.name
-    assert got.num_rows == expected.num_rows
-    assert got.column_names == expected.column_names
-    for a, b in zip(got.columns, expected.columns, strict=True):
-        assert a.sql_type == b.sql_type, a.name
-        assert a.values.dtype == b.values.dtype, a.name
-        assert np.array_equal(a.is_null, b.is_null), a.name
-        x, y = a.values[~a.is_null], b.values[~b.is_null]
-        if x.dtype.kind == "O":
-            assert [(type(v), repr(v)) for v in x] == [(type(v), repr(v)) for v in y], a.name
-        else:
-            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), a.name
+    same_table_as(expected, names=names)(got)
+
+
+def _compared_values(column: Any) -> Any:
+    """The non-NULL values of ``column`` as `assert_same_table` compares them: numbers as
+    they are, Python objects as their type and repr (``Decimal('1.0')`` is not ``1.00``)."""
+    values = column.values[~column.is_null]
+    if values.dtype.kind == "O":
+        return list(zip(map(type, values), map(repr, values), strict=True))
+    return values
+
+
+def same_table_as(expected: Any, *, names: bool = False) -> Callable[[Any], None]:
+    """`assert_same_table` of any table against ``expected``, whose side of the comparison is
+    worked out once: to compare many tables with one (every split of a source, say)."""
+    columns = [(b, _compared_values(b)) for b in expected.columns]
+
+    def check(got: Any) -> None:
+        if names:
+            assert got.name == expected.name
+        assert got.num_rows == expected.num_rows
+        assert got.column_names == expected.column_names
+        for a, (b, y) in zip(got.columns, columns, strict=True):
+            assert a.sql_type == b.sql_type, a.name
+            assert a.values.dtype == b.values.dtype, a.name
+            assert np.array_equal(a.is_null, b.is_null), a.name
+            x = _compared_values(a)
+            if a.values.dtype.kind == "O":
+                assert x == y, a.name
+            else:
+                assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), a.name
+
+    return check
 
 
 @pytest.fixture

@@ -243,6 +243,32 @@ def test_grouping_set_sql_fills_nulls_with_duckdb(table: Table) -> None:
     assert "HAVING" not in grouping_set_sql(bound, 1)
 
 
+def test_grouping_set_sql_is_rewritten_once_per_query_and_set(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlglot
+
+    from dpcomm.queries import groupby
+
+    parsed: list[str] = []
+    parse_one = sqlglot.parse_one
+
+    def counted(sql: str, **kwargs: Any) -> Any:
+        parsed.append(sql)
+        return parse_one(sql, **kwargs)
+
+    monkeypatch.setattr(sqlglot, "parse_one", counted)
+    groupby._grouping_set_sql.cache_clear()
+    bound = bind_sql("SELECT A, count(*) AS n FROM D GROUP BY GROUPING SETS ((A), ())", table)
+    first = [grouping_set_sql(bound, index) for index in (0, 1)]
+    assert [grouping_set_sql(bound, index) for index in (0, 1)] == first
+    assert len(parsed) == 2
+    # Another output name is another query: rewritten, under its own name.
+    renamed = bind_sql("SELECT A, count(*) AS m FROM D GROUP BY GROUPING SETS ((A), ())", table)
+    assert grouping_set_sql(renamed, 0) == first[0].replace('"n"', '"m"')
+    assert len(parsed) == 3
+
+
 def test_masks_are_validated(table: Table) -> None:
     bound = bind_sql("SELECT A, count(*) FROM D GROUP BY GROUPING SETS ((A), ())", table)
     with pytest.raises(InvalidParameterError, match="one mask per grouping set"):

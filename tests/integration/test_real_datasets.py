@@ -16,7 +16,9 @@ DuckDB's result on the whole table (the user's SQL run by DuckDB itself); (b) un
 mechanism, the engines return :func:`reference_result` over the tuples they delivered; (c) with
 the same seed, both engines give the same run: the same result (exactly), the same delivered
 tuples and, per routed flow, the same messages, dummies and edges. The memory engine runs every
-data set under every mechanism, the network engine a covering set of them (`NETWORK_PAIRS`).
+data set under every mechanism, the network engine a covering set of them (`NETWORK_PAIRS`):
+one test per network run checks it all, (a) or (b) and (c), so that the run (seconds of CPU)
+is made once even when the workers of ``pytest -n`` share out this module's tests.
 """
 
 from __future__ import annotations
@@ -254,7 +256,6 @@ def mechanisms(rows: int) -> dict[str, Any]:
 
 PRIVATE = ["none", "local σ=0.3 d=2", "scramblers σ=0.3 d=3"]
 SIGMA_ZERO = ["local σ=0 d=3", "capped scramblers σ=0 d=4"]
-ENGINES = ["memory", "network"]
 
 
 def _network_pairs() -> frozenset[tuple[str, str]]:
@@ -275,15 +276,12 @@ def _network_pairs() -> frozenset[tuple[str, str]]:
 NETWORK_PAIRS = _network_pairs()
 
 
-def engine_cases(mechanisms: list[str]) -> list[Any]:
-    """(name, mechanism, engine) for every data set and mechanism: the memory engine always,
-    the network engine on `NETWORK_PAIRS`."""
+def memory_cases(mechanisms: list[str]) -> list[Any]:
+    """(name, mechanism) for every data set and mechanism (the memory engine's runs)."""
     return [
-        pytest.param(name, mechanism, engine, id=f"{name}-{mechanism}-{engine}")
+        pytest.param(name, mechanism, id=f"{name}-{mechanism}-memory")
         for name in sorted(LOADERS)
         for mechanism in mechanisms
-        for engine in ENGINES
-        if engine == "memory" or (name, mechanism) in NETWORK_PAIRS
     ]
 
 
@@ -382,11 +380,10 @@ def test_data_sets_are_what_the_queries_expect(runs, name):
     assert compare_results(program.nonprivate_result(), reference) == []
 
 
-@pytest.mark.parametrize(("name", "mechanism", "engine"), engine_cases(SIGMA_ZERO))
-def test_sigma_zero_gives_duckdbs_result_on_the_whole_table(runs, name, mechanism, engine):
+def check_sigma_zero(runs: Runs, name: str, run: Run) -> None:
+    """(a): every tuple delivered, DuckDB's result on the whole table."""
     data = runs.dataset(name)
     program = runs.program(name)
-    run = runs.run(name, mechanism, engine)
     assert all(mask.all() for mask in masks_of(run, program))
     # Dummies were sent (flooding or scramblers) and none was counted.
     assert run.efficiency.dummy_messages > 0
@@ -398,10 +395,9 @@ def test_sigma_zero_gives_duckdbs_result_on_the_whole_table(runs, name, mechanis
     assert identical(run.result, program.nonprivate_result())
 
 
-@pytest.mark.parametrize(("name", "mechanism", "engine"), engine_cases(PRIVATE))
-def test_result_is_duckdbs_over_the_delivered_tuples(runs, name, mechanism, engine):
+def check_over_delivered_tuples(runs: Runs, name: str, mechanism: str, run: Run) -> None:
+    """(b): DuckDB's result over the tuples the run delivered."""
     program = runs.program(name)
-    run = runs.run(name, mechanism, engine)
     masks = masks_of(run, program)
     if mechanism != "none":
         # σ = 0.3 with T = 4 leaves out about 22% of the tuples of a grouping set with keys.
@@ -410,10 +406,8 @@ def test_result_is_duckdbs_over_the_delivered_tuples(runs, name, mechanism, engi
     assert compare_results(run.result, expected) == []
 
 
-@pytest.mark.parametrize(("name", "mechanism"), sorted(NETWORK_PAIRS))
-def test_both_engines_give_the_same_run_with_the_same_seed(runs, name, mechanism):
-    memory = runs.run(name, mechanism, "memory")
-    network = runs.run(name, mechanism, "network")
+def check_same_run(memory: Run, network: Run) -> None:
+    """(c): the same result (exactly), delivered tuples, messages, dummies and edges."""
     assert identical(memory.result, network.result)
     assert memory.delivered.keys() == network.delivered.keys()
     for flow, mask in memory.delivered.items():
@@ -427,3 +421,25 @@ def test_both_engines_give_the_same_run_with_the_same_seed(runs, name, mechanism
         # No edge is repeated: each (sender, receiver) carries all its messages at once.
         assert len(edges) == len(left.counts) == len(right.counts)
     assert memory.efficiency == network.efficiency
+
+
+@pytest.mark.parametrize(("name", "mechanism"), memory_cases(SIGMA_ZERO))
+def test_sigma_zero_gives_duckdbs_result_on_the_whole_table(runs, name, mechanism):
+    check_sigma_zero(runs, name, runs.run(name, mechanism, "memory"))
+
+
+@pytest.mark.parametrize(("name", "mechanism"), memory_cases(PRIVATE))
+def test_result_is_duckdbs_over_the_delivered_tuples(runs, name, mechanism):
+    check_over_delivered_tuples(runs, name, mechanism, runs.run(name, mechanism, "memory"))
+
+
+@pytest.mark.parametrize(("name", "mechanism"), sorted(NETWORK_PAIRS))
+def test_network_run_is_duckdbs_result_and_the_memory_run_of_the_same_seed(runs, name, mechanism):
+    """The network engine's run passes (a) or (b), as the memory engine's, and is the same
+    run (c)."""
+    network = runs.run(name, mechanism, "network")
+    if mechanism in SIGMA_ZERO:
+        check_sigma_zero(runs, name, network)
+    else:
+        check_over_delivered_tuples(runs, name, mechanism, network)
+    check_same_run(runs.run(name, mechanism, "memory"), network)

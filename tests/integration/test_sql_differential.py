@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from tests.conftest import local_dask_client, ordered_output
+from tests.conftest import find_package_file, local_dask_client, ordered_output
 
 import dpcomm
 from dpcomm.queries.query import GROUPING_SET_COLUMN
@@ -163,40 +163,110 @@ _CARS_NAMES = [
     "cylinders", "displacement", "horsepower", "weight", "acceleration", "model year", "origin",
     "car name", "mpg",
 ]  # fmt: skip
+_WINE_NAMES = [
+    "alcohol", "malic_acid", "ash", "alcalinity_of_ash", "magnesium", "total_phenols",
+    "flavanoids", "nonflavanoid_phenols", "proanthocyanins", "color_intensity", "hue",
+    "od280/od315_of_diluted_wines", "proline",
+]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tables(openml_table: Callable[[str], Any]) -> dict[str, Any]:
-    """The four tables as Arrow tables (DuckDB's types: DATE stays DATE)."""
+    """The four tables as Arrow tables (DuckDB's types: DATE stays DATE), read once per
+    process: a module fixture would read them again each time a worker of ``pytest -n``
+    comes back to this module."""
     connection = duckdb.connect()
     cars_file = resources.files("mlxtend").joinpath("data/data/autompg.csv.gz")
     stocks_file = resources.files("matplotlib").joinpath("mpl-data/sample_data/Stocks.csv")
-    from sklearn.datasets import load_wine
-
-    wine_frame = load_wine(as_frame=True).frame  # noqa: F841 (read by DuckDB by name)
+    wine_file = find_package_file("sklearn", "datasets", "data", "wine_data.csv")
+    # What load_wine(as_frame=True).frame holds (a first line of sizes and class names, then
+    # 13 features as float64 and the class as int64), without importing scikit-learn.
+    wine_columns = ", ".join(f"CAST({_quoted(n)} AS DOUBLE) AS {_quoted(n)}" for n in _WINE_NAMES)
+    wine_names = [*_WINE_NAMES, "target"]
     return {
         "penguins": openml_table("id_42585"),
         "cars": connection.sql(
             f"SELECT * FROM read_csv('{cars_file}', header = false, names = {_CARS_NAMES!r})"
         ).to_arrow_table(),
         "stocks": connection.sql(f"SELECT * FROM read_csv('{stocks_file}')").to_arrow_table(),
-        "wine": connection.sql("SELECT * FROM wine_frame").to_arrow_table(),
+        "wine": connection.sql(
+            f"SELECT {wine_columns}, CAST(target AS BIGINT) AS target FROM read_csv("
+            f"'{wine_file}', header = false, skip = 1, names = {wine_names!r})"
+        ).to_arrow_table(),
     }
 
 
-def duckdb_result(sql: str, name: str, table: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """DuckDB's column names and rows for ``sql`` over ``table`` registered as ``name``."""
-    connection = duckdb.connect()
-    try:
-        connection.register(name, table)
-        cursor = connection.execute(sql)
-        return [d[0] for d in cursor.description], cursor.fetchall()
-    finally:
-        connection.close()
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
-def duckdb_rows(sql: str, name: str, table: Any) -> list[tuple[Any, ...]]:
-    return duckdb_result(sql, name, table)[1]
+class DuckdbAnswers:
+    """DuckDB's column names and rows for each query, over the whole table and over the
+    thinned one (`_thinned`), each asked once: the memory and Dask engines and the CLI
+    compare with the same answer. One connection (opening one costs more CPU than most of
+    these queries); the table is registered under its name for each query, then dropped."""
+
+    def __init__(self, tables: dict[str, Any]) -> None:
+        self.connection = duckdb.connect()
+        self.tables = tables
+        self.thinned_tables: dict[str, Any] = {}
+        self.parquet_files: dict[str, Path] = {}
+        self._answers: dict[tuple[str, str, bool], tuple[list[str], list[tuple[Any, ...]]]] = {}
+
+    def thinned(self, name: str) -> Any:
+        if name not in self.thinned_tables:
+            self.thinned_tables[name] = _thinned(self.tables[name])
+        return self.thinned_tables[name]
+
+    def result(
+        self, sql: str, name: str, *, thinned: bool = False
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """DuckDB's column names and rows for ``sql`` over table ``name`` (or its thinning)."""
+        key = (name, sql, thinned)
+        if key not in self._answers:
+            table = self.thinned(name) if thinned else self.tables[name]
+            self.connection.register(name, table)
+            try:
+                cursor = self.connection.execute(sql)
+                self._answers[key] = [d[0] for d in cursor.description], cursor.fetchall()
+            finally:
+                self.connection.unregister(name)
+        return self._answers[key]
+
+    def rows(self, sql: str, name: str, *, thinned: bool = False) -> list[tuple[Any, ...]]:
+        return self.result(sql, name, thinned=thinned)[1]
+
+    def parquet_file(self, name: str, folder: Path) -> Path:
+        """Table ``name`` written to Parquet by DuckDB in ``folder`` (once)."""
+        if name not in self.parquet_files:
+            path = folder / f"{name}.parquet"
+            self.connection.register("source_table", self.tables[name])
+            try:
+                self.connection.execute(f"COPY source_table TO '{path}' (FORMAT PARQUET)")
+            finally:
+                self.connection.unregister("source_table")
+            self.parquet_files[name] = path
+        return self.parquet_files[name]
+
+    def read_parquet(self, path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+        """The column names of a Parquet file read by DuckDB, and its rows as dictionaries."""
+        back = self.connection.execute(f"SELECT * FROM read_parquet('{path}')")
+        names = [d[0] for d in back.description]
+        return names, [dict(zip(names, row, strict=True)) for row in back.fetchall()]
+
+
+@pytest.fixture(scope="session")
+def parquet_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the tables are written as Parquet for the CLI (each once)."""
+    return tmp_path_factory.mktemp("differential-tables")
+
+
+@pytest.fixture(scope="session")
+def duckdb_answers(tables: dict[str, Any]) -> Iterator[DuckdbAnswers]:
+    """DuckDB's answers, kept for the session like the tables (see `tables`)."""
+    answers = DuckdbAnswers(tables)
+    yield answers
+    answers.connection.close()
 
 
 def _comparable(value: Any) -> Any:
@@ -242,8 +312,10 @@ def _mechanisms() -> Iterator[Any]:
 
 
 @pytest.mark.parametrize(("name", "sql"), QUERIES, ids=QUERY_IDS)
-def test_memory_engine_matches_duckdb(tables: dict[str, Any], name: str, sql: str) -> None:
-    names, expected = duckdb_result(sql, name, tables[name])
+def test_memory_engine_matches_duckdb(
+    tables: dict[str, Any], duckdb_answers: DuckdbAnswers, name: str, sql: str
+) -> None:
+    names, expected = duckdb_answers.result(sql, name)
     # Scramblers at σ = 0 run for every query through the network engine's nodes below.
     mechanisms = list(_mechanisms()) if (name, sql) in SAMPLE else [dpcomm.NoCountermeasure()]
     for countermeasure in mechanisms:
@@ -265,7 +337,7 @@ def dask_client() -> Iterator[Any]:
 
 @pytest.mark.parametrize(("name", "sql"), QUERIES, ids=QUERY_IDS)
 def test_dask_engine_matches_duckdb(
-    tables: dict[str, Any], dask_client: Any, name: str, sql: str
+    tables: dict[str, Any], duckdb_answers: DuckdbAnswers, dask_client: Any, name: str, sql: str
 ) -> None:
     from dpcomm.engine.dask_engine import DaskEngine
 
@@ -273,7 +345,7 @@ def test_dask_engine_matches_duckdb(
     run = dpcomm.run_sql(
         sql, tables[name], countermeasure=dpcomm.NoCountermeasure(), seed=7, engine=engine
     )
-    assert_same_result(sql, run.rows, duckdb_rows(sql, name, tables[name]))
+    assert_same_result(sql, run.rows, duckdb_answers.rows(sql, name))
 
 
 def _thinned(table: Any) -> Any:
@@ -290,57 +362,57 @@ def _thinned(table: Any) -> Any:
     return table.filter(pa.array(kept))
 
 
-def _network_run(name: str, sql: str, table: Any, transport: str) -> None:
+def _network_run(name: str, sql: str, answers: DuckdbAnswers, transport: str) -> None:
     """The network engine's nodes (coordinator, scramblers, compute and result nodes), over
     ``transport``, on a thinned table: the result is DuckDB's over the same rows (over TLS,
     the memory engine's too, same seed)."""
     from dpcomm.engine.engines import make_engine
 
-    table = _thinned(table)
+    table = answers.thinned(name)
 
     scramblers = dpcomm.Scramblers(sampling_rate=0.0, batch_size=60, num_dummies=2)
     engine = make_engine("network", transport=transport)
     run = dpcomm.run_sql(
         sql, table, countermeasure=scramblers, num_targets=3, seed=7, engine=engine
     )
-    assert_same_result(sql, run.rows, duckdb_rows(sql, name, table))
+    assert_same_result(sql, run.rows, answers.rows(sql, name, thinned=True))
     if transport == "tls":
         memory = dpcomm.run_sql(sql, table, countermeasure=scramblers, num_targets=3, seed=7)
         assert run.rows == memory.rows
 
 
 @pytest.mark.parametrize(("name", "sql"), QUERIES, ids=QUERY_IDS)
-def test_network_nodes_match_duckdb(tables: dict[str, Any], name: str, sql: str) -> None:
+def test_network_nodes_match_duckdb(duckdb_answers: DuckdbAnswers, name: str, sql: str) -> None:
     """Every query through the network engine's nodes and wire codec, one event loop."""
-    _network_run(name, sql, tables[name], "memory")
+    _network_run(name, sql, duckdb_answers, "memory")
 
 
 @pytest.mark.parametrize(("name", "sql"), SAMPLE, ids=SAMPLE_IDS)
 def test_network_engine_over_tls_matches_duckdb(
-    tables: dict[str, Any], name: str, sql: str
+    duckdb_answers: DuckdbAnswers, name: str, sql: str
 ) -> None:
     """One query per construct as a deployment: worker processes, mutual TLS on loopback."""
-    _network_run(name, sql, tables[name], "tls")
+    _network_run(name, sql, duckdb_answers, "tls")
 
 
 @pytest.mark.parametrize(("name", "sql"), QUERIES, ids=QUERY_IDS)
 def test_cli_parquet_output_matches_duckdb(
-    tables: dict[str, Any], cli: Callable[..., Any], tmp_path: Path, name: str, sql: str
+    duckdb_answers: DuckdbAnswers,
+    parquet_folder: Path,
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    name: str,
+    sql: str,
 ) -> None:
-    data = tmp_path / f"{name}.parquet"
-    connection = duckdb.connect()
-    connection.register("source_table", tables[name])
-    connection.execute(f"COPY source_table TO '{data}' (FORMAT PARQUET)")
+    data = duckdb_answers.parquet_file(name, parquet_folder)
     out = tmp_path / "result.parquet"
     outcome = cli(
         "run", "aggregate", "--data", data, "--sql", sql, "--mechanism", "none",
         "--seed", 7, "--out", out,
     )  # fmt: skip
     assert outcome.status in (0, None), outcome.err
-    back = connection.execute(f"SELECT * FROM read_parquet('{out}')")
-    names = [d[0] for d in back.description]
-    got = [dict(zip(names, row, strict=True)) for row in back.fetchall()]
-    assert_same_result(sql, got, duckdb_rows(sql, name, tables[name]))
+    names, got = duckdb_answers.read_parquet(out)
+    assert_same_result(sql, got, duckdb_answers.rows(sql, name))
     # A result with rows (the CLI's, DuckDB's row for row above) names its grouping sets.
     if got and ("ROLLUP" in sql or "CUBE" in sql or "GROUPING SETS" in sql):
         assert names[-1] == GROUPING_SET_COLUMN

@@ -11,7 +11,8 @@ def result_frame(rows: Sequence[Any], names: Iterable[str], types: Iterable[str]
 
     Each column goes to Arrow from its Python values (text when Arrow cannot hold them, e.g.
     a HUGEINT beyond 64 bits), then DuckDB casts it to its SQL type and converts the table as
-    it converts its own results; row order is kept (DuckDB preserves insertion order).
+    it converts its own results; row order is kept (DuckDB preserves insertion order). The
+    thread's DuckDB connection does it (`dpcomm.data.connections`), not a new one per call.
 
     Examples:
         >>> from datetime import date
@@ -21,16 +22,19 @@ def result_frame(rows: Sequence[Any], names: Iterable[str], types: Iterable[str]
         >>> [str(dtype) for dtype in frame.dtypes]
         ['datetime64[us]', 'Int64']
     """
-    import duckdb
+    from dpcomm.data.connections import thread_connection
 
     names, types = list(names), list(types)
     columns = [
         [row[name] if isinstance(row, Mapping) else row[i] for row in rows]
         for i, name in enumerate(names)
     ]
-    connection = duckdb.connect()
-    connection.register("result_rows", arrow_columns(columns))
-    return connection.sql(f"SELECT {typed_columns(names, types)} FROM result_rows").df()
+    with thread_connection() as connection:
+        connection.register("result_rows", arrow_columns(columns))
+        try:
+            return connection.sql(f"SELECT {typed_columns(names, types)} FROM result_rows").df()
+        finally:
+            connection.unregister("result_rows")
 
 
 def arrow_columns(columns: Sequence[Sequence[Any]]) -> Any:

@@ -32,6 +32,7 @@ one.
 from __future__ import annotations
 
 import decimal
+import functools
 import hashlib
 import math
 from collections.abc import Sequence
@@ -966,15 +967,24 @@ def grouping_set_sql(bound: BoundAggregate, set_index: int) -> str:
     GROUP BY becomes ``GROUPING SETS ((set), (all grouping columns))`` with a HAVING on
     GROUPING() keeping the first set, so DuckDB itself NULL-fills the selected grouping columns
     outside the set; ORDER BY the set's columns, NULLS LAST; every output aliased with its name.
+    Kept for the last queries asked (rewriting the SQL takes milliseconds; a reference result
+    asks for each grouping set, and is asked again for each set of masks).
     """
+    return _grouping_set_sql(
+        bound.sql, bound.grouping_sets[set_index], bound.grouping_columns, bound.output_names
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _grouping_set_sql(
+    sql: str, columns: tuple[str, ...], everything: tuple[str, ...], output_names: tuple[str, ...]
+) -> str:
     import sqlglot
     from sqlglot import exp
 
-    select = sqlglot.parse_one(bound.sql, read="duckdb")
+    select = sqlglot.parse_one(sql, read="duckdb")
     if not isinstance(select, exp.Select):
-        raise InvalidParameterError("sql", "a SELECT", bound.sql)
-    columns = bound.grouping_sets[set_index]
-    everything = bound.grouping_columns
+        raise InvalidParameterError("sql", "a SELECT", sql)
 
     def tuple_of(names: Sequence[str]) -> exp.Tuple:
         return exp.Tuple(expressions=[exp.column(name, quoted=True) for name in names])
@@ -1002,7 +1012,7 @@ def grouping_set_sql(bound: BoundAggregate, set_index: int) -> str:
             ),
         )
     items = []
-    for item, name in zip(select.expressions, bound.output_names, strict=True):
+    for item, name in zip(select.expressions, output_names, strict=True):
         inner = item.this if isinstance(item, exp.Alias) else item
         items.append(exp.alias_(inner.copy(), name, quoted=True))
     select.set("expressions", items)

@@ -12,8 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from dpcomm.accounting import ScramblerMechanism
-from dpcomm.accounting import brute_force as bf
+from dpcomm.accounting import ScramblerMechanism, brute_force as bf
 
 MECHANISM = {"num_targets": 3, "sampling_rate": 0.4, "batch_size": 3, "num_dummies": 2}
 

@@ -228,7 +228,8 @@ class Compute:
         while flow not in self.finalized and not reader.done():
             self.decided.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.decided.wait(), context.remaining())
+                async with asyncio.timeout(context.remaining()):
+                    await self.decided.wait()
             if context.remaining() <= 0.01:
                 break
         if flow not in self.finalized:

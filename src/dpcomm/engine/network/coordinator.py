@@ -342,7 +342,8 @@ class Coordinator:
             # closed) while others still register. The rest wait for every node.
             early = self.large and self.expected[peer].role in ("source", "scrambler")
             ready = self.infrastructure_ready if early else self.registered
-            await asyncio.wait_for(ready.wait(), context.remaining())
+            async with asyncio.timeout(context.remaining()):
+                await ready.wait()
             plan = encode(self.plan_for(self.expected[peer]))
             await channel.send_blob(Op.PLAN, plan, timeout=context.remaining())
             self.planned[peer].set()

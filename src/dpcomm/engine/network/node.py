@@ -172,7 +172,8 @@ class NodeContext:
         HELLO the coordinator did register is refused on a second link, so retrying never
         registers a node twice.
         """
-        address = await asyncio.wait_for(self.coordinator_address(), self.remaining())
+        async with asyncio.timeout(self.remaining()):
+            address = await self.coordinator_address()
         coordinator = Peer(str(COORDINATOR), tuple(address))
         backoff = Backoff(self)
         while True:

@@ -73,7 +73,8 @@ class Scrambler:
         """A compute node's output to relay, or a member source's message."""
         context = self.context
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.plan_ready.wait(), context.remaining())
+            async with asyncio.timeout(context.remaining()):
+                await self.plan_ready.wait()
         peer = NodeName.parse(channel.peer)
         with contextlib.suppress(ChannelClosedError, TimeoutError, DeploymentError):
             if peer.role == "compute":
@@ -229,7 +230,8 @@ class Scrambler:
         while not self.full.is_set() and not self.window.is_set():
             self.arrived.clear()
             try:
-                await asyncio.wait_for(self.arrived.wait(), context.remaining())
+                async with asyncio.timeout(context.remaining()):
+                    await self.arrived.wait()
             except TimeoutError:
                 return
 

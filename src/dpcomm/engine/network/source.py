@@ -134,12 +134,12 @@ class Source:
                 self.accept(got.blob)
 
         if scramblers:
-            await asyncio.wait_for(
-                asyncio.gather(*(relayed(c) for c in scramblers.values())), remaining()
-            )
+            async with asyncio.timeout(remaining()):
+                await asyncio.gather(*(relayed(c) for c in scramblers.values()))
         while not needed <= set(self.inbox):
             self.arrived.clear()
-            await asyncio.wait_for(self.arrived.wait(), remaining())
+            async with asyncio.timeout(remaining()):
+                await self.arrived.wait()
 
     async def send_flow(
         self, flow: str, route: SourceRoute, state: Any, scrambler: Channel | None

@@ -348,7 +348,8 @@ class Channel:
     async def drain(self, *, timeout: float) -> None:
         """Wait for the write buffer to drain; ChannelClosedError if the link broke."""
         try:
-            await asyncio.wait_for(self.link.drain(timeout=timeout), timeout)
+            async with asyncio.timeout(timeout):
+                await self.link.drain(timeout=timeout)
         except LinkClosedError as error:
             raise ChannelClosedError(str(error)) from error
 

@@ -315,3 +315,30 @@ def test_shutdown_cancels_handlers_still_running():
             await asyncio.wait_for(client.read(1), 1.0)
 
     asyncio.run(scenario())
+
+
+def test_the_event_loop_ends_without_formatting_the_round_outcome() -> None:
+    """asyncio.run formats its main task (result included) when it puts SIGINT's handler
+    back; a round's outcome is the loop's, not the task's result, so it is never formatted."""
+    import signal
+
+    from dpcomm.engine.network.launcher import _run_loop
+
+    formatted: list[str] = []
+
+    class Outcome:
+        def __repr__(self) -> str:
+            formatted.append("outcome")
+            return "Outcome()"
+
+    async def group() -> Any:
+        await asyncio.sleep(0)
+        return Outcome()
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # what asyncio.run replaces
+    try:
+        outcome = _run_loop(group())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert isinstance(outcome, Outcome)
+    assert formatted == []
