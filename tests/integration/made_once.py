@@ -2,10 +2,11 @@
 
 ``made_once(key, make)`` (a session fixture) runs ``make(directory)`` in the first worker that
 asks for ``key``, under a lock file, and keeps its result pickled beside ``directory``; a worker
-that asks later (or while it runs) waits for the lock and reads it. The figures' tests use it:
-``make test`` spreads a module's tests over both workers (``--dist worksteal``), and a figure
-fixture of module scope computed a figure once per worker that ran any of its tests (figure
-5: about 6 s of CPU, twice). Without workers the results are kept for the session alone.
+that asks later (or while it runs) waits for the lock and reads it. ``make test`` spreads a
+module's tests over both workers (``--dist worksteal``), and a fixture of module scope is
+computed once per worker that runs any of its tests: the figures' tests (figure 5: about 6 s
+of CPU, twice) and DuckDB's aggregate suite (its replay, 11 s, shared by four tests) use it.
+Without workers the results are kept for the session alone.
 """
 
 from __future__ import annotations
