@@ -270,8 +270,10 @@ def replay() -> Outcome:
 
 
 @pytest.fixture(scope="module")
-def outcome() -> Outcome:
-    return replay()
+def outcome(made_once: Any) -> Outcome:
+    """The replay, once in the session (its four tests may run on both test workers)."""
+    replayed: Outcome = made_once("duckdb-aggregate-suite", lambda _directory: replay())
+    return replayed
 
 
 def test_no_wrong_answer(outcome: Outcome) -> None:

@@ -34,20 +34,16 @@ NAMES = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in CO
 X_KEY = {"4a": "sampling_rate", "4b": "num_dummies", "4c": "batch_size"}
 X_KEY |= {"6a": "batch_size", "6b": "num_dummies", "6c": "sampling_rate"}
 
-_MADE: dict[str, FigureOutput] = {}
-
-
-@pytest.fixture(scope="module")
-def out_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("figures")
-
 
 @pytest.fixture
-def make(out_dir):
+def make(made_once):
+    """Each figure made once in quick mode, on demand (once in the session, by one worker)."""
+
     def made(name: str) -> FigureOutput:
-        if name not in _MADE:
-            _MADE[name] = REGISTRY[name](FigureSettings(out_dir=out_dir, quick=True, seed=0))
-        return _MADE[name]
+        return made_once(
+            f"accounting-{name}",
+            lambda directory: REGISTRY[name](FigureSettings(out_dir=directory, quick=True, seed=0)),
+        )
 
     return made
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from made_once import MadeOnce
 
 from dpcomm.accounting import ScramblerMechanism, account
 from dpcomm.data import synthetic_table
@@ -68,15 +69,15 @@ SLOW = {"7e", "7f"}  # mnist5k is parsed once (seconds), then 10 K-means iterati
 
 
 @pytest.fixture(scope="module")
-def make(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], FigureOutput]:
-    """Each figure made once in quick mode, on demand."""
-    settings = FigureSettings(out_dir=tmp_path_factory.mktemp("tradeoffs"), quick=True)
-    made: dict[str, FigureOutput] = {}
+def make(made_once: MadeOnce) -> Callable[[str], FigureOutput]:
+    """Each figure made once in quick mode, on demand (once in the session, by one worker)."""
 
     def get(name: str) -> FigureOutput:
-        if name not in made:
-            made[name] = REGISTRY[name](settings)
-        return made[name]
+        output: FigureOutput = made_once(
+            f"tradeoffs-{name}",
+            lambda directory: REGISTRY[name](FigureSettings(out_dir=directory, quick=True)),
+        )
+        return output
 
     return get
 

@@ -439,7 +439,8 @@ def _reach_note(
 
     Each curve's plan is the one its runs execute, so the ε is what a run reports
     (`dpcomm.experiments.figures.thresholds.least_dummies_for_plan`); the plotted points
-    only tell the search where to start. ``load_of`` gives the messages added at a d (the
+    only tell the search where to look (the least d reached and the point below it, which it
+    checks). ``load_of`` gives the messages added at a d (the
     cost model of the runs).
     """
     parts: list[str] = []
@@ -447,13 +448,16 @@ def _reach_note(
     for curve, points in base.group_curves(rows).items():
         first = points[0]
         reached = [row["num_dummies"] for row in points if row["epsilon"] <= 1.0]
+        guess = min(reached) if reached else max(row["num_dummies"] for row in points)
+        short = [row["num_dummies"] for row in points if row["num_dummies"] < guess]
         found = least_dummies_for_plan(
             plan_of(first),
             sampling_rate=first["sampling_rate"],
             batch_size=first["batch_size"],
             target_epsilon=1.0,
             delta=DELTA,
-            guess=min(reached) if reached else max(row["num_dummies"] for row in points),
+            guess=guess,
+            below=max(short) if short else None,
         )
         if found is None:
             parts.append(f"{curve}: not within d ≤ {MAX_DUMMIES:,}")
