@@ -17,6 +17,7 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from functools import lru_cache
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -118,29 +119,20 @@ def _local_distribution(randomizer: LocalRandomizer, target: int) -> Distributio
 def _add_message(state: Distribution, row: FloatArray) -> Distribution:
     """The distribution of the count vector after one more message drawn from ``row``."""
     moved: defaultdict[Hashable, float] = defaultdict(float)
-    size = len(row)
-    for counts, p in state.items():
-        assert isinstance(counts, tuple)
-        for j in range(size):
-            if row[j] > 0:
-                moved[(*counts[:j], counts[j] + 1, *counts[j + 1 :])] += p * float(row[j])
+    weights = [(j, float(w)) for j, w in enumerate(row.tolist()) if w > 0]
+    for counts, p in cast("dict[tuple[int, ...], float]", state).items():
+        for j, w in weights:
+            moved[(*counts[:j], counts[j] + 1, *counts[j + 1 :])] += p * w
     return dict(moved)
 
 
 def _real_distribution(
-    mechanism: ScramblerMechanism | GenericScrambler,
-    inputs: Sequence[int],
-    rows: Sequence[FloatArray] | None = None,
+    mechanism: ScramblerMechanism | GenericScrambler, inputs: Sequence[int]
 ) -> Distribution:
-    """Counts per target after the real (randomized) messages of ``inputs``.
-
-    ``rows``: each target's `_row` (computed here if not given).
-    """
-    if rows is None:
-        rows = [_row(mechanism, t) for t in range(mechanism.num_targets)]
+    """Counts per target after the real (randomized) messages of ``inputs``."""
     state: Distribution = {(0,) * mechanism.num_targets: 1.0}
     for target in inputs:
-        state = _add_message(state, rows[target])
+        state = _add_message(state, _row(mechanism, target))
     return state
 
 
@@ -225,14 +217,26 @@ def _with_dummies(
     """Probability of every final output (dense over `_final_outputs`).
 
     ``expansions`` holds the `_dummy_expansion` of each count vector met so far (filled here).
+    Uncapped, every expansion has the dummies' own probabilities (`_dummy_offsets`): all the
+    terms p · q are added at once by one ``bincount``, each output's in the order of ``real``
+    (the order in which the count vectors' terms were added one vector at a time).
     """
-    result = np.zeros(len(_final_outputs(mechanism)[0]))
-    for counts, p in real.items():
-        assert isinstance(counts, tuple)
-        expansion = expansions.get(counts)
-        if expansion is None:
-            expansion = expansions[counts] = _dummy_expansion(mechanism, counts)
-        positions, probabilities = expansion
+    outputs = len(_final_outputs(mechanism)[0])
+    vectors = cast("list[tuple[int, ...]]", list(real))
+    for counts in vectors:
+        if counts not in expansions:
+            expansions[counts] = _dummy_expansion(mechanism, counts)
+    if not (isinstance(mechanism, ScramblerMechanism) and mechanism.capped):
+        shared = _dummy_offsets(mechanism)[1]
+        terms = np.array(list(real.values()))[:, None] * shared[None, :]
+        positions = np.stack([expansions[counts][0] for counts in vectors])
+        summed: FloatArray = np.bincount(
+            positions.ravel(), weights=terms.ravel(), minlength=outputs
+        ).astype(np.float64, copy=False)
+        return summed
+    result = np.zeros(outputs)
+    for counts, p in zip(vectors, real.values(), strict=True):
+        positions, probabilities = expansions[counts]
         result[positions] += p * probabilities
     return result
 
@@ -253,6 +257,27 @@ def _scrambler_distribution(
     for final, p in _add_dummies(mechanism, counts).items():
         result[final] = p
     return result
+
+
+def _real_prefixes(
+    inputs: tuple[int, ...],
+    rows: Sequence[FloatArray],
+    prefixes: dict[tuple[int, ...], Distribution],
+) -> Distribution:
+    """`_real_distribution` of ``inputs``, sharing its prefixes' (kept in ``prefixes``).
+
+    Each message is added to the prefix before it, as `_real_distribution` adds them one after
+    the other: the same sums in the same order. The groups' inputs come in lexicographic
+    order, so consecutive groups share all but their last messages.
+    """
+    known = len(inputs)
+    while inputs[:known] not in prefixes:
+        known -= 1
+    state = prefixes[inputs[:known]]
+    for position in range(known, len(inputs)):
+        state = _add_message(state, rows[inputs[position]])
+        prefixes[inputs[: position + 1]] = state
+    return state
 
 
 def _input_groups(mechanism: Mechanism) -> tuple[FloatArray, ...]:
@@ -276,10 +301,11 @@ def _enumerated_groups(mechanism: Mechanism) -> tuple[FloatArray, ...]:
     if not isinstance(mechanism, LocalRandomizer | GenericLocalRandomizer):
         rows = [_row(mechanism, t) for t in range(size)]
         expansions: dict[tuple[int, ...], tuple[npt.NDArray[np.intp], FloatArray]] = {}
+        prefixes: dict[tuple[int, ...], Distribution] = {(): {(0,) * size: 1.0}}
         for others in itertools.combinations_with_replacement(
             range(size), mechanism.batch_size - 1
         ):
-            base = _real_distribution(mechanism, others, rows)
+            base = _real_prefixes(others, rows, prefixes)
             dense = np.array(
                 [
                     _with_dummies(mechanism, _add_message(base, rows[t]), expansions)
@@ -304,12 +330,12 @@ def _enumerated_groups(mechanism: Mechanism) -> tuple[FloatArray, ...]:
 def _group_delta(matrix: FloatArray, epsilon: float) -> float:
     """The largest hockey-stick divergence between two distinct rows of ``matrix``."""
     factor = math.exp(epsilon)
-    worst = 0.0
-    for t in range(matrix.shape[0]):
-        gaps = np.maximum(0.0, matrix[t][None, :] - factor * matrix)
-        gaps[t] = 0.0
-        worst = max(worst, float(gaps.sum(axis=1).max()))
-    return worst
+    # gaps[t, s] = max(0, P_t − e^ε P_s), every ordered pair of rows at once (a row against
+    # itself is no pair); each pair's sum over the outputs is the same reduction as row by row.
+    gaps = np.maximum(0.0, matrix[:, None, :] - (factor * matrix)[None, :, :])
+    sums = gaps.sum(axis=2)
+    np.fill_diagonal(sums, 0.0)
+    return max(0.0, float(sums.max()))
 
 
 def exact_delta_curve(mechanism: Mechanism, epsilons: Sequence[float]) -> FloatArray:
