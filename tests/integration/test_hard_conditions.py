@@ -1,10 +1,11 @@
 """A deployed round on a busy machine and over a slow, lossy network is still the memory run.
 
 A round's phases end on progress, not on the clock (``idle_seconds``), and links are retried
-with backoff: a machine whose cores are oversubscribed 2× or 4× by CPU-bound processes, or a
-link that delays every packet by 100 ms ± 30 ms and loses 1% of them, makes the round slower,
-never different. These tests load the machine or its network, so ``make test`` runs them
-alone, after the parallel suite (marker ``serial``).
+with backoff: a machine whose cores are oversubscribed 4× by CPU-bound processes, or a link
+that delays every packet by 100 ms ± 30 ms and loses 1% of them, makes the round slower, never
+different (a round 2× oversubscribed, the same round under half the load, is no longer run:
+docs/benchmarks.md measures both). These tests load the machine or its network, so
+``make test`` runs them alone, after the parallel suite (marker ``serial``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.serial]
 COUNTERMEASURE = Scramblers(sampling_rate=0.2, batch_size=20, num_dummies=10)
 
 
-@pytest.mark.parametrize("oversubscription", [2, 4])
-def test_a_round_on_an_oversubscribed_machine_is_the_memory_run(oversubscription):
+def test_a_round_on_an_oversubscribed_machine_is_the_memory_run():
     program = autompg(rows=40)  # two scramblers' batches per grouping set
     cores = os.cpu_count() or 1
-    # k× oversubscribed: (k − 1) CPU-bound processes per core beside the round.
-    with busy_processes((oversubscription - 1) * cores):
+    # 4× oversubscribed: 3 CPU-bound processes per core beside the round.
+    with busy_processes(3 * cores):
         run = NetworkEngine(transport="tls").execute(program, COUNTERMEASURE, delta=1e-4, seed=SEED)
     assert run.details.failures == (), run.details.failures
     assert not run.details.left_out_sources and not run.details.errors
