@@ -7,7 +7,7 @@ Points, labels, the test set, the scaling and the release of [`dpcomm.kmeans`][]
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,8 +15,9 @@ import numpy.typing as npt
 
 from dpcomm.calibration.calibrate import Calibration
 from dpcomm.errors import InvalidParameterError
+from dpcomm.pipeline.job import with_kmeans_release
 from dpcomm.plan.countermeasures import Countermeasures
-from dpcomm.validation import MAX_COUNT, check_flag, check_int, check_seed
+from dpcomm.validation import MAX_COUNT, check_column_bounds, check_flag, check_int, check_seed
 
 if TYPE_CHECKING:
     from dpcomm.queries.kmeans import KMeansProgram
@@ -68,7 +69,7 @@ def compiled_kmeans(
             f"{name} scaled from [{low:g}, {high:g}]"
             for name, (low, high) in zip(given, scaling, strict=True)
         )
-    program = _kmeans_released(program, asked, released, chosen, described)
+    program = with_kmeans_release(program, asked, released, chosen, described)
     return program, array, truth, kept, names, scaling
 
 
@@ -84,9 +85,7 @@ def _scale_asked(scale: object, bounds: object) -> bool:
 
 def _checked_scaling(bounds: object, dimension: int) -> tuple[tuple[float, float], ...] | None:
     """The (lo_j, hi_j) each column is scaled from, checked (None: no scaling)."""
-    from dpcomm.release.kmeans import check_bounds
-
-    return None if bounds is None else check_bounds(bounds, dimension)
+    return None if bounds is None else check_column_bounds(bounds, dimension)
 
 
 def _released_bounds(
@@ -207,43 +206,6 @@ def _kmeans_program(
         init_public=initial is not None,
     )
     return program, array, truth, kept
-
-
-def _kmeans_released(
-    program: KMeansProgram,
-    release: object,
-    bounds: object,
-    countermeasure: Countermeasures,
-    columns: Sequence[str] | None,
-) -> KMeansProgram:
-    """``program`` with its noisy release bound (None: exact centroids, no bounds allowed)."""
-    from dpcomm.plan.countermeasures import shares_blanket
-    from dpcomm.release.kmeans import bind_kmeans_release
-    from dpcomm.release.mechanisms import Gaussian, Laplace
-
-    if release is None:
-        if bounds is not None:
-            raise InvalidParameterError(
-                "release", "Laplace(...) or Gaussian(...) with bounds", None
-            )
-        return program
-    if not isinstance(release, Laplace | Gaussian):
-        raise InvalidParameterError(
-            "release", "None, dpcomm.Laplace(epsilon) or dpcomm.Gaussian(epsilon, delta)", release
-        )
-    if bounds is None:
-        raise InvalidParameterError(
-            "bounds", f"{program.dimension} public (lo, hi) pairs, one per column", None
-        )
-    bound = bind_kmeans_release(
-        release,
-        bounds,
-        dimension=program.dimension,
-        num_iterations=program.num_iterations,
-        shared_blanket=shares_blanket(countermeasure),
-        columns=columns,
-    )
-    return replace(program, release=bound)
 
 
 def test_set(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -160,3 +161,25 @@ def check_flag(name: str, value: object) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise InvalidParameterError(name, "True or False", value)
     return bool(value)
+
+
+def check_column_bounds(bounds: object, dimension: int) -> tuple[tuple[float, float], ...]:
+    """``bounds``: one finite (lo, hi) with lo < hi per column (``dimension`` of them).
+
+    A K-means release clamps each coordinate to them, and scaling maps them onto [0, 1].
+    """
+    allowed = f"{dimension} pairs (lo, hi) of finite numbers with lo < hi, one per column"
+    if isinstance(bounds, Mapping) or not isinstance(bounds, Sequence):
+        raise InvalidParameterError("bounds", allowed, bounds)
+    pairs: list[tuple[float, float]] = []
+    for pair in bounds:
+        if not isinstance(pair, Sequence) or len(pair) != 2:
+            raise InvalidParameterError("bounds", allowed, bounds)
+        low, high = pair
+        are_numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
+        if not are_numbers or not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise InvalidParameterError("bounds", allowed, bounds)
+        pairs.append((float(low), float(high)))
+    if len(pairs) != dimension:
+        raise InvalidParameterError("bounds", allowed, f"{len(pairs)} pairs")
+    return tuple(pairs)

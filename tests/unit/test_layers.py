@@ -163,3 +163,26 @@ def test_engine_functions_are_short(path):
         and node.end_lineno - node.lineno + 1 > 80
     ]
     assert long == []
+
+
+def _imports_the_release(path):
+    """Whether ``path`` imports ``dpcomm.release`` when it runs: a package's ``__init__``
+    names its lazy exports under ``TYPE_CHECKING`` (`dpcomm._lazy.attach` imports them)."""
+    if path.name == "__init__.py":
+        names = {f"dpcomm.{name}" for name in imported_packages(path)}
+    else:
+        names = runtime_imports(path)
+    return any(m == "dpcomm.release" or m.startswith("dpcomm.release.") for m in names)
+
+
+def test_the_release_has_one_owner_and_few_importers():
+    """``dpcomm.release`` owns the release; at most 8 modules outside it import it when they
+    run (lazy imports inside functions and the front door's lazy names included; an
+    ``if TYPE_CHECKING:`` import that only names a type in an annotation aside)."""
+    release = SOURCE / "release"
+    importers = sorted(
+        module_name(path)
+        for path in SOURCE.rglob("*.py")
+        if release not in path.parents and _imports_the_release(path)
+    )
+    assert len(importers) <= 8, importers

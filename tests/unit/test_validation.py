@@ -8,6 +8,7 @@ import pytest
 from dpcomm.errors import InvalidParameterError
 from dpcomm.validation import (
     MAX_SEED,
+    check_column_bounds,
     check_delta,
     check_epsilon,
     check_int,
@@ -112,3 +113,13 @@ def test_every_seed_parameter_gives_the_same_message(bad):
     ]
     for entry in entries:
         assert message(entry) == expected
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [None, [(0.0, 1.0)], [(0.0, 1.0), (2.0, 2.0)], [(0.0, math.inf), (0.0, 1.0)], {"a": (0, 1)}],
+)
+def test_bad_bounds_are_refused_in_one_line(bounds) -> None:
+    with pytest.raises(InvalidParameterError, match="bounds") as error:
+        check_column_bounds(bounds, 2)
+    assert "\n" not in str(error.value)

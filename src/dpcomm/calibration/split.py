@@ -57,7 +57,7 @@ from dpcomm.release.mechanisms import (
 )
 from dpcomm.release.noise import calibrate_release_parts
 from dpcomm.release.quantile import QuantileNoise, expected_squared_error, quantile_distance
-from dpcomm.validation import check_delta, check_number
+from dpcomm.validation import check_column_bounds, check_delta, check_number
 
 ReleaseName = Literal["laplace", "gaussian"]
 
@@ -582,13 +582,13 @@ def kmeans_release_shape(
     node, S/K points each); a sum's typical magnitude is its bounds' half-width (hi − lo)/2,
     so its relative error is the centroid coordinate's error over that half-width.
     """
-    from dpcomm.release.kmeans import check_bounds, kmeans_aggregates, kmeans_uses
+    from dpcomm.release.kmeans import kmeans_aggregates, kmeans_uses
 
     if isinstance(bounds, Mapping) or not isinstance(bounds, Sequence) or not bounds:
         raise InvalidParameterError(
             "bounds", "one public (lo, hi) per coordinate of the points (K-means)", bounds
         )
-    pairs = check_bounds(bounds, len(bounds))
+    pairs = check_column_bounds(bounds, len(bounds))
     names = [f"x{j}" for j in range(len(pairs))]
     shared = kmeans_aggregates(pairs, names, num_iterations, "one-other")
     magnitudes = [*(0.5 * (high - low) for low, high in pairs), 1.0] * num_iterations

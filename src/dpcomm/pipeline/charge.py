@@ -32,13 +32,13 @@ from dpcomm.plan.countermeasures import Countermeasure, Countermeasures, LocalFl
 from dpcomm.plan.model import ExecutionPlan
 from dpcomm.plan.privacy import PlanGuarantee, account_plan
 from dpcomm.queries.program import QueryProgram
-from dpcomm.release.compose import ReleaseComposition, compose_release
 
 if TYPE_CHECKING:
     from dpcomm.budget.budget import Budget
     from dpcomm.budget.ledger import Charge
     from dpcomm.engine.network.spec import RoundSpec
     from dpcomm.pipeline.job import Guarantee, Job
+    from dpcomm.release.compose import ReleaseComposition
 
 
 def deployment_privacy(
@@ -163,7 +163,7 @@ def charged_guarantee(
     """What a budget charges for a run whose traffic guarantee at ``delta`` is ``privacy``.
 
     Under a noisy release, the traffic's and the release's composed as the report composes
-    them (`dpcomm.release.compose.compose_release`; ``composed`` when already known).
+    them (the release's ``composed_with``; ``composed`` when already known).
     Traffic that is pure by Theorem 1 (`pure_traffic`) is charged its pure guarantee
     instead (module doc): δ = 0 for it. ``reported_epsilon`` and ``reported_delta`` are the
     guarantee at ``delta``, which the run's report must not exceed.
@@ -177,7 +177,7 @@ def charged_guarantee(
         if release is None:
             return guarantee.epsilon, guarantee.delta, guarantee.method
         # Traffic and noisy release read the same rows: the run spends both, composed.
-        both = known if known is not None else compose_release(traffic, release.charged)
+        both = known if known is not None else release.composed_with(traffic)
         return both.epsilon, both.delta, f"{guarantee.method} + {release.mechanism.name} release"
 
     reported = spent(privacy, composed)

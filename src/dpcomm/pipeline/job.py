@@ -13,13 +13,13 @@ nothing can disagree with it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from dpcomm.engine.engines import Engine
 from dpcomm.engine.run import Prepared as PreparedPlan, prepare as prepare_plan
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.plan.countermeasures import Countermeasures
+from dpcomm.plan.countermeasures import Countermeasures, shares_blanket
 from dpcomm.plan.privacy import PlanGuarantee
 from dpcomm.queries.program import QueryProgram
 from dpcomm.release.compose import ReleaseComposition, compose_release
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from dpcomm.pipeline.charge import ChargedGuarantee
     from dpcomm.plan.model import ExecutionPlan
     from dpcomm.queries.aggregate import AggregateProgram
+    from dpcomm.queries.kmeans import KMeansProgram
     from dpcomm.release.mechanisms import ReleaseMechanism
 
 Workload = Literal["aggregate", "kmeans"]
@@ -132,6 +133,47 @@ def compile_aggregate(
         countermeasure=countermeasure,
         **shape,
     )
+
+
+def with_kmeans_release(
+    program: KMeansProgram,
+    release: object,
+    bounds: object,
+    countermeasure: Countermeasures,
+    columns: Sequence[str] | None,
+) -> KMeansProgram:
+    """``program`` with its noisy release bound (None: exact centroids, no bounds allowed).
+
+    ``bounds``: one (lo, hi) per coordinate; ``columns`` name them in the release's report.
+    The sensitivities are those of ``countermeasure``'s joint view
+    (`dpcomm.release.kmeans.bind_kmeans_release`), as `compile_aggregate` binds a query's.
+    """
+    from dpcomm.release.kmeans import bind_kmeans_release
+    from dpcomm.release.mechanisms import Gaussian, Laplace
+
+    if release is None:
+        if bounds is not None:
+            raise InvalidParameterError(
+                "release", "Laplace(...) or Gaussian(...) with bounds", None
+            )
+        return program
+    if not isinstance(release, Laplace | Gaussian):
+        raise InvalidParameterError(
+            "release", "None, dpcomm.Laplace(epsilon) or dpcomm.Gaussian(epsilon, delta)", release
+        )
+    if bounds is None:
+        raise InvalidParameterError(
+            "bounds", f"{program.dimension} public (lo, hi) pairs, one per column", None
+        )
+    bound = bind_kmeans_release(
+        release,
+        bounds,
+        dimension=program.dimension,
+        num_iterations=program.num_iterations,
+        shared_blanket=shares_blanket(countermeasure),
+        columns=columns,
+    )
+    return replace(program, release=bound)
 
 
 #: Engines a budget can charge before they run: each reports a guarantee known beforehand
@@ -349,4 +391,5 @@ __all__ = [
     "compile_aggregate",
     "planned_guarantee",
     "prepare",
+    "with_kmeans_release",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dpcomm._json import json_ready
 from dpcomm.accounting.mechanisms import ScramblerMechanism
@@ -24,7 +24,9 @@ from dpcomm.pipeline.estimate import ESTIMATE_SEMANTICS, EstimateReport
 from dpcomm.pipeline.utility import AggregateUtility, KMeansUtility, ReleaseUtility
 from dpcomm.plan.countermeasures import NoCountermeasure
 from dpcomm.plan.privacy import ClusterGuarantee, PlanGuarantee
-from dpcomm.release.report import ReleaseReport
+
+if TYPE_CHECKING:
+    from dpcomm.release.report import ReleaseReport
 
 SEEDED_NOTE = (
     "seeded run: every draw follows from the seed, so the guarantee does not hold against "

@@ -38,7 +38,6 @@ release's noise (and, since the routing reads the noisy centroids, up to what it
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -62,6 +61,7 @@ from dpcomm.release.mechanisms import (
     mechanism_from_spec,
 )
 from dpcomm.release.noise import ReleaseShares, _noisy, _noisy_each
+from dpcomm.validation import check_column_bounds
 
 if TYPE_CHECKING:
     from dpcomm.plan.privacy import PlanGuarantee
@@ -73,25 +73,6 @@ FloatArray = npt.NDArray[np.float64]
 
 #: The key the clusters form in the joint view (one cluster per compute node).
 CLUSTER_SET: tuple[tuple[str, ...], ...] = (("cluster",),)
-
-
-def check_bounds(bounds: object, dimension: int) -> tuple[tuple[float, float], ...]:
-    """``bounds``: one finite (lo, hi) with lo < hi per coordinate (D = ``dimension``)."""
-    allowed = f"{dimension} pairs (lo, hi) of finite numbers with lo < hi, one per column"
-    if isinstance(bounds, Mapping) or not isinstance(bounds, Sequence):
-        raise InvalidParameterError("bounds", allowed, bounds)
-    pairs: list[tuple[float, float]] = []
-    for pair in bounds:
-        if not isinstance(pair, Sequence) or len(pair) != 2:
-            raise InvalidParameterError("bounds", allowed, bounds)
-        low, high = pair
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
-        if not numbers or not (math.isfinite(low) and math.isfinite(high) and low < high):
-            raise InvalidParameterError("bounds", allowed, bounds)
-        pairs.append((float(low), float(high)))
-    if len(pairs) != dimension:
-        raise InvalidParameterError("bounds", allowed, f"{len(pairs)} pairs")
-    return tuple(pairs)
 
 
 @dataclass(frozen=True)
@@ -271,7 +252,7 @@ def bind_kmeans_release(
         raise InvalidParameterError(
             "release", "dpcomm.Laplace(epsilon) or dpcomm.Gaussian(epsilon, delta)", mechanism
         )
-    pairs = check_bounds(bounds, dimension)
+    pairs = check_column_bounds(bounds, dimension)
     names = tuple(columns) if columns is not None else tuple(f"x{j}" for j in range(dimension))
     if len(names) != dimension:
         raise InvalidParameterError("columns", f"{dimension} names", len(names))
@@ -341,7 +322,6 @@ def kmeans_release_report(
 __all__ = [
     "KMeansRelease",
     "bind_kmeans_release",
-    "check_bounds",
     "kmeans_aggregates",
     "kmeans_release_report",
     "kmeans_uses",

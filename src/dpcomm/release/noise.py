@@ -72,7 +72,9 @@ from dpcomm.release.quantile import (
 if TYPE_CHECKING:
     from dpcomm.data.partitioned import RowSource
     from dpcomm.data.table import Table
+    from dpcomm.plan.privacy import PlanGuarantee
     from dpcomm.queries.aggregate import AggregateProgram, AggregateState
+    from dpcomm.release.compose import ReleaseComposition
 
 Row = dict[str, Any]
 
@@ -124,6 +126,15 @@ class ReleaseShares(abc.ABC):
     def delta(self) -> float:
         """δ2: the sum of the aggregates' shares, and the key selection's δ_sel."""
         return math.fsum(n.total_delta for n in self.charged)
+
+    def composed_with(self, traffic: PlanGuarantee) -> ReleaseComposition:
+        """``traffic``'s guarantee and this release composed: what an observer of both learns.
+
+        The composition a run reports and a budget charges (`dpcomm.release.compose`).
+        """
+        from dpcomm.release.compose import compose_release
+
+        return compose_release(traffic, self.charged)
 
 
 @dataclass(frozen=True)

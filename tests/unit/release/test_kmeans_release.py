@@ -14,7 +14,7 @@ from dpcomm.plan import NoCountermeasure, Scramblers
 from dpcomm.queries.exactsum import exact_row_sums
 from dpcomm.queries.kmeans import KMeansProgram
 from dpcomm.release import kmeans as released
-from dpcomm.release.kmeans import bind_kmeans_release, check_bounds
+from dpcomm.release.kmeans import bind_kmeans_release
 from dpcomm.release.noise import noisy_program
 
 BOUNDS = [(0.0, 2.0), (-1.0, 5.0)]
@@ -149,16 +149,6 @@ def test_a_release_without_the_shared_blanket_refuses_scramblers_with_sampling()
     program.check_countermeasures(NoCountermeasure())
     with pytest.raises(InvalidParameterError, match="countermeasure"):
         program.check_countermeasures(Scramblers(sampling_rate=0.5, batch_size=3))
-
-
-@pytest.mark.parametrize(
-    "bounds",
-    [None, [(0.0, 1.0)], [(0.0, 1.0), (2.0, 2.0)], [(0.0, math.inf), (0.0, 1.0)], {"a": (0, 1)}],
-)
-def test_bad_bounds_are_refused_in_one_line(bounds) -> None:
-    with pytest.raises(InvalidParameterError, match="bounds") as error:
-        check_bounds(bounds, 2)
-    assert "\n" not in str(error.value)
 
 
 def test_a_huge_release_epsilon_is_composed_by_the_sum_alone() -> None:
