@@ -4,13 +4,12 @@ The explorer's Aggregate workload (G grouping sets of the synthetic table's colu
 rows, `dpcomm.data.synthetic.synthetic_sql`) published with central DP: ``COUNT(*)`` and
 ``AVG(m1)`` for every key of each grouping set (every column's 20 intervals are its public
 domain), ``m1`` clamped to the release's bounds [lo, hi]. `release_numbers` binds that
-release as `dpcomm.run_sql` does (the two steps of `dpcomm.release.noise.noisy_program`: the
-query compiled with the bounds, then `dpcomm.release.noise.bind_release` with the
+release as `dpcomm.run_sql` does (the two steps of `dpcomm.pipeline.job.compile_aggregate`:
+the query compiled with the bounds, then `dpcomm.pipeline.job.ReleaseSpec.bind` with the
 configuration's countermeasure, which sets the sensitivities of its joint view) and reports
-it as a run would before drawing any noise (`dpcomm.release.report.release_report`: ε2 and each
-aggregate's noise, and the guarantee of traffic and release together from
-`dpcomm.release.compose.compose_release`, the function a run reports and a budget is charged
-with), with the expected relative error of the published values
+it as a run would before drawing any noise (`dpcomm.pipeline.runs.planned_release`: ε2 and
+each aggregate's noise, and the guarantee of traffic and release together, what a run reports
+and a budget is charged), with the expected relative error of the published values
 (`dpcomm.calibration.split.expected_relative_error`, the model `dpcomm.calibrate` minimises).
 
 `ledger_numbers` reads a budget's ledger (`dpcomm.budget.Budget`): what it has spent, what
@@ -20,9 +19,9 @@ is left, and whether a run of a given guarantee would be charged or refused.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dpcomm.budget.budget import Budget
 from dpcomm.budget.composition import Spent, admits
@@ -30,12 +29,12 @@ from dpcomm.calibration.split import expected_relative_error, release_shape
 from dpcomm.data.synthetic import SYNTHETIC_GROUPING_COLUMNS, SyntheticRows, synthetic_sql
 from dpcomm.errors import InvalidParameterError
 from dpcomm.experiments.explore import ExplorerSettings
-from dpcomm.plan.countermeasures import shares_blanket
-from dpcomm.plan.privacy import account_plan
-from dpcomm.release.mechanisms import Gaussian, Laplace
-from dpcomm.release.noise import bind_release
-from dpcomm.release.report import ReleaseReport, release_report
+from dpcomm.pipeline.job import ReleaseSpec
+from dpcomm.pipeline.runs import planned_release
 from dpcomm.validation import check_delta, check_number
+
+if TYPE_CHECKING:
+    from dpcomm.release.report import ReleaseReport
 
 ReleaseKind = Literal["none", "laplace", "gaussian"]
 
@@ -93,7 +92,7 @@ class ReleaseNumbers:
     Attributes:
         sql: the query released (COUNT(*) and AVG(m1) for every key).
         traffic_epsilon: ε1, the traffic's guarantee at the plan's δ1.
-        report: the release's report (`dpcomm.release.report.ReleaseReport`): ε2, δ2,
+        report: the release's report, as a run gives it: ε2, δ2,
             every aggregate's sensitivity, share of ε2 and noise, and the guarantee of traffic
             and release together (``epsilon_total`` at ``composed_delta``).
         expected_relative_error: the root mean square relative error of the published
@@ -120,7 +119,7 @@ def release_sql(num_grouping_sets: int) -> str | None:
 def _compiled(sql: str, num_sources: int, num_targets: int, low: float, high: float) -> Any:
     """The released query compiled over S synthetic rows, ``m1`` clamped (no release bound).
 
-    The first step of `dpcomm.release.noise.noisy_program`, cached: moving a traffic control
+    The first step of `dpcomm.pipeline.job.compile_aggregate`, cached: moving a traffic control
     or ε2 binds the release again (its second step), not the query.
     """
     from dpcomm.queries.aggregate import AggregateProgram
@@ -150,26 +149,26 @@ def release_numbers(settings: ExplorerSettings, release: ReleaseSettings) -> Rel
         raise InvalidParameterError(
             "G grouping sets", "at most 15 (the synthetic table's)", settings.num_clusters
         )
+    import dpcomm
+
     mechanism = (
-        Laplace(release.epsilon)
+        dpcomm.Laplace(release.epsilon)
         if release.mechanism == "laplace"
-        else Gaussian(release.epsilon, release.delta)
+        else dpcomm.Gaussian(release.epsilon, release.delta)
+    )
+    spec = ReleaseSpec(
+        mechanism,
+        bounds={RELEASED_MEASURE: (release.low, release.high)},
+        keys={c: SYNTHETIC_KEYS for c in SYNTHETIC_GROUPING_COLUMNS if c in sql},
     )
     compiled = _compiled(sql, settings.num_sources, settings.num_targets, release.low, release.high)
-    bound = bind_release(
-        compiled.query,
-        mechanism,
-        {c: SYNTHETIC_KEYS for c in SYNTHETIC_GROUPING_COLUMNS if c in sql},
-        num_targets=compiled.num_targets,
-        shared_blanket=shares_blanket(settings.countermeasure),
-    )
-    program = replace(compiled, release=bound)
-    privacy = account_plan(program.plan, settings.countermeasure, delta=settings.delta)
+    program = spec.bind(compiled, settings.countermeasure)
+    guarantee, report = planned_release(program, settings.countermeasure, delta=settings.delta)
     assert program.release is not None  # bound with a mechanism above
     return ReleaseNumbers(
         sql=sql,
-        traffic_epsilon=privacy.guarantee.epsilon,
-        report=release_report(program, privacy),
+        traffic_epsilon=guarantee.traffic.guarantee.epsilon,
+        report=report,
         expected_relative_error=expected_relative_error(
             release_shape(program),
             (*program.release.noises, *program.release.quantiles),

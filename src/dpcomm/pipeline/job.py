@@ -104,6 +104,26 @@ class ReleaseSpec:
             )
         return ReleaseSpec(release, bounds, keys, key_selection_delta, consistent_totals)
 
+    def bind(
+        self, program: AggregateProgram, countermeasure: Countermeasures | None
+    ) -> AggregateProgram:
+        """``program``, compiled with this release's ``bounds``, with the release bound.
+
+        The second step of `compile_aggregate` (`dpcomm.release.noise.with_release`), for
+        whoever keeps a compiled query and binds releases to it again; the sensitivities
+        are those of ``countermeasure``.
+        """
+        from dpcomm.release.noise import with_release
+
+        return with_release(
+            program,
+            self.mechanism,
+            self.keys,
+            key_selection_delta=self.key_selection_delta,
+            countermeasure=countermeasure,
+            consistent_totals=self.consistent_totals,
+        )
+
 
 def compile_aggregate(
     sql: str,

@@ -20,7 +20,7 @@ from dpcomm.engine.engines import Engine, MemoryEngine
 from dpcomm.engine.run import Run, RunOptions
 from dpcomm.errors import InvalidParameterError, warn
 from dpcomm.pipeline.estimate import delivery_probabilities, released_estimate, unbiased_estimate
-from dpcomm.pipeline.job import Job, Prepared, Workload, prepare
+from dpcomm.pipeline.job import Guarantee, Job, Prepared, Workload, planned_guarantee, prepare
 from dpcomm.pipeline.report import PrivacyReport, Report, run_report
 from dpcomm.pipeline.utility import (
     AggregateUtility,
@@ -334,6 +334,18 @@ def aggregate_run(
     )
     report = run_report(run, baseline, utility, sql=program.query.sql)
     return AggregateRun(program, run.result, run, baseline, report)
+
+
+def planned_release(
+    program: AggregateProgram, countermeasures: Countermeasures, *, delta: float
+) -> tuple[Guarantee, ReleaseReport]:
+    """What a run of ``program`` reports of its release before any noise is drawn.
+
+    The guarantee of traffic and release (`dpcomm.pipeline.job.planned_guarantee`, every batch
+    as planned) and the release's report over it (no keys selected yet), as a run gives them.
+    """
+    guarantee = planned_guarantee(program, countermeasures, delta=delta)
+    return guarantee, release_report(program, guarantee.traffic, composition=guarantee.release)
 
 
 def compare_with_exact(run: AggregateRun) -> AggregateUtility:

@@ -253,6 +253,30 @@ def noisy_program(
     program = AggregateProgram.from_sql(
         sql, data, bounds=bounds or {}, count_rows=key_selection_delta is not None, **shape
     )
+    return with_release(
+        program,
+        release,
+        keys,
+        key_selection_delta=key_selection_delta,
+        countermeasure=countermeasure,
+        consistent_totals=consistent_totals,
+    )
+
+
+def with_release(
+    program: AggregateProgram,
+    release: ReleaseMechanism,
+    keys: Mapping[str, Sequence[object]] | None,
+    *,
+    key_selection_delta: float | None = None,
+    countermeasure: Countermeasures | None = None,
+    consistent_totals: bool = False,
+) -> AggregateProgram:
+    """``program``, compiled with its bounds, with its noisy release bound.
+
+    `noisy_program`'s second step, for whoever keeps the compiled query and binds releases to
+    it again. The sensitivities are those of ``countermeasure`` (None: any countermeasure).
+    """
     bound = bind_release(
         program.query,
         release,
@@ -1045,4 +1069,5 @@ __all__ = [
     "release_from_spec",
     "release_spec",
     "released_rows",
+    "with_release",
 ]
