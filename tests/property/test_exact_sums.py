@@ -19,6 +19,7 @@ from _float_reference import reference_mean, reference_sum
 from hypothesis import given, settings, strategies as st
 from tests.conftest import canonical
 
+from dpcomm.errors import InvalidParameterError
 from dpcomm.queries import exactsum
 from dpcomm.queries.exactsum import exact_row_sums, exact_sums, merge_exact_sums
 
@@ -148,6 +149,33 @@ def test_any_split_merged_in_any_order_gives_the_same_bits(split, mode):
         outcomes = [(s.sums(), s.means(), s.counts.tolist()) for s in (whole, merged, nested)]
     assert canonical(outcomes[1]) == canonical(outcomes[0])
     assert canonical(outcomes[2]) == canonical(outcomes[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(finite_floats, min_size=0, max_size=30),
+    centre=finite_floats,
+    mode=st.sampled_from(MODES),
+)
+def test_centred_sums_are_the_exact_centred_sums_rounded_once(values, centre, mode):
+    """Σ (x − c) = Σ x − n·c exactly, rounded once to the nearest double (Fractions)."""
+    with forced(mode):
+        sums = exact_sums(np.asarray(values, dtype=np.float64), np.zeros(len(values), int), 1)
+        (centred,) = sums.centred_sums([centre])
+    exact = sum((Fraction(v) for v in values), Fraction(0)) - len(values) * Fraction(centre)
+    try:
+        expected = float(exact)
+    except OverflowError:
+        expected = math.inf if exact > 0 else -math.inf
+    assert centred == expected
+
+
+def test_centred_sums_refuse_values_that_are_not_finite():
+    sums = exact_sums(np.array([1.0, math.nan]), np.zeros(2, int), 1)
+    with pytest.raises(InvalidParameterError, match="finite"):
+        sums.centred_sums([0.0])
+    with pytest.raises(InvalidParameterError, match="centres"):
+        sums.centred_sums([0.0, 1.0])
 
 
 def test_no_part_and_empty_parts_merge_to_no_value():

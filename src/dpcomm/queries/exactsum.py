@@ -127,6 +127,31 @@ class ExactSums:
         """Each group's exact sum divided by its count, rounded once; None for no value."""
         return self._rounded(divide=True)
 
+    def centred_sums(self, centres: Sequence[float]) -> list[float]:
+        """Each group's exact sum minus its count times ``centres[g]``, rounded once.
+
+        The subtraction is exact (integers on a common power of two), the rounding to the
+        nearest double comes last: rounding the sum first and subtracting after loses the
+        centred sum to cancellation (a sum near 2^70 is a multiple of 2^18 as a double, while
+        the centred sum a release's sensitivity bounds may be hundreds). A group without
+        values gives 0.0. Raises `InvalidParameterError` for a group with a NaN or infinity.
+        """
+        if len(centres) != self.num_groups:
+            raise InvalidParameterError("centres", f"{self.num_groups} centres", len(centres))
+        special = self.flags & (NAN | POSITIVE_INFINITY | NEGATIVE_INFINITY)
+        if special.any():
+            raise InvalidParameterError("values", "finite values to centre", "NaN or infinity")
+        totals = self._exact_totals()
+        result: list[float] = []
+        for group, (centre, count) in enumerate(zip(centres, self.counts.tolist(), strict=True)):
+            numerator, exponent = totals.get(group, (0, 0))
+            top, bottom = float(centre).as_integer_ratio()  # centre = top·2^-shift
+            shift = bottom.bit_length() - 1
+            base = min(exponent, -shift)
+            total = (numerator << (exponent - base)) - ((int(count) * top) << (-shift - base))
+            result.append(_round(total, base, 1) if total else 0.0)
+        return result
+
     def _rounded(self, *, divide: bool) -> list[float | None]:
         """Each group's exact sum (or mean) rounded once; None for no value.
 

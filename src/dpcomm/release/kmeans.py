@@ -150,8 +150,9 @@ class KMeansRelease(ReleaseShares):
         """
         noises = self.iteration_noises(iteration)
         count = int(sums.counts[0]) if len(sums.counts) else 0
-        exact = [0.0 if s is None else float(s) for s in sums.sums()]
-        centred = [t - count * c for t, c in zip(exact, self.centres.tolist(), strict=True)]
+        # Σ (x_j − c_j) exactly, then rounded once: the sum rounded before the subtraction
+        # would differ between neighbours by far more than the sensitivity near large bounds.
+        centred = sums.centred_sums(self.centres.tolist())
         noisy_sums = _noisy_each(noises[:-1], centred)
         noisy_count = int(_noisy(noises[-1], [count])[0])
         if noisy_count <= 0:

@@ -95,6 +95,35 @@ def test_noisy_centroid_is_the_clamped_centred_mean_plus_noise(monkeypatch) -> N
     assert release.noisy_centroid(2, _sums(points), previous).tolist() == [0.25, 0.5]
 
 
+def test_the_centred_sums_of_neighbours_differ_by_the_sensitivity_near_large_bounds(
+    monkeypatch,
+) -> None:
+    """Σ (x − c) is computed exactly and rounded once, not from the sum rounded first.
+
+    An independent audit's counterexample: bounds m ± 256 at m = 2^60 + 2^36, 257 points at lo
+    and 768 at hi against one of the low ones replaced by a high one. The exact centred sums
+    are 130,816 and 131,328 (512 apart, within the sensitivity); the sum rounded to a double
+    first (a multiple of 2^18 there) gave 0 and 262,144, and the published centroid told the
+    two tables apart every time at a claimed ε of 1.
+    """
+    middle = 2.0**60 + 2.0**36
+    release = bind_kmeans_release(
+        dpcomm.Laplace(1.0), [(middle - 256.0, middle + 256.0)], dimension=1, num_iterations=1
+    )
+    drawn: list[list[float]] = []
+    monkeypatch.setattr(released, "_noisy", lambda noise, values: values)
+    monkeypatch.setattr(
+        released, "_noisy_each", lambda noises, values: drawn.append(list(values)) or values
+    )
+    low, high = 2.0**60, 2.0**60 + 2.0**37
+    for num_low in (257, 256):
+        points = release.clamp([[low]] * num_low + [[high]] * (1025 - num_low))
+        release.noisy_centroid(1, _sums(points), np.array([middle]))
+    assert drawn == [[130816.0], [131328.0]]
+    sensitivity = release.iteration_noises(1)[0].sensitivity.l1
+    assert abs(drawn[0][0] - drawn[1][0]) <= sensitivity
+
+
 def test_shrinkage_is_the_posterior_weight_of_the_noisy_mean() -> None:
     """w_kj = τ_j² / (τ_j² + (Var Z_S + τ_j² Var Z_N) / Ñ²), τ_j = (hi_j − lo_j)/6."""
     release = _release(iterations=1)
