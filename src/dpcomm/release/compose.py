@@ -17,13 +17,68 @@ from dpcomm.accounting import ScramblerMechanism, pld
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import shares_blanket
 from dpcomm.plan.privacy import PathMechanisms, PlanGuarantee, paths_with
-from dpcomm.release.mechanisms import Charged, release_pld
+from dpcomm.release.mechanisms import AggregateNoise, Charged, release_pld
 
 #: The largest ε_i of a released aggregate the PLD composition takes: dp_accounting's pair of
 #: an (ε_i, δ_i)-DP mechanism computes e^ε_i, which overflows a float beyond ε_i ≈ 709.8. A
 #: release with a larger share (an ε2 of thousands, as in tests that make the noise
 #: negligible) is composed by the sum ε1 + ε2 alone, which holds whatever ε_i.
 PLD_MAX_EPSILON = 700.0
+
+
+#: How far above its share OpenDP's privacy map of a draw may be before the release refuses
+#: to draw (`dpcomm.release.noise._check_loss`, the quantiles' and the key selection's checks):
+#: the composition charges every share that much more.
+MAP_TOLERANCE = 1e-9
+
+#: A released floating-point sum is the exact sum rounded once to a double: at most half a
+#: unit in the last place, 2^-53 of its magnitude, in each of two neighbouring tables.
+ROUNDING_PER_ROW = 2.0**-52
+
+
+@dataclass(frozen=True)
+class ChargedShare:
+    """A released aggregate as the composition charges it: its share, allowances added.
+
+    A `Charged` (`charged_shares`).
+    """
+
+    output: str
+    epsilon: float
+    total_delta: float
+    shared_blanket: bool
+
+
+def charged_shares(noises: Sequence[Charged], num_rows: int) -> tuple[Charged, ...]:
+    """Each share ε_i raised by what its calibration leaves out.
+
+    docs/accounting.md, "Released sums in floating point". Every share by `MAP_TOLERANCE`.
+    A floating-point sum's also by its one rounding: the rounded sums of two neighbours
+    differ by at most Δ + 2^-52·S·B, and B ≤ Δ for every released sum (B the largest value
+    a source sends), so the Laplace loss is at most ε_i (1 + 2^-52·S); a Gaussian's ρ grows
+    by (1 + 2^-52·S)², and its ε at δ_i (ρ + 2√(ρ ln 1/δ_i)) by at most as much.
+    S = ``num_rows`` bounds the rows of any sum.
+    """
+    rounding = 1.0 + ROUNDING_PER_ROW * max(num_rows, 0)
+    charged: list[Charged] = []
+    for noise in noises:
+        factor = 1.0 + MAP_TOLERANCE
+        if isinstance(noise, AggregateNoise) and not noise.integer:
+            factor *= rounding**2 if noise.delta > 0.0 else rounding
+        charged.append(
+            ChargedShare(
+                noise.output,
+                math.nextafter(noise.epsilon * factor, math.inf),
+                noise.total_delta,
+                noise.shared_blanket,
+            )
+        )
+    return tuple(charged)
+
+
+def _num_rows(plan: PlanGuarantee) -> int:
+    """S: the most senders of any cluster, a bound on the rows of any released sum."""
+    return max((item.cluster.num_senders for item in plan.clusters), default=0)
 
 
 @lru_cache(maxsize=64)
@@ -45,7 +100,8 @@ class ReleaseComposition:
         release_epsilon: ε2, the sum of the release's aggregates' shares.
         release_delta: δ2, likewise.
         composed_epsilon: the PLD composition's ε at ``delta`` (None where unavailable).
-        summed_epsilon: ε1 + ε2, the paper's (basic) composition.
+        summed_epsilon: ε1 + ε2, the paper's (basic) composition, each share with its
+            allowances (`charged_shares`).
         epsilon: the guarantee, the smaller of the two.
         delta: δ1 + δ2.
     """
@@ -124,11 +180,12 @@ def compose_release(plan: PlanGuarantee, noises: Sequence[Charged]) -> ReleaseCo
     release_epsilon = math.fsum(n.epsilon for n in noises)
     release_delta = math.fsum(n.total_delta for n in noises)  # δ_i and a threshold's δ_sel
     total_delta = traffic.delta + release_delta
+    charged = charged_shares(noises, _num_rows(plan))
     composed = None
-    representable = all(n.epsilon <= PLD_MAX_EPSILON for n in noises)
+    representable = all(n.epsilon <= PLD_MAX_EPSILON for n in charged)
     if math.isfinite(traffic.epsilon) and total_delta > 0.0 and representable:
-        composed = _traffic_with_release(plan.path_mechanisms, tuple(noises), total_delta)
-    summed = _joint_traffic_epsilon(plan) + release_epsilon
+        composed = _traffic_with_release(plan.path_mechanisms, charged, total_delta)
+    summed = _joint_traffic_epsilon(plan) + math.fsum(n.epsilon for n in charged)
     return ReleaseComposition(
         release_epsilon=release_epsilon,
         release_delta=release_delta,

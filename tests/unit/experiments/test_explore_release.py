@@ -23,7 +23,9 @@ def test_the_release_is_composed_with_the_traffic_as_a_run_reports_it():
     assert numbers.traffic_epsilon == explore(SMALL).composed.epsilon
     assert report.epsilon == pytest.approx(0.7, rel=1e-12)
     assert report.epsilon_total <= report.summed_epsilon
-    assert report.summed_epsilon == pytest.approx(numbers.traffic_epsilon + 0.7, rel=1e-12)
+    # ε1 + ε2, each share charged its allowances (`charged_shares`): never less, 1e-9 more.
+    assert report.summed_epsilon >= numbers.traffic_epsilon + 0.7
+    assert report.summed_epsilon == pytest.approx(numbers.traffic_epsilon + 0.7, rel=1e-8)
     # Replace-one: a COUNT's sensitivity is at least 2 (OpenDP's add/remove default gives 1).
     assert min(a.sensitivity_l1 for a in report.aggregates if "COUNT" in a.aggregate) >= 2
     assert 0 < numbers.expected_relative_error < 10

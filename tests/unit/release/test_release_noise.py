@@ -184,3 +184,32 @@ def test_integer_noise_interval_covers_opendps_draws() -> None:
     assert noise.scale == pytest.approx(1.0)
     outside = np.mean(np.abs(np.asarray(draws)) > noise.half_width_95)
     assert outside <= 0.05 + 4 * math.sqrt(0.05 * 0.95 / 20_000)
+
+
+def test_the_composition_charges_each_share_its_allowances() -> None:
+    """`charged_shares`: OpenDP's map tolerance on every share; a floating-point sum's one
+    rounding on top, (1 + 2^-52·S) for Laplace and squared for a Gaussian's ρ; never less."""
+    from dpcomm.release.compose import MAP_TOLERANCE, ROUNDING_PER_ROW, charged_shares
+    from dpcomm.release.mechanisms import AggregateNoise, Sensitivity
+
+    def noise(function: str, delta: float) -> AggregateNoise:
+        return AggregateNoise(
+            epsilon=0.5,
+            delta=delta,
+            output=function,
+            function=function,
+            sensitivity=Sensitivity(2.0, 2.0),
+            scale=4.0,
+            integer=function != "sum",
+        )
+
+    rows = 10**9
+    count, laplace, gaussian = charged_shares(
+        [noise("count", 0.0), noise("sum", 0.0), noise("sum", 1e-6)], rows
+    )
+    rounding = 1.0 + ROUNDING_PER_ROW * rows
+    assert count.epsilon == pytest.approx(0.5 * (1 + MAP_TOLERANCE), rel=1e-15)
+    assert laplace.epsilon == pytest.approx(0.5 * (1 + MAP_TOLERANCE) * rounding, rel=1e-15)
+    assert gaussian.epsilon == pytest.approx(0.5 * (1 + MAP_TOLERANCE) * rounding**2, rel=1e-15)
+    assert all(c.epsilon > 0.5 for c in (count, laplace, gaussian))
+    assert (count.total_delta, gaussian.total_delta) == (0.0, 1e-6)
