@@ -23,9 +23,21 @@ QUERY = "SELECT g1, COUNT(*) FROM people GROUP BY g1"
 SCRAMBLERS = dpcomm.Scramblers(sampling_rate=0.2, batch_size=100, num_dummies=20)
 CLI_QUERY = "SELECT A, COUNT(*) FROM diabetes GROUP BY A"
 CLI_RUN = [
-    "run", "aggregate", "--sql", CLI_QUERY, "--mechanism", "scrambler", "--batch", "100",
-    "--dummies", "50", "--sampling", "0.2", "--delta", "1e-4", "--seed", "1",
-]  # fmt: skip
+    "run",
+    "aggregate",
+    "--sql",
+    CLI_QUERY,
+    "--mechanism",
+    "scrambler",
+    "--batch",
+    "100",
+    "--dummies",
+    "50",
+    "--sampling",
+    "0.2",
+    "--delta",
+    "1e-4",
+]  # fmt: skip (no seed: a ledger refuses a seed it already charged)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +135,11 @@ def test_kmeans_charges_the_same_ledger(tmp_path, people):
     budget = Budget(epsilon=10.0, delta=1e-3, ledger=tmp_path / "population.json")
     dpcomm.run_sql(QUERY, people, countermeasure=SCRAMBLERS, seed=1, budget=budget)
     points = np.random.default_rng(0).normal(size=(300, 2))
-    run = dpcomm.kmeans(points, k=3, iterations=2, countermeasure=SCRAMBLERS, seed=1, budget=budget)
+    starts = [[-1.0, 0.0], [0.0, 0.0], [1.0, 0.0]]  # public: a budget covers every source
+    run = dpcomm.kmeans(
+        points, k=3, iterations=2, countermeasure=SCRAMBLERS, seed=2, budget=budget,
+        init_points=starts,
+    )  # fmt: skip
     charges = budget.charges()
     assert [c.kind for c in charges] == ["aggregate", "kmeans"]
     assert (charges[1].epsilon, charges[1].delta) == (
@@ -151,6 +167,25 @@ def test_a_cli_run_with_a_ledger(tmp_path, cli):
     assert refused.err.count("\n") == 1 and ledger.read_bytes() == before
     shown = cli("budget", "--ledger", ledger, "--json")
     assert shown.status == 0 and json.loads(shown.out)["spent"]["epsilon"] == report["epsilon"]
+
+
+def test_a_ledger_refuses_a_seed_it_already_charged(tmp_path, people, cli):
+    """Two runs of one seed draw the same coins (the same redirections, the same dummies):
+    their guarantees do not compose, so the second is refused before it runs."""
+    budget = Budget(epsilon=10.0, delta=1e-3, ledger=tmp_path / "population.json")
+    dpcomm.run_sql(QUERY, people, countermeasure=SCRAMBLERS, seed=7, budget=budget)
+    before = budget.ledger.read_bytes()
+    with pytest.raises(InvalidParameterError, match="seed"):
+        dpcomm.run_sql(QUERY, people, countermeasure=SCRAMBLERS, seed=7, budget=budget)
+    assert budget.ledger.read_bytes() == before
+    assert [c.seed for c in budget.charges()] == [7]
+    dpcomm.run_sql(QUERY, people, countermeasure=SCRAMBLERS, seed=8, budget=budget)
+    dpcomm.run_sql(QUERY, people, countermeasure=SCRAMBLERS, budget=budget)  # fresh entropy
+    assert [c.seed for c in budget.charges()] == [7, 8, None]
+    refused = cli(*CLI_RUN, "--seed", "8", "--ledger", budget.ledger)
+    assert refused.status != 0 and "--seed" in refused.err and refused.err.count("\n") == 1
+    shown = cli("budget", "--ledger", budget.ledger)
+    assert shown.status == 0 and "seed:           7" in shown.out
 
 
 def _charge_many(path, count):
@@ -307,4 +342,6 @@ def test_the_cli_shows_what_was_charged_and_refuses_an_edited_ledger(tmp_path, c
     assert accepted.status == 0, accepted.err
     assert json.loads(accepted.out)["budget"]["epsilon"] == 100.0
     assert "accepted ledger" in accepted.err
-    assert cli(*run).status == 0 and len(Budget(ledger=ledger).charges()) == 2
+    again = cli(*run[:-4], "--seed", "2", "--ledger", ledger)  # a seed not charged yet
+    assert again.status == 0, again.err
+    assert len(Budget(ledger=ledger).charges()) == 2

@@ -22,11 +22,16 @@ SCRAMBLERS = dpcomm.Scramblers(sampling_rate=0.5, batch_size=60, num_dummies=5)
 
 def test_release_is_composed_with_every_iteration_and_charged(tmp_path) -> None:
     budget = Budget(epsilon=50.0, delta=1e-3, ledger=tmp_path / "ledger.json")
-    run = dpcomm.kmeans(
-        POINTS, k=2, iterations=3, countermeasure=SCRAMBLERS, labels=LABELS, seed=1,
-        delta=1e-5, release=dpcomm.Laplace(20.0), bounds=BOUNDS, budget=budget,
-        init="k-means++",
-    )  # fmt: skip
+    common = {
+        "countermeasure": SCRAMBLERS, "labels": LABELS, "delta": 1e-5,
+        "release": dpcomm.Laplace(20.0), "bounds": BOUNDS, "budget": budget,
+    }  # fmt: skip
+    # Starting points chosen among the sources' own: sent to every node as they are, so no
+    # charge covers them; a budget takes public ones.
+    with pytest.raises(InvalidParameterError, match="init_points"):
+        dpcomm.kmeans(POINTS, k=2, iterations=3, seed=1, init="k-means++", **common)
+    assert budget.charges() == ()
+    run = dpcomm.kmeans(POINTS, k=2, iterations=3, seed=1, init_points=[[0, 0], [5, 5]], **common)
     release = run.report.release
     assert release is not None and release.epsilon == pytest.approx(20.0)
     assert len(release.aggregates) == 3  # two centred sums and the count, over 3 iterations
@@ -35,6 +40,8 @@ def test_release_is_composed_with_every_iteration_and_charged(tmp_path) -> None:
     assert release.summed_epsilon >= 20.0 + traffic  # the traffic's ε for the joint view
     charge = budget.charges()[0]
     assert (charge.epsilon, charge.delta) == (release.epsilon_total, release.composed_delta)
+    assert charge.release is not None and charge.release["mechanism"] == "laplace"
+    assert charge.release["bounds"] == {"x0": [-2.0, 7.0], "x1": [-2.0, 7.0]}
     caveats = " ".join(run.report.privacy.caveats)
     assert STATE_CAVEAT.split("{names}", 1)[1][:40] not in caveats
     assert "noisy centroids" in caveats

@@ -211,14 +211,17 @@ class Budget:
         countermeasure: Mapping[str, Any] | None = None,
         release: Mapping[str, Any] | None = None,
         engine: str | None = None,
+        seed: int | None = None,
     ) -> Charge:
         """Charge (ε, δ) to the ledger, or refuse it leaving the ledger untouched.
 
         Under the ledger's lock: read (refused if its content was edited since dpcomm wrote
         it), check that the charge fits (the basic composition filter), append it, write
         atomically. Raises [`BudgetExceededError`][] when it does not fit (or ε is inf);
-        the file is then not written at all. ``countermeasure``, ``release`` and ``engine``
-        are recorded with it ([`Charge`][]).
+        the file is then not written at all. ``countermeasure``, ``release``, ``engine`` and
+        ``seed`` are recorded with it ([`Charge`][]). A seed an earlier charge used is
+        refused ([`InvalidParameterError`][]): two runs of one seed draw the same coins, so
+        their guarantees do not compose (the filter holds for runs with fresh randomness).
         """
         if not (isinstance(epsilon, int | float) and isinstance(delta, int | float)):
             raise InvalidParameterError("epsilon", "a number (the run's ε and δ)", epsilon)
@@ -234,6 +237,13 @@ class Budget:
                 COMPOSITION,
             ):
                 raise LedgerError(self.ledger, "its budget changed since it was opened")
+            if seed is not None and any(c.seed == seed for c in current.charges):
+                raise InvalidParameterError(
+                    "seed",
+                    "a seed no earlier charge of this ledger used, or none (runs of one seed "
+                    "draw the same randomness, and their guarantees do not compose)",
+                    seed,
+                )
             pairs = [(c.epsilon, c.delta) for c in current.charges]
             if not admits((self.epsilon, self.delta), pairs, (epsilon, delta)):
                 raise BudgetExceededError(
@@ -253,6 +263,7 @@ class Budget:
                 None if countermeasure is None else dict(countermeasure),
                 None if release is None else dict(release),
                 engine,
+                seed,
             )
             write_ledger(self.ledger, current.with_charge(charge))
         return charge

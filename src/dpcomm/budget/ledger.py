@@ -106,6 +106,8 @@ class Charge:
         release: the noisy release (mechanism, epsilon, delta, bounds, keys,
             key_selection_delta), or None (no release, or not recorded).
         engine: the engine that ran it (``memory``, ``dask``, ``network``), or None.
+        seed: the run's seed, or None (fresh entropy): two runs of one seed share their
+            randomness, so a ledger never charges a seed twice (`Budget.charge`).
     """
 
     time: str
@@ -117,10 +119,11 @@ class Charge:
     countermeasure: Mapping[str, Any] | None = None
     release: Mapping[str, Any] | None = None
     engine: str | None = None
+    seed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The charge as it is stored."""
-        return {
+        """The charge as it is stored (``seed`` only for a seeded run)."""
+        stored = {
             "time": self.time,
             "kind": self.kind,
             "query": self.query,
@@ -131,6 +134,9 @@ class Charge:
             "release": None if self.release is None else dict(self.release),
             "engine": self.engine,
         }
+        if self.seed is not None:
+            stored["seed"] = self.seed
+        return stored
 
 
 @dataclass(frozen=True)
@@ -194,7 +200,9 @@ def _charge(item: object, index: int, path: Path) -> Charge:
     if epsilon is None or delta is None:
         raise LedgerError(path, f"charge {index} has no finite ε >= 0 and δ in [0, 1]")
     countermeasure, release = item.get("countermeasure"), item.get("release")
-    engine = item.get("engine")
+    engine, seed = item.get("engine"), item.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise LedgerError(path, f"charge {index} has a seed that is not an integer >= 0")
     if not (
         (countermeasure is None or isinstance(countermeasure, dict))
         and (release is None or isinstance(release, dict))
@@ -213,6 +221,7 @@ def _charge(item: object, index: int, path: Path) -> Charge:
         countermeasure,
         release,
         engine,
+        seed,
     )
 
 
@@ -298,7 +307,8 @@ def read_ledger(path: Path, *, accept_edits: bool = False) -> Ledger:
     """The ledger at ``path`` ([`LedgerError`][] when missing, unreadable, corrupt or edited).
 
     Only a regular file of at most `MAX_LEDGER_BYTES` is read (a FIFO, a device such as
-    ``/dev/full`` or a directory is refused, never read without end). ``accept_edits``: read
+    ``/dev/full`` or a directory is refused, never read without end), and only one with a
+    single name (a hard link would fork it). ``accept_edits``: read
     it even if its content was edited or its version is older (`parse_ledger`).
     """
     try:
@@ -308,8 +318,17 @@ def read_ledger(path: Path, *, accept_edits: bool = False) -> Ledger:
     except OSError as error:
         raise LedgerError(path, f"cannot be read ({error.strerror})") from None
     try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
             raise LedgerError(path, "not a regular file (a FIFO, a device or a directory)")
+        if status.st_nlink > 1:
+            # Each name would lock its own sidecar, and the atomic replace gives the name
+            # written a new file: the other names would keep the old budget (a fork).
+            raise LedgerError(
+                path,
+                f"has {status.st_nlink} hard links: a ledger takes one name (use a symlink "
+                "to share it)",
+            )
         with os.fdopen(os.dup(descriptor), "rb") as file:
             data = file.read(MAX_LEDGER_BYTES + 1)
     except OSError as error:

@@ -138,8 +138,9 @@ def _print_charges(charges: Sequence[Charge]) -> None:
         )
         print(f"    query:          {charge.query}")
         print(f"    countermeasure: {_countermeasure_text(charge.countermeasure)}")
-        if charge.kind != "kmeans":
-            print(f"    release:        {_release_text(charge.release)}")
+        print(f"    release:        {_release_text(charge.release)}")
+        if charge.seed is not None:
+            print(f"    seed:           {charge.seed}")
         print(f"    method:         {charge.method}")
 
 

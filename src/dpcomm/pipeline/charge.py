@@ -224,6 +224,7 @@ def charge_guarantee(job: Job, guarantee: Guarantee) -> tuple[Guarantee, Charged
         kind=job.kind,
         engine=job.engine.name,
         query=job.query,
+        seed=job.seed,
     )
     return guarantee, charged, charge
 
@@ -237,8 +238,22 @@ def _record(
     kind: str,
     engine: str,
     query: str | None,
+    seed: int | None = None,
 ) -> Charge:
-    """Charge ``budget`` ``charged``, recording the run (query, countermeasure, release)."""
+    """Charge ``budget`` ``charged``, recording the run (query, countermeasure, release, seed).
+
+    A seed the ledger already charged is refused (`dpcomm.budget.Budget.charge`), and so is
+    a K-means whose initial centroids are sources' own points: every node receives them as
+    they are, so no charge covers them (`KMeansProgram.initialisation_caveat`).
+    """
+    if getattr(program, "initialisation_caveat", None) is not None:
+        raise InvalidParameterError(
+            "init_points",
+            "public starting points for K-means charged to a budget (init_points=..., "
+            "--init-data): centroids chosen among the sources' points are sent to every node "
+            "as they are, and no charge covers them",
+            "centroids chosen among the sources' points",
+        )
     return budget.charge(
         epsilon=charged.epsilon,
         delta=charged.delta,
@@ -248,6 +263,7 @@ def _record(
         countermeasure=countermeasure_record(countermeasures),
         release=release_record(program),
         engine=engine,
+        seed=seed,
     )
 
 
@@ -273,13 +289,23 @@ def release_record(program: QueryProgram) -> dict[str, Any] | None:
 
     Its mechanism with ε2 and δ2, the bounds of the columns its SUM and AVG read
     (``{column: [lo, hi]}``), the public key domains (``{column: [values as text]}``) and
-    the δ_sel of its DP key selection (None without).
+    the δ_sel of its DP key selection (None without); K-means's, the bounds of every
+    coordinate by its column's name.
     """
     release = getattr(program, "release", None)
-    query = getattr(program, "query", None)
-    if release is None or query is None:
+    if release is None:
         return None
     spec = release.to_spec()
+    query = getattr(program, "query", None)
+    if query is None:  # K-means: its bounds per coordinate, no keys
+        return {
+            "mechanism": spec["mechanism"],
+            "epsilon": spec["epsilon"],
+            "delta": spec["delta"],
+            "bounds": dict(zip(spec["columns"], spec["bounds"], strict=True)),
+            "keys": None,
+            "key_selection_delta": None,
+        }
     return {
         "mechanism": spec["mechanism"],
         "epsilon": spec["epsilon"],
@@ -306,6 +332,7 @@ def charge_run(
     engine: str,
     query: str | None = None,
     deployed: bool = False,
+    seed: int | None = None,
 ) -> tuple[ChargedGuarantee, Charge]:
     """Charge ``budget`` for a run of ``program`` before it runs, recording what it is.
 
@@ -317,7 +344,14 @@ def charge_run(
     """
     charged = guarantee_to_charge(program, countermeasures, delta=delta, deployed=deployed)
     charge = _record(
-        budget, charged, program, countermeasures, kind=kind, engine=engine, query=query
+        budget,
+        charged,
+        program,
+        countermeasures,
+        kind=kind,
+        engine=engine,
+        query=query,
+        seed=seed,
     )
     return charged, charge
 
@@ -342,6 +376,7 @@ def charge_round(budget: Budget, spec: RoundSpec, *, delta: float) -> Charge:
         engine="network (several hosts)",
         query=f"{query_record(program)} (round {spec.round_id})",
         deployed=True,
+        seed=spec.seed,
     )
     return charge
 

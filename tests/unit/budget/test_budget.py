@@ -166,3 +166,31 @@ def test_a_charge_records_what_it_was_for(tmp_path):
         release,
         "memory",
     )
+
+
+def test_a_ledger_with_two_hard_links_is_refused(tmp_path):
+    """Each name would lock its own sidecar and be replaced by its own file: a fork."""
+    path = tmp_path / "population.json"
+    Budget(epsilon=1.0, delta=0.0, ledger=path).charge(
+        epsilon=0.5, delta=0.0, kind="k", query="q", method="m"
+    )
+    alias = tmp_path / "alias.json"
+    alias.hardlink_to(path)
+    before = path.read_bytes()
+    for name in (path, alias):
+        with pytest.raises(LedgerError, match="2 hard links") as error:
+            Budget(ledger=name).charge(epsilon=0.5, delta=0.0, kind="k", query="q", method="m")
+        assert "\n" not in str(error.value)
+    assert path.read_bytes() == before == alias.read_bytes()
+
+
+def test_a_charge_records_its_seed_and_a_seed_is_charged_once(tmp_path):
+    budget = Budget(epsilon=1.0, delta=0.0, ledger=tmp_path / "population.json")
+    budget.charge(epsilon=0.1, delta=0.0, kind="k", query="q", method="m", seed=3)
+    budget.charge(epsilon=0.1, delta=0.0, kind="k", query="q", method="m")
+    with pytest.raises(InvalidParameterError, match="seed"):
+        budget.charge(epsilon=0.1, delta=0.0, kind="k", query="q", method="m", seed=3)
+    reread = Budget(ledger=budget.ledger).charges()
+    assert [c.seed for c in reread] == [3, None]
+    stored = json.loads(budget.ledger.read_text())["charges"]
+    assert stored[0]["seed"] == 3 and "seed" not in stored[1]  # an unseeded charge as before
