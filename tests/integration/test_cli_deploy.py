@@ -180,7 +180,9 @@ def test_a_network_run_releases_and_is_charged_before_its_round(cli, tmp_path):
     assert charge["epsilon"] > release["epsilon_total"] and charge["delta"] == 1e-4
     assert "every batch size a deployment can run" in charge["method"] and "charged ε" in err
     before = ledger.read_bytes()
-    status, _, err = cli("run", "aggregate", *common, "--engine", "network", "--ledger", ledger)
+    status, _, err = cli(  # another seed: a ledger refuses a seed it already charged
+        "run", "aggregate", *common, "--seed", "4", "--engine", "network", "--ledger", ledger
+    )
     assert status != 0 and "refused by the budget" in err and err.count("\n") == 1
     assert ledger.read_bytes() == before
 
