@@ -412,14 +412,23 @@ class Report(Generic[Utility]):
         return ready
 
     def summary(self) -> str:
-        """One line: ε at δ (and the method), rows used per grouping set, messages sent."""
+        """One line: ε at δ (and the method), rows used per grouping set, messages sent.
+
+        Under a noisy release, the ε of traffic and release together first (what an observer
+        of both learns), then each one's; the number of caveats the guarantee has, if any.
+        """
         privacy = self.privacy
         parts = [f"ε = {privacy.epsilon:.4g} at δ = {privacy.delta:g} ({privacy.method})"]
         if self.release is not None:
-            parts.append(
-                f"with the noisy release ε = {self.release.epsilon:.4g} at "
-                f"δ = {self.release.delta:g}"
-            )
+            release = self.release
+            parts = [
+                f"ε = {release.epsilon_total:.4g} at δ = {release.composed_delta:g} for the "
+                f"traffic and the noisy release together (traffic ε1 = {privacy.epsilon:.4g}, "
+                f"release ε2 = {release.epsilon:.4g})"
+            ]
+        if privacy.caveats:
+            count = len(privacy.caveats)
+            parts.append(f"{count} caveat{'s' if count > 1 else ''} (report.privacy.caveats)")
         if isinstance(self.utility, AggregateUtility | ReleaseUtility) and self.utility.sources:
             parts.append(rows_used(self.utility))
         parts.append(f"{self.efficiency.messages:,} messages")
