@@ -164,3 +164,28 @@ def test_engines_are_made_in_one_place():
     assert caught.value.name == "engine"
     dask = make_engine("dask", partitions=3)
     assert dask.reads_row_sources and not engine.reads_row_sources
+
+
+def test_the_summary_leads_with_the_guarantee_of_everything_published():
+    """Under a release, the one line starts with the ε of traffic and release together (what
+    an observer of both learns), then each one's; K-means counts its caveats."""
+    import numpy as np
+
+    import dpcomm
+
+    table = dpcomm.datasets.synthetic(rows=300, seed=1)
+    scramblers = dpcomm.Scramblers(sampling_rate=0.2, batch_size=50, num_dummies=5)
+    run = dpcomm.run_sql(
+        "SELECT g1, COUNT(*) AS n FROM t GROUP BY g1", table, countermeasure=scramblers,
+        release=dpcomm.Laplace(1.0), keys={"g1": list(range(20))},
+    )  # fmt: skip
+    release, privacy = run.report.release, run.report.privacy
+    assert release is not None
+    assert run.report.summary().startswith(
+        f"ε = {release.epsilon_total:.4g} at δ = {release.composed_delta:g} for the traffic and "
+        f"the noisy release together (traffic ε1 = {privacy.epsilon:.4g}, release ε2 = 1)"
+    )
+    points = np.random.default_rng(0).normal(size=(100, 2))
+    kmeans = dpcomm.kmeans(points, k=2, iterations=1, countermeasure=scramblers, seed=1)
+    count = len(kmeans.report.privacy.caveats)
+    assert count >= 1 and f"{count} caveat" in kmeans.report.summary()
