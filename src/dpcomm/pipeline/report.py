@@ -417,10 +417,10 @@ class Report(Generic[Utility]):
         Under a noisy release, the ε of traffic and release together first (what an observer
         of both learns), then each one's; the number of caveats the guarantee has, if any.
         """
-        privacy = self.privacy
-        parts = [f"ε = {privacy.epsilon:.4g} at δ = {privacy.delta:g} ({privacy.method})"]
-        if self.release is not None:
-            release = self.release
+        privacy, release = self.privacy, self.release
+        if release is None:
+            parts = [f"ε = {privacy.epsilon:.4g} at δ = {privacy.delta:g} ({privacy.method})"]
+        else:
             parts = [
                 f"ε = {release.epsilon_total:.4g} at δ = {release.composed_delta:g} for the "
                 f"traffic and the noisy release together (traffic ε1 = {privacy.epsilon:.4g}, "

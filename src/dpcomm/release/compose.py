@@ -17,7 +17,7 @@ from dpcomm.accounting import ScramblerMechanism, pld
 from dpcomm.errors import InvalidParameterError
 from dpcomm.plan.countermeasures import shares_blanket
 from dpcomm.plan.privacy import PathMechanisms, PlanGuarantee, paths_with
-from dpcomm.release.mechanisms import AggregateNoise, Charged, release_pld
+from dpcomm.release.mechanisms import MAP_TOLERANCE, AggregateNoise, Charged, release_pld
 
 #: The largest ε_i of a released aggregate the PLD composition takes: dp_accounting's pair of
 #: an (ε_i, δ_i)-DP mechanism computes e^ε_i, which overflows a float beyond ε_i ≈ 709.8. A
@@ -25,11 +25,6 @@ from dpcomm.release.mechanisms import AggregateNoise, Charged, release_pld
 #: negligible) is composed by the sum ε1 + ε2 alone, which holds whatever ε_i.
 PLD_MAX_EPSILON = 700.0
 
-
-#: How far above its share OpenDP's privacy map of a draw may be before the release refuses
-#: to draw (`dpcomm.release.noise._check_loss`, the quantiles' and the key selection's checks):
-#: the composition charges every share that much more.
-MAP_TOLERANCE = 1e-9
 
 #: A released floating-point sum is the exact sum rounded once to a double: at most half a
 #: unit in the last place, 2^-53 of its magnitude, in each of two neighbouring tables.

@@ -391,6 +391,13 @@ def release_shares(
     return minimum_error_split(mechanism.epsilon, costs, delta=mechanism.delta)
 
 
+#: How far above its share OpenDP's privacy map of a draw may be before the release refuses
+#: to draw (every check of a draw against its share: `dpcomm.release.noise`,
+#: `dpcomm.release.quantile`); the composition charges every share that much more
+#: (`dpcomm.release.compose.charged_shares`).
+MAP_TOLERANCE = 1e-9
+
+
 def rho_for(epsilon: float, delta: float) -> float:
     """The largest zCDP ρ whose (ε, δ) conversion ρ + 2√(ρ ln(1/δ)) is at most ``epsilon``."""
     log_term = math.log(1.0 / delta)

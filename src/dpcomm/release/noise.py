@@ -44,6 +44,7 @@ from dpcomm.plan.countermeasures import Countermeasures, shares_blanket
 from dpcomm.queries.groupby import key_order, node_of_key
 from dpcomm.queries.query import BoundAggregate
 from dpcomm.release.mechanisms import (
+    MAP_TOLERANCE,
     AggregateNoise,
     Charged,
     JointView,
@@ -658,7 +659,7 @@ def _with_selection(
     loss, accounted = _threshold_map(_threshold_measurement(count, threshold), count, distances)
     rest = _rest_sensitivity(count.sensitivity, distances)
     spent = loss + (0.0 if rest is None else _vector_loss(count, rest))
-    if spent > _allowed(count) * (1.0 + 1e-9) or accounted > delta:
+    if spent > _allowed(count) * (1.0 + MAP_TOLERANCE) or accounted > delta:
         raise DpcommError(
             f"OpenDP accounts {spent:.6g} (δ {accounted:.3g}) for the COUNT that selects "
             f"keys, above the {_allowed(count):.6g} (δ {delta:.3g}) it was calibrated to"
@@ -879,7 +880,7 @@ def _selected_keys(
     noise = next(n for n in release.noises if n.output == selection.count_output)
     measurement = _threshold_measurement(noise, selection.threshold)
     loss, delta = _threshold_map(measurement, noise, selection.distances)
-    if loss > selection.accounted_loss * (1.0 + 1e-9) or delta > selection.delta:
+    if loss > selection.accounted_loss * (1.0 + MAP_TOLERANCE) or delta > selection.delta:
         raise DpcommError(
             f"OpenDP accounts ({loss:.6g}, {delta:.3g}) for the key selection, above the "
             f"({selection.accounted_loss:.6g}, {selection.delta:.3g}) it was calibrated to"
@@ -1024,7 +1025,7 @@ def _check_loss(
     The budget is what ``noise`` was calibrated to (ε_i, or the zCDP ρ_i of a Gaussian).
     """
     total = spent + _vector_loss(noise, sensitivity, measurement)
-    if total > _allowed(noise) * (1.0 + 1e-9):
+    if total > _allowed(noise) * (1.0 + MAP_TOLERANCE):
         raise DpcommError(
             f"OpenDP accounts {total:.6g} for the noise of {noise.output}, above the "
             f"{_allowed(noise):.6g} it was calibrated to: refusing to release"

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpcomm.errors import DpcommError, InvalidParameterError
-from dpcomm.release.mechanisms import JOINT_VIEWS, JointView, NoiseShare
+from dpcomm.release.mechanisms import JOINT_VIEWS, MAP_TOLERANCE, JointView, NoiseShare
 
 #: Values a row's replacement adds to or removes from the cells of one grouping set with keys,
 #: per `JointView` (Σ over its cells of the symmetric distance).
@@ -229,7 +229,7 @@ def released_quantiles(noise: QuantileNoise, counts: Sequence[int], draws: int) 
         raise InvalidParameterError("counts", f"{bins} counts >= 0, one per bin", counts)
     measurement = quantile_measurement(noise.candidates, noise.alpha, noise.scale)
     spent = float(measurement.map(noise.distance))
-    if spent > noise.epsilon * (1.0 + 1e-9):
+    if spent > noise.epsilon * (1.0 + MAP_TOLERANCE):
         raise DpcommError(
             f"OpenDP accounts {spent:.6g} for the quantile {noise.output}, above the "
             f"{noise.epsilon:.6g} it was calibrated to: refusing to release"

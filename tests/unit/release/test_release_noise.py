@@ -189,8 +189,8 @@ def test_integer_noise_interval_covers_opendps_draws() -> None:
 def test_the_composition_charges_each_share_its_allowances() -> None:
     """`charged_shares`: OpenDP's map tolerance on every share; a floating-point sum's one
     rounding on top, (1 + 2^-52·S) for Laplace and squared for a Gaussian's ρ; never less."""
-    from dpcomm.release.compose import MAP_TOLERANCE, ROUNDING_PER_ROW, charged_shares
-    from dpcomm.release.mechanisms import AggregateNoise, Sensitivity
+    from dpcomm.release.compose import ROUNDING_PER_ROW, charged_shares
+    from dpcomm.release.mechanisms import MAP_TOLERANCE, AggregateNoise, Sensitivity
 
     def noise(function: str, delta: float) -> AggregateNoise:
         return AggregateNoise(
